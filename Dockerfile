@@ -1,0 +1,13 @@
+# mindtune console image (CPU). Build: docker build -t mindtune .   Run: docker run -p 7860:7860 mindtune
+FROM python:3.11-slim
+ENV PYTHONUNBUFFERED=1 GLOG_v=3
+WORKDIR /opt/mindtune
+COPY requirements.txt .
+RUN pip install --no-cache-dir -r requirements.txt
+COPY app ./app
+COPY core ./core
+COPY configs ./configs
+COPY models ./models
+COPY data ./data
+EXPOSE 7860
+CMD ["python", "-m", "app"]

@@ -1,0 +1,1 @@
+"""mindtune's browser console (Gradio). Depends on core, never the other way round."""

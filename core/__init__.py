@@ -1,0 +1,1 @@
+"""mindtune's engine: everything that is not UI. Importable without Gradio."""

@@ -1,0 +1,728 @@
+"""A run's settings: one source of truth for the console form, the YAML files and the CLI.
+
+Every section is a dataclass whose fields carry their default, valid range and a help line;
+values are coerced and range-checked on construction, `Config.validate()` adds the checks that
+span fields, and `load_config` resolves `base:` inheritance and `key=value` overrides. Every
+problem raises `ConfigError`, whose `errors` maps each dotted field to its message.
+Imports nothing else from `core` (stdlib and PyYAML only).
+
+    python -m core.config --config configs/lora_demo.yaml train.learning_rate=1e-4
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import difflib
+import functools
+import math
+import re
+import sys
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Mapping, NamedTuple, Sequence
+
+import yaml
+
+__all__ = [
+    "ConfigError", "Config", "RunSettings", "ModelSettings", "LoraSettings", "DataSettings",
+    "TrainSettings", "PrecisionSettings", "RecomputeSettings", "ParallelSettings",
+    "EvalSettings", "EarlyStoppingSettings", "FieldInfo", "describe_fields", "load_config", "main",
+]
+
+_NO_VALUE = object()  # a problem that is about a file or a field pair, not one value
+
+
+class Problem(NamedTuple):
+    """One thing wrong with a config: the dotted key, the bad value, why, and where it was set."""
+    key: str
+    value: Any
+    reason: str
+    source: str | None = None
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; lists every problem found, one per line.
+
+    `errors` maps each dotted field to its message, so the console can show it next to the field;
+    problems that belong to no field (an unreadable file) use the key "".
+    """
+
+    def __init__(self, problems: str | Sequence[Problem]):
+        self.problems = [Problem("", _NO_VALUE, problems)] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(_format_problem(p) for p in self.problems))
+
+    @property
+    def errors(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for p in self.problems:
+            message = p.reason if p.value is _NO_VALUE else f"{p.reason} (got {_show(p.value)})"
+            out[p.key] = f"{out[p.key]}; {message}" if p.key in out else message
+        return out
+
+    def located(self, origins: Mapping[str, str], default: str | None) -> ConfigError:
+        """The same problems, each naming the file (or "overrides") that set its key."""
+        return ConfigError([p if p.source else p._replace(source=_origin_of(p.key, origins, default))
+                            for p in self.problems])
+
+
+def _format_problem(p: Problem) -> str:
+    head = p.key + ("" if p.value is _NO_VALUE else f" = {_show(p.value)}")
+    head += f" in {p.source}" if p.source else ""
+    return f"{head}: {p.reason}" if head else p.reason
+
+
+def _show(value: Any) -> str:
+    """A value as a user would write it in YAML."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    return repr(value)
+
+
+def _origin_of(key: str, origins: Mapping[str, str], default: str | None) -> str | None:
+    if key in origins:
+        return origins[key]
+    inside = [src for k, src in origins.items() if k.startswith(key + ".")]
+    parents = [origins[k] for k in _prefixes(key) if k in origins]
+    return (inside or parents or [default])[0]
+
+
+def _prefixes(key: str) -> list[str]:
+    parts = key.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+
+
+def _suggest(word: str, options: Sequence[str]) -> str:
+    """' (did you mean 'x'?)' when a close option exists; compares case-insensitively."""
+    lowered = {o.lower(): o for o in options}
+    close = difflib.get_close_matches(str(word).lower(), list(lowered), n=1, cutoff=0.5)
+    return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
+
+
+def _unknown_key(key: str, value: Any, valid: Sequence[str]) -> Problem:
+    name = key.rsplit(".", 1)[-1]
+    return Problem(key, value, f"unknown key{_suggest(name, valid)}; valid keys: {', '.join(valid)}")
+
+
+# ---- field specs: default, valid range, help ------------------------------------------------
+
+class _Invalid(Exception):
+    """Raised by a custom coercer with the full reason."""
+
+
+def _field(default: Any, help: str, *, gt=None, ge=None, lt=None, le=None, coerce=None, rule=None):
+    """A dataclass field with its help line and valid range (bounds apply when not null)."""
+    meta = {"help": help, "gt": gt, "ge": ge, "lt": lt, "le": le, "coerce": coerce, "rule": rule}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _bounds_text(meta: Mapping) -> str:
+    """' > 0', ' >= 8', ' in [0, 1)', or '' for a field without bounds."""
+    lo = ("(", meta["gt"]) if meta["gt"] is not None else ("[", meta["ge"])
+    hi = (")", meta["lt"]) if meta["lt"] is not None else ("]", meta["le"])
+    if lo[1] is not None and hi[1] is not None:
+        return f" in {lo[0]}{lo[1]:g}, {hi[1]:g}{hi[0]}"
+    if lo[1] is not None:
+        return f" {'>' if lo[0] == '(' else '>='} {lo[1]:g}"
+    if hi[1] is not None:
+        return f" {'<' if hi[0] == ')' else '<='} {hi[1]:g}"
+    return ""
+
+
+def _in_bounds(x: float, meta: Mapping) -> bool:
+    return ((meta["gt"] is None or x > meta["gt"]) and (meta["ge"] is None or x >= meta["ge"])
+            and (meta["lt"] is None or x < meta["lt"]) and (meta["le"] is None or x <= meta["le"]))
+
+
+def _split_optional(hint: Any) -> tuple[Any, bool]:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint):
+        rest = [a for a in typing.get_args(hint) if a is not type(None)]
+        return rest[0], True
+    return hint, False
+
+
+def _describe(hint: Any, meta: Mapping) -> str:
+    """What a field accepts, in words: 'an integer >= 8', "one of 'O0', 'O1', 'O2'", ..."""
+    inner, optional = _split_optional(hint)
+    if meta["rule"]:
+        text = meta["rule"]
+    elif typing.get_origin(inner) is Literal:
+        text = "one of " + ", ".join(repr(c) for c in typing.get_args(inner))
+    else:
+        text = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}[inner]
+        text += _bounds_text(meta)
+    return text + (", or null" if optional else "")
+
+
+def _to_int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise TypeError(v)
+    number = float(v) if not isinstance(v, int) else v
+    if isinstance(number, float) and not number.is_integer():
+        raise ValueError(v)
+    return int(number)
+
+
+def _to_float(v: Any) -> float:
+    # yaml.safe_load reads 1e-4 (no dot) as a string, so numeric strings are accepted.
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise TypeError(v)
+    number = float(v)
+    if not math.isfinite(number):
+        raise ValueError(v)
+    return number
+
+
+def _to_bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(v)
+    return v
+
+
+def _to_str(v: Any) -> str:
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise TypeError(v)
+    return str(v)
+
+
+def _coerce(value: Any, hint: Any, meta: Mapping) -> Any:
+    """`value` converted to the field's type; raises _Invalid with the reason when it cannot be."""
+    inner, optional = _split_optional(hint)
+    if value is None and optional:
+        return None
+    if meta["coerce"]:
+        return meta["coerce"](value)
+    if typing.get_origin(inner) is Literal:
+        choices = typing.get_args(inner)
+        if value not in choices:
+            raise _Invalid(f"must be {_describe(hint, meta)}{_suggest(str(value), choices)}")
+        return value
+    try:
+        converted = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}[inner](value)
+    except (TypeError, ValueError):
+        raise _Invalid(f"must be {_describe(hint, meta)}") from None
+    if inner in (int, float) and not _in_bounds(converted, meta):
+        raise _Invalid(f"must be {_describe(hint, meta)}")
+    return converted
+
+
+def _coerce_target_modules(value: Any) -> list[str] | str:
+    """A list of module names, 'q_proj,v_proj' (split into a list), or one regular expression."""
+    if isinstance(value, str) and "," in value:
+        parts = [p.strip() for p in value.split(",")]
+        if all(re.fullmatch(r"[\w.]+", p) for p in parts):  # a list of names, not a regex like a{1,2}
+            return parts
+    if isinstance(value, str):
+        if not value.strip():
+            raise _Invalid("must not be empty")
+        try:
+            re.compile(value)
+        except re.error as err:
+            raise _Invalid(f"is not a valid regular expression: {err}") from None
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
+        return [v.strip() for v in value]
+    raise _Invalid(f"must be {_TARGET_RULE}")
+
+
+_TARGET_RULE = "a non-empty list of module names, 'q_proj,v_proj', or one regular expression"
+
+
+# ---- sections -----------------------------------------------------------------------------
+
+class _Section:
+    """One `key:` block of the config; coerces and range-checks its fields on construction."""
+    KEY: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        problems = _check_fields(self, self.KEY)
+        if problems:
+            raise ConfigError(problems)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None):
+        """Build from a mapping; unknown keys and bad values are reported together."""
+        data = dict(data or {})
+        names = [f.name for f in fields(cls)]
+        problems = [_unknown_key(f"{cls.KEY}.{k}", v, names) for k, v in data.items() if k not in names]
+        try:
+            section = cls(**{k: v for k, v in data.items() if k in names})
+        except ConfigError as err:
+            problems += err.problems
+        if problems:
+            raise ConfigError(problems)
+        return section
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
+
+
+def _check_fields(obj: Any, prefix: str) -> list[Problem]:
+    """Coerce each plain field of a dataclass in place; return the problems found."""
+    hints, problems = _hints(type(obj)), []
+    for f in fields(obj):
+        if "help" not in f.metadata:
+            continue  # a nested section, checked by its own class
+        value = getattr(obj, f.name)
+        try:
+            setattr(obj, f.name, _coerce(value, hints[f.name], f.metadata))
+        except _Invalid as err:
+            problems.append(Problem(f"{prefix}.{f.name}".lstrip("."), value, str(err)))
+    return problems
+
+
+@dataclass
+class RunSettings(_Section):
+    """Where the run lives and how it starts."""
+    KEY: ClassVar[str] = "run"
+    name: str | None = _field(None, "optional prefix for the run id")
+    runs_dir: str = _field("runs", "folder holding one sub-folder per run")
+    seed: int = _field(42, "seed for initialisation, data order and dropout", ge=0)
+    resume: str | None = _field(None, "run or checkpoint folder to resume from; null starts fresh")
+
+
+@dataclass
+class ModelSettings(_Section):
+    """The base model."""
+    KEY: ClassVar[str] = "model"
+    path: str = _field("models/tiny-demo", "Hugging Face model folder (config.json, weights, tokenizer)")
+    dtype: Literal["float32", "float16", "bfloat16"] = _field("float32", "parameter storage (master) dtype")
+
+
+@dataclass
+class LoraSettings(_Section):
+    """LoRA adapters (used when method is lora)."""
+    KEY: ClassVar[str] = "lora"
+    rank: int = _field(8, "rank r of the low-rank update", gt=0)
+    alpha: float = _field(16.0, "scale numerator: the update is scaled by alpha / rank", gt=0)
+    dropout: float = _field(0.05, "dropout on the adapter input", ge=0, lt=1)
+    target_modules: list[str] | str = _field(
+        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        "module names (suffix match) or one regex (full match)",
+        coerce=_coerce_target_modules, rule=_TARGET_RULE)
+
+    @property
+    def scaling(self) -> float:
+        return self.alpha / self.rank
+
+    @property
+    def target_regex(self) -> str:
+        """A regex for re.fullmatch on dotted module names: a list matches by last name(s)."""
+        if isinstance(self.target_modules, str):
+            return self.target_modules
+        names = "|".join(re.escape(n) for n in self.target_modules)
+        return rf"(?:.*\.)?(?:{names})"
+
+
+@dataclass
+class DataSettings(_Section):
+    """Datasets and tokenisation."""
+    KEY: ClassVar[str] = "data"
+    train_file: str = _field("data/demo/train.jsonl", "training data file")
+    validation_file: str | None = _field("data/demo/validation.jsonl",
+                                         "validation data; null splits it off train")
+    test_file: str | None = _field("data/demo/test.jsonl", "held-out test data for downstream eval")
+    format: Literal["auto", "alpaca", "chat", "text"] = _field("auto", "record format; auto detects it")
+    validation_fraction: float = _field(0.0, "share of train held out when validation_file is null",
+                                        ge=0, le=0.5)
+    max_seq_len: int = _field(256, "tokens per example; longer ones are truncated", ge=8)
+    mask_prompt: bool = _field(True, "train on the response only (prompt tokens carry no loss)")
+
+
+@dataclass
+class TrainSettings(_Section):
+    """The optimisation loop."""
+    KEY: ClassVar[str] = "train"
+    max_steps: int | None = _field(300, "optimizer steps; set this or epochs", gt=0)
+    epochs: float | None = _field(None, "passes over the training data; set this or max_steps", gt=0)
+    micro_batch_size: int = _field(8, "examples per device per forward pass", ge=1)
+    grad_accum_steps: int = _field(1, "micro-batches accumulated per optimizer step", ge=1)
+    learning_rate: float = _field(2e-3, "peak learning rate (AdamW)", gt=0, le=1)
+    weight_decay: float = _field(0.0, "AdamW decoupled weight decay", ge=0)
+    schedule: Literal["cosine", "linear", "constant"] = _field("cosine", "decay after warmup")
+    warmup_steps: int = _field(20, "linear warmup steps from 0 to learning_rate", ge=0)
+    min_lr_ratio: float = _field(0.1, "final learning rate as a share of the peak", ge=0, le=1)
+    max_grad_norm: float | None = _field(1.0, "gradient clipping norm; null disables", gt=0)
+    log_every: int = _field(5, "steps between train metric lines", ge=1)
+    eval_every: int = _field(50, "steps between validation runs", ge=1)
+    save_every: int = _field(100, "steps between checkpoints", ge=1)
+    keep_last_n: int = _field(2, "step checkpoints kept (best is always kept)", ge=1)
+
+
+@dataclass
+class PrecisionSettings(_Section):
+    """Mixed precision (MindSpore AMP levels)."""
+    KEY: ClassVar[str] = "precision"
+    amp_level: Literal["O0", "O1", "O2"] = _field("O0", "O0 fp32, O1 mixed ops, O2 mostly low precision")
+    compute_dtype: Literal["float16", "bfloat16"] = _field("float16", "low-precision dtype if amp_level != O0")
+    loss_scale: Literal["dynamic", "static", "none"] = _field("dynamic", "loss scaling for float16")
+    initial_loss_scale: float = _field(65536.0, "starting (or fixed) loss scale", gt=0)
+
+
+@dataclass
+class RecomputeSettings(_Section):
+    """Activation recomputation: trade compute for memory."""
+    KEY: ClassVar[str] = "recompute"
+    policy: Literal["none", "mlp", "attention", "full"] = _field("none", "blocks that recompute activations")
+    layer_fraction: float = _field(1.0, "share of layers (from the first) that recompute", gt=0, le=1)
+
+
+@dataclass
+class ParallelSettings(_Section):
+    """Devices and data parallelism (msrun workers)."""
+    KEY: ClassVar[str] = "parallel"
+    data_parallel: int = _field(1, "data-parallel workers", ge=1)
+    optimizer_shard: bool = _field(False, "shard optimizer state across workers (Ascend only)")
+    device: Literal["cpu", "gpu", "ascend"] = _field("cpu", "MindSpore device target")
+
+
+@dataclass
+class EvalSettings(_Section):
+    """Evaluation during and after training."""
+    KEY: ClassVar[str] = "eval"
+    ema_alpha: float = _field(0.3, "weight of the newest value in EMA-smoothed metrics", gt=0, le=1)
+    downstream: bool = _field(True, "generate on the test set and score the answers")
+    max_new_tokens: int = _field(16, "generation length for downstream eval", ge=1)
+    max_eval_samples: int | None = _field(None, "cap on eval examples; null uses all", ge=1)
+
+
+@dataclass
+class EarlyStoppingSettings(_Section):
+    """Stop when the monitored validation metric stops improving."""
+    KEY: ClassVar[str] = "early_stopping"
+    enabled: bool = _field(True, "stop early when the monitor stops improving")
+    monitor: Literal["val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema"] = _field("val_loss",
+                                                                                    "metric watched")
+    patience: int = _field(3, "evaluations without improvement before stopping", ge=1)
+    min_delta: float = _field(0.0, "smallest decrease that counts as an improvement", ge=0)
+
+
+# ---- the whole config ------------------------------------------------------------------------
+
+@dataclass
+class Config:
+    """Every setting of one run. Build with `from_dict`/`from_yaml` to get everything checked."""
+    run: RunSettings = field(default_factory=RunSettings)
+    model: ModelSettings = field(default_factory=ModelSettings)
+    method: Literal["lora", "full"] = _field("lora", "lora trains adapters only; full trains every weight")
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    data: DataSettings = field(default_factory=DataSettings)
+    train: TrainSettings = field(default_factory=TrainSettings)
+    precision: PrecisionSettings = field(default_factory=PrecisionSettings)
+    recompute: RecomputeSettings = field(default_factory=RecomputeSettings)
+    parallel: ParallelSettings = field(default_factory=ParallelSettings)
+    eval: EvalSettings = field(default_factory=EvalSettings)
+    early_stopping: EarlyStoppingSettings = field(default_factory=EarlyStoppingSettings)
+
+    def __post_init__(self) -> None:
+        problems = _check_fields(self, "")
+        if problems:
+            raise ConfigError(problems)
+
+    @property
+    def global_batch_size(self) -> int:
+        """Examples per optimizer step across all workers."""
+        return self.train.micro_batch_size * self.train.grad_accum_steps * self.parallel.data_parallel
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Config:
+        """Build and fully validate; all field problems are reported in one ConfigError."""
+        data = dict(data or {})
+        valid = [f.name for f in fields(cls)]
+        problems = [_unknown_key(str(k), v, valid) for k, v in data.items() if k not in valid]
+        kwargs: dict[str, Any] = {}
+        for name, section_cls in _sections().items():
+            raw = data.get(name)
+            if raw is not None and not isinstance(raw, Mapping):
+                problems.append(Problem(name, raw, f"must be a mapping of {name} settings"))
+                continue
+            try:
+                kwargs[name] = section_cls.from_dict(raw)
+            except ConfigError as err:
+                problems += err.problems
+        try:
+            config = cls(**kwargs, **{k: data[k] for k in valid if k in data and k not in _sections()})
+        except ConfigError as err:
+            problems += err.problems
+        if problems:
+            raise ConfigError(problems)
+        config.validate()
+        return config
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, overrides: Sequence[str] = ()) -> Config:
+        return load_config(path, overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: (getattr(self, f.name).to_dict() if f.name in _sections()
+                         else copy.deepcopy(getattr(self, f.name))) for f in fields(self)}
+
+    def to_flat(self) -> dict[str, Any]:
+        """{'train.learning_rate': 0.002, 'method': 'lora', ...}: the keys overrides and forms use."""
+        return {f"{name}.{k}" if isinstance(section, dict) else name: v
+                for name, section in self.to_dict().items()
+                for k, v in (section.items() if isinstance(section, dict) else [(name, section)])}
+
+    def with_updates(self, updates: Mapping[str, Any]) -> Config:
+        """A new, validated config with dotted keys replaced, e.g. {'train.max_steps': 50}."""
+        data = self.to_dict()
+        problems = [p for key, value in updates.items() if (p := _set_dotted(data, key, value))]
+        if problems:
+            raise ConfigError(problems)
+        return Config.from_dict(data)
+
+    def to_yaml(self, comments: bool = False) -> str:
+        """The config as YAML, sections in block style; with `comments`, each line has its help."""
+        info, lines = _field_table(), []
+        for name, value in self.to_dict().items():
+            if not isinstance(value, dict):
+                lines += ["", _yaml_line(name, value, comments and info[name].help)]
+                continue
+            doc = (_sections()[name].__doc__ or "").strip()
+            lines += ["", f"# {doc}"] if comments else [""]
+            lines += [f"{name}:"] + [_yaml_line(f"  {k}", v, comments and info[f"{name}.{k}"].help)
+                                     for k, v in value.items()]
+        return "\n".join(lines).lstrip("\n") + "\n"
+
+    def validate(self) -> None:
+        """Re-check every field, then the rules that span fields; raise ConfigError listing all."""
+        problems = _check_fields(self, "")
+        for name in _sections():
+            problems += _check_fields(getattr(self, name), name)
+        if problems:
+            raise ConfigError(problems)
+        problems = _cross_field_problems(self)
+        if problems:
+            raise ConfigError(problems)
+
+
+def _yaml_line(key: str, value: Any, help: str | bool) -> str:
+    """`key: value` with lists in flow style, and the help line as a trailing comment."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=1000).removesuffix("\n...\n").strip()
+    return f"{key}: {text}".ljust(34) + f"  # {help}" if help else f"{key}: {text}"
+
+
+def _cross_field_problems(c: Config) -> list[Problem]:
+    """Rules that involve more than one field (the single-field ranges are checked on construction)."""
+    t, problems = c.train, []
+    if (t.max_steps is None) == (t.epochs is None):
+        problems.append(Problem("train.max_steps", t.max_steps,
+                                "set exactly one of train.max_steps and train.epochs "
+                                f"(epochs = {_show(t.epochs)})"))
+    if t.max_steps is not None and t.warmup_steps >= t.max_steps:
+        problems.append(Problem("train.warmup_steps", t.warmup_steps,
+                                f"must be < train.max_steps ({t.max_steps})"))
+    if c.data.validation_file is None and c.data.validation_fraction == 0:
+        problems.append(Problem("data.validation_file", None, "no validation data: set "
+                                "data.validation_file or data.validation_fraction in (0, 0.5]"))
+    p = c.precision
+    if p.amp_level != "O0" and p.compute_dtype == "bfloat16" and c.parallel.device == "cpu":
+        problems.append(Problem("precision.compute_dtype", "bfloat16",
+                                f"bf16 compute is not supported by MindSpore's CPU kernels (amp_level "
+                                f"{p.amp_level}); use float16 or amp_level O0 (fp32), "
+                                "or run on parallel.device gpu/ascend"))
+    if c.parallel.optimizer_shard and c.parallel.device != "ascend":
+        problems.append(Problem("parallel.optimizer_shard", True,
+                                f"MindSpore's parallel optimizer is Ascend-only (device is "
+                                f"{c.parallel.device!r}); set it to false or use parallel.device=ascend"))
+    return problems
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """A dataclass's resolved field types (cached: resolving them is slow)."""
+    return typing.get_type_hints(cls)
+
+
+@functools.cache
+def _sections() -> dict[str, type[_Section]]:
+    hints = _hints(Config)
+    return {f.name: hints[f.name] for f in fields(Config)
+            if isinstance(hints[f.name], type) and issubclass(hints[f.name], _Section)}
+
+
+class FieldInfo(NamedTuple):
+    """What the console needs to draw one field: its kind, default, choices, rule and help line."""
+    key: str
+    kind: str  # "str", "int", "float", "bool", "choice" or "modules" (list of names or a regex)
+    optional: bool
+    default: Any
+    choices: tuple[str, ...]
+    rule: str
+    help: str
+
+
+def describe_fields() -> dict[str, FieldInfo]:
+    """Every dotted key in file order, with its default, choices (for dropdowns) and valid range."""
+    return {k: info._replace(default=copy.deepcopy(info.default)) for k, info in _field_table().items()}
+
+
+@functools.cache
+def _field_table() -> dict[str, FieldInfo]:
+    out: dict[str, FieldInfo] = {}
+    defaults = Config().to_flat()
+    for prefix, cls in [*_sections().items(), ("", Config)]:
+        hints = _hints(cls)
+        for f in fields(cls):
+            if "help" not in f.metadata:
+                continue
+            key = f"{prefix}.{f.name}".lstrip(".")
+            inner, optional = _split_optional(hints[f.name])
+            choices = typing.get_args(inner) if typing.get_origin(inner) is Literal else ()
+            kind = "modules" if f.metadata["coerce"] else "choice" if choices else inner.__name__
+            out[key] = FieldInfo(key, kind, optional, defaults[key], choices,
+                                 _describe(hints[f.name], f.metadata), f.metadata["help"])
+    return {k: out[k] for k in defaults}
+
+
+# ---- loading: files, bases, overrides -----------------------------------------------------------
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
+    """Read a YAML config with its `base:` files, apply `key=value` overrides, and validate.
+
+    Errors name the file (or "overrides") that set the offending key.
+    """
+    path = Path(path).resolve()
+    data, origins = _read_tree(path, ())
+    problems = [p for text in overrides if (p := _apply_override(data, origins, text))]
+    try:
+        config = Config.from_dict(data)
+    except ConfigError as err:
+        problems += err.located(origins, _display(path)).problems
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def _display(path: Path) -> str:
+    """A path as short as it can be said: relative to the working directory when inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _read_tree(path: Path, chain: tuple[Path, ...]) -> tuple[dict, dict[str, str]]:
+    """A file merged over its bases (in order), and which file set each dotted key."""
+    raw = _read_yaml(path)
+    bases = raw.pop("base", None)
+    bases = [bases] if isinstance(bases, str) else bases if bases is not None else []
+    if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
+        raise ConfigError([Problem("base", bases, "must be a file name or a list of file names",
+                                   _display(path))])
+    merged: dict = {}
+    origins: dict[str, str] = {}
+    for base in bases:
+        base_path = (path.parent / base).resolve()
+        if base_path in chain + (path,):
+            cycle = " -> ".join(_display(p) for p in chain + (path, base_path))
+            raise ConfigError([Problem("base", base, f"inheritance cycle: {cycle}", _display(path))])
+        if not base_path.is_file():
+            raise ConfigError([Problem("base", base, f"file not found: {_display(base_path)}",
+                                       _display(path))])
+        base_data, base_origins = _read_tree(base_path, chain + (path,))
+        merged = _deep_merge(merged, base_data)
+        origins.update(base_origins)
+    origins.update({key: _display(path) for key in _leaf_keys(raw)})
+    return _deep_merge(merged, raw), origins
+
+
+def _read_yaml(path: Path) -> dict:
+    """One file's mapping, parsed with yaml.safe_load; ConfigError names the file (and line)."""
+    name = _display(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{name}: cannot read config file ({err.strerror or err})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}:" if mark else ""
+        raise ConfigError(f"{name}:{where} invalid YAML: {getattr(err, 'problem', None) or err}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{name}: must be a mapping of sections (run:, model:, train:, ...), "
+                          f"not a {type(data).__name__}")
+    return data
+
+
+def _deep_merge(base: dict, update: dict) -> dict:
+    """Dicts merge key by key; lists and scalars in `update` replace. An empty section
+    (`lora:` with nothing under it, read as null) keeps what the base had."""
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(out.get(key), dict) and isinstance(value, dict):
+            out[key] = _deep_merge(out[key], value)
+        elif not (isinstance(out.get(key), dict) and value is None):
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _leaf_keys(data: Mapping, prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        keys += _leaf_keys(value, dotted + ".") if isinstance(value, dict) and value else [dotted]
+    return keys
+
+
+def _apply_override(data: dict, origins: dict[str, str], text: str) -> Problem | None:
+    """Apply one `dotted.key=value` (value parsed as YAML); return the problem, if any."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        return Problem("", _NO_VALUE, f"override {text!r} must look like key=value, "
+                                      "e.g. train.learning_rate=1e-4")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw  # e.g. 'a: b' is not YAML on one line; take the text as written
+    info = _field_table().get(key)
+    if info and info.kind == "str" and value is not None and not isinstance(value, str):
+        value = raw.strip()  # a string field keeps 007 as '007', not the number 7
+    problem = _set_dotted(data, key, value)
+    origins[key] = "overrides"
+    return problem._replace(source="overrides") if problem else None
+
+
+def _set_dotted(data: dict, key: str, value: Any) -> Problem | None:
+    """Set data[section][field] (or data[key] for top-level keys); unknown keys are a Problem."""
+    info = _field_table()
+    if key not in info:
+        section = key.split(".")[0]
+        siblings = [k for k in info if k.startswith(section + ".")]
+        valid = siblings or list(dict.fromkeys(k.split(".")[0] for k in info))
+        return Problem(key, value,
+                       f"unknown key{_suggest(key, list(info))}; valid keys: {', '.join(valid)}")
+    if "." not in key:
+        data[key] = value
+        return None
+    section, name = key.split(".", 1)
+    if not isinstance(data.get(section), dict):
+        data[section] = {}
+    data[section][name] = value
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: print the resolved YAML (exit 0) or every problem (exit 2)."""
+    parser = argparse.ArgumentParser(prog="python -m core.config", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="YAML config file")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. train.learning_rate=1e-4")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config, args.overrides)
+    except ConfigError as err:
+        print(f"error: invalid config\n{err}", file=sys.stderr)
+        return 2
+    sys.stdout.write(config.to_yaml())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

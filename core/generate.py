@@ -1,0 +1,154 @@
+"""Text generation with a key/value cache: greedy or temperature + top-p sampling, stop on EOS.
+
+CLI: `python -m core.generate --model DIR --prompt TEXT [--chat] [--max-new-tokens N] ...`
+prints the continuation. Runs in PyNative mode (each step has a new cache length).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+import mindspore as ms
+from mindspore import Tensor
+
+from core.model import CausalLM
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    max_new_tokens: int = 64
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self):
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens = {self.max_new_tokens}: must be >= 1")
+        if self.temperature < 0:
+            raise ValueError(f"temperature = {self.temperature}: must be >= 0 (0 = greedy)")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p = {self.top_p}: must be in (0, 1]")
+
+
+def choose_next(logits: np.ndarray, settings: SamplingSettings, rng: np.random.Generator) -> np.ndarray:
+    """logits (B, vocab) float32 -> next token ids (B,). Greedy at temperature 0; otherwise sample
+    from the smallest set of top tokens whose probability reaches top_p."""
+    if settings.temperature == 0:
+        return logits.argmax(-1)
+    scaled = logits / settings.temperature
+    probs = np.exp(scaled - scaled.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    chosen = np.empty(len(probs), dtype=np.int64)
+    for row, p in enumerate(probs):
+        order = np.argsort(-p, kind="stable")
+        cumulative = np.cumsum(p[order])
+        keep = order[: int(np.searchsorted(cumulative, settings.top_p)) + 1]
+        chosen[row] = rng.choice(keep, p=p[keep] / p[keep].sum())
+    return chosen
+
+
+def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    width = max(len(p) for p in prompts)
+    ids = np.full((len(prompts), width), pad_id, dtype=np.int32)
+    valid = np.zeros((len(prompts), width), dtype=bool)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt):] = prompt
+        valid[row, width - len(prompt):] = True
+    return ids, valid
+
+
+def generate(model: CausalLM, prompts: list[list[int]], settings: SamplingSettings,
+             eos_ids: set[int] | frozenset[int] = frozenset(), pad_id: int = 0,
+             use_cache: bool = True) -> list[list[int]]:
+    """Continue each prompt (token ids); returns the new tokens of each, without the EOS that ended it.
+    Prompts of different lengths are left-padded and masked. `use_cache=False` recomputes the whole
+    sequence every step (a reference for tests and benchmarks)."""
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("generate: every prompt needs at least one token")
+    limit = model.args.max_position_embeddings
+    longest = max(len(p) for p in prompts)
+    if longest + settings.max_new_tokens > limit:
+        raise ValueError(f"prompt of {longest} tokens + max_new_tokens {settings.max_new_tokens} "
+                         f"exceeds the model's context of {limit} tokens")
+    rng = np.random.default_rng(settings.seed)
+    ids, valid = _left_pad(prompts, pad_id)
+    positions = np.maximum(np.cumsum(valid, axis=1) - 1, 0).astype(np.int32)  # per-row positions
+    finished = np.zeros(len(prompts), dtype=bool)
+    outputs: list[list[int]] = [[] for _ in prompts]
+    past = None
+    step_ids, step_pos = ids, positions
+    all_ids, all_valid = ids, valid
+    for _ in range(settings.max_new_tokens):
+        if use_cache:
+            logits, past = model.forward_cached(Tensor(step_ids), past, Tensor(step_pos), Tensor(all_valid))
+        else:
+            full_pos = np.maximum(np.cumsum(all_valid, axis=1) - 1, 0).astype(np.int32)
+            logits, _ = model.forward_cached(Tensor(all_ids), None, Tensor(full_pos), Tensor(all_valid))
+        next_ids = choose_next(logits[:, -1, :].asnumpy(), settings, rng)
+        for row, token in enumerate(next_ids):
+            if finished[row]:
+                continue
+            if int(token) in eos_ids:
+                finished[row] = True
+            else:
+                outputs[row].append(int(token))
+        if finished.all():
+            break
+        next_ids = np.where(finished, pad_id, next_ids).astype(np.int32)
+        step_ids = next_ids.reshape(-1, 1)
+        step_pos = (positions[:, -1:] + 1).astype(np.int32)
+        positions = np.concatenate([positions, step_pos], axis=1)
+        all_ids = np.concatenate([all_ids, step_ids], axis=1)
+        all_valid = np.concatenate([all_valid, np.ones((len(prompts), 1), dtype=bool)], axis=1)
+    return outputs
+
+
+def _parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m core.generate", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="Hugging Face model folder (config.json, model.safetensors, tokenizer.json)")
+    parser.add_argument("--prompt", required=True, help="text to continue (or the user message with --chat)")
+    parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    parser.add_argument("--no-cache", action="store_true", help="recompute the whole sequence each step")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from core.checkpoint import CheckpointError, load_hf_model
+    from core.tokenizer import Tokenizer, TokenizerError
+
+    args = _parse_args(argv)
+    try:
+        settings = SamplingSettings(args.max_new_tokens, args.temperature, args.top_p, args.seed)
+        tokenizer = Tokenizer.from_dir(args.model)
+        model = load_hf_model(args.model, args.dtype)
+        if args.chat:
+            prompt_ids = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}],
+                                                       add_generation_prompt=True, tokenize=True)
+        else:
+            prompt_ids = tokenizer.encode(args.prompt)
+        eos = set(tokenizer.eos_token_ids) | set(model.args.eos_token_ids)
+        start = time.perf_counter()
+        new_ids = generate(model, [prompt_ids], settings, eos, tokenizer.pad_token_id or 0,
+                           use_cache=not args.no_cache)[0]
+    except (CheckpointError, TokenizerError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    seconds = time.perf_counter() - start
+    print(("" if args.chat else args.prompt) + tokenizer.decode(new_ids))
+    print(f"[{len(new_ids)} tokens in {seconds:.2f} s, {len(new_ids) / max(seconds, 1e-9):.1f} tokens/s]",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    sys.exit(main())

@@ -1,0 +1,395 @@
+"""A decoder-only transformer in MindSpore for the Llama family and Qwen2, built from a Hugging Face
+`config.json`: RoPE (default, linear, Llama-3 scaling), RMSNorm, SwiGLU, grouped-query attention,
+optional q/k/v bias and tied embeddings. Parameter names are Hugging Face's own keys
+(`model.layers.0.self_attn.q_proj.weight`), so checkpoints map one to one.
+
+`CausalLM.construct` is the full-sequence forward used by training and evaluation (graph-mode
+friendly); `CausalLM.forward_cached` is the incremental forward with a key/value cache used by
+`generate`.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+import mindspore as ms
+from mindspore import Parameter, Tensor, nn, ops
+from mindspore.common.initializer import Normal, initializer
+
+# Hugging Face architecture name -> our family. Mistral without sliding-window attention is Llama.
+ARCHITECTURES = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "llama",
+    "Qwen2ForCausalLM": "qwen2",
+}
+MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2"}
+ROPE_TYPES = ("default", "linear", "llama3")
+PROJECTION_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+DTYPES = {"float32": ms.float32, "float16": ms.float16, "bfloat16": ms.bfloat16}
+
+
+class ModelConfigError(ValueError):
+    """A config.json that mindtune cannot build a model from; the message names file and key."""
+
+
+@dataclass(frozen=True)
+class ModelArgs:
+    """The architecture hyper-parameters, normalised from a Hugging Face config.json."""
+
+    family: str  # "llama" | "qwen2"
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    max_position_embeddings: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: dict | None
+    tie_word_embeddings: bool
+    qkv_bias: bool
+    o_bias: bool
+    mlp_bias: bool
+    stored_dtype: str | None = None
+    bos_token_id: int | None = None
+    eos_token_ids: tuple[int, ...] = ()
+    pad_token_id: int | None = None
+
+    @classmethod
+    def from_dir(cls, model_dir: str | Path) -> "ModelArgs":
+        path = Path(model_dir) / "config.json"
+        if not path.is_file():
+            raise ModelConfigError(
+                f"{path}: not found. A model folder needs a Hugging Face config.json "
+                f"(supported architectures: {', '.join(ARCHITECTURES)})."
+            )
+        try:
+            cfg = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ModelConfigError(f"{path}: not valid JSON ({exc}).") from exc
+        return cls.from_hf_config(cfg, source=str(path))
+
+    @classmethod
+    def from_hf_config(cls, cfg: dict, source: str = "config.json") -> "ModelArgs":
+        family = _family_of(cfg, source)
+        _check(cfg.get("hidden_act", "silu") == "silu", source, "hidden_act",
+               f"{cfg.get('hidden_act')!r} is not supported; Llama and Qwen2 use 'silu'")
+        required = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                    "num_attention_heads")
+        for key in required:
+            _check(isinstance(cfg.get(key), int) and cfg[key] > 0, source, key,
+                   f"must be a positive integer, got {cfg.get(key)!r}")
+        heads = cfg["num_attention_heads"]
+        kv_heads = cfg.get("num_key_value_heads") or heads
+        _check(heads % kv_heads == 0, source, "num_key_value_heads",
+               f"{kv_heads} must divide num_attention_heads={heads}")
+        head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+        rope_theta, rope_scaling = _rope_settings(cfg, source)
+        max_pos = int(cfg.get("max_position_embeddings", 2048))
+        window = cfg.get("sliding_window")
+        if window and (family == "llama" or cfg.get("use_sliding_window")):
+            # Full causal attention equals sliding-window attention up to the window length.
+            max_pos = min(max_pos, int(window))
+        eos = cfg.get("eos_token_id")
+        eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (int(eos),))
+        qwen = family == "qwen2"
+        return cls(
+            family=family,
+            architecture=(cfg.get("architectures") or ["?"])[0],
+            vocab_size=cfg["vocab_size"],
+            hidden_size=cfg["hidden_size"],
+            intermediate_size=cfg["intermediate_size"],
+            num_layers=cfg["num_hidden_layers"],
+            num_heads=heads,
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
+            max_position_embeddings=max_pos,
+            rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            qkv_bias=True if qwen else bool(cfg.get("attention_bias", False)),
+            o_bias=False if qwen else bool(cfg.get("attention_bias", False)),
+            mlp_bias=False if qwen else bool(cfg.get("mlp_bias", False)),
+            stored_dtype=cfg.get("dtype") or cfg.get("torch_dtype"),
+            bos_token_id=cfg.get("bos_token_id"),
+            eos_token_ids=eos_ids,
+            pad_token_id=cfg.get("pad_token_id"),
+        )
+
+    def num_parameters(self) -> int:
+        """Parameter count computed from the shapes (tied embeddings counted once)."""
+        h, kv = self.hidden_size, self.num_kv_heads * self.head_dim
+        q = self.num_heads * self.head_dim
+        attn = h * q + 2 * h * kv + q * h
+        attn += (q + 2 * kv) * self.qkv_bias + h * self.o_bias
+        mlp = 3 * h * self.intermediate_size + (2 * self.intermediate_size + h) * self.mlp_bias
+        per_layer = attn + mlp + 2 * h
+        embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        return self.num_layers * per_layer + embed + h
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _check(ok: bool, source: str, key: str, message: str) -> None:
+    if not ok:
+        raise ModelConfigError(f"{source}: {key}: {message}.")
+
+
+def _family_of(cfg: dict, source: str) -> str:
+    archs = cfg.get("architectures") or []
+    for arch in archs:
+        if arch in ARCHITECTURES:
+            return ARCHITECTURES[arch]
+    model_type = cfg.get("model_type")
+    if not archs and model_type in MODEL_TYPES:
+        return MODEL_TYPES[model_type]
+    raise ModelConfigError(
+        f"{source}: architecture {archs or model_type!r} is not supported; supported: "
+        f"{', '.join(ARCHITECTURES)} (model_type {', '.join(MODEL_TYPES)})."
+    )
+
+
+def _rope_settings(cfg: dict, source: str) -> tuple[float, dict | None]:
+    """Read RoPE settings from either layout: transformers ≥5 `rope_parameters` (theta inside)
+    or the classic top-level `rope_theta` + `rope_scaling`."""
+    params = dict(cfg.get("rope_parameters") or {})
+    scaling = dict(cfg.get("rope_scaling") or {})
+    theta = float(params.pop("rope_theta", cfg.get("rope_theta", 10000.0)))
+    merged = {**scaling, **params}
+    rope_type = merged.get("rope_type", merged.get("type", "default"))
+    _check(rope_type in ROPE_TYPES, source, "rope_scaling.rope_type",
+           f"{rope_type!r} is not supported; supported: {', '.join(ROPE_TYPES)}")
+    if rope_type == "default":
+        return theta, None
+    need = ("factor",) if rope_type == "linear" else (
+        "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+    for key in need:
+        _check(key in merged, source, f"rope_scaling.{key}", f"required for rope_type {rope_type!r}")
+    return theta, {"rope_type": rope_type, **{k: merged[k] for k in need}}
+
+
+def rope_inverse_frequencies(args: ModelArgs) -> np.ndarray:
+    """Inverse frequencies (head_dim/2,) in float32, computed the way Hugging Face does."""
+    dim = args.head_dim
+    exponents = np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / np.float32(dim)
+    inv_freq = (1.0 / (np.float32(args.rope_theta) ** exponents)).astype(np.float32)
+    scaling = args.rope_scaling
+    if scaling is None:
+        return inv_freq
+    factor = float(scaling["factor"])
+    if scaling["rope_type"] == "linear":
+        return (inv_freq / factor).astype(np.float32)
+    # Llama 3: keep high frequencies, divide low ones by `factor`, blend the band in between.
+    old_len = float(scaling["original_max_position_embeddings"])
+    low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+    wavelen = 2 * math.pi / inv_freq
+    scaled = np.where(wavelen > old_len / low, inv_freq / factor, inv_freq)
+    smooth = (old_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < old_len / high) & ~(wavelen > old_len / low)
+    return np.where(medium, smoothed, scaled).astype(np.float32)
+
+
+def _min_value(dtype) -> float:
+    return float(np.finfo(np.float16).min) if dtype == ms.float16 else float(np.finfo(np.float32).min)
+
+
+class Embedding(nn.Cell):
+    """Token embedding whose parameter is called `weight`, as in Hugging Face."""
+
+    def __init__(self, vocab_size: int, hidden_size: int, dtype=ms.float32):
+        super().__init__()
+        self.weight = Parameter(initializer(Normal(0.02), (vocab_size, hidden_size), dtype), name="weight")
+
+    def construct(self, input_ids):
+        return ops.gather(self.weight, input_ids, 0)
+
+
+class RMSNorm(nn.Cell):
+    """x / rms(x) · weight, normalised in float32 and cast back (as Hugging Face does)."""
+
+    def __init__(self, hidden_size: int, eps: float, dtype=ms.float32):
+        super().__init__()
+        self.weight = Parameter(initializer("ones", (hidden_size,), dtype), name="weight")
+        self.eps = eps
+
+    def construct(self, x):
+        dtype = x.dtype
+        x32 = ops.cast(x, ms.float32)
+        variance = ops.mean(ops.square(x32), -1, keep_dims=True)
+        x32 = x32 * ops.rsqrt(variance + self.eps)
+        return self.weight * ops.cast(x32, dtype)
+
+
+def _dense(in_features: int, out_features: int, bias: bool, dtype) -> nn.Dense:
+    return nn.Dense(in_features, out_features, weight_init=Normal(0.02), bias_init="zeros",
+                    has_bias=bias, dtype=dtype)
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return ops.cat((-x[..., half:], x[..., :half]), -1)
+
+
+def repeat_kv(x, n_rep: int):
+    """(B, kv_heads, S, D) -> (B, kv_heads·n_rep, S, D), each kv head repeated n_rep times."""
+    if n_rep == 1:
+        return x
+    b, kv, s, d = x.shape
+    x = ops.broadcast_to(ops.expand_dims(x, 2), (b, kv, n_rep, s, d))
+    return x.reshape(b, kv * n_rep, s, d)
+
+
+class Attention(nn.Cell):
+    def __init__(self, args: ModelArgs, dtype=ms.float32):
+        super().__init__()
+        h, d = args.hidden_size, args.head_dim
+        self.num_heads, self.num_kv_heads, self.head_dim = args.num_heads, args.num_kv_heads, d
+        self.n_rep = args.num_heads // args.num_kv_heads
+        self.scale = d ** -0.5
+        self.q_proj = _dense(h, args.num_heads * d, args.qkv_bias, dtype)
+        self.k_proj = _dense(h, args.num_kv_heads * d, args.qkv_bias, dtype)
+        self.v_proj = _dense(h, args.num_kv_heads * d, args.qkv_bias, dtype)
+        self.o_proj = _dense(args.num_heads * d, h, args.o_bias, dtype)
+
+    def construct(self, x, cos, sin, mask, past_key=None, past_value=None):
+        """x (B, T, hidden); cos/sin (B|1, 1, T, D); mask (B|1, 1, T, S) additive.
+        Returns the output and this call's full keys/values (past + new) for the cache."""
+        b, t, _ = x.shape
+        q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
+        k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim).transpose(0, 2, 1, 3)
+        v = self.v_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim).transpose(0, 2, 1, 3)
+        # q: (B, H, T, D); k, v: (B, KV, T, D)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        if past_key is not None:
+            k = ops.cat((past_key, k), 2)
+            v = ops.cat((past_value, v), 2)  # (B, KV, S, D), S = past + T
+        scores = ops.matmul(q, repeat_kv(k, self.n_rep).swapaxes(-1, -2)) * self.scale  # (B, H, T, S)
+        scores = scores + mask
+        probs = ops.cast(ops.softmax(ops.cast(scores, ms.float32), -1), q.dtype)
+        out = ops.matmul(probs, repeat_kv(v, self.n_rep))  # (B, H, T, D)
+        out = out.transpose(0, 2, 1, 3).reshape(b, t, self.num_heads * self.head_dim)
+        return self.o_proj(out), k, v
+
+
+class MLP(nn.Cell):
+    """SwiGLU: down(silu(gate(x)) · up(x))."""
+
+    def __init__(self, args: ModelArgs, dtype=ms.float32):
+        super().__init__()
+        h, i = args.hidden_size, args.intermediate_size
+        self.gate_proj = _dense(h, i, args.mlp_bias, dtype)
+        self.up_proj = _dense(h, i, args.mlp_bias, dtype)
+        self.down_proj = _dense(i, h, args.mlp_bias, dtype)
+
+    def construct(self, x):
+        return self.down_proj(ops.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Cell):
+    def __init__(self, args: ModelArgs, dtype=ms.float32):
+        super().__init__()
+        self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps, dtype)
+        self.self_attn = Attention(args, dtype)
+        self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps, dtype)
+        self.mlp = MLP(args, dtype)
+
+    def construct(self, x, cos, sin, mask, past_key=None, past_value=None):
+        attn, k, v = self.self_attn(self.input_layernorm(x), cos, sin, mask, past_key, past_value)
+        x = x + attn
+        x = x + self.mlp(self.post_attention_layernorm(x))
+        return x, k, v
+
+
+class DecoderModel(nn.Cell):
+    """The transformer body; attribute names give Hugging Face's `model.*` parameter keys."""
+
+    def __init__(self, args: ModelArgs, dtype=ms.float32):
+        super().__init__()
+        self.embed_tokens = Embedding(args.vocab_size, args.hidden_size, dtype)
+        self.layers = nn.CellList([DecoderLayer(args, dtype) for _ in range(args.num_layers)])
+        self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps, dtype)
+
+
+class CausalLM(nn.Cell):
+    """Decoder-only language model: input ids (B, T) -> float32 logits (B, T, vocab)."""
+
+    def __init__(self, args: ModelArgs, dtype: str | ms.Type = "float32"):
+        super().__init__()
+        self.args = args
+        self.param_dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
+        self.model = DecoderModel(args, self.param_dtype)
+        self.tied = args.tie_word_embeddings
+        if not self.tied:
+            self.lm_head = _dense(args.hidden_size, args.vocab_size, False, self.param_dtype)
+        self.inv_freq = Tensor(rope_inverse_frequencies(args).reshape(1, -1), ms.float32)  # (1, D/2)
+        self.mask_min = _min_value(self.param_dtype)
+
+    def rope(self, positions, dtype):
+        """positions (B|1, T) int -> cos, sin (B|1, 1, T, head_dim) in `dtype`."""
+        freqs = ops.expand_dims(ops.cast(positions, ms.float32), -1) * self.inv_freq  # (B, T, D/2)
+        emb = ops.cat((freqs, freqs), -1)
+        cos = ops.expand_dims(ops.cast(ops.cos(emb), dtype), 1)
+        sin = ops.expand_dims(ops.cast(ops.sin(emb), dtype), 1)
+        return cos, sin
+
+    def attention_mask(self, query_positions, key_valid, dtype):
+        """Additive mask (B|1, 1, T, S): key j is visible to query i when j <= position(i) and the
+        key is not padding. query_positions (B|1, T) are absolute cache indices; key_valid (B|1, S)."""
+        s = key_valid.shape[-1]
+        key_index = ops.arange(s).reshape(1, 1, s)
+        allowed = ops.logical_and(key_index <= ops.expand_dims(query_positions, -1),
+                                  ops.expand_dims(key_valid, 1))  # (B, T, S)
+        mask = (1.0 - ops.cast(allowed, ms.float32)) * self.mask_min
+        return ops.expand_dims(ops.cast(mask, dtype), 1)
+
+    def logits(self, hidden):
+        hidden = self.model.norm(hidden)
+        if self.tied:
+            out = ops.matmul(hidden, self.model.embed_tokens.weight.T)
+        else:
+            out = self.lm_head(hidden)
+        return ops.cast(out, ms.float32)
+
+    def construct(self, input_ids, attention_mask=None):
+        """Full-sequence forward. attention_mask (B, T) 1/0 marks real tokens (right padding)."""
+        b, t = input_ids.shape
+        x = self.model.embed_tokens(input_ids)
+        positions = ops.arange(t).reshape(1, t)
+        if attention_mask is None:
+            key_valid = ops.ones((1, t), ms.bool_)
+        else:
+            key_valid = ops.cast(attention_mask, ms.bool_)
+        cos, sin = self.rope(positions, x.dtype)
+        mask = self.attention_mask(positions, key_valid, x.dtype)
+        for layer in self.model.layers:
+            x, _, _ = layer(x, cos, sin, mask)
+        return self.logits(x)
+
+    def forward_cached(self, input_ids, past, positions, key_valid):
+        """Incremental forward for generation (PyNative). input_ids (B, T) are the new tokens;
+        past is a list of (keys, values) per layer or None; positions (B, T) are the new tokens'
+        RoPE positions; key_valid (B, past+T) marks non-padding cache slots.
+        Returns logits (B, T, vocab) and the updated cache."""
+        x = self.model.embed_tokens(input_ids)
+        past_len = 0 if past is None else past[0][0].shape[2]
+        t = input_ids.shape[1]
+        cache_index = ops.arange(past_len, past_len + t).reshape(1, t)
+        cos, sin = self.rope(positions, x.dtype)
+        mask = self.attention_mask(cache_index, key_valid, x.dtype)
+        new_past = []
+        for i, layer in enumerate(self.model.layers):
+            pk, pv = (None, None) if past is None else past[i]
+            x, k, v = layer(x, cos, sin, mask, pk, pv)
+            new_past.append((k, v))
+        return self.logits(x), new_past

@@ -1,0 +1,58 @@
+"""Tiny random Hugging Face checkpoints made with transformers (a test-only dependency), and their
+reference logits, so mindtune's model can be compared with the PyTorch implementation."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+VOCAB = 97
+COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+              num_attention_heads=4, max_position_embeddings=128)
+
+# name -> (config class name, model class name, config overrides)
+ARCHITECTURES = {
+    "llama-gqa-llama3-rope": ("LlamaConfig", "LlamaForCausalLM", dict(
+        num_key_value_heads=2, rope_theta=500000.0, tie_word_embeddings=False,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                      "high_freq_factor": 4.0, "original_max_position_embeddings": 32})),
+    "llama-tied-bias-linear-rope": ("LlamaConfig", "LlamaForCausalLM", dict(
+        num_key_value_heads=4, tie_word_embeddings=True, attention_bias=True, mlp_bias=True,
+        rope_scaling={"rope_type": "linear", "factor": 2.0})),
+    "qwen2-tied": ("Qwen2Config", "Qwen2ForCausalLM", dict(
+        num_key_value_heads=2, tie_word_embeddings=True, rope_theta=1000000.0)),
+    "mistral": ("MistralConfig", "MistralForCausalLM", dict(
+        num_key_value_heads=2, sliding_window=None, head_dim=16)),
+}
+
+
+def make_hf_model(name: str, seed: int = 0):
+    config_cls, model_cls, overrides = ARCHITECTURES[name]
+    torch.manual_seed(seed)
+    config = getattr(transformers, config_cls)(**COMMON, **overrides)
+    model = getattr(transformers, model_cls)(config).eval()
+    with torch.no_grad():  # random, non-trivial norms and biases so every tensor matters
+        for pname, param in model.named_parameters():
+            if pname.endswith("norm.weight") or pname.endswith(".bias"):
+                param.add_(0.1 * torch.randn_like(param))
+    return model
+
+
+def save_hf_model(model, folder: Path, dtype=None, **kwargs) -> Path:
+    if dtype is not None:
+        model = model.to(dtype)
+    model.save_pretrained(str(folder), safe_serialization=True, **kwargs)
+    return folder
+
+
+def reference_logits(model, ids: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        return model.float()(torch.tensor(ids, dtype=torch.long)).logits.float().numpy()
+
+
+def random_ids(batch: int = 2, length: int = 24, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, VOCAB, (batch, length)).astype(np.int32)

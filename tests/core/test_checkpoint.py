@@ -1,0 +1,115 @@
+"""Loading Hugging Face folders: every bad checkpoint is one clear error naming the file or tensor."""
+import json
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+import mindspore as ms
+
+from core.checkpoint import CheckpointError, check_dtype_supported, load_hf_model, weight_files
+from tests.core.hf_fixtures import make_hf_model, save_hf_model
+
+
+@pytest.fixture(scope="module")
+def good_folder(tmp_path_factory):
+    return save_hf_model(make_hf_model("llama-gqa-llama3-rope"), tmp_path_factory.mktemp("good"))
+
+
+def _copy(src, dst, skip=()):
+    dst.mkdir(exist_ok=True)
+    for f in src.iterdir():
+        if f.name not in skip:
+            (dst / f.name).write_bytes(f.read_bytes())
+    return dst
+
+
+def test_missing_folder(tmp_path):
+    with pytest.raises(CheckpointError, match="not a folder"):
+        load_hf_model(tmp_path / "nope")
+
+
+def test_no_config_json(good_folder, tmp_path):
+    folder = _copy(good_folder, tmp_path / "m", skip={"config.json"})
+    with pytest.raises(CheckpointError, match=r"config\.json: not found.*LlamaForCausalLM"):
+        load_hf_model(folder)
+
+
+def test_unknown_model_type(good_folder, tmp_path):
+    folder = _copy(good_folder, tmp_path / "m")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(architectures=["FalconForCausalLM"], model_type="falcon")
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=r"FalconForCausalLM.*not supported.*Qwen2ForCausalLM"):
+        load_hf_model(folder)
+
+
+def test_pickle_only_folder_is_refused(good_folder, tmp_path):
+    folder = _copy(good_folder, tmp_path / "m", skip={"model.safetensors"})
+    (folder / "pytorch_model.bin").write_bytes(b"\x80\x04not really a pickle")
+    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin.*safetensors only"):
+        load_hf_model(folder)
+
+
+def test_truncated_safetensors(good_folder, tmp_path):
+    folder = _copy(good_folder, tmp_path / "m")
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: cannot read safetensors"):
+        load_hf_model(folder)
+
+
+def _rewrite(folder, change):
+    tensors = load_file(str(folder / "model.safetensors"))
+    change(tensors)
+    save_file(tensors, str(folder / "model.safetensors"))
+
+
+def test_missing_tensor_is_named(good_folder, tmp_path):
+    folder = _copy(good_folder, tmp_path / "m")
+    _rewrite(folder, lambda t: t.pop("model.layers.1.mlp.up_proj.weight"))
+    with pytest.raises(CheckpointError, match=r"missing tensor model\.layers\.1\.mlp\.up_proj\.weight"):
+        load_hf_model(folder)
+
+
+def test_extra_tensor_is_named(good_folder, tmp_path):
+    folder = _copy(good_folder, tmp_path / "m")
+    _rewrite(folder, lambda t: t.update({"model.layers.0.self_attn.q_proj.bias": np.zeros(64, np.float32)}))
+    with pytest.raises(CheckpointError, match=r"unexpected tensor model\.layers\.0\.self_attn\.q_proj\.bias"):
+        load_hf_model(folder)
+
+
+def test_shape_mismatch_is_named(good_folder, tmp_path):
+    folder = _copy(good_folder, tmp_path / "m")
+    _rewrite(folder, lambda t: t.update({"model.norm.weight": np.ones(65, np.float32)}))
+    with pytest.raises(CheckpointError, match=r"model\.norm\.weight has shape \(65,\), config\.json implies \(64,\)"):
+        load_hf_model(folder)
+
+
+def test_missing_shard_is_named(tmp_path):
+    folder = save_hf_model(make_hf_model("qwen2-tied"), tmp_path / "m", max_shard_size="40KB")
+    shard = sorted(folder.glob("model-*.safetensors"))[-1]
+    shard.unlink()
+    with pytest.raises(CheckpointError, match=f"shard {shard.name} is listed but missing"):
+        weight_files(folder)
+
+
+def test_bfloat16_compute_refused_on_cpu():
+    assert ms.get_context("device_target") == "CPU"
+    with pytest.raises(CheckpointError, match="CPU kernels do not support bf16"):
+        check_dtype_supported("bfloat16")
+    with pytest.raises(CheckpointError, match="float32"):
+        check_dtype_supported("int8")
+
+
+def test_nothing_loaded_when_a_tensor_is_bad(good_folder, tmp_path):
+    """Shapes are all checked before any parameter is written: no half-loaded model."""
+    from core.checkpoint import load_hf_weights, read_safetensors
+    from core.model import CausalLM, ModelArgs
+    model = CausalLM(ModelArgs.from_dir(good_folder))
+    before = {p.name: p.asnumpy().copy() for p in model.get_parameters()}
+    tensors = read_safetensors(weight_files(good_folder))
+    tensors["model.norm.weight"] = np.ones(3, np.float32)
+    with pytest.raises(CheckpointError):
+        load_hf_weights(model, tensors, "x")
+    assert all(np.array_equal(before[p.name], p.asnumpy()) for p in model.get_parameters())
