@@ -1,4 +1,5 @@
-"""Checkpoints: Hugging Face safetensors folders (single file or sharded) -> MindSpore parameters.
+"""Checkpoints: Hugging Face safetensors folders (single file or sharded) -> MindSpore parameters,
+and the training checkpoints of a run (weights, optimizer state, trainer state), written atomically.
 
 Only safetensors are read: pickle checkpoints (`pytorch_model.bin`, `*.pt`) can execute code when
 loaded and are refused with a message that says how to convert them. Every mismatch between the
@@ -7,8 +8,11 @@ is never half-loaded silently.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +20,7 @@ import numpy as np
 import mindspore as ms  # noqa: F401  (importing mindspore registers numpy's bfloat16 dtype)
 from mindspore import Tensor
 from safetensors import SafetensorError, safe_open
+from safetensors.numpy import save_file
 
 from core.model import CausalLM, DTYPES, ModelArgs, ModelConfigError
 
@@ -137,3 +142,187 @@ def load_hf_model(model_dir: str | Path, dtype: str = "float32") -> CausalLM:
     load_hf_weights(model, tensors, source=str(files[0] if len(files) == 1 else Path(model_dir) / INDEX_NAME))
     model.set_train(False)
     return model
+
+
+# ---- training checkpoints: checkpoints/step-<N>/{weights,optimizer}.safetensors + trainer_state.json
+
+WEIGHTS_FILE = "weights.safetensors"
+OPTIMIZER_FILE = "optimizer.safetensors"
+STATE_FILE = "trainer_state.json"
+POINTERS = ("best", "last")
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(str(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_train_checkpoint(checkpoints_dir: str | Path, step: int, weights: dict[str, np.ndarray],
+                          optimizer_state: dict[str, np.ndarray], trainer_state: dict) -> Path:
+    """Write `step-<step>/` completely under a temporary name, fsync, then rename into place.
+    A crash or a failed write leaves earlier checkpoints (and an earlier copy of this step) intact."""
+    root = Path(checkpoints_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step}"
+    tmp = root / f".tmp-step-{step}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        save_file({k: np.ascontiguousarray(v) for k, v in weights.items()}, str(tmp / WEIGHTS_FILE))
+        save_file({k: np.ascontiguousarray(v) for k, v in optimizer_state.items()}, str(tmp / OPTIMIZER_FILE))
+        (tmp / STATE_FILE).write_text(json.dumps(trainer_state, indent=1, sort_keys=True), encoding="utf-8")
+        for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE):
+            _fsync_path(tmp / name)
+        _fsync_path(tmp)
+        if final.exists():  # re-saving a step (after a resume): swap, never delete first
+            old = root / f".old-step-{step}-{os.getpid()}"
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+        _fsync_path(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def point(checkpoints_dir: str | Path, name: str, step: int) -> None:
+    """Atomically make `checkpoints/<name>` (best/last) a relative symlink to `step-<step>`."""
+    root = Path(checkpoints_dir)
+    tmp = root / f".{name}-{os.getpid()}"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(f"step-{step}", tmp)
+    os.replace(tmp, root / name)
+
+
+def checkpoint_steps(checkpoints_dir: str | Path) -> list[int]:
+    root = Path(checkpoints_dir)
+    steps = []
+    for path in root.glob("step-*"):
+        suffix = path.name[len("step-"):]
+        if path.is_dir() and suffix.isdigit():
+            steps.append(int(suffix))
+    return sorted(steps)
+
+
+def prune_checkpoints(checkpoints_dir: str | Path, keep_last_n: int) -> list[int]:
+    """Delete periodic checkpoints beyond the newest `keep_last_n`, never one that best/last point to."""
+    root = Path(checkpoints_dir)
+    protected = set()
+    for name in POINTERS:
+        link = root / name
+        if link.is_symlink():
+            protected.add(os.readlink(link))
+    steps = checkpoint_steps(root)
+    removed = []
+    for step in steps[: max(len(steps) - keep_last_n, 0)]:
+        if f"step-{step}" not in protected:
+            shutil.rmtree(root / f"step-{step}")
+            removed.append(step)
+    return removed
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A run folder (-> its `checkpoints/last`), a `checkpoints/` folder, or a `step-N`/best/last
+    folder -> the concrete step folder. Missing or incomplete checkpoints are errors."""
+    p = Path(path)
+    if (p / "checkpoints").is_dir():
+        p = p / "checkpoints"
+    if p.name == "checkpoints" and p.is_dir():
+        if not (p / "last").exists():
+            raise CheckpointError(f"{p}: no 'last' checkpoint to resume from (the run saved none).")
+        p = p / "last"
+    if not p.is_dir():
+        raise CheckpointError(f"{p}: checkpoint not found; give a run folder or runs/<id>/checkpoints/step-N.")
+    p = p.resolve()
+    for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE):
+        if not (p / name).is_file():
+            raise CheckpointError(f"{p}: incomplete checkpoint, {name} is missing.")
+    return p
+
+
+def load_train_checkpoint(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict]:
+    """(weights, optimizer state, trainer state) of a checkpoint folder; corrupt files are errors."""
+    folder = resolve_checkpoint(path)
+    weights = read_safetensors([folder / WEIGHTS_FILE])
+    optimizer_state = read_safetensors([folder / OPTIMIZER_FILE])
+    try:
+        trainer_state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{folder / STATE_FILE}: not valid JSON ({exc}).") from exc
+    if not isinstance(trainer_state, dict) or "step" not in trainer_state:
+        raise CheckpointError(f"{folder / STATE_FILE}: missing 'step'.")
+    return weights, optimizer_state, trainer_state
+
+
+def set_parameters(params: dict, tensors: dict[str, np.ndarray], source: str) -> None:
+    """Copy arrays into named parameters; every name must exist on both sides with equal shapes."""
+    missing = sorted(set(params) - set(tensors))
+    extra = sorted(set(tensors) - set(params))
+    if missing or extra:
+        raise CheckpointError(f"{source}: does not match this run's parameters "
+                              f"(missing {missing[:3]}, unexpected {extra[:3]}).")
+    for name, param in params.items():
+        if tuple(tensors[name].shape) != tuple(param.shape):
+            raise CheckpointError(f"{source}: {name} has shape {tuple(tensors[name].shape)}, "
+                                  f"expected {tuple(param.shape)}.")
+    for name, param in params.items():
+        param.set_data(Tensor(tensors[name], dtype=param.dtype))
+
+
+def file_sha256(paths: list[Path]) -> str:
+    """One sha256 over the given files' bytes (the base model's identity for LoRA checkpoints)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+# ---- writing Hugging Face folders ------------------------------------------------------------
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "generation_config.json", "chat_template.jinja")
+
+
+def hf_state_dict(model: CausalLM) -> dict[str, np.ndarray]:
+    """The model's weights under Hugging Face keys in float32 (LoRA tensors excluded: merge first)."""
+    return {p.name: p.asnumpy().astype(np.float32) for p in model.get_parameters()
+            if not p.name.endswith((".lora_a", ".lora_b"))}
+
+
+def save_hf_folder(model: CausalLM, hf_config: dict, out_dir: str | Path,
+                   tokenizer_dir: str | Path | None = None) -> Path:
+    """Write a Hugging Face model folder (config.json, model.safetensors, tokenizer files copied
+    from `tokenizer_dir`) under a temporary name and rename it into place when complete."""
+    out = Path(out_dir)
+    tmp = out.parent / f".tmp-{out.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        config = dict(hf_config)
+        config["dtype"] = "float32"
+        config.pop("torch_dtype", None)
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
+        save_file(hf_state_dict(model), str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
+        if tokenizer_dir is not None:
+            for name in TOKENIZER_FILES:
+                source = Path(tokenizer_dir) / name
+                if source.is_file():
+                    shutil.copyfile(source, tmp / name)
+        for path in tmp.iterdir():
+            _fsync_path(path)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

@@ -1,0 +1,491 @@
+"""Start, stop and watch a run's worker process.
+
+A worker is started as an argv (never a shell string) in its own session and process group, with
+its output appended to the run's train.log, so it survives the console and can be signalled as a
+whole. msrun starts each data-parallel worker in a session of its own, so a run's processes are
+found three ways: the recorded process group, the leader's descendants, and any process whose
+environment has MINDTUNE_RUN_DIR naming the run. Knows `core.config` and `core.rundir` only.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import psutil
+
+from core.config import Config, ConfigError, Problem, load_config
+from core.rundir import (
+    TERMINAL_STATES, RunDir, RunDirError, can_transition, make_run_id, next_free_run_id,
+)
+
+__all__ = [
+    "ENV_RUN_DIR", "REPO_ROOT", "CRASH_REASON", "LaunchError", "LaunchedRun", "Orphan",
+    "free_port", "build_argv", "command_preview", "multi_host_commands", "check_workers_available",
+    "run_id_for", "create_run", "launch", "process_fields", "is_alive", "run_processes", "stop",
+    "reconcile", "find_orphans",
+]
+
+ENV_RUN_DIR = "MINDTUNE_RUN_DIR"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CRASH_REASON = "worker exited without a final status (crashed or killed); see train.log"
+_POLL_S = 0.05
+_CREATE_TIME_TOLERANCE_S = 0.05  # psutil's create_time has clock-tick (10 ms) resolution
+_LAUNCH_GRACE_S = 30.0           # a `starting` status without a pid yet: launch still under way
+_LOG_HEADER = "=== mindtune launch"  # starts the line launch() writes to train.log per start
+
+
+class LaunchError(RuntimeError):
+    """A run that cannot be started or stopped as asked; the message says why and what to do."""
+
+
+# ---- commands -------------------------------------------------------------------------------
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (bind port 0, read it, close)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _msrun_next_to(python: str) -> str:
+    """msrun from the same environment as `python` (no symlink resolving: venvs link python)."""
+    beside = Path(python).parent / "msrun"
+    return str(beside) if beside.exists() or os.sep in python else shutil.which("msrun") or "msrun"
+
+
+def build_argv(run_dir: RunDir | str | os.PathLike, data_parallel: int,
+               master_port: int | None = None, python: str = sys.executable) -> list[str]:
+    """The worker's command: `python -m core.train` for one worker, msrun for several."""
+    run = os.path.abspath(os.fspath(run_dir))
+    if data_parallel <= 1:
+        return [python, "-m", "core.train", "--run-dir", run]
+    port = master_port if master_port is not None else free_port()
+    return [_msrun_next_to(python), f"--worker_num={data_parallel}",
+            f"--local_worker_num={data_parallel}", f"--master_port={port}", "--join=True",
+            f"--log_dir={run}/logs", str(REPO_ROOT / "core" / "train.py"), "--run-dir", run]
+
+
+def command_preview(argv: Sequence[str]) -> str:
+    """The argv as one line a user can paste into a shell."""
+    return shlex.join(argv)
+
+
+def multi_host_commands(n_per_node: int, nodes: int, master_addr: str, port: int,
+                        run_dir: str = "runs/<run-id>") -> list[str]:
+    """One msrun command per node, for display; each runs in the repository root of its node.
+
+    The run folder must be on storage every node shares (rank 0 writes metrics and checkpoints).
+    """
+    if n_per_node < 1 or nodes < 1:
+        raise LaunchError(f"workers per node ({n_per_node}) and nodes ({nodes}) must be >= 1")
+    if not 1024 <= port <= 65535:
+        raise LaunchError(f"master port {port}: must be in 1024..65535 (msrun's range)")
+    commands = []
+    for rank in range(nodes):
+        argv = ["msrun", f"--worker_num={n_per_node * nodes}", f"--local_worker_num={n_per_node}",
+                f"--master_addr={master_addr}", f"--master_port={port}", f"--node_rank={rank}",
+                "--join=True", f"--log_dir={run_dir}/logs", "core/train.py", "--run-dir", run_dir]
+        commands.append(command_preview(argv))
+    return commands
+
+
+def check_workers_available(n: int, device: str = "cpu") -> None:
+    """On the CPU each worker is a process of its own: refuse more workers than CPU cores."""
+    if n < 1:
+        raise ConfigError([Problem("parallel.data_parallel", n, "must be an integer >= 1")])
+    cores = os.cpu_count() or 1
+    if device == "cpu" and n > cores:
+        raise ConfigError([Problem(
+            "parallel.data_parallel", n,
+            f"this machine has {cores} CPU cores, so at most {cores} CPU workers can run "
+            f"(one process each); set parallel.data_parallel to {cores} or fewer")])
+
+
+# ---- creating and launching -----------------------------------------------------------------
+
+def run_id_for(config: Config, now: dt.datetime | None = None) -> str:
+    """The run id that names what a config changes: model, method, precision, workers."""
+    tags = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+    if config.precision.amp_level == "O0":
+        precision = tags[config.model.dtype]
+    else:
+        precision = f"{tags[config.precision.compute_dtype]}-{config.precision.amp_level}"
+    return make_run_id(config.model.path, config.method, config.lora.rank, precision,
+                       config.parallel.data_parallel, now=now, name=config.run.name)
+
+
+def create_run(config: Config, now: dt.datetime | None = None) -> RunDir:
+    """A new `queued` run folder under config.run.runs_dir holding the resolved config."""
+    run_id = next_free_run_id(config.run.runs_dir, run_id_for(config, now))
+    return RunDir.create(config.run.runs_dir, run_id, config.to_yaml())
+
+
+@dataclass(frozen=True)
+class LaunchedRun:
+    """A started worker. `process` is only meaningful to the console that started it."""
+    run_dir: RunDir
+    argv: tuple[str, ...]
+    pid: int
+    pgid: int
+    create_time: float
+    process: subprocess.Popen = field(compare=False, repr=False)
+
+    def poll(self) -> int | None:
+        """The exit code once the worker has ended (and is reaped), else None."""
+        return self.process.poll()
+
+
+def launch(run_dir: RunDir | str | os.PathLike, data_parallel: int | None = None,
+           env: Mapping[str, str] | None = None, python: str = sys.executable,
+           master_port: int | None = None) -> LaunchedRun:
+    """Start a queued run's worker in its own process group, output appended to train.log.
+
+    `data_parallel` defaults to the run's config.yaml. Status goes to `starting` before the
+    process exists (so a fast worker's `running` is never overwritten), then gets pid, pgid and
+    the process create_time that `is_alive` checks.
+    """
+    run = RunDir(os.path.abspath(os.fspath(run_dir)))
+    state = _read_status(run).get("state")
+    if not can_transition(state, "starting") or state == "starting":
+        raise LaunchError(f"run {run.run_id} is {state!r}; only a queued run can start "
+                          "(to continue a run that is over, resume it)")
+    device = "cpu"
+    if data_parallel is None:
+        config = load_config(run.config_path)
+        data_parallel, device = config.parallel.data_parallel, config.parallel.device
+    check_workers_available(data_parallel, device)
+    argv = build_argv(run, data_parallel, master_port, python)
+    if os.sep in argv[0] and not os.access(argv[0], os.X_OK):
+        raise LaunchError(f"{argv[0]}: not found or not executable"
+                          + (" (msrun comes with mindspore)" if data_parallel > 1 else ""))
+    run.write_status(state="starting", pid=None, pgid=None, create_time=None, reason=None,
+                     hostname=socket.gethostname(), command=argv, data_parallel=data_parallel)
+    try:
+        with open(run.log_path, "ab") as log:
+            log.write(f"{_LOG_HEADER} {dt.datetime.now().isoformat(timespec='seconds')} "
+                      f"on {socket.gethostname()}: {command_preview(argv)}\n".encode())
+            log.flush()
+            process = subprocess.Popen(argv, cwd=REPO_ROOT, env=_child_env(run, env, python),
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True, close_fds=True)
+    except OSError as err:
+        run.write_status(state="failed", reason=f"could not start the worker: {err}")
+        raise LaunchError(f"could not start {command_preview(argv)}: {err}") from err
+    identity = process_fields(process.pid)  # unreaped, so readable even if it exited already
+    run.write_status(**identity)
+    return LaunchedRun(run, tuple(argv), process.pid, identity["pgid"], identity["create_time"], process)
+
+
+def process_fields(pid: int | None = None) -> dict:
+    """pid, pgid, create_time and hostname of a process (default: this one), as status.json
+    records them for `is_alive`; a worker started headless writes these about itself."""
+    process = psutil.Process(pid)
+    return {"pid": process.pid, "pgid": os.getpgid(process.pid), "create_time": process.create_time(),
+            "hostname": socket.gethostname()}
+
+
+def _child_env(run: RunDir, extra: Mapping[str, str] | None, python: str) -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "GLOG_v": "3", **(extra or {})}
+    # msrun starts each worker as `python core/train.py ...`, taking `python` from PATH: put the
+    # launching interpreter's folder first (a venv is rarely activated), and the repo root on
+    # PYTHONPATH so the script can import core.
+    env["PATH"] = os.pathsep.join(p for p in (os.path.dirname(python), env.get("PATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env[ENV_RUN_DIR] = str(run.path)
+    return env
+
+
+def _read_status(run: RunDir) -> dict:
+    try:
+        return run.read_status()
+    except RunDirError as err:
+        raise LaunchError(str(err)) from None
+
+
+# ---- watching --------------------------------------------------------------------------------
+
+def _leader(status: Mapping, include_zombie: bool = False) -> psutil.Process | None:
+    """The recorded worker process if it is still that process (pid and create_time match)."""
+    pid, created = status.get("pid"), status.get("create_time")
+    if not isinstance(pid, int) or not isinstance(created, (int, float)):
+        return None
+    try:
+        process = psutil.Process(pid)
+        if abs(process.create_time() - created) > _CREATE_TIME_TOLERANCE_S:
+            return None  # the pid was reused by another process
+        if _is_zombie(process) and not include_zombie:
+            return None
+        return process
+    except psutil.Error:
+        return None
+
+
+def _is_zombie(process: psutil.Process) -> bool:
+    """True for a process that has exited but not been reaped (its parent reaps it, not us:
+    reaping here would take the exit code from the console's Popen)."""
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False
+
+
+def _on_other_host(status: Mapping) -> bool:
+    """Whether the run's worker was started on another machine (its pid means nothing here)."""
+    host = status.get("hostname")
+    return bool(host) and host != socket.gethostname()
+
+
+def is_alive(status: Mapping) -> bool:
+    """The run's worker process exists and is the one that was started (pid reuse safe)."""
+    return _leader(status) is not None
+
+
+def _env_run_dir(process: psutil.Process) -> str | None:
+    try:
+        value = process.environ().get(ENV_RUN_DIR)
+    except (psutil.Error, OSError):
+        return None
+    return os.path.realpath(value) if value else None
+
+
+class _RunProcesses:
+    """Every live process of one run: the verified group, the leader's descendants, and processes
+    whose MINDTUNE_RUN_DIR names the run. Remembers what it has seen, so a child reparented to
+    init after its parent died is still found."""
+
+    def __init__(self, run: RunDir, status: Mapping):
+        self.real_path = os.path.realpath(run.path)
+        self.leader = _leader(status, include_zombie=True)
+        self.pgid = status.get("pgid") if self.leader is not None else None
+        self.leader_key = _key(self.leader) if self.leader is not None else None
+        self.known: dict[tuple[int, float], psutil.Process] = {}
+        self.signalled: dict[int, set[tuple[int, float]]] = {}
+
+    def _check_group(self) -> None:
+        """Forget the group if its number now belongs to a new process (the old group emptied:
+        Linux never reuses a pid while a group still holds it)."""
+        if self.pgid is None:
+            return
+        try:
+            if _key(psutil.Process(self.pgid)) != (self.pgid, self.leader_key[1]):
+                self.pgid = None
+        except psutil.NoSuchProcess:
+            pass
+        except psutil.Error:
+            self.pgid = None
+
+    def scan(self) -> list[psutil.Process]:
+        self._check_group()
+        found = dict(self.known)
+        for process in psutil.process_iter():
+            if process.pid != os.getpid() and self._belongs(process):
+                found[_key(process)] = process
+                found.update({_key(c): c for c in _descendants(process)})
+        if self.leader is not None:
+            found.update({_key(c): c for c in _descendants(self.leader)})
+        self.known = {k: p for k, p in found.items() if k[1] >= 0 and _running(p)}
+        return list(self.known.values())
+
+    def _belongs(self, process: psutil.Process) -> bool:
+        if self.pgid is not None and _pgid(process) == self.pgid:
+            return True
+        return _env_run_dir(process) == self.real_path
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` once to each process: to the group at once while its leader is verified
+        (catching processes forked meanwhile), then to each process found outside it."""
+        done = self.signalled.setdefault(sig, set())
+        processes = self.scan()
+        if self.pgid is not None and -1 not in done:
+            done.add(-1)
+            try:
+                os.killpg(self.pgid, sig)
+                done.update(_key(p) for p in processes if _pgid(p) == self.pgid)
+            except OSError:
+                pass
+        for process in processes:
+            if _key(process) not in done:
+                done.add(_key(process))
+                try:
+                    process.send_signal(sig)  # psutil checks the pid still is this process
+                except psutil.Error:
+                    pass
+
+
+def _pgid(process: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(process.pid)
+    except OSError:
+        return None
+
+
+def _key(process: psutil.Process) -> tuple[int, float]:
+    try:
+        return process.pid, process.create_time()
+    except psutil.Error:
+        return process.pid, -1.0
+
+
+def _descendants(process: psutil.Process) -> list[psutil.Process]:
+    try:
+        return process.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and not _is_zombie(process)
+    except psutil.Error:
+        return False
+
+
+def run_processes(run_dir: RunDir | str | os.PathLike) -> list[psutil.Process]:
+    """The run's live processes (worker, its children, msrun workers), found as `stop` finds them."""
+    run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
+    return _RunProcesses(run, _read_status(run)).scan()
+
+
+def _wait_until(done: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_POLL_S)
+    return True
+
+
+# ---- stopping --------------------------------------------------------------------------------
+
+def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: float = 30.0,
+         kill_after_s: float | None = None) -> dict:
+    """Stop a run and everything it started; returns the final status.
+
+    graceful: ask the worker through control.json (it checkpoints and writes its final state),
+    wait up to `timeout_s` for it to end, then terminate. Not graceful ("Stop now"): SIGTERM at
+    once. Either way, processes still there `kill_after_s` after SIGTERM (default 5 s graceful,
+    3 s now) get SIGKILL, and no process of the run is left when this returns.
+    """
+    run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
+    status = _read_status(run)
+    if status.get("state") == "queued":
+        return run.write_status(state="stopped", reason="cancelled before it started")
+    if _on_other_host(status):  # shared run folder: only the control file reaches that worker
+        if status.get("state") not in TERMINAL_STATES:
+            run.write_control(stop="graceful" if graceful else "now")
+        return _read_status(run)
+    processes = _RunProcesses(run, status)
+    leader_was_alive = is_alive(status)
+    if status.get("state") not in TERMINAL_STATES:
+        run.write_control(stop="graceful" if graceful else "now")
+        _try_write_status(run, state="stopping")
+    ended_by_itself = graceful and _wait_until(lambda: _leader(status) is None, timeout_s)
+    processes.signal(signal.SIGTERM)
+    kill_after = kill_after_s if kill_after_s is not None else (5.0 if graceful else 3.0)
+    if not _wait_until(lambda: not processes.scan(), kill_after):
+        processes.signal(signal.SIGKILL)
+        if not _wait_until(lambda: not processes.scan(), 5.0):
+            left = ", ".join(str(p.pid) for p in processes.scan())
+            raise LaunchError(f"run {run.run_id}: processes {left} survived SIGKILL")
+    final = _read_status(run)
+    if final.get("state") in TERMINAL_STATES:
+        return final
+    if leader_was_alive and not ended_by_itself:
+        reason = ("stopped now by user" if not graceful else
+                  f"graceful stop timed out after {timeout_s:g} s; worker terminated by user")
+        return _try_write_status(run, state="stopped", reason=reason) or _read_status(run)
+    return reconcile(run)
+
+
+def _try_write_status(run: RunDir, **fields) -> dict | None:
+    """write_status, or None when the worker changed state first (it wins)."""
+    try:
+        return run.write_status(**fields)
+    except RunDirError:
+        return None
+
+
+# ---- crashes and orphans ------------------------------------------------------------------
+
+_ERROR_LINE = re.compile(r"(?i)(\b\w*(error|exception)\b|traceback|fatal|killed|abort|"
+                         r"segmentation fault|out of memory|\boom\b)")
+
+
+def _error_lines(log_path: Path, limit: int = 8, tail_bytes: int = 65536) -> list[str]:
+    """The last lines of train.log that look like errors, from the latest launch only."""
+    try:
+        with open(log_path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - tail_bytes))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    latest = text[text.rfind(_LOG_HEADER):] if _LOG_HEADER in text else text
+    lines = [line.rstrip() for line in latest.splitlines()[1 if _LOG_HEADER in text else 0:]
+             if _ERROR_LINE.search(line)]
+    return lines[-limit:]
+
+
+def reconcile(run_dir: RunDir | str | os.PathLike) -> dict:
+    """Mark a run `failed` if its status says it is active but none of its processes is alive.
+
+    Returns the (possibly updated) status. A run still being launched is left alone.
+    """
+    run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
+    status = _read_status(run)
+    state = status.get("state")
+    if state in TERMINAL_STATES or state == "queued" or _on_other_host(status):
+        return status
+    if (state == "starting" and status.get("pid") is None
+            and time.time() - float(status.get("updated_at") or 0) < _LAUNCH_GRACE_S):
+        return status
+    if is_alive(status) or _RunProcesses(run, status).scan():
+        return status
+    lines = _error_lines(run.log_path)
+    reason = CRASH_REASON + ("; last error lines:\n" + "\n".join(lines) if lines else "")
+    return _try_write_status(run, state="failed", reason=reason, error_lines=lines) or _read_status(run)
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """A live process whose run is already over (or whose run folder is gone)."""
+    pid: int
+    run_dir: Path
+    state: str
+    cmdline: str
+
+
+def find_orphans(runs_dir: str | os.PathLike) -> list[Orphan]:
+    """Processes with MINDTUNE_RUN_DIR inside runs_dir whose run is terminal or missing."""
+    root = os.path.realpath(runs_dir)
+    states: dict[str, str] = {}
+    orphans = []
+    for process in psutil.process_iter():
+        path = _env_run_dir(process)
+        if path is None or os.path.dirname(path) != root or not _running(process):
+            continue
+        if path not in states:
+            try:
+                states[path] = RunDir(path).read_status().get("state") or "unknown"
+            except RunDirError:
+                states[path] = "missing" if not os.path.isdir(path) else "unknown"
+        if states[path] in TERMINAL_STATES or states[path] == "missing":
+            try:
+                cmdline = shlex.join(process.cmdline())
+            except psutil.Error:
+                cmdline = ""
+            orphans.append(Orphan(process.pid, Path(path), states[path], cmdline))
+    return orphans
