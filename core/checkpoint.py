@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import mindspore as ms  # noqa: F401  (importing mindspore registers numpy's bfloat16 dtype)
-from mindspore import Tensor
+from mindspore import Tensor, ops
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
@@ -273,7 +273,9 @@ def set_parameters(params: dict, tensors: dict[str, np.ndarray], source: str) ->
             raise CheckpointError(f"{source}: {name} has shape {tuple(tensors[name].shape)}, "
                                   f"expected {tuple(param.shape)}.")
     for name, param in params.items():
-        param.set_data(Tensor(tensors[name], dtype=param.dtype))
+        # ops.assign writes in place, so graphs compiled before the restore see the new values
+        # (Parameter.set_data swaps the tensor behind their back).
+        ops.assign(param, Tensor(np.asarray(tensors[name]), dtype=param.dtype))
 
 
 def file_sha256(paths: list[Path]) -> str:

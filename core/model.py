@@ -199,8 +199,7 @@ def rope_inverse_frequencies(args: ModelArgs) -> np.ndarray:
     return np.where(medium, smoothed, scaled).astype(np.float32)
 
 
-def _min_value(dtype) -> float:
-    return float(np.finfo(np.float16).min) if dtype == ms.float16 else float(np.finfo(np.float32).min)
+MASK_MIN = float(np.finfo(np.float32).min)
 
 
 class Embedding(nn.Cell):
@@ -262,7 +261,7 @@ class Attention(nn.Cell):
         self.o_proj = _dense(args.num_heads * d, h, args.o_bias, dtype)
 
     def construct(self, x, cos, sin, mask, past_key=None, past_value=None):
-        """x (B, T, hidden); cos/sin (B|1, 1, T, D); mask (B|1, 1, T, S) additive.
+        """x (B, T, hidden); cos/sin (B|1, 1, T, D); mask (B|1, 1, T, S) additive float32.
         Returns the output and this call's full keys/values (past + new) for the cache."""
         b, t, _ = x.shape
         q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
@@ -275,8 +274,8 @@ class Attention(nn.Cell):
             k = ops.cat((past_key, k), 2)
             v = ops.cat((past_value, v), 2)  # (B, KV, S, D), S = past + T
         scores = ops.matmul(q, repeat_kv(k, self.n_rep).swapaxes(-1, -2)) * self.scale  # (B, H, T, S)
-        scores = scores + mask
-        probs = ops.cast(ops.softmax(ops.cast(scores, ms.float32), -1), q.dtype)
+        scores = ops.cast(scores, ms.float32) + mask  # masked and normalised in float32, as in HF eager
+        probs = ops.cast(ops.softmax(scores, -1), q.dtype)
         out = ops.matmul(probs, repeat_kv(v, self.n_rep))  # (B, H, T, D)
         out = out.transpose(0, 2, 1, 3).reshape(b, t, self.num_heads * self.head_dim)
         return self.o_proj(out), k, v
@@ -333,7 +332,6 @@ class CausalLM(nn.Cell):
         if not self.tied:
             self.lm_head = _dense(args.hidden_size, args.vocab_size, False, self.param_dtype)
         self.inv_freq = Tensor(rope_inverse_frequencies(args).reshape(1, -1), ms.float32)  # (1, D/2)
-        self.mask_min = _min_value(self.param_dtype)
 
     def rope(self, positions, dtype):
         """positions (B|1, T) int -> cos, sin (B|1, 1, T, head_dim) in `dtype`."""
@@ -343,15 +341,17 @@ class CausalLM(nn.Cell):
         sin = ops.expand_dims(ops.cast(ops.sin(emb), dtype), 1)
         return cos, sin
 
-    def attention_mask(self, query_positions, key_valid, dtype):
-        """Additive mask (B|1, 1, T, S): key j is visible to query i when j <= position(i) and the
-        key is not padding. query_positions (B|1, T) are absolute cache indices; key_valid (B|1, S)."""
+    def attention_mask(self, query_positions, key_valid):
+        """Additive float32 mask (B|1, 1, T, S): key j is visible to query i when j <= position(i)
+        and the key is not padding. query_positions (B|1, T) are absolute cache indices; key_valid
+        (B|1, S). Masked scores get float32's minimum, so a fully masked (padding) row stays finite
+        even when the model computes in float16."""
         s = key_valid.shape[-1]
         key_index = ops.arange(s).reshape(1, 1, s)
         allowed = ops.logical_and(key_index <= ops.expand_dims(query_positions, -1),
                                   ops.expand_dims(key_valid, 1))  # (B, T, S)
-        mask = (1.0 - ops.cast(allowed, ms.float32)) * self.mask_min
-        return ops.expand_dims(ops.cast(mask, dtype), 1)
+        mask = (1.0 - ops.cast(allowed, ms.float32)) * MASK_MIN
+        return ops.expand_dims(mask, 1)
 
     def logits(self, hidden):
         hidden = self.model.norm(hidden)
@@ -371,7 +371,7 @@ class CausalLM(nn.Cell):
         else:
             key_valid = ops.cast(attention_mask, ms.bool_)
         cos, sin = self.rope(positions, x.dtype)
-        mask = self.attention_mask(positions, key_valid, x.dtype)
+        mask = self.attention_mask(positions, key_valid)
         for layer in self.model.layers:
             x, _, _ = layer(x, cos, sin, mask)
         return self.logits(x)
@@ -386,7 +386,7 @@ class CausalLM(nn.Cell):
         t = input_ids.shape[1]
         cache_index = ops.arange(past_len, past_len + t).reshape(1, t)
         cos, sin = self.rope(positions, x.dtype)
-        mask = self.attention_mask(cache_index, key_valid, x.dtype)
+        mask = self.attention_mask(cache_index, key_valid)
         new_past = []
         for i, layer in enumerate(self.model.layers):
             pk, pv = (None, None) if past is None else past[i]

@@ -1,0 +1,142 @@
+"""Export a run's checkpoint for download: a PEFT LoRA adapter, a merged Hugging Face model
+folder, or a MindSpore `.ckpt`; each also as a zip.
+
+    python -m core.export --run runs/<id> [--which best|last] --format peft|merged|mindspore [--zip]
+
+Outputs go to `runs/<id>/export/<which>-step<N>-<format>/`, written under a temporary name and
+renamed when complete, so a download never sees half an export.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import mindspore as ms
+
+from core.checkpoint import (CheckpointError, file_sha256, load_hf_model, load_train_checkpoint,
+                             resolve_checkpoint, save_hf_folder, set_parameters, weight_files, TOKENIZER_FILES)
+from core.lora import LoraError, inject_lora, load_lora_state_dict, merge_lora, save_peft_adapter
+from core.model import CausalLM
+
+FORMATS = ("peft", "merged", "mindspore")
+
+
+class ExportError(ValueError):
+    """An export that cannot be made; the message says why and what would work."""
+
+
+def load_trained_model(checkpoint_dir: str | Path) -> tuple[CausalLM, dict]:
+    """The base model with the checkpoint's trained weights applied (LoRA injected, not merged)."""
+    weights, _, state = load_train_checkpoint(checkpoint_dir)
+    base = Path(state["base_model"]["path"])
+    if not base.is_dir():
+        raise ExportError(f"{checkpoint_dir}: base model {base} is gone; the checkpoint needs it.")
+    if state["base_model"].get("sha256") and file_sha256(weight_files(base)) != state["base_model"]["sha256"]:
+        raise ExportError(f"{base}: its weights changed since training (sha256 differs); "
+                          "exporting would combine the adapter with the wrong base.")
+    model = load_hf_model(base, "float32")
+    if state["method"] == "lora":
+        lora = state["lora"]
+        inject_lora(model, lora["rank"], lora["alpha"], lora["dropout"], lora["target_modules"])
+        load_lora_state_dict(model, weights, source=str(checkpoint_dir))
+    else:
+        params = {p.name: p for p in model.get_parameters()}
+        set_parameters(params, weights, str(checkpoint_dir))
+    model.set_train(False)
+    return model, state
+
+
+def export_checkpoint(checkpoint_dir: str | Path, fmt: str, out_dir: str | Path) -> Path:
+    """Write one export format of a training checkpoint into `out_dir` (atomically)."""
+    if fmt not in FORMATS:
+        raise ExportError(f"format {fmt!r} is not supported; use one of {', '.join(FORMATS)}.")
+    model, state = load_trained_model(checkpoint_dir)
+    base = Path(state["base_model"]["path"])
+    if fmt == "peft" and state["method"] != "lora":
+        raise ExportError("a full fine-tune has no adapter: export it as 'merged' or 'mindspore'.")
+    out = Path(out_dir)
+    tmp = out.parent / f".tmp-{out.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if fmt == "peft":
+            lora = state["lora"]
+            save_peft_adapter(model, tmp, str(base), lora["rank"], lora["alpha"], lora["dropout"],
+                              lora["target_modules"])
+        elif fmt == "merged":
+            if state["method"] == "lora":
+                merge_lora(model)
+            hf_config = json.loads((base / "config.json").read_text(encoding="utf-8"))
+            save_hf_folder(model, hf_config, tmp, tokenizer_dir=base)
+        else:
+            if state["method"] == "lora":
+                merge_lora(model)
+            tmp.mkdir()
+            params = [{"name": p.name, "data": p} for p in model.get_parameters()
+                      if not p.name.endswith((".lora_a", ".lora_b"))]
+            ms.save_checkpoint(params, str(tmp / "model.ckpt"))
+            shutil.copyfile(base / "config.json", tmp / "config.json")
+            for name in TOKENIZER_FILES:
+                if (base / name).is_file():
+                    shutil.copyfile(base / name, tmp / name)
+        (tmp / "mindtune_export.json").write_text(json.dumps({
+            "format": fmt, "step": state["step"], "method": state["method"], "base_model": state["base_model"],
+            "checkpoint": str(resolve_checkpoint(checkpoint_dir))}, indent=1), encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def zip_folder(folder: str | Path) -> Path:
+    """`<folder>.zip` next to the folder, written under a temporary name then renamed."""
+    folder = Path(folder)
+    target = folder.with_suffix(".zip")
+    tmp = folder.parent / f".tmp-{target.name}-{os.getpid()}"
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                archive.write(path, Path(folder.name) / path.relative_to(folder))
+    os.replace(tmp, target)
+    return target
+
+
+def export_run(run_dir: str | Path, which: str = "best", fmt: str = "peft", make_zip: bool = False) -> Path:
+    """Export `runs/<id>/checkpoints/<which>` into `runs/<id>/export/` and return the result path."""
+    run = Path(run_dir)
+    if which not in ("best", "last"):
+        raise ExportError(f"--which {which!r}: use 'best' or 'last'.")
+    pointer = run / "checkpoints" / which
+    if not pointer.exists():
+        raise ExportError(f"{run}: no '{which}' checkpoint yet (checkpoints/{which} is missing).")
+    step_dir = resolve_checkpoint(pointer)
+    out = export_checkpoint(step_dir, fmt, run / "export" / f"{which}-{step_dir.name}-{fmt}")
+    return zip_folder(out) if make_zip else out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core.export", description=__doc__.splitlines()[0])
+    parser.add_argument("--run", required=True, help="run folder, e.g. runs/<id>")
+    parser.add_argument("--which", default="best", choices=["best", "last"])
+    parser.add_argument("--format", default="peft", choices=FORMATS)
+    parser.add_argument("--zip", action="store_true", help="also write a .zip of the export")
+    args = parser.parse_args(argv)
+    try:
+        path = export_run(args.run, args.which, args.format, args.zip)
+    except (ExportError, CheckpointError, LoraError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,556 @@
+"""The training worker: LoRA or full fine-tuning of a Hugging Face checkpoint on MindSpore.
+
+    python -m core.train --config configs/lora_demo.yaml [key=value ...]   # new run under runs/
+    python -m core.train --run-dir runs/<id>                                # a run the console created
+
+It writes the run directory described in DESIGN.md (status.json, metrics.jsonl, checkpoints/)
+and polls control.json. With `parallel.data_parallel = N > 1` the command line relaunches itself
+through `msrun` (N workers; rank 0 writes metrics and checkpoints).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script by msrun: make `core` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+import mindspore as ms
+from mindspore import Tensor, amp, nn, ops
+
+from core import checkpoint as ckpt
+from core import launcher
+from core.checkpoint import CheckpointError, load_hf_model
+from core.config import Config, ConfigError, load_config
+from core.data import DataError, BatchIterator, eval_batches, load_splits, padded_length
+from core.generate import SamplingSettings, generate
+from core.lora import LoraError, inject_lora, mark_only_lora_trainable
+from core.rundir import RunDir, finalize_name
+from core.tokenizer import Tokenizer, TokenizerError
+from core.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at
+
+USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError)
+DEVICE_TARGETS = {"cpu": "CPU", "gpu": "GPU", "ascend": "Ascend"}
+MAX_CONSECUTIVE_OVERFLOWS = 25  # fp16: loss-scale retries before a non-finite loss fails the run
+
+
+class TrainingFailed(RuntimeError):
+    """Ends the run as `failed` with this message as the reason."""
+
+
+@dataclass
+class LoopState:
+    """Everything the loop needs besides weights and optimizer to continue exactly."""
+    step: int = 0
+    loss_ema: float | None = None
+    val_loss_ema: float | None = None
+    best_value: float | None = None
+    best_step: int | None = None
+    bad_evals: int = 0
+    overflow_steps: int = 0
+    tokens_seen: int = 0
+    control_seq: int = 0
+    early_stopping: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _ema(previous: float | None, value: float, alpha: float) -> float:
+    return value if previous is None else alpha * value + (1 - alpha) * previous
+
+
+def _ppl(loss: float) -> float:
+    return math.exp(min(loss, 50.0))
+
+
+def peak_memory_mb(device: str) -> float:
+    """This process's peak: device allocator on GPU/Ascend, resident set size on the CPU."""
+    if device != "cpu":
+        try:
+            return ms.runtime.max_memory_allocated() / 2**20
+        except Exception:  # noqa: BLE001 — fall back to RSS when the runtime API is unavailable
+            pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Cluster:
+    """Rank, world size and the few collective decisions every rank must agree on."""
+
+    def __init__(self, data_parallel: int):
+        self.rank, self.world = 0, 1
+        self._sum = None
+        if data_parallel > 1:
+            if "MS_ROLE" not in os.environ and "RANK_SIZE" not in os.environ:
+                raise ConfigError(f"parallel.data_parallel = {data_parallel}: the worker must be started "
+                                  "by msrun (python -m core.train --config ... does this for you).")
+            from mindspore.communication import get_group_size, get_rank, init
+            init()
+            self.rank, self.world = get_rank(), get_group_size()
+            ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True,
+                                         device_num=self.world)
+            self._sum = ops.AllReduce()
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def reducer(self, params) -> nn.Cell | None:
+        return nn.DistributedGradReducer(params, mean=True, degree=self.world) if self.world > 1 else None
+
+    def sum(self, values: list[float]) -> list[float]:
+        if self._sum is None:
+            return list(values)
+        return [float(v) for v in self._sum(Tensor(np.asarray(values, np.float32))).asnumpy()]
+
+    def from_main(self, values: list[float]) -> list[float]:
+        """Rank 0's values on every rank."""
+        return self.sum([v if self.is_main else 0.0 for v in values])
+
+
+class Trainer:
+    def __init__(self, config: Config, run: RunDir, cluster: Cluster):
+        self.cfg, self.run, self.cluster = config, run, cluster
+        self.state = LoopState(early_stopping=dict(config.early_stopping.to_dict()))
+        self.stop_signal = False
+        self.started = time.time()
+        self.tokens_per_s_history: list[float] = []
+
+    # ---- logging --------------------------------------------------------------------------
+    def emit(self, kind: str, **fields):
+        if self.cluster.is_main:
+            self.run.append_metrics({"kind": kind, "step": self.state.step, "time": round(time.time(), 3), **fields})
+
+    def event(self, message: str, **fields):
+        self.emit("event", event=fields.pop("event", "info"), message=message, **fields)
+        if self.cluster.is_main:
+            print(f"[step {self.state.step}] {message}", flush=True)
+
+    def status(self, **fields):
+        if self.cluster.is_main:
+            self.run.write_status(**fields)
+
+    # ---- setup ----------------------------------------------------------------------------
+    def setup(self):
+        cfg = self.cfg
+        seed = cfg.run.seed + 0  # same seed on every rank: identical initial weights and adapters
+        ms.set_seed(seed)
+        np.random.seed(seed)
+        model_dir = Path(cfg.model.path)
+        self.tokenizer = Tokenizer.from_dir(model_dir)
+        t0 = time.time()
+        self.splits = load_splits(cfg.data, self.tokenizer, seed, cache_dir=Path(".mindtune-cache") / "data")
+        stats = self.splits.stats
+        self.length = padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation)
+        self.model = load_hf_model(model_dir, cfg.model.dtype)
+        self.base_files = ckpt.weight_files(model_dir)
+        if cfg.method == "lora":
+            self.lora_modules = inject_lora(self.model, cfg.lora.rank, cfg.lora.alpha, cfg.lora.dropout,
+                                            cfg.lora.target_modules)
+            trainable = mark_only_lora_trainable(self.model)
+        else:
+            self.lora_modules = []
+            trainable = list(self.model.trainable_params())
+        self.trainable = {p.name: p for p in trainable}
+        self._apply_recompute()
+        self.compute_model, self.loss_scaler = self._apply_amp()
+        pad_id = self.tokenizer.pad_token_id or 0
+        self.batches = BatchIterator(self.splits.train, cfg.train.micro_batch_size,
+                                     grad_accum_steps=cfg.train.grad_accum_steps, world_size=self.cluster.world,
+                                     rank=self.cluster.rank, seed=seed, length=self.length, pad_id=pad_id)
+        self.total_steps = self._total_steps()
+        self.schedule = WarmupDecaySchedule(cfg.train.learning_rate, cfg.train.warmup_steps, self.total_steps,
+                                            cfg.train.schedule, cfg.train.min_lr_ratio)
+        self.optimizer = adamw(trainable, self.schedule, cfg.train.weight_decay)
+        self.train_step = TrainStep(self.compute_model, self.optimizer, cfg.train.max_grad_norm, self.loss_scaler,
+                                    self.cluster.reducer(self.optimizer.parameters))
+        self.eval_step = EvalStep(self.compute_model)
+        trainable_count = sum(int(np.prod(p.shape)) for p in trainable)
+        total_count = sum(int(np.prod(p.shape)) for p in self.model.get_parameters())
+        self.event(
+            f"global batch {cfg.global_batch_size} = micro {cfg.train.micro_batch_size} × accum "
+            f"{cfg.train.grad_accum_steps} × data parallel {self.cluster.world}; {self.total_steps} steps; "
+            f"trainable {trainable_count:,} of {total_count:,} parameters; sequence length {self.length}",
+            event="setup", global_batch_size=cfg.global_batch_size, total_steps=self.total_steps,
+            trainable_params=trainable_count, total_params=total_count, seq_len=self.length,
+            data=stats.to_dict(), lora_modules=len(self.lora_modules), setup_s=round(time.time() - t0, 2))
+
+    def _apply_recompute(self):
+        rc = self.cfg.recompute
+        if rc.policy == "none":
+            return
+        layers = list(self.model.model.layers)
+        count = max(1, math.ceil(rc.layer_fraction * len(layers)))
+        for layer in layers[:count]:
+            {"mlp": layer.mlp, "attention": layer.self_attn, "full": layer}[rc.policy].recompute()
+
+    def _apply_amp(self):
+        p = self.cfg.precision
+        if p.amp_level == "O0":
+            return self.model, None
+        dtype = ms.float16 if p.compute_dtype == "float16" else ms.bfloat16
+        model = amp.auto_mixed_precision(self.model, p.amp_level, dtype=dtype)
+        scaler = None
+        if p.compute_dtype == "float16" and p.loss_scale == "dynamic":
+            scaler = amp.DynamicLossScaler(p.initial_loss_scale, 2, 1000)
+        elif p.compute_dtype == "float16" and p.loss_scale == "static":
+            scaler = amp.StaticLossScaler(p.initial_loss_scale)
+        return model, scaler
+
+    def _total_steps(self) -> int:
+        t = self.cfg.train
+        if t.max_steps:
+            return int(t.max_steps)
+        return max(1, int(math.ceil(t.epochs * self.batches.steps_per_epoch)))
+
+    # ---- evaluation -----------------------------------------------------------------------
+    def evaluate(self) -> dict:
+        self.model.set_train(False)
+        nll, tokens = 0.0, 0.0
+        batch = self.cfg.train.micro_batch_size
+        samples = self.splits.validation
+        if self.cfg.eval.max_eval_samples:
+            samples = samples[: self.cfg.eval.max_eval_samples]
+        for b in eval_batches(samples, batch, self.length, self.tokenizer.pad_token_id or 0):
+            n, t = self.eval_step(b["input_ids"], b["labels"], b["attention_mask"])
+            nll, tokens = nll + n, tokens + t
+        self.model.set_train(True)
+        loss = nll / max(tokens, 1.0)
+        alpha = self.cfg.eval.ema_alpha
+        self.state.val_loss_ema = _ema(self.state.val_loss_ema, loss, alpha)
+        return {"val_loss": loss, "val_ppl": _ppl(loss), "val_loss_ema": self.state.val_loss_ema,
+                "val_ppl_ema": _ppl(self.state.val_loss_ema), "val_tokens": int(tokens)}
+
+    def exact_match(self) -> float | None:
+        """Share of test prompts whose greedy answer equals the reference exactly (stripped)."""
+        records = self.splits.test_records
+        if not records or not self.cfg.eval.downstream:
+            return None
+        if self.cfg.eval.max_eval_samples:
+            records = records[: self.cfg.eval.max_eval_samples]
+        self.model.set_train(False)
+        eos = set(self.tokenizer.eos_token_ids) | set(self.model.args.eos_token_ids)
+        settings = SamplingSettings(max_new_tokens=self.cfg.eval.max_new_tokens)
+        hits = 0
+        for start in range(0, len(records), 32):
+            chunk = records[start:start + 32]
+            outs = generate(self.model, [r.prompt_ids for r in chunk], settings, eos, self.tokenizer.pad_token_id or 0)
+            hits += sum(self.tokenizer.decode(o).strip() == r.answer.strip() for o, r in zip(outs, chunk))
+        self.model.set_train(True)
+        return hits / len(records)
+
+    # ---- early stopping and control -------------------------------------------------------
+    def improved(self, metrics: dict) -> bool:
+        """Update best/patience from an evaluation; True when this evaluation is the new best."""
+        es = self.state.early_stopping
+        value = metrics[es.get("monitor", "val_loss")]
+        best = self.state.best_value
+        if best is None or value < best - float(es.get("min_delta", 0.0)):
+            self.state.best_value, self.state.best_step, self.state.bad_evals = value, self.state.step, 0
+            return True
+        self.state.bad_evals += 1
+        return False
+
+    def should_stop_early(self) -> bool:
+        es = self.state.early_stopping
+        return bool(es.get("enabled")) and self.state.bad_evals >= int(es.get("patience", 1))
+
+    def poll_control(self) -> bool:
+        """Apply console requests (every rank agrees on rank 0's reading). True = stop now."""
+        control = self.run.read_control() if self.cluster.is_main else {}
+        seq = int(control.get("seq", 0) or 0)
+        stop = 1.0 if (control.get("stop") and seq > 0) or self.stop_signal else 0.0
+        es = dict(self.state.early_stopping)
+        if seq > self.state.control_seq and isinstance(control.get("early_stopping"), dict):
+            es.update({k: v for k, v in control["early_stopping"].items() if v is not None})
+        monitors = ["val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema"]
+        vector = [stop, float(seq), float(bool(es.get("enabled"))), float(monitors.index(es.get("monitor", "val_loss"))),
+                  float(es.get("patience", 1)), float(es.get("min_delta", 0.0))]
+        agreed = self.cluster.from_main(vector)
+        stop_any = self.cluster.sum([1.0 if self.stop_signal else 0.0])[0] > 0 or agreed[0] > 0
+        if int(agreed[1]) > self.state.control_seq:
+            new = {"enabled": agreed[2] > 0.5, "monitor": monitors[int(agreed[3])], "patience": int(agreed[4]),
+                   "min_delta": agreed[5]}
+            if new != self.state.early_stopping:
+                if new["monitor"] != self.state.early_stopping.get("monitor"):
+                    self.state.best_value, self.state.best_step, self.state.bad_evals = None, None, 0
+                self.state.early_stopping = new
+                self.event(f"early stopping set to {new}", event="control", early_stopping=new)
+            self.state.control_seq = int(agreed[1])
+        return stop_any
+
+    # ---- checkpoints ----------------------------------------------------------------------
+    def save(self, pointers: tuple[str, ...]) -> None:
+        if not self.cluster.is_main:
+            return
+        weights = {name: p.asnumpy() for name, p in self.trainable.items()}
+        opt_state = {p.name: p.asnumpy() for p in self.optimizer.get_parameters()
+                     if p.name.startswith(("adam_m.", "adam_v.", "global_step"))}
+        if self.loss_scaler is not None:
+            opt_state["loss_scale.scale_value"] = self.loss_scaler.scale_value.asnumpy()
+            if hasattr(self.loss_scaler, "counter"):
+                opt_state["loss_scale.counter"] = self.loss_scaler.counter.asnumpy()
+        trainer_state = {
+            "step": self.state.step, "loop": self.state.to_dict(), "data_position": self.batches.state(),
+            "rng_state": np.asarray(ms.get_rng_state().asnumpy()).tolist(), "method": self.cfg.method,
+            "base_model": {"path": str(Path(self.cfg.model.path).resolve()), "sha256": self.base_sha256()},
+            "lora": self.cfg.lora.to_dict() if self.cfg.method == "lora" else None,
+            "lora_modules": self.lora_modules, "config": self.cfg.to_dict(),
+        }
+        ckpt.save_train_checkpoint(self.run.checkpoints_dir, self.state.step, weights, opt_state, trainer_state)
+        for name in pointers:
+            ckpt.point(self.run.checkpoints_dir, name, self.state.step)
+        ckpt.prune_checkpoints(self.run.checkpoints_dir, self.cfg.train.keep_last_n)
+
+    def base_sha256(self) -> str:
+        if not hasattr(self, "_base_sha"):
+            self._base_sha = ckpt.file_sha256(self.base_files)
+        return self._base_sha
+
+    def restore(self, path: str) -> None:
+        weights, opt_state, trainer_state = ckpt.load_train_checkpoint(path)
+        if trainer_state.get("method") != self.cfg.method:
+            raise CheckpointError(f"{path}: a {trainer_state.get('method')} checkpoint cannot resume a "
+                                  f"{self.cfg.method} run.")
+        ckpt.set_parameters(self.trainable, weights, f"{path} (weights)")
+        opt_params = {p.name: p for p in self.optimizer.get_parameters()
+                      if p.name.startswith(("adam_m.", "adam_v.", "global_step"))}
+        scaler_state = {k: v for k, v in opt_state.items() if k.startswith("loss_scale.")}
+        ckpt.set_parameters(opt_params, {k: v for k, v in opt_state.items() if not k.startswith("loss_scale.")},
+                            f"{path} (optimizer)")
+        if self.loss_scaler is not None and "loss_scale.scale_value" in scaler_state:
+            self.loss_scaler.scale_value.set_data(Tensor(scaler_state["loss_scale.scale_value"], ms.float32))
+            if "loss_scale.counter" in scaler_state:
+                self.loss_scaler.counter.set_data(Tensor(scaler_state["loss_scale.counter"], ms.int32))
+        loop = trainer_state["loop"]
+        self.state = LoopState(**{**loop, "control_seq": self.state.control_seq})
+        self.batches.load_state(trainer_state["data_position"])
+        ms.set_rng_state(Tensor(np.asarray(trainer_state["rng_state"], dtype=np.uint8)))
+        self.event(f"resumed from {path} at step {self.state.step}", event="resume", source=str(path))
+
+    # ---- the loop -------------------------------------------------------------------------
+    def train_one_step(self) -> dict:
+        cfg = self.cfg
+        micro = [next(self.batches) for _ in range(cfg.train.grad_accum_steps)]
+        tokens = sum(int(b["attention_mask"].sum()) for b in micro)
+        start = time.perf_counter()
+        loss, grad_norm, applied, scale = self.train_step(
+            [(b["input_ids"], b["labels"], b["attention_mask"]) for b in micro])
+        step_time = time.perf_counter() - start
+        return {"loss": loss, "grad_norm": grad_norm, "applied": applied, "loss_scale": scale,
+                "tokens": tokens, "step_time_s": step_time}
+
+    def agree_on_step(self, out: dict, consecutive_overflows: int) -> int:
+        """One all-reduce per step: the mean loss over ranks (what DP=1 would log for the same
+        global batch) and whether any rank saw a non-finite loss or skipped an overflow step.
+        Returns the count of consecutive overflow steps; raises TrainingFailed past the limit."""
+        finite = math.isfinite(out["loss"]) and out["applied"]
+        bad, loss_sum = self.cluster.sum([0.0 if finite else 1.0, out["loss"] if finite else 0.0])
+        if bad == 0:
+            out["loss"] = loss_sum / self.cluster.world
+            return 0
+        self.state.overflow_steps += 1
+        if self.loss_scaler is None or consecutive_overflows + 1 >= MAX_CONSECUTIVE_OVERFLOWS:
+            raise TrainingFailed(f"non-finite loss at step {self.state.step + 1}")
+        return consecutive_overflows + 1
+
+    def log_train(self, out: dict, window: list[dict]):
+        tokens = sum(o["tokens"] for o in window) * self.cluster.world
+        seconds = sum(o["step_time_s"] for o in window)
+        self.tokens_per_s_history.append(tokens / max(seconds, 1e-9))
+        memory = self.cluster.sum([peak_memory_mb(self.cfg.parallel.device)])[0]
+        self.emit("train", loss=out["loss"], loss_ema=self.state.loss_ema,
+                  lr=lr_at(self.schedule, max(int(self.optimizer.global_step.asnumpy().reshape(-1)[0]) - 1, 0)),
+                  grad_norm=out["grad_norm"], loss_scale=out["loss_scale"], tokens_per_s=tokens / max(seconds, 1e-9),
+                  step_time_s=seconds / len(window), peak_mem_mb=round(memory, 1),
+                  overflow_steps=self.state.overflow_steps, epoch=self.batches.epoch,
+                  total_steps=self.total_steps)
+
+    def run_eval(self) -> bool:
+        """Evaluate, log, checkpoint the best; True when early stopping says stop."""
+        metrics = self.evaluate()
+        best = self.improved(metrics)
+        es = self.state.early_stopping
+        patience_left = max(int(es.get("patience", 1)) - self.state.bad_evals, 0)
+        self.emit("eval", **metrics, best_value=self.state.best_value, best_step=self.state.best_step,
+                  monitor=es.get("monitor"), patience_left=patience_left, early_stopping_enabled=bool(es.get("enabled")))
+        self.status(step=self.state.step, best={"metric": es.get("monitor"), "value": self.state.best_value,
+                                                "step": self.state.best_step, "val_ppl": metrics["val_ppl"]})
+        if best and self.state.step > 0:
+            self.save(("best", "last"))
+        return self.should_stop_early()
+
+    def loop(self) -> tuple[str, str]:
+        cfg = self.cfg
+        window, consecutive = [], 0
+        self.model.set_train(True)
+        while self.state.step < self.total_steps:
+            if self.poll_control():
+                self.save(("last",))
+                return "stopped", "stopped by request"
+            out = self.train_one_step()
+            consecutive = self.agree_on_step(out, consecutive)
+            self.state.step += 1
+            self.state.tokens_seen += out["tokens"] * self.cluster.world
+            if consecutive == 0:
+                self.state.loss_ema = _ema(self.state.loss_ema, out["loss"], 0.1)
+            window.append(out)
+            step = self.state.step
+            if step % cfg.train.log_every == 0 or step == 1 or step == self.total_steps:
+                self.log_train(out, window)
+                self.status(step=step, total_steps=self.total_steps)
+                window = []
+            if step % cfg.train.eval_every == 0 or step == self.total_steps:
+                if self.run_eval():
+                    self.save(("last",))
+                    es = self.state.early_stopping
+                    return "early_stopped", (f"{es['monitor']} did not improve by {es.get('min_delta', 0)} for "
+                                             f"{es['patience']} evaluations (best {self.state.best_value:.4f} "
+                                             f"at step {self.state.best_step})")
+            if step % cfg.train.save_every == 0 and step != self.total_steps:
+                self.save(("last",))
+        self.save(("last",))
+        return "finished", f"reached {self.total_steps} steps"
+
+    def execute(self, resume: str | None) -> None:
+        if self.cluster.is_main and self.run.read_status().get("state") == "queued":
+            self.run.write_status(state="starting", pid=os.getpid())
+        fields = launcher.process_fields() if self.cluster.world == 1 else {}
+        self.status(state="running", rank_count=self.cluster.world, **fields)
+        self.setup()
+        if resume:
+            self.restore(resume)
+        else:
+            base = self.evaluate()
+            self.emit("eval", **base, base=True, best_value=None, best_step=None)
+            base_em = self.exact_match()
+            self.base_exact_match = base_em
+            self.event(f"base model: val_loss {base['val_loss']:.4f}, val_ppl {base['val_ppl']:.3f}"
+                       + (f", exact match {base_em:.3f}" if base_em is not None else ""),
+                       event="baseline", **base, exact_match=base_em)
+        state, reason = self.loop()
+        self.finish(state, reason)
+
+    def finish(self, state: str, reason: str) -> None:
+        final = {}
+        if self.state.best_step is not None and self.cluster.is_main and state != "stopped":
+            final["exact_match"] = self.best_exact_match()
+        if self.cluster.is_main:
+            ppl = None
+            tps = self.tokens_per_s_history[1:] or self.tokens_per_s_history  # the first includes compilation
+            if self.state.best_value is not None:
+                ppl = _ppl(self.state.best_value) if "loss" in self.state.early_stopping.get("monitor", "") else self.state.best_value
+            final.update(best_val_ppl=ppl, tokens_per_s=float(np.median(tps)) if tps else None,
+                         peak_mem_mb=round(peak_memory_mb(self.cfg.parallel.device), 1),
+                         wall_s=round(time.time() - self.started, 1), steps=self.state.step,
+                         overflow_steps=self.state.overflow_steps, tokens_seen=self.state.tokens_seen)
+            self.event(f"{state}: {reason}", event="end", **final)
+            self.run.write_status(state=state, reason=reason, ended_at=time.time(), final=final)
+            self.run = finalize_name(self.run, final.get("best_val_ppl"), final.get("tokens_per_s"))
+            print(f"run directory: {self.run.path}", flush=True)
+
+    def best_exact_match(self) -> float | None:
+        if not self.splits.test_records or not self.cfg.eval.downstream:
+            return None
+        best_dir = self.run.checkpoints_dir / "best"
+        if best_dir.exists():
+            weights, _, _ = ckpt.load_train_checkpoint(best_dir)
+            ckpt.set_parameters(self.trainable, weights, str(best_dir))
+        return self.exact_match()
+
+
+# ---- entry points --------------------------------------------------------------------------
+
+def _parse(argv):
+    parser = argparse.ArgumentParser(prog="python -m core.train", description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", help="YAML config (creates a new run under run.runs_dir)")
+    source.add_argument("--run-dir", help="an existing run folder with config.yaml (made by the console)")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=50")
+    return parser.parse_args(argv)
+
+
+def run_worker(run_dir: str) -> int:
+    """Train the run in `run_dir` in this process (one rank). Returns the exit code."""
+    run = RunDir(run_dir)
+    cluster = None
+    try:
+        config = load_config(run.config_path)
+        ms.set_context(mode=ms.PYNATIVE_MODE, device_target=DEVICE_TARGETS[config.parallel.device])
+        cluster = Cluster(config.parallel.data_parallel)
+        trainer = Trainer(config, run, cluster)
+        signal.signal(signal.SIGTERM, lambda *_: setattr(trainer, "stop_signal", True))
+        resume = config.run.resume
+        trainer.execute(resume)
+        return 0
+    except USER_ERRORS + (TrainingFailed,) as exc:
+        _fail(run, cluster, str(exc))
+        return 1
+    except Exception as exc:  # noqa: BLE001 — every crash must end in a readable status
+        traceback.print_exc()
+        _fail(run, cluster, f"worker crashed: {type(exc).__name__}: {exc}")
+        return 1
+
+
+def _fail(run: RunDir, cluster: Cluster | None, reason: str) -> None:
+    print(f"error: {reason}", file=sys.stderr, flush=True)
+    if cluster is None or cluster.is_main:
+        try:
+            run.write_status(state="failed", reason=reason, ended_at=time.time())
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    if args.run_dir:
+        return run_worker(args.run_dir)
+    try:
+        config = load_config(args.config, args.overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    run = launcher.create_run(config)
+    print(f"run directory: {run.path}", flush=True)
+    if config.parallel.data_parallel == 1:
+        return run_worker(str(run.path))
+    return _follow(launcher.launch(run))
+
+
+def _follow(launched) -> int:
+    """Run msrun in the background as the console would, and echo train.log until it exits."""
+    offset = 0
+    while True:
+        done = launched.process.poll() is not None
+        log = launched.run_dir.log_path
+        if log.exists():
+            with open(log, "rb") as handle:
+                handle.seek(offset)
+                chunk = handle.read()
+                offset += len(chunk)
+            sys.stdout.write(chunk.decode("utf-8", "replace"))
+            sys.stdout.flush()
+        if done:
+            launcher.reconcile(launched.run_dir)
+            state = launched.run_dir.read_status().get("state")
+            return 0 if state in ("finished", "early_stopped", "stopped") else 1
+        time.sleep(0.5)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

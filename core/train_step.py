@@ -1,0 +1,164 @@
+"""The compiled pieces of training: causal-LM loss, learning-rate schedule, AdamW parameter groups,
+the train step (loss scaling, gradient all-reduce, clipping, accumulation) and the evaluation step.
+
+Everything here is a MindSpore graph or a thin Python wrapper around one; the loop that drives it
+(logging, evaluation cadence, early stopping, checkpoints) lives in `core.train`.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import mindspore as ms
+from mindspore import Parameter, Tensor, amp, nn, ops
+from mindspore.nn.learning_rate_schedule import LearningRateSchedule
+
+IGNORE_INDEX = -100
+
+
+def causal_lm_loss_sum(logits, labels):
+    """Summed next-token NLL and the number of labelled tokens.
+    logits (B, T, V) float32; labels (B, T) int32 aligned with the inputs (-100 = not trained)."""
+    shift_logits = logits[:, :-1, :]  # (B, T-1, V)
+    shift_labels = labels[:, 1:]  # (B, T-1)
+    valid = shift_labels != IGNORE_INDEX
+    safe_labels = ops.where(valid, shift_labels, ops.zeros_like(shift_labels))
+    log_probs = ops.log_softmax(shift_logits, -1)
+    picked = ops.gather_elements(log_probs, -1, ops.expand_dims(safe_labels, -1)).squeeze(-1)  # (B, T-1)
+    valid_f = ops.cast(valid, ms.float32)
+    return -(picked * valid_f).sum(), valid_f.sum()
+
+
+class WarmupDecaySchedule(LearningRateSchedule):
+    """Linear warmup to `peak_lr`, then cosine or linear decay to `peak_lr·min_lr_ratio` at
+    `total_steps` (constant: stays at peak). Driven by the optimizer's own step counter, so a
+    restored optimizer resumes the schedule exactly."""
+
+    def __init__(self, peak_lr: float, warmup_steps: int, total_steps: int, kind: str, min_lr_ratio: float):
+        super().__init__()
+        self.peak_lr = float(peak_lr)
+        self.warmup = float(max(warmup_steps, 0))
+        self.decay_steps = float(max(total_steps - warmup_steps, 1))
+        self.kind = kind
+        self.min_lr = float(peak_lr * min_lr_ratio)
+
+    def construct(self, global_step):
+        step = ops.cast(global_step, ms.float32)
+        warm = self.peak_lr * (step + 1.0) / (self.warmup + 1.0)
+        progress = ops.clip_by_value((step - self.warmup) / self.decay_steps, 0.0, 1.0)
+        if self.kind == "cosine":
+            decayed = self.min_lr + (self.peak_lr - self.min_lr) * 0.5 * (1.0 + ops.cos(math.pi * progress))
+        elif self.kind == "linear":
+            decayed = self.peak_lr - (self.peak_lr - self.min_lr) * progress
+        else:
+            decayed = self.peak_lr * ops.ones_like(progress)
+        return ops.select(step < self.warmup, warm, decayed)
+
+
+def lr_at(schedule: WarmupDecaySchedule, step: int) -> float:
+    return float(schedule(Tensor(step, ms.int32)).asnumpy())
+
+
+def adamw(params: list[Parameter], schedule: LearningRateSchedule, weight_decay: float) -> nn.Optimizer:
+    """AdamW with decoupled weight decay on matrices only (not on norms, biases or LoRA-free 1-D)."""
+    decay = [p for p in params if len(p.shape) >= 2]
+    no_decay = [p for p in params if len(p.shape) < 2]
+    groups = [{"params": decay, "weight_decay": weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    return nn.AdamWeightDecay(groups, learning_rate=schedule, beta1=0.9, beta2=0.999, eps=1e-8)
+
+
+def global_norm(grads):
+    return ops.sqrt(sum(ops.square(ops.cast(g, ms.float32)).sum() for g in grads))
+
+
+class TrainStep:
+    """One optimizer step: forward/backward over `accum` micro batches, all-reduce (data parallel),
+    unscale (fp16), clip, skip on overflow, AdamW update. Returns host floats: mean loss, grad norm,
+    whether the step was applied, and the loss scale used."""
+
+    def __init__(self, model: nn.Cell, optimizer: nn.Optimizer,
+                 max_grad_norm: float | None, loss_scaler: amp.LossScaler | None,
+                 grad_reducer: nn.Cell | None = None):
+        self.model = model
+        # Gradients must come in the optimizer's parameter order (groups reorder them).
+        params = list(optimizer.parameters)
+        self.params = params
+        self.optimizer = optimizer
+        self.max_grad_norm = float(max_grad_norm) if max_grad_norm else 0.0
+        self.loss_scaler = loss_scaler
+        self.grad_reducer = grad_reducer
+        self._grad_fn = ms.value_and_grad(self._scaled_loss, None, weights=params, has_aux=True)
+        self._single = ms.jit(self._single_step)
+        self._micro = ms.jit(self._micro_step)
+        self._add = ms.jit(self._add_grads)
+        self._apply = ms.jit(self._apply_step)
+
+    def _scaled_loss(self, input_ids, labels, attention_mask):
+        logits = self.model(input_ids, attention_mask)
+        nll_sum, tokens = causal_lm_loss_sum(logits, labels)
+        loss = nll_sum / ops.maximum(tokens, 1.0)
+        scaled = self.loss_scaler.scale(loss) if self.loss_scaler is not None else loss
+        return scaled, loss
+
+    def _micro_step(self, input_ids, labels, attention_mask):
+        (_, loss), grads = self._grad_fn(input_ids, labels, attention_mask)
+        return loss, grads
+
+    @staticmethod
+    def _add_grads(acc, grads):
+        return tuple(a + g for a, g in zip(acc, grads))
+
+    def _apply_step(self, grads, accum: int):
+        grads = tuple(g / accum for g in grads) if accum > 1 else grads
+        if self.grad_reducer is not None:
+            grads = self.grad_reducer(grads)
+        if self.loss_scaler is not None:
+            grads = self.loss_scaler.unscale(grads)
+        finite = amp.all_finite(grads)
+        norm = global_norm(grads)
+        if self.max_grad_norm > 0:
+            factor = ops.minimum(self.max_grad_norm / (norm + 1e-6), 1.0)
+            grads = tuple(g * ops.cast(factor, g.dtype) for g in grads)
+        if finite:
+            self.optimizer(grads)
+        if self.loss_scaler is not None:
+            self.loss_scaler.adjust(finite)
+        return norm, finite
+
+    def _single_step(self, input_ids, labels, attention_mask):
+        """The common case (no accumulation) as one graph: no gradient tuple crosses to the host."""
+        loss, grads = self._micro_step(input_ids, labels, attention_mask)
+        norm, finite = self._apply_step(grads, 1)
+        return loss, norm, finite
+
+    def __call__(self, micro_batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+        scale = float(self.loss_scaler.scale_value.asnumpy()) if self.loss_scaler is not None else 1.0
+        if len(micro_batches) == 1:
+            loss, norm, finite = self._single(*(Tensor(a) for a in micro_batches[0]))
+            return float(loss.asnumpy()), float(norm.asnumpy()), bool(finite.asnumpy()), scale
+        grads, losses = None, []
+        for input_ids, labels, mask in micro_batches:
+            loss, g = self._micro(Tensor(input_ids), Tensor(labels), Tensor(mask))
+            grads = g if grads is None else self._add(ms.mutable(grads), ms.mutable(g))
+            losses.append(loss)
+        norm, finite = self._apply(ms.mutable(grads), len(micro_batches))
+        mean_loss = float(np.mean([float(l.asnumpy()) for l in losses]))
+        return mean_loss, float(norm.asnumpy()), bool(finite.asnumpy()), scale
+
+
+class EvalStep:
+    """Summed NLL and labelled-token count of a batch, compiled once per batch shape."""
+
+    def __init__(self, model: nn.Cell):
+        self.model = model
+        self._fn = ms.jit(self._nll)
+
+    def _nll(self, input_ids, labels, attention_mask):
+        return causal_lm_loss_sum(self.model(input_ids, attention_mask), labels)
+
+    def __call__(self, input_ids: np.ndarray, labels: np.ndarray, attention_mask: np.ndarray) -> tuple[float, float]:
+        nll, tokens = self._fn(Tensor(input_ids), Tensor(labels), Tensor(attention_mask))
+        return float(nll.asnumpy()), float(tokens.asnumpy())
