@@ -356,7 +356,7 @@ class CausalLM(nn.Cell):
     def logits(self, hidden):
         hidden = self.model.norm(hidden)
         if self.tied:
-            out = ops.matmul(hidden, self.model.embed_tokens.weight.T)
+            out = ops.matmul(hidden, ops.cast(self.model.embed_tokens.weight, hidden.dtype).T)
         else:
             out = self.lm_head(hidden)
         return ops.cast(out, ms.float32)

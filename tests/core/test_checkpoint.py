@@ -113,3 +113,43 @@ def test_nothing_loaded_when_a_tensor_is_bad(good_folder, tmp_path):
     with pytest.raises(CheckpointError):
         load_hf_weights(model, tensors, "x")
     assert all(np.array_equal(before[p.name], p.asnumpy()) for p in model.get_parameters())
+
+
+def test_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    from core import checkpoint as ckpt
+    weights = {"w": np.ones((2, 2), np.float32)}
+    ckpt.save_train_checkpoint(tmp_path, 4, weights, {"global_step": np.array([4], np.int32)}, {"step": 4})
+    ckpt.point(tmp_path, "last", 4)
+
+    def broken_save(*args, **kwargs):
+        raise OSError("disk full")
+    monkeypatch.setattr(ckpt, "save_file", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        ckpt.save_train_checkpoint(tmp_path, 8, weights, {}, {"step": 8})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last", "step-4"]
+    loaded, _, state = ckpt.load_train_checkpoint(tmp_path / "last")
+    assert state["step"] == 4 and np.array_equal(loaded["w"], weights["w"])
+
+
+def test_resaving_a_step_swaps_atomically_and_retention_keeps_pointers(tmp_path):
+    from core import checkpoint as ckpt
+    for step in (2, 4, 6, 8):
+        ckpt.save_train_checkpoint(tmp_path, step, {"w": np.full(3, step, np.float32)}, {}, {"step": step})
+    ckpt.point(tmp_path, "best", 2)
+    ckpt.point(tmp_path, "last", 8)
+    assert ckpt.prune_checkpoints(tmp_path, keep_last_n=2) == [4]
+    assert ckpt.checkpoint_steps(tmp_path) == [2, 6, 8]
+    ckpt.save_train_checkpoint(tmp_path, 8, {"w": np.zeros(3, np.float32)}, {}, {"step": 8})
+    assert ckpt.load_train_checkpoint(tmp_path / "last")[0]["w"].tolist() == [0, 0, 0]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_corrupt_or_incomplete_checkpoint_is_an_error(tmp_path):
+    from core import checkpoint as ckpt
+    folder = ckpt.save_train_checkpoint(tmp_path, 1, {"w": np.ones(3, np.float32)}, {}, {"step": 1})
+    (folder / "weights.safetensors").write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match="weights.safetensors: cannot read"):
+        ckpt.load_train_checkpoint(folder)
+    (folder / "trainer_state.json").unlink()
+    with pytest.raises(CheckpointError, match="incomplete checkpoint, trainer_state.json is missing"):
+        ckpt.load_train_checkpoint(folder)

@@ -32,6 +32,8 @@ def run_cli(config: Path, *overrides: str) -> RunDir:
 
 
 def records(run: RunDir, kind: str) -> list[dict]:
+    if not run.metrics_path.exists():
+        return []
     return [r for r in map(json.loads, run.metrics_path.read_text().splitlines()) if r["kind"] == kind]
 
 
@@ -230,3 +232,15 @@ def test_data_parallel_two_workers_match_one(workspace):
     assert sorted(one) == sorted(two) == list(range(1, 7))
     assert max(abs(one[s] - two[s]) for s in one) < 1e-4
     assert (double.path / "logs").is_dir()
+
+
+def test_fp16_overflow_steps_are_skipped_and_counted(workspace):
+    """A loss scale far beyond fp16's range overflows; the step is skipped, the scale halves and
+    training goes on."""
+    run = run_cli(workspace, "precision.amp_level=O2", "precision.compute_dtype=float16",
+                  "precision.initial_loss_scale=1e30", "train.max_steps=3", "train.eval_every=3",
+                  "eval.downstream=false")
+    status = run.read_status()
+    assert status["state"] == "finished" and status["final"]["overflow_steps"] >= 1
+    scales = [r["loss_scale"] for r in records(run, "train")]
+    assert scales[0] == pytest.approx(1e30, rel=1e-6) and scales[-1] < scales[0]
