@@ -22,58 +22,12 @@ from mindspore import Tensor, ops
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
-from core.model import CausalLM, DTYPES, ModelArgs, ModelConfigError
+from core.model import CausalLM, DTYPES
+from core.model_args import (INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
+                             require_folder, weight_files)
 
-WEIGHTS_NAME = "model.safetensors"
-INDEX_NAME = "model.safetensors.index.json"
-PICKLE_GLOBS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.bin")
 # Buffers some older checkpoints carry that are recomputed, not learned.
 IGNORED_KEYS = re.compile(r"\.rotary_emb\.inv_freq$")
-SUPPORTED = "a Hugging Face folder with config.json and model.safetensors (or a sharded model.safetensors.index.json)"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded; the message names the file or tensor and what is supported."""
-
-
-def weight_files(model_dir: str | Path) -> list[Path]:
-    """The safetensors files of a model folder, in a stable order; refuses pickle-only folders."""
-    folder = _require_folder(model_dir)
-    index = folder / INDEX_NAME
-    if index.is_file():
-        return _shards_from_index(index)
-    single = folder / WEIGHTS_NAME
-    if single.is_file():
-        return [single]
-    pickles = sorted({p.name for pattern in PICKLE_GLOBS for p in folder.glob(pattern)})
-    if pickles:
-        raise CheckpointError(
-            f"{folder}: only pickle weights found ({', '.join(pickles)}). mindtune loads safetensors only "
-            f"(pickle files can run code when loaded); convert with transformers: "
-            f"`AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir, safe_serialization=True)`."
-        )
-    raise CheckpointError(f"{folder}: no {WEIGHTS_NAME} or {INDEX_NAME}. Expected {SUPPORTED}.")
-
-
-def _require_folder(model_dir: str | Path) -> Path:
-    folder = Path(model_dir)
-    if not folder.is_dir():
-        raise CheckpointError(f"{folder}: not a folder. Expected {SUPPORTED}.")
-    return folder
-
-
-def _shards_from_index(index: Path) -> list[Path]:
-    try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise CheckpointError(f"{index}: not a valid safetensors index (needs a 'weight_map'): {exc}") from exc
-    shards = []
-    for name in dict.fromkeys(weight_map.values()):
-        shard = index.parent / name
-        if not shard.is_file():
-            raise CheckpointError(f"{index}: shard {name} is listed but missing from {index.parent}.")
-        shards.append(shard)
-    return shards
 
 
 def read_safetensors(files: list[Path]) -> dict[str, np.ndarray]:
@@ -131,11 +85,7 @@ def check_dtype_supported(dtype: str) -> None:
 def load_hf_model(model_dir: str | Path, dtype: str = "float32") -> CausalLM:
     """Build the model a Hugging Face folder describes and load its weights in `dtype`."""
     check_dtype_supported(dtype)
-    _require_folder(model_dir)
-    try:
-        args = ModelArgs.from_dir(model_dir)
-    except ModelConfigError as exc:
-        raise CheckpointError(str(exc)) from exc
+    args = read_model_args(model_dir)
     files = weight_files(model_dir)
     tensors = read_safetensors(files)
     model = CausalLM(args, dtype)

@@ -6,6 +6,7 @@ prints the continuation. Runs in PyNative mode (each step has a new cache length
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -109,7 +110,10 @@ def generate(model: CausalLM, prompts: list[list[int]], settings: SamplingSettin
 
 def _parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m core.generate", description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="Hugging Face model folder (config.json, model.safetensors, tokenizer.json)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="Hugging Face model folder (config.json, model.safetensors, tokenizer.json)")
+    source.add_argument("--checkpoint", help="a training checkpoint (runs/<id>/checkpoints/best): its base model "
+                                             "with the fine-tuned weights or LoRA adapter applied")
     parser.add_argument("--prompt", required=True, help="text to continue (or the user message with --chat)")
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -118,6 +122,7 @@ def _parse_args(argv):
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole sequence each step")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (text, tokens, seconds)")
     return parser.parse_args(argv)
 
 
@@ -128,8 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
         settings = SamplingSettings(args.max_new_tokens, args.temperature, args.top_p, args.seed)
-        tokenizer = Tokenizer.from_dir(args.model)
-        model = load_hf_model(args.model, args.dtype)
+        if args.checkpoint:
+            from core.export import load_trained_model
+            model, state = load_trained_model(args.checkpoint)
+            tokenizer = Tokenizer.from_dir(state["base_model"]["path"])
+        else:
+            tokenizer = Tokenizer.from_dir(args.model)
+            model = load_hf_model(args.model, args.dtype)
         if args.chat:
             prompt_ids = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}],
                                                        add_generation_prompt=True, tokenize=True)
@@ -143,7 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     seconds = time.perf_counter() - start
-    print(("" if args.chat else args.prompt) + tokenizer.decode(new_ids))
+    text = tokenizer.decode(new_ids)
+    if args.json:
+        print(json.dumps({"text": text, "new_tokens": len(new_ids), "seconds": round(seconds, 3)}))
+        return 0
+    print(("" if args.chat else args.prompt) + text)
     print(f"[{len(new_ids)} tokens in {seconds:.2f} s, {len(new_ids) / max(seconds, 1e-9):.1f} tokens/s]",
           file=sys.stderr)
     return 0
