@@ -337,6 +337,11 @@ class Trainer:
         self.batches.load_state(trainer_state["data_position"])
         ms.set_rng_state(Tensor(np.asarray(trainer_state["rng_state"], dtype=np.uint8)))
         self.event(f"resumed from {path} at step {self.state.step}", event="resume", source=str(path))
+        if self.cfg.method == "lora" and self.cfg.lora.dropout > 0:
+            self.event("lora.dropout > 0: weights, optimizer, schedule, loss scale and data position are "
+                       "restored exactly, but MindSpore's dropout kernel keeps its random state inside the "
+                       "compiled graph, so the dropout masks after resume differ from an uninterrupted run",
+                       event="warning")
 
     # ---- the loop -------------------------------------------------------------------------
     def train_one_step(self) -> dict:
