@@ -37,7 +37,7 @@ from core.generate import SamplingSettings, generate
 from core.lora import LoraError, inject_lora, mark_only_lora_trainable
 from core.rundir import RunDir, finalize_name
 from core.tokenizer import Tokenizer, TokenizerError
-from core.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at
+from core.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError)
 DEVICE_TARGETS = {"cpu": "CPU", "gpu": "GPU", "ascend": "Ascend"}
@@ -294,8 +294,7 @@ class Trainer:
         if not self.cluster.is_main:
             return
         weights = {name: p.asnumpy() for name, p in self.trainable.items()}
-        opt_state = {p.name: p.asnumpy() for p in self.optimizer.get_parameters()
-                     if p.name.startswith(("adam_m.", "adam_v.", "global_step"))}
+        opt_state = {name: p.asnumpy() for name, p in optimizer_state(self.optimizer).items()}
         if self.loss_scaler is not None:
             opt_state["loss_scale.scale_value"] = self.loss_scaler.scale_value.asnumpy()
             if hasattr(self.loss_scaler, "counter"):
@@ -323,8 +322,7 @@ class Trainer:
             raise CheckpointError(f"{path}: a {trainer_state.get('method')} checkpoint cannot resume a "
                                   f"{self.cfg.method} run.")
         ckpt.set_parameters(self.trainable, weights, f"{path} (weights)")
-        opt_params = {p.name: p for p in self.optimizer.get_parameters()
-                      if p.name.startswith(("adam_m.", "adam_v.", "global_step"))}
+        opt_params = optimizer_state(self.optimizer)
         scaler_state = {k: v for k, v in opt_state.items() if k.startswith("loss_scale.")}
         ckpt.set_parameters(opt_params, {k: v for k, v in opt_state.items() if not k.startswith("loss_scale.")},
                             f"{path} (optimizer)")

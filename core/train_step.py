@@ -61,13 +61,20 @@ def lr_at(schedule: WarmupDecaySchedule, step: int) -> float:
 
 
 def adamw(params: list[Parameter], schedule: LearningRateSchedule, weight_decay: float) -> nn.Optimizer:
-    """AdamW with decoupled weight decay on matrices only (not on norms, biases or LoRA-free 1-D)."""
-    decay = [p for p in params if len(p.shape) >= 2]
-    no_decay = [p for p in params if len(p.shape) < 2]
-    groups = [{"params": decay, "weight_decay": weight_decay}]
-    if no_decay:
-        groups.append({"params": no_decay, "weight_decay": 0.0})
-    return nn.AdamWeightDecay(groups, learning_rate=schedule, beta1=0.9, beta2=0.999, eps=1e-8)
+    """Adam with bias correction (MindSpore's `nn.Adam`); the decoupled weight decay of AdamW is
+    applied by `TrainStep` to matrices only (not norms or biases).
+
+    Not `nn.AdamWeightDecay`: it has no bias correction, so its first updates are many times the
+    learning rate; on a LoRA fine-tune it stalled where PyTorch's AdamW converged (measured)."""
+    optimizer = nn.Adam(params, learning_rate=schedule, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0)
+    optimizer.decoupled_weight_decay = float(weight_decay)
+    return optimizer
+
+
+def optimizer_state(optimizer: nn.Optimizer) -> dict[str, Parameter]:
+    """The optimizer's own state (moments, beta powers, step counter) by name, for checkpoints."""
+    trained = {p.name for p in optimizer.parameters}
+    return {p.name: p for p in optimizer.get_parameters() if p.name not in trained and p.name != "learning_rate"}
 
 
 def global_norm(grads):
@@ -87,6 +94,9 @@ class TrainStep:
         params = list(optimizer.parameters)
         self.params = params
         self.optimizer = optimizer
+        self.schedule = optimizer.learning_rate
+        self.weight_decay = getattr(optimizer, "decoupled_weight_decay", 0.0)
+        self.decay_mask = tuple(len(p.shape) >= 2 for p in params)
         self.max_grad_norm = float(max_grad_norm) if max_grad_norm else 0.0
         self.loss_scaler = loss_scaler
         self.grad_reducer = grad_reducer
@@ -123,10 +133,19 @@ class TrainStep:
             factor = ops.minimum(self.max_grad_norm / (norm + 1e-6), 1.0)
             grads = tuple(g * ops.cast(factor, g.dtype) for g in grads)
         if finite:
+            if self.weight_decay > 0:
+                self._decay_weights()
             self.optimizer(grads)
         if self.loss_scaler is not None:
             self.loss_scaler.adjust(finite)
         return norm, finite
+
+    def _decay_weights(self):
+        """AdamW's decoupled decay, p <- p·(1 - lr·wd), before the Adam update (as PyTorch does)."""
+        factor = 1.0 - self.schedule(self.optimizer.global_step) * self.weight_decay
+        for param, decays in zip(self.params, self.decay_mask):
+            if decays:
+                ops.assign(param, param * ops.cast(factor, param.dtype))
 
     def _single_step(self, input_ids, labels, attention_mask):
         """The common case (no accumulation) as one graph: no gradient tuple crosses to the host."""
