@@ -121,8 +121,8 @@ def save_train_checkpoint(checkpoints_dir: str | Path, step: int, weights: dict[
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        save_file({k: np.ascontiguousarray(v) for k, v in weights.items()}, str(tmp / WEIGHTS_FILE))
-        save_file({k: np.ascontiguousarray(v) for k, v in optimizer_state.items()}, str(tmp / OPTIMIZER_FILE))
+        save_file({k: np.array(v, order="C") for k, v in weights.items()}, str(tmp / WEIGHTS_FILE))
+        save_file({k: np.array(v, order="C") for k, v in optimizer_state.items()}, str(tmp / OPTIMIZER_FILE))  # keeps 0-d shapes
         (tmp / STATE_FILE).write_text(json.dumps(trainer_state, indent=1, sort_keys=True), encoding="utf-8")
         for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE):
             _fsync_path(tmp / name)
