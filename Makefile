@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: console test test-fast demo-model demo-data
+.PHONY: console test test-fast test-browser demo-model demo-data
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -18,11 +18,16 @@ $(VENV)/.installed-dev: requirements.txt requirements-dev.txt $(VENV)/.installed
 console: $(VENV)/.installed
 	$(PY) -m app
 
+# The whole suite except the real-browser tests (they need Debian's chromium: `make test-browser`).
 test: $(VENV)/.installed-dev
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not browser"
 
 test-fast: $(VENV)/.installed-dev
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow and not browser"
+
+test-browser: $(VENV)/.installed-dev
+	bash scripts/install_browser.sh
+	$(PY) -m pytest -q -m browser
 
 demo-data: $(VENV)/.installed-dev
 	$(PY) data/make_demo_data.py

@@ -1,0 +1,173 @@
+"""The model catalog: every model folder under the model roots, described without loading weights.
+
+A folder is listed when it looks like a model (a config.json, weight files, or a tokenizer). Those
+that mindtune cannot train are listed too, with the reason, so a user sees why a download does
+not show up as a choice. Only safetensors headers are read (a few KB), never the tensors.
+"""
+from __future__ import annotations
+
+import json
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from core.model_args import (INDEX_NAME, PROJECTION_NAMES, CheckpointError, read_model_args,
+                             weight_files)
+
+from app.paths import absolute, for_config
+
+MODEL_HINTS = ("config.json", "tokenizer.json", "*.safetensors", "*.bin", "*.pt", "*.pth", "*.ckpt")
+_LAYER_MODULE = re.compile(r"layers\.\d+\.(?:self_attn|mlp|attention|feed_forward)\.(\w+)\.weight$")
+_HEADER_LIMIT = 64 * 1024 * 1024  # a safetensors header larger than this is not trusted
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model folder: its description, or the reason it cannot be used."""
+    path: Path
+    name: str                      # as written into a config: relative to the repo root if inside
+    reason: str | None = None      # None when loadable
+    architecture: str = ""
+    family: str = ""
+    num_parameters: int = 0
+    stored_dtype: str = ""
+    context_length: int = 0
+    vocab_size: int = 0
+    projection_names: tuple[str, ...] = field(default=PROJECTION_NAMES)
+
+    @property
+    def loadable(self) -> bool:
+        return self.reason is None
+
+    @property
+    def label(self) -> str:
+        """What the model picker shows: name and the figures that matter when choosing."""
+        if not self.loadable:
+            return f"⚠ {self.path.name}: not loadable"
+        return (f"{self.path.name} · {self.architecture} · {human_count(self.num_parameters)} params · "
+                f"{self.stored_dtype or '?'} · ctx {self.context_length}")
+
+    def row(self) -> list:
+        """A row of the catalog table (see ROW_HEADERS)."""
+        return [self.name, self.architecture or "-", human_count(self.num_parameters) if self.loadable else "-",
+                self.stored_dtype or "-", self.context_length or "-", self.vocab_size or "-",
+                "ok" if self.loadable else self.reason]
+
+
+ROW_HEADERS = ["folder", "architecture", "parameters", "stored dtype", "context", "vocab", "status"]
+
+
+def human_count(n: int) -> str:
+    """3_200_000 -> '3.2M'."""
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return str(n)
+
+
+def describe(folder: Path) -> ModelEntry:
+    """A folder's entry; never raises for a bad folder (the reason is recorded instead)."""
+    name = for_config(folder)
+    try:
+        args = read_model_args(folder)
+        files = weight_files(folder)
+    except CheckpointError as err:
+        return ModelEntry(folder, name, reason=_short_reason(str(err), folder))
+    if not (folder / "tokenizer.json").is_file():
+        return ModelEntry(folder, name, reason="no tokenizer.json (a Hugging Face fast tokenizer is needed)",
+                          architecture=args.architecture, family=args.family)
+    try:
+        names = projection_names(files, folder)
+    except (OSError, ValueError) as err:
+        return ModelEntry(folder, name, reason=f"unreadable weights: {err}", architecture=args.architecture)
+    return ModelEntry(folder, name, None, args.architecture, args.family, args.num_parameters(),
+                      args.stored_dtype or _dtype_from_header(files[0]), args.max_position_embeddings,
+                      args.vocab_size, names or PROJECTION_NAMES)
+
+
+def _short_reason(message: str, folder: Path) -> str:
+    """Core messages start with the path; the table already shows the folder."""
+    for prefix in (f"{folder / 'config.json'}: ", f"{folder}: "):
+        message = message.removeprefix(prefix)
+    return message
+
+
+def safetensors_header(path: Path) -> dict:
+    """The JSON header of a safetensors file (tensor names, dtypes, shapes) without reading tensors."""
+    with open(path, "rb") as handle:
+        raw = handle.read(8)
+        if len(raw) != 8:
+            raise ValueError(f"{path.name}: too short for a safetensors file")
+        (length,) = struct.unpack("<Q", raw)
+        if length > _HEADER_LIMIT:
+            raise ValueError(f"{path.name}: header of {length} bytes is implausible")
+        return json.loads(handle.read(length))
+
+
+def projection_names(files: list[Path], folder: Path) -> tuple[str, ...]:
+    """The linear layers inside the transformer blocks (q_proj, ..., down_proj): what LoRA can target.
+    Read from the tensor names, so it is what this checkpoint really has; the usual names come in
+    their usual order (attention, then MLP), any others after them."""
+    index = folder / INDEX_NAME
+    if index.is_file():
+        keys: Iterable[str] = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
+    else:
+        keys = [k for f in files for k in safetensors_header(f) if k != "__metadata__"]
+    found = {m.group(1) for k in keys if (m := _LAYER_MODULE.search(k))}
+    known = [n for n in PROJECTION_NAMES if n in found]
+    return tuple(known + sorted(found - set(known)))
+
+
+def _dtype_from_header(path: Path) -> str:
+    names = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+    try:
+        header = safetensors_header(path)
+    except (OSError, ValueError):
+        return ""
+    dtypes = {v.get("dtype") for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)}
+    return "/".join(sorted(names.get(d, str(d)) for d in dtypes))
+
+
+def _looks_like_model(folder: Path) -> bool:
+    return any(next(folder.glob(pattern), None) is not None for pattern in MODEL_HINTS)
+
+
+def candidate_folders(root: Path, depth: int = 2) -> list[Path]:
+    """Folders under `root` that look like models, searched `depth` levels down (org/name layouts);
+    hidden folders and caches are skipped."""
+    found: list[Path] = []
+    if not root.is_dir():
+        return found
+    if _looks_like_model(root):
+        return [root]
+    for child in sorted(root.iterdir()):
+        if not child.is_dir() or child.name.startswith((".", "__")):
+            continue
+        if _looks_like_model(child):
+            found.append(child)
+        elif depth > 1:
+            found += candidate_folders(child, depth - 1)
+    return found
+
+
+def scan_models(roots: Iterable[Path]) -> list[ModelEntry]:
+    """Every model folder under `roots`: loadable ones first (by name), then the others."""
+    seen: set[Path] = set()
+    entries = []
+    for root in roots:
+        for folder in candidate_folders(Path(root)):
+            real = folder.resolve()
+            if real not in seen:
+                seen.add(real)
+                entries.append(describe(folder))
+    return sorted(entries, key=lambda e: (not e.loadable, e.name))
+
+
+def find(entries: Iterable[ModelEntry], name: str | None) -> ModelEntry | None:
+    """The entry whose config name (or resolved path) is `name`."""
+    if not name:
+        return None
+    wanted = absolute(name).resolve()
+    return next((e for e in entries if e.name == name or e.path.resolve() == wanted), None)

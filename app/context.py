@@ -1,0 +1,48 @@
+"""What every callback of one console shares: its settings, the job manager, and the catalogs.
+
+Nothing here belongs to a browser session. Catalog scans are cached because model folders rarely
+change; the Rescan button refreshes them.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.catalog import ModelEntry, scan_models
+from app.datasets import Dataset, scan_datasets
+from app.exports import BackgroundExports
+from app.jobs import JobManager
+from app.paths import for_config
+from app.settings import Settings
+
+
+@dataclass
+class Console:
+    settings: Settings
+    jobs: JobManager
+    exports: BackgroundExports = field(default_factory=BackgroundExports)
+    _models: list[ModelEntry] | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def create(cls, settings: Settings, **job_options) -> Console:
+        return cls(settings, JobManager(settings.runs_dir, **job_options))
+
+    def models(self, refresh: bool = False) -> list[ModelEntry]:
+        with self._lock:
+            if self._models is None or refresh:
+                self._models = scan_models(self.settings.models_dirs)
+            return list(self._models)
+
+    def datasets(self) -> list[Dataset]:
+        """Scanned on each call: uploads appear at once, and a data root holds few folders."""
+        return scan_datasets(self.settings.all_data_dirs)
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.settings.runs_dir
+
+    @property
+    def runs_dir_for_config(self) -> str:
+        return for_config(self.settings.runs_dir)

@@ -1,0 +1,81 @@
+"""What this machine can train on, found without importing MindSpore.
+
+The console must not import MindSpore, so accelerators are detected the way an administrator would:
+`nvidia-smi -L` for NVIDIA GPUs and the `/dev/davinci<N>` device files for Ascend NPUs. The answer
+only guides the form (worker counts, which dtypes to offer); the worker checks for real.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+DEVICES = ("cpu", "gpu", "ascend")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One MindSpore device target: whether it was found, how many workers it allows, what it computes in."""
+    name: str
+    found: bool
+    count: int
+    compute_dtypes: tuple[str, ...]
+    note: str
+
+
+def _nvidia_gpus() -> int:
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=5, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return len(re.findall(r"^GPU \d+", out, flags=re.MULTILINE))
+
+
+def _ascend_npus() -> int:
+    return len(glob.glob("/dev/davinci[0-9]*"))
+
+
+@functools.cache
+def detect() -> dict[str, DeviceInfo]:
+    """Every device target with what was found (cached: hardware does not change while we run)."""
+    cores = os.cpu_count() or 1
+    gpus, npus = _nvidia_gpus(), _ascend_npus()
+    return {
+        "cpu": DeviceInfo("cpu", True, cores, ("float16",),
+                          f"{cores} CPU cores; fp32 (amp O0) is fastest here, fp16 works but is slower, "
+                          "bf16 has no CPU kernels"),
+        "gpu": DeviceInfo("gpu", gpus > 0, gpus, ("float16", "bfloat16"),
+                          f"{gpus} NVIDIA GPU(s) found" if gpus else "no NVIDIA GPU found (nvidia-smi)"),
+        "ascend": DeviceInfo("ascend", npus > 0, npus, ("float16", "bfloat16"),
+                             f"{npus} Ascend NPU(s) found" if npus else "no Ascend NPU found (/dev/davinci*)"),
+    }
+
+
+def max_workers(device: str) -> int:
+    """The largest data-parallel width the form offers for `device` (at least 1)."""
+    info = detect().get(device)
+    return max(1, info.count if info else 1)
+
+
+def supports_dtype(device: str, dtype: str) -> bool:
+    info = detect().get(device)
+    return info is not None and dtype in info.compute_dtypes
+
+
+def device_choices() -> list[tuple[str, str]]:
+    """(label, value) pairs for the device dropdown; devices not found are still offered, marked."""
+    return [(f"{d.name} ({d.count} found)" if d.found else f"{d.name} (not found)", d.name)
+            for d in detect().values()]
+
+
+def dtype_choices(device: str) -> list[tuple[str, str]]:
+    """(label, value) pairs for the compute dtype; an unsupported one is kept but marked."""
+    return [(dtype if supports_dtype(device, dtype) else f"{dtype} (not on {device})", dtype)
+            for dtype in ("float16", "bfloat16")]

@@ -1,0 +1,148 @@
+"""Downloads of a run's checkpoint, made by `python -m core.export` in a subprocess.
+
+Exporting needs MindSpore, which the console never imports, so it runs as its own process with an
+argv list. `core.export` writes `export/<which>-step-<N>-<format>.zip` atomically, so a zip that
+exists is complete and is served as is; the same checkpoint is never exported twice.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.launcher import REPO_ROOT
+from core.rundir import RunDirError, resolve_inside
+
+FORMATS = ("peft", "merged", "mindspore")
+EXPORT_TIMEOUT_S = 900
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+class ExportFailed(RuntimeError):
+    """core.export refused or crashed; the message is its last error line."""
+
+
+@dataclass(frozen=True)
+class ExportTarget:
+    """Which checkpoint a download would contain, and where its zip is (or will be)."""
+    which: str      # "best" or "last"
+    step: int
+    zip_path: Path
+
+    @property
+    def ready(self) -> bool:
+        return self.zip_path.is_file()
+
+
+def checkpoint_step(run_path: Path, which: str) -> int | None:
+    """N of `checkpoints/<which> -> step-N`, or None when there is no such checkpoint."""
+    pointer = Path(run_path) / "checkpoints" / which
+    try:
+        target = os.readlink(pointer) if pointer.is_symlink() else pointer.resolve().name
+    except OSError:
+        return None
+    name = Path(target).name
+    if not pointer.exists() or not name.startswith("step-"):
+        return None
+    try:
+        return int(name.removeprefix("step-"))
+    except ValueError:
+        return None
+
+
+def export_target(run_path: Path, fmt: str) -> ExportTarget | None:
+    """The best checkpoint's export (the last one's if there is no best yet), or None."""
+    for which in ("best", "last"):
+        step = checkpoint_step(run_path, which)
+        if step is not None:
+            return ExportTarget(which, step, Path(run_path) / "export" / f"{which}-step-{step}-{fmt}.zip")
+    return None
+
+
+def export_argv(run_path: Path, which: str, fmt: str, python: str = sys.executable) -> list[str]:
+    return [python, "-m", "core.export", "--run", str(run_path), "--which", which, "--format", fmt, "--zip"]
+
+
+def _lock_for(run_path: Path, fmt: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault((str(run_path), fmt), threading.Lock())
+
+
+def run_export(run_path: Path, fmt: str, runs_root: Path, runner=subprocess.run) -> Path:
+    """The zip for `fmt`, exporting it first if needed; the result must lie inside `runs_root`.
+    Concurrent requests for the same zip wait for one export instead of starting another."""
+    if fmt not in FORMATS:
+        raise ExportFailed(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
+    target = export_target(run_path, fmt)
+    if target is None:
+        raise ExportFailed("no checkpoint saved yet: downloads appear after the first evaluation or save")
+    with _lock_for(run_path, fmt):
+        if not target.ready:
+            result = runner(export_argv(run_path, target.which, fmt), cwd=REPO_ROOT, capture_output=True,
+                            text=True, timeout=EXPORT_TIMEOUT_S, env={**os.environ, "GLOG_v": "3"})
+            if result.returncode != 0:
+                raise ExportFailed(_last_error(result.stderr) or f"core.export exited with {result.returncode}")
+            printed = Path(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else target.zip_path
+            if printed.is_file():
+                target = ExportTarget(target.which, target.step, printed)
+    try:
+        return resolve_inside(runs_root, target.zip_path)
+    except RunDirError as err:
+        raise ExportFailed(str(err)) from None
+
+
+def _last_error(stderr: str) -> str:
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:") or "Error" in line]
+    return (errors or lines or [""])[-1].removeprefix("error: ")
+
+
+class BackgroundExports:
+    """Exports started without a click (the adapter of a run that just ended), one thread each,
+    so the Download button is ready by the time a user reaches for it. Failures are remembered
+    (and shown) instead of retried on every tick."""
+
+    def __init__(self, runner=subprocess.run):
+        self._runner = runner
+        self._guard = threading.Lock()
+        self._threads: dict[tuple[str, str], threading.Thread] = {}
+        self.failures: dict[tuple[str, str], str] = {}
+
+    def ensure(self, run_path: Path, fmt: str, runs_root: Path) -> None:
+        """Start exporting `fmt` of the run unless it is ready, running, or failed before."""
+        target = export_target(run_path, fmt)
+        key = (str(target.zip_path) if target else str(run_path), fmt)
+        if target is None or target.ready:
+            return
+        with self._guard:
+            if key in self._threads or key in self.failures:
+                return
+            worker = threading.Thread(target=self._export, args=(key, run_path, fmt, runs_root), daemon=True,
+                                      name=f"export-{Path(run_path).name}-{fmt}")
+            self._threads[key] = worker
+        worker.start()
+
+    def _export(self, key: tuple[str, str], run_path: Path, fmt: str, runs_root: Path) -> None:
+        try:
+            run_export(run_path, fmt, runs_root, runner=self._runner)
+        except (ExportFailed, OSError, subprocess.SubprocessError) as err:
+            self.failures[key] = str(err)
+        finally:
+            with self._guard:
+                self._threads.pop(key, None)
+
+    def busy(self, run_path: Path, fmt: str) -> bool:
+        target = export_target(run_path, fmt)
+        return target is not None and (str(target.zip_path), fmt) in self._threads
+
+    def failure(self, run_path: Path, fmt: str) -> str | None:
+        target = export_target(run_path, fmt)
+        return self.failures.get((str(target.zip_path), fmt)) if target else None
+
+    def join(self, timeout_s: float = 60.0) -> None:
+        for worker in list(self._threads.values()):
+            worker.join(timeout_s)

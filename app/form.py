@@ -1,0 +1,125 @@
+"""The Train form as plain values: widget values <-> Config, and errors per widget.
+
+The form has one widget per config field (`describe_fields`), except for a few that read better
+as a pair of widgets: the LoRA targets are checkboxes plus a regex field, and the training length
+is a unit (steps or epochs) plus a number. Everything here is plain data, so it is tested without
+a browser; `train_tab` only turns these values into widgets.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from core.config import Config, ConfigError, FieldInfo, describe_fields
+
+# config keys the console sets itself rather than the user
+HIDDEN_KEYS = ("run.runs_dir", "run.resume")
+# widget keys that stand for a config key in a different shape
+TARGET_NAMES, TARGET_REGEX = "lora.target_names", "lora.target_regex"
+LENGTH_UNIT, LENGTH = "train.length_unit", "train.length"
+PAIRED = {"lora.target_modules": (TARGET_NAMES, TARGET_REGEX),
+          "train.max_steps": (LENGTH_UNIT, LENGTH), "train.epochs": (LENGTH_UNIT, LENGTH)}
+GENERAL = ""  # errors that belong to no widget
+
+
+def fields() -> dict[str, FieldInfo]:
+    """Config fields with a widget of their own, in file order."""
+    return {k: f for k, f in describe_fields().items() if k not in HIDDEN_KEYS and k not in PAIRED}
+
+
+def widget_keys() -> list[str]:
+    """Every widget key of the form, in file order (pairs where their config key would be)."""
+    keys: list[str] = []
+    for key in describe_fields():
+        if key in HIDDEN_KEYS:
+            continue
+        for widget in PAIRED.get(key, (key,)):
+            if widget not in keys:
+                keys.append(widget)
+    return keys
+
+
+def widget_for_error(config_key: str) -> str:
+    """The widget that shows an error about `config_key` ('' when no widget does)."""
+    if config_key in PAIRED:
+        return PAIRED[config_key][-1]
+    return config_key if config_key in fields() else GENERAL
+
+
+def to_values(config: Config) -> dict[str, Any]:
+    """The widget values that show `config`."""
+    flat = config.to_flat()
+    values = {k: flat[k] for k in fields()}
+    targets = flat["lora.target_modules"]
+    values[TARGET_NAMES] = list(targets) if isinstance(targets, list) else []
+    values[TARGET_REGEX] = targets if isinstance(targets, str) else ""
+    epochs = flat["train.epochs"]
+    values[LENGTH_UNIT] = "epochs" if epochs is not None and flat["train.max_steps"] is None else "steps"
+    values[LENGTH] = epochs if values[LENGTH_UNIT] == "epochs" else flat["train.max_steps"]
+    return values
+
+
+def _number(value: Any, info: FieldInfo) -> Any:
+    """A Number widget's value for the config: blank -> null, 3.0 -> 3 for integer fields."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if info.optional and value == 0:  # an empty Number widget sends 0; every optional field's 0 means off
+        return None
+    if info.kind == "int" and isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _text(value: Any, info: FieldInfo) -> Any:
+    if value is None:
+        return None if info.optional else ""
+    text = str(value).strip()
+    return None if (not text and info.optional) else text
+
+
+def _convert(value: Any, info: FieldInfo) -> Any:
+    if info.kind in ("int", "float"):
+        return _number(value, info)
+    if info.kind == "str":
+        return _text(value, info)
+    return value
+
+
+def to_flat(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Widget values -> {dotted config key: value} (unchecked; Config does the checking)."""
+    info = fields()
+    flat = {k: _convert(values[k], info[k]) for k in info if k in values}
+    regex = (values.get(TARGET_REGEX) or "").strip()
+    flat["lora.target_modules"] = regex or list(values.get(TARGET_NAMES) or [])
+    length = values.get(LENGTH)
+    if isinstance(length, float) and length.is_integer() and values.get(LENGTH_UNIT) != "epochs":
+        length = int(length)
+    steps = values.get(LENGTH_UNIT) != "epochs"
+    flat["train.max_steps"], flat["train.epochs"] = (length, None) if steps else (None, length)
+    return flat
+
+
+def to_config(values: Mapping[str, Any], runs_dir: str) -> tuple[Config | None, dict[str, str]]:
+    """The config the form describes, or None and the errors keyed by widget key."""
+    flat = {**to_flat(values), "run.runs_dir": runs_dir, "run.resume": None}
+    data = Config().to_dict()
+    for key, value in flat.items():
+        section, _, name = key.partition(".")
+        if name:
+            data[section][name] = value
+        else:
+            data[section] = value
+    try:
+        return Config.from_dict(data), {}
+    except ConfigError as err:
+        return None, errors_by_widget(err.errors)
+
+
+def errors_by_widget(errors: Mapping[str, str]) -> dict[str, str]:
+    """ConfigError.errors (dotted config key -> message) regrouped by the widget that shows them."""
+    out: dict[str, str] = {}
+    for key, message in errors.items():
+        widget = widget_for_error(key)
+        text = message if widget == key or not key else f"{key}: {message}"
+        out[widget] = f"{out[widget]}; {text}" if widget in out else text
+    return out

@@ -1,0 +1,309 @@
+"""Monitor tab callbacks: one tick per second turns a run's files into chart data and words.
+
+A browser session keeps a `MonitorSession` (Gradio state): the run it watches, that run's
+`RunCharts` (which read the metrics file incrementally), and what was last sent, so each tick sends
+only what changed. Nothing here holds a process: stopping and early-stopping changes go through the
+job manager and the run's control file.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.config import ConfigError, load_config
+from core.rundir import TERMINAL_STATES, RunDir, RunDirError, list_runs
+
+from app.context import Console
+from app.exports import FORMATS, ExportFailed, export_target, run_export
+from app.i18n import text
+from app.metrics import RunCharts, read_tail
+from app.run_status import failure_markdown, phase, state_html, status_line, status_markdown
+from app.svg_chart import line_chart
+
+RUN_LIST_EVERY_TICKS = 5
+ES_MONITORS = ("val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema")
+
+
+@dataclass(eq=False)  # hashed by identity, for `session_lock`
+class MonitorSession:
+    """What one browser tab watches and last sent (kept by Gradio per session)."""
+    run_id: str | None = None
+    charts: RunCharts | None = None
+    log_key: tuple | None = None
+    run_ids: tuple[str, ...] = ()
+    ticks: int = 0
+    es_loaded_for: str | None = None
+    downloads_sent: dict[str, tuple] = field(default_factory=dict)
+    es_caption: str | None = None
+
+
+@dataclass
+class Tick:
+    """What one tick changes on the page; None means 'leave it as it is'."""
+    run_id: str | None
+    run_choices: list[str] | None
+    charts: dict[str, str]      # chart name -> SVG, for the charts that changed
+    state: str
+    status: str
+    failure: str
+    log: str | None
+    es_status: str
+    es_values: dict[str, Any] | None
+    downloads: dict[str, tuple[str, str | None, bool]]   # fmt -> (label, file, clickable)
+    active: bool
+
+
+def run_ids(console: Console) -> list[str]:
+    return [s.run_id for s in list_runs(console.runs_dir)]
+
+
+def _valid_run_id(console: Console, run_id: str | None) -> str | None:
+    """`run_id` if it names a folder directly inside the runs folder, else None (the picker
+    accepts typed text, which must not reach files elsewhere)."""
+    if not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
+        return None
+    return run_id if (console.runs_dir / run_id / "status.json").is_file() else None
+
+
+def _follow_rename(console: Console, run_id: str) -> str:
+    """A run renamed when it ended leaves a symlink under its old id: return the new id."""
+    path = console.runs_dir / run_id
+    return Path(os.readlink(path)).name if path.is_symlink() else run_id
+
+
+def _default_run(console: Console) -> str | None:
+    """The newest run that is still going, else the newest run."""
+    runs = list_runs(console.runs_dir)
+    active = [r for r in runs if r.state not in TERMINAL_STATES and r.state != "unknown"]
+    candidates = active or runs
+    return candidates[0].run_id if candidates else None
+
+
+def _select(session: MonitorSession, console: Console, wanted: str | None) -> str | None:
+    """Point the session at `wanted` (or a default); a rename keeps the chart data."""
+    wanted = _valid_run_id(console, wanted) or _valid_run_id(console, session.run_id) or _default_run(console)
+    wanted = _follow_rename(console, wanted) if wanted else None
+    if wanted and session.run_id and _follow_rename(console, session.run_id) == wanted:
+        session.run_id = wanted  # the same run, under its final name: keep its chart data
+        return wanted
+    if wanted != session.run_id:
+        session.run_id, session.charts, session.log_key = wanted, None, None
+        session.downloads_sent, session.es_caption = {}, None
+    return wanted
+
+
+def tick(session: MonitorSession, wanted: str | None, console: Console, lang: str = "en",
+         log_scale: bool = False) -> Tick:
+    """Bring the session's run up to date: new metric points, status, log tail, downloads."""
+    session.ticks += 1
+    run_id = _select(session, console, wanted)
+    choices = _choices_if_changed(session, console, run_id)
+    if not run_id or not (console.runs_dir / run_id / "status.json").exists():
+        return _no_run(run_id, choices, lang)
+    run = RunDir(console.runs_dir / run_id)
+    status = _status(run)
+    if session.charts is None:
+        session.charts = RunCharts(run.path, workers=_workers(run, status))
+    svgs = _chart_updates(session, log_scale)
+    log = _log_if_changed(session, run)
+    es_values = None
+    if session.es_loaded_for != run_id:
+        es_values, session.es_loaded_for = early_stopping_settings(run), run_id
+    _auto_export(console, run, status)
+    return Tick(run_id, choices, svgs, state_html(str(status.get("state") or "unknown"), lang),
+                _status_text(status, session.charts, lang), failure_markdown(status, log or "", lang),
+                text("mon.no_log", lang) if log == "" else log, session.es_caption or "", es_values,
+                _downloads_if_changed(session, console, run, lang), status.get("state") not in TERMINAL_STATES)
+
+
+def _chart_updates(session: MonitorSession, log_scale: bool) -> dict[str, str]:
+    """SVGs of the charts that got points (and of the validation charts when the caption changed)."""
+    charts = session.charts
+    charts.update()
+    changed = charts.take_changed()
+    caption = es_caption(charts.last_eval)
+    if caption != session.es_caption:
+        changed |= {"val_loss", "val_ppl"}
+        session.es_caption = caption
+    return {name: chart_svg(charts, name, log_scale, caption) for name in changed}
+
+
+def _status_text(status: dict, charts: RunCharts, lang: str) -> str:
+    """Step / total, elapsed, ETA, best, and what a starting run is busy with."""
+    if not status.get("total_steps") and charts.setup:
+        status = {**status, "total_steps": charts.setup.get("total_steps")}
+    line = status_line(status, charts.progress.seconds_per_step())
+    busy = phase(line.state, charts.setup is not None, charts.last_eval is not None, charts.last_train is not None)
+    return status_markdown(line, lang, busy)
+
+
+def _no_run(run_id: str | None, choices: list[str] | None, lang: str) -> Tick:
+    return Tick(run_id, choices, {}, state_html("unknown", lang), text("mon.no_run", lang), "", None,
+                "", None, {}, False)
+
+
+def _status(run: RunDir) -> dict:
+    try:
+        return run.read_status()
+    except RunDirError as err:
+        return {"state": "unknown", "reason": str(err)}
+
+
+def _workers(run: RunDir, status: dict) -> int:
+    count = status.get("rank_count") or status.get("data_parallel")
+    return int(count) if isinstance(count, int) and count > 0 else 1
+
+
+def _choices_if_changed(session: MonitorSession, console: Console, run_id: str | None) -> list[str] | None:
+    """The run list, re-read every few ticks (or when the selected run is new to it)."""
+    if session.ticks % RUN_LIST_EVERY_TICKS != 1 and (run_id is None or run_id in session.run_ids):
+        return None
+    ids = tuple(run_ids(console))
+    if ids == session.run_ids:
+        return None
+    session.run_ids = ids
+    return list(ids)
+
+
+def _log_if_changed(session: MonitorSession, run: RunDir) -> str | None:
+    """The tail of train.log when the file grew or changed since the last tick, else None."""
+    try:
+        st = os.stat(run.log_path)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None
+    if key == session.log_key:
+        return None
+    session.log_key = key
+    return read_tail(run.log_path) if key else ""
+
+
+Y_TITLES = {"loss": "loss", "val_loss": "validation loss", "val_ppl": "perplexity", "memory": "MB per worker",
+            "tokens_per_s": "tokens/s", "lr": "learning rate", "grad_norm": "grad norm", "loss_scale": "loss scale"}
+
+
+def chart_svg(charts: RunCharts, name: str, log_scale: bool = False, caption: str = "") -> str:
+    """One chart of the run as SVG: the loss on a log axis when asked, the validation charts with
+    the early-stopping caption (current best, patience left)."""
+    return line_chart(charts.frames[name], Y_TITLES[name], log_y=log_scale and name == "loss",
+                      caption=caption if name in ("val_loss", "val_ppl") else "")
+
+
+def es_caption(last_eval: dict | None) -> str:
+    """'best val_loss 1.234 at step 200 · patience left 2' from the newest evaluation."""
+    if not last_eval or last_eval.get("best_value") is None:
+        return ""
+    best = last_eval["best_value"]
+    parts = [f"best {last_eval.get('monitor', '?')} {best:.4g} at step {last_eval.get('best_step')}"]
+    if last_eval.get("patience_left") is not None:
+        enabled = last_eval.get("early_stopping_enabled", True)
+        parts.append(f"patience left {last_eval['patience_left']}" + ("" if enabled else " (early stopping off)"))
+    return " · ".join(parts)
+
+
+def early_stopping_settings(run: RunDir) -> dict[str, Any]:
+    """The early-stopping settings in force: the run's config with the console's overrides on top."""
+    try:
+        settings = load_config(run.config_path).early_stopping.to_dict()
+    except (ConfigError, OSError):
+        settings = {"enabled": True, "monitor": "val_loss", "patience": 3, "min_delta": 0.0}
+    try:
+        overrides = run.read_control().get("early_stopping") or {}
+    except RunDirError:
+        overrides = {}
+    return {**settings, **{k: v for k, v in overrides.items() if v is not None}}
+
+
+def apply_early_stopping(console: Console, run_id: str | None, enabled: bool, monitor: str,
+                         patience: float | None, min_delta: float | None) -> str:
+    """Send new early-stopping settings to a running job through its control file."""
+    if not run_id:
+        return "⚠ no run selected"
+    try:
+        run = console.jobs.run_dir(run_id)
+        if run.read_status().get("state") in TERMINAL_STATES:
+            return f"⚠ {run_id} is over; early-stopping settings only apply to a running job"
+        request = _early_stopping_request(enabled, monitor, patience, min_delta)
+        control = run.write_control(early_stopping=request)
+    except (ValueError, RunDirError) as err:
+        return f"⚠ {err}"
+    shown = ", ".join(f"{k} {v}" for k, v in request.items())
+    return f"sent to the worker (request {control['seq']}): {shown}; it applies at the next step"
+
+
+def _early_stopping_request(enabled: bool, monitor: str, patience: float | None, min_delta: float | None) -> dict:
+    if monitor not in ES_MONITORS:
+        raise ValueError(f"monitor must be one of {', '.join(ES_MONITORS)}")
+    if patience is None or not float(patience).is_integer() or patience < 1:
+        raise ValueError(f"patience must be an integer >= 1 (got {patience})")
+    if min_delta is None or not math.isfinite(min_delta) or min_delta < 0:
+        raise ValueError(f"min delta must be a number >= 0 (got {min_delta})")
+    return {"enabled": bool(enabled), "monitor": monitor, "patience": int(patience), "min_delta": float(min_delta)}
+
+
+def stop(console: Console, run_id: str | None, graceful: bool) -> str:
+    if not run_id:
+        return "⚠ no run selected"
+    try:
+        return console.jobs.request_stop(run_id, graceful)
+    except ValueError as err:
+        return f"⚠ {err}"
+
+
+# ---- downloads -----------------------------------------------------------------------------
+
+def download_state(console: Console, run: RunDir, fmt: str, lang: str) -> tuple[str, str | None, bool]:
+    """(button label, file to download or None, clickable) for one export format."""
+    name = text(f"download.{fmt}", lang)
+    target = export_target(run.path, fmt)
+    if target is None:
+        return f"{name} · {text('download.none', lang)}", None, False
+    where = f"{target.which} step {target.step}"
+    if target.ready:
+        return f"⬇ {name} · {where}", str(target.zip_path), True
+    if console.exports.busy(run.path, fmt):
+        return f"⏳ {name} · {where}", None, False
+    failed = console.exports.failure(run.path, fmt)
+    suffix = f" (last try failed: {failed[:80]})" if failed else ""
+    return f"{text('download.prepare', lang)} {name} · {where}{suffix}", None, True
+
+
+def _downloads_if_changed(session: MonitorSession, console: Console, run: RunDir,
+                          lang: str) -> dict[str, tuple[str, str | None, bool]]:
+    out = {}
+    for fmt in FORMATS:
+        state = download_state(console, run, fmt, lang)
+        if session.downloads_sent.get(fmt) != state:
+            session.downloads_sent[fmt] = out[fmt] = state
+    return out
+
+
+def _auto_export(console: Console, run: RunDir, status: dict) -> None:
+    """When a LoRA run is over, prepare its adapter zip so Download works in one click."""
+    if status.get("state") not in TERMINAL_STATES:
+        return
+    try:
+        method = load_config(run.config_path).method
+    except (ConfigError, OSError):
+        return
+    if method == "lora":
+        console.exports.ensure(run.path, "peft", console.runs_dir)
+
+
+def prepare_download(console: Console, run_id: str | None, fmt: str, lang: str) -> tuple[tuple, str]:
+    """A click on a download button that has no file yet: export now (blocking), then offer it."""
+    if not run_id:
+        return ("", None, False), "⚠ no run selected"
+    try:
+        run = console.jobs.run_dir(run_id)
+    except ValueError as err:
+        return ("", None, False), f"⚠ {err}"
+    try:
+        run_export(run.path, fmt, console.runs_dir)
+    except (ExportFailed, OSError) as err:
+        return download_state(console, run, fmt, lang), f"⚠ export failed: {err}"
+    state = download_state(console, run, fmt, lang)
+    return state, f"ready: `{Path(state[1]).name}` — click the button to download it"

@@ -1,0 +1,150 @@
+"""Monitor tab layout and wiring: a run picker, status, live charts, early stopping, stop, downloads.
+
+A `gr.Timer` ticks every half second while the page is open; each tick runs `monitor_callbacks.tick`
+and sends only what changed (new chart points, a grown log, a new download). Closing the page
+stops the ticks and nothing else: the run goes on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gradio as gr
+
+from app import monitor_callbacks as cb
+from app.context import Console
+from app.exports import FORMATS
+from app.i18n import Labels
+from app.metrics import empty_frame
+from app.sessions import session_lock
+from app.svg_chart import line_chart
+
+TICK_S = 0.5
+# chart -> elem_id; the charts are server-drawn SVG (see app/svg_chart.py for why)
+CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot", "memory": "memory-plot",
+          "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot"}
+DOWNLOAD_IDS = {"peft": "download-adapter", "merged": "download-merged", "mindspore": "download-mindspore"}
+
+
+@dataclass
+class MonitorTab:
+    out: dict[str, Any] = field(default_factory=dict)
+    plots: dict[str, Any] = field(default_factory=dict)
+    downloads: dict[str, Any] = field(default_factory=dict)
+    es: dict[str, Any] = field(default_factory=dict)
+
+
+def _plot(name: str, labels: Labels) -> gr.HTML:
+    empty = line_chart(empty_frame(), cb.Y_TITLES[name])
+    plot = gr.HTML(empty, elem_id=CHARTS[name], show_label=True, container=True, elem_classes=["mt-chart-box"])
+    return labels.bind(plot, label=f"chart.{name}")
+
+
+def build(console: Console, labels: Labels) -> MonitorTab:
+    assert labels.toggle is not None, "create the lang-toggle before the tabs"
+    tab = MonitorTab()
+    tab.out["session"] = gr.State(cb.MonitorSession())
+    with gr.Row():
+        tab.out["run"] = labels.bind(gr.Dropdown(choices=cb.run_ids(console), value=None, allow_custom_value=True,
+                                                 elem_id="run-picker", scale=4), label="mon.run")
+        tab.out["state"] = gr.HTML(elem_id="run-state")
+        tab.out["stop"] = labels.bind(gr.Button(variant="stop", elem_id="stop-button", scale=1), value="mon.stop")
+        tab.out["stop_now"] = labels.bind(gr.Button(variant="stop", elem_id="stop-now-button", scale=1),
+                                          value="mon.stop_now")
+    tab.out["status"] = gr.Markdown(elem_id="run-status")
+    tab.out["message"] = gr.Markdown(elem_id="monitor-message")
+    tab.out["failure"] = gr.Markdown(elem_id="run-failure")
+    tab.out["log_scale"] = labels.bind(gr.Checkbox(value=False, elem_id="loss-log-scale"), label="mon.log_scale")
+    with gr.Row():
+        tab.plots["loss"] = _plot("loss", labels)
+        tab.plots["val_loss"] = _plot("val_loss", labels)
+        tab.plots["val_ppl"] = _plot("val_ppl", labels)
+    _early_stopping_box(tab, labels)
+    with gr.Row():
+        for name in ("memory", "tokens_per_s", "lr"):
+            tab.plots[name] = _plot(name, labels)
+    with gr.Row():
+        for name in ("grad_norm", "loss_scale"):
+            tab.plots[name] = _plot(name, labels)
+        gr.Column()  # keeps these two charts the size of the others
+    labels.bind(gr.Markdown(), value="mon.downloads")
+    with gr.Row():
+        for fmt in FORMATS:
+            tab.downloads[fmt] = gr.DownloadButton(label=fmt, value=None, interactive=False,
+                                                   elem_id=DOWNLOAD_IDS[fmt])
+    tab.out["log"] = labels.bind(gr.Textbox(lines=12, max_lines=12, autoscroll=True, interactive=False,
+                                            elem_id="run-log"), label="mon.log")
+    tab.out["timer"] = gr.Timer(TICK_S)
+    _wire(tab, console, labels)
+    return tab
+
+
+def _early_stopping_box(tab: MonitorTab, labels: Labels) -> None:
+    with gr.Group():
+        labels.bind(gr.Markdown(), value="mon.es")
+        tab.out["es_status"] = gr.Markdown(elem_id="es-status")
+        with gr.Row():
+            tab.es["enabled"] = labels.bind(gr.Checkbox(value=True, elem_id="es-enabled"),
+                                            label="field.early_stopping.enabled")
+            tab.es["monitor"] = labels.bind(gr.Dropdown(choices=list(cb.ES_MONITORS), value="val_loss",
+                                                        elem_id="es-monitor"), label="field.early_stopping.monitor")
+            tab.es["patience"] = labels.bind(gr.Number(value=3, precision=0, minimum=1, elem_id="patience"),
+                                             label="field.early_stopping.patience")
+            tab.es["min_delta"] = labels.bind(gr.Number(value=0.0, minimum=0, elem_id="es-min-delta"),
+                                              label="field.early_stopping.min_delta")
+            tab.out["es_apply"] = labels.bind(gr.Button(elem_id="es-apply"), value="mon.es_apply")
+
+
+def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
+    session, run = tab.out["session"], tab.out["run"]
+    lang = labels.toggle
+    outputs = [run, tab.out["state"], tab.out["status"], tab.out["failure"], tab.out["log"], tab.out["es_status"],
+               tab.out["stop"], tab.out["stop_now"], *tab.plots.values(), *tab.downloads.values(),
+               *tab.es.values()]
+
+    def on_tick(state: cb.MonitorSession, wanted: str | None, language: str, log_scale: bool):
+        with session_lock(state):
+            result = cb.tick(state, wanted, console, language, log_scale)
+        picker = (gr.update(choices=result.run_choices, value=result.run_id) if result.run_choices is not None
+                  else (gr.update(value=result.run_id) if result.run_id != wanted else gr.skip()))
+        plots = [result.charts.get(name, gr.skip()) for name in tab.plots]
+        downloads = [gr.update(label=d[0], value=d[1], interactive=d[2]) if (d := result.downloads.get(fmt))
+                     else gr.skip() for fmt in tab.downloads]
+        es = [result.es_values.get(k, gr.skip()) if result.es_values else gr.skip() for k in tab.es]
+        log = result.log if result.log is not None else gr.skip()
+        active = gr.update(interactive=result.active)
+        return [picker, result.state, result.status, result.failure, log, result.es_status, active, active,
+                *plots, *downloads, *es]
+
+    inputs = [session, run, lang, tab.out["log_scale"]]
+    tab.out["timer"].tick(on_tick, inputs, outputs, show_progress="hidden", concurrency_limit=8,
+                          api_visibility="private")
+    run.input(on_tick, inputs, outputs, show_progress="hidden", api_visibility="private")
+    tab.out["tick"] = (on_tick, inputs, outputs)
+
+    def on_log_scale(state: cb.MonitorSession, log_scale: bool):
+        with session_lock(state):
+            return gr.skip() if state.charts is None else cb.chart_svg(state.charts, "loss", log_scale)
+
+    tab.out["log_scale"].change(on_log_scale, [session, tab.out["log_scale"]], tab.plots["loss"],
+                                show_progress="hidden", api_visibility="private")
+    _wire_controls(tab, console, labels)
+
+
+def _wire_controls(tab: MonitorTab, console: Console, labels: Labels) -> None:
+    run, message = tab.out["run"], tab.out["message"]
+    tab.out["stop"].click(lambda r: cb.stop(console, r, graceful=True), run, message, api_visibility="private")
+    tab.out["stop_now"].click(lambda r: cb.stop(console, r, graceful=False), run, message, api_visibility="private")
+    es_inputs = [run, tab.es["enabled"], tab.es["monitor"], tab.es["patience"], tab.es["min_delta"]]
+    apply = lambda *args: cb.apply_early_stopping(console, *args)  # noqa: E731
+    tab.out["es_apply"].click(apply, es_inputs, message, api_visibility="private")
+    tab.es["patience"].submit(apply, es_inputs, message, api_visibility="private")
+    lang = labels.toggle
+    for fmt, button in tab.downloads.items():
+        def prepare(run_id: str | None, language: str, fmt: str = fmt):
+            """Export if needed (an existing zip returns at once), then offer the file."""
+            (label, path, clickable), note = cb.prepare_download(console, run_id, fmt, language)
+            return gr.update(label=label, value=path, interactive=clickable), note
+
+        inputs = [run, lang]
+        button.click(prepare, inputs, [button, message], concurrency_limit=2, api_visibility="private")

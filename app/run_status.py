@@ -1,0 +1,133 @@
+"""A run's status in words: state, progress, elapsed time, ETA, best so far, and why it failed.
+
+Plain functions over `status.json` and the chart data, so the Monitor and Runs tabs say the same
+thing and tests need no browser.
+"""
+from __future__ import annotations
+
+import html
+import math
+import re
+import time
+from dataclasses import dataclass
+
+from core.launcher import CRASH_REASON
+from core.rundir import TERMINAL_STATES
+
+from app.i18n import text
+
+# (kind, pattern over the reason and the log's error lines); first match wins
+_FAILURES = (
+    ("oom", re.compile(r"(?i)out of memory|\boom\b|memoryerror|cannot allocate memory|malloc .*fail|"
+                       r"failed to allocate")),
+    ("nonfinite", re.compile(r"(?i)non-finite loss|\bnan\b|\binf\b")),
+    ("data", re.compile(r"(?i)\.(jsonl|json|csv|parquet|txt)\b.*(line|record|row)|\bdata\.\w+|"
+                        r"fewer than one global batch|chat template|nothing of the answer remains")),
+    ("crash", re.compile(r"(?i)worker crashed|" + re.escape(CRASH_REASON.split(";")[0]) + r"|"
+                         r"segmentation fault|core dumped|signal")),
+)
+
+
+def failure_kind(status: dict, log_tail: str = "") -> str | None:
+    """'oom', 'nonfinite', 'data', 'crash' or 'other' for a failed run; None when it did not fail."""
+    if status.get("state") != "failed":
+        return None
+    reason = str(status.get("reason") or "")
+    lines = "\n".join(status.get("error_lines") or [])
+    for kind, pattern in _FAILURES:
+        if pattern.search(reason) or pattern.search(lines):
+            return kind
+    for kind, pattern in _FAILURES[:1]:  # an OOM kill often leaves only the log
+        if pattern.search(log_tail[-4000:]):
+            return kind
+    return "other"
+
+
+def failure_markdown(status: dict, log_tail: str, lang: str) -> str:
+    """The failure in plain words above the raw log ('' when the run did not fail)."""
+    kind = failure_kind(status, log_tail)
+    if kind is None:
+        return ""
+    reason = str(status.get("reason") or "").strip().splitlines()
+    first = reason[0] if reason else ""
+    return f"### ❌ {text(f'failure.{kind}', lang)}\n\n{text('failure.reason', lang)}: `{first}`"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """3725 -> '1h 02m', 95 -> '1m 35s', None -> '-'."""
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return "-"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
+
+
+def elapsed_s(status: dict, now: float | None = None) -> float | None:
+    started = status.get("started_at")
+    if not isinstance(started, (int, float)):
+        return None
+    end = status.get("ended_at") if status.get("state") in TERMINAL_STATES else None
+    return (end if isinstance(end, (int, float)) else (now or time.time())) - started
+
+
+def eta_s(status: dict, seconds_per_step: float | None) -> float | None:
+    """Remaining steps × the measured time per step (None until two timed steps exist)."""
+    step, total = status.get("step"), status.get("total_steps")
+    if status.get("state") in TERMINAL_STATES or seconds_per_step is None:
+        return None
+    if not isinstance(step, int) or not isinstance(total, int):
+        return None
+    return max(total - step, 0) * seconds_per_step
+
+
+def best_text(status: dict) -> str:
+    """'val_loss 1.234 at step 200 (ppl 3.43)', or '-' before the first evaluation."""
+    best = status.get("best") or {}
+    value = best.get("value")
+    if not isinstance(value, (int, float)):
+        return "-"
+    ppl = best.get("val_ppl")
+    ppl_text = f" (ppl {ppl:.3g})" if isinstance(ppl, (int, float)) else ""
+    return f"{best.get('metric', '?')} {value:.4g} at step {best.get('step')}{ppl_text}"
+
+
+@dataclass(frozen=True)
+class StatusLine:
+    state: str
+    step: int | None
+    total_steps: int | None
+    elapsed: str
+    eta: str
+    best: str
+
+
+def status_line(status: dict, seconds_per_step: float | None, now: float | None = None) -> StatusLine:
+    return StatusLine(str(status.get("state") or "unknown"), status.get("step"), status.get("total_steps"),
+                      fmt_duration(elapsed_s(status, now)), fmt_duration(eta_s(status, seconds_per_step)),
+                      best_text(status))
+
+
+def state_html(state: str, lang: str) -> str:
+    """The state as a coloured badge; the raw state word is always in the text (tests read it)."""
+    local = text(f"state.{state}", lang) if lang != "en" else ""
+    suffix = f" · {html.escape(local)}" if local and local != state else ""
+    return f'<span class="mt-state mt-state-{html.escape(state)}">{html.escape(state)}{suffix}</span>'
+
+
+def phase(state: str, has_setup: bool, has_eval: bool, has_train: bool) -> str | None:
+    """What a starting run is busy with before its first logged step (the first step compiles)."""
+    if state not in ("starting", "running") or has_train:
+        return None
+    if not has_setup:
+        return "phase.loading"
+    return "phase.baseline" if not has_eval else "phase.compiling"
+
+
+def status_markdown(line: StatusLine, lang: str, phase_key: str | None = None) -> str:
+    step = f"{line.step if line.step is not None else 0} / {line.total_steps or '?'}"
+    text_line = (f"**{text('status.step', lang)}** {step} · **{text('status.elapsed', lang)}** {line.elapsed} · "
+                 f"**{text('status.eta', lang)}** {line.eta} · **{text('status.best', lang)}** {line.best}")
+    return text_line + (f" · ⏳ {text(phase_key, lang)}" if phase_key else "")

@@ -1,0 +1,109 @@
+"""Runs tab layout and wiring: the runs table, compare (curves and configs), resume, delete."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from app import runs_callbacks as cb
+from app.context import Console
+from app.i18n import Labels
+from app.sessions import session_lock
+
+REFRESH_S = 3.0
+
+
+@dataclass
+class RunsTab:
+    out: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(eq=False)  # hashed by identity, for session_lock
+class RunsSession:
+    """Per browser tab: the table last sent, and the compared runs' chart readers."""
+    table_key: str = ""
+    overlay: cb.OverlayCache = field(default_factory=cb.OverlayCache)
+
+
+def build(console: Console, labels: Labels) -> RunsTab:
+    tab = RunsTab()
+    out = tab.out
+    out["session"] = gr.State(RunsSession())
+    table = cb.runs_table(console)
+    out["table"] = labels.bind(gr.Dataframe(value=table, interactive=False, wrap=True, elem_id="runs-table",
+                                            max_height=360), label="runs.table")
+    with gr.Row():
+        out["select"] = labels.bind(gr.CheckboxGroup(choices=list(table["run"]), value=[], elem_id="runs-select",
+                                                     scale=4), label="runs.select")
+        out["refresh"] = labels.bind(gr.Button(size="sm", scale=1, elem_id="runs-refresh"), value="runs.refresh")
+    with gr.Row():
+        out["open"] = labels.bind(gr.Button(elem_id="runs-open"), value="runs.open")
+        out["resume"] = labels.bind(gr.Button(elem_id="resume-button"), value="runs.resume")
+        out["delete"] = labels.bind(gr.Button(variant="stop", elem_id="delete-button"), value="runs.delete")
+    with gr.Row(visible=False) as confirm_row:
+        out["confirm_text"] = gr.Markdown(elem_id="delete-question")
+        out["confirm"] = labels.bind(gr.Button(variant="stop", elem_id="delete-confirm"), value="runs.delete_confirm")
+        out["cancel"] = labels.bind(gr.Button(elem_id="delete-cancel"), value="runs.delete_cancel")
+    out["confirm_row"] = confirm_row
+    out["message"] = gr.Markdown(elem_id="runs-message")
+    out["metric"] = labels.bind(gr.Dropdown(choices=list(cb.OVERLAY_METRICS), value="val ppl",
+                                            elem_id="runs-metric"), label="runs.metric")
+    out["overlay"] = labels.bind(gr.HTML(cb.overlay_svg(pd.DataFrame(), "val ppl"), elem_id="runs-overlay-plot",
+                                         elem_classes=["mt-chart-box"], show_label=True, container=True),
+                                 label="runs.overlay")
+    out["only_diff"] = labels.bind(gr.Checkbox(value=False, elem_id="runs-only-diff"), label="runs.only_diff")
+    out["diff"] = gr.HTML(elem_id="runs-config-diff")
+    out["timer"] = gr.Timer(REFRESH_S)
+    _wire(tab, console)
+    return tab
+
+
+def _wire(tab: RunsTab, console: Console) -> None:
+    out = tab.out
+
+    def refresh(session: RunsSession, selected: list[str], metric: str, only_diff: bool):
+        with session_lock(session):
+            return _refresh(session, selected, metric)
+
+    def _refresh(session: RunsSession, selected: list[str], metric: str):
+        table = cb.runs_table(console)
+        key = table.to_json()
+        overlay = cb.overlay_svg(session.overlay.frame(console, selected or [], metric), metric)
+        if key == session.table_key:
+            return gr.skip(), gr.skip(), overlay
+        session.table_key = key
+        ids = list(table["run"])
+        return table, gr.update(choices=ids, value=[r for r in selected or [] if r in ids]), overlay
+
+    inputs = [out["session"], out["select"], out["metric"], out["only_diff"]]
+    outputs = [out["table"], out["select"], out["overlay"]]
+    out["timer"].tick(refresh, inputs, outputs, show_progress="hidden", concurrency_limit=4, api_visibility="private")
+    out["refresh"].click(refresh, inputs, outputs, api_visibility="private")
+
+    def compare(session: RunsSession, selected: list[str], metric: str, only_diff: bool):
+        with session_lock(session):
+            frame = session.overlay.frame(console, selected or [], metric)
+        return cb.overlay_svg(frame, metric), cb.config_diff_html(console, selected or [], only_diff)
+
+    for trigger in (out["select"].input, out["metric"].change, out["only_diff"].change):
+        trigger(compare, inputs, [out["overlay"], out["diff"]], show_progress="hidden", api_visibility="private")
+
+    def ask(selected: list[str]):
+        ok, question = cb.delete_check(console, selected or [])
+        return (gr.update(visible=True), question, "") if ok else (gr.update(visible=False), "", question)
+
+    out["delete"].click(ask, out["select"], [out["confirm_row"], out["confirm_text"], out["message"]],
+                        api_visibility="private")
+    out["cancel"].click(lambda: (gr.update(visible=False), "cancelled"), None, [out["confirm_row"], out["message"]],
+                        api_visibility="private")
+
+    def confirm(session: RunsSession, selected: list[str], metric: str, only_diff: bool):
+        message = cb.delete(console, selected or [])
+        session.table_key = ""
+        table, select, overlay = refresh(session, [], metric, only_diff)
+        return gr.update(visible=False), message, table, select, overlay, cb.config_diff_html(console, [])
+
+    out["confirm"].click(confirm, inputs, [out["confirm_row"], out["message"], out["table"], out["select"],
+                                           out["overlay"], out["diff"]], api_visibility="private")

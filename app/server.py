@@ -1,0 +1,118 @@
+"""The page: a language toggle and four tabs (Train, Monitor, Runs, Try it), and the launch.
+
+`build_app` assembles the tabs and the events that cross them (Start opens the new run in
+Monitor, Resume and Open do the same); `serve` reattaches to runs still going and starts Gradio
+with the safety settings (auth, upload limit, served folders).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+from app import monitor_tab, runs_tab, train_tab, try_tab
+from app import runs_callbacks
+from app import train_callbacks
+from app.context import Console
+from app.i18n import LANG_CHOICES, Labels
+from app.settings import Settings
+
+CSS_PATH = Path(__file__).with_name("style.css")
+TAB_IDS = {"train": "tab-train", "monitor": "tab-monitor", "runs": "tab-runs", "try": "tab-try"}
+
+
+def build_app(console: Console) -> gr.Blocks:
+    """The whole console as a gr.Blocks (not launched), for `serve` and for tests."""
+    labels = Labels(console.settings.lang)
+    initial = train_callbacks.starter_config(console)
+    with gr.Blocks(title="mindtune", analytics_enabled=False) as demo:
+        with gr.Row(equal_height=True):
+            labels.bind(gr.Markdown(elem_id="app-title"), value="app.title")
+            labels.toggle = gr.Radio(choices=LANG_CHOICES, value=labels.lang, elem_id="lang-toggle",
+                                     show_label=False, container=False, scale=0, min_width=180)
+        labels.bind(gr.Markdown(elem_id="app-subtitle"), value="app.subtitle")
+        with gr.Tabs(selected="train", elem_id="tabs") as tabs:
+            with gr.Tab(labels("tab.train"), id="train", elem_id=TAB_IDS["train"]) as tab:
+                train = train_tab.build(console, labels, initial)
+            labels.bind(tab, label="tab.train")
+            with gr.Tab(labels("tab.monitor"), id="monitor", elem_id=TAB_IDS["monitor"]) as tab:
+                monitor = monitor_tab.build(console, labels)
+            labels.bind(tab, label="tab.monitor")
+            with gr.Tab(labels("tab.runs"), id="runs", elem_id=TAB_IDS["runs"]) as tab:
+                runs = runs_tab.build(console, labels)
+            labels.bind(tab, label="tab.runs")
+            with gr.Tab(labels("tab.try"), id="try", elem_id=TAB_IDS["try"]) as tab:
+                try_tab.build(console, labels)
+            labels.bind(tab, label="tab.try")
+        _wire_start(console, train, monitor, tabs)
+        _wire_runs_navigation(console, runs, monitor, tabs)
+        _wire_language(labels)
+        _wire_page_load(demo, train, monitor)
+    return demo
+
+
+def _wire_start(console: Console, train: train_tab.TrainTab, monitor: monitor_tab.MonitorTab, tabs: gr.Tabs) -> None:
+    """Start: validate, launch once (a double-click launches one run), then show it in Monitor."""
+    inputs = set(train.fields.values())
+
+    def start(data: dict):
+        outcome = train_callbacks.start(train.values(data), console)
+        if outcome.run_id is None:
+            return (gr.skip(), gr.skip(), f"⚠ {outcome.message}", train_callbacks.errors_html(outcome.errors))
+        return gr.update(selected="monitor"), gr.update(value=outcome.run_id), f"✓ {outcome.message}", ""
+
+    train.out["start"].click(start, inputs, [tabs, monitor.out["run"], train.out["start_message"],
+                                             train.out["errors"]],
+                             trigger_mode="once", concurrency_limit=1, api_visibility="private")
+
+
+def _wire_runs_navigation(console: Console, runs: runs_tab.RunsTab, monitor: monitor_tab.MonitorTab,
+                          tabs: gr.Tabs) -> None:
+    def open_run(selected: list[str]):
+        if len(selected or []) != 1:
+            return gr.skip(), gr.skip(), "⚠ select one run to open"
+        return gr.update(selected="monitor"), gr.update(value=selected[0]), ""
+
+    def resume(selected: list[str]):
+        run_id, message = runs_callbacks.resume(console, selected or [])
+        if run_id is None:
+            return gr.skip(), gr.skip(), message
+        return gr.update(selected="monitor"), gr.update(value=run_id), message
+
+    outputs = [tabs, monitor.out["run"], runs.out["message"]]
+    runs.out["open"].click(open_run, runs.out["select"], outputs, api_visibility="private")
+    runs.out["resume"].click(resume, runs.out["select"], outputs, concurrency_limit=1, api_visibility="private")
+
+
+def _wire_language(labels: Labels) -> None:
+    components = labels.components
+
+    def switch(lang: str):
+        return [gr.update(**props) for props in labels.values(lang)]
+
+    labels.toggle.change(switch, labels.toggle, components, show_progress="hidden", api_visibility="private")
+
+
+def _wire_page_load(demo: gr.Blocks, train: train_tab.TrainTab, monitor: monitor_tab.MonitorTab) -> None:
+    """Fill the read-outs as soon as a page opens, instead of waiting for the first change or tick."""
+    for fn, inputs, outputs in (train.out["refresh"], train.out["data_view"], monitor.out["tick"]):
+        demo.load(fn, inputs, outputs, show_progress="hidden", api_visibility="private")
+
+
+def serve(settings: Settings) -> None:
+    """Reattach to runs still going, then serve the console until interrupted."""
+    settings.runs_dir.mkdir(parents=True, exist_ok=True)
+    console = Console.create(settings)
+    report = console.jobs.reattach()
+    if report.alive:
+        print(f"mindtune: reattached to {len(report.alive)} running run(s): {', '.join(report.alive)}")
+    if report.failed:
+        print(f"mindtune: marked {len(report.failed)} run(s) failed (no process left): {', '.join(report.failed)}")
+    for orphan in report.orphans:
+        print(f"mindtune: warning: orphan process {orphan}; stop it from the Runs tab or with kill")
+    demo = build_app(console)
+    demo.queue(default_concurrency_limit=4)
+    demo.launch(server_name=settings.host, server_port=settings.port, auth=list(settings.auth) or None,
+                max_file_size=settings.max_upload_bytes,
+                allowed_paths=[str(settings.runs_dir), str(settings.uploads_dir / "configs")],
+                show_error=True, css_paths=[CSS_PATH], footer_links=["settings"], quiet=False)

@@ -1,0 +1,136 @@
+"""The console's command line and the safety rules applied before anything is served.
+
+    python -m app [--host 127.0.0.1] [--port 7860] [--models-dir DIR ...] [--data-dir DIR ...]
+                  [--runs-dir runs] [--auth user:pass | --auth-file FILE] [--max-upload-mb 50]
+                  [--lang en|zh]
+
+Binding to anything but a loopback address without a password is refused: the console starts
+processes and serves checkpoints, so on a shared network it must not be open to everyone.
+"""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from core.launcher import REPO_ROOT
+
+DEFAULT_MODELS_DIR = REPO_ROOT / "models"
+DEFAULT_DATA_DIR = REPO_ROOT / "data"
+DEFAULT_RUNS_DIR = REPO_ROOT / "runs"
+LANGUAGES = ("en", "zh")
+
+
+class SettingsError(ValueError):
+    """A command line the console refuses to start with; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the console needs to know about where it may read, write and listen."""
+    host: str = "127.0.0.1"
+    port: int = 7860
+    models_dirs: tuple[Path, ...] = (DEFAULT_MODELS_DIR,)
+    data_dirs: tuple[Path, ...] = (DEFAULT_DATA_DIR,)
+    runs_dir: Path = DEFAULT_RUNS_DIR
+    auth: tuple[tuple[str, str], ...] = ()
+    max_upload_mb: float = 50.0
+    lang: str = "en"
+    configs_dir: Path = field(default=REPO_ROOT / "configs")
+
+    @property
+    def uploads_dir(self) -> Path:
+        """Uploaded datasets and saved configs: beside the runs folder, never inside a run."""
+        return self.runs_dir.parent / "uploads"
+
+    @property
+    def all_data_dirs(self) -> tuple[Path, ...]:
+        """The data roots the console reads datasets from, uploads included."""
+        return (*self.data_dirs, self.uploads_dir)
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * 1024 * 1024)
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and 'localhost'; anything else may be reachable from outside."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_auth(text: str, where: str = "--auth") -> tuple[str, str]:
+    """'user:password' -> (user, password); the password may itself contain ':'."""
+    user, sep, password = text.strip().partition(":")
+    if not sep or not user or not password:
+        raise SettingsError(f"{where}: expected user:password, got {text.strip()!r}")
+    return user, password
+
+
+def read_auth_file(path: str | Path) -> tuple[tuple[str, str], ...]:
+    """One user:password per line; blank lines and lines starting with '#' are skipped."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise SettingsError(f"--auth-file {path}: cannot read ({err.strerror or err})") from None
+    pairs = tuple(parse_auth(line, f"{path} line {number}")
+                  for number, line in enumerate(lines, start=1)
+                  if line.strip() and not line.lstrip().startswith("#"))
+    if not pairs:
+        raise SettingsError(f"--auth-file {path}: no user:password lines")
+    return pairs
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m app",
+                                     description="mindtune: a browser console for fine-tuning LLMs on MindSpore")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1; others need --auth)")
+    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--models-dir", action="append", metavar="DIR",
+                        help=f"folder of model folders (repeatable; default {DEFAULT_MODELS_DIR})")
+    parser.add_argument("--data-dir", action="append", metavar="DIR",
+                        help=f"folder of datasets (repeatable; default {DEFAULT_DATA_DIR})")
+    parser.add_argument("--runs-dir", default=str(DEFAULT_RUNS_DIR), metavar="DIR",
+                        help="folder holding one sub-folder per run")
+    auth = parser.add_mutually_exclusive_group()
+    auth.add_argument("--auth", action="append", metavar="USER:PASS", help="login (repeatable)")
+    auth.add_argument("--auth-file", metavar="FILE", help="file with one user:password per line")
+    parser.add_argument("--max-upload-mb", type=float, default=50.0, help="largest dataset upload")
+    parser.add_argument("--lang", choices=LANGUAGES, default="en", help="initial language of the labels")
+    return parser
+
+
+def parse_settings(argv: Sequence[str] | None = None) -> Settings:
+    """Settings from a command line; raises SettingsError for an unsafe or malformed one."""
+    args = _parser().parse_args(argv)
+    auth = (read_auth_file(args.auth_file) if args.auth_file
+            else tuple(parse_auth(a) for a in args.auth or ()))
+    if not 1 <= args.port <= 65535:
+        raise SettingsError(f"--port {args.port}: must be in 1..65535")
+    if args.max_upload_mb <= 0:
+        raise SettingsError(f"--max-upload-mb {args.max_upload_mb:g}: must be > 0")
+    settings = Settings(
+        host=args.host, port=args.port,
+        models_dirs=tuple(Path(d).resolve() for d in args.models_dir or [DEFAULT_MODELS_DIR]),
+        data_dirs=tuple(Path(d).resolve() for d in args.data_dir or [DEFAULT_DATA_DIR]),
+        runs_dir=Path(args.runs_dir).resolve(), auth=auth, max_upload_mb=args.max_upload_mb,
+        lang=args.lang)
+    check_safe(settings)
+    return settings
+
+
+def check_safe(settings: Settings) -> None:
+    """Refuse to listen beyond this machine without a login."""
+    if not is_loopback(settings.host) and not settings.auth:
+        raise SettingsError(
+            f"refusing to listen on {settings.host} without a login: anyone who can reach this "
+            "machine could start processes and download checkpoints. Add --auth user:password "
+            "(or --auth-file FILE), or keep the default --host 127.0.0.1 and use an SSH tunnel.")

@@ -1,0 +1,320 @@
+"""Train tab callbacks: form values in, plain values out (configs, errors, YAML, commands, messages).
+
+`check_form` is the single gate: the config it returns is what the preview shows and what Start
+launches, so an invalid config can neither be previewed as valid nor launched.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from core import launcher
+from core.config import Config, ConfigError, load_config
+from core.model_args import CheckpointError, read_model_args
+from core.rundir import RunDir
+
+from app import catalog, devices, form
+from app.context import Console
+from app.i18n import text
+from app.paths import OutsideRootsError, inside_roots
+
+PREVIEW_MASTER_PORT = 29500  # shown in previews; a free port is chosen at launch
+STARTER_CONFIG = "lora_demo.yaml"
+
+
+@dataclass
+class FormCheck:
+    """The config a form describes (None when invalid) and the errors by widget key."""
+    config: Config | None
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.config is not None and not self.errors
+
+
+# ---- the form <-> config --------------------------------------------------------------------
+
+def starter_config(console: Console) -> Config:
+    """What the form opens with: the demo LoRA config when it is shipped, with this console's runs
+    folder, and the first loadable model or dataset when the demo ones are missing."""
+    path = console.settings.configs_dir / STARTER_CONFIG
+    try:
+        config = load_config(path) if path.is_file() else Config()
+    except ConfigError:
+        config = Config()
+    updates: dict[str, Any] = {"run.runs_dir": console.runs_dir_for_config}
+    models = [m for m in console.models() if m.loadable]
+    if models and catalog.find(models, config.model.path) is None:
+        updates["model.path"] = models[0].name
+    if _data_file_error(config.data.train_file, console):
+        datasets = console.datasets()
+        if datasets:
+            updates.update(dataset_fields(datasets[0].train_file, console))
+    return config.with_updates(updates)
+
+
+def check_form(values: Mapping[str, Any], console: Console) -> FormCheck:
+    """Validate the form: the config's own rules, then what this console can read and run."""
+    config, errors = form.to_config(values, console.runs_dir_for_config)
+    if config is None:
+        return FormCheck(None, errors)
+    errors = console_errors(config, console)
+    return FormCheck(config if not errors else None, errors)
+
+
+def console_errors(config: Config, console: Console) -> dict[str, str]:
+    """Rules beyond the config's: the model is listed and loadable, data files lie inside the data
+    roots and exist, and the machine has the workers asked for."""
+    errors: dict[str, str] = {}
+    entry = catalog.find(console.models(), config.model.path)
+    if entry is None:
+        errors["model.path"] = (f"{config.model.path} is not a model folder under "
+                                f"{', '.join(str(r) for r in console.settings.models_dirs)}")
+    elif not entry.loadable:
+        errors["model.path"] = f"{entry.name} is not loadable: {entry.reason}"
+    for key in ("data.train_file", "data.validation_file", "data.test_file"):
+        name = config.to_flat()[key]
+        if name:
+            message = _data_file_error(name, console)
+            if message:
+                errors[key] = message
+    try:
+        launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
+    except ConfigError as err:
+        errors.update(form.errors_by_widget(err.errors))
+    return errors
+
+
+def _data_file_error(name: str, console: Console) -> str | None:
+    try:
+        path = inside_roots(name, console.settings.all_data_dirs)
+    except OutsideRootsError as err:
+        return str(err)
+    return None if path.is_file() else f"{name}: file not found"
+
+
+def dataset_fields(train_file: str, console: Console) -> dict[str, Any]:
+    """The data.* values for a dataset picked by its training file; a dataset without a validation
+    file gets a tenth of train held out."""
+    from app.datasets import find_by_train_file
+
+    dataset = find_by_train_file(console.datasets(), train_file)
+    if dataset is None:
+        return {"data.train_file": train_file}
+    fraction = 0.0 if dataset.validation_file else 0.1
+    return {"data.train_file": dataset.train_file, "data.validation_file": dataset.validation_file,
+            "data.test_file": dataset.test_file, "data.validation_fraction": fraction}
+
+
+# ---- what will run --------------------------------------------------------------------------
+
+def preview_run_dir(config: Config, console: Console) -> RunDir:
+    """The folder a Start now would create (the timestamp in its id is fixed at Start)."""
+    return RunDir(console.runs_dir / launcher.run_id_for(config))
+
+
+def command_argv(config: Config, console: Console) -> list[str]:
+    """The worker's argv, from the launcher's own builder."""
+    dp = config.parallel.data_parallel
+    return launcher.build_argv(preview_run_dir(config, console), dp,
+                               master_port=PREVIEW_MASTER_PORT if dp > 1 else None)
+
+
+def command_text(config: Config, console: Console) -> str:
+    return launcher.command_preview(command_argv(config, console))
+
+
+def multi_host_text(config: Config, nodes: int, master_addr: str, port: int) -> str:
+    """msrun commands for `nodes` machines with data_parallel workers each (display only)."""
+    if not nodes or nodes < 2:
+        return "# a single machine: the command above is all there is"
+    try:
+        commands = launcher.multi_host_commands(config.parallel.data_parallel, int(nodes),
+                                                master_addr or "<node-0-address>", int(port or 0))
+    except launcher.LaunchError as err:
+        return f"# {err}"
+    lines = [f"# node {rank}\n{cmd}" for rank, cmd in enumerate(commands)]
+    return "\n".join(lines) + "\n# the run folder must be on storage every node shares"
+
+
+def global_batch_text(values: Mapping[str, Any], lang: str) -> str:
+    """'Global batch 16 = micro 8 × accumulation 2 × workers 1', from whatever the form holds."""
+    def number(key: str) -> int | None:
+        value = values.get(key)
+        return int(value) if isinstance(value, (int, float)) and value >= 1 else None
+
+    micro, accum = number("train.micro_batch_size"), number("train.grad_accum_steps")
+    workers = number("parallel.data_parallel")
+    if None in (micro, accum, workers):
+        return f"**{text('global_batch', lang)}**: -"
+    return (f"**{text('global_batch', lang)} {micro * accum * workers}** = micro {micro} × "
+            f"accumulation {accum} × workers {workers}")
+
+
+def memory_html(config: Config, console: Console) -> str:
+    """The memory estimate per worker against the device's memory, or why there is none."""
+    entry = catalog.find(console.models(), config.model.path)
+    if entry is None or not entry.loadable:
+        return '<div class="mt-note">estimate unavailable: pick a loadable model</div>'
+    try:
+        from core import memory  # written separately; the console works without it
+        args = read_model_args(entry.path)
+        device_mb = memory.device_memory_mb(config.parallel.device)
+        estimate = memory.estimate_memory(config, args, config.data.max_seq_len, device_memory_mb=device_mb)
+    except (ImportError, AttributeError) as err:
+        return f'<div class="mt-note">estimate unavailable ({html.escape(type(err).__name__)}: core.memory)</div>'
+    except (CheckpointError, ValueError, TypeError) as err:
+        return f'<div class="mt-note">estimate unavailable: {html.escape(str(err))}</div>'
+    return estimate_table(estimate)
+
+
+def estimate_table(estimate: Any) -> str:
+    """A MemoryEstimate as an HTML table (fields per worker, in MB)."""
+    rows = [("weights", estimate.weights_mb), ("gradients", estimate.gradients_mb),
+            ("optimizer state", estimate.optimizer_mb), ("activations", estimate.activations_mb),
+            ("framework runtime", getattr(estimate, "runtime_mb", None))]
+    body = "".join(f"<tr><td>{name}</td><td>{mb:,.1f} MB</td></tr>" for name, mb in rows if mb is not None)
+    device = getattr(estimate, "device_memory_mb", None)
+    fits = getattr(estimate, "fits", None)
+    verdict = "" if device is None else (f" of {device:,.0f} MB — " + ("fits ✓" if fits else "does not fit ✗"))
+    css = "mt-fits" if fits or device is None else "mt-nofit"
+    body += f'<tr class="{css}"><th>total per worker</th><th>{estimate.total_mb:,.1f} MB{verdict}</th></tr>'
+    notes = getattr(estimate, "notes", None) or []
+    notes = [notes] if isinstance(notes, str) else notes
+    trainable, total = getattr(estimate, "trainable_parameters", 0), getattr(estimate, "parameters", 0)
+    if total:
+        notes = [f"trainable parameters: {trainable:,} of {total:,} ({100 * trainable / total:.2g}%)", *notes]
+    note_html = "".join(f"<li>{html.escape(str(n))}</li>" for n in notes)
+    return f'<table class="mt-memory">{body}</table>' + (f"<ul class='mt-note'>{note_html}</ul>" if note_html else "")
+
+
+def errors_html(errors: Mapping[str, str]) -> str:
+    """Every problem with its field, for the box above the Start button ('' when none)."""
+    if not errors:
+        return ""
+    items = "".join(f"<li><code>{html.escape(k or 'config')}</code>: {html.escape(v)}</li>"
+                    for k, v in errors.items())
+    return f'<div class="mt-error"><ul>{items}</ul></div>'
+
+
+@dataclass
+class Preview:
+    """Everything the 'Before launch' section shows for the current form."""
+    check: FormCheck
+    yaml_text: str
+    command: str
+    memory: str
+    errors: str
+
+
+def preview(values: Mapping[str, Any], console: Console) -> Preview:
+    check = check_form(values, console)
+    if check.config is None:
+        invalid = "# the config is not valid yet; fix the fields marked in red\n"
+        return Preview(check, invalid, "-", '<div class="mt-note">estimate unavailable: invalid config</div>',
+                       errors_html(check.errors))
+    config = check.config
+    return Preview(check, config.to_yaml(), command_text(config, console), memory_html(config, console), "")
+
+
+# ---- saving, loading, starting ------------------------------------------------------------------
+
+def save_yaml(values: Mapping[str, Any], console: Console) -> Path:
+    """Write the form's config under the uploads folder and return the file (for a download)."""
+    check = check_form(values, console)
+    if check.config is None:
+        raise ConfigError("; ".join(f"{k}: {v}" for k, v in check.errors.items()))
+    folder = console.settings.uploads_dir / "configs"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{launcher.run_id_for(check.config)}.yaml"
+    path.write_text(check.config.to_yaml(comments=True), encoding="utf-8")
+    return path
+
+
+def load_yaml(path: str | Path, console: Console) -> dict[str, Any]:
+    """Widget values of an uploaded YAML config (validated; its runs folder replaced by this
+    console's). Its `base:` files may only be configs shipped in the configs folder, so an upload
+    cannot make the console read files outside the folders it serves."""
+    data = _read_mapping(Path(path))
+    bases = data.pop("base", None)
+    merged: dict[str, Any] = {}
+    for base in [bases] if isinstance(bases, str) else bases or []:
+        try:
+            base_path = inside_roots(console.settings.configs_dir / str(base), [console.settings.configs_dir])
+        except OutsideRootsError as err:
+            raise ConfigError(f"base: {err}") from None
+        merged = _merge(merged, load_config(base_path).to_dict())
+    config = Config.from_dict(_merge(merged, data))
+    return form.to_values(config.with_updates({"run.runs_dir": console.runs_dir_for_config, "run.resume": None}))
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ConfigError(f"{path.name}: not a readable YAML file ({err})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path.name}: must be a mapping of sections (run:, model:, train:, ...)")
+    return data
+
+
+def _merge(base: dict, update: dict) -> dict:
+    """Sections merge key by key; values in `update` win (as `base:` inheritance does)."""
+    out = dict(base)
+    for key, value in update.items():
+        out[key] = _merge(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict) else value
+    return out
+
+
+def _load_shipped_file(path: Path, console: Console) -> dict[str, Any]:
+    config = load_config(path).with_updates({"run.runs_dir": console.runs_dir_for_config, "run.resume": None})
+    return form.to_values(config)
+
+
+def shipped_configs(console: Console) -> list[str]:
+    folder = console.settings.configs_dir
+    return sorted(p.name for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def load_shipped(name: str, console: Console) -> dict[str, Any]:
+    """Widget values of a config shipped in the configs folder (its bases resolve as usual)."""
+    return _load_shipped_file(console.settings.configs_dir / Path(name).name, console)
+
+
+@dataclass
+class StartOutcome:
+    run_id: str | None
+    message: str
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def start(values: Mapping[str, Any], console: Console) -> StartOutcome:
+    """Launch the form's config; never launches an invalid one. A repeat click returns the run
+    already started."""
+    check = check_form(values, console)
+    if not check.ok:
+        return StartOutcome(None, "not started: fix the problems listed", check.errors)
+    try:
+        result = console.jobs.start(check.config)
+    except ConfigError as err:
+        return StartOutcome(None, "not started", form.errors_by_widget(err.errors))
+    except (launcher.LaunchError, OSError) as err:
+        return StartOutcome(None, f"could not start: {err}")
+    return StartOutcome(result.run_id, result.message)
+
+
+def target_choices(model_name: str | None, console: Console) -> list[str]:
+    """The LoRA target checkboxes: the projection names this model's weights really have."""
+    entry = catalog.find(console.models(), model_name)
+    return list(entry.projection_names) if entry and entry.loadable else list(catalog.PROJECTION_NAMES)
+
+
+def device_notes(device: str) -> str:
+    info = devices.detect().get(device)
+    return info.note if info else ""
+

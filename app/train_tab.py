@@ -1,0 +1,356 @@
+"""Train tab layout and wiring: widgets only; every decision is in `train_callbacks` / `data_callbacks`.
+
+The form is on the left, section by section; on the right, what will run (errors, global batch,
+memory estimate, YAML, command) and the Start button, visible while the form is edited.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gradio as gr
+
+from core.config import Config
+
+from app import catalog, data_callbacks, devices, form
+from app import train_callbacks as cb
+from app.context import Console
+from app.datasets import UploadError
+from app.i18n import Labels
+from app.widgets import error_update, field_widget
+
+DATA_KEYS = ("model.path", "data.train_file", "data.validation_file", "data.test_file", "data.format",
+             "data.validation_fraction", "data.max_seq_len", "data.mask_prompt")
+
+
+@dataclass
+class TrainTab:
+    """The tab's widgets, by form key, plus the read-outs other tabs and the server wire to."""
+    fields: dict[str, Any] = field(default_factory=dict)
+    out: dict[str, Any] = field(default_factory=dict)
+
+    def values(self, data: dict) -> dict[str, Any]:
+        """Form values by key from Gradio's {component: value} input dict."""
+        return {key: data[widget] for key, widget in self.fields.items() if widget in data}
+
+
+def build(console: Console, labels: Labels, initial: Config) -> TrainTab:
+    """Lay out the tab (inside an open gr.Tab) and wire its own events."""
+    assert labels.toggle is not None, "create the lang-toggle before the tabs"
+    tab = TrainTab()
+    values = form.to_values(initial)
+    info = form.fields()
+    with gr.Row():
+        with gr.Column(scale=3):
+            _model_section(tab, console, labels, values, info)
+            _method_section(tab, console, labels, values, info)
+            _precision_section(tab, labels, values, info)
+            _training_section(tab, labels, values, info)
+            _data_section(tab, console, labels, values, info)
+            _eval_section(tab, labels, values, info)
+        with gr.Column(scale=2):
+            _launch_section(tab, labels)
+            _config_io_section(tab, console, labels)
+    _wire(tab, console, labels)
+    return tab
+
+
+# ---- layout ----------------------------------------------------------------------------------
+
+def _widget(tab: TrainTab, key: str, values: dict, info: dict, labels: Labels, **options) -> Any:
+    tab.fields[key] = field_widget(key, info.get(key), values.get(key), labels, **options)
+    return tab.fields[key]
+
+
+def _model_section(tab: TrainTab, console: Console, labels: Labels, values: dict, info: dict) -> None:
+    labels.bind(gr.Markdown(), value="sec.model")
+    models = console.models()
+    with gr.Row():
+        tab.fields["model.path"] = labels.bind(gr.Dropdown(
+            choices=[(m.label, m.name) for m in models], value=values["model.path"], elem_id="model-picker",
+            allow_custom_value=True,
+            info="folders under --models-dir; ⚠ marks one that cannot be loaded (reason in the table)",
+            scale=4), label="field.model.path")
+        tab.out["rescan"] = labels.bind(gr.Button(size="sm", scale=1, elem_id="model-rescan"), value="model.refresh")
+    tab.out["model_table"] = labels.bind(gr.Dataframe(
+        value=[m.row() for m in models], headers=catalog.ROW_HEADERS, interactive=False, wrap=True,
+        elem_id="model-table", max_height=240), label="model.table")
+
+
+def _method_section(tab: TrainTab, console: Console, labels: Labels, values: dict, info: dict) -> None:
+    labels.bind(gr.Markdown(), value="sec.method")
+    _widget(tab, "method", values, info, labels, elem_id="method")
+    with gr.Group(visible=values["method"] == "lora") as lora_group:
+        with gr.Row():
+            for key in ("lora.rank", "lora.alpha", "lora.dropout"):
+                _widget(tab, key, values, info, labels)
+        names = cb.target_choices(values["model.path"], console)
+        tab.fields[form.TARGET_NAMES] = labels.bind(gr.CheckboxGroup(
+            choices=names, value=[n for n in values[form.TARGET_NAMES] if n in names],
+            elem_id="lora-targets", info="linear layers of this model's transformer blocks"),
+            label=f"field.{form.TARGET_NAMES}")
+        tab.fields[form.TARGET_REGEX] = labels.bind(gr.Textbox(
+            value=values[form.TARGET_REGEX], max_lines=1, elem_id="lora-target-regex",
+            info=r"full match on dotted names, e.g. .*\.(q_proj|v_proj)"), label=f"field.{form.TARGET_REGEX}")
+    tab.out["lora_group"] = lora_group
+
+
+def _precision_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
+    labels.bind(gr.Markdown(), value="sec.precision")
+    device = values["parallel.device"]
+    with gr.Row():
+        _widget(tab, "parallel.device", values, info, labels)
+        tab.fields["parallel.device"].choices = devices.device_choices()
+        _widget(tab, "precision.amp_level", values, info, labels)
+        _widget(tab, "precision.compute_dtype", values, info, labels)
+        tab.fields["precision.compute_dtype"].choices = devices.dtype_choices(device)
+    with gr.Row():
+        _widget(tab, "model.dtype", values, info, labels)
+        _widget(tab, "precision.loss_scale", values, info, labels)
+        _widget(tab, "precision.initial_loss_scale", values, info, labels)
+    tab.out["device_note"] = gr.Markdown(cb.device_notes(device), elem_id="device-note")
+    with gr.Row():
+        _widget(tab, "recompute.policy", values, info, labels)
+        _widget(tab, "recompute.layer_fraction", values, info, labels)
+    with gr.Row():
+        tab.fields["parallel.data_parallel"] = labels.bind(gr.Slider(
+            minimum=1, maximum=max(devices.max_workers(device), values["parallel.data_parallel"]), step=1,
+            value=values["parallel.data_parallel"], elem_id="data-parallel",
+            info="msrun workers on this machine"), label="field.parallel.data_parallel")
+        _widget(tab, "parallel.optimizer_shard", values, info, labels)
+    tab.out["global_batch_inline"] = gr.Markdown(elem_id="global-batch-inline")
+
+
+def _training_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
+    labels.bind(gr.Markdown(), value="sec.training")
+    with gr.Row():
+        tab.fields[form.LENGTH_UNIT] = labels.bind(gr.Radio(
+            choices=["steps", "epochs"], value=values[form.LENGTH_UNIT], elem_id="train-length-unit"),
+            label=f"field.{form.LENGTH_UNIT}")
+        tab.fields[form.LENGTH] = labels.bind(gr.Number(
+            value=values[form.LENGTH], elem_id="train-length", info="optimizer steps, or passes over the data"),
+            label=f"field.{form.LENGTH}")
+        _widget(tab, "train.learning_rate", values, info, labels)
+    rows = (("train.micro_batch_size", "train.grad_accum_steps", "train.schedule"),
+            ("train.warmup_steps", "train.min_lr_ratio", "train.weight_decay"),
+            ("train.max_grad_norm", "train.log_every", "train.eval_every"),
+            ("train.save_every", "train.keep_last_n", "run.seed"))
+    for row in rows:
+        with gr.Row():
+            for key in row:
+                _widget(tab, key, values, info, labels)
+    _widget(tab, "run.name", values, info, labels)
+
+
+def _data_section(tab: TrainTab, console: Console, labels: Labels, values: dict, info: dict) -> None:
+    labels.bind(gr.Markdown(), value="sec.data")
+    with gr.Row():
+        tab.out["dataset_picker"] = labels.bind(gr.Dropdown(
+            choices=data_callbacks.dataset_choices(console), value=values["data.train_file"],
+            allow_custom_value=True, elem_id="dataset-picker", scale=3), label="data.picker")
+        tab.out["upload"] = labels.bind(gr.File(
+            file_types=[".jsonl", ".json", ".csv", ".parquet", ".txt"], type="filepath",
+            elem_id="dataset-upload", scale=2, height=110), label="data.upload")
+    tab.out["upload_note"] = gr.Markdown(elem_id="dataset-upload-note")
+    with gr.Row():
+        for key in ("data.train_file", "data.validation_file", "data.test_file"):
+            _widget(tab, key, values, info, labels)
+    with gr.Row():
+        for key in ("data.format", "data.validation_fraction", "data.max_seq_len", "data.mask_prompt"):
+            _widget(tab, key, values, info, labels)
+    with gr.Accordion(labels("data.preview"), open=True) as preview_box:
+        tab.out["data_preview"] = gr.HTML(elem_id="data-preview")
+    labels.bind(preview_box, label="data.preview")
+    with gr.Row():
+        with gr.Column():
+            labels.bind(gr.Markdown(), value="data.histogram")
+            tab.out["data_histogram"] = gr.HTML(elem_id="data-histogram")
+        with gr.Column():
+            labels.bind(gr.Markdown(), value="data.stats")
+            tab.out["data_stats"] = gr.Markdown(elem_id="data-stats")
+
+
+def _eval_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
+    labels.bind(gr.Markdown(), value="sec.eval")
+    with gr.Row():
+        for key in ("eval.downstream", "eval.max_new_tokens", "eval.max_eval_samples", "eval.ema_alpha"):
+            _widget(tab, key, values, info, labels)
+    with gr.Row():
+        for key in ("early_stopping.enabled", "early_stopping.monitor", "early_stopping.patience",
+                    "early_stopping.min_delta"):
+            _widget(tab, key, values, info, labels)
+
+
+def _launch_section(tab: TrainTab, labels: Labels) -> None:
+    labels.bind(gr.Markdown(), value="sec.launch")
+    tab.out["errors"] = gr.HTML(elem_id="config-errors")
+    tab.out["global_batch"] = gr.Markdown(elem_id="global-batch")
+    tab.out["start"] = labels.bind(gr.Button(variant="primary", size="lg", elem_id="start-button"), value="start")
+    tab.out["start_message"] = gr.Markdown(elem_id="start-message")
+    labels.bind(gr.Markdown(), value="launch.memory")
+    tab.out["memory"] = gr.HTML(elem_id="memory-estimate")
+    tab.out["command"] = labels.bind(gr.Code(language="shell", lines=2, interactive=False,
+                                             elem_id="command-preview"), label="launch.command")
+    tab.out["yaml"] = labels.bind(gr.Code(language="yaml", lines=12, max_lines=30, interactive=False,
+                                          elem_id="config-yaml"), label="launch.yaml")
+    with gr.Accordion(labels("launch.multihost"), open=False) as box:
+        with gr.Row():
+            tab.out["nodes"] = labels.bind(gr.Number(value=1, precision=0, minimum=1, elem_id="mh-nodes"),
+                                           label="launch.nodes")
+            tab.out["master_addr"] = labels.bind(gr.Textbox(value="", placeholder="10.0.0.1", max_lines=1,
+                                                            elem_id="mh-master-addr"), label="launch.master_addr")
+            tab.out["master_port"] = labels.bind(gr.Number(value=29500, precision=0, elem_id="mh-master-port"),
+                                                 label="launch.master_port")
+        tab.out["multihost"] = gr.Code(language="shell", lines=3, interactive=False, elem_id="multihost-commands")
+    labels.bind(box, label="launch.multihost")
+
+
+def _config_io_section(tab: TrainTab, console: Console, labels: Labels) -> None:
+    with gr.Accordion(labels("sec.config_io"), open=False) as box:
+        with gr.Row():
+            tab.out["shipped"] = labels.bind(gr.Dropdown(choices=cb.shipped_configs(console), value=None,
+                                                         elem_id="shipped-config"), label="config.load_shipped")
+            tab.out["config_upload"] = labels.bind(gr.File(file_types=[".yaml", ".yml"], type="filepath",
+                                                           elem_id="config-upload", height=110),
+                                                   label="config.upload")
+        tab.out["save"] = labels.bind(gr.Button(elem_id="config-save"), value="config.save")
+        tab.out["saved_file"] = gr.File(interactive=False, elem_id="config-saved-file", visible=False)
+        tab.out["config_message"] = gr.Markdown(elem_id="config-message")
+    labels.bind(box, label="sec.config_io")
+
+
+# ---- wiring ----------------------------------------------------------------------------------
+
+def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
+    fields = tab.fields
+    widgets = set(fields.values())
+    previous_errors = gr.State({})
+    help_text = {k: getattr(w, "info", None) for k, w in fields.items()}
+    preview_outputs = [tab.out[k] for k in ("yaml", "command", "memory", "errors", "global_batch",
+                                             "global_batch_inline", "multihost")]
+    mh_inputs = [tab.out["nodes"], tab.out["master_addr"], tab.out["master_port"]]
+    lang = labels.toggle
+
+    def refresh(data: dict) -> list:
+        values = tab.values(data)
+        result = cb.preview(values, console)
+        batch = cb.global_batch_text(values, data[lang])
+        multihost = (cb.multi_host_text(result.check.config, data[mh_inputs[0]], data[mh_inputs[1]], data[mh_inputs[2]])
+                     if result.check.config else "# fix the config first")
+        old = data[previous_errors] or {}
+        errors = result.check.errors
+        updates = [error_update(errors.get(k), help_text.get(k)) if errors.get(k) != old.get(k) else gr.skip()
+                   for k in fields]
+        return [result.yaml_text, result.command, result.memory, result.errors, batch, batch, multihost,
+                errors, *updates]
+
+    inputs = widgets | set(mh_inputs) | {previous_errors, lang}
+    triggers = [w.change for w in widgets] + [w.change for w in mh_inputs] + [lang.change]
+    gr.on(triggers, refresh, inputs=inputs, outputs=[*preview_outputs, previous_errors, *fields.values()],
+          trigger_mode="always_last", show_progress="hidden", api_visibility="private")
+    tab.out["refresh"] = (refresh, inputs, [*preview_outputs, previous_errors, *fields.values()])
+
+    _wire_model(tab, console)
+    _wire_device_and_method(tab)
+    _wire_data(tab, console)
+    _wire_config_io(tab, console)
+
+
+def _wire_model(tab: TrainTab, console: Console) -> None:
+    picker, targets = tab.fields["model.path"], tab.fields[form.TARGET_NAMES]
+
+    def on_model(name: str, checked: list[str]):
+        names = cb.target_choices(name, console)
+        return gr.update(choices=names, value=[n for n in checked or [] if n in names] or names)
+
+    picker.change(on_model, [picker, targets], targets, show_progress="hidden", api_visibility="private")
+
+    def rescan(current: str):
+        models = console.models(refresh=True)
+        return (gr.update(choices=[(m.label, m.name) for m in models], value=current),
+                [m.row() for m in models])
+
+    tab.out["rescan"].click(rescan, picker, [picker, tab.out["model_table"]], api_visibility="private")
+
+
+def _wire_device_and_method(tab: TrainTab) -> None:
+    device = tab.fields["parallel.device"]
+    dtype, slider = tab.fields["precision.compute_dtype"], tab.fields["parallel.data_parallel"]
+
+    def on_device(name: str, workers: float):
+        top = devices.max_workers(name)
+        return (gr.update(choices=devices.dtype_choices(name)),
+                gr.update(maximum=max(top, 1), value=min(int(workers or 1), top)),
+                cb.device_notes(name))
+
+    device.change(on_device, [device, slider], [dtype, slider, tab.out["device_note"]],
+                  show_progress="hidden", api_visibility="private")
+    method = tab.fields["method"]
+    method.change(lambda m: gr.update(visible=m == "lora"), method, tab.out["lora_group"],
+                  show_progress="hidden", api_visibility="private")
+
+
+def _wire_data(tab: TrainTab, console: Console) -> None:
+    data_fields = [tab.fields[k] for k in DATA_KEYS] + [tab.fields["run.seed"]]
+    view_outputs = [tab.out["data_preview"], tab.out["data_histogram"], tab.out["data_stats"]]
+    file_keys = ("data.train_file", "data.validation_file", "data.test_file", "data.validation_fraction")
+
+    def view(data: dict):
+        result = data_callbacks.data_view(tab.values(data), console)
+        return result.preview, result.histogram, result.stats
+
+    gr.on([w.change for w in data_fields], view, inputs=set(data_fields), outputs=view_outputs,
+          trigger_mode="always_last", api_visibility="private")
+    tab.out["data_view"] = (view, set(data_fields), view_outputs)
+
+    def pick(train_file: str):
+        picked = cb.dataset_fields(train_file, console)
+        return [picked.get(k, gr.skip()) for k in file_keys]
+
+    picker = tab.out["dataset_picker"]
+    picker.input(pick, picker, [tab.fields[k] for k in file_keys], api_visibility="private")
+
+    def upload(path: str | None):
+        if not path:
+            return gr.skip(), "", *[gr.skip()] * len(file_keys)
+        try:
+            dataset = data_callbacks.upload(path, path, console)
+        except UploadError as err:
+            return gr.skip(), f"⚠ {err}", *[gr.skip()] * len(file_keys)
+        choices = data_callbacks.dataset_choices(console)
+        picked = cb.dataset_fields(dataset.train_file, console)
+        return (gr.update(choices=choices, value=dataset.train_file), f"saved as `{dataset.train_file}`",
+                *[picked.get(k, gr.skip()) for k in file_keys])
+
+    tab.out["upload"].upload(upload, tab.out["upload"],
+                             [picker, tab.out["upload_note"], *[tab.fields[k] for k in file_keys]],
+                             api_visibility="private")
+
+
+def _wire_config_io(tab: TrainTab, console: Console) -> None:
+    keys = list(tab.fields)
+    outputs = [tab.fields[k] for k in keys] + [tab.out["config_message"]]
+
+    def apply(loader, source: str | None):
+        if not source:
+            return [gr.skip()] * len(outputs)
+        try:
+            values = loader(source, console)
+        except (ValueError, OSError) as err:
+            return [gr.skip()] * len(keys) + [f"⚠ {err}"]
+        return [values.get(k, gr.skip()) for k in keys] + [f"loaded `{source.rsplit('/', 1)[-1]}`"]
+
+    tab.out["shipped"].input(lambda name: apply(cb.load_shipped, name), tab.out["shipped"], outputs,
+                             api_visibility="private")
+    tab.out["config_upload"].upload(lambda path: apply(cb.load_yaml, path), tab.out["config_upload"], outputs,
+                                    api_visibility="private")
+
+    def save(data: dict):
+        try:
+            path = cb.save_yaml(tab.values(data), console)
+        except ValueError as err:
+            return gr.update(visible=False), f"⚠ not saved: {err}"
+        return gr.update(value=str(path), visible=True), f"saved `{path.name}`"
+
+    tab.out["save"].click(save, set(tab.fields.values()), [tab.out["saved_file"], tab.out["config_message"]],
+                          api_visibility="private")

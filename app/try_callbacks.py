@@ -1,0 +1,111 @@
+"""Try-it callbacks: the base model and a fine-tuned checkpoint answer the same prompt, side by side.
+
+Generation needs MindSpore, so each side is one `python -m core.generate --json` process (argv
+list, no shell); the two run at the same time.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from core.launcher import REPO_ROOT
+from core.rundir import list_runs
+
+from app import catalog
+from app.context import Console
+from app.paths import OutsideRootsError, inside_roots
+
+GENERATE_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    new_tokens: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+    def shown(self) -> str:
+        if self.error:
+            return f"⚠ {self.error}"
+        return f"{self.text}\n\n[{self.new_tokens} tokens in {self.seconds:.2f} s]"
+
+
+def checkpoint_choices(console: Console) -> list[tuple[str, str]]:
+    """(label, checkpoint folder) of every run with a best or last checkpoint, newest first."""
+    choices = []
+    for summary in list_runs(console.runs_dir):
+        for which in ("best", "last"):
+            folder = summary.path / "checkpoints" / which
+            if folder.exists():
+                choices.append((f"{summary.run_id} · {which} ({summary.state})", str(folder)))
+                break
+    return choices
+
+
+def generate_argv(source: str, is_checkpoint: bool, prompt: str, chat: bool, max_new_tokens: int,
+                  python: str = sys.executable) -> list[str]:
+    argv = [python, "-m", "core.generate", "--checkpoint" if is_checkpoint else "--model", source,
+            f"--prompt={prompt}", "--max-new-tokens", str(int(max_new_tokens)), "--json"]
+    return argv + (["--chat"] if chat else [])
+
+
+def parse_output(stdout: str, stderr: str, returncode: int) -> Answer:
+    """The JSON line core.generate prints last; its error line when it failed."""
+    for line in reversed(stdout.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+                return Answer(str(data.get("text", "")), int(data.get("new_tokens", 0)), float(data.get("seconds", 0)))
+            except (ValueError, TypeError):
+                break
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    error = next((line.removeprefix("error: ") for line in reversed(lines) if line.startswith("error:")), None)
+    return Answer("", error=error or (lines[-1] if lines else f"core.generate exited with {returncode}"))
+
+
+def _run(argv: list[str], runner=subprocess.run) -> Answer:
+    try:
+        result = runner(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=GENERATE_TIMEOUT_S,
+                        env={**os.environ, "GLOG_v": "3"})
+    except subprocess.TimeoutExpired:
+        return Answer("", error=f"no answer within {GENERATE_TIMEOUT_S} s")
+    except OSError as err:
+        return Answer("", error=str(err))
+    return parse_output(result.stdout, result.stderr, result.returncode)
+
+
+def compare(console: Console, base_model: str | None, checkpoint: str | None, prompt: str, chat: bool,
+            max_new_tokens: int, runner=subprocess.run) -> tuple[Answer, Answer]:
+    """Both answers; a side that is not set (or outside the allowed folders) explains why."""
+    if not (prompt or "").strip():
+        missing = Answer("", error="type a prompt first")
+        return missing, missing
+    jobs: list[list[str] | Answer] = []
+    entry = catalog.find(console.models(), base_model)
+    if entry is None or not entry.loadable:
+        jobs.append(Answer("", error="pick a loadable base model"))
+    else:
+        jobs.append(generate_argv(str(entry.path), False, prompt, chat, max_new_tokens))
+    jobs.append(_checkpoint_job(console, checkpoint, prompt, chat, max_new_tokens))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        answers = list(pool.map(lambda job: job if isinstance(job, Answer) else _run(job, runner), jobs))
+    return answers[0], answers[1]
+
+
+def _checkpoint_job(console: Console, checkpoint: str | None, prompt: str, chat: bool,
+                    max_new_tokens: int) -> list[str] | Answer:
+    """The fine-tuned side's argv, for a checkpoint folder inside the runs folder only."""
+    if not checkpoint:
+        return Answer("", error="pick a fine-tuned checkpoint (runs appear here once they saved one)")
+    try:
+        folder = inside_roots(checkpoint, [console.runs_dir])
+    except OutsideRootsError as err:
+        return Answer("", error=str(err))
+    if not folder.is_dir():
+        return Answer("", error=f"{checkpoint}: no such checkpoint folder")
+    return generate_argv(str(folder), True, prompt, chat, max_new_tokens)

@@ -1,0 +1,43 @@
+"""Try-it tab layout and wiring: one prompt, the base model's and the fine-tuned model's answers."""
+from __future__ import annotations
+
+import gradio as gr
+
+from app import try_callbacks as cb
+from app.context import Console
+from app.i18n import Labels
+
+
+def build(console: Console, labels: Labels) -> dict:
+    out: dict = {}
+    models = [m for m in console.models() if m.loadable]
+    with gr.Row():
+        out["base"] = labels.bind(gr.Dropdown(choices=[(m.label, m.name) for m in models],
+                                              value=models[0].name if models else None, elem_id="try-base"),
+                                  label="try.base")
+        checkpoints = cb.checkpoint_choices(console)
+        first = checkpoints[0][1] if checkpoints else None
+        out["checkpoint"] = labels.bind(gr.Dropdown(choices=checkpoints, value=first, elem_id="try-checkpoint"),
+                                        label="try.checkpoint")
+    out["prompt"] = labels.bind(gr.Textbox(lines=4, elem_id="try-prompt"), label="try.prompt")
+    with gr.Row():
+        out["chat"] = labels.bind(gr.Checkbox(value=True, elem_id="try-chat"), label="try.chat")
+        out["max_new_tokens"] = labels.bind(gr.Slider(1, 256, value=32, step=1, elem_id="try-max-new-tokens"),
+                                            label="try.max_new_tokens")
+        out["generate"] = labels.bind(gr.Button(variant="primary", elem_id="try-generate"), value="try.generate")
+    with gr.Row():
+        out["base_out"] = labels.bind(gr.Textbox(lines=8, interactive=False, elem_id="try-base-output"),
+                                      label="try.base_out")
+        out["tuned_out"] = labels.bind(gr.Textbox(lines=8, interactive=False, elem_id="try-tuned-output"),
+                                       label="try.tuned_out")
+
+    def generate(base: str, checkpoint: str, prompt: str, chat: bool, max_new_tokens: float):
+        left, right = cb.compare(console, base, checkpoint, prompt, chat, int(max_new_tokens))
+        return left.shown(), right.shown()
+
+    out["generate"].click(generate, [out["base"], out["checkpoint"], out["prompt"], out["chat"],
+                                     out["max_new_tokens"]], [out["base_out"], out["tuned_out"]],
+                          concurrency_limit=2, api_visibility="private")
+    out["checkpoint"].focus(lambda: gr.update(choices=cb.checkpoint_choices(console)), None, out["checkpoint"],
+                            show_progress="hidden", api_visibility="private")
+    return out

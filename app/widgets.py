@@ -1,0 +1,44 @@
+"""Widgets for config fields, made from the field's description (kind, choices, help).
+
+One widget per dotted key, with a stable `elem_id` (`cfg-train-learning-rate`) so a browser test
+or a stylesheet can find it, and its label registered for the language toggle.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from core.config import FieldInfo
+
+from app.i18n import Labels
+
+ERROR_CLASS = "mt-field-error"
+
+
+def elem_id(key: str) -> str:
+    """'train.learning_rate' -> 'cfg-train-learning-rate'."""
+    return "cfg-" + key.replace(".", "-").replace("_", "-")
+
+
+def field_widget(key: str, info: FieldInfo | None, value: Any, labels: Labels,
+                 **options: Any) -> gr.components.Component:
+    """The widget for one config field: dropdown for choices, checkbox for booleans, number or text."""
+    common = {"elem_id": options.pop("elem_id", elem_id(key)), "info": info.help if info else None, **options}
+    kind = info.kind if info else "str"
+    if kind == "choice":
+        widget = gr.Dropdown(choices=list(info.choices), value=value, **common)
+    elif kind == "bool":
+        widget = gr.Checkbox(value=bool(value), **common)
+    elif kind in ("int", "float"):
+        widget = gr.Number(value=value, precision=0 if kind == "int" else None, **common)
+    else:
+        widget = gr.Textbox(value=value if value is not None else "", max_lines=1, **common)
+    return labels.bind(widget, label=f"field.{key}")
+
+
+def error_update(message: str | None, help_text: str | None) -> dict:
+    """A widget's info line showing its error in red, or its help again once the error is gone."""
+    if message:
+        return gr.update(info=f"⚠ {message}", elem_classes=[ERROR_CLASS])
+    return gr.update(info=help_text, elem_classes=[])

@@ -1,0 +1,299 @@
+"""Memory per worker, estimated before launch from a run's config and its model's architecture.
+
+MindSpore-free (the console imports it): the model comes in as `core.model_args.ModelArgs`, the
+run as `core.config.Config`. Everything is per worker, in MB (2**20 bytes):
+
+- weights: every parameter in `model.dtype` (LoRA adapters are always float32), plus the
+  low-precision copies AMP makes. MindSpore keeps no persistent fp16/bf16 copy of the weights:
+  `amp.auto_mixed_precision` (mindspore/train/amp.py) casts each cell's inputs and parameters at
+  every call (O1: `nn.Dense`, LoRA layers included; O2: everything outside the norm black list),
+  and each cast copy lives until the backward pass has used it, so it counts once.
+- gradients: one float32 buffer per trainable parameter (LoRA: the adapters; full: every weight).
+- optimizer: AdamW's two float32 moments per trainable parameter and its step counter. Sharding
+  them across workers (`parallel.optimizer_shard`) is Ascend-only.
+- activations: one micro batch's forward and backward. Counted in units of the tensor shapes this
+  architecture makes (`activation_units`): hidden states B·T·h, key/value heads B·T·kv, SwiGLU
+  B·T·intermediate, attention scores B·heads·T·T (softmax in float32), logits B·T·vocab in float32
+  (with the loss's log-softmax), LoRA branch outputs. How many tensors of each shape are held at
+  the peak depends on the runtime: measured on the CPU (`CPU_*`), textbook on GPU/Ascend
+  (`SAVED_COPIES`, where a recomputed layer keeps only its input).
+- runtime: the framework's own footprint (imports, kernels, compiled graphs).
+
+On the CPU the worker's peak is its resident set size, which `core.train` reports as `peak_mem_mb`.
+The train and eval steps are `ms.jit` graphs; MindSpore's CPU memory pool keeps each graph's peak,
+so the eval graph's memory is still held while the train step runs, and activations come out
+~3-10x the textbook figure. Recompute raises that peak on the CPU (the recomputed nodes get memory
+of their own) and so does AMP (casts keep both copies); both save memory only on GPU/Ascend.
+
+Calibration: `python -m core.train`, 10 steps with an evaluation at step 10 (fp32, micro batch 8,
+sequence 256 unless noted; final.peak_mem_mb against `total_mb`):
+
+    model (params)                      method        measured   estimate
+    Llama h32 L2 vocab 300 (28k)        LoRA r8        1075 MB    1108 MB  +3%
+      same, batch 4, sequence 48        LoRA r4         725 MB     779 MB  +7%
+    Llama h256 L4 vocab 1k (3.2M)       LoRA r8        3299 MB    3345 MB  +1%
+                                        full           3133 MB    3154 MB  +1%
+                                        LoRA, AMP O2   6610 MB    6881 MB  +4%
+      same, batch 4, sequence 128       LoRA r8        1452 MB    1456 MB  +0%
+    Llama h512 L8 vocab 8k (27M)        LoRA r8        9148 MB    9145 MB  -0%
+                                        full           8732 MB    8664 MB  -1%
+                                        LoRA, recompute full  10870 MB  11458 MB  +5%
+
+The 27M model lies outside the configurations the CPU constants were fitted on. Not measured:
+AMP O1 (the engine could not run it), GPU and Ascend (textbook figures, no such device here).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from core.config import Config
+from core.model_args import ModelArgs
+
+MB = float(2**20)
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+FP32 = 4
+OPTIMIZER_STEP_BYTES = 4  # AdamWeightDecay's int32 global_step
+
+# ---- CPU: measured with MindSpore 2.10 (2-core x86, PyNative worker with jit-compiled steps) ----
+# A worker's resident set after `import mindspore` (~400 MB), core.train's other imports and a
+# first small jit-compiled function.
+CPU_BASELINE_RSS_MB = 430.0
+# Tensors of each unit shape (see `activation_units`) the compiled graphs hold at their peak,
+# fitted (non-negative least squares) to the RSS growth of 16 configurations: layers 1-8, hidden
+# 256-512, intermediate 688-2752, heads 8-16, vocab 1k-32k, batch 1-8, sequence 64-512, LoRA and
+# full. Eval graph (forward only) and train step (forward, backward, clipping, AdamW); both stay
+# allocated. These are effective counts: "hidden" also absorbs q-sized tensors, RoPE and reshapes.
+CPU_EVAL_COPIES = {"hidden": 38.3, "kv": 2.0, "mlp": 0.4, "scores": 4.2, "logits": 2.6, "lora": 0.5}
+CPU_TRAIN_COPIES = {"hidden": 86.1, "kv": 5.4, "mlp": 1.4, "scores": 11.3, "logits": 3.7, "lora": 2.8}
+# Graph memory that does not grow with the batch (compiled kernels, workspaces): MB fixed + per layer.
+CPU_GRAPH_FIXED_MB = 126.0
+CPU_GRAPH_PER_LAYER_MB = 105.0
+# Gradient work buffers of the compiled train step (squares for the global norm, clipped copies),
+# in float32 gradient buffers.
+CPU_GRAD_WORK_COPIES = 2.0
+# How much recompute *adds* to a recomputed layer's activations on the CPU (measured, 4 layers).
+CPU_RECOMPUTE_GROWTH = {"mlp": 0.04, "attention": 0.24, "full": 0.32}
+# AMP on the CPU: the inserted casts keep float16 and float32 copies side by side; at O2 the graphs
+# grew 1.95x for a full fine-tune and 2.5x with LoRA (more cast layers) (measured).
+CPU_AMP_ACTIVATION_FACTOR = {"full": 1.95, "lora": 2.5}
+
+# ---- GPU/Ascend: textbook figures (no such device was measured in this project) ----------------
+# Tensors the backward pass needs, per unit shape: norm inputs and outputs, q, k/v repeated to
+# every head, o_proj input (hidden); k, v (kv); gate, up, silu, product (mlp); the softmax output
+# (scores); logits and their log-softmax. A LoRA branch saves only x·Aᵀ (B, T, rank): negligible.
+SAVED_COPIES = {"hidden": 8.0, "kv": 2.0, "mlp": 4.0, "scores": 1.0, "logits": 2.0, "lora": 0.0}
+POOL_OVERHEAD = 1.2  # fragmentation of a reusing memory pool
+GPU_RUNTIME_MB = 1024.0  # device context, kernels and workspace
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """The memory one worker needs for a run, by component, in MB."""
+    weights_mb: float
+    gradients_mb: float
+    optimizer_mb: float
+    activations_mb: float
+    runtime_mb: float
+    total_mb: float
+    device_memory_mb: float | None
+    fits: bool
+    notes: list[str] = field(default_factory=list)
+    parameters: int = 0
+    trainable_parameters: int = 0
+
+    def to_rows(self) -> list[tuple[str, float | None]]:
+        """(component, MB) rows for a table: the five components, the total, the device's memory."""
+        rows = [("weights", self.weights_mb), ("gradients", self.gradients_mb),
+                ("optimizer state", self.optimizer_mb), ("activations", self.activations_mb),
+                ("runtime", self.runtime_mb), ("total", self.total_mb), ("device memory", self.device_memory_mb)]
+        return [(name, None if mb is None else round(mb, 1)) for name, mb in rows]
+
+
+# ---- parameters ------------------------------------------------------------------------------
+
+def dense_shapes(args: ModelArgs) -> dict[str, tuple[int, int]]:
+    """Every Dense layer of `core.model.CausalLM` by dotted name: (in_features, out_features)."""
+    h, i = args.hidden_size, args.intermediate_size
+    q, kv = args.num_heads * args.head_dim, args.num_kv_heads * args.head_dim
+    per_layer = {"self_attn.q_proj": (h, q), "self_attn.k_proj": (h, kv), "self_attn.v_proj": (h, kv),
+                 "self_attn.o_proj": (q, h), "mlp.gate_proj": (h, i), "mlp.up_proj": (h, i),
+                 "mlp.down_proj": (i, h)}
+    shapes = {f"model.layers.{n}.{name}": shape for n in range(args.num_layers) for name, shape in per_layer.items()}
+    if not args.tie_word_embeddings:
+        shapes["lm_head"] = (h, args.vocab_size)
+    return shapes
+
+
+def lora_targets(config: Config, args: ModelArgs) -> dict[str, tuple[int, int]]:
+    """The Dense layers `lora.target_modules` selects, as `core.lora.select_target_modules` does:
+    a list matches a module's name or its `.name` suffix; a string is a regex for `re.fullmatch`."""
+    shapes = dense_shapes(args)
+    targets = config.lora.target_modules
+    if isinstance(targets, str):
+        regex = re.compile(targets)
+        return {name: shape for name, shape in shapes.items() if regex.fullmatch(name)}
+    return {name: shape for name, shape in shapes.items()
+            if any(name == t or name.endswith("." + t) for t in targets)}
+
+
+def lora_parameters(config: Config, args: ModelArgs) -> int:
+    """Adapter parameters: rank·(in + out) per adapted layer (`lora_a` (r, in), `lora_b` (out, r))."""
+    return sum(config.lora.rank * (n_in + n_out) for n_in, n_out in lora_targets(config, args).values())
+
+
+# ---- activations -----------------------------------------------------------------------------
+
+def activation_units(args: ModelArgs, batch: int, seq_len: int,
+                     lora: dict[str, tuple[int, int]] | None = None) -> dict[str, float]:
+    """Elements of one tensor of each shape a micro batch makes, summed over the layers:
+    hidden (B, T, h), kv (B, T, kv_heads·head_dim) and mlp (B, T, intermediate) per layer; scores
+    (B, heads, T, T) per layer; logits (B, T, vocab) once; lora: every adapted layer's output."""
+    tokens = batch * seq_len
+    layers = args.num_layers
+    return {
+        "hidden": layers * tokens * args.hidden_size,
+        "kv": layers * tokens * args.num_kv_heads * args.head_dim,
+        "mlp": layers * tokens * args.intermediate_size,
+        "scores": layers * batch * args.num_heads * seq_len * seq_len,
+        "logits": tokens * args.vocab_size,
+        "lora": tokens * sum(n_out for _, n_out in (lora or {}).values()),
+    }
+
+
+PER_LAYER_UNITS = ("hidden", "kv", "mlp", "scores", "lora")
+
+
+def recomputed_layers(config: Config, args: ModelArgs) -> int:
+    """How many layers `core.train` marks for recompute: the first ceil(fraction·layers), at least one."""
+    if config.recompute.policy == "none":
+        return 0
+    return min(args.num_layers, max(1, math.ceil(config.recompute.layer_fraction * args.num_layers)))
+
+
+def _weighted(units: dict[str, float], copies: dict[str, float]) -> dict[str, float]:
+    return {name: units[name] * copies[name] for name in units}
+
+
+def cpu_activation_bytes(config: Config, args: ModelArgs, units: dict[str, float], elem_bytes: float) -> float:
+    """Eval graph + train step on the CPU (both held), recompute's growth included."""
+    held = {k: e + t for (k, e), t in zip(_weighted(units, CPU_EVAL_COPIES).items(),
+                                          _weighted(units, CPU_TRAIN_COPIES).values())}
+    share = recomputed_layers(config, args) / args.num_layers
+    if share:
+        growth = CPU_RECOMPUTE_GROWTH[config.recompute.policy] * share
+        held = {k: v * (1 + growth) if k in PER_LAYER_UNITS else v for k, v in held.items()}
+    return sum(held.values()) * elem_bytes
+
+
+def textbook_activation_bytes(config: Config, args: ModelArgs, units: dict[str, float], elem_bytes: float) -> float:
+    """What a reusing memory pool holds: the tensors the backward needs. A recomputed block keeps
+    only its input (one hidden-state tensor) and rebuilds the rest during the backward."""
+    saved = _weighted(units, SAVED_COPIES)
+    layers = recomputed_layers(config, args)
+    if layers:
+        share = layers / args.num_layers
+        dropped = {"mlp": ("mlp",), "attention": ("kv", "scores"),
+                   "full": ("hidden", "kv", "mlp", "scores", "lora")}[config.recompute.policy]
+        saved = {k: v * (1 - share) if k in dropped else v for k, v in saved.items()}
+        if config.recompute.policy == "attention":  # q, repeated k/v, o_proj input: 4 of the 8 hidden
+            saved["hidden"] -= units["hidden"] * 4 * share
+        saved["hidden"] += units["hidden"] / args.num_layers * layers  # each recomputed block's input
+    return sum(saved.values()) * elem_bytes * POOL_OVERHEAD
+
+
+def _element_bytes(config: Config) -> float:
+    """Bytes per activation element: the parameter dtype at O0. Under AMP most tensors are half
+    precision but the softmax, norms and logits stay float32 (textbook: ~2.5 bytes on average);
+    on the CPU, AMP's casts grow the compiled graphs instead (`CPU_AMP_ACTIVATION_FACTOR`)."""
+    if config.precision.amp_level == "O0":
+        return float(DTYPE_BYTES[config.model.dtype])
+    if config.parallel.device == "cpu":
+        return FP32 * CPU_AMP_ACTIVATION_FACTOR[config.method]
+    return 2.5
+
+
+# ---- the estimate ----------------------------------------------------------------------------
+
+def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
+                    device_memory_mb: float | None = None) -> MemoryEstimate:
+    """Memory per worker for `config` on a model of `model_args`, every batch padded to `seq_len`
+    tokens (a run pads to `data.max_seq_len`, or less when every sample is shorter)."""
+    args, device, notes = model_args, config.parallel.device, []
+    total_params = args.num_parameters()
+    lora = lora_targets(config, args) if config.method == "lora" else {}
+    adapter_params = sum(config.lora.rank * (n_in + n_out) for n_in, n_out in lora.values())
+    trainable = adapter_params if config.method == "lora" else total_params
+
+    weights = total_params * DTYPE_BYTES[config.model.dtype] + adapter_params * FP32 + _amp_copies(config, args, lora)
+    gradients = trainable * FP32 * (2 if config.train.grad_accum_steps > 1 else 1)
+    optimizer = 2 * trainable * FP32 + OPTIMIZER_STEP_BYTES
+    units = activation_units(args, config.train.micro_batch_size, seq_len, lora)
+    if device == "cpu":
+        activations = cpu_activation_bytes(config, args, units, _element_bytes(config))
+        activations += CPU_GRAD_WORK_COPIES * trainable * FP32
+        runtime = (CPU_BASELINE_RSS_MB + CPU_GRAPH_FIXED_MB + CPU_GRAPH_PER_LAYER_MB * args.num_layers) * MB
+        notes.append("CPU: the peak is the worker's resident set size; the compiled train and eval "
+                     "graphs each keep their memory pool at its peak")
+        if config.recompute.policy != "none":
+            notes.append("CPU: recompute raises the peak of a compiled step (measured); it saves memory "
+                         "on GPU/Ascend only")
+    else:
+        activations = textbook_activation_bytes(config, args, units, _element_bytes(config))
+        runtime = GPU_RUNTIME_MB * MB
+        notes.append(f"{device}: activations are textbook figures, not measured on such a device")
+    notes += _parallel_notes(config)
+    if config.precision.amp_level != "O0":
+        notes.append(f"AMP {config.precision.amp_level}: parameters are cast to {config.precision.compute_dtype} "
+                     "at every call (no persistent copy); the cast copies are counted with the weights")
+    if config.train.grad_accum_steps > 1:
+        notes.append("gradient accumulation holds a second float32 gradient buffer (the running sum)")
+    if config.parallel.optimizer_shard and device == "ascend" and config.parallel.data_parallel > 1:
+        optimizer /= config.parallel.data_parallel
+
+    mb = [weights / MB, gradients / MB, optimizer / MB, activations / MB, runtime / MB]
+    total = sum(mb)
+    # CPU workers of one machine share its RAM; each GPU/Ascend worker has a device of its own.
+    sharing = config.parallel.data_parallel if device == "cpu" else 1
+    fits = device_memory_mb is None or total * sharing <= device_memory_mb
+    if sharing > 1:
+        notes.append(f"CPU: the {sharing} workers share this machine's RAM ({sharing} × {total:,.0f} MB)")
+    if device_memory_mb is None:
+        notes.append("device memory unknown: the total is not checked against a limit")
+    elif not fits:
+        notes.append(f"needs {total * sharing:,.0f} MB, the device has {device_memory_mb:,.0f} MB: lower "
+                     "train.micro_batch_size or data.max_seq_len, or use LoRA")
+    return MemoryEstimate(*mb, total_mb=total, device_memory_mb=device_memory_mb, fits=fits, notes=notes,
+                          parameters=total_params + adapter_params, trainable_parameters=trainable)
+
+
+def _parallel_notes(config: Config) -> list[str]:
+    p = config.parallel
+    if p.data_parallel == 1:
+        return []
+    if p.optimizer_shard and p.device == "ascend":
+        return [f"optimizer state sharded across {p.data_parallel} workers"]
+    return [f"each of the {p.data_parallel} workers holds all of this (optimizer sharding is Ascend-only)"]
+
+
+def _amp_copies(config: Config, args: ModelArgs, lora: dict[str, tuple[int, int]]) -> float:
+    """Bytes of the half-precision parameter copies AMP casts at each call (none at O0, nor when
+    the parameters are already stored in the compute dtype)."""
+    level = config.precision.amp_level
+    if level == "O0" or config.model.dtype == config.precision.compute_dtype:
+        return 0.0
+    half = DTYPE_BYTES[config.precision.compute_dtype]
+    adapters = sum(config.lora.rank * (n_in + n_out) for n_in, n_out in lora.values())
+    if level == "O1":  # nn.Dense only; LoRADense is one
+        return (sum(n_in * n_out for n_in, n_out in dense_shapes(args).values()) + adapters) * half
+    return (args.num_parameters() + adapters) * half  # O2: every cell (the norms too)
+
+
+def device_memory_mb(device: str) -> float | None:
+    """Memory one worker may use on `device`: the machine's RAM on the CPU (workers share it); None
+    on GPU/Ascend, which the console cannot ask without importing MindSpore."""
+    if device != "cpu":
+        return None
+    import psutil
+    return psutil.virtual_memory().total / MB

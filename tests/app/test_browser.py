@@ -1,0 +1,227 @@
+"""The console in a real browser: pick the demo model and dataset, start a short LoRA run, watch the
+loss and perplexity charts fill, change early-stopping patience, stop, and download the adapter.
+
+Drives headless Chromium through Playwright (fixtures in `browser_fixtures`); skips when the
+console, the demo model, Playwright or Chromium is missing. Screenshots land in test-artifacts/.
+Also measures the chart delay: from a metric line's timestamp in metrics.jsonl to its point drawn
+in the loss chart.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["tests.app.browser_fixtures"]
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+# Generous: CI machines are small and other jobs may share the cores.
+PHASE_TIMEOUT_S = float(os.environ.get("MINDTUNE_BROWSER_PHASE_TIMEOUT_S", 420))
+POLL_S = 0.25
+# Short in wall time, not in steps: the test presses Stop after the first evaluation, and a run
+# that could end on its own first (fast machine, tiny model) would make "stopped" a race.
+# Patience starts high for the same reason (a tiny model stops improving within ~100 steps).
+MAX_STEPS, EVAL_EVERY, LOG_EVERY, FORM_PATIENCE, NEW_PATIENCE = 5000, 10, 2, 100, 50
+# Every drawn chart point is a symbol labelled "step: 12; loss: 3.4; series: loss" (the DOM of
+# Gradio's Vega plots, which app/svg_chart.py keeps for its server-drawn charts).
+POINT_LABEL = re.compile(r"step: (?P<step>-?[\d.]+); [^;]+: (?P<value>[^;]+); series: (?P<series>.+)")
+POINTS_JS = ("e => Array.from(e.querySelectorAll('g.mark-symbol.role-mark path[aria-label]'))"
+             ".map(p => p.getAttribute('aria-label'))")
+
+
+# ---- page helpers ----------------------------------------------------------------------------
+
+def choose(page, elem_id: str, text: str) -> None:
+    """Pick the first option containing `text` in the Gradio dropdown `#elem_id`."""
+    page.click(f"#{elem_id} input")
+    page.locator("[role=option]", has_text=text).first.click()
+    page.keyboard.press("Escape")
+
+
+def set_number(page, elem_id: str, value: float) -> None:
+    field = page.locator(f"#{elem_id} input[type=number]")
+    field.fill(str(value))
+    field.press("Tab")
+
+
+def plot_points(page, elem_id: str) -> dict[str, dict[int, str]]:
+    """{series: {step: value}} of the points a chart shows."""
+    plot = page.query_selector(f"#{elem_id}")
+    labels = plot.evaluate(POINTS_JS) if plot else []
+    points: dict[str, dict[int, str]] = {}
+    for label in labels:
+        match = POINT_LABEL.fullmatch(label.strip())
+        if match:
+            points.setdefault(match["series"], {})[int(float(match["step"]))] = match["value"]
+    return points
+
+
+def run_state(page) -> str:
+    """The state badge's text ("running", "stopped", ...), without Gradio's progress timer."""
+    element = page.query_selector("#run-state .prose") or page.query_selector("#run-state")
+    return element.inner_text().strip().lower() if element else ""
+
+
+def wait_for(condition, what: str, timeout_s: float = PHASE_TIMEOUT_S):
+    start = time.monotonic()
+    deadline = start + timeout_s
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            print(f"  {time.monotonic() - start:6.1f} s  {what}")
+            return result
+        time.sleep(POLL_S)
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+
+
+def only_run(runs_dir: Path) -> Path:
+    """The one run folder. When a run ends its folder is renamed to its final id (results appended)
+    and the old name is left as a symlink: both name the same run."""
+    runs = [p for p in runs_dir.iterdir() if not p.is_symlink() and (p / "status.json").is_file()]
+    assert len(runs) == 1, f"expected one run in {runs_dir}, found {[p.name for p in runs]}"
+    return runs[0]
+
+
+# In the page, a MutationObserver notes when each training step first shows in the loss chart
+# (Date.now(), the same clock as the worker's time.time() on this machine), so the measurement
+# does not depend on how fast this test can poll a busy browser.
+WATCH_CHART_JS = """
+elem_id => {
+  const plot = document.getElementById(elem_id);
+  window.__chartSeen = window.__chartSeen || {};
+  let pending = false;
+  const scan = () => {
+    pending = false;
+    const now = Date.now();
+    for (const p of plot.querySelectorAll('g.mark-symbol.role-mark path[aria-label]')) {
+      const m = /^step: (-?[\\d.]+); [^;]+: [^;]+; series: loss$/.exec(p.getAttribute('aria-label').trim());
+      if (m && !(m[1] in window.__chartSeen)) window.__chartSeen[m[1]] = now;
+    }
+  };
+  new MutationObserver(() => { if (!pending) { pending = true; setTimeout(scan, 0); } })
+    .observe(plot, {subtree: true, childList: true, attributes: true});
+  scan();
+}
+"""
+
+
+class ChartDelay:
+    """Time from a train metric line (its `time`, written by the worker) to its point in the chart."""
+
+    def __init__(self, page, elem_id: str = "loss-plot"):
+        self.page = page
+        page.evaluate(WATCH_CHART_JS, elem_id)
+
+    def delays(self, metrics_path: Path) -> dict[int, float]:
+        seen = {int(float(step)): ms / 1000 for step, ms in self.page.evaluate("window.__chartSeen").items()}
+        written = {}
+        for line in metrics_path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a half-written last line
+            if record.get("kind") == "train" and "loss" in record:
+                written[record["step"]] = record["time"]
+        return {step: seen[step] - written[step] for step in written if step in seen}
+
+    def summary(self, metrics_path: Path) -> str:
+        values = sorted(self.delays(metrics_path).values())
+        if not values:
+            return "chart delay: no point measured"
+        return (f"chart delay (metrics.jsonl line -> point drawn in the loss chart, {len(values)} points): "
+                f"median {statistics.median(values):.2f} s, max {values[-1]:.2f} s")
+
+
+# ---- the test, phase by phase -------------------------------------------------------------------
+
+def fill_train_form(page) -> None:
+    """Train tab: the demo model and dataset, a LoRA run with frequent logs and evaluations."""
+    choose(page, "model-picker", "tiny-demo")
+    choose(page, "dataset-picker", "demo")
+    choose(page, "method", "lora")
+    set_number(page, "train-length", MAX_STEPS)
+    set_number(page, "cfg-train-eval-every", EVAL_EVERY)
+    set_number(page, "cfg-train-log-every", LOG_EVERY)
+    set_number(page, "cfg-early-stopping-patience", FORM_PATIENCE)
+    page.locator("#cfg-eval-downstream input[type=checkbox]").set_checked(False)  # no generation: faster
+    expected = [f"max_steps: {MAX_STEPS}", f"eval_every: {EVAL_EVERY}", f"log_every: {LOG_EVERY}",
+                f"patience: {FORM_PATIENCE}", "method: lora", "downstream: false", "tiny-demo"]
+    wait_for(lambda: all(e in page.inner_text("#config-yaml") for e in expected),
+             f"the YAML preview to show {expected}", timeout_s=60)
+    assert "estimate unavailable" not in page.inner_text("#memory-estimate")
+
+
+def wait_for_charts(page) -> None:
+    """Monitor tab: the run starts and the loss and perplexity charts get points."""
+    wait_for(lambda: run_state(page) == "running", "state running")
+    wait_for(lambda: len(plot_points(page, "loss-plot").get("loss", {})) >= 3, "three points in the loss chart")
+    wait_for(lambda: len(plot_points(page, "ppl-plot").get("val ppl", {})) >= 2,
+             "two points in the perplexity chart (baseline and first evaluation)")
+
+
+def change_patience(page, runs_dir: Path) -> None:
+    """A new patience, applied to the running job, reaches the worker through control.json."""
+    from core.rundir import RunDir
+    set_number(page, "patience", NEW_PATIENCE)
+    page.click("#es-apply")
+    run = RunDir(only_run(runs_dir))
+    wait_for(lambda: (run.read_control().get("early_stopping") or {}).get("patience") == NEW_PATIENCE,
+             f"control.json to carry patience {NEW_PATIENCE}", timeout_s=60)
+
+
+def stop_run(page, runs_dir: Path) -> Path:
+    """Stop (graceful): the state becomes stopped and no process of the run is left."""
+    from core import launcher
+    from core.rundir import RunDir
+    assert run_state(page) == "running", \
+        f"state {run_state(page)!r} before Stop was pressed (the run ended on its own? raise MAX_STEPS)"
+    page.click("#stop-button")
+    wait_for(lambda: run_state(page) == "stopped", "state stopped")
+    run_dir = only_run(runs_dir)
+    assert RunDir(run_dir).read_status()["state"] == "stopped"
+    wait_for(lambda: not launcher.run_processes(run_dir), "the run's processes to exit", timeout_s=30)
+    assert not launcher.find_orphans(runs_dir)
+    return run_dir
+
+
+def download_adapter(page, target: Path) -> set[str]:
+    """The adapter zip (exported when the run ended; a first click may have to prepare it)."""
+    button = page.locator("#download-adapter")
+    wait_for(lambda: button.is_enabled(), "the adapter download to become available", timeout_s=120)
+    if not button.inner_text().strip().startswith("⬇"):
+        button.click()
+        wait_for(lambda: button.inner_text().strip().startswith("⬇"), "the adapter export", timeout_s=180)
+    with page.expect_download(timeout=60_000) as info:
+        button.click()
+    info.value.save_as(target)
+    with zipfile.ZipFile(target) as zipped:
+        return {Path(name).name for name in zipped.namelist()}
+
+
+def test_lora_run_from_the_browser(console_server, page, screenshot, artifacts_dir, tmp_path):
+    page.goto(console_server.url)
+    page.wait_for_selector("#start-button", timeout=PHASE_TIMEOUT_S * 1000)
+    fill_train_form(page)
+    screenshot(page, "train_tab")
+
+    page.click("#start-button")
+    wait_for(lambda: page.is_visible("#tab-monitor") and page.query_selector("#loss-plot"),
+             "the Monitor tab to open", timeout_s=60)
+    delay = ChartDelay(page)
+    wait_for_charts(page)
+    screenshot(page, "monitor_tab")
+
+    change_patience(page, console_server.runs_dir)
+    run_dir = stop_run(page, console_server.runs_dir)
+    names = download_adapter(page, tmp_path / "adapter.zip")
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= names, sorted(names)
+
+    summary = delay.summary(run_dir / "metrics.jsonl")
+    print(summary)
+    (artifacts_dir / "chart_delay.txt").write_text(summary + "\n", encoding="utf-8")

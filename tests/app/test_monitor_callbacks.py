@@ -1,0 +1,169 @@
+"""app.monitor_callbacks: ticks send only what changed; stop, early stopping, failure words."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from core.config import Config
+from core.rundir import RunDir, finalize_name
+
+from app import monitor_callbacks as cb
+from app.run_status import failure_kind
+
+from tests.app.test_metrics import evaluation, train
+from tests.app.test_svg_chart import points
+
+
+def make_run(console, run_id="20261129-101500_tiny_lora-r8_fp32_dp1", state="running", **config) -> RunDir:
+    run = RunDir.create(console.runs_dir, run_id, Config().with_updates(config).to_yaml())
+    if state != "queued":
+        run.write_status(state="starting")
+        run.write_status(state=state, step=0, total_steps=20, rank_count=1)
+    return run
+
+
+def test_first_tick_sends_charts_later_ticks_only_new_points(console):
+    run = make_run(console)
+    run.append_metrics([train(1, 3.0), evaluation(1, 2.0, 2.0)])
+    session = cb.MonitorSession()
+    first = cb.tick(session, run.run_id, console)
+    assert first.run_id == run.run_id and first.run_choices == [run.run_id]
+    assert {"loss", "val_loss", "val_ppl", "lr"} <= set(first.charts)
+    assert "running" in first.state and first.active
+    assert "best val_loss 2 at step 1" in first.es_status
+    assert "patience left 3" in first.charts["val_loss"] and "patience left 3" in first.charts["val_ppl"]
+    assert first.es_values == {"enabled": True, "monitor": "val_loss", "patience": 3, "min_delta": 0.0}
+    second = cb.tick(session, run.run_id, console)
+    assert second.charts == {} and second.log is None and second.es_values is None and second.downloads == {}
+    run.append_metrics(train(2, 2.5))
+    third = cb.tick(session, run.run_id, console)
+    assert "loss" in third.charts and "val_loss" not in third.charts
+    assert points(third.charts["loss"])["loss"] == {1: "3", 2: "2.5"}
+
+
+def test_log_tail_is_sent_when_the_log_grows(console):
+    run = make_run(console)
+    session = cb.MonitorSession()
+    run.log_path.write_text("hello\n")
+    assert cb.tick(session, run.run_id, console).log == "hello\n"
+    assert cb.tick(session, run.run_id, console).log is None
+    with open(run.log_path, "a") as handle:
+        handle.write("world\n")
+    assert cb.tick(session, run.run_id, console).log.endswith("world\n")
+
+
+def test_no_run_yet(console):
+    result = cb.tick(cb.MonitorSession(), None, console)
+    assert result.run_id is None and "unknown" in result.state and not result.active
+
+
+def test_default_selection_prefers_a_running_run(console):
+    make_run(console, "20261129-090000_a_lora-r8_fp32_dp1", state="running")
+    done = make_run(console, "20261129-100000_b_lora-r8_fp32_dp1", state="running")
+    done.write_status(state="finished")
+    assert cb.tick(cb.MonitorSession(), None, console).run_id == "20261129-090000_a_lora-r8_fp32_dp1"
+
+
+def test_a_run_renamed_at_its_end_is_followed_without_rereading(console):
+    run = make_run(console)
+    run.append_metrics(train(1, 3.0))
+    session = cb.MonitorSession()
+    cb.tick(session, run.run_id, console)
+    charts = session.charts
+    run.write_status(state="finished")
+    renamed = finalize_name(run, 12.3, 850)
+    result = cb.tick(session, run.run_id, console)
+    assert result.run_id == renamed.run_id and session.charts is charts
+    assert result.run_choices == [renamed.run_id]
+
+
+def test_log_scale_shows_log10_of_the_loss(console):
+    run = make_run(console)
+    run.append_metrics(train(1, 100.0))
+    result = cb.tick(cb.MonitorSession(), run.run_id, console, log_scale=True)
+    assert "loss (log)" in result.charts["loss"] and points(result.charts["loss"])["loss"] == {1: "100"}
+
+
+def test_stop_buttons_go_through_the_job_manager(console, fake_launcher):
+    run = make_run(console)
+    assert "stopping" in cb.stop(console, run.run_id, graceful=True)
+    console.jobs.wait_for_stops()
+    assert cb.stop(console, run.run_id, graceful=False)
+    console.jobs.wait_for_stops()
+    assert fake_launcher.stopped == [(run.run_id, True), (run.run_id, False)]
+    assert run.read_status()["state"] == "stopped"
+    assert "no run selected" in cb.stop(console, None, graceful=True)
+
+
+def test_early_stopping_changes_reach_the_control_file(console):
+    run = make_run(console)
+    message = cb.apply_early_stopping(console, run.run_id, True, "val_ppl", 7.0, 0.01)
+    assert "sent to the worker" in message
+    control = run.read_control()
+    assert control["early_stopping"] == {"enabled": True, "monitor": "val_ppl", "patience": 7, "min_delta": 0.01}
+    assert cb.early_stopping_settings(run)["patience"] == 7
+    assert "integer" in cb.apply_early_stopping(console, run.run_id, True, "val_loss", 0, 0.0)
+    run.write_status(state="finished")
+    assert "is over" in cb.apply_early_stopping(console, run.run_id, True, "val_loss", 3, 0.0)
+
+
+@pytest.mark.parametrize("reason,lines,kind", [
+    ("worker crashed: RuntimeError: Out of memory while allocating", [], "oom"),
+    ("non-finite loss at step 12", [], "nonfinite"),
+    ("data/x.jsonl line 3: invalid JSON (Expecting value at column 1)", [], "data"),
+    ("train: 3 samples are fewer than one global batch of 8", [], "data"),
+    ("worker exited without a final status (crashed or killed); see train.log", ["Segmentation fault"], "crash"),
+    ("something odd", [], "other"),
+])
+def test_failure_reasons_in_plain_words(reason, lines, kind):
+    assert failure_kind({"state": "failed", "reason": reason, "error_lines": lines}) == kind
+    assert failure_kind({"state": "stopped", "reason": reason}) is None
+
+
+def test_failure_markdown_names_the_kind(console):
+    run = make_run(console)
+    run.write_status(state="failed", reason="non-finite loss at step 3")
+    result = cb.tick(cb.MonitorSession(), run.run_id, console)
+    assert "NaN" in result.failure and "non-finite loss at step 3" in result.failure and not result.active
+
+
+def test_downloads_follow_the_checkpoints(console):
+    run = make_run(console)
+    session = cb.MonitorSession()
+    first = cb.tick(session, run.run_id, console)
+    assert first.downloads["peft"] == ("PEFT adapter (zip) · no checkpoint yet", None, False)
+    (run.checkpoints_dir / "step-4").mkdir()
+    os.symlink("step-4", run.checkpoints_dir / "best")
+    label, path, clickable = cb.tick(session, run.run_id, console).downloads["peft"]
+    assert label.startswith("prepare") and "best step 4" in label and path is None and clickable
+    zip_path = run.export_dir / "best-step-4-peft.zip"
+    zip_path.write_bytes(b"PK")
+    label, path, clickable = cb.tick(session, run.run_id, console).downloads["peft"]
+    assert label.startswith("⬇") and path == str(zip_path)
+
+
+def test_elapsed_and_eta(console):
+    run = make_run(console)
+    run.append_metrics([{**train(1, 3.0), "time": time.time() - 10}, {**train(5, 2.0), "time": 100.0},
+                        {**train(10, 1.0), "time": 110.0}])
+    run.write_status(step=10, total_steps=20)
+    result = cb.tick(cb.MonitorSession(), run.run_id, console)
+    assert "10 / 20" in result.status and "ETA** 20s" in result.status
+
+
+def test_a_typed_run_id_cannot_leave_the_runs_folder(console, tmp_path):
+    outside = RunDir.create(tmp_path / "elsewhere", "secret", "method: lora\n")
+    outside.append_metrics(train(1, 3.0))
+    for typed in ("../elsewhere/secret", str(outside.path), ".."):
+        result = cb.tick(cb.MonitorSession(), typed, console)
+        assert result.run_id is None and result.charts == {}
+
+
+def test_each_session_state_has_its_own_lock():
+    from app.sessions import session_lock
+
+    first, second = cb.MonitorSession(), cb.MonitorSession()
+    assert session_lock(first) is session_lock(first)
+    assert session_lock(first) is not session_lock(second)

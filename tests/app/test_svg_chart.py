@@ -1,0 +1,68 @@
+"""app.svg_chart: server-drawn charts with labelled points (the DOM contract the browser test reads)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from app.svg_chart import MARKERS_UP_TO, MAX_DRAWN_POINTS, fmt, line_chart, log_ticks, nice_ticks
+
+LABEL = re.compile(r'aria-label="step: (\d+); [^;"]+: ([^;"]+); series: ([^"]+)"')
+
+
+def points(svg: str) -> dict[str, dict[int, str]]:
+    """{series: {step: value}} as a browser test reads them from the symbols' aria-labels."""
+    out: dict[str, dict[int, str]] = {}
+    for step, value, series in LABEL.findall(svg):
+        out.setdefault(series, {})[int(step)] = value
+    return out
+
+
+def frame(steps, values, series):
+    return pd.DataFrame({"step": steps, "value": values, "series": series})
+
+
+def test_every_point_is_a_labelled_symbol_per_series():
+    data = pd.concat([frame([1, 2, 3], [3.0, 2.5, 2.25], "loss"), frame([1, 2, 3], [3.0, 2.9, 2.7], "loss EMA")])
+    svg = line_chart(data, "loss")
+    assert 'data-points="6"' in svg and svg.count('class="mark-symbol role-mark"') == 2
+    assert points(svg) == {"loss": {1: "3", 2: "2.5", 3: "2.25"}, "loss EMA": {1: "3", 2: "2.9", 3: "2.7"}}
+    assert "<title>step: 2; loss: 2.5; series: loss</title>" in svg
+
+
+def test_empty_and_non_finite_data():
+    assert 'data-points="0"' in line_chart(frame([], [], []), "loss")
+    svg = line_chart(frame([1, 2], [float("nan"), 1.0], "loss"), "loss")
+    assert points(svg) == {"loss": {2: "1"}}
+
+
+def test_long_series_are_thinned_but_keep_the_newest_point():
+    n = 5000
+    svg = line_chart(frame(np.arange(1, n + 1), np.linspace(5, 1, n), "loss"), "loss")
+    drawn = points(svg)["loss"]
+    assert len(drawn) <= MAX_DRAWN_POINTS + 1 and n in drawn and 'data-points="5000"' in svg
+    assert "<title>" not in svg and n > MARKERS_UP_TO  # invisible symbols only: a light page
+
+
+def test_best_series_is_dashed_and_caption_shown():
+    data = pd.concat([frame([0, 10], [5.0, 4.0], "val loss"), frame([10], [4.0], "best val_loss")])
+    svg = line_chart(data, "validation loss", caption="best val_loss 4 at step 10 · patience left 3")
+    assert "patience left 3" in svg and "#dc2626" in svg
+
+
+def test_log_axis_and_ticks():
+    svg = line_chart(frame([1, 2, 3], [100.0, 10.0, -1.0], "loss"), "loss", log_y=True)
+    assert "loss (log)" in svg and points(svg) == {"loss": {1: "100", 2: "10"}}
+    assert [round(10 ** t, 6) for t in log_ticks(0.35, 5.3)] == [0.2, 0.5, 1, 2, 5, 10]
+    assert nice_ticks(0, 399, integer=True) == [0, 100, 200, 300, 400]
+    assert nice_ticks(1, 3, integer=True) == [1, 2, 3]
+
+
+def test_number_format():
+    assert (fmt(5.5512), fmt(0.002), fmt(1.2e-5), fmt(34000.0), fmt(0)) == ("5.551", "0.002", "1.2e-05", "3.4e+04", "0")
+
+
+def test_labels_are_escaped():
+    svg = line_chart(frame([1], [1.0], "<b>x</b>"), "a<b")
+    assert "<b>" not in svg and "&lt;b&gt;x&lt;/b&gt;" in svg

@@ -1,0 +1,168 @@
+"""app.train_callbacks: the form gate, the preview of what will run, save/load, and Start."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+import threading
+import types
+
+from core import launcher
+from core.config import Config, ConfigError
+
+from app import form
+from app import train_callbacks as cb
+
+
+def form_values(console, **changes) -> dict:
+    values = form.to_values(cb.starter_config(console))
+    values.update({k.replace("__", "."): v for k, v in changes.items()})
+    return values
+
+
+def test_starter_config_uses_what_this_console_has(console):
+    config = cb.starter_config(console)
+    assert config.model.path.endswith("tiny")
+    assert config.data.train_file.endswith("demo/train.jsonl")
+    assert config.data.validation_file.endswith("demo/validation.jsonl")
+    assert config.run.runs_dir == console.runs_dir_for_config
+
+
+def test_valid_form_passes_the_gate(console):
+    check = cb.check_form(form_values(console), console)
+    assert check.ok, check.errors
+
+
+def test_model_outside_the_catalog_and_data_outside_the_roots_are_errors(console, tmp_path):
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text("{}\n")
+    check = cb.check_form(form_values(console, model__path="/nonexistent/model", data__test_file=str(outside)),
+                          console)
+    assert not check.ok
+    assert "not a model folder" in check.errors["model.path"]
+    assert "outside the folders" in check.errors["data.test_file"]
+
+
+def test_too_many_workers_is_an_error_on_the_slider(console):
+    check = cb.check_form(form_values(console, parallel__data_parallel=10_000), console)
+    assert "CPU cores" in check.errors["parallel.data_parallel"]
+
+
+def test_command_preview_is_the_launchers_argv(console):
+    config = cb.check_form(form_values(console), console).config
+    expected = launcher.build_argv(console.runs_dir / launcher.run_id_for(config), 1)
+    assert cb.command_argv(config, console) == expected
+    assert cb.command_text(config, console) == launcher.command_preview(expected)
+    dp2 = config.with_updates({"parallel.data_parallel": 2})
+    assert cb.command_argv(dp2, console) == launcher.build_argv(
+        console.runs_dir / launcher.run_id_for(dp2), 2, master_port=cb.PREVIEW_MASTER_PORT)
+
+
+def test_preview_of_an_invalid_form_shows_errors_not_yaml(console):
+    result = cb.preview(form_values(console, train__learning_rate=5), console)
+    assert result.check.config is None and result.command == "-"
+    assert "train.learning_rate" in result.errors and "not valid" in result.yaml_text
+
+
+def test_preview_yaml_round_trips(console):
+    result = cb.preview(form_values(console), console)
+    assert Config.from_dict(__import__("yaml").safe_load(result.yaml_text)) == result.check.config
+
+
+def test_global_batch_is_the_product(console):
+    text = cb.global_batch_text({"train.micro_batch_size": 4, "train.grad_accum_steps": 2,
+                                 "parallel.data_parallel": 3}, "en")
+    assert "24" in text and "micro 4" in text
+    assert "-" in cb.global_batch_text({"train.micro_batch_size": None}, "en")
+
+
+def test_multi_host_commands_one_per_node(console):
+    config = cb.check_form(form_values(console, parallel__data_parallel=2), console).config
+    text = cb.multi_host_text(config, 3, "10.0.0.1", 29500)
+    assert text.count("msrun") == 3 and "--node_rank=2" in text and "--worker_num=6" in text
+
+
+def test_memory_estimate_unavailable_without_core_memory(console, monkeypatch):
+    import core
+    monkeypatch.delattr(core, "memory", raising=False)
+    monkeypatch.setitem(sys.modules, "core.memory", None)  # import fails
+    config = cb.check_form(form_values(console), console).config
+    assert "estimate unavailable" in cb.memory_html(config, console)
+
+
+def test_memory_estimate_table_from_core_memory(console, monkeypatch):
+    calls = {}
+
+    def estimate_memory(config, model_args, seq_len, device_memory_mb=None):
+        calls["seq_len"] = seq_len
+        return types.SimpleNamespace(weights_mb=1.0, gradients_mb=2.0, optimizer_mb=3.0, activations_mb=4.0,
+                                     total_mb=10.0, device_memory_mb=device_memory_mb, fits=True, notes=["a note"])
+
+    fake = types.SimpleNamespace(estimate_memory=estimate_memory, device_memory_mb=lambda device: 1000.0)
+    monkeypatch.setitem(sys.modules, "core.memory", fake)
+    monkeypatch.setattr("core.memory", fake, raising=False)
+    config = cb.check_form(form_values(console), console).config
+    html = cb.memory_html(config, console)
+    assert "optimizer state" in html and "10.0 MB" in html and "fits" in html and "a note" in html
+    assert "framework runtime" not in html  # a field the estimate does not have is left out
+    assert calls["seq_len"] == config.data.max_seq_len
+
+
+def test_memory_estimate_from_the_real_core_memory(console):
+    config = cb.check_form(form_values(console), console).config
+    html = cb.memory_html(config, console)
+    assert "estimate unavailable" not in html and "total per worker" in html and "trainable parameters" in html
+
+
+def test_save_and_load_yaml_round_trip(console):
+    values = form_values(console, train__learning_rate=0.0005, lora__rank=4)
+    path = cb.save_yaml(values, console)
+    assert path.parent == console.settings.uploads_dir / "configs"
+    loaded = cb.load_yaml(path, console)
+    assert loaded["train.learning_rate"] == 0.0005 and loaded["lora.rank"] == 4
+
+
+def test_an_invalid_config_never_launches(console, fake_launcher):
+    outcome = cb.start(form_values(console, train__warmup_steps=10_000), console)
+    assert outcome.run_id is None and "train.warmup_steps" in outcome.errors
+    assert fake_launcher.launched == [] and not console.runs_dir.exists()
+
+
+def test_start_launches_the_form_config(console, fake_launcher):
+    outcome = cb.start(form_values(console, train__learning_rate=0.001), console)
+    assert outcome.run_id and fake_launcher.launched[0].run_id == outcome.run_id
+    written = fake_launcher.launched[0].config_path.read_text()
+    assert "learning_rate: 0.001" in written
+
+
+def test_double_start_launches_one_run(console, fake_launcher):
+    values = form_values(console)
+    outcomes = []
+    threads = [threading.Thread(target=lambda: outcomes.append(cb.start(values, console))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(fake_launcher.launched) == 1
+    assert {o.run_id for o in outcomes} == {fake_launcher.launched[0].run_id}
+    assert sum("already started" in o.message for o in outcomes) == 3
+
+
+def test_target_choices_follow_the_model(console):
+    assert cb.target_choices(cb.starter_config(console).model.path, console)[0] == "q_proj"
+
+
+def test_an_uploaded_config_may_only_inherit_shipped_configs(console, tmp_path):
+    shipped = console.settings.configs_dir / "base.yaml"
+    shipped.write_text("train:\n  learning_rate: 0.0007\n")
+    upload = tmp_path / "mine.yaml"
+    upload.write_text("base: base.yaml\nlora:\n  rank: 2\n")
+    values = cb.load_yaml(upload, console)
+    assert values["train.learning_rate"] == 0.0007 and values["lora.rank"] == 2
+    (tmp_path / "secret.yaml").write_text("train: {learning_rate: 0.5}\n")
+    upload.write_text(f"base: {tmp_path / 'secret.yaml'}\n")
+    with pytest.raises(ConfigError, match="outside the folders"):
+        cb.load_yaml(upload, console)
+    upload.write_text("- not a mapping\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        cb.load_yaml(upload, console)

@@ -1,0 +1,109 @@
+"""app.try_callbacks and app.exports: MindSpore work runs as argv subprocesses, files stay inside roots."""
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from app import exports
+from app import try_callbacks as cb
+from app import train_callbacks
+
+from tests.app.test_monitor_callbacks import make_run
+
+
+def fake_runner(outputs: dict):
+    calls = []
+
+    def run(argv, **kwargs):
+        calls.append(argv)
+        assert isinstance(argv, list) and kwargs.get("cwd") and "shell" not in kwargs
+        kind = "checkpoint" if "--checkpoint" in argv else "model"
+        return SimpleNamespace(**outputs[kind])
+
+    run.calls = calls
+    return run
+
+
+def test_generate_argv_is_an_argv_list():
+    argv = cb.generate_argv("models/m", False, "-starts with a dash", True, 16, python="py")
+    assert argv == ["py", "-m", "core.generate", "--model", "models/m", "--prompt=-starts with a dash",
+                    "--max-new-tokens", "16", "--json", "--chat"]
+
+
+def test_parse_output_takes_the_json_line_or_the_error():
+    answer = cb.parse_output('[WARNING] noise\n{"text": "blue", "new_tokens": 2, "seconds": 0.5}\n', "", 0)
+    assert answer.text == "blue" and answer.new_tokens == 2 and "2 tokens" in answer.shown()
+    failed = cb.parse_output("", "Traceback...\nerror: no config.json\n", 2)
+    assert failed.error == "no config.json" and failed.shown().startswith("⚠")
+
+
+def test_both_sides_answer_the_same_prompt(console):
+    run = make_run(console)
+    (run.checkpoints_dir / "step-4").mkdir()
+    os.symlink("step-4", run.checkpoints_dir / "best")
+    choices = cb.checkpoint_choices(console)
+    assert choices and choices[0][1].endswith("checkpoints/best")
+    def answer(text):
+        return {"stdout": f'{{"text": "{text}", "new_tokens": 1, "seconds": 0.1}}', "stderr": "", "returncode": 0}
+
+    runner = fake_runner({"model": answer("base"), "checkpoint": answer("tuned")})
+    model = train_callbacks.starter_config(console).model.path
+    base, tuned = cb.compare(console, model, choices[0][1], "Hello?", True, 8, runner=runner)
+    assert (base.text, tuned.text) == ("base", "tuned")
+    assert all(argv[argv.index("--prompt=Hello?")] for argv in runner.calls)
+
+
+def test_checkpoint_outside_the_runs_folder_is_refused(console, tmp_path):
+    base, tuned = cb.compare(console, None, str(tmp_path), "Hi", True, 4, runner=fake_runner({}))
+    assert "loadable base model" in base.error and "outside the folders" in tuned.error
+
+
+def test_export_target_follows_best_then_last(tmp_path):
+    run = tmp_path / "runs" / "r"
+    (run / "checkpoints" / "step-8").mkdir(parents=True)
+    assert exports.export_target(run, "peft") is None
+    os.symlink("step-8", run / "checkpoints" / "last")
+    assert exports.export_target(run, "peft").which == "last"
+    (run / "checkpoints" / "step-4").mkdir()
+    os.symlink("step-4", run / "checkpoints" / "best")
+    target = exports.export_target(run, "merged")
+    assert (target.which, target.step, target.zip_path.name) == ("best", 4, "best-step-4-merged.zip")
+
+
+def test_run_export_calls_core_export_once_and_serves_from_the_runs_folder(tmp_path):
+    run = tmp_path / "runs" / "r"
+    (run / "checkpoints" / "step-4").mkdir(parents=True)
+    (run / "export").mkdir()
+    os.symlink("step-4", run / "checkpoints" / "best")
+    calls = []
+
+    def runner(argv, **kwargs):
+        calls.append(argv)
+        zip_path = run / "export" / "best-step-4-peft.zip"
+        zip_path.write_bytes(b"PK")
+        return SimpleNamespace(returncode=0, stdout=f"{zip_path}\n", stderr="")
+
+    path = exports.run_export(run, "peft", tmp_path / "runs", runner=runner)
+    assert path.name == "best-step-4-peft.zip"
+    assert calls[0][1:] == ["-m", "core.export", "--run", str(run), "--which", "best", "--format", "peft", "--zip"]
+    exports.run_export(run, "peft", tmp_path / "runs", runner=runner)
+    assert len(calls) == 1  # the zip exists: not exported again
+    with pytest.raises(exports.ExportFailed, match="outside"):
+        exports.run_export(run, "peft", tmp_path / "elsewhere", runner=runner)
+
+
+def test_export_failure_reports_the_error_line(tmp_path):
+    run = tmp_path / "r"
+    (run / "checkpoints" / "step-1").mkdir(parents=True)
+    os.symlink("step-1", run / "checkpoints" / "best")
+    def runner(argv, **kwargs):
+        return SimpleNamespace(returncode=2, stdout="", stderr="error: a full fine-tune has no adapter\n")
+
+    with pytest.raises(exports.ExportFailed, match="no adapter"):
+        exports.run_export(run, "peft", tmp_path, runner=runner)
+    background = exports.BackgroundExports(runner=runner)
+    background.ensure(run, "peft", tmp_path)
+    background.join()
+    assert "no adapter" in background.failure(run, "peft")

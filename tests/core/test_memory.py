@@ -1,0 +1,215 @@
+"""core.memory: exact parameter/gradient/optimizer arithmetic on a tiny config, the direction of every
+knob (recompute, LoRA, dtype, AMP, batch), agreement with core.lora's target selection, no MindSpore
+import, and (slow) the CPU estimate against a real training run's measured peak."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core import memory
+from core.config import Config
+from core.memory import FP32, MB, OPTIMIZER_STEP_BYTES, estimate_memory, lora_parameters, lora_targets
+from core.model_args import ModelArgs
+
+ROOT = Path(__file__).resolve().parents[2]
+H, I, LAYERS, HEADS, KV_HEADS, VOCAB = 32, 64, 2, 4, 2, 300
+HEAD_DIM = H // HEADS
+TINY = {"architectures": ["LlamaForCausalLM"], "vocab_size": VOCAB, "hidden_size": H, "intermediate_size": I,
+        "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
+        "max_position_embeddings": 128, "tie_word_embeddings": True}
+
+
+def tiny_args(**changes) -> ModelArgs:
+    return ModelArgs.from_hf_config({**TINY, **changes})
+
+
+def config(**sections) -> Config:
+    data = {"method": "lora", "lora": {"rank": 4, "target_modules": ["q_proj", "v_proj"]},
+            "train": {"micro_batch_size": 2}}
+    for key, value in sections.items():
+        if isinstance(value, dict):
+            data.setdefault(key, {}).update(value)
+        else:
+            data[key] = value
+    return Config.from_dict(data)
+
+
+# Hand-counted parameters of TINY: per layer q, k, v, o, gate, up, down, two norms; tied embedding.
+KV = KV_HEADS * HEAD_DIM
+PER_LAYER = H * H + 2 * H * KV + H * H + 3 * H * I + 2 * H
+TOTAL_PARAMS = LAYERS * PER_LAYER + VOCAB * H + H
+ADAPTERS_QV = LAYERS * 4 * ((H + H) + (H + KV))  # rank 4 on q_proj (32->32) and v_proj (32->16)
+
+
+def test_parameter_count_matches_hand_count():
+    assert tiny_args().num_parameters() == TOTAL_PARAMS
+    assert lora_parameters(config(), tiny_args()) == ADAPTERS_QV
+
+
+def test_lora_arithmetic_is_exact():
+    estimate = estimate_memory(config(), tiny_args(), seq_len=16)
+    assert estimate.weights_mb * MB == TOTAL_PARAMS * 4 + ADAPTERS_QV * 4
+    assert estimate.gradients_mb * MB == ADAPTERS_QV * FP32
+    assert estimate.optimizer_mb * MB == 2 * ADAPTERS_QV * FP32 + OPTIMIZER_STEP_BYTES
+    assert estimate.trainable_parameters == ADAPTERS_QV
+    assert estimate.parameters == TOTAL_PARAMS + ADAPTERS_QV
+    parts = (estimate.weights_mb, estimate.gradients_mb, estimate.optimizer_mb, estimate.activations_mb,
+             estimate.runtime_mb)
+    assert estimate.total_mb == pytest.approx(sum(parts))
+
+
+def test_full_finetune_trains_every_weight():
+    estimate = estimate_memory(config(method="full"), tiny_args(), seq_len=16)
+    assert estimate.weights_mb * MB == TOTAL_PARAMS * 4
+    assert estimate.gradients_mb * MB == TOTAL_PARAMS * FP32
+    assert estimate.optimizer_mb * MB == 2 * TOTAL_PARAMS * FP32 + OPTIMIZER_STEP_BYTES
+
+
+def test_lora_needs_less_than_full():
+    args = tiny_args(hidden_size=256, intermediate_size=688, num_attention_heads=8, num_key_value_heads=4)
+    for device in ("cpu", "gpu"):
+        lora = estimate_memory(config(parallel={"device": device}), args, seq_len=64)
+        full = estimate_memory(config(method="full", parallel={"device": device}), args, seq_len=64)
+        assert lora.gradients_mb < full.gradients_mb / 10
+        assert lora.total_mb < full.total_mb
+
+
+def test_bf16_parameters_halve_weight_bytes():
+    fp32 = estimate_memory(config(method="full", parallel={"device": "gpu"}), tiny_args(), seq_len=16)
+    bf16 = estimate_memory(config(method="full", model={"dtype": "bfloat16"}, parallel={"device": "gpu"}),
+                           tiny_args(), seq_len=16)
+    assert bf16.weights_mb * 2 == fp32.weights_mb
+    # LoRA adapters stay float32 whatever the base model's dtype.
+    lora = estimate_memory(config(model={"dtype": "bfloat16"}, parallel={"device": "gpu"}), tiny_args(), seq_len=16)
+    assert lora.weights_mb * MB == TOTAL_PARAMS * 2 + ADAPTERS_QV * 4
+
+
+def test_amp_counts_half_precision_copies_of_the_weights():
+    o0 = estimate_memory(config(), tiny_args(), seq_len=16)
+    o2 = estimate_memory(config(precision={"amp_level": "O2"}), tiny_args(), seq_len=16)
+    assert (o2.weights_mb - o0.weights_mb) * MB == (TOTAL_PARAMS + ADAPTERS_QV) * 2
+    o1 = estimate_memory(config(precision={"amp_level": "O1"}), tiny_args(), seq_len=16)
+    dense = LAYERS * (PER_LAYER - 2 * H)  # every Dense weight; no norms, no embedding
+    assert (o1.weights_mb - o0.weights_mb) * MB == (dense + ADAPTERS_QV) * 2
+    assert any("AMP O2" in note for note in o2.notes)
+
+
+@pytest.mark.parametrize("policy", ["mlp", "attention", "full"])
+def test_recompute_lowers_activations_on_gpu_and_ascend(policy):
+    for device in ("gpu", "ascend"):
+        plain = estimate_memory(config(parallel={"device": device}), tiny_args(), seq_len=64)
+        recomputed = estimate_memory(config(parallel={"device": device}, recompute={"policy": policy}),
+                                     tiny_args(), seq_len=64)
+        assert recomputed.activations_mb < plain.activations_mb
+        half = estimate_memory(config(parallel={"device": device},
+                                      recompute={"policy": policy, "layer_fraction": 0.5}), tiny_args(), seq_len=64)
+        assert recomputed.activations_mb < half.activations_mb < plain.activations_mb
+
+
+def test_recompute_raises_the_cpu_peak_as_measured():
+    plain = estimate_memory(config(), tiny_args(), seq_len=64)
+    recomputed = estimate_memory(config(recompute={"policy": "full"}), tiny_args(), seq_len=64)
+    assert recomputed.activations_mb > plain.activations_mb
+    assert any("recompute" in note for note in recomputed.notes)
+
+
+def test_activations_grow_with_batch_and_quadratically_in_sequence_through_attention():
+    args = tiny_args()
+    small = estimate_memory(config(), args, seq_len=64).activations_mb
+    assert estimate_memory(config(train={"micro_batch_size": 4}), args, seq_len=64).activations_mb > small
+    units = memory.activation_units(args, 2, 64)
+    longer = memory.activation_units(args, 2, 128)
+    assert longer["scores"] == 4 * units["scores"] and longer["hidden"] == 2 * units["hidden"]
+    assert units["scores"] == LAYERS * 2 * HEADS * 64 * 64
+    assert units["logits"] == 2 * 64 * VOCAB
+
+
+def test_fits_against_device_memory_and_says_why_not():
+    estimate = estimate_memory(config(), tiny_args(), seq_len=16, device_memory_mb=1e6)
+    assert estimate.fits and estimate.device_memory_mb == 1e6
+    tight = estimate_memory(config(), tiny_args(), seq_len=16, device_memory_mb=10.0)
+    assert not tight.fits and any("does not" in n or "lower" in n for n in tight.notes)
+    unknown = estimate_memory(config(parallel={"device": "gpu"}), tiny_args(), seq_len=16)
+    assert unknown.fits and unknown.device_memory_mb is None
+
+
+def test_cpu_workers_share_the_machine_memory():
+    one = estimate_memory(config(), tiny_args(), seq_len=16)
+    two = estimate_memory(config(parallel={"data_parallel": 2}), tiny_args(), seq_len=16,
+                          device_memory_mb=one.total_mb * 1.5)
+    assert two.total_mb == pytest.approx(one.total_mb)  # per worker
+    assert not two.fits and any("share" in n for n in two.notes)
+
+
+def test_notes_name_device_limits():
+    dp = estimate_memory(config(parallel={"data_parallel": 2}), tiny_args(), seq_len=16)
+    assert any("Ascend-only" in n for n in dp.notes)
+    assert any("resident set" in n for n in dp.notes)
+    sharded = estimate_memory(config(parallel={"data_parallel": 2, "device": "ascend", "optimizer_shard": True}),
+                              tiny_args(), seq_len=16)
+    plain = estimate_memory(config(parallel={"data_parallel": 2, "device": "ascend"}), tiny_args(), seq_len=16)
+    assert sharded.optimizer_mb == pytest.approx(plain.optimizer_mb / 2)
+
+
+def test_device_memory_is_ram_on_cpu_and_unknown_elsewhere():
+    import psutil
+    assert memory.device_memory_mb("cpu") == psutil.virtual_memory().total / MB
+    assert memory.device_memory_mb("gpu") is None and memory.device_memory_mb("ascend") is None
+
+
+def test_to_rows_lists_components_total_and_device():
+    estimate = estimate_memory(config(), tiny_args(), seq_len=16, device_memory_mb=2048.0)
+    rows = dict(estimate.to_rows())
+    assert list(rows) == ["weights", "gradients", "optimizer state", "activations", "runtime", "total",
+                          "device memory"]
+    assert rows["total"] == round(estimate.total_mb, 1) and rows["device memory"] == 2048.0
+
+
+@pytest.mark.parametrize("targets", [["q_proj", "v_proj"], ["down_proj"], r".*\.(k_proj|o_proj)",
+                                     ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]])
+def test_lora_targets_match_core_lora(targets):
+    from core.lora import inject_lora, lora_parameters as model_lora_parameters
+    from core.model import CausalLM
+    import numpy as np
+    args = tiny_args(tie_word_embeddings=False)
+    model = CausalLM(args)
+    names = inject_lora(model, 4, 8.0, 0.0, targets)
+    settings = config(lora={"rank": 4, "target_modules": targets})
+    assert list(lora_targets(settings, args)) == names
+    assert lora_parameters(settings, args) == sum(int(np.prod(p.shape)) for p in model_lora_parameters(model))
+
+
+def test_module_does_not_import_mindspore():
+    code = ("import sys; from core.config import Config; from core.model_args import ModelArgs; "
+            "from core.memory import estimate_memory; "
+            f"e = estimate_memory(Config(), ModelArgs.from_hf_config({TINY!r}), 64, 1000.0); "
+            "assert e.total_mb > 0; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mindspore', 'gradio', 'torch')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+def test_cpu_estimate_is_within_15_percent_of_a_measured_peak(tmp_path):
+    """A real 10-step LoRA run of the tiny workspace; its peak RSS (status.json final.peak_mem_mb)
+    against the estimate. Guards the CPU constants, which were fitted on larger models too."""
+    from tests.core.tiny_setup import make_workspace
+    from core.config import load_config
+    path = make_workspace(tmp_path, train__max_steps=10, train__eval_every=10, train__save_every=100,
+                          eval__downstream=False)
+    run = subprocess.run([sys.executable, "-m", "core.train", "--config", str(path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    run_dir = Path([line for line in run.stdout.splitlines() if line.startswith("run directory:")][-1].split(": ", 1)[1])
+    final = json.loads((run_dir / "status.json").read_text())["final"]
+    setup = next(json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+                 if '"setup"' in line)
+    cfg = load_config(run_dir / "config.yaml")
+    estimate = estimate_memory(cfg, ModelArgs.from_dir(cfg.model.path), setup["seq_len"])
+    measured = final["peak_mem_mb"]
+    print(f"tiny LoRA run: measured peak {measured:.0f} MB, estimate {estimate.total_mb:.0f} MB")
+    assert estimate.total_mb == pytest.approx(measured, rel=0.15)
