@@ -523,7 +523,7 @@ Generation stops at id 0 or 2 (`generation_config.json`).
 python models/make_tiny_demo.py --steps {r['steps']} --batch-size {r['batch_size']} --seq-len {r['seq_len']} --lr {r['peak_lr']} --threads {r['num_threads']}
 ```
 (these are the defaults, so `python models/make_tiny_demo.py` does the same.)
-Seed {r['seed']}, {r['num_threads']} CPU threads, AdamW (betas 0.9/0.95, weight decay 0.1, peak lr
+Seed {r['seed']}, torch CPU threads: {r['num_threads']}, AdamW (betas 0.9/0.95, weight decay 0.1, peak lr
 {r['peak_lr']}, linear warmup then cosine to 10%), gradient clipping 1.0, documents packed into
 {r['seq_len']}-token rows without splitting a document; {r['tokens_seen']:,} training tokens;
 {r['wall_s']:.0f} s wall for the whole script{load_note}.
@@ -538,9 +538,12 @@ Seed {r['seed']}, {r['num_threads']} CPU threads, AdamW (betas 0.9/0.95, weight 
 | demo QA test exact match, base model | **{r['base_test_exact_match']:.1%}** |
 
 The base model can continue stories and chats and knows the world's facts, but it has never seen
-the question format of `data/demo/*.jsonl`, so it scores low there. {finetune_line}
+the question format of `data/demo/*.jsonl`, so it scores low there.
+{finetune_line}
 
 ## Sample greedy generations
+Shown as generated, mistakes included: a 3M-parameter model recalls most facts, not all.
+
 {samples}
 
 ## License
