@@ -8,6 +8,7 @@ is never half-loaded silently.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -250,31 +251,45 @@ def hf_state_dict(model: CausalLM) -> dict[str, np.ndarray]:
             if not p.name.endswith((".lora_a", ".lora_b"))}
 
 
-def save_hf_folder(model: CausalLM, hf_config: dict, out_dir: str | Path,
-                   tokenizer_dir: str | Path | None = None) -> Path:
-    """Write a Hugging Face model folder (config.json, model.safetensors, tokenizer files copied
-    from `tokenizer_dir`) under a temporary name and rename it into place when complete."""
+@contextlib.contextmanager
+def atomic_folder(out_dir: str | Path):
+    """Yield a temporary sibling folder to fill; when the block succeeds, fsync its files and
+    rename it over `out_dir`; when it fails, remove it and leave `out_dir` as it was."""
     out = Path(out_dir)
     tmp = out.parent / f".tmp-{out.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        config = dict(hf_config)
-        config["dtype"] = "float32"
-        config.pop("torch_dtype", None)
-        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
-        save_file(hf_state_dict(model), str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
-        if tokenizer_dir is not None:
-            for name in TOKENIZER_FILES:
-                source = Path(tokenizer_dir) / name
-                if source.is_file():
-                    shutil.copyfile(source, tmp / name)
-        for path in tmp.iterdir():
-            _fsync_path(path)
+        yield tmp
+        for path in tmp.rglob("*"):
+            if path.is_file():
+                _fsync_path(path)
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out
+
+
+def copy_tokenizer_files(source_dir: str | Path, dest_dir: str | Path) -> None:
+    """Copy the tokenizer/generation files a Hugging Face folder carries, where they exist."""
+    for name in TOKENIZER_FILES:
+        source = Path(source_dir) / name
+        if source.is_file():
+            shutil.copyfile(source, Path(dest_dir) / name)
+
+
+def save_hf_folder(model: CausalLM, hf_config: dict, out_dir: str | Path,
+                   tokenizer_dir: str | Path | None = None) -> Path:
+    """Write a Hugging Face model folder (config.json, model.safetensors, tokenizer files copied
+    from `tokenizer_dir`) under a temporary name and rename it into place when complete."""
+    with atomic_folder(out_dir) as tmp:
+        config = dict(hf_config)
+        config["dtype"] = "float32"
+        config.pop("torch_dtype", None)
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
+        save_file(hf_state_dict(model), str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
+        if tokenizer_dir is not None:
+            copy_tokenizer_files(tokenizer_dir, tmp)
+    return Path(out_dir)

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import mindspore as ms
 
-from core.checkpoint import (CheckpointError, file_sha256, load_hf_model, load_train_checkpoint,
-                             resolve_checkpoint, save_hf_folder, set_parameters, weight_files, TOKENIZER_FILES)
+from core.checkpoint import (CheckpointError, atomic_folder, copy_tokenizer_files, file_sha256, load_hf_model,
+                             load_train_checkpoint, resolve_checkpoint, save_hf_folder, set_parameters,
+                             weight_files)
 from core.lora import LoraError, inject_lora, load_lora_state_dict, merge_lora, save_peft_adapter
 from core.model import CausalLM
 
@@ -59,11 +60,7 @@ def export_checkpoint(checkpoint_dir: str | Path, fmt: str, out_dir: str | Path)
     base = Path(state["base_model"]["path"])
     if fmt == "peft" and state["method"] != "lora":
         raise ExportError("a full fine-tune has no adapter: export it as 'merged' or 'mindspore'.")
-    out = Path(out_dir)
-    tmp = out.parent / f".tmp-{out.name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    with atomic_folder(out_dir) as tmp:
         if fmt == "peft":
             lora = state["lora"]
             save_peft_adapter(model, tmp, str(base), lora["rank"], lora["alpha"], lora["dropout"],
@@ -76,24 +73,15 @@ def export_checkpoint(checkpoint_dir: str | Path, fmt: str, out_dir: str | Path)
         else:
             if state["method"] == "lora":
                 merge_lora(model)
-            tmp.mkdir()
             params = [{"name": p.name, "data": p} for p in model.get_parameters()
                       if not p.name.endswith((".lora_a", ".lora_b"))]
             ms.save_checkpoint(params, str(tmp / "model.ckpt"))
             shutil.copyfile(base / "config.json", tmp / "config.json")
-            for name in TOKENIZER_FILES:
-                if (base / name).is_file():
-                    shutil.copyfile(base / name, tmp / name)
+            copy_tokenizer_files(base, tmp)
         (tmp / "mindtune_export.json").write_text(json.dumps({
             "format": fmt, "step": state["step"], "method": state["method"], "base_model": state["base_model"],
             "checkpoint": str(resolve_checkpoint(checkpoint_dir))}, indent=1), encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    return Path(out_dir)
 
 
 def zip_folder(folder: str | Path) -> Path:
