@@ -5,7 +5,8 @@ a free port, with its own runs folder), `page` (a headless Chromium page through
 
 Nothing is downloaded here: Chromium is Debian's package (`scripts/install_browser.sh`, run by CI as
 root) and Playwright is the pip wheel, which carries its own driver; `playwright install` is never
-used. Without either, the tests that need them skip with the reason and the command that fixes it.
+used. Without either, the tests that need them skip with the reason and the command that fixes it
+(or fail, when MINDTUNE_REQUIRE_BROWSER=1: for CI, where a silent skip would hide a broken setup).
 
 Load with `pytest_plugins = ["tests.app.browser_fixtures"]` in a test module (not by importing it,
 so pytest can rewrite its asserts). Screenshots go to `test-artifacts/` (git-ignored): on failure
@@ -209,6 +210,8 @@ def pytest_runtest_makereport(item, call):
 def browser():
     """One headless Chromium for the session (Debian's binary, launched by Playwright's driver)."""
     reason = browser_missing_reason()
+    if reason and os.environ.get("MINDTUNE_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"MINDTUNE_REQUIRE_BROWSER=1 but {reason}")
     if reason:
         pytest.skip(reason)
     from playwright.sync_api import sync_playwright
