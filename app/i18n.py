@@ -126,6 +126,8 @@ TEXTS: dict[str, tuple[str, str]] = {
                           "损失变为 NaN 或无穷大：请降低学习率，或使用 fp32（AMP O0）训练。"),
     "failure.data": ("Bad data: a data file cannot be used as given (see the reason below).",
                      "数据有误：数据文件无法按当前设置使用（原因见下）。"),
+    "failure.config": ("The settings cannot be used as given: a field, the checkpoint or the LoRA targets (see the reason below).",
+                       "设置无法按给定方式使用：某个字段、检查点或 LoRA 目标模块（见下方原因）。"),
     "failure.crash": ("A worker crashed or was killed (see the log below).", "有 worker 崩溃或被终止（见下方日志）。"),
     "failure.other": ("The run failed.", "运行失败。"),
     "failure.reason": ("Reason", "原因"),

@@ -28,10 +28,17 @@ _FAILURES = (
 )
 
 
+_KINDS = ("oom", "nonfinite", "data", "config", "crash")
+
+
 def failure_kind(status: dict, log_tail: str = "") -> str | None:
-    """'oom', 'nonfinite', 'data', 'crash' or 'other' for a failed run; None when it did not fail."""
+    """'oom', 'nonfinite', 'data', 'config', 'crash' or 'other' for a failed run; None when it did
+    not fail. The worker's own `failure_kind` wins; the patterns cover runs whose worker died before
+    it could write one (killed, out of memory) and runs written by older versions."""
     if status.get("state") != "failed":
         return None
+    if status.get("failure_kind") in _KINDS:
+        return status["failure_kind"]
     reason = str(status.get("reason") or "")
     lines = "\n".join(status.get("error_lines") or [])
     for kind, pattern in _FAILURES:

@@ -14,10 +14,12 @@ import yaml
 
 from core import launcher
 from core.config import Config, ConfigError, load_config
+from core.data import DataError, run_seq_len
 from core.model_args import CheckpointError, read_model_args
 from core.rundir import RunDir
+from core.tokenizer import TokenizerError
 
-from app import catalog, devices, form
+from app import catalog, data_preview, devices, form
 from app.context import Console
 from app.i18n import text
 from app.paths import OutsideRootsError, inside_roots
@@ -165,15 +167,28 @@ def memory_html(config: Config, console: Console) -> str:
         from core import memory  # written separately; the console works without it
         args = read_model_args(entry.path)
         device_mb = memory.device_memory_mb(config.parallel.device)
-        estimate = memory.estimate_memory(config, args, config.data.max_seq_len, device_memory_mb=device_mb)
+        seq_len, seq_note = batch_seq_len(config)
+        estimate = memory.estimate_memory(config, args, seq_len, device_memory_mb=device_mb)
     except (ImportError, AttributeError) as err:
         return f'<div class="mt-note">estimate unavailable ({html.escape(type(err).__name__)}: core.memory)</div>'
     except (CheckpointError, ValueError, TypeError) as err:
         return f'<div class="mt-note">estimate unavailable: {html.escape(str(err))}</div>'
-    return estimate_table(estimate)
+    return estimate_table(estimate, seq_note)
 
 
-def estimate_table(estimate: Any) -> str:
+def batch_seq_len(config: Config) -> tuple[int, str]:
+    """The sequence length every batch of this run will have (what the worker pads to: the longest
+    sample rounded up, at most max_seq_len), and a note saying where it came from."""
+    try:
+        stats = data_preview.data_stats(config.model.path, config.data, config.run.seed)
+    except (DataError, TokenizerError, OSError, ValueError) as err:
+        return config.data.max_seq_len, f"sequence length {config.data.max_seq_len} (max_seq_len; data not readable: {err})"
+    longest = max(stats.train.max_length, stats.validation.max_length)
+    length = run_seq_len(config.data.max_seq_len, longest)
+    return length, f"sequence length {length}: the longest sample ({longest} tokens) padded, max_seq_len {config.data.max_seq_len}"
+
+
+def estimate_table(estimate: Any, seq_note: str | None = None) -> str:
     """A MemoryEstimate as an HTML table (fields per worker, in MB)."""
     rows = [("weights", estimate.weights_mb), ("gradients", estimate.gradients_mb),
             ("optimizer state", estimate.optimizer_mb), ("activations", estimate.activations_mb),
@@ -189,6 +204,8 @@ def estimate_table(estimate: Any) -> str:
     trainable, total = getattr(estimate, "trainable_parameters", 0), getattr(estimate, "parameters", 0)
     if total:
         notes = [f"trainable parameters: {trainable:,} of {total:,} ({100 * trainable / total:.2g}%)", *notes]
+    if seq_note:
+        notes = [seq_note, *notes]
     note_html = "".join(f"<li>{html.escape(str(n))}</li>" for n in notes)
     return f'<table class="mt-memory">{body}</table>' + (f"<ul class='mt-note'>{note_html}</ul>" if note_html else "")
 

@@ -740,8 +740,12 @@ def padded_length(max_seq_len: int, *sample_lists: Sequence[Sample]) -> int:
     `max_seq_len` rounded up to a multiple of 8, or, when every sample is shorter, the longest
     sample rounded up to a multiple of 16 (short datasets then do not pay for max_seq_len).
     Pass train and validation samples together to give evaluation the same shape."""
-    longest = max((len(s) for samples in sample_lists for s in samples), default=1)
-    return min(_round_up(max_seq_len, 8), _round_up(longest, 16))
+    return run_seq_len(max_seq_len, max((len(s) for samples in sample_lists for s in samples), default=1))
+
+
+def run_seq_len(max_seq_len: int, longest: int) -> int:
+    """`padded_length` from the longest sample's token count (before or after truncation)."""
+    return min(_round_up(max_seq_len, 8), _round_up(max(longest, 1), 16))
 
 
 def collate(samples: Sequence[Sample | None], length: int, pad_id: int = 0) -> dict[str, np.ndarray]:

@@ -49,6 +49,12 @@ class LaunchError(RuntimeError):
     """A run that cannot be started or stopped as asked; the message says why and what to do."""
 
 
+def log_header(argv: Sequence[str]) -> str:
+    """The line that opens each start's part of train.log (readers take the latest part)."""
+    return (f"{_LOG_HEADER} {dt.datetime.now().isoformat(timespec='seconds')} "
+            f"on {socket.gethostname()}: {command_preview(argv)}\n")
+
+
 # ---- commands -------------------------------------------------------------------------------
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -173,8 +179,7 @@ def launch(run_dir: RunDir | str | os.PathLike, data_parallel: int | None = None
                      hostname=socket.gethostname(), command=argv, data_parallel=data_parallel)
     try:
         with open(run.log_path, "ab") as log:
-            log.write(f"{_LOG_HEADER} {dt.datetime.now().isoformat(timespec='seconds')} "
-                      f"on {socket.gethostname()}: {command_preview(argv)}\n".encode())
+            log.write(log_header(argv).encode())
             log.flush()
             process = subprocess.Popen(argv, cwd=REPO_ROOT, env=_child_env(run, env, python),
                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -2,7 +2,7 @@
 
     runs/<run-id>/
       config.yaml     resolved config, written before launch
-      status.json     {state, pid, pgid, create_time, started_at, ended_at, reason, step, best, ...}
+      status.json     {state, pid, pgid, create_time, started_at, ended_at, reason, failure_kind, step, best, ...}
       metrics.jsonl   one JSON object per line, appended by rank 0 only
       control.json    requests from the console ({stop, early_stopping, seq}); the worker polls it
       train.log       stdout/stderr of the worker(s)
@@ -267,7 +267,7 @@ class RunDir:
                                   f"(state is {current.get('state')!r}); stop it first")
             previous = {k: current.get(k) for k in ("state", "reason", "started_at", "ended_at", "step")}
             cleared = ("pid", "pgid", "create_time", "worker_pids", "started_at", "ended_at",
-                       "reason", "error_lines", "hostname")
+                       "reason", "failure_kind", "error_lines", "hostname")
             status = {k: v for k, v in current.items() if k not in cleared}
             status.update(state="queued", attempt=int(current.get("attempt", 1)) + 1,
                           history=[*current.get("history", []), previous], updated_at=time.time())

@@ -497,19 +497,33 @@ def run_worker(run_dir: str) -> int:
         trainer.execute(resume)
         return 0
     except USER_ERRORS + (TrainingFailed,) as exc:
-        _fail(run, cluster, str(exc))
+        _fail(run, cluster, str(exc), failure_kind_of(exc))
+        return 1
+    except MemoryError as exc:
+        traceback.print_exc()
+        _fail(run, cluster, f"out of memory: {exc}", "oom")
         return 1
     except Exception as exc:  # noqa: BLE001 — every crash must end in a readable status
         traceback.print_exc()
-        _fail(run, cluster, f"worker crashed: {type(exc).__name__}: {exc}")
+        _fail(run, cluster, f"worker crashed: {type(exc).__name__}: {exc}", "crash")
         return 1
 
 
-def _fail(run: RunDir, cluster: Cluster | None, reason: str) -> None:
+def failure_kind_of(exc: BaseException) -> str:
+    """status.json's `failure_kind` for an error the worker understood: `data` (a data file or the
+    tokenizer), `config` (settings, checkpoint, LoRA targets) or `nonfinite` (the loss diverged)."""
+    if isinstance(exc, TrainingFailed):
+        return "nonfinite"
+    if isinstance(exc, (DataError, TokenizerError)):
+        return "data"
+    return "config"
+
+
+def _fail(run: RunDir, cluster: Cluster | None, reason: str, kind: str) -> None:
     print(f"error: {reason}", file=sys.stderr, flush=True)
     if cluster is None or cluster.is_main:
         try:
-            run.write_status(state="failed", reason=reason, ended_at=time.time())
+            run.write_status(state="failed", reason=reason, failure_kind=kind, ended_at=time.time())
         except Exception:  # noqa: BLE001
             traceback.print_exc()
 
@@ -529,10 +543,48 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     run = launcher.create_run(config)
-    print(f"run directory: {run.path}", flush=True)
-    if config.parallel.data_parallel == 1:
+    if config.parallel.data_parallel > 1:
+        print(f"run directory: {run.path}", flush=True)
+        return _follow(launcher.launch(run))
+    with _TeeToLog(run.log_path, ["python", "-m", "core.train", *(argv if argv is not None else sys.argv[1:])]):
+        print(f"run directory: {run.path}", flush=True)
         return run_worker(str(run.path))
-    return _follow(launcher.launch(run))
+
+
+class _TeeToLog:
+    """Copy what this process prints (stdout and stderr, tracebacks included) into the run's
+    train.log as well as the terminal, so a run started from a shell has the same log as one the
+    console launched. MindSpore's own C++ logging bypasses Python's streams and is not copied."""
+
+    def __init__(self, log_path: Path, argv: list[str]):
+        self.log_path, self.argv = log_path, argv
+
+    def __enter__(self):
+        self.log = open(self.log_path, "a", encoding="utf-8", buffering=1)
+        self.log.write(launcher.log_header(self.argv))
+        self.saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Tee(sys.stdout, self.log), _Tee(sys.stderr, self.log)
+        return self
+
+    def __exit__(self, *exc):
+        sys.stdout, sys.stderr = self.saved
+        self.log.close()
+
+
+class _Tee:
+    def __init__(self, stream, log):
+        self.stream, self.log = stream, log
+
+    def write(self, text):
+        self.log.write(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.log.flush()
+        self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
 
 
 def _follow(launched) -> int:

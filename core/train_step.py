@@ -6,7 +6,9 @@ Everything here is a MindSpore graph or a thin Python wrapper around one; the lo
 """
 from __future__ import annotations
 
+import functools
 import math
+import os
 
 import numpy as np
 
@@ -15,6 +17,7 @@ from mindspore import Parameter, Tensor, amp, nn, ops
 from mindspore.nn.learning_rate_schedule import LearningRateSchedule
 
 IGNORE_INDEX = -100
+JIT_LEVEL = os.environ.get("MINDTUNE_JIT_LEVEL", "O0")
 
 
 def causal_lm_loss_sum(logits, labels):
@@ -101,10 +104,11 @@ class TrainStep:
         self.loss_scaler = loss_scaler
         self.grad_reducer = grad_reducer
         self._grad_fn = ms.value_and_grad(self._scaled_loss, None, weights=params, has_aux=True)
-        self._single = ms.jit(self._single_step)
-        self._micro = ms.jit(self._micro_step)
-        self._add = ms.jit(self._add_grads)
-        self._apply = ms.jit(self._apply_step)
+        jit = functools.partial(ms.jit, jit_level=JIT_LEVEL)
+        self._single = jit(self._single_step)
+        self._micro = jit(self._micro_step)
+        self._add = jit(self._add_grads)
+        self._apply = jit(self._apply_step)
 
     def _scaled_loss(self, input_ids, labels, attention_mask):
         logits = self.model(input_ids, attention_mask)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 import threading
@@ -105,7 +106,32 @@ def test_memory_estimate_table_from_core_memory(console, monkeypatch):
     html = cb.memory_html(config, console)
     assert "optimizer state" in html and "10.0 MB" in html and "fits" in html and "a note" in html
     assert "framework runtime" not in html  # a field the estimate does not have is left out
+    # the worker's batch length: the longest sample (train or validation) rounded up to 16, not max_seq_len
+    from core.data import load_splits
+    from core.tokenizer import Tokenizer
+    samples = load_splits(config.data, Tokenizer.from_dir(config.model.path), config.run.seed)
+    longest = max(len(s) for s in samples.train + samples.validation)
+    assert longest < config.data.max_seq_len
+    assert calls["seq_len"] == -(-longest // 16) * 16
+    assert f"sequence length {calls['seq_len']}" in html
+
+
+def test_memory_estimate_falls_back_to_max_seq_len_when_data_is_unreadable(console, monkeypatch):
+    calls = {}
+
+    def estimate_memory(config, model_args, seq_len, device_memory_mb=None):
+        calls["seq_len"] = seq_len
+        return types.SimpleNamespace(weights_mb=1.0, gradients_mb=2.0, optimizer_mb=3.0, activations_mb=4.0,
+                                     total_mb=10.0, device_memory_mb=None, fits=None, notes=[])
+
+    fake = types.SimpleNamespace(estimate_memory=estimate_memory, device_memory_mb=lambda device: None)
+    monkeypatch.setitem(sys.modules, "core.memory", fake)
+    monkeypatch.setattr("core.memory", fake, raising=False)
+    config = cb.check_form(form_values(console), console).config
+    Path(config.data.train_file).write_text('{"instruction": "q", "output": "a"}\nnot json\n')
+    html = cb.memory_html(config, console)
     assert calls["seq_len"] == config.data.max_seq_len
+    assert "data not readable" in html and "line 2" in html
 
 
 def test_memory_estimate_from_the_real_core_memory(console):

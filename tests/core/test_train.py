@@ -133,6 +133,7 @@ def test_non_finite_loss_fails_the_run(workspace, tmp_path):
     runs = sorted(Path(cfg["run"]["runs_dir"]).iterdir(), key=os.path.getmtime)
     status = RunDir(runs[-1]).read_status()
     assert status["state"] == "failed" and status["reason"] == "non-finite loss at step 1"
+    assert status["failure_kind"] == "nonfinite"
 
 
 def test_fp16_amp_trains_close_to_fp32(workspace, lora_run):
@@ -145,16 +146,17 @@ def test_fp16_amp_trains_close_to_fp32(workspace, lora_run):
     assert "_fp16-O2_" in run.run_id
 
 
-@pytest.mark.parametrize("override, fragment", [
-    ("lora.target_modules=nope_proj", "nope_proj"),
-    ("data.max_seq_len=8", "nothing of the answer remains"),
+@pytest.mark.parametrize("override, fragment, kind", [
+    ("lora.target_modules=nope_proj", "nope_proj", "config"),
+    ("data.max_seq_len=8", "nothing of the answer remains", "data"),
 ])
-def test_bad_settings_fail_before_training(workspace, override, fragment):
+def test_bad_settings_fail_before_training(workspace, override, fragment, kind):
     code = train_main(["--config", str(workspace), override])
     assert code == 1
     runs = sorted(Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"]).iterdir(), key=os.path.getmtime)
     run = RunDir(runs[-1])
     assert run.read_status()["state"] == "failed" and fragment in run.read_status()["reason"]
+    assert run.read_status()["failure_kind"] == kind
     assert not records(run, "train")
 
 
@@ -164,8 +166,15 @@ def test_malformed_dataset_line_is_named(workspace, tmp_path):
     code = train_main(["--config", str(workspace), f"data.train_file={bad}"])
     assert code == 1
     runs = sorted(Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"]).iterdir(), key=os.path.getmtime)
-    reason = RunDir(runs[-1]).read_status()["reason"]
+    run = RunDir(runs[-1])
+    reason = run.read_status()["reason"]
     assert "bad.jsonl" in reason and "line 3" in reason
+    assert run.read_status()["failure_kind"] == "data"
+    # a run started from a shell keeps a train.log like a launched one: header, then what it printed
+    log = run.log_path.read_text()
+    assert log.startswith("=== mindtune launch") and "core.train --config" in log.splitlines()[0]
+    assert f"run directory: {run.path}" in log and "error: " in log and "line 3" in log
+    assert any("line 3" in line for line in launcher._error_lines(run.log_path))
 
 
 def test_too_many_workers_is_refused(workspace, capsys):

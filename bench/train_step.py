@@ -1,0 +1,325 @@
+"""Training-step throughput of mindtune against a PyTorch eager reference, side by side in one run.
+
+For each model config (the shipped demo model; a ~25M-parameter Llama made here with random
+weights) and each method (LoRA r=8 on all seven projections; full fine-tuning), fp32, micro batch
+8, sequence 256, every token labelled:
+
+- mindtune: `core.model.CausalLM` + `core.lora` + `core.train_step.TrainStep` (the engine's own
+  compiled step: loss, AdamW, clipping), exactly what `python -m core.train` runs;
+- PyTorch 2.13 eager: `transformers`' LlamaForCausalLM on the same weights, PEFT LoRA on the same
+  modules, `torch.optim.AdamW`, the same clipping.
+
+Each measurement runs in a fresh subprocess (so imports, compilation and peak RSS are its own):
+warm-up steps, then the median step time of the timed steps. It prints tokens/s of both and the
+ratio, the achieved FLOP rate against this machine's matmul peak (a large fp32 matmul timed in
+the same run), peak RSS and the memory estimator's prediction, time to the first step with its
+phases, and the first-step losses of both frameworks (same weights, same batch: they must agree).
+
+    .venv/bin/pip install -r requirements-bench.txt
+    .venv/bin/python bench/train_step.py                    # both configs, both methods
+    .venv/bin/python bench/train_step.py --configs 25m --methods lora --steps 6
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+BATCH, SEQ = 8, 256
+PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+CONFIG_25M = {  # Llama architecture, ~25M parameters (tied embeddings)
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 8192, "hidden_size": 512,
+    "intermediate_size": 1536, "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 8,
+    "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
+    "hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "torch_dtype": "float32",
+    "bos_token_id": 1, "eos_token_id": 2,
+}
+
+
+# ---- model folders -----------------------------------------------------------------------------
+
+def make_25m(folder: Path) -> Path:
+    """config.json + model.safetensors with seeded N(0, 0.02) weights (norms 1), Hugging Face keys."""
+    import numpy as np
+    from safetensors.numpy import save_file
+    c = CONFIG_25M
+    h, i, v = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    rng = np.random.default_rng(0)
+    normal = lambda *shape: (rng.standard_normal(shape, dtype=np.float32) * 0.02)  # noqa: E731
+    tensors = {"model.embed_tokens.weight": normal(v, h), "model.norm.weight": np.ones(h, np.float32)}
+    for layer in range(c["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            tensors[p + f"self_attn.{name}.weight"] = normal(h, h)
+        tensors[p + "mlp.gate_proj.weight"] = normal(i, h)
+        tensors[p + "mlp.up_proj.weight"] = normal(i, h)
+        tensors[p + "mlp.down_proj.weight"] = normal(h, i)
+        tensors[p + "input_layernorm.weight"] = np.ones(h, np.float32)
+        tensors[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(c, indent=1))
+    save_file(tensors, str(folder / "model.safetensors"))
+    return folder
+
+
+def batch_arrays(vocab: int, seed: int = 0):
+    """The benchmark's batch: random token ids, all labelled, no padding (same in both frameworks)."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(3, vocab, size=(BATCH, SEQ), dtype=np.int64).astype(np.int32)
+    return ids, ids.copy(), np.ones((BATCH, SEQ), np.int32)
+
+
+def matmul_flops(model_dir: Path, method: str) -> dict:
+    """FLOPs of one training step (forward + backward), counted from the matmuls.
+    Dense weights (N_dense, lm_head included): forward 2·N per token; backward 2·N for the input
+    gradient plus 2·N for the weight gradient (full only: LoRA's frozen weights need no weight
+    gradient). Attention scores and values: forward 4·T·h per token per layer, backward twice that.
+    LoRA's own matmuls (r = 8) are counted like dense weights that train."""
+    from core.model_args import read_model_args
+    a = read_model_args(model_dir)
+    h, i, d = a.hidden_size, a.intermediate_size, a.head_dim
+    per_layer = h * a.num_heads * d * 2 + h * a.num_kv_heads * d * 2 + 3 * h * i
+    dense = a.num_layers * per_layer + a.vocab_size * h
+    tokens = BATCH * SEQ
+    weight_grad = 2 * dense if method == "full" else 0
+    lora = 0
+    if method == "lora":
+        shapes = [(h, a.num_heads * d), (h, a.num_kv_heads * d), (h, a.num_kv_heads * d), (a.num_heads * d, h),
+                  (h, i), (h, i), (i, h)]
+        lora = a.num_layers * sum(8 * (n_in + n_out) for n_in, n_out in shapes)
+    dense_flops = tokens * (2 * dense + 2 * dense + weight_grad + 6 * lora)
+    attention = a.num_layers * BATCH * (4 * SEQ * SEQ * a.num_heads * d) * 3
+    return {"dense": dense, "flops": dense_flops + attention}
+
+
+# ---- workers (one per subprocess) --------------------------------------------------------------
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_launch: float) -> dict:
+    phases = {"process start": time.time() - t_launch}
+    t = time.time()
+    import numpy as np
+    import mindspore as ms
+    from mindspore import Tensor
+    from core.checkpoint import load_hf_model
+    from core.lora import inject_lora, mark_only_lora_trainable
+    from core.train_step import TrainStep, WarmupDecaySchedule, adamw
+    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    ms.set_seed(0)
+    phases["imports"] = time.time() - t
+    t = time.time()
+    model = load_hf_model(model_dir)
+    if method == "lora":
+        inject_lora(model, 8, 16.0, 0.0, PROJECTIONS)
+        params = mark_only_lora_trainable(model)
+    else:
+        params = list(model.trainable_params())
+    model.set_train(True)
+    schedule = WarmupDecaySchedule(1e-4, 0, 1000, "constant", 1.0)
+    step = TrainStep(model, adamw(params, schedule, 0.0), 1.0, None)
+    phases["model load"] = time.time() - t
+    ids, labels, mask = batch_arrays(model.args.vocab_size)
+    times, losses = [], []
+    for n in range(warmup + steps):
+        t = time.time()
+        loss, _, _, _ = step([(ids, labels, mask)])
+        times.append(time.time() - t)
+        losses.append(loss)
+        if n == 0:
+            phases["first step (compile)"] = times[0]
+    phases["total to first step"] = sum(v for k, v in phases.items() if k != "total to first step")
+    return {"step_s": statistics.median(times[warmup:]), "losses": losses[:3], "phases": phases,
+            "peak_rss_mb": peak_rss_mb(), "trainable": int(sum(int(np.prod(p.shape)) for p in params))}
+
+
+def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch: float) -> dict:
+    phases = {"process start": time.time() - t_launch}
+    t = time.time()
+    import torch
+    from transformers import LlamaForCausalLM
+    phases["imports"] = time.time() - t
+    t = time.time()
+    torch.manual_seed(0)
+    model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    if method == "lora":
+        from peft import LoraConfig, get_peft_model
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=PROJECTIONS))
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
+    phases["model load"] = time.time() - t
+    ids, labels, mask = (torch.from_numpy(a.astype("int64")) for a in batch_arrays(model.config.vocab_size))
+    times, losses = [], []
+    for n in range(warmup + steps):
+        t = time.time()
+        out = model(input_ids=ids, attention_mask=mask, labels=labels)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(float(out.loss))
+        times.append(time.time() - t)
+        if n == 0:
+            phases["first step"] = times[0]
+    phases["total to first step"] = sum(v for k, v in phases.items() if k != "total to first step")
+    return {"step_s": statistics.median(times[warmup:]), "losses": losses[:3], "phases": phases,
+            "peak_rss_mb": peak_rss_mb(), "trainable": int(sum(p.numel() for p in params)),
+            "threads": torch.get_num_threads()}
+
+
+def matmul_peak(n: int = 2048, repeats: int = 5) -> dict:
+    """GFLOP/s of an n×n fp32 matmul, best of `repeats`, in NumPy, PyTorch and MindSpore."""
+    import numpy as np
+    out = {}
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    best = min(_timed(lambda: a @ a) for _ in range(repeats))
+    out["numpy"] = 2 * n**3 / best / 1e9
+    try:
+        import torch
+        ta = torch.from_numpy(a)
+        out["torch"] = 2 * n**3 / min(_timed(lambda: ta @ ta) for _ in range(repeats)) / 1e9
+    except ImportError:
+        pass
+    return out
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def worker_ms_matmul(n: int = 2048, repeats: int = 5) -> dict:
+    import numpy as np
+    import mindspore as ms
+    from mindspore import Tensor, ops
+    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    a = Tensor(np.random.default_rng(0).standard_normal((n, n), dtype=np.float32))
+    ops.matmul(a, a).asnumpy()
+    return {"mindspore": 2 * n**3 / min(_timed(lambda: ops.matmul(a, a).asnumpy()) for _ in range(repeats)) / 1e9}
+
+
+# ---- orchestration -----------------------------------------------------------------------------
+
+def run_worker(kind: str, **kwargs) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+        out = Path(handle.name)
+    argv = [sys.executable, __file__, "--worker", kind, "--out", str(out), "--t-launch", repr(time.time())]
+    for key, value in kwargs.items():
+        argv += [f"--{key.replace('_', '-')}", str(value)]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "GLOG_v": "3"})
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} worker failed:\n{proc.stderr[-4000:]}")
+    result = json.loads(out.read_text())
+    out.unlink()
+    return result
+
+
+def estimate(model_dir: Path, method: str) -> float:
+    from core.config import load_config
+    from core.memory import estimate_memory
+    from core.model_args import read_model_args
+    config = load_config(ROOT / "configs" / "defaults.yaml", [
+        f"model.path={model_dir}", f"method={method}", f"train.micro_batch_size={BATCH}",
+        f"data.max_seq_len={SEQ}", "eval.downstream=false"])
+    return estimate_memory(config, read_model_args(model_dir), SEQ).total_mb
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", default="demo,25m", help="comma list of demo, 25m")
+    parser.add_argument("--methods", default="lora,full", help="comma list of lora, full")
+    parser.add_argument("--steps", type=int, default=8, help="timed steps (median reported)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation)")
+    parser.add_argument("--no-torch", action="store_true", help="mindtune only")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--t-launch", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--method", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.worker:
+        if args.worker == "matmul":
+            result = {**matmul_peak(), **worker_ms_matmul()}
+        else:
+            fn = worker_mindtune if args.worker == "mindtune" else worker_torch
+            result = fn(Path(args.model_dir), args.method, args.steps, args.warmup, args.t_launch)
+        Path(args.out).write_text(json.dumps(result))
+        return
+
+    with tempfile.TemporaryDirectory() as tmp:
+        models = {"demo": ROOT / "models" / "tiny-demo", "25m": make_25m(Path(tmp) / "llama-25m")}
+        peak = run_worker("matmul")
+        peak_gflops = max(peak.values())
+        print(f"fp32 matmul peak (2048³, best of 5): " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items())
+              + f" GFLOP/s -> peak {peak_gflops:.1f} GFLOP/s")
+        rows = []
+        for name in args.configs.split(","):
+            for method in args.methods.split(","):
+                common = dict(model_dir=models[name], method=method, steps=args.steps, warmup=args.warmup)
+                ms_result = run_worker("mindtune", **common)
+                pt_result = None if args.no_torch else run_worker("torch", **common)
+                flops = matmul_flops(models[name], method)["flops"]
+                rows.append((name, method, ms_result, pt_result, flops, estimate(models[name], method)))
+                print_row(rows[-1], peak_gflops)
+        print_table(rows, peak_gflops)
+
+
+def print_row(row, peak_gflops):
+    name, method, ms_r, pt_r, flops, est = row
+    tokens = BATCH * SEQ
+    line = f"[{name} {method}] mindtune {tokens / ms_r['step_s']:.0f} tok/s (step {ms_r['step_s']:.3f} s)"
+    if pt_r:
+        line += f", pytorch {tokens / pt_r['step_s']:.0f} tok/s (step {pt_r['step_s']:.3f} s, " \
+                f"{pt_r['threads']} threads), ratio {pt_r['step_s'] / ms_r['step_s']:.2f}"
+        line += f"; first losses mindtune {ms_r['losses'][0]:.5f} pytorch {pt_r['losses'][0]:.5f}"
+    print(line, flush=True)
+    print("    mindtune phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in ms_r["phases"].items()), flush=True)
+    if pt_r:
+        print("    pytorch phases:  " + ", ".join(f"{k} {v:.1f} s" for k, v in pt_r["phases"].items()), flush=True)
+
+
+def print_table(rows, peak_gflops):
+    tokens = BATCH * SEQ
+    print(f"\nfp32, micro batch {BATCH}, sequence {SEQ}; utilization = step FLOPs / step time / matmul peak "
+          f"({peak_gflops:.1f} GFLOP/s)")
+    print("| config | method | mindtune tok/s | PyTorch tok/s | ratio | mindtune util. | PyTorch util. "
+          "| mindtune peak RSS | PyTorch peak RSS | estimate | to first step (mindtune / PyTorch) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, method, ms_r, pt_r, flops, est in rows:
+        cells = [name, method]
+        for r in (ms_r, pt_r):
+            cells.append(f"{tokens / r['step_s']:.0f}" if r else "-")
+        cells.append(f"{pt_r['step_s'] / ms_r['step_s']:.2f}" if pt_r else "-")
+        for r in (ms_r, pt_r):
+            cells.append(f"{100 * flops / r['step_s'] / (peak_gflops * 1e9):.0f}%" if r else "-")
+        for r in (ms_r, pt_r):
+            cells.append(f"{r['peak_rss_mb']:.0f} MB" if r else "-")
+        cells.append(f"{est:.0f} MB")
+        cells.append(" / ".join(f"{r['phases']['total to first step']:.1f} s" if r else "-" for r in (ms_r, pt_r)))
+        print("| " + " | ".join(cells) + " |")
+    by = {(n, m): r for n, m, r, _, _, _ in rows}
+    for name in dict.fromkeys(n for n, *_ in rows):
+        if (name, "lora") in by and (name, "full") in by:
+            ratio = by[(name, "lora")]["peak_rss_mb"] / by[(name, "full")]["peak_rss_mb"]
+            print(f"{name}: mindtune LoRA / full peak RSS = {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
