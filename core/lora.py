@@ -71,13 +71,22 @@ class LoRADense(nn.Dense):
         self.merged = False  # True while scaling·B·A is folded into `weight`
 
     def construct(self, x):
-        out = super().construct(x)  # (..., out)
         if self.merged:
-            return out
-        lora_a = ops.cast(self.lora_a, x.dtype)
-        lora_b = ops.cast(self.lora_b, x.dtype)
-        hidden = ops.matmul(self.lora_dropout(x), lora_a.T)  # (..., rank)
-        return out + ops.matmul(hidden, lora_b.T) * self.scaling  # (..., out)
+            return super().construct(x)
+        # Everything as 2-D MatMuls with transpose_b (like nn.Dense): a 3-D `ops.matmul` against a
+        # 2-D weight becomes BroadcastTo + BatchMatMul, and its gradient a ReduceSum over the
+        # broadcast copies — on the CPU that cost more than the base layer's own MatMul (profiled).
+        x_shape = x.shape
+        x2 = x.reshape(-1, x_shape[-1])  # (N, in)
+        out = self.matmul(x2, self.weight)  # (N, out)
+        if self.has_bias:
+            out = self.bias_add(out, self.bias)
+        hidden = self.matmul(self.lora_dropout(x2), ops.cast(self.lora_a, x.dtype))  # (N, rank)
+        # scaling folded into B (out × rank), not applied to the (N, out) product
+        out = out + self.matmul(hidden, ops.cast(self.lora_b * self.scaling, x.dtype))  # (N, out)
+        if self.activation_flag:
+            out = self.activation(out)
+        return out.reshape(x_shape[:-1] + (self.out_channels,))
 
     def extend_repr(self):
         return f"{super().extend_repr()}, rank={self.rank}, alpha={self.alpha}, merged={self.merged}"

@@ -54,6 +54,26 @@ def _dense(in_features: int, out_features: int, bias: bool, dtype) -> nn.Dense:
                     has_bias=bias, dtype=dtype)
 
 
+class Softmax(nn.Cell):
+    """Softmax over the last axis; its backward, (dy − Σ dy·y)·y, takes the row sums as one MatMul
+    against a ones column: MindSpore's CPU ReduceSum over a short last axis was the slowest part
+    of the attention backward (profiled: ~3× the MatMul)."""
+
+    def __init__(self):
+        super().__init__()
+        self.softmax, self.matmul, self.ones, self.reshape = ops.Softmax(-1), ops.MatMul(), ops.Ones(), ops.Reshape()
+
+    def construct(self, x):
+        return self.softmax(x)
+
+    def bprop(self, x, out, dout):
+        # primitives only: functional ops inside a bprop fail to compile under jit (MindSpore 2.10)
+        width = x.shape[-1]
+        prod = self.reshape(out * dout, (-1, width))
+        row_sum = self.reshape(self.matmul(prod, self.ones((width, 1), ms.float32)), x.shape[:-1] + (1,))
+        return ((dout - row_sum) * out,)
+
+
 def rotate_half(x):
     half = x.shape[-1] // 2
     return ops.cat((-x[..., half:], x[..., :half]), -1)
@@ -79,6 +99,9 @@ class Attention(nn.Cell):
         self.k_proj = _dense(h, args.num_kv_heads * d, args.qkv_bias, dtype)
         self.v_proj = _dense(h, args.num_kv_heads * d, args.qkv_bias, dtype)
         self.o_proj = _dense(args.num_heads * d, h, args.o_bias, dtype)
+        self.bmm_bt = ops.BatchMatMul(transpose_b=True)  # q·kᵀ without materialising kᵀ
+        self.bmm = ops.BatchMatMul()
+        self.softmax = Softmax()
 
     def construct(self, x, cos, sin, mask, past_key=None, past_value=None):
         """x (B, T, hidden); cos/sin (B|1, 1, T, D); mask (B|1, 1, T, S) additive float32.
@@ -93,10 +116,11 @@ class Attention(nn.Cell):
         if past_key is not None:
             k = ops.cat((past_key, k), 2)
             v = ops.cat((past_value, v), 2)  # (B, KV, S, D), S = past + T
-        scores = ops.matmul(q, repeat_kv(k, self.n_rep).swapaxes(-1, -2)) * self.scale  # (B, H, T, S)
+        # 1/sqrt(D) applied to q (B·H·T·D values) rather than to the scores (B·H·T·S)
+        scores = self.bmm_bt(q * self.scale, repeat_kv(k, self.n_rep))  # (B, H, T, S)
         scores = ops.cast(scores, ms.float32) + mask  # masked and normalised in float32, as in HF eager
-        probs = ops.cast(ops.softmax(scores, -1), q.dtype)
-        out = ops.matmul(probs, repeat_kv(v, self.n_rep))  # (B, H, T, D)
+        probs = ops.cast(self.softmax(scores), q.dtype)
+        out = self.bmm(probs, repeat_kv(v, self.n_rep))  # (B, H, T, D)
         out = out.transpose(0, 2, 1, 3).reshape(b, t, self.num_heads * self.head_dim)
         return self.o_proj(out), k, v
 
@@ -152,6 +176,7 @@ class CausalLM(nn.Cell):
         if not self.tied:
             self.lm_head = _dense(args.hidden_size, args.vocab_size, False, self.param_dtype)
         self.inv_freq = Tensor(rope_inverse_frequencies(args).reshape(1, -1), ms.float32)  # (1, D/2)
+        self.matmul_bt = ops.MatMul(transpose_b=True)
 
     def rope(self, positions, dtype):
         """positions (B|1, T) int -> cos, sin (B|1, 1, T, head_dim) in `dtype`."""
@@ -176,7 +201,12 @@ class CausalLM(nn.Cell):
     def logits(self, hidden):
         hidden = self.model.norm(hidden)
         if self.tied:
-            out = ops.matmul(hidden, ops.cast(self.model.embed_tokens.weight, hidden.dtype).T)
+            # A 2-D MatMul against the (vocab, hidden) embedding, transposed inside the kernel: a 3-D
+            # `ops.matmul` would broadcast the whole embedding to every batch row (profiled: the
+            # largest cost of a small model's step on the CPU, forward and backward).
+            shape = hidden.shape
+            out = self.matmul_bt(hidden.reshape(-1, shape[-1]), ops.cast(self.model.embed_tokens.weight, hidden.dtype))
+            out = out.reshape(shape[:-1] + (out.shape[-1],))
         else:
             out = self.lm_head(hidden)
         return ops.cast(out, ms.float32)
