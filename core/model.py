@@ -40,11 +40,16 @@ class RMSNorm(nn.Cell):
         super().__init__()
         self.weight = Parameter(initializer("ones", (hidden_size,), dtype), name="weight")
         self.eps = eps
+        self.matmul = ops.MatMul()
+        self.mean_column = Tensor(np.full((hidden_size, 1), 1.0 / hidden_size, np.float32))  # (hidden, 1)
 
     def construct(self, x):
         dtype = x.dtype
         x32 = ops.cast(x, ms.float32)
-        variance = ops.mean(ops.square(x32), -1, keep_dims=True)
+        # mean of squares over the last axis as a MatMul against a 1/h column: MindSpore's CPU
+        # ReduceMean (and its gradient) over the hidden axis cost ~4x more inside the train step
+        squares = ops.square(x32)
+        variance = self.matmul(squares.reshape(-1, x.shape[-1]), self.mean_column).reshape(x.shape[:-1] + (1,))
         x32 = x32 * ops.rsqrt(variance + self.eps)
         return self.weight * ops.cast(x32, dtype)
 
