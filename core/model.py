@@ -84,15 +84,6 @@ def rotate_half(x):
     return ops.cat((-x[..., half:], x[..., :half]), -1)
 
 
-def repeat_kv(x, n_rep: int):
-    """(B, kv_heads, S, D) -> (B, kv_heads·n_rep, S, D), each kv head repeated n_rep times."""
-    if n_rep == 1:
-        return x
-    b, kv, s, d = x.shape
-    x = ops.broadcast_to(ops.expand_dims(x, 2), (b, kv, n_rep, s, d))
-    return x.reshape(b, kv * n_rep, s, d)
-
-
 class Attention(nn.Cell):
     def __init__(self, args: ModelArgs, dtype=ms.float32):
         super().__init__()
@@ -121,11 +112,16 @@ class Attention(nn.Cell):
         if past_key is not None:
             k = ops.cat((past_key, k), 2)
             v = ops.cat((past_value, v), 2)  # (B, KV, S, D), S = past + T
-        # 1/sqrt(D) applied to q (B·H·T·D values) rather than to the scores (B·H·T·S)
-        scores = self.bmm_bt(q * self.scale, repeat_kv(k, self.n_rep))  # (B, H, T, S)
+        # Grouped-query attention without repeating k/v: the n_rep query heads that share a kv
+        # head are stacked along the sequence axis, (B, H, T, D) -> (B, KV, n_rep·T, D), so one
+        # BatchMatMul per kv head serves them all (repeating k/v heads costs a broadcast copy forward
+        # and a ReduceSum backward). 1/sqrt(D) is applied to q (B·H·T·D values), not to the scores.
+        s = k.shape[2]
+        q = (q * self.scale).reshape(b, self.num_kv_heads, self.n_rep * t, self.head_dim)
+        scores = self.bmm_bt(q, k).reshape(b, self.num_heads, t, s)  # (B, H, T, S)
         scores = ops.cast(scores, ms.float32) + mask  # masked and normalised in float32, as in HF eager
-        probs = ops.cast(self.softmax(scores), q.dtype)
-        out = self.bmm(probs, repeat_kv(v, self.n_rep))  # (B, H, T, D)
+        probs = ops.cast(self.softmax(scores), v.dtype).reshape(b, self.num_kv_heads, self.n_rep * t, s)
+        out = self.bmm(probs, v).reshape(b, self.num_heads, t, self.head_dim)  # (B, H, T, D)
         out = out.transpose(0, 2, 1, 3).reshape(b, t, self.num_heads * self.head_dim)
         return self.o_proj(out), k, v
 
