@@ -49,7 +49,10 @@ class RMSNorm(nn.Cell):
         # mean of squares over the last axis as a MatMul against a 1/h column: MindSpore's CPU
         # ReduceMean (and its gradient) over the hidden axis cost ~4x more inside the train step
         squares = ops.square(x32)
-        variance = self.matmul(squares.reshape(-1, x.shape[-1]), self.mean_column).reshape(x.shape[:-1] + (1,))
+        if dtype == ms.float32:
+            variance = self.matmul(squares.reshape(-1, x.shape[-1]), self.mean_column).reshape(x.shape[:-1] + (1,))
+        else:  # under AMP, MindSpore casts a MatMul's inputs to the compute dtype: keep the mean in float32
+            variance = ops.mean(squares, -1, keep_dims=True)
         x32 = x32 * ops.rsqrt(variance + self.eps)
         return self.weight * ops.cast(x32, dtype)
 
@@ -75,7 +78,7 @@ class Softmax(nn.Cell):
         # primitives only: functional ops inside a bprop fail to compile under jit (MindSpore 2.10)
         width = x.shape[-1]
         prod = self.reshape(out * dout, (-1, width))
-        row_sum = self.reshape(self.matmul(prod, self.ones((width, 1), ms.float32)), x.shape[:-1] + (1,))
+        row_sum = self.reshape(self.matmul(prod, self.ones((width, 1), prod.dtype)), x.shape[:-1] + (1,))
         return ((dout - row_sum) * out,)
 
 
