@@ -38,6 +38,19 @@ class MonitorSession:
     es_loaded_for: str | None = None
     downloads_sent: dict[str, tuple] = field(default_factory=dict)
     es_caption: str | None = None
+    sent: dict[str, Any] = field(default_factory=dict)  # last value sent per output (unchanged ones are skipped)
+
+
+def changed_only(session: MonitorSession, **values: Any) -> dict[str, bool]:
+    """Which of `values` differ from what this tab was last sent (and remember them): an unchanged
+    output is skipped, so the browser re-renders nothing for it (every update costs the browser
+    CPU, which on a small machine is taken from training)."""
+    fresh = {name: session.sent.get(name, _UNSENT) != value for name, value in values.items()}
+    session.sent.update(values)
+    return fresh
+
+
+_UNSENT = object()
 
 
 @dataclass

@@ -112,9 +112,12 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
                      else gr.skip() for fmt in tab.downloads]
         es = [result.es_values.get(k, gr.skip()) if result.es_values else gr.skip() for k in tab.es]
         log = result.log if result.log is not None else gr.skip()
-        active = gr.update(interactive=result.active)
-        return [picker, result.state, result.status, result.failure, log, result.es_status, active, active,
-                *plots, *downloads, *es]
+        fresh = cb.changed_only(state, state=result.state, status=result.status, failure=result.failure,
+                                es_status=result.es_status, active=result.active)
+        keep = lambda name, value: value if fresh[name] else gr.skip()  # noqa: E731
+        active = keep("active", gr.update(interactive=result.active))
+        return [picker, keep("state", result.state), keep("status", result.status), keep("failure", result.failure),
+                log, keep("es_status", result.es_status), active, active, *plots, *downloads, *es]
 
     inputs = [session, run, lang, tab.out["log_scale"]]
     tab.out["timer"].tick(on_tick, inputs, outputs, show_progress="hidden", concurrency_limit=8,

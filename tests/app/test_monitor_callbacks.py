@@ -167,3 +167,12 @@ def test_each_session_state_has_its_own_lock():
     first, second = cb.MonitorSession(), cb.MonitorSession()
     assert session_lock(first) is session_lock(first)
     assert session_lock(first) is not session_lock(second)
+
+
+def test_unchanged_outputs_are_not_sent_again():
+    from app.monitor_callbacks import MonitorSession, changed_only
+    session = MonitorSession()
+    assert changed_only(session, state="running", status="step 1") == {"state": True, "status": True}
+    assert changed_only(session, state="running", status="step 2") == {"state": False, "status": True}
+    assert changed_only(session, state="stopped", status="step 2") == {"state": True, "status": False}
+    assert changed_only(MonitorSession(), state="stopped") == {"state": True}  # a new tab gets everything
