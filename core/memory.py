@@ -42,7 +42,11 @@ sequence 256 unless noted; final.peak_mem_mb against `total_mb`):
                                         full           8732 MB    8664 MB  -1%
                                         LoRA, recompute full  10870 MB  11458 MB  +5%
 
-The 27M model lies outside the configurations the CPU constants were fitted on. Not measured:
+The 27M model lies outside the configurations the CPU constants were fitted on. These figures
+predate the train-step rewrite of issue 5 (2-D MatMuls, hand-written loss and softmax backward),
+which lowered the measured peaks: bench/train_step.py now measures 2,270 MB (demo LoRA, batch
+8 × 256) against 3,345 MB estimated and 5,135 MB (25M LoRA) against 7,346 MB, so the CPU
+constants overestimate by ~45% until they are fitted again. Not measured:
 AMP O1 (the engine could not run it), GPU and Ascend (textbook figures, no such device here).
 """
 from __future__ import annotations
