@@ -10,10 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from core import launcher
-from core.config import Config, ConfigError, load_config
+from core.config import Config, ConfigError, deep_merge, load_config, read_config_file
 from core.data import DataError, run_seq_len
 from core.model_args import CheckpointError, read_model_args
 from core.rundir import RunDir
@@ -257,7 +255,9 @@ def load_yaml(path: str | Path, console: Console) -> dict[str, Any]:
     """Widget values of an uploaded YAML config (validated; its runs folder replaced by this
     console's). Its `base:` files may only be configs shipped in the configs folder, so an upload
     cannot make the console read files outside the folders it serves."""
-    data = _read_mapping(Path(path))
+    data = read_config_file(Path(path))
+    if not data:
+        raise ConfigError(f"{Path(path).name}: empty; a config is a mapping of sections (run:, model:, train:, ...)")
     bases = data.pop("base", None)
     merged: dict[str, Any] = {}
     for base in [bases] if isinstance(bases, str) else bases or []:
@@ -265,27 +265,9 @@ def load_yaml(path: str | Path, console: Console) -> dict[str, Any]:
             base_path = inside_roots(console.settings.configs_dir / str(base), [console.settings.configs_dir])
         except OutsideRootsError as err:
             raise ConfigError(f"base: {err}") from None
-        merged = _merge(merged, load_config(base_path).to_dict())
-    config = Config.from_dict(_merge(merged, data))
+        merged = deep_merge(merged, load_config(base_path).to_dict())
+    config = Config.from_dict(deep_merge(merged, data))
     return form.to_values(config.with_updates({"run.runs_dir": console.runs_dir_for_config, "run.resume": None}))
-
-
-def _read_mapping(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise ConfigError(f"{path.name}: not a readable YAML file ({err})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path.name}: must be a mapping of sections (run:, model:, train:, ...)")
-    return data
-
-
-def _merge(base: dict, update: dict) -> dict:
-    """Sections merge key by key; values in `update` win (as `base:` inheritance does)."""
-    out = dict(base)
-    for key, value in update.items():
-        out[key] = _merge(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict) else value
-    return out
 
 
 def _load_shipped_file(path: Path, console: Console) -> dict[str, Any]:

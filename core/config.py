@@ -607,7 +607,7 @@ def _display(path: Path) -> str:
 
 def _read_tree(path: Path, chain: tuple[Path, ...]) -> tuple[dict, dict[str, str]]:
     """A file merged over its bases (in order), and which file set each dotted key."""
-    raw = _read_yaml(path)
+    raw = read_config_file(path)
     bases = raw.pop("base", None)
     bases = [bases] if isinstance(bases, str) else bases if bases is not None else []
     if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
@@ -624,19 +624,22 @@ def _read_tree(path: Path, chain: tuple[Path, ...]) -> tuple[dict, dict[str, str
             raise ConfigError([Problem("base", base, f"file not found: {_display(base_path)}",
                                        _display(path))])
         base_data, base_origins = _read_tree(base_path, chain + (path,))
-        merged = _deep_merge(merged, base_data)
+        merged = deep_merge(merged, base_data)
         origins.update(base_origins)
     origins.update({key: _display(path) for key in _leaf_keys(raw)})
-    return _deep_merge(merged, raw), origins
+    return deep_merge(merged, raw), origins
 
 
-def _read_yaml(path: Path) -> dict:
-    """One file's mapping, parsed with yaml.safe_load; ConfigError names the file (and line)."""
+def read_config_file(path: Path) -> dict:
+    """One file's mapping as written (`base:` not followed), parsed with yaml.safe_load;
+    ConfigError names the file (and line). An empty file is an empty mapping."""
     name = _display(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError(f"{name}: cannot read config file ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{name}: cannot read config file (not UTF-8 text: {err.reason})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -651,13 +654,13 @@ def _read_yaml(path: Path) -> dict:
     return data
 
 
-def _deep_merge(base: dict, update: dict) -> dict:
+def deep_merge(base: dict, update: dict) -> dict:
     """Dicts merge key by key; lists and scalars in `update` replace. An empty section
     (`lora:` with nothing under it, read as null) keeps what the base had."""
     out = dict(base)
     for key, value in update.items():
         if isinstance(out.get(key), dict) and isinstance(value, dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         elif not (isinstance(out.get(key), dict) and value is None):
             out[key] = copy.deepcopy(value)
     return out
