@@ -28,7 +28,7 @@ _FAILURES = (
 )
 
 
-_KINDS = ("oom", "nonfinite", "data", "config", "crash")
+_KINDS = {kind for kind, _ in _FAILURES} | {"config"}  # what core.train writes as failure_kind
 
 
 def failure_kind(status: dict, log_tail: str = "") -> str | None:

@@ -91,7 +91,9 @@ def test_memory_estimate_unavailable_without_core_memory(console, monkeypatch):
     assert "estimate unavailable" in cb.memory_html(config, console)
 
 
-def test_memory_estimate_table_from_core_memory(console, monkeypatch):
+@pytest.fixture
+def fake_memory(monkeypatch) -> dict:
+    """Replace core.memory with a fake whose estimate_memory records the sequence length it got."""
     calls = {}
 
     def estimate_memory(config, model_args, seq_len, device_memory_mb=None):
@@ -102,6 +104,11 @@ def test_memory_estimate_table_from_core_memory(console, monkeypatch):
     fake = types.SimpleNamespace(estimate_memory=estimate_memory, device_memory_mb=lambda device: 1000.0)
     monkeypatch.setitem(sys.modules, "core.memory", fake)
     monkeypatch.setattr("core.memory", fake, raising=False)
+    return calls
+
+
+def test_memory_estimate_table_from_core_memory(console, fake_memory):
+    calls = fake_memory
     config = cb.check_form(form_values(console), console).config
     html = cb.memory_html(config, console)
     assert "optimizer state" in html and "10.0 MB" in html and "fits" in html and "a note" in html
@@ -116,17 +123,8 @@ def test_memory_estimate_table_from_core_memory(console, monkeypatch):
     assert f"sequence length {calls['seq_len']}" in html
 
 
-def test_memory_estimate_falls_back_to_max_seq_len_when_data_is_unreadable(console, monkeypatch):
-    calls = {}
-
-    def estimate_memory(config, model_args, seq_len, device_memory_mb=None):
-        calls["seq_len"] = seq_len
-        return types.SimpleNamespace(weights_mb=1.0, gradients_mb=2.0, optimizer_mb=3.0, activations_mb=4.0,
-                                     total_mb=10.0, device_memory_mb=None, fits=None, notes=[])
-
-    fake = types.SimpleNamespace(estimate_memory=estimate_memory, device_memory_mb=lambda device: None)
-    monkeypatch.setitem(sys.modules, "core.memory", fake)
-    monkeypatch.setattr("core.memory", fake, raising=False)
+def test_memory_estimate_falls_back_to_max_seq_len_when_data_is_unreadable(console, fake_memory):
+    calls = fake_memory
     config = cb.check_form(form_values(console), console).config
     Path(config.data.train_file).write_text('{"instruction": "q", "output": "a"}\nnot json\n')
     html = cb.memory_html(config, console)
