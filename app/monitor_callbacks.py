@@ -1,14 +1,22 @@
-"""Monitor tab callbacks: one tick per second turns a run's files into chart data and words.
+"""Monitor tab callbacks: each poll of the page turns a run's files into chart data and words.
 
-A browser session keeps a `MonitorSession` (Gradio state): the run it watches, that run's
-`RunCharts` (which read the metrics file incrementally), and what was last sent, so each tick sends
-only what changed. Nothing here holds a process: stopping and early-stopping changes go through the
-job manager and the run's control file.
+The page polls `feed` twice a second while a run is active (through a Gradio server function, not
+a Gradio event: see app/monitor_tab.py for why). A page keeps a `MonitorSession` here, keyed by a
+token the page made up: the run it watches, that run's `RunCharts` (which read the metrics file
+incrementally), and what was last sent, so each poll sends only what changed. The controls that are
+Gradio components (run picker, stop buttons, downloads, early-stopping fields) are brought up to
+date by `controls`, which the page calls only when the feed says they changed. Nothing here holds a
+process: stopping and early-stopping changes go through the job manager and the run's control file.
 """
 from __future__ import annotations
 
+import html
 import math
 import os
+import re
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,14 +25,17 @@ from core.config import ConfigError, load_config
 from core.rundir import TERMINAL_STATES, RunDir, RunDirError, list_runs
 
 from app.context import Console
+from app.sessions import session_lock
 from app.exports import FORMATS, ExportFailed, export_target, run_export
 from app.i18n import text
 from app.metrics import RunCharts, read_tail
-from app.run_status import failure_markdown, phase, state_html, status_line, status_markdown
+from app.run_status import failure_html, phase, state_html, status_html, status_line
 from app.svg_chart import line_chart
 
 RUN_LIST_EVERY_TICKS = 5
 ES_MONITORS = ("val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema")
+ACTIVE_POLL_S = 0.5   # how often a page polls while its run is going
+IDLE_POLL_S = 2.0     # ... and while it is over (a new run started elsewhere still shows within this)
 
 
 @dataclass(eq=False)  # hashed by identity, for `session_lock`
@@ -109,9 +120,12 @@ def _select(session: MonitorSession, console: Console, wanted: str | None) -> st
 
 
 def tick(session: MonitorSession, wanted: str | None, console: Console, lang: str = "en",
-         log_scale: bool = False) -> Tick:
-    """Bring the session's run up to date: new metric points, status, log tail, downloads."""
+         log_scale: bool = False, full: bool = False) -> Tick:
+    """Bring the session's run up to date: new metric points, status, log tail, downloads
+    (`full`: every chart and the log, as for a page that lost what it was sent)."""
     session.ticks += 1
+    if full:
+        session.log_key = None
     run_id = _select(session, console, wanted)
     choices = _choices_if_changed(session, console, run_id)
     if not run_id or not (console.runs_dir / run_id / "status.json").exists():
@@ -120,23 +134,29 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
     status = _status(run)
     if session.charts is None:
         session.charts = RunCharts(run.path, workers=_workers(run, status))
-    svgs = _chart_updates(session, log_scale)
+    svgs = _chart_updates(session, log_scale, everything=full)
     log = _log_if_changed(session, run)
     es_values = None
     if session.es_loaded_for != run_id:
         es_values, session.es_loaded_for = early_stopping_settings(run), run_id
     _auto_export(console, run, status)
     return Tick(run_id, choices, svgs, state_html(str(status.get("state") or "unknown"), lang),
-                _status_text(status, session.charts, lang), failure_markdown(status, log or "", lang),
+                _status_text(status, session.charts, lang), failure_html(status, log or "", lang),
                 text("mon.no_log", lang) if log == "" else log, session.es_caption or "", es_values,
                 _downloads_if_changed(session, console, run, lang), status.get("state") not in TERMINAL_STATES)
 
 
-def _chart_updates(session: MonitorSession, log_scale: bool) -> dict[str, str]:
-    """SVGs of the charts that got points (and of the validation charts when the caption changed)."""
+def _chart_updates(session: MonitorSession, log_scale: bool, everything: bool = False) -> dict[str, str]:
+    """SVGs of the charts that got points (and of the validation charts when the caption changed,
+    the loss chart when its scale changed; all of them when `everything`)."""
     charts = session.charts
     charts.update()
     changed = charts.take_changed()
+    if everything:
+        changed |= set(Y_TITLES)
+    if session.sent.get("log_scale", log_scale) != log_scale:
+        changed.add("loss")
+    session.sent["log_scale"] = log_scale
     caption = es_caption(charts.last_eval)
     if caption != session.es_caption:
         changed |= {"val_loss", "val_ppl"}
@@ -150,11 +170,11 @@ def _status_text(status: dict, charts: RunCharts, lang: str) -> str:
         status = {**status, "total_steps": charts.setup.get("total_steps")}
     line = status_line(status, charts.progress.seconds_per_step())
     busy = phase(line.state, charts.setup is not None, charts.last_eval is not None, charts.last_train is not None)
-    return status_markdown(line, lang, busy)
+    return status_html(line, lang, busy)
 
 
 def _no_run(run_id: str | None, choices: list[str] | None, lang: str) -> Tick:
-    return Tick(run_id, choices, {}, state_html("unknown", lang), text("mon.no_run", lang), "", None,
+    return Tick(run_id, choices, {}, state_html("unknown", lang), html.escape(text("mon.no_run", lang)), "", None,
                 "", None, {}, False)
 
 
@@ -264,6 +284,129 @@ def stop(console: Console, run_id: str | None, graceful: bool) -> str:
         return console.jobs.request_stop(run_id, graceful)
     except ValueError as err:
         return f"⚠ {err}"
+
+
+# ---- the page's feed and its controls --------------------------------------------------------
+
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{8,64}")
+_LANGS = ("en", "zh")
+
+
+@dataclass(eq=False)  # hashed by identity, for `session_lock`
+class FeedPage:
+    """One open page: what it watches (a MonitorSession), the HTML it was last sent per slot, and
+    a counter that moves when the Gradio controls (picker, buttons, downloads) need a refresh."""
+    monitor: MonitorSession = field(default_factory=MonitorSession)
+    slots: dict[str, str] = field(default_factory=dict)
+    controls_key: tuple | None = None
+    controls_rev: int = 0
+    seen: float = 0.0
+    offscreen_changed: set[str] = field(default_factory=set)  # charts that changed while off screen
+
+
+class FeedPages:
+    """The open pages of one console, by the token each page made up; a page not heard from for
+    `idle_s` is forgotten (it starts over, with everything sent again, if it comes back)."""
+
+    def __init__(self, max_pages: int = 64, idle_s: float = 600.0):
+        self.max_pages, self.idle_s = max_pages, idle_s
+        self._pages: OrderedDict[str, FeedPage] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, token: str) -> FeedPage:
+        now = time.monotonic()
+        with self._lock:
+            for old in [t for t, p in self._pages.items() if now - p.seen > self.idle_s]:
+                del self._pages[old]
+            page = self._pages.pop(token, None) or FeedPage()
+            page.seen = now
+            self._pages[token] = page
+            while len(self._pages) > self.max_pages:
+                self._pages.popitem(last=False)
+            return page
+
+    def __len__(self) -> int:
+        return len(self._pages)
+
+
+def feed(pages: FeedPages, request: Any, console: Console) -> dict[str, Any]:
+    """One poll of a page: {"run", "slots": {slot: HTML that changed}, "controls": counter,
+    "interval": seconds to the next poll}. `request` comes from the browser and is checked:
+    {"token", "run" (the picker's text), "lang", "log_scale", "full" (resend everything),
+    "offscreen" (charts scrolled out of view: held back until they are in view again, since
+    redrawing them costs the browser as much as the ones on screen)}."""
+    if not isinstance(request, dict) or not isinstance(request.get("token"), str) \
+            or not _TOKEN.fullmatch(request["token"]):
+        return {"error": "bad request: a token of 8-64 letters, digits, - or _ is required"}
+    wanted = request.get("run") if isinstance(request.get("run"), str) else None
+    lang = request.get("lang") if request.get("lang") in _LANGS else "en"
+    full = bool(request.get("full"))
+    offscreen = request.get("offscreen") if isinstance(request.get("offscreen"), list) else []
+    offscreen = {name for name in offscreen if name in Y_TITLES}
+    page = pages.get(request["token"])
+    with session_lock(page):
+        if full:
+            page.slots.clear()
+        log_scale = bool(request.get("log_scale"))
+        result = tick(page.monitor, wanted, console, lang, log_scale, full)
+        charts = _on_screen_charts(page, result.charts, offscreen, log_scale)
+        slots = {"state": result.state, "status": result.status, "failure": result.failure,
+                 "es_status": html.escape(result.es_status)}
+        if result.log is not None:
+            slots["log"] = html.escape(result.log)
+        fresh = {name: value for name, value in slots.items() if page.slots.get(name) != value}
+        page.slots.update(fresh)
+        session = page.monitor
+        key = (result.run_id, session.run_ids, result.active, tuple(sorted(session.downloads_sent.items())),
+               session.es_loaded_for)
+        if key != page.controls_key:
+            page.controls_key, page.controls_rev = key, page.controls_rev + 1
+        return {"run": result.run_id, "slots": {**fresh, **charts}, "controls": page.controls_rev,
+                "interval": ACTIVE_POLL_S if result.active else IDLE_POLL_S}
+
+
+def _on_screen_charts(page: FeedPage, changed: dict[str, str], offscreen: set[str],
+                      log_scale: bool) -> dict[str, str]:
+    """The changed charts that are on screen, plus those that changed while off screen and are back."""
+    page.offscreen_changed |= set(changed) & offscreen
+    back = page.offscreen_changed - offscreen
+    page.offscreen_changed -= back
+    charts = {name: svg for name, svg in changed.items() if name not in offscreen}
+    monitor = page.monitor
+    for name in back - set(charts):
+        if monitor.charts is not None:
+            charts[name] = chart_svg(monitor.charts, name, log_scale, monitor.es_caption or "")
+    return charts
+
+
+@dataclass
+class Controls:
+    """What the Gradio controls of the Monitor tab should show; None / {} means unchanged."""
+    run_id: str | None
+    run_choices: list[str] | None
+    active: bool | None
+    downloads: dict[str, tuple[str, str | None, bool]]
+    es_values: dict[str, Any] | None
+
+
+def controls(session: MonitorSession, wanted: str | None, console: Console, lang: str = "en") -> Controls:
+    """The run picker (choices and the run shown), whether Stop applies, the download buttons and,
+    for a newly shown run, its early-stopping settings; each only when it changed for this page."""
+    run_id = _select(session, console, wanted)
+    ids = tuple(run_ids(console))
+    choices = list(ids) if ids != session.run_ids else None
+    session.run_ids = ids
+    if not run_id or not (console.runs_dir / run_id / "status.json").exists():
+        fresh = changed_only(session, active=False)
+        return Controls(run_id, choices, False if fresh["active"] else None, {}, None)
+    run = RunDir(console.runs_dir / run_id)
+    active = _status(run).get("state") not in TERMINAL_STATES
+    es_values = None
+    if session.es_loaded_for != run_id:
+        es_values, session.es_loaded_for = early_stopping_settings(run), run_id
+    downloads = _downloads_if_changed(session, console, run, lang)
+    fresh = changed_only(session, active=active)
+    return Controls(run_id, choices, active if fresh["active"] else None, downloads, es_values)
 
 
 # ---- downloads -----------------------------------------------------------------------------

@@ -1,12 +1,20 @@
 """Monitor tab layout and wiring: a run picker, status, live charts, early stopping, stop, downloads.
 
-A `gr.Timer` ticks every half second while the page is open; each tick runs `monitor_callbacks.tick`
-and sends only what changed (new chart points, a grown log, a new download). Closing the page
-stops the ticks and nothing else: the run goes on.
+The live parts (state badge, status line, failure, the charts, the early-stopping caption, the log)
+are slots: `gr.HTML` blocks whose inner element the page's feed script (monitor_feed.js) fills. The
+script polls `monitor_callbacks.feed` through a Gradio server function, twice a second while the run
+is going and every 2 s after, only while the tab is on screen, and is sent only what changed. It is
+not a `gr.Timer`: every Gradio event makes the page re-send a loading status to every component that
+ever took part in an event (Gradio 6's frontend), which at two ticks a second cost a headless
+Chromium 60% of a core (`bench/console_overhead.py`) and so slowed training on the same machine. The
+Gradio controls (picker, stop buttons, downloads, early-stopping fields) change through the "sync"
+event, which the feed fires only when they changed. Closing the page stops the polls and nothing
+else: the run goes on.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -16,10 +24,11 @@ from app.context import Console
 from app.exports import FORMATS
 from app.i18n import Labels
 from app.metrics import empty_frame
+from app.run_status import state_html
 from app.sessions import session_lock
 from app.svg_chart import line_chart
 
-TICK_S = 0.5
+FEED_JS = Path(__file__).with_name("monitor_feed.js").read_text(encoding="utf-8")
 # chart -> elem_id; the charts are server-drawn SVG (see app/svg_chart.py for why)
 CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot", "memory": "memory-plot",
           "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot"}
@@ -34,9 +43,17 @@ class MonitorTab:
     es: dict[str, Any] = field(default_factory=dict)
 
 
+def _slot(name: str, value: str = "", tag: str = "div", **kwargs: Any) -> gr.HTML:
+    """A block whose inner element (data-mt-slot=name) the feed script fills; Gradio itself never
+    updates it after the page loads."""
+    kwargs.setdefault("js_on_load", None)
+    template = f'<{tag} class="mt-slot mt-slot-{name}" data-mt-slot="{name}">${{value}}</{tag}>'
+    return gr.HTML(value, html_template=template, **kwargs)
+
+
 def _plot(name: str, labels: Labels) -> gr.HTML:
     empty = line_chart(empty_frame(), cb.Y_TITLES[name])
-    plot = gr.HTML(empty, elem_id=CHARTS[name], show_label=True, container=True, elem_classes=["mt-chart-box"])
+    plot = _slot(name, empty, elem_id=CHARTS[name], show_label=True, container=True, elem_classes=["mt-chart-box"])
     return labels.bind(plot, label=f"chart.{name}")
 
 
@@ -44,16 +61,23 @@ def build(console: Console, labels: Labels) -> MonitorTab:
     assert labels.toggle is not None, "create the lang-toggle before the tabs"
     tab = MonitorTab()
     tab.out["session"] = gr.State(cb.MonitorSession())
+    pages = cb.FeedPages()
+
+    def feed(request):
+        """The feed script's poll (a Gradio server function: login-checked, no Gradio event)."""
+        return cb.feed(pages, request, console)
+
     with gr.Row():
         tab.out["run"] = labels.bind(gr.Dropdown(choices=cb.run_ids(console), value=None, allow_custom_value=True,
                                                  elem_id="run-picker", scale=4), label="mon.run")
-        tab.out["state"] = gr.HTML(elem_id="run-state")
+        tab.out["state"] = _slot("state", state_html("unknown", labels.lang), tag="span", elem_id="run-state",
+                                 js_on_load=FEED_JS, server_functions=[feed])
         tab.out["stop"] = labels.bind(gr.Button(variant="stop", elem_id="stop-button", scale=1), value="mon.stop")
         tab.out["stop_now"] = labels.bind(gr.Button(variant="stop", elem_id="stop-now-button", scale=1),
                                           value="mon.stop_now")
-    tab.out["status"] = gr.Markdown(elem_id="run-status")
+    tab.out["status"] = _slot("status", elem_id="run-status")
     tab.out["message"] = gr.Markdown(elem_id="monitor-message")
-    tab.out["failure"] = gr.Markdown(elem_id="run-failure")
+    tab.out["failure"] = _slot("failure", elem_id="run-failure")
     tab.out["log_scale"] = labels.bind(gr.Checkbox(value=False, elem_id="loss-log-scale"), label="mon.log_scale")
     with gr.Row():
         tab.plots["loss"] = _plot("loss", labels)
@@ -72,9 +96,8 @@ def build(console: Console, labels: Labels) -> MonitorTab:
         for fmt in FORMATS:
             tab.downloads[fmt] = gr.DownloadButton(label=fmt, value=None, interactive=False,
                                                    elem_id=DOWNLOAD_IDS[fmt])
-    tab.out["log"] = labels.bind(gr.Textbox(lines=12, max_lines=12, autoscroll=True, interactive=False,
-                                            elem_id="run-log"), label="mon.log")
-    tab.out["timer"] = gr.Timer(TICK_S)
+    tab.out["log"] = labels.bind(_slot("log", tag="pre", elem_id="run-log", show_label=True, container=True),
+                                 label="mon.log")
     _wire(tab, console, labels)
     return tab
 
@@ -82,7 +105,7 @@ def build(console: Console, labels: Labels) -> MonitorTab:
 def _early_stopping_box(tab: MonitorTab, labels: Labels) -> None:
     with gr.Group():
         labels.bind(gr.Markdown(), value="mon.es")
-        tab.out["es_status"] = gr.Markdown(elem_id="es-status")
+        tab.out["es_status"] = _slot("es_status", elem_id="es-status")
         with gr.Row():
             tab.es["enabled"] = labels.bind(gr.Checkbox(value=True, elem_id="es-enabled"),
                                             label="field.early_stopping.enabled")
@@ -97,40 +120,24 @@ def _early_stopping_box(tab: MonitorTab, labels: Labels) -> None:
 
 def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
     session, run = tab.out["session"], tab.out["run"]
-    lang = labels.toggle
-    outputs = [run, tab.out["state"], tab.out["status"], tab.out["failure"], tab.out["log"], tab.out["es_status"],
-               tab.out["stop"], tab.out["stop_now"], *tab.plots.values(), *tab.downloads.values(),
-               *tab.es.values()]
+    outputs = [run, tab.out["stop"], tab.out["stop_now"], *tab.downloads.values(), *tab.es.values()]
 
-    def on_tick(state: cb.MonitorSession, wanted: str | None, language: str, log_scale: bool):
+    def on_sync(state: cb.MonitorSession, wanted: str | None, language: str):
         with session_lock(state):
-            result = cb.tick(state, wanted, console, language, log_scale)
+            result = cb.controls(state, wanted, console, language)
         picker = (gr.update(choices=result.run_choices, value=result.run_id) if result.run_choices is not None
                   else (gr.update(value=result.run_id) if result.run_id != wanted else gr.skip()))
-        plots = [result.charts.get(name, gr.skip()) for name in tab.plots]
+        active = gr.skip() if result.active is None else gr.update(interactive=result.active)
         downloads = [gr.update(label=d[0], value=d[1], interactive=d[2]) if (d := result.downloads.get(fmt))
                      else gr.skip() for fmt in tab.downloads]
         es = [result.es_values.get(k, gr.skip()) if result.es_values else gr.skip() for k in tab.es]
-        log = result.log if result.log is not None else gr.skip()
-        fresh = cb.changed_only(state, state=result.state, status=result.status, failure=result.failure,
-                                es_status=result.es_status, active=result.active)
-        keep = lambda name, value: value if fresh[name] else gr.skip()  # noqa: E731
-        active = keep("active", gr.update(interactive=result.active))
-        return [picker, keep("state", result.state), keep("status", result.status), keep("failure", result.failure),
-                log, keep("es_status", result.es_status), active, active, *plots, *downloads, *es]
+        return [picker, active, active, *downloads, *es]
 
-    inputs = [session, run, lang, tab.out["log_scale"]]
-    tab.out["timer"].tick(on_tick, inputs, outputs, show_progress="hidden", concurrency_limit=8,
-                          api_visibility="private")
-    run.input(on_tick, inputs, outputs, show_progress="hidden", api_visibility="private")
-    tab.out["tick"] = (on_tick, inputs, outputs)
-
-    def on_log_scale(state: cb.MonitorSession, log_scale: bool):
-        with session_lock(state):
-            return gr.skip() if state.charts is None else cb.chart_svg(state.charts, "loss", log_scale)
-
-    tab.out["log_scale"].change(on_log_scale, [session, tab.out["log_scale"]], tab.plots["loss"],
-                                show_progress="hidden", api_visibility="private")
+    inputs = [session, run, labels.toggle]
+    tab.out["state"].sync(on_sync, inputs, outputs, show_progress="hidden", concurrency_limit=4,
+                          trigger_mode="always_last", api_visibility="private")
+    run.input(on_sync, inputs, outputs, show_progress="hidden", api_visibility="private")
+    tab.out["sync"] = (on_sync, inputs, outputs)
     _wire_controls(tab, console, labels)
 
 

@@ -50,14 +50,15 @@ def failure_kind(status: dict, log_tail: str = "") -> str | None:
     return "other"
 
 
-def failure_markdown(status: dict, log_tail: str, lang: str) -> str:
+def failure_html(status: dict, log_tail: str, lang: str) -> str:
     """The failure in plain words above the raw log ('' when the run did not fail)."""
     kind = failure_kind(status, log_tail)
     if kind is None:
         return ""
     reason = str(status.get("reason") or "").strip().splitlines()
-    first = reason[0] if reason else ""
-    return f"### ❌ {text(f'failure.{kind}', lang)}\n\n{text('failure.reason', lang)}: `{first}`"
+    first = html.escape(reason[0] if reason else "")
+    return (f'<h3 class="mt-failure">❌ {html.escape(text(f"failure.{kind}", lang))}</h3>'
+            f'<p>{html.escape(text("failure.reason", lang))}: <code>{first}</code></p>')
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -133,8 +134,9 @@ def phase(state: str, has_setup: bool, has_eval: bool, has_train: bool) -> str |
     return "phase.baseline" if not has_eval else "phase.compiling"
 
 
-def status_markdown(line: StatusLine, lang: str, phase_key: str | None = None) -> str:
+def status_html(line: StatusLine, lang: str, phase_key: str | None = None) -> str:
     step = f"{line.step if line.step is not None else 0} / {line.total_steps or '?'}"
-    text_line = (f"**{text('status.step', lang)}** {step} · **{text('status.elapsed', lang)}** {line.elapsed} · "
-                 f"**{text('status.eta', lang)}** {line.eta} · **{text('status.best', lang)}** {line.best}")
-    return text_line + (f" · ⏳ {text(phase_key, lang)}" if phase_key else "")
+    parts = [(text("status.step", lang), step), (text("status.elapsed", lang), line.elapsed),
+             (text("status.eta", lang), line.eta), (text("status.best", lang), line.best)]
+    text_line = " · ".join(f"<b>{html.escape(name)}</b> {html.escape(value)}" for name, value in parts)
+    return text_line + (f" · ⏳ {html.escape(text(phase_key, lang))}" if phase_key else "")

@@ -52,6 +52,25 @@ def table_row(summary: RunSummary, now: float | None = None) -> list[str]:
             fmt_duration(elapsed_s(status, now)), reason]
 
 
+def folder_key(console: Console) -> str:
+    """A fingerprint of every run's status and metrics files (names, sizes, times): it changes when
+    the runs table or a compared run's curves would."""
+    parts = []
+    try:
+        entries = sorted(os.scandir(console.runs_dir), key=lambda e: e.name)
+    except OSError:
+        return ""
+    for entry in entries:
+        parts.append(entry.name)
+        for name in ("status.json", "metrics.jsonl"):
+            try:
+                st = os.stat(os.path.join(entry.path, name))
+                parts.append(f"{st.st_size}:{st.st_mtime_ns}")
+            except OSError:
+                parts.append("-")
+    return str(hash("|".join(parts)))
+
+
 def runs_table(console: Console) -> pd.DataFrame:
     rows = [table_row(s) for s in list_runs(console.runs_dir)]
     return pd.DataFrame(rows, columns=TABLE_HEADERS)

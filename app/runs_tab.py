@@ -1,7 +1,13 @@
-"""Runs tab layout and wiring: the runs table, compare (curves and configs), resume, delete."""
+"""Runs tab layout and wiring: the runs table, compare (curves and configs), resume, delete.
+
+The table refreshes when the runs folder changed: a small script (runs_watch.js) asks the server
+function `runs_callbacks.folder_key` every few seconds while the tab is on screen and fires the
+"refresh" event only when the answer differs (see app/monitor_tab.py for why not a gr.Timer).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -13,6 +19,8 @@ from app.i18n import Labels
 from app.sessions import session_lock
 
 REFRESH_S = 3.0
+WATCH_JS = Path(__file__).with_name("runs_watch.js").read_text(encoding="utf-8").replace(
+    "WATCH_MS", str(int(REFRESH_S * 1000)))
 
 
 @dataclass
@@ -55,7 +63,12 @@ def build(console: Console, labels: Labels) -> RunsTab:
                                  label="runs.overlay")
     out["only_diff"] = labels.bind(gr.Checkbox(value=False, elem_id="runs-only-diff"), label="runs.only_diff")
     out["diff"] = gr.HTML(elem_id="runs-config-diff")
-    out["timer"] = gr.Timer(REFRESH_S)
+
+    def key() -> str:
+        """Fingerprint of the runs folder (the watcher's poll; a server function, not an event)."""
+        return cb.folder_key(console)
+
+    out["watch"] = gr.HTML("", elem_id="runs-watch", js_on_load=WATCH_JS, server_functions=[key])
     _wire(tab, console)
     return tab
 
@@ -79,7 +92,8 @@ def _wire(tab: RunsTab, console: Console) -> None:
 
     inputs = [out["session"], out["select"], out["metric"], out["only_diff"]]
     outputs = [out["table"], out["select"], out["overlay"]]
-    out["timer"].tick(refresh, inputs, outputs, show_progress="hidden", concurrency_limit=4, api_visibility="private")
+    out["watch"].refresh(refresh, inputs, outputs, show_progress="hidden", concurrency_limit=4,
+                         trigger_mode="always_last", api_visibility="private")
     out["refresh"].click(refresh, inputs, outputs, api_visibility="private")
 
     def compare(session: RunsSession, selected: list[str], metric: str, only_diff: bool):

@@ -94,9 +94,25 @@ def _wire_language(labels: Labels) -> None:
 
 
 def _wire_page_load(demo: gr.Blocks, train: train_tab.TrainTab, monitor: monitor_tab.MonitorTab) -> None:
-    """Fill the read-outs as soon as a page opens, instead of waiting for the first change or tick."""
-    for fn, inputs, outputs in (train.out["refresh"], train.out["data_view"], monitor.out["tick"]):
+    """Fill the read-outs and the Monitor controls as soon as a page opens, instead of waiting for the
+    first change."""
+    for fn, inputs, outputs in (train.out["refresh"], train.out["data_view"], monitor.out["sync"]):
         demo.load(fn, inputs, outputs, show_progress="hidden", api_visibility="private")
+
+
+QUEUE_IDLE_SLEEP_S = {"sleep_when_free": 0.02, "progress_update_sleep_when_free": 0.1}
+
+
+def relax_queue_polling(demo: gr.Blocks) -> None:
+    """Gradio's queue looks for new events every 1 ms and for progress messages every 10 ms when it
+    has nothing to do, which kept an idle console at 9% of a core on a 2-core machine, taken from
+    training. Every 20 ms and 100 ms are plenty: the page's live feed does not go through the queue,
+    an event waits at most 20 ms more to start, and no handler here reports progress. (Private
+    attributes: if a Gradio release renames them, nothing breaks and only the idle cost comes back.)"""
+    queue = getattr(demo, "_queue", None)
+    for name, seconds in QUEUE_IDLE_SLEEP_S.items():
+        if queue is not None and isinstance(getattr(queue, name, None), (int, float)):
+            setattr(queue, name, max(getattr(queue, name), seconds))
 
 
 def serve(settings: Settings) -> None:
@@ -112,6 +128,7 @@ def serve(settings: Settings) -> None:
         print(f"mindtune: warning: orphan process {orphan}; stop it from the Runs tab or with kill")
     demo = build_app(console)
     demo.queue(default_concurrency_limit=4)
+    relax_queue_polling(demo)
     demo.launch(server_name=settings.host, server_port=settings.port, auth=list(settings.auth) or None,
                 max_file_size=settings.max_upload_bytes,
                 allowed_paths=[str(settings.runs_dir), str(settings.uploads_dir / "configs")],

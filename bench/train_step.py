@@ -300,7 +300,8 @@ def print_table(rows, peak_gflops):
     print(f"\nfp32, micro batch {BATCH}, sequence {SEQ}; utilization = step FLOPs / step time / matmul peak "
           f"({peak_gflops:.1f} GFLOP/s)")
     print("| config | method | mindtune tok/s | PyTorch tok/s | ratio | mindtune util. | PyTorch util. "
-          "| mindtune peak RSS | PyTorch peak RSS | estimate | to first step (mindtune / PyTorch) |")
+          "| mindtune peak RSS | PyTorch peak RSS | estimate (a core.train worker: train + eval graphs) "
+          "| to first step (mindtune / PyTorch) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, method, ms_r, pt_r, flops, est in rows:
         cells = [name, method]

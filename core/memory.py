@@ -43,11 +43,14 @@ sequence 256 unless noted; final.peak_mem_mb against `total_mb`):
                                         LoRA, recompute full  10870 MB  11458 MB  +5%
 
 The 27M model lies outside the configurations the CPU constants were fitted on. These figures
-predate the train-step rewrite of issue 5 (2-D MatMuls, hand-written loss and softmax backward),
-which lowered the measured peaks: bench/train_step.py now measures 2,270 MB (demo LoRA, batch
-8 × 256) against 3,345 MB estimated and 5,135 MB (25M LoRA) against 7,346 MB, so the CPU
-constants overestimate by ~45% until they are fitted again. Not measured:
-AMP O1 (the engine could not run it), GPU and Ascend (textbook figures, no such device here).
+predate the train-step rewrite of issue 5 (2-D MatMuls, hand-written loss and softmax backward).
+Checked after it on config (b) of bench/train_step.py (Llama 25M, h512 L6 vocab 8k, batch 8 ×
+256, 10 steps with an evaluation, `python -m core.train` on 256-token text): LoRA r8 measured
+6,561 MB against 7,346 MB estimated (+12%), full 6,800 MB against 6,934 MB (+2%); at the 128
+tokens the demo data pads to, 3,580 / 3,947 MB (+10%) and 3,778 / 3,970 MB (+5%). (The peak RSS
+bench/train_step.py prints is a bare train step with no eval graph or data pipeline, ~2 GB less:
+not what this estimate models.) Not measured: AMP O1 (the engine could not run it), GPU and
+Ascend (textbook figures, no such device here).
 """
 from __future__ import annotations
 

@@ -212,6 +212,16 @@ def stop_run(page, runs_dir: Path) -> Path:
     return run_dir
 
 
+def runs_table_shows(page, run_id: str, state: str) -> None:
+    """The Runs tab's table (refreshed by its watcher when the runs folder changed) lists the run."""
+    page.click("#tab-runs-button") if page.query_selector("#tab-runs-button") else \
+        page.get_by_role("tab", name="Runs").click()
+    table = page.locator("#runs-table")
+    wait_for(lambda: run_id in table.inner_text() and state in table.inner_text(),
+             f"the Runs table to list {run_id} as {state}", timeout_s=30)
+    page.get_by_role("tab", name="Monitor").click()
+
+
 def download_adapter(page, target: Path) -> set[str]:
     """The adapter zip (exported when the run ended; a first click may have to prepare it)."""
     button = page.locator("#download-adapter")
@@ -244,6 +254,7 @@ def test_lora_run_from_the_browser(console_server, page, screenshot, artifacts_d
 
     change_patience(page, console_server.runs_dir)
     run_dir = stop_run(page, console_server.runs_dir)
+    runs_table_shows(page, run_dir.name, "stopped")
     names = download_adapter(page, tmp_path / "adapter.zip")
     assert {"adapter_config.json", "adapter_model.safetensors"} <= names, sorted(names)
 

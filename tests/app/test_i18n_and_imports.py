@@ -51,3 +51,13 @@ def test_the_page_has_the_stable_element_ids_and_builds_without_a_browser(consol
     config = demo.get_config_file()
     ids = {c.get("props", {}).get("elem_id") for c in config["components"]}
     assert set(STABLE_IDS) <= ids, set(STABLE_IDS) - ids
+
+
+def test_the_queue_polls_gently_when_idle(console):
+    from app.server import build_app, relax_queue_polling
+
+    demo = build_app(console)
+    demo.queue(default_concurrency_limit=4)
+    assert demo._queue.sleep_when_free == 0.001  # Gradio's own: a wake-up every millisecond
+    relax_queue_polling(demo)
+    assert (demo._queue.sleep_when_free, demo._queue.progress_update_sleep_when_free) == (0.02, 0.1)

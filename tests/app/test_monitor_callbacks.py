@@ -122,7 +122,7 @@ def test_failure_reasons_in_plain_words(reason, lines, kind):
     assert failure_kind({"state": "stopped", "reason": reason}) is None
 
 
-def test_failure_markdown_names_the_kind(console):
+def test_failure_words_name_the_kind(console):
     run = make_run(console)
     run.write_status(state="failed", reason="non-finite loss at step 3")
     result = cb.tick(cb.MonitorSession(), run.run_id, console)
@@ -150,7 +150,7 @@ def test_elapsed_and_eta(console):
                         {**train(10, 1.0), "time": 110.0}])
     run.write_status(step=10, total_steps=20)
     result = cb.tick(cb.MonitorSession(), run.run_id, console)
-    assert "10 / 20" in result.status and "ETA** 20s" in result.status
+    assert "10 / 20" in result.status and "ETA</b> 20s" in result.status
 
 
 def test_a_typed_run_id_cannot_leave_the_runs_folder(console, tmp_path):
@@ -176,3 +176,91 @@ def test_unchanged_outputs_are_not_sent_again():
     assert changed_only(session, state="running", status="step 2") == {"state": False, "status": True}
     assert changed_only(session, state="stopped", status="step 2") == {"state": True, "status": False}
     assert changed_only(MonitorSession(), state="stopped") == {"state": True}  # a new tab gets everything
+
+
+TOKEN = "page-token-1"
+
+
+def poll(pages, console, **request):
+    return cb.feed(pages, {"token": TOKEN, "run": "", "lang": "en", "log_scale": False, "full": False, **request},
+                   console)
+
+
+def test_the_feed_sends_each_slot_once_and_new_points_only(console):
+    run = make_run(console)
+    run.append_metrics([train(1, 3.0), evaluation(1, 2.0, 2.0)])
+    run.log_path.write_text("hello <world>\n")
+    pages = cb.FeedPages()
+    first = poll(pages, console, run=run.run_id)
+    assert first["run"] == run.run_id and first["interval"] == cb.ACTIVE_POLL_S
+    assert {"state", "status", "failure", "es_status", "log", "loss", "val_loss", "val_ppl"} <= set(first["slots"])
+    assert first["slots"]["log"] == "hello &lt;world&gt;\n"  # the log is text, escaped for the page
+    assert "running" in first["slots"]["state"]
+    second = poll(pages, console, run=run.run_id)
+    assert second["slots"] == {} and second["controls"] == first["controls"]
+    run.append_metrics(train(2, 2.5))
+    third = poll(pages, console, run=run.run_id)
+    assert "loss" in third["slots"] and not {"val_loss", "state", "log"} & set(third["slots"])
+    assert points(third["slots"]["loss"])["loss"] == {1: "3", 2: "2.5"}
+    full = poll(pages, console, run=run.run_id, full=True)  # a page whose slots Gradio re-rendered
+    assert set(first["slots"]) <= set(full["slots"]) and "loss_scale" in full["slots"]
+    log_scale = poll(pages, console, run=run.run_id, log_scale=True)
+    assert set(log_scale["slots"]) == {"loss"} and "loss (log)" in log_scale["slots"]["loss"]
+
+
+def test_the_feed_moves_the_controls_counter_when_the_controls_change(console):
+    run = make_run(console)
+    pages = cb.FeedPages()
+    first = poll(pages, console)  # an empty picker: the feed shows the newest running run
+    assert first["run"] == run.run_id
+    assert poll(pages, console)["controls"] == first["controls"]
+    run.write_status(state="finished")
+    over = poll(pages, console)
+    assert over["controls"] == first["controls"] + 1 and over["interval"] == cb.IDLE_POLL_S
+    assert "finished" in over["slots"]["state"]
+    chinese = poll(pages, console, lang="zh")
+    assert set(chinese["slots"]) >= {"state", "status"} and "已完成" in chinese["slots"]["state"]
+    assert chinese["controls"] == over["controls"] + 1  # the download buttons' labels are translated by a sync
+
+
+def test_the_feed_refuses_a_bad_request_and_forgets_old_pages(console):
+    make_run(console)
+    pages = cb.FeedPages(max_pages=2)
+    for bad in (None, [], {"token": "short"}, {"token": "../../etc/passwd"}, {"run": "x"}):
+        assert "error" in cb.feed(pages, bad, console)
+    assert len(pages) == 0
+    for n in range(3):
+        cb.feed(pages, {"token": f"page-token-{n}"}, console)
+    assert len(pages) == 2
+    typed = poll(pages, console, run="../elsewhere", lang="<script>")  # an invalid run or language falls back
+    assert typed["run"] == "20261129-101500_tiny_lora-r8_fp32_dp1"
+
+
+def test_controls_change_only_when_the_run_or_its_state_changes(console):
+    run = make_run(console)
+    session = cb.MonitorSession()
+    first = cb.controls(session, None, console)
+    assert first.run_id == run.run_id and first.run_choices == [run.run_id] and first.active is True
+    assert set(first.downloads) == {"peft", "merged", "mindspore"} and first.es_values["patience"] == 3
+    again = cb.controls(session, run.run_id, console)
+    assert (again.run_choices, again.active, again.downloads, again.es_values) == (None, None, {}, None)
+    run.write_status(state="stopped")
+    stopped = cb.controls(session, run.run_id, console)
+    assert stopped.active is False and stopped.run_choices is None
+    other = make_run(console, "20261129-120000_tiny_lora-r8_fp32_dp1", state="running")
+    picked = cb.controls(session, other.run_id, console)
+    assert picked.run_id == other.run_id and picked.run_choices == [other.run_id, run.run_id]
+    assert picked.active is True and picked.es_values is not None and set(picked.downloads) == set(first.downloads)
+
+
+def test_charts_off_screen_wait_until_they_are_back_in_view(console):
+    run = make_run(console)
+    run.append_metrics(train(1, 3.0))
+    pages = cb.FeedPages()
+    first = poll(pages, console, run=run.run_id, offscreen=["lr", "memory", "not-a-chart"])
+    assert "loss" in first["slots"] and not {"lr", "memory"} & set(first["slots"])
+    run.append_metrics(train(2, 2.0))
+    still = poll(pages, console, run=run.run_id, offscreen=["lr"])
+    assert "lr" not in still["slots"] and "memory" in still["slots"]  # memory came back into view
+    back = poll(pages, console, run=run.run_id, offscreen=[])
+    assert set(back["slots"]) == {"lr"} and points(back["slots"]["lr"])["learning rate"].keys() == {1, 2}

@@ -25,6 +25,18 @@ def test_table_lists_every_run_with_its_figures(console):
     assert rows[done.run_id]["best val ppl"] == "12.35" and rows[done.run_id]["peak MB"] == "730"
 
 
+def test_the_folder_key_changes_when_a_run_or_its_curves_change(console):
+    empty = cb.folder_key(console)
+    run = make_run(console, "20261129-000001_a_lora-r8_fp32_dp1")
+    started = cb.folder_key(console)
+    assert started != empty and cb.folder_key(console) == started  # nothing changed: the same key
+    run.append_metrics(train(1, 3.0))
+    grown = cb.folder_key(console)
+    assert grown != started
+    run.write_status(state="finished")
+    assert cb.folder_key(console) != grown
+
+
 def test_config_diff_highlights_differing_settings(console):
     a = make_run(console, "20261129-000001_a_lora-r8_fp32_dp1", **{"lora.rank": 8})
     b = make_run(console, "20261129-000002_b_lora-r8_fp32_dp1", **{"lora.rank": 16})

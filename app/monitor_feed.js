@@ -1,0 +1,77 @@
+// The Monitor tab's live feed (runs as the js_on_load of the run-state badge; see app/monitor_tab.py).
+// Polls the server function `feed` and writes the HTML it returns into the page's
+// [data-mt-slot] elements. This is deliberately not a Gradio event: every Gradio event makes the
+// page re-send a loading status to every component that ever took part in an event, which cost a
+// headless Chromium 60% of a core at two ticks a second; a server function call costs it almost nothing.
+// When the feed says the Gradio controls changed (picker, stop buttons, downloads), it fires the
+// "sync" event once, which updates them through Gradio.
+const token = Array.from(crypto.getRandomValues(new Uint8Array(12)),
+                         (b) => b.toString(16).padStart(2, "0")).join("");
+let controls = null;
+let timer = null;
+let busy = false;
+const offscreen = new Set();  // slots scrolled out of view: their charts wait until they are back
+const watcher = new IntersectionObserver((entries) => {
+  let back = false;
+  for (const entry of entries) {
+    const name = entry.target.dataset.mtSlot;
+    if (entry.isIntersecting) back = offscreen.delete(name) || back;
+    else offscreen.add(name);
+  }
+  if (back) setTimeout(poll, 50);
+});
+const watched = new WeakSet();
+
+const slots = () => Array.from(document.querySelectorAll("[data-mt-slot]"));
+const shown = () => !document.hidden && element.offsetParent !== null;
+
+function request(full) {
+  const picker = document.querySelector("#run-picker input");
+  const lang = document.querySelector("#lang-toggle input:checked");
+  const scale = document.querySelector("#loss-log-scale input");
+  for (const slot of slots()) {
+    if (!watched.has(slot)) { watched.add(slot); watcher.observe(slot); }
+  }
+  return {token, full, run: picker ? picker.value : "", lang: lang ? lang.value : "en",
+          log_scale: Boolean(scale && scale.checked), offscreen: full ? [] : Array.from(offscreen)};
+}
+
+function show(reply, full) {
+  for (const [name, html] of Object.entries(reply.slots || {})) {
+    const slot = document.querySelector(`[data-mt-slot="${name}"]`);
+    if (!slot) continue;
+    slot.innerHTML = html;
+    if (name === "log") slot.scrollTop = slot.scrollHeight;
+  }
+  // a slot Gradio re-rendered (back to its initial HTML) has lost its mark: the next poll asks for everything
+  if (full) for (const slot of slots()) slot.dataset.mtFilled = "1";
+  if (reply.controls !== undefined && reply.controls !== controls) {
+    controls = reply.controls;
+    trigger("sync");
+  }
+}
+
+async function poll() {
+  clearTimeout(timer);
+  let wait = 500;
+  if (!busy && shown()) {
+    busy = true;
+    try {
+      const full = slots().some((slot) => slot.dataset.mtFilled !== "1");
+      const reply = await server.feed(request(full));
+      show(reply, full);
+      wait = 1000 * (reply.interval || 0.5);
+    } catch (err) {
+      wait = 2000;
+    } finally {
+      busy = false;
+    }
+  }
+  timer = setTimeout(poll, wait);
+}
+
+// a new choice in the picker or the log-scale box shows at once instead of at the next poll
+document.addEventListener("change", (event) => {
+  if (event.target.closest && event.target.closest("#loss-log-scale, #run-picker, #lang-toggle")) setTimeout(poll, 50);
+});
+poll();

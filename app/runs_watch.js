@@ -1,0 +1,22 @@
+// The Runs tab's watcher (js_on_load of an empty block; see app/runs_tab.py). While the tab is on
+// screen it asks the server function `key` every few seconds for a fingerprint of the runs folder
+// and fires the Gradio "refresh" event only when that changed, so an idle tab costs the browser
+// nothing (a gr.Timer would fire a Gradio event, and so a page-wide status update, every time).
+let last = null;
+async function poll() {
+  if (!document.hidden && element.offsetParent !== null) {
+    try {
+      const key = await server.key();
+      if (key !== last) {
+        last = key;
+        trigger("refresh");
+      }
+    } catch (err) {
+      // the console is restarting or gone: try again at the next poll
+    }
+  } else {
+    last = null;  // refresh as soon as the tab is shown again
+  }
+  setTimeout(poll, WATCH_MS);
+}
+poll();
