@@ -40,7 +40,8 @@ IDLE_POLL_S = 2.0     # ... and while it is over (a new run started elsewhere st
 
 @dataclass(eq=False)  # hashed by identity, for `session_lock`
 class MonitorSession:
-    """What one browser tab watches and last sent (kept by Gradio per session)."""
+    """What one page watches and was last sent: kept per page token by `FeedPages` for the feed,
+    and as Gradio state for the controls (`controls`)."""
     run_id: str | None = None
     charts: RunCharts | None = None
     log_key: tuple | None = None
