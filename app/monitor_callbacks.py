@@ -127,6 +127,7 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
     session.ticks += 1
     if full:
         session.log_key = None
+        session.sent.clear()
     run_id = _select(session, console, wanted)
     choices = _choices_if_changed(session, console, run_id)
     if not run_id or not (console.runs_dir / run_id / "status.json").exists():
@@ -295,10 +296,9 @@ _LANGS = ("en", "zh")
 
 @dataclass(eq=False)  # hashed by identity, for `session_lock`
 class FeedPage:
-    """One open page: what it watches (a MonitorSession), the HTML it was last sent per slot, and
-    a counter that moves when the Gradio controls (picker, buttons, downloads) need a refresh."""
+    """One open page: what it watches and was sent (a MonitorSession), and a counter that moves
+    when the Gradio controls (picker, buttons, downloads) need a refresh."""
     monitor: MonitorSession = field(default_factory=MonitorSession)
-    slots: dict[str, str] = field(default_factory=dict)
     controls_key: tuple | None = None
     controls_rev: int = 0
     seen: float = 0.0
@@ -346,18 +346,15 @@ def feed(pages: FeedPages, request: Any, console: Console) -> dict[str, Any]:
     offscreen = {name for name in offscreen if name in Y_TITLES}
     page = pages.get(request["token"])
     with session_lock(page):
-        if full:
-            page.slots.clear()
+        session = page.monitor
         log_scale = bool(request.get("log_scale"))
-        result = tick(page.monitor, wanted, console, lang, log_scale, full)
+        result = tick(session, wanted, console, lang, log_scale, full)
         charts = _on_screen_charts(page, result.charts, offscreen, log_scale)
         slots = {"state": result.state, "status": result.status, "failure": result.failure,
                  "es_status": html.escape(result.es_status)}
         if result.log is not None:
             slots["log"] = html.escape(result.log)
-        fresh = {name: value for name, value in slots.items() if page.slots.get(name) != value}
-        page.slots.update(fresh)
-        session = page.monitor
+        fresh = {name: slots[name] for name, changed in changed_only(session, **slots).items() if changed}
         key = (result.run_id, session.run_ids, result.active, tuple(sorted(session.downloads_sent.items())),
                session.es_loaded_for)
         if key != page.controls_key:

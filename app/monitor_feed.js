@@ -25,13 +25,16 @@ const watched = new WeakSet();
 const slots = () => Array.from(document.querySelectorAll("[data-mt-slot]"));
 const shown = () => !document.hidden && element.offsetParent !== null;
 
+function watchNewSlots() {  // slots appear when the tab first renders, or again after a re-render
+  for (const slot of slots()) {
+    if (!watched.has(slot)) { watched.add(slot); watcher.observe(slot); }
+  }
+}
+
 function request(full) {
   const picker = document.querySelector("#run-picker input");
   const lang = document.querySelector("#lang-toggle input:checked");
   const scale = document.querySelector("#loss-log-scale input");
-  for (const slot of slots()) {
-    if (!watched.has(slot)) { watched.add(slot); watcher.observe(slot); }
-  }
   return {token, full, run: picker ? picker.value : "", lang: lang ? lang.value : "en",
           log_scale: Boolean(scale && scale.checked), offscreen: full ? [] : Array.from(offscreen)};
 }
@@ -57,6 +60,7 @@ async function poll() {
   if (!busy && shown()) {
     busy = true;
     try {
+      watchNewSlots();
       const full = slots().some((slot) => slot.dataset.mtFilled !== "1");
       const reply = await server.feed(request(full));
       show(reply, full);

@@ -29,13 +29,8 @@ def train_tokens_per_s(run_dir: Path) -> float:
     return statistics.median(values)
 
 
-def only_run(runs_dir: Path) -> Path:
-    runs = [p for p in runs_dir.iterdir() if not p.is_symlink() and (p / "status.json").is_file()]
-    assert len(runs) == 1, runs
-    return runs[0]
-
-
 def headless(runs_dir: Path, steps: int, eval_every: int) -> Path:
+    from tests.app.test_browser import only_run
     subprocess.run([sys.executable, "-m", "core.train", "--config", "configs/lora_demo.yaml",
                     f"run.runs_dir={runs_dir}", f"train.max_steps={steps}", f"train.eval_every={eval_every}",
                     "train.log_every=2", "eval.downstream=false", "early_stopping.enabled=false"],
@@ -43,12 +38,12 @@ def headless(runs_dir: Path, steps: int, eval_every: int) -> Path:
     return only_run(runs_dir)
 
 
-def with_console(runs_dir: Path, steps: int, eval_every: int) -> tuple[Path, float]:
+def with_console(runs_dir: Path, steps: int, eval_every: int) -> tuple[Path, float, float]:
     import psutil
     from playwright.sync_api import sync_playwright
     from core.launcher import free_port
     from tests.app.browser_fixtures import CHROMIUM, CHROMIUM_ARGS
-    from tests.app.test_browser import choose, run_state, set_number, wait_for
+    from tests.app.test_browser import choose, only_run, run_state, set_number, wait_for
 
     port = free_port()
     console = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--runs-dir", str(runs_dir)],

@@ -214,12 +214,11 @@ def stop_run(page, runs_dir: Path) -> Path:
 
 def runs_table_shows(page, run_id: str, state: str) -> None:
     """The Runs tab's table (refreshed by its watcher when the runs folder changed) lists the run."""
-    page.click("#tab-runs-button") if page.query_selector("#tab-runs-button") else \
-        page.get_by_role("tab", name="Runs").click()
+    page.click("#tab-runs-button")  # Gradio gives a tab's button its elem_id + "-button"
     table = page.locator("#runs-table")
     wait_for(lambda: run_id in table.inner_text() and state in table.inner_text(),
              f"the Runs table to list {run_id} as {state}", timeout_s=30)
-    page.get_by_role("tab", name="Monitor").click()
+    page.click("#tab-monitor-button")
 
 
 def download_adapter(page, target: Path) -> set[str]:
