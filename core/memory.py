@@ -20,37 +20,31 @@ run as `core.config.Config`. Everything is per worker, in MB (2**20 bytes):
 - runtime: the framework's own footprint (imports, kernels, compiled graphs).
 
 On the CPU the worker's peak is its resident set size, which `core.train` reports as `peak_mem_mb`.
-The train and eval steps are `ms.jit` graphs; MindSpore's CPU memory pool keeps each graph's peak,
-so the eval graph's memory is still held while the train step runs, and activations come out
-~3-10x the textbook figure. Recompute raises that peak on the CPU (the recomputed nodes get memory
-of their own) and so does AMP (casts keep both copies); both save memory only on GPU/Ascend.
+The train and eval steps are `ms.jit` graphs sharing MindSpore's memory pool. Two CPU kernels keep
+memory of their own for as long as a graph lives, outside the pool: a binary op whose inputs differ
+in shape (a broadcasting Mul or Add) keeps 16 bytes of indices per output element, and Transpose 8.
+`core.model` broadcasts explicitly (`core.model.full`) so the first costs nothing; the Transposes
+of the attention heads remain (the "hidden" count absorbs them). Recompute barely moves the CPU
+peak; AMP raises it (casts keep both copies); both save memory only on GPU/Ascend.
 
-Calibration: `python -m core.train`, 10 steps with an evaluation at step 10 (fp32, micro batch 8,
-sequence 256 unless noted; final.peak_mem_mb against `total_mb`):
+Calibration: `python bench/memory_fit.py --fit` runs `python -m core.train` (fp32, 10 steps with an
+evaluation at step 10, 256+-token text) over a grid of 15 shapes (layers 2-8, hidden 256-512,
+intermediate 688-2752, heads 8-16, grouped-query, vocab 1k-16k, batch 4-8, sequence 64-256, LoRA
+and full) and fits the `CPU_*` counts: every row within ±3.3% (mean 1.4%). Among them, config (b)
+of bench/train_step.py (Llama 25M, h512 L6 vocab 8k, batch 8 × 256): LoRA r8 measured 2,900 MB
+against 2,973 MB estimated (+2.5%), full 3,073 against 3,008 MB (-2.1%); before the explicit
+broadcasts the same runs peaked at 6,561 and 6,800 MB. Checked outside the fit:
 
-    model (params)                      method        measured   estimate
-    models/tiny-demo (3.2M), seq 128    LoRA r8        1894 MB    1920 MB  +1%   configs/lora_demo.yaml
-                                        LoRA + downstream eval  2002 MB  2030 MB  +1%
-                                        full           1788 MB    1853 MB  +4%   configs/full_demo.yaml
-    Llama h32 L2 vocab 300 (28k)        LoRA r8        1075 MB    1108 MB  +3%
-      same, batch 4, sequence 48        LoRA r4         725 MB     779 MB  +7%
-    Llama h256 L4 vocab 1k (3.2M)       LoRA r8        3299 MB    3345 MB  +1%
-                                        full           3133 MB    3154 MB  +1%
-                                        LoRA, AMP O2   6610 MB    6881 MB  +4%
-      same, batch 4, sequence 128       LoRA r8        1452 MB    1456 MB  +0%
-    Llama h512 L8 vocab 8k (27M)        LoRA r8        9148 MB    9145 MB  -0%
-                                        full           8732 MB    8664 MB  -1%
-                                        LoRA, recompute full  10870 MB  11458 MB  +5%
+    run (peak RSS, final.peak_mem_mb)                  measured   estimate
+    configs/lora_demo.yaml (r16, 128-token batches)     1166 MB    1155 MB  -1%
+      same, no downstream evaluation                    1139 MB    1129 MB  -1%
+    configs/full_demo.yaml                              1165 MB    1152 MB  -1%
+    grid base (h256 L4), LoRA, recompute full           1149 MB    1131 MB  -2%
+      recompute mlp / attention               1111 / 1201 MB    1096 / 1190 MB
+    grid base, AMP O2, LoRA / full            2628 / 2243 MB    2628 / 2243 MB (factors fitted here)
 
-The 27M model lies outside the configurations the CPU constants were fitted on. These figures
-predate the train-step rewrite of issue 5 (2-D MatMuls, hand-written loss and softmax backward).
-Checked after it on config (b) of bench/train_step.py (Llama 25M, h512 L6 vocab 8k, batch 8 ×
-256, 10 steps with an evaluation, `python -m core.train` on 256-token text): LoRA r8 measured
-6,561 MB against 7,346 MB estimated (+12%), full 6,800 MB against 6,934 MB (+2%); at the 128
-tokens the demo data pads to, 3,580 / 3,947 MB (+10%) and 3,778 / 3,970 MB (+5%). (The peak RSS
-bench/train_step.py prints is a bare train step with no eval graph or data pipeline, ~2 GB less:
-not what this estimate models.) Not measured: AMP O1 (the engine could not run it), GPU and
-Ascend (textbook figures, no such device here).
+Not measured: AMP O1 (the engine could not run it), GPU and Ascend (textbook figures, no such
+device here).
 """
 from __future__ import annotations
 
@@ -71,26 +65,25 @@ OPTIMIZER_STEP_BYTES = 4  # AdamWeightDecay's int32 global_step
 # first small jit-compiled function.
 CPU_BASELINE_RSS_MB = 430.0
 # Tensors of each unit shape (see `activation_units`) the compiled graphs hold at their peak,
-# fitted (non-negative least squares) to the RSS growth of 16 configurations: layers 1-8, hidden
-# 256-512, intermediate 688-2752, heads 8-16, vocab 1k-32k, batch 1-8, sequence 64-512, LoRA and
-# full. Eval graph (forward only) and train step (forward, backward, clipping, AdamW); both stay
-# allocated. These are effective counts: "hidden" also absorbs q-sized tensors, RoPE and reshapes.
-CPU_EVAL_COPIES = {"hidden": 38.3, "kv": 2.0, "mlp": 0.4, "scores": 4.2, "logits": 2.6, "lora": 0.5}
-CPU_TRAIN_COPIES = {"hidden": 86.1, "kv": 5.4, "mlp": 1.4, "scores": 11.3, "logits": 3.7, "lora": 2.8}
+# effective counts fitted by bench/memory_fit.py (non-negative least squares over its grid).
+CPU_ACTIVATION_COPIES = {"hidden": 32.80, "kv": 0.0, "mlp": 4.59, "scores": 1.76, "logits": 5.45, "lora": 0.91}
 # Graph memory that does not grow with the batch (compiled kernels, workspaces): MB fixed + per layer.
-CPU_GRAPH_FIXED_MB = 126.0
-CPU_GRAPH_PER_LAYER_MB = 105.0
+CPU_GRAPH_FIXED_MB = 118.5
+CPU_GRAPH_PER_LAYER_MB = 74.7
 # Gradient work buffers of the compiled train step (squares for the global norm, clipped copies),
-# in float32 gradient buffers.
-CPU_GRAD_WORK_COPIES = 2.0
-# How much recompute *adds* to a recomputed layer's activations on the CPU (measured, 4 layers).
-CPU_RECOMPUTE_GROWTH = {"mlp": 0.04, "attention": 0.24, "full": 0.32}
+# in float32 gradient buffers: the fit gives 0 (the pool reuses them within the step).
+CPU_GRAD_WORK_COPIES = 0.0
+# What recompute does to a recomputed layer's activations on the CPU (measured, bench/memory_fit.py
+# base-recompute* rows, 4 layers, LoRA): the MLP policy saves a little, attention adds a little,
+# full leaves the peak where it was.
+CPU_RECOMPUTE_GROWTH = {"mlp": -0.15, "attention": 0.21, "full": 0.0}
 # Downstream evaluation (`eval.downstream` with a test file) generates with a KV cache in PyNative
-# mode, outside the compiled graphs: its own pool and kernels (measured +110 MB on the demo model).
-CPU_GENERATION_MB = 110.0
-# AMP on the CPU: the inserted casts keep float16 and float32 copies side by side; at O2 the graphs
-# grew 1.95x for a full fine-tune and 2.5x with LoRA (more cast layers) (measured).
-CPU_AMP_ACTIVATION_FACTOR = {"full": 1.95, "lora": 2.5}
+# mode, outside the compiled graphs: its own kernels and cache (measured +26 MB on the demo run).
+CPU_GENERATION_MB = 26.0
+# AMP on the CPU: the inserted casts keep float16 and float32 copies side by side and the float16
+# kernels' own buffers; at O2 the activations came out 5.8x (full) and 6.5x (LoRA) the float32
+# figure (measured, bench/memory_fit.py base-amp-o2* rows).
+CPU_AMP_ACTIVATION_FACTOR = {"full": 5.8, "lora": 6.5}
 
 # ---- GPU/Ascend: textbook figures (no such device was measured in this project) ----------------
 # Tensors the backward pass needs, per unit shape: norm inputs and outputs, q, k/v repeated to
@@ -191,8 +184,7 @@ def _weighted(units: dict[str, float], copies: dict[str, float]) -> dict[str, fl
 
 def cpu_activation_bytes(config: Config, args: ModelArgs, units: dict[str, float], elem_bytes: float) -> float:
     """Eval graph + train step on the CPU (both held), recompute's growth included."""
-    held = {k: e + t for (k, e), t in zip(_weighted(units, CPU_EVAL_COPIES).items(),
-                                          _weighted(units, CPU_TRAIN_COPIES).values())}
+    held = _weighted(units, CPU_ACTIVATION_COPIES)
     share = recomputed_layers(config, args) / args.num_layers
     if share:
         growth = CPU_RECOMPUTE_GROWTH[config.recompute.policy] * share
@@ -251,8 +243,8 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
         notes.append("CPU: the peak is the worker's resident set size; the compiled train and eval "
                      "graphs each keep their memory pool at its peak")
         if config.recompute.policy != "none":
-            notes.append("CPU: recompute raises the peak of a compiled step (measured); it saves memory "
-                         "on GPU/Ascend only")
+            notes.append("CPU: recompute barely moves the peak of a compiled step (measured: MLP -3%, "
+                         "attention +5%, full 0%); it saves memory on GPU/Ascend")
     else:
         activations = textbook_activation_bytes(config, args, units, _element_bytes(config))
         runtime = GPU_RUNTIME_MB * MB

@@ -33,6 +33,19 @@ class Embedding(nn.Cell):
         return ops.gather(self.weight, input_ids, 0)
 
 
+def full(x, shape):
+    """`x` broadcast to `shape` as a tensor of its own, before it meets a tensor of that shape.
+    MindSpore 2.10's CPU kernels for a binary op whose inputs differ in shape (Mul, Add, Sub, ...)
+    keep two 8-byte indices per output element for as long as the compiled graph lives: 16 bytes
+    per element, 4× a float32 output, for every such op in the forward and the backward
+    (measured: ~190 MB per layer of the 25M model at batch 8 × 256). BroadcastTo keeps nothing, and
+    ops between equal shapes keep nothing. `shape` is static in graph mode, so the test costs
+    nothing at run time."""
+    if x.shape == shape:
+        return x
+    return ops.broadcast_to(x, shape)
+
+
 class RMSNorm(nn.Cell):
     """x / rms(x) · weight, normalised in float32 and cast back (as Hugging Face does)."""
 
@@ -45,16 +58,21 @@ class RMSNorm(nn.Cell):
 
     def construct(self, x):
         dtype = x.dtype
-        x32 = ops.cast(x, ms.float32)
+        hidden = x.shape[-1]
         # mean of squares over the last axis as a MatMul against a 1/h column: MindSpore's CPU
         # ReduceMean (and its gradient) over the hidden axis cost ~4x more inside the train step
-        squares = ops.square(x32)
         if dtype == ms.float32:
-            variance = self.matmul(squares.reshape(-1, x.shape[-1]), self.mean_column).reshape(x.shape[:-1] + (1,))
-        else:  # under AMP, MindSpore casts a MatMul's inputs to the compute dtype: keep the mean in float32
-            variance = ops.mean(squares, -1, keep_dims=True)
-        x32 = x32 * ops.rsqrt(variance + self.eps)
-        return self.weight * ops.cast(x32, dtype)
+            flat = x.reshape(-1, hidden)
+            variance = self.matmul(ops.square(flat), self.mean_column)  # (N, 1)
+            # rsqrt(variance)·weight as one (N, hidden) outer-product MatMul, then one Mul of equal
+            # shapes: no broadcasting Mul (see `full`), and the backward is two small MatMuls
+            scale = self.matmul(ops.rsqrt(variance + self.eps), ops.cast(self.weight, ms.float32).reshape(1, hidden))
+            return (flat * scale).reshape(x.shape)
+        # under AMP, MindSpore casts a MatMul's inputs to the compute dtype: keep the mean in float32
+        x32 = ops.cast(x, ms.float32)
+        variance = ops.mean(ops.square(x32), -1, keep_dims=True)
+        x32 = x32 * full(ops.rsqrt(variance + self.eps), x.shape)
+        return full(self.weight, x.shape) * ops.cast(x32, dtype)
 
 
 def _dense(in_features: int, out_features: int, bias: bool, dtype) -> nn.Dense:
@@ -79,7 +97,7 @@ class Softmax(nn.Cell):
         width = x.shape[-1]
         prod = self.reshape(out * dout, (-1, width))
         row_sum = self.reshape(self.matmul(prod, self.ones((width, 1), prod.dtype)), x.shape[:-1] + (1,))
-        return ((dout - row_sum) * out,)
+        return ((dout - full(row_sum, dout.shape)) * out,)
 
 
 def rotate_half(x):
@@ -110,8 +128,16 @@ class Attention(nn.Cell):
         k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim).transpose(0, 2, 1, 3)
         v = self.v_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim).transpose(0, 2, 1, 3)
         # q: (B, H, T, D); k, v: (B, KV, T, D)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        # the full-sequence forward (compiled for training and evaluation) broadcasts explicitly
+        # (see `full`; no-ops when the caller already did); a decoding step with a cache runs op by
+        # op, where each BroadcastTo of a new shape costs more than it saves
+        expand = past_key is None
+        if expand:
+            cos_q, sin_q, cos_k, sin_k = full(cos, q.shape), full(sin, q.shape), full(cos, k.shape), full(sin, k.shape)
+        else:
+            cos_q, sin_q, cos_k, sin_k = cos, sin, cos, sin
+        q = q * cos_q + rotate_half(q) * sin_q
+        k = k * cos_k + rotate_half(k) * sin_k
         if past_key is not None:
             k = ops.cat((past_key, k), 2)
             v = ops.cat((past_value, v), 2)  # (B, KV, S, D), S = past + T
@@ -122,6 +148,8 @@ class Attention(nn.Cell):
         s = k.shape[2]
         q = (q * self.scale).reshape(b, self.num_kv_heads, self.n_rep * t, self.head_dim)
         scores = self.bmm_bt(q, k).reshape(b, self.num_heads, t, s)  # (B, H, T, S)
+        if expand:
+            mask = full(mask, scores.shape)
         scores = ops.cast(scores, ms.float32) + mask  # masked and normalised in float32, as in HF eager
         probs = ops.cast(self.softmax(scores), v.dtype).reshape(b, self.num_kv_heads, self.n_rep * t, s)
         out = self.bmm(probs, v).reshape(b, self.num_heads, t, self.head_dim)  # (B, H, T, D)
@@ -181,6 +209,8 @@ class CausalLM(nn.Cell):
             self.lm_head = _dense(args.hidden_size, args.vocab_size, False, self.param_dtype)
         self.inv_freq = Tensor(rope_inverse_frequencies(args).reshape(1, -1), ms.float32)  # (1, D/2)
         self.matmul_bt = ops.MatMul(transpose_b=True)
+        self.num_heads, self.head_dim = args.num_heads, args.head_dim
+        self.same_kv_heads = args.num_kv_heads == args.num_heads
 
     def rope(self, positions, dtype):
         """positions (B|1, T) int -> cos, sin (B|1, 1, T, head_dim) in `dtype`."""
@@ -226,6 +256,12 @@ class CausalLM(nn.Cell):
             key_valid = ops.cast(attention_mask, ms.bool_)
         cos, sin = self.rope(positions, x.dtype)
         mask = self.attention_mask(positions, key_valid)
+        # broadcast once here rather than in every layer (see `full`); with grouped-query attention
+        # the layers broadcast cos/sin to the query and key shapes themselves
+        heads, head_dim = self.num_heads, self.head_dim
+        if self.same_kv_heads:
+            cos, sin = full(cos, (b, heads, t, head_dim)), full(sin, (b, heads, t, head_dim))
+        mask = full(mask, (b, heads, t, t))
         for layer in self.model.layers:
             x, _, _ = layer(x, cos, sin, mask)
         return self.logits(x)
