@@ -30,18 +30,17 @@ peak; AMP raises it (casts keep both copies); both save memory only on GPU/Ascen
 Calibration: `python bench/memory_fit.py --fit` runs `python -m core.train` (fp32, 10 steps with an
 evaluation at step 10, 256+-token text) over a grid of 15 shapes (layers 2-8, hidden 256-512,
 intermediate 688-2752, heads 8-16, grouped-query, vocab 1k-16k, batch 4-8, sequence 64-256, LoRA
-and full) and fits the `CPU_*` counts: every row within ±3.3% (mean 1.4%). Among them, config (b)
-of bench/train_step.py (Llama 25M, h512 L6 vocab 8k, batch 8 × 256): LoRA r8 measured 2,900 MB
-against 2,973 MB estimated (+2.5%), full 3,073 against 3,008 MB (-2.1%); before the explicit
-broadcasts the same runs peaked at 6,561 and 6,800 MB. Checked outside the fit:
+and full) and fits the `CPU_*` counts: every row within ±3.4% (mean 1.4%). Among them, config (b)
+of bench/train_step.py (Llama 25M, h512 L6 vocab 8k, batch 8 × 256): LoRA r8 measured 2,960 MB
+against 3,027 MB estimated (+2.3%), full 3,204 against 3,135 MB (-2.1%); before the explicit
+broadcasts the same runs peaked at 6,561 and 6,800 MB. Outside the fit (growth and AMP factors
+from these rows):
 
     run (peak RSS, final.peak_mem_mb)                  measured   estimate
-    configs/lora_demo.yaml (r16, 128-token batches)     1166 MB    1155 MB  -1%
-      same, no downstream evaluation                    1139 MB    1129 MB  -1%
-    configs/full_demo.yaml                              1165 MB    1152 MB  -1%
-    grid base (h256 L4), LoRA, recompute full           1149 MB    1131 MB  -2%
-      recompute mlp / attention               1111 / 1201 MB    1096 / 1190 MB
-    grid base, AMP O2, LoRA / full            2628 / 2243 MB    2628 / 2243 MB (factors fitted here)
+    configs/lora_demo.yaml, 300 steps (r16, 128 tokens) 1178 MB    1167 MB  -1%
+    grid base (h256 L4, LoRA), recompute full           1164 MB    1142 MB  -2%
+      recompute mlp / attention               1125 / 1211 MB    1101 / 1188 MB  -2% / -2%
+    grid base, AMP O2, LoRA / full            2630 / 2250 MB    2640 / 2260 MB  +0% / +0%
 
 Not measured: AMP O1 (the engine could not run it), GPU and Ascend (textbook figures, no such
 device here).
@@ -66,24 +65,24 @@ OPTIMIZER_STEP_BYTES = 4  # AdamWeightDecay's int32 global_step
 CPU_BASELINE_RSS_MB = 430.0
 # Tensors of each unit shape (see `activation_units`) the compiled graphs hold at their peak,
 # effective counts fitted by bench/memory_fit.py (non-negative least squares over its grid).
-CPU_ACTIVATION_COPIES = {"hidden": 32.80, "kv": 0.0, "mlp": 4.59, "scores": 1.76, "logits": 5.45, "lora": 0.91}
+CPU_ACTIVATION_COPIES = {"hidden": 36.67, "kv": 0.0, "mlp": 5.06, "scores": 1.68, "logits": 5.52, "lora": 0.63}
 # Graph memory that does not grow with the batch (compiled kernels, workspaces): MB fixed + per layer.
-CPU_GRAPH_FIXED_MB = 118.5
-CPU_GRAPH_PER_LAYER_MB = 74.7
+CPU_GRAPH_FIXED_MB = 121.3
+CPU_GRAPH_PER_LAYER_MB = 74.8
 # Gradient work buffers of the compiled train step (squares for the global norm, clipped copies),
 # in float32 gradient buffers: the fit gives 0 (the pool reuses them within the step).
 CPU_GRAD_WORK_COPIES = 0.0
 # What recompute does to a recomputed layer's activations on the CPU (measured, bench/memory_fit.py
 # base-recompute* rows, 4 layers, LoRA): the MLP policy saves a little, attention adds a little,
 # full leaves the peak where it was.
-CPU_RECOMPUTE_GROWTH = {"mlp": -0.15, "attention": 0.21, "full": 0.0}
+CPU_RECOMPUTE_GROWTH = {"mlp": -0.16, "attention": 0.18, "full": 0.0}
 # Downstream evaluation (`eval.downstream` with a test file) generates with a KV cache in PyNative
 # mode, outside the compiled graphs: its own kernels and cache (measured +26 MB on the demo run).
 CPU_GENERATION_MB = 26.0
 # AMP on the CPU: the inserted casts keep float16 and float32 copies side by side and the float16
-# kernels' own buffers; at O2 the activations came out 5.8x (full) and 6.5x (LoRA) the float32
+# kernels' own buffers; at O2 the activations came out 5.4x (full) and 6.4x (LoRA) the float32
 # figure (measured, bench/memory_fit.py base-amp-o2* rows).
-CPU_AMP_ACTIVATION_FACTOR = {"full": 5.8, "lora": 6.5}
+CPU_AMP_ACTIVATION_FACTOR = {"full": 5.4, "lora": 6.4}
 
 # ---- GPU/Ascend: textbook figures (no such device was measured in this project) ----------------
 # Tensors the backward pass needs, per unit shape: norm inputs and outputs, q, k/v repeated to
@@ -243,8 +242,8 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
         notes.append("CPU: the peak is the worker's resident set size; the compiled train and eval "
                      "graphs each keep their memory pool at its peak")
         if config.recompute.policy != "none":
-            notes.append("CPU: recompute barely moves the peak of a compiled step (measured: MLP -3%, "
-                         "attention +5%, full 0%); it saves memory on GPU/Ascend")
+            notes.append("CPU: recompute barely moves the peak of a compiled step (measured: MLP -4%, "
+                         "attention +4%, full 0%); it saves memory on GPU/Ascend")
     else:
         activations = textbook_activation_bytes(config, args, units, _element_bytes(config))
         runtime = GPU_RUNTIME_MB * MB

@@ -58,19 +58,15 @@ class RMSNorm(nn.Cell):
 
     def construct(self, x):
         dtype = x.dtype
-        hidden = x.shape[-1]
+        x32 = ops.cast(x, ms.float32)
         # mean of squares over the last axis as a MatMul against a 1/h column: MindSpore's CPU
         # ReduceMean (and its gradient) over the hidden axis cost ~4x more inside the train step
+        squares = ops.square(x32)
         if dtype == ms.float32:
-            flat = x.reshape(-1, hidden)
-            variance = self.matmul(ops.square(flat), self.mean_column)  # (N, 1)
-            # rsqrt(variance)·weight as one (N, hidden) outer-product MatMul, then one Mul of equal
-            # shapes: no broadcasting Mul (see `full`), and the backward is two small MatMuls
-            scale = self.matmul(ops.rsqrt(variance + self.eps), ops.cast(self.weight, ms.float32).reshape(1, hidden))
-            return (flat * scale).reshape(x.shape)
-        # under AMP, MindSpore casts a MatMul's inputs to the compute dtype: keep the mean in float32
-        x32 = ops.cast(x, ms.float32)
-        variance = ops.mean(ops.square(x32), -1, keep_dims=True)
+            variance = self.matmul(squares.reshape(-1, x.shape[-1]), self.mean_column).reshape(x.shape[:-1] + (1,))
+        else:  # under AMP, MindSpore casts a MatMul's inputs to the compute dtype: keep the mean in float32
+            variance = ops.mean(squares, -1, keep_dims=True)
+        # explicit broadcasts (see `full`), in the order Hugging Face computes: (x·r)·w
         x32 = x32 * full(ops.rsqrt(variance + self.eps), x.shape)
         return full(self.weight, x.shape) * ops.cast(x32, dtype)
 
