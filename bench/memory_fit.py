@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +28,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from demo_finetune import run_training  # noqa: E402  (bench/, this script's folder, is on sys.path)
 
 STEPS = 10
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -111,32 +112,19 @@ def make_text(path: Path) -> Path:
     return path
 
 
-def overrides(model: Path, text: Path, method: str, batch: int, seq: int, runs: Path,
-              extra: tuple[str, ...] = ()) -> list[str]:
+def overrides(model: Path, text: Path, method: str, batch: int, seq: int, extra: tuple[str, ...] = ()) -> list[str]:
     return [*extra, f"model.path={model}", f"method={method}", f"train.micro_batch_size={batch}",
             f"data.max_seq_len={seq}", f"data.train_file={text}", "data.format=text",
             "data.validation_file=null", "data.test_file=null", "data.validation_fraction=0.1",
             f"train.max_steps={STEPS}", "train.warmup_steps=2", "train.log_every=5",
             f"train.eval_every={STEPS}", f"train.save_every={STEPS}", "eval.downstream=false",
-            "eval.max_eval_samples=16", "early_stopping.enabled=false", f"run.runs_dir={runs}"]
+            "eval.max_eval_samples=16", "early_stopping.enabled=false"]
 
 
 def measure(model: Path, text: Path, method: str, batch: int, seq: int, runs: Path, extra: tuple[str, ...]) -> float:
     """final.peak_mem_mb of one `python -m core.train` run."""
-    proc = subprocess.run([sys.executable, "-m", "core.train", "--config", str(ROOT / "configs" / "defaults.yaml"),
-                           *overrides(model, text, method, batch, seq, runs, extra)],
-                          cwd=ROOT, capture_output=True, text=True, env={"GLOG_v": "3", **_env()})
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("run directory: ")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"training failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    run = Path(lines[-1].split(": ", 1)[1])
-    metrics = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
-    return max(m["peak_mem_mb"] for m in metrics if "peak_mem_mb" in m)
-
-
-def _env() -> dict[str, str]:
-    import os
-    return {k: v for k, v in os.environ.items() if k != "GLOG_v"}
+    run = run_training(str(ROOT / "configs" / "defaults.yaml"), runs, *overrides(model, text, method, batch, seq, extra))
+    return max(m["peak_mem_mb"] for m in run["metrics"] if "peak_mem_mb" in m)
 
 
 def parts(model: Path, text: Path, method: str, batch: int, seq: int, extra: tuple[str, ...]):
@@ -145,7 +133,7 @@ def parts(model: Path, text: Path, method: str, batch: int, seq: int, extra: tup
     from core import memory
     from core.config import load_config
     from core.model_args import read_model_args
-    config = load_config(ROOT / "configs" / "defaults.yaml", overrides(model, text, method, batch, seq, Path("runs"), extra))
+    config = load_config(ROOT / "configs" / "defaults.yaml", overrides(model, text, method, batch, seq, extra))
     args = read_model_args(model)
     estimate = memory.estimate_memory(config, args, seq)
     lora = memory.lora_targets(config, args) if method == "lora" else {}

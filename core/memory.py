@@ -182,7 +182,7 @@ def _weighted(units: dict[str, float], copies: dict[str, float]) -> dict[str, fl
 
 
 def cpu_activation_bytes(config: Config, args: ModelArgs, units: dict[str, float], elem_bytes: float) -> float:
-    """Eval graph + train step on the CPU (both held), recompute's growth included."""
+    """Train step and eval graph on the CPU (one shared pool), recompute's growth included."""
     held = _weighted(units, CPU_ACTIVATION_COPIES)
     share = recomputed_layers(config, args) / args.num_layers
     if share:
@@ -240,7 +240,7 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
         runtime = (CPU_BASELINE_RSS_MB + CPU_GRAPH_FIXED_MB + CPU_GRAPH_PER_LAYER_MB * args.num_layers
                    + (CPU_GENERATION_MB if config.eval.downstream and config.data.test_file else 0.0)) * MB
         notes.append("CPU: the peak is the worker's resident set size; the compiled train and eval "
-                     "graphs each keep their memory pool at its peak")
+                     "graphs share one memory pool")
         if config.recompute.policy != "none":
             notes.append("CPU: recompute barely moves the peak of a compiled step (measured: MLP -4%, "
                          "attention +4%, full 0%); it saves memory on GPU/Ascend")

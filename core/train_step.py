@@ -14,6 +14,8 @@ import mindspore as ms
 from mindspore import Parameter, Tensor, amp, nn, ops
 from mindspore.nn.learning_rate_schedule import LearningRateSchedule
 
+from core.model import full
+
 IGNORE_INDEX = -100
 _CONCAT_TIME = ops.Concat(1)  # a primitive: functional ops fail to compile inside a jit bprop (MindSpore 2.10)
 
@@ -51,7 +53,6 @@ class CausalLMLoss(nn.Cell):
         self.softmax, self.cast = ops.Softmax(-1), ops.Cast()
         self.not_equal, self.maximum, self.expand_dims = ops.NotEqual(), ops.Maximum(), ops.ExpandDims()
         self.zeros_like = ops.ZerosLike()
-        self.broadcast_to = ops.broadcast_to
 
     def construct(self, logits, labels):
         return causal_lm_loss_sum(logits, labels)
@@ -63,8 +64,8 @@ class CausalLMLoss(nn.Cell):
         valid = self.cast(self.not_equal(targets, IGNORE_INDEX), logits.dtype)  # (B, T)
         onehot = self.one_hot(self.maximum(targets, 0), logits.shape[-1], self.on, self.off)  # (B, T, V)
         weight = self.expand_dims(valid, -1) * dout[0]  # (B, T, 1)
-        # weight made full-size first: a broadcasting Mul keeps 16 bytes per element on the CPU (core.model.full)
-        return (self.softmax(logits) - onehot) * self.broadcast_to(weight, logits.shape), self.zeros_like(labels)
+        # weight made full-size first: a broadcasting Mul keeps 16 bytes per element on the CPU
+        return (self.softmax(logits) - onehot) * full(weight, logits.shape), self.zeros_like(labels)
 
 
 class WarmupDecaySchedule(LearningRateSchedule):
