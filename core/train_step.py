@@ -116,6 +116,13 @@ def optimizer_state(optimizer: nn.Optimizer) -> dict[str, Parameter]:
 
 
 _DOT = ops.MatMul()
+_ADD_N = ops.AddN()
+# Every operation over the gradient or parameter tuple goes through HyperMap. A Python generator,
+# `sum` or loop over the tuple inside a jit function is unrolled by the graph compiler at a cost
+# that grows with the tuple (measured, 84 LoRA gradients of the 25M model: global norm 6.3 s of
+# compile with `sum(... for g in grads)`, 0.5 s with HyperMap + AddN; norm, clip and Adam 15.1 s
+# -> 1.8 s). Same arithmetic, one element at a time.
+_MAP = ops.HyperMap()
 
 
 def _squared_norm(grad):
@@ -123,10 +130,26 @@ def _squared_norm(grad):
     return _DOT(flat, flat.reshape(-1, 1))
 
 
+def _scaled(factor, tensor):
+    return tensor * ops.cast(factor, tensor.dtype)
+
+
+def _divided(divisor, tensor):
+    return tensor / divisor
+
+
+def _added(a, b):
+    return a + b
+
+
+def _decayed(factor, param):
+    return ops.assign(param, param * ops.cast(factor, param.dtype))
+
+
 def global_norm(grads):
     """sqrt(Σ g²) over every gradient. Each squared norm is a (1, n)·(n, 1) MatMul: on the CPU
     that ran ~3× faster than Square + ReduceSum (measured on a 1536×512 gradient)."""
-    return ops.sqrt(sum(_squared_norm(g) for g in grads)).reshape(())
+    return ops.sqrt(_ADD_N(_MAP(_squared_norm, grads))).reshape(())
 
 
 class TrainStep:
@@ -144,7 +167,7 @@ class TrainStep:
         self.optimizer = optimizer
         self.schedule = optimizer.learning_rate
         self.weight_decay = getattr(optimizer, "decoupled_weight_decay", 0.0)
-        self.decay_mask = tuple(len(p.shape) >= 2 for p in params)
+        self.decayed = tuple(p for p in params if len(p.shape) >= 2)  # matrices: AdamW's decay
         self.max_grad_norm = float(max_grad_norm) if max_grad_norm else 0.0
         self.loss_scaler = loss_scaler
         self.grad_reducer = grad_reducer
@@ -168,10 +191,10 @@ class TrainStep:
 
     @staticmethod
     def _add_grads(acc, grads):
-        return tuple(a + g for a, g in zip(acc, grads))
+        return _MAP(_added, acc, grads)
 
     def _apply_step(self, grads, accum: int):
-        grads = tuple(g / accum for g in grads) if accum > 1 else grads
+        grads = _MAP(ops.partial(_divided, accum), grads) if accum > 1 else grads
         if self.grad_reducer is not None:
             grads = self.grad_reducer(grads)
         if self.loss_scaler is not None:
@@ -183,7 +206,7 @@ class TrainStep:
         finite = amp.all_finite(grads) if self.loss_scaler is not None else ops.isfinite(norm)
         if self.max_grad_norm > 0:
             factor = ops.minimum(self.max_grad_norm / (norm + 1e-6), 1.0)
-            grads = tuple(g * ops.cast(factor, g.dtype) for g in grads)
+            grads = _MAP(ops.partial(_scaled, factor), grads)
         if finite:
             if self.weight_decay > 0:
                 self._decay_weights()
@@ -195,9 +218,7 @@ class TrainStep:
     def _decay_weights(self):
         """AdamW's decoupled decay, p <- p·(1 - lr·wd), before the Adam update (as PyTorch does)."""
         factor = 1.0 - self.schedule(self.optimizer.global_step) * self.weight_decay
-        for param, decays in zip(self.params, self.decay_mask):
-            if decays:
-                ops.assign(param, param * ops.cast(factor, param.dtype))
+        _MAP(ops.partial(_decayed, factor), self.decayed)
 
     def _single_step(self, input_ids, labels, attention_mask):
         """The common case (no accumulation) as one graph: no gradient tuple crosses to the host."""

@@ -68,3 +68,57 @@ def test_loss_is_token_weighted_mean_over_labelled_next_tokens():
     total, count = causal_lm_loss_sum(ms.Tensor(logits), ms.Tensor(labels))
     assert float(count.asnumpy()) == 2
     assert float(total.asnumpy()) == pytest.approx(-(np.log(0.5) + np.log(0.1)), rel=1e-5)
+
+
+def _model_and_step(tmp_path, weight_decay, max_grad_norm):
+    hf = make_hf_model("llama-gqa-llama3-rope")
+    save_hf_model(hf, tmp_path)
+    ours = load_hf_model(tmp_path)
+    ours.set_train(True)
+    params = list(ours.trainable_params())
+    step = TrainStep(ours, adamw(params, WarmupDecaySchedule(1e-2, 0, 100, "constant", 1.0), weight_decay),
+                     max_grad_norm, None)
+    return params, step
+
+
+def _batch(seed):
+    ids = np.random.default_rng(seed).integers(0, 97, (2, 16)).astype(np.int32)
+    return ids, ids.copy(), np.ones_like(ids)
+
+
+def test_decoupled_weight_decay_shrinks_matrices_only(tmp_path):
+    """AdamW: p <- p·(1 - lr·wd) before the Adam update, on matrices only. The Adam update does not
+    depend on p, so a step with decay minus the same step without it is exactly -lr·wd·p."""
+    after = {}
+    for wd in (0.0, 0.5):
+        params, step = _model_and_step(tmp_path / str(wd), wd, None)
+        before = {p.name: p.asnumpy().copy() for p in params}
+        assert step([_batch(0)])[2]
+        after[wd] = {p.name: p.asnumpy() for p in params}
+    matrices = 0
+    for name, p0 in before.items():
+        expected = -1e-2 * 0.5 * p0 if p0.ndim >= 2 else np.zeros_like(p0)
+        np.testing.assert_allclose(after[0.5][name] - after[0.0][name], expected, atol=2e-6, err_msg=name)
+        matrices += p0.ndim >= 2
+    assert matrices > 10
+
+
+def test_accumulated_clipped_step_is_adam_on_the_clipped_mean_gradient(tmp_path):
+    """Two micro batches: gradients averaged, the global norm reported, clipped to 0.5, then Adam's
+    first step (MindSpore's form: eps on the uncorrected sqrt(v)) — recomputed here in NumPy from the
+    micro batches' own gradients."""
+    params, step = _model_and_step(tmp_path, 0.0, 0.5)
+    batches = [_batch(0), _batch(1)]
+    grads = [step._micro(*(ms.Tensor(a) for a in batch))[1] for batch in batches]
+    mean = [(a.asnumpy() + b.asnumpy()) / 2 for a, b in zip(*grads)]
+    before = [p.asnumpy().copy() for p in params]
+    _, norm, applied, _ = step(batches)
+    expected_norm = float(np.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in mean)))
+    assert applied and expected_norm > 1.0
+    assert norm == pytest.approx(expected_norm, rel=1e-5)
+    factor = min(0.5 / (expected_norm + 1e-6), 1.0)
+    lr_t = 1e-2 * np.sqrt(1 - 0.999) / (1 - 0.9)
+    for p, p0, g in zip(params, before, mean):
+        g = g * factor
+        m, v = 0.1 * g, 0.001 * g * g
+        np.testing.assert_allclose(p.asnumpy(), p0 - lr_t * m / (np.sqrt(v) + 1e-8), atol=2e-6, err_msg=p.name)
