@@ -14,6 +14,7 @@ from app import monitor_tab, runs_tab, train_tab, try_tab
 from app import runs_callbacks
 from app import train_callbacks
 from app.context import Console
+from app.early_script import status_timer_middleware
 from app.i18n import LANG_CHOICES, Labels
 from app.settings import Settings
 
@@ -132,4 +133,5 @@ def serve(settings: Settings) -> None:
     demo.launch(server_name=settings.host, server_port=settings.port, auth=list(settings.auth) or None,
                 max_file_size=settings.max_upload_bytes,
                 allowed_paths=[str(settings.runs_dir), str(settings.uploads_dir / "configs")],
-                show_error=True, css_paths=[CSS_PATH], footer_links=["settings"], quiet=False)
+                show_error=True, css_paths=[CSS_PATH], footer_links=["settings"], quiet=False,
+                app_kwargs={"middleware": [status_timer_middleware()]})

@@ -235,9 +235,35 @@ def download_adapter(page, target: Path) -> set[str]:
         return {Path(name).name for name in zipped.namelist()}
 
 
+# Counts the animation frames Gradio's status tracker asks the browser for. Installed before the
+# page's own scripts, so app/status_timer.js (first in the page) wraps it: frames it paces through
+# a timer never reach this counter.
+COUNT_STATUS_FRAMES_JS = """
+(() => {
+  const frame = window.requestAnimationFrame.bind(window);
+  window.statusFrames = 0;
+  window.requestAnimationFrame = (callback) => {
+    if ((new Error().stack || "").includes("/statustracker-")) window.statusFrames += 1;
+    return frame(callback);
+  };
+})();
+"""
+
+
+def status_frames_in(page, seconds: float) -> int:
+    first = page.evaluate("window.statusFrames")
+    time.sleep(seconds)
+    return page.evaluate("window.statusFrames") - first
+
+
 def test_lora_run_from_the_browser(console_server, page, screenshot, artifacts_dir, tmp_path):
+    page.add_init_script(COUNT_STATUS_FRAMES_JS)
     page.goto(console_server.url)
     page.wait_for_selector("#start-button", timeout=PHASE_TIMEOUT_S * 1000)
+    # without app/status_timer.js an idle page drew ~130 status-tracker frames a second (measured)
+    assert page.evaluate("window.mindtuneStatusFramesPaced"), "app/status_timer.js did not run first"
+    idle_frames = status_frames_in(page, 2.0)
+    assert idle_frames <= 4, f"the status tracker drew {idle_frames} frames in 2 s on an idle page"
     fill_train_form(page)
     screenshot(page, "train_tab")
 
