@@ -30,17 +30,18 @@ peak; AMP raises it (casts keep both copies); both save memory only on GPU/Ascen
 Calibration: `python bench/memory_fit.py --fit` runs `python -m core.train` (fp32, 10 steps with an
 evaluation at step 10, 256+-token text) over a grid of 15 shapes (layers 2-8, hidden 256-512,
 intermediate 688-2752, heads 8-16, grouped-query, vocab 1k-16k, batch 4-8, sequence 64-256, LoRA
-and full) and fits the `CPU_*` counts: every row within ±3.4% (mean 1.4%). Among them, config (b)
-of bench/train_step.py (Llama 25M, h512 L6 vocab 8k, batch 8 × 256): LoRA r8 measured 2,960 MB
-against 3,027 MB estimated (+2.3%), full 3,204 against 3,135 MB (-2.1%); before the explicit
-broadcasts the same runs peaked at 6,561 and 6,800 MB. Outside the fit (growth and AMP factors
-from these rows):
+and full) and fits the `CPU_*` counts: every row within ±1.3% (mean 0.5%). Among them, config (b)
+of bench/train_step.py (Llama 25M, h512 L6 vocab 8k, batch 8 × 256): LoRA r8 measured 2,607 MB
+against 2,635 MB estimated (+1.1%), full 3,001 against 2,984 MB (-0.6%); before the explicit
+broadcasts the same runs peaked at 6,561 and 6,800 MB, and before the train step's tuple work went
+through HyperMap (core/train_step.py) at 2,960 and 3,204 MB. Outside the fit (growth and AMP
+factors from these rows):
 
     run (peak RSS, final.peak_mem_mb)                  measured   estimate
-    configs/lora_demo.yaml, 300 steps (r16, 128 tokens) 1178 MB    1167 MB  -1%
-    grid base (h256 L4, LoRA), recompute full           1164 MB    1142 MB  -2%
-      recompute mlp / attention               1125 / 1211 MB    1101 / 1188 MB  -2% / -2%
-    grid base, AMP O2, LoRA / full            2630 / 2250 MB    2640 / 2260 MB  +0% / +0%
+    configs/lora_demo.yaml, 300 steps (r16, 128 tokens) 948 MB     945 MB  -0%
+    grid base (h256 L4, LoRA), recompute full            966 MB     959 MB  -1%
+      recompute mlp / attention                  923 / 1016 MB   922 / 1001 MB  -0% / -1%
+    grid base, AMP O2, LoRA / full            2418 / 2138 MB    2341 / 2133 MB  -3% / -0%
 
 Not measured: AMP O1 (the engine could not run it), GPU and Ascend (textbook figures, no such
 device here).
@@ -65,13 +66,14 @@ OPTIMIZER_STEP_BYTES = 4  # AdamWeightDecay's int32 global_step
 CPU_BASELINE_RSS_MB = 430.0
 # Tensors of each unit shape (see `activation_units`) the compiled graphs hold at their peak,
 # effective counts fitted by bench/memory_fit.py (non-negative least squares over its grid).
-CPU_ACTIVATION_COPIES = {"hidden": 36.67, "kv": 0.0, "mlp": 5.06, "scores": 1.68, "logits": 5.52, "lora": 0.63}
+CPU_ACTIVATION_COPIES = {"hidden": 29.36, "kv": 7.69, "mlp": 5.92, "scores": 1.38, "logits": 5.18, "lora": 0.0}
 # Graph memory that does not grow with the batch (compiled kernels, workspaces): MB fixed + per layer.
-CPU_GRAPH_FIXED_MB = 121.3
-CPU_GRAPH_PER_LAYER_MB = 74.8
-# Gradient work buffers of the compiled train step (squares for the global norm, clipped copies),
-# in float32 gradient buffers: the fit gives 0 (the pool reuses them within the step).
-CPU_GRAD_WORK_COPIES = 0.0
+CPU_GRAPH_FIXED_MB = 130.2
+CPU_GRAPH_PER_LAYER_MB = 32.1
+# Gradient work buffers of the compiled train step (squared-norm inputs, clipped copies), in
+# float32 gradient-sized buffers (fitted; 0 before the step's tuple work went through HyperMap,
+# when the unrolled graph's own overhead absorbed it).
+CPU_GRAD_WORK_COPIES = 0.80
 # What recompute does to a recomputed layer's activations on the CPU (measured, bench/memory_fit.py
 # base-recompute* rows, 4 layers, LoRA): the MLP policy saves a little, attention adds a little,
 # full leaves the peak where it was.
