@@ -3,8 +3,9 @@ module scripts run. Gradio's own `head=` option adds its content from JavaScript
 loaded, too late for `status_timer.js`, which must replace `requestAnimationFrame` before Gradio's
 status tracker module keeps a reference to it.
 
-Only successful, uncompressed HTML answers to GET requests are touched; every other answer streams
-through unchanged. A page without the marker (a future Gradio template) is served as it is."""
+Only the console page itself (GET `/`, a successful, uncompressed HTML answer) is touched; every
+other answer (API calls, assets, files Gradio serves) streams through unchanged. A page without
+the marker (a future Gradio template) is served as it is."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,7 +20,7 @@ class EarlyScript:
         self.tag = b"<script>" + script.encode("utf-8") + b"</script>"
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope.get("method") != "GET":
+        if scope["type"] != "http" or scope.get("method") != "GET" or scope.get("path") != "/":
             await self.app(scope, receive, send)
             return
         start: dict | None = None

@@ -19,7 +19,7 @@ def _app(body: bytes, content_type: bytes, status: int = 200, chunks: int = 1, e
     return app
 
 
-def _get(app, method="GET"):
+def _get(app, method="GET", path="/"):
     sent = []
 
     async def send(message):
@@ -29,7 +29,7 @@ def _get(app, method="GET"):
         return {"type": "http.request"}
 
     # in a thread of its own: after the browser test, Playwright's sync API has a loop in this one
-    call = EarlyScript(app, "window.early = 1;")({"type": "http", "method": method}, receive, send)
+    call = EarlyScript(app, "window.early = 1;")({"type": "http", "method": method, "path": path}, receive, send)
     thread = threading.Thread(target=asyncio.run, args=(call,))
     thread.start()
     thread.join()
@@ -46,9 +46,11 @@ def test_script_goes_first_in_head_and_length_is_updated():
 
 
 def test_other_answers_pass_through_unchanged():
-    for app, method in [(_app(PAGE, b"application/json"), "GET"), (_app(PAGE, b"text/html", status=404), "GET"),
-                        (_app(PAGE, b"text/html"), "POST"),
-                        (_app(PAGE, b"text/html", extra=[(b"content-encoding", b"gzip")]), "GET")]:
-        _, headers, body = _get(app, method)
+    html = _app(PAGE, b"text/html")
+    for app, method, path in [(_app(PAGE, b"application/json"), "GET", "/"),
+                              (_app(PAGE, b"text/html", status=404), "GET", "/"), (html, "POST", "/"),
+                              (_app(PAGE, b"text/html", extra=[(b"content-encoding", b"gzip")]), "GET", "/"),
+                              (html, "GET", "/gradio_api/file=runs/report.html")]:
+        _, headers, body = _get(app, method, path)
         assert body == PAGE and headers[b"content-length"] == str(len(PAGE)).encode()
 
