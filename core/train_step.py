@@ -163,7 +163,6 @@ class TrainStep:
         self.model = model
         # Gradients must come in the optimizer's parameter order (groups reorder them).
         params = list(optimizer.parameters)
-        self.params = params
         self.optimizer = optimizer
         self.schedule = optimizer.learning_rate
         self.weight_decay = getattr(optimizer, "decoupled_weight_decay", 0.0)
@@ -208,7 +207,7 @@ class TrainStep:
             factor = ops.minimum(self.max_grad_norm / (norm + 1e-6), 1.0)
             grads = _MAP(ops.partial(_scaled, factor), grads)
         if finite:
-            if self.weight_decay > 0:
+            if self.weight_decay > 0 and self.decayed:
                 self._decay_weights()
             self.optimizer(grads)
         if self.loss_scaler is not None:
