@@ -53,4 +53,3 @@ def test_other_answers_pass_through_unchanged():
                               (html, "GET", "/gradio_api/file=runs/report.html")]:
         _, headers, body = _get(app, method, path)
         assert body == PAGE and headers[b"content-length"] == str(len(PAGE)).encode()
-
