@@ -4,6 +4,7 @@ generation tokens/s with the key/value cache against recomputing the whole seque
 
     .venv/bin/python bench/eval_generate.py
     .venv/bin/python bench/eval_generate.py --new-tokens 64 --prompts 8
+    .venv/bin/python bench/eval_generate.py --async-launch   # MindSpore's default op queue, for comparison
 """
 from __future__ import annotations
 
@@ -24,16 +25,22 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8, help="generation batch (test prompts)")
     parser.add_argument("--new-tokens", type=int, default=64, help="tokens generated per prompt")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--async-launch", action="store_true",
+                        help="keep MindSpore's asynchronous PyNative op queue (core.generate.use_device "
+                             "launches ops synchronously on the CPU, as the engine does)")
     args = parser.parse_args()
 
     import mindspore as ms
     from core.checkpoint import load_hf_model
     from core.config import load_config
     from core.data import eval_batches, load_splits, padded_length
-    from core.generate import SamplingSettings, generate
+    from core.generate import SamplingSettings, generate, use_device
     from core.tokenizer import Tokenizer
     from core.train_step import EvalStep
-    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    if args.async_launch:
+        ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    else:
+        use_device("cpu")
 
     config = load_config(args.config, [f"model.path={args.model}"])
     tokenizer = Tokenizer.from_dir(args.model)

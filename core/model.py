@@ -267,11 +267,12 @@ class CausalLM(nn.Cell):
             x, _, _ = layer(x, cos, sin, mask)
         return self.logits(x)
 
-    def forward_cached(self, input_ids, past, positions, key_valid):
+    def forward_cached(self, input_ids, past, positions, key_valid, last_only=False):
         """Incremental forward for generation (PyNative). input_ids (B, T) are the new tokens;
         past is a list of (keys, values) per layer or None; positions (B, T) are the new tokens'
         RoPE positions; key_valid (B, past+T) marks non-padding cache slots.
-        Returns logits (B, T, vocab) and the updated cache."""
+        Returns logits (B, T, vocab) — (B, 1, vocab) for the last position only with `last_only`,
+        which spares a prompt's (B, T, vocab) float32 logits — and the updated cache."""
         x = self.model.embed_tokens(input_ids)
         past_len = 0 if past is None else past[0][0].shape[2]
         t = input_ids.shape[1]
@@ -283,4 +284,6 @@ class CausalLM(nn.Cell):
             pk, pv = (None, None) if past is None else past[i]
             x, k, v = layer(x, cos, sin, mask, pk, pv)
             new_past.append((k, v))
+        if last_only and t > 1:
+            x = x[:, -1:, :]
         return self.logits(x, past is None), new_past

@@ -33,14 +33,13 @@ from core import launcher
 from core.checkpoint import CheckpointError, load_hf_model
 from core.config import Config, ConfigError, load_config
 from core.data import DataError, BatchIterator, eval_batches, load_splits, padded_length
-from core.generate import SamplingSettings, generate
+from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, mark_only_lora_trainable
 from core.rundir import RunDir, finalize_name
 from core.tokenizer import Tokenizer, TokenizerError
 from core.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError)
-DEVICE_TARGETS = {"cpu": "CPU", "gpu": "GPU", "ascend": "Ascend"}
 MAX_CONSECUTIVE_OVERFLOWS = 25  # fp16: loss-scale retries before a non-finite loss fails the run
 
 
@@ -241,6 +240,9 @@ class Trainer:
         self.model.set_train(False)
         eos = set(self.tokenizer.eos_token_ids) | set(self.model.args.eos_token_ids)
         settings = SamplingSettings(max_new_tokens=self.cfg.eval.max_new_tokens)
+        # longest prompts first, so each chunk of 32 pads to nearly its own length (-10% time on the
+        # demo's test set); greedy answers do not depend on the chunk (left padding is masked)
+        records = sorted(records, key=lambda r: len(r.prompt_ids), reverse=True)
         hits = 0
         for start in range(0, len(records), 32):
             chunk = records[start:start + 32]
@@ -489,7 +491,7 @@ def run_worker(run_dir: str) -> int:
     cluster = None
     try:
         config = load_config(run.config_path)
-        ms.set_context(mode=ms.PYNATIVE_MODE, device_target=DEVICE_TARGETS[config.parallel.device])
+        use_device(config.parallel.device)
         cluster = Cluster(config.parallel.data_parallel)
         trainer = Trainer(config, run, cluster)
         signal.signal(signal.SIGTERM, lambda *_: setattr(trainer, "stop_signal", True))

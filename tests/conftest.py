@@ -1,4 +1,5 @@
-"""Shared test setup: the repo root on sys.path, MindSpore in PyNative mode, and the `slow` marker."""
+"""Shared test setup: the repo root on sys.path, MindSpore's PyNative ops launched synchronously,
+and the `slow` marker."""
 import os
 import sys
 from pathlib import Path
@@ -6,6 +7,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GLOG_v", "3")  # keep MindSpore's C++ logging to errors
+# PyNative ops launch synchronously, as core.generate.use_device sets them on the CPU (the engine's
+# own processes call it; tests that build models in-process get the same runtime, ~40% faster)
+os.environ.setdefault("MS_DEV_LAUNCH_BLOCKING", "1")
 
 import pytest  # noqa: E402
 

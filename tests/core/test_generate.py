@@ -1,12 +1,19 @@
 """Generation: the KV cache changes speed, never tokens; greedy matches transformers' generate."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
+from mindspore import Tensor
 
 from core.checkpoint import load_hf_model
 from core.generate import SamplingSettings, choose_next, generate
 from tests.core.hf_fixtures import make_hf_model, random_ids, save_hf_model
 
 torch = pytest.importorskip("torch")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +78,27 @@ def test_bad_settings_and_overlong_prompt(pair):
         SamplingSettings(top_p=0)
     with pytest.raises(ValueError, match="exceeds the model's context of 128"):
         generate(ours, [[1] * 120], SamplingSettings(max_new_tokens=20))
+
+
+def test_last_only_prefill_returns_the_last_positions_logits(pair):
+    _, ours = pair
+    ids = random_ids(1, 9, seed=5)
+    positions, valid = np.arange(9, dtype=np.int32).reshape(1, 9), np.ones((1, 9), dtype=bool)
+    every, _ = ours.forward_cached(Tensor(ids), None, Tensor(positions), Tensor(valid))
+    last, cache = ours.forward_cached(Tensor(ids), None, Tensor(positions), Tensor(valid), last_only=True)
+    assert every.shape[1] == 9 and last.shape[1] == 1
+    np.testing.assert_allclose(last.asnumpy()[:, 0], every.asnumpy()[:, -1], rtol=1e-5, atol=1e-5)
+    assert cache[0][0].shape[2] == 9  # the cache still holds every prompt position
+
+
+def test_use_device_launches_cpu_ops_synchronously():
+    """MindSpore's asynchronous PyNative queue cost 2-4 ms per op here; use_device turns it off on
+    the CPU. A fresh process: the setting is global and cannot be undone."""
+    code = ("from mindspore._c_expression import RuntimeConf\n"
+            "from core.generate import use_device\n"
+            "conf = RuntimeConf.get_instance(); before = conf.is_launch_blocking()\n"
+            "use_device('cpu'); print(before, conf.is_launch_blocking())\n")
+    env = {k: v for k, v in os.environ.items() if k != "MS_DEV_LAUNCH_BLOCKING"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-2:] == ["False", "True"]
