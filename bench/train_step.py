@@ -116,9 +116,10 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
     import mindspore as ms
     from mindspore import Tensor
     from core.checkpoint import load_hf_model
+    from core.generate import use_device
     from core.lora import inject_lora, mark_only_lora_trainable
     from core.train_step import TrainStep, WarmupDecaySchedule, adamw
-    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    use_device("cpu")  # as core.train's worker
     ms.set_seed(0)
     phases["imports"] = time.time() - t
     t = time.time()
