@@ -118,6 +118,7 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
     from core.checkpoint import load_hf_model
     from core.generate import use_device
     from core.lora import inject_lora, mark_only_lora_trainable
+    from core.model import share_layer_graphs
     from core.train_step import TrainStep, WarmupDecaySchedule, adamw
     use_device("cpu")  # as core.train's worker
     ms.set_seed(0)
@@ -129,6 +130,7 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
         params = mark_only_lora_trainable(model)
     else:
         params = list(model.trainable_params())
+    share_layer_graphs(model)  # as core.train's worker: one compiled graph per kind of layer
     model.set_train(True)
     schedule = WarmupDecaySchedule(1e-4, 0, 1000, "constant", 1.0)
     step = TrainStep(model, adamw(params, schedule, 0.0), 1.0, None)

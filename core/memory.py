@@ -24,24 +24,27 @@ The train and eval steps are `ms.jit` graphs sharing MindSpore's memory pool. Tw
 memory of their own for as long as a graph lives, outside the pool: a binary op whose inputs differ
 in shape (a broadcasting Mul or Add) keeps 16 bytes of indices per output element, and Transpose 8.
 `core.model` broadcasts explicitly (`core.model.full`) so the first costs nothing; the Transposes
-of the attention heads remain (the "hidden" count absorbs them). Recompute barely moves the CPU
-peak; AMP raises it (casts keep both copies); both save memory only on GPU/Ascend.
+of the attention heads remain (the "hidden" count absorbs them). Identical decoder layers share
+one compiled graph (`core.model.share_layer_graphs`), so the graph memory per layer is small.
+Recompute moves the CPU peak a little (full -8%, MLP -6%, attention +3%); AMP raises it (casts
+keep both copies); both save more memory on GPU/Ascend.
 
 Calibration: `python bench/memory_fit.py --fit` runs `python -m core.train` (fp32, 10 steps with an
 evaluation at step 10, 256+-token text) over a grid of 15 shapes (layers 2-8, hidden 256-512,
 intermediate 688-2752, heads 8-16, grouped-query, vocab 1k-16k, batch 4-8, sequence 64-256, LoRA
-and full) and fits the `CPU_*` counts: every row within ±1.3% (mean 0.5%). Among them, config (b)
-of bench/train_step.py (Llama 25M, h512 L6 vocab 8k, batch 8 × 256): LoRA r8 measured 2,607 MB
-against 2,635 MB estimated (+1.1%), full 3,001 against 2,984 MB (-0.6%); before the explicit
-broadcasts the same runs peaked at 6,561 and 6,800 MB, and before the train step's tuple work went
-through HyperMap (core/train_step.py) at 2,960 and 3,204 MB. Outside the fit (growth and AMP
-factors from these rows):
+and full) and fits the `CPU_*` counts: every row within ±1.0% (mean 0.4%). Among them, config (b)
+of bench/train_step.py (Llama 25M, h512 L6 vocab 8k, batch 8 × 256): LoRA r8 measured 2,500 MB
+against 2,523 MB estimated (+0.9%), full 2,905 against 2,899 MB (-0.2%); before the explicit
+broadcasts the same runs peaked at 6,561 and 6,800 MB, before the train step's tuple work went
+through HyperMap (core/train_step.py) at 2,960 and 3,204 MB, and before the layers shared one
+graph at 2,607 and 3,001 MB (graph memory per layer 32.1 -> 11.3 MB). Outside the fit (growth and
+AMP factors from these rows):
 
     run (peak RSS, final.peak_mem_mb)                  measured   estimate
-    configs/lora_demo.yaml, 300 steps (r16, 128 tokens) 948 MB     945 MB  -0%
-    grid base (h256 L4, LoRA), recompute full            966 MB     959 MB  -1%
-      recompute mlp / attention                  923 / 1016 MB   922 / 1001 MB  -0% / -1%
-    grid base, AMP O2, LoRA / full            2418 / 2138 MB    2341 / 2133 MB  -3% / -0%
+    configs/lora_demo.yaml, 300 steps (r16, 128 tokens) 904 MB     902 MB  -0%
+    grid base (h256 L4, LoRA: 898 MB), recompute full    826 MB     826 MB  +0%
+      recompute mlp / attention                   847 / 922 MB    847 / 922 MB  +0% / +0%
+    grid base, AMP O2, LoRA / full            2343 / 2078 MB    2271 / 2068 MB  -3% / -0%
 
 Not measured: AMP O1 (the engine could not run it), GPU and Ascend (textbook figures, no such
 device here).
@@ -66,18 +69,17 @@ OPTIMIZER_STEP_BYTES = 4  # AdamWeightDecay's int32 global_step
 CPU_BASELINE_RSS_MB = 430.0
 # Tensors of each unit shape (see `activation_units`) the compiled graphs hold at their peak,
 # effective counts fitted by bench/memory_fit.py (non-negative least squares over its grid).
-CPU_ACTIVATION_COPIES = {"hidden": 29.36, "kv": 7.69, "mlp": 5.92, "scores": 1.38, "logits": 5.18, "lora": 0.0}
+CPU_ACTIVATION_COPIES = {"hidden": 27.06, "kv": 9.97, "mlp": 5.87, "scores": 1.38, "logits": 5.14, "lora": 0.0}
 # Graph memory that does not grow with the batch (compiled kernels, workspaces): MB fixed + per layer.
-CPU_GRAPH_FIXED_MB = 130.2
-CPU_GRAPH_PER_LAYER_MB = 32.1
+CPU_GRAPH_FIXED_MB = 148.6
+CPU_GRAPH_PER_LAYER_MB = 11.3
 # Gradient work buffers of the compiled train step (squared-norm inputs, clipped copies), in
 # float32 gradient-sized buffers (fitted; 0 before the step's tuple work went through HyperMap,
 # when the unrolled graph's own overhead absorbed it).
-CPU_GRAD_WORK_COPIES = 0.80
+CPU_GRAD_WORK_COPIES = 1.10
 # What recompute does to a recomputed layer's activations on the CPU (measured, bench/memory_fit.py
-# base-recompute* rows, 4 layers, LoRA): the MLP policy saves a little, attention adds a little,
-# full leaves the peak where it was.
-CPU_RECOMPUTE_GROWTH = {"mlp": -0.16, "attention": 0.18, "full": 0.0}
+# base-recompute* rows, 4 layers, LoRA): full and the MLP policy save some, attention adds a little.
+CPU_RECOMPUTE_GROWTH = {"mlp": -0.20, "attention": 0.12, "full": -0.29}
 # Downstream evaluation (`eval.downstream` with a test file) generates with a KV cache in PyNative
 # mode, outside the compiled graphs: its own kernels and cache (measured +26 MB on the demo run).
 CPU_GENERATION_MB = 26.0
@@ -244,8 +246,8 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
         notes.append("CPU: the peak is the worker's resident set size; the compiled train and eval "
                      "graphs share one memory pool")
         if config.recompute.policy != "none":
-            notes.append("CPU: recompute barely moves the peak of a compiled step (measured: MLP -4%, "
-                         "attention +5%, full 0%); it saves memory on GPU/Ascend")
+            notes.append("CPU: recompute moves the peak of a compiled step a little (measured: full -8%, "
+                         "MLP -6%, attention +3%); it saves more on GPU/Ascend")
     else:
         activations = textbook_activation_bytes(config, args, units, _element_bytes(config))
         runtime = GPU_RUNTIME_MB * MB

@@ -9,6 +9,8 @@ friendly); `CausalLM.forward_cached` is the incremental forward with a key/value
 """
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 import mindspore as ms
@@ -287,3 +289,66 @@ class CausalLM(nn.Cell):
         if last_only and t > 1:
             x = x[:, -1:, :]
         return self.logits(x, past is None), new_past
+
+
+# Per-instance bookkeeping of a Cell that says nothing about what its graph computes.
+_NOT_STRUCTURE = frozenset({"_create_time", "_id", "cell_init_args", "_cell_init_args", "no_inline", "_jit_graph_name",
+                            "_compiled", "arguments_key", "_phase_cache", "_compile_phase"})
+
+
+def _layer_signature(layer: nn.Cell) -> str:
+    """Everything about a decoder layer that shapes its compiled graph: each sub-cell's class and
+    scalar settings (LoRA rank/scaling/merged, dropout, recompute scope, AMP type), its primitives'
+    attributes, its constant tensors' values, and its parameters' names, shapes, dtypes and
+    trainability (not their values: a shared graph takes each layer's own parameters)."""
+    parts = []
+    for name, cell in layer.cells_and_names():
+        fields = []
+        for key, value in sorted(vars(cell).items()):
+            if key in _NOT_STRUCTURE:
+                continue
+            if isinstance(value, (bool, int, float, str, type(None))):
+                fields.append(f"{key}={value!r}")
+            elif isinstance(value, (tuple, list)) and all(isinstance(v, (bool, int, float, str)) for v in value):
+                fields.append(f"{key}={tuple(value)!r}")
+            elif isinstance(value, Parameter):
+                pass  # below, with the cell's other parameters
+            elif isinstance(value, Tensor):
+                array = value.asnumpy()
+                fields.append(f"{key}=tensor{array.shape}{array.dtype}:{hash(array.tobytes())}")
+            elif isinstance(value, ops.Primitive):  # random seeds differ per instance; with
+                # dropout off they draw nothing (and with it on, nothing is shared)
+                attrs = sorted((k, v) for k, v in value.attrs.items() if not k.lower().startswith("seed"))
+                fields.append(f"{key}={type(value).__name__}{attrs!r}")
+        for key, param in sorted(cell._params.items()):  # attribute name -> Parameter (or None)
+            if param is not None:
+                fields.append(f"param {key}{tuple(param.shape)}{param.dtype}:{param.requires_grad}")
+        parts.append(f"{name}:{type(cell).__qualname__}[{', '.join(fields)}]")
+    return "\n".join(parts)
+
+
+def share_layer_graphs(model: CausalLM) -> int:
+    """Let MindSpore compile one graph per distinct decoder layer and reuse it for every identical
+    layer, instead of inlining every layer into the step's graph (`mindspore.lazy_inline`,
+    policy "front", set on each layer instance once LoRA, recompute and AMP have shaped it; the
+    decorator itself works per class, at `__init__`, before any of that). Layers share only when
+    `_layer_signature` is equal, so a LoRA that targets some layers, or recompute on the first
+    layers only, gives one graph per kind. Measured on the 25M Llama (6 layers, batch 8 × 256):
+    the train step compiled 4-5 s faster (launch to first step 23.4 -> 19.3 s LoRA, 22.5 -> 18.5 s
+    full) with 100 MB less peak RSS and identical losses.
+
+    Not done when a layer draws random numbers (dropout > 0): a shared graph shares its dropout
+    kernels' random state, so every layer would draw the same mask (measured). Returns the number
+    of distinct layer graphs, or 0 when the layers are left inlined."""
+    layers = list(model.model.layers)
+    for layer in layers:
+        for _, cell in layer.cells_and_names():
+            if isinstance(cell, nn.Dropout) and cell.p > 0:
+                return 0
+    kinds = set()
+    for layer in layers:
+        signature = _layer_signature(layer)
+        kinds.add(signature)
+        layer.no_inline = False  # what lazy_inline(policy="front") sets
+        layer.cell_init_args = "lazy_inline_DecoderLayer_" + hashlib.sha1(signature.encode()).hexdigest()
+    return len(kinds)

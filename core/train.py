@@ -35,6 +35,7 @@ from core.config import Config, ConfigError, load_config
 from core.data import DataError, BatchIterator, eval_batches, load_splits, padded_length
 from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, mark_only_lora_trainable
+from core.model import share_layer_graphs
 from core.rundir import RunDir, finalize_name
 from core.tokenizer import Tokenizer, TokenizerError
 from core.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state
@@ -163,6 +164,7 @@ class Trainer:
         self.trainable = {p.name: p for p in trainable}
         self._apply_recompute()
         self.compute_model, self.loss_scaler = self._apply_amp()
+        layer_graphs = share_layer_graphs(self.model)  # compile time: one graph per kind of layer
         pad_id = self.tokenizer.pad_token_id or 0
         self.batches = BatchIterator(self.splits.train, cfg.train.micro_batch_size,
                                      grad_accum_steps=cfg.train.grad_accum_steps, world_size=self.cluster.world,
@@ -182,7 +184,8 @@ class Trainer:
             f"trainable {trainable_count:,} of {total_count:,} parameters; sequence length {self.length}",
             event="setup", global_batch_size=cfg.global_batch_size, total_steps=self.total_steps,
             trainable_params=trainable_count, total_params=total_count, seq_len=self.length,
-            data=stats.to_dict(), lora_modules=len(self.lora_modules), setup_s=round(time.time() - t0, 2))
+            data=stats.to_dict(), lora_modules=len(self.lora_modules), layer_graphs=layer_graphs,
+            setup_s=round(time.time() - t0, 2))
 
     def _apply_recompute(self):
         rc = self.cfg.recompute

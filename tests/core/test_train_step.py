@@ -6,6 +6,7 @@ import pytest
 import mindspore as ms
 
 from core.checkpoint import load_hf_model
+from core.model import share_layer_graphs
 from core.lora import inject_lora, lora_state_dict, mark_only_lora_trainable
 from core.train_step import TrainStep, WarmupDecaySchedule, adamw, causal_lm_loss_sum, lr_at
 from tests.core.hf_fixtures import make_hf_model, save_hf_model
@@ -122,3 +123,67 @@ def test_accumulated_clipped_step_is_adam_on_the_clipped_mean_gradient(tmp_path)
         g = g * factor
         m, v = 0.1 * g, 0.001 * g * g
         np.testing.assert_allclose(p.asnumpy(), p0 - lr_t * m / (np.sqrt(v) + 1e-8), atol=2e-6, err_msg=p.name)
+
+
+def _three_layer_model(tmp_path):
+    import transformers
+    from tests.core.hf_fixtures import COMMON
+    torch.manual_seed(3)
+    config = transformers.LlamaConfig(**{**COMMON, "num_hidden_layers": 3}, num_key_value_heads=2)
+    return load_hf_model(save_hf_model(transformers.LlamaForCausalLM(config).eval(), tmp_path))
+
+
+def _layer_keys(model):
+    return [getattr(layer, "cell_init_args", None) for layer in model.model.layers]
+
+
+def test_layers_share_a_graph_only_when_identical(tmp_path):
+    model = _three_layer_model(tmp_path / "a")
+    inject_lora(model, 4, 8.0, 0.0, TARGETS)
+    assert share_layer_graphs(model) == 1 and len(set(_layer_keys(model))) == 1
+    # LoRA on layer 0's q_proj only, recompute on layer 2's MLP: three kinds of layer
+    model = _three_layer_model(tmp_path / "b")
+    inject_lora(model, 4, 8.0, 0.0, r"model\.layers\.0\.self_attn\.q_proj")
+    assert share_layer_graphs(model) == 2
+    keys = _layer_keys(model)
+    assert keys[0] != keys[1] == keys[2]
+    model.model.layers[2].mlp.recompute()
+    assert share_layer_graphs(model) == 3 and len(set(_layer_keys(model))) == 3
+    # a different LoRA rank on identical targets is a different graph
+    other = _three_layer_model(tmp_path / "c")
+    inject_lora(other, 8, 8.0, 0.0, TARGETS)
+    share_layer_graphs(other)
+    uniform = _three_layer_model(tmp_path / "d")
+    inject_lora(uniform, 4, 8.0, 0.0, TARGETS)
+    share_layer_graphs(uniform)
+    assert _layer_keys(other)[0] != _layer_keys(uniform)[0]
+    # dropout: a shared graph would give every layer the same mask, so nothing is shared
+    dropped = _three_layer_model(tmp_path / "e")
+    inject_lora(dropped, 4, 8.0, 0.1, TARGETS)
+    assert share_layer_graphs(dropped) == 0 and _layer_keys(dropped) == [None] * 3
+
+
+@pytest.mark.parametrize("targets", [TARGETS, r"model\.layers\.1\.mlp\.(gate|down)_proj"])
+def test_shared_layer_graphs_train_exactly_as_inlined_layers(tmp_path, targets):
+    """Three compiled LoRA steps with the layers' graphs shared (one kind, or a LoRA on layer 1
+    only: two kinds) give the same losses and adapters as with every layer inlined."""
+    results = []
+    for share in (False, True):
+        ms.set_seed(0)
+        model = _three_layer_model(tmp_path / str(share))
+        inject_lora(model, 4, 8.0, 0.0, targets)
+        params = mark_only_lora_trainable(model)
+        for p in params:  # non-zero B, so every adapter changes the loss from the first step
+            if "lora_b" in p.name:
+                p.set_data(ms.Tensor(np.random.default_rng(len(p.name)).normal(0, 0.05, p.shape).astype(np.float32)))
+        kinds = share_layer_graphs(model) if share else 0
+        model.set_train(True)
+        step = TrainStep(model, adamw(params, WarmupDecaySchedule(1e-2, 0, 100, "constant", 1.0), 0.0), 1.0, None)
+        losses = [step([_batch(seed)])[0] for seed in range(3)]
+        results.append((losses, {p.name: p.asnumpy().copy() for p in params}, kinds))
+    (plain, plain_params, _), (shared, shared_params, kinds) = results
+    assert kinds == (1 if targets is TARGETS else 2)
+    assert plain[0] != plain[2]  # it trains
+    np.testing.assert_allclose(shared, plain, rtol=1e-6)
+    for name, value in plain_params.items():
+        np.testing.assert_allclose(shared_params[name], value, rtol=1e-5, atol=1e-7, err_msg=name)
