@@ -8,6 +8,7 @@ PEFT, so an adapter saved here loads into `peft.PeftModel` and back unchanged.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import numbers
@@ -242,6 +243,23 @@ def merge_lora(model: nn.Cell) -> list[str]:
 def unmerge_lora(model: nn.Cell) -> list[str]:
     """Undo `merge_lora` (W - scaling·B·A, exact up to float rounding); returns the modules changed."""
     return [name for name, cell in lora_modules(model).items() if _set_merged(cell, False)]
+
+
+@contextlib.contextmanager
+def lora_merged(model: nn.Cell):
+    """Adapters folded into their base weights for the duration of the block, then taken out
+    again: for op-by-op (PyNative) inference, where an unmerged LoRA layer runs five more kernels
+    than a plain Dense (the demo run's 200 exact-match answers: 10.7 s unmerged, 8.4-8.9 s merged).
+    Unmerging is exact while B = 0 (a fresh adapter: W + 0 - 0) and within float rounding
+    otherwise, so the trainer uses it before training and after it, not in between; no compiled
+    graph may run inside the block (see `merge_lora`)."""
+    merged = merge_lora(model)
+    try:
+        yield merged
+    finally:
+        for name, cell in lora_modules(model).items():
+            if name in merged:
+                _set_merged(cell, False)
 
 
 def write_parameter(param: Parameter, array: np.ndarray) -> None:

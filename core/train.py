@@ -34,7 +34,7 @@ from core.checkpoint import CheckpointError, load_hf_model
 from core.config import Config, ConfigError, load_config
 from core.data import DataError, BatchIterator, eval_batches, load_splits, padded_length
 from core.generate import SamplingSettings, generate, use_device
-from core.lora import LoraError, inject_lora, mark_only_lora_trainable
+from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
 from core.model import share_layer_graphs
 from core.rundir import RunDir, finalize_name
 from core.tokenizer import Tokenizer, TokenizerError
@@ -247,10 +247,12 @@ class Trainer:
         # demo's test set); greedy answers do not depend on the chunk (left padding is masked)
         records = sorted(records, key=lambda r: len(r.prompt_ids), reverse=True)
         hits = 0
-        for start in range(0, len(records), 32):
-            chunk = records[start:start + 32]
-            outs = generate(self.model, [r.prompt_ids for r in chunk], settings, eos, self.tokenizer.pad_token_id or 0)
-            hits += sum(self.tokenizer.decode(o).strip() == r.answer.strip() for o, r in zip(outs, chunk))
+        # called before training (B = 0: merging is exact) and after it, never between compiled steps
+        with lora_merged(self.model):
+            for start in range(0, len(records), 32):
+                chunk = records[start:start + 32]
+                outs = generate(self.model, [r.prompt_ids for r in chunk], settings, eos, self.tokenizer.pad_token_id or 0)
+                hits += sum(self.tokenizer.decode(o).strip() == r.answer.strip() for o, r in zip(outs, chunk))
         self.model.set_train(True)
         return hits / len(records)
 

@@ -116,6 +116,33 @@ def test_merge_matches_adapter_is_idempotent_and_unmerge_restores():
     assert np.abs(logits(model, tokens) - unmerged).max() <= 1e-5
 
 
+def test_lora_merged_block_folds_adapters_and_restores_them():
+    # a fresh adapter (B = 0), as at the trainer's base evaluation: weights come back bit for bit
+    model = tiny_model()
+    lora.inject_lora(model, RANK, ALPHA, 0.0, ALL_PROJECTIONS)
+    fresh = snapshot(model)
+    with lora.lora_merged(model) as merged:
+        assert len(merged) == 7 * LLAMA["num_hidden_layers"]
+        assert all(cell.merged for cell in lora.lora_modules(model).values())
+    assert not any(cell.merged for cell in lora.lora_modules(model).values())
+    for name, value in snapshot(model).items():
+        np.testing.assert_array_equal(value, fresh[name])
+    # a trained adapter: the merged weights give the adapter's logits; an error inside still unmerges
+    randomize_lora(model)
+    tokens = ids()
+    unmerged, before = logits(model, tokens), snapshot(model)
+    cell = lora.lora_modules(model)["model.layers.1.mlp.down_proj"]
+    with pytest.raises(RuntimeError, match="inside"):
+        with lora.lora_merged(model):
+            np.testing.assert_allclose(cell.weight.asnumpy(), before[cell.weight.name] + (ALPHA / RANK)
+                                       * before[cell.lora_b.name] @ before[cell.lora_a.name], atol=1e-6)
+            assert np.abs(logits(model, tokens) - unmerged).max() <= 1e-5
+            raise RuntimeError("inside")
+    assert not cell.merged
+    for name, value in before.items():
+        assert np.abs(params_by_name(model)[name].asnumpy() - value).max() <= 1e-6, name
+
+
 def test_merge_weight_is_pure_and_keeps_dtype():
     rng = np.random.default_rng(0)
     w = rng.normal(size=(6, 5)).astype(np.float16)
