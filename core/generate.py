@@ -102,10 +102,10 @@ def generate(model: CausalLM, prompts: list[list[int]], settings: SamplingSettin
     all_ids, all_valid = ids, valid
     for _ in range(settings.max_new_tokens):
         if use_cache:
-            logits, past = model.forward_cached(Tensor(step_ids), past, Tensor(step_pos), Tensor(all_valid), True)
+            logits, past = model.forward_cached(Tensor(step_ids), past, Tensor(step_pos), Tensor(all_valid), last_only=True)
         else:
             full_pos = np.maximum(np.cumsum(all_valid, axis=1) - 1, 0).astype(np.int32)
-            logits, _ = model.forward_cached(Tensor(all_ids), None, Tensor(full_pos), Tensor(all_valid), True)
+            logits, _ = model.forward_cached(Tensor(all_ids), None, Tensor(full_pos), Tensor(all_valid), last_only=True)
         next_ids = choose_next(logits[:, -1, :].asnumpy(), settings, rng)
         for row, token in enumerate(next_ids):
             if finished[row]:
