@@ -13,8 +13,10 @@ every real run). The estimate's target is the worker's `final.peak_mem_mb`.
     .venv/bin/python bench/memory_fit.py --rows bench/memory_fit_rows.json --fit   # no runs
 
 bench/memory_fit_rows.json holds the rows behind core/memory.py's constants (measured on the
-2-core CPU this project is developed on, MindSpore 2.10); with --rows they are estimated again
-with the current constants and refitted, without rerunning them.
+2-core CPU this project is developed on, MindSpore 2.10, with the fused attention kernel);
+bench/memory_fit_rows_composed.json those behind `CPU_COMPOSED` (MindSpore's composed attention
+ops, what runs without a C++ compiler: rerun with MINDTUNE_FUSED_ATTENTION=0). With --rows they are
+estimated again with the current constants and refitted, without rerunning them.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 # [, extra overrides]. Shapes vary one factor at a time around a small base so the fit can tell the
 # unit shapes apart; "25m-*" are config (b) of bench/train_step.py (25M, batch 8 × 256). Rows with
 # extra overrides (recompute, AMP) are checked against the estimate but not fitted: their own
-# factors (CPU_RECOMPUTE_GROWTH, CPU_AMP_ACTIVATION_FACTOR) scale the fitted counts.
+# factors (CpuFit.recompute_growth, CPU_AMP_ACTIVATION_FACTOR) scale the fitted counts.
 GRID = {
     "base-lora":      ((256, 688, 4, 8, 8, 1024), "lora", 8, 128),
     "base-full":      ((256, 688, 4, 8, 8, 1024), "full", 8, 128),
@@ -148,7 +150,7 @@ def fit(rows) -> dict:
     import numpy as np
     from scipy.optimize import nnls
     from core import memory
-    names = list(memory.CPU_ACTIVATION_COPIES)
+    names = list(memory.CPU_FUSED.activation_copies)
     matrix, target = [], []
     rows = [r for r in rows if not r.get("extra")]
     for r in rows:
@@ -206,11 +208,13 @@ def main() -> None:
         Path(opts.json).write_text(json.dumps(rows, indent=1))
     if opts.fit:
         result = fit(rows)
-        print("\nfitted CPU constants (core/memory.py):")
-        print(f"  CPU_GRAPH_FIXED_MB = {result['graph_fixed_mb']:.1f}")
-        print(f"  CPU_GRAPH_PER_LAYER_MB = {result['graph_per_layer_mb']:.1f}")
-        print(f"  CPU_GRAD_WORK_COPIES = {result['grad_work_copies']:.2f}")
-        print("  CPU_ACTIVATION_COPIES = {" + ", ".join(f'"{k}": {v:.2f}' for k, v in result["copies"].items()) + "}")
+        from core import fused_attention
+        which = "CPU_FUSED" if fused_attention.expected("cpu", "float32", "O0") else "CPU_COMPOSED"
+        print(f"\nfitted CPU constants (core/memory.py, {which}; the recompute growth is read off the "
+              "base-recompute* rows):")
+        print(f"  graph_fixed_mb={result['graph_fixed_mb']:.1f}, graph_per_layer_mb={result['graph_per_layer_mb']:.1f}, "
+              f"grad_work_copies={result['grad_work_copies']:.2f},")
+        print("  activation_copies={" + ", ".join(f'"{k}": {v:.2f}' for k, v in result["copies"].items()) + "}")
         fitted_rows = result["rows"]
         fitted = [r["fixed"] + p for r, p in zip(fitted_rows, result["predict"])]
         errors = [abs(f / r["measured"] - 1) for f, r in zip(fitted, fitted_rows)]

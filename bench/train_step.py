@@ -116,6 +116,7 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
     import mindspore as ms
     from mindspore import Tensor
     from core.checkpoint import load_hf_model
+    from core.fused_attention import enable as enable_fused_attention
     from core.generate import use_device
     from core.lora import inject_lora, mark_only_lora_trainable
     from core.model import share_layer_graphs
@@ -130,6 +131,7 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
         params = mark_only_lora_trainable(model)
     else:
         params = list(model.trainable_params())
+    attention = enable_fused_attention(model)  # as core.train's worker (MINDTUNE_FUSED_ATTENTION=0: composed)
     share_layer_graphs(model)  # as core.train's worker: one compiled graph per kind of layer
     model.set_train(True)
     schedule = WarmupDecaySchedule(1e-4, 0, 1000, "constant", 1.0)
@@ -146,7 +148,8 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
             phases["first step (compile)"] = times[0]
     phases["total to first step"] = sum(v for k, v in phases.items() if k != "total to first step")
     return {"step_s": statistics.median(times[warmup:]), "losses": losses[:3], "phases": phases,
-            "peak_rss_mb": peak_rss_mb(), "trainable": int(sum(int(np.prod(p.shape)) for p in params))}
+            "peak_rss_mb": peak_rss_mb(), "trainable": int(sum(int(np.prod(p.shape)) for p in params)),
+            "attention": attention}
 
 
 def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch: float) -> dict:
@@ -293,7 +296,8 @@ def print_row(row, peak_gflops):
                 f"{pt_r['threads']} threads), ratio {pt_r['step_s'] / ms_r['step_s']:.2f}"
         line += f"; first losses mindtune {ms_r['losses'][0]:.5f} pytorch {pt_r['losses'][0]:.5f}"
     print(line, flush=True)
-    print("    mindtune phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in ms_r["phases"].items()), flush=True)
+    print("    mindtune phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in ms_r["phases"].items())
+          + f"; attention {ms_r['attention']}", flush=True)
     if pt_r:
         print("    pytorch phases:  " + ", ".join(f"{k} {v:.1f} s" for k, v in pt_r["phases"].items()), flush=True)
 

@@ -26,25 +26,29 @@ in shape (a broadcasting Mul or Add) keeps 16 bytes of indices per output elemen
 `core.model` broadcasts explicitly (`core.model.full`) so the first costs nothing; the Transposes
 of the attention heads remain (the "hidden" count absorbs them). Identical decoder layers share
 one compiled graph (`core.model.share_layer_graphs`), so the graph memory per layer is small.
-Recompute moves the CPU peak a little (full -8%, MLP -6%, attention +3%); AMP raises it (casts
-keep both copies); both save more memory on GPU/Ascend.
+Attention runs as one fused kernel when the CPU has a C++ compiler (`core.fused_attention`), which
+keeps no (B, heads, T, T) tensors; otherwise, and under AMP, as MindSpore's composed ops: two sets
+of constants (`CPU_FUSED`, `CPU_COMPOSED`), chosen by `cpu_fit`. Recompute moves the CPU peak a
+little (fused: full -9%, MLP -6%, attention +2%); AMP raises it (casts keep both copies); both
+save more memory on GPU/Ascend.
 
 Calibration: `python bench/memory_fit.py --fit` runs `python -m core.train` (fp32, 10 steps with an
 evaluation at step 10, 256+-token text) over a grid of 15 shapes (layers 2-8, hidden 256-512,
 intermediate 688-2752, heads 8-16, grouped-query, vocab 1k-16k, batch 4-8, sequence 64-256, LoRA
-and full) and fits the `CPU_*` counts: every row within ±1.0% (mean 0.4%). Among them, config (b)
-of bench/train_step.py (Llama 25M, h512 L6 vocab 8k, batch 8 × 256): LoRA r8 measured 2,500 MB
-against 2,523 MB estimated (+0.9%), full 2,905 against 2,899 MB (-0.2%); before the explicit
-broadcasts the same runs peaked at 6,561 and 6,800 MB, before the train step's tuple work went
-through HyperMap (core/train_step.py) at 2,960 and 3,204 MB, and before the layers shared one
-graph at 2,607 and 3,001 MB (graph memory per layer 32.1 -> 11.3 MB). Outside the fit (growth and
-AMP factors from these rows):
+and full) and fits the `CpuFit` counts. With the fused kernel (bench/memory_fit_rows.json) every
+row is within ±1.1% (mean 0.3%); config (b) of bench/train_step.py (Llama 25M, h512 L6 vocab 8k,
+batch 8 × 256): LoRA r8 measured 2,409 MB against 2,427 MB estimated (+0.7%), full 2,796 against
+2,799 MB (+0.1%). With the composed ops (bench/memory_fit_rows_composed.json, ±1.0%) the same runs
+peaked at 2,500 and 2,905 MB; before the layers shared one graph at 2,607 and 3,001 MB, before the
+train step's tuple work went through HyperMap (core/train_step.py) at 2,960 and 3,204 MB, and
+before the explicit broadcasts at 6,561 and 6,800 MB. Outside the fit (growth and AMP factors from
+these rows):
 
     run (peak RSS, final.peak_mem_mb)                  measured   estimate
-    configs/lora_demo.yaml, 300 steps (r16, 128 tokens) 904 MB     902 MB  -0%
-    grid base (h256 L4, LoRA: 898 MB), recompute full    826 MB     826 MB  +0%
-      recompute mlp / attention                   847 / 922 MB    847 / 922 MB  +0% / +0%
-    grid base, AMP O2, LoRA / full            2343 / 2078 MB    2271 / 2068 MB  -3% / -0%
+    grid base (h256 L4, LoRA: 873 MB), recompute full    794 MB     794 MB  +0%
+      recompute mlp / attention                   822 / 889 MB    822 / 889 MB  +0% / -0%
+    grid base, AMP O2 (composed), LoRA / full  2340 / 2072 MB    2271 / 2068 MB  -3% / -0%
+    configs/lora_demo.yaml, 300 steps (r16, 128 tokens)  878 MB     877 MB  -0%   (composed: 903 / 902 MB)
 
 Not measured: AMP O1 (the engine could not run it), GPU and Ascend (textbook figures, no such
 device here).
@@ -55,6 +59,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from core import fused_attention
 from core.config import Config
 from core.model_args import ModelArgs
 
@@ -67,19 +72,36 @@ OPTIMIZER_STEP_BYTES = 4  # AdamWeightDecay's int32 global_step
 # A worker's resident set after `import mindspore` (~400 MB), core.train's other imports and a
 # first small jit-compiled function.
 CPU_BASELINE_RSS_MB = 430.0
-# Tensors of each unit shape (see `activation_units`) the compiled graphs hold at their peak,
-# effective counts fitted by bench/memory_fit.py (non-negative least squares over its grid).
-CPU_ACTIVATION_COPIES = {"hidden": 27.06, "kv": 9.97, "mlp": 5.87, "scores": 1.38, "logits": 5.14, "lora": 0.0}
-# Graph memory that does not grow with the batch (compiled kernels, workspaces): MB fixed + per layer.
-CPU_GRAPH_FIXED_MB = 148.6
-CPU_GRAPH_PER_LAYER_MB = 11.3
-# Gradient work buffers of the compiled train step (squared-norm inputs, clipped copies), in
-# float32 gradient-sized buffers (fitted; 0 before the step's tuple work went through HyperMap,
-# when the unrolled graph's own overhead absorbed it).
-CPU_GRAD_WORK_COPIES = 1.10
-# What recompute does to a recomputed layer's activations on the CPU (measured, bench/memory_fit.py
-# base-recompute* rows, 4 layers, LoRA): full and the MLP policy save some, attention adds a little.
-CPU_RECOMPUTE_GROWTH = {"mlp": -0.20, "attention": 0.12, "full": -0.29}
+
+
+@dataclass(frozen=True)
+class CpuFit:
+    """What bench/memory_fit.py fits for one attention implementation of the CPU worker.
+
+    activation_copies: tensors of each unit shape (see `activation_units`) the compiled graphs hold
+    at their peak, effective counts (non-negative least squares over the grid). graph_fixed_mb,
+    graph_per_layer_mb: graph memory that does not grow with the batch (compiled kernels,
+    workspaces). grad_work_copies: gradient work buffers of the compiled train step (squared-norm
+    inputs, clipped copies) in float32 gradient-sized buffers. recompute_growth: what recompute does
+    to a recomputed layer's activations (bench/memory_fit.py base-recompute* rows, 4 layers, LoRA)."""
+    activation_copies: dict[str, float]
+    graph_fixed_mb: float
+    graph_per_layer_mb: float
+    grad_work_copies: float
+    recompute_growth: dict[str, float]
+
+
+# The fused attention kernel (core.fused_attention, the default on the CPU): no score tensors kept.
+CPU_FUSED = CpuFit(
+    activation_copies={"hidden": 25.67, "kv": 12.01, "mlp": 5.90, "scores": 0.16, "logits": 5.22, "lora": 0.0},
+    graph_fixed_mb=140.9, graph_per_layer_mb=12.3, grad_work_copies=1.06,
+    recompute_growth={"mlp": -0.24, "attention": 0.07, "full": -0.37})
+# MindSpore's composed attention ops (no C++ compiler, MINDTUNE_FUSED_ATTENTION=0, AMP): the fit of
+# bench/memory_fit_rows_composed.json, measured before the kernel existed.
+CPU_COMPOSED = CpuFit(
+    activation_copies={"hidden": 27.06, "kv": 9.97, "mlp": 5.87, "scores": 1.38, "logits": 5.14, "lora": 0.0},
+    graph_fixed_mb=148.6, graph_per_layer_mb=11.3, grad_work_copies=1.10,
+    recompute_growth={"mlp": -0.20, "attention": 0.12, "full": -0.29})
 # Downstream evaluation (`eval.downstream` with a test file) generates with a KV cache in PyNative
 # mode, outside the compiled graphs: its own kernels and cache (measured +26 MB on the demo run).
 CPU_GENERATION_MB = 26.0
@@ -185,12 +207,19 @@ def _weighted(units: dict[str, float], copies: dict[str, float]) -> dict[str, fl
     return {name: units[name] * copies[name] for name in units}
 
 
+def cpu_fit(config: Config) -> CpuFit:
+    """The constants for the attention a CPU worker of `config` will run (`core.fused_attention`)."""
+    fused = fused_attention.expected(config.parallel.device, config.model.dtype, config.precision.amp_level)
+    return CPU_FUSED if fused else CPU_COMPOSED
+
+
 def cpu_activation_bytes(config: Config, args: ModelArgs, units: dict[str, float], elem_bytes: float) -> float:
     """Train step and eval graph on the CPU (one shared pool), recompute's growth included."""
-    held = _weighted(units, CPU_ACTIVATION_COPIES)
+    fit = cpu_fit(config)
+    held = _weighted(units, fit.activation_copies)
     share = recomputed_layers(config, args) / args.num_layers
     if share:
-        growth = CPU_RECOMPUTE_GROWTH[config.recompute.policy] * share
+        growth = fit.recompute_growth[config.recompute.policy] * share
         held = {k: v * (1 + growth) if k in PER_LAYER_UNITS else v for k, v in held.items()}
     return sum(held.values()) * elem_bytes
 
@@ -239,15 +268,19 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
     optimizer = 2 * trainable * FP32 + OPTIMIZER_STEP_BYTES
     units = activation_units(args, config.train.micro_batch_size, seq_len, lora)
     if device == "cpu":
+        fit = cpu_fit(config)
         activations = cpu_activation_bytes(config, args, units, _element_bytes(config))
-        activations += CPU_GRAD_WORK_COPIES * trainable * FP32
-        runtime = (CPU_BASELINE_RSS_MB + CPU_GRAPH_FIXED_MB + CPU_GRAPH_PER_LAYER_MB * args.num_layers
+        activations += fit.grad_work_copies * trainable * FP32
+        runtime = (CPU_BASELINE_RSS_MB + fit.graph_fixed_mb + fit.graph_per_layer_mb * args.num_layers
                    + (CPU_GENERATION_MB if config.eval.downstream and config.data.test_file else 0.0)) * MB
         notes.append("CPU: the peak is the worker's resident set size; the compiled train and eval "
                      "graphs share one memory pool")
+        notes.append("CPU: attention runs as one fused kernel (no score tensors kept)" if fit is CPU_FUSED else
+                     "CPU: attention runs as composed MindSpore ops (the fused kernel needs float32, no AMP "
+                     "and a C++ compiler), which keep score tensors")
         if config.recompute.policy != "none":
-            notes.append("CPU: recompute moves the peak of a compiled step a little (measured: full -8%, "
-                         "MLP -6%, attention +3%); it saves more on GPU/Ascend")
+            notes.append("CPU: recompute moves the peak of a compiled step a little (measured: full -9%, "
+                         "MLP -6%, attention +2%); it saves more on GPU/Ascend")
     else:
         activations = textbook_activation_bytes(config, args, units, _element_bytes(config))
         runtime = GPU_RUNTIME_MB * MB

@@ -120,6 +120,7 @@ class Attention(nn.Cell):
         self.bmm_bt = ops.BatchMatMul(transpose_b=True)  # q·kᵀ without materialising kᵀ
         self.bmm = ops.BatchMatMul()
         self.softmax = Softmax()
+        self.fused = None  # core.fused_attention.enable: the CPU kernel for the full-sequence forward
 
     def construct(self, x, cos, sin, mask, past_key=None, past_value=None):
         """x (B, T, hidden); cos/sin (B|1, 1, T, D); mask (B|1, 1, T, S) additive float32.
@@ -140,6 +141,12 @@ class Attention(nn.Cell):
             cos_q, sin_q, cos_k, sin_k = cos, sin, cos, sin
         q = q * cos_q + rotate_half(q) * sin_q
         k = k * cos_k + rotate_half(k) * sin_k
+        if expand and self.fused is not None and q.dtype == ms.float32:
+            # one kernel for scores, mask, softmax and the weighted sum, forward and backward
+            # (core/fused_attention.py); scales by 1/sqrt(head_dim) itself
+            out = self.fused(q, k, v, mask)[0]  # (B, H, T, D)
+            out = out.transpose(0, 2, 1, 3).reshape(b, t, self.num_heads * self.head_dim)
+            return self.o_proj(out), k, v
         if past_key is not None:
             k = ops.cat((past_key, k), 2)
             v = ops.cat((past_value, v), 2)  # (B, KV, S, D), S = past + T
@@ -214,6 +221,7 @@ class CausalLM(nn.Cell):
         self.matmul_bt = ops.MatMul(transpose_b=True)
         self.num_heads, self.head_dim = args.num_heads, args.head_dim
         self.same_kv_heads = args.num_kv_heads == args.num_heads
+        self.fused_attention = False  # set by core.fused_attention.enable
 
     def rope(self, positions, dtype):
         """positions (B|1, T) int -> cos, sin (B|1, 1, T, head_dim) in `dtype`."""
@@ -264,7 +272,8 @@ class CausalLM(nn.Cell):
         heads, head_dim = self.num_heads, self.head_dim
         if self.same_kv_heads:
             cos, sin = full(cos, (b, heads, t, head_dim)), full(sin, (b, heads, t, head_dim))
-        mask = full(mask, (b, heads, t, t))
+        if not self.fused_attention:  # the fused kernel reads the (B, 1, T, T) mask as it is
+            mask = full(mask, (b, heads, t, t))
         for layer in self.model.layers:
             x, _, _ = layer(x, cos, sin, mask)
         return self.logits(x)

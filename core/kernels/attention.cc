@@ -1,0 +1,205 @@
+// Fused causal attention for MindSpore's CPU: the forward and backward of
+//     out = softmax(q·kᵀ/√d + mask) · v        (keys after a query's position never seen)
+// as two "aot" kernels of `mindspore.ops.Custom` (see core/fused_attention.py, which builds this
+// file with g++ and links it against the oneDNN library MindSpore ships).
+//
+// Why: composed of MindSpore ops, attention makes (B, heads, T, S) score tensors and runs about ten
+// passes over them per layer (mask add, softmax, its backward), and computes the masked half of a
+// causal score matrix. Here every (batch, kv head) is one task: its score rows stay in the cache,
+// blocks of 64 query rows only meet the keys they can see, and the matrix products are oneDNN's
+// sgemm. The backward recomputes the probabilities from the saved log-sum-exp (FlashAttention's
+// trick, so nothing of size T×S is kept between forward and backward) and takes the softmax's row
+// sums from the outputs: Σ_j P_ij·dP_ij = dO_i·O_i.
+//
+// Layouts (row-major float32): q (B, H, T, D); k, v (B, KV, S, D) with H a multiple of KV (query
+// head h uses kv head h / (H/KV), as Hugging Face's repeat_kv); mask (MB, MH, T, S) additive, MB in
+// {1, B}, MH in {1, H}; S >= T, query row i sits at key position i + S - T. A row whose visible keys
+// are all masked (left padding) gets a uniform average of them; nothing downstream reads it.
+#include <sched.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+extern "C" int dnnl_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                          float *C, int64_t ldc);
+
+namespace {
+constexpr int64_t kRowBlock = 64;
+int g_threads = 0;  // 0: the CPUs this process may run on
+
+int thread_count() {
+  if (g_threads > 0) return g_threads;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+template <typename F>
+void parallel_for(int64_t tasks, F fn) {
+  const int64_t n = std::min<int64_t>(thread_count(), tasks);
+  if (n <= 1) {
+    for (int64_t t = 0; t < tasks; ++t) fn(t);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (int64_t w = 1; w < n; ++w)
+    pool.emplace_back([&fn, w, n, tasks] { for (int64_t t = w; t < tasks; t += n) fn(t); });
+  for (int64_t t = 0; t < tasks; t += n) fn(t);
+  for (auto &th : pool) th.join();
+}
+
+struct Dims {
+  int64_t B, H, KV, T, S, D, MB, MH;
+};
+
+bool is_f32(const char *dtype) { return std::strcmp(dtype, "float32") == 0 || std::strcmp(dtype, "float") == 0; }
+
+// Checks the four inputs' ranks, shapes and dtypes; 0 when they fit the layout above.
+int read_dims(int *ndims, int64_t **shapes, const char **dtypes, Dims *d) {
+  for (int i = 0; i < 4; ++i)
+    if (ndims[i] != 4) return 10 + i;
+  for (int i = 0; i < 4; ++i)
+    if (!is_f32(dtypes[i])) return 20 + i;
+  d->B = shapes[0][0]; d->H = shapes[0][1]; d->T = shapes[0][2]; d->D = shapes[0][3];
+  d->KV = shapes[1][1]; d->S = shapes[1][2]; d->MB = shapes[3][0]; d->MH = shapes[3][1];
+  if (d->KV <= 0 || d->H % d->KV != 0 || d->S < d->T) return 30;
+  for (int i = 1; i < 3; ++i)
+    if (shapes[i][0] != d->B || shapes[i][1] != d->KV || shapes[i][2] != d->S || shapes[i][3] != d->D) return 31;
+  if ((d->MB != 1 && d->MB != d->B) || (d->MH != 1 && d->MH != d->H) || shapes[3][2] != d->T || shapes[3][3] != d->S)
+    return 32;
+  return 0;
+}
+
+// What both kernels start from: the shapes, the four inputs, the head grouping and the scale.
+struct Call {
+  Dims d;
+  const float *q, *k, *v, *mask;
+  int64_t rep;  // query heads per kv head
+  float scale;
+};
+
+int start_call(int nparam, int expected, void **params, int *ndims, int64_t **shapes, const char **dtypes, Call *c) {
+  if (nparam != expected) return 1;
+  if (int err = read_dims(ndims, shapes, dtypes, &c->d)) return err;
+  c->q = static_cast<const float *>(params[0]);
+  c->k = static_cast<const float *>(params[1]);
+  c->v = static_cast<const float *>(params[2]);
+  c->mask = static_cast<const float *>(params[3]);
+  c->rep = c->d.H / c->d.KV;
+  c->scale = 1.f / std::sqrt(static_cast<float>(c->d.D));
+  return 0;
+}
+
+const float *mask_of(const Dims &d, const float *mask, int64_t b, int64_t h) {
+  return mask + ((d.MB == 1 ? 0 : b) * d.MH + (d.MH == 1 ? 0 : h)) * d.T * d.S;
+}
+
+// Query rows [r0, r1) of one head against keys [0, c1), c1 = the block's causal limit: scaled,
+// masked scores turned into probabilities in place (keys a row cannot see get 0). With
+// `lse_in` the rows are normalised by the saved log-sum-exp; otherwise it is computed into `lse`.
+void probabilities(const Dims &d, const float *q, const float *k, const float *mask, float *p,
+                   const float *lse_in, float *lse, int64_t r0, int64_t r1, int64_t c1, float scale) {
+  dnnl_sgemm('N', 'T', r1 - r0, c1, d.D, scale, q + r0 * d.D, d.D, k, d.D, 0.f, p + r0 * d.S, d.S);
+  for (int64_t i = r0; i < r1; ++i) {
+    float *row = p + i * d.S;
+    const float *m = mask + i * d.S;
+    const int64_t last = i + d.S - d.T;  // keys 0..last are visible to row i
+    for (int64_t j = 0; j <= last; ++j) row[j] += m[j];
+    if (lse_in != nullptr) {
+      const float l = lse_in[i];
+      for (int64_t j = 0; j <= last; ++j) row[j] = std::exp(row[j] - l);
+    } else {
+      float mx = row[0];
+      for (int64_t j = 1; j <= last; ++j) mx = std::max(mx, row[j]);
+      float sum = 0.f;
+      for (int64_t j = 0; j <= last; ++j) {
+        row[j] = std::exp(row[j] - mx);
+        sum += row[j];
+      }
+      const float inv = 1.f / sum;
+      for (int64_t j = 0; j <= last; ++j) row[j] *= inv;
+      lse[i] = mx + std::log(sum);
+    }
+    for (int64_t j = last + 1; j < c1; ++j) row[j] = 0.f;
+  }
+}
+}  // namespace
+
+extern "C" void mindtune_attention_set_threads(int threads) { g_threads = threads; }
+
+// inputs q, k, v, mask; outputs out (B, H, T, D), lse (B, H, T)
+extern "C" int mindtune_attention_forward(int nparam, void **params, int *ndims, int64_t **shapes,
+                                          const char **dtypes, void *stream, void *extra) {
+  Call c;
+  if (int err = start_call(nparam, 6, params, ndims, shapes, dtypes, &c)) return err;
+  const Dims &d = c.d;
+  auto *O = static_cast<float *>(params[4]);
+  auto *L = static_cast<float *>(params[5]);
+  parallel_for(d.B * d.KV, [&](int64_t task) {
+    const int64_t b = task / d.KV, g = task % d.KV;
+    std::vector<float> p(d.T * d.S);
+    const int64_t kv = (b * d.KV + g) * d.S * d.D;
+    for (int64_t r = 0; r < c.rep; ++r) {
+      const int64_t h = g * c.rep + r, qo = (b * d.H + h) * d.T * d.D;
+      float *lse = L + (b * d.H + h) * d.T;
+      for (int64_t r0 = 0; r0 < d.T; r0 += kRowBlock) {
+        const int64_t r1 = std::min(d.T, r0 + kRowBlock), c1 = r1 + d.S - d.T;
+        probabilities(d, c.q + qo, c.k + kv, mask_of(d, c.mask, b, h), p.data(), nullptr, lse, r0, r1, c1, c.scale);
+        dnnl_sgemm('N', 'N', r1 - r0, d.D, c1, 1.f, p.data() + r0 * d.S, d.S, c.v + kv, d.D, 0.f,
+                   O + qo + r0 * d.D, d.D);
+      }
+    }
+  });
+  return 0;
+}
+
+// inputs q, k, v, mask, out, lse, dout; outputs dq (B, H, T, D), dk, dv (B, KV, S, D)
+extern "C" int mindtune_attention_backward(int nparam, void **params, int *ndims, int64_t **shapes,
+                                           const char **dtypes, void *stream, void *extra) {
+  Call c;
+  if (int err = start_call(nparam, 10, params, ndims, shapes, dtypes, &c)) return err;
+  const Dims &d = c.d;
+  const auto *O = static_cast<const float *>(params[4]);
+  const auto *L = static_cast<const float *>(params[5]);
+  const auto *DO = static_cast<const float *>(params[6]);
+  auto *DQ = static_cast<float *>(params[7]);
+  auto *DK = static_cast<float *>(params[8]);
+  auto *DV = static_cast<float *>(params[9]);
+  parallel_for(d.B * d.KV, [&](int64_t task) {  // a task owns its kv head's dk, dv: no races
+    const int64_t b = task / d.KV, g = task % d.KV;
+    std::vector<float> p(d.T * d.S), ds(d.T * d.S);
+    const int64_t kv = (b * d.KV + g) * d.S * d.D;
+    const float *k = c.k + kv, *v = c.v + kv;
+    float *dk = DK + kv, *dv = DV + kv;
+    std::memset(dk, 0, sizeof(float) * d.S * d.D);
+    std::memset(dv, 0, sizeof(float) * d.S * d.D);
+    for (int64_t r = 0; r < c.rep; ++r) {
+      const int64_t h = g * c.rep + r, qo = (b * d.H + h) * d.T * d.D;
+      const float *q = c.q + qo, *o = O + qo, *dout = DO + qo, *lse = L + (b * d.H + h) * d.T;
+      float *dq = DQ + qo;
+      for (int64_t r0 = 0; r0 < d.T; r0 += kRowBlock) {
+        const int64_t r1 = std::min(d.T, r0 + kRowBlock), c1 = r1 + d.S - d.T, rows = r1 - r0;
+        probabilities(d, q, k, mask_of(d, c.mask, b, h), p.data(), lse, nullptr, r0, r1, c1, c.scale);
+        float *pb = p.data() + r0 * d.S, *db = ds.data() + r0 * d.S;
+        dnnl_sgemm('T', 'N', c1, d.D, rows, 1.f, pb, d.S, dout + r0 * d.D, d.D, 1.f, dv, d.D);  // dV += Pᵀ·dO
+        dnnl_sgemm('N', 'T', rows, c1, d.D, 1.f, dout + r0 * d.D, d.D, v, d.D, 0.f, db, d.S);   // dP = dO·Vᵀ
+        for (int64_t i = 0; i < rows; ++i) {  // dS = P ∘ (dP − dO_i·O_i)
+          const float *oi = o + (r0 + i) * d.D, *doi = dout + (r0 + i) * d.D;
+          float dot = 0.f;
+          for (int64_t x = 0; x < d.D; ++x) dot += oi[x] * doi[x];
+          const float *prow = pb + i * d.S;
+          float *drow = db + i * d.S;
+          for (int64_t j = 0; j < c1; ++j) drow[j] = prow[j] * (drow[j] - dot);
+        }
+        dnnl_sgemm('N', 'N', rows, d.D, c1, c.scale, db, d.S, k, d.D, 0.f, dq + r0 * d.D, d.D);     // dQ = s·dS·K
+        dnnl_sgemm('T', 'N', c1, d.D, rows, c.scale, db, d.S, q + r0 * d.D, d.D, 1.f, dk, d.D);     // dK += s·dSᵀ·Q
+      }
+    }
+  });
+  return 0;
+}

@@ -1,0 +1,153 @@
+"""The CPU's fused attention kernel (core/kernels/attention.cc) against a float64 NumPy reference of
+masked softmax attention and its textbook gradients, the model with it against transformers and
+against its composed ops, training with it, and its fallbacks."""
+import os
+
+import numpy as np
+import pytest
+
+import mindspore as ms
+from mindspore import Tensor, ops
+
+from core import fused_attention
+from core.checkpoint import load_hf_model
+from core.lora import inject_lora, mark_only_lora_trainable
+from core.model import MASK_MIN, share_layer_graphs
+from core.train_step import TrainStep, WarmupDecaySchedule, adamw
+from tests.core.hf_fixtures import make_hf_model, random_ids, reference_logits, save_hf_model
+
+try:
+    KERNEL = fused_attention.build()
+except fused_attention.KernelUnavailable as exc:  # no C++ compiler: the engine runs composed ops
+    KERNEL, WHY = None, str(exc)
+needs_kernel = pytest.mark.skipif(KERNEL is None, reason="fused attention kernel unavailable here")
+
+
+def reference(q, k, v, mask, dout):
+    """float64 attention and its gradients (softmax backward as P∘(dP − Σ P∘dP)), k/v repeated to
+    the query heads (Hugging Face's repeat_kv) and their gradients summed back."""
+    q, k, v, mask, dout = (np.asarray(a, np.float64) for a in (q, k, v, mask, dout))
+    rep = q.shape[1] // k.shape[1]
+    kr, vr = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+    scale = q.shape[-1] ** -0.5
+    scores = q @ kr.transpose(0, 1, 3, 2) * scale + mask
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    out = probs @ vr
+    dv = probs.transpose(0, 1, 3, 2) @ dout
+    dp = dout @ vr.transpose(0, 1, 3, 2)
+    ds = probs * (dp - (probs * dp).sum(-1, keepdims=True))
+    dq = ds @ kr * scale
+    dk = ds.transpose(0, 1, 3, 2) @ q * scale
+    group = lambda g: g.reshape(g.shape[0], k.shape[1], rep, *g.shape[2:]).sum(2)  # noqa: E731
+    return out, dq, group(dk), group(dv)
+
+
+def causal_mask(batch, t, pad_right=(), per_head=1):
+    mask = np.triu(np.full((t, t), MASK_MIN, np.float32), 1)[None, None].repeat(batch, 0).repeat(per_head, 1)
+    for row, n in pad_right:
+        mask[row, :, :, t - n:] = MASK_MIN  # padding keys: nobody sees them
+    return mask
+
+
+@needs_kernel
+@pytest.mark.parametrize("heads, kv_heads, head_dim, t, per_head", [(4, 2, 16, 100, 1), (3, 3, 8, 64, 3), (2, 1, 32, 7, 1)])
+def test_kernel_matches_float64_reference(heads, kv_heads, head_dim, t, per_head):
+    rng = np.random.default_rng(0)
+    b = 3
+    q = rng.standard_normal((b, heads, t, head_dim)).astype(np.float32)
+    k, v = (rng.standard_normal((b, kv_heads, t, head_dim)).astype(np.float32) for _ in range(2))
+    mask = causal_mask(b, t, pad_right=[(1, 5)], per_head=per_head if per_head == 1 else heads)
+    dout = rng.standard_normal(q.shape).astype(np.float32)
+    attention = fused_attention.FusedAttention(KERNEL)
+    grad = ms.grad(lambda q_, k_, v_: (attention(q_, k_, v_, Tensor(mask)) * Tensor(dout)).sum(), grad_position=(0, 1, 2))
+    out = attention(Tensor(q), Tensor(k), Tensor(v), Tensor(mask)).asnumpy()
+    dq, dk, dv = (g.asnumpy() for g in grad(Tensor(q), Tensor(k), Tensor(v)))
+    for ours, ref in zip((out, dq, dk, dv), reference(q, k, v, mask, dout)):
+        assert ours.shape == ref.shape
+        np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=2e-5)
+
+
+@needs_kernel
+def test_kernel_refuses_a_mask_of_the_wrong_shape():
+    q = Tensor(np.zeros((1, 2, 8, 4), np.float32))
+    kv = Tensor(np.zeros((1, 2, 8, 4), np.float32))
+    with pytest.raises(RuntimeError):
+        fused_attention.FusedAttention(KERNEL)(q, kv, kv, Tensor(np.zeros((1, 1, 8, 7), np.float32))).asnumpy()
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", ["llama-gqa-llama3-rope", "mistral", "qwen2-tied"])
+def test_model_with_fused_attention_matches_transformers(name, tmp_path):
+    hf = make_hf_model(name)
+    save_hf_model(hf, tmp_path)
+    model = load_hf_model(tmp_path)
+    assert fused_attention.enable(model) == "fused"
+    ids = random_ids()
+    ref = reference_logits(hf, ids)
+    assert np.abs(model.construct(Tensor(ids)).asnumpy() - ref).max() <= 1e-4
+    assert np.abs(ms.jit(model.construct)(Tensor(ids)).asnumpy() - ref).max() <= 1e-4
+
+
+@needs_kernel
+def test_lora_training_with_fused_attention_follows_composed_ops(tmp_path):
+    """Same model, same adapters, same batches (right padding in one row): the compiled train step
+    gives the same losses and adapters with the kernel as with MindSpore's composed ops."""
+    save_hf_model(make_hf_model("llama-gqa-llama3-rope"), tmp_path)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 97, (4, 32)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[2, 25:] = 0
+    labels = np.where(mask == 1, ids, -100).astype(np.int32)
+    results = {}
+    for mode in ("composed", "fused"):
+        ms.set_seed(0)
+        model = load_hf_model(tmp_path)
+        inject_lora(model, 4, 8, 0.0, ["q_proj", "k_proj", "v_proj", "o_proj"])
+        params = mark_only_lora_trainable(model)
+        if mode == "fused":
+            assert fused_attention.enable(model) == "fused"
+        share_layer_graphs(model)
+        model.set_train(True)
+        step = TrainStep(model, adamw(params, WarmupDecaySchedule(1e-2, 0, 100, "constant", 0.1), 0.0), 1.0, None)
+        losses = [step([(ids, labels, mask)])[0] for _ in range(4)]
+        results[mode] = losses, {p.name: p.asnumpy() for p in params}
+    np.testing.assert_allclose(results["fused"][0], results["composed"][0], rtol=1e-5)
+    assert results["fused"][0][-1] < results["fused"][0][0] - 0.1
+    for name, value in results["composed"][1].items():
+        np.testing.assert_allclose(results["fused"][1][name], value, rtol=1e-3, atol=1e-5)
+
+
+def test_switch_off_leaves_composed_ops(tmp_path, monkeypatch):
+    save_hf_model(make_hf_model("qwen2-tied"), tmp_path)
+    model = load_hf_model(tmp_path)
+    monkeypatch.setenv(fused_attention.ENV_SWITCH, "0")
+    assert fused_attention.enable(model) == "composed: MINDTUNE_FUSED_ATTENTION=0"
+    assert all(layer.self_attn.fused is None for layer in model.model.layers) and not model.fused_attention
+
+
+def test_missing_compiler_is_reported_and_falls_back(tmp_path, monkeypatch):
+    save_hf_model(make_hf_model("qwen2-tied"), tmp_path / "model")
+    model = load_hf_model(tmp_path / "model")
+    monkeypatch.setenv("CXX", "no-such-compiler")
+    monkeypatch.setenv(fused_attention.ENV_CACHE, str(tmp_path / "kernels"))
+    why = fused_attention.enable(model)
+    assert why.startswith("composed: no C++ compiler ('no-such-compiler' not on PATH")
+    assert all(layer.self_attn.fused is None for layer in model.model.layers)
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/g++") and "CXX" not in os.environ, reason="no C++ compiler")
+def test_failed_build_says_why_and_leaves_no_library(tmp_path, monkeypatch):
+    broken = tmp_path / "attention.cc"
+    broken.write_text("int mindtune_attention_forward( {\n")
+    monkeypatch.setattr(fused_attention, "SOURCE", broken)
+    monkeypatch.setenv(fused_attention.ENV_CACHE, str(tmp_path / "kernels"))
+    with pytest.raises(fused_attention.KernelUnavailable, match=r"building attention.cc failed .*attention.cc:1"):
+        fused_attention.build()
+    assert list((tmp_path / "kernels").iterdir()) == []  # no partial .so under any name
+
+
+@needs_kernel
+def test_built_kernel_is_reused_from_the_cache():
+    again = fused_attention.build()
+    assert again.path == KERNEL.path and again.seconds == 0.0
