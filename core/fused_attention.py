@@ -92,8 +92,12 @@ def build(force: bool = False) -> Kernel:
     target = cache_dir() / f"attention-{key}.so"
     if target.exists() and not force:
         return Kernel(target, 0.0)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".attention-", suffix=".so", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".attention-", suffix=".so", dir=target.parent)
+    except OSError as exc:
+        raise KernelUnavailable(f"cannot write the kernel cache {target.parent} ({exc.strerror}); "
+                                f"set {ENV_CACHE} to a writable folder") from exc
     os.close(fd)
     start = time.perf_counter()
     argv = [cxx, *FLAGS, "-o", tmp, str(SOURCE), f"-L{lib}", f"-l:{DNNL}", f"-Wl,-rpath,{lib}"]

@@ -151,3 +151,12 @@ def test_failed_build_says_why_and_leaves_no_library(tmp_path, monkeypatch):
 def test_built_kernel_is_reused_from_the_cache():
     again = fused_attention.build()
     assert again.path == KERNEL.path and again.seconds == 0.0
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/g++") and "CXX" not in os.environ, reason="no C++ compiler")
+def test_unwritable_kernel_cache_is_reported(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setenv(fused_attention.ENV_CACHE, str(blocker / "kernels"))
+    with pytest.raises(fused_attention.KernelUnavailable, match=r"cannot write the kernel cache .*MINDTUNE_KERNEL_CACHE"):
+        fused_attention.build()
