@@ -117,8 +117,9 @@ def build(force: bool = False) -> Kernel:
 
 class FusedAttention:
     """The forward and backward kernels as MindSpore ops. Calling it with q (B, H, T, D), k and v
-    (B, KV, S, D), an additive float32 mask (B|1, 1|H, T, S) returns the attention output
-    (B, H, T, D); its gradient flows to q, k and v (none to the mask)."""
+    (B, KV, T, D) before rotary embedding, an additive float32 mask (B|1, 1|H, T, T) and the RoPE
+    tables cos, sin (B|1, 1, T, D) returns the attention output (B, H, T, D) and the rotated keys
+    (B, KV, T, D); gradients flow to q, k and v (none to the mask or the tables)."""
 
     def __init__(self, kernel: Kernel, threads: int | None = None):
         import mindspore as ms
@@ -129,20 +130,21 @@ class FusedAttention:
             ctypes.CDLL(library).mindtune_attention_set_threads(int(threads))  # same handle MindSpore gets
         f32 = ms.float32
         backward = ops.Custom(f"{library}:mindtune_attention_backward",
-                              out_shape=lambda q, k, v, mask, out, lse, dout: (q, k, v),
+                              out_shape=lambda q, k, v, mask, cos, sin, out, lse, dout, dkey: (q, k, v),
                               out_dtype=lambda *dtypes: (f32, f32, f32), func_type="aot")
         zeros_like = ops.ZerosLike()
 
-        def bprop(q, k, v, mask, out, dout):
-            dq, dk, dv = backward(q, k, v, mask, out[0], out[1], dout[0])
-            return dq, dk, dv, zeros_like(mask)
+        def bprop(q, k, v, mask, cos, sin, out, dout):
+            dq, dk, dv = backward(q, k, v, mask, cos, sin, out[0], out[1], dout[0], dout[2])
+            return dq, dk, dv, zeros_like(mask), zeros_like(cos), zeros_like(sin)
 
         self.op = ops.Custom(f"{library}:mindtune_attention_forward",
-                             out_shape=lambda q, k, v, mask: (q, q[:3]),
-                             out_dtype=lambda *dtypes: (f32, f32), func_type="aot", bprop=bprop)
+                             out_shape=lambda q, k, v, mask, cos, sin: (q, q[:3], k),
+                             out_dtype=lambda *dtypes: (f32, f32, f32), func_type="aot", bprop=bprop)
 
-    def __call__(self, q, k, v, mask):
-        return self.op(q, k, v, mask)[0]
+    def __call__(self, q, k, v, mask, cos, sin):
+        out, _, key = self.op(q, k, v, mask, cos, sin)
+        return out, key
 
 
 def switched_off() -> bool:

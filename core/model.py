@@ -130,23 +130,23 @@ class Attention(nn.Cell):
         k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim).transpose(0, 2, 1, 3)
         v = self.v_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim).transpose(0, 2, 1, 3)
         # q: (B, H, T, D); k, v: (B, KV, T, D)
+        expand = past_key is None
+        if expand and self.fused is not None and q.dtype == ms.float32:
+            # one kernel for RoPE, scores, mask, softmax and the weighted sum, forward and backward
+            # (core/fused_attention.py); it scales by 1/sqrt(head_dim) and returns the rotated keys
+            out, _, k = self.fused(q, k, v, mask, cos, sin)  # (B, H, T, D), lse, (B, KV, T, D)
+            out = out.transpose(0, 2, 1, 3).reshape(b, t, self.num_heads * self.head_dim)
+            return self.o_proj(out), k, v
         # the full-sequence forward (compiled for training and evaluation) broadcasts explicitly
         # (see `full`; no-ops when the caller already did); a decoding step with a cache runs op by
         # op, where every BroadcastTo is one more kernel launch per token (measured: generation
         # fell from 35 to 27 tokens/s with them) and saves nothing
-        expand = past_key is None
         if expand:
             cos_q, sin_q, cos_k, sin_k = full(cos, q.shape), full(sin, q.shape), full(cos, k.shape), full(sin, k.shape)
         else:
             cos_q, sin_q, cos_k, sin_k = cos, sin, cos, sin
         q = q * cos_q + rotate_half(q) * sin_q
         k = k * cos_k + rotate_half(k) * sin_k
-        if expand and self.fused is not None and q.dtype == ms.float32:
-            # one kernel for scores, mask, softmax and the weighted sum, forward and backward
-            # (core/fused_attention.py); scales by 1/sqrt(head_dim) itself
-            out = self.fused(q, k, v, mask)[0]  # (B, H, T, D)
-            out = out.transpose(0, 2, 1, 3).reshape(b, t, self.num_heads * self.head_dim)
-            return self.o_proj(out), k, v
         if past_key is not None:
             k = ops.cat((past_key, k), 2)
             v = ops.cat((past_value, v), 2)  # (B, KV, S, D), S = past + T
@@ -270,9 +270,9 @@ class CausalLM(nn.Cell):
         # broadcast once here rather than in every layer (see `full`); with grouped-query attention
         # the layers broadcast cos/sin to the query and key shapes themselves
         heads, head_dim = self.num_heads, self.head_dim
-        if self.same_kv_heads:
-            cos, sin = full(cos, (b, heads, t, head_dim)), full(sin, (b, heads, t, head_dim))
-        if not self.fused_attention:  # the fused kernel reads the (B, 1, T, T) mask as it is
+        if not self.fused_attention:  # the fused kernel reads the mask and the tables as they are
+            if self.same_kv_heads:
+                cos, sin = full(cos, (b, heads, t, head_dim)), full(sin, (b, heads, t, head_dim))
             mask = full(mask, (b, heads, t, t))
         for layer in self.model.layers:
             x, _, _ = layer(x, cos, sin, mask)

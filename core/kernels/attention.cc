@@ -11,10 +11,14 @@
 // trick, so nothing of size T×S is kept between forward and backward) and takes the softmax's row
 // sums from the outputs: Σ_j P_ij·dP_ij = dO_i·O_i.
 //
-// Layouts (row-major float32): q (B, H, T, D); k, v (B, KV, S, D) with H a multiple of KV (query
-// head h uses kv head h / (H/KV), as Hugging Face's repeat_kv); mask (MB, MH, T, S) additive, MB in
-// {1, B}, MH in {1, H}; S >= T, query row i sits at key position i + S - T. A row whose visible keys
-// are all masked (left padding) gets a uniform average of them; nothing downstream reads it.
+// Rotary position embedding is applied here too (x·cos + rotate_half(x)·sin to q and k, its
+// transpose to their gradients): composed, it cost a broadcast of the tables, slices, a concat and
+// their gradients per layer. The rotated keys are an output (the KV cache stores them).
+//
+// Layouts (row-major float32): q (B, H, T, D); k, v (B, KV, T, D) with H a multiple of KV (query
+// head h uses kv head h / (H/KV), as Hugging Face's repeat_kv); mask (MB, MH, T, T) additive, MB in
+// {1, B}, MH in {1, H}; cos, sin (CB, 1, T, D), CB in {1, B}. A row whose visible keys are all
+// masked (left padding) gets a uniform average of them; nothing downstream reads it.
 #include <sched.h>
 
 #include <algorithm>
@@ -54,31 +58,55 @@ void parallel_for(int64_t tasks, F fn) {
 }
 
 struct Dims {
-  int64_t B, H, KV, T, S, D, MB, MH;
+  int64_t B, H, KV, T, S, D, MB, MH, CB;
 };
 
 bool is_f32(const char *dtype) { return std::strcmp(dtype, "float32") == 0 || std::strcmp(dtype, "float") == 0; }
 
-// Checks the four inputs' ranks, shapes and dtypes; 0 when they fit the layout above.
+// Checks the six inputs' ranks, shapes and dtypes; 0 when they fit the layout above.
 int read_dims(int *ndims, int64_t **shapes, const char **dtypes, Dims *d) {
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 6; ++i)
     if (ndims[i] != 4) return 10 + i;
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 6; ++i)
     if (!is_f32(dtypes[i])) return 20 + i;
   d->B = shapes[0][0]; d->H = shapes[0][1]; d->T = shapes[0][2]; d->D = shapes[0][3];
   d->KV = shapes[1][1]; d->S = shapes[1][2]; d->MB = shapes[3][0]; d->MH = shapes[3][1];
-  if (d->KV <= 0 || d->H % d->KV != 0 || d->S < d->T) return 30;
+  d->CB = shapes[4][0];
+  if (d->KV <= 0 || d->H % d->KV != 0 || d->S != d->T || d->D % 2 != 0) return 30;
   for (int i = 1; i < 3; ++i)
     if (shapes[i][0] != d->B || shapes[i][1] != d->KV || shapes[i][2] != d->S || shapes[i][3] != d->D) return 31;
   if ((d->MB != 1 && d->MB != d->B) || (d->MH != 1 && d->MH != d->H) || shapes[3][2] != d->T || shapes[3][3] != d->S)
     return 32;
+  for (int i = 4; i < 6; ++i)
+    if ((shapes[i][0] != 1 && shapes[i][0] != d->B) || shapes[i][0] != d->CB || shapes[i][1] != 1 ||
+        shapes[i][2] != d->T || shapes[i][3] != d->D)
+      return 33;
   return 0;
+}
+
+// y = x·cos + rotate_half(x)·sin for `rows` rows of width d, rotate_half(x) = (−x₂, x₁).
+void rotate(const float *x, const float *cos, const float *sin, float *y, int64_t rows, int64_t d) {
+  const int64_t half = d / 2;
+  for (int64_t i = 0; i < rows; ++i, x += d, cos += d, sin += d, y += d) {
+    for (int64_t j = 0; j < half; ++j) y[j] = x[j] * cos[j] - x[j + half] * sin[j];
+    for (int64_t j = half; j < d; ++j) y[j] = x[j] * cos[j] + x[j - half] * sin[j];
+  }
+}
+
+// The transpose of `rotate` applied to a gradient: dx = dy·cos + rotate_halfᵀ(dy·sin),
+// rotate_halfᵀ(z) = (z₂, −z₁).
+void unrotate(const float *dy, const float *cos, const float *sin, float *dx, int64_t rows, int64_t d) {
+  const int64_t half = d / 2;
+  for (int64_t i = 0; i < rows; ++i, dy += d, cos += d, sin += d, dx += d) {
+    for (int64_t j = 0; j < half; ++j) dx[j] = dy[j] * cos[j] + dy[j + half] * sin[j + half];
+    for (int64_t j = half; j < d; ++j) dx[j] = dy[j] * cos[j] - dy[j - half] * sin[j - half];
+  }
 }
 
 // What both kernels start from: the shapes, the four inputs, the head grouping and the scale.
 struct Call {
   Dims d;
-  const float *q, *k, *v, *mask;
+  const float *q, *k, *v, *mask, *cos, *sin;
   int64_t rep;  // query heads per kv head
   float scale;
 };
@@ -90,6 +118,8 @@ int start_call(int nparam, int expected, void **params, int *ndims, int64_t **sh
   c->k = static_cast<const float *>(params[1]);
   c->v = static_cast<const float *>(params[2]);
   c->mask = static_cast<const float *>(params[3]);
+  c->cos = static_cast<const float *>(params[4]);
+  c->sin = static_cast<const float *>(params[5]);
   c->rep = c->d.H / c->d.KV;
   c->scale = 1.f / std::sqrt(static_cast<float>(c->d.D));
   return 0;
@@ -132,24 +162,28 @@ void probabilities(const Dims &d, const float *q, const float *k, const float *m
 
 extern "C" void mindtune_attention_set_threads(int threads) { g_threads = threads; }
 
-// inputs q, k, v, mask; outputs out (B, H, T, D), lse (B, H, T)
+// inputs q, k, v, mask, cos, sin; outputs out (B, H, T, D), lse (B, H, T), rotated k (B, KV, T, D)
 extern "C" int mindtune_attention_forward(int nparam, void **params, int *ndims, int64_t **shapes,
                                           const char **dtypes, void *stream, void *extra) {
   Call c;
-  if (int err = start_call(nparam, 6, params, ndims, shapes, dtypes, &c)) return err;
+  if (int err = start_call(nparam, 9, params, ndims, shapes, dtypes, &c)) return err;
   const Dims &d = c.d;
-  auto *O = static_cast<float *>(params[4]);
-  auto *L = static_cast<float *>(params[5]);
+  auto *O = static_cast<float *>(params[6]);
+  auto *L = static_cast<float *>(params[7]);
+  auto *KR = static_cast<float *>(params[8]);
   parallel_for(d.B * d.KV, [&](int64_t task) {
     const int64_t b = task / d.KV, g = task % d.KV;
-    std::vector<float> p(d.T * d.S);
-    const int64_t kv = (b * d.KV + g) * d.S * d.D;
+    std::vector<float> p(d.T * d.S), q(d.T * d.D);
+    const int64_t kv = (b * d.KV + g) * d.S * d.D, rope = (d.CB == 1 ? 0 : b) * d.T * d.D;
+    float *k = KR + kv;
+    rotate(c.k + kv, c.cos + rope, c.sin + rope, k, d.S, d.D);
     for (int64_t r = 0; r < c.rep; ++r) {
       const int64_t h = g * c.rep + r, qo = (b * d.H + h) * d.T * d.D;
       float *lse = L + (b * d.H + h) * d.T;
+      rotate(c.q + qo, c.cos + rope, c.sin + rope, q.data(), d.T, d.D);
       for (int64_t r0 = 0; r0 < d.T; r0 += kRowBlock) {
         const int64_t r1 = std::min(d.T, r0 + kRowBlock), c1 = r1 + d.S - d.T;
-        probabilities(d, c.q + qo, c.k + kv, mask_of(d, c.mask, b, h), p.data(), nullptr, lse, r0, r1, c1, c.scale);
+        probabilities(d, q.data(), k, mask_of(d, c.mask, b, h), p.data(), nullptr, lse, r0, r1, c1, c.scale);
         dnnl_sgemm('N', 'N', r1 - r0, d.D, c1, 1.f, p.data() + r0 * d.S, d.S, c.v + kv, d.D, 0.f,
                    O + qo + r0 * d.D, d.D);
       }
@@ -158,33 +192,36 @@ extern "C" int mindtune_attention_forward(int nparam, void **params, int *ndims,
   return 0;
 }
 
-// inputs q, k, v, mask, out, lse, dout; outputs dq (B, H, T, D), dk, dv (B, KV, S, D)
+// inputs q, k, v, mask, cos, sin, out, lse, dout, drotated_k; outputs dq (B, H, T, D), dk, dv
+// (B, KV, T, D), the gradients of the unrotated q and k
 extern "C" int mindtune_attention_backward(int nparam, void **params, int *ndims, int64_t **shapes,
                                            const char **dtypes, void *stream, void *extra) {
   Call c;
-  if (int err = start_call(nparam, 10, params, ndims, shapes, dtypes, &c)) return err;
+  if (int err = start_call(nparam, 13, params, ndims, shapes, dtypes, &c)) return err;
   const Dims &d = c.d;
-  const auto *O = static_cast<const float *>(params[4]);
-  const auto *L = static_cast<const float *>(params[5]);
-  const auto *DO = static_cast<const float *>(params[6]);
-  auto *DQ = static_cast<float *>(params[7]);
-  auto *DK = static_cast<float *>(params[8]);
-  auto *DV = static_cast<float *>(params[9]);
+  const auto *O = static_cast<const float *>(params[6]);
+  const auto *L = static_cast<const float *>(params[7]);
+  const auto *DO = static_cast<const float *>(params[8]);
+  const auto *DKR = static_cast<const float *>(params[9]);
+  auto *DQ = static_cast<float *>(params[10]);
+  auto *DK = static_cast<float *>(params[11]);
+  auto *DV = static_cast<float *>(params[12]);
   parallel_for(d.B * d.KV, [&](int64_t task) {  // a task owns its kv head's dk, dv: no races
     const int64_t b = task / d.KV, g = task % d.KV;
-    std::vector<float> p(d.T * d.S), ds(d.T * d.S);
-    const int64_t kv = (b * d.KV + g) * d.S * d.D;
-    const float *k = c.k + kv, *v = c.v + kv;
-    float *dk = DK + kv, *dv = DV + kv;
-    std::memset(dk, 0, sizeof(float) * d.S * d.D);
+    std::vector<float> p(d.T * d.S), ds(d.T * d.S), q(d.T * d.D), k(d.S * d.D), dq(d.T * d.D);
+    const int64_t kv = (b * d.KV + g) * d.S * d.D, rope = (d.CB == 1 ? 0 : b) * d.T * d.D;
+    const float *cos = c.cos + rope, *sin = c.sin + rope, *v = c.v + kv;
+    rotate(c.k + kv, cos, sin, k.data(), d.S, d.D);
+    std::vector<float> dk(DKR + kv, DKR + kv + d.S * d.D);  // the rotated keys' own gradient, if any
+    float *dv = DV + kv;
     std::memset(dv, 0, sizeof(float) * d.S * d.D);
     for (int64_t r = 0; r < c.rep; ++r) {
       const int64_t h = g * c.rep + r, qo = (b * d.H + h) * d.T * d.D;
-      const float *q = c.q + qo, *o = O + qo, *dout = DO + qo, *lse = L + (b * d.H + h) * d.T;
-      float *dq = DQ + qo;
+      const float *o = O + qo, *dout = DO + qo, *lse = L + (b * d.H + h) * d.T;
+      rotate(c.q + qo, cos, sin, q.data(), d.T, d.D);
       for (int64_t r0 = 0; r0 < d.T; r0 += kRowBlock) {
         const int64_t r1 = std::min(d.T, r0 + kRowBlock), c1 = r1 + d.S - d.T, rows = r1 - r0;
-        probabilities(d, q, k, mask_of(d, c.mask, b, h), p.data(), lse, nullptr, r0, r1, c1, c.scale);
+        probabilities(d, q.data(), k.data(), mask_of(d, c.mask, b, h), p.data(), lse, nullptr, r0, r1, c1, c.scale);
         float *pb = p.data() + r0 * d.S, *db = ds.data() + r0 * d.S;
         dnnl_sgemm('T', 'N', c1, d.D, rows, 1.f, pb, d.S, dout + r0 * d.D, d.D, 1.f, dv, d.D);  // dV += Pᵀ·dO
         dnnl_sgemm('N', 'T', rows, c1, d.D, 1.f, dout + r0 * d.D, d.D, v, d.D, 0.f, db, d.S);   // dP = dO·Vᵀ
@@ -196,10 +233,12 @@ extern "C" int mindtune_attention_backward(int nparam, void **params, int *ndims
           float *drow = db + i * d.S;
           for (int64_t j = 0; j < c1; ++j) drow[j] = prow[j] * (drow[j] - dot);
         }
-        dnnl_sgemm('N', 'N', rows, d.D, c1, c.scale, db, d.S, k, d.D, 0.f, dq + r0 * d.D, d.D);     // dQ = s·dS·K
-        dnnl_sgemm('T', 'N', c1, d.D, rows, c.scale, db, d.S, q + r0 * d.D, d.D, 1.f, dk, d.D);     // dK += s·dSᵀ·Q
+        dnnl_sgemm('N', 'N', rows, d.D, c1, c.scale, db, d.S, k.data(), d.D, 0.f, dq.data() + r0 * d.D, d.D);  // dQ = s·dS·K
+        dnnl_sgemm('T', 'N', c1, d.D, rows, c.scale, db, d.S, q.data() + r0 * d.D, d.D, 1.f, dk.data(), d.D);  // dK += s·dSᵀ·Q
       }
+      unrotate(dq.data(), cos, sin, DQ + qo, d.T, d.D);
     }
+    unrotate(dk.data(), cos, sin, DK + kv, d.S, d.D);
   });
   return 0;
 }

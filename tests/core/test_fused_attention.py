@@ -23,24 +23,42 @@ except fused_attention.KernelUnavailable as exc:  # no C++ compiler: the engine 
 needs_kernel = pytest.mark.skipif(KERNEL is None, reason="fused attention kernel unavailable here")
 
 
-def reference(q, k, v, mask, dout):
-    """float64 attention and its gradients (softmax backward as P∘(dP − Σ P∘dP)), k/v repeated to
-    the query heads (Hugging Face's repeat_kv) and their gradients summed back."""
-    q, k, v, mask, dout = (np.asarray(a, np.float64) for a in (q, k, v, mask, dout))
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return np.concatenate([-x[..., half:], x[..., :half]], -1)
+
+
+def rope_tables(batch, t, d, offsets=None):
+    """cos, sin (B|1, 1, T, D) as core.model.CausalLM.rope makes them (per-row offsets: left padding)."""
+    inv = 1.0 / 10000 ** (np.arange(0, d, 2) / d)
+    pos = np.arange(t)[None, :] - (np.zeros((1, 1)) if offsets is None else np.asarray(offsets)[:, None])
+    freqs = pos[..., None] * inv
+    emb = np.concatenate([freqs, freqs], -1)[:, None]
+    return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
+
+
+def reference(q, k, v, mask, cos, sin, dout):
+    """float64 RoPE + attention and its gradients (softmax backward as P∘(dP − Σ P∘dP)), k/v
+    repeated to the query heads (Hugging Face's repeat_kv) and their gradients summed back."""
+    q, k, v, mask, cos, sin, dout = (np.asarray(a, np.float64) for a in (q, k, v, mask, cos, sin, dout))
+    qr, kr0 = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
     rep = q.shape[1] // k.shape[1]
-    kr, vr = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+    kr, vr = np.repeat(kr0, rep, axis=1), np.repeat(v, rep, axis=1)
     scale = q.shape[-1] ** -0.5
-    scores = q @ kr.transpose(0, 1, 3, 2) * scale + mask
+    scores = qr @ kr.transpose(0, 1, 3, 2) * scale + mask
     probs = np.exp(scores - scores.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
     out = probs @ vr
     dv = probs.transpose(0, 1, 3, 2) @ dout
     dp = dout @ vr.transpose(0, 1, 3, 2)
     ds = probs * (dp - (probs * dp).sum(-1, keepdims=True))
-    dq = ds @ kr * scale
-    dk = ds.transpose(0, 1, 3, 2) @ q * scale
+    dqr = ds @ kr * scale
+    dkr = ds.transpose(0, 1, 3, 2) @ qr * scale
     group = lambda g: g.reshape(g.shape[0], k.shape[1], rep, *g.shape[2:]).sum(2)  # noqa: E731
-    return out, dq, group(dk), group(dv)
+    # through the rotation: x·cos + rotate_half(x)·sin is linear in x; the gradient of
+    # sum(rotate_half(x)·z) with respect to x is (z₂, −z₁) = −rotate_half(z)
+    unrotate = lambda g: g * cos - rotate_half(g * sin)  # noqa: E731
+    return out, unrotate(dqr), unrotate(group(dkr)), group(dv), kr0
 
 
 def causal_mask(batch, t, pad_right=(), per_head=1):
@@ -51,19 +69,22 @@ def causal_mask(batch, t, pad_right=(), per_head=1):
 
 
 @needs_kernel
-@pytest.mark.parametrize("heads, kv_heads, head_dim, t, per_head", [(4, 2, 16, 100, 1), (3, 3, 8, 64, 3), (2, 1, 32, 7, 1)])
-def test_kernel_matches_float64_reference(heads, kv_heads, head_dim, t, per_head):
+@pytest.mark.parametrize("heads, kv_heads, head_dim, t, per_head, row_tables",
+                         [(4, 2, 16, 100, 1, False), (3, 3, 8, 64, 3, True), (2, 1, 32, 7, 1, False)])
+def test_kernel_matches_float64_reference(heads, kv_heads, head_dim, t, per_head, row_tables):
     rng = np.random.default_rng(0)
     b = 3
     q = rng.standard_normal((b, heads, t, head_dim)).astype(np.float32)
     k, v = (rng.standard_normal((b, kv_heads, t, head_dim)).astype(np.float32) for _ in range(2))
     mask = causal_mask(b, t, pad_right=[(1, 5)], per_head=per_head if per_head == 1 else heads)
+    cos, sin = rope_tables(b, t, head_dim, offsets=[0, 2, 5] if row_tables else None)
     dout = rng.standard_normal(q.shape).astype(np.float32)
     attention = fused_attention.FusedAttention(KERNEL)
-    grad = ms.grad(lambda q_, k_, v_: (attention(q_, k_, v_, Tensor(mask)) * Tensor(dout)).sum(), grad_position=(0, 1, 2))
-    out = attention(Tensor(q), Tensor(k), Tensor(v), Tensor(mask)).asnumpy()
+    tensors = [Tensor(a) for a in (mask, cos, sin)]
+    grad = ms.grad(lambda q_, k_, v_: (attention(q_, k_, v_, *tensors)[0] * Tensor(dout)).sum(), grad_position=(0, 1, 2))
+    out, key = (a.asnumpy() for a in attention(Tensor(q), Tensor(k), Tensor(v), *tensors))
     dq, dk, dv = (g.asnumpy() for g in grad(Tensor(q), Tensor(k), Tensor(v)))
-    for ours, ref in zip((out, dq, dk, dv), reference(q, k, v, mask, dout)):
+    for ours, ref in zip((out, dq, dk, dv, key), reference(q, k, v, mask, cos, sin, dout)):
         assert ours.shape == ref.shape
         np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=2e-5)
 
@@ -72,8 +93,9 @@ def test_kernel_matches_float64_reference(heads, kv_heads, head_dim, t, per_head
 def test_kernel_refuses_a_mask_of_the_wrong_shape():
     q = Tensor(np.zeros((1, 2, 8, 4), np.float32))
     kv = Tensor(np.zeros((1, 2, 8, 4), np.float32))
+    cos, sin = (Tensor(a) for a in rope_tables(1, 8, 4))
     with pytest.raises(RuntimeError):
-        fused_attention.FusedAttention(KERNEL)(q, kv, kv, Tensor(np.zeros((1, 1, 8, 7), np.float32))).asnumpy()
+        fused_attention.FusedAttention(KERNEL)(q, kv, kv, Tensor(np.zeros((1, 1, 8, 7), np.float32)), cos, sin)[0].asnumpy()
 
 
 @needs_kernel
@@ -160,3 +182,20 @@ def test_unwritable_kernel_cache_is_reported(tmp_path, monkeypatch):
     monkeypatch.setenv(fused_attention.ENV_CACHE, str(blocker / "kernels"))
     with pytest.raises(fused_attention.KernelUnavailable, match=r"cannot write the kernel cache .*MINDTUNE_KERNEL_CACHE"):
         fused_attention.build()
+
+
+@needs_kernel
+def test_left_padded_generation_with_fused_prefill_matches_composed(tmp_path):
+    """Prompts of different lengths are left-padded; the prefill rotates each row's keys from its
+    own positions and caches them: the greedy answers equal the composed ops' answers."""
+    from core.generate import SamplingSettings, generate
+    save_hf_model(make_hf_model("llama-gqa-llama3-rope"), tmp_path)
+    prompts = [[5, 17, 33, 2, 9, 41, 8], [12, 4], [7, 7, 19, 60]]
+    answers = {}
+    for mode in ("composed", "fused"):
+        model = load_hf_model(tmp_path)
+        if mode == "fused":
+            assert fused_attention.enable(model) == "fused"
+        answers[mode] = generate(model, prompts, SamplingSettings(max_new_tokens=6), set(), 0)
+    assert answers["fused"] == answers["composed"]
+    assert all(len(a) == 6 for a in answers["fused"])
