@@ -29,7 +29,7 @@ one compiled graph (`core.model.share_layer_graphs`), so the graph memory per la
 Attention runs as one fused kernel when the CPU has a C++ compiler (`core.fused_attention`), which
 keeps no (B, heads, T, T) tensors; otherwise, and under AMP, as MindSpore's composed ops: two sets
 of constants (`CPU_FUSED`, `CPU_COMPOSED`), chosen by `cpu_fit`. Recompute moves the CPU peak a
-little (fused: full -9%, MLP -6%, attention +2%); AMP raises it (casts keep both copies); both
+little (fused: full -8%, MLP -6%, attention +3%); AMP raises it (casts keep both copies); both
 save more memory on GPU/Ascend.
 
 Calibration: `python bench/memory_fit.py --fit` runs `python -m core.train` (fp32, 10 steps with an
@@ -93,9 +93,9 @@ class CpuFit:
 
 # The fused attention kernel (core.fused_attention, the default on the CPU): no score tensors kept.
 CPU_FUSED = CpuFit(
-    activation_copies={"hidden": 25.67, "kv": 12.01, "mlp": 5.90, "scores": 0.16, "logits": 5.22, "lora": 0.0},
-    graph_fixed_mb=140.9, graph_per_layer_mb=12.3, grad_work_copies=1.06,
-    recompute_growth={"mlp": -0.24, "attention": 0.07, "full": -0.37})
+    activation_copies={"hidden": 26.40, "kv": 12.11, "mlp": 5.87, "scores": 0.18, "logits": 5.26, "lora": 0.0},
+    graph_fixed_mb=128.2, graph_per_layer_mb=11.4, grad_work_copies=0.93,
+    recompute_growth={"mlp": -0.22, "attention": 0.11, "full": -0.32})
 # MindSpore's composed attention ops (no C++ compiler, MINDTUNE_FUSED_ATTENTION=0, AMP): the fit of
 # bench/memory_fit_rows_composed.json, measured before the kernel existed.
 CPU_COMPOSED = CpuFit(
@@ -279,8 +279,8 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
                      "CPU: attention runs as composed MindSpore ops (the fused kernel needs float32, no AMP "
                      "and a C++ compiler), which keep score tensors")
         if config.recompute.policy != "none":
-            notes.append("CPU: recompute moves the peak of a compiled step a little (measured: full -9%, "
-                         "MLP -6%, attention +2%); it saves more on GPU/Ascend")
+            notes.append("CPU: recompute moves the peak of a compiled step a little (measured: full -8%, "
+                         "MLP -6%, attention +3%); it saves more on GPU/Ascend")
     else:
         activations = textbook_activation_bytes(config, args, units, _element_bytes(config))
         runtime = GPU_RUNTIME_MB * MB
