@@ -37,18 +37,18 @@ evaluation at step 10, 256+-token text) over a grid of 15 shapes (layers 2-8, hi
 intermediate 688-2752, heads 8-16, grouped-query, vocab 1k-16k, batch 4-8, sequence 64-256, LoRA
 and full) and fits the `CpuFit` counts. With the fused kernel (bench/memory_fit_rows.json) every
 row is within ±1.1% (mean 0.3%); config (b) of bench/train_step.py (Llama 25M, h512 L6 vocab 8k,
-batch 8 × 256): LoRA r8 measured 2,409 MB against 2,427 MB estimated (+0.7%), full 2,796 against
-2,799 MB (+0.1%). With the composed ops (bench/memory_fit_rows_composed.json, ±1.0%) the same runs
+batch 8 × 256): LoRA r8 measured 2,409 MB against 2,431 MB estimated (+0.9%), full 2,795 against
+2,791 MB (-0.2%). With the composed ops (bench/memory_fit_rows_composed.json, ±1.0%) the same runs
 peaked at 2,500 and 2,905 MB; before the layers shared one graph at 2,607 and 3,001 MB, before the
 train step's tuple work went through HyperMap (core/train_step.py) at 2,960 and 3,204 MB, and
 before the explicit broadcasts at 6,561 and 6,800 MB. Outside the fit (growth and AMP factors from
 these rows):
 
     run (peak RSS, final.peak_mem_mb)                  measured   estimate
-    grid base (h256 L4, LoRA: 873 MB), recompute full    794 MB     794 MB  +0%
-      recompute mlp / attention                   822 / 889 MB    822 / 889 MB  +0% / -0%
-    grid base, AMP O2 (composed), LoRA / full  2340 / 2072 MB    2271 / 2068 MB  -3% / -0%
-    configs/lora_demo.yaml, 300 steps (r16, 128 tokens)  878 MB     877 MB  -0%   (composed: 903 / 902 MB)
+    grid base (h256 L4, LoRA: 861 MB), recompute full    790 MB     790 MB  +0%
+      recompute mlp / attention                   812 / 886 MB    812 / 885 MB  +0% / -0%
+    grid base, AMP O2 (composed), LoRA / full  2339 / 2082 MB    2271 / 2068 MB  -3% / -1%
+    configs/lora_demo.yaml, 300 steps (r16, 128 tokens)  863 MB     864 MB  +0%   (composed: 903 / 902 MB)
 
 Not measured: AMP O1 (the engine could not run it), GPU and Ascend (textbook figures, no such
 device here).
