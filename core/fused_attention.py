@@ -1,19 +1,20 @@
 """Fused causal attention on the CPU: `core/kernels/attention.cc` built with the machine's C++
 compiler and run as a MindSpore `ops.Custom` "aot" kernel with a hand-written backward.
 
-Composed of MindSpore ops, a layer's attention core (scores, mask, softmax, weighted sum and their
-gradients) makes (B, heads, T, T) tensors and runs ~10 passes over them; the fused kernel keeps a
-head's scores in the cache, skips the causally masked half and leaves nothing of that size between
-forward and backward (see the .cc file). Measured on the 2-core CPU, forward + backward of one
-layer at batch 8 × 256: demo shape (8 heads, 4 kv heads, head dim 32) 71-103 ms -> 23-30 ms; 25M
-shape (8 heads, dim 64) 73-121 ms -> 39-48 ms (PyTorch's fused SDPA: 33 and 59 ms).
+Composed of MindSpore ops, a layer's attention core (rotary embedding, scores, mask, softmax,
+weighted sum and their gradients) makes (B, heads, T, T) tensors and runs ~10 passes over them; the
+fused kernel keeps a head's scores in the cache, skips the causally masked half and leaves nothing
+of that size between forward and backward (see the .cc file). Measured on the 2-core CPU, forward +
+backward of one layer at batch 8 × 256: demo shape (8 heads, 4 kv heads, head dim 32) 71-103 ms ->
+23-30 ms; 25M shape (8 heads, dim 64) 73-121 ms -> 39-48 ms (PyTorch's fused SDPA: 33 and 59 ms).
 
 `enable(model)` switches a model's full-sequence attention (training, evaluation, a prompt's
 prefill) to the kernel; decoding steps with a KV cache keep the composed ops. It builds the kernel
 once per machine into the kernel cache (`MINDTUNE_KERNEL_CACHE`, default ~/.cache/mindtune/kernels;
-the file name carries a hash of the source, compiler, flags, CPU and MindSpore version, and is
-written under a temporary name first) and returns why not when it cannot: not a CPU, no compiler,
-a failed build, or `MINDTUNE_FUSED_ATTENTION=0` in the environment. Then the composed ops run.
+the file name carries a hash of the source, compiler, flags, CPU features and MindSpore's library
+folder, and is written under a temporary name first) and returns why not when it cannot: not a
+CPU, float16 weights or AMP, no compiler, a failed build, an unwritable cache, or
+`MINDTUNE_FUSED_ATTENTION=0` in the environment. Then the composed ops run.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,9 +83,8 @@ def cache_dir() -> Path:
     return Path(os.environ.get(ENV_CACHE) or Path.home() / ".cache" / "mindtune" / "kernels")
 
 
-def build(force: bool = False) -> Kernel:
+def build() -> Kernel:
     """The kernel's shared library, built if this machine has none yet. Raises KernelUnavailable."""
-    import time
     lib, cxx = _mindspore_lib(), _compiler()
     try:
         version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
@@ -92,7 +93,7 @@ def build(force: bool = False) -> Kernel:
     key = hashlib.sha256("\0".join([SOURCE.read_text(), version, " ".join(FLAGS), _cpu_fingerprint(),
                                     str(lib)]).encode()).hexdigest()[:16]
     target = cache_dir() / f"attention-{key}.so"
-    if target.exists() and not force:
+    if target.exists():
         return Kernel(target, 0.0)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -158,15 +159,21 @@ def expected(device: str, dtype: str, amp_level: str) -> bool:
     (core.memory's estimate): the CPU, float32 weights and compute, the switch on, a C++ compiler."""
     if switched_off() or device != "cpu" or dtype != "float32" or amp_level != "O0":
         return False
-    return shutil.which(os.environ.get("CXX") or "g++") is not None
+    try:
+        _compiler()
+    except KernelUnavailable:
+        return False
+    return True
 
 
-def enable(model, threads: int | None = None) -> str:
+def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
     """Route `model`'s full-sequence attention through the fused kernel. Returns "fused", or
     "composed: <why>" when the kernel cannot be used here (the model is left unchanged)."""
     import mindspore as ms
     if switched_off():
         return f"composed: {ENV_SWITCH}=0"
+    if amp_level != "O0":
+        return f"composed: AMP {amp_level} computes attention in float16, the kernel in float32"
     if ms.get_context("device_target") != "CPU":
         return f"composed: the fused kernel is for the CPU, not {ms.get_context('device_target')}"
     if model.param_dtype != ms.float32:

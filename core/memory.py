@@ -213,9 +213,9 @@ def cpu_fit(config: Config) -> CpuFit:
     return CPU_FUSED if fused else CPU_COMPOSED
 
 
-def cpu_activation_bytes(config: Config, args: ModelArgs, units: dict[str, float], elem_bytes: float) -> float:
+def cpu_activation_bytes(config: Config, args: ModelArgs, units: dict[str, float], elem_bytes: float,
+                         fit: CpuFit) -> float:
     """Train step and eval graph on the CPU (one shared pool), recompute's growth included."""
-    fit = cpu_fit(config)
     held = _weighted(units, fit.activation_copies)
     share = recomputed_layers(config, args) / args.num_layers
     if share:
@@ -269,7 +269,7 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
     units = activation_units(args, config.train.micro_batch_size, seq_len, lora)
     if device == "cpu":
         fit = cpu_fit(config)
-        activations = cpu_activation_bytes(config, args, units, _element_bytes(config))
+        activations = cpu_activation_bytes(config, args, units, _element_bytes(config), fit)
         activations += fit.grad_work_copies * trainable * FP32
         runtime = (CPU_BASELINE_RSS_MB + fit.graph_fixed_mb + fit.graph_per_layer_mb * args.num_layers
                    + (CPU_GENERATION_MB if config.eval.downstream and config.data.test_file else 0.0)) * MB

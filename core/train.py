@@ -167,11 +167,8 @@ class Trainer:
         self.compute_model, self.loss_scaler = self._apply_amp()
         # the CPU's fused attention kernel (float32: AMP keeps the composed ops), its threads split
         # between the data-parallel workers, which msrun starts on this machine's cores
-        if cfg.precision.amp_level != "O0":
-            attention = f"composed: AMP {cfg.precision.amp_level} computes attention in float16, the kernel in float32"
-        else:
-            threads = max(1, len(os.sched_getaffinity(0)) // self.cluster.world)
-            attention = enable_fused_attention(self.model, threads)
+        threads = max(1, len(os.sched_getaffinity(0)) // self.cluster.world)
+        attention = enable_fused_attention(self.model, threads, cfg.precision.amp_level)
         layer_graphs = share_layer_graphs(self.model)  # compile time: one graph per kind of layer
         pad_id = self.tokenizer.pad_token_id or 0
         self.batches = BatchIterator(self.splits.train, cfg.train.micro_batch_size,

@@ -17,13 +17,7 @@ if [ -x "$CHROMIUM" ] && [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "error: installing ${missing[*]} needs root (apt-get); run: sudo $0" >&2
-    exit 1
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-apt-get update
-apt-get install -y --no-install-recommends "${missing[@]}"
+. "$(dirname "$0")/apt_install.sh"
+apt_install "${missing[@]}"
 
 "$CHROMIUM" --version

@@ -9,11 +9,6 @@ if command -v "${CXX:-g++}" >/dev/null 2>&1; then
     echo "C++ compiler already installed: $("${CXX:-g++}" --version | head -1)"
     exit 0
 fi
-if [ "$(id -u)" -ne 0 ]; then
-    echo "error: installing g++ needs root (apt-get); run: sudo $0" >&2
-    exit 1
-fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update
-apt-get install -y --no-install-recommends g++
+. "$(dirname "$0")/apt_install.sh"
+apt_install g++
 g++ --version | head -1
