@@ -34,7 +34,7 @@ def main() -> None:
     from core.checkpoint import load_hf_model
     from core.config import load_config
     from core.data import eval_batches, load_splits, padded_length
-    from core.fused_attention import enable as enable_fused_attention
+    from core.fused import enable as enable_fused_kernels
     from core.generate import SamplingSettings, generate, use_device
     from core.tokenizer import Tokenizer
     from core.train_step import EvalStep
@@ -47,8 +47,8 @@ def main() -> None:
     tokenizer = Tokenizer.from_dir(args.model)
     splits = load_splits(config.data, tokenizer, config.run.seed, cache_dir=None)
     model = load_hf_model(args.model)
-    attention = enable_fused_attention(model)  # as core.train's worker (MINDTUNE_FUSED_ATTENTION=0: composed)
-    print(f"attention: {attention}")
+    kernels = enable_fused_kernels(model)  # as core.train's worker (MINDTUNE_FUSED_KERNELS=0: composed)
+    print(f"kernels: {kernels}")
     length = padded_length(config.data.max_seq_len, splits.train, splits.validation)
     step = EvalStep(model)
     batch = config.train.micro_batch_size

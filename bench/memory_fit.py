@@ -15,7 +15,7 @@ every real run). The estimate's target is the worker's `final.peak_mem_mb`.
 bench/memory_fit_rows.json holds the rows behind core/memory.py's constants (measured on the
 2-core CPU this project is developed on, MindSpore 2.10, with the fused attention kernel);
 bench/memory_fit_rows_composed.json those behind `CPU_COMPOSED` (MindSpore's composed attention
-ops, what runs without a C++ compiler: rerun with MINDTUNE_FUSED_ATTENTION=0). With --rows they are
+ops, what runs without a C++ compiler: rerun with MINDTUNE_FUSED_KERNELS=0). With --rows they are
 estimated again with the current constants and refitted, without rerunning them.
 """
 from __future__ import annotations
@@ -208,8 +208,8 @@ def main() -> None:
         Path(opts.json).write_text(json.dumps(rows, indent=1))
     if opts.fit:
         result = fit(rows)
-        from core import fused_attention
-        which = "CPU_FUSED" if fused_attention.expected("cpu", "float32", "O0") else "CPU_COMPOSED"
+        from core import fused
+        which = "CPU_FUSED" if fused.expected("cpu", "float32", "O0") else "CPU_COMPOSED"
         print(f"\nfitted CPU constants (core/memory.py, {which}; the recompute growth is read off the "
               "base-recompute* rows):")
         print(f"  graph_fixed_mb={result['graph_fixed_mb']:.1f}, graph_per_layer_mb={result['graph_per_layer_mb']:.1f}, "

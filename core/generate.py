@@ -145,7 +145,7 @@ def _parse_args(argv):
 
 def main(argv: list[str] | None = None) -> int:
     from core.checkpoint import CheckpointError, load_hf_model
-    from core.fused_attention import enable as enable_fused_attention
+    from core.fused import enable as enable_fused_kernels
     from core.tokenizer import Tokenizer, TokenizerError
 
     args = _parse_args(argv)
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             tokenizer = Tokenizer.from_dir(args.model)
             model = load_hf_model(args.model, args.dtype)
-        enable_fused_attention(model)  # the prompt's prefill; falls back to composed ops by itself
+        enable_fused_kernels(model)  # the prompt's prefill; falls back to composed ops by itself
         if args.chat:
             prompt_ids = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}],
                                                        add_generation_prompt=True, tokenize=True)

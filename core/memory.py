@@ -26,20 +26,22 @@ in shape (a broadcasting Mul or Add) keeps 16 bytes of indices per output elemen
 `core.model` broadcasts explicitly (`core.model.full`) so the first costs nothing; the Transposes
 of the attention heads remain (the "hidden" count absorbs them). Identical decoder layers share
 one compiled graph (`core.model.share_layer_graphs`), so the graph memory per layer is small.
-Attention runs as one fused kernel when the CPU has a C++ compiler (`core.fused_attention`), which
-keeps no (B, heads, T, T) tensors; otherwise, and under AMP, as MindSpore's composed ops: two sets
-of constants (`CPU_FUSED`, `CPU_COMPOSED`), chosen by `cpu_fit`. Recompute moves the CPU peak a
-little (fused: full -8%, MLP -6%, attention +3%); AMP raises it (casts keep both copies); both
-save more memory on GPU/Ascend.
+Attention, the norms and the loss run as fused kernels when the CPU has a C++ compiler
+(`core.fused`), which keep no (B, heads, T, T) tensors, no broadcast copies and one float per row
+of logits; otherwise, and under AMP, as MindSpore's composed ops: two sets of constants
+(`CPU_FUSED`, `CPU_COMPOSED`), chosen by `cpu_fit`. Recompute moves the CPU peak a little (fused:
+full -6%, MLP -5%, attention +3%); AMP raises it (casts keep both copies); both save more memory
+on GPU/Ascend.
 
 Calibration: `python bench/memory_fit.py --fit` runs `python -m core.train` (fp32, 10 steps with an
 evaluation at step 10, 256+-token text) over a grid of 15 shapes (layers 2-8, hidden 256-512,
 intermediate 688-2752, heads 8-16, grouped-query, vocab 1k-16k, batch 4-8, sequence 64-256, LoRA
-and full) and fits the `CpuFit` counts. With the fused kernel (bench/memory_fit_rows.json) every
-row is within ±1.1% (mean 0.3%); config (b) of bench/train_step.py (Llama 25M, h512 L6 vocab 8k,
-batch 8 × 256): LoRA r8 measured 2,409 MB against 2,431 MB estimated (+0.9%), full 2,795 against
-2,791 MB (-0.2%). With the composed ops (bench/memory_fit_rows_composed.json, ±1.0%) the same runs
-peaked at 2,500 and 2,905 MB; before the layers shared one graph at 2,607 and 3,001 MB, before the
+and full) and fits the `CpuFit` counts. With the fused kernels (bench/memory_fit_rows.json) every
+row is within ±1.1% (mean 0.4%); config (b) of bench/train_step.py (Llama 25M, h512 L6 vocab 8k,
+batch 8 × 256): LoRA r8 measured 2,040 MB against 2,063 MB estimated (+1.1%), full 2,372 against
+2,363 MB (-0.4%). With the fused attention kernel alone (norms and loss composed) the same runs
+peaked at 2,409 and 2,795 MB; with the composed ops (bench/memory_fit_rows_composed.json, ±1.0%)
+at 2,500 and 2,905 MB; before the layers shared one graph at 2,607 and 3,001 MB, before the
 train step's tuple work went through HyperMap (core/train_step.py) at 2,960 and 3,204 MB, and
 before the explicit broadcasts at 6,561 and 6,800 MB. Outside the fit (growth and AMP factors from
 these rows):
@@ -59,7 +61,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from core import fused_attention
+from core import fused
 from core.config import Config
 from core.model_args import ModelArgs
 
@@ -91,13 +93,14 @@ class CpuFit:
     recompute_growth: dict[str, float]
 
 
-# The fused attention kernel (core.fused_attention, the default on the CPU): no score tensors kept.
+# The fused kernels (core.fused, the default on the CPU): attention keeps no score tensors, the
+# norms no broadcast copies, the loss one float per row.
 CPU_FUSED = CpuFit(
-    activation_copies={"hidden": 26.40, "kv": 12.11, "mlp": 5.87, "scores": 0.18, "logits": 5.26, "lora": 0.0},
-    graph_fixed_mb=128.2, graph_per_layer_mb=11.4, grad_work_copies=0.93,
-    recompute_growth={"mlp": -0.22, "attention": 0.11, "full": -0.32})
-# MindSpore's composed attention ops (no C++ compiler, MINDTUNE_FUSED_ATTENTION=0, AMP): the fit of
-# bench/memory_fit_rows_composed.json, measured before the kernel existed.
+    activation_copies={"hidden": 18.90, "kv": 12.98, "mlp": 6.07, "scores": 0.07, "logits": 2.24, "lora": 0.0},
+    graph_fixed_mb=121.2, graph_per_layer_mb=9.6, grad_work_copies=0.28,
+    recompute_growth={"mlp": -0.19, "attention": 0.11, "full": -0.24})
+# MindSpore's composed ops (no C++ compiler, MINDTUNE_FUSED_KERNELS=0, AMP): the fit of
+# bench/memory_fit_rows_composed.json, measured before the kernels existed.
 CPU_COMPOSED = CpuFit(
     activation_copies={"hidden": 27.06, "kv": 9.97, "mlp": 5.87, "scores": 1.38, "logits": 5.14, "lora": 0.0},
     graph_fixed_mb=148.6, graph_per_layer_mb=11.3, grad_work_copies=1.10,
@@ -208,9 +211,9 @@ def _weighted(units: dict[str, float], copies: dict[str, float]) -> dict[str, fl
 
 
 def cpu_fit(config: Config) -> CpuFit:
-    """The constants for the attention a CPU worker of `config` will run (`core.fused_attention`)."""
-    fused = fused_attention.expected(config.parallel.device, config.model.dtype, config.precision.amp_level)
-    return CPU_FUSED if fused else CPU_COMPOSED
+    """The constants for the kernels a CPU worker of `config` will run (`core.fused`)."""
+    kernels = fused.expected(config.parallel.device, config.model.dtype, config.precision.amp_level)
+    return CPU_FUSED if kernels else CPU_COMPOSED
 
 
 def cpu_activation_bytes(config: Config, args: ModelArgs, units: dict[str, float], elem_bytes: float,
@@ -275,12 +278,13 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
                    + (CPU_GENERATION_MB if config.eval.downstream and config.data.test_file else 0.0)) * MB
         notes.append("CPU: the peak is the worker's resident set size; the compiled train and eval "
                      "graphs share one memory pool")
-        notes.append("CPU: attention runs as one fused kernel (no score tensors kept)" if fit is CPU_FUSED else
-                     "CPU: attention runs as composed MindSpore ops (the fused kernel needs float32, no AMP "
-                     "and a C++ compiler), which keep score tensors")
+        notes.append("CPU: attention, norms and loss run as fused kernels (no score tensors kept)"
+                     if fit is CPU_FUSED else
+                     "CPU: attention, norms and loss run as composed MindSpore ops (the fused kernels need "
+                     "float32, no AMP and a C++ compiler), which keep score tensors")
         if config.recompute.policy != "none":
-            notes.append("CPU: recompute moves the peak of a compiled step a little (measured: full -8%, "
-                         "MLP -6%, attention +3%); it saves more on GPU/Ascend")
+            notes.append("CPU: recompute moves the peak of a compiled step a little (measured: full -6%, "
+                         "MLP -5%, attention +3%); it saves more on GPU/Ascend")
     else:
         activations = textbook_activation_bytes(config, args, units, _element_bytes(config))
         runtime = GPU_RUNTIME_MB * MB

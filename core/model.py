@@ -57,10 +57,14 @@ class RMSNorm(nn.Cell):
         self.eps = eps
         self.matmul = ops.MatMul()
         self.mean_column = Tensor(np.full((hidden_size, 1), 1.0 / hidden_size, np.float32))  # (hidden, 1)
+        self.eps_tensor = Tensor([eps], ms.float32)
+        self.fused = None  # core.fused.enable: the CPU kernel (forward and backward in one pass each)
 
     def construct(self, x, expand=True):
         """expand=False (decoding steps, op by op) leaves the broadcasts to the Mul kernels."""
         dtype = x.dtype
+        if expand and self.fused is not None and dtype == ms.float32:
+            return self.fused(x, self.weight, self.eps_tensor)[0]
         x32 = ops.cast(x, ms.float32)
         # mean of squares over the last axis as a MatMul against a 1/h column: MindSpore's CPU
         # ReduceMean (and its gradient) over the hidden axis cost ~4x more inside the train step
@@ -120,7 +124,7 @@ class Attention(nn.Cell):
         self.bmm_bt = ops.BatchMatMul(transpose_b=True)  # q·kᵀ without materialising kᵀ
         self.bmm = ops.BatchMatMul()
         self.softmax = Softmax()
-        self.fused = None  # core.fused_attention.enable: the CPU kernel for the full-sequence forward
+        self.fused = None  # core.fused.enable: the CPU kernel for the full-sequence forward
 
     def construct(self, x, cos, sin, mask, past_key=None, past_value=None):
         """x (B, T, hidden); cos/sin (B|1, 1, T, D); mask (B|1, 1, T, S) additive float32.
@@ -133,7 +137,7 @@ class Attention(nn.Cell):
         expand = past_key is None
         if expand and self.fused is not None and q.dtype == ms.float32:
             # one kernel for RoPE, scores, mask, softmax and the weighted sum, forward and backward
-            # (core/fused_attention.py); it scales by 1/sqrt(head_dim) and returns the rotated keys
+            # (core/fused.py); it scales by 1/sqrt(head_dim) and returns the rotated keys
             out, _, k = self.fused(q, k, v, mask, cos, sin)  # (B, H, T, D), lse, (B, KV, T, D)
             out = out.transpose(0, 2, 1, 3).reshape(b, t, self.num_heads * self.head_dim)
             return self.o_proj(out), k, v
@@ -221,7 +225,8 @@ class CausalLM(nn.Cell):
         self.matmul_bt = ops.MatMul(transpose_b=True)
         self.num_heads, self.head_dim = args.num_heads, args.head_dim
         self.same_kv_heads = args.num_kv_heads == args.num_heads
-        self.fused_attention = False  # set by core.fused_attention.enable
+        self.fused_attention = False  # set by core.fused.enable
+        self.fused_loss = None  # set by core.fused.enable: the cross-entropy kernel (core.train_step)
 
     def rope(self, positions, dtype):
         """positions (B|1, T) int -> cos, sin (B|1, 1, T, head_dim) in `dtype`."""

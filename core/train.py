@@ -33,7 +33,7 @@ from core import launcher
 from core.checkpoint import CheckpointError, load_hf_model
 from core.config import Config, ConfigError, load_config
 from core.data import DataError, BatchIterator, eval_batches, load_splits, padded_length
-from core.fused_attention import enable as enable_fused_attention
+from core.fused import enable as enable_fused_kernels
 from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
 from core.model import share_layer_graphs
@@ -165,10 +165,10 @@ class Trainer:
         self.trainable = {p.name: p for p in trainable}
         self._apply_recompute()
         self.compute_model, self.loss_scaler = self._apply_amp()
-        # the CPU's fused attention kernel (float32: AMP keeps the composed ops), its threads split
-        # between the data-parallel workers, which msrun starts on this machine's cores
+        # the CPU's fused kernels for attention, norms and the loss (float32: AMP keeps the composed
+        # ops), their threads split between the data-parallel workers msrun starts on these cores
         threads = max(1, len(os.sched_getaffinity(0)) // self.cluster.world)
-        attention = enable_fused_attention(self.model, threads, cfg.precision.amp_level)
+        kernels = enable_fused_kernels(self.model, threads, cfg.precision.amp_level)
         layer_graphs = share_layer_graphs(self.model)  # compile time: one graph per kind of layer
         pad_id = self.tokenizer.pad_token_id or 0
         self.batches = BatchIterator(self.splits.train, cfg.train.micro_batch_size,
@@ -187,10 +187,10 @@ class Trainer:
             f"global batch {cfg.global_batch_size} = micro {cfg.train.micro_batch_size} × accum "
             f"{cfg.train.grad_accum_steps} × data parallel {self.cluster.world}; {self.total_steps} steps; "
             f"trainable {trainable_count:,} of {total_count:,} parameters; sequence length {self.length}; "
-            f"attention {attention}",
+            f"kernels {kernels}",
             event="setup", global_batch_size=cfg.global_batch_size, total_steps=self.total_steps,
             trainable_params=trainable_count, total_params=total_count, seq_len=self.length,
-            data=stats.to_dict(), lora_modules=len(self.lora_modules), layer_graphs=layer_graphs, attention=attention,
+            data=stats.to_dict(), lora_modules=len(self.lora_modules), layer_graphs=layer_graphs, kernels=kernels,
             setup_s=round(time.time() - t0, 2))
 
     def _apply_recompute(self):

@@ -40,6 +40,26 @@ def causal_lm_loss_sum(logits, labels):
     return -(picked * valid_f).sum(), valid_f.sum()
 
 
+class FusedCausalLMLoss(nn.Cell):
+    """`causal_lm_loss_sum` through the CPU cross-entropy kernel (core.fused): one pass
+    over the logits forward and one backward, nothing of their size kept in between."""
+
+    def __init__(self, kernel):
+        super().__init__()
+        self.kernel = kernel
+
+    def construct(self, logits, labels):
+        targets = next_token_targets(labels)
+        nll, _ = self.kernel(logits, targets)
+        return nll.sum(), ops.cast(targets != IGNORE_INDEX, ms.float32).sum()
+
+
+def loss_cell(model: nn.Cell) -> nn.Cell:
+    """The causal-LM loss for `model`: the fused kernel when core.fused enabled it."""
+    kernel = getattr(model, "fused_loss", None)
+    return FusedCausalLMLoss(kernel) if kernel is not None else CausalLMLoss()
+
+
 class CausalLMLoss(nn.Cell):
     """`causal_lm_loss_sum` with its gradient written out: d(sum NLL)/d logits = (softmax − onehot)
     on labelled positions. MindSpore's automatic one goes through LogSoftmaxGrad and a scatter of
@@ -170,7 +190,7 @@ class TrainStep:
         self.max_grad_norm = float(max_grad_norm) if max_grad_norm else 0.0
         self.loss_scaler = loss_scaler
         self.grad_reducer = grad_reducer
-        self.loss = CausalLMLoss()
+        self.loss = loss_cell(model)
         self._grad_fn = ms.value_and_grad(self._scaled_loss, None, weights=params, has_aux=True)
         self._single = ms.jit(self._single_step)
         self._micro = ms.jit(self._micro_step)
@@ -245,10 +265,11 @@ class EvalStep:
 
     def __init__(self, model: nn.Cell):
         self.model = model
+        self.loss = loss_cell(model)
         self._fn = ms.jit(self._nll)
 
     def _nll(self, input_ids, labels, attention_mask):
-        return causal_lm_loss_sum(self.model(input_ids, attention_mask), labels)
+        return self.loss(self.model(input_ids, attention_mask), labels)
 
     def __call__(self, input_ids: np.ndarray, labels: np.ndarray, attention_mask: np.ndarray) -> tuple[float, float]:
         nll, tokens = self._fn(Tensor(input_ids), Tensor(labels), Tensor(attention_mask))

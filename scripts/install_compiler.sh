@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs a C++ compiler (Debian's g++) for the CPU's fused attention kernel, which
-# core/fused_attention.py builds on first use (run as root, e.g. by CI before `make test`). Without
-# one, training still runs, on MindSpore's composed attention ops (slower). Does nothing when a
+# Installs a C++ compiler (Debian's g++) for the CPU's fused kernels, which
+# core/fused.py builds on first use (run as root, e.g. by CI before `make test`). Without
+# one, training still runs, on MindSpore's composed ops (slower). Does nothing when a
 # compiler is there.
 set -euo pipefail
 

@@ -10,7 +10,7 @@ os.environ.setdefault("GLOG_v", "3")  # keep MindSpore's C++ logging to errors
 # PyNative ops launch synchronously, as core.generate.use_device sets them on the CPU (the engine's
 # own processes call it; tests that build models in-process get the same runtime, ~40% faster)
 os.environ.setdefault("MS_DEV_LAUNCH_BLOCKING", "1")
-# the fused attention kernel (core.fused_attention) is built here, not in the user's ~/.cache;
+# the fused CPU kernels (core.fused) are built here, not in the user's ~/.cache;
 # training subprocesses the tests start inherit the setting
 os.environ.setdefault("MINDTUNE_KERNEL_CACHE", str(ROOT / ".mindtune-cache" / "kernels"))
 

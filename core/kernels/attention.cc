@@ -19,49 +19,26 @@
 // head h uses kv head h / (H/KV), as Hugging Face's repeat_kv); mask (MB, MH, T, T) additive, MB in
 // {1, B}, MH in {1, H}; cos, sin (CB, 1, T, D), CB in {1, B}. A row whose visible keys are all
 // masked (left padding) gets a uniform average of them; nothing downstream reads it.
-#include <sched.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <thread>
 #include <vector>
+
+#include "common.h"
 
 extern "C" int dnnl_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
                           const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                           float *C, int64_t ldc);
 
 namespace {
+using mindtune::is_f32;
+using mindtune::parallel_for;
 constexpr int64_t kRowBlock = 64;
-int g_threads = 0;  // 0: the CPUs this process may run on
-
-int thread_count() {
-  if (g_threads > 0) return g_threads;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
-template <typename F>
-void parallel_for(int64_t tasks, F fn) {
-  const int64_t n = std::min<int64_t>(thread_count(), tasks);
-  if (n <= 1) {
-    for (int64_t t = 0; t < tasks; ++t) fn(t);
-    return;
-  }
-  std::vector<std::thread> pool;
-  for (int64_t w = 1; w < n; ++w)
-    pool.emplace_back([&fn, w, n, tasks] { for (int64_t t = w; t < tasks; t += n) fn(t); });
-  for (int64_t t = 0; t < tasks; t += n) fn(t);
-  for (auto &th : pool) th.join();
-}
 
 struct Dims {
   int64_t B, H, KV, T, S, D, MB, MH, CB;
 };
-
-bool is_f32(const char *dtype) { return std::strcmp(dtype, "float32") == 0 || std::strcmp(dtype, "float") == 0; }
 
 // Checks the six inputs' ranks, shapes and dtypes; 0 when they fit the layout above.
 int read_dims(int *ndims, int64_t **shapes, const char **dtypes, Dims *d) {
@@ -159,8 +136,6 @@ void probabilities(const Dims &d, const float *q, const float *k, const float *m
   }
 }
 }  // namespace
-
-extern "C" void mindtune_attention_set_threads(int threads) { g_threads = threads; }
 
 // inputs q, k, v, mask, cos, sin; outputs out (B, H, T, D), lse (B, H, T), rotated k (B, KV, T, D)
 extern "C" int mindtune_attention_forward(int nparam, void **params, int *ndims, int64_t **shapes,

@@ -196,20 +196,20 @@ def test_module_does_not_import_mindspore():
     assert out.stdout.strip() == "[]"
 
 
-def test_cpu_estimate_follows_the_attention_the_worker_will_run(monkeypatch):
-    """The fused kernel keeps no score tensors: at a long sequence the composed ops' estimate (no
-    compiler, switched off, AMP) is the larger one, and the notes say which attention is assumed."""
-    from core import fused_attention
-    monkeypatch.setattr(fused_attention.shutil, "which", lambda name: f"/usr/bin/{name}")
-    monkeypatch.delenv(fused_attention.ENV_SWITCH, raising=False)
-    fused = estimate_memory(config(), tiny_args(), seq_len=1024)
+def test_cpu_estimate_follows_the_kernels_the_worker_will_run(monkeypatch):
+    """The fused kernels keep no score tensors: at a long sequence the composed ops' estimate (no
+    compiler, switched off, AMP) is the larger one, and the notes say which ops are assumed."""
+    from core import fused
+    monkeypatch.setattr(fused.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.delenv(fused.ENV_SWITCH, raising=False)
+    with_kernels = estimate_memory(config(), tiny_args(), seq_len=1024)
     assert memory.cpu_fit(config()) is memory.CPU_FUSED
-    assert any("one fused kernel" in note for note in fused.notes)
-    monkeypatch.setenv(fused_attention.ENV_SWITCH, "0")
+    assert any("fused kernels" in note for note in with_kernels.notes)
+    monkeypatch.setenv(fused.ENV_SWITCH, "0")
     composed = estimate_memory(config(), tiny_args(), seq_len=1024)
     assert any("composed MindSpore ops" in note for note in composed.notes)
-    assert composed.activations_mb > fused.activations_mb
-    monkeypatch.delenv(fused_attention.ENV_SWITCH)
+    assert composed.activations_mb > with_kernels.activations_mb
+    monkeypatch.delenv(fused.ENV_SWITCH)
     assert memory.cpu_fit(config(precision={"amp_level": "O2"})) is memory.CPU_COMPOSED
-    monkeypatch.setattr(fused_attention.shutil, "which", lambda name: None)
+    monkeypatch.setattr(fused.shutil, "which", lambda name: None)
     assert memory.cpu_fit(config()) is memory.CPU_COMPOSED

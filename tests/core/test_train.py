@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from core import fused_attention, launcher
+from core import fused, launcher
 from core.checkpoint import file_sha256, load_train_checkpoint
 from core.rundir import RunDir
 from core.train import main as train_main
@@ -67,10 +67,10 @@ def test_lora_run_writes_the_run_directory(lora_run, workspace):
     assert evals[-1]["val_loss"] < evals[0]["val_loss"], "LoRA training should lower validation loss"
     setup = next(r for r in records(lora_run, "event") if r["event"] == "setup")
     assert setup["global_batch_size"] == 4 and setup["lora_modules"] == 14
-    if fused_attention.expected("cpu", "float32", "O0"):  # a C++ compiler here: the kernel runs
-        assert setup["attention"] == "fused" and "attention fused" in setup["message"]
+    if fused.expected("cpu", "float32", "O0"):  # a C++ compiler here: the kernel runs
+        assert setup["kernels"] == "fused" and "kernels fused" in setup["message"]
     else:
-        assert setup["attention"].startswith("composed: ")
+        assert setup["kernels"].startswith("composed: ")
 
 
 def test_lora_checkpoint_holds_adapter_weights_and_base_identity(lora_run, workspace):
@@ -148,7 +148,7 @@ def test_fp16_amp_trains_close_to_fp32(workspace, lora_run):
     assert first["loss_scale"] == 65536.0
     assert abs(first["loss"] - losses(lora_run)[1]) < 2e-2
     setup = next(r for r in records(run, "event") if r["event"] == "setup")
-    assert setup["attention"].startswith("composed: AMP O2 computes attention in float16")
+    assert setup["kernels"].startswith("composed: AMP O2 computes in float16")
     assert "_fp16-O2_" in run.run_id
 
 

@@ -1,0 +1,97 @@
+// Fused cross-entropy for MindSpore's CPU: per row of logits, the negative log-likelihood of its
+// target token, and its gradient,
+//     nll = log Σ_j exp(x_j) − x_target        d nll / d x = softmax(x) − onehot(target)
+// as two "aot" kernels of `mindspore.ops.Custom` (built with attention.cc into one library by
+// core/fused_attention.py). A target below 0 (the ignore index) gives nll 0 and a zero gradient.
+//
+// Why: composed of MindSpore ops, the loss makes several (rows, vocab) tensors (log-softmax, a
+// one-hot, softmax − one-hot, the gradient's broadcast weight) and passes over each; on the 25M
+// model (batch 8 × 256, vocabulary 8192) each is 64 MiB. Here the forward reads the logits once
+// and keeps one float per row (the log-sum-exp); the backward writes the gradient in one pass.
+//
+// Layouts: logits (..., V) float32 read as (n, V); targets (...) int32; nll, lse (...) float32.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "common.h"
+
+namespace {
+using mindtune::is_f32;
+using mindtune::parallel_for;
+constexpr int64_t kRows = 16;  // rows per task
+
+// rows n and vocabulary v of the logits (input 0), checked against the targets (input 1) and the
+// dtypes of every parameter; 0 when they fit, else an error code
+int read_dims(int nparam, int expected, int *ndims, int64_t **shapes, const char **dtypes, int64_t *n, int64_t *v) {
+  if (nparam != expected) return 1;
+  if (!is_f32(dtypes[0])) return 20;
+  if (!mindtune::is_i32(dtypes[1])) return 21;
+  for (int i = 2; i < expected; ++i)
+    if (!is_f32(dtypes[i])) return 20 + i;
+  if (ndims[0] < 1 || ndims[1] != ndims[0] - 1) return 10;
+  *v = shapes[0][ndims[0] - 1];
+  *n = 1;
+  for (int i = 0; i + 1 < ndims[0]; ++i) {
+    if (shapes[1][i] != shapes[0][i]) return 30;
+    *n *= shapes[0][i];
+  }
+  return *v > 0 ? 0 : 31;
+}
+}  // namespace
+
+// inputs logits (..., V), targets (...); outputs nll (...), lse (...)
+extern "C" int mindtune_cross_entropy_forward(int nparam, void **params, int *ndims, int64_t **shapes,
+                                              const char **dtypes, void *stream, void *extra) {
+  int64_t n, v;
+  if (int err = read_dims(nparam, 4, ndims, shapes, dtypes, &n, &v)) return err;
+  const auto *x = static_cast<const float *>(params[0]);
+  const auto *target = static_cast<const int32_t *>(params[1]);
+  auto *nll = static_cast<float *>(params[2]);
+  auto *lse = static_cast<float *>(params[3]);
+  parallel_for((n + kRows - 1) / kRows, [&](int64_t task) {
+    const int64_t i1 = std::min(n, (task + 1) * kRows);
+    for (int64_t i = task * kRows; i < i1; ++i) {
+      const float *row = x + i * v;
+      float mx = row[0];
+      for (int64_t j = 1; j < v; ++j) mx = std::max(mx, row[j]);
+      float sum = 0.f;
+      for (int64_t j = 0; j < v; ++j) sum += std::exp(row[j] - mx);
+      const float log_sum = std::log(sum);
+      lse[i] = mx + log_sum;
+      const int32_t t = target[i];
+      nll[i] = (t >= 0 && t < v) ? log_sum - (row[t] - mx) : 0.f;
+    }
+  });
+  return 0;
+}
+
+// inputs logits, targets, lse, dnll; output dlogits (..., V)
+extern "C" int mindtune_cross_entropy_backward(int nparam, void **params, int *ndims, int64_t **shapes,
+                                               const char **dtypes, void *stream, void *extra) {
+  int64_t n, v;
+  if (int err = read_dims(nparam, 5, ndims, shapes, dtypes, &n, &v)) return err;
+  const auto *x = static_cast<const float *>(params[0]);
+  const auto *target = static_cast<const int32_t *>(params[1]);
+  const auto *lse = static_cast<const float *>(params[2]);
+  const auto *dnll = static_cast<const float *>(params[3]);
+  auto *dx = static_cast<float *>(params[4]);
+  parallel_for((n + kRows - 1) / kRows, [&](int64_t task) {
+    const int64_t i1 = std::min(n, (task + 1) * kRows);
+    for (int64_t i = task * kRows; i < i1; ++i) {
+      const float *row = x + i * v;
+      float *drow = dx + i * v;
+      const int32_t t = target[i];
+      if (t < 0 || t >= v) {
+        std::memset(drow, 0, sizeof(float) * v);
+        continue;
+      }
+      const float g = dnll[i], l = lse[i];
+      for (int64_t j = 0; j < v; ++j) drow[j] = std::exp(row[j] - l) * g;
+      drow[t] -= g;
+    }
+  });
+  return 0;
+}
