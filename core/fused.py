@@ -10,12 +10,14 @@ and run as MindSpore `ops.Custom` "aot" kernels with hand-written backwards.
 - rmsnorm.cc: RMSNorm in one pass forward and one backward. Composed, each norm broadcast its
   scale and weight to (rows, hidden) and reduced them back in the gradient, on MindSpore CPU
   kernels that move ~1 GB/s: a demo full fine-tuning step 713 -> 627 ms.
+- swiglu.cc: the MLP's gate silu(g)·u in one pass each way (composed: a Sigmoid and two Muls
+  forward, a SigmoidGrad and four Muls backward).
 - cross_entropy.cc: the causal-LM loss per row (log-sum-exp, target's log-probability) and its
   gradient softmax − one-hot in one pass each; composed it made five (rows, vocab) tensors. Loss
   forward + backward at batch 8 × 256, vocabulary 8192: 208 -> 22 ms.
 
 `enable(model)` switches a model's full-sequence attention (training, evaluation, a prompt's
-prefill), its norms and its training/evaluation loss to the kernels; decoding steps with a KV
+prefill), its norms, its MLP gates and its training/evaluation loss to the kernels; decoding steps with a KV
 cache keep the composed ops. It builds the library once per machine into the kernel cache
 (`MINDTUNE_KERNEL_CACHE`, default ~/.cache/mindtune/kernels; the file name carries a hash of the
 sources, compiler, flags, CPU features and MindSpore's library folder, and is written under a
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
-SOURCES = tuple(KERNELS / f"{name}.cc" for name in ("attention", "rmsnorm", "cross_entropy", "common"))  # one library
+SOURCES = tuple(KERNELS / f"{name}.cc" for name in ("attention", "rmsnorm", "cross_entropy", "swiglu", "common"))
 HEADERS = (KERNELS / "common.h",)
 # -ffp-contract=off: no fused multiply-adds, so the rotary embedding rounds as MindSpore's separate
 # Mul and Add kernels do (with FMAs the demo run's trajectory drifted: val ppl 3.06 -> 3.02)
@@ -211,6 +213,26 @@ class FusedCrossEntropy:
                              out_dtype=lambda *dtypes: (f32, f32), func_type="aot", bprop=bprop)
 
 
+class FusedSwiGLU:
+    """The SwiGLU gate's kernels (core/kernels/swiglu.cc) as one MindSpore op: called with the gate
+    and up projections (..., intermediate) it returns silu(gate) · up; gradients flow to both."""
+
+    def __init__(self, kernel: Kernel):
+        import mindspore as ms
+        from mindspore import ops
+        library = str(kernel.path)
+        f32 = ms.float32
+        backward = ops.Custom(f"{library}:mindtune_swiglu_backward",
+                              out_shape=lambda g, u, dy: (g, u),
+                              out_dtype=lambda *dtypes: (f32, f32), func_type="aot")
+
+        def bprop(g, u, out, dout):
+            return backward(g, u, dout)
+
+        self.op = ops.Custom(f"{library}:mindtune_swiglu_forward", out_shape=lambda g, u: g,
+                             out_dtype=lambda *dtypes: f32, func_type="aot", bprop=bprop)
+
+
 def switched_off() -> bool:
     return os.environ.get(ENV_SWITCH, "1").strip().lower() in ("0", "false", "off", "no")
 
@@ -246,10 +268,11 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
         return f"composed: {exc}"
     if threads:
         set_threads(kernel, threads)
-    attention, norm = FusedAttention(kernel), FusedRMSNorm(kernel).op
+    attention, norm, gate = FusedAttention(kernel), FusedRMSNorm(kernel).op, FusedSwiGLU(kernel).op
     for layer in model.model.layers:
         layer.self_attn.fused = attention.op
         layer.input_layernorm.fused = layer.post_attention_layernorm.fused = norm
+        layer.mlp.fused = gate
     model.model.norm.fused = norm
     model.fused_loss = FusedCrossEntropy(kernel).op
     model.fused_attention = True

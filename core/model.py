@@ -179,9 +179,13 @@ class MLP(nn.Cell):
         self.gate_proj = _dense(h, i, args.mlp_bias, dtype)
         self.up_proj = _dense(h, i, args.mlp_bias, dtype)
         self.down_proj = _dense(i, h, args.mlp_bias, dtype)
+        self.fused = None  # core.fused.enable: the CPU kernel for silu(gate) · up
 
     def construct(self, x):
-        return self.down_proj(ops.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_proj(x), self.up_proj(x)
+        if self.fused is not None and gate.dtype == ms.float32:
+            return self.down_proj(self.fused(gate, up))
+        return self.down_proj(ops.silu(gate) * up)
 
 
 class DecoderLayer(nn.Cell):

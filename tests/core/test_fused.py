@@ -155,7 +155,8 @@ def test_switch_off_leaves_composed_ops(tmp_path, monkeypatch):
     model = load_hf_model(tmp_path)
     monkeypatch.setenv(fused.ENV_SWITCH, "0")
     assert fused.enable(model) == "composed: MINDTUNE_FUSED_KERNELS=0"
-    assert all(layer.self_attn.fused is None and layer.input_layernorm.fused is None for layer in model.model.layers)
+    assert all(layer.self_attn.fused is None and layer.input_layernorm.fused is None and layer.mlp.fused is None
+               for layer in model.model.layers)
     assert not model.fused_attention and model.fused_loss is None and model.model.norm.fused is None
 
 
@@ -295,3 +296,21 @@ def test_evaluation_with_fused_loss_equals_composed(tmp_path):
         results[mode] = step(ids, labels, mask)
     assert results["fused"][1] == results["composed"][1] == float((labels[:, 1:] != -100).sum())
     assert results["fused"][0] == pytest.approx(results["composed"][0], rel=1e-5)
+
+
+@needs_kernel
+def test_swiglu_kernel_matches_float64_reference():
+    """silu(g)·u and its gradients dg = dy·u·σ(g)·(1 + g·(1 − σ(g))), du = dy·silu(g)."""
+    rng = np.random.default_rng(3)
+    g, u, dy = ((rng.standard_normal((3, 50, 70)) * 3).astype(np.float32) for _ in range(3))
+    g64, u64, dy64 = (a.astype(np.float64) for a in (g, u, dy))
+    sig = 1 / (1 + np.exp(-g64))
+    gate = fused.FusedSwiGLU(KERNEL).op
+    y = gate(Tensor(g), Tensor(u)).asnumpy()
+    dg, du = (a.asnumpy() for a in ms.grad(lambda a, b: (gate(a, b) * Tensor(dy)).sum(), grad_position=(0, 1))(
+        Tensor(g), Tensor(u)))
+    np.testing.assert_allclose(y, g64 * sig * u64, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dg, dy64 * u64 * sig * (1 + g64 * (1 - sig)), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(du, dy64 * g64 * sig, rtol=1e-5, atol=1e-5)
+    with pytest.raises((RuntimeError, ValueError)):  # gate and up of different shapes
+        gate(Tensor(g), Tensor(u[:, :49])).asnumpy()
