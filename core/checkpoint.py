@@ -89,7 +89,7 @@ def load_hf_model(model_dir: str | Path, dtype: str = "float32") -> CausalLM:
     args = read_model_args(model_dir)
     files = weight_files(model_dir)
     tensors = read_safetensors(files)
-    model = CausalLM(args, dtype)
+    model = CausalLM(args, dtype, random_init=False)  # every weight is loaded next (or this fails)
     load_hf_weights(model, tensors, source=str(files[0] if len(files) == 1 else Path(model_dir) / INDEX_NAME))
     model.set_train(False)
     return model

@@ -153,3 +153,31 @@ def test_corrupt_or_incomplete_checkpoint_is_an_error(tmp_path):
     (folder / "trainer_state.json").unlink()
     with pytest.raises(CheckpointError, match="incomplete checkpoint, trainer_state.json is missing"):
         ckpt.load_train_checkpoint(folder)
+
+
+def test_loading_skips_random_init_yet_later_draws_are_unchanged(good_folder):
+    """load_hf_model builds the model without sampling its random weights (they are all loaded
+    next): the loaded weights, and the LoRA A matrices drawn after loading under the same seed,
+    equal those of a model that did sample them first."""
+    from core.checkpoint import load_hf_weights, read_safetensors
+    from core.lora import inject_lora
+    from core.model import CausalLM
+    from core.model_args import read_model_args
+    results = {}
+    for random_init in (True, False):
+        ms.set_seed(0)
+        model = CausalLM(read_model_args(good_folder), "float32", random_init=random_init)
+        first = model.model.layers[0].mlp.up_proj.weight.asnumpy().copy()
+        assert first.any() == random_init  # zeros until loaded when not sampled
+        load_hf_weights(model, read_safetensors(weight_files(good_folder)), str(good_folder))
+        inject_lora(model, 4, 8.0, 0.0, ["q_proj", "v_proj"])
+        results[random_init] = {p.name: p.asnumpy() for p in model.get_parameters()}
+    assert results[True].keys() == results[False].keys()
+    assert any(".lora_a" in name for name in results[True])
+    for name, value in results[True].items():
+        np.testing.assert_array_equal(results[False][name], value, err_msg=name)
+    ms.set_seed(0)
+    loaded = load_hf_model(good_folder)  # the path the worker takes
+    inject_lora(loaded, 4, 8.0, 0.0, ["q_proj", "v_proj"])
+    for p in loaded.get_parameters():
+        np.testing.assert_array_equal(p.asnumpy(), results[True][p.name], err_msg=p.name)
