@@ -4,9 +4,11 @@ and run as MindSpore `ops.Custom` "aot" kernels with hand-written backwards.
 - attention.cc: a layer's causal attention core (rotary embedding, scores, mask, softmax, weighted
   sum). Composed of MindSpore ops it makes (B, heads, T, T) tensors and runs ~10 passes over them;
   the kernel keeps a head's scores in the cache, skips the causally masked half and leaves nothing
-  of that size between forward and backward. Forward + backward of one layer at batch 8 × 256:
-  demo shape (8 heads, 4 kv heads, head dim 32) 71-103 ms -> 23-30 ms; 25M shape (8 heads, dim
-  64) 73-121 ms -> 39-48 ms (PyTorch's fused SDPA: 33 and 59 ms).
+  of that size between forward and backward. It reads q, k, v in the projections' (B, T, heads, D)
+  layout, so the graph has no head transposes (25M model: 1,901 -> 1,289 MB peak for LoRA).
+  Forward + backward of one layer at batch 8 × 256: demo shape (8 heads, 4 kv heads, head dim 32)
+  71-103 ms -> 23-30 ms; 25M shape (8 heads, dim 64) 73-121 ms -> 39-48 ms (PyTorch's fused
+  SDPA: 33 and 59 ms).
 - rmsnorm.cc: RMSNorm in one pass forward and one backward. Composed, each norm broadcast its
   scale and weight to (rows, hidden) and reduced them back in the gradient, on MindSpore CPU
   kernels that move ~1 GB/s: a demo full fine-tuning step 713 -> 627 ms.
@@ -137,10 +139,11 @@ def set_threads(kernel: Kernel, threads: int) -> None:
 
 
 class FusedAttention:
-    """The forward and backward kernels as MindSpore ops. Calling it with q (B, H, T, D), k and v
-    (B, KV, T, D) before rotary embedding, an additive float32 mask (B|1, 1|H, T, T) and the RoPE
-    tables cos, sin (B|1, 1, T, D) returns the attention output (B, H, T, D) and the rotated keys
-    (B, KV, T, D); gradients flow to q, k and v (none to the mask or the tables)."""
+    """The forward and backward kernels as MindSpore ops. Calling it with q (B, T, H, D), k and v
+    (B, T, KV, D) before rotary embedding (the projections' outputs, reshaped, not transposed), an
+    additive float32 mask (B|1, 1|H, T, T) and the RoPE tables cos, sin (B|1, 1, T, D) returns the
+    attention output (B, T, H, D) and the rotated keys (B, T, KV, D); gradients flow to q, k and v
+    (none to the mask or the tables)."""
 
     def __init__(self, kernel: Kernel):
         import mindspore as ms
@@ -158,7 +161,7 @@ class FusedAttention:
             return dq, dk, dv, zeros_like(mask), zeros_like(cos), zeros_like(sin)
 
         self.op = ops.Custom(f"{library}:mindtune_attention_forward",
-                             out_shape=lambda q, k, v, mask, cos, sin: (q, q[:3], k),
+                             out_shape=lambda q, k, v, mask, cos, sin: (q, [q[0], q[2], q[1]], k),
                              out_dtype=lambda *dtypes: (f32, f32, f32), func_type="aot", bprop=bprop)
 
     def __call__(self, q, k, v, mask, cos, sin):

@@ -30,17 +30,18 @@ Attention, the norms, the MLP gates and the loss run as fused kernels when the C
 compiler (`core.fused`), which keep no (B, heads, T, T) tensors, no broadcast copies, no gate
 intermediates and one float per row of logits; otherwise, and under AMP, as MindSpore's composed
 ops: two sets of constants (`CPU_FUSED`, `CPU_COMPOSED`), chosen by `cpu_fit`. Recompute moves the
-CPU peak a little (fused: full -4%, MLP -3%, attention +3%); AMP raises it (casts keep both
+CPU peak a little (fused: full -8%, MLP -3%, attention -1%); AMP raises it (casts keep both
 copies); both save more memory on GPU/Ascend.
 
 Calibration: `python bench/memory_fit.py --fit` runs `python -m core.train` (fp32, 10 steps with an
 evaluation at step 10, 256+-token text) over a grid of 15 shapes (layers 2-8, hidden 256-512,
 intermediate 688-2752, heads 8-16, grouped-query, vocab 1k-16k, batch 4-8, sequence 64-256, LoRA
 and full) and fits the `CpuFit` counts. With the fused kernels (bench/memory_fit_rows.json) every
-row is within ±0.9% (mean 0.3%); config (b) of bench/train_step.py (Llama 25M, h512 L6 vocab 8k,
-batch 8 × 256): LoRA r8 measured 1,901 MB against 1,918 MB estimated (+0.9%), full 2,228 against
-2,224 MB (-0.2%). With the fused attention kernel alone (norms, gates and loss composed) the same
-runs peaked at 2,409 and 2,795 MB; with the composed ops (bench/memory_fit_rows_composed.json, ±1.0%)
+row is within ±1.5% (mean 0.6%); config (b) of bench/train_step.py (Llama 25M, h512 L6 vocab 8k,
+batch 8 × 256): LoRA r8 measured 1,289 MB against 1,309 MB estimated (+1.5%), full 1,625 against
+1,620 MB (-0.3%). Before the attention kernel read the heads in place the same runs peaked at
+1,901 and 2,228 MB; with the fused attention kernel alone (norms, gates and loss composed) at
+2,409 and 2,795 MB; with the composed ops (bench/memory_fit_rows_composed.json, ±1.0%)
 at 2,500 and 2,905 MB; before the layers shared one graph at 2,607 and 3,001 MB, before the
 train step's tuple work went through HyperMap (core/train_step.py) at 2,960 and 3,204 MB, and
 before the explicit broadcasts at 6,561 and 6,800 MB. Outside the fit (growth and AMP factors from
@@ -93,12 +94,13 @@ class CpuFit:
     recompute_growth: dict[str, float]
 
 
-# The fused kernels (core.fused, the default on the CPU): attention keeps no score tensors, the
-# norms no broadcast copies, the MLP gate nothing but its inputs, the loss one float per row.
+# The fused kernels (core.fused, the default on the CPU): attention keeps no score tensors and
+# reads the heads in place (no Transposes, whose CPU kernel keeps 8 bytes of indices per element),
+# the norms keep no broadcast copies, the MLP gate nothing but its inputs, the loss one float per row.
 CPU_FUSED = CpuFit(
-    activation_copies={"hidden": 18.56, "kv": 13.23, "mlp": 4.04, "scores": 0.10, "logits": 2.25, "lora": 0.0},
-    graph_fixed_mb=125.1, graph_per_layer_mb=9.0, grad_work_copies=0.34,
-    recompute_growth={"mlp": -0.12, "attention": 0.13, "full": -0.16})
+    activation_copies={"hidden": 4.57, "kv": 1.80, "mlp": 4.05, "scores": 0.05, "logits": 2.31, "lora": 0.0},
+    graph_fixed_mb=124.0, graph_per_layer_mb=9.1, grad_work_copies=0.40,
+    recompute_growth={"mlp": -0.27, "attention": -0.08, "full": -0.77})
 # MindSpore's composed ops (no C++ compiler, MINDTUNE_FUSED_KERNELS=0, AMP): the fit of
 # bench/memory_fit_rows_composed.json, measured before the kernels existed.
 CPU_COMPOSED = CpuFit(
@@ -283,8 +285,8 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
                      "CPU: attention, norms, MLP gates and loss run as composed MindSpore ops (the fused kernels "
                      "need float32, no AMP and a C++ compiler), which keep score tensors")
         if config.recompute.policy != "none":
-            notes.append("CPU: recompute moves the peak of a compiled step a little (measured: full -4%, "
-                         "MLP -3%, attention +3%); it saves more on GPU/Ascend")
+            notes.append("CPU: recompute moves the peak of a compiled step a little (measured: full -8%, "
+                         "MLP -3%, attention -1%); it saves more on GPU/Ascend")
     else:
         activations = textbook_activation_bytes(config, args, units, _element_bytes(config))
         runtime = GPU_RUNTIME_MB * MB

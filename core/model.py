@@ -148,17 +148,19 @@ class Attention(nn.Cell):
         """x (B, T, hidden); cos/sin (B|1, 1, T, D); mask (B|1, 1, T, S) additive float32.
         Returns the output and this call's full keys/values (past + new) for the cache."""
         b, t, _ = x.shape
-        q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
-        k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim).transpose(0, 2, 1, 3)
-        v = self.v_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim).transpose(0, 2, 1, 3)
-        # q: (B, H, T, D); k, v: (B, KV, T, D)
+        q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim)
+        k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
         expand = past_key is None
         if expand and self.fused is not None and q.dtype == ms.float32:
             # one kernel for RoPE, scores, mask, softmax and the weighted sum, forward and backward
-            # (core/fused.py); it scales by 1/sqrt(head_dim) and returns the rotated keys
-            out, _, k = self.fused(q, k, v, mask, cos, sin)  # (B, H, T, D), lse, (B, KV, T, D)
-            out = out.transpose(0, 2, 1, 3).reshape(b, t, self.num_heads * self.head_dim)
-            return self.o_proj(out), k, v
+            # (core/fused.py); it reads the heads in place, scales by 1/sqrt(head_dim) and returns
+            # the rotated keys. Keys and values come back as (B, T, KV, D): forward_cached
+            # transposes them for the cache; training never asks for them.
+            out, _, k = self.fused(q, k, v, mask, cos, sin)  # (B, T, H, D), lse, (B, T, KV, D)
+            return self.o_proj(out.reshape(b, t, self.num_heads * self.head_dim)), k, v
+        q, k, v = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+        # q: (B, H, T, D); k, v: (B, KV, T, D)
         # the full-sequence forward (compiled for training and evaluation) broadcasts explicitly
         # (see `full`; no-ops when the caller already did); a decoding step with a cache runs op by
         # op, where every BroadcastTo is one more kernel launch per token (measured: generation
@@ -327,7 +329,9 @@ class CausalLM(nn.Cell):
         for i, layer in enumerate(self.model.layers):
             pk, pv = (None, None) if past is None else past[i]
             x, k, v = layer(x, cos, sin, mask, pk, pv)
-            new_past.append((k, v))
+            if past is None and self.fused_attention:  # the fused prefill's (B, T, KV, D)
+                k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+            new_past.append((k, v))  # (B, KV, S, D)
         if last_only and t > 1:
             x = x[:, -1:, :]
         return self.logits(x, past is None), new_past

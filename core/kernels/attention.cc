@@ -15,10 +15,12 @@
 // transpose to their gradients): composed, it cost a broadcast of the tables, slices, a concat and
 // their gradients per layer. The rotated keys are an output (the KV cache stores them).
 //
-// Layouts (row-major float32): q (B, H, T, D); k, v (B, KV, T, D) with H a multiple of KV (query
-// head h uses kv head h / (H/KV), as Hugging Face's repeat_kv); mask (MB, MH, T, T) additive, MB in
-// {1, B}, MH in {1, H}; cos, sin (CB, 1, T, D), CB in {1, B}. A row whose visible keys are all
-// masked (left padding) gets a uniform average of them; nothing downstream reads it.
+// Layouts (row-major float32): q (B, T, H, D); k, v (B, T, KV, D), as the projections produce
+// them (a head's rows are strided: no transposes to (B, heads, T, D) in the graph, which cost time
+// and MindSpore's Transpose kernel keeps 8 bytes of indices per element), with H a multiple of KV
+// (query head h uses kv head h / (H/KV), as Hugging Face's repeat_kv); mask (MB, MH, T, T)
+// additive, MB in {1, B}, MH in {1, H}; cos, sin (CB, 1, T, D), CB in {1, B}. A row whose visible
+// keys are all masked (left padding) gets a uniform average of them; nothing downstream reads it.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -46,12 +48,12 @@ int read_dims(int *ndims, int64_t **shapes, const char **dtypes, Dims *d) {
     if (ndims[i] != 4) return 10 + i;
   for (int i = 0; i < 6; ++i)
     if (!is_f32(dtypes[i])) return 20 + i;
-  d->B = shapes[0][0]; d->H = shapes[0][1]; d->T = shapes[0][2]; d->D = shapes[0][3];
-  d->KV = shapes[1][1]; d->S = shapes[1][2]; d->MB = shapes[3][0]; d->MH = shapes[3][1];
+  d->B = shapes[0][0]; d->T = shapes[0][1]; d->H = shapes[0][2]; d->D = shapes[0][3];
+  d->S = shapes[1][1]; d->KV = shapes[1][2]; d->MB = shapes[3][0]; d->MH = shapes[3][1];
   d->CB = shapes[4][0];
   if (d->KV <= 0 || d->H % d->KV != 0 || d->S != d->T || d->D % 2 != 0) return 30;
   for (int i = 1; i < 3; ++i)
-    if (shapes[i][0] != d->B || shapes[i][1] != d->KV || shapes[i][2] != d->S || shapes[i][3] != d->D) return 31;
+    if (shapes[i][0] != d->B || shapes[i][1] != d->S || shapes[i][2] != d->KV || shapes[i][3] != d->D) return 31;
   if ((d->MB != 1 && d->MB != d->B) || (d->MH != 1 && d->MH != d->H) || shapes[3][2] != d->T || shapes[3][3] != d->S)
     return 32;
   for (int i = 4; i < 6; ++i)
@@ -61,20 +63,33 @@ int read_dims(int *ndims, int64_t **shapes, const char **dtypes, Dims *d) {
   return 0;
 }
 
-// y = x·cos + rotate_half(x)·sin for `rows` rows of width d, rotate_half(x) = (−x₂, x₁).
-void rotate(const float *x, const float *cos, const float *sin, float *y, int64_t rows, int64_t d) {
+// y = x·cos + rotate_half(x)·sin for `rows` rows of width d, rotate_half(x) = (−x₂, x₁); x's rows
+// are xs floats apart, y's ys (a head's rows inside (B, T, heads, D) are heads·D apart).
+void rotate(const float *x, int64_t xs, const float *cos, const float *sin, float *y, int64_t ys, int64_t rows,
+            int64_t d) {
   const int64_t half = d / 2;
-  for (int64_t i = 0; i < rows; ++i, x += d, cos += d, sin += d, y += d) {
+  for (int64_t i = 0; i < rows; ++i, x += xs, cos += d, sin += d, y += ys) {
     for (int64_t j = 0; j < half; ++j) y[j] = x[j] * cos[j] - x[j + half] * sin[j];
     for (int64_t j = half; j < d; ++j) y[j] = x[j] * cos[j] + x[j - half] * sin[j];
   }
 }
 
+// `rows` rows of width d between a strided head inside (B, T, heads, D) (rows `stride` floats apart)
+// and a contiguous buffer
+void gather_rows(const float *x, int64_t stride, float *y, int64_t rows, int64_t d) {
+  for (int64_t i = 0; i < rows; ++i) std::memcpy(y + i * d, x + i * stride, sizeof(float) * d);
+}
+
+void scatter_rows(const float *x, float *y, int64_t stride, int64_t rows, int64_t d) {
+  for (int64_t i = 0; i < rows; ++i) std::memcpy(y + i * stride, x + i * d, sizeof(float) * d);
+}
+
 // The transpose of `rotate` applied to a gradient: dx = dy·cos + rotate_halfᵀ(dy·sin),
 // rotate_halfᵀ(z) = (z₂, −z₁).
-void unrotate(const float *dy, const float *cos, const float *sin, float *dx, int64_t rows, int64_t d) {
+void unrotate(const float *dy, int64_t dys, const float *cos, const float *sin, float *dx, int64_t dxs, int64_t rows,
+              int64_t d) {
   const int64_t half = d / 2;
-  for (int64_t i = 0; i < rows; ++i, dy += d, cos += d, sin += d, dx += d) {
+  for (int64_t i = 0; i < rows; ++i, dy += dys, cos += d, sin += d, dx += dxs) {
     for (int64_t j = 0; j < half; ++j) dx[j] = dy[j] * cos[j] + dy[j + half] * sin[j + half];
     for (int64_t j = half; j < d; ++j) dx[j] = dy[j] * cos[j] - dy[j - half] * sin[j - half];
   }
@@ -137,7 +152,7 @@ void probabilities(const Dims &d, const float *q, const float *k, const float *m
 }
 }  // namespace
 
-// inputs q, k, v, mask, cos, sin; outputs out (B, H, T, D), lse (B, H, T), rotated k (B, KV, T, D)
+// inputs q, k, v, mask, cos, sin; outputs out (B, T, H, D), lse (B, H, T), rotated k (B, T, KV, D)
 extern "C" int mindtune_attention_forward(int nparam, void **params, int *ndims, int64_t **shapes,
                                           const char **dtypes, void *stream, void *extra) {
   Call c;
@@ -146,29 +161,31 @@ extern "C" int mindtune_attention_forward(int nparam, void **params, int *ndims,
   auto *O = static_cast<float *>(params[6]);
   auto *L = static_cast<float *>(params[7]);
   auto *KR = static_cast<float *>(params[8]);
+  const int64_t qs = d.H * d.D, ks = d.KV * d.D;  // row strides of q / out and of k / v
   parallel_for(d.B * d.KV, [&](int64_t task) {
     const int64_t b = task / d.KV, g = task % d.KV;
-    std::vector<float> p(d.T * d.S), q(d.T * d.D);
-    const int64_t kv = (b * d.KV + g) * d.S * d.D, rope = (d.CB == 1 ? 0 : b) * d.T * d.D;
-    float *k = KR + kv;
-    rotate(c.k + kv, c.cos + rope, c.sin + rope, k, d.S, d.D);
+    std::vector<float> p(d.T * d.S), q(d.T * d.D), k(d.S * d.D), v(d.S * d.D), o(kRowBlock * d.D);
+    const int64_t kv = b * d.S * ks + g * d.D, rope = (d.CB == 1 ? 0 : b) * d.T * d.D;
+    rotate(c.k + kv, ks, c.cos + rope, c.sin + rope, k.data(), d.D, d.S, d.D);
+    gather_rows(c.v + kv, ks, v.data(), d.S, d.D);  // the strided head made contiguous for sgemm
+    scatter_rows(k.data(), KR + kv, ks, d.S, d.D);
     for (int64_t r = 0; r < c.rep; ++r) {
-      const int64_t h = g * c.rep + r, qo = (b * d.H + h) * d.T * d.D;
+      const int64_t h = g * c.rep + r, qo = b * d.T * qs + h * d.D;
       float *lse = L + (b * d.H + h) * d.T;
-      rotate(c.q + qo, c.cos + rope, c.sin + rope, q.data(), d.T, d.D);
+      rotate(c.q + qo, qs, c.cos + rope, c.sin + rope, q.data(), d.D, d.T, d.D);
       for (int64_t r0 = 0; r0 < d.T; r0 += kRowBlock) {
         const int64_t r1 = std::min(d.T, r0 + kRowBlock), c1 = r1 + d.S - d.T;
-        probabilities(d, q.data(), k, mask_of(d, c.mask, b, h), p.data(), nullptr, lse, r0, r1, c1, c.scale);
-        dnnl_sgemm('N', 'N', r1 - r0, d.D, c1, 1.f, p.data() + r0 * d.S, d.S, c.v + kv, d.D, 0.f,
-                   O + qo + r0 * d.D, d.D);
+        probabilities(d, q.data(), k.data(), mask_of(d, c.mask, b, h), p.data(), nullptr, lse, r0, r1, c1, c.scale);
+        dnnl_sgemm('N', 'N', r1 - r0, d.D, c1, 1.f, p.data() + r0 * d.S, d.S, v.data(), d.D, 0.f, o.data(), d.D);
+        scatter_rows(o.data(), O + qo + r0 * qs, qs, r1 - r0, d.D);
       }
     }
   });
   return 0;
 }
 
-// inputs q, k, v, mask, cos, sin, out, lse, dout, drotated_k; outputs dq (B, H, T, D), dk, dv
-// (B, KV, T, D), the gradients of the unrotated q and k
+// inputs q, k, v, mask, cos, sin, out, lse, dout, drotated_k; outputs dq (B, T, H, D), dk, dv
+// (B, T, KV, D), the gradients of the unrotated q and k
 extern "C" int mindtune_attention_backward(int nparam, void **params, int *ndims, int64_t **shapes,
                                            const char **dtypes, void *stream, void *extra) {
   Call c;
@@ -181,27 +198,29 @@ extern "C" int mindtune_attention_backward(int nparam, void **params, int *ndims
   auto *DQ = static_cast<float *>(params[10]);
   auto *DK = static_cast<float *>(params[11]);
   auto *DV = static_cast<float *>(params[12]);
+  const int64_t qs = d.H * d.D, ks = d.KV * d.D;  // row strides of q / out and of k / v
   parallel_for(d.B * d.KV, [&](int64_t task) {  // a task owns its kv head's dk, dv: no races
     const int64_t b = task / d.KV, g = task % d.KV;
-    std::vector<float> p(d.T * d.S), ds(d.T * d.S), q(d.T * d.D), k(d.S * d.D), dq(d.T * d.D);
-    const int64_t kv = (b * d.KV + g) * d.S * d.D, rope = (d.CB == 1 ? 0 : b) * d.T * d.D;
-    const float *cos = c.cos + rope, *sin = c.sin + rope, *v = c.v + kv;
-    rotate(c.k + kv, cos, sin, k.data(), d.S, d.D);
-    std::vector<float> dk(DKR + kv, DKR + kv + d.S * d.D);  // the rotated keys' own gradient, if any
-    float *dv = DV + kv;
-    std::memset(dv, 0, sizeof(float) * d.S * d.D);
+    std::vector<float> p(d.T * d.S), ds(d.T * d.S), q(d.T * d.D), k(d.S * d.D), v(d.S * d.D), dq(d.T * d.D),
+        dk(d.S * d.D), dv(d.S * d.D, 0.f), dout(d.T * d.D);
+    const int64_t kv = b * d.S * ks + g * d.D, rope = (d.CB == 1 ? 0 : b) * d.T * d.D;
+    const float *cos = c.cos + rope, *sin = c.sin + rope;
+    rotate(c.k + kv, ks, cos, sin, k.data(), d.D, d.S, d.D);
+    gather_rows(c.v + kv, ks, v.data(), d.S, d.D);
+    gather_rows(DKR + kv, ks, dk.data(), d.S, d.D);  // the rotated keys' own gradient, if any
     for (int64_t r = 0; r < c.rep; ++r) {
-      const int64_t h = g * c.rep + r, qo = (b * d.H + h) * d.T * d.D;
-      const float *o = O + qo, *dout = DO + qo, *lse = L + (b * d.H + h) * d.T;
-      rotate(c.q + qo, cos, sin, q.data(), d.T, d.D);
+      const int64_t h = g * c.rep + r, qo = b * d.T * qs + h * d.D;
+      const float *o = O + qo, *lse = L + (b * d.H + h) * d.T;
+      rotate(c.q + qo, qs, cos, sin, q.data(), d.D, d.T, d.D);
+      gather_rows(DO + qo, qs, dout.data(), d.T, d.D);
       for (int64_t r0 = 0; r0 < d.T; r0 += kRowBlock) {
         const int64_t r1 = std::min(d.T, r0 + kRowBlock), c1 = r1 + d.S - d.T, rows = r1 - r0;
         probabilities(d, q.data(), k.data(), mask_of(d, c.mask, b, h), p.data(), lse, nullptr, r0, r1, c1, c.scale);
         float *pb = p.data() + r0 * d.S, *db = ds.data() + r0 * d.S;
-        dnnl_sgemm('T', 'N', c1, d.D, rows, 1.f, pb, d.S, dout + r0 * d.D, d.D, 1.f, dv, d.D);  // dV += Pᵀ·dO
-        dnnl_sgemm('N', 'T', rows, c1, d.D, 1.f, dout + r0 * d.D, d.D, v, d.D, 0.f, db, d.S);   // dP = dO·Vᵀ
+        dnnl_sgemm('T', 'N', c1, d.D, rows, 1.f, pb, d.S, dout.data() + r0 * d.D, d.D, 1.f, dv.data(), d.D);  // dV += Pᵀ·dO
+        dnnl_sgemm('N', 'T', rows, c1, d.D, 1.f, dout.data() + r0 * d.D, d.D, v.data(), d.D, 0.f, db, d.S);   // dP = dO·Vᵀ
         for (int64_t i = 0; i < rows; ++i) {  // dS = P ∘ (dP − dO_i·O_i)
-          const float *oi = o + (r0 + i) * d.D, *doi = dout + (r0 + i) * d.D;
+          const float *oi = o + (r0 + i) * qs, *doi = dout.data() + (r0 + i) * d.D;
           float dot = 0.f;
           for (int64_t x = 0; x < d.D; ++x) dot += oi[x] * doi[x];
           const float *prow = pb + i * d.S;
@@ -211,9 +230,10 @@ extern "C" int mindtune_attention_backward(int nparam, void **params, int *ndims
         dnnl_sgemm('N', 'N', rows, d.D, c1, c.scale, db, d.S, k.data(), d.D, 0.f, dq.data() + r0 * d.D, d.D);  // dQ = s·dS·K
         dnnl_sgemm('T', 'N', c1, d.D, rows, c.scale, db, d.S, q.data() + r0 * d.D, d.D, 1.f, dk.data(), d.D);  // dK += s·dSᵀ·Q
       }
-      unrotate(dq.data(), cos, sin, DQ + qo, d.T, d.D);
+      unrotate(dq.data(), d.D, cos, sin, DQ + qo, qs, d.T, d.D);
     }
-    unrotate(dk.data(), cos, sin, DK + kv, d.S, d.D);
+    unrotate(dk.data(), d.D, cos, sin, DK + kv, ks, d.S, d.D);
+    scatter_rows(dv.data(), DV + kv, ks, d.S, d.D);
   });
   return 0;
 }

@@ -82,9 +82,11 @@ def test_kernel_matches_float64_reference(heads, kv_heads, head_dim, t, per_head
     dout = rng.standard_normal(q.shape).astype(np.float32)
     attention = fused.FusedAttention(KERNEL)
     tensors = [Tensor(a) for a in (mask, cos, sin)]
-    grad = ms.grad(lambda q_, k_, v_: (attention(q_, k_, v_, *tensors)[0] * Tensor(dout)).sum(), grad_position=(0, 1, 2))
-    out, key = (a.asnumpy() for a in attention(Tensor(q), Tensor(k), Tensor(v), *tensors))
-    dq, dk, dv = (g.asnumpy() for g in grad(Tensor(q), Tensor(k), Tensor(v)))
+    # the kernel takes and returns the heads as the projections lay them out: (B, T, heads, D)
+    bthd = lambda a: Tensor(np.ascontiguousarray(a.transpose(0, 2, 1, 3)))  # noqa: E731
+    grad = ms.grad(lambda q_, k_, v_: (attention(q_, k_, v_, *tensors)[0] * bthd(dout)).sum(), grad_position=(0, 1, 2))
+    out, key = (a.asnumpy().transpose(0, 2, 1, 3) for a in attention(bthd(q), bthd(k), bthd(v), *tensors))
+    dq, dk, dv = (g.asnumpy().transpose(0, 2, 1, 3) for g in grad(bthd(q), bthd(k), bthd(v)))
     for ours, ref in zip((out, dq, dk, dv, key), reference(q, k, v, mask, cos, sin, dout)):
         assert ours.shape == ref.shape
         np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=2e-5)
@@ -92,8 +94,8 @@ def test_kernel_matches_float64_reference(heads, kv_heads, head_dim, t, per_head
 
 @needs_kernel
 def test_kernel_refuses_a_mask_of_the_wrong_shape():
-    q = Tensor(np.zeros((1, 2, 8, 4), np.float32))
-    kv = Tensor(np.zeros((1, 2, 8, 4), np.float32))
+    q = Tensor(np.zeros((1, 8, 2, 4), np.float32))  # (B, T, heads, D)
+    kv = Tensor(np.zeros((1, 8, 2, 4), np.float32))
     cos, sin = (Tensor(a) for a in rope_tables(1, 8, 4))
     with pytest.raises(RuntimeError):
         fused.FusedAttention(KERNEL)(q, kv, kv, Tensor(np.zeros((1, 1, 8, 7), np.float32)), cos, sin)[0].asnumpy()

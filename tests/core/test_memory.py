@@ -114,9 +114,9 @@ def test_recompute_on_the_cpu_follows_the_measured_growth():
     plain = estimate_memory(config(), tiny_args(), seq_len=64)
     by_policy = {policy: estimate_memory(config(recompute={"policy": policy}), tiny_args(), seq_len=64)
                  for policy in ("mlp", "attention", "full")}
-    # measured (bench/memory_fit.py base-recompute* rows): full -8%, MLP -6%, attention +3% of the peak
-    assert (by_policy["full"].activations_mb < by_policy["mlp"].activations_mb < plain.activations_mb
-            < by_policy["attention"].activations_mb)
+    # measured (bench/memory_fit.py base-recompute* rows): full -8%, MLP -3%, attention -1% of the peak
+    assert (by_policy["full"].activations_mb < by_policy["mlp"].activations_mb < by_policy["attention"].activations_mb
+            < plain.activations_mb)
     assert all(any("recompute" in note for note in e.notes) for e in by_policy.values())
 
 
