@@ -129,7 +129,26 @@ def build() -> Kernel:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    _prune(target)
     return Kernel(target, time.perf_counter() - start)
+
+
+STALE_DAYS = 30
+
+
+def _prune(keep: Path) -> None:
+    """After a build, drop the cache's libraries that earlier sources built: those of the old
+    attention-only naming, and others not rebuilt for STALE_DAYS (a library in use by another
+    installation is rebuilt in seconds if it was one of them; a loaded one stays mapped)."""
+    cutoff = time.time() - STALE_DAYS * 86400
+    for path in keep.parent.glob("*.so"):
+        if path == keep or not path.name.startswith(("attention-", "kernels-")):
+            continue
+        try:
+            if path.name.startswith("attention-") or path.stat().st_mtime < cutoff:
+                path.unlink()
+        except OSError:
+            pass  # another process removed it first, or the folder is read-only: nothing lost
 
 
 def set_threads(kernel: Kernel, threads: int) -> None:

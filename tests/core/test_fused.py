@@ -316,3 +316,22 @@ def test_swiglu_kernel_matches_float64_reference():
     np.testing.assert_allclose(du, dy64 * g64 * sig, rtol=1e-5, atol=1e-5)
     with pytest.raises((RuntimeError, ValueError)):  # gate and up of different shapes
         gate(Tensor(g), Tensor(u[:, :49])).asnumpy()
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/g++") and "CXX" not in os.environ, reason="no C++ compiler")
+def test_a_build_prunes_libraries_earlier_sources_left(tmp_path, monkeypatch):
+    """The old attention-only library goes, as does a kernels library not rebuilt for 30 days;
+    a recent one (another installation's) and unrelated files stay."""
+    import time
+    cache = tmp_path / "kernels"
+    cache.mkdir()
+    monkeypatch.setenv(fused.ENV_CACHE, str(cache))
+    old_name, stale, recent, other = (cache / n for n in ("attention-0123.so", "kernels-aaaa.so", "kernels-bbbb.so",
+                                                             "notes.txt"))
+    for path in (old_name, stale, recent, other):
+        path.write_bytes(b"x")
+    month_ago = time.time() - 31 * 86400
+    os.utime(stale, (month_ago, month_ago))
+    built = fused.build()
+    assert built.seconds > 0
+    assert sorted(p.name for p in cache.iterdir()) == sorted([built.path.name, "kernels-bbbb.so", "notes.txt"])
