@@ -19,8 +19,8 @@ and run as MindSpore `ops.Custom` "aot" kernels with hand-written backwards.
   forward + backward at batch 8 × 256, vocabulary 8192: 208 -> 22 ms.
 
 `enable(model)` switches a model's full-sequence attention (training, evaluation, a prompt's
-prefill), its norms, its MLP gates and its training/evaluation loss to the kernels; decoding steps with a KV
-cache keep the composed ops. It builds the library once per machine into the kernel cache
+prefill), its norms, its MLP gates and its training/evaluation loss to the kernels; decoding steps
+with a KV cache keep the composed ops. It builds the library once per machine into the kernel cache
 (`MINDTUNE_KERNEL_CACHE`, default ~/.cache/mindtune/kernels; the file name carries a hash of the
 sources, compiler, flags, CPU features and MindSpore's library folder, and is written under a
 temporary name first) and returns why not when it cannot: not a CPU, float16 weights or AMP, no
@@ -157,6 +157,16 @@ def set_threads(kernel: Kernel, threads: int) -> None:
     ctypes.CDLL(str(kernel.path)).mindtune_set_threads(int(threads))
 
 
+def _aot(kernel: Kernel, symbol: str, out_shape, outputs: int, bprop=None):
+    """The library's function `mindtune_<symbol>` as a MindSpore "aot" op with `outputs` float32
+    outputs (one: a tensor, more: a tuple) and, for a forward, its hand-written `bprop`."""
+    import mindspore as ms
+    from mindspore import ops
+    dtypes = ms.float32 if outputs == 1 else (ms.float32,) * outputs
+    return ops.Custom(f"{kernel.path}:mindtune_{symbol}", out_shape=out_shape,
+                      out_dtype=lambda *inputs: dtypes, func_type="aot", bprop=bprop)
+
+
 class FusedAttention:
     """The forward and backward kernels as MindSpore ops. Calling it with q (B, T, H, D), k and v
     (B, T, KV, D) before rotary embedding (the projections' outputs, reshaped, not transposed), an
@@ -165,23 +175,17 @@ class FusedAttention:
     (none to the mask or the tables)."""
 
     def __init__(self, kernel: Kernel):
-        import mindspore as ms
         from mindspore import ops
-        self.kernel = kernel
-        library = str(kernel.path)
-        f32 = ms.float32
-        backward = ops.Custom(f"{library}:mindtune_attention_backward",
-                              out_shape=lambda q, k, v, mask, cos, sin, out, lse, dout, dkey: (q, k, v),
-                              out_dtype=lambda *dtypes: (f32, f32, f32), func_type="aot")
+        backward = _aot(kernel, "attention_backward",
+                        lambda q, k, v, mask, cos, sin, out, lse, dout, dkey: (q, k, v), 3)
         zeros_like = ops.ZerosLike()
 
         def bprop(q, k, v, mask, cos, sin, out, dout):
             dq, dk, dv = backward(q, k, v, mask, cos, sin, out[0], out[1], dout[0], dout[2])
             return dq, dk, dv, zeros_like(mask), zeros_like(cos), zeros_like(sin)
 
-        self.op = ops.Custom(f"{library}:mindtune_attention_forward",
-                             out_shape=lambda q, k, v, mask, cos, sin: (q, [q[0], q[2], q[1]], k),
-                             out_dtype=lambda *dtypes: (f32, f32, f32), func_type="aot", bprop=bprop)
+        self.op = _aot(kernel, "attention_forward", lambda q, k, v, mask, cos, sin: (q, [q[0], q[2], q[1]], k), 3,
+                       bprop)
 
     def __call__(self, q, k, v, mask, cos, sin):
         out, _, key = self.op(q, k, v, mask, cos, sin)
@@ -194,22 +198,15 @@ class FusedRMSNorm:
     flow to x and the weight."""
 
     def __init__(self, kernel: Kernel):
-        import mindspore as ms
         from mindspore import ops
-        library = str(kernel.path)
-        f32 = ms.float32
-        backward = ops.Custom(f"{library}:mindtune_rmsnorm_backward",
-                              out_shape=lambda x, w, r, dy: (x, w),
-                              out_dtype=lambda *dtypes: (f32, f32), func_type="aot")
+        backward = _aot(kernel, "rmsnorm_backward", lambda x, w, r, dy: (x, w), 2)
         zeros_like = ops.ZerosLike()
 
         def bprop(x, w, eps, out, dout):
             dx, dw = backward(x, w, out[1], dout[0])
             return dx, dw, zeros_like(eps)
 
-        self.op = ops.Custom(f"{library}:mindtune_rmsnorm_forward",
-                             out_shape=lambda x, w, eps: (x, x[:-1]),
-                             out_dtype=lambda *dtypes: (f32, f32), func_type="aot", bprop=bprop)
+        self.op = _aot(kernel, "rmsnorm_forward", lambda x, w, eps: (x, x[:-1]), 2, bprop)
 
 
 class FusedCrossEntropy:
@@ -218,21 +215,14 @@ class FusedCrossEntropy:
     negative log-likelihood (0 where ignored) and log-sum-exp; the gradient flows to the logits."""
 
     def __init__(self, kernel: Kernel):
-        import mindspore as ms
         from mindspore import ops
-        library = str(kernel.path)
-        f32 = ms.float32
-        backward = ops.Custom(f"{library}:mindtune_cross_entropy_backward",
-                              out_shape=lambda x, t, lse, dnll: x,
-                              out_dtype=lambda *dtypes: f32, func_type="aot")
+        backward = _aot(kernel, "cross_entropy_backward", lambda x, t, lse, dnll: x, 1)
         zeros_like = ops.ZerosLike()
 
         def bprop(x, targets, out, dout):
             return backward(x, targets, out[1], dout[0]), zeros_like(targets)
 
-        self.op = ops.Custom(f"{library}:mindtune_cross_entropy_forward",
-                             out_shape=lambda x, t: (t, t),
-                             out_dtype=lambda *dtypes: (f32, f32), func_type="aot", bprop=bprop)
+        self.op = _aot(kernel, "cross_entropy_forward", lambda x, t: (t, t), 2, bprop)
 
 
 class FusedSwiGLU:
@@ -240,19 +230,12 @@ class FusedSwiGLU:
     and up projections (..., intermediate) it returns silu(gate) · up; gradients flow to both."""
 
     def __init__(self, kernel: Kernel):
-        import mindspore as ms
-        from mindspore import ops
-        library = str(kernel.path)
-        f32 = ms.float32
-        backward = ops.Custom(f"{library}:mindtune_swiglu_backward",
-                              out_shape=lambda g, u, dy: (g, u),
-                              out_dtype=lambda *dtypes: (f32, f32), func_type="aot")
+        backward = _aot(kernel, "swiglu_backward", lambda g, u, dy: (g, u), 2)
 
         def bprop(g, u, out, dout):
             return backward(g, u, dout)
 
-        self.op = ops.Custom(f"{library}:mindtune_swiglu_forward", out_shape=lambda g, u: g,
-                             out_dtype=lambda *dtypes: f32, func_type="aot", bprop=bprop)
+        self.op = _aot(kernel, "swiglu_forward", lambda g, u: g, 1, bprop)
 
 
 def switched_off() -> bool:

@@ -165,8 +165,8 @@ class Trainer:
         self.trainable = {p.name: p for p in trainable}
         self._apply_recompute()
         self.compute_model, self.loss_scaler = self._apply_amp()
-        # the CPU's fused kernels for attention, norms and the loss (float32: AMP keeps the composed
-        # ops), their threads split between the data-parallel workers msrun starts on these cores
+        # the CPU's fused kernels for attention, norms, MLP gates and the loss (float32: AMP keeps the
+        # composed ops), their threads split between the data-parallel workers msrun starts here
         threads = max(1, len(os.sched_getaffinity(0)) // self.cluster.world)
         kernels = enable_fused_kernels(self.model, threads, cfg.precision.amp_level)
         layer_graphs = share_layer_graphs(self.model)  # compile time: one graph per kind of layer

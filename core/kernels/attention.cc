@@ -1,7 +1,7 @@
 // Fused causal attention for MindSpore's CPU: the forward and backward of
 //     out = softmax(q·kᵀ/√d + mask) · v        (keys after a query's position never seen)
-// as two "aot" kernels of `mindspore.ops.Custom` (see core/fused_attention.py, which builds this
-// file with g++ and links it against the oneDNN library MindSpore ships).
+// as two "aot" kernels of `mindspore.ops.Custom` (see core/fused.py, which builds this file with
+// g++ and links it against the oneDNN library MindSpore ships).
 //
 // Why: composed of MindSpore ops, attention makes (B, heads, T, S) score tensors and runs about ten
 // passes over them per layer (mask add, softmax, its backward), and computes the masked half of a

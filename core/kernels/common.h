@@ -37,6 +37,16 @@ void parallel_for(int64_t tasks, F fn) {
   for (auto &th : pool) th.join();
 }
 
+// fn(block, begin, end) for the blocks [begin, end) of `size` items `block` at a time, in parallel;
+// the blocks, like the tasks of parallel_for, do not depend on the thread count
+inline int64_t block_count(int64_t size, int64_t block) { return (size + block - 1) / block; }
+
+template <typename F>
+void parallel_blocks(int64_t size, int64_t block, F fn) {
+  parallel_for(block_count(size, block),
+               [&](int64_t b) { fn(b, b * block, std::min(size, (b + 1) * block)); });
+}
+
 inline bool is_f32(const char *dtype) { return std::strcmp(dtype, "float32") == 0 || std::strcmp(dtype, "float") == 0; }
 inline bool is_i32(const char *dtype) { return std::strcmp(dtype, "int32") == 0 || std::strcmp(dtype, "int") == 0; }
 

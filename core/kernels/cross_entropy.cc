@@ -1,8 +1,8 @@
 // Fused cross-entropy for MindSpore's CPU: per row of logits, the negative log-likelihood of its
 // target token, and its gradient,
 //     nll = log Σ_j exp(x_j) − x_target        d nll / d x = softmax(x) − onehot(target)
-// as two "aot" kernels of `mindspore.ops.Custom` (built with attention.cc into one library by
-// core/fused_attention.py). A target below 0 (the ignore index) gives nll 0 and a zero gradient.
+// as two "aot" kernels of `mindspore.ops.Custom` (built with the other kernels into one library by
+// core/fused.py). A target below 0 (the ignore index) gives nll 0 and a zero gradient.
 //
 // Why: composed of MindSpore ops, the loss makes several (rows, vocab) tensors (log-softmax, a
 // one-hot, softmax − one-hot, the gradient's broadcast weight) and passes over each; on the 25M
@@ -20,7 +20,7 @@
 
 namespace {
 using mindtune::is_f32;
-using mindtune::parallel_for;
+using mindtune::parallel_blocks;
 constexpr int64_t kRows = 16;  // rows per task
 
 // rows n and vocabulary v of the logits (input 0), checked against the targets (input 1) and the
@@ -51,9 +51,8 @@ extern "C" int mindtune_cross_entropy_forward(int nparam, void **params, int *nd
   const auto *target = static_cast<const int32_t *>(params[1]);
   auto *nll = static_cast<float *>(params[2]);
   auto *lse = static_cast<float *>(params[3]);
-  parallel_for((n + kRows - 1) / kRows, [&](int64_t task) {
-    const int64_t i1 = std::min(n, (task + 1) * kRows);
-    for (int64_t i = task * kRows; i < i1; ++i) {
+  parallel_blocks(n, kRows, [&](int64_t, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
       const float *row = x + i * v;
       float mx = row[0];
       for (int64_t j = 1; j < v; ++j) mx = std::max(mx, row[j]);
@@ -78,9 +77,8 @@ extern "C" int mindtune_cross_entropy_backward(int nparam, void **params, int *n
   const auto *lse = static_cast<const float *>(params[2]);
   const auto *dnll = static_cast<const float *>(params[3]);
   auto *dx = static_cast<float *>(params[4]);
-  parallel_for((n + kRows - 1) / kRows, [&](int64_t task) {
-    const int64_t i1 = std::min(n, (task + 1) * kRows);
-    for (int64_t i = task * kRows; i < i1; ++i) {
+  parallel_blocks(n, kRows, [&](int64_t, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
       const float *row = x + i * v;
       float *drow = dx + i * v;
       const int32_t t = target[i];

@@ -1,7 +1,7 @@
 // Fused RMSNorm for MindSpore's CPU: the forward and backward of
 //     y = w · (x · r),   r = 1 / sqrt(mean(x²) + eps)       (over the last axis)
-// as two "aot" kernels of `mindspore.ops.Custom` (see core/fused_attention.py, which builds this
-// file with attention.cc into one library).
+// as two "aot" kernels of `mindspore.ops.Custom` (see core/fused.py, which builds this file with
+// the other kernels into one library).
 //
 // Why: composed of MindSpore ops, a norm is a square, a mean, an rsqrt, two broadcasts of (rows, h)
 // and two products forward, and their gradients backward, where each broadcast's gradient is a
@@ -22,7 +22,7 @@
 
 namespace {
 using mindtune::is_f32;
-using mindtune::parallel_for;
+using mindtune::parallel_blocks;
 constexpr int64_t kRows = 64;  // rows per task
 
 // rows n and width h of x (input 0) against w (input 1); 0 when they fit, else an error code
@@ -50,9 +50,8 @@ extern "C" int mindtune_rmsnorm_forward(int nparam, void **params, int *ndims, i
   auto *y = static_cast<float *>(params[3]);
   auto *r = static_cast<float *>(params[4]);
   const float inv_h = 1.f / static_cast<float>(h);
-  parallel_for((n + kRows - 1) / kRows, [&](int64_t task) {
-    const int64_t i1 = std::min(n, (task + 1) * kRows);
-    for (int64_t i = task * kRows; i < i1; ++i) {
+  parallel_blocks(n, kRows, [&](int64_t, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
       const float *xi = x + i * h;
       float *yi = y + i * h;
       float sum = 0.f;
@@ -77,14 +76,13 @@ extern "C" int mindtune_rmsnorm_backward(int nparam, void **params, int *ndims, 
   const auto *dy = static_cast<const float *>(params[3]);
   auto *dx = static_cast<float *>(params[4]);
   auto *dw = static_cast<float *>(params[5]);
-  const int64_t tasks = (n + kRows - 1) / kRows;
-  std::vector<float> partial(tasks * h, 0.f);
+  const int64_t blocks = mindtune::block_count(n, kRows);
+  std::vector<float> partial(blocks * h, 0.f);
   const float inv_h = 1.f / static_cast<float>(h);
-  parallel_for(tasks, [&](int64_t task) {
-    float *acc = partial.data() + task * h;
+  parallel_blocks(n, kRows, [&](int64_t block, int64_t i0, int64_t i1) {
+    float *acc = partial.data() + block * h;
     std::vector<float> g(h);
-    const int64_t i1 = std::min(n, (task + 1) * kRows);
-    for (int64_t i = task * kRows; i < i1; ++i) {
+    for (int64_t i = i0; i < i1; ++i) {
       const float *xi = x + i * h, *dyi = dy + i * h;
       const float ri = r[i];
       float dot = 0.f;
@@ -100,7 +98,7 @@ extern "C" int mindtune_rmsnorm_backward(int nparam, void **params, int *ndims, 
     }
   });
   std::memcpy(dw, partial.data(), sizeof(float) * h);
-  for (int64_t t = 1; t < tasks; ++t) {
+  for (int64_t t = 1; t < blocks; ++t) {
     const float *p = partial.data() + t * h;
     for (int64_t j = 0; j < h; ++j) dw[j] += p[j];
   }

@@ -17,7 +17,7 @@
 
 namespace {
 using mindtune::is_f32;
-using mindtune::parallel_for;
+using mindtune::parallel_blocks;
 constexpr int64_t kChunk = 16384;  // elements per task
 
 // the element count shared by every parameter; 0 when they all match, else an error code
@@ -43,9 +43,8 @@ extern "C" int mindtune_swiglu_forward(int nparam, void **params, int *ndims, in
   const auto *g = static_cast<const float *>(params[0]);
   const auto *u = static_cast<const float *>(params[1]);
   auto *y = static_cast<float *>(params[2]);
-  parallel_for((size + kChunk - 1) / kChunk, [&](int64_t task) {
-    const int64_t e1 = std::min(size, (task + 1) * kChunk);
-    for (int64_t e = task * kChunk; e < e1; ++e) {
+  parallel_blocks(size, kChunk, [&](int64_t, int64_t e0, int64_t e1) {
+    for (int64_t e = e0; e < e1; ++e) {
       const float s = 1.f / (1.f + std::exp(-g[e]));
       y[e] = (g[e] * s) * u[e];
     }
@@ -63,9 +62,8 @@ extern "C" int mindtune_swiglu_backward(int nparam, void **params, int *ndims, i
   const auto *dy = static_cast<const float *>(params[2]);
   auto *dg = static_cast<float *>(params[3]);
   auto *du = static_cast<float *>(params[4]);
-  parallel_for((size + kChunk - 1) / kChunk, [&](int64_t task) {
-    const int64_t e1 = std::min(size, (task + 1) * kChunk);
-    for (int64_t e = task * kChunk; e < e1; ++e) {
+  parallel_blocks(size, kChunk, [&](int64_t, int64_t e0, int64_t e1) {
+    for (int64_t e = e0; e < e1; ++e) {
       const float s = 1.f / (1.f + std::exp(-g[e]));
       const float silu = g[e] * s;
       du[e] = dy[e] * silu;
