@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
-SOURCES = tuple(KERNELS / f"{name}.cc" for name in ("attention", "rmsnorm", "cross_entropy", "swiglu", "common"))
+SOURCES = tuple(KERNELS / f"{name}.cc"
+                for name in ("attention", "rmsnorm", "cross_entropy", "swiglu", "grouped_matmul", "common"))
 HEADERS = (KERNELS / "common.h",)
 # -ffp-contract=off: no fused multiply-adds, so the rotary embedding rounds as MindSpore's separate
 # Mul and Add kernels do (with FMAs the demo run's trajectory drifted: val ppl 3.06 -> 3.02)
@@ -238,6 +239,45 @@ class FusedSwiGLU:
         self.op = _aot(kernel, "swiglu_forward", lambda g, u: g, 1, bprop)
 
 
+class FusedGroupedMatmul:
+    """The mixture-of-experts grouped product (core/kernels/grouped_matmul.cc) as one MindSpore op:
+    called with rows x (M, K) sorted by expert, stacked weights w (E, N, K) and the rows' experts
+    ids (M,) int32 (nondecreasing) it returns y (M, N), y[i] = x[i]·w[ids[i]]ᵀ. Gradients flow to x
+    and, with `weight_grad` (trained weights), to w; frozen experts (LoRA) skip dW."""
+
+    def __init__(self, kernel: Kernel, weight_grad: bool = True):
+        from mindspore import ops
+        zeros_like = ops.ZerosLike()
+        if weight_grad:
+            backward = _aot(kernel, "grouped_matmul_backward", lambda x, w, ids, dy: (x, w), 2)
+
+            def bprop(x, w, ids, out, dout):
+                dx, dw = backward(x, w, ids, dout)
+                return dx, dw, zeros_like(ids)
+        else:
+            backward = _aot(kernel, "grouped_matmul_backward_input", lambda x, w, ids, dy: x, 1)
+
+            def bprop(x, w, ids, out, dout):
+                return backward(x, w, ids, dout), zeros_like(w), zeros_like(ids)
+
+        # a second name for the frozen variant: MindSpore keys a Custom op's bprop by its function
+        forward = "grouped_matmul_forward" if weight_grad else "grouped_matmul_forward_frozen"
+        self.op = _aot(kernel, forward, lambda x, w, ids: [x[0], w[1]], 1, bprop)
+
+
+class FusedGluHalves:
+    """The experts' SwiGLU gate on their fused gate/up output (core/kernels/grouped_matmul.cc): called
+    with h (M, 2I) = [gate | up] it returns silu(gate)·up (M, I); the gradient flows to h."""
+
+    def __init__(self, kernel: Kernel):
+        backward = _aot(kernel, "glu_halves_backward", lambda h, da: h, 1)
+
+        def bprop(h, out, dout):
+            return (backward(h, dout),)
+
+        self.op = _aot(kernel, "glu_halves_forward", lambda h: [h[0], h[1] // 2], 1, bprop)
+
+
 def switched_off() -> bool:
     return os.environ.get(ENV_SWITCH, "1").strip().lower() in ("0", "false", "off", "no")
 
@@ -277,7 +317,10 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
     for layer in model.model.layers:
         layer.self_attn.fused = attention.op
         layer.input_layernorm.fused = layer.post_attention_layernorm.fused = norm
-        layer.mlp.fused = gate
+        if hasattr(layer.mlp, "enable_grouped"):  # a mixture of experts (core.moe.SparseMoeBlock)
+            layer.mlp.enable_grouped(kernel)
+        else:
+            layer.mlp.fused = gate
     model.model.norm.fused = norm
     model.fused_loss = FusedCrossEntropy(kernel).op
     model.fused_attention = True

@@ -24,6 +24,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import HeUniform, initializer
 
 from core.model import PROJECTION_NAMES
+from core.moe import LoRAStackedLinear, MoeExportError, StackedLinear, peft_moe_adapter, sparse_blocks
 
 ADAPTER_CONFIG_NAME = "adapter_config.json"
 ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
@@ -102,9 +103,12 @@ def _check_hyperparameters(rank, alpha, dropout) -> None:
         raise LoraError(f"lora dropout must be in [0, 1), got {dropout!r}.")
 
 
-def lora_modules(model: nn.Cell) -> dict[str, LoRADense]:
-    """Dotted module name -> LoRADense, in model order."""
-    return {name: cell for name, cell in model.cells_and_names() if isinstance(cell, LoRADense)}
+LORA_CELLS = (LoRADense, LoRAStackedLinear)  # LoRA on a Dense, and on a layer's stacked experts (core.moe)
+
+
+def lora_modules(model: nn.Cell) -> dict[str, LoRADense | LoRAStackedLinear]:
+    """Dotted module name -> LoRA layer, in model order."""
+    return {name: cell for name, cell in model.cells_and_names() if isinstance(cell, LORA_CELLS)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,21 +117,30 @@ def lora_modules(model: nn.Cell) -> dict[str, LoRADense]:
 
 def inject_lora(model: nn.Cell, rank: int, alpha: float, dropout: float,
                 target_modules: list[str] | tuple[str, ...] | str) -> list[str]:
-    """Replace the matching `nn.Dense` sub-cells of `model` by `LoRADense` in place.
+    """Replace the matching `nn.Dense` sub-cells of `model` by `LoRADense` in place (a mixture of
+    experts' stacked projections, `core.moe.StackedLinear`, by `LoRAStackedLinear`).
 
     `target_modules` is a list of names (a module matches when its dotted name is the name or
     ends with `.<name>`) or one regex string matched with `re.fullmatch` against the dotted name,
     as PEFT does. Returns the replaced module names. A name or regex that matches nothing is an error.
     """
     _check_hyperparameters(rank, alpha, dropout)
-    dense = {name: cell for name, cell in model.cells_and_names() if isinstance(cell, nn.Dense)}
+    dense = {name: cell for name, cell in model.cells_and_names() if isinstance(cell, (nn.Dense, StackedLinear))}
     targets = select_target_modules(dense, target_modules)
-    already = [name for name in targets if isinstance(dense[name], LoRADense)]
+    already = [name for name in targets if isinstance(dense[name], LORA_CELLS)]
     if already:
         raise LoraError(f"{already[0]} already has a LoRA adapter ({len(already)} such modules); "
                         f"inject once, or load the adapter into the existing LoRA layers.")
+    experts = [name for name in targets if isinstance(dense[name], StackedLinear)]
+    if experts and dropout:
+        raise LoraError(f"lora dropout {dropout} with target {experts[0]} (a mixture of experts' stacked "
+                        f"projections): LoRA on expert weights has no dropout here, as in PEFT; set dropout "
+                        f"to 0 or leave the experts out of target_modules.")
     for name in targets:
-        _replace_cell(model, name, LoRADense(dense[name], rank, alpha, dropout))
+        cell = dense[name]
+        lora = (LoRAStackedLinear(cell, rank, alpha) if isinstance(cell, StackedLinear)
+                else LoRADense(cell, rank, alpha, dropout))
+        _replace_cell(model, name, lora)
     return targets
 
 
@@ -367,13 +380,22 @@ def save_peft_adapter(model: nn.Cell, folder: str | Path, base_model_name_or_pat
     each atomically. The weights saved are the adapter's A and B, also when the model is merged."""
     _check_hyperparameters(rank, alpha, dropout)
     _check_model_matches(model, rank, alpha)
+    config = peft_adapter_config(base_model_name_or_path, rank, alpha, dropout, target_modules)
+    modules = lora_modules(model)
+    tensors = {to_peft_key(p.name): np.ascontiguousarray(p.asnumpy(), dtype=np.float32)
+               for cell in modules.values() if isinstance(cell, LoRADense) for p in (cell.lora_a, cell.lora_b)}
+    if sparse_blocks(model):  # a mixture of experts: PEFT's own layout for it (core.moe)
+        try:
+            expert_tensors, dense_targets, parameters = peft_moe_adapter(model, list(modules), PEFT_PREFIX)
+        except MoeExportError as exc:
+            raise LoraError(str(exc)) from exc
+        tensors.update(expert_tensors)
+        config["target_modules"] = dense_targets or None
+        config["target_parameters"] = parameters or None
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tensors = {to_peft_key(name): np.ascontiguousarray(array, dtype=np.float32)
-               for name, array in lora_state_dict(model).items()}
     from safetensors.numpy import save as safetensors_bytes
     _atomic_write(folder / ADAPTER_WEIGHTS_NAME, safetensors_bytes(tensors, metadata={"format": "pt"}))
-    config = peft_adapter_config(base_model_name_or_path, rank, alpha, dropout, target_modules)
     _atomic_write(folder / ADAPTER_CONFIG_NAME, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
     return folder
 
@@ -440,6 +462,9 @@ def read_peft_config(folder: str | Path) -> dict:
     for key in ("rank_pattern", "alpha_pattern"):
         if config.get(key):
             raise LoraError(f"{path}: {key} (per-module rank/alpha) is not supported.")
+    if config.get("target_parameters"):
+        raise LoraError(f"{path}: target_parameters {config['target_parameters']} (LoRA on expert weights) "
+                        f"cannot be loaded into mindtune yet; load it with peft, or merge it into the base.")
     return config
 
 

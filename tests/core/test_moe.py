@@ -1,0 +1,237 @@
+"""The sparse mixture-of-experts block (core/moe.py), its grouped CPU kernel and the expert key
+mapping (core/moe_args.py) against transformers' Mixtral and Qwen3-MoE."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import mindspore as ms
+from mindspore import Tensor, nn
+
+from core import fused
+from core.lora import LoraError, inject_lora, mark_only_lora_trainable, merge_lora
+from core.moe import LoadBalancingLoss, LoRAStackedLinear, SparseMoeBlock
+from core.moe_args import MoeArgs, MoeConfigError, experts_in, experts_out, mixtral_args, qwen3_moe_args
+
+H, I, E, K = 32, 24, 6, 2
+
+
+def kernel_or_skip():
+    try:
+        return fused.build()
+    except fused.KernelUnavailable as exc:  # no compiler here: the composed path is tested alone
+        pytest.skip(f"no fused kernels: {exc}")
+
+
+def hf_block(family: str, normalize: bool = True, seed: int = 0):
+    """A transformers sparse block with non-trivial random weights."""
+    torch.manual_seed(seed)
+    if family == "mixtral":
+        from transformers import MixtralConfig
+        from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+        block = MixtralSparseMoeBlock(MixtralConfig(hidden_size=H, intermediate_size=I, num_local_experts=E,
+                                                    num_experts_per_tok=K))
+    else:
+        from transformers import Qwen3MoeConfig
+        from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
+        block = Qwen3MoeSparseMoeBlock(Qwen3MoeConfig(hidden_size=H, moe_intermediate_size=I, num_experts=E,
+                                                      num_experts_per_tok=K, norm_topk_prob=normalize))
+    block.experts.config._experts_implementation = "eager"
+    with torch.no_grad():
+        block.gate.weight.normal_(0, 0.5)
+        block.experts.gate_up_proj.normal_(0, 0.2)
+        block.experts.down_proj.normal_(0, 0.2)
+    return block
+
+
+def ms_block(ref, normalize: bool, layout: str, grouped: bool):
+    block = SparseMoeBlock(H, MoeArgs(E, K, I, normalize, (0,), 0.01, layout))
+    block.gate.weight.set_data(Tensor(ref.gate.weight.detach().numpy()))
+    block.experts.gate_up_proj.weight.set_data(Tensor(ref.experts.gate_up_proj.detach().numpy()))
+    block.experts.down_proj.weight.set_data(Tensor(ref.experts.down_proj.detach().numpy()))
+    if grouped:
+        block.enable_grouped(kernel_or_skip())
+    return block
+
+
+def close(a, b, tol: float = 1e-5) -> bool:
+    """max |a − b| within tol, relative to b's scale where that exceeds 1 (float32 sums)."""
+    b = np.asarray(b)
+    return float(np.abs(np.asarray(a) - b).max()) <= tol * max(1.0, float(np.abs(b).max()))
+
+
+def grads(block, x, weights):
+    """Loss Σ y·weights under jit: (loss, dx, the parameters' gradients by name)."""
+    params = [p for p in block.get_parameters() if p.requires_grad]
+
+    def loss(x):
+        y, _ = block(x)
+        return (y * weights).sum()
+
+    value, (dx, dparams) = ms.jit(ms.value_and_grad(loss, 0, params))(x)
+    return float(value.asnumpy()), dx.asnumpy(), {p.name: g.asnumpy() for p, g in zip(params, dparams)}
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["composed", "grouped"])
+@pytest.mark.parametrize("family,normalize", [("mixtral", True), ("qwen3_moe", False), ("qwen3_moe", True)])
+def test_block_matches_transformers_forward_and_backward(family, normalize, grouped):
+    ref = hf_block(family, normalize)
+    block = ms_block(ref, normalize, "mixtral" if family == "mixtral" else "qwen", grouped)
+    torch.manual_seed(1)
+    x = torch.randn(3, 7, H, requires_grad=True)
+    weights = torch.randn(3, 7, H)
+    out = ref(x)
+    (out * weights).sum().backward()
+    y, logits = block(Tensor(x.detach().numpy()))
+    assert close(y.asnumpy(), out.detach().numpy())
+    assert close(logits.asnumpy(), ref.gate(x.reshape(-1, H))[0].detach().numpy())
+    _, dx, dparams = grads(block, Tensor(x.detach().numpy()), Tensor(weights.numpy()))
+    assert close(dx, x.grad.numpy())
+    expected = {"gate.weight": ref.gate.weight.grad, "experts.gate_up_proj.weight": ref.experts.gate_up_proj.grad,
+                "experts.down_proj.weight": ref.experts.down_proj.grad}
+    assert set(dparams) == set(expected)
+    for name, grad in expected.items():
+        assert close(dparams[name], grad.numpy()), name
+
+
+class Holder(nn.Cell):
+    """A block under the dotted name `model.layers.0.mlp`, as in a model (LoRA injects by name)."""
+
+    def __init__(self, block):
+        super().__init__()
+        self.mlp = block
+
+
+def lora_holder(grouped: bool, seed: int = 3):
+    ref = hf_block("qwen3_moe")
+    holder = Holder(ms_block(ref, True, "qwen", False))
+    names = inject_lora(holder, 4, 8, 0.0, ["gate_up_proj", "down_proj"])
+    rng = np.random.default_rng(seed)
+    for p in holder.get_parameters():
+        if p.name.endswith(("lora_a", "lora_b")):  # a trained adapter (B != 0), the same in every build
+            p.set_data(Tensor((rng.standard_normal(p.shape) * 0.3).astype(np.float32)))
+    mark_only_lora_trainable(holder)
+    if grouped:
+        holder.mlp.enable_grouped(kernel_or_skip())
+    return holder, names
+
+
+def test_lora_on_experts_grouped_equals_composed_and_merges():
+    composed, names = lora_holder(False)
+    grouped, _ = lora_holder(True)
+    assert names == ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]
+    cell = grouped.mlp.experts.gate_up_proj
+    assert isinstance(cell, LoRAStackedLinear)
+    assert tuple(cell.lora_a.shape) == (E, 4, H) and tuple(cell.lora_b.shape) == (E, 2 * I, 4)
+    rng = np.random.default_rng(5)
+    x = Tensor(rng.standard_normal((2, 9, H)).astype(np.float32))
+    weights = Tensor(rng.standard_normal((2, 9, H)).astype(np.float32))
+    loss_c, dx_c, d_c = grads(composed.mlp, x, weights)
+    loss_g, dx_g, d_g = grads(grouped.mlp, x, weights)
+    assert sorted(d_c) == sorted(d_g) == sorted(f"mlp.experts.{p}.lora_{m}" for p in ("gate_up_proj", "down_proj")
+                                                for m in "ab")
+    assert close(loss_g, loss_c) and close(dx_g, dx_c)
+    for name in d_c:  # the frozen experts' variant skips dW; A and B still get theirs
+        assert np.abs(d_g[name]).max() > 1e-3
+        assert close(d_g[name], d_c[name]), name
+    before = grouped.mlp(x)[0].asnumpy()
+    plain = ms_block(hf_block("qwen3_moe"), True, "qwen", False)(x)[0].asnumpy()
+    assert np.abs(before - plain).max() > 1e-3  # the adapter changes the output
+    assert merge_lora(grouped) == names
+    assert np.abs(grouped.mlp(x)[0].asnumpy() - before).max() <= 1e-5
+
+
+def test_lora_on_experts_refuses_dropout():
+    holder = Holder(ms_block(hf_block("mixtral"), True, "mixtral", False))
+    with pytest.raises(LoraError, match=r"dropout 0.1 with target mlp.experts.gate_up_proj.*set dropout"):
+        inject_lora(holder, 4, 8, 0.1, ["gate_up_proj"])
+
+
+def test_grouped_kernel_rejects_unsorted_experts():
+    kernel = kernel_or_skip()
+    op = fused.FusedGroupedMatmul(kernel).op
+    x, w = Tensor(np.ones((3, 4), np.float32)), Tensor(np.ones((2, 5, 4), np.float32))
+    assert op(x, w, Tensor(np.array([0, 1, 1], np.int32))).shape == (3, 5)
+    with pytest.raises(RuntimeError, match="is 41"):
+        op(x, w, Tensor(np.array([1, 0, 1], np.int32))).asnumpy()
+
+
+def test_grouped_kernel_expert_without_rows_gets_zero_gradient():
+    kernel = kernel_or_skip()
+    op = fused.FusedGroupedMatmul(kernel).op
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal((3, 4, 3)).astype(np.float32)
+    ids = np.array([0, 0, 2, 2, 2], np.int32)  # expert 1 gets no row
+    dy = rng.standard_normal((5, 4)).astype(np.float32)
+    y = op(Tensor(x), Tensor(w), Tensor(ids)).asnumpy()
+    assert np.abs(y - np.einsum("mk,mnk->mn", x, w[ids])).max() <= 1e-5
+
+    def loss(x, w):
+        return (op(x, w, Tensor(ids)) * Tensor(dy)).sum()
+
+    dx, dw = ms.grad(loss, (0, 1))(Tensor(x), Tensor(w))
+    assert np.abs(dx.asnumpy() - np.einsum("mn,mnk->mk", dy, w[ids])).max() <= 1e-5
+    expected = np.zeros_like(w)
+    for i, e in enumerate(ids):
+        expected[e] += np.outer(dy[i], x[i])
+    assert np.abs(dw.asnumpy() - expected).max() <= 1e-5 and not dw.asnumpy()[1].any()
+
+
+def test_load_balancing_loss_matches_transformers_with_padding():
+    from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func
+    rng = np.random.default_rng(0)
+    logits = [rng.standard_normal((2 * 5, E)).astype(np.float32) * 2 for _ in range(3)]
+    mask = np.array([[1, 1, 1, 1, 0], [1, 1, 0, 0, 0]], np.int64)
+    expected = load_balancing_loss_func(tuple(torch.tensor(a) for a in logits), E, K, torch.tensor(mask))
+    ours = LoadBalancingLoss(E, K)(tuple(Tensor(a) for a in logits), Tensor(mask.reshape(-1).astype(np.float32)))
+    assert abs(float(ours.asnumpy()) - float(expected)) <= 1e-5
+    unmasked = load_balancing_loss_func(tuple(torch.tensor(a) for a in logits), E, K)
+    ones = LoadBalancingLoss(E, K)(tuple(Tensor(a) for a in logits), Tensor(np.ones(10, np.float32)))
+    assert abs(float(ones.asnumpy()) - float(unmasked)) <= 1e-5 and abs(float(unmasked) - float(expected)) > 1e-3
+
+
+# ---- config and key mapping (MindSpore-free) ------------------------------------------------------
+
+def test_qwen3_moe_args_sparse_layers_and_spellings():
+    cfg = {"num_hidden_layers": 6, "num_local_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+           "decoder_sparse_step": 2, "mlp_only_layers": [3], "norm_topk_prob": True}
+    moe = qwen3_moe_args(cfg, "config.json")
+    assert moe.sparse_layers == (1, 5) and moe.num_experts == 8 and moe.normalize_top_k
+    with pytest.raises(MoeConfigError, match=r"config.json: num_experts_per_tok: 9 exceeds the 8 experts"):
+        qwen3_moe_args({**cfg, "num_experts_per_tok": 9}, "config.json")
+    with pytest.raises(MoeConfigError, match=r"mlp_only_layers: must be a list of layer indices in \[0, 6\)"):
+        qwen3_moe_args({**cfg, "mlp_only_layers": [7]}, "config.json")
+    with pytest.raises(MoeConfigError, match="router_jitter_noise"):
+        mixtral_args({"num_hidden_layers": 2, "num_local_experts": 4, "intermediate_size": 8,
+                      "router_jitter_noise": 0.1}, "config.json")
+
+
+@pytest.mark.parametrize("layout,projections", [("mixtral", ("w1", "w3", "w2")),
+                                                ("qwen", ("gate_proj", "up_proj", "down_proj"))])
+def test_expert_keys_round_trip_hub_layout(layout, projections):
+    moe = MoeArgs(3, 2, 4, True, (0,), 0.0, layout)
+    rng = np.random.default_rng(0)
+    hub = {"model.layers.0.mlp.gate.weight": rng.standard_normal((3, 5)).astype(np.float32)}
+    for e in range(3):
+        gate, up, down = projections
+        hub[f"model.layers.0.mlp.experts.{e}.{gate}.weight"] = rng.standard_normal((4, 5)).astype(np.float32)
+        hub[f"model.layers.0.mlp.experts.{e}.{up}.weight"] = rng.standard_normal((4, 5)).astype(np.float32)
+        hub[f"model.layers.0.mlp.experts.{e}.{down}.weight"] = rng.standard_normal((5, 4)).astype(np.float32)
+    ours = experts_in(hub, moe)
+    stacked = ours["model.layers.0.mlp.experts.gate_up_proj.weight"]
+    assert stacked.shape == (3, 8, 5) and ours["model.layers.0.mlp.experts.down_proj.weight"].shape == (3, 5, 4)
+    assert np.array_equal(stacked[1, 4:], hub[f"model.layers.0.mlp.experts.1.{projections[1]}.weight"])
+    back = experts_out(ours, moe)
+    block = "block_sparse_moe" if layout == "mixtral" else "mlp"
+    assert sorted(back) == sorted(k.replace(".mlp.", f".{block}.") for k in hub)
+    for key, array in hub.items():
+        assert np.array_equal(back[key.replace(".mlp.", f".{block}.")], array)
+    # transformers 5's stacked layout (a state dict saved from the model) reads to the same
+    fused_layout = {"model.layers.0.mlp.gate.weight": hub["model.layers.0.mlp.gate.weight"],
+                    "model.layers.0.mlp.experts.gate_up_proj": stacked,
+                    "model.layers.0.mlp.experts.down_proj": ours["model.layers.0.mlp.experts.down_proj.weight"]}
+    assert {k: v.tobytes() for k, v in experts_in(fused_layout, moe).items()} == {k: v.tobytes() for k, v in ours.items()}
+    del hub[f"model.layers.0.mlp.experts.2.{projections[2]}.weight"]
+    with pytest.raises(KeyError, match=rf"experts.2.{projections[2]}.weight is missing \(config.json says 3 experts\)"):
+        experts_in(hub, moe)
