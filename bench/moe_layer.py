@@ -1,4 +1,4 @@
-"""One sparse mixture-of-experts layer (core.moe.SparseMoeBlock), forward + backward, on the CPU:
+"""One sparse mixture-of-experts layer (core.moe.SparseMoE), forward + backward, on the CPU:
 the grouped kernel (core/kernels/grouped_matmul.cc: each expert's product over only the rows
 routed to it) against the composed path (every expert on every token as BatchMatMuls, weighted by
 the router), interleaved A/B in one process so that both see the same machine load.
@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -29,7 +30,7 @@ def build(args, method: str, grouped: bool):
     from mindspore import Tensor
     from core import fused
     from core.lora import inject_lora, mark_only_lora_trainable
-    from core.moe import SparseMoeBlock
+    from core.moe import SparseMoE
     from core.moe_args import MoeArgs
     from mindspore import nn
 
@@ -39,7 +40,7 @@ def build(args, method: str, grouped: bool):
             self.mlp = block
 
     moe = MoeArgs(args.experts, args.top_k, args.intermediate, False, (0,), 0.001, "qwen")
-    holder = Holder(SparseMoeBlock(args.hidden, moe))
+    holder = Holder(SparseMoE(SimpleNamespace(hidden_size=args.hidden, moe=moe)))
     rng = np.random.default_rng(0)
     for p in holder.get_parameters():
         p.set_data(Tensor((rng.standard_normal(p.shape) * 0.05).astype(np.float32)))

@@ -317,7 +317,7 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
     for layer in model.model.layers:
         layer.self_attn.fused = attention.op
         layer.input_layernorm.fused = layer.post_attention_layernorm.fused = norm
-        if hasattr(layer.mlp, "enable_grouped"):  # a mixture of experts (core.moe.SparseMoeBlock)
+        if hasattr(layer.mlp, "enable_grouped"):  # a mixture of experts (core.moe.SparseMoE)
             layer.mlp.enable_grouped(kernel)
         else:
             layer.mlp.fused = gate

@@ -34,7 +34,7 @@ from core.moe_args import MoeArgs
 class StackedLinear(nn.Cell):
     """E linear maps without bias, stacked: weight (E, out, in).
 
-    grouped (set by `SparseMoeBlock.enable_grouped`): x (M, in) rows sorted by expert, ids (M,)
+    grouped (set by `SparseMoE.enable_grouped`): x (M, in) rows sorted by expert, ids (M,)
     int32 their experts -> (M, out), row i through weight[ids[i]]. Composed: x (E, n, in) -> (E, n, out),
     expert e on its own slice."""
 
@@ -109,11 +109,13 @@ class Experts(nn.Cell):
         return self.down_proj(a, ids)  # (..., H)
 
 
-class SparseMoeBlock(nn.Cell):
-    """The sparse MoE feed-forward: x (B, T, H) -> (output (B, T, H), router logits (B·T, E))."""
+class SparseMoE(nn.Cell):
+    """The sparse MoE feed-forward of a decoder layer: x (B, T, H) -> (output (B, T, H), router
+    logits (B·T, E)). `args` needs `hidden_size` and `moe` (a core.moe_args.MoeArgs): ModelArgs."""
 
-    def __init__(self, hidden: int, moe: MoeArgs, dtype=ms.float32):
+    def __init__(self, args, dtype=ms.float32):
         super().__init__()
+        hidden, moe = args.hidden_size, args.moe
         self.num_experts, self.top_k, self.normalize = moe.num_experts, moe.top_k, moe.normalize_top_k
         self.hub_layout = moe.hub_layout
         self.gate = _model._dense(hidden, moe.num_experts, False, dtype)  # the router; not a LoRA target by default
@@ -223,8 +225,8 @@ class MoeExportError(ValueError):
     """An expert LoRA that PEFT's file layout cannot express; the message says what to do instead."""
 
 
-def sparse_blocks(model: nn.Cell) -> dict[str, SparseMoeBlock]:
-    return {name: cell for name, cell in model.cells_and_names() if isinstance(cell, SparseMoeBlock)}
+def sparse_blocks(model: nn.Cell) -> dict[str, SparseMoE]:
+    return {name: cell for name, cell in model.cells_and_names() if isinstance(cell, SparseMoE)}
 
 
 def peft_moe_adapter(model: nn.Cell, lora_names: list[str], prefix: str) -> tuple[dict, list[str], list[str]]:

@@ -2,6 +2,8 @@
 mapping (core/moe_args.py) against transformers' Mixtral and Qwen3-MoE."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +13,7 @@ from mindspore import Tensor, nn
 
 from core import fused
 from core.lora import LoraError, inject_lora, mark_only_lora_trainable, merge_lora
-from core.moe import LoadBalancingLoss, LoRAStackedLinear, SparseMoeBlock
+from core.moe import LoadBalancingLoss, LoRAStackedLinear, SparseMoE
 from core.moe_args import MoeArgs, MoeConfigError, experts_in, experts_out, mixtral_args, qwen3_moe_args
 
 H, I, E, K = 32, 24, 6, 2
@@ -46,7 +48,7 @@ def hf_block(family: str, normalize: bool = True, seed: int = 0):
 
 
 def ms_block(ref, normalize: bool, layout: str, grouped: bool):
-    block = SparseMoeBlock(H, MoeArgs(E, K, I, normalize, (0,), 0.01, layout))
+    block = SparseMoE(SimpleNamespace(hidden_size=H, moe=MoeArgs(E, K, I, normalize, (0,), 0.01, layout)))
     block.gate.weight.set_data(Tensor(ref.gate.weight.detach().numpy()))
     block.experts.gate_up_proj.weight.set_data(Tensor(ref.experts.gate_up_proj.detach().numpy()))
     block.experts.down_proj.weight.set_data(Tensor(ref.experts.down_proj.detach().numpy()))
