@@ -38,13 +38,14 @@ class StackedLinear(nn.Cell):
     int32 their experts -> (M, out), row i through weight[ids[i]]. Composed: x (E, n, in) -> (E, n, out),
     expert e on its own slice."""
 
-    def __init__(self, experts: int, in_features: int, out_features: int, dtype=ms.float32, weight=None):
+    def __init__(self, experts: int, in_features: int, out_features: int, dtype=ms.float32, weight=None,
+                 random_init: bool = True):
         """weight: an existing Parameter to adopt (LoRA's wrapper), else a new one initialised as
-        the model's other weights."""
+        the model's other weights (random_init: see core.model.CausalLM)."""
         super().__init__()
         self.experts, self.in_features, self.out_features = experts, in_features, out_features
         if weight is None:
-            weight = Parameter(initializer(_model._weight_init(), (experts, out_features, in_features), dtype), name="weight")
+            weight = Parameter(initializer(_model._weight_init(random_init), (experts, out_features, in_features), dtype), name="weight")
         self.weight = weight
         self.bmm_bt = ops.BatchMatMul(transpose_b=True)
         self.grouped = None  # core.fused.FusedGroupedMatmul(...).op for this weight
@@ -93,10 +94,10 @@ class Experts(nn.Cell):
     """A layer's experts: `gate_up_proj` (E, 2I, H), gate rows first, and `down_proj` (E, H, I),
     transformers 5's names (`mlp.experts.gate_up_proj`)."""
 
-    def __init__(self, experts: int, hidden: int, intermediate: int, dtype=ms.float32):
+    def __init__(self, experts: int, hidden: int, intermediate: int, dtype=ms.float32, random_init: bool = True):
         super().__init__()
-        self.gate_up_proj = StackedLinear(experts, hidden, 2 * intermediate, dtype)
-        self.down_proj = StackedLinear(experts, intermediate, hidden, dtype)
+        self.gate_up_proj = StackedLinear(experts, hidden, 2 * intermediate, dtype, random_init=random_init)
+        self.down_proj = StackedLinear(experts, intermediate, hidden, dtype, random_init=random_init)
         self.intermediate = intermediate
         self.glu = None  # core.fused.FusedGluHalves(...).op: silu(g)·u of the halves in one pass
 
@@ -113,13 +114,13 @@ class SparseMoE(nn.Cell):
     """The sparse MoE feed-forward of a decoder layer: x (B, T, H) -> (output (B, T, H), router
     logits (B·T, E)). `args` needs `hidden_size` and `moe` (a core.moe_args.MoeArgs): ModelArgs."""
 
-    def __init__(self, args, dtype=ms.float32):
+    def __init__(self, args, dtype=ms.float32, random_init: bool = True):
         super().__init__()
         hidden, moe = args.hidden_size, args.moe
         self.num_experts, self.top_k, self.normalize = moe.num_experts, moe.top_k, moe.normalize_top_k
         self.hub_layout = moe.hub_layout
-        self.gate = _model._dense(hidden, moe.num_experts, False, dtype)  # the router; not a LoRA target by default
-        self.experts = Experts(moe.num_experts, hidden, moe.expert_intermediate_size, dtype)
+        self.gate = _model._dense(hidden, moe.num_experts, False, dtype, random_init)  # the router; no LoRA by default
+        self.experts = Experts(moe.num_experts, hidden, moe.expert_intermediate_size, dtype, random_init)
         self.grouped = False
         self.bmm = ops.BatchMatMul()
         self.one_hot = ops.OneHot()
