@@ -395,8 +395,7 @@ def save_peft_adapter(model: nn.Cell, folder: str | Path, base_model_name_or_pat
     folder.mkdir(parents=True, exist_ok=True)
     from safetensors.numpy import save as safetensors_bytes
     atomic_write(folder / ADAPTER_WEIGHTS_NAME, safetensors_bytes(tensors, metadata={"format": "pt"}))
-    atomic_write(folder / ADAPTER_CONFIG_NAME, (json.dumps(config, indent=2) + "
-").encode("utf-8"))
+    atomic_write(folder / ADAPTER_CONFIG_NAME, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
     return folder
 
 
