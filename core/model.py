@@ -41,24 +41,23 @@ class _SeedOnly(Initializer):
         arr.fill(0)
 
 
-_RANDOM_INIT = [True]  # False only inside CausalLM.__init__(random_init=False)
+def _weight_init(random_init: bool) -> Initializer:
+    """Each weight's initializer: sampled, or (random_init=False) zeros that keep the seed draws."""
+    return Normal(0.02) if random_init else _SeedOnly()
 
 
-def _weight_init() -> Initializer:
-    return Normal(0.02) if _RANDOM_INIT[0] else _SeedOnly()
-
-
-def _dense(in_features: int, out_features: int, bias: bool, dtype) -> nn.Dense:
-    return nn.Dense(in_features, out_features, weight_init=_weight_init(), bias_init="zeros",
+def _dense(in_features: int, out_features: int, bias: bool, dtype, random_init: bool = True) -> nn.Dense:
+    return nn.Dense(in_features, out_features, weight_init=_weight_init(random_init), bias_init="zeros",
                     has_bias=bias, dtype=dtype)
 
 
 class Embedding(nn.Cell):
     """Token embedding whose parameter is called `weight`, as in Hugging Face."""
 
-    def __init__(self, vocab_size: int, hidden_size: int, dtype=ms.float32):
+    def __init__(self, vocab_size: int, hidden_size: int, dtype=ms.float32, random_init: bool = True):
         super().__init__()
-        self.weight = Parameter(initializer(_weight_init(), (vocab_size, hidden_size), dtype), name="weight")
+        self.weight = Parameter(initializer(_weight_init(random_init), (vocab_size, hidden_size), dtype),
+                                name="weight")
 
     def construct(self, input_ids):
         return ops.gather(self.weight, input_ids, 0)
@@ -93,7 +92,7 @@ class RMSNorm(nn.Cell):
 class Attention(nn.Cell):
     """Grouped-query self-attention of one layer, as its family and the checkpoint define it."""
 
-    def __init__(self, args: ModelArgs, layer: int, dtype=ms.float32):
+    def __init__(self, args: ModelArgs, layer: int, dtype=ms.float32, random_init: bool = True):
         super().__init__()
         spec, h, d = args.spec, args.hidden_size, args.head_dim
         self.num_heads, self.num_kv_heads, self.head_dim = args.num_heads, args.num_kv_heads, d
@@ -102,12 +101,12 @@ class Attention(nn.Cell):
         self.q_width, self.kv_width = q_width, kv_width
         self.fused_qkv = spec.fused_qkv
         if self.fused_qkv:
-            self.qkv_proj = _dense(h, q_width + 2 * kv_width, args.qkv_bias, dtype)
+            self.qkv_proj = _dense(h, q_width + 2 * kv_width, args.qkv_bias, dtype, random_init)
         else:
-            self.q_proj = _dense(h, q_width, args.qkv_bias, dtype)
-            self.k_proj = _dense(h, kv_width, args.qkv_bias, dtype)
-            self.v_proj = _dense(h, kv_width, args.qkv_bias, dtype)
-        self.o_proj = _dense(q_width, h, args.o_bias, dtype)
+            self.q_proj = _dense(h, q_width, args.qkv_bias, dtype, random_init)
+            self.k_proj = _dense(h, kv_width, args.qkv_bias, dtype, random_init)
+            self.v_proj = _dense(h, kv_width, args.qkv_bias, dtype, random_init)
+        self.o_proj = _dense(q_width, h, args.o_bias, dtype, random_init)
         self.qk_norm = spec.qk_norm  # "none" | "head" (over head_dim) | "projection" (over all heads)
         if self.qk_norm != "none":
             per_head = self.qk_norm == "head"
@@ -201,17 +200,17 @@ class MLP(nn.Cell):
     """Gated MLP: down(act(gate(x)) · up(x)), act = SiLU (SwiGLU) or tanh-GELU (GeGLU); gate and up
     are one `gate_up_proj` (gate first) where the family stores them fused."""
 
-    def __init__(self, args: ModelArgs, dtype=ms.float32):
+    def __init__(self, args: ModelArgs, dtype=ms.float32, random_init: bool = True):
         super().__init__()
         h, i = args.hidden_size, args.intermediate_size
         self.intermediate = i
         self.fused_gate_up = args.spec.fused_gate_up
         if self.fused_gate_up:
-            self.gate_up_proj = _dense(h, 2 * i, args.mlp_bias, dtype)
+            self.gate_up_proj = _dense(h, 2 * i, args.mlp_bias, dtype, random_init)
         else:
-            self.gate_proj = _dense(h, i, args.mlp_bias, dtype)
-            self.up_proj = _dense(h, i, args.mlp_bias, dtype)
-        self.down_proj = _dense(i, h, args.mlp_bias, dtype)
+            self.gate_proj = _dense(h, i, args.mlp_bias, dtype, random_init)
+            self.up_proj = _dense(h, i, args.mlp_bias, dtype, random_init)
+        self.down_proj = _dense(i, h, args.mlp_bias, dtype, random_init)
         self.activation = args.activation
         self.fused = None  # core.fused: the CPU kernel for silu(gate) · up
 
@@ -242,7 +241,7 @@ class DecoderLayer(nn.Cell):
     """x = x + post(attention(pre(x))); x = x + post(mlp(pre(x))), with the family's norms (its
     `BlockLayout`; a name that is '' has no norm there). The norms carry their Hugging Face names."""
 
-    def __init__(self, args: ModelArgs, layer: int, dtype=ms.float32):
+    def __init__(self, args: ModelArgs, layer: int, dtype=ms.float32, random_init: bool = True):
         super().__init__()
         spec = args.spec
         layout = spec.layout
@@ -256,10 +255,10 @@ class DecoderLayer(nn.Cell):
 
         # created in the order the forward uses them, so parameters are listed as in transformers
         add_norm(self.attn_pre)
-        self.self_attn = Attention(args, layer, dtype)
+        self.self_attn = Attention(args, layer, dtype, random_init)
         add_norm(self.attn_post)
         add_norm(self.mlp_pre)
-        self.mlp = _mlp_class(spec.mlp)(args, dtype)
+        self.mlp = _mlp_class(spec.mlp)(args, dtype, random_init)
         add_norm(self.mlp_post)
         self.mask_index = 0  # which of the model's masks and RoPE tables the layer takes (CausalLM)
         self.rope_index = 0
@@ -283,10 +282,10 @@ class DecoderLayer(nn.Cell):
 class DecoderModel(nn.Cell):
     """The transformer body; attribute names give Hugging Face's `model.*` parameter keys."""
 
-    def __init__(self, args: ModelArgs, dtype=ms.float32):
+    def __init__(self, args: ModelArgs, dtype=ms.float32, random_init: bool = True):
         super().__init__()
-        self.embed_tokens = Embedding(args.vocab_size, args.hidden_size, dtype)
-        self.layers = nn.CellList([DecoderLayer(args, n, dtype) for n in range(args.num_layers)])
+        self.embed_tokens = Embedding(args.vocab_size, args.hidden_size, dtype, random_init)
+        self.layers = nn.CellList([DecoderLayer(args, n, dtype, random_init) for n in range(args.num_layers)])
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps, dtype, args.spec.norm == "rms_offset")
 
 
@@ -299,14 +298,10 @@ class CausalLM(nn.Cell):
         super().__init__()
         self.args = args
         self.param_dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
-        _RANDOM_INIT[0] = random_init
-        try:
-            self.model = DecoderModel(args, self.param_dtype)
-            self.tied = args.tie_word_embeddings
-            if not self.tied:
-                self.lm_head = _dense(args.hidden_size, args.vocab_size, False, self.param_dtype)
-        finally:
-            _RANDOM_INIT[0] = True
+        self.model = DecoderModel(args, self.param_dtype, random_init)
+        self.tied = args.tie_word_embeddings
+        if not self.tied:
+            self.lm_head = _dense(args.hidden_size, args.vocab_size, False, self.param_dtype, random_init)
         # the distinct windows and RoPE bases among the layers: one mask / table each per forward
         windows = [args.layer_window(n) for n in range(args.num_layers)]
         thetas = [args.layer_rope_theta(n) for n in range(args.num_layers)]
