@@ -24,7 +24,6 @@ PROJECTION_NAMES = ATTENTION_PROJECTIONS + MLP_PROJECTIONS
 NORM_KINDS = ("rms", "rms_offset")  # x/rms(x)·w, or x/rms(x)·(1 + w) with w stored zero-centred (Gemma)
 QK_NORMS = ("none", "head", "projection")  # RMSNorm on q and k per head (Qwen3, Gemma 3) or over the whole projection (OLMo 2)
 ROTARY_STYLES = ("half", "interleaved")  # rotate (x₁, x₂) halves (Llama) or (x₂ᵢ, x₂ᵢ₊₁) pairs (GLM-4)
-MLP_KINDS = ("dense", "moe")  # a gated MLP, or a mixture of experts (core/moe.py)
 # hub activation name -> ours; a gated MLP computes down(act(gate(x)) · up(x))
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh"}
 # Which layers use a sliding window when config.json has no `layer_types`:
@@ -118,7 +117,8 @@ class FamilySpec:
     Fields that say `None: config` take the value from config.json (`attention_bias`, `mlp_bias`);
     a bool fixes it for the family (Qwen2 always has q/k/v biases, whatever the config says).
     `extra_args(cfg, source) -> dict` returns family-specific ModelArgs fields read from the config
-    (MoE sizes, soft-caps) and may raise ModelConfigError for values the family cannot take.
+    (soft-caps; `moe`, which makes the layers it names mixtures of experts) and may raise
+    ModelConfigError for values the family cannot take.
     """
     name: str
     architectures: tuple[str, ...]
@@ -129,7 +129,6 @@ class FamilySpec:
     qk_norm: str = "none"
     fused_qkv: bool = False  # one `qkv_proj` (Phi-3) instead of q_proj, k_proj, v_proj
     fused_gate_up: bool = False  # one `gate_up_proj` (Phi-3, GLM-4): gate then up along the output axis
-    mlp: str = "dense"
     activation_keys: tuple[str, ...] = ("hidden_act",)  # first present wins (Gemma: hidden_activation)
     qkv_bias: bool | None = None  # None: config's attention_bias
     o_bias: bool | None = None  # None: config's attention_bias
@@ -143,7 +142,7 @@ class FamilySpec:
     extra_args: Callable | None = None
 
     def __post_init__(self):
-        for value, allowed in ((self.norm, NORM_KINDS), (self.qk_norm, QK_NORMS), (self.mlp, MLP_KINDS),
+        for value, allowed in ((self.norm, NORM_KINDS), (self.qk_norm, QK_NORMS),
                                (self.rotary_style, ROTARY_STYLES), (self.windows, WINDOW_PATTERNS)):
             if value not in allowed:
                 raise ValueError(f"family {self.name}: {value!r} is not one of {allowed}")

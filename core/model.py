@@ -230,9 +230,11 @@ class MLP(nn.Cell):
         return self.down_proj(ops.silu(gate) * up)
 
 
-def _mlp_class(kind: str):
-    if kind == "moe":
-        from core.moe import SparseMoE  # noqa: PLC0415  (core/moe.py registers nothing else here)
+def _mlp_class(args: ModelArgs, layer: int):
+    """The MLP cell of decoder layer `layer`: a mixture of experts where the config makes it sparse
+    (core/moe.py; its construct returns (out, router_logits)), else the gated MLP."""
+    if args.is_sparse(layer):
+        from core.moe import SparseMoE
         return SparseMoE
     return MLP
 
@@ -258,7 +260,8 @@ class DecoderLayer(nn.Cell):
         self.self_attn = Attention(args, layer, dtype, random_init)
         add_norm(self.attn_post)
         add_norm(self.mlp_pre)
-        self.mlp = _mlp_class(spec.mlp)(args, dtype, random_init)
+        self.sparse = args.is_sparse(layer)
+        self.mlp = _mlp_class(args, layer)(args, dtype, random_init)
         add_norm(self.mlp_post)
         self.mask_index = 0  # which of the model's masks and RoPE tables the layer takes (CausalLM)
         self.rope_index = 0
@@ -267,6 +270,8 @@ class DecoderLayer(nn.Cell):
         return [getattr(self, name) for name in (self.attn_pre, self.attn_post, self.mlp_pre, self.mlp_post) if name]
 
     def construct(self, x, cos, sin, mask, past_key=None, past_value=None):
+        """Returns the layer's output, its keys and values (for the cache) and, for a sparse
+        layer, the router's logits (B·T, experts) (None for a dense one)."""
         expand = past_key is None  # see Attention.construct
         h = getattr(self, self.attn_pre)(x, expand) if self.attn_pre else x
         h, k, v = self.self_attn(h, cos, sin, mask, past_key, past_value)
@@ -274,9 +279,12 @@ class DecoderLayer(nn.Cell):
             h = getattr(self, self.attn_post)(h, expand)
         x = x + h
         h = self.mlp(getattr(self, self.mlp_pre)(x, expand) if self.mlp_pre else x)
+        router_logits = None
+        if self.sparse:
+            h, router_logits = h
         if self.mlp_post:
             h = getattr(self, self.mlp_post)(h, expand)
-        return x + h, k, v
+        return x + h, k, v, router_logits
 
 
 class DecoderModel(nn.Cell):
@@ -397,7 +405,7 @@ class CausalLM(nn.Cell):
             masks = [full(mask, (b, self.num_heads, t, t)) for mask in masks]
         for layer in self.model.layers:
             cos, sin = tables[layer.rope_index]
-            x, _, _ = layer(x, cos, sin, masks[layer.mask_index])
+            x, _, _, _ = layer(x, cos, sin, masks[layer.mask_index])
         return self.logits(x)
 
     def forward_cached(self, input_ids, past, positions, key_valid, last_only=False):
@@ -420,7 +428,7 @@ class CausalLM(nn.Cell):
         for i, layer in enumerate(self.model.layers):
             pk, pv = (None, None) if past is None else past[i]
             cos, sin = tables[layer.rope_index]
-            x, k, v = layer(x, cos, sin, masks[layer.mask_index], pk, pv)
+            x, k, v, _ = layer(x, cos, sin, masks[layer.mask_index], pk, pv)
             if past is None and layer.self_attn.uses_kernel(x.dtype):  # the fused prefill's (B, T, KV, D)
                 k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
             new_past.append((k, v))  # (B, KV, S, D)

@@ -63,6 +63,9 @@ class ModelArgs:
     sliding_window: int | None = None  # key j visible to query i iff 0 <= pos(i) - pos(j) < window
     layer_types: tuple[str, ...] = ()  # per layer, FULL or SLIDING; () = all FULL
     local_rope_theta: float | None = None  # RoPE base of the sliding layers when it differs (Gemma 3)
+    # mixture of experts (core/moe_args.py MoeArgs, set by the family's extra_args): is_sparse(layer),
+    # parameter_shapes(args, prefix) and dense_shapes(args, prefix) describe a sparse layer's `mlp`
+    moe: object | None = None
 
     @property
     def spec(self) -> FamilySpec:
@@ -168,7 +171,10 @@ class ModelArgs:
                 per_head = spec.qk_norm == "head"
                 shapes[p + "self_attn.q_norm.weight"] = (d,) if per_head else (q,)
                 shapes[p + "self_attn.k_norm.weight"] = (d,) if per_head else (kv,)
-            shapes.update(_dense_shapes(p + "mlp.", self._mlp_dense()))
+            if self.is_sparse(n):
+                shapes.update(self.moe.parameter_shapes(self, p + "mlp."))
+            else:
+                shapes.update(_dense_shapes(p + "mlp.", self._mlp_dense()))
         shapes["model.norm.weight"] = (h,)
         if not self.tie_word_embeddings:
             shapes["lm_head.weight"] = (self.vocab_size, h)
@@ -194,10 +200,20 @@ class ModelArgs:
         """Dotted module name -> (in, out) of every Dense layer inside the decoder layers (what LoRA
         can target)."""
         q, kv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        return {f"model.layers.{n}.{block}.{name}": (fan_in, fan_out)
-                for n in range(self.num_layers)
-                for block, dense in (("self_attn", self._attention_dense(q, kv)), ("mlp", self._mlp_dense()))
-                for name, fan_in, fan_out, _ in dense}
+        shapes = {}
+        for n in range(self.num_layers):
+            p = f"model.layers.{n}."
+            shapes.update({f"{p}self_attn.{name}": (fan_in, fan_out)
+                           for name, fan_in, fan_out, _ in self._attention_dense(q, kv)})
+            if self.is_sparse(n):
+                shapes.update(self.moe.dense_shapes(self, p + "mlp."))
+            else:
+                shapes.update({f"{p}mlp.{name}": (fan_in, fan_out) for name, fan_in, fan_out, _ in self._mlp_dense()})
+        return shapes
+
+    def is_sparse(self, layer: int) -> bool:
+        """Whether decoder layer `layer`'s MLP is a mixture of experts."""
+        return self.moe is not None and self.moe.is_sparse(layer)
 
     def num_parameters(self) -> int:
         """Parameter count computed from the shapes (tied embeddings counted once)."""
