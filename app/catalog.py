@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from core import moe_args
 from core.model_args import (INDEX_NAME, PROJECTION_NAMES, CheckpointError, read_model_args,
                              weight_files)
 
@@ -36,6 +37,7 @@ class ModelEntry:
     context_length: int = 0
     vocab_size: int = 0
     projection_names: tuple[str, ...] = field(default=PROJECTION_NAMES)
+    active_parameters: int = 0     # a mixture of experts: the parameters one token runs through; else 0
 
     @property
     def loadable(self) -> bool:
@@ -46,12 +48,18 @@ class ModelEntry:
         """What the model picker shows: name and the figures that matter when choosing."""
         if not self.loadable:
             return f"⚠ {self.path.name}: not loadable"
-        return (f"{self.path.name} · {self.architecture} · {human_count(self.num_parameters)} params · "
+        return (f"{self.path.name} · {self.architecture} · {self.parameters_text} params · "
                 f"{self.stored_dtype or '?'} · ctx {self.context_length}")
+
+    @property
+    def parameters_text(self) -> str:
+        """'1.5B', or total and active for a mixture of experts: '30.5B (3.3B active)'."""
+        total = human_count(self.num_parameters)
+        return f"{total} ({human_count(self.active_parameters)} active)" if self.active_parameters else total
 
     def row(self) -> list:
         """A row of the catalog table (see ROW_HEADERS)."""
-        return [self.name, self.architecture or "-", human_count(self.num_parameters) if self.loadable else "-",
+        return [self.name, self.architecture or "-", self.parameters_text if self.loadable else "-",
                 self.stored_dtype or "-", self.context_length or "-", self.vocab_size or "-",
                 "ok" if self.loadable else self.reason]
 
@@ -82,9 +90,12 @@ def describe(folder: Path) -> ModelEntry:
         names = projection_names(files, folder)
     except (OSError, ValueError) as err:
         return ModelEntry(folder, name, reason=f"unreadable weights: {err}", architecture=args.architecture)
+    active = 0
+    if args.moe is not None:  # the router is no LoRA target; the expert stacks are (core/moe_args.py)
+        names, active = moe_args.lora_target_names(args), moe_args.active_parameters(args)
     return ModelEntry(folder, name, None, args.architecture, args.family, args.num_parameters(),
                       args.stored_dtype or _dtype_from_header(files[0]), args.max_position_embeddings,
-                      args.vocab_size, names or PROJECTION_NAMES)
+                      args.vocab_size, names or PROJECTION_NAMES, active)
 
 
 def _short_reason(message: str, folder: Path) -> str:

@@ -11,6 +11,8 @@ every real run). The estimate's target is the worker's `final.peak_mem_mb`.
     .venv/bin/python bench/memory_fit.py --fit           # also fit the CPU constants to the grid
     .venv/bin/python bench/memory_fit.py --only 25m-lora,25m-full
     .venv/bin/python bench/memory_fit.py --rows bench/memory_fit_rows.json --fit   # no runs
+    .venv/bin/python bench/memory_fit.py --only moe-lora,moe-full,moe-e16,moe-k4-i512,moe-s256-full,moe-attn-only \
+        --fit-moe --json bench/memory_fit_rows_moe.json              # the mixtures of experts (~8 min)
 
 bench/memory_fit_rows.json holds the rows behind core/memory.py's constants (measured on the
 2-core CPU this project is developed on, MindSpore 2.10, with the fused attention kernel);
@@ -63,11 +65,27 @@ GRID = {
     "base-recompute-mlp": ((256, 688, 4, 8, 8, 1024), "lora", 8, 128, ("recompute.policy=mlp",)),
     "base-recompute-attn": ((256, 688, 4, 8, 8, 1024), "lora", 8, 128, ("recompute.policy=attention",)),
 }
+# Mixtures of experts (Mixtral layout, every layer sparse): the shape gains (experts, top_k) and its
+# intermediate is the experts' width. Their expert counts (core.memory CPU_*_EXPERTS) are fitted
+# on what the dense constants leave unexplained (--fit-moe), so these rows stay out of the dense fit.
+MOE_TARGETS = "lora.target_modules=[q_proj,k_proj,v_proj,o_proj,gate_up_proj,down_proj]"
+GRID.update({
+    "moe-lora":     ((256, 256, 4, 8, 8, 1024, 8, 2), "lora", 8, 128, (MOE_TARGETS,)),
+    "moe-full":     ((256, 256, 4, 8, 8, 1024, 8, 2), "full", 8, 128, (MOE_TARGETS,)),
+    "moe-e16":      ((256, 256, 4, 8, 8, 1024, 16, 2), "lora", 8, 128, (MOE_TARGETS,)),
+    "moe-k4-i512":  ((256, 512, 4, 8, 8, 1024, 8, 4), "lora", 8, 128, (MOE_TARGETS,)),
+    "moe-s256-full": ((256, 256, 4, 8, 8, 1024, 8, 2), "full", 8, 256, (MOE_TARGETS,)),
+    "moe-attn-only": ((256, 256, 4, 8, 8, 1024, 8, 2), "lora", 8, 128,
+                      ("lora.target_modules=[q_proj,k_proj,v_proj,o_proj]",)),
+})
 
 
 def model_config(shape: tuple[int, ...]) -> dict:
-    """The Hugging Face config.json of a grid shape."""
-    h, inter, layers, heads, kv, vocab = shape
+    """The Hugging Face config.json of a grid shape (8 numbers: a Mixtral)."""
+    h, inter, layers, heads, kv, vocab = shape[:6]
+    if len(shape) == 8:
+        return {**model_config(shape[:6]), "architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+                "num_local_experts": shape[6], "num_experts_per_tok": shape[7], "sliding_window": None}
     return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
             "hidden_size": h, "intermediate_size": inter, "num_hidden_layers": layers,
             "num_attention_heads": heads, "num_key_value_heads": kv, "max_position_embeddings": 1024,
@@ -80,7 +98,7 @@ def make_model(folder: Path, shape: tuple[int, ...]) -> Path:
     """config.json + model.safetensors (seeded N(0, 0.02), norms 1) + the demo tokenizer."""
     import numpy as np
     from safetensors.numpy import save_file
-    h, inter, layers, heads, kv, vocab = shape
+    h, inter, layers, heads, kv, vocab = shape[:6]
     head_dim = h // heads
     config = model_config(shape)
     rng = np.random.default_rng(0)
@@ -93,10 +111,17 @@ def make_model(folder: Path, shape: tuple[int, ...]) -> Path:
             p + "self_attn.k_proj.weight": normal(kv * head_dim, h),
             p + "self_attn.v_proj.weight": normal(kv * head_dim, h),
             p + "self_attn.o_proj.weight": normal(h, heads * head_dim),
-            p + "mlp.gate_proj.weight": normal(inter, h), p + "mlp.up_proj.weight": normal(inter, h),
-            p + "mlp.down_proj.weight": normal(h, inter),
             p + "input_layernorm.weight": np.ones(h, np.float32),
             p + "post_attention_layernorm.weight": np.ones(h, np.float32)})
+        if len(shape) == 8:  # the hub's per-expert tensors and the router
+            tensors[p + "block_sparse_moe.gate.weight"] = normal(shape[6], h)
+            for e in range(shape[6]):
+                q = f"{p}block_sparse_moe.experts.{e}."
+                tensors.update({q + "w1.weight": normal(inter, h), q + "w3.weight": normal(inter, h),
+                                q + "w2.weight": normal(h, inter)})
+        else:
+            tensors.update({p + "mlp.gate_proj.weight": normal(inter, h), p + "mlp.up_proj.weight": normal(inter, h),
+                            p + "mlp.down_proj.weight": normal(h, inter)})
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config, indent=1))
     save_file(tensors, str(folder / "model.safetensors"))
@@ -139,7 +164,7 @@ def parts(model: Path, text: Path, method: str, batch: int, seq: int, extra: tup
     args = read_model_args(model)
     estimate = memory.estimate_memory(config, args, seq)
     lora = memory.lora_targets(config, args) if method == "lora" else {}
-    units = memory.activation_units(args, batch, seq, lora)
+    units = memory.activation_units(args, batch, seq, lora, memory.cpu_fit(config) is memory.CPU_FUSED)
     fixed = estimate.weights_mb + estimate.gradients_mb + estimate.optimizer_mb + memory.CPU_BASELINE_RSS_MB
     return estimate, units, args.num_layers, estimate.trainable_parameters, fixed
 
@@ -150,7 +175,7 @@ def fit(rows) -> dict:
     import numpy as np
     from scipy.optimize import nnls
     from core import memory
-    names = list(memory.CPU_FUSED.activation_copies)
+    names = [n for n in memory.CPU_FUSED.activation_copies if n not in memory.EXPERT_UNITS]
     matrix, target = [], []
     rows = [r for r in rows if not r.get("extra")]
     for r in rows:
@@ -164,16 +189,36 @@ def fit(rows) -> dict:
             "copies": dict(zip(names, solution[3:])), "predict": (np.array(matrix) @ solution).tolist(), "rows": rows}
 
 
+def fit_moe(rows) -> dict:
+    """The experts' counts (core.memory CPU_*_EXPERTS): non-negative least squares, over the moe-*
+    rows, of what the estimate without them leaves (measured − estimate + their current share) on
+    the expert_h and expert_i units (float32), rows weighted by 1/measured."""
+    import numpy as np
+    from scipy.optimize import nnls
+    from core import fused, memory
+    current = (memory.CPU_FUSED_EXPERTS if fused.expected("cpu", "float32", "O0") else memory.CPU_COMPOSED_EXPERTS)
+    rows = [r for r in rows if r["name"].startswith("moe-")]
+    matrix = np.array([[r["units"][n] * 4 / memory.MB for n in memory.EXPERT_UNITS] for r in rows])
+    target = np.array([r["measured"] - r["estimate"] + sum(r["units"][n] * 4 / memory.MB * current[n]
+                                                           for n in memory.EXPERT_UNITS) for r in rows])
+    weights = 1.0 / np.array([r["measured"] for r in rows])
+    solution, _ = nnls(matrix * weights[:, None], target * weights)
+    return {"copies": dict(zip(memory.EXPERT_UNITS, solution)), "rows": rows,
+            "fitted": (np.array([r["estimate"] for r in rows]) - matrix @ np.array([current[n] for n in
+                       memory.EXPERT_UNITS]) + matrix @ solution).tolist()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma list of grid rows")
     parser.add_argument("--fit", action="store_true", help="fit the CPU constants to the rows run")
+    parser.add_argument("--fit-moe", action="store_true", help="fit the experts' counts to the moe-* rows run")
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--rows", action="append", default=[],
                         help="rows written by --json earlier: reported and fitted with the new ones, not rerun")
     opts = parser.parse_args()
     rows = [row for path in opts.rows for row in json.loads(Path(path).read_text())]
-    names = opts.only.split(",") if opts.only else [] if rows else list(GRID)
+    names = opts.only.split(",") if opts.only else [] if rows else [n for n in GRID if not n.startswith("moe-")]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         text = make_text(tmp / "stories.txt")
@@ -221,6 +266,12 @@ def main() -> None:
         for r, f in zip(fitted_rows, fitted):
             print(f"  {r['name']:14s} measured {r['measured']:7,.0f} MB, fitted {f:7,.0f} MB ({(f / r['measured'] - 1) * 100:+.1f}%)")
         print(f"fitted: mean |error| {100 * sum(errors) / len(errors):.1f}%, max {100 * max(errors):.1f}%")
+    if opts.fit_moe:
+        result = fit_moe(rows)
+        print("\nfitted expert counts (core/memory.py CPU_FUSED_EXPERTS, or CPU_COMPOSED_EXPERTS with "
+              "MINDTUNE_FUSED_KERNELS=0): {" + ", ".join(f'"{k}": {v:.2f}' for k, v in result["copies"].items()) + "}")
+        for r, f in zip(result["rows"], result["fitted"]):
+            print(f"  {r['name']:14s} measured {r['measured']:7,.0f} MB, fitted {f:7,.0f} MB ({(f / r['measured'] - 1) * 100:+.1f}%)")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """Training-step throughput of mindtune against a PyTorch eager reference, side by side in one run.
 
 For each model config (the shipped demo model; a ~25M-parameter Llama made here with random
-weights) and each method (LoRA r=8 on all seven projections; full fine-tuning), fp32, micro batch
-8, sequence 256, every token labelled:
+weights; a Qwen3-MoE of ~26M parameters, 12M active: 4 layers, 8 experts, top 2) and each method
+(LoRA r=8 on all seven projections — on the MoE, attention and both expert stacks; full
+fine-tuning), fp32, micro batch 8, sequence 256, every token labelled:
 
 - mindtune: `core.model.CausalLM` + `core.lora` + `core.train_step.TrainStep` (the engine's own
   compiled step: loss, AdamW, clipping), exactly what `python -m core.train` runs;
-- PyTorch 2.13 eager: `transformers`' LlamaForCausalLM on the same weights, PEFT LoRA on the same
-  modules, `torch.optim.AdamW`, the same clipping.
+- PyTorch 2.13 eager: `transformers`' model (LlamaForCausalLM, Qwen3MoeForCausalLM with its default
+  experts implementation) on the same weights, PEFT LoRA on the same modules (the experts through
+  PEFT's `target_parameters`), `torch.optim.AdamW`, the same clipping.
 
 Each measurement runs in a fresh subprocess (so imports, compilation and peak RSS are its own):
 warm-up steps, then the median step time of the timed steps. It prints tokens/s of both and the
@@ -18,6 +20,7 @@ phases, and the first-step losses of both frameworks (same weights, same batch: 
     .venv/bin/pip install -r requirements-bench.txt
     .venv/bin/python bench/train_step.py                    # both configs, both methods
     .venv/bin/python bench/train_step.py --configs 25m --methods lora --steps 6
+    .venv/bin/python bench/train_step.py --configs qwen3-moe          # the mixture of experts
 """
 from __future__ import annotations
 
@@ -46,6 +49,22 @@ CONFIG_25M = {  # Llama architecture, ~25M parameters (tied embeddings)
 }
 
 
+CONFIG_QWEN3_MOE = {  # Qwen3-MoE architecture, ~26M parameters (12M active per token), every layer sparse
+    "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": 8192, "hidden_size": 512,
+    "intermediate_size": 1536, "moe_intermediate_size": 384, "num_hidden_layers": 4, "num_attention_heads": 8,
+    "num_key_value_heads": 4, "head_dim": 64, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True,
+    "decoder_sparse_step": 1, "mlp_only_layers": [], "max_position_embeddings": 512, "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0, "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False,
+    "router_aux_loss_coef": 0.001, "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2,
+}
+MOE_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj"]  # ours; the router is not one
+PEFT_EXPERTS = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]  # PEFT's target_parameters for them
+
+
+def is_moe(model_dir: Path) -> bool:
+    return "num_experts_per_tok" in json.loads((Path(model_dir) / "config.json").read_text())
+
+
 # ---- model folders -----------------------------------------------------------------------------
 
 def make_25m(folder: Path) -> Path:
@@ -72,6 +91,37 @@ def make_25m(folder: Path) -> Path:
     return folder
 
 
+def make_qwen3_moe(folder: Path) -> Path:
+    """config.json + model.safetensors of CONFIG_QWEN3_MOE with seeded weights in the hub's layout
+    (one tensor per expert and projection): N(0, 0.02), the router N(0, 0.3) so that routing is not
+    uniform, norms 1."""
+    import numpy as np
+    from safetensors.numpy import save_file
+    c = CONFIG_QWEN3_MOE
+    h, i, v, d = c["hidden_size"], c["moe_intermediate_size"], c["vocab_size"], c["head_dim"]
+    q, kv = c["num_attention_heads"] * d, c["num_key_value_heads"] * d
+    rng = np.random.default_rng(0)
+    normal = lambda *shape, std=0.02: (rng.standard_normal(shape, dtype=np.float32) * std)  # noqa: E731
+    tensors = {"model.embed_tokens.weight": normal(v, h), "model.norm.weight": np.ones(h, np.float32)}
+    for layer in range(c["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        tensors.update({p + "self_attn.q_proj.weight": normal(q, h), p + "self_attn.k_proj.weight": normal(kv, h),
+                        p + "self_attn.v_proj.weight": normal(kv, h), p + "self_attn.o_proj.weight": normal(h, q),
+                        p + "self_attn.q_norm.weight": np.ones(d, np.float32),
+                        p + "self_attn.k_norm.weight": np.ones(d, np.float32),
+                        p + "input_layernorm.weight": np.ones(h, np.float32),
+                        p + "post_attention_layernorm.weight": np.ones(h, np.float32),
+                        p + "mlp.gate.weight": normal(c["num_experts"], h, std=0.3)})
+        for e in range(c["num_experts"]):
+            tensors.update({f"{p}mlp.experts.{e}.gate_proj.weight": normal(i, h),
+                            f"{p}mlp.experts.{e}.up_proj.weight": normal(i, h),
+                            f"{p}mlp.experts.{e}.down_proj.weight": normal(h, i)})
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(c, indent=1))
+    save_file(tensors, str(folder / "model.safetensors"))
+    return folder
+
+
 def batch_arrays(vocab: int, seed: int = 0):
     """The benchmark's batch: random token ids, all labelled, no padding (same in both frameworks)."""
     import numpy as np
@@ -85,19 +135,27 @@ def matmul_flops(model_dir: Path, method: str) -> dict:
     Dense weights (N_dense, lm_head included): forward 2·N per token; backward 2·N for the input
     gradient plus 2·N for the weight gradient (full only: LoRA's frozen weights need no weight
     gradient). Attention scores and values: forward 4·T·h per token per layer, backward twice that.
-    LoRA's own matmuls (r = 8) are counted like dense weights that train."""
+    LoRA's own matmuls (r = 8) are counted like dense weights that train. A mixture of experts
+    counts, per token, the router and the top_k experts it runs (the active parameters), and each
+    expert stack's LoRA top_k times."""
     from core.model_args import read_model_args
     a = read_model_args(model_dir)
     h, i, d = a.hidden_size, a.intermediate_size, a.head_dim
-    per_layer = h * a.num_heads * d * 2 + h * a.num_kv_heads * d * 2 + 3 * h * i
+    attention = [(h, a.num_heads * d), (h, a.num_kv_heads * d), (h, a.num_kv_heads * d), (a.num_heads * d, h)]
+    mlp, copies = [(h, i), (h, i), (i, h)], 1
+    if a.moe is not None:  # every layer sparse in the bench's MoE config
+        i, copies = a.moe.expert_intermediate_size, a.moe.top_k
+        mlp = [(h, 2 * i), (i, h)]
+    per_layer = sum(n_in * n_out for n_in, n_out in attention) + copies * sum(n_in * n_out for n_in, n_out in mlp)
+    if a.moe is not None:
+        per_layer += h * a.moe.num_experts  # the router
     dense = a.num_layers * per_layer + a.vocab_size * h
     tokens = BATCH * SEQ
     weight_grad = 2 * dense if method == "full" else 0
     lora = 0
     if method == "lora":
-        shapes = [(h, a.num_heads * d), (h, a.num_kv_heads * d), (h, a.num_kv_heads * d), (a.num_heads * d, h),
-                  (h, i), (h, i), (i, h)]
-        lora = a.num_layers * sum(8 * (n_in + n_out) for n_in, n_out in shapes)
+        lora = a.num_layers * (sum(8 * (n_in + n_out) for n_in, n_out in attention) +
+                               copies * sum(8 * (n_in + n_out) for n_in, n_out in mlp))
     dense_flops = tokens * (2 * dense + 2 * dense + weight_grad + 6 * lora)
     attention = a.num_layers * BATCH * (4 * SEQ * SEQ * a.num_heads * d) * 3
     return {"dense": dense, "flops": dense_flops + attention}
@@ -127,7 +185,7 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
     t = time.time()
     model = load_hf_model(model_dir)
     if method == "lora":
-        inject_lora(model, 8, 16.0, 0.0, PROJECTIONS)
+        inject_lora(model, 8, 16.0, 0.0, MOE_PROJECTIONS if is_moe(model_dir) else PROJECTIONS)
         params = mark_only_lora_trainable(model)
     else:
         params = list(model.trainable_params())
@@ -156,14 +214,17 @@ def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch
     phases = {"process start": time.time() - t_launch}
     t = time.time()
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
     phases["imports"] = time.time() - t
     t = time.time()
     torch.manual_seed(0)
-    model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    experts = getattr(model.config, "_experts_implementation", None) if is_moe(model_dir) else None
     if method == "lora":
         from peft import LoraConfig, get_peft_model
-        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=PROJECTIONS))
+        targets = dict(target_modules=PROJECTIONS[:4], target_parameters=PEFT_EXPERTS) if is_moe(model_dir) else \
+            dict(target_modules=PROJECTIONS)
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, **targets))
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
@@ -184,7 +245,7 @@ def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch
     phases["total to first step"] = sum(v for k, v in phases.items() if k != "total to first step")
     return {"step_s": statistics.median(times[warmup:]), "losses": losses[:3], "phases": phases,
             "peak_rss_mb": peak_rss_mb(), "trainable": int(sum(p.numel() for p in params)),
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(), "experts_implementation": experts}
 
 
 def matmul_peak(n: int = 2048, repeats: int = 5) -> dict:
@@ -240,15 +301,16 @@ def estimate(model_dir: Path, method: str) -> float:
     from core.config import load_config
     from core.memory import estimate_memory
     from core.model_args import read_model_args
+    targets = [f"lora.target_modules=[{','.join(MOE_PROJECTIONS)}]"] if is_moe(model_dir) else []
     config = load_config(ROOT / "configs" / "defaults.yaml", [
         f"model.path={model_dir}", f"method={method}", f"train.micro_batch_size={BATCH}",
-        f"data.max_seq_len={SEQ}", "eval.downstream=false"])
+        f"data.max_seq_len={SEQ}", "eval.downstream=false", *targets])
     return estimate_memory(config, read_model_args(model_dir), SEQ).total_mb
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="demo,25m", help="comma list of demo, 25m")
+    parser.add_argument("--configs", default="demo,25m,qwen3-moe", help="comma list of demo, 25m, qwen3-moe")
     parser.add_argument("--methods", default="lora,full", help="comma list of lora, full")
     parser.add_argument("--steps", type=int, default=8, help="timed steps (median reported)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation)")
@@ -270,7 +332,8 @@ def main() -> None:
         return
 
     with tempfile.TemporaryDirectory() as tmp:
-        models = {"demo": ROOT / "models" / "tiny-demo", "25m": make_25m(Path(tmp) / "llama-25m")}
+        models = {"demo": ROOT / "models" / "tiny-demo", "25m": make_25m(Path(tmp) / "llama-25m"),
+                  "qwen3-moe": make_qwen3_moe(Path(tmp) / "qwen3-moe-26m")}
         # the peak is measured before and after the steps and the higher taken: this shared
         # machine's speed drifts (one run measured 98.7 GFLOP/s before, others 124-132)
         peak = run_worker("matmul")
@@ -300,7 +363,9 @@ def print_row(row, peak_gflops):
     line = f"[{name} {method}] mindtune {tokens / ms_r['step_s']:.0f} tok/s (step {ms_r['step_s']:.3f} s)"
     if pt_r:
         line += f", pytorch {tokens / pt_r['step_s']:.0f} tok/s (step {pt_r['step_s']:.3f} s, " \
-                f"{pt_r['threads']} threads), ratio {pt_r['step_s'] / ms_r['step_s']:.2f}"
+                f"{pt_r['threads']} threads" + (f", experts {pt_r['experts_implementation']}"
+                                                 if pt_r.get("experts_implementation") else "") + \
+                f"), ratio {pt_r['step_s'] / ms_r['step_s']:.2f}"
         line += f"; first losses mindtune {ms_r['losses'][0]:.5f} pytorch {pt_r['losses'][0]:.5f}"
     print(line, flush=True)
     print("    mindtune phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in ms_r["phases"].items())

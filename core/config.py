@@ -350,6 +350,9 @@ class TrainSettings(_Section):
     eval_every: int = _field(50, "steps between validation runs", ge=1)
     save_every: int = _field(100, "steps between checkpoints", ge=1)
     keep_last_n: int = _field(2, "step checkpoints kept (best is always kept)", ge=1)
+    router_aux_loss: bool = _field(False, "mixture-of-experts models: add the router's load-balancing loss")
+    router_aux_loss_coef: float | None = _field(
+        None, "its weight; null: the model config.json's router_aux_loss_coef", ge=0)
 
 
 @dataclass

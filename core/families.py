@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from core import moe_args
+
 # Our parameter names are transformers' module paths for the text model, so LoRA adapters keep
 # PEFT's names and most families map one to one.
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -194,6 +196,20 @@ register(FamilySpec("glm4", ("Glm4ForCausalLM",), ("glm4",), layout=GLM4_NORM, f
 # OLMo 2: norms after attention and MLP (none before), QK-norm over the whole q and k projections
 register(FamilySpec("olmo2", ("Olmo2ForCausalLM",), ("olmo2",), layout=POST_NORM, qk_norm="projection",
                     mlp_bias=False))
+# Mixtures of experts (core/moe.py, core/moe_args.py): the sparse layers' MLP is a router `gate`
+# and stacked experts `experts.gate_up_proj` / `experts.down_proj` (transformers 5's names); the
+# hub's per-expert tensors are stacked on load and written back per expert. LoRA's default targets
+# are attention and the experts, never the router.
+_MOE_KEYS = dict(convert_in=moe_args.convert_in, convert_out=moe_args.convert_out)
+_MOE_LORA = ATTENTION_PROJECTIONS + ("gate_up_proj", "down_proj")
+# Mixtral: Mistral's attention (a window on every layer when sliding_window is set), every layer sparse
+register(FamilySpec("mixtral", ("MixtralForCausalLM",), ("mixtral",), qkv_bias=False, o_bias=False, mlp_bias=False,
+                    windows="all", key_map=KeyMap(renames=((r"\.block_sparse_moe\.", ".mlp."),), **_MOE_KEYS),
+                    lora_targets=_MOE_LORA, extra_args=moe_args.mixtral_extra_args))
+# Qwen3-MoE: Qwen3's attention (QK-norm per head, attention_bias for q/k/v/o), dense MLPs where
+# mlp_only_layers / decoder_sparse_step say so
+register(FamilySpec("qwen3_moe", ("Qwen3MoeForCausalLM",), ("qwen3_moe",), qk_norm="head", mlp_bias=False,
+                    key_map=KeyMap(**_MOE_KEYS), lora_targets=_MOE_LORA, extra_args=moe_args.qwen3_moe_extra_args))
 
 
 def architectures() -> dict[str, str]:

@@ -94,17 +94,27 @@ class CpuFit:
     recompute_growth: dict[str, float]
 
 
+# Mixtures of experts (core/moe.py), per sparse layer: expert_h is (token copies through the experts,
+# hidden) and expert_i (token copies, expert width), where the token copies are tokens·top_k with the
+# grouped kernel and tokens·experts composed (every expert on every token). Fitted apart from the
+# dense grid, on its residuals (bench/memory_fit.py --fit-moe, the moe-* rows).
+CPU_FUSED_EXPERTS = {"expert_h": 10.46, "expert_i": 2.12}  # bench/memory_fit_rows_moe.json: rows within ±1.7%
+CPU_COMPOSED_EXPERTS = {"expert_h": 14.81, "expert_i": 0.0}  # bench/memory_fit_rows_moe_composed.json: ±1.8%
+EXPERT_UNITS = tuple(CPU_FUSED_EXPERTS)
+
 # The fused kernels (core.fused, the default on the CPU): attention keeps no score tensors and
 # reads the heads in place (no Transposes, whose CPU kernel keeps 8 bytes of indices per element),
 # the norms keep no broadcast copies, the MLP gate nothing but its inputs, the loss one float per row.
 CPU_FUSED = CpuFit(
-    activation_copies={"hidden": 4.57, "kv": 1.80, "mlp": 4.05, "scores": 0.05, "logits": 2.31, "lora": 0.0},
+    activation_copies={"hidden": 4.57, "kv": 1.80, "mlp": 4.05, "scores": 0.05, "logits": 2.31, "lora": 0.0,
+                       **CPU_FUSED_EXPERTS},
     graph_fixed_mb=124.0, graph_per_layer_mb=9.1, grad_work_copies=0.40,
     recompute_growth={"mlp": -0.27, "attention": -0.08, "full": -0.77})
 # MindSpore's composed ops (no C++ compiler, MINDTUNE_FUSED_KERNELS=0, AMP): the fit of
 # bench/memory_fit_rows_composed.json, measured before the kernels existed.
 CPU_COMPOSED = CpuFit(
-    activation_copies={"hidden": 27.06, "kv": 9.97, "mlp": 5.87, "scores": 1.38, "logits": 5.14, "lora": 0.0},
+    activation_copies={"hidden": 27.06, "kv": 9.97, "mlp": 5.87, "scores": 1.38, "logits": 5.14, "lora": 0.0,
+                       **CPU_COMPOSED_EXPERTS},
     graph_fixed_mb=148.6, graph_per_layer_mb=11.3, grad_work_copies=1.10,
     recompute_growth={"mlp": -0.20, "attention": 0.12, "full": -0.29})
 # Downstream evaluation (`eval.downstream` with a test file) generates with a KV cache in PyNative
@@ -119,7 +129,10 @@ CPU_AMP_ACTIVATION_FACTOR = {"full": 5.4, "lora": 6.4}
 # Tensors the backward pass needs, per unit shape: norm inputs and outputs, q, k/v repeated to
 # every head, o_proj input (hidden); k, v (kv); gate, up, silu, product (mlp); the softmax output
 # (scores); logits and their log-softmax. A LoRA branch saves only x·Aᵀ (B, T, rank): negligible.
-SAVED_COPIES = {"hidden": 8.0, "kv": 2.0, "mlp": 4.0, "scores": 1.0, "logits": 2.0, "lora": 0.0}
+# A sparse MoE layer's expert rows (every expert's rows, composed): the gathered input and the
+# output (expert_h), the gate/up output and the gate (expert_i, 2 + 1).
+SAVED_COPIES = {"hidden": 8.0, "kv": 2.0, "mlp": 4.0, "scores": 1.0, "logits": 2.0, "lora": 0.0,
+                "expert_h": 2.0, "expert_i": 3.0}
 POOL_OVERHEAD = 1.2  # fragmentation of a reusing memory pool
 GPU_RUNTIME_MB = 1024.0  # device context, kernels and workspace
 
@@ -171,29 +184,46 @@ def lora_targets(config: Config, args: ModelArgs) -> dict[str, tuple[int, int]]:
 
 def lora_parameters(config: Config, args: ModelArgs) -> int:
     """Adapter parameters: rank·(in + out) per adapted layer (`lora_a` (r, in), `lora_b` (out, r))."""
-    return sum(config.lora.rank * (n_in + n_out) for n_in, n_out in lora_targets(config, args).values())
+    return adapter_parameters(config.lora.rank, args, lora_targets(config, args))
+
+
+def adapter_parameters(rank: int, args: ModelArgs, lora: dict[str, tuple[int, int]]) -> int:
+    """rank·(in + out) per adapted layer, once per expert for an MoE layer's stacked experts."""
+    return sum(rank * (n_in + n_out) * _experts_of(args, name) for name, (n_in, n_out) in lora.items())
+
+
+def _experts_of(args: ModelArgs, module: str) -> int:
+    return 1 if args.moe is None else args.moe.experts_of(module)
 
 
 # ---- activations -----------------------------------------------------------------------------
 
 def activation_units(args: ModelArgs, batch: int, seq_len: int,
-                     lora: dict[str, tuple[int, int]] | None = None) -> dict[str, float]:
+                     lora: dict[str, tuple[int, int]] | None = None, grouped_experts: bool = True) -> dict[str, float]:
     """Elements of one tensor of each shape a micro batch makes, summed over the layers:
-    hidden (B, T, h), kv (B, T, kv_heads·head_dim) and mlp (B, T, intermediate) per layer; scores
-    (B, heads, T, T) per layer; logits (B, T, vocab) once; lora: every adapted layer's output."""
+    hidden (B, T, h), kv (B, T, kv_heads·head_dim) per layer, mlp (B, T, intermediate) per dense
+    layer; scores (B, heads, T, T) per layer; logits (B, T, vocab) once; lora: every adapted
+    layer's output. A mixture of experts' sparse layers add expert_h (copies, h) and expert_i
+    (copies, expert width), the token copies through the experts being B·T·top_k with the grouped
+    kernel (`grouped_experts`) and B·T·experts composed; an expert stack's LoRA outputs count per copy."""
     tokens = batch * seq_len
-    layers = args.num_layers
+    layers, moe = args.num_layers, args.moe
+    sparse = 0 if moe is None else len(moe.sparse_layers)
+    copies = 0 if moe is None else tokens * (moe.top_k if grouped_experts else moe.num_experts)
     return {
         "hidden": layers * tokens * args.hidden_size,
         "kv": layers * tokens * args.num_kv_heads * args.head_dim,
-        "mlp": layers * tokens * args.intermediate_size,
+        "mlp": (layers - sparse) * tokens * args.intermediate_size,
         "scores": layers * batch * args.num_heads * seq_len * seq_len,
         "logits": tokens * args.vocab_size,
-        "lora": tokens * sum(n_out for _, n_out in (lora or {}).values()),
+        "lora": sum(n_out * (copies if _experts_of(args, name) > 1 else tokens)
+                    for name, (_, n_out) in (lora or {}).items()),
+        "expert_h": sparse * copies * args.hidden_size,
+        "expert_i": sparse * copies * (0 if moe is None else moe.expert_intermediate_size),
     }
 
 
-PER_LAYER_UNITS = ("hidden", "kv", "mlp", "scores", "lora")
+PER_LAYER_UNITS = ("hidden", "kv", "mlp", "scores", "lora", *EXPERT_UNITS)
 
 
 def recomputed_layers(config: Config, args: ModelArgs) -> int:
@@ -231,8 +261,8 @@ def textbook_activation_bytes(config: Config, args: ModelArgs, units: dict[str, 
     layers = recomputed_layers(config, args)
     if layers:
         share = layers / args.num_layers
-        dropped = {"mlp": ("mlp",), "attention": ("kv", "scores"),
-                   "full": ("hidden", "kv", "mlp", "scores", "lora")}[config.recompute.policy]
+        dropped = {"mlp": ("mlp", *EXPERT_UNITS), "attention": ("kv", "scores"),
+                   "full": ("hidden", "kv", "mlp", "scores", "lora", *EXPERT_UNITS)}[config.recompute.policy]
         saved = {k: v * (1 - share) if k in dropped else v for k, v in saved.items()}
         if config.recompute.policy == "attention":  # q, repeated k/v, o_proj input: 4 of the 8 hidden
             saved["hidden"] -= units["hidden"] * 4 * share
@@ -260,15 +290,15 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
     args, device, notes = model_args, config.parallel.device, []
     total_params = args.num_parameters()
     lora = lora_targets(config, args) if config.method == "lora" else {}
-    adapter_params = sum(config.lora.rank * (n_in + n_out) for n_in, n_out in lora.values())
+    adapter_params = adapter_parameters(config.lora.rank, args, lora)
     trainable = adapter_params if config.method == "lora" else total_params
 
     weights = total_params * DTYPE_BYTES[config.model.dtype] + adapter_params * FP32 + _amp_copies(config, args, lora)
     gradients = trainable * FP32 * (2 if config.train.grad_accum_steps > 1 else 1)
     optimizer = 2 * trainable * FP32 + OPTIMIZER_STEP_BYTES
-    units = activation_units(args, config.train.micro_batch_size, seq_len, lora)
     if device == "cpu":
         fit = cpu_fit(config)
+        units = activation_units(args, config.train.micro_batch_size, seq_len, lora, fit is CPU_FUSED)
         activations = cpu_activation_bytes(config, args, units, _element_bytes(config), fit)
         activations += fit.grad_work_copies * trainable * FP32
         runtime = (CPU_BASELINE_RSS_MB + fit.graph_fixed_mb + fit.graph_per_layer_mb * args.num_layers
@@ -282,7 +312,8 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
         if config.recompute.policy != "none":
             notes.append("CPU: recompute moves the peak of a compiled step a little (measured: full -8%, "
                          "MLP -3%, attention -1%); it saves more on GPU/Ascend")
-    else:
+    else:  # the composed experts (core/moe.py): the grouped kernel is the CPU's
+        units = activation_units(args, config.train.micro_batch_size, seq_len, lora, grouped_experts=False)
         activations = textbook_activation_bytes(config, args, units, _element_bytes(config))
         runtime = GPU_RUNTIME_MB * MB
         notes.append(f"{device}: activations are textbook figures, not measured on such a device")
@@ -327,9 +358,10 @@ def _amp_copies(config: Config, args: ModelArgs, lora: dict[str, tuple[int, int]
     if level == "O0" or config.model.dtype == config.precision.compute_dtype:
         return 0.0
     half = DTYPE_BYTES[config.precision.compute_dtype]
-    adapters = sum(config.lora.rank * (n_in + n_out) for n_in, n_out in lora.values())
-    if level == "O1":  # nn.Dense only; LoRADense is one
-        return (sum(n_in * n_out for n_in, n_out in dense_shapes(args).values()) + adapters) * half
+    adapters = adapter_parameters(config.lora.rank, args, lora)
+    if level == "O1":  # nn.Dense only; LoRADense is one, an MoE layer's stacked experts are not
+        return (sum(n_in * n_out for name, (n_in, n_out) in dense_shapes(args).items()
+                    if _experts_of(args, name) == 1) + adapters) * half
     return (args.num_parameters() + adapters) * half  # O2: every cell (the norms too)
 
 

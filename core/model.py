@@ -329,6 +329,9 @@ class CausalLM(nn.Cell):
         self.same_kv_heads = args.num_kv_heads == args.num_heads
         self.fused_attention = False  # set by use_kernels: some layer's attention runs the kernel
         self.fused_loss = None  # set by use_kernels: the cross-entropy kernel (core.train_step)
+        # True: construct returns (logits, the sparse layers' router logits (B·T, experts) each), for
+        # the router's load-balancing loss in training (core.train_step); compiled graphs keep the value
+        self.output_router_logits = False
 
     def rope(self, positions, dtype):
         """positions (B|1, T) int -> [(cos, sin)] per RoPE base, each (B|1, 1, T, rotary_dim) in `dtype`."""
@@ -403,9 +406,14 @@ class CausalLM(nn.Cell):
                 shape = (b, self.num_heads, t, self.rotary_dim)
                 tables = [(full(cos, shape), full(sin, shape)) for cos, sin in tables]
             masks = [full(mask, (b, self.num_heads, t, t)) for mask in masks]
+        router_logits = ()
         for layer in self.model.layers:
             cos, sin = tables[layer.rope_index]
-            x, _, _, _ = layer(x, cos, sin, masks[layer.mask_index])
+            x, _, _, routed = layer(x, cos, sin, masks[layer.mask_index])
+            if layer.sparse:
+                router_logits = router_logits + (routed,)
+        if self.output_router_logits:  # a mixture of experts' load-balancing loss (core.train_step)
+            return self.logits(x), router_logits
         return self.logits(x)
 
     def forward_cached(self, input_ids, past, positions, key_valid, last_only=False):

@@ -36,6 +36,23 @@ class MoeArgs:
     def is_sparse(self, layer: int) -> bool:
         return layer in self.sparse_layers
 
+    def parameter_shapes(self, args, prefix: str) -> dict[str, tuple[int, ...]]:
+        """A sparse layer's parameters under `prefix` (`model.layers.N.mlp.`), in model order."""
+        h, i, e = args.hidden_size, self.expert_intermediate_size, self.num_experts
+        return {f"{prefix}gate.weight": (e, h), f"{prefix}experts.gate_up_proj.weight": (e, 2 * i, h),
+                f"{prefix}experts.down_proj.weight": (e, h, i)}
+
+    def dense_shapes(self, args, prefix: str) -> dict[str, tuple[int, int]]:
+        """What LoRA can target in a sparse layer, (in, out) per module: the router (a Dense) and
+        each expert stack, whose LoRA is that size once per expert (`experts_of`)."""
+        h, i, e = args.hidden_size, self.expert_intermediate_size, self.num_experts
+        return {f"{prefix}gate": (h, e), f"{prefix}experts.gate_up_proj": (h, 2 * i),
+                f"{prefix}experts.down_proj": (i, h)}
+
+    def experts_of(self, module: str) -> int:
+        """How many experts a module name of `dense_shapes` stacks (1 for the router and Dense layers)."""
+        return self.num_experts if ".experts." in module else 1
+
 
 def _int(cfg: dict, key: str, source: str, default=None) -> int:
     value = cfg.get(key, default)
@@ -63,6 +80,24 @@ def _router(cfg: dict, source: str, experts: int) -> tuple[int, float]:
     return top_k, float(coef)
 
 
+def mixtral_extra_args(cfg: dict, source: str) -> dict:
+    """`FamilySpec.extra_args` of Mixtral: ModelArgs' `moe`."""
+    return _extra_args(mixtral_args, cfg, source)
+
+
+def qwen3_moe_extra_args(cfg: dict, source: str) -> dict:
+    """`FamilySpec.extra_args` of Qwen3-MoE: ModelArgs' `moe`."""
+    return _extra_args(qwen3_moe_args, cfg, source)
+
+
+def _extra_args(read, cfg: dict, source: str) -> dict:
+    from core.model_args import ModelConfigError  # model_args imports this module (through families)
+    try:
+        return {"moe": read(cfg, source)}
+    except MoeConfigError as exc:
+        raise ModelConfigError(str(exc)) from exc
+
+
 def mixtral_args(cfg: dict, source: str) -> MoeArgs:
     """Mixtral: every layer sparse, softmax over all experts then the top-k renormalised."""
     experts = _experts(cfg, source, "num_local_experts", "num_experts")
@@ -83,6 +118,9 @@ def qwen3_moe_args(cfg: dict, source: str) -> MoeArgs:
     experts = _experts(cfg, source, "num_experts", "num_local_experts")
     top_k, coef = _router(cfg, source, experts)
     layers = _int(cfg, "num_hidden_layers", source)
+    if cfg.get("use_sliding_window"):  # transformers 5 would window every layer, whatever max_window_layers says
+        raise MoeConfigError(f"{source}: use_sliding_window: true is not supported for Qwen3-MoE (no hub "
+                             f"checkpoint uses it); set it to false.")
     step = _int(cfg, "decoder_sparse_step", source, 1)
     dense = cfg.get("mlp_only_layers") or []
     if not isinstance(dense, list) or not all(isinstance(i, int) and 0 <= i < layers for i in dense):
@@ -100,6 +138,16 @@ HUB_PROJECTIONS = {"mixtral": ("w1", "w3", "w2"), "qwen": ("gate_proj", "up_proj
 GATE_UP, DOWN = "gate_up_proj", "down_proj"
 _PER_EXPERT = re.compile(r"^(?P<prefix>.*\.mlp\.experts)\.(?P<expert>\d+)\.(?P<proj>\w+)\.weight$")
 _STACKED = re.compile(r"^(?P<prefix>.*\.mlp\.experts)\.(?P<proj>gate_up_proj|down_proj)$")
+
+
+def convert_in(tensors: dict, args) -> dict:
+    """`KeyMap.convert_in` of the MoE families (args: ModelArgs)."""
+    return experts_in(tensors, args.moe)
+
+
+def convert_out(tensors: dict, args) -> dict:
+    """`KeyMap.convert_out` of the MoE families."""
+    return experts_out(tensors, args.moe)
 
 
 def experts_in(tensors: dict, moe: MoeArgs) -> dict:
@@ -168,9 +216,22 @@ def _hub_block(name: str, moe: MoeArgs) -> str:
 
 # ---- parameter counts -----------------------------------------------------------------------------
 
-def moe_mlp_parameters(hidden: int, moe: MoeArgs) -> tuple[int, int]:
-    """(active per token, total) parameters of one sparse block: the router plus top_k (active) or
-    all (total) experts' SwiGLU."""
-    expert = 3 * hidden * moe.expert_intermediate_size
-    router = moe.num_experts * hidden
-    return router + moe.top_k * expert, router + moe.num_experts * expert
+def lora_target_names(args) -> tuple[str, ...]:
+    """What LoRA can target in a mixture of experts (ModelArgs with `moe`), for the console's
+    checkboxes: the attention's projections, the dense layers' MLP projections where there are any,
+    and the two expert stacks. Not the router (`gate`): a LoRA target only when named explicitly."""
+    spec = args.spec
+    dense = len(args.moe.sparse_layers) < args.num_layers
+    names = spec.attention_projections + (spec.mlp_projections if dense else ()) + (GATE_UP, DOWN)
+    return tuple(dict.fromkeys(names))  # down_proj names a dense layer's and the experts' (a suffix match)
+
+
+def active_parameters(args) -> int:
+    """Parameters one token goes through (ModelArgs with `moe`): the total less, in every sparse
+    layer, the experts the router does not pick (num_experts − top_k of them)."""
+    total = args.num_parameters()
+    moe = args.moe
+    if moe is None:
+        return total
+    expert = 3 * args.hidden_size * moe.expert_intermediate_size
+    return total - len(moe.sparse_layers) * (moe.num_experts - moe.top_k) * expert

@@ -178,8 +178,10 @@ class Trainer:
         self.schedule = WarmupDecaySchedule(cfg.train.learning_rate, cfg.train.warmup_steps, self.total_steps,
                                             cfg.train.schedule, cfg.train.min_lr_ratio)
         self.optimizer = adamw(trainable, self.schedule, cfg.train.weight_decay)
+        aux_coef = self._router_aux_loss_coef()
+        self.model.output_router_logits = aux_coef > 0  # before the steps compile
         self.train_step = TrainStep(self.compute_model, self.optimizer, cfg.train.max_grad_norm, self.loss_scaler,
-                                    self.cluster.reducer(self.optimizer.parameters))
+                                    self.cluster.reducer(self.optimizer.parameters), aux_coef, self.model.args.moe)
         self.eval_step = EvalStep(self.compute_model)
         trainable_count = sum(int(np.prod(p.shape)) for p in trainable)
         total_count = sum(int(np.prod(p.shape)) for p in self.model.get_parameters())
@@ -192,6 +194,20 @@ class Trainer:
             trainable_params=trainable_count, total_params=total_count, seq_len=self.length,
             data=stats.to_dict(), lora_modules=len(self.lora_modules), layer_graphs=layer_graphs, kernels=kernels,
             setup_s=round(time.time() - t0, 2))
+
+    def _router_aux_loss_coef(self) -> float:
+        """The weight of the router's load-balancing loss: 0 unless `train.router_aux_loss` (off by
+        default: transformers adds it only with output_router_logits, false in the hub's MoE configs);
+        then `train.router_aux_loss_coef`, or the model config.json's router_aux_loss_coef."""
+        t, moe = self.cfg.train, self.model.args.moe
+        if not t.router_aux_loss:
+            return 0.0
+        if moe is None:
+            raise TrainingFailed(f"train.router_aux_loss: {self.model.args.architecture} is not a mixture of "
+                                 f"experts (it has no router); set it to false.")
+        coef = moe.router_aux_loss_coef if t.router_aux_loss_coef is None else float(t.router_aux_loss_coef)
+        self.event(f"router load-balancing loss on, weight {coef:g}", event="info", router_aux_loss_coef=coef)
+        return coef
 
     def _apply_recompute(self):
         rc = self.cfg.recompute
@@ -363,8 +379,11 @@ class Trainer:
         loss, grad_norm, applied, scale = self.train_step(
             [(b["input_ids"], b["labels"], b["attention_mask"]) for b in micro])
         step_time = time.perf_counter() - start
-        return {"loss": loss, "grad_norm": grad_norm, "applied": applied, "loss_scale": scale,
-                "tokens": tokens, "step_time_s": step_time}
+        out = {"loss": loss, "grad_norm": grad_norm, "applied": applied, "loss_scale": scale,
+               "tokens": tokens, "step_time_s": step_time}
+        if self.train_step.last_aux_loss is not None:
+            out["aux_loss"] = self.train_step.last_aux_loss  # this rank's (the main rank logs it)
+        return out
 
     def agree_on_step(self, out: dict, consecutive_overflows: int) -> int:
         """One all-reduce per step: the mean loss over ranks (what DP=1 would log for the same
@@ -390,7 +409,7 @@ class Trainer:
                   grad_norm=out["grad_norm"], loss_scale=out["loss_scale"], tokens_per_s=tokens / max(seconds, 1e-9),
                   step_time_s=seconds / len(window), peak_mem_mb=round(memory, 1),
                   overflow_steps=self.state.overflow_steps, epoch=self.batches.epoch,
-                  total_steps=self.total_steps)
+                  total_steps=self.total_steps, **({"aux_loss": out["aux_loss"]} if "aux_loss" in out else {}))
 
     def run_eval(self) -> bool:
         """Evaluate, log, checkpoint the best; True when early stopping says stop."""

@@ -15,6 +15,7 @@ from mindspore import Parameter, Tensor, amp, nn, ops
 from mindspore.nn.learning_rate_schedule import LearningRateSchedule
 
 from core.model import full
+from core.moe import LoadBalancingLoss
 
 IGNORE_INDEX = -100
 _CONCAT_TIME = ops.Concat(1)  # a primitive: functional ops fail to compile inside a jit bprop (MindSpore 2.10)
@@ -175,12 +176,20 @@ def global_norm(grads):
 class TrainStep:
     """One optimizer step: forward/backward over `accum` micro batches, all-reduce (data parallel),
     unscale (fp16), clip, skip on overflow, AdamW update. Returns host floats: mean loss, grad norm,
-    whether the step was applied, and the loss scale used."""
+    whether the step was applied, and the loss scale used.
+
+    With `router_aux_loss_coef` > 0 (a mixture of experts, `moe` its core.moe_args.MoeArgs, the
+    model built with `output_router_logits`) the step minimises loss + coef · the router's
+    load-balancing loss (as transformers with output_router_logits); the loss returned stays the
+    language-model loss, the balancing loss is `last_aux_loss`."""
 
     def __init__(self, model: nn.Cell, optimizer: nn.Optimizer,
                  max_grad_norm: float | None, loss_scaler: amp.LossScaler | None,
-                 grad_reducer: nn.Cell | None = None):
+                 grad_reducer: nn.Cell | None = None, router_aux_loss_coef: float = 0.0, moe=None):
         self.model = model
+        self.aux_coef = float(router_aux_loss_coef)
+        self.balance = LoadBalancingLoss(moe.num_experts, moe.top_k) if self.aux_coef > 0 else None
+        self.last_aux_loss: float | None = None  # the last step's balancing loss (mean of its micro batches)
         # Gradients must come in the optimizer's parameter order (groups reorder them).
         params = list(optimizer.parameters)
         self.optimizer = optimizer
@@ -198,15 +207,20 @@ class TrainStep:
         self._apply = ms.jit(self._apply_step)
 
     def _scaled_loss(self, input_ids, labels, attention_mask):
-        logits = self.model(input_ids, attention_mask)
+        if self.balance is None:
+            logits, aux = self.model(input_ids, attention_mask), ops.zeros((), ms.float32)
+        else:  # the model returns its router logits too (CausalLM.output_router_logits)
+            logits, router_logits = self.model(input_ids, attention_mask)
+            aux = self.balance(router_logits, ops.cast(attention_mask, ms.float32))
         nll_sum, tokens = self.loss(logits, labels)
         loss = nll_sum / ops.maximum(tokens, 1.0)
-        scaled = self.loss_scaler.scale(loss) if self.loss_scaler is not None else loss
-        return scaled, loss
+        total = loss + self.aux_coef * aux if self.balance is not None else loss
+        scaled = self.loss_scaler.scale(total) if self.loss_scaler is not None else total
+        return scaled, loss, aux
 
     def _micro_step(self, input_ids, labels, attention_mask):
-        (_, loss), grads = self._grad_fn(input_ids, labels, attention_mask)
-        return loss, grads
+        (_, loss, aux), grads = self._grad_fn(input_ids, labels, attention_mask)
+        return loss, grads, aux
 
     @staticmethod
     def _add_grads(acc, grads):
@@ -241,22 +255,25 @@ class TrainStep:
 
     def _single_step(self, input_ids, labels, attention_mask):
         """The common case (no accumulation) as one graph: no gradient tuple crosses to the host."""
-        loss, grads = self._micro_step(input_ids, labels, attention_mask)
+        loss, grads, aux = self._micro_step(input_ids, labels, attention_mask)
         norm, finite = self._apply_step(grads, 1)
-        return loss, norm, finite
+        return loss, aux, norm, finite
 
     def __call__(self, micro_batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
         scale = float(self.loss_scaler.scale_value.asnumpy()) if self.loss_scaler is not None else 1.0
         if len(micro_batches) == 1:
-            loss, norm, finite = self._single(*(Tensor(a) for a in micro_batches[0]))
+            loss, aux, norm, finite = self._single(*(Tensor(a) for a in micro_batches[0]))
+            self.last_aux_loss = float(aux.asnumpy()) if self.balance is not None else None
             return float(loss.asnumpy()), float(norm.asnumpy()), bool(finite.asnumpy()), scale
-        grads, losses = None, []
+        grads, losses, auxes = None, [], []
         for input_ids, labels, mask in micro_batches:
-            loss, g = self._micro(Tensor(input_ids), Tensor(labels), Tensor(mask))
+            loss, g, aux = self._micro(Tensor(input_ids), Tensor(labels), Tensor(mask))
             grads = g if grads is None else self._add(ms.mutable(grads), ms.mutable(g))
             losses.append(loss)
+            auxes.append(aux)
         norm, finite = self._apply(ms.mutable(grads), len(micro_batches))
         mean_loss = float(np.mean([float(l.asnumpy()) for l in losses]))
+        self.last_aux_loss = float(np.mean([float(a.asnumpy()) for a in auxes])) if self.balance is not None else None
         return mean_loss, float(norm.asnumpy()), bool(finite.asnumpy()), scale
 
 
@@ -269,7 +286,10 @@ class EvalStep:
         self._fn = ms.jit(self._nll)
 
     def _nll(self, input_ids, labels, attention_mask):
-        return self.loss(self.model(input_ids, attention_mask), labels)
+        logits = self.model(input_ids, attention_mask)
+        if isinstance(logits, tuple):  # (logits, router logits): a model set up for the balancing loss
+            logits = logits[0]
+        return self.loss(logits, labels)
 
     def __call__(self, input_ids: np.ndarray, labels: np.ndarray, attention_mask: np.ndarray) -> tuple[float, float]:
         nll, tokens = self._fn(Tensor(input_ids), Tensor(labels), Tensor(attention_mask))

@@ -61,3 +61,27 @@ def test_org_name_layout_is_searched_two_levels_deep(tmp_path, model_root):
 
 def test_human_count():
     assert human_count(3_200_000) == "3.2M" and human_count(1_500_000_000) == "1.5B" and human_count(999) == "999"
+
+
+def test_mixture_of_experts_lists_total_and_active_parameters_and_expert_targets(tmp_path):
+    """A Qwen3-MoE folder (config and weight names only matter here): 4 experts of width 8, top 1,
+    a dense first layer; the router is not offered as a LoRA target, the expert stacks are."""
+    import numpy as np
+    from safetensors.numpy import save_file
+    folder = write_model(tmp_path / "moe", ["a b c"] * 20, architectures=["Qwen3MoeForCausalLM"],
+                         model_type="qwen3_moe", num_experts=4, num_experts_per_tok=1, moe_intermediate_size=8,
+                         mlp_only_layers=[0], head_dim=4)
+    names = {"model.layers.1.mlp.gate.weight": (4, HIDDEN)}
+    for e in range(4):
+        names |= {f"model.layers.1.mlp.experts.{e}.{p}.weight": s for p, s in
+                  (("gate_proj", (8, HIDDEN)), ("up_proj", (8, HIDDEN)), ("down_proj", (HIDDEN, 8)))}
+    save_file({k: np.zeros(s, np.float32) for k, s in names.items()}, str(folder / "model.safetensors"))
+    entry = describe(folder)
+    assert entry.loadable, entry.reason
+    expert = 3 * HIDDEN * 8
+    assert entry.num_parameters - entry.active_parameters == 3 * expert  # 3 of the 4 experts idle per token
+    # the dense layer's MLP names, then the expert stacks (down_proj names both: a suffix match)
+    assert entry.projection_names == ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                                      "gate_up_proj")
+    assert f"({human_count(entry.active_parameters)} active)" in entry.label
+    assert entry.row()[2] == f"{human_count(entry.num_parameters)} ({human_count(entry.active_parameters)} active)"

@@ -41,6 +41,13 @@ ARCHITECTURES = {
         eos_token_id=1)),
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(num_key_value_heads=2, attention_bias=False, pad_token_id=0,
                                                        eos_token_id=1)),
+    # mixtures of experts (core/moe.py): Mixtral's renormalised top-2 of 4; Qwen3-MoE's plain top-2
+    # of 8 with QK-norm and a dense first layer (mlp_only_layers)
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", dict(
+        num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, sliding_window=None)),
+    "qwen3-moe-dense-layer": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", dict(
+        num_key_value_heads=2, head_dim=16, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+        mlp_only_layers=[0], norm_topk_prob=False)),
 }
 
 

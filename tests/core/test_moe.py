@@ -2,6 +2,7 @@
 mapping (core/moe_args.py) against transformers' Mixtral and Qwen3-MoE."""
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -237,3 +238,229 @@ def test_expert_keys_round_trip_hub_layout(layout, projections):
     del hub[f"model.layers.0.mlp.experts.2.{projections[2]}.weight"]
     with pytest.raises(KeyError, match=rf"experts.2.{projections[2]}.weight is missing \(config.json says 3 experts\)"):
         experts_in(hub, moe)
+
+
+# ---- whole models --------------------------------------------------------------------------------
+
+def moe_hf_model(name: str, seed: int = 0, **changes):
+    """hf_fixtures' tiny MoE checkpoint with a decisive router (std 0.6: each token's top-k is far
+    from a tie, so a wrong normalisation or routing shows in the logits) and stronger experts."""
+    from tests.core import hf_fixtures
+    config_cls, model_cls, overrides = hf_fixtures.ARCHITECTURES[name]
+    torch.manual_seed(seed)
+    config = getattr(transformers_module(), config_cls)(**{**hf_fixtures.COMMON, **overrides, **changes})
+    model = getattr(transformers_module(), model_cls)(config).eval()
+    with torch.no_grad():
+        for pname, param in model.named_parameters():
+            if pname.endswith("norm.weight") or pname.endswith(".bias"):
+                param.add_(0.1 * torch.randn_like(param))
+            elif pname.endswith("mlp.gate.weight"):
+                param.normal_(0, 0.6)
+            elif ".experts." in pname:
+                param.normal_(0, 0.08)
+    return model
+
+
+def transformers_module():
+    return pytest.importorskip("transformers")
+
+
+def save_stacked_layout(model, folder):
+    """The checkpoint as transformers 5 holds it in memory (`mlp.experts.gate_up_proj`, no per-expert
+    keys): a state dict written straight to safetensors, as some conversion scripts do."""
+    from safetensors.torch import save_file
+    model.config.save_pretrained(str(folder))
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight" or
+             not model.config.tie_word_embeddings}
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder
+
+
+@pytest.mark.parametrize("kernels", ["composed", "fused"])
+@pytest.mark.parametrize("name,changes", [("mixtral", {}), ("mixtral", {"sliding_window": 7}),
+                                          ("qwen3-moe-dense-layer", {}),
+                                          ("qwen3-moe-dense-layer", {"norm_topk_prob": True, "mlp_only_layers": []})],
+                         ids=["mixtral", "mixtral-window", "qwen3-moe", "qwen3-moe-norm-all-sparse"])
+def test_model_logits_match_transformers(name, changes, kernels, tmp_path):
+    from core.checkpoint import load_hf_model
+    from tests.core.hf_fixtures import random_ids, reference_logits, save_hf_model
+    hf = moe_hf_model(name, **changes)
+    save_hf_model(hf, tmp_path)
+    model = load_hf_model(tmp_path)
+    if kernels == "fused":
+        kernel_or_skip()
+        assert fused.enable(model).startswith("fused")
+        assert all(layer.mlp.grouped for layer in model.model.layers if layer.sparse)
+    ids = random_ids()
+    ours = ms.jit(model.construct)(Tensor(ids)).asnumpy()
+    assert np.abs(ours - reference_logits(hf, ids)).max() <= 1e-4
+
+
+@pytest.mark.parametrize("name", ["mixtral", "qwen3-moe-dense-layer"])
+def test_stacked_layout_checkpoint_loads_and_exports_per_expert(name, tmp_path):
+    from core.checkpoint import hf_state_dict, load_hf_model
+    from tests.core.hf_fixtures import random_ids, reference_logits, save_hf_model
+    hf = moe_hf_model(name)
+    hub = save_hf_model(hf, tmp_path / "hub")
+    stacked = save_stacked_layout(hf, tmp_path / "stacked")
+    from safetensors import safe_open
+    with safe_open(str(stacked / "model.safetensors"), "np") as handle:
+        assert "model.layers.1.mlp.experts.gate_up_proj" in set(handle.keys())
+    with safe_open(str(hub / "model.safetensors"), "np") as handle:
+        hub_keys = set(handle.keys())
+    ids = random_ids()
+    for folder in (hub, stacked):
+        model = load_hf_model(folder)
+        assert np.abs(model.construct(Tensor(ids)).asnumpy() - reference_logits(hf, ids)).max() <= 1e-4
+        assert set(hf_state_dict(model)) == hub_keys  # written back per expert, as the hub ships it
+    block = "block_sparse_moe" if name == "mixtral" else "mlp"
+    proj = "w2" if name == "mixtral" else "down_proj"
+    assert f"model.layers.1.{block}.experts.3.{proj}.weight" in hub_keys
+
+
+def test_greedy_generation_with_cache_equals_no_cache_and_transformers(tmp_path):
+    from core.checkpoint import load_hf_model
+    from core.generate import SamplingSettings, generate
+    from tests.core.hf_fixtures import save_hf_model
+    hf = moe_hf_model("qwen3-moe-dense-layer")
+    model = load_hf_model(save_hf_model(hf, tmp_path))
+    prompt = [5, 17, 3, 44, 90, 12, 7]
+    settings = SamplingSettings(max_new_tokens=10)
+    cached = generate(model, [prompt], settings)[0]
+    assert cached == generate(model, [prompt], settings, use_cache=False)[0]
+    ref = hf.generate(torch.tensor([prompt]), max_new_tokens=10, do_sample=False, pad_token_id=0,
+                      eos_token_id=None)[0, len(prompt):].tolist()
+    assert cached == ref
+
+
+def test_train_step_balancing_loss_matches_transformers(tmp_path):
+    """One step's loss terms against transformers' forward with output_router_logits and labels:
+    its loss is cross-entropy + router_aux_loss_coef · aux_loss (padding masked out of both)."""
+    from core.checkpoint import load_hf_model
+    from core.train_step import IGNORE_INDEX, TrainStep, WarmupDecaySchedule, adamw
+    from tests.core.hf_fixtures import random_ids, save_hf_model
+    hf = moe_hf_model("mixtral", router_aux_loss_coef=0.3)
+    model = load_hf_model(save_hf_model(hf, tmp_path))
+    model.output_router_logits = True
+    ids = random_ids(2, 12)
+    mask = np.ones_like(ids)
+    mask[1, 8:] = 0
+    labels = np.where(mask == 1, ids, IGNORE_INDEX).astype(np.int32)
+    params = list(model.trainable_params())
+    step = TrainStep(model, adamw(params, WarmupDecaySchedule(1e-3, 0, 10, "constant", 1.0), 0.0), None, None,
+                     router_aux_loss_coef=0.3, moe=model.args.moe)
+    loss, _, applied, _ = step([(ids, labels, mask)])
+    with torch.no_grad():
+        out = hf(torch.tensor(ids, dtype=torch.long), attention_mask=torch.tensor(mask), output_router_logits=True,
+                 labels=torch.tensor(labels, dtype=torch.long))
+    assert applied and abs(step.last_aux_loss - float(out.aux_loss)) <= 1e-5
+    assert abs(loss + 0.3 * step.last_aux_loss - float(out.loss)) <= 1e-4
+    assert float(out.aux_loss) > 1.0  # E · Σ f·P is 1 at perfect balance, above it otherwise
+
+
+# ---- training and export through the CLI ------------------------------------------------------------
+
+MOE_TINY = {"qwen3_moe": dict(architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", num_experts=4,
+                              num_experts_per_tok=2, moe_intermediate_size=32, head_dim=8, norm_topk_prob=True),
+            "mixtral": dict(architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=4,
+                            num_experts_per_tok=2, intermediate_size=32)}
+MOE_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj"]
+
+
+def moe_workspace(root, family: str, **changes):
+    """tiny_setup's workspace (tokenizer, alpaca task, config) with a random tiny MoE as the base."""
+    from core.tokenizer import Tokenizer
+    from tests.core.tiny_setup import make_model, make_workspace
+    config = make_workspace(root, lora__target_modules=MOE_TARGETS, **changes)
+    model = root / "tiny-model"
+    make_model(model, Tokenizer.from_dir(model).vocab_size, **MOE_TINY[family])
+    return config
+
+
+def run_once(config, *overrides):
+    from tests.core.test_train import run_cli
+    return run_cli(config, *overrides)
+
+
+def train_records(run, kind):
+    from tests.core.test_train import records
+    return records(run, kind)
+
+
+@pytest.fixture(scope="module")
+def moe_lora(tmp_path_factory):
+    root = tmp_path_factory.mktemp("moe-lora")
+    config = moe_workspace(root, "qwen3_moe", train__router_aux_loss=True)
+    return config, run_once(config)
+
+
+@pytest.mark.slow
+def test_lora_on_experts_trains_with_balancing_loss_and_resumes_exactly(moe_lora):
+    config, run = moe_lora
+    setup = next(r for r in train_records(run, "event") if r.get("event") == "setup")
+    assert setup["lora_modules"] == 2 * 6  # per layer: q, k, v, o and the two expert stacks (not the router)
+    if fused.expected("cpu", "float32", "O0"):
+        assert setup["kernels"].startswith("fused")
+    evals = train_records(run, "eval")
+    assert evals[-1]["val_loss"] < evals[0]["val_loss"]
+    train = train_records(run, "train")
+    assert all(r["aux_loss"] >= 1.0 for r in train)  # E·Σ f·P >= 1 (1 = perfectly balanced)
+    resumed = run_once(config, f"run.resume={run.checkpoints_dir / 'step-4'}")
+    tail = {r["step"]: r for r in train_records(resumed, "train")}
+    assert sorted(tail) == [5, 6, 7, 8]
+    for r in train:
+        if r["step"] in tail:
+            assert abs(tail[r["step"]]["loss"] - r["loss"]) <= 1e-5
+            assert abs(tail[r["step"]]["aux_loss"] - r["aux_loss"]) <= 1e-5
+
+
+@pytest.mark.slow
+def test_lora_export_loads_in_peft_and_merged_in_transformers(moe_lora):
+    peft = pytest.importorskip("peft")
+    transformers = transformers_module()
+    from core.export import export_run, load_trained_model
+    _, run = moe_lora
+    ids = np.random.default_rng(0).integers(3, 250, (2, 20)).astype(np.int32)
+    model, _ = load_trained_model(run.checkpoints_dir / "best")
+    ours = model.construct(Tensor(ids)).asnumpy()
+    out = export_run(run.path, "best", "peft")
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config["target_modules"] == ["k_proj", "o_proj", "q_proj", "v_proj"]
+    assert config["target_parameters"] == ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]
+    base = transformers.AutoModelForCausalLM.from_pretrained(config["base_model_name_or_path"]).eval()
+    with torch.no_grad():
+        base_logits = base(torch.tensor(ids, dtype=torch.long)).logits.numpy()
+        adapted = peft.PeftModel.from_pretrained(base, str(out)).eval()
+        peft_logits = adapted(torch.tensor(ids, dtype=torch.long)).logits.numpy()
+    assert np.abs(peft_logits - ours).max() <= 1e-4
+    assert np.abs(base_logits - ours).max() > 1e-3, "the adapter must change the model"
+    merged_dir = export_run(run.path, "best", "merged")
+    merged = transformers.AutoModelForCausalLM.from_pretrained(str(merged_dir)).eval()
+    with torch.no_grad():
+        assert np.abs(merged(torch.tensor(ids, dtype=torch.long)).logits.numpy() - ours).max() <= 1e-4
+
+
+@pytest.mark.slow
+def test_full_finetune_of_mixtral_lowers_validation_loss(tmp_path):
+    config = moe_workspace(tmp_path, "mixtral")
+    run = run_once(config, "method=full", "train.learning_rate=0.003")
+    evals = train_records(run, "eval")
+    assert evals[-1]["val_loss"] < evals[0]["val_loss"]
+    setup = next(r for r in train_records(run, "event") if r.get("event") == "setup")
+    assert setup["trainable_params"] == setup["total_params"]
+
+
+def test_peft_export_refuses_what_peft_would_map_elsewhere(tmp_path):
+    """PEFT 0.21 on transformers 5 reads gate_proj/up_proj/down_proj of a Qwen3-MoE as expert
+    parameters, so LoRA on the dense layer's down_proj cannot round-trip: refused, naming it."""
+    from core.checkpoint import load_hf_model
+    from core.lora import save_peft_adapter
+    from tests.core.hf_fixtures import save_hf_model
+    model = load_hf_model(save_hf_model(moe_hf_model("qwen3-moe-dense-layer"), tmp_path / "base"))
+    inject_lora(model, 4, 8, 0.0, ["q_proj", "down_proj"])
+    with pytest.raises(LoraError, match=r"LoRA on down_proj of the dense layers: PEFT 0.21 .* Export 'merged'"):
+        save_peft_adapter(model, tmp_path / "adapter", "base", 4, 8, 0.0, ["q_proj", "down_proj"])
+    partial = load_hf_model(tmp_path / "base")
+    inject_lora(partial, 4, 8, 0.0, r"model\.layers\.1\.self_attn\.q_proj")
+    with pytest.raises(LoraError, match=r"would also adapt model.layers.0.self_attn.q_proj"):
+        save_peft_adapter(partial, tmp_path / "adapter", "base", 4, 8, 0.0, r"model\.layers\.1\.self_attn\.q_proj")
