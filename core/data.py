@@ -24,14 +24,13 @@ import hashlib
 import io
 import json
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from core.atomic import atomic_open
 from core.tokenizer import Tokenizer, TokenizerError
 
 if TYPE_CHECKING:  # for annotations only; core.data does not depend on core.config at run time
@@ -698,16 +697,8 @@ def _save_cache(path: Path, splits: DataSplits) -> None:
             "test_answers": [r.answer for r in splits.test_records]}
     arrays["meta_json"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "wb") as handle:
+        np.savez(handle, **arrays)
 
 
 def _load_cache(path: Path) -> DataSplits | None:
