@@ -418,8 +418,11 @@ def expected(device: str, dtype: str, amp_level: str) -> bool:
 
 def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
     """Route `model`'s full-sequence attention, its norms and its loss (`core.train_step.loss_cell`)
-    through the fused kernels. Returns "fused", or "composed: <why>" when they cannot be used here
-    (the model is left unchanged). `threads`: each kernel's threads (a data-parallel worker's share)."""
+    through the fused kernels, where they compute the model's maths (`CausalLM.use_kernels` asks
+    for a variant per layer: soft-capping, partial rotary, ...). Returns "fused", "fused; composed:
+    <part>: <why> (layers ...)" when some parts stay composed, or "composed: <why>" when the kernels
+    cannot be used here (the model is left unchanged). `threads`: each kernel's threads (a
+    data-parallel worker's share)."""
     import mindspore as ms
     if switched_off():
         return f"composed: {ENV_SWITCH}=0"
@@ -435,12 +438,16 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
         return f"composed: {exc}"
     if threads:
         set_threads(kernel, threads)
-    attention, norm, gate = FusedAttention(kernel), FusedRMSNorm(kernel).op, FusedSwiGLU(kernel).op
-    for layer in model.model.layers:
-        layer.self_attn.fused = attention.op
-        layer.input_layernorm.fused = layer.post_attention_layernorm.fused = norm
-        layer.mlp.fused = gate
-    model.model.norm.fused = norm
-    model.fused_loss = FusedCrossEntropy(kernel).op
-    model.fused_attention = True
-    return "fused"
+    composed = model.use_kernels(_plain_only(FusedAttention(kernel).op), FusedRMSNorm(kernel).op,
+                                 _plain_only(FusedSwiGLU(kernel).op), FusedCrossEntropy(kernel).op)
+    return "fused" + ("; composed: " + "; ".join(composed) if composed else "")
+
+
+def _plain_only(op):
+    """The factory `CausalLM.use_kernels` calls with a layer's needs, for a kernel without variants:
+    the op when nothing beyond its plain maths is needed, else LookupError naming the needs."""
+    def variant(**needs):
+        if needs:
+            raise LookupError("no kernel variant for " + ", ".join(f"{k}={v}" for k, v in sorted(needs.items())))
+        return op
+    return variant
