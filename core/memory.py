@@ -53,6 +53,15 @@ these rows):
     grid base, AMP O2 (composed), LoRA / full  2339 / 2082 MB    2271 / 2068 MB  -3% / -1%
     configs/lora_demo.yaml, 300 steps (r16, 128 tokens)  863 MB     864 MB  +0%   (composed: 903 / 902 MB)
 
+Mixtures of experts (core/moe.py): the weights are every expert's; a sparse layer's activations
+are counted in units of its token copies through the experts (tokens·top_k with the grouped kernel,
+tokens·experts composed, every expert on every token) times the hidden size (`expert_h`: gathered
+rows, outputs and their gradients; the router's sort and scatter) and times the expert width
+(`expert_i`). Their counts are fitted on the moe-* rows of bench/memory_fit.py over the dense
+constants' residual (a tiny Mixtral, h256 L4, 8-16 experts, top 2-4, LoRA with and without the
+experts, full; bench/memory_fit_rows_moe.json, every row within ±1.7%; composed:
+bench/memory_fit_rows_moe_composed.json, ±1.8%).
+
 Not measured: AMP O1 (the engine could not run it), GPU and Ascend (textbook figures, no such
 device here).
 """
