@@ -18,7 +18,7 @@ from typing import Callable
 from core import launcher
 from core.config import Config, load_config
 from core.atomic import atomic_write
-from core.rundir import TERMINAL_STATES, RunDir, RunDirError, list_runs
+from core.rundir import TERMINAL_STATES, RunDir, RunDirError, Status, list_runs
 
 DEDUPE_WINDOW_S = 10.0  # the same config submitted again within this window is the same request
 
@@ -78,18 +78,18 @@ class JobManager:
         """Start a new attempt of a stopped or failed run from its last checkpoint."""
         run = self.run_dir(run_id)
         with self._lock:
-            status = self._reconcile(run)
-            state = status.get("state")
+            state = self._reconcile(run).state
             if state not in ("stopped", "failed"):
                 raise JobError(f"{run_id} is {state}; only a stopped or failed run can be resumed")
-            last = run.checkpoints_dir / "last"
-            if not last.exists():
+            step = run.checkpoint_step("last")
+            if step is None:
                 raise JobError(f"{run_id} saved no checkpoint to resume from; start a new run instead")
+            last = run.checkpoint("last")
             config = load_config(run.config_path).with_updates({"run.resume": str(last.absolute())})
             run.restart_for_resume()
             atomic_write(run.config_path, config.to_yaml())
             self._launch_and_watch(run)
-        return StartResult(run.run_id, True, f"resumed {run.run_id} from {last.resolve().name}")
+        return StartResult(run.run_id, True, f"resumed {run.run_id} from {run.checkpoint(step).name}")
 
     def _launch_and_watch(self, run: RunDir) -> None:
         launched = self._launch(run)
@@ -139,12 +139,12 @@ class JobManager:
         """The run folder of `run_id` inside the runs folder (a renamed run is followed)."""
         if not run_id or "/" in run_id or run_id in (".", ".."):
             raise JobError(f"{run_id!r} is not a run id")
-        path = self.runs_dir / run_id
-        if not (path / "status.json").is_file():
+        run = RunDir(self.runs_dir / run_id)
+        if not run.exists():
             raise JobError(f"no run {run_id} in {self.runs_dir}")
-        return RunDir(path.resolve())
+        return RunDir(run.path.resolve())
 
-    def current_status(self, run_id: str) -> dict:
+    def current_status(self, run_id: str) -> Status:
         """The run's status after checking that an active run still has a process."""
         return self._reconcile(self.run_dir(run_id))
 
@@ -160,7 +160,7 @@ class JobManager:
             except (RunDirError, launcher.LaunchError) as err:
                 print(f"mindtune: cannot check {summary.run_id}: {err}", flush=True)
                 continue
-            (failed if status.get("state") == "failed" else alive).append(summary.run_id)
+            (failed if status.state == "failed" else alive).append(summary.run_id)
         orphans = [f"pid {o.pid} of {o.run_dir.name} ({o.state})" for o in launcher.find_orphans(self.runs_dir)]
         return ReattachReport(alive, failed, orphans)
 

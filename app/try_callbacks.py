@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from core.launcher import REPO_ROOT
-from core.rundir import list_runs
+from core.rundir import POINTERS, list_runs
 
 from app import catalog
 from app.context import Console
@@ -39,8 +39,8 @@ def checkpoint_choices(console: Console) -> list[tuple[str, str]]:
     """(label, checkpoint folder) of every run with a best or last checkpoint, newest first."""
     choices = []
     for summary in list_runs(console.runs_dir):
-        for which in ("best", "last"):
-            folder = summary.path / "checkpoints" / which
+        for which in POINTERS:
+            folder = summary.run.checkpoint(which)
             if folder.exists():
                 choices.append((f"{summary.run_id} · {which} ({summary.state})", str(folder)))
                 break
