@@ -266,6 +266,7 @@ class Status(Record):
     best: BestSoFar | None = None
     final: FinalFigures | None = None
     history: list[Attempt] = field(default_factory=list)
+    owner: str | None = None             # the console user who started it (None: started from a shell)
 
 
 # -- control.json --
