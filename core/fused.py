@@ -435,8 +435,11 @@ def expected(device: str, dtype: str, amp_level: str) -> bool:
 
 def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
     """Route `model`'s full-sequence attention, its norms and its loss (`core.train_step.loss_cell`)
-    through the fused kernels. Returns "fused", or "composed: <why>" when they cannot be used here
-    (the model is left unchanged). `threads`: each kernel's threads (a data-parallel worker's share)."""
+    through the fused kernels, where they compute the model's maths (`CausalLM.use_kernels` asks
+    for a variant per layer: soft-capping, partial rotary, ...). Returns "fused", "fused; composed:
+    <part>: <why> (layers ...)" when some parts stay composed, or "composed: <why>" when the kernels
+    cannot be used here (the model is left unchanged). `threads`: each kernel's threads (a
+    data-parallel worker's share)."""
     import mindspore as ms
     if switched_off():
         return f"composed: {ENV_SWITCH}=0"
@@ -452,16 +455,10 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
         return f"composed: {exc}"
     if threads:
         set_threads(kernel, threads)
-    attention, norm, gate = FusedAttention(kernel), FusedRMSNorm(kernel).op, FusedSwiGLU(kernel).op
-    for layer in model.model.layers:
-        layer.self_attn.fused = attention.op
-        layer.input_layernorm.fused = layer.post_attention_layernorm.fused = norm
-        layer.mlp.fused = gate
-    model.model.norm.fused = norm
-    model.fused_loss = FusedCrossEntropy(kernel).op
-    model.fused_attention = True
+    composed = model.use_kernels(attention_variants(kernel), FusedRMSNorm(kernel).op, gate_variants(kernel),
+                                 FusedCrossEntropy(kernel).op)
     lora = FusedLoRA(kernel).op
     for _, cell in model.cells_and_names():
         if hasattr(cell, "lora_a") and hasattr(cell, "fused") and cell.lora_dropout.p == 0:
             cell.fused = lora  # LoRA with dropout keeps the composed ops (the kernel draws no masks)
-    return "fused"
+    return "fused" + ("; composed: " + "; ".join(composed) if composed else "")
