@@ -318,11 +318,14 @@ def test_stacked_layout_checkpoint_loads_and_exports_per_expert(name, tmp_path):
     assert f"model.layers.1.{block}.experts.3.{proj}.weight" in hub_keys
 
 
-def test_greedy_generation_with_cache_equals_no_cache_and_transformers(tmp_path):
+@pytest.mark.parametrize("name,changes", [("qwen3-moe-dense-layer", {}), ("mixtral", {"sliding_window": 5})],
+                         ids=["qwen3-moe", "mixtral-window"])
+def test_greedy_generation_with_cache_equals_no_cache_and_transformers(name, changes, tmp_path):
+    """17 tokens in all: past Mixtral's 5-token window, so the cached steps must apply it too."""
     from core.checkpoint import load_hf_model
     from core.generate import SamplingSettings, generate
     from tests.core.hf_fixtures import save_hf_model
-    hf = moe_hf_model("qwen3-moe-dense-layer")
+    hf = moe_hf_model(name, **changes)
     model = load_hf_model(save_hf_model(hf, tmp_path))
     prompt = [5, 17, 3, 44, 90, 12, 7]
     settings = SamplingSettings(max_new_tokens=10)
