@@ -17,7 +17,8 @@ from typing import Callable
 
 from core import launcher
 from core.config import Config, load_config
-from core.rundir import TERMINAL_STATES, RunDir, RunDirError, atomic_write_text, list_runs
+from core.atomic import atomic_write
+from core.rundir import TERMINAL_STATES, RunDir, RunDirError, list_runs
 
 DEDUPE_WINDOW_S = 10.0  # the same config submitted again within this window is the same request
 
@@ -86,7 +87,7 @@ class JobManager:
                 raise JobError(f"{run_id} saved no checkpoint to resume from; start a new run instead")
             config = load_config(run.config_path).with_updates({"run.resume": str(last.absolute())})
             run.restart_for_resume()
-            atomic_write_text(run.config_path, config.to_yaml())
+            atomic_write(run.config_path, config.to_yaml())
             self._launch_and_watch(run)
         return StartResult(run.run_id, True, f"resumed {run.run_id} from {last.resolve().name}")
 

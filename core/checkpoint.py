@@ -8,7 +8,6 @@ is never half-loaded silently.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -23,6 +22,7 @@ from mindspore import Tensor, ops
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
+from core.atomic import atomic_folder, atomic_symlink
 from core.model import CausalLM, DTYPES
 from core.model_args import (INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
                              require_folder, weight_files)
@@ -103,14 +103,6 @@ STATE_FILE = "trainer_state.json"
 POINTERS = ("best", "last")
 
 
-def _fsync_path(path: Path) -> None:
-    fd = os.open(str(path), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def save_train_checkpoint(checkpoints_dir: str | Path, step: int, weights: dict[str, np.ndarray],
                           optimizer_state: dict[str, np.ndarray], trainer_state: dict) -> Path:
     """Write `step-<step>/` completely under a temporary name, fsync, then rename into place.
@@ -118,38 +110,16 @@ def save_train_checkpoint(checkpoints_dir: str | Path, step: int, weights: dict[
     root = Path(checkpoints_dir)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
-    tmp = root / f".tmp-step-{step}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with atomic_folder(final) as tmp:  # re-saving a step (after a resume) swaps, never deletes first
         save_file({k: np.array(v, order="C") for k, v in weights.items()}, str(tmp / WEIGHTS_FILE))
         save_file({k: np.array(v, order="C") for k, v in optimizer_state.items()}, str(tmp / OPTIMIZER_FILE))  # keeps 0-d shapes
         (tmp / STATE_FILE).write_text(json.dumps(trainer_state, indent=1, sort_keys=True), encoding="utf-8")
-        for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE):
-            _fsync_path(tmp / name)
-        _fsync_path(tmp)
-        if final.exists():  # re-saving a step (after a resume): swap, never delete first
-            old = root / f".old-step-{step}-{os.getpid()}"
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-        _fsync_path(root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return final
 
 
 def point(checkpoints_dir: str | Path, name: str, step: int) -> None:
     """Atomically make `checkpoints/<name>` (best/last) a relative symlink to `step-<step>`."""
-    root = Path(checkpoints_dir)
-    tmp = root / f".{name}-{os.getpid()}"
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    os.symlink(f"step-{step}", tmp)
-    os.replace(tmp, root / name)
+    atomic_symlink(Path(checkpoints_dir) / name, f"step-{step}")
 
 
 def checkpoint_steps(checkpoints_dir: str | Path) -> list[int]:
@@ -249,27 +219,6 @@ def hf_state_dict(model: CausalLM) -> dict[str, np.ndarray]:
     """The model's weights under Hugging Face keys in float32 (LoRA tensors excluded: merge first)."""
     return {p.name: p.asnumpy().astype(np.float32) for p in model.get_parameters()
             if not p.name.endswith((".lora_a", ".lora_b"))}
-
-
-@contextlib.contextmanager
-def atomic_folder(out_dir: str | Path):
-    """Yield a temporary sibling folder to fill; when the block succeeds, fsync its files and
-    rename it over `out_dir`; when it fails, remove it and leave `out_dir` as it was."""
-    out = Path(out_dir)
-    tmp = out.parent / f".tmp-{out.name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        yield tmp
-        for path in tmp.rglob("*"):
-            if path.is_file():
-                _fsync_path(path)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def copy_tokenizer_files(source_dir: str | Path, dest_dir: str | Path) -> None:

@@ -21,14 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from core.atomic import atomic_open
 from core.data_files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, dataset_splits,  # noqa: F401
                              read_data_file, split_files)
 from core.data_formats import (CHAT_ROLES, FORMAT_FIELDS, FORMATS, Columns, Conversation,  # noqa: F401
@@ -501,16 +500,8 @@ def _save_cache(path: Path, splits: DataSplits) -> None:
             "test_answers": [r.answer for r in splits.test_records]}
     arrays["meta_json"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "wb") as handle:
+        np.savez(handle, **arrays)
 
 
 def _load_cache(path: Path) -> DataSplits | None:

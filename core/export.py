@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import zipfile
@@ -18,7 +17,8 @@ from pathlib import Path
 
 import mindspore as ms
 
-from core.checkpoint import (CheckpointError, atomic_folder, copy_tokenizer_files, file_sha256, load_hf_model,
+from core.atomic import atomic_folder, atomic_open
+from core.checkpoint import (CheckpointError, copy_tokenizer_files, file_sha256, load_hf_model,
                              load_train_checkpoint, resolve_checkpoint, save_hf_folder, set_parameters,
                              weight_files)
 from core.lora import LoraError, inject_lora, load_lora_state_dict, merge_lora, save_peft_adapter
@@ -88,12 +88,11 @@ def zip_folder(folder: str | Path) -> Path:
     """`<folder>.zip` next to the folder, written under a temporary name then renamed."""
     folder = Path(folder)
     target = folder.with_suffix(".zip")
-    tmp = folder.parent / f".tmp-{target.name}-{os.getpid()}"
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+    with atomic_open(target, "wb") as handle, \
+            zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(folder.rglob("*")):
             if path.is_file():
                 archive.write(path, Path(folder.name) / path.relative_to(folder))
-    os.replace(tmp, target)
     return target
 
 

@@ -35,10 +35,11 @@ import os
 import platform
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from core.atomic import atomic_path
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 SOURCES = tuple(KERNELS / f"{name}.cc" for name in ("attention", "rmsnorm", "cross_entropy", "swiglu", "common"))
@@ -109,26 +110,22 @@ def build() -> Kernel:
     target = cache_dir() / f"kernels-{key}.so"
     if target.exists():
         return Kernel(target, 0.0)
+    start = time.perf_counter()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".kernels-", suffix=".so", dir=target.parent)
+        # complete or absent: a concurrent worker may build the same file
+        with atomic_path(target, mode=0o755) as tmp:
+            argv = [cxx, *FLAGS, "-o", str(tmp), *map(str, SOURCES), f"-L{lib}", f"-l:{DNNL}",
+                    f"-Wl,-rpath,{lib}"]
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+            if proc.returncode != 0:
+                raise KernelUnavailable(f"building {', '.join(s.name for s in SOURCES)} failed ({' '.join(argv[:2])} ...): "
+                                        f"{proc.stderr.strip()[-800:]}")
+    except subprocess.TimeoutExpired as exc:
+        raise KernelUnavailable(f"building the kernels took over {BUILD_TIMEOUT_S} s") from exc
     except OSError as exc:
         raise KernelUnavailable(f"cannot write the kernel cache {target.parent} ({exc.strerror}); "
                                 f"set {ENV_CACHE} to a writable folder") from exc
-    os.close(fd)
-    start = time.perf_counter()
-    argv = [cxx, *FLAGS, "-o", tmp, *map(str, SOURCES), f"-L{lib}", f"-l:{DNNL}", f"-Wl,-rpath,{lib}"]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-        if proc.returncode != 0:
-            raise KernelUnavailable(f"building {', '.join(s.name for s in SOURCES)} failed ({' '.join(argv[:2])} ...): "
-                                    f"{proc.stderr.strip()[-800:]}")
-        os.replace(tmp, target)  # complete or absent: a concurrent worker may build the same file
-    except subprocess.TimeoutExpired as exc:
-        raise KernelUnavailable(f"building the kernels took over {BUILD_TIMEOUT_S} s") from exc
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     _prune(target)
     return Kernel(target, time.perf_counter() - start)
 

@@ -12,9 +12,7 @@ import contextlib
 import json
 import math
 import numbers
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +21,7 @@ import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import HeUniform, initializer
 
+from core.atomic import atomic_write
 from core.model import PROJECTION_NAMES
 
 ADAPTER_CONFIG_NAME = "adapter_config.json"
@@ -372,9 +371,9 @@ def save_peft_adapter(model: nn.Cell, folder: str | Path, base_model_name_or_pat
     tensors = {to_peft_key(name): np.ascontiguousarray(array, dtype=np.float32)
                for name, array in lora_state_dict(model).items()}
     from safetensors.numpy import save as safetensors_bytes
-    _atomic_write(folder / ADAPTER_WEIGHTS_NAME, safetensors_bytes(tensors, metadata={"format": "pt"}))
+    atomic_write(folder / ADAPTER_WEIGHTS_NAME, safetensors_bytes(tensors, metadata={"format": "pt"}))
     config = peft_adapter_config(base_model_name_or_path, rank, alpha, dropout, target_modules)
-    _atomic_write(folder / ADAPTER_CONFIG_NAME, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
+    atomic_write(folder / ADAPTER_CONFIG_NAME, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
     return folder
 
 
@@ -387,35 +386,6 @@ def _check_model_matches(model: nn.Cell, rank: int, alpha: float) -> None:
         if cell.rank != rank or not math.isclose(cell.scaling, alpha / rank, rel_tol=1e-6):
             raise LoraError(f"{name} has rank {cell.rank} and alpha {cell.alpha}, but the adapter "
                             f"config would say rank {rank} and alpha {alpha}.")
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write to a temporary name in the same folder, fsync, then rename over `path`."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return  # not supported on this platform
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def read_peft_config(folder: str | Path) -> dict:

@@ -35,19 +35,18 @@ class _SeedOnly(Initializer):
         arr.fill(0)
 
 
-_RANDOM_INIT = [True]  # False only inside CausalLM.__init__(random_init=False)
-
-
-def _weight_init() -> Initializer:
-    return Normal(0.02) if _RANDOM_INIT[0] else _SeedOnly()
+def _weight_init(random_init: bool) -> Initializer:
+    """Each weight's initializer: sampled, or (random_init=False) zeros that keep the seed draws."""
+    return Normal(0.02) if random_init else _SeedOnly()
 
 
 class Embedding(nn.Cell):
     """Token embedding whose parameter is called `weight`, as in Hugging Face."""
 
-    def __init__(self, vocab_size: int, hidden_size: int, dtype=ms.float32):
+    def __init__(self, vocab_size: int, hidden_size: int, dtype=ms.float32, random_init: bool = True):
         super().__init__()
-        self.weight = Parameter(initializer(_weight_init(), (vocab_size, hidden_size), dtype), name="weight")
+        self.weight = Parameter(initializer(_weight_init(random_init), (vocab_size, hidden_size), dtype),
+                                name="weight")
 
     def construct(self, input_ids):
         return ops.gather(self.weight, input_ids, 0)
@@ -98,8 +97,8 @@ class RMSNorm(nn.Cell):
         return weight * ops.cast(x32 * scale, dtype)
 
 
-def _dense(in_features: int, out_features: int, bias: bool, dtype) -> nn.Dense:
-    return nn.Dense(in_features, out_features, weight_init=_weight_init(), bias_init="zeros",
+def _dense(in_features: int, out_features: int, bias: bool, dtype, random_init: bool = True) -> nn.Dense:
+    return nn.Dense(in_features, out_features, weight_init=_weight_init(random_init), bias_init="zeros",
                     has_bias=bias, dtype=dtype)
 
 
@@ -129,16 +128,16 @@ def rotate_half(x):
 
 
 class Attention(nn.Cell):
-    def __init__(self, args: ModelArgs, dtype=ms.float32):
+    def __init__(self, args: ModelArgs, dtype=ms.float32, random_init: bool = True):
         super().__init__()
         h, d = args.hidden_size, args.head_dim
         self.num_heads, self.num_kv_heads, self.head_dim = args.num_heads, args.num_kv_heads, d
         self.n_rep = args.num_heads // args.num_kv_heads
         self.scale = d ** -0.5
-        self.q_proj = _dense(h, args.num_heads * d, args.qkv_bias, dtype)
-        self.k_proj = _dense(h, args.num_kv_heads * d, args.qkv_bias, dtype)
-        self.v_proj = _dense(h, args.num_kv_heads * d, args.qkv_bias, dtype)
-        self.o_proj = _dense(args.num_heads * d, h, args.o_bias, dtype)
+        self.q_proj = _dense(h, args.num_heads * d, args.qkv_bias, dtype, random_init)
+        self.k_proj = _dense(h, args.num_kv_heads * d, args.qkv_bias, dtype, random_init)
+        self.v_proj = _dense(h, args.num_kv_heads * d, args.qkv_bias, dtype, random_init)
+        self.o_proj = _dense(args.num_heads * d, h, args.o_bias, dtype, random_init)
         self.bmm_bt = ops.BatchMatMul(transpose_b=True)  # q·kᵀ without materialising kᵀ
         self.bmm = ops.BatchMatMul()
         self.softmax = Softmax()
@@ -193,12 +192,12 @@ class Attention(nn.Cell):
 class MLP(nn.Cell):
     """SwiGLU: down(silu(gate(x)) · up(x))."""
 
-    def __init__(self, args: ModelArgs, dtype=ms.float32):
+    def __init__(self, args: ModelArgs, dtype=ms.float32, random_init: bool = True):
         super().__init__()
         h, i = args.hidden_size, args.intermediate_size
-        self.gate_proj = _dense(h, i, args.mlp_bias, dtype)
-        self.up_proj = _dense(h, i, args.mlp_bias, dtype)
-        self.down_proj = _dense(i, h, args.mlp_bias, dtype)
+        self.gate_proj = _dense(h, i, args.mlp_bias, dtype, random_init)
+        self.up_proj = _dense(h, i, args.mlp_bias, dtype, random_init)
+        self.down_proj = _dense(i, h, args.mlp_bias, dtype, random_init)
         self.fused = None  # core.fused.enable: the CPU kernel for silu(gate) · up
 
     def construct(self, x):
@@ -209,12 +208,12 @@ class MLP(nn.Cell):
 
 
 class DecoderLayer(nn.Cell):
-    def __init__(self, args: ModelArgs, dtype=ms.float32):
+    def __init__(self, args: ModelArgs, dtype=ms.float32, random_init: bool = True):
         super().__init__()
         self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps, dtype)
-        self.self_attn = Attention(args, dtype)
+        self.self_attn = Attention(args, dtype, random_init)
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps, dtype)
-        self.mlp = MLP(args, dtype)
+        self.mlp = MLP(args, dtype, random_init)
 
     def construct(self, x, cos, sin, mask, past_key=None, past_value=None):
         expand = past_key is None  # see Attention.construct
@@ -227,10 +226,10 @@ class DecoderLayer(nn.Cell):
 class DecoderModel(nn.Cell):
     """The transformer body; attribute names give Hugging Face's `model.*` parameter keys."""
 
-    def __init__(self, args: ModelArgs, dtype=ms.float32):
+    def __init__(self, args: ModelArgs, dtype=ms.float32, random_init: bool = True):
         super().__init__()
-        self.embed_tokens = Embedding(args.vocab_size, args.hidden_size, dtype)
-        self.layers = nn.CellList([DecoderLayer(args, dtype) for _ in range(args.num_layers)])
+        self.embed_tokens = Embedding(args.vocab_size, args.hidden_size, dtype, random_init)
+        self.layers = nn.CellList([DecoderLayer(args, dtype, random_init) for _ in range(args.num_layers)])
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps, dtype)
 
 
@@ -243,14 +242,10 @@ class CausalLM(nn.Cell):
         super().__init__()
         self.args = args
         self.param_dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
-        _RANDOM_INIT[0] = random_init
-        try:
-            self.model = DecoderModel(args, self.param_dtype)
-            self.tied = args.tie_word_embeddings
-            if not self.tied:
-                self.lm_head = _dense(args.hidden_size, args.vocab_size, False, self.param_dtype)
-        finally:
-            _RANDOM_INIT[0] = True
+        self.model = DecoderModel(args, self.param_dtype, random_init)
+        self.tied = args.tie_word_embeddings
+        if not self.tied:
+            self.lm_head = _dense(args.hidden_size, args.vocab_size, False, self.param_dtype, random_init)
         self.inv_freq = Tensor(rope_inverse_frequencies(args).reshape(1, -1), ms.float32)  # (1, D/2)
         self.matmul_bt = ops.MatMul(transpose_b=True)
         self.num_heads, self.head_dim = args.num_heads, args.head_dim

@@ -11,7 +11,7 @@
 Whole files are written atomically (temp file, fsync, rename, fsync the folder), so a reader never
 sees half a status; status and control updates are read-merge-write under a lock on `.lock`, so
 the console and the worker never lose each other's fields. Metrics are read incrementally by byte
-offset. Imports nothing else from `core`.
+offset. Imports nothing else from `core` but the stdlib-only `core.atomic`.
 """
 from __future__ import annotations
 
@@ -22,14 +22,15 @@ import json
 import math
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from core.atomic import atomic_write, fsync_dir
+
 __all__ = [
-    "RunDirError", "STATES", "TERMINAL_STATES", "can_transition", "atomic_write_text",
+    "RunDirError", "STATES", "TERMINAL_STATES", "can_transition",
     "atomic_write_json", "RunDir", "MetricsReader", "ControlPoller", "RunSummary", "make_run_id",
     "final_run_id", "next_free_run_id", "finalize_name", "list_runs", "resolve_inside",
 ]
@@ -71,27 +72,9 @@ def _transition_error(path: Path, old: str | None, new: str) -> RunDirError:
 
 # ---- atomic files ----------------------------------------------------------------------------
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Replace `path` with `text` so that readers see the old file or the new one, never a mix."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; run files are meant to be read by others
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    """`atomic_write_text` of `obj` as indented JSON (NumPy scalars and paths are converted)."""
-    atomic_write_text(path, json.dumps(obj, indent=2, default=_json_default) + "\n")
+    """`obj` as indented JSON, written atomically (NumPy scalars and paths are converted)."""
+    atomic_write(path, json.dumps(obj, indent=2, default=_json_default) + "\n")
 
 
 def _json_default(value: Any) -> Any:
@@ -100,16 +83,6 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename inside `folder` durable (a no-op where the filesystem cannot do it)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 @contextlib.contextmanager
@@ -223,7 +196,7 @@ class RunDir:
                                   "choose another run id") from None
         run.checkpoints_dir.mkdir()
         run.export_dir.mkdir()
-        atomic_write_text(run.config_path, config_yaml)
+        atomic_write(run.config_path, config_yaml)
         atomic_write_json(run.control_path, {"stop": None, "early_stopping": None, "seq": 0})
         now = time.time()
         atomic_write_json(run.status_path, {"run_id": run_id, "state": "queued", "attempt": 1,
@@ -513,7 +486,7 @@ def finalize_name(run_dir: RunDir | str | os.PathLike, val_ppl: float | None,
     target = real.parent / next_free_run_id(real.parent, wanted)
     os.rename(real, target)
     os.symlink(target.name, real)  # relative: survives moving the whole runs folder
-    _fsync_dir(real.parent)
+    fsync_dir(real.parent)
     run = RunDir(target)
     run.write_status(run_id=target.name)
     return run

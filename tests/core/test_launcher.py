@@ -391,7 +391,8 @@ def test_msrun_workers_in_their_own_sessions_are_stopped(tmp_path, run, monkeypa
     repo = tmp_path / "repo"
     (repo / "core").mkdir(parents=True)
     (repo / "core" / "__init__.py").write_text("")
-    (repo / "core" / "rundir.py").symlink_to(REPO_ROOT / "core" / "rundir.py")
+    for module in ("rundir.py", "atomic.py"):
+        (repo / "core" / module).symlink_to(REPO_ROOT / "core" / module)
     (repo / "core" / "train.py").write_text(FAKE_DP_WORKER)
     monkeypatch.setattr("core.launcher.REPO_ROOT", repo)
     launched = launch(run, 2)
