@@ -30,7 +30,7 @@ import numpy as np
 from core.atomic import atomic_open
 from core.data_files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, dataset_splits,  # noqa: F401
                              read_data_file, split_files)
-from core.data_formats import (CHAT_ROLES, FORMAT_FIELDS, FORMATS, Columns, Conversation,  # noqa: F401
+from core.data_formats import (CHAT_ROLES, FORMAT_FIELDS, FORMATS, TAG_DEFAULTS, Columns, Conversation,  # noqa: F401
                                conversation, format_help, ignored_fields, resolve_format, text_of)
 from core.data_packing import (bucket_length, collate_packed, length_groups, pack_rows,  # noqa: F401
                                packing_efficiency, padding_efficiency)
