@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -26,10 +25,6 @@ from core.atomic import atomic_folder, atomic_symlink
 from core.model import CausalLM, DTYPES
 from core.model_args import (INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
                              require_folder, weight_files)
-
-# Buffers some older checkpoints carry that are recomputed, not learned.
-IGNORED_KEYS = re.compile(r"\.rotary_emb\.inv_freq$")
-
 
 def read_safetensors(files: list[Path]) -> dict[str, np.ndarray]:
     """All tensors of the given safetensors files as numpy arrays (bf16 stays bf16)."""
@@ -49,29 +44,38 @@ def read_safetensors(files: list[Path]) -> dict[str, np.ndarray]:
 
 
 def load_hf_weights(model: CausalLM, tensors: dict[str, np.ndarray], source: str) -> None:
-    """Copy Hugging Face tensors into the model's parameters, cast to each parameter's dtype.
-    Every parameter must be present with the right shape and every tensor must be used."""
+    """Copy Hugging Face tensors into the model's parameters, cast to each parameter's dtype. The
+    family's key map (`core.families.KeyMap`) turns hub names into ours and says which tensors are
+    not the model's (rotary buffers, a vision tower); every parameter must be present with the
+    right shape and every other tensor must be used. Errors name the tensor as the file has it.
+    The hub names are kept on the model (`hub_names`) so an export writes the base's layout."""
+    args = model.args
+    try:
+        tensors, hub_names = args.spec.key_map.to_ours(tensors, args)
+    except (KeyError, ValueError) as exc:
+        raise CheckpointError(f"{source}: {exc.args[0]}") from exc
     params = {p.name: p for p in model.get_parameters()}
-    unused = {k for k in tensors if k not in params and not IGNORED_KEYS.search(k)}
+    unused = {k for k in tensors if k not in params}
     if model.tied:
         unused.discard("lm_head.weight")  # some tied checkpoints still store the shared matrix
     missing = sorted(k for k in params if k not in tensors)
     if missing:
         raise CheckpointError(f"{source}: missing tensor {missing[0]}" +
                               (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "") +
-                              f" required by {model.args.architecture}.")
+                              f" required by {args.architecture}.")
     if unused:
-        extra = sorted(unused)
+        extra = sorted(hub_names.get(k, k) for k in unused)
         raise CheckpointError(f"{source}: unexpected tensor {extra[0]}" +
                               (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "") +
-                              f" that {model.args.architecture} with this config.json does not have.")
+                              f" that {args.architecture} with this config.json does not have.")
     for name, param in params.items():
         array = tensors[name]
         if tuple(array.shape) != tuple(param.shape):
-            raise CheckpointError(f"{source}: tensor {name} has shape {tuple(array.shape)}, "
+            raise CheckpointError(f"{source}: tensor {hub_names.get(name, name)} has shape {tuple(array.shape)}, "
                                   f"config.json implies {tuple(param.shape)}.")
     for name, param in params.items():
         param.set_data(Tensor(tensors[name].astype(np.float32), dtype=param.dtype))
+    model.hub_names = {name: hub_names.get(name, name) for name in params}
 
 
 def check_dtype_supported(dtype: str) -> None:
@@ -216,9 +220,12 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 
 def hf_state_dict(model: CausalLM) -> dict[str, np.ndarray]:
-    """The model's weights under Hugging Face keys in float32 (LoRA tensors excluded: merge first)."""
-    return {p.name: p.asnumpy().astype(np.float32) for p in model.get_parameters()
+    """The model's weights in float32 under the hub names of the checkpoint it was loaded from
+    (its family's key map; our own names for a model built from scratch). LoRA tensors are
+    excluded: merge first."""
+    ours = {p.name: p.asnumpy().astype(np.float32) for p in model.get_parameters()
             if not p.name.endswith((".lora_a", ".lora_b"))}
+    return model.args.spec.key_map.to_hub(ours, model.args, getattr(model, "hub_names", None))
 
 
 def copy_tokenizer_files(source_dir: str | Path, dest_dir: str | Path) -> None:

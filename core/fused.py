@@ -39,11 +39,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from core.atomic import atomic_path
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
-SOURCES = tuple(KERNELS / f"{name}.cc" for name in ("attention", "rmsnorm", "cross_entropy", "swiglu", "common"))
-HEADERS = (KERNELS / "common.h",)
+# every source in core/kernels/ goes into the one library (another engineer's kernel is a new .cc)
+SOURCES = tuple(sorted(KERNELS.glob("*.cc")))
+HEADERS = tuple(sorted(KERNELS.glob("*.h")))
 # -ffp-contract=off: no fused multiply-adds, so the rotary embedding rounds as MindSpore's separate
 # Mul and Add kernels do (with FMAs the demo run's trajectory drifted: val ppl 3.06 -> 3.02)
 FLAGS = ("-O3", "-march=native", "-ffast-math", "-ffp-contract=off", "-fPIC", "-shared", "-std=c++17", "-pthread")
@@ -97,17 +100,21 @@ def cache_dir() -> Path:
     return Path(os.environ.get(ENV_CACHE) or Path.home() / ".cache" / "mindtune" / "kernels")
 
 
-def build() -> Kernel:
-    """The kernels' shared library, built if this machine has none yet. Raises KernelUnavailable."""
+def build(sources=None, headers=None, cache: Path | None = None) -> Kernel:
+    """The kernels' shared library, built if this machine has none yet. Raises KernelUnavailable.
+    sources/headers/cache (default: core/kernels/ and the kernel cache) build another set of
+    sources the same way, e.g. an earlier commit's kernels for a bit-identity test or a benchmark."""
+    sources = SOURCES if sources is None else tuple(sources)
+    headers = HEADERS if headers is None else tuple(headers)
     lib, cxx = _mindspore_lib(), _compiler()
     try:
         version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise KernelUnavailable(f"{cxx} --version failed: {exc}") from exc
-    texts = [path.read_text() for path in SOURCES + HEADERS]
+    texts = [path.read_text() for path in sources + headers]
     material = "\0".join([*texts, version, " ".join(FLAGS), _cpu_fingerprint(), str(lib)])
     key = hashlib.sha256(material.encode()).hexdigest()[:16]
-    target = cache_dir() / f"kernels-{key}.so"
+    target = (cache or cache_dir()) / f"kernels-{key}.so"
     if target.exists():
         return Kernel(target, 0.0)
     start = time.perf_counter()
@@ -115,11 +122,11 @@ def build() -> Kernel:
         target.parent.mkdir(parents=True, exist_ok=True)
         # complete or absent: a concurrent worker may build the same file
         with atomic_path(target, mode=0o755) as tmp:
-            argv = [cxx, *FLAGS, "-o", str(tmp), *map(str, SOURCES), f"-L{lib}", f"-l:{DNNL}",
+            argv = [cxx, *FLAGS, "-o", str(tmp), *map(str, sources), f"-L{lib}", f"-l:{DNNL}",
                     f"-Wl,-rpath,{lib}"]
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
             if proc.returncode != 0:
-                raise KernelUnavailable(f"building {', '.join(s.name for s in SOURCES)} failed ({' '.join(argv[:2])} ...): "
+                raise KernelUnavailable(f"building {', '.join(s.name for s in sources)} failed ({' '.join(argv[:2])} ...): "
                                         f"{proc.stderr.strip()[-800:]}")
     except subprocess.TimeoutExpired as exc:
         raise KernelUnavailable(f"building the kernels took over {BUILD_TIMEOUT_S} s") from exc
@@ -128,6 +135,28 @@ def build() -> Kernel:
                                 f"set {ENV_CACHE} to a writable folder") from exc
     _prune(target)
     return Kernel(target, time.perf_counter() - start)
+
+
+def build_revision(commit: str, cache: Path) -> Kernel:
+    """The library as the kernel sources of git `commit` build it (core/kernels/*.cc and *.h at that
+    commit, this machine's compiler and flags), into `cache`: the baseline of the bit-identity test
+    and of bench/kernels.py's old-vs-new timings. Raises KernelUnavailable without git or the commit."""
+    root = KERNELS.parents[1]
+    git = shutil.which("git")
+    if git is None:
+        raise KernelUnavailable("git is not on PATH")
+    listing = subprocess.run([git, "-C", str(root), "ls-tree", "--name-only", f"{commit}:core/kernels"],
+                             capture_output=True, text=True, timeout=60)
+    if listing.returncode != 0:
+        raise KernelUnavailable(f"no core/kernels at {commit} in {root}: {listing.stderr.strip()}")
+    folder = cache / f"src-{commit[:12]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in listing.stdout.split():
+        if name.endswith((".cc", ".h")):
+            text = subprocess.run([git, "-C", str(root), "show", f"{commit}:core/kernels/{name}"], capture_output=True,
+                                  text=True, timeout=60, check=True).stdout
+            (folder / name).write_text(text)
+    return build(sorted(folder.glob("*.cc")), sorted(folder.glob("*.h")), cache)
 
 
 STALE_DAYS = 30
@@ -164,29 +193,128 @@ def _aot(kernel: Kernel, symbol: str, out_shape, outputs: int, bprop=None):
                       out_dtype=lambda *inputs: dtypes, func_type="aot", bprop=bprop)
 
 
-class FusedAttention:
-    """The forward and backward kernels as MindSpore ops. Calling it with q (B, T, H, D), k and v
-    (B, T, KV, D) before rotary embedding (the projections' outputs, reshaped, not transposed), an
-    additive float32 mask (B|1, 1|H, T, T) and the RoPE tables cos, sin (B|1, 1, T, D) returns the
-    attention output (B, T, H, D) and the rotated keys (B, T, KV, D); gradients flow to q, k and v
-    (none to the mask or the tables)."""
+ROTARY_STYLES = ("half", "interleaved")
 
-    def __init__(self, kernel: Kernel):
-        from mindspore import ops
-        backward = _aot(kernel, "attention_backward",
-                        lambda q, k, v, mask, cos, sin, out, lse, dout, dkey: (q, k, v), 3)
+
+def attention_options(head_dim: int | None = None, *, scale=None, softcap=None, window=None, rotary_dim=None,
+                      rotary_style="half"):
+    """The attention kernel's option vector (core/kernels/attention.cc; 0 = off / the default),
+    checked: a bad option is one clear error naming it."""
+    if scale is not None and not scale > 0:
+        raise ValueError(f"attention scale must be > 0, got {scale!r}")
+    if softcap is not None and not softcap > 0:
+        raise ValueError(f"attention softcap must be > 0 (None: no soft-capping), got {softcap!r}")
+    if window is not None and (int(window) != window or window < 1):
+        raise ValueError(f"attention window must be a whole number >= 1 (None: no window), got {window!r}")
+    if rotary_dim is not None and (int(rotary_dim) != rotary_dim or rotary_dim < 2 or rotary_dim % 2
+                                   or (head_dim is not None and rotary_dim > head_dim)):
+        raise ValueError(f"rotary_dim must be even and in [2, head_dim{'' if head_dim is None else '=' + str(head_dim)}], "
+                         f"got {rotary_dim!r}")
+    if rotary_style not in ROTARY_STYLES:
+        raise ValueError(f"rotary_style must be one of {', '.join(ROTARY_STYLES)}, got {rotary_style!r}")
+    return np.array([scale or 0.0, softcap or 0.0, window or 0, rotary_dim or 0,
+                     ROTARY_STYLES.index(rotary_style)], np.float32)
+
+
+class FusedAttention:
+    """The forward and backward kernels as MindSpore ops. `.op(q, k, v, mask, cos, sin,
+    segment_ids=None)` with q (B, T, H, D), k and v (B, T, KV, D) before rotary embedding (the
+    projections' outputs, reshaped, not transposed), an additive float32 mask (B|1, 1|H, T|1, T)
+    (a (…, 1, T) mask is one row of key offsets for every query: key padding) and the RoPE tables
+    cos, sin (B|1, 1, T, rotary_dim) returns the attention output (B, T, H, D), the log-sum-exp
+    (B, H, T) and the rotated keys (B, T, KV, D); gradients flow to q, k and v (none to the mask,
+    the tables or the segment ids). Calling the object itself returns (output, keys).
+
+    Options (each None = today's Llama maths; see core/kernels/attention.cc):
+    - scale: the scores' factor (default 1/sqrt(D); Gemma: query_pre_attn_scalar ** -0.5);
+    - softcap: c, scores <- c·tanh(scores/c) before the mask (Gemma 2);
+    - window: key j visible to query i iff 0 <= i - j < window (Mistral, Gemma); the kernel skips
+      the keys outside it, so the cost grows with T·window, not T²;
+    - rotary_dim: RoPE on the first rotary_dim dims of each head, the rest passed through (GLM-4,
+      Phi-3); the tables are rotary_dim wide, laid out as Llama's cat(freqs, freqs);
+    - rotary_style: "half" (Llama's rotate_half) or "interleaved" (pairs 2i, 2i+1 rotated by
+      freqs[i]: GLM-4's layout, from the same tables).
+    segment_ids (B, T) int32 (sequence packing): query i sees key j only when their ids are equal,
+    a block-diagonal causal mask; the kernel skips the key blocks of other samples. Positions that
+    restart per sample come in per-row tables (B, 1, T, rotary_dim)."""
+
+    def __init__(self, kernel: Kernel, *, head_dim: int | None = None, scale=None, softcap=None, window=None,
+                 rotary_dim=None, rotary_style="half"):
+        import mindspore as ms
+        from mindspore import Tensor, nn, ops
+        # head_dim (optional) bounds rotary_dim here; the kernel checks the tables against the heads
+        options = attention_options(head_dim, scale=scale, softcap=softcap, window=window,
+                                    rotary_dim=rotary_dim, rotary_style=rotary_style)
+        backward = _aot(kernel, "attention_backward", lambda q, k, v, *rest: (q, k, v), 3)
         zeros_like = ops.ZerosLike()
 
-        def bprop(q, k, v, mask, cos, sin, out, dout):
-            dq, dk, dv = backward(q, k, v, mask, cos, sin, out[0], out[1], dout[0], dout[2])
-            return dq, dk, dv, zeros_like(mask), zeros_like(cos), zeros_like(sin)
+        def bprop(q, k, v, mask, cos, sin, opts, out, dout):
+            dq, dk, dv = backward(q, k, v, mask, cos, sin, opts, out[0], out[1], dout[0], dout[2])
+            return dq, dk, dv, zeros_like(mask), zeros_like(cos), zeros_like(sin), zeros_like(opts)
 
-        self.op = _aot(kernel, "attention_forward", lambda q, k, v, mask, cos, sin: (q, [q[0], q[2], q[1]], k), 3,
-                       bprop)
+        def bprop_packed(q, k, v, mask, cos, sin, opts, seg, out, dout):
+            dq, dk, dv = backward(q, k, v, mask, cos, sin, opts, seg, out[0], out[1], dout[0], dout[2])
+            return dq, dk, dv, zeros_like(mask), zeros_like(cos), zeros_like(sin), zeros_like(opts), zeros_like(seg)
 
-    def __call__(self, q, k, v, mask, cos, sin):
-        out, _, key = self.op(q, k, v, mask, cos, sin)
+        out_shape = lambda q, k, v, *rest: (q, [q[0], q[2], q[1]], k)  # noqa: E731
+        forward = _aot(kernel, "attention_forward", out_shape, 3, bprop)
+        forward_packed = _aot(kernel, "attention_forward", out_shape, 3, bprop_packed)
+
+        class AttentionOp(nn.Cell):
+            """The kernel with its options as a constant input (a layer's compiled graph, and
+            core.model's layer signature, carry them)."""
+
+            def __init__(self):
+                super().__init__()
+                self.kernel, self.kernel_packed = forward, forward_packed
+                self.options = Tensor(options, ms.float32)
+
+            def construct(self, q, k, v, mask, cos, sin, segment_ids=None):
+                if segment_ids is None:
+                    return self.kernel(q, k, v, mask, cos, sin, self.options)
+                return self.kernel_packed(q, k, v, mask, cos, sin, self.options, segment_ids)
+
+        self.op = AttentionOp()
+
+    def __call__(self, q, k, v, mask, cos, sin, segment_ids=None):
+        out, _, key = self.op(q, k, v, mask, cos, sin, segment_ids)
         return out, key
+
+
+def variants(build_op):
+    """factory(**needs) -> build_op(**needs), one op per distinct set of needs (layers that need the
+    same share it); a need build_op has no keyword for is raised as LookupError naming it (what
+    `CausalLM.use_kernels` expects: that part of the layer then stays composed). build_op takes
+    its options as keyword-only arguments."""
+    import inspect
+    accepted = {name for name, p in inspect.signature(build_op).parameters.items() if p.kind == p.KEYWORD_ONLY}
+    built: dict = {}
+
+    def factory(**needs):
+        unknown = sorted(set(needs) - accepted)
+        if unknown:
+            raise LookupError("no kernel variant for " + ", ".join(f"{k}={needs[k]!r}" for k in unknown))
+        key = tuple(sorted(needs.items()))
+        if key not in built:
+            built[key] = build_op(**needs)
+        return built[key]
+
+    return factory
+
+
+def attention_variants(kernel: Kernel):
+    """factory(**needs) -> the attention op with those FusedAttention options (see `variants`)."""
+    def build_op(*, scale=None, softcap=None, window=None, rotary_dim=None, rotary_style="half"):
+        return FusedAttention(kernel, scale=scale, softcap=softcap, window=window, rotary_dim=rotary_dim,
+                              rotary_style=rotary_style).op
+    return variants(build_op)
+
+
+def gate_variants(kernel: Kernel):
+    """factory(**needs) -> the MLP gate op (`activation`: "silu" default, "gelu_tanh")."""
+    def build_op(*, activation="silu"):
+        return FusedSwiGLU(kernel, activation).op
+    return variants(build_op)
 
 
 class FusedRMSNorm:
@@ -206,33 +334,70 @@ class FusedRMSNorm:
         self.op = _aot(kernel, "rmsnorm_forward", lambda x, w, eps: (x, x[:-1]), 2, bprop)
 
 
+def _with_constant(op, value: float):
+    """op(a, b, c) with c a constant float32 (1,) tensor, as a MindSpore Cell of two inputs (the
+    compiled graph, and core.model's layer signature, carry the constant)."""
+    import mindspore as ms
+    from mindspore import Tensor, nn
+
+    class WithConstant(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.kernel, self.constant = op, Tensor([value], ms.float32)
+
+        def construct(self, a, b):
+            return self.kernel(a, b, self.constant)
+
+    return WithConstant()
+
+
 class FusedCrossEntropy:
     """The cross-entropy kernels (core/kernels/cross_entropy.cc) as one MindSpore op: called with
     logits (..., V) float32 and int32 targets (...) (below 0: ignored) it returns each row's
-    negative log-likelihood (0 where ignored) and log-sum-exp; the gradient flows to the logits."""
+    negative log-likelihood (0 where ignored) and log-sum-exp; the gradient flows to the logits.
+    softcap=c (Gemma 2's final_logit_softcapping): the loss of c·tanh(logits/c), capped inside the
+    kernel (the lse is the capped logits'); the gradient flows through the cap."""
 
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel: Kernel, softcap: float | None = None):
         from mindspore import ops
-        backward = _aot(kernel, "cross_entropy_backward", lambda x, t, lse, dnll: x, 1)
+        if softcap is not None and not softcap > 0:
+            raise ValueError(f"cross-entropy softcap must be > 0 (None: no soft-capping), got {softcap!r}")
         zeros_like = ops.ZerosLike()
+        if softcap is None:
+            backward = _aot(kernel, "cross_entropy_backward", lambda x, t, lse, dnll: x, 1)
 
-        def bprop(x, targets, out, dout):
-            return backward(x, targets, out[1], dout[0]), zeros_like(targets)
+            def bprop(x, targets, out, dout):
+                return backward(x, targets, out[1], dout[0]), zeros_like(targets)
 
-        self.op = _aot(kernel, "cross_entropy_forward", lambda x, t: (t, t), 2, bprop)
+            self.op = _aot(kernel, "cross_entropy_forward", lambda x, t: (t, t), 2, bprop)
+            return
+        backward = _aot(kernel, "cross_entropy_backward", lambda x, t, cap, lse, dnll: x, 1)
+
+        def bprop_capped(x, targets, cap, out, dout):
+            return backward(x, targets, cap, out[1], dout[0]), zeros_like(targets), zeros_like(cap)
+
+        forward = _aot(kernel, "cross_entropy_forward", lambda x, t, cap: (t, t), 2, bprop_capped)
+        self.op = _with_constant(forward, softcap)
 
 
 class FusedSwiGLU:
     """The SwiGLU gate's kernels (core/kernels/swiglu.cc) as one MindSpore op: called with the gate
-    and up projections (..., intermediate) it returns silu(gate) · up; gradients flow to both."""
+    and up projections (..., intermediate) it returns silu(gate) · up; gradients flow to both.
+    activation="gelu_tanh": GeGLU, gelu(gate) · up with the tanh approximation (Gemma's
+    gelu_pytorch_tanh)."""
 
-    def __init__(self, kernel: Kernel):
-        backward = _aot(kernel, "swiglu_backward", lambda g, u, dy: (g, u), 2)
+    SYMBOLS = {"silu": "swiglu", "gelu_tanh": "geglu"}
+
+    def __init__(self, kernel: Kernel, activation: str = "silu"):
+        if activation not in self.SYMBOLS:
+            raise ValueError(f"gate activation must be one of {', '.join(self.SYMBOLS)}, got {activation!r}")
+        name = self.SYMBOLS[activation]
+        backward = _aot(kernel, f"{name}_backward", lambda g, u, dy: (g, u), 2)
 
         def bprop(g, u, out, dout):
             return backward(g, u, dout)
 
-        self.op = _aot(kernel, "swiglu_forward", lambda g, u: g, 1, bprop)
+        self.op = _aot(kernel, f"{name}_forward", lambda g, u: g, 1, bprop)
 
 
 def switched_off() -> bool:
@@ -253,8 +418,11 @@ def expected(device: str, dtype: str, amp_level: str) -> bool:
 
 def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
     """Route `model`'s full-sequence attention, its norms and its loss (`core.train_step.loss_cell`)
-    through the fused kernels. Returns "fused", or "composed: <why>" when they cannot be used here
-    (the model is left unchanged). `threads`: each kernel's threads (a data-parallel worker's share)."""
+    through the fused kernels, where they compute the model's maths (`CausalLM.use_kernels` asks
+    for a variant per layer: soft-capping, partial rotary, ...). Returns "fused", "fused; composed:
+    <part>: <why> (layers ...)" when some parts stay composed, or "composed: <why>" when the kernels
+    cannot be used here (the model is left unchanged). `threads`: each kernel's threads (a
+    data-parallel worker's share)."""
     import mindspore as ms
     if switched_off():
         return f"composed: {ENV_SWITCH}=0"
@@ -270,12 +438,16 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
         return f"composed: {exc}"
     if threads:
         set_threads(kernel, threads)
-    attention, norm, gate = FusedAttention(kernel), FusedRMSNorm(kernel).op, FusedSwiGLU(kernel).op
-    for layer in model.model.layers:
-        layer.self_attn.fused = attention.op
-        layer.input_layernorm.fused = layer.post_attention_layernorm.fused = norm
-        layer.mlp.fused = gate
-    model.model.norm.fused = norm
-    model.fused_loss = FusedCrossEntropy(kernel).op
-    model.fused_attention = True
-    return "fused"
+    composed = model.use_kernels(_plain_only(FusedAttention(kernel).op), FusedRMSNorm(kernel).op,
+                                 _plain_only(FusedSwiGLU(kernel).op), FusedCrossEntropy(kernel).op)
+    return "fused" + ("; composed: " + "; ".join(composed) if composed else "")
+
+
+def _plain_only(op):
+    """The factory `CausalLM.use_kernels` calls with a layer's needs, for a kernel without variants:
+    the op when nothing beyond its plain maths is needed, else LookupError naming the needs."""
+    def variant(**needs):
+        if needs:
+            raise LookupError("no kernel variant for " + ", ".join(f"{k}={v}" for k, v in sorted(needs.items())))
+        return op
+    return variant

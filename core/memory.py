@@ -23,7 +23,7 @@ On the CPU the worker's peak is its resident set size, which `core.train` report
 The train and eval steps are `ms.jit` graphs sharing MindSpore's memory pool. Two CPU kernels keep
 memory of their own for as long as a graph lives, outside the pool: a binary op whose inputs differ
 in shape (a broadcasting Mul or Add) keeps 16 bytes of indices per output element, and Transpose 8.
-`core.model` broadcasts explicitly (`core.model.full`) so the first costs nothing; the Transposes
+`core.model` broadcasts explicitly (`core.ops.full`) so the first costs nothing; the Transposes
 of the attention heads remain (the "hidden" count absorbs them). Identical decoder layers share
 one compiled graph (`core.model.share_layer_graphs`), so the graph memory per layer is small.
 Attention, the norms, the MLP gates and the loss run as fused kernels when the CPU has a C++
@@ -151,14 +151,9 @@ class MemoryEstimate:
 
 def dense_shapes(args: ModelArgs) -> dict[str, tuple[int, int]]:
     """Every Dense layer of `core.model.CausalLM` by dotted name: (in_features, out_features)."""
-    h, i = args.hidden_size, args.intermediate_size
-    q, kv = args.num_heads * args.head_dim, args.num_kv_heads * args.head_dim
-    per_layer = {"self_attn.q_proj": (h, q), "self_attn.k_proj": (h, kv), "self_attn.v_proj": (h, kv),
-                 "self_attn.o_proj": (q, h), "mlp.gate_proj": (h, i), "mlp.up_proj": (h, i),
-                 "mlp.down_proj": (i, h)}
-    shapes = {f"model.layers.{n}.{name}": shape for n in range(args.num_layers) for name, shape in per_layer.items()}
+    shapes = args.dense_shapes()
     if not args.tie_word_embeddings:
-        shapes["lm_head"] = (h, args.vocab_size)
+        shapes["lm_head"] = (args.hidden_size, args.vocab_size)
     return shapes
 
 

@@ -1,15 +1,21 @@
-"""A decoder-only transformer in MindSpore for the Llama family and Qwen2, built from a Hugging Face
-`config.json`: RoPE (default, linear, Llama-3 scaling), RMSNorm, SwiGLU, grouped-query attention,
-optional q/k/v bias and tied embeddings. Parameter names are Hugging Face's own keys
-(`model.layers.0.self_attn.q_proj.weight`), so checkpoints map one to one.
+"""A decoder-only transformer in MindSpore, composed from a family spec (`core.families`) and a
+checkpoint's numbers (`core.model_args.ModelArgs`): RMSNorm (or Gemma's 1 + w) where the family's
+layout puts norms, grouped-query attention with optional fused q/k/v, biases, QK-norm, soft-capped
+scores and sliding windows, RoPE (default, linear, Llama-3 scaling; partial and interleaved), and a
+gated MLP (SwiGLU or GeGLU, optionally one fused gate/up projection). Parameter names are Hugging
+Face's own keys (`model.layers.0.self_attn.q_proj.weight`), so checkpoints map one to one (a
+family's `KeyMap` covers the exceptions).
 
 `CausalLM.construct` is the full-sequence forward used by training and evaluation (graph-mode
-friendly); `CausalLM.forward_cached` is the incremental forward with a key/value cache used by
-`generate`.
+friendly; packed batches pass `position_ids` and `segment_ids`); `CausalLM.forward_cached` is the
+incremental forward with a key/value cache used by `generate`. The CPU-specific workarounds live
+in `core.ops`; the fused CPU kernels (`core.fused`) replace attention, the norms, the MLP gate and
+the loss where they compute the same maths (`CausalLM.use_kernels`).
 """
 from __future__ import annotations
 
 import hashlib
+import math
 
 import numpy as np
 
@@ -19,9 +25,9 @@ from mindspore.common.initializer import Initializer, Normal, initializer
 
 from core.model_args import (ARCHITECTURES, PROJECTION_NAMES, ModelArgs, ModelConfigError,  # noqa: F401
                              rope_inverse_frequencies)
+from core.ops import MASK_MIN, LastAxisMean, Softmax, apply_rotary, full, gelu_tanh, rope_table, soft_cap
 
 DTYPES = {"float32": ms.float32, "float16": ms.float16, "bfloat16": ms.bfloat16}
-MASK_MIN = float(np.finfo(np.float32).min)
 
 
 class _SeedOnly(Initializer):
@@ -40,6 +46,11 @@ def _weight_init(random_init: bool) -> Initializer:
     return Normal(0.02) if random_init else _SeedOnly()
 
 
+def _dense(in_features: int, out_features: int, bias: bool, dtype, random_init: bool = True) -> nn.Dense:
+    return nn.Dense(in_features, out_features, weight_init=_weight_init(random_init), bias_init="zeros",
+                    has_bias=bias, dtype=dtype)
+
+
 class Embedding(nn.Cell):
     """Token embedding whose parameter is called `weight`, as in Hugging Face."""
 
@@ -52,175 +63,228 @@ class Embedding(nn.Cell):
         return ops.gather(self.weight, input_ids, 0)
 
 
-def full(x, shape):
-    """`x` broadcast to `shape` as a tensor of its own, before it meets a tensor of that shape.
-    MindSpore 2.10's CPU kernels for a binary op whose inputs differ in shape (Mul, Add, Sub, ...)
-    keep two 8-byte indices per output element for as long as the compiled graph lives: 16 bytes
-    per element, 4× a float32 output, for every such op in the forward and the backward
-    (measured: ~190 MB per layer of the 25M model at batch 8 × 256). BroadcastTo keeps nothing, and
-    ops between equal shapes keep nothing. `shape` is static in graph mode, so the test costs
-    nothing at run time."""
-    if x.shape == shape:
-        return x
-    return ops.broadcast_to(x, shape)
-
-
 class RMSNorm(nn.Cell):
-    """x / rms(x) · weight, normalised in float32 and cast back (as Hugging Face does)."""
+    """x / rms(x) · weight, normalised in float32 and cast back (as Hugging Face does). With
+    `offset` (Gemma) the weight is stored zero-centred and applied as 1 + weight."""
 
-    def __init__(self, hidden_size: int, eps: float, dtype=ms.float32):
+    def __init__(self, size: int, eps: float, dtype=ms.float32, offset: bool = False):
         super().__init__()
-        self.weight = Parameter(initializer("ones", (hidden_size,), dtype), name="weight")
+        self.weight = Parameter(initializer("zeros" if offset else "ones", (size,), dtype), name="weight")
         self.eps = eps
-        self.matmul = ops.MatMul()
-        self.mean_column = Tensor(np.full((hidden_size, 1), 1.0 / hidden_size, np.float32))  # (hidden, 1)
+        self.offset = offset
+        self.mean = LastAxisMean(size)
         self.eps_tensor = Tensor([eps], ms.float32)
-        self.fused = None  # core.fused.enable: the CPU kernel (forward and backward in one pass each)
+        self.fused = None  # core.fused: the CPU kernel (forward and backward in one pass each)
 
     def construct(self, x, expand=True):
         """expand=False (decoding steps, op by op) leaves the broadcasts to the Mul kernels."""
         dtype = x.dtype
+        weight = self.weight + 1 if self.offset else self.weight
         if expand and self.fused is not None and dtype == ms.float32:
-            return self.fused(x, self.weight, self.eps_tensor)[0]
+            return self.fused(x, weight, self.eps_tensor)[0]
         x32 = ops.cast(x, ms.float32)
-        # mean of squares over the last axis as a MatMul against a 1/h column: MindSpore's CPU
-        # ReduceMean (and its gradient) over the hidden axis cost ~4x more inside the train step
-        squares = ops.square(x32)
-        if dtype == ms.float32:
-            variance = self.matmul(squares.reshape(-1, x.shape[-1]), self.mean_column).reshape(x.shape[:-1] + (1,))
-        else:  # under AMP, MindSpore casts a MatMul's inputs to the compute dtype: keep the mean in float32
-            variance = ops.mean(squares, -1, keep_dims=True)
-        # explicit broadcasts (see `full`), in the order Hugging Face computes: (x·r)·w
-        scale, weight = ops.rsqrt(variance + self.eps), self.weight
-        if expand:
+        scale = ops.rsqrt(self.mean(ops.square(x32), dtype == ms.float32) + self.eps)
+        if expand:  # explicit broadcasts (see core.ops.full), in the order Hugging Face computes: (x·r)·w
             scale, weight = full(scale, x.shape), full(weight, x.shape)
         return weight * ops.cast(x32 * scale, dtype)
 
 
-def _dense(in_features: int, out_features: int, bias: bool, dtype, random_init: bool = True) -> nn.Dense:
-    return nn.Dense(in_features, out_features, weight_init=_weight_init(random_init), bias_init="zeros",
-                    has_bias=bias, dtype=dtype)
-
-
-class Softmax(nn.Cell):
-    """Softmax over the last axis; its backward, (dy − Σ dy·y)·y, takes the row sums as one MatMul
-    against a ones column: MindSpore's CPU ReduceSum over a short last axis was the slowest part
-    of the attention backward (profiled: ~3× the MatMul)."""
-
-    def __init__(self):
-        super().__init__()
-        self.softmax, self.matmul, self.ones, self.reshape = ops.Softmax(-1), ops.MatMul(), ops.Ones(), ops.Reshape()
-
-    def construct(self, x):
-        return self.softmax(x)
-
-    def bprop(self, x, out, dout):
-        # primitives only: functional ops inside a bprop fail to compile under jit (MindSpore 2.10)
-        width = x.shape[-1]
-        prod = self.reshape(out * dout, (-1, width))
-        row_sum = self.reshape(self.matmul(prod, self.ones((width, 1), prod.dtype)), x.shape[:-1] + (1,))
-        return ((dout - full(row_sum, dout.shape)) * out,)
-
-
-def rotate_half(x):
-    half = x.shape[-1] // 2
-    return ops.cat((-x[..., half:], x[..., :half]), -1)
-
-
 class Attention(nn.Cell):
-    def __init__(self, args: ModelArgs, dtype=ms.float32, random_init: bool = True):
+    """Grouped-query self-attention of one layer, as its family and the checkpoint define it."""
+
+    def __init__(self, args: ModelArgs, layer: int, dtype=ms.float32, random_init: bool = True):
         super().__init__()
-        h, d = args.hidden_size, args.head_dim
+        spec, h, d = args.spec, args.hidden_size, args.head_dim
         self.num_heads, self.num_kv_heads, self.head_dim = args.num_heads, args.num_kv_heads, d
         self.n_rep = args.num_heads // args.num_kv_heads
-        self.scale = d ** -0.5
-        self.q_proj = _dense(h, args.num_heads * d, args.qkv_bias, dtype, random_init)
-        self.k_proj = _dense(h, args.num_kv_heads * d, args.qkv_bias, dtype, random_init)
-        self.v_proj = _dense(h, args.num_kv_heads * d, args.qkv_bias, dtype, random_init)
-        self.o_proj = _dense(args.num_heads * d, h, args.o_bias, dtype, random_init)
+        q_width, kv_width = args.num_heads * d, args.num_kv_heads * d
+        self.q_width, self.kv_width = q_width, kv_width
+        self.fused_qkv = spec.fused_qkv
+        if self.fused_qkv:
+            self.qkv_proj = _dense(h, q_width + 2 * kv_width, args.qkv_bias, dtype, random_init)
+        else:
+            self.q_proj = _dense(h, q_width, args.qkv_bias, dtype, random_init)
+            self.k_proj = _dense(h, kv_width, args.qkv_bias, dtype, random_init)
+            self.v_proj = _dense(h, kv_width, args.qkv_bias, dtype, random_init)
+        self.o_proj = _dense(q_width, h, args.o_bias, dtype, random_init)
+        self.qk_norm = spec.qk_norm  # "none" | "head" (over head_dim) | "projection" (over all heads)
+        if self.qk_norm != "none":
+            per_head = self.qk_norm == "head"
+            self.q_norm = RMSNorm(d if per_head else q_width, args.rms_norm_eps, dtype, spec.norm == "rms_offset")
+            self.k_norm = RMSNorm(d if per_head else kv_width, args.rms_norm_eps, dtype, spec.norm == "rms_offset")
+        self.scale = args.scale
+        self.softcap = args.attn_softcap
+        self.rotary_dim = args.rotary_dim
+        self.interleaved = spec.rotary_style == "interleaved"
+        self.window = args.layer_window(layer)  # also in the mask; kept for the kernel's choice
         self.bmm_bt = ops.BatchMatMul(transpose_b=True)  # q·kᵀ without materialising kᵀ
         self.bmm = ops.BatchMatMul()
         self.softmax = Softmax()
-        self.fused = None  # core.fused.enable: the CPU kernel for the full-sequence forward
+        self.fused = None  # core.fused: the CPU kernel for the full-sequence forward (see kernel_needs)
+
+    def kernel_needs(self) -> dict:
+        """What this layer asks of a fused attention kernel beyond causal softmax(q·kᵀ/√D + mask)·v
+        with half-style RoPE over the whole head (`CausalLM.use_kernels`): only what differs."""
+        needs = {}
+        if self.scale != self.head_dim ** -0.5:
+            needs["scale"] = self.scale
+        if self.softcap is not None:
+            needs["softcap"] = self.softcap
+        if self.rotary_dim != self.head_dim:
+            needs["rotary_dim"] = self.rotary_dim
+        if self.interleaved:
+            needs["rotary_style"] = "interleaved"
+        return needs
+
+    def uses_kernel(self, dtype) -> bool:
+        return self.fused is not None and dtype == ms.float32
+
+    def project(self, x):
+        """x (B, T, hidden) -> q (B, T, H·D), k and v (B, T, KV·D)."""
+        if self.fused_qkv:
+            qkv = self.qkv_proj(x)
+            q_end, k_end = self.q_width, self.q_width + self.kv_width
+            return qkv[..., :q_end], qkv[..., q_end:k_end], qkv[..., k_end:]
+        return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
     def construct(self, x, cos, sin, mask, past_key=None, past_value=None):
-        """x (B, T, hidden); cos/sin (B|1, 1, T, D); mask (B|1, 1, T, S) additive float32.
+        """x (B, T, hidden); cos/sin (B|1, 1, T, rotary_dim); mask (B|1, 1, T, S) additive float32.
         Returns the output and this call's full keys/values (past + new) for the cache."""
         b, t, _ = x.shape
-        q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim)
-        k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
         expand = past_key is None
-        if expand and self.fused is not None and q.dtype == ms.float32:
+        q, k, v = self.project(x)
+        if self.qk_norm == "projection":
+            q, k = self.q_norm(q, expand), self.k_norm(k, expand)
+        q = q.reshape(b, t, self.num_heads, self.head_dim)
+        k = k.reshape(b, t, self.num_kv_heads, self.head_dim)
+        v = v.reshape(b, t, self.num_kv_heads, self.head_dim)
+        if self.qk_norm == "head":
+            q, k = self.q_norm(q, expand), self.k_norm(k, expand)
+        if expand and self.uses_kernel(q.dtype):
             # one kernel for RoPE, scores, mask, softmax and the weighted sum, forward and backward
-            # (core/fused.py); it reads the heads in place, scales by 1/sqrt(head_dim) and returns
-            # the rotated keys. Keys and values come back as (B, T, KV, D): forward_cached
-            # transposes them for the cache; training never asks for them.
+            # (core/fused.py); it reads the heads in place and returns the rotated keys. Keys and
+            # values come back as (B, T, KV, D): forward_cached transposes them for the cache;
+            # training never asks for them.
             out, _, k = self.fused(q, k, v, mask, cos, sin)  # (B, T, H, D), lse, (B, T, KV, D)
             return self.o_proj(out.reshape(b, t, self.num_heads * self.head_dim)), k, v
         q, k, v = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
         # q: (B, H, T, D); k, v: (B, KV, T, D)
         # the full-sequence forward (compiled for training and evaluation) broadcasts explicitly
-        # (see `full`; no-ops when the caller already did); a decoding step with a cache runs op by
-        # op, where every BroadcastTo is one more kernel launch per token (measured: generation
-        # fell from 35 to 27 tokens/s with them) and saves nothing
-        if expand:
-            cos_q, sin_q, cos_k, sin_k = full(cos, q.shape), full(sin, q.shape), full(cos, k.shape), full(sin, k.shape)
-        else:
-            cos_q, sin_q, cos_k, sin_k = cos, sin, cos, sin
-        q = q * cos_q + rotate_half(q) * sin_q
-        k = k * cos_k + rotate_half(k) * sin_k
+        # (see core.ops.full; no-ops when the caller already did); a decoding step with a cache runs
+        # op by op, where every BroadcastTo is one more kernel launch per token (measured:
+        # generation fell from 35 to 27 tokens/s with them) and saves nothing
+        q = apply_rotary(q, cos, sin, self.interleaved, expand)
+        k = apply_rotary(k, cos, sin, self.interleaved, expand)
         if past_key is not None:
             k = ops.cat((past_key, k), 2)
             v = ops.cat((past_value, v), 2)  # (B, KV, S, D), S = past + T
         # Grouped-query attention without repeating k/v: the n_rep query heads that share a kv
         # head are stacked along the sequence axis, (B, H, T, D) -> (B, KV, n_rep·T, D), so one
         # BatchMatMul per kv head serves them all (repeating k/v heads costs a broadcast copy forward
-        # and a ReduceSum backward). 1/sqrt(D) is applied to q (B·H·T·D values), not to the scores.
+        # and a ReduceSum backward). The scale is applied to q (B·H·T·D values), not to the scores.
         s = k.shape[2]
         q = (q * self.scale).reshape(b, self.num_kv_heads, self.n_rep * t, self.head_dim)
         scores = self.bmm_bt(q, k).reshape(b, self.num_heads, t, s)  # (B, H, T, S)
         if expand:
             mask = full(mask, scores.shape)
-        scores = ops.cast(scores, ms.float32) + mask  # masked and normalised in float32, as in HF eager
-        probs = ops.cast(self.softmax(scores), v.dtype).reshape(b, self.num_kv_heads, self.n_rep * t, s)
+        scores = ops.cast(scores, ms.float32)  # capped, masked and normalised in float32, as in HF eager
+        if self.softcap is not None:
+            scores = soft_cap(scores, self.softcap)
+        probs = ops.cast(self.softmax(scores + mask), v.dtype).reshape(b, self.num_kv_heads, self.n_rep * t, s)
         out = self.bmm(probs, v).reshape(b, self.num_heads, t, self.head_dim)  # (B, H, T, D)
         out = out.transpose(0, 2, 1, 3).reshape(b, t, self.num_heads * self.head_dim)
         return self.o_proj(out), k, v
 
 
 class MLP(nn.Cell):
-    """SwiGLU: down(silu(gate(x)) · up(x))."""
+    """Gated MLP: down(act(gate(x)) · up(x)), act = SiLU (SwiGLU) or tanh-GELU (GeGLU); gate and up
+    are one `gate_up_proj` (gate first) where the family stores them fused."""
 
     def __init__(self, args: ModelArgs, dtype=ms.float32, random_init: bool = True):
         super().__init__()
         h, i = args.hidden_size, args.intermediate_size
-        self.gate_proj = _dense(h, i, args.mlp_bias, dtype, random_init)
-        self.up_proj = _dense(h, i, args.mlp_bias, dtype, random_init)
+        self.intermediate = i
+        self.fused_gate_up = args.spec.fused_gate_up
+        if self.fused_gate_up:
+            self.gate_up_proj = _dense(h, 2 * i, args.mlp_bias, dtype, random_init)
+        else:
+            self.gate_proj = _dense(h, i, args.mlp_bias, dtype, random_init)
+            self.up_proj = _dense(h, i, args.mlp_bias, dtype, random_init)
         self.down_proj = _dense(i, h, args.mlp_bias, dtype, random_init)
-        self.fused = None  # core.fused.enable: the CPU kernel for silu(gate) · up
+        self.activation = args.activation
+        self.fused = None  # core.fused: the CPU kernel for silu(gate) · up
+
+    def kernel_needs(self) -> dict:
+        return {} if self.activation == "silu" else {"activation": self.activation}
 
     def construct(self, x):
-        gate, up = self.gate_proj(x), self.up_proj(x)
+        if self.fused_gate_up:
+            gate_up = self.gate_up_proj(x)
+            gate, up = gate_up[..., :self.intermediate], gate_up[..., self.intermediate:]
+        else:
+            gate, up = self.gate_proj(x), self.up_proj(x)
         if self.fused is not None and gate.dtype == ms.float32:
             return self.down_proj(self.fused(gate, up))
+        if self.activation == "gelu_tanh":
+            return self.down_proj(gelu_tanh(gate) * up)
         return self.down_proj(ops.silu(gate) * up)
 
 
+def _mlp_class(args: ModelArgs, layer: int):
+    """The MLP cell of decoder layer `layer`: a mixture of experts where the config makes it sparse
+    (core/moe.py; its construct returns (out, router_logits)), else the gated MLP."""
+    if args.is_sparse(layer):
+        from core.moe import SparseMoE
+        return SparseMoE
+    return MLP
+
+
 class DecoderLayer(nn.Cell):
-    def __init__(self, args: ModelArgs, dtype=ms.float32, random_init: bool = True):
+    """x = x + post(attention(pre(x))); x = x + post(mlp(pre(x))), with the family's norms (its
+    `BlockLayout`; a name that is '' has no norm there). The norms carry their Hugging Face names."""
+
+    def __init__(self, args: ModelArgs, layer: int, dtype=ms.float32, random_init: bool = True):
         super().__init__()
-        self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps, dtype)
-        self.self_attn = Attention(args, dtype, random_init)
-        self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps, dtype)
-        self.mlp = MLP(args, dtype, random_init)
+        spec = args.spec
+        layout = spec.layout
+        self.attn_pre, self.attn_post = layout.attn_pre, layout.attn_post
+        self.mlp_pre, self.mlp_post = layout.mlp_pre, layout.mlp_post
+        offset = spec.norm == "rms_offset"
+
+        def add_norm(name):
+            if name:
+                setattr(self, name, RMSNorm(args.hidden_size, args.rms_norm_eps, dtype, offset))
+
+        # created in the order the forward uses them, so parameters are listed as in transformers
+        add_norm(self.attn_pre)
+        self.self_attn = Attention(args, layer, dtype, random_init)
+        add_norm(self.attn_post)
+        add_norm(self.mlp_pre)
+        self.sparse = args.is_sparse(layer)
+        self.mlp = _mlp_class(args, layer)(args, dtype, random_init)
+        add_norm(self.mlp_post)
+        self.mask_index = 0  # which of the model's masks and RoPE tables the layer takes (CausalLM)
+        self.rope_index = 0
+
+    def norms(self) -> list[RMSNorm]:
+        return [getattr(self, name) for name in (self.attn_pre, self.attn_post, self.mlp_pre, self.mlp_post) if name]
 
     def construct(self, x, cos, sin, mask, past_key=None, past_value=None):
+        """Returns the layer's output, its keys and values (for the cache) and, for a sparse
+        layer, the router's logits (B·T, experts) (None for a dense one)."""
         expand = past_key is None  # see Attention.construct
-        attn, k, v = self.self_attn(self.input_layernorm(x, expand), cos, sin, mask, past_key, past_value)
-        x = x + attn
-        x = x + self.mlp(self.post_attention_layernorm(x, expand))
-        return x, k, v
+        h = getattr(self, self.attn_pre)(x, expand) if self.attn_pre else x
+        h, k, v = self.self_attn(h, cos, sin, mask, past_key, past_value)
+        if self.attn_post:
+            h = getattr(self, self.attn_post)(h, expand)
+        x = x + h
+        h = self.mlp(getattr(self, self.mlp_pre)(x, expand) if self.mlp_pre else x)
+        router_logits = None
+        if self.sparse:
+            h, router_logits = h
+        if self.mlp_post:
+            h = getattr(self, self.mlp_post)(h, expand)
+        return x + h, k, v, router_logits
 
 
 class DecoderModel(nn.Cell):
@@ -229,8 +293,8 @@ class DecoderModel(nn.Cell):
     def __init__(self, args: ModelArgs, dtype=ms.float32, random_init: bool = True):
         super().__init__()
         self.embed_tokens = Embedding(args.vocab_size, args.hidden_size, dtype, random_init)
-        self.layers = nn.CellList([DecoderLayer(args, dtype, random_init) for _ in range(args.num_layers)])
-        self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps, dtype)
+        self.layers = nn.CellList([DecoderLayer(args, n, dtype, random_init) for n in range(args.num_layers)])
+        self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps, dtype, args.spec.norm == "rms_offset")
 
 
 class CausalLM(nn.Cell):
@@ -246,30 +310,49 @@ class CausalLM(nn.Cell):
         self.tied = args.tie_word_embeddings
         if not self.tied:
             self.lm_head = _dense(args.hidden_size, args.vocab_size, False, self.param_dtype, random_init)
-        self.inv_freq = Tensor(rope_inverse_frequencies(args).reshape(1, -1), ms.float32)  # (1, D/2)
+        # the distinct windows and RoPE bases among the layers: one mask / table each per forward
+        windows = [args.layer_window(n) for n in range(args.num_layers)]
+        thetas = [args.layer_rope_theta(n) for n in range(args.num_layers)]
+        self.windows = tuple(dict.fromkeys(windows))  # (None,) without sliding windows
+        self.local_theta = next((th for th in thetas if th != args.rope_theta), None)
+        for layer, window, theta in zip(self.model.layers, windows, thetas):
+            layer.mask_index = self.windows.index(window)
+            layer.rope_index = 0 if theta == args.rope_theta else 1
+        self.inv_freq = Tensor(rope_inverse_frequencies(args).reshape(1, -1), ms.float32)  # (1, R/2)
+        self.local_inv_freq = None if self.local_theta is None else Tensor(
+            rope_inverse_frequencies(args, self.local_theta).reshape(1, -1), ms.float32)
+        self.interleaved_rope = args.spec.rotary_style == "interleaved"
+        self.embed_scale = Tensor(math.sqrt(args.hidden_size), ms.float32) if args.spec.embedding_scale else None
+        self.final_softcap = args.final_softcap
         self.matmul_bt = ops.MatMul(transpose_b=True)
-        self.num_heads, self.head_dim = args.num_heads, args.head_dim
+        self.num_heads, self.head_dim, self.rotary_dim = args.num_heads, args.head_dim, args.rotary_dim
         self.same_kv_heads = args.num_kv_heads == args.num_heads
-        self.fused_attention = False  # set by core.fused.enable
-        self.fused_loss = None  # set by core.fused.enable: the cross-entropy kernel (core.train_step)
+        self.fused_attention = False  # set by use_kernels: some layer's attention runs the kernel
+        self.fused_loss = None  # set by use_kernels: the cross-entropy kernel (core.train_step)
 
     def rope(self, positions, dtype):
-        """positions (B|1, T) int -> cos, sin (B|1, 1, T, head_dim) in `dtype`."""
-        freqs = ops.expand_dims(ops.cast(positions, ms.float32), -1) * self.inv_freq  # (B, T, D/2)
-        emb = ops.cat((freqs, freqs), -1)
-        cos = ops.expand_dims(ops.cast(ops.cos(emb), dtype), 1)
-        sin = ops.expand_dims(ops.cast(ops.sin(emb), dtype), 1)
-        return cos, sin
+        """positions (B|1, T) int -> [(cos, sin)] per RoPE base, each (B|1, 1, T, rotary_dim) in `dtype`."""
+        tables = [rope_table(positions, self.inv_freq, dtype, self.interleaved_rope)]
+        if self.local_inv_freq is not None:
+            tables.append(rope_table(positions, self.local_inv_freq, dtype, self.interleaved_rope))
+        return tables
 
-    def attention_mask(self, query_positions, key_valid):
-        """Additive float32 mask (B|1, 1, T, S): key j is visible to query i when j <= position(i)
-        and the key is not padding. query_positions (B|1, T) are absolute cache indices; key_valid
-        (B|1, S). Masked scores get float32's minimum, so a fully masked (padding) row stays finite
-        even when the model computes in float16."""
+    def attention_mask(self, query_index, key_valid, window=None, query_pos=None, key_pos=None, segments=None):
+        """Additive float32 mask (B|1, 1, T, S): key j is visible to query i when j <= i (cache
+        indices; query_index (B|1, T)) and the key is not padding (key_valid (B|1, S)); with a
+        `window`, also when pos(i) − pos(j) < window (RoPE positions, so left padding does not
+        narrow it); with `segments` (B, T = S), only within the query's own segment (packing).
+        Masked scores get float32's minimum, so a fully masked (padding) row stays finite even when
+        the model computes in float16."""
         s = key_valid.shape[-1]
         key_index = ops.arange(s).reshape(1, 1, s)
-        allowed = ops.logical_and(key_index <= ops.expand_dims(query_positions, -1),
+        allowed = ops.logical_and(key_index <= ops.expand_dims(query_index, -1),
                                   ops.expand_dims(key_valid, 1))  # (B, T, S)
+        if window is not None:
+            distance = ops.expand_dims(query_pos, -1) - ops.expand_dims(key_pos, 1)
+            allowed = ops.logical_and(allowed, distance < window)
+        if segments is not None:
+            allowed = ops.logical_and(allowed, ops.expand_dims(segments, -1) == ops.expand_dims(segments, 1))
         mask = (1.0 - ops.cast(allowed, ms.float32)) * MASK_MIN
         return ops.expand_dims(mask, 1)
 
@@ -284,52 +367,121 @@ class CausalLM(nn.Cell):
             out = out.reshape(shape[:-1] + (out.shape[-1],))
         else:
             out = self.lm_head(hidden)
-        return ops.cast(out, ms.float32)
+        out = ops.cast(out, ms.float32)
+        if self.final_softcap is not None:
+            out = soft_cap(out, self.final_softcap)
+        return out
 
-    def construct(self, input_ids, attention_mask=None):
-        """Full-sequence forward. attention_mask (B, T) 1/0 marks real tokens (right padding)."""
-        b, t = input_ids.shape
+    def embed(self, input_ids):
         x = self.model.embed_tokens(input_ids)
-        positions = ops.arange(t).reshape(1, t)
+        if self.embed_scale is not None:  # Gemma: √hidden, in the embeddings' dtype
+            x = x * ops.cast(self.embed_scale, x.dtype)
+        return x
+
+    def construct(self, input_ids, attention_mask=None, position_ids=None, segment_ids=None):
+        """Full-sequence forward. attention_mask (B, T) 1/0 marks real tokens (right padding);
+        position_ids (B, T) int32 are the RoPE positions (packed samples restart at 0); segment_ids
+        (B, T) int32 number the packed samples: tokens attend only within their own segment, and
+        segment 0 is padding. All None: one sample per row, positions 0..T-1."""
+        b, t = input_ids.shape
+        x = self.embed(input_ids)
+        index = ops.arange(t).reshape(1, t)
+        positions = index if position_ids is None else position_ids
         if attention_mask is None:
             key_valid = ops.ones((1, t), ms.bool_)
         else:
             key_valid = ops.cast(attention_mask, ms.bool_)
-        cos, sin = self.rope(positions, x.dtype)
-        mask = self.attention_mask(positions, key_valid)
-        # broadcast once here rather than in every layer (see `full`); with grouped-query attention
-        # the layers broadcast cos/sin to the query and key shapes themselves
-        heads, head_dim = self.num_heads, self.head_dim
+        if segment_ids is not None:
+            key_valid = ops.logical_and(key_valid, segment_ids != 0)
+        tables = self.rope(positions, x.dtype)
+        masks = [self.attention_mask(index, key_valid, window, positions, positions, segment_ids)
+                 for window in self.windows]
+        # broadcast once here rather than in every layer (see core.ops.full); with grouped-query
+        # attention the layers broadcast cos/sin to the query and key shapes themselves
         if not self.fused_attention:  # the fused kernel reads the mask and the tables as they are
             if self.same_kv_heads:
-                cos, sin = full(cos, (b, heads, t, head_dim)), full(sin, (b, heads, t, head_dim))
-            mask = full(mask, (b, heads, t, t))
+                shape = (b, self.num_heads, t, self.rotary_dim)
+                tables = [(full(cos, shape), full(sin, shape)) for cos, sin in tables]
+            masks = [full(mask, (b, self.num_heads, t, t)) for mask in masks]
         for layer in self.model.layers:
-            x, _, _ = layer(x, cos, sin, mask)
+            cos, sin = tables[layer.rope_index]
+            x, _, _, _ = layer(x, cos, sin, masks[layer.mask_index])
         return self.logits(x)
 
     def forward_cached(self, input_ids, past, positions, key_valid, last_only=False):
         """Incremental forward for generation (PyNative). input_ids (B, T) are the new tokens;
         past is a list of (keys, values) per layer or None; positions (B, T) are the new tokens'
-        RoPE positions; key_valid (B, past+T) marks non-padding cache slots.
+        RoPE positions; key_valid (B, past+T) marks non-padding cache slots (the keys' positions
+        count them, for sliding windows).
         Returns logits (B, T, vocab) — (B, 1, vocab) for the last position only with `last_only`,
         which spares a prompt's (B, T, vocab) float32 logits — and the updated cache."""
-        x = self.model.embed_tokens(input_ids)
+        x = self.embed(input_ids)
         past_len = 0 if past is None else past[0][0].shape[2]
         t = input_ids.shape[1]
         cache_index = ops.arange(past_len, past_len + t).reshape(1, t)
-        cos, sin = self.rope(positions, x.dtype)
-        mask = self.attention_mask(cache_index, key_valid)
+        tables = self.rope(positions, x.dtype)
+        key_pos = None
+        if self.windows != (None,):
+            key_pos = ops.cumsum(ops.cast(key_valid, ms.int32), 1) - 1
+        masks = [self.attention_mask(cache_index, key_valid, window, positions, key_pos) for window in self.windows]
         new_past = []
         for i, layer in enumerate(self.model.layers):
             pk, pv = (None, None) if past is None else past[i]
-            x, k, v = layer(x, cos, sin, mask, pk, pv)
-            if past is None and self.fused_attention:  # the fused prefill's (B, T, KV, D)
+            cos, sin = tables[layer.rope_index]
+            x, k, v, _ = layer(x, cos, sin, masks[layer.mask_index], pk, pv)
+            if past is None and layer.self_attn.uses_kernel(x.dtype):  # the fused prefill's (B, T, KV, D)
                 k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
             new_past.append((k, v))  # (B, KV, S, D)
         if last_only and t > 1:
             x = x[:, -1:, :]
         return self.logits(x, past is None), new_past
+
+    def use_kernels(self, attention=None, norm=None, gate=None, loss=None) -> list[str]:
+        """Route the full-sequence forward through fused kernels (`core.fused.enable`) where they
+        compute this model's maths, and return what stays composed and why (one line per reason).
+        attention(**needs) -> op builds the attention kernel for a layer's `kernel_needs()` (a
+        variant) and raises LookupError naming what it cannot do; gate(**needs) likewise for the
+        MLP gate; norm is the RMSNorm op, loss the cross-entropy op. None leaves a part composed."""
+        composed: dict[str, list[int]] = {}
+        ops_by_needs: dict = {}
+
+        def build(factory, needs, what, n):
+            key = (what, tuple(sorted(needs.items())))
+            if key not in ops_by_needs:
+                try:
+                    ops_by_needs[key] = factory(**needs)
+                except LookupError as exc:
+                    ops_by_needs[key] = None
+                    ops_by_needs[key + ("why",)] = f"{what}: {exc}"
+            if ops_by_needs[key] is None:
+                composed.setdefault(ops_by_needs[key + ("why",)], []).append(n)
+            return ops_by_needs[key]
+
+        for n, layer in enumerate(self.model.layers):
+            if attention is not None:
+                layer.self_attn.fused = build(attention, layer.self_attn.kernel_needs(), "attention", n)
+            if gate is not None and isinstance(layer.mlp, MLP):
+                layer.mlp.fused = build(gate, layer.mlp.kernel_needs(), "MLP gate", n)
+            if norm is not None:
+                for cell in layer.norms() + [getattr(layer.self_attn, name) for name in ("q_norm", "k_norm")
+                                             if layer.self_attn.qk_norm != "none"]:
+                    cell.fused = norm
+        if norm is not None:
+            self.model.norm.fused = norm
+        self.fused_loss = loss
+        self.fused_attention = any(layer.self_attn.fused is not None for layer in self.model.layers)
+        return [f"{why} (layers {_ranges(layers)})" for why, layers in composed.items()]
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5'."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 # Per-instance bookkeeping of a Cell that says nothing about what its graph computes.

@@ -1,9 +1,13 @@
 """A model folder's architecture, read without MindSpore: the Hugging Face `config.json` normalised
-into `ModelArgs`, and the weight files that go with it. The console imports this module to list and
-describe checkpoints (it never imports MindSpore); `core.model` builds the network from it.
+into `ModelArgs` through its family's spec (`core.families`), and the weight files that go with it.
+The console imports this module to list and describe checkpoints (it never imports MindSpore);
+`core.model` builds the network from it.
 
-Only safetensors are accepted: pickle checkpoints (`pytorch_model.bin`, `*.pt`) can execute code
-when loaded and are refused with a message that says how to convert them.
+Both spellings of config.json are read: transformers 4.x (`rope_theta` and `rope_scaling` at the top
+level, `torch_dtype`) and transformers 5 (`rope_parameters`, per layer type where a family has
+two, `dtype`, `layer_types`). Only safetensors are accepted: pickle checkpoints
+(`pytorch_model.bin`, `*.pt`) can execute code when loaded and are refused with a message that says
+how to convert them.
 """
 from __future__ import annotations
 
@@ -14,15 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-# Hugging Face architecture name -> our family. Mistral without sliding-window attention is Llama.
-ARCHITECTURES = {
-    "LlamaForCausalLM": "llama",
-    "MistralForCausalLM": "llama",
-    "Qwen2ForCausalLM": "qwen2",
-}
-MODEL_TYPES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2"}
-ROPE_TYPES = ("default", "linear", "llama3")
-PROJECTION_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+from core.families import (ACTIVATIONS, FAMILIES, FULL, NOT_SUPPORTED, PROJECTION_NAMES, ROPE_TYPES,  # noqa: F401
+                           SLIDING, FamilySpec, architectures, model_types)
+
+ARCHITECTURES = architectures()  # hub architecture name -> family (as registered when imported)
+MODEL_TYPES = model_types()
 
 
 class ModelConfigError(ValueError):
@@ -31,9 +31,10 @@ class ModelConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ModelArgs:
-    """The architecture hyper-parameters, normalised from a Hugging Face config.json."""
+    """The architecture hyper-parameters of one checkpoint, normalised from its config.json. What a
+    family's layers are made of lives in its spec (`self.spec`); these are the numbers."""
 
-    family: str  # "llama" | "qwen2"
+    family: str
     architecture: str
     vocab_size: int
     hidden_size: int
@@ -54,6 +55,40 @@ class ModelArgs:
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
     pad_token_id: int | None = None
+    activation: str = "silu"  # the gated MLP's: "silu" (SwiGLU) or "gelu_tanh" (GeGLU)
+    partial_rotary_factor: float = 1.0  # RoPE on the first int(head_dim · factor) dims of a head
+    attention_scale: float | None = None  # scores are q·k · this; None: head_dim ** -0.5
+    attn_softcap: float | None = None  # scores -> cap · tanh(scores / cap) before the mask
+    final_softcap: float | None = None  # logits -> cap · tanh(logits / cap)
+    sliding_window: int | None = None  # key j visible to query i iff 0 <= pos(i) - pos(j) < window
+    layer_types: tuple[str, ...] = ()  # per layer, FULL or SLIDING; () = all FULL
+    local_rope_theta: float | None = None  # RoPE base of the sliding layers when it differs (Gemma 3)
+    # mixture of experts (core/moe_args.py MoeArgs, set by the family's extra_args): is_sparse(layer),
+    # parameter_shapes(args, prefix) and dense_shapes(args, prefix) describe a sparse layer's `mlp`
+    moe: object | None = None
+
+    @property
+    def spec(self) -> FamilySpec:
+        return FAMILIES[self.family]
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.head_dim * self.partial_rotary_factor)
+
+    @property
+    def scale(self) -> float:
+        return self.head_dim ** -0.5 if self.attention_scale is None else self.attention_scale
+
+    def layer_window(self, layer: int) -> int | None:
+        """The sliding window of decoder layer `layer`, None for full causal attention."""
+        if self.layer_types and self.layer_types[layer] == SLIDING:
+            return self.sliding_window
+        return None
+
+    def layer_rope_theta(self, layer: int) -> float:
+        if self.local_rope_theta is not None and self.layer_window(layer) is not None:
+            return self.local_rope_theta
+        return self.rope_theta
 
     @classmethod
     def from_dir(cls, model_dir: str | Path) -> "ModelArgs":
@@ -67,13 +102,12 @@ class ModelArgs:
             cfg = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ModelConfigError(f"{path}: not valid JSON ({exc}).") from exc
+        _check(isinstance(cfg, dict), str(path), "config.json", "must be a JSON object")
         return cls.from_hf_config(cfg, source=str(path))
 
     @classmethod
     def from_hf_config(cls, cfg: dict, source: str = "config.json") -> "ModelArgs":
-        family = _family_of(cfg, source)
-        _check(cfg.get("hidden_act", "silu") == "silu", source, "hidden_act",
-               f"{cfg.get('hidden_act')!r} is not supported; Llama and Qwen2 use 'silu'")
+        spec = FAMILIES[_family_of(cfg, source)]
         required = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                     "num_attention_heads")
         for key in required:
@@ -84,52 +118,118 @@ class ModelArgs:
         _check(heads % kv_heads == 0, source, "num_key_value_heads",
                f"{kv_heads} must divide num_attention_heads={heads}")
         head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
-        rope_theta, rope_scaling = _rope_settings(cfg, source)
-        max_pos = int(cfg.get("max_position_embeddings", 2048))
-        window = cfg.get("sliding_window")
-        if window and (family == "llama" or cfg.get("use_sliding_window")):
-            # Full causal attention equals sliding-window attention up to the window length.
-            max_pos = min(max_pos, int(window))
+        rope = _rope_settings(cfg, spec, source)
+        layers = cfg["num_hidden_layers"]
+        window, layer_types = _windows(cfg, spec, layers, source)
         eos = cfg.get("eos_token_id")
         eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (int(eos),))
-        qwen = family == "qwen2"
-        return cls(
-            family=family,
+        attention_bias = bool(cfg.get("attention_bias", False))
+        fields = dict(
+            family=spec.name,
             architecture=(cfg.get("architectures") or ["?"])[0],
             vocab_size=cfg["vocab_size"],
             hidden_size=cfg["hidden_size"],
             intermediate_size=cfg["intermediate_size"],
-            num_layers=cfg["num_hidden_layers"],
+            num_layers=layers,
             num_heads=heads,
             num_kv_heads=kv_heads,
             head_dim=head_dim,
-            max_position_embeddings=max_pos,
-            rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
-            rope_theta=rope_theta,
-            rope_scaling=rope_scaling,
+            max_position_embeddings=int(cfg.get("max_position_embeddings", 2048)),
+            rms_norm_eps=float(cfg.get(spec.norm_eps_key, 1e-6)),
+            rope_theta=rope["theta"],
+            rope_scaling=rope["scaling"],
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            qkv_bias=True if qwen else bool(cfg.get("attention_bias", False)),
-            o_bias=False if qwen else bool(cfg.get("attention_bias", False)),
-            mlp_bias=False if qwen else bool(cfg.get("mlp_bias", False)),
+            qkv_bias=attention_bias if spec.qkv_bias is None else spec.qkv_bias,
+            o_bias=attention_bias if spec.o_bias is None else spec.o_bias,
+            mlp_bias=bool(cfg.get("mlp_bias", False)) if spec.mlp_bias is None else spec.mlp_bias,
             stored_dtype=cfg.get("dtype") or cfg.get("torch_dtype"),
             bos_token_id=cfg.get("bos_token_id"),
             eos_token_ids=eos_ids,
             pad_token_id=cfg.get("pad_token_id"),
+            activation=_activation(cfg, spec, source),
+            partial_rotary_factor=rope["partial_rotary_factor"],
+            sliding_window=window,
+            layer_types=layer_types,
+            local_rope_theta=rope["local_theta"],
         )
+        if spec.extra_args is not None:
+            fields.update(spec.extra_args(cfg, source))
+        return cls(**fields)
+
+    def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every parameter of the model under its Hugging Face name, with its shape, in model order
+        (the tied output matrix is the embedding's, so it has no entry of its own)."""
+        h, d, spec = self.hidden_size, self.head_dim, self.spec
+        q, kv = self.num_heads * d, self.num_kv_heads * d
+        shapes = {"model.embed_tokens.weight": (self.vocab_size, h)}
+        for n in range(self.num_layers):
+            p = f"model.layers.{n}."
+            for name in spec.layout.names():
+                shapes[p + name + ".weight"] = (h,)
+            shapes.update(_dense_shapes(p + "self_attn.", self._attention_dense(q, kv)))
+            if spec.qk_norm != "none":
+                per_head = spec.qk_norm == "head"
+                shapes[p + "self_attn.q_norm.weight"] = (d,) if per_head else (q,)
+                shapes[p + "self_attn.k_norm.weight"] = (d,) if per_head else (kv,)
+            if self.is_sparse(n):
+                shapes.update(self.moe.parameter_shapes(self, p + "mlp."))
+            else:
+                shapes.update(_dense_shapes(p + "mlp.", self._mlp_dense()))
+        shapes["model.norm.weight"] = (h,)
+        if not self.tie_word_embeddings:
+            shapes["lm_head.weight"] = (self.vocab_size, h)
+        return shapes
+
+    def _attention_dense(self, q: int, kv: int) -> list[tuple[str, int, int, bool]]:
+        """(name, in, out, bias) of the attention's Dense layers."""
+        h = self.hidden_size
+        if self.spec.fused_qkv:
+            inputs = [("qkv_proj", h, q + 2 * kv, self.qkv_bias)]
+        else:
+            inputs = [("q_proj", h, q, self.qkv_bias), ("k_proj", h, kv, self.qkv_bias),
+                      ("v_proj", h, kv, self.qkv_bias)]
+        return inputs + [("o_proj", q, h, self.o_bias)]
+
+    def _mlp_dense(self) -> list[tuple[str, int, int, bool]]:
+        h, i, bias = self.hidden_size, self.intermediate_size, self.mlp_bias
+        if self.spec.fused_gate_up:
+            return [("gate_up_proj", h, 2 * i, bias), ("down_proj", i, h, bias)]
+        return [("gate_proj", h, i, bias), ("up_proj", h, i, bias), ("down_proj", i, h, bias)]
+
+    def dense_shapes(self) -> dict[str, tuple[int, int]]:
+        """Dotted module name -> (in, out) of every Dense layer inside the decoder layers (what LoRA
+        can target)."""
+        q, kv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        shapes = {}
+        for n in range(self.num_layers):
+            p = f"model.layers.{n}."
+            shapes.update({f"{p}self_attn.{name}": (fan_in, fan_out)
+                           for name, fan_in, fan_out, _ in self._attention_dense(q, kv)})
+            if self.is_sparse(n):
+                shapes.update(self.moe.dense_shapes(self, p + "mlp."))
+            else:
+                shapes.update({f"{p}mlp.{name}": (fan_in, fan_out) for name, fan_in, fan_out, _ in self._mlp_dense()})
+        return shapes
+
+    def is_sparse(self, layer: int) -> bool:
+        """Whether decoder layer `layer`'s MLP is a mixture of experts."""
+        return self.moe is not None and self.moe.is_sparse(layer)
 
     def num_parameters(self) -> int:
         """Parameter count computed from the shapes (tied embeddings counted once)."""
-        h, kv = self.hidden_size, self.num_kv_heads * self.head_dim
-        q = self.num_heads * self.head_dim
-        attn = h * q + 2 * h * kv + q * h
-        attn += (q + 2 * kv) * self.qkv_bias + h * self.o_bias
-        mlp = 3 * h * self.intermediate_size + (2 * self.intermediate_size + h) * self.mlp_bias
-        per_layer = attn + mlp + 2 * h
-        embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        return self.num_layers * per_layer + embed + h
+        return sum(math.prod(shape) for shape in self.parameter_shapes().values())
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _dense_shapes(prefix: str, dense: list[tuple[str, int, int, bool]]) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, fan_in, fan_out, bias in dense:
+        shapes[f"{prefix}{name}.weight"] = (fan_out, fan_in)
+        if bias:
+            shapes[f"{prefix}{name}.bias"] = (fan_out,)
+    return shapes
 
 
 def _check(ok: bool, source: str, key: str, message: str) -> None:
@@ -139,9 +239,18 @@ def _check(ok: bool, source: str, key: str, message: str) -> None:
 
 def _family_of(cfg: dict, source: str) -> str:
     archs = cfg.get("architectures") or []
+    if cfg.get("auto_map"):
+        raise ModelConfigError(
+            f"{source}: auto_map: this checkpoint needs its own Python code (remote code: "
+            f"{', '.join(sorted(cfg['auto_map']))}), which mindtune never runs; supported architectures: "
+            f"{', '.join(ARCHITECTURES)}.")
     for arch in archs:
         if arch in ARCHITECTURES:
             return ARCHITECTURES[arch]
+    for arch in archs:
+        if arch in NOT_SUPPORTED:
+            raise ModelConfigError(f"{source}: architectures: {arch} is not supported ({NOT_SUPPORTED[arch]}); "
+                                   f"supported: {', '.join(ARCHITECTURES)}.")
     model_type = cfg.get("model_type")
     if not archs and model_type in MODEL_TYPES:
         return MODEL_TYPES[model_type]
@@ -151,32 +260,89 @@ def _family_of(cfg: dict, source: str) -> str:
     )
 
 
-def _rope_settings(cfg: dict, source: str) -> tuple[float, dict | None]:
-    """Read RoPE settings from either layout: transformers ≥5 `rope_parameters` (theta inside)
-    or the classic top-level `rope_theta` + `rope_scaling`."""
+def _activation(cfg: dict, spec: FamilySpec, source: str) -> str:
+    key = next((k for k in spec.activation_keys if cfg.get(k) is not None), spec.activation_keys[0])
+    name = cfg.get(key, "silu")
+    _check(name in ACTIVATIONS, source, key,
+           f"{name!r} is not supported; supported: {', '.join(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+def _rope_settings(cfg: dict, spec: FamilySpec, source: str) -> dict:
+    """RoPE settings from either layout: transformers >=5 `rope_parameters` (theta inside, per
+    layer type for families with two) or the classic top-level `rope_theta` + `rope_scaling`
+    (+ `partial_rotary_factor`, `rope_local_base_freq`)."""
     params = dict(cfg.get("rope_parameters") or {})
+    local: dict = {}
+    if FULL in params or SLIDING in params:  # per layer type (transformers 5 Gemma 3)
+        local = dict(params.get(SLIDING) or {})
+        params = dict(params.get(FULL) or {})
     scaling = dict(cfg.get("rope_scaling") or {})
     theta = float(params.pop("rope_theta", cfg.get("rope_theta", 10000.0)))
+    factor = float(params.pop("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)))
+    _check(0 < factor <= 1, source, "partial_rotary_factor", f"must be in (0, 1], got {factor}")
     merged = {**scaling, **params}
+    where = "rope_parameters" if cfg.get("rope_parameters") else "rope_scaling"
+    scaling_out = _rope_scaling(merged, spec, f"{where}.rope_type", source)
+    local_theta = cfg.get("rope_local_base_freq")
+    if local:
+        _check(_rope_scaling(local, spec, f"rope_parameters.{SLIDING}.rope_type", source) is None, source,
+               f"rope_parameters.{SLIDING}.rope_type", "only 'default' is supported for sliding layers")
+        local_theta = local.get("rope_theta", local_theta)
+    return {"theta": theta, "scaling": scaling_out, "partial_rotary_factor": factor,
+            "local_theta": None if local_theta is None else float(local_theta)}
+
+
+def _rope_scaling(merged: dict, spec: FamilySpec, key: str, source: str) -> dict | None:
     rope_type = merged.get("rope_type", merged.get("type", "default"))
-    _check(rope_type in ROPE_TYPES, source, "rope_scaling.rope_type",
-           f"{rope_type!r} is not supported; supported: {', '.join(ROPE_TYPES)}")
+    _check(rope_type in spec.rope_types, source, key,
+           f"{rope_type!r} is not supported for {spec.name}; supported: {', '.join(spec.rope_types)}")
     if rope_type == "default":
-        return theta, None
+        return None
     need = ("factor",) if rope_type == "linear" else (
         "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
-    for key in need:
-        _check(key in merged, source, f"rope_scaling.{key}", f"required for rope_type {rope_type!r}")
-    return theta, {"rope_type": rope_type, **{k: merged[k] for k in need}}
+    for name in need:
+        _check(name in merged, source, f"{key.rsplit('.', 1)[0]}.{name}", f"required for rope_type {rope_type!r}")
+    return {"rope_type": rope_type, **{k: merged[k] for k in need}}
 
 
-def rope_inverse_frequencies(args: ModelArgs) -> np.ndarray:
-    """Inverse frequencies (head_dim/2,) in float32, computed the way Hugging Face does."""
-    dim = args.head_dim
+def _windows(cfg: dict, spec: FamilySpec, layers: int, source: str) -> tuple[int | None, tuple[str, ...]]:
+    """(sliding window, per-layer FULL/SLIDING): config.json's `layer_types` when it has them,
+    else the family's pattern."""
+    window = cfg.get("sliding_window")
+    if spec.windows == "after_max_window_layers" and not cfg.get("use_sliding_window"):
+        window = None  # Qwen2/3 configs carry a sliding_window they do not use
+    if window is None or spec.windows == "none":
+        return None, ()
+    _check(isinstance(window, int) and window > 0, source, "sliding_window",
+           f"must be a positive integer or null, got {window!r}")
+    given = cfg.get("layer_types")
+    if given is not None:
+        _check(isinstance(given, list) and len(given) == layers and set(given) <= {FULL, SLIDING}, source,
+               "layer_types", f"must list {FULL!r} or {SLIDING!r} for each of the {layers} layers")
+        types = tuple(given)
+    elif spec.windows == "all":
+        types = (SLIDING,) * layers
+    elif spec.windows == "after_max_window_layers":
+        first = int(cfg.get("max_window_layers", layers))
+        types = tuple(SLIDING if n >= first else FULL for n in range(layers))
+    elif spec.windows == "alternate":
+        types = tuple(SLIDING if n % 2 == 0 else FULL for n in range(layers))
+    else:  # pattern: every n-th layer global
+        every = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or 6)
+        types = tuple(FULL if (n + 1) % every == 0 else SLIDING for n in range(layers))
+    return (window, types) if SLIDING in types else (None, ())
+
+
+def rope_inverse_frequencies(args: ModelArgs, theta: float | None = None) -> np.ndarray:
+    """Inverse frequencies (rotary_dim/2,) in float32, computed the way Hugging Face does; `theta`
+    overrides the base (a family's sliding layers), and their RoPE is then the default kind."""
+    dim = args.rotary_dim
     exponents = np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / np.float32(dim)
-    inv_freq = (1.0 / (np.float32(args.rope_theta) ** exponents)).astype(np.float32)
+    base = args.rope_theta if theta is None else theta
+    inv_freq = (1.0 / (np.float32(base) ** exponents)).astype(np.float32)
     scaling = args.rope_scaling
-    if scaling is None:
+    if scaling is None or theta is not None:
         return inv_freq
     factor = float(scaling["factor"])
     if scaling["rope_type"] == "linear":

@@ -27,6 +27,20 @@ ARCHITECTURES = {
         num_key_value_heads=2, tie_word_embeddings=True, rope_theta=1000000.0)),
     "mistral": ("MistralConfig", "MistralForCausalLM", dict(
         num_key_value_heads=2, sliding_window=None, head_dim=16)),
+    # a window shorter than the test inputs (24 tokens), so the mask matters
+    "mistral-window": ("MistralConfig", "MistralForCausalLM", dict(
+        num_key_value_heads=2, sliding_window=7, head_dim=16)),
+    # head_dim 24 != hidden / heads: the explicit head_dim is honoured
+    "qwen3-untied": ("Qwen3Config", "Qwen3ForCausalLM", dict(
+        num_key_value_heads=2, head_dim=24, tie_word_embeddings=False, rope_theta=1000000.0)),
+    "qwen3-tied-window": ("Qwen3Config", "Qwen3ForCausalLM", dict(
+        num_key_value_heads=2, tie_word_embeddings=True, use_sliding_window=True, sliding_window=6,
+        max_window_layers=1)),
+    "glm4": ("Glm4Config", "Glm4ForCausalLM", dict(
+        num_key_value_heads=2, head_dim=16, partial_rotary_factor=0.5, attention_bias=True, pad_token_id=0,
+        eos_token_id=1)),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(num_key_value_heads=2, attention_bias=False, pad_token_id=0,
+                                                       eos_token_id=1)),
 }
 
 

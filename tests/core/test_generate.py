@@ -23,14 +23,19 @@ def pair(tmp_path_factory):
     return hf, load_hf_model(folder)
 
 
-def test_greedy_with_cache_equals_transformers_and_no_cache(pair):
-    hf, ours = pair
-    prompt = random_ids(batch=1, length=7)[0].tolist()
-    settings = SamplingSettings(max_new_tokens=12)
+def greedy_three_ways(hf, ours, prompt: list[int], new_tokens: int = 12) -> tuple[list[int], list[int], list[int]]:
+    """Greedy continuations with the KV cache, without it, and from transformers' generate."""
+    settings = SamplingSettings(max_new_tokens=new_tokens)
     cached = generate(ours, [prompt], settings)[0]
     uncached = generate(ours, [prompt], settings, use_cache=False)[0]
-    ref = hf.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False,
-                      pad_token_id=0, eos_token_id=None)[0, 7:].tolist()
+    ref = hf.generate(torch.tensor([prompt]), max_new_tokens=new_tokens, do_sample=False,
+                      pad_token_id=0, eos_token_id=None)[0, len(prompt):].tolist()
+    return cached, uncached, ref
+
+
+def test_greedy_with_cache_equals_transformers_and_no_cache(pair):
+    hf, ours = pair
+    cached, uncached, ref = greedy_three_ways(hf, ours, random_ids(batch=1, length=7)[0].tolist())
     assert cached == uncached == ref
     assert len(cached) == 12
 
@@ -102,3 +107,18 @@ def test_use_device_launches_cpu_ops_synchronously():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[-2:] == ["False", "True"]
+
+
+@pytest.mark.parametrize("name", ["mistral-window", "qwen3-tied-window", "qwen3-untied", "glm4", "olmo2"])
+def test_families_generate_as_transformers_with_and_without_cache(name, tmp_path):
+    """Greedy continuations past the sliding window (7 and 6 tokens in the window fixtures), with
+    the cache, without it, and from transformers' generate; a left-padded batch equals each prompt
+    alone (the window counts real tokens, not padding)."""
+    hf = make_hf_model(name)
+    ours = load_hf_model(save_hf_model(hf, tmp_path))
+    prompt = random_ids(batch=1, length=7)[0].tolist()
+    cached, uncached, ref = greedy_three_ways(hf, ours, prompt)
+    assert cached == uncached == ref
+    prompts = [prompt[:3], prompt, prompt[:5]]
+    assert generate(ours, prompts, SamplingSettings(max_new_tokens=9)) == \
+        [generate(ours, [p], SamplingSettings(max_new_tokens=9))[0] for p in prompts]

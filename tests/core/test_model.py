@@ -127,10 +127,67 @@ def test_classic_and_v5_rope_layouts_agree():
     assert classic.rope_scaling == v5.rope_scaling == {"rope_type": "linear", "factor": 2.0}
 
 
-def test_mistral_sliding_window_caps_context():
+def test_mistral_sliding_window_is_a_mask_not_a_cap():
     args = ModelArgs.from_hf_config(_config(architectures=["MistralForCausalLM"], model_type="mistral",
                                             max_position_embeddings=4096, sliding_window=1024))
-    assert args.family == "llama" and args.max_position_embeddings == 1024
+    assert args.family == "mistral" and args.max_position_embeddings == 4096
+    assert [args.layer_window(n) for n in range(args.num_layers)] == [1024]
+
+
+def test_qwen_window_applies_from_max_window_layers_when_enabled():
+    base = _config(architectures=["Qwen3ForCausalLM"], model_type="qwen3", num_hidden_layers=4,
+                   sliding_window=32, max_window_layers=2)
+    unused = ModelArgs.from_hf_config(base)  # use_sliding_window false: the window is not used
+    assert unused.sliding_window is None and unused.layer_window(3) is None
+    used = ModelArgs.from_hf_config({**base, "use_sliding_window": True})
+    assert [used.layer_window(n) for n in range(4)] == [None, None, 32, 32]
+    listed = ModelArgs.from_hf_config({**base, "use_sliding_window": True, "layer_types": [
+        "sliding_attention", "full_attention", "full_attention", "sliding_attention"]})
+    assert [listed.layer_window(n) for n in range(4)] == [32, None, None, 32]
+
+
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_parameter_shapes_name_every_parameter(name, tmp_path):
+    save_hf_model(make_hf_model(name), tmp_path)
+    model = load_hf_model(tmp_path)
+    assert ModelArgs.from_dir(tmp_path).parameter_shapes() == {p.name: tuple(p.shape) for p in model.get_parameters()}
+
+
+@pytest.mark.parametrize("name", ["qwen3-untied", "mistral-window", "glm4"])
+@pytest.mark.parametrize("kernels", ["composed", "fused"])
+def test_packed_rows_equal_separate_forwards(name, kernels, tmp_path):
+    """Two samples packed into one row (position_ids restart, segment_ids 1 and 2) and a sample
+    followed by padding (segment 0) give each sample the logits it gets alone."""
+    from core import fused
+    save_hf_model(make_hf_model(name), tmp_path)
+    model = load_hf_model(tmp_path)
+    if kernels == "fused" and not fused.enable(model).startswith("fused"):
+        pytest.skip("fused kernels unavailable")
+    first, second = random_ids(1, 10, seed=3), random_ids(1, 14, seed=4)
+    ids = np.concatenate([np.concatenate([first, second], 1), np.concatenate([first, second * 0], 1)])
+    positions = np.array([list(range(10)) + list(range(14))] * 2, np.int32)
+    segments = np.array([[1] * 10 + [2] * 14, [1] * 10 + [0] * 14], np.int32)
+    packed = ms.jit(model.construct)(ms.Tensor(ids), None, ms.Tensor(positions), ms.Tensor(segments)).asnumpy()
+    alone_first = model.construct(ms.Tensor(first)).asnumpy()[0]
+    alone_second = model.construct(ms.Tensor(second)).asnumpy()[0]
+    assert np.abs(packed[0, :10] - alone_first).max() < 1e-5
+    assert np.abs(packed[0, 10:] - alone_second).max() < 1e-5
+    assert np.abs(packed[1, :10] - alone_first).max() < 1e-5
+    unpacked = model.construct(ms.Tensor(ids[:1])).asnumpy()[0]
+    assert np.abs(unpacked[10:] - alone_second).max() > 1e-2  # without the inputs the samples would mix
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3"}, "multi-head latent attention"),
+    ({"architectures": ["Llama4ForCausalLM"], "model_type": "llama4"}, "Llama 4"),
+    ({"auto_map": {"AutoModelForCausalLM": "modeling_x.XForCausalLM"}}, "auto_map"),
+    ({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
+    ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6}}, "rope_parameters.rope_type"),
+    ({"sliding_window": 0, "architectures": ["MistralForCausalLM"]}, "sliding_window"),
+])
+def test_unsupported_models_are_refused_naming_the_key(changes, fragment):
+    with pytest.raises(ModelConfigError, match=fragment):
+        ModelArgs.from_hf_config(_config(**changes), source="x/config.json")
 
 
 def test_randomly_initialised_model_has_hf_parameter_names():
