@@ -60,9 +60,9 @@ def padding_efficiency(lengths: Sequence[int], row_length: int) -> float:
 def collate_packed(rows: Sequence[Sequence[tuple[np.ndarray, np.ndarray]] | None], length: int,
                    pad_id: int = 0) -> dict[str, np.ndarray]:
     """Rows of (input_ids, labels) samples laid end to end, each (B, length) int32:
-    `input_ids`, `labels` (IGNORE_INDEX on padding), `attention_mask` (1 on real tokens),
-    `position_ids` (0, 1, ... within each sample) and `segment_ids` (1, 2, ... per sample in its
-    row; 0 on padding). A None row is padding only. A sample longer than what is left of the row
+    `input_ids`, `labels` (IGNORE_INDEX on padding and on each sample's first token, which is
+    never a target unpacked either), `attention_mask` (1 on real tokens), `position_ids` (0, 1,
+    ... within each sample) and `segment_ids` (1, 2, ... per sample in its row; 0 on padding). A None row is padding only. A sample longer than what is left of the row
     is an error: rows come from `pack_rows`."""
     batch = len(rows)
     input_ids = np.full((batch, length), pad_id, dtype=np.int32)  # (B, L)
@@ -77,6 +77,9 @@ def collate_packed(rows: Sequence[Sequence[tuple[np.ndarray, np.ndarray]] | None
                 raise ValueError(f"row {r}: samples of {cursor + n} tokens do not fit the row length {length}")
             input_ids[r, cursor:cursor + n] = ids
             labels[r, cursor:cursor + n] = sample_labels
+            # the loss takes position t's target from label t+1, so a sample's first label would be
+            # the previous sample's last target; alone in a row it is never a target: the same here
+            labels[r, cursor] = IGNORE_INDEX
             position_ids[r, cursor:cursor + n] = np.arange(n, dtype=np.int32)
             segment_ids[r, cursor:cursor + n] = segment
             cursor += n

@@ -39,8 +39,8 @@ from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_traina
 from core.model import share_layer_graphs
 from core.rundir import RunDir, finalize_name
 from core.tokenizer import Tokenizer, TokenizerError
-from core.train_step import (EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, model_takes_segments,
-                             optimizer_state, step_inputs)
+from core.train_step import (EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state,
+                             step_inputs)
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError)
 MAX_CONSECUTIVE_OVERFLOWS = 25  # fp16: loss-scale retries before a non-finite loss fails the run
@@ -156,10 +156,6 @@ class Trainer:
         self.length = (packed_length(cfg.data.max_seq_len) if cfg.data.packing else
                        padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation))
         self.model = load_hf_model(model_dir, cfg.model.dtype)
-        if cfg.data.packing and not model_takes_segments(self.model):
-            raise DataError("data.packing: this model's forward takes no position_ids/segment_ids, so packed "
-                            "samples would attend to each other; set data.packing=false (or "
-                            "data.group_by_length=true)")
         self.base_files = ckpt.weight_files(model_dir)
         if cfg.method == "lora":
             self.lora_modules = inject_lora(self.model, cfg.lora.rank, cfg.lora.alpha, cfg.lora.dropout,

@@ -6,7 +6,6 @@ Everything here is a MindSpore graph or a thin Python wrapper around one; the lo
 """
 from __future__ import annotations
 
-import inspect
 import math
 
 import numpy as np
@@ -98,12 +97,6 @@ def step_inputs(batch: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
     and for packed rows position_ids and segment_ids."""
     names = BATCH_INPUTS + (PACKED_INPUTS if "segment_ids" in batch else ())
     return tuple(batch[name] for name in names)
-
-
-def model_takes_segments(model: nn.Cell) -> bool:
-    """Whether the model's forward accepts packed rows (`position_ids`, `segment_ids`)."""
-    parameters = inspect.signature(model.construct).parameters
-    return all(name in parameters for name in PACKED_INPUTS)
 
 
 def forward(model: nn.Cell, input_ids, attention_mask, position_ids=None, segment_ids=None):

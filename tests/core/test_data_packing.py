@@ -35,7 +35,8 @@ def unpack(batch: dict) -> list[tuple[list[int], list[int]]]:
             where = np.flatnonzero(seg == s)
             assert (np.diff(where) == 1).all(), "a segment is contiguous"
             assert batch["position_ids"][row, where].tolist() == list(range(len(where)))
-            out.append((batch["input_ids"][row, where].tolist(), batch["labels"][row, where].tolist()))
+            assert batch["labels"][row, where[0]] == IGNORE_INDEX  # never the previous sample's target
+            out.append((batch["input_ids"][row, where].tolist(), batch["labels"][row, where[1:]].tolist()))
         padding = seg == 0
         assert (batch["labels"][row, padding] == IGNORE_INDEX).all()
         assert (batch["attention_mask"][row] == (seg > 0)).all()
@@ -58,8 +59,10 @@ def test_collate_packed_lays_samples_end_to_end():
     assert batch["segment_ids"].tolist()[0] == [1, 1, 1, 1, 1, 2, 2, 2, 0, 0]
     assert batch["position_ids"].tolist()[0] == [0, 1, 2, 3, 4, 0, 1, 2, 0, 0]
     assert batch["labels"].tolist()[0] == [-100, -100, 12, 13, 14, -100, -100, 52, -100, -100]
+    text = data.collate_packed([[(samples[0].input_ids, samples[0].input_ids)] * 2], 10)  # every label trained
+    assert text["labels"].tolist()[0] == [-100, 11, 12, 13, 14, -100, 11, 12, 13, 14]
     assert batch["segment_ids"][2].sum() == 0 and batch["attention_mask"][2].sum() == 0
-    assert unpack(batch) == [(s.input_ids.tolist(), s.labels.tolist()) for s in samples]
+    assert unpack(batch) == [(s.input_ids.tolist(), s.labels[1:].tolist()) for s in samples]
 
 
 def test_packed_epoch_holds_every_sample_once_with_its_labels():
@@ -71,7 +74,7 @@ def test_packed_epoch_holds_every_sample_once_with_its_labels():
         assert batch["input_ids"].shape == (2, 256)
         seen += unpack(batch)
     assert it.epoch == 1
-    expected = {(tuple(s.input_ids), tuple(s.labels)) for s in samples}
+    expected = {(tuple(s.input_ids), tuple(s.labels[1:])) for s in samples}
     got = [(tuple(ids), tuple(labels)) for ids, labels in seen]
     assert len(got) == len(set(got)) and set(got) <= expected
     # only the rows of the last incomplete micro batch are left out
@@ -120,7 +123,7 @@ def test_packed_eval_batches_hold_every_sample_once():
     samples = samples_from(lognormal_lengths(50, seed=6, top=64))
     batches = list(data.eval_batches(samples, 4, 64, packing=True))
     got = [item for b in batches for item in unpack(b)]
-    assert sorted(got) == sorted((s.input_ids.tolist(), s.labels.tolist()) for s in samples)
+    assert sorted(got) == sorted((s.input_ids.tolist(), s.labels[1:].tolist()) for s in samples)
     tokens = sum(int((b["labels"][:, 1:] != IGNORE_INDEX).sum()) for b in batches)
     unpacked = sum(int((b["labels"][:, 1:] != IGNORE_INDEX).sum()) for b in data.eval_batches(samples, 4, 64))
     assert tokens == unpacked  # the loss is normalised by the same real-token count
