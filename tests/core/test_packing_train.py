@@ -148,7 +148,7 @@ def workspace(tmp_path_factory):
 def run_records(workspace, *overrides):
     from tests.core.test_train import records, run_cli
     run = run_cli(workspace, "eval.downstream=false", *overrides)
-    assert run.read_status()["state"] == "finished", run.read_status()
+    assert run.read_status().state == "finished", run.read_status()
     return run, records(run, "train"), records(run, "eval"), records(run, "event")
 
 
