@@ -89,6 +89,25 @@ class CausalLMLoss(nn.Cell):
         return (self.softmax(logits) - onehot) * full(weight, logits.shape), self.zeros_like(labels)
 
 
+BATCH_INPUTS = ("input_ids", "labels", "attention_mask")
+PACKED_INPUTS = ("position_ids", "segment_ids")  # present when core.data packed the batch
+
+
+def step_inputs(batch: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """A core.data batch as the train/eval step's arguments: input_ids, labels, attention_mask,
+    and for packed rows position_ids and segment_ids."""
+    names = BATCH_INPUTS + (PACKED_INPUTS if "segment_ids" in batch else ())
+    return tuple(batch[name] for name in names)
+
+
+def forward(model: nn.Cell, input_ids, attention_mask, position_ids=None, segment_ids=None):
+    """Logits of a batch; packed rows pass their restarted positions and segment ids, so
+    attention stays within each sample."""
+    if position_ids is None:
+        return model(input_ids, attention_mask)
+    return model(input_ids, attention_mask, position_ids, segment_ids)
+
+
 class WarmupDecaySchedule(LearningRateSchedule):
     """Linear warmup to `peak_lr`, then cosine or linear decay to `peak_lr·min_lr_ratio` at
     `total_steps` (constant: stays at peak). Driven by the optimizer's own step counter, so a
@@ -206,20 +225,21 @@ class TrainStep:
         self._add = ms.jit(self._add_grads)
         self._apply = ms.jit(self._apply_step)
 
-    def _scaled_loss(self, input_ids, labels, attention_mask):
+    def _scaled_loss(self, input_ids, labels, attention_mask, position_ids=None, segment_ids=None):
+        out = forward(self.model, input_ids, attention_mask, position_ids, segment_ids)
         if self.balance is None:
-            logits, aux = self.model(input_ids, attention_mask), ops.zeros((), ms.float32)
+            logits, aux = out, ops.zeros((), ms.float32)
         else:  # the model returns its router logits too (CausalLM.output_router_logits)
-            logits, router_logits = self.model(input_ids, attention_mask)
+            logits, router_logits = out
             aux = self.balance(router_logits, ops.cast(attention_mask, ms.float32))
         nll_sum, tokens = self.loss(logits, labels)
-        loss = nll_sum / ops.maximum(tokens, 1.0)
+        loss = nll_sum / ops.maximum(tokens, 1.0)  # per real (labelled) token, packed or not
         total = loss + self.aux_coef * aux if self.balance is not None else loss
         scaled = self.loss_scaler.scale(total) if self.loss_scaler is not None else total
         return scaled, loss, aux
 
-    def _micro_step(self, input_ids, labels, attention_mask):
-        (_, loss, aux), grads = self._grad_fn(input_ids, labels, attention_mask)
+    def _micro_step(self, *inputs):
+        (_, loss, aux), grads = self._grad_fn(*inputs)
         return loss, grads, aux
 
     @staticmethod
@@ -253,21 +273,23 @@ class TrainStep:
         factor = 1.0 - self.schedule(self.optimizer.global_step) * self.weight_decay
         _MAP(ops.partial(_decayed, factor), self.decayed)
 
-    def _single_step(self, input_ids, labels, attention_mask):
+    def _single_step(self, *inputs):
         """The common case (no accumulation) as one graph: no gradient tuple crosses to the host."""
-        loss, grads, aux = self._micro_step(input_ids, labels, attention_mask)
+        loss, grads, aux = self._micro_step(*inputs)
         norm, finite = self._apply_step(grads, 1)
         return loss, aux, norm, finite
 
-    def __call__(self, micro_batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+    def __call__(self, micro_batches: list[tuple[np.ndarray, ...]]):
+        """Each micro batch is `step_inputs(batch)`: input_ids, labels, attention_mask (B, T), and
+        for packed rows position_ids and segment_ids."""
         scale = float(self.loss_scaler.scale_value.asnumpy()) if self.loss_scaler is not None else 1.0
         if len(micro_batches) == 1:
             loss, aux, norm, finite = self._single(*(Tensor(a) for a in micro_batches[0]))
             self.last_aux_loss = float(aux.asnumpy()) if self.balance is not None else None
             return float(loss.asnumpy()), float(norm.asnumpy()), bool(finite.asnumpy()), scale
         grads, losses, auxes = None, [], []
-        for input_ids, labels, mask in micro_batches:
-            loss, g, aux = self._micro(Tensor(input_ids), Tensor(labels), Tensor(mask))
+        for arrays in micro_batches:
+            loss, g, aux = self._micro(*(Tensor(a) for a in arrays))
             grads = g if grads is None else self._add(ms.mutable(grads), ms.mutable(g))
             losses.append(loss)
             auxes.append(aux)
@@ -285,12 +307,14 @@ class EvalStep:
         self.loss = loss_cell(model)
         self._fn = ms.jit(self._nll)
 
-    def _nll(self, input_ids, labels, attention_mask):
-        logits = self.model(input_ids, attention_mask)
+    def _nll(self, input_ids, labels, attention_mask, position_ids=None, segment_ids=None):
+        logits = forward(self.model, input_ids, attention_mask, position_ids, segment_ids)
         if isinstance(logits, tuple):  # (logits, router logits): a model set up for the balancing loss
             logits = logits[0]
         return self.loss(logits, labels)
 
-    def __call__(self, input_ids: np.ndarray, labels: np.ndarray, attention_mask: np.ndarray) -> tuple[float, float]:
-        nll, tokens = self._fn(Tensor(input_ids), Tensor(labels), Tensor(attention_mask))
+    def __call__(self, input_ids: np.ndarray, labels: np.ndarray, attention_mask: np.ndarray,
+                 *packed: np.ndarray) -> tuple[float, float]:
+        """Summed NLL and labelled tokens; `packed` is (position_ids, segment_ids) of packed rows."""
+        nll, tokens = self._fn(Tensor(input_ids), Tensor(labels), Tensor(attention_mask), *(Tensor(a) for a in packed))
         return float(nll.asnumpy()), float(tokens.asnumpy())
