@@ -213,3 +213,25 @@ def test_randomly_initialised_model_has_hf_parameter_names():
     assert "model.layers.0.self_attn.q_proj.weight" in names
     assert "model.layers.0.mlp.down_proj.weight" in names
     assert "lm_head.weight" not in names
+
+
+def test_run_settings_beyond_the_model_are_named_before_weights_are_read():
+    from core.model_args import run_problems
+    args = ModelArgs.from_hf_config(_config(max_position_embeddings=64))
+    assert run_problems(args, 64, "lora", "all-linear") == []
+    (key, value, why), = run_problems(args, 65, "full", ["nothing"])  # targets only matter for LoRA
+    assert key == "data.max_seq_len" and value == 65 and "context of 64 tokens" in why
+    (key, _, why), = run_problems(args, 32, "lora", ["q_proj", "qkv_proj"])
+    assert key == "lora.target_modules" and "qkv_proj" in why and "gate_proj" in why
+    (key, _, _), = run_problems(args, 32, "lora", r".*\.nothing")
+    assert key == "lora.target_modules"
+
+
+def test_all_linear_targets_the_family_projections(tmp_path):
+    from core.lora import inject_lora
+    save_hf_model(make_hf_model("glm4"), tmp_path)
+    model = load_hf_model(tmp_path)
+    names = inject_lora(model, 2, 4.0, 0.0, "all-linear")
+    assert sorted({n.rsplit(".", 1)[1] for n in names}) == ["down_proj", "gate_up_proj", "k_proj", "o_proj",
+                                                             "q_proj", "v_proj"]
+    assert len(names) == 6 * 2 and not any("lm_head" in n for n in names)
