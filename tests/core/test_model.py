@@ -1,4 +1,5 @@
 """Numerical parity of core.model with Hugging Face transformers (PyTorch) on tiny random checkpoints."""
+import dataclasses
 import json
 
 import numpy as np
@@ -235,3 +236,27 @@ def test_all_linear_targets_the_family_projections(tmp_path):
     assert sorted({n.rsplit(".", 1)[1] for n in names}) == ["down_proj", "gate_up_proj", "k_proj", "o_proj",
                                                              "q_proj", "v_proj"]
     assert len(names) == 6 * 2 and not any("lm_head" in n for n in names)
+
+
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_transformers4_config_and_sharded_half_weights_load_alike(name, tmp_path):
+    """The same checkpoint as transformers 5 writes it (fp32, one file) and as older hub folders
+    are (transformers 4.x config.json keys, bf16 in shards): the same architecture, and logits
+    equal transformers' on the weights each holds (the bf16 folder read back by transformers in
+    float32: a model cast to bf16 in memory would keep bf16-rounded RoPE buffers)."""
+    from transformers import AutoModelForCausalLM
+    from tests.core.hf_fixtures import as_transformers4_config
+    hf = make_hf_model(name)
+    v5, v4 = save_hf_model(hf, tmp_path / "v5"), tmp_path / "v4"
+    save_hf_model(make_hf_model(name), v4, dtype=torch.bfloat16, max_shard_size="40KB")
+    assert len(set(json.loads((v4 / "model.safetensors.index.json").read_text())["weight_map"].values())) > 1
+    config = json.loads((v4 / "config.json").read_text())
+    (v4 / "config.json").write_text(json.dumps(as_transformers4_config(config)))
+    new, old = ModelArgs.from_dir(v5), ModelArgs.from_dir(v4)
+    assert "rope_parameters" in config and "rope_parameters" not in as_transformers4_config(config)
+    assert old == dataclasses.replace(new, stored_dtype="bfloat16")
+    bf16 = AutoModelForCausalLM.from_pretrained(str(v4), dtype=torch.float32).eval()
+    ids = random_ids()
+    for folder, reference in ((v5, hf), (v4, bf16)):
+        ours = load_hf_model(folder).construct(ms.Tensor(ids)).asnumpy()
+        assert np.abs(ours - reference_logits(reference, ids)).max() <= PARITY_TOLERANCE
