@@ -44,10 +44,11 @@ ARCHITECTURES = {
 }
 
 
-def make_hf_model(name: str, seed: int = 0):
+def make_hf_model(name: str, seed: int = 0, **sizes):
+    """The fixture `name` as a transformers model with random weights; `sizes` replace COMMON's."""
     config_cls, model_cls, overrides = ARCHITECTURES[name]
     torch.manual_seed(seed)
-    config = getattr(transformers, config_cls)(**COMMON, **overrides)
+    config = getattr(transformers, config_cls)(**{**COMMON, **sizes}, **overrides)
     model = getattr(transformers, model_cls)(config).eval()
     with torch.no_grad():  # random, non-trivial norms and biases so every tensor matters
         for pname, param in model.named_parameters():
