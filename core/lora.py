@@ -139,13 +139,6 @@ def family_targets(model: nn.Cell) -> tuple[str, ...]:
     return args.spec.default_lora_targets if args is not None else PROJECTION_NAMES
 
 
-def inject_lora_from_settings(model: nn.Cell, lora_settings) -> list[str]:
-    """`inject_lora` from a settings object with `.rank .alpha .dropout .target_modules`
-    (`core.config.LoraSettings`, duck-typed so this module does not depend on config)."""
-    return inject_lora(model, lora_settings.rank, lora_settings.alpha, lora_settings.dropout,
-                       lora_settings.target_modules)
-
-
 def select_target_modules(dense: dict[str, nn.Dense], target_modules,
                           family: tuple[str, ...] = PROJECTION_NAMES) -> list[str]:
     """The names in `dense` (dotted name -> Dense) that `target_modules` selects, in model order
