@@ -1,6 +1,7 @@
 """Numerical parity of core.model with Hugging Face transformers (PyTorch) on tiny random checkpoints."""
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -260,3 +261,23 @@ def test_transformers4_config_and_sharded_half_weights_load_alike(name, tmp_path
     for folder, reference in ((v5, hf), (v4, bf16)):
         ours = load_hf_model(folder).construct(ms.Tensor(ids)).asnumpy()
         assert np.abs(ours - reference_logits(reference, ids)).max() <= PARITY_TOLERANCE
+
+
+FAMILY_CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs" / "families").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", FAMILY_CONFIGS, ids=lambda p: p.stem)
+def test_family_example_configs_target_their_family_modules(path):
+    """configs/families/<family>.yaml: its LoRA targets exist in a checkpoint of that family (a
+    fixture's config), whatever its method."""
+    from core.config import load_config
+    from core.model_args import ARCHITECTURES as FAMILY_OF, run_problems
+    from tests.core.hf_fixtures import COMMON
+    fixture = next((n for n, (_, model_cls, _) in sorted(ARCHITECTURES.items())
+                    if FAMILY_OF.get(model_cls) == path.stem), None)
+    if fixture is None:
+        pytest.skip(f"no fixture of family {path.stem}")
+    config_cls, _, overrides = ARCHITECTURES[fixture]
+    import transformers
+    args = ModelArgs.from_hf_config(getattr(transformers, config_cls)(**COMMON, **overrides).to_dict())
+    assert run_problems(args, 1, "lora", load_config(path).lora.target_modules) == []
