@@ -1,15 +1,17 @@
 """Training-step throughput of mindtune against a PyTorch eager reference, side by side in one run.
 
-For each model config (the shipped demo model; a ~25M-parameter Llama made here with random
-weights; a Qwen3-MoE of ~26M parameters, 12M active: 4 layers, 8 experts, top 2) and each method
-(LoRA r=8 on all seven projections — on the MoE, attention and both expert stacks; full
-fine-tuning), fp32, micro batch 8, sequence 256, every token labelled:
+For each model config (the shipped demo model; a ~25M-parameter Llama, a ~25M-parameter Qwen3 and
+a Qwen3-MoE of ~26M parameters, 12M active per token (4 layers, 8 experts, top 2), made here with
+random weights) and each method (LoRA r=8 on every projection of the family: on the MoE attention
+and both expert stacks, not the router; full fine-tuning), fp32, micro batch 8, sequence 256,
+every token labelled:
 
 - mindtune: `core.model.CausalLM` + `core.lora` + `core.train_step.TrainStep` (the engine's own
   compiled step: loss, AdamW, clipping), exactly what `python -m core.train` runs;
-- PyTorch 2.13 eager: `transformers`' model (LlamaForCausalLM, Qwen3MoeForCausalLM with its default
-  experts implementation) on the same weights, PEFT LoRA on the same modules (the experts through
-  PEFT's `target_parameters`), `torch.optim.AdamW`, the same clipping.
+- PyTorch 2.13 eager: `transformers`' model of the family (LlamaForCausalLM, Qwen3ForCausalLM,
+  Qwen3MoeForCausalLM with transformers' default experts implementation) on the same weights, PEFT
+  LoRA on the same modules (the experts through PEFT's `target_parameters`), `torch.optim.AdamW`,
+  the same clipping.
 
 Each measurement runs in a fresh subprocess (so imports, compilation and peak RSS are its own):
 warm-up steps, then the median step time of the timed steps. It prints tokens/s of both and the
@@ -18,8 +20,8 @@ the same run, before and after the steps, the higher taken), peak RSS and the me
 phases, and the first-step losses of both frameworks (same weights, same batch: they must agree).
 
     .venv/bin/pip install -r requirements-bench.txt
-    .venv/bin/python bench/train_step.py                    # both configs, both methods
-    .venv/bin/python bench/train_step.py --configs 25m --methods lora --steps 6
+    .venv/bin/python bench/train_step.py                    # all configs, both methods
+    .venv/bin/python bench/train_step.py --configs qwen3-25m --methods lora --steps 6
     .venv/bin/python bench/train_step.py --configs qwen3-moe          # the mixture of experts
 """
 from __future__ import annotations
@@ -39,7 +41,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 BATCH, SEQ = 8, 256
-PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 CONFIG_25M = {  # Llama architecture, ~25M parameters (tied embeddings)
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 8192, "hidden_size": 512,
     "intermediate_size": 1536, "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 8,
@@ -47,8 +48,13 @@ CONFIG_25M = {  # Llama architecture, ~25M parameters (tied embeddings)
     "hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "torch_dtype": "float32",
     "bos_token_id": 1, "eos_token_id": 2,
 }
-
-
+CONFIG_QWEN3_25M = {  # Qwen3 architecture, ~25M parameters: QK-norm, GQA, explicit head_dim, tied
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 8192, "hidden_size": 512,
+    "intermediate_size": 1664, "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 4,
+    "head_dim": 64, "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+    "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False, "torch_dtype": "float32",
+    "bos_token_id": 1, "eos_token_id": 2,
+}
 CONFIG_QWEN3_MOE = {  # Qwen3-MoE architecture, ~26M parameters (12M active per token), every layer sparse
     "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": 8192, "hidden_size": 512,
     "intermediate_size": 1536, "moe_intermediate_size": 384, "num_hidden_layers": 4, "num_attention_heads": 8,
@@ -57,69 +63,49 @@ CONFIG_QWEN3_MOE = {  # Qwen3-MoE architecture, ~26M parameters (12M active per 
     "rope_theta": 1000000.0, "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False,
     "router_aux_loss_coef": 0.001, "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2,
 }
-MOE_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj"]  # ours; the router is not one
-PEFT_EXPERTS = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]  # PEFT's target_parameters for them
-
-
-def is_moe(model_dir: Path) -> bool:
-    return "num_experts_per_tok" in json.loads((Path(model_dir) / "config.json").read_text())
+MADE = {"25m": CONFIG_25M, "qwen3-25m": CONFIG_QWEN3_25M,  # config name -> config.json of a model made here
+        "qwen3-moe": CONFIG_QWEN3_MOE}
+ROUTER_STD = 0.3  # a MoE router's weights: N(0, 0.3), so that the routing is not near-uniform
 
 
 # ---- model folders -----------------------------------------------------------------------------
 
-def make_25m(folder: Path) -> Path:
-    """config.json + model.safetensors with seeded N(0, 0.02) weights (norms 1), Hugging Face keys."""
+def make_checkpoint(folder: Path, config: dict) -> Path:
+    """config.json + model.safetensors with seeded N(0, 0.02) weights (norms 1; an MoE router
+    N(0, ROUTER_STD)), Hugging Face keys: every tensor `core.model_args.ModelArgs.parameter_shapes`
+    lists for the config's family, in the hub's layout (its key map: MoE experts one per tensor)."""
     import numpy as np
     from safetensors.numpy import save_file
-    c = CONFIG_25M
-    h, i, v = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    from core.model_args import ModelArgs
     rng = np.random.default_rng(0)
-    normal = lambda *shape: (rng.standard_normal(shape, dtype=np.float32) * 0.02)  # noqa: E731
-    tensors = {"model.embed_tokens.weight": normal(v, h), "model.norm.weight": np.ones(h, np.float32)}
-    for layer in range(c["num_hidden_layers"]):
-        p = f"model.layers.{layer}."
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            tensors[p + f"self_attn.{name}.weight"] = normal(h, h)
-        tensors[p + "mlp.gate_proj.weight"] = normal(i, h)
-        tensors[p + "mlp.up_proj.weight"] = normal(i, h)
-        tensors[p + "mlp.down_proj.weight"] = normal(h, i)
-        tensors[p + "input_layernorm.weight"] = np.ones(h, np.float32)
-        tensors[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
+    args = ModelArgs.from_hf_config(config)
+    tensors = {}
+    for name, shape in args.parameter_shapes().items():
+        norm = name.endswith("norm.weight")
+        std = ROUTER_STD if args.moe is not None and name.endswith("mlp.gate.weight") else 0.02
+        tensors[name] = np.ones(shape, np.float32) if norm else rng.standard_normal(shape, dtype=np.float32) * std
+    tensors = args.spec.key_map.to_hub(tensors, args)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(c, indent=1))
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
     save_file(tensors, str(folder / "model.safetensors"))
     return folder
 
 
-def make_qwen3_moe(folder: Path) -> Path:
-    """config.json + model.safetensors of CONFIG_QWEN3_MOE with seeded weights in the hub's layout
-    (one tensor per expert and projection): N(0, 0.02), the router N(0, 0.3) so that routing is not
-    uniform, norms 1."""
-    import numpy as np
-    from safetensors.numpy import save_file
-    c = CONFIG_QWEN3_MOE
-    h, i, v, d = c["hidden_size"], c["moe_intermediate_size"], c["vocab_size"], c["head_dim"]
-    q, kv = c["num_attention_heads"] * d, c["num_key_value_heads"] * d
-    rng = np.random.default_rng(0)
-    normal = lambda *shape, std=0.02: (rng.standard_normal(shape, dtype=np.float32) * std)  # noqa: E731
-    tensors = {"model.embed_tokens.weight": normal(v, h), "model.norm.weight": np.ones(h, np.float32)}
-    for layer in range(c["num_hidden_layers"]):
-        p = f"model.layers.{layer}."
-        tensors.update({p + "self_attn.q_proj.weight": normal(q, h), p + "self_attn.k_proj.weight": normal(kv, h),
-                        p + "self_attn.v_proj.weight": normal(kv, h), p + "self_attn.o_proj.weight": normal(h, q),
-                        p + "self_attn.q_norm.weight": np.ones(d, np.float32),
-                        p + "self_attn.k_norm.weight": np.ones(d, np.float32),
-                        p + "input_layernorm.weight": np.ones(h, np.float32),
-                        p + "post_attention_layernorm.weight": np.ones(h, np.float32),
-                        p + "mlp.gate.weight": normal(c["num_experts"], h, std=0.3)})
-        for e in range(c["num_experts"]):
-            tensors.update({f"{p}mlp.experts.{e}.gate_proj.weight": normal(i, h),
-                            f"{p}mlp.experts.{e}.up_proj.weight": normal(i, h),
-                            f"{p}mlp.experts.{e}.down_proj.weight": normal(h, i)})
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(c, indent=1))
-    save_file(tensors, str(folder / "model.safetensors"))
-    return folder
+def lora_targets(model_dir: Path) -> list[str]:
+    """LoRA r=8 on every projection of the model's family (what 'all-linear' selects)."""
+    from core.model_args import read_model_args
+    return list(read_model_args(model_dir).spec.default_lora_targets)
+
+
+def peft_targets(model_dir: Path) -> dict:
+    """PEFT's LoraConfig targets for the same modules: on a mixture of experts the expert stacks
+    are PEFT `target_parameters` (PEFT 0.21 with transformers 5), the rest `target_modules`."""
+    targets = lora_targets(model_dir)
+    if "num_experts_per_tok" not in json.loads((Path(model_dir) / "config.json").read_text()):
+        return {"target_modules": targets}
+    experts = [t for t in targets if t in ("gate_up_proj", "down_proj")]
+    return {"target_modules": [t for t in targets if t not in experts],
+            "target_parameters": [f"mlp.experts.{t}" for t in experts]}
 
 
 def batch_arrays(vocab: int, seed: int = 0):
@@ -134,30 +120,22 @@ def matmul_flops(model_dir: Path, method: str) -> dict:
     """FLOPs of one training step (forward + backward), counted from the matmuls.
     Dense weights (N_dense, lm_head included): forward 2·N per token; backward 2·N for the input
     gradient plus 2·N for the weight gradient (full only: LoRA's frozen weights need no weight
-    gradient). Attention scores and values: forward 4·T·h per token per layer, backward twice that.
-    LoRA's own matmuls (r = 8) are counted like dense weights that train. A mixture of experts
-    counts, per token, the router and the top_k experts it runs (the active parameters), and each
-    expert stack's LoRA top_k times."""
+    gradient). Attention scores and values: forward 4·T·heads·head_dim per token per layer,
+    backward twice that. LoRA's own matmuls (r = 8) are counted like dense weights that train. A
+    mixture of experts' stacked experts count top_k times per token (the experts a token runs,
+    its active parameters), their LoRA too."""
     from core.model_args import read_model_args
     a = read_model_args(model_dir)
-    h, i, d = a.hidden_size, a.intermediate_size, a.head_dim
-    attention = [(h, a.num_heads * d), (h, a.num_kv_heads * d), (h, a.num_kv_heads * d), (a.num_heads * d, h)]
-    mlp, copies = [(h, i), (h, i), (i, h)], 1
-    if a.moe is not None:  # every layer sparse in the bench's MoE config
-        i, copies = a.moe.expert_intermediate_size, a.moe.top_k
-        mlp = [(h, 2 * i), (i, h)]
-    per_layer = sum(n_in * n_out for n_in, n_out in attention) + copies * sum(n_in * n_out for n_in, n_out in mlp)
-    if a.moe is not None:
-        per_layer += h * a.moe.num_experts  # the router
-    dense = a.num_layers * per_layer + a.vocab_size * h
+    shapes = a.dense_shapes()
+    per_token = {name: a.moe.top_k if a.moe is not None and a.moe.experts_of(name) > 1 else 1 for name in shapes}
+    dense = sum(n_in * n_out * per_token[name] for name, (n_in, n_out) in shapes.items()) + a.vocab_size * a.hidden_size
     tokens = BATCH * SEQ
     weight_grad = 2 * dense if method == "full" else 0
-    lora = 0
-    if method == "lora":
-        lora = a.num_layers * (sum(8 * (n_in + n_out) for n_in, n_out in attention) +
-                               copies * sum(8 * (n_in + n_out) for n_in, n_out in mlp))
+    targets = lora_targets(model_dir)
+    lora = 0 if method != "lora" else sum(8 * (n_in + n_out) * per_token[name] for name, (n_in, n_out) in shapes.items()
+                                          if name.rsplit(".", 1)[-1] in targets)
     dense_flops = tokens * (2 * dense + 2 * dense + weight_grad + 6 * lora)
-    attention = a.num_layers * BATCH * (4 * SEQ * SEQ * a.num_heads * d) * 3
+    attention = a.num_layers * BATCH * (4 * SEQ * SEQ * a.num_heads * a.head_dim) * 3
     return {"dense": dense, "flops": dense_flops + attention}
 
 
@@ -185,7 +163,7 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
     t = time.time()
     model = load_hf_model(model_dir)
     if method == "lora":
-        inject_lora(model, 8, 16.0, 0.0, MOE_PROJECTIONS if is_moe(model_dir) else PROJECTIONS)
+        inject_lora(model, 8, 16.0, 0.0, lora_targets(model_dir))
         params = mark_only_lora_trainable(model)
     else:
         params = list(model.trainable_params())
@@ -219,12 +197,11 @@ def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch
     t = time.time()
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
-    experts = getattr(model.config, "_experts_implementation", None) if is_moe(model_dir) else None
+    moe = "num_experts_per_tok" in json.loads((Path(model_dir) / "config.json").read_text())
+    experts = getattr(model.config, "_experts_implementation", None) if moe else None  # transformers' choice
     if method == "lora":
         from peft import LoraConfig, get_peft_model
-        targets = dict(target_modules=PROJECTIONS[:4], target_parameters=PEFT_EXPERTS) if is_moe(model_dir) else \
-            dict(target_modules=PROJECTIONS)
-        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, **targets))
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, **peft_targets(model_dir)))
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
@@ -301,16 +278,15 @@ def estimate(model_dir: Path, method: str) -> float:
     from core.config import load_config
     from core.memory import estimate_memory
     from core.model_args import read_model_args
-    targets = [f"lora.target_modules=[{','.join(MOE_PROJECTIONS)}]"] if is_moe(model_dir) else []
     config = load_config(ROOT / "configs" / "defaults.yaml", [
         f"model.path={model_dir}", f"method={method}", f"train.micro_batch_size={BATCH}",
-        f"data.max_seq_len={SEQ}", "eval.downstream=false", *targets])
+        f"data.max_seq_len={SEQ}", "eval.downstream=false"])
     return estimate_memory(config, read_model_args(model_dir), SEQ).total_mb
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="demo,25m,qwen3-moe", help="comma list of demo, 25m, qwen3-moe")
+    parser.add_argument("--configs", default="demo,25m,qwen3-25m,qwen3-moe", help="comma list of demo, " + ", ".join(MADE))
     parser.add_argument("--methods", default="lora,full", help="comma list of lora, full")
     parser.add_argument("--steps", type=int, default=8, help="timed steps (median reported)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation)")
@@ -332,8 +308,10 @@ def main() -> None:
         return
 
     with tempfile.TemporaryDirectory() as tmp:
-        models = {"demo": ROOT / "models" / "tiny-demo", "25m": make_25m(Path(tmp) / "llama-25m"),
-                  "qwen3-moe": make_qwen3_moe(Path(tmp) / "qwen3-moe-26m")}
+        models = {"demo": ROOT / "models" / "tiny-demo"}
+        for name in args.configs.split(","):
+            if name in MADE:
+                models[name] = make_checkpoint(Path(tmp) / name, MADE[name])
         # the peak is measured before and after the steps and the higher taken: this shared
         # machine's speed drifts (one run measured 98.7 GFLOP/s before, others 124-132)
         peak = run_worker("matmul")

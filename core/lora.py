@@ -23,6 +23,7 @@ from mindspore.common.initializer import HeUniform, initializer
 
 from core.atomic import atomic_write
 from core.model import PROJECTION_NAMES
+from core.model_args import ALL_LINEAR, match_lora_targets
 from core.moe import LoRAStackedLinear, MoeExportError, StackedLinear, peft_moe_adapter, sparse_blocks
 
 ADAPTER_CONFIG_NAME = "adapter_config.json"
@@ -128,12 +129,14 @@ def inject_lora(model: nn.Cell, rank: int, alpha: float, dropout: float,
     experts' stacked projections, `core.moe.StackedLinear`, by `LoRAStackedLinear`).
 
     `target_modules` is a list of names (a module matches when its dotted name is the name or
-    ends with `.<name>`) or one regex string matched with `re.fullmatch` against the dotted name,
-    as PEFT does. Returns the replaced module names. A name or regex that matches nothing is an error.
+    ends with `.<name>`), one regex string matched with `re.fullmatch` against the dotted name, as
+    PEFT does, or "all-linear": the model family's own projections (`FamilySpec.default_lora_targets`;
+    never the output layer or an MoE router). Returns the replaced module names. A name or regex
+    that matches nothing is an error.
     """
     _check_hyperparameters(rank, alpha, dropout)
     dense = {name: cell for name, cell in model.cells_and_names() if isinstance(cell, (nn.Dense, StackedLinear))}
-    targets = select_target_modules(dense, target_modules)
+    targets = select_target_modules(dense, target_modules, family_targets(model))
     already = [name for name in targets if isinstance(dense[name], LORA_CELLS)]
     if already:
         raise LoraError(f"{already[0]} already has a LoRA adapter ({len(already)} such modules); "
@@ -151,39 +154,41 @@ def inject_lora(model: nn.Cell, rank: int, alpha: float, dropout: float,
     return targets
 
 
-def select_target_modules(dense: dict[str, nn.Dense], target_modules) -> list[str]:
-    """The names in `dense` (dotted name -> Dense) that `target_modules` selects, in model order."""
-    if isinstance(target_modules, str):
+def family_targets(model: nn.Cell) -> tuple[str, ...]:
+    """What "all-linear" means for `model`: its family's default LoRA targets."""
+    args = getattr(model, "args", None)
+    return args.spec.default_lora_targets if args is not None else PROJECTION_NAMES
+
+
+def select_target_modules(dense: dict[str, nn.Dense], target_modules,
+                          family: tuple[str, ...] = PROJECTION_NAMES) -> list[str]:
+    """The names in `dense` (dotted name -> Dense) that `target_modules` selects, in model order
+    ("all-linear": the names in `family`)."""
+    if isinstance(target_modules, str) and target_modules != ALL_LINEAR:
         try:
-            regex = re.compile(target_modules)
+            re.compile(target_modules)
         except re.error as exc:
             raise LoraError(f"lora target_modules '{target_modules}' is not a valid regex: {exc}.") from exc
-        chosen = [name for name in dense if regex.fullmatch(name)]
-        if not chosen:
-            _raise_no_match(f"regex '{target_modules}' (re.fullmatch on dotted module names such as "
-                            f"'{_example_name(dense)}')", dense)
-        return chosen
-    if not isinstance(target_modules, (list, tuple)) or not target_modules or \
-            not all(isinstance(t, str) and t for t in target_modules):
-        raise LoraError(f"lora target_modules must be a non-empty list of module names or one regex "
-                        f"string, got {target_modules!r}.")
-    chosen = [name for name in dense if any(_name_matches(name, t) for t in target_modules)]
-    unmatched = [t for t in target_modules if not any(_name_matches(name, t) for name in dense)]
+    elif not isinstance(target_modules, str) and (
+            not isinstance(target_modules, (list, tuple)) or not target_modules or
+            not all(isinstance(t, str) and t for t in target_modules)):
+        raise LoraError(f"lora target_modules must be a non-empty list of module names, one regex "
+                        f"string or '{ALL_LINEAR}', got {target_modules!r}.")
+    chosen, unmatched = match_lora_targets(dense, target_modules, family)
+    if isinstance(target_modules, str) and target_modules != ALL_LINEAR and not chosen:
+        _raise_no_match(f"regex '{target_modules}' (re.fullmatch on dotted module names such as "
+                        f"'{_example_name(dense)}')", dense)
     if unmatched:
         quoted = ", ".join(f"'{name}'" for name in unmatched)
         _raise_no_match(f"name{'s' if len(unmatched) > 1 else ''} {quoted}", dense)
     return chosen
 
 
-def _name_matches(module_name: str, target: str) -> bool:
-    return module_name == target or module_name.endswith("." + target)
-
-
 def _raise_no_match(what: str, dense: dict[str, nn.Dense]) -> None:
     found = list(dict.fromkeys(name.rsplit(".", 1)[-1] for name in dense))
     ordered = [p for p in PROJECTION_NAMES if p in found] + [p for p in found if p not in PROJECTION_NAMES]
     raise LoraError(f"lora target_modules {what} matches no Dense layer of this model; "
-                    f"its projections are {', '.join(ordered) or 'none'}.")
+                    f"its projections are {', '.join(ordered) or 'none'} ('{ALL_LINEAR}': the family's own).")
 
 
 def _example_name(dense: dict[str, nn.Dense]) -> str:
@@ -384,6 +389,8 @@ def save_peft_adapter(model: nn.Cell, folder: str | Path, base_model_name_or_pat
     modules = lora_modules(model)
     tensors = {to_peft_key(p.name): np.ascontiguousarray(p.asnumpy(), dtype=np.float32)
                for cell in modules.values() if isinstance(cell, LoRADense) for p in (cell.lora_a, cell.lora_b)}
+    if target_modules == ALL_LINEAR:  # the modules this model adapted, not PEFT's own reading of it
+        config["target_modules"] = list(dict.fromkeys(name.rsplit(".", 1)[-1] for name in modules))
     if sparse_blocks(model):  # a mixture of experts: PEFT's own layout for it (core.moe)
         try:
             expert_tensors, dense_targets, parameters = peft_moe_adapter(model, list(modules), PEFT_PREFIX)
