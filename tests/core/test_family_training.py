@@ -24,7 +24,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 peft = pytest.importorskip("peft")
 
-FAMILIES = ["mistral-window", "qwen3-untied", "glm4", "olmo2"]  # llama and qwen2: tests/core/test_train.py, test_export.py
+FAMILIES = ["mistral-window", "qwen3-untied", "glm4", "olmo2", "mixtral"]  # llama and qwen2: tests/core/test_train.py, test_export.py
 TOLERANCE = 1e-4
 STEPS = ["train.max_steps=8", "train.eval_every=4", "train.save_every=4", "eval.downstream=false"]
 

@@ -390,11 +390,25 @@ def train_records(run, kind):
     return records(run, kind)
 
 
+def run_worker(config, *overrides):
+    """`python -m core.train` in a process of its own (its peak_mem_mb is the worker's alone)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    from core.rundir import RunDir
+    runs = config.parent / "runs"
+    before = set(runs.glob("*")) if runs.exists() else set()
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-m", "core.train", "--config", str(config), *overrides], cwd=root,
+                   check=True, capture_output=True, timeout=600)
+    return RunDir(next(p for p in runs.iterdir() if p not in before and not p.is_symlink()))
+
+
 @pytest.fixture(scope="module")
 def moe_lora(tmp_path_factory):
     root = tmp_path_factory.mktemp("moe-lora")
     config = moe_workspace(root, "qwen3_moe", train__router_aux_loss=True)
-    return config, run_once(config)
+    return config, run_worker(config)
 
 
 @pytest.mark.slow
@@ -408,7 +422,7 @@ def test_lora_on_experts_trains_with_balancing_loss_and_resumes_exactly(moe_lora
     assert evals[-1]["val_loss"] < evals[0]["val_loss"]
     train = train_records(run, "train")
     assert all(r["aux_loss"] >= 1.0 for r in train)  # E·Σ f·P >= 1 (1 = perfectly balanced)
-    resumed = run_once(config, f"run.resume={run.checkpoints_dir / 'step-4'}")
+    resumed = run_worker(config, f"run.resume={run.checkpoints_dir / 'step-4'}")
     tail = {r["step"]: r for r in train_records(resumed, "train")}
     assert sorted(tail) == [5, 6, 7, 8]
     for r in train:
@@ -444,13 +458,37 @@ def test_lora_export_loads_in_peft_and_merged_in_transformers(moe_lora):
 
 
 @pytest.mark.slow
-def test_full_finetune_of_mixtral_lowers_validation_loss(tmp_path):
-    config = moe_workspace(tmp_path, "mixtral")
+def test_lora_run_peak_memory_is_within_15_percent_of_the_estimate(moe_lora):
+    """The worker's measured peak RSS (its own process) against core.memory's estimate for the
+    same config, model and padded length (all experts' weights, the routed tokens' activations)."""
+    from core import memory
+    from core.config import load_config
+    from core.model_args import read_model_args
+    config, run = moe_lora
+    setup = next(r for r in train_records(run, "event") if r.get("event") == "setup")
+    loaded = load_config(config)
+    estimate = memory.estimate_memory(loaded, read_model_args(loaded.model.path), setup["seq_len"])
+    measured = max(r["peak_mem_mb"] for r in train_records(run, "train"))
+    assert abs(estimate.total_mb - measured) <= 0.15 * measured, (estimate.total_mb, measured)
+
+
+@pytest.mark.slow
+def test_full_finetune_of_qwen3_moe_lowers_validation_loss_and_merges(tmp_path):
+    """Mixtral's full fine-tune runs in tests/core/test_family_training.py (FAMILIES)."""
+    transformers = transformers_module()
+    from core.export import export_run, load_trained_model
+    config = moe_workspace(tmp_path, "qwen3_moe")
     run = run_once(config, "method=full", "train.learning_rate=0.003")
     evals = train_records(run, "eval")
     assert evals[-1]["val_loss"] < evals[0]["val_loss"]
     setup = next(r for r in train_records(run, "event") if r.get("event") == "setup")
     assert setup["trainable_params"] == setup["total_params"]
+    ids = np.random.default_rng(1).integers(3, 250, (2, 20)).astype(np.int32)
+    model, _ = load_trained_model(run.checkpoints_dir / "best")
+    ours = model.construct(Tensor(ids)).asnumpy()
+    merged = transformers.AutoModelForCausalLM.from_pretrained(str(export_run(run.path, "best", "merged"))).eval()
+    with torch.no_grad():
+        assert np.abs(merged(torch.tensor(ids, dtype=torch.long)).logits.numpy() - ours).max() <= 1e-4
 
 
 def test_peft_export_refuses_what_peft_would_map_elsewhere(tmp_path):
