@@ -150,10 +150,10 @@ class Attention(nn.Cell):
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
     def construct(self, x, cos, sin, mask, past_key=None, past_value=None, segment_ids=None):
-        """x (B, T, hidden); cos/sin (B|1, 1, T, rotary_dim); mask (B|1, 1, T, S) additive float32.
-        Returns the output and this call's full keys/values (past + new) for the cache.
-        segment_ids (B, T) (packed rows, kernel only): the kernel applies the block-diagonal causal
-        mask itself and skips other samples' keys; `mask` is then the key-padding row (B, 1, 1, T)."""
+        """x (B, T, hidden); cos/sin (B|1, 1, T, rotary_dim); mask (B|1, 1, T, S) additive float32;
+        segment_ids (B, T) int32 of packed samples or None (the mask has them too; the fused kernel
+        also skips the key blocks of other samples). Returns the output and this call's full
+        keys/values (past + new) for the cache."""
         b, t, _ = x.shape
         expand = past_key is None
         q, k, v = self.project(x)
@@ -275,8 +275,7 @@ class DecoderLayer(nn.Cell):
 
     def construct(self, x, cos, sin, mask, past_key=None, past_value=None, segment_ids=None):
         """Returns the layer's output, its keys and values (for the cache) and, for a sparse
-        layer, the router's logits (B·T, experts) (None for a dense one). segment_ids: see
-        Attention.construct."""
+        layer, the router's logits (B·T, experts) (None for a dense one)."""
         expand = past_key is None  # see Attention.construct
         h = getattr(self, self.attn_pre)(x, expand) if self.attn_pre else x
         h, k, v = self.self_attn(h, cos, sin, mask, past_key, past_value, segment_ids)
@@ -332,7 +331,6 @@ class CausalLM(nn.Cell):
         self.num_heads, self.head_dim, self.rotary_dim = args.num_heads, args.head_dim, args.rotary_dim
         self.same_kv_heads = args.num_kv_heads == args.num_heads
         self.fused_attention = False  # set by use_kernels: some layer's attention runs the kernel
-        self.kernel_segments = False  # set by use_kernels: every layer's does (packed rows use its segments)
         self.fused_loss = None  # set by use_kernels: the cross-entropy kernel (core.train_step)
 
     def rope(self, positions, dtype):
@@ -399,15 +397,6 @@ class CausalLM(nn.Cell):
         if segment_ids is not None:
             key_valid = ops.logical_and(key_valid, segment_ids != 0)
         tables = self.rope(positions, x.dtype)
-        if segment_ids is not None and self.kernel_segments and x.dtype == ms.float32:  # (AMP keeps composed ops)
-            # packed rows with every layer on the kernel: it masks causally, by window and by
-            # segment itself and skips other samples' key blocks (3.8x faster fwd+bwd for a
-            # 1024-token row of 4 samples than the block-diagonal T x T mask); it gets the key padding
-            row = ops.expand_dims(ops.expand_dims((1.0 - ops.cast(key_valid, ms.float32)) * MASK_MIN, 1), 1)
-            for layer in self.model.layers:
-                cos, sin = tables[layer.rope_index]
-                x, _, _, _ = layer(x, cos, sin, row, None, None, segment_ids)  # row (B, 1, 1, T)
-            return self.logits(x)
         masks = [self.attention_mask(index, key_valid, window, positions, positions, segment_ids)
                  for window in self.windows]
         # broadcast once here rather than in every layer (see core.ops.full); with grouped-query
@@ -419,7 +408,7 @@ class CausalLM(nn.Cell):
             masks = [full(mask, (b, self.num_heads, t, t)) for mask in masks]
         for layer in self.model.layers:
             cos, sin = tables[layer.rope_index]
-            x, _, _, _ = layer(x, cos, sin, masks[layer.mask_index])
+            x, _, _, _ = layer(x, cos, sin, masks[layer.mask_index], None, None, segment_ids)
         return self.logits(x)
 
     def forward_cached(self, input_ids, past, positions, key_valid, last_only=False):
@@ -484,7 +473,6 @@ class CausalLM(nn.Cell):
             self.model.norm.fused = norm
         self.fused_loss = loss
         self.fused_attention = any(layer.self_attn.fused is not None for layer in self.model.layers)
-        self.kernel_segments = all(layer.self_attn.fused is not None for layer in self.model.layers)
         return [f"{why} (layers {_ranges(layers)})" for why, layers in composed.items()]
 
 
