@@ -150,10 +150,10 @@ class Attention(nn.Cell):
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
     def construct(self, x, cos, sin, mask, past_key=None, past_value=None, segment_ids=None):
-        """x (B, T, hidden); cos/sin (B|1, 1, T, rotary_dim); mask (B|1, 1, T, S) additive float32
-        (packed samples' segments included); segment_ids (B, T) lets the fused kernel also skip the
-        other samples' keys. Returns the output and this call's full keys/values (past + new) for
-        the cache."""
+        """x (B, T, hidden); cos/sin (B|1, 1, T, rotary_dim); mask (B|1, 1, T, S) additive float32;
+        segment_ids (B, T) int32 of packed samples or None (the mask has them too; the fused kernel
+        also skips the key blocks of other samples). Returns the output and this call's full
+        keys/values (past + new) for the cache."""
         b, t, _ = x.shape
         expand = past_key is None
         q, k, v = self.project(x)
