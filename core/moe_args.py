@@ -53,6 +53,10 @@ class MoeArgs:
         """How many experts a module name of `dense_shapes` stacks (1 for the router and Dense layers)."""
         return self.num_experts if ".experts." in module else 1
 
+    def active_parameters(self, args) -> int:
+        """ModelArgs.active_parameters of a mixture of experts: see `active_parameters`."""
+        return active_parameters(args)
+
 
 def _int(cfg: dict, key: str, source: str, default=None) -> int:
     value = cfg.get(key, default)
