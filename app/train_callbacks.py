@@ -6,6 +6,7 @@ launches, so an invalid config can neither be previewed as valid nor launched.
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -47,7 +48,9 @@ def starter_config(console: Console) -> Config:
         config = load_config(path) if path.is_file() else Config()
     except ConfigError:
         config = Config()
-    updates: dict[str, Any] = {"run.runs_dir": console.runs_dir_for_config}
+    # no run name: the shipped config's ("demo-lora") would end up in the id of a full fine-tune
+    # once the method is switched; the id already names the model, method, precision and workers
+    updates: dict[str, Any] = {"run.runs_dir": console.runs_dir_for_config, "run.name": None}
     models = [m for m in console.models() if m.loadable]
     if models and catalog.find(models, config.model.path) is None:
         updates["model.path"] = models[0].name
@@ -201,11 +204,21 @@ def estimate_table(estimate: Any, seq_note: str | None = None) -> str:
     notes = [notes] if isinstance(notes, str) else notes
     trainable, total = getattr(estimate, "trainable_parameters", 0), getattr(estimate, "parameters", 0)
     if total:
-        notes = [f"trainable parameters: {trainable:,} of {total:,} ({100 * trainable / total:.2g}%)", *notes]
+        notes = [f"trainable parameters: {trainable:,} of {total:,} ({percent(trainable, total)})", *notes]
     if seq_note:
         notes = [seq_note, *notes]
     note_html = "".join(f"<li>{html.escape(str(n))}</li>" for n in notes)
     return f'<table class="mt-memory">{body}</table>' + (f"<ul class='mt-note'>{note_html}</ul>" if note_html else "")
+
+
+def percent(part: float, whole: float) -> str:
+    """A share for people: '100%', '52%', '0.52%', '0.0031%' (two significant digits below 10%,
+    never an exponent)."""
+    share = 100.0 * part / whole if whole else 0.0
+    if share >= 10 or share == 0:
+        return f"{share:.0f}%"
+    digits = max(1, 1 - math.floor(math.log10(share)))
+    return f"{share:.{digits}f}%"
 
 
 def errors_html(errors: Mapping[str, str]) -> str:

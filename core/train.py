@@ -39,7 +39,7 @@ from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_traina
 from core.model import share_layer_graphs
 from core.rundir import (BaselineEvent, BestSoFar, ControlEvent, ControlPoller, EndEvent, EvalRecord, EventRecord,
                          FinalFigures, MetricRecord, ResumeEvent, RunDir, SetupEvent, TrainRecord,
-                         ValidationFigures, finalize_name)
+                         ValidationFigures)
 from core.tokenizer import Tokenizer, TokenizerError
 from core.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state
 
@@ -484,8 +484,9 @@ class Trainer:
                                  wall_s=round(time.time() - self.started, 1), steps=self.state.step,
                                  overflow_steps=self.state.overflow_steps, tokens_seen=self.state.tokens_seen)
             self.event(EndEvent(message=f"{state}: {reason}", **final.values()))
-            self.run.write_status(state=state, reason=reason, ended_at=time.time(), final=final)
-            self.run = finalize_name(self.run, final.best_val_ppl, final.tokens_per_s)
+            # the step the newest checkpoint holds (status.step is otherwise written every log_every steps)
+            self.run.write_status(state=state, reason=reason, ended_at=time.time(), final=final,
+                                  step=self.state.step)
             print(f"run directory: {self.run.path}", flush=True)
 
     def best_exact_match(self) -> float | None:

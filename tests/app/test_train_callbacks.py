@@ -190,3 +190,21 @@ def test_an_uploaded_config_may_only_inherit_shipped_configs(console, tmp_path):
     upload.write_text("- not a mapping\n")
     with pytest.raises(ConfigError, match="mapping"):
         cb.load_yaml(upload, console)
+
+
+def test_the_starters_run_name_does_not_follow_into_a_full_run(console):
+    """Issue 20 bug 9: the shipped lora_demo.yaml's run.name "demo-lora" ended up in a full run's id."""
+    (console.settings.configs_dir / cb.STARTER_CONFIG).write_text("run:\n  name: demo-lora\nmethod: lora\n")
+    values = form_values(console, method="full")
+    assert values["run.name"] in ("", None)
+    config = cb.check_form(values, console).config
+    assert "demo-lora" not in launcher.run_id_for(config) and "_full_" in launcher.run_id_for(config)
+
+
+def test_the_trainable_share_reads_as_a_percentage(console):
+    """Issue 20 bug 9: a full run showed "trainable parameters: … (1e+02%)"."""
+    assert [cb.percent(*p) for p in ((3_200_000, 3_200_000), (52, 100), (52, 10_000), (31, 1_000_000))] == \
+        ["100%", "52%", "0.52%", "0.0031%"]
+    config = cb.check_form(form_values(console, method="full"), console).config
+    html = cb.memory_html(config, console)
+    assert "trainable parameters" in html and "(100%)" in html and "e+" not in html

@@ -14,7 +14,7 @@ import yaml
 
 from core import fused, launcher
 from core.checkpoint import file_sha256, load_train_checkpoint
-from core.rundir import RunDir
+from core.rundir import RunDir, display_name
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace, write_jsonl
 
@@ -54,8 +54,11 @@ def lora_run(workspace) -> RunDir:
 def test_lora_run_writes_the_run_directory(lora_run, workspace):
     status = lora_run.read_status()
     assert status.state == "finished" and status.reason == "reached 8 steps"
-    assert "_tiny-model_lora-r4_fp32_dp1_ppl" in lora_run.run_id and "_tps" in lora_run.run_id
+    # one stable id (never renamed): the results are in status.final and the display name
+    assert lora_run.run_id.endswith("_tiny-model_lora-r4_fp32_dp1") and status.run_id == lora_run.run_id
+    assert not any(p.is_symlink() for p in lora_run.path.parent.iterdir())
     final = status.final
+    assert " · ppl " in display_name(lora_run.run_id, final) and status.step == final.steps == 8
     assert final.steps == 8 and final.tokens_per_s > 0 and final.peak_mem_mb > 0
     assert 0.0 <= final.exact_match <= 1.0
     train = records(lora_run, "train")
@@ -115,11 +118,14 @@ def test_full_finetune_trains_every_weight(workspace):
 
 def test_early_stopping_records_its_reason(workspace):
     run = run_cli(workspace, "early_stopping.enabled=true", "early_stopping.patience=1",
-                  "early_stopping.min_delta=100", "train.eval_every=2", "eval.downstream=false")
+                  "early_stopping.min_delta=100", "train.eval_every=2", "train.log_every=3",
+                  "eval.downstream=false")
     status = run.read_status()
     assert status.state == "early_stopped"
     assert "did not improve by 100" in status.reason and "1 evaluations" in status.reason
-    assert max(losses(run)) == 4  # eval at 2 sets the best, eval at 4 exhausts patience 1
+    assert max(r["step"] for r in records(run, "eval")) == 4  # eval at 2 sets the best, at 4 exhausts patience 1
+    # the status names the step of the newest checkpoint, not the last logged one (3; issue 20 bug 9)
+    assert sorted(losses(run)) == [1, 3] and status.step == run.checkpoint_step("last") == 4
 
 
 def test_non_finite_loss_fails_the_run(workspace, tmp_path):
