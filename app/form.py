@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from core.config import Config, ConfigError, FieldInfo, describe_fields
 
 # config keys the console sets itself rather than the user
-HIDDEN_KEYS = ("run.runs_dir", "run.resume")
+HIDDEN_KEYS = ("run.runs_dir", "run.resume", "run.fork_from")
 # widget keys that stand for a config key in a different shape
 TARGET_NAMES, TARGET_REGEX = "lora.target_names", "lora.target_regex"
 LENGTH_UNIT, LENGTH = "train.length_unit", "train.length"
@@ -101,7 +101,7 @@ def to_flat(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def to_config(values: Mapping[str, Any], runs_dir: str) -> tuple[Config | None, dict[str, str]]:
     """The config the form describes, or None and the errors keyed by widget key."""
-    flat = {**to_flat(values), "run.runs_dir": runs_dir, "run.resume": None}
+    flat = {**to_flat(values), "run.runs_dir": runs_dir, "run.resume": None, "run.fork_from": None}
     data = Config().to_dict()
     for key, value in flat.items():
         section, _, name = key.partition(".")

@@ -18,13 +18,13 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from concurrent.futures import ThreadPoolExecutor, TimeoutError as FuturesTimeout
 from typing import Any, Callable
 
 from core.config import ConfigError, EarlyStoppingSettings, load_config
 from core.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
 
 from app.access import SINGLE_USER, Viewer
+from app.background import run_with_ticks
 from app.context import Console
 from app.sessions import session_lock
 from app.exports import FORMATS, ExportFailed, export_target, run_export
@@ -462,25 +462,11 @@ def prepare_download(console: Console, run_id: str | None, fmt: str, lang: str,
     except ValueError as err:
         return ("", None, False), f"⚠ {err}"
     try:
-        _wait_for(lambda: run_export(run.path, fmt, console.runs_dir), on_wait, wait_every_s)
+        run_with_ticks(lambda: run_export(run.path, fmt, console.runs_dir), on_wait, wait_every_s)
     except (ExportFailed, OSError) as err:
         return download_state(console, run, fmt, lang), f"⚠ export failed: {err}"
     state = download_state(console, run, fmt, lang)
     return state, f"ready: `{Path(state[1]).name}`"
-
-
-def _wait_for(work: Callable[[], Any], on_wait: Callable[[float], None] | None, every_s: float) -> Any:
-    """Run `work` in a thread, calling `on_wait(elapsed)` every `every_s` until it is done."""
-    if on_wait is None:
-        return work()
-    start = time.monotonic()
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(work)
-        while True:
-            try:
-                return future.result(timeout=every_s)
-            except FuturesTimeout:
-                on_wait(time.monotonic() - start)
 
 
 def download_ready(console: Console, run_id: str | None, fmt: str, viewer: Viewer = SINGLE_USER) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from core import launcher
-from core.rundir import (TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, TrainRecord, display_name,
+from core.rundir import (POINTERS, TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, TrainRecord, display_name,
                          resolve_inside)
 
 from app.access import SINGLE_USER, Viewer
@@ -364,6 +364,16 @@ def deltas_html(deltas: list[Delta]) -> str:
     caption = f"against <code>{html.escape(deltas[0].reference)}</code>"
     return (f'<div class="mt-table-wrap mt-deltas"><p class="mt-note">{caption}</p>'
             f'<table class="mt-config-diff mt-delta-table"><tr>{head}</tr>{"".join(rows)}</table></div>')
+
+
+def fork_choices(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> list[tuple[str, int]]:
+    """('step-20 (best)', 20) for each checkpoint the one selected run keeps, newest first."""
+    if len(run_ids) != 1 or not _sees(console, run_ids[0], viewer):
+        return []
+    run = console.jobs.run_dir(run_ids[0], viewer)
+    pointers = {run.checkpoint_step(p): p for p in POINTERS if run.checkpoint_step(p) is not None}
+    steps = sorted(run.checkpoint_steps(), reverse=True)
+    return [(f"step-{n}" + (f" ({pointers[n]})" if n in pointers else ""), n) for n in steps]
 
 
 def resume(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> tuple[str | None, str]:

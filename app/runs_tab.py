@@ -50,6 +50,11 @@ def build(console: Console, labels: Labels) -> RunsTab:
         out["open"] = labels.bind(gr.Button(elem_id="runs-open"), value="runs.open")
         out["resume"] = labels.bind(gr.Button(elem_id="resume-button"), value="runs.resume")
         out["delete"] = labels.bind(gr.Button(variant="stop", elem_id="delete-button"), value="runs.delete")
+    with gr.Row(equal_height=True):
+        out["new_from"] = labels.bind(gr.Button(elem_id="runs-new-from"), value="runs.new_from")
+        out["fork_step"] = labels.bind(gr.Dropdown(choices=[], value=None, elem_id="runs-fork-step", scale=2),
+                                       label="runs.fork_step")
+        out["fork"] = labels.bind(gr.Button(elem_id="runs-fork"), value="runs.fork")
     with gr.Group():
         labels.bind(gr.Markdown(), value="runs.queue")
         out["queue"] = gr.HTML(cb.queue_html(console, console.page_viewer), elem_id="runs-queue")
@@ -119,6 +124,13 @@ def _wire(tab: RunsTab, console: Console) -> None:
 
     for trigger in (out["select"].input, out["only_diff"].change, out["log_scale"].input):
         trigger(compare, inputs, [out["overlay"], out["diff"]], show_progress="hidden", api_visibility="private")
+
+    def steps_of(selected: list[str], request: gr.Request):
+        """The checkpoints of the one selected run, newest first, for a fork."""
+        choices = cb.fork_choices(console, selected or [], console.viewer(request))
+        return gr.update(choices=choices, value=choices[0][1] if choices else None)
+
+    out["select"].input(steps_of, out["select"], out["fork_step"], show_progress="hidden", api_visibility="private")
 
     def metric_changed(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool,
                        request: gr.Request):

@@ -20,6 +20,7 @@ WIDTH, HEIGHT = 480, 270
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 30, 40
 PALETTE = ("#2563eb", "#f59e0b", "#10b981", "#8b5cf6", "#06b6d4", "#ec4899", "#84cc16", "#64748b")
 BEST_COLOR = "#dc2626"
+PARENT_COLOR, PARENT_MARK = "#9ca3af", "(parent)"  # a fork's parent run: grey, dashed
 MAX_DRAWN_POINTS = 300      # longer series are thinned for drawing (every k-th point and the last)
 MARKERS_UP_TO = 60          # series with at most this many points also get a dot per point
 
@@ -227,14 +228,16 @@ def line_chart(frame: pd.DataFrame, y_title: str, *, x_title: str = "step", log_
         return (f'{head}<text class="mt-empty" x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">'
                 f'{html.escape(empty_text)}</text></svg>')
     axes = _Axes(steps, values, log_y)
-    colors = {n: (BEST_COLOR if n.startswith("best") else PALETTE[i % len(PALETTE)]) for i, n in enumerate(names)}
+    own = [n for n in names if not n.endswith(PARENT_MARK)]
+    colors = {n: (BEST_COLOR if n.startswith("best") else PALETTE[i % len(PALETTE)]) for i, n in enumerate(own)}
+    colors.update({n: PARENT_COLOR for n in names if n.endswith(PARENT_MARK)})
     parts = [head, _legend(rows, colors, legend_titles or {}), f'<g transform="translate(0,{shift})">',
              *_grid(axes, x_title, f"{y_title} (log)" if log_y else y_title)]
     for name in names:
         mask = groups == name
         order = np.argsort(steps[mask], kind="stable")
         parts.append(_series(axes, name, steps[mask][order], values[mask][order], colors[name],
-                             dashed=name.startswith("best"), y_title=y_title))
+                             dashed=name.startswith("best") or name.endswith(PARENT_MARK), y_title=y_title))
     parts.append("</g>")
     if caption:
         parts.append(f'<text class="mt-caption" x="{LEFT}" y="{HEIGHT + shift + 8}">{html.escape(caption)}</text>')

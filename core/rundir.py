@@ -43,7 +43,7 @@ __all__ = [
     "RunDirError", "STATES", "TERMINAL_STATES", "can_transition", "FAILURE_KINDS", "STOP_REQUESTS",
     "Record", "Status", "BestSoFar", "FinalFigures", "Attempt", "ControlRequest",
     "MetricRecord", "TrainRecord", "ValidationFigures", "EvalRecord", "EventRecord", "SetupEvent",
-    "BaselineEvent", "ResumeEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
+    "BaselineEvent", "ResumeEvent", "ForkEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
     "parse_metric", "atomic_write_json", "POINTERS", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
     "make_run_id", "display_name", "next_free_run_id", "list_runs", "resolve_inside",
 ]
@@ -408,6 +408,17 @@ class ResumeEvent(EventRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ForkEvent(EventRecord):
+    """A new run started from another run's checkpoint (`run.fork_from`): what it took over."""
+    event: str = "fork"
+    source: str | None = None            # the checkpoint folder
+    parent_run: str | None = None
+    parent_step: int | None = None
+    optimizer_state: bool | None = None  # AdamW moments (and the loss scale) taken over
+    data_position: bool | None = None    # the data order carried on (same data and batch settings)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ControlEvent(EventRecord):
     """The worker applied a control request: the early-stopping settings now in force."""
     event: str = "control"
@@ -564,6 +575,15 @@ class RunDir:
             return None
         match = _STEP_DIR.fullmatch(Path(target).name)
         return int(match.group(1)) if match and pointer.is_dir() else None
+
+    def checkpoint_steps(self) -> list[int]:
+        """The steps of the checkpoints kept (`checkpoints/step-<N>` folders), oldest first."""
+        try:
+            entries = list(os.scandir(self.checkpoints_dir))
+        except OSError:
+            return []
+        return sorted(int(m.group(1)) for e in entries
+                      if (m := _STEP_DIR.fullmatch(e.name)) and e.is_dir(follow_symlinks=False))
 
     def export_path(self, which: str, step: int, fmt: str) -> Path:
         """Where the `fmt` export of `which` (at `step`) goes: `export/<which>-step-<N>-<fmt>/`."""

@@ -98,6 +98,34 @@ def test_resume_matches_uninterrupted_run(lora_run, workspace):
         assert abs(tail[step] - full[step]) <= 1e-5, (step, tail[step], full[step])
 
 
+def test_a_fork_continues_from_the_checkpoint_as_a_new_run(lora_run, workspace):
+    """Issue 20 item 14: a new run from step 4 of another run takes over its weights, optimizer
+    state and data position (nothing else changed: its losses are the parent's, to 1e-5), counts on
+    from step 4, and records its parent."""
+    fork = run_cli(workspace, f"run.fork_from={lora_run.checkpoints_dir / 'step-4'}", "eval.downstream=false")
+    assert fork.run_id != lora_run.run_id
+    status = fork.read_status()
+    assert status.state == "finished" and (status.parent_run, status.parent_step) == (lora_run.run_id, 4)
+    event = next(r for r in records(fork, "event") if r["event"] == "fork")
+    assert event["optimizer_state"] is True and event["data_position"] is True and event["parent_step"] == 4
+    parent, tail = losses(lora_run), losses(fork)
+    assert sorted(tail) == [5, 6, 7, 8]
+    for step in tail:
+        assert abs(tail[step] - parent[step]) <= 1e-5, (step, tail[step], parent[step])
+    assert [(r["step"], r.get("base", False)) for r in records(fork, "eval")] == [(4, True), (8, False)]
+    assert fork.checkpoint_step("last") == 8 and status.final.steps == 8
+
+
+def test_a_fork_that_changes_the_trainable_parameters_is_refused(lora_run, workspace):
+    code = train_main(["--config", str(workspace), f"run.fork_from={lora_run.checkpoints_dir / 'step-4'}",
+                       "lora.rank=8"])
+    assert code == 1
+    runs = sorted(Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"]).iterdir(), key=os.path.getmtime)
+    status = RunDir(runs[-1]).read_status()
+    assert status.state == "failed" and status.failure_kind == "config"
+    assert "lora.rank" in status.reason and "shape" in status.reason
+
+
 def test_resume_from_missing_checkpoint_is_an_error(workspace, tmp_path):
     code = train_main(["--config", str(workspace), f"run.resume={tmp_path / 'nope'}"])
     assert code == 1
