@@ -527,8 +527,9 @@ class Trainer:
             # (core.lora.lora_merged); its starting exact match is the parent's concern
             base_em = None if self.cfg.run.fork_from else self.exact_match()
             self.base_exact_match = base_em
+            start = "fork point" if self.cfg.run.fork_from else "base model"
             self.event(BaselineEvent(
-                message=f"base model: val_loss {base.val_loss:.4f}, val_ppl {base.val_ppl:.3f}"
+                message=f"{start}: val_loss {base.val_loss:.4f}, val_ppl {base.val_ppl:.3f}"
                 + (f", exact match {base_em:.3f}" if base_em is not None else ""),
                 **base.values(), exact_match=base_em))
         state, reason = self.loop()
