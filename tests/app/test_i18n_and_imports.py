@@ -65,7 +65,7 @@ def test_the_queue_polls_gently_when_idle(console):
 
 # Symbols the console may write besides ASCII and CJK: each is in DejaVu Sans (which Debian's
 # chromium pulls in) or Noto Sans CJK (scripts/install_browser.sh), so it never draws as an empty box.
-DRAWABLE_SYMBOLS = set("⚠·…—–Δ×→✓✗⬇“”‘’−≤≥±°µ")
+DRAWABLE_SYMBOLS = set("⚠·…—–Δ×→←✓✗⬇“”‘’−≤≥±°µ")
 
 
 def _cjk(char: str) -> bool:
