@@ -107,7 +107,11 @@ def _wire(tab: RunsTab, console: Console) -> None:
             return gr.skip(), gr.skip(), overlay, gr.skip()
         session.table_key = key
         ids = [run_id for _, run_id in choices]
-        return table, gr.update(choices=choices, value=[r for r in selected or [] if r in ids]), overlay, queue
+        kept = [r for r in selected or [] if r in ids]
+        # the value only when a selected run is gone: sending it always would undo a tick the user
+        # made while this refresh was on its way (the selection is read when the refresh starts)
+        select = gr.update(choices=choices, value=kept) if len(kept) != len(selected or []) else gr.update(choices=choices)
+        return table, select, overlay, queue
 
     inputs = [out["session"], out["select"], out["metric"], out["only_diff"], out["log_scale"]]
     outputs = [out["table"], out["select"], out["overlay"], out["queue"]]
