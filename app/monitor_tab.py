@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import gradio as gr
 
@@ -36,6 +37,24 @@ FEED_JS = Path(__file__).with_name("monitor_feed.js").read_text(encoding="utf-8"
 CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot", "memory": "memory-plot",
           "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot"}
 DOWNLOAD_IDS = {"peft": "download-adapter", "merged": "download-merged", "mindspore": "download-mindspore"}
+# The download the page starts itself once the export is made (from the file's URL: clicking the
+# button again could meet it disabled by a controls update that crossed this answer)
+DOWNLOAD_JS = """(url) => {
+  if (!url) return;
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = decodeURIComponent(url.split('/').pop());
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+}"""
+
+
+def file_url(path: str) -> str:
+    """Gradio's URL of a file it may serve (the runs folder is an allowed path), relative to the page."""
+    return "gradio_api/file=" + quote(str(path))
+
+
 ES_IDS = {"enabled": "es-enabled", "monitor": "es-monitor", "patience": "patience", "min_delta": "es-min-delta"}
 
 
@@ -183,10 +202,8 @@ def _wire_controls(tab: MonitorTab, console: Console, labels: Labels) -> None:
             (label, path, clickable), note = cb.prepare_download(
                 console, run_id, fmt, language, viewer,
                 on_wait=lambda s: progress(None, desc=f"{text('download.exporting', language)} {name}: {s:.0f} s"))
-            return gr.update(label=label, value=path, interactive=clickable), note, path or ""
+            return gr.update(label=label, value=path, interactive=clickable), note, file_url(path) if path else ""
 
         inputs = [run, lang]
         button.click(prepare, inputs, [button, message, just_made], concurrency_limit=2, show_progress_on=[message],
-                     api_visibility="private").then(
-            None, just_made, None, api_visibility="private",
-            js=f"(made) => {{ if (made) document.getElementById('{DOWNLOAD_IDS[fmt]}').click(); }}")
+                     api_visibility="private").then(None, just_made, None, api_visibility="private", js=DOWNLOAD_JS)
