@@ -284,13 +284,13 @@ def test_a_fork_starts_from_the_checkpoint_and_keeps_what_its_weights_need(conso
 
 def test_a_run_that_does_not_fit_is_refused_with_what_to_change_unless_confirmed(console, fake_launcher):
     """Issue 19 "bad input", in the console: the estimate and what to change, or a confirmed start."""
-    huge = form_values(console, train__micro_batch_size=2_000_000, data__max_seq_len=2048, method="full")
+    huge = form_values(console, train__micro_batch_size=2_000_000, data__max_seq_len=512, method="full")
     outcome = cb.start(huge, console)
     assert outcome.run_id is None and outcome.needs_confirmation and fake_launcher.launched == []
     message = outcome.message
     assert "more than this machine's" in message and "MB per worker" in message
     for change in ("method full → lora", "train.micro_batch_size 2000000 → 1000000", "recompute.policy full",
-                   "data.max_seq_len 2048 → 1024"):
+                   "data.max_seq_len 512 → 256"):
         assert change in message, change
     confirmed = cb.start(huge, console, confirmed=True)
     assert confirmed.run_id and fake_launcher.launched[-1].run_id == confirmed.run_id
