@@ -24,7 +24,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import Initializer, Normal, initializer
 
 from core.model_args import (ARCHITECTURES, PROJECTION_NAMES, ModelArgs, ModelConfigError,  # noqa: F401
-                             rope_inverse_frequencies)
+                             rope_attention_factor, rope_inverse_frequencies, rope_long_after)
 from core.ops import MASK_MIN, LastAxisMean, Softmax, apply_rotary, full, gelu_tanh, rope_table, soft_cap
 
 DTYPES = {"float32": ms.float32, "float16": ms.float16, "bfloat16": ms.bfloat16}
@@ -321,6 +321,12 @@ class CausalLM(nn.Cell):
         self.inv_freq = Tensor(rope_inverse_frequencies(args).reshape(1, -1), ms.float32)  # (1, R/2)
         self.local_inv_freq = None if self.local_theta is None else Tensor(
             rope_inverse_frequencies(args, self.local_theta).reshape(1, -1), ms.float32)
+        # LongRoPE: the long factors' frequencies replace inv_freq in a forward whose positions go
+        # beyond long_after; cos and sin are scaled by the attention factor (1: no scaling)
+        self.long_after = rope_long_after(args)
+        self.long_inv_freq = None if self.long_after is None else Tensor(
+            rope_inverse_frequencies(args, long=True).reshape(1, -1), ms.float32)
+        self.rope_scale = rope_attention_factor(args)
         self.interleaved_rope = args.spec.rotary_style == "interleaved"
         self.embed_scale = Tensor(math.sqrt(args.hidden_size), ms.float32) if args.spec.embedding_scale else None
         self.final_softcap = args.final_softcap
@@ -332,7 +338,11 @@ class CausalLM(nn.Cell):
 
     def rope(self, positions, dtype):
         """positions (B|1, T) int -> [(cos, sin)] per RoPE base, each (B|1, 1, T, rotary_dim) in `dtype`."""
-        tables = [rope_table(positions, self.inv_freq, dtype, self.interleaved_rope)]
+        inv_freq = self.inv_freq
+        if self.long_inv_freq is not None:  # one set for every position, as transformers chooses it
+            beyond = ops.broadcast_to(positions.max() + 1 > self.long_after, inv_freq.shape)
+            inv_freq = ops.select(beyond, self.long_inv_freq, inv_freq)
+        tables = [rope_table(positions, inv_freq, dtype, self.interleaved_rope, self.rope_scale)]
         if self.local_inv_freq is not None:
             tables.append(rope_table(positions, self.local_inv_freq, dtype, self.interleaved_rope))
         return tables
