@@ -130,3 +130,29 @@ PHI4 = {
     "pad_token_id": 100349, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 250000,
     "sliding_window": None, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
     "transformers_version": "4.47.0", "use_cache": True, "vocab_size": 100352}
+
+
+# ---- a tiny fine-tuning workspace for a family: core.train, resume, exports, memory ---------------
+
+def family_workspace(root: Path, name: str, **config_changes) -> Path:
+    """tests/core/tiny_setup.py's workspace (tokenizer, alpaca task, run config) with its model
+    replaced by a transformers-made `name` of the tokenizer's vocabulary (weights drawn with std
+    0.02, so that a few steps at lr 0.01 train). Returns the config path."""
+    import shutil
+    from core.tokenizer import Tokenizer
+    from tests.core.tiny_setup import make_workspace
+    config = make_workspace(root, **config_changes)
+    folder = root / "tiny-model"
+    vocab = Tokenizer.from_dir(folder).vocab_size
+    tokens = dict(vocab_size=vocab + 3, pad_token_id=0, eos_token_id=2, bos_token_id=1, initializer_range=0.02)
+    config_cls, model_cls, cfg = MODELS[name]
+    if "text_config" in cfg:  # the image tokens get ids of their own past the tokenizer's
+        cfg = dict(cfg, text_config=dict(cfg["text_config"], **tokens), image_token_index=vocab + 2,
+                   boi_token_index=vocab, eoi_token_index=vocab + 1)
+    else:
+        cfg = dict(cfg, **tokens)
+    for stale in ("config.json", "model.safetensors"):
+        (folder / stale).unlink()
+    build_hf_model(config_cls, model_cls, cfg).save_pretrained(str(folder), safe_serialization=True)
+    shutil.rmtree(root / "runs", ignore_errors=True)
+    return config
