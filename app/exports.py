@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.config import ConfigError, load_config
 from core.launcher import REPO_ROOT
 from core.rundir import RunDirError, resolve_inside
 
@@ -99,6 +100,18 @@ def _last_error(stderr: str) -> str:
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("error:") or "Error" in line]
     return (errors or lines or [""])[-1].removeprefix("error: ")
+
+
+def prepare_adapter(exports: "BackgroundExports", run_path: Path, runs_root: Path) -> None:
+    """When a LoRA run is over, prepare its adapter zip so Download works in one click. Called
+    by the job manager when a run it watches ends, never from a page's poll: a read must not
+    start work."""
+    try:
+        method = load_config(Path(run_path) / "config.yaml").method
+    except (ConfigError, OSError):
+        return
+    if method == "lora":
+        exports.ensure(Path(run_path), "peft", runs_root)
 
 
 class BackgroundExports:

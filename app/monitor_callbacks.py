@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from core.config import ConfigError, load_config
-from core.rundir import TERMINAL_STATES, RunDir, RunDirError, list_runs
+from core.rundir import TERMINAL_STATES, RunDir, RunDirError
 
+from app.access import SINGLE_USER, Viewer
 from app.context import Console
 from app.sessions import session_lock
 from app.exports import FORMATS, ExportFailed, export_target, run_export
@@ -46,6 +47,7 @@ class MonitorSession:
     charts: RunCharts | None = None
     log_key: tuple | None = None
     run_ids: tuple[str, ...] = ()
+    viewer: Viewer = SINGLE_USER  # whose runs this page may show (set from its request)
     ticks: int = 0
     es_loaded_for: str | None = None
     downloads_sent: dict[str, tuple] = field(default_factory=dict)
@@ -81,16 +83,17 @@ class Tick:
     active: bool
 
 
-def run_ids(console: Console) -> list[str]:
-    return [s.run_id for s in list_runs(console.runs_dir)]
+def run_ids(console: Console, viewer: Viewer = SINGLE_USER) -> list[str]:
+    return [s.run_id for s in console.jobs.runs(viewer)]
 
 
-def _valid_run_id(console: Console, run_id: str | None) -> str | None:
-    """`run_id` if it names a folder directly inside the runs folder, else None (the picker
-    accepts typed text, which must not reach files elsewhere)."""
-    if not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
+def _valid_run_id(console: Console, run_id: str | None, viewer: Viewer = SINGLE_USER) -> str | None:
+    """`run_id` if it names a folder directly inside the runs folder that `viewer` may see, else
+    None (the picker accepts typed text, which must not reach files elsewhere or other users' runs)."""
+    try:
+        return console.jobs.run_dir(run_id, viewer) and run_id
+    except ValueError:
         return None
-    return run_id if (console.runs_dir / run_id / "status.json").is_file() else None
 
 
 def _follow_rename(console: Console, run_id: str) -> str:
@@ -99,9 +102,9 @@ def _follow_rename(console: Console, run_id: str) -> str:
     return Path(os.readlink(path)).name if path.is_symlink() else run_id
 
 
-def _default_run(console: Console) -> str | None:
-    """The newest run that is still going, else the newest run."""
-    runs = list_runs(console.runs_dir)
+def _default_run(console: Console, viewer: Viewer = SINGLE_USER) -> str | None:
+    """The newest run that is still going, else the newest run (of those `viewer` may see)."""
+    runs = console.jobs.runs(viewer)
     active = [r for r in runs if r.state not in TERMINAL_STATES and r.state != "unknown"]
     candidates = active or runs
     return candidates[0].run_id if candidates else None
@@ -109,7 +112,9 @@ def _default_run(console: Console) -> str | None:
 
 def _select(session: MonitorSession, console: Console, wanted: str | None) -> str | None:
     """Point the session at `wanted` (or a default); a rename keeps the chart data."""
-    wanted = _valid_run_id(console, wanted) or _valid_run_id(console, session.run_id) or _default_run(console)
+    viewer = session.viewer
+    wanted = (_valid_run_id(console, wanted, viewer) or _valid_run_id(console, session.run_id, viewer)
+              or _default_run(console, viewer))
     wanted = _follow_rename(console, wanted) if wanted else None
     if wanted and session.run_id and _follow_rename(console, session.run_id) == wanted:
         session.run_id = wanted  # the same run, under its final name: keep its chart data
@@ -141,7 +146,6 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
     es_values = None
     if session.es_loaded_for != run_id:
         es_values, session.es_loaded_for = early_stopping_settings(run), run_id
-    _auto_export(console, run, status)
     return Tick(run_id, choices, svgs, state_html(str(status.get("state") or "unknown"), lang),
                 _status_text(status, session.charts, lang), failure_html(status, log or "", lang),
                 text("mon.no_log", lang) if log == "" else log, session.es_caption or "", es_values,
@@ -196,7 +200,7 @@ def _choices_if_changed(session: MonitorSession, console: Console, run_id: str |
     """The run list, re-read every few ticks (or when the selected run is new to it)."""
     if session.ticks % RUN_LIST_EVERY_TICKS != 1 and (run_id is None or run_id in session.run_ids):
         return None
-    ids = tuple(run_ids(console))
+    ids = tuple(run_ids(console, session.viewer))
     if ids == session.run_ids:
         return None
     session.run_ids = ids
@@ -253,12 +257,12 @@ def early_stopping_settings(run: RunDir) -> dict[str, Any]:
 
 
 def apply_early_stopping(console: Console, run_id: str | None, enabled: bool, monitor: str,
-                         patience: float | None, min_delta: float | None) -> str:
+                         patience: float | None, min_delta: float | None, viewer: Viewer = SINGLE_USER) -> str:
     """Send new early-stopping settings to a running job through its control file."""
     if not run_id:
         return "⚠ no run selected"
     try:
-        run = console.jobs.run_dir(run_id)
+        run = console.jobs.run_dir(run_id, viewer)
         if run.read_status().get("state") in TERMINAL_STATES:
             return f"⚠ {run_id} is over; early-stopping settings only apply to a running job"
         request = _early_stopping_request(enabled, monitor, patience, min_delta)
@@ -279,11 +283,11 @@ def _early_stopping_request(enabled: bool, monitor: str, patience: float | None,
     return {"enabled": bool(enabled), "monitor": monitor, "patience": int(patience), "min_delta": float(min_delta)}
 
 
-def stop(console: Console, run_id: str | None, graceful: bool) -> str:
+def stop(console: Console, run_id: str | None, graceful: bool, viewer: Viewer = SINGLE_USER) -> str:
     if not run_id:
         return "⚠ no run selected"
     try:
-        return console.jobs.request_stop(run_id, graceful)
+        return console.jobs.request_stop(run_id, graceful, viewer)
     except ValueError as err:
         return f"⚠ {err}"
 
@@ -306,22 +310,24 @@ class FeedPage:
 
 
 class FeedPages:
-    """The open pages of one console, by the token each page made up; a page not heard from for
-    `idle_s` is forgotten (it starts over, with everything sent again, if it comes back)."""
+    """The open pages of one console, by the token each page made up (and the user it belongs
+    to: another user's token is another page); a page not heard from for `idle_s` is forgotten
+    (it starts over, with everything sent again, if it comes back)."""
 
     def __init__(self, max_pages: int = 64, idle_s: float = 600.0):
         self.max_pages, self.idle_s = max_pages, idle_s
         self._pages: OrderedDict[str, FeedPage] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, token: str) -> FeedPage:
+    def get(self, token: str, viewer: Viewer = SINGLE_USER) -> FeedPage:
         now = time.monotonic()
+        key = (viewer.user, token)
         with self._lock:
             for old in [t for t, p in self._pages.items() if now - p.seen > self.idle_s]:
                 del self._pages[old]
-            page = self._pages.pop(token, None) or FeedPage()
+            page = self._pages.pop(key, None) or FeedPage(MonitorSession(viewer=viewer))
             page.seen = now
-            self._pages[token] = page
+            self._pages[key] = page
             while len(self._pages) > self.max_pages:
                 self._pages.popitem(last=False)
             return page
@@ -330,7 +336,7 @@ class FeedPages:
         return len(self._pages)
 
 
-def feed(pages: FeedPages, request: Any, console: Console) -> dict[str, Any]:
+def feed(pages: FeedPages, request: Any, console: Console, viewer: Viewer = SINGLE_USER) -> dict[str, Any]:
     """One poll of a page: {"run", "slots": {slot: HTML that changed}, "controls": counter,
     "interval": seconds to the next poll}. `request` comes from the browser and is checked:
     {"token", "run" (the picker's text), "lang", "log_scale", "full" (resend everything),
@@ -344,7 +350,7 @@ def feed(pages: FeedPages, request: Any, console: Console) -> dict[str, Any]:
     full = bool(request.get("full"))
     offscreen = request.get("offscreen") if isinstance(request.get("offscreen"), list) else []
     offscreen = {name for name in offscreen if name in Y_TITLES}
-    page = pages.get(request["token"])
+    page = pages.get(request["token"], viewer)
     with session_lock(page):
         session = page.monitor
         log_scale = bool(request.get("log_scale"))
@@ -387,11 +393,14 @@ class Controls:
     es_values: dict[str, Any] | None
 
 
-def controls(session: MonitorSession, wanted: str | None, console: Console, lang: str = "en") -> Controls:
+def controls(session: MonitorSession, wanted: str | None, console: Console, lang: str = "en",
+             viewer: Viewer | None = None) -> Controls:
     """The run picker (choices and the run shown), whether Stop applies, the download buttons and,
     for a newly shown run, its early-stopping settings; each only when it changed for this page."""
+    if viewer is not None:
+        session.viewer = viewer
     run_id = _select(session, console, wanted)
-    ids = tuple(run_ids(console))
+    ids = tuple(run_ids(console, session.viewer))
     choices = list(ids) if ids != session.run_ids else None
     session.run_ids = ids
     if not run_id or not (console.runs_dir / run_id / "status.json").exists():
@@ -435,24 +444,13 @@ def _downloads_if_changed(session: MonitorSession, console: Console, run: RunDir
     return out
 
 
-def _auto_export(console: Console, run: RunDir, status: dict) -> None:
-    """When a LoRA run is over, prepare its adapter zip so Download works in one click."""
-    if status.get("state") not in TERMINAL_STATES:
-        return
-    try:
-        method = load_config(run.config_path).method
-    except (ConfigError, OSError):
-        return
-    if method == "lora":
-        console.exports.ensure(run.path, "peft", console.runs_dir)
-
-
-def prepare_download(console: Console, run_id: str | None, fmt: str, lang: str) -> tuple[tuple, str]:
+def prepare_download(console: Console, run_id: str | None, fmt: str, lang: str,
+                     viewer: Viewer = SINGLE_USER) -> tuple[tuple, str]:
     """A click on a download button that has no file yet: export now (blocking), then offer it."""
     if not run_id:
         return ("", None, False), "⚠ no run selected"
     try:
-        run = console.jobs.run_dir(run_id)
+        run = console.jobs.run_dir(run_id, viewer)
     except ValueError as err:
         return ("", None, False), f"⚠ {err}"
     try:

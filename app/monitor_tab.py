@@ -63,12 +63,12 @@ def build(console: Console, labels: Labels) -> MonitorTab:
     tab.out["session"] = gr.State(cb.MonitorSession())
     pages = cb.FeedPages()
 
-    def feed(request):
+    def feed(request, http: gr.Request = None):
         """The feed script's poll (a Gradio server function: login-checked, no Gradio event)."""
-        return cb.feed(pages, request, console)
+        return cb.feed(pages, request, console, console.viewer(http))
 
     with gr.Row():
-        tab.out["run"] = labels.bind(gr.Dropdown(choices=cb.run_ids(console), value=None, allow_custom_value=True,
+        tab.out["run"] = labels.bind(gr.Dropdown(choices=cb.run_ids(console, console.page_viewer), value=None, allow_custom_value=True,
                                                  elem_id="run-picker", scale=4), label="mon.run")
         tab.out["state"] = _slot("state", state_html("unknown", labels.lang), tag="span", elem_id="run-state",
                                  js_on_load=FEED_JS, server_functions=[feed])
@@ -122,9 +122,9 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
     session, run = tab.out["session"], tab.out["run"]
     outputs = [run, tab.out["stop"], tab.out["stop_now"], *tab.downloads.values(), *tab.es.values()]
 
-    def on_sync(state: cb.MonitorSession, wanted: str | None, language: str):
+    def on_sync(state: cb.MonitorSession, wanted: str | None, language: str, request: gr.Request):
         with session_lock(state):
-            result = cb.controls(state, wanted, console, language)
+            result = cb.controls(state, wanted, console, language, console.viewer(request))
         picker = (gr.update(choices=result.run_choices, value=result.run_id) if result.run_choices is not None
                   else (gr.update(value=result.run_id) if result.run_id != wanted else gr.skip()))
         active = gr.skip() if result.active is None else gr.update(interactive=result.active)
@@ -143,17 +143,27 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
 
 def _wire_controls(tab: MonitorTab, console: Console, labels: Labels) -> None:
     run, message = tab.out["run"], tab.out["message"]
-    tab.out["stop"].click(lambda r: cb.stop(console, r, graceful=True), run, message, api_visibility="private")
-    tab.out["stop_now"].click(lambda r: cb.stop(console, r, graceful=False), run, message, api_visibility="private")
+    def stop(run_id: str | None, request: gr.Request):
+        return cb.stop(console, run_id, True, console.viewer(request))
+
+    def stop_now(run_id: str | None, request: gr.Request):
+        return cb.stop(console, run_id, False, console.viewer(request))
+
+    tab.out["stop"].click(stop, run, message, api_visibility="private")
+    tab.out["stop_now"].click(stop_now, run, message, api_visibility="private")
     es_inputs = [run, tab.es["enabled"], tab.es["monitor"], tab.es["patience"], tab.es["min_delta"]]
-    apply = lambda *args: cb.apply_early_stopping(console, *args)  # noqa: E731
+
+    def apply(run_id, enabled, monitor, patience, min_delta, request: gr.Request):
+        return cb.apply_early_stopping(console, run_id, enabled, monitor, patience, min_delta,
+                                       console.viewer(request))
     tab.out["es_apply"].click(apply, es_inputs, message, api_visibility="private")
     tab.es["patience"].submit(apply, es_inputs, message, api_visibility="private")
     lang = labels.toggle
     for fmt, button in tab.downloads.items():
-        def prepare(run_id: str | None, language: str, fmt: str = fmt):
+        def prepare(run_id: str | None, language: str, request: gr.Request, fmt: str = fmt):
             """Export if needed (an existing zip returns at once), then offer the file."""
-            (label, path, clickable), note = cb.prepare_download(console, run_id, fmt, language)
+            (label, path, clickable), note = cb.prepare_download(console, run_id, fmt, language,
+                                                                 console.viewer(request))
             return gr.update(label=label, value=path, interactive=clickable), note
 
         inputs = [run, lang]

@@ -15,8 +15,9 @@ import pandas as pd
 import yaml
 
 from core import launcher
-from core.rundir import TERMINAL_STATES, RunDirError, RunSummary, list_runs, resolve_inside
+from core.rundir import TERMINAL_STATES, RunDirError, RunSummary, resolve_inside
 
+from app.access import SINGLE_USER, Viewer
 from app.context import Console
 from app.metrics import RunCharts, last_record
 from app.run_status import elapsed_s, fmt_duration
@@ -52,14 +53,17 @@ def table_row(summary: RunSummary, now: float | None = None) -> list[str]:
             fmt_duration(elapsed_s(status, now)), reason]
 
 
-def folder_key(console: Console) -> str:
+def folder_key(console: Console, viewer: Viewer = SINGLE_USER) -> str:
     """A fingerprint of every run's status and metrics files (names, sizes, times): it changes when
-    the runs table or a compared run's curves would."""
-    parts = []
+    the runs table or a compared run's curves would (only the runs `viewer` may see count)."""
+    parts = [viewer.user or ""]
     try:
         entries = sorted(os.scandir(console.runs_dir), key=lambda e: e.name)
     except OSError:
         return ""
+    if not viewer.admin:
+        mine = {s.run_id for s in console.jobs.runs(viewer)}
+        entries = [e for e in entries if e.name in mine]
     for entry in entries:
         parts.append(entry.name)
         for name in ("status.json", "metrics.jsonl"):
@@ -71,8 +75,8 @@ def folder_key(console: Console) -> str:
     return str(hash("|".join(parts)))
 
 
-def runs_table(console: Console) -> pd.DataFrame:
-    rows = [table_row(s) for s in list_runs(console.runs_dir)]
+def runs_table(console: Console, viewer: Viewer = SINGLE_USER) -> pd.DataFrame:
+    rows = [table_row(s) for s in console.jobs.runs(viewer)]
     return pd.DataFrame(rows, columns=TABLE_HEADERS)
 
 
@@ -81,14 +85,16 @@ class OverlayCache:
     """Chart data of the runs being compared, read incrementally like the Monitor's (per session)."""
     charts: dict[str, RunCharts] = field(default_factory=dict)
 
-    def frame(self, console: Console, run_ids: list[str], metric: str) -> pd.DataFrame:
+    def frame(self, console: Console, run_ids: list[str], metric: str,
+              viewer: Viewer = SINGLE_USER) -> pd.DataFrame:
         chart, series = OVERLAY_METRICS.get(metric, OVERLAY_METRICS["train loss"])
         parts = []
         for run_id in run_ids[:MAX_OVERLAY]:
-            path = console.runs_dir / run_id
-            if not (path / "status.json").is_file():
+            try:
+                path = console.jobs.run_dir(run_id, viewer)
+            except ValueError:
                 continue
-            charts = self.charts.setdefault(run_id, RunCharts(path))
+            charts = self.charts.setdefault(run_id, RunCharts(path.path))
             charts.update()
             data = charts.frames[chart]
             data = data[data["series"] == series]
@@ -124,8 +130,10 @@ def _flat_config(path: Path) -> dict[str, Any]:
     return flat
 
 
-def config_diff(console: Console, run_ids: list[str]) -> tuple[list[str], list[list[Any]], set[int]]:
+def config_diff(console: Console, run_ids: list[str],
+                viewer: Viewer = SINGLE_USER) -> tuple[list[str], list[list[Any]], set[int]]:
     """(columns, rows, indexes of rows whose values differ) for the selected runs' configs."""
+    run_ids = [r for r in run_ids if _sees(console, r, viewer)]
     configs = {r: _flat_config(console.runs_dir / r / "config.yaml") for r in run_ids}
     keys = list(dict.fromkeys(k for flat in configs.values() for k in flat))
     rows, differing = [], set()
@@ -137,11 +145,20 @@ def config_diff(console: Console, run_ids: list[str]) -> tuple[list[str], list[l
     return ["setting", *run_ids], rows, differing
 
 
-def config_diff_html(console: Console, run_ids: list[str], only_differences: bool = False) -> str:
+def _sees(console: Console, run_id: str, viewer: Viewer) -> bool:
+    try:
+        return bool(console.jobs.run_dir(run_id, viewer))
+    except ValueError:
+        return False
+
+
+def config_diff_html(console: Console, run_ids: list[str], only_differences: bool = False,
+                     viewer: Viewer = SINGLE_USER) -> str:
     """The configs side by side as an HTML table; rows that differ carry class `mt-diff`."""
+    run_ids = [r for r in run_ids or [] if _sees(console, r, viewer)]
     if not run_ids:
         return '<div class="mt-note">select runs to compare their configs</div>'
-    columns, rows, differing = config_diff(console, run_ids)
+    columns, rows, differing = config_diff(console, run_ids, viewer)
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
     body = []
     for index, row in enumerate(rows):
@@ -159,24 +176,24 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def resume(console: Console, run_ids: list[str]) -> tuple[str | None, str]:
+def resume(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> tuple[str | None, str]:
     """Resume the one selected run; returns (run id to watch, message)."""
     if len(run_ids) != 1:
         return None, "⚠ select exactly one stopped or failed run to resume"
     try:
-        result = console.jobs.resume(run_ids[0])
+        result = console.jobs.resume(run_ids[0], viewer)
     except (ValueError, RunDirError, launcher.LaunchError, OSError) as err:
         return None, f"⚠ {err}"
     return result.run_id, result.message
 
 
-def delete_check(console: Console, run_ids: list[str]) -> tuple[bool, str]:
+def delete_check(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> tuple[bool, str]:
     """Whether the selected runs may be deleted (all over, no process left), and the question to ask."""
     if not run_ids:
         return False, "⚠ select the runs to delete"
     for run_id in run_ids:
         try:
-            status = console.jobs.current_status(run_id)
+            status = console.jobs.current_status(run_id, viewer)
         except (ValueError, RunDirError, launcher.LaunchError) as err:
             return False, f"⚠ {err}"
         if status.get("state") not in TERMINAL_STATES:
@@ -185,9 +202,9 @@ def delete_check(console: Console, run_ids: list[str]) -> tuple[bool, str]:
     return True, f"Delete {names} with all checkpoints and exports? This cannot be undone."
 
 
-def delete(console: Console, run_ids: list[str]) -> str:
+def delete(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> str:
     """Delete finished runs (their folders, and the links left by renames) inside the runs folder."""
-    ok, message = delete_check(console, run_ids)
+    ok, message = delete_check(console, run_ids, viewer)
     if not ok:
         return message
     deleted = []

@@ -126,6 +126,8 @@ class Attention(nn.Cell):
         """What this layer asks of a fused attention kernel beyond causal softmax(q·kᵀ/√D + mask)·v
         with half-style RoPE over the whole head (`CausalLM.use_kernels`): only what differs."""
         needs = {}
+        if self.window is not None:  # the mask has it too; the kernel also skips the keys outside it
+            needs["window"] = self.window
         if self.scale != self.head_dim ** -0.5:
             needs["scale"] = self.scale
         if self.softcap is not None:
@@ -327,7 +329,6 @@ class CausalLM(nn.Cell):
         self.long_inv_freq = None if self.long_after is None else Tensor(
             rope_inverse_frequencies(args, long=True).reshape(1, -1), ms.float32)
         self.rope_scale = rope_attention_factor(args)
-        self.interleaved_rope = args.spec.rotary_style == "interleaved"
         self.embed_scale = Tensor(math.sqrt(args.hidden_size), ms.float32) if args.spec.embedding_scale else None
         self.final_softcap = args.final_softcap
         self.matmul_bt = ops.MatMul(transpose_b=True)
@@ -342,9 +343,9 @@ class CausalLM(nn.Cell):
         if self.long_inv_freq is not None:  # one set for every position, as transformers chooses it
             beyond = ops.broadcast_to(positions.max() + 1 > self.long_after, inv_freq.shape)
             inv_freq = ops.select(beyond, self.long_inv_freq, inv_freq)
-        tables = [rope_table(positions, inv_freq, dtype, self.interleaved_rope, self.rope_scale)]
+        tables = [rope_table(positions, inv_freq, dtype, self.rope_scale)]
         if self.local_inv_freq is not None:
-            tables.append(rope_table(positions, self.local_inv_freq, dtype, self.interleaved_rope))
+            tables.append(rope_table(positions, self.local_inv_freq, dtype))
         return tables
 
     def attention_mask(self, query_index, key_valid, window=None, query_pos=None, key_pos=None, segments=None):
