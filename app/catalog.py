@@ -79,7 +79,7 @@ def describe(folder: Path) -> ModelEntry:
         return ModelEntry(folder, name, reason="no tokenizer.json (a Hugging Face fast tokenizer is needed)",
                           architecture=args.architecture, family=args.family)
     try:
-        names = projection_names(files, folder)
+        names = projection_names(files, folder, ignored=args.spec.key_map.is_ignored, order=args.spec.projections)
     except (OSError, ValueError) as err:
         return ModelEntry(folder, name, reason=f"unreadable weights: {err}", architecture=args.architecture)
     return ModelEntry(folder, name, None, args.architecture, args.family, args.num_parameters(),
@@ -106,17 +106,21 @@ def safetensors_header(path: Path) -> dict:
         return json.loads(handle.read(length))
 
 
-def projection_names(files: list[Path], folder: Path) -> tuple[str, ...]:
+def projection_names(files: list[Path], folder: Path, ignored=lambda name: False,
+                     order: tuple[str, ...] = PROJECTION_NAMES) -> tuple[str, ...]:
     """The linear layers inside the transformer blocks (q_proj, ..., down_proj): what LoRA can target.
     Read from the tensor names, so it is what this checkpoint really has; the usual names come in
-    their usual order (attention, then MLP), any others after them."""
+    the family's order (`order`: attention, then MLP), any others after them. `ignored(name)`:
+    tensors that are not the language model's (the family's key map: Gemma 3's vision tower has
+    layers too)."""
     index = folder / INDEX_NAME
     if index.is_file():
         keys: Iterable[str] = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
     else:
         keys = [k for f in files for k in safetensors_header(f) if k != "__metadata__"]
-    found = {m.group(1) for k in keys if (m := _LAYER_MODULE.search(k))}
-    known = [n for n in PROJECTION_NAMES if n in found]
+    found = {m.group(1) for k in keys if not ignored(k) and (m := _LAYER_MODULE.search(k))
+             and not m.group(1).endswith("norm")}  # QK-norm weights (self_attn.q_norm) are no projections
+    known = [n for n in order if n in found]
     return tuple(known + sorted(found - set(known)))
 
 

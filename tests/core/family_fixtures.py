@@ -156,3 +156,56 @@ def family_workspace(root: Path, name: str, **config_changes) -> Path:
     build_hf_model(config_cls, model_cls, cfg).save_pretrained(str(folder), safe_serialization=True)
     shutil.rmtree(root / "runs", ignore_errors=True)
     return config
+
+
+class FamilyRuns:
+    """One family's tiny fine-tunes through core.train, each run once and kept for the tests that
+    read them: LoRA in a worker process of its own (its peak RSS is then its own, for the memory
+    estimate), the same run resumed from step 4, and a full fine-tune."""
+
+    def __init__(self, root: Path, name: str, lora_targets: tuple[str, ...] | None = None):
+        self.name, self.root = name, root
+        self.config = family_workspace(root, name)
+        self.model_dir = root / "tiny-model"
+        self.overrides = ["eval.downstream=false"]
+        if lora_targets:
+            self.overrides.append(f"lora.target_modules=[{','.join(lora_targets)}]")
+        self._runs: dict[str, Path] = {}
+
+    def _new_run(self, before: set[Path]) -> Path:
+        new = [p for p in (self.root / "runs").iterdir() if p not in before and not p.is_symlink()]
+        assert len(new) == 1, new
+        return new[0]
+
+    def _existing(self) -> set[Path]:
+        runs = self.root / "runs"
+        return set(runs.iterdir()) if runs.is_dir() else set()
+
+    def run(self, kind: str) -> Path:
+        """'lora' (8 steps, evaluated at 0, 4 and 8), 'resumed' (the LoRA run from step 4) or 'full'
+        (4 steps)."""
+        if kind in self._runs:
+            return self._runs[kind]
+        import subprocess
+        import sys
+        from core.train import main as train_main
+        before = self._existing()
+        if kind == "lora":
+            root = Path(__file__).resolve().parents[2]
+            done = subprocess.run([sys.executable, "-m", "core.train", "--config", str(self.config), *self.overrides],
+                                  cwd=root, capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr[-3000:]
+        elif kind == "resumed":
+            lora = self.run("lora")
+            before = self._existing()
+            assert train_main(["--config", str(self.config), *self.overrides,
+                               f"run.resume={lora / 'checkpoints' / 'step-4'}"]) == 0
+        else:
+            assert train_main(["--config", str(self.config), *self.overrides, "method=full",
+                               "train.learning_rate=0.003", "train.max_steps=4", "train.eval_every=4"]) == 0
+        self._runs[kind] = self._new_run(before)
+        return self._runs[kind]
+
+
+def run_records(run: Path, kind: str) -> list[dict]:
+    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r["kind"] == kind]

@@ -202,3 +202,17 @@ def test_generation_with_cache_equals_no_cache_and_transformers(name, tmp_path):
     prompts = [prompt[:3], prompt, prompt[:5]]
     short = SamplingSettings(max_new_tokens=9)
     assert generate(ours, prompts, short) == [generate(ours, [p], short)[0] for p in prompts]
+
+
+def test_fused_kernels_run_the_vision_checkpoints_language_model(tmp_path):
+    """All-fused (attention with its scale and window, (1 + w) norms and QK-norm, GeGLU) and
+    compiled: the logits still equal transformers' (test_model covers the text-only fixtures)."""
+    from core import fused
+    hf, folder = save_model("gemma3-vision", tmp_path)
+    model = load_hf_model(folder)
+    how = fused.enable(model)
+    if how.startswith("composed"):
+        pytest.skip(how)
+    assert how == "fused"
+    ids = ids_for()
+    assert np.abs(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy() - hf_logits(hf, ids)).max() <= TOLERANCE

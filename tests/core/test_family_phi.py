@@ -172,3 +172,27 @@ def test_generation_crossing_the_original_context_recomputes_the_cache(tmp_path)
     assert cached == uncached == ref
     prompts, settings = [prompt[:4], prompt], SamplingSettings(max_new_tokens=10)
     assert generate(ours, prompts, settings) == generate(ours, prompts, settings, use_cache=False)
+
+
+def test_fused_and_compiled_longrope_picks_the_factors_per_forward(tmp_path):
+    """In a compiled graph the short/long choice is made from the positions at run time (one graph
+    serves both lengths' shapes of the same model), with the fused attention's partial rotary."""
+    from core import fused
+    hf, folder = save_model("phi4-mini", tmp_path)
+    model = load_hf_model(folder)
+    how = fused.enable(model)
+    if how.startswith("composed"):
+        pytest.skip(how)
+    assert how == "fused"
+    forward = ms.jit(model.construct)
+    for length in (12, 24):
+        ids = random_ids(length=length)
+        assert np.abs(forward(ms.Tensor(ids)).asnumpy() - hf_logits(hf, ids)).max() <= TOLERANCE
+    # packed rows restart their positions: the largest position decides, as in transformers
+    ids = random_ids(batch=1, length=24)
+    positions = np.concatenate([np.arange(10), np.arange(14)]).astype(np.int32)[None]
+    segments = np.array([[1] * 10 + [2] * 14], np.int32)
+    packed = forward(ms.Tensor(ids), None, ms.Tensor(positions), ms.Tensor(segments)).asnumpy()
+    with torch.no_grad():
+        alone = hf(torch.tensor(ids[:, 10:], dtype=torch.long)).logits.numpy()
+    assert np.abs(packed[:, 10:] - alone).max() <= TOLERANCE  # 14 tokens: within the original 16
