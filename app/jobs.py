@@ -18,9 +18,9 @@ from typing import Callable
 from core import launcher
 from core.config import Config, load_config
 from core.atomic import atomic_write
-from core.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, list_runs
+from core.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, list_runs
 
-from app.access import OWNER_FIELD, SINGLE_USER, Viewer, read_owner, visible
+from app.access import SINGLE_USER, Viewer, read_owner, visible
 
 DEDUPE_WINDOW_S = 10.0  # the same config submitted again within this window is the same request
 
@@ -76,7 +76,7 @@ class JobManager:
                 return StartResult(run_id, False, f"already started as {run_id}")
             run = self._create_run(config)
             if owner is not None:
-                run.write_status(**{OWNER_FIELD: owner})
+                run.write_status(owner=owner)
             self._launch_and_watch(run)
             self._recent[key] = (now, run.run_id)
         return StartResult(run.run_id, True, f"started {run.run_id}")
@@ -85,18 +85,18 @@ class JobManager:
         """Start a new attempt of a stopped or failed run from its last checkpoint."""
         run = self.run_dir(run_id, viewer)
         with self._lock:
-            status = self._reconcile(run)
-            state = status.get("state")
+            state = self._reconcile(run).state
             if state not in ("stopped", "failed"):
                 raise JobError(f"{run_id} is {state}; only a stopped or failed run can be resumed")
-            last = run.checkpoints_dir / "last"
-            if not last.exists():
+            step = run.checkpoint_step("last")
+            if step is None:
                 raise JobError(f"{run_id} saved no checkpoint to resume from; start a new run instead")
+            last = run.checkpoint("last")
             config = load_config(run.config_path).with_updates({"run.resume": str(last.absolute())})
             run.restart_for_resume()
             atomic_write(run.config_path, config.to_yaml())
             self._launch_and_watch(run)
-        return StartResult(run.run_id, True, f"resumed {run.run_id} from {last.resolve().name}")
+        return StartResult(run.run_id, True, f"resumed {run.run_id} from {run.checkpoint(step).name}")
 
     def _launch_and_watch(self, run: RunDir) -> None:
         launched = self._launch(run)
@@ -114,8 +114,8 @@ class JobManager:
             return
         self._ended(run, status)
 
-    def _ended(self, run: RunDir, status: dict) -> None:
-        if self._on_end is not None and status.get("state") in TERMINAL_STATES:
+    def _ended(self, run: RunDir, status: Status) -> None:
+        if self._on_end is not None and status.state in TERMINAL_STATES:
             try:
                 self._on_end(RunDir(run.path.resolve()))
             except (RunDirError, OSError) as err:
@@ -155,16 +155,16 @@ class JobManager:
         `viewer` may see it; another user's run is answered as if it did not exist."""
         if not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
             raise JobError(f"{run_id!r} is not a run id")
-        path = self.runs_dir / run_id
-        if not (path / "status.json").is_file() or not viewer.may_see(read_owner(path)):
+        run = RunDir(self.runs_dir / run_id)
+        if not run.exists() or not viewer.may_see(read_owner(run.path)):
             raise JobError(f"no run {run_id} in {self.runs_dir}")
-        return RunDir(path.resolve())
+        return RunDir(run.path.resolve())
 
     def runs(self, viewer: Viewer = SINGLE_USER) -> list[RunSummary]:
         """The runs `viewer` may see, newest first."""
         return visible(viewer, list_runs(self.runs_dir))
 
-    def current_status(self, run_id: str, viewer: Viewer = SINGLE_USER) -> dict:
+    def current_status(self, run_id: str, viewer: Viewer = SINGLE_USER) -> Status:
         """The run's status after checking that an active run still has a process."""
         return self._reconcile(self.run_dir(run_id, viewer))
 
@@ -180,7 +180,7 @@ class JobManager:
             except (RunDirError, launcher.LaunchError) as err:
                 print(f"mindtune: cannot check {summary.run_id}: {err}", flush=True)
                 continue
-            (failed if status.get("state") == "failed" else alive).append(summary.run_id)
+            (failed if status.state == "failed" else alive).append(summary.run_id)
         orphans = [f"pid {o.pid} of {o.run_dir.name} ({o.state})" for o in launcher.find_orphans(self.runs_dir)]
         return ReattachReport(alive, failed, orphans)
 
