@@ -216,3 +216,48 @@ def test_fused_kernels_run_the_vision_checkpoints_language_model(tmp_path):
     assert how == "fused"
     ids = ids_for()
     assert np.abs(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy() - hf_logits(hf, ids)).max() <= TOLERANCE
+
+
+def _loss_and_grads(model, ids, labels, mask):
+    from core.train_step import forward, loss_cell
+    loss = loss_cell(model)
+    params = list(model.trainable_params())
+
+    def mean_nll(input_ids, target, attention_mask):
+        nll, tokens = loss(forward(model, input_ids, attention_mask), target)
+        return nll / tokens
+    value, grads = ms.jit(ms.value_and_grad(mean_nll, None, weights=params))(
+        ms.Tensor(ids), ms.Tensor(labels), ms.Tensor(mask))
+    return float(value.asnumpy()), {p.name: g.asnumpy() for p, g in zip(params, grads)}
+
+
+@pytest.mark.slow
+def test_loss_kernel_soft_caps_the_logits_itself(tmp_path):
+    """Gemma 2's final-logit cap moves into the cross-entropy kernel (it was the one composed part:
+    a tanh over the (B, T, vocab) logits and its gradient): the train and eval steps hand it the
+    logits uncapped, and loss and gradients equal the composed path's; the model's own logits
+    stay capped (generation, parity). Then a model without a cap trains alike in the same process
+    (the capped and plain kernels share their forward symbol)."""
+    from core import fused
+    from core.train_step import EvalStep
+    ids = ids_for(batch=2, length=20)
+    mask = np.ones_like(ids)
+    mask[1, 15:] = 0
+    labels = np.where(mask == 1, ids, -100).astype(np.int32)
+    for name in ("gemma2", "gemma3"):
+        hf, folder = save_model(name, tmp_path / name)
+        results = {}
+        for mode in ("composed", "fused"):
+            model = load_hf_model(folder)
+            if mode == "fused":
+                how = fused.enable(model)
+                if how.startswith("composed"):
+                    pytest.skip(how)
+                assert how == "fused" and model.cap_in_loss == (name == "gemma2")
+                assert np.abs(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy() - hf_logits(hf, ids)).max() <= TOLERANCE
+            results[mode] = _loss_and_grads(model, ids, labels, mask), EvalStep(model)(ids, labels, mask)
+        (loss_c, grads_c), eval_c = results["composed"]
+        (loss_f, grads_f), eval_f = results["fused"]
+        assert loss_f == pytest.approx(loss_c, rel=1e-5) and eval_f[0] == pytest.approx(eval_c[0], rel=1e-5)
+        for key, grad in grads_c.items():
+            assert np.abs(grads_f[key] - grad).max() <= 1e-5 * max(1.0, np.abs(grad).max()), key
