@@ -204,6 +204,41 @@ def test_generation_with_cache_equals_no_cache_and_transformers(name, tmp_path):
     assert generate(ours, prompts, short) == [generate(ours, [p], short)[0] for p in prompts]
 
 
+def fused_generations(name, tmp_path, prompt_length, new_tokens):
+    """Greedy continuations of one prompt with the fused kernels on (the prefill runs the attention
+    kernel with its window, soft-cap and partial rotary; the cached decoding steps run composed, the
+    uncached path runs the kernel at every step), the composed path's, and transformers'; and a
+    left-padded batch with the kernels, cached and uncached, and each of its prompts alone."""
+    from core import fused
+    hf, folder = save_model(name, tmp_path)
+    model = load_hf_model(folder)
+    prompt = ids_for(batch=1, length=prompt_length)[0].tolist()
+    settings = SamplingSettings(max_new_tokens=new_tokens)
+    composed = generate(model, [prompt], settings)[0]
+    how = fused.enable(model)
+    if how.startswith("composed"):
+        pytest.skip(how)
+    assert how == "fused"
+    cached = generate(model, [prompt], settings)[0]
+    uncached = generate(model, [prompt], settings, use_cache=False)[0]
+    with torch.no_grad():
+        ref = hf.generate(torch.tensor([prompt]), max_new_tokens=new_tokens, do_sample=False, pad_token_id=0,
+                          eos_token_id=None)[0, len(prompt):].tolist()
+    prompts = [prompt[:3], prompt, prompt[:prompt_length - 2]]
+    batch = generate(model, prompts, settings), generate(model, prompts, settings, use_cache=False)
+    alone = [generate(model, [p], settings)[0] for p in prompts]
+    return cached, uncached, composed, ref, batch, alone
+
+
+@pytest.mark.parametrize("name", GEMMAS)
+def test_fused_generation_with_cache_equals_no_cache_and_transformers(name, tmp_path):
+    """A prompt longer than the window (10 > 7) prefilled by the kernel, then 10 cached steps through
+    the windowed, soft-capped layers: equal to the uncached kernel path, composed ops and transformers."""
+    cached, uncached, composed, ref, batch, alone = fused_generations(name, tmp_path, 10, 10)
+    assert cached == uncached == composed == ref and len(cached) == 10
+    assert batch[0] == batch[1] == alone
+
+
 def test_fused_kernels_run_the_vision_checkpoints_language_model(tmp_path):
     """All-fused (attention with its scale and window, (1 + w) norms and QK-norm, GeGLU) and
     compiled: the logits still equal transformers' (test_model covers the text-only fixtures)."""

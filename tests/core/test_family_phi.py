@@ -14,7 +14,7 @@ from core.model_args import ModelArgs, ModelConfigError
 from tests.core.family_fixtures import (PHI3_MINI_4K, PHI4, PHI4_MINI_INSTRUCT, make_model, rewrite_config,
                                         save_model, v4_spelling)
 from tests.core.hf_fixtures import random_ids, save_hf_model
-from tests.core.test_family_gemma import hf_logits, ours_logits
+from tests.core.test_family_gemma import fused_generations, hf_logits, ours_logits
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -172,6 +172,18 @@ def test_generation_crossing_the_original_context_recomputes_the_cache(tmp_path)
     assert cached == uncached == ref
     prompts, settings = [prompt[:4], prompt], SamplingSettings(max_new_tokens=10)
     assert generate(ours, prompts, settings) == generate(ours, prompts, settings, use_cache=False)
+
+
+@pytest.mark.parametrize("name, prompt_length, new_tokens", [
+    ("phi3", 12, 8),  # the prompt is longer than the window (9)
+    ("phi4-mini", 12, 8),  # crosses the original context (16): the cache is recomputed by the kernel
+])
+def test_fused_generation_with_cache_equals_no_cache_and_transformers(name, prompt_length, new_tokens, tmp_path):
+    cached, uncached, composed, ref, batch, alone = fused_generations(name, tmp_path, prompt_length, new_tokens)
+    assert cached == uncached == composed == ref and len(cached) == new_tokens
+    assert batch[0] == batch[1]
+    if name == "phi3":  # LongRoPE chooses the factors for the batch's longest row, as transformers does
+        assert batch[0] == alone
 
 
 def test_fused_and_compiled_longrope_picks_the_factors_per_forward(tmp_path):
