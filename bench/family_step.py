@@ -6,7 +6,9 @@ For each family a small model (random weights, built from a hub-style config.jso
 4 layers, GQA 4/2 heads of 64, intermediate 1024, vocabulary 32k, window 128 on the sliding
 layers), LoRA r=8 on every projection or full fine-tuning, micro batch 4 x 256, every token
 labelled. Variants, each its own compiled core.train_step.TrainStep, stepped in turn (A, B, C, A,
-B, C, ...) so that the machine's load hits all alike:
+B, C, ...) so that the machine's load hits all alike; each step's wall time and this process's CPU
+time (all its threads: what other processes on a loaded machine change least) are kept, medians
+printed, and the ratios of both:
   fused     core.fused.enable as core.train runs it;
   composed  no kernels (what MINDTUNE_FUSED_KERNELS=0, AMP or a missing compiler give);
   cap-composed  fused, but the final-logit cap as MindSpore ops in front of the plain loss kernel
@@ -90,24 +92,30 @@ def main(argv=None) -> None:
                 variants["no-cap"] = (dict(cfg, final_logit_softcapping=None), True, True)
             steps = {name: build_step(c, method, *rest) for name, (c, *rest) in variants.items()}
             times: dict[str, list[float]] = {name: [] for name in steps}
+            cpu: dict[str, list[float]] = {name: [] for name in steps}
             losses: dict[str, float] = {}
             for n in range(2 + args.rounds):
                 for name, (step, _) in steps.items():
-                    t = time.perf_counter()
-                    loss = step(batch)[0]
+                    t, c = time.perf_counter(), time.process_time()
+                    loss = float(step(batch)[0])
                     if n >= 2:
                         times[name].append(time.perf_counter() - t)
-                    losses.setdefault(name, float(loss))
+                        cpu[name].append(time.process_time() - c)
+                    losses.setdefault(name, loss)
             median = {name: statistics.median(t) for name, t in times.items()}
+            median_cpu = {name: statistics.median(t) for name, t in cpu.items()}
             print(f"\n{family} {method}: kernels {steps['fused'][1]}")
             for name, seconds in median.items():
-                print(f"  {name:12} {seconds:7.3f} s/step  {BATCH * SEQ / seconds:8.0f} tokens/s  first loss "
-                      f"{losses[name]:.5f}")
-            print(f"  composed / fused = {median['composed'] / median['fused']:.2f}x")
+                print(f"  {name:12} {seconds:7.3f} s/step (CPU {median_cpu[name]:7.3f} s)  "
+                      f"{BATCH * SEQ / seconds:8.0f} tokens/s  first loss {losses[name]:.5f}")
+
+            def ratio(a, b):
+                return f"{median[a] / median[b]:.2f}x wall, {median_cpu[a] / median_cpu[b]:.2f}x CPU"
+            print(f"  composed / fused     = {ratio('composed', 'fused')}")
             if "no-cap" in median:
-                print(f"  cap-composed / fused = {median['cap-composed'] / median['fused']:.3f}x  (the cap composed "
-                      "vs inside the loss kernel)")
-                print(f"  fused / no-cap       = {median['fused'] / median['no-cap']:.3f}x  (what the cap costs)")
+                print(f"  cap-composed / fused = {ratio('cap-composed', 'fused')}  (the cap composed vs inside the "
+                      "loss kernel)")
+                print(f"  fused / no-cap       = {ratio('fused', 'no-cap')}  (what the cap costs)")
 
 
 if __name__ == "__main__":
