@@ -3,9 +3,10 @@ through `python -m core.train` (validation loss falls, the kernels that ran are 
 exact, the memory estimate holds), the PEFT adapter in peft and the merged folder in transformers
 with mindtune's logits, and the console's catalog row with the family's LoRA target names.
 
-Families: Gemma 2, Gemma 3 as Gemma3ForConditionalGeneration (its language model; the vision tower
-is carried through the export), Phi-4-mini's shape of Phi3ForCausalLM (fused qkv_proj /
-gate_up_proj, partial rotary, LongRoPE beyond its original context)."""
+Families: Gemma 2, Gemma 3 text (Gemma3ForCausalLM) and as Gemma3ForConditionalGeneration (its
+language model; the vision tower is carried through the export), Phi-3 (sliding window) and
+Phi-4-mini's shape of Phi3ForCausalLM (fused qkv_proj / gate_up_proj, partial rotary, LongRoPE
+beyond its original context)."""
 import json
 
 import numpy as np
@@ -26,7 +27,9 @@ PHI_TARGETS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 # name -> (LoRA target_modules (None: the config default, Llama's names), LoRA layers, projections)
 FAMILIES = {
     "gemma2": (None, 21, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
+    "gemma3": (None, 21, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
     "gemma3-vision": (None, 21, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
+    "phi3": (PHI_TARGETS, 8, PHI_TARGETS),
     "phi4-mini": (PHI_TARGETS, 8, PHI_TARGETS),
 }
 
