@@ -1,17 +1,18 @@
 """Training-step throughput of mindtune against a PyTorch eager reference, side by side in one run.
 
-For each model config (the shipped demo model; a ~25M-parameter Llama, a ~25M-parameter Qwen3 and
-a Qwen3-MoE of ~26M parameters, 12M active per token (4 layers, 8 experts, top 2), made here with
-random weights) and each method (LoRA r=8 on every projection of the family: on the MoE attention
-and both expert stacks, not the router; full fine-tuning), fp32, micro batch 8, sequence 256,
-every token labelled:
+For each model config (the shipped demo model; ~25M-parameter Llama, Qwen3, Gemma 2, Gemma 3 and
+Phi-4-mini-shaped Phi-3 models and a Qwen3-MoE of ~26M parameters, 12M active per token (4 layers,
+8 experts, top 2), made here with random weights) and each method (LoRA r=8 on every projection of
+the family: on the MoE attention and both expert stacks, not the router; full fine-tuning), fp32,
+micro batch 8, sequence 256, every token labelled:
 
 - mindtune: `core.model.CausalLM` + `core.lora` + `core.train_step.TrainStep` (the engine's own
   compiled step: loss, AdamW, clipping), exactly what `python -m core.train` runs;
 - PyTorch 2.13 eager: `transformers`' model of the family (LlamaForCausalLM, Qwen3ForCausalLM,
-  Qwen3MoeForCausalLM with transformers' default experts implementation) on the same weights, PEFT
-  LoRA on the same modules (the experts through PEFT's `target_parameters`), `torch.optim.AdamW`,
-  the same clipping.
+  Gemma2ForCausalLM, Qwen3MoeForCausalLM with transformers' default experts implementation, ...) on
+  the same weights, SDPA attention where transformers offers it for the family (Gemma 2's soft-capped
+  attention is eager only), PEFT LoRA on the same modules (MoE experts through PEFT's
+  `target_parameters`), `torch.optim.AdamW`, the same clipping.
 
 Each measurement runs in a fresh subprocess (so imports, compilation and peak RSS are its own):
 warm-up steps, then the median step time of the timed steps. It prints tokens/s of both and the
@@ -23,6 +24,7 @@ phases, and the first-step losses of both frameworks (same weights, same batch: 
     .venv/bin/python bench/train_step.py                    # all configs, both methods
     .venv/bin/python bench/train_step.py --configs qwen3-25m --methods lora --steps 6
     .venv/bin/python bench/train_step.py --configs qwen3-moe          # the mixture of experts
+    .venv/bin/python bench/train_step.py --configs gemma2-25m,gemma3-25m,phi4-mini-25m
 """
 from __future__ import annotations
 
@@ -63,8 +65,34 @@ CONFIG_QWEN3_MOE = {  # Qwen3-MoE architecture, ~26M parameters (12M active per 
     "rope_theta": 1000000.0, "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False,
     "router_aux_loss_coef": 0.001, "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2,
 }
-MADE = {"25m": CONFIG_25M, "qwen3-25m": CONFIG_QWEN3_25M,  # config name -> config.json of a model made here
-        "qwen3-moe": CONFIG_QWEN3_MOE}
+_GEMMA_25M = {  # the Gemma layout at ~25M parameters (23M): GQA 8/4 heads of 64, windows of 128 < SEQ
+    "vocab_size": 8192, "hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 6,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 64, "query_pre_attn_scalar": 64,
+    "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "sliding_window": 128, "tie_word_embeddings": True,
+    "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False, "torch_dtype": "float32",
+    "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+}
+CONFIG_GEMMA2_25M = {  # sliding and global layers alternating, attention and final-logit soft-caps
+    "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", **_GEMMA_25M, "rope_theta": 10000.0,
+    "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+}
+CONFIG_GEMMA3_25M = {  # 5 sliding : 1 global, QK-norm, a local RoPE base beside the global one
+    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", **_GEMMA_25M, "rope_theta": 1000000.0,
+    "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6,
+}
+CONFIG_PHI4_MINI_25M = {  # Phi-4-mini's layout: fused qkv_proj / gate_up_proj, partial rotary 0.75, LongRoPE
+    # whose original context (128) is shorter than SEQ (the long factors apply), tied embeddings
+    "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 8192, "hidden_size": 512,
+    "intermediate_size": 1536, "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 4,
+    "max_position_embeddings": 512, "original_max_position_embeddings": 128, "partial_rotary_factor": 0.75,
+    "rope_theta": 10000.0, "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 24,
+                                             "long_factor": [1.0 + 0.25 * i for i in range(24)]},
+    "rms_norm_eps": 1e-5, "tie_word_embeddings": True, "hidden_act": "silu", "torch_dtype": "float32",
+    "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+}
+MADE = {"25m": CONFIG_25M, "qwen3-25m": CONFIG_QWEN3_25M, "gemma2-25m": CONFIG_GEMMA2_25M,
+        "gemma3-25m": CONFIG_GEMMA3_25M, "phi4-mini-25m": CONFIG_PHI4_MINI_25M,
+        "qwen3-moe": CONFIG_QWEN3_MOE}  # config name -> config.json of a model made here
 ROUTER_STD = 0.3  # a MoE router's weights: N(0, 0.3), so that the routing is not near-uniform
 
 
@@ -196,7 +224,12 @@ def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch
     phases["imports"] = time.time() - t
     t = time.time()
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    attention = "sdpa"
+    try:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attention)
+    except ValueError:  # the family has no SDPA path (Gemma 2: SDPA cannot soft-cap the scores)
+        attention = "eager"
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attention)
     moe = "num_experts_per_tok" in json.loads((Path(model_dir) / "config.json").read_text())
     experts = getattr(model.config, "_experts_implementation", None) if moe else None  # transformers' choice
     if method == "lora":
@@ -222,7 +255,7 @@ def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch
     phases["total to first step"] = sum(v for k, v in phases.items() if k != "total to first step")
     return {"step_s": statistics.median(times[warmup:]), "losses": losses[:3], "phases": phases,
             "peak_rss_mb": peak_rss_mb(), "trainable": int(sum(p.numel() for p in params)),
-            "threads": torch.get_num_threads(), "experts_implementation": experts}
+            "threads": torch.get_num_threads(), "attention": attention, "experts_implementation": experts}
 
 
 def matmul_peak(n: int = 2048, repeats: int = 5) -> dict:
@@ -349,7 +382,8 @@ def print_row(row, peak_gflops):
     print("    mindtune phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in ms_r["phases"].items())
           + f"; kernels {ms_r['kernels']}", flush=True)
     if pt_r:
-        print("    pytorch phases:  " + ", ".join(f"{k} {v:.1f} s" for k, v in pt_r["phases"].items()), flush=True)
+        print("    pytorch phases:  " + ", ".join(f"{k} {v:.1f} s" for k, v in pt_r["phases"].items())
+              + f"; attention {pt_r.get('attention', 'sdpa')}", flush=True)
 
 
 def print_table(rows, peak_gflops):
