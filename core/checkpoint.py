@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -23,42 +24,113 @@ from safetensors.numpy import save_file
 
 from core.atomic import atomic_folder, atomic_symlink
 from core.model import CausalLM, DTYPES
+from core.safetensors_io import TensorEntry, entry_of, write_file
 from core.model_args import (INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
                              require_folder, weight_files)
 
 def read_safetensors(files: list[Path]) -> dict[str, np.ndarray]:
     """All tensors of the given safetensors files as numpy arrays (bf16 stays bf16)."""
-    tensors: dict[str, np.ndarray] = {}
-    for path in files:
+    with SafetensorsFiles(files) as tensors:
+        return {key: tensors[key] for key in tensors}
+
+
+class SafetensorsFiles(Mapping):
+    """The tensors of safetensors files by name, each read from disk when it is asked for (a 0.5B
+    model is then never in memory twice while it loads). Names, shapes and dtypes come from the
+    headers; a name in two files, or a file that is not safetensors, is a CheckpointError naming it.
+    Use as a context manager (the files stay open inside it)."""
+
+    def __init__(self, files: list[Path]):
+        self.files = [Path(f) for f in files]
+        self._handles: list = []
+        self._where: dict[str, tuple[object, Path]] = {}
+
+    def __enter__(self) -> SafetensorsFiles:
+        for path in self.files:
+            try:
+                handle = safe_open(str(path), framework="numpy")
+                handle.__enter__()
+            except (SafetensorError, OSError, ValueError) as exc:
+                self.__exit__()
+                raise CheckpointError(f"{path}: cannot read safetensors file (truncated or corrupt?): {exc}") from exc
+            self._handles.append(handle)
+            for key in handle.keys():
+                if key in self._where:
+                    self.__exit__()
+                    raise CheckpointError(f"{path}: tensor {key} appears in more than one shard.")
+                self._where[key] = (handle, path)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.__exit__(None, None, None)
+        self._handles = []
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        handle, path = self._where[key]
         try:
-            with safe_open(str(path), framework="numpy") as handle:
-                for key in handle.keys():
-                    if key in tensors:
-                        raise CheckpointError(f"{path}: tensor {key} appears in more than one shard.")
-                    tensors[key] = handle.get_tensor(key)
+            return handle.get_tensor(key)
         except (SafetensorError, OSError, ValueError) as exc:
-            if isinstance(exc, CheckpointError):
-                raise
-            raise CheckpointError(f"{path}: cannot read safetensors file (truncated or corrupt?): {exc}") from exc
-    return tensors
+            raise CheckpointError(f"{path}: cannot read tensor {key} (truncated or corrupt?): {exc}") from exc
+
+    def __iter__(self):
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def only(self, keys) -> SafetensorsFiles:
+        """A view of these files limited to `keys` (still read on access; the same open files)."""
+        view = SafetensorsFiles(self.files)
+        view._where = {key: self._where[key] for key in keys}
+        return view
+
+    def file_of(self, key: str) -> Path:
+        return self._where[key][1]
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        return tuple(self._where[key][0].get_slice(key).get_shape())
+
+    def dtype(self, key: str) -> str:
+        """The stored dtype as safetensors names it: "BF16", "F16", "F32", ..."""
+        return self._where[key][0].get_slice(key).get_dtype()
 
 
-def load_hf_weights(model: CausalLM, tensors: dict[str, np.ndarray], source: str) -> None:
+def _shape_of(tensors: Mapping, key: str) -> tuple[int, ...]:
+    return tensors.shape(key) if isinstance(tensors, SafetensorsFiles) else tuple(np.shape(tensors[key]))
+
+
+def parameter_tensor(array: np.ndarray, dtype) -> Tensor:
+    """A Tensor of `dtype` holding `array`: directly when the dtypes agree (a bf16 file into a bf16
+    parameter), else through float32 (every stored dtype converts to it exactly)."""
+    if array.dtype == ms.dtype_to_nptype(dtype):
+        return Tensor(np.ascontiguousarray(array), dtype=dtype)
+    return Tensor(array.astype(np.float32), dtype=dtype)
+
+
+def load_hf_weights(model: CausalLM, tensors: Mapping[str, np.ndarray], source: str) -> None:
     """Copy Hugging Face tensors into the model's parameters, cast to each parameter's dtype. The
     family's key map (`core.families.KeyMap`) turns hub names into ours and says which tensors are
     not the model's (rotary buffers, a vision tower); every parameter must be present with the
     right shape and every other tensor must be used. Errors name the tensor as the file has it.
-    The hub names are kept on the model (`hub_names`) so an export writes the base's layout."""
+    The hub names are kept on the model (`hub_names`) so an export writes the base's layout.
+    `tensors` may be a SafetensorsFiles: every check runs on the headers, then one tensor at a time
+    is read and copied (a key map with tensor conversions, MoE experts, reads them all first)."""
     args = model.args
+    key_map = args.spec.key_map
     try:
-        tensors, hub_names = args.spec.key_map.to_ours(tensors, args)
+        if key_map.convert_in is None:  # names only: map the keys, read the arrays later
+            hub_key, hub_names = key_map.to_ours({key: key for key in tensors}, args)
+        else:
+            tensors, hub_names = key_map.to_ours(dict(tensors.items()), args)
+            hub_key = {name: name for name in tensors}
     except (KeyError, ValueError) as exc:
         raise CheckpointError(f"{source}: {exc.args[0]}") from exc
     params = {p.name: p for p in model.get_parameters()}
-    unused = {k for k in tensors if k not in params}
+    unused = {k for k in hub_key if k not in params}
     if model.tied:
         unused.discard("lm_head.weight")  # some tied checkpoints still store the shared matrix
-    missing = sorted(k for k in params if k not in tensors)
+    missing = sorted(k for k in params if k not in hub_key)
     if missing:
         raise CheckpointError(f"{source}: missing tensor {missing[0]}" +
                               (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "") +
@@ -69,12 +141,12 @@ def load_hf_weights(model: CausalLM, tensors: dict[str, np.ndarray], source: str
                               (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "") +
                               f" that {args.architecture} with this config.json does not have.")
     for name, param in params.items():
-        array = tensors[name]
-        if tuple(array.shape) != tuple(param.shape):
-            raise CheckpointError(f"{source}: tensor {hub_names.get(name, name)} has shape {tuple(array.shape)}, "
+        shape = _shape_of(tensors, hub_key[name])
+        if shape != tuple(param.shape):
+            raise CheckpointError(f"{source}: tensor {hub_names.get(name, name)} has shape {shape}, "
                                   f"config.json implies {tuple(param.shape)}.")
     for name, param in params.items():
-        param.set_data(Tensor(tensors[name].astype(np.float32), dtype=param.dtype))
+        param.set_data(parameter_tensor(tensors[hub_key[name]], param.dtype))
     model.hub_names = {name: hub_names.get(name, name) for name in params}
 
 
@@ -87,14 +159,18 @@ def check_dtype_supported(dtype: str) -> None:
                               "load as float32 (or float16) on the CPU, or use a GPU/Ascend device.")
 
 
-def load_hf_model(model_dir: str | Path, dtype: str = "float32") -> CausalLM:
-    """Build the model a Hugging Face folder describes and load its weights in `dtype`."""
+def load_hf_model(model_dir: str | Path, dtype: str = "float32", storage_dtype: str | None = None) -> CausalLM:
+    """Build the model a Hugging Face folder describes and load its weights in `dtype`, tensor by
+    tensor. storage_dtype (default: dtype) keeps the Dense weights and the embedding in another
+    dtype than the model computes in: bfloat16 | float16 frozen weights of a float32 LoRA model."""
     check_dtype_supported(dtype)
+    if storage_dtype is not None and storage_dtype not in DTYPES:
+        raise CheckpointError(f"storage dtype {storage_dtype!r} is not supported; use one of {', '.join(DTYPES)}.")
     args = read_model_args(model_dir)
     files = weight_files(model_dir)
-    tensors = read_safetensors(files)
-    model = CausalLM(args, dtype, random_init=False)  # every weight is loaded next (or this fails)
-    load_hf_weights(model, tensors, source=str(files[0] if len(files) == 1 else Path(model_dir) / INDEX_NAME))
+    model = CausalLM(args, dtype, random_init=False, storage_dtype=storage_dtype)  # every weight is loaded next
+    with SafetensorsFiles(files) as tensors:
+        load_hf_weights(model, tensors, source=str(files[0] if len(files) == 1 else Path(model_dir) / INDEX_NAME))
     model.set_train(False)
     return model
 
@@ -107,16 +183,31 @@ STATE_FILE = "trainer_state.json"
 POINTERS = ("best", "last")
 
 
-def save_train_checkpoint(checkpoints_dir: str | Path, step: int, weights: dict[str, np.ndarray],
-                          optimizer_state: dict[str, np.ndarray], trainer_state: dict) -> Path:
+def tensor_entries(tensors: Mapping) -> list[TensorEntry]:
+    """Safetensors entries for arrays or MindSpore tensors/parameters by name; a tensor's values are
+    copied to the host only when the writer reaches it (`core.safetensors_io`)."""
+    entries = []
+    for name, value in tensors.items():
+        if isinstance(value, np.ndarray) or np.isscalar(value):
+            entries.append(entry_of(name, np.array(value, order="C")))  # keeps 0-d shapes
+        else:
+            dtype = np.dtype(ms.dtype_to_nptype(value.dtype)).name
+            entries.append(TensorEntry(name, tuple(value.shape), dtype, value.asnumpy))
+    return entries
+
+
+def save_train_checkpoint(checkpoints_dir: str | Path, step: int, weights: Mapping,
+                          optimizer_state: Mapping, trainer_state: dict) -> Path:
     """Write `step-<step>/` completely under a temporary name, fsync, then rename into place.
-    A crash or a failed write leaves earlier checkpoints (and an earlier copy of this step) intact."""
+    A crash or a failed write leaves earlier checkpoints (and an earlier copy of this step) intact.
+    weights and optimizer_state map names to arrays or to the parameters themselves, which are
+    streamed to disk one tensor at a time (the save costs one tensor of memory, not a copy of all)."""
     root = Path(checkpoints_dir)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
     with atomic_folder(final) as tmp:  # re-saving a step (after a resume) swaps, never deletes first
-        save_file({k: np.array(v, order="C") for k, v in weights.items()}, str(tmp / WEIGHTS_FILE))
-        save_file({k: np.array(v, order="C") for k, v in optimizer_state.items()}, str(tmp / OPTIMIZER_FILE))  # keeps 0-d shapes
+        write_file(tmp / WEIGHTS_FILE, tensor_entries(weights))
+        write_file(tmp / OPTIMIZER_FILE, tensor_entries(optimizer_state))
         (tmp / STATE_FILE).write_text(json.dumps(trainer_state, indent=1, sort_keys=True), encoding="utf-8")
     return final
 
@@ -177,26 +268,39 @@ def load_train_checkpoint(path: str | Path) -> tuple[dict[str, np.ndarray], dict
     folder = resolve_checkpoint(path)
     weights = read_safetensors([folder / WEIGHTS_FILE])
     optimizer_state = read_safetensors([folder / OPTIMIZER_FILE])
+    return weights, optimizer_state, read_trainer_state(folder)
+
+
+def read_trainer_state(path: str | Path) -> dict:
+    """trainer_state.json of a checkpoint folder (checked: a dict with a step)."""
+    folder = resolve_checkpoint(path)
     try:
         trainer_state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{folder / STATE_FILE}: not valid JSON ({exc}).") from exc
     if not isinstance(trainer_state, dict) or "step" not in trainer_state:
         raise CheckpointError(f"{folder / STATE_FILE}: missing 'step'.")
-    return weights, optimizer_state, trainer_state
+    return trainer_state
 
 
-def set_parameters(params: dict, tensors: dict[str, np.ndarray], source: str) -> None:
-    """Copy arrays into named parameters; every name must exist on both sides with equal shapes."""
+def train_checkpoint_file(path: str | Path, name: str = WEIGHTS_FILE) -> SafetensorsFiles:
+    """One safetensors file of a checkpoint (weights or optimizer state), read tensor by tensor:
+    `with train_checkpoint_file(step_dir) as weights: set_parameters(params, weights, ...)`."""
+    return SafetensorsFiles([resolve_checkpoint(path) / name])
+
+
+def set_parameters(params: dict, tensors: Mapping[str, np.ndarray], source: str) -> None:
+    """Copy arrays into named parameters; every name must exist on both sides with equal shapes.
+    `tensors` may be a SafetensorsFiles (checked on its headers, then read one tensor at a time)."""
     missing = sorted(set(params) - set(tensors))
     extra = sorted(set(tensors) - set(params))
     if missing or extra:
         raise CheckpointError(f"{source}: does not match this run's parameters "
                               f"(missing {missing[:3]}, unexpected {extra[:3]}).")
     for name, param in params.items():
-        if tuple(tensors[name].shape) != tuple(param.shape):
-            raise CheckpointError(f"{source}: {name} has shape {tuple(tensors[name].shape)}, "
-                                  f"expected {tuple(param.shape)}.")
+        shape = _shape_of(tensors, name)
+        if shape != tuple(param.shape):
+            raise CheckpointError(f"{source}: {name} has shape {shape}, expected {tuple(param.shape)}.")
     for name, param in params.items():
         # ops.assign writes in place, so graphs compiled before the restore see the new values
         # (Parameter.set_data swaps the tensor behind their back).

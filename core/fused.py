@@ -400,6 +400,24 @@ class FusedSwiGLU:
         self.op = _aot(kernel, f"{name}_forward", lambda g, u: g, 1, bprop)
 
 
+class FusedUpcast:
+    """Frozen 16-bit weights read in float32 (core/kernels/upcast.cc), for LoRA runs whose base
+    weights stay bfloat16 | float16 (core.model.FrozenMatmul, Embedding):
+    `.upcast(w, after)` -> float32 w, made once `after` (any tensor) is computed; `.gather(table,
+    ids)` -> float32 rows (ids..., h) of a (V, h) table. Neither passes a gradient: the weights are
+    frozen (a LoRA run trains adapters, norms stay float32)."""
+
+    def __init__(self, kernel: Kernel):
+        from mindspore import ops
+        zeros_like = ops.ZerosLike()
+
+        def no_gradient(a, b, out, dout):
+            return zeros_like(a), zeros_like(b)
+
+        self.upcast = _aot(kernel, "upcast", lambda w, after: w, 1, no_gradient)
+        self.gather = _aot(kernel, "gather_upcast", lambda table, ids: list(ids) + [table[-1]], 1, no_gradient)
+
+
 def switched_off() -> bool:
     return os.environ.get(ENV_SWITCH, "1").strip().lower() in ("0", "false", "off", "no")
 
@@ -440,6 +458,8 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
         set_threads(kernel, threads)
     composed = model.use_kernels(_plain_only(FusedAttention(kernel).op), FusedRMSNorm(kernel).op,
                                  _plain_only(FusedSwiGLU(kernel).op), FusedCrossEntropy(kernel).op)
+    if getattr(model, "storage_dtype", model.param_dtype) != model.param_dtype:  # 16-bit frozen weights
+        model.use_upcast(FusedUpcast(kernel))
     return "fused" + ("; composed: " + "; ".join(composed) if composed else "")
 
 

@@ -60,6 +60,8 @@ class LoRADense(nn.Dense):
         self.in_channels, self.out_channels = base.in_channels, base.out_channels
         self.weight = base.weight  # (out, in)
         self.bias = base.bias  # (out,) or None
+        # a 16-bit frozen weight of a float32 model (core.model.Precision): upcast per call
+        self.frozen = getattr(base, "frozen", None)
         self.rank = int(rank)
         self.alpha = float(alpha)
         self.scaling = self.alpha / self.rank
@@ -78,7 +80,7 @@ class LoRADense(nn.Dense):
         # broadcast copies — on the CPU that cost more than the base layer's own MatMul (profiled).
         x_shape = x.shape
         x2 = x.reshape(-1, x_shape[-1])  # (N, in)
-        out = self.matmul(x2, self.weight)  # (N, out)
+        out = self.matmul(x2, self.weight) if self.frozen is None else self.frozen(x2, self.weight)  # (N, out)
         if self.has_bias:
             out = self.bias_add(out, self.bias)
         hidden = self.matmul(self.lora_dropout(x2), ops.cast(self.lora_a, x.dtype))  # (N, rank)
@@ -251,8 +253,10 @@ def lora_merged(model: nn.Cell):
     than a plain Dense (the demo run's 200 exact-match answers: 10.7 s unmerged, 8.4-8.9 s merged).
     Unmerging is exact while B = 0 (a fresh adapter: W + 0 - 0) and within float rounding
     otherwise, so the trainer uses it before training and after it, not in between; no compiled
-    graph may run inside the block (see `merge_lora`)."""
-    merged = merge_lora(model)
+    graph may run inside the block (see `merge_lora`). Weights stored in 16 bits stay unmerged:
+    merging and unmerging would round them twice, so the frozen base would change."""
+    merged = [name for name, cell in lora_modules(model).items()
+              if cell.weight.dtype == ms.float32 and _set_merged(cell, True)]
     try:
         yield merged
     finally:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,21 +47,104 @@ def _weight_init(random_init: bool) -> Initializer:
     return Normal(0.02) if random_init else _SeedOnly()
 
 
+@dataclass(frozen=True)
+class Precision:
+    """Parameter dtypes of a model whose matrices are stored in a different dtype than it computes
+    in: LoRA on the CPU with model.dtype bfloat16 | float16 keeps the frozen Dense weights and the
+    embedding in 16 bits (`weights`) and computes in float32 (`compute`: activations, norms,
+    biases, LoRA adapters). The blocks pass it down where they pass a dtype; `compute_dtype` and
+    `weight_dtype` read either."""
+    compute: ms.Type
+    weights: ms.Type
+
+
+def compute_dtype(dtype):
+    """The dtype a block computes in and keeps its norms and biases in (a dtype or a Precision)."""
+    return dtype.compute if isinstance(dtype, Precision) else dtype
+
+
+def weight_dtype(dtype):
+    """The dtype of a block's matrices (a dtype or a Precision)."""
+    return dtype.weights if isinstance(dtype, Precision) else dtype
+
+
+class FrozenMatmul(nn.Cell):
+    """x (N, in) · Wᵀ for a frozen weight W (out, in) stored in 16 bits, in x's float32: W is
+    upcast inside the call and again inside the backward (which returns no gradient for it), so no
+    float32 copy of W lives from the forward to the backward, as a MatMul's input would for its
+    gradient. `upcast(w, after)` (core.fused.FusedUpcast, set by `CausalLM.use_upcast`) makes the
+    copy once `after` is computed; without it MindSpore's Cast runs, which the CPU runtime schedules
+    as soon as the step starts (a Cast of a weight depends on nothing else), so every layer's copy
+    is held at once: correct, but no memory saved (measured)."""
+
+    def __init__(self):
+        super().__init__()
+        self.matmul_bt = ops.MatMul(transpose_b=True)
+        self.matmul = ops.MatMul()
+        self.cast = ops.Cast()
+        self.zeros_like = ops.ZerosLike()
+        self.upcast = None
+
+    def _float32(self, w, after):
+        if self.upcast is None:
+            return self.cast(w, ms.float32)
+        return self.upcast(w, after)
+
+    def construct(self, x, w):
+        return self.matmul_bt(x, self._float32(w, x))  # (N, out)
+
+    def bprop(self, x, w, out, dout):
+        return self.matmul(dout, self._float32(w, dout)), self.zeros_like(w)  # dx (N, in); W frozen
+
+
+class Dense(nn.Dense):
+    """nn.Dense (weight (out, in), bias (out,)) whose weight may be stored in 16 bits while it
+    computes in float32 (`Precision`): then the bias is float32 and the product a FrozenMatmul."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, dtype, random_init: bool = True):
+        storage, compute = weight_dtype(dtype), compute_dtype(dtype)
+        super().__init__(in_features, out_features, weight_init=_weight_init(random_init), bias_init="zeros",
+                         has_bias=bias, dtype=storage)
+        self.frozen = None
+        if storage != compute:
+            self.frozen = FrozenMatmul()
+            if bias:
+                self.bias = Parameter(initializer("zeros", (out_features,), compute), name="bias")
+
+    def construct(self, x):
+        if self.frozen is None:
+            return super().construct(x)
+        shape = x.shape
+        out = self.frozen(x.reshape(-1, shape[-1]), self.weight)  # (N, out)
+        if self.has_bias:
+            out = self.bias_add(out, self.bias)
+        return out.reshape(shape[:-1] + (self.out_channels,))
+
+
 def _dense(in_features: int, out_features: int, bias: bool, dtype, random_init: bool = True) -> nn.Dense:
-    return nn.Dense(in_features, out_features, weight_init=_weight_init(random_init), bias_init="zeros",
-                    has_bias=bias, dtype=dtype)
+    return Dense(in_features, out_features, bias, dtype, random_init)
 
 
 class Embedding(nn.Cell):
-    """Token embedding whose parameter is called `weight`, as in Hugging Face."""
+    """Token embedding whose parameter is called `weight`, as in Hugging Face. A 16-bit table of a
+    float32 model (`Precision`) returns float32 rows: MindSpore's CPU Gather has no bf16 kernel,
+    so core.fused's gather kernel reads the rows (`gather`, set by `CausalLM.use_upcast`), else the
+    table is cast whole (correct, a float32 copy of the vocabulary per call)."""
 
     def __init__(self, vocab_size: int, hidden_size: int, dtype=ms.float32, random_init: bool = True):
         super().__init__()
-        self.weight = Parameter(initializer(_weight_init(random_init), (vocab_size, hidden_size), dtype),
+        self.weight = Parameter(initializer(_weight_init(random_init), (vocab_size, hidden_size), weight_dtype(dtype)),
                                 name="weight")
+        self.compute = compute_dtype(dtype)
+        self.upcast_rows = weight_dtype(dtype) != self.compute
+        self.gather = None
 
     def construct(self, input_ids):
-        return ops.gather(self.weight, input_ids, 0)
+        if not self.upcast_rows:
+            return ops.gather(self.weight, input_ids, 0)
+        if self.gather is not None:
+            return self.gather(self.weight, input_ids)  # (B, T, hidden) float32
+        return ops.gather(ops.cast(self.weight, self.compute), input_ids, 0)
 
 
 class RMSNorm(nn.Cell):
@@ -69,7 +153,8 @@ class RMSNorm(nn.Cell):
 
     def __init__(self, size: int, eps: float, dtype=ms.float32, offset: bool = False):
         super().__init__()
-        self.weight = Parameter(initializer("zeros" if offset else "ones", (size,), dtype), name="weight")
+        self.weight = Parameter(initializer("zeros" if offset else "ones", (size,), compute_dtype(dtype)),
+                                name="weight")
         self.eps = eps
         self.offset = offset
         self.mean = LastAxisMean(size)
@@ -300,16 +385,24 @@ class DecoderModel(nn.Cell):
 class CausalLM(nn.Cell):
     """Decoder-only language model: input ids (B, T) -> float32 logits (B, T, vocab)."""
 
-    def __init__(self, args: ModelArgs, dtype: str | ms.Type = "float32", random_init: bool = True):
+    def __init__(self, args: ModelArgs, dtype: str | ms.Type = "float32", random_init: bool = True,
+                 storage_dtype: str | ms.Type | None = None):
         """random_init=False when every weight is loaded next (`core.checkpoint.load_hf_model`):
-        the weights start as zeros, and the random draws that follow are the same either way."""
+        the weights start as zeros, and the random draws that follow are the same either way.
+        storage_dtype (default: dtype) stores the Dense weights and the embedding in another dtype
+        than the model computes in (`Precision`: frozen 16-bit weights of a float32 LoRA model)."""
         super().__init__()
         self.args = args
         self.param_dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
-        self.model = DecoderModel(args, self.param_dtype, random_init)
+        storage = DTYPES[storage_dtype] if isinstance(storage_dtype, str) else storage_dtype or self.param_dtype
+        self.storage_dtype = storage
+        blocks_dtype = self.param_dtype if storage == self.param_dtype else Precision(self.param_dtype, storage)
+        self.model = DecoderModel(args, blocks_dtype, random_init)
         self.tied = args.tie_word_embeddings
         if not self.tied:
-            self.lm_head = _dense(args.hidden_size, args.vocab_size, False, self.param_dtype, random_init)
+            self.lm_head = _dense(args.hidden_size, args.vocab_size, False, blocks_dtype, random_init)
+        # logits against a 16-bit tied embedding: upcast per call (see FrozenMatmul)
+        self.tied_frozen = FrozenMatmul() if self.tied and storage != self.param_dtype else None
         # the distinct windows and RoPE bases among the layers: one mask / table each per forward
         windows = [args.layer_window(n) for n in range(args.num_layers)]
         thetas = [args.layer_rope_theta(n) for n in range(args.num_layers)]
@@ -363,7 +456,10 @@ class CausalLM(nn.Cell):
             # `ops.matmul` would broadcast the whole embedding to every batch row (profiled: the
             # largest cost of a small model's step on the CPU, forward and backward).
             shape = hidden.shape
-            out = self.matmul_bt(hidden.reshape(-1, shape[-1]), ops.cast(self.model.embed_tokens.weight, hidden.dtype))
+            if self.tied_frozen is not None:
+                out = self.tied_frozen(hidden.reshape(-1, shape[-1]), self.model.embed_tokens.weight)
+            else:
+                out = self.matmul_bt(hidden.reshape(-1, shape[-1]), ops.cast(self.model.embed_tokens.weight, hidden.dtype))
             out = out.reshape(shape[:-1] + (out.shape[-1],))
         else:
             out = self.lm_head(hidden)
@@ -435,6 +531,20 @@ class CausalLM(nn.Cell):
         if last_only and t > 1:
             x = x[:, -1:, :]
         return self.logits(x, past is None), new_past
+
+    def use_upcast(self, upcast) -> int:
+        """Read the 16-bit stored weights through core.fused.FusedUpcast (`upcast.upcast`,
+        `upcast.gather`) instead of MindSpore's Cast, which keeps every layer's float32 copy at
+        once (see FrozenMatmul). Returns the number of frozen matrices routed."""
+        count = 0
+        for _, cell in self.cells_and_names():
+            if isinstance(cell, FrozenMatmul):
+                cell.upcast = upcast.upcast
+                count += 1
+            elif isinstance(cell, Embedding) and cell.upcast_rows:
+                cell.gather = upcast.gather
+                count += 1
+        return count
 
     def use_kernels(self, attention=None, norm=None, gate=None, loss=None) -> list[str]:
         """Route the full-sequence forward through fused kernels (`core.fused.enable`) where they

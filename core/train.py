@@ -306,8 +306,9 @@ class Trainer:
     def save(self, pointers: tuple[str, ...]) -> None:
         if not self.cluster.is_main:
             return
-        weights = {name: p.asnumpy() for name, p in self.trainable.items()}
-        opt_state = {name: p.asnumpy() for name, p in optimizer_state(self.optimizer).items()}
+        # the parameters themselves: the checkpoint streams them to disk one at a time
+        weights = dict(self.trainable)
+        opt_state: dict = dict(optimizer_state(self.optimizer))
         if self.loss_scaler is not None:
             opt_state["loss_scale.scale_value"] = self.loss_scaler.scale_value.asnumpy()
             if hasattr(self.loss_scaler, "counter"):
@@ -330,15 +331,17 @@ class Trainer:
         return self._base_sha
 
     def restore(self, path: str) -> None:
-        weights, opt_state, trainer_state = ckpt.load_train_checkpoint(path)
+        trainer_state = ckpt.read_trainer_state(path)
         if trainer_state.get("method") != self.cfg.method:
             raise CheckpointError(f"{path}: a {trainer_state.get('method')} checkpoint cannot resume a "
                                   f"{self.cfg.method} run.")
-        ckpt.set_parameters(self.trainable, weights, f"{path} (weights)")
+        with ckpt.train_checkpoint_file(path) as weights:  # read and copied one tensor at a time
+            ckpt.set_parameters(self.trainable, weights, f"{path} (weights)")
         opt_params = optimizer_state(self.optimizer)
-        scaler_state = {k: v for k, v in opt_state.items() if k.startswith("loss_scale.")}
-        ckpt.set_parameters(opt_params, {k: v for k, v in opt_state.items() if not k.startswith("loss_scale.")},
-                            f"{path} (optimizer)")
+        with ckpt.train_checkpoint_file(path, ckpt.OPTIMIZER_FILE) as opt_state:
+            scaler_state = {k: opt_state[k] for k in opt_state if k.startswith("loss_scale.")}
+            ckpt.set_parameters(opt_params, opt_state.only(k for k in opt_state if not k.startswith("loss_scale.")),
+                                f"{path} (optimizer)")
         if self.loss_scaler is not None and "loss_scale.scale_value" in scaler_state:
             self.loss_scaler.scale_value.set_data(Tensor(scaler_state["loss_scale.scale_value"], ms.float32))
             if "loss_scale.counter" in scaler_state:
@@ -480,8 +483,8 @@ class Trainer:
             return None
         best_dir = self.run.checkpoints_dir / "best"
         if best_dir.exists():
-            weights, _, _ = ckpt.load_train_checkpoint(best_dir)
-            ckpt.set_parameters(self.trainable, weights, str(best_dir))
+            with ckpt.train_checkpoint_file(best_dir) as weights:  # one tensor at a time
+                ckpt.set_parameters(self.trainable, weights, str(best_dir))
         return self.exact_match()
 
 
