@@ -423,6 +423,18 @@ class Config:
             raise ConfigError(problems)
 
     @property
+    def frozen_weights_16bit(self) -> bool:
+        """LoRA on the CPU with model.dtype bfloat16 | float16: the frozen base weights stay in that
+        dtype and are upcast per layer inside the step; everything that computes or trains (the
+        activations, norms, biases, adapters, optimizer) is float32."""
+        return self.method == "lora" and self.parallel.device == "cpu" and self.model.dtype != "float32"
+
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype the model computes in and keeps its trained parameters in (AMP aside)."""
+        return "float32" if self.frozen_weights_16bit else self.model.dtype
+
+    @property
     def global_batch_size(self) -> int:
         """Examples per optimizer step across all workers."""
         return self.train.micro_batch_size * self.train.grad_accum_steps * self.parallel.data_parallel
@@ -524,6 +536,17 @@ def _cross_field_problems(c: Config) -> list[Problem]:
                                 f"bf16 compute is not supported by MindSpore's CPU kernels (amp_level "
                                 f"{p.amp_level}); use float16 or amp_level O0 (fp32), "
                                 "or run on parallel.device gpu/ascend"))
+    if c.model.dtype == "bfloat16" and c.method == "full" and c.parallel.device == "cpu":
+        problems.append(Problem("model.dtype", "bfloat16",
+                                "full fine-tuning on the CPU trains every weight, and MindSpore's CPU kernels "
+                                "have no bf16 compute, so the master weights must be float32: use model.dtype "
+                                "float32 (a bf16 checkpoint loads exactly), or method lora (the frozen base "
+                                "weights then stay bf16), or parallel.device gpu/ascend"))
+    if c.frozen_weights_16bit and p.amp_level != "O0":
+        problems.append(Problem("precision.amp_level", p.amp_level,
+                                f"with LoRA on the CPU, model.dtype {c.model.dtype} keeps the frozen base weights "
+                                "in 16 bits and computes in float32; AMP would compute in float16 instead (slower "
+                                "on the CPU): use amp_level O0, or model.dtype float32 with AMP"))
     if c.parallel.optimizer_shard and c.parallel.device != "ascend":
         problems.append(Problem("parallel.optimizer_shard", True,
                                 f"MindSpore's parallel optimizer is Ascend-only (device is "

@@ -24,6 +24,9 @@ DTYPE_CODES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16":
                "int32": "I32", "int16": "I16", "int8": "I8", "uint64": "U64", "uint32": "U32", "uint16": "U16",
                "uint8": "U8", "bool": "BOOL"}
 CODE_DTYPES = {code: name for name, code in DTYPE_CODES.items()}
+# bytes per element by numpy dtype name (bfloat16 is known to numpy only once MindSpore is imported)
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+            "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1}
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ class TensorEntry:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        return int(np.prod(self.shape, dtype=np.int64)) * ITEMSIZE[self.dtype]
 
 
 def entry_of(name: str, array: np.ndarray) -> TensorEntry:
@@ -51,7 +54,7 @@ def header_bytes(entries: list[TensorEntry], metadata: dict[str, str] | None = N
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     offset = 0
     for entry in entries:
-        if entry.dtype not in DTYPE_CODES:
+        if entry.dtype not in ITEMSIZE:
             raise ValueError(f"tensor {entry.name}: dtype {entry.dtype} has no safetensors code")
         if entry.name in header:
             raise ValueError(f"tensor {entry.name} is listed twice")

@@ -153,7 +153,8 @@ class Trainer:
         self.splits = load_splits(cfg.data, self.tokenizer, seed, cache_dir=Path(".mindtune-cache") / "data")
         stats = self.splits.stats
         self.length = padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation)
-        self.model = load_hf_model(model_dir, cfg.model.dtype)
+        # LoRA on the CPU with a 16-bit model.dtype: frozen weights stay 16-bit, compute is float32
+        self.model = load_hf_model(model_dir, cfg.compute_dtype, storage_dtype=cfg.model.dtype)
         self.base_files = ckpt.weight_files(model_dir)
         if cfg.method == "lora":
             self.lora_modules = inject_lora(self.model, cfg.lora.rank, cfg.lora.alpha, cfg.lora.dropout,
@@ -170,6 +171,12 @@ class Trainer:
         threads = max(1, len(os.sched_getaffinity(0)) // self.cluster.world)
         kernels = enable_fused_kernels(self.model, threads, cfg.precision.amp_level)
         layer_graphs = share_layer_graphs(self.model)  # compile time: one graph per kind of layer
+        frozen = None
+        if cfg.frozen_weights_16bit:
+            frozen = (f"{cfg.model.dtype}, upcast to float32 per layer inside the step " +
+                      ("by the fused kernel" if kernels.startswith("fused") else
+                       "by MindSpore's Cast, which holds every layer's copy at once (no memory saved: the "
+                       "fused kernels are off)"))
         pad_id = self.tokenizer.pad_token_id or 0
         self.batches = BatchIterator(self.splits.train, cfg.train.micro_batch_size,
                                      grad_accum_steps=cfg.train.grad_accum_steps, world_size=self.cluster.world,
@@ -187,8 +194,8 @@ class Trainer:
             f"global batch {cfg.global_batch_size} = micro {cfg.train.micro_batch_size} × accum "
             f"{cfg.train.grad_accum_steps} × data parallel {self.cluster.world}; {self.total_steps} steps; "
             f"trainable {trainable_count:,} of {total_count:,} parameters; sequence length {self.length}; "
-            f"kernels {kernels}",
-            event="setup", global_batch_size=cfg.global_batch_size, total_steps=self.total_steps,
+            f"kernels {kernels}" + (f"; frozen weights {frozen}" if frozen else ""),
+            event="setup", frozen_weights=frozen, global_batch_size=cfg.global_batch_size, total_steps=self.total_steps,
             trainable_params=trainable_count, total_params=total_count, seq_len=self.length,
             data=stats.to_dict(), lora_modules=len(self.lora_modules), layer_graphs=layer_graphs, kernels=kernels,
             setup_s=round(time.time() - t0, 2))
