@@ -9,9 +9,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.access import NOBODY, SINGLE_USER, Viewer, viewer_for
 from app.catalog import ModelEntry, scan_models
 from app.datasets import Dataset, scan_datasets
-from app.exports import BackgroundExports
+from app.exports import BackgroundExports, prepare_adapter
 from app.jobs import JobManager
 from app.paths import for_config
 from app.settings import Settings
@@ -27,13 +28,25 @@ class Console:
 
     @classmethod
     def create(cls, settings: Settings, **job_options) -> Console:
-        return cls(settings, JobManager(settings.runs_dir, **job_options))
+        exports = BackgroundExports()
+        job_options.setdefault("on_end", lambda run: prepare_adapter(exports, run.path, settings.runs_dir))
+        return cls(settings, JobManager(settings.runs_dir, **job_options), exports)
 
     def models(self, refresh: bool = False) -> list[ModelEntry]:
         with self._lock:
             if self._models is None or refresh:
                 self._models = scan_models(self.settings.models_dirs)
             return list(self._models)
+
+    def viewer(self, request) -> Viewer:
+        """Who is behind a Gradio request (gr.Request, or the raw request a server function gets)."""
+        return viewer_for(self.settings, request)
+
+    @property
+    def page_viewer(self) -> Viewer:
+        """Whose runs the page may show before a request says who is looking: every run on a
+        console without logins, none with logins (the page fills in per user when it loads)."""
+        return NOBODY if self.settings.auth else SINGLE_USER
 
     def datasets(self) -> list[Dataset]:
         """Scanned on each call: uploads appear at once, and a data root holds few folders."""

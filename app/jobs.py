@@ -18,7 +18,9 @@ from typing import Callable
 from core import launcher
 from core.config import Config, load_config
 from core.atomic import atomic_write
-from core.rundir import TERMINAL_STATES, RunDir, RunDirError, list_runs
+from core.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, list_runs
+
+from app.access import SINGLE_USER, Viewer, read_owner, visible
 
 DEDUPE_WINDOW_S = 10.0  # the same config submitted again within this window is the same request
 
@@ -47,9 +49,11 @@ class JobManager:
 
     def __init__(self, runs_dir: Path, *, create_run: Callable = launcher.create_run,
                  launch: Callable = launcher.launch, stop: Callable = launcher.stop,
-                 reconcile: Callable = launcher.reconcile, dedupe_window_s: float = DEDUPE_WINDOW_S):
+                 reconcile: Callable = launcher.reconcile, dedupe_window_s: float = DEDUPE_WINDOW_S,
+                 on_end: Callable[[RunDir], None] | None = None):
         self.runs_dir = Path(runs_dir)
         self._create_run, self._launch, self._stop, self._reconcile = create_run, launch, stop, reconcile
+        self._on_end = on_end
         self._window = dedupe_window_s
         self._lock = threading.Lock()
         self._recent: dict[str, tuple[float, str]] = {}  # request fingerprint -> (time, run id)
@@ -57,12 +61,13 @@ class JobManager:
 
     # -- starting --
 
-    def start(self, config: Config) -> StartResult:
+    def start(self, config: Config, owner: str | None = None) -> StartResult:
         """Create and launch a run for `config`, once: a repeat of the same request within the
-        window returns the run already started instead of a second one."""
+        window returns the run already started instead of a second one. `owner` (the logged-in
+        user) is recorded in the run's status before the worker starts."""
         config.validate()
         launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
-        key = hashlib.sha256(config.to_yaml().encode()).hexdigest()
+        key = hashlib.sha256(f"{owner}\n{config.to_yaml()}".encode()).hexdigest()
         with self._lock:
             now = time.monotonic()
             self._recent = {k: v for k, v in self._recent.items() if now - v[0] < self._window}
@@ -70,26 +75,28 @@ class JobManager:
                 run_id = self._recent[key][1]
                 return StartResult(run_id, False, f"already started as {run_id}")
             run = self._create_run(config)
+            if owner is not None:
+                run.write_status(owner=owner)
             self._launch_and_watch(run)
             self._recent[key] = (now, run.run_id)
         return StartResult(run.run_id, True, f"started {run.run_id}")
 
-    def resume(self, run_id: str) -> StartResult:
+    def resume(self, run_id: str, viewer: Viewer = SINGLE_USER) -> StartResult:
         """Start a new attempt of a stopped or failed run from its last checkpoint."""
-        run = self.run_dir(run_id)
+        run = self.run_dir(run_id, viewer)
         with self._lock:
-            status = self._reconcile(run)
-            state = status.get("state")
+            state = self._reconcile(run).state
             if state not in ("stopped", "failed"):
                 raise JobError(f"{run_id} is {state}; only a stopped or failed run can be resumed")
-            last = run.checkpoints_dir / "last"
-            if not last.exists():
+            step = run.checkpoint_step("last")
+            if step is None:
                 raise JobError(f"{run_id} saved no checkpoint to resume from; start a new run instead")
+            last = run.checkpoint("last")
             config = load_config(run.config_path).with_updates({"run.resume": str(last.absolute())})
             run.restart_for_resume()
             atomic_write(run.config_path, config.to_yaml())
             self._launch_and_watch(run)
-        return StartResult(run.run_id, True, f"resumed {run.run_id} from {last.resolve().name}")
+        return StartResult(run.run_id, True, f"resumed {run.run_id} from {run.checkpoint(step).name}")
 
     def _launch_and_watch(self, run: RunDir) -> None:
         launched = self._launch(run)
@@ -102,16 +109,24 @@ class JobManager:
         """Wait for our child to exit (so it leaves no zombie) and mark a crash as failed."""
         process.wait()
         try:
-            self._reconcile(RunDir(run.path.resolve()))
+            status = self._reconcile(RunDir(run.path.resolve()))
         except (RunDirError, launcher.LaunchError, OSError):
-            pass
+            return
+        self._ended(run, status)
+
+    def _ended(self, run: RunDir, status: Status) -> None:
+        if self._on_end is not None and status.state in TERMINAL_STATES:
+            try:
+                self._on_end(RunDir(run.path.resolve()))
+            except (RunDirError, OSError) as err:
+                print(f"mindtune: after {run.run_id} ended: {err}", flush=True)
 
     # -- stopping --
 
-    def request_stop(self, run_id: str, graceful: bool) -> str:
+    def request_stop(self, run_id: str, graceful: bool, viewer: Viewer = SINGLE_USER) -> str:
         """Stop a run in the background (a graceful stop may wait for a checkpoint); the run's
         status shows the progress. A second request while one is under way is ignored."""
-        run = self.run_dir(run_id)
+        run = self.run_dir(run_id, viewer)
         with self._lock:
             worker = self._stopping.get(run_id)
             if worker is not None and worker.is_alive() and graceful:
@@ -135,18 +150,23 @@ class JobManager:
 
     # -- finding runs --
 
-    def run_dir(self, run_id: str) -> RunDir:
-        """The run folder of `run_id` inside the runs folder (a renamed run is followed)."""
-        if not run_id or "/" in run_id or run_id in (".", ".."):
+    def run_dir(self, run_id: str, viewer: Viewer = SINGLE_USER) -> RunDir:
+        """The run folder of `run_id` inside the runs folder (a renamed run is followed), if
+        `viewer` may see it; another user's run is answered as if it did not exist."""
+        if not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
             raise JobError(f"{run_id!r} is not a run id")
-        path = self.runs_dir / run_id
-        if not (path / "status.json").is_file():
+        run = RunDir(self.runs_dir / run_id)
+        if not run.exists() or not viewer.may_see(read_owner(run.path)):
             raise JobError(f"no run {run_id} in {self.runs_dir}")
-        return RunDir(path.resolve())
+        return RunDir(run.path.resolve())
 
-    def current_status(self, run_id: str) -> dict:
+    def runs(self, viewer: Viewer = SINGLE_USER) -> list[RunSummary]:
+        """The runs `viewer` may see, newest first."""
+        return visible(viewer, list_runs(self.runs_dir))
+
+    def current_status(self, run_id: str, viewer: Viewer = SINGLE_USER) -> Status:
         """The run's status after checking that an active run still has a process."""
-        return self._reconcile(self.run_dir(run_id))
+        return self._reconcile(self.run_dir(run_id, viewer))
 
     def reattach(self) -> ReattachReport:
         """At startup: reconcile every run that says it is active; keep watching the live ones
@@ -160,7 +180,7 @@ class JobManager:
             except (RunDirError, launcher.LaunchError) as err:
                 print(f"mindtune: cannot check {summary.run_id}: {err}", flush=True)
                 continue
-            (failed if status.get("state") == "failed" else alive).append(summary.run_id)
+            (failed if status.state == "failed" else alive).append(summary.run_id)
         orphans = [f"pid {o.pid} of {o.run_dir.name} ({o.state})" for o in launcher.find_orphans(self.runs_dir)]
         return ReattachReport(alive, failed, orphans)
 

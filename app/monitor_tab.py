@@ -19,6 +19,8 @@ from typing import Any
 
 import gradio as gr
 
+from core.config import describe_fields
+
 from app import monitor_callbacks as cb
 from app.context import Console
 from app.exports import FORMATS
@@ -27,12 +29,14 @@ from app.metrics import empty_frame
 from app.run_status import state_html
 from app.sessions import session_lock
 from app.svg_chart import line_chart
+from app.widgets import field_widget
 
 FEED_JS = Path(__file__).with_name("monitor_feed.js").read_text(encoding="utf-8")
 # chart -> elem_id; the charts are server-drawn SVG (see app/svg_chart.py for why)
 CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot", "memory": "memory-plot",
           "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot"}
 DOWNLOAD_IDS = {"peft": "download-adapter", "merged": "download-merged", "mindspore": "download-mindspore"}
+ES_IDS = {"enabled": "es-enabled", "monitor": "es-monitor", "patience": "patience", "min_delta": "es-min-delta"}
 
 
 @dataclass
@@ -63,12 +67,12 @@ def build(console: Console, labels: Labels) -> MonitorTab:
     tab.out["session"] = gr.State(cb.MonitorSession())
     pages = cb.FeedPages()
 
-    def feed(request):
+    def feed(request, http: gr.Request = None):
         """The feed script's poll (a Gradio server function: login-checked, no Gradio event)."""
-        return cb.feed(pages, request, console)
+        return cb.feed(pages, request, console, console.viewer(http))
 
     with gr.Row():
-        tab.out["run"] = labels.bind(gr.Dropdown(choices=cb.run_ids(console), value=None, allow_custom_value=True,
+        tab.out["run"] = labels.bind(gr.Dropdown(choices=cb.run_ids(console, console.page_viewer), value=None, allow_custom_value=True,
                                                  elem_id="run-picker", scale=4), label="mon.run")
         tab.out["state"] = _slot("state", state_html("unknown", labels.lang), tag="span", elem_id="run-state",
                                  js_on_load=FEED_JS, server_functions=[feed])
@@ -103,18 +107,18 @@ def build(console: Console, labels: Labels) -> MonitorTab:
 
 
 def _early_stopping_box(tab: MonitorTab, labels: Labels) -> None:
+    """The early-stopping fields of the config (kind, choices, default, lower bound from its
+    field descriptions, as on the Train tab), to change a running job's settings."""
+    fields = describe_fields()
     with gr.Group():
         labels.bind(gr.Markdown(), value="mon.es")
         tab.out["es_status"] = _slot("es_status", elem_id="es-status")
         with gr.Row():
-            tab.es["enabled"] = labels.bind(gr.Checkbox(value=True, elem_id="es-enabled"),
-                                            label="field.early_stopping.enabled")
-            tab.es["monitor"] = labels.bind(gr.Dropdown(choices=list(cb.ES_MONITORS), value="val_loss",
-                                                        elem_id="es-monitor"), label="field.early_stopping.monitor")
-            tab.es["patience"] = labels.bind(gr.Number(value=3, precision=0, minimum=1, elem_id="patience"),
-                                             label="field.early_stopping.patience")
-            tab.es["min_delta"] = labels.bind(gr.Number(value=0.0, minimum=0, elem_id="es-min-delta"),
-                                              label="field.early_stopping.min_delta")
+            for name, elem_id in ES_IDS.items():
+                info = fields[f"early_stopping.{name}"]
+                bound = {"minimum": info.minimum} if info.kind in ("int", "float") else {}
+                tab.es[name] = field_widget(info.key, info, info.default, labels, elem_id=elem_id, help_line=False,
+                                            **bound)
             tab.out["es_apply"] = labels.bind(gr.Button(elem_id="es-apply"), value="mon.es_apply")
 
 
@@ -122,9 +126,9 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
     session, run = tab.out["session"], tab.out["run"]
     outputs = [run, tab.out["stop"], tab.out["stop_now"], *tab.downloads.values(), *tab.es.values()]
 
-    def on_sync(state: cb.MonitorSession, wanted: str | None, language: str):
+    def on_sync(state: cb.MonitorSession, wanted: str | None, language: str, request: gr.Request):
         with session_lock(state):
-            result = cb.controls(state, wanted, console, language)
+            result = cb.controls(state, wanted, console, language, console.viewer(request))
         picker = (gr.update(choices=result.run_choices, value=result.run_id) if result.run_choices is not None
                   else (gr.update(value=result.run_id) if result.run_id != wanted else gr.skip()))
         active = gr.skip() if result.active is None else gr.update(interactive=result.active)
@@ -143,17 +147,27 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
 
 def _wire_controls(tab: MonitorTab, console: Console, labels: Labels) -> None:
     run, message = tab.out["run"], tab.out["message"]
-    tab.out["stop"].click(lambda r: cb.stop(console, r, graceful=True), run, message, api_visibility="private")
-    tab.out["stop_now"].click(lambda r: cb.stop(console, r, graceful=False), run, message, api_visibility="private")
+    def stop(run_id: str | None, request: gr.Request):
+        return cb.stop(console, run_id, True, console.viewer(request))
+
+    def stop_now(run_id: str | None, request: gr.Request):
+        return cb.stop(console, run_id, False, console.viewer(request))
+
+    tab.out["stop"].click(stop, run, message, api_visibility="private")
+    tab.out["stop_now"].click(stop_now, run, message, api_visibility="private")
     es_inputs = [run, tab.es["enabled"], tab.es["monitor"], tab.es["patience"], tab.es["min_delta"]]
-    apply = lambda *args: cb.apply_early_stopping(console, *args)  # noqa: E731
+
+    def apply(run_id, enabled, monitor, patience, min_delta, request: gr.Request):
+        return cb.apply_early_stopping(console, run_id, enabled, monitor, patience, min_delta,
+                                       console.viewer(request))
     tab.out["es_apply"].click(apply, es_inputs, message, api_visibility="private")
     tab.es["patience"].submit(apply, es_inputs, message, api_visibility="private")
     lang = labels.toggle
     for fmt, button in tab.downloads.items():
-        def prepare(run_id: str | None, language: str, fmt: str = fmt):
+        def prepare(run_id: str | None, language: str, request: gr.Request, fmt: str = fmt):
             """Export if needed (an existing zip returns at once), then offer the file."""
-            (label, path, clickable), note = cb.prepare_download(console, run_id, fmt, language)
+            (label, path, clickable), note = cb.prepare_download(console, run_id, fmt, language,
+                                                                 console.viewer(request))
             return gr.update(label=label, value=path, interactive=clickable), note
 
         inputs = [run, lang]

@@ -15,10 +15,11 @@ import pandas as pd
 import yaml
 
 from core import launcher
-from core.rundir import TERMINAL_STATES, RunDirError, RunSummary, list_runs, resolve_inside
+from core.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, TrainRecord, resolve_inside
 
+from app.access import SINGLE_USER, Viewer
 from app.context import Console
-from app.metrics import RunCharts, last_record
+from app.metrics import RunCharts
 from app.run_status import elapsed_s, fmt_duration
 from app.svg_chart import line_chart
 
@@ -38,41 +39,46 @@ def _number(value: Any, digits: int = 3) -> str:
 def table_row(summary: RunSummary, now: float | None = None) -> list[str]:
     """One run's row: final figures when it is over, the latest logged ones while it runs."""
     status = summary.status
-    final = status.get("final") or {}
-    best = status.get("best") or {}
-    latest = {} if final else (last_record(summary.path / "metrics.jsonl", "train") or {})
-    step = status.get("step")
-    total = status.get("total_steps")
+    final, best = status.final, status.best
+    latest = None if final else summary.run.last_metric(TrainRecord)
+    step, total = status.step, status.total_steps
     reason = (summary.reason or "").splitlines()[0][:120] if summary.reason else ""
+    if final:
+        ppl, tokens_per_s, peak_mem_mb = final.best_val_ppl, final.tokens_per_s, final.peak_mem_mb
+    else:
+        ppl = best.val_ppl if best else None
+        tokens_per_s, peak_mem_mb = (latest.tokens_per_s, latest.peak_mem_mb) if latest else (None, None)
     return [summary.run_id, summary.state,
             f"{step}/{total}" if step is not None and total else _number(step),
-            _number(final.get("best_val_ppl", best.get("val_ppl")), 4),
-            _number(final.get("tokens_per_s", latest.get("tokens_per_s")), 4),
-            _number(final.get("peak_mem_mb", latest.get("peak_mem_mb")), 5),
+            _number(ppl, 4), _number(tokens_per_s, 4), _number(peak_mem_mb, 5),
             fmt_duration(elapsed_s(status, now)), reason]
 
 
-def folder_key(console: Console) -> str:
+def folder_key(console: Console, viewer: Viewer = SINGLE_USER) -> str:
     """A fingerprint of every run's status and metrics files (names, sizes, times): it changes when
-    the runs table or a compared run's curves would."""
-    parts = []
+    the runs table or a compared run's curves would (only the runs `viewer` may see count)."""
+    parts = [viewer.user or ""]
     try:
         entries = sorted(os.scandir(console.runs_dir), key=lambda e: e.name)
     except OSError:
         return ""
+    if not viewer.admin:
+        mine = {s.run_id for s in console.jobs.runs(viewer)}
+        entries = [e for e in entries if e.name in mine]
     for entry in entries:
         parts.append(entry.name)
-        for name in ("status.json", "metrics.jsonl"):
+        run = RunDir(entry.path)
+        for path in (run.status_path, run.metrics_path):
             try:
-                st = os.stat(os.path.join(entry.path, name))
+                st = os.stat(path)
                 parts.append(f"{st.st_size}:{st.st_mtime_ns}")
             except OSError:
                 parts.append("-")
     return str(hash("|".join(parts)))
 
 
-def runs_table(console: Console) -> pd.DataFrame:
-    rows = [table_row(s) for s in list_runs(console.runs_dir)]
+def runs_table(console: Console, viewer: Viewer = SINGLE_USER) -> pd.DataFrame:
+    rows = [table_row(s) for s in console.jobs.runs(viewer)]
     return pd.DataFrame(rows, columns=TABLE_HEADERS)
 
 
@@ -81,14 +87,16 @@ class OverlayCache:
     """Chart data of the runs being compared, read incrementally like the Monitor's (per session)."""
     charts: dict[str, RunCharts] = field(default_factory=dict)
 
-    def frame(self, console: Console, run_ids: list[str], metric: str) -> pd.DataFrame:
+    def frame(self, console: Console, run_ids: list[str], metric: str,
+              viewer: Viewer = SINGLE_USER) -> pd.DataFrame:
         chart, series = OVERLAY_METRICS.get(metric, OVERLAY_METRICS["train loss"])
         parts = []
         for run_id in run_ids[:MAX_OVERLAY]:
-            path = console.runs_dir / run_id
-            if not (path / "status.json").is_file():
+            try:
+                run = console.jobs.run_dir(run_id, viewer)
+            except ValueError:
                 continue
-            charts = self.charts.setdefault(run_id, RunCharts(path))
+            charts = self.charts.setdefault(run_id, RunCharts(run.path))
             charts.update()
             data = charts.frames[chart]
             data = data[data["series"] == series]
@@ -124,9 +132,11 @@ def _flat_config(path: Path) -> dict[str, Any]:
     return flat
 
 
-def config_diff(console: Console, run_ids: list[str]) -> tuple[list[str], list[list[Any]], set[int]]:
+def config_diff(console: Console, run_ids: list[str],
+                viewer: Viewer = SINGLE_USER) -> tuple[list[str], list[list[Any]], set[int]]:
     """(columns, rows, indexes of rows whose values differ) for the selected runs' configs."""
-    configs = {r: _flat_config(console.runs_dir / r / "config.yaml") for r in run_ids}
+    run_ids = [r for r in run_ids if _sees(console, r, viewer)]
+    configs = {r: _flat_config(RunDir(console.runs_dir / r).config_path) for r in run_ids}
     keys = list(dict.fromkeys(k for flat in configs.values() for k in flat))
     rows, differing = [], set()
     for index, key in enumerate(keys):
@@ -137,11 +147,20 @@ def config_diff(console: Console, run_ids: list[str]) -> tuple[list[str], list[l
     return ["setting", *run_ids], rows, differing
 
 
-def config_diff_html(console: Console, run_ids: list[str], only_differences: bool = False) -> str:
+def _sees(console: Console, run_id: str, viewer: Viewer) -> bool:
+    try:
+        return bool(console.jobs.run_dir(run_id, viewer))
+    except ValueError:
+        return False
+
+
+def config_diff_html(console: Console, run_ids: list[str], only_differences: bool = False,
+                     viewer: Viewer = SINGLE_USER) -> str:
     """The configs side by side as an HTML table; rows that differ carry class `mt-diff`."""
+    run_ids = [r for r in run_ids or [] if _sees(console, r, viewer)]
     if not run_ids:
         return '<div class="mt-note">select runs to compare their configs</div>'
-    columns, rows, differing = config_diff(console, run_ids)
+    columns, rows, differing = config_diff(console, run_ids, viewer)
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
     body = []
     for index, row in enumerate(rows):
@@ -159,35 +178,35 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def resume(console: Console, run_ids: list[str]) -> tuple[str | None, str]:
+def resume(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> tuple[str | None, str]:
     """Resume the one selected run; returns (run id to watch, message)."""
     if len(run_ids) != 1:
         return None, "⚠ select exactly one stopped or failed run to resume"
     try:
-        result = console.jobs.resume(run_ids[0])
+        result = console.jobs.resume(run_ids[0], viewer)
     except (ValueError, RunDirError, launcher.LaunchError, OSError) as err:
         return None, f"⚠ {err}"
     return result.run_id, result.message
 
 
-def delete_check(console: Console, run_ids: list[str]) -> tuple[bool, str]:
+def delete_check(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> tuple[bool, str]:
     """Whether the selected runs may be deleted (all over, no process left), and the question to ask."""
     if not run_ids:
         return False, "⚠ select the runs to delete"
     for run_id in run_ids:
         try:
-            status = console.jobs.current_status(run_id)
+            status = console.jobs.current_status(run_id, viewer)
         except (ValueError, RunDirError, launcher.LaunchError) as err:
             return False, f"⚠ {err}"
-        if status.get("state") not in TERMINAL_STATES:
-            return False, f"⚠ {run_id} is {status.get('state')}: stop it before deleting it"
+        if status.state not in TERMINAL_STATES:
+            return False, f"⚠ {run_id} is {status.state}: stop it before deleting it"
     names = ", ".join(f"`{r}`" for r in run_ids)
     return True, f"Delete {names} with all checkpoints and exports? This cannot be undone."
 
 
-def delete(console: Console, run_ids: list[str]) -> str:
+def delete(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> str:
     """Delete finished runs (their folders, and the links left by renames) inside the runs folder."""
-    ok, message = delete_check(console, run_ids)
+    ok, message = delete_check(console, run_ids, viewer)
     if not ok:
         return message
     deleted = []

@@ -39,7 +39,7 @@ def build(console: Console, labels: Labels) -> RunsTab:
     tab = RunsTab()
     out = tab.out
     out["session"] = gr.State(RunsSession())
-    table = cb.runs_table(console)
+    table = cb.runs_table(console, console.page_viewer)
     out["table"] = labels.bind(gr.Dataframe(value=table, interactive=False, wrap=True, elem_id="runs-table",
                                             max_height=360), label="runs.table")
     with gr.Row():
@@ -64,9 +64,9 @@ def build(console: Console, labels: Labels) -> RunsTab:
     out["only_diff"] = labels.bind(gr.Checkbox(value=False, elem_id="runs-only-diff"), label="runs.only_diff")
     out["diff"] = gr.HTML(elem_id="runs-config-diff")
 
-    def key() -> str:
+    def key(_args=None, request: gr.Request = None) -> str:
         """Fingerprint of the runs folder (the watcher's poll; a server function, not an event)."""
-        return cb.folder_key(console)
+        return cb.folder_key(console, console.viewer(request))
 
     out["watch"] = gr.HTML("", elem_id="runs-watch", js_on_load=WATCH_JS, server_functions=[key])
     _wire(tab, console)
@@ -76,14 +76,14 @@ def build(console: Console, labels: Labels) -> RunsTab:
 def _wire(tab: RunsTab, console: Console) -> None:
     out = tab.out
 
-    def refresh(session: RunsSession, selected: list[str], metric: str, only_diff: bool):
+    def refresh(session: RunsSession, selected: list[str], metric: str, only_diff: bool, request: gr.Request):
         with session_lock(session):
-            return _refresh(session, selected, metric)
+            return _refresh(session, selected, metric, console.viewer(request))
 
-    def _refresh(session: RunsSession, selected: list[str], metric: str):
-        table = cb.runs_table(console)
+    def _refresh(session: RunsSession, selected: list[str], metric: str, viewer):
+        table = cb.runs_table(console, viewer)
         key = table.to_json()
-        overlay = cb.overlay_svg(session.overlay.frame(console, selected or [], metric), metric)
+        overlay = cb.overlay_svg(session.overlay.frame(console, selected or [], metric, viewer), metric)
         if key == session.table_key:
             return gr.skip(), gr.skip(), overlay
         session.table_key = key
@@ -96,16 +96,17 @@ def _wire(tab: RunsTab, console: Console) -> None:
                          trigger_mode="always_last", api_visibility="private")
     out["refresh"].click(refresh, inputs, outputs, api_visibility="private")
 
-    def compare(session: RunsSession, selected: list[str], metric: str, only_diff: bool):
+    def compare(session: RunsSession, selected: list[str], metric: str, only_diff: bool, request: gr.Request):
+        viewer = console.viewer(request)
         with session_lock(session):
-            frame = session.overlay.frame(console, selected or [], metric)
-        return cb.overlay_svg(frame, metric), cb.config_diff_html(console, selected or [], only_diff)
+            frame = session.overlay.frame(console, selected or [], metric, viewer)
+        return cb.overlay_svg(frame, metric), cb.config_diff_html(console, selected or [], only_diff, viewer)
 
     for trigger in (out["select"].input, out["metric"].change, out["only_diff"].change):
         trigger(compare, inputs, [out["overlay"], out["diff"]], show_progress="hidden", api_visibility="private")
 
-    def ask(selected: list[str]):
-        ok, question = cb.delete_check(console, selected or [])
+    def ask(selected: list[str], request: gr.Request):
+        ok, question = cb.delete_check(console, selected or [], console.viewer(request))
         return (gr.update(visible=True), question, "") if ok else (gr.update(visible=False), "", question)
 
     out["delete"].click(ask, out["select"], [out["confirm_row"], out["confirm_text"], out["message"]],
@@ -113,10 +114,10 @@ def _wire(tab: RunsTab, console: Console) -> None:
     out["cancel"].click(lambda: (gr.update(visible=False), "cancelled"), None, [out["confirm_row"], out["message"]],
                         api_visibility="private")
 
-    def confirm(session: RunsSession, selected: list[str], metric: str, only_diff: bool):
-        message = cb.delete(console, selected or [])
+    def confirm(session: RunsSession, selected: list[str], metric: str, only_diff: bool, request: gr.Request):
+        message = cb.delete(console, selected or [], console.viewer(request))
         session.table_key = ""
-        table, select, overlay = refresh(session, [], metric, only_diff)
+        table, select, overlay = refresh(session, [], metric, only_diff, request)
         return gr.update(visible=False), message, table, select, overlay, cb.config_diff_html(console, [])
 
     out["confirm"].click(confirm, inputs, [out["confirm_row"], out["message"], out["table"], out["select"],

@@ -2,7 +2,8 @@
 
 `build_app` assembles the tabs and the events that cross them (Start opens the new run in
 Monitor, Resume and Open do the same); `serve` reattaches to runs still going and starts Gradio
-with the safety settings (auth, upload limit, served folders).
+with the safety settings (auth, no share link without it, no /monitoring, upload limit, served
+folders, and app/access.py's origin and run-file guards).
 """
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from pathlib import Path
 
 import gradio as gr
 
-from app import monitor_tab, runs_tab, train_tab, try_tab
+from app import access, monitor_tab, runs_tab, train_tab, try_tab
 from app import runs_callbacks
 from app import train_callbacks
 from app.context import Console
 from app.early_script import status_timer_middleware
 from app.i18n import LANG_CHOICES, Labels
-from app.settings import Settings
+from app.settings import Settings, check_safe
 
 CSS_PATH = Path(__file__).with_name("style.css")
 TAB_IDS = {"train": "tab-train", "monitor": "tab-monitor", "runs": "tab-runs", "try": "tab-try"}
@@ -56,8 +57,8 @@ def _wire_start(console: Console, train: train_tab.TrainTab, monitor: monitor_ta
     """Start: validate, launch once (a double-click launches one run), then show it in Monitor."""
     inputs = set(train.fields.values())
 
-    def start(data: dict):
-        outcome = train_callbacks.start(train.values(data), console)
+    def start(data: dict, request: gr.Request):
+        outcome = train_callbacks.start(train.values(data), console, owner=console.viewer(request).owner)
         if outcome.run_id is None:
             return (gr.skip(), gr.skip(), f"⚠ {outcome.message}", train_callbacks.errors_html(outcome.errors))
         return gr.update(selected="monitor"), gr.update(value=outcome.run_id), f"✓ {outcome.message}", ""
@@ -69,13 +70,17 @@ def _wire_start(console: Console, train: train_tab.TrainTab, monitor: monitor_ta
 
 def _wire_runs_navigation(console: Console, runs: runs_tab.RunsTab, monitor: monitor_tab.MonitorTab,
                           tabs: gr.Tabs) -> None:
-    def open_run(selected: list[str]):
+    def open_run(selected: list[str], request: gr.Request):
         if len(selected or []) != 1:
             return gr.skip(), gr.skip(), "⚠ select one run to open"
+        try:
+            console.jobs.run_dir(selected[0], console.viewer(request))
+        except ValueError as err:
+            return gr.skip(), gr.skip(), f"⚠ {err}"
         return gr.update(selected="monitor"), gr.update(value=selected[0]), ""
 
-    def resume(selected: list[str]):
-        run_id, message = runs_callbacks.resume(console, selected or [])
+    def resume(selected: list[str], request: gr.Request):
+        run_id, message = runs_callbacks.resume(console, selected or [], console.viewer(request))
         if run_id is None:
             return gr.skip(), gr.skip(), message
         return gr.update(selected="monitor"), gr.update(value=run_id), message
@@ -130,8 +135,17 @@ def serve(settings: Settings) -> None:
     demo = build_app(console)
     demo.queue(default_concurrency_limit=4)
     relax_queue_polling(demo)
-    demo.launch(server_name=settings.host, server_port=settings.port, auth=list(settings.auth) or None,
+    demo.launch(**launch_options(settings))
+
+
+def launch_options(settings: Settings) -> dict:
+    """Gradio's launch() arguments: the safety settings spelled out, never left to Gradio's defaults
+    or its environment variables. A share link only with a login (check_safe refuses one without),
+    no /monitoring endpoints, the origin and run-file guards in front of every route."""
+    check_safe(settings)
+    return dict(server_name=settings.host, server_port=settings.port, auth=list(settings.auth) or None,
+                share=bool(settings.share and settings.auth), enable_monitoring=False,
                 max_file_size=settings.max_upload_bytes,
                 allowed_paths=[str(settings.runs_dir), str(settings.uploads_dir / "configs")],
                 show_error=True, css_paths=[CSS_PATH], footer_links=["settings"], quiet=False,
-                app_kwargs={"middleware": [status_timer_middleware()]})
+                app_kwargs={"middleware": [*access.middlewares(settings), status_timer_middleware()]})

@@ -1,16 +1,19 @@
 """The console's command line and the safety rules applied before anything is served.
 
     python -m app [--host 127.0.0.1] [--port 7860] [--models-dir DIR ...] [--data-dir DIR ...]
-                  [--runs-dir runs] [--auth user:pass | --auth-file FILE] [--max-upload-mb 50]
-                  [--lang en|zh]
+                  [--runs-dir runs] [--auth user:pass | --auth-file FILE] [--admin USER ...]
+                  [--max-upload-mb 50] [--lang en|zh]
 
 Binding to anything but a loopback address without a password is refused: the console starts
-processes and serves checkpoints, so on a shared network it must not be open to everyone.
+processes and serves checkpoints, so on a shared network it must not be open to everyone. A public
+share link (Gradio's `GRADIO_SHARE=True`) is refused without a login for the same reason. With
+logins, each user sees only their own runs; an `--admin` user sees every run (see app/access.py).
 """
 from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -36,6 +39,8 @@ class Settings:
     data_dirs: tuple[Path, ...] = (DEFAULT_DATA_DIR,)
     runs_dir: Path = DEFAULT_RUNS_DIR
     auth: tuple[tuple[str, str], ...] = ()
+    admins: tuple[str, ...] = ()
+    share: bool = False
     max_upload_mb: float = 50.0
     lang: str = "en"
     configs_dir: Path = field(default=REPO_ROOT / "configs")
@@ -103,6 +108,8 @@ def _parser() -> argparse.ArgumentParser:
     auth = parser.add_mutually_exclusive_group()
     auth.add_argument("--auth", action="append", metavar="USER:PASS", help="login (repeatable)")
     auth.add_argument("--auth-file", metavar="FILE", help="file with one user:password per line")
+    parser.add_argument("--admin", action="append", metavar="USER",
+                        help="a login that sees and manages every user's runs (repeatable)")
     parser.add_argument("--max-upload-mb", type=float, default=50.0, help="largest dataset upload")
     parser.add_argument("--lang", choices=LANGUAGES, default="en", help="initial language of the labels")
     return parser
@@ -121,14 +128,31 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         host=args.host, port=args.port,
         models_dirs=tuple(Path(d).resolve() for d in args.models_dir or [DEFAULT_MODELS_DIR]),
         data_dirs=tuple(Path(d).resolve() for d in args.data_dir or [DEFAULT_DATA_DIR]),
-        runs_dir=Path(args.runs_dir).resolve(), auth=auth, max_upload_mb=args.max_upload_mb,
-        lang=args.lang)
+        runs_dir=Path(args.runs_dir).resolve(), auth=auth, admins=tuple(args.admin or ()),
+        share=share_requested(), max_upload_mb=args.max_upload_mb, lang=args.lang)
     check_safe(settings)
     return settings
 
 
+def share_requested(environ: dict[str, str] | None = None) -> bool:
+    """Whether the environment asks Gradio for a public share link (GRADIO_SHARE=True), which
+    Gradio would otherwise honour on its own."""
+    return (environ if environ is not None else os.environ).get("GRADIO_SHARE", "").strip().lower() == "true"
+
+
 def check_safe(settings: Settings) -> None:
-    """Refuse to listen beyond this machine without a login."""
+    """Refuse to listen beyond this machine, or through a public share link, without a login;
+    refuse an --admin that is not one of the logins."""
+    users = {user for user, _ in settings.auth}
+    unknown = [name for name in settings.admins if name not in users]
+    if unknown:
+        raise SettingsError(f"--admin {unknown[0]}: not one of the logins given with --auth/--auth-file"
+                            + (f" ({', '.join(sorted(users))})" if users else " (there are none)"))
+    if (settings.share or share_requested()) and not settings.auth:
+        raise SettingsError(
+            "refusing to open a public share link (GRADIO_SHARE=True) without a login: anyone with "
+            "the link could start processes and download checkpoints. Unset GRADIO_SHARE, or add "
+            "--auth user:password.")
     if not is_loopback(settings.host) and not settings.auth:
         raise SettingsError(
             f"refusing to listen on {settings.host} without a login: anyone who can reach this "

@@ -292,14 +292,14 @@ class StartOutcome:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-def start(values: Mapping[str, Any], console: Console) -> StartOutcome:
+def start(values: Mapping[str, Any], console: Console, owner: str | None = None) -> StartOutcome:
     """Launch the form's config; never launches an invalid one. A repeat click returns the run
-    already started."""
+    already started. `owner` (the logged-in user) is recorded in the run."""
     check = check_form(values, console)
     if not check.ok:
         return StartOutcome(None, "not started: fix the problems listed", check.errors)
     try:
-        result = console.jobs.start(check.config)
+        result = console.jobs.start(check.config, owner=owner)
     except ConfigError as err:
         return StartOutcome(None, "not started", form.errors_by_widget(err.errors))
     except (launcher.LaunchError, OSError) as err:

@@ -13,9 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from core.launcher import REPO_ROOT
-from core.rundir import list_runs
+from core.rundir import POINTERS
 
 from app import catalog
+from app.access import SINGLE_USER, Viewer, read_owner
 from app.context import Console
 from app.paths import OutsideRootsError, inside_roots
 
@@ -35,12 +36,13 @@ class Answer:
         return f"{self.text}\n\n[{self.new_tokens} tokens in {self.seconds:.2f} s]"
 
 
-def checkpoint_choices(console: Console) -> list[tuple[str, str]]:
-    """(label, checkpoint folder) of every run with a best or last checkpoint, newest first."""
+def checkpoint_choices(console: Console, viewer: Viewer = SINGLE_USER) -> list[tuple[str, str]]:
+    """(label, checkpoint folder) of every run `viewer` may see with a best or last checkpoint,
+    newest first."""
     choices = []
-    for summary in list_runs(console.runs_dir):
-        for which in ("best", "last"):
-            folder = summary.path / "checkpoints" / which
+    for summary in console.jobs.runs(viewer):
+        for which in POINTERS:
+            folder = summary.run.checkpoint(which)
             if folder.exists():
                 choices.append((f"{summary.run_id} · {which} ({summary.state})", str(folder)))
                 break
@@ -80,7 +82,7 @@ def _run(argv: list[str], runner=subprocess.run) -> Answer:
 
 
 def compare(console: Console, base_model: str | None, checkpoint: str | None, prompt: str, chat: bool,
-            max_new_tokens: int, runner=subprocess.run) -> tuple[Answer, Answer]:
+            max_new_tokens: int, runner=subprocess.run, viewer: Viewer = SINGLE_USER) -> tuple[Answer, Answer]:
     """Both answers; a side that is not set (or outside the allowed folders) explains why."""
     if not (prompt or "").strip():
         missing = Answer("", error="type a prompt first")
@@ -91,21 +93,26 @@ def compare(console: Console, base_model: str | None, checkpoint: str | None, pr
         jobs.append(Answer("", error="pick a loadable base model"))
     else:
         jobs.append(generate_argv(str(entry.path), False, prompt, chat, max_new_tokens))
-    jobs.append(_checkpoint_job(console, checkpoint, prompt, chat, max_new_tokens))
+    jobs.append(_checkpoint_job(console, checkpoint, prompt, chat, max_new_tokens, viewer))
     with ThreadPoolExecutor(max_workers=2) as pool:
         answers = list(pool.map(lambda job: job if isinstance(job, Answer) else _run(job, runner), jobs))
     return answers[0], answers[1]
 
 
 def _checkpoint_job(console: Console, checkpoint: str | None, prompt: str, chat: bool,
-                    max_new_tokens: int) -> list[str] | Answer:
-    """The fine-tuned side's argv, for a checkpoint folder inside the runs folder only."""
+                    max_new_tokens: int, viewer: Viewer = SINGLE_USER) -> list[str] | Answer:
+    """The fine-tuned side's argv, for a checkpoint folder inside the runs folder only, of a run
+    `viewer` may see."""
     if not checkpoint:
         return Answer("", error="pick a fine-tuned checkpoint (runs appear here once they saved one)")
     try:
         folder = inside_roots(checkpoint, [console.runs_dir])
     except OutsideRootsError as err:
         return Answer("", error=str(err))
+    root = inside_roots(console.runs_dir, [console.runs_dir])
+    run = root / folder.relative_to(root).parts[0] if folder != root else root
+    if folder == root or not viewer.may_see(read_owner(run)):
+        return Answer("", error=f"{checkpoint}: no such checkpoint folder")
     if not folder.is_dir():
         return Answer("", error=f"{checkpoint}: no such checkpoint folder")
     return generate_argv(str(folder), True, prompt, chat, max_new_tokens)

@@ -15,7 +15,7 @@ def build(console: Console, labels: Labels) -> dict:
         out["base"] = labels.bind(gr.Dropdown(choices=[(m.label, m.name) for m in models],
                                               value=models[0].name if models else None, elem_id="try-base"),
                                   label="try.base")
-        checkpoints = cb.checkpoint_choices(console)
+        checkpoints = cb.checkpoint_choices(console, console.page_viewer)
         first = checkpoints[0][1] if checkpoints else None
         out["checkpoint"] = labels.bind(gr.Dropdown(choices=checkpoints, value=first, elem_id="try-checkpoint"),
                                         label="try.checkpoint")
@@ -31,13 +31,18 @@ def build(console: Console, labels: Labels) -> dict:
         out["tuned_out"] = labels.bind(gr.Textbox(lines=8, interactive=False, elem_id="try-tuned-output"),
                                        label="try.tuned_out")
 
-    def generate(base: str, checkpoint: str, prompt: str, chat: bool, max_new_tokens: float):
-        left, right = cb.compare(console, base, checkpoint, prompt, chat, int(max_new_tokens))
+    def generate(base: str, checkpoint: str, prompt: str, chat: bool, max_new_tokens: float, request: gr.Request):
+        left, right = cb.compare(console, base, checkpoint, prompt, chat, int(max_new_tokens),
+                                 viewer=console.viewer(request))
         return left.shown(), right.shown()
+
+    def choices(request: gr.Request):
+        return gr.update(choices=cb.checkpoint_choices(console, console.viewer(request)))
+
 
     out["generate"].click(generate, [out["base"], out["checkpoint"], out["prompt"], out["chat"],
                                      out["max_new_tokens"]], [out["base_out"], out["tuned_out"]],
                           concurrency_limit=2, api_visibility="private")
-    out["checkpoint"].focus(lambda: gr.update(choices=cb.checkpoint_choices(console)), None, out["checkpoint"],
+    out["checkpoint"].focus(choices, None, out["checkpoint"],
                             show_progress="hidden", api_visibility="private")
     return out

@@ -308,14 +308,6 @@ class LoraSettings(_Section):
     def scaling(self) -> float:
         return self.alpha / self.rank
 
-    @property
-    def target_regex(self) -> str:
-        """A regex for re.fullmatch on dotted module names: a list matches by last name(s)."""
-        if isinstance(self.target_modules, str):
-            return self.target_modules
-        names = "|".join(re.escape(n) for n in self.target_modules)
-        return rf"(?:.*\.)?(?:{names})"
-
 
 @dataclass
 class DataSettings(_Section):
@@ -404,7 +396,7 @@ class EarlyStoppingSettings(_Section):
 
 @dataclass
 class Config:
-    """Every setting of one run. Build with `from_dict`/`from_yaml` to get everything checked."""
+    """Every setting of one run. Build with `from_dict` or `load_config` to get everything checked."""
     run: RunSettings = field(default_factory=RunSettings)
     model: ModelSettings = field(default_factory=ModelSettings)
     method: Literal["lora", "full"] = _field("lora", "lora trains adapters only; full trains every weight")
@@ -463,10 +455,6 @@ class Config:
             raise ConfigError(problems)
         config.validate()
         return config
-
-    @classmethod
-    def from_yaml(cls, path: str | Path, overrides: Sequence[str] = ()) -> Config:
-        return load_config(path, overrides)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (getattr(self, f.name).to_dict() if f.name in _sections()
@@ -576,6 +564,7 @@ class FieldInfo(NamedTuple):
     choices: tuple[str, ...]
     rule: str
     help: str
+    minimum: float | None = None  # the inclusive lower bound of a number field, if it has one
 
 
 def describe_fields() -> dict[str, FieldInfo]:
@@ -597,7 +586,7 @@ def _field_table() -> dict[str, FieldInfo]:
             choices = typing.get_args(inner) if typing.get_origin(inner) is Literal else ()
             kind = "modules" if f.metadata["coerce"] else "choice" if choices else inner.__name__
             out[key] = FieldInfo(key, kind, optional, defaults[key], choices,
-                                 _describe(hints[f.name], f.metadata), f.metadata["help"])
+                                 _describe(hints[f.name], f.metadata), f.metadata["help"], f.metadata["ge"])
     return {k: out[k] for k in defaults}
 
 

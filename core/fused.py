@@ -456,18 +456,8 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
         return f"composed: {exc}"
     if threads:
         set_threads(kernel, threads)
-    composed = model.use_kernels(_plain_only(FusedAttention(kernel).op), FusedRMSNorm(kernel).op,
-                                 _plain_only(FusedSwiGLU(kernel).op), FusedCrossEntropy(kernel).op)
+    composed = model.use_kernels(attention_variants(kernel), FusedRMSNorm(kernel).op, gate_variants(kernel),
+                                 FusedCrossEntropy(kernel).op)
     if getattr(model, "storage_dtype", model.param_dtype) != model.param_dtype:  # 16-bit frozen weights
         model.use_upcast(FusedUpcast(kernel))
     return "fused" + ("; composed: " + "; ".join(composed) if composed else "")
-
-
-def _plain_only(op):
-    """The factory `CausalLM.use_kernels` calls with a layer's needs, for a kernel without variants:
-    the op when nothing beyond its plain maths is needed, else LookupError naming the needs."""
-    def variant(**needs):
-        if needs:
-            raise LookupError("no kernel variant for " + ", ".join(f"{k}={v}" for k, v in sorted(needs.items())))
-        return op
-    return variant

@@ -26,7 +26,7 @@ import psutil
 
 from core.config import Config, ConfigError, Problem, load_config
 from core.rundir import (
-    TERMINAL_STATES, RunDir, RunDirError, can_transition, make_run_id, next_free_run_id,
+    TERMINAL_STATES, RunDir, RunDirError, Status, can_transition, make_run_id, next_free_run_id,
 )
 
 __all__ = [
@@ -162,7 +162,7 @@ def launch(run_dir: RunDir | str | os.PathLike, data_parallel: int | None = None
     the process create_time that `is_alive` checks.
     """
     run = RunDir(os.path.abspath(os.fspath(run_dir)))
-    state = _read_status(run).get("state")
+    state = _read_status(run).state
     if not can_transition(state, "starting") or state == "starting":
         raise LaunchError(f"run {run.run_id} is {state!r}; only a queued run can start "
                           "(to continue a run that is over, resume it)")
@@ -211,7 +211,7 @@ def _child_env(run: RunDir, extra: Mapping[str, str] | None, python: str) -> dic
     return env
 
 
-def _read_status(run: RunDir) -> dict:
+def _read_status(run: RunDir) -> Status:
     try:
         return run.read_status()
     except RunDirError as err:
@@ -220,10 +220,10 @@ def _read_status(run: RunDir) -> dict:
 
 # ---- watching --------------------------------------------------------------------------------
 
-def _leader(status: Mapping, include_zombie: bool = False) -> psutil.Process | None:
+def _leader(status: Status, include_zombie: bool = False) -> psutil.Process | None:
     """The recorded worker process if it is still that process (pid and create_time match)."""
-    pid, created = status.get("pid"), status.get("create_time")
-    if not isinstance(pid, int) or not isinstance(created, (int, float)):
+    pid, created = status.pid, status.create_time
+    if pid is None or created is None:
         return None
     try:
         process = psutil.Process(pid)
@@ -247,13 +247,13 @@ def _is_zombie(process: psutil.Process) -> bool:
         return False
 
 
-def _on_other_host(status: Mapping) -> bool:
+def _on_other_host(status: Status) -> bool:
     """Whether the run's worker was started on another machine (its pid means nothing here)."""
-    host = status.get("hostname")
+    host = status.hostname
     return bool(host) and host != socket.gethostname()
 
 
-def is_alive(status: Mapping) -> bool:
+def is_alive(status: Status) -> bool:
     """The run's worker process exists and is the one that was started (pid reuse safe)."""
     return _leader(status) is not None
 
@@ -271,10 +271,10 @@ class _RunProcesses:
     whose MINDTUNE_RUN_DIR names the run. Remembers what it has seen, so a child reparented to
     init after its parent died is still found."""
 
-    def __init__(self, run: RunDir, status: Mapping):
+    def __init__(self, run: RunDir, status: Status):
         self.real_path = os.path.realpath(run.path)
         self.leader = _leader(status, include_zombie=True)
-        self.pgid = status.get("pgid") if self.leader is not None else None
+        self.pgid = status.pgid if self.leader is not None else None
         self.leader_key = _key(self.leader) if self.leader is not None else None
         self.known: dict[tuple[int, float], psutil.Process] = {}
         self.signalled: dict[int, set[tuple[int, float]]] = {}
@@ -376,7 +376,7 @@ def _wait_until(done: Callable[[], bool], timeout_s: float) -> bool:
 # ---- stopping --------------------------------------------------------------------------------
 
 def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: float = 30.0,
-         kill_after_s: float | None = None) -> dict:
+         kill_after_s: float | None = None) -> Status:
     """Stop a run and everything it started; returns the final status.
 
     graceful: ask the worker through control.json (it checkpoints and writes its final state),
@@ -386,15 +386,15 @@ def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: 
     """
     run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
     status = _read_status(run)
-    if status.get("state") == "queued":
+    if status.state == "queued":
         return run.write_status(state="stopped", reason="cancelled before it started")
     if _on_other_host(status):  # shared run folder: only the control file reaches that worker
-        if status.get("state") not in TERMINAL_STATES:
+        if status.state not in TERMINAL_STATES:
             run.write_control(stop="graceful" if graceful else "now")
         return _read_status(run)
     processes = _RunProcesses(run, status)
     leader_was_alive = is_alive(status)
-    if status.get("state") not in TERMINAL_STATES:
+    if status.state not in TERMINAL_STATES:
         run.write_control(stop="graceful" if graceful else "now")
         _try_write_status(run, state="stopping")
     ended_by_itself = graceful and _wait_until(lambda: _leader(status) is None, timeout_s)
@@ -406,7 +406,7 @@ def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: 
             left = ", ".join(str(p.pid) for p in processes.scan())
             raise LaunchError(f"run {run.run_id}: processes {left} survived SIGKILL")
     final = _read_status(run)
-    if final.get("state") in TERMINAL_STATES:
+    if final.state in TERMINAL_STATES:
         return final
     if leader_was_alive and not ended_by_itself:
         reason = ("stopped now by user" if not graceful else
@@ -415,7 +415,7 @@ def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: 
     return reconcile(run)
 
 
-def _try_write_status(run: RunDir, **fields) -> dict | None:
+def _try_write_status(run: RunDir, **fields) -> Status | None:
     """write_status, or None when the worker changed state first (it wins)."""
     try:
         return run.write_status(**fields)
@@ -444,18 +444,18 @@ def _error_lines(log_path: Path, limit: int = 8, tail_bytes: int = 65536) -> lis
     return lines[-limit:]
 
 
-def reconcile(run_dir: RunDir | str | os.PathLike) -> dict:
+def reconcile(run_dir: RunDir | str | os.PathLike) -> Status:
     """Mark a run `failed` if its status says it is active but none of its processes is alive.
 
     Returns the (possibly updated) status. A run still being launched is left alone.
     """
     run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
     status = _read_status(run)
-    state = status.get("state")
+    state = status.state
     if state in TERMINAL_STATES or state == "queued" or _on_other_host(status):
         return status
-    if (state == "starting" and status.get("pid") is None
-            and time.time() - float(status.get("updated_at") or 0) < _LAUNCH_GRACE_S):
+    if (state == "starting" and status.pid is None
+            and time.time() - (status.updated_at or 0.0) < _LAUNCH_GRACE_S):
         return status
     if is_alive(status) or _RunProcesses(run, status).scan():
         return status
@@ -484,7 +484,7 @@ def find_orphans(runs_dir: str | os.PathLike) -> list[Orphan]:
             continue
         if path not in states:
             try:
-                states[path] = RunDir(path).read_status().get("state") or "unknown"
+                states[path] = RunDir(path).read_status().state or "unknown"
             except RunDirError:
                 states[path] = "missing" if not os.path.isdir(path) else "unknown"
         if states[path] in TERMINAL_STATES or states[path] == "missing":

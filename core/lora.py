@@ -132,13 +132,6 @@ def inject_lora(model: nn.Cell, rank: int, alpha: float, dropout: float,
     return targets
 
 
-def inject_lora_from_settings(model: nn.Cell, lora_settings) -> list[str]:
-    """`inject_lora` from a settings object with `.rank .alpha .dropout .target_modules`
-    (`core.config.LoraSettings`, duck-typed so this module does not depend on config)."""
-    return inject_lora(model, lora_settings.rank, lora_settings.alpha, lora_settings.dropout,
-                       lora_settings.target_modules)
-
-
 def select_target_modules(dense: dict[str, nn.Dense], target_modules) -> list[str]:
     """The names in `dense` (dotted name -> Dense) that `target_modules` selects, in model order."""
     if isinstance(target_modules, str):

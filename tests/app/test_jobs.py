@@ -55,7 +55,7 @@ def test_resume_a_stopped_run_from_its_last_checkpoint(console, fake_launcher):
     result = console.jobs.resume(run.run_id)
     assert result.started and "step-8" in result.message
     status = run.read_status()
-    assert status["state"] == "starting" and status["attempt"] == 2
+    assert status.state == "starting" and status.attempt == 2
     assert load_config(run.config_path).run.resume == str(run.checkpoints_dir / "last")
     assert fake_launcher.launched[-1].run_id == run.run_id
 
