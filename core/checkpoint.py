@@ -19,12 +19,11 @@ import numpy as np
 
 import mindspore as ms  # noqa: F401  (importing mindspore registers numpy's bfloat16 dtype)
 from mindspore import Tensor, ops
-from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from core.atomic import atomic_folder, atomic_symlink
 from core.model import CausalLM, DTYPES
-from core.safetensors_io import TensorEntry, entry_of, write_file
+from core.safetensors_io import SafetensorsReader, TensorEntry, entry_of, write_file
 from core.model_args import (INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
                              require_folder, weight_files)
 
@@ -36,42 +35,50 @@ def read_safetensors(files: list[Path]) -> dict[str, np.ndarray]:
 
 class SafetensorsFiles(Mapping):
     """The tensors of safetensors files by name, each read from disk when it is asked for (a 0.5B
-    model is then never in memory twice while it loads). Names, shapes and dtypes come from the
-    headers; a name in two files, or a file that is not safetensors, is a CheckpointError naming it.
-    Use as a context manager (the files stay open inside it)."""
+    model is then never in memory twice while it loads; `core.safetensors_io.SafetensorsReader`,
+    plain reads, no mmap). Names, shapes and dtypes come from the headers; a name in two files, or
+    a file that is not safetensors, is a CheckpointError naming it. Use as a context manager (the
+    files stay open inside it)."""
 
     def __init__(self, files: list[Path]):
         self.files = [Path(f) for f in files]
-        self._handles: list = []
-        self._where: dict[str, tuple[object, Path]] = {}
+        self._readers: list[SafetensorsReader] = []
+        self._where: dict[str, SafetensorsReader] = {}
 
     def __enter__(self) -> SafetensorsFiles:
         for path in self.files:
             try:
-                handle = safe_open(str(path), framework="numpy")
-                handle.__enter__()
-            except (SafetensorError, OSError, ValueError) as exc:
+                reader = SafetensorsReader(path)
+            except (OSError, ValueError) as exc:
                 self.__exit__()
                 raise CheckpointError(f"{path}: cannot read safetensors file (truncated or corrupt?): {exc}") from exc
-            self._handles.append(handle)
-            for key in handle.keys():
+            self._readers.append(reader)
+            for key in reader.tensors:
                 if key in self._where:
                     self.__exit__()
                     raise CheckpointError(f"{path}: tensor {key} appears in more than one shard.")
-                self._where[key] = (handle, path)
+                self._where[key] = reader
         return self
 
     def __exit__(self, *exc) -> None:
-        for handle in self._handles:
-            handle.__exit__(None, None, None)
-        self._handles = []
+        for reader in self._readers:
+            reader.close()
+        self._readers = []
 
     def __getitem__(self, key: str) -> np.ndarray:
-        handle, path = self._where[key]
+        reader = self._where[key]
         try:
-            return handle.get_tensor(key)
-        except (SafetensorError, OSError, ValueError) as exc:
-            raise CheckpointError(f"{path}: cannot read tensor {key} (truncated or corrupt?): {exc}") from exc
+            return reader.read(key)
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{reader.path}: cannot read tensor {key} (truncated or corrupt?): {exc}") from exc
+
+    def read_into(self, key: str, out: np.ndarray) -> None:
+        """Tensor `key` written into the array `out` (see SafetensorsReader.read_into)."""
+        reader = self._where[key]
+        try:
+            reader.read_into(key, out)
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{reader.path}: cannot read tensor {key} (truncated or corrupt?): {exc}") from exc
 
     def __iter__(self):
         return iter(self._where)
@@ -86,26 +93,47 @@ class SafetensorsFiles(Mapping):
         return view
 
     def file_of(self, key: str) -> Path:
-        return self._where[key][1]
+        return self._where[key].path
 
     def shape(self, key: str) -> tuple[int, ...]:
-        return tuple(self._where[key][0].get_slice(key).get_shape())
+        return self._where[key].tensors[key].shape
 
     def dtype(self, key: str) -> str:
-        """The stored dtype as safetensors names it: "BF16", "F16", "F32", ..."""
-        return self._where[key][0].get_slice(key).get_dtype()
+        """The stored dtype as a numpy name: "bfloat16", "float32", ..."""
+        return self._where[key].tensors[key].dtype
+
+    def metadata(self, key: str) -> dict:
+        return self._where[key].metadata
 
 
 def _shape_of(tensors: Mapping, key: str) -> tuple[int, ...]:
     return tensors.shape(key) if isinstance(tensors, SafetensorsFiles) else tuple(np.shape(tensors[key]))
 
 
-def parameter_tensor(array: np.ndarray, dtype) -> Tensor:
-    """A Tensor of `dtype` holding `array`: directly when the dtypes agree (a bf16 file into a bf16
-    parameter), else through float32 (every stored dtype converts to it exactly)."""
-    if array.dtype == ms.dtype_to_nptype(dtype):
-        return Tensor(np.ascontiguousarray(array), dtype=dtype)
-    return Tensor(array.astype(np.float32), dtype=dtype)
+def _host_view(param) -> np.ndarray | None:
+    """A writable numpy view of a CPU parameter's own storage, or None where asnumpy() copies."""
+    view = param.asnumpy()
+    again = param.asnumpy()
+    if view.flags.writeable and view.__array_interface__["data"][0] == again.__array_interface__["data"][0]:
+        return view
+    return None
+
+
+def copy_into_parameter(param, tensors: Mapping, key: str) -> None:
+    """Tensor `key` of `tensors` into `param`, converted to its dtype: read straight into the
+    parameter's storage where MindSpore exposes it (the CPU: no second copy of the largest tensor,
+    the embedding), else through a new Tensor."""
+    view = _host_view(param)
+    if view is not None:
+        if isinstance(tensors, SafetensorsFiles):
+            tensors.read_into(key, view)
+        else:
+            np.copyto(view, tensors[key], casting="unsafe")
+        return
+    array = tensors[key]
+    if array.dtype != ms.dtype_to_nptype(param.dtype):
+        array = array.astype(np.float32)  # every stored dtype converts to float32 exactly
+    param.set_data(Tensor(np.ascontiguousarray(array), dtype=param.dtype))
 
 
 def load_hf_weights(model: CausalLM, tensors: Mapping[str, np.ndarray], source: str) -> None:
@@ -146,7 +174,7 @@ def load_hf_weights(model: CausalLM, tensors: Mapping[str, np.ndarray], source: 
             raise CheckpointError(f"{source}: tensor {hub_names.get(name, name)} has shape {shape}, "
                                   f"config.json implies {tuple(param.shape)}.")
     for name, param in params.items():
-        param.set_data(parameter_tensor(tensors[hub_key[name]], param.dtype))
+        copy_into_parameter(param, tensors, hub_key[name])
     model.hub_names = {name: hub_names.get(name, name) for name in params}
 
 

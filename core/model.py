@@ -69,13 +69,12 @@ def weight_dtype(dtype):
 
 
 class FrozenMatmul(nn.Cell):
-    """x (N, in) · Wᵀ for a frozen weight W (out, in) stored in 16 bits, in x's float32: W is
-    upcast inside the call and again inside the backward (which returns no gradient for it), so no
-    float32 copy of W lives from the forward to the backward, as a MatMul's input would for its
-    gradient. `upcast(w, after)` (core.fused.FusedUpcast, set by `CausalLM.use_upcast`) makes the
-    copy once `after` is computed; without it MindSpore's Cast runs, which the CPU runtime schedules
-    as soon as the step starts (a Cast of a weight depends on nothing else), so every layer's copy
-    is held at once: correct, but no memory saved (measured)."""
+    """x (N, in) · Wᵀ for a frozen weight W (out, in) stored in 16 bits, in x's float32, with no
+    gradient for W. With core.fused's kernels (`fused`, set by `CausalLM.use_frozen_kernels`) W is
+    converted a block at a time inside the product and again inside its backward: no float32 copy
+    of W exists. Without them MindSpore's Cast upcasts W whole; the CPU runtime schedules a Cast of a
+    weight as soon as the step starts (it depends on nothing else), so every layer's copy is held
+    at once: correct, but no memory saved (measured)."""
 
     def __init__(self):
         super().__init__()
@@ -83,18 +82,17 @@ class FrozenMatmul(nn.Cell):
         self.matmul = ops.MatMul()
         self.cast = ops.Cast()
         self.zeros_like = ops.ZerosLike()
-        self.upcast = None
-
-    def _float32(self, w, after):
-        if self.upcast is None:
-            return self.cast(w, ms.float32)
-        return self.upcast(w, after)
+        self.fused = None  # core.fused.FusedFrozenWeights
 
     def construct(self, x, w):
-        return self.matmul_bt(x, self._float32(w, x))  # (N, out)
+        if self.fused is not None:
+            return self.fused.matmul(x, w)  # (N, out)
+        return self.matmul_bt(x, self.cast(w, ms.float32))
 
     def bprop(self, x, w, out, dout):
-        return self.matmul(dout, self._float32(w, dout)), self.zeros_like(w)  # dx (N, in); W frozen
+        if self.fused is not None:
+            return self.fused.matmul_backward(dout, w), self.zeros_like(w)  # dx (N, in); W frozen
+        return self.matmul(dout, self.cast(w, ms.float32)), self.zeros_like(w)
 
 
 class Dense(nn.Dense):
@@ -423,6 +421,7 @@ class CausalLM(nn.Cell):
         self.same_kv_heads = args.num_kv_heads == args.num_heads
         self.fused_attention = False  # set by use_kernels: some layer's attention runs the kernel
         self.fused_loss = None  # set by use_kernels: the cross-entropy kernel (core.train_step)
+        self.head_loss = None  # set by use_frozen_kernels: head + cross-entropy kernel (core.train_step)
 
     def rope(self, positions, dtype):
         """positions (B|1, T) int -> [(cos, sin)] per RoPE base, each (B|1, 1, T, rotary_dim) in `dtype`."""
@@ -475,8 +474,11 @@ class CausalLM(nn.Cell):
             x = x * ops.cast(self.embed_scale, x.dtype)
         return x
 
-    def construct(self, input_ids, attention_mask=None, position_ids=None, segment_ids=None):
-        """Full-sequence forward. attention_mask (B, T) 1/0 marks real tokens (right padding);
+    def construct(self, input_ids, attention_mask=None, position_ids=None, segment_ids=None, targets=None):
+        """Full-sequence forward -> float32 logits (B, T, vocab), or with `targets` (B, T) int32 (the
+        next-token targets, below 0 ignored; needs `head_loss`) each position's NLL (B, T), the LM
+        head run inside the loss kernel (no logits tensor). attention_mask (B, T) 1/0 marks real
+        tokens (right padding);
         position_ids (B, T) int32 are the RoPE positions (packed samples restart at 0); segment_ids
         (B, T) int32 number the packed samples: tokens attend only within their own segment, and
         segment 0 is padding. All None: one sample per row, positions 0..T-1."""
@@ -503,6 +505,8 @@ class CausalLM(nn.Cell):
         for layer in self.model.layers:
             cos, sin = tables[layer.rope_index]
             x, _, _, _ = layer(x, cos, sin, masks[layer.mask_index])
+        if targets is not None:
+            return self.head_nll(self.model.norm(x), targets)
         return self.logits(x)
 
     def forward_cached(self, input_ids, past, positions, key_valid, last_only=False):
@@ -533,19 +537,37 @@ class CausalLM(nn.Cell):
             x = x[:, -1:, :]
         return self.logits(x, past is None), new_past
 
-    def use_upcast(self, upcast) -> int:
-        """Read the 16-bit stored weights through core.fused.FusedUpcast (`upcast.upcast`,
-        `upcast.gather`) instead of MindSpore's Cast, which keeps every layer's float32 copy at
-        once (see FrozenMatmul). Returns the number of frozen matrices routed."""
+    def use_frozen_kernels(self, frozen) -> int:
+        """Compute with the 16-bit stored weights through core.fused.FusedFrozenWeights instead of
+        MindSpore's Cast, which keeps every layer's float32 copy at once (see FrozenMatmul): the
+        frozen matmuls, the embedding's rows and, for a frozen head without soft-capping, the head
+        and its loss in one kernel (`head_loss`; training and evaluation use it through
+        core.train_step). Returns the number of frozen matrices routed."""
         count = 0
         for _, cell in self.cells_and_names():
             if isinstance(cell, FrozenMatmul):
-                cell.upcast = upcast.upcast
+                cell.fused = frozen
                 count += 1
             elif isinstance(cell, Embedding) and cell.upcast_rows:
-                cell.gather = upcast.gather
+                cell.gather = frozen.gather
                 count += 1
+        head = self.model.embed_tokens if self.tied else self.lm_head
+        if getattr(head, "upcast_rows", False) or getattr(head, "frozen", None) is not None:
+            if self.final_softcap is None and not getattr(head, "has_bias", False) and not hasattr(head, "lora_a"):
+                self.head_loss = frozen.head_loss
         return count
+
+    def head_weight(self):
+        """The LM head's (vocab, hidden) matrix: the tied embedding or lm_head's weight."""
+        return self.model.embed_tokens.weight if self.tied else self.lm_head.weight
+
+    def head_nll(self, hidden, targets):
+        """Each position's negative log-likelihood of its target through `head_loss` (the head's
+        matmul inside the kernel, no logits tensor): hidden (B, T, h) after the final norm,
+        targets (B, T) int32 (below 0: ignored, nll 0) -> (B, T)."""
+        b, t, h = hidden.shape
+        stats = self.head_loss(hidden.reshape(b * t, h), self.head_weight(), targets.reshape(b * t))  # (B·T, 2)
+        return stats[:, 0].reshape(b, t)
 
     def use_kernels(self, attention=None, norm=None, gate=None, loss=None) -> list[str]:
         """Route the full-sequence forward through fused kernels (`core.fused.enable`) where they
