@@ -289,7 +289,9 @@ class ModelSettings(_Section):
     """The base model."""
     KEY: ClassVar[str] = "model"
     path: str = _field("models/tiny-demo", "Hugging Face model folder (config.json, weights, tokenizer)")
-    dtype: Literal["float32", "float16", "bfloat16"] = _field("float32", "parameter storage (master) dtype")
+    dtype: Literal["float32", "float16", "bfloat16"] = _field(
+        "float32", "parameter dtype; LoRA on the CPU: bfloat16/float16 keep the frozen base weights in 16 bits "
+                   "(computed in float32, half the memory)")
 
 
 @dataclass

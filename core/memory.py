@@ -209,7 +209,7 @@ def _weighted(units: dict[str, float], copies: dict[str, float]) -> dict[str, fl
 
 def cpu_fit(config: Config) -> CpuFit:
     """The constants for the kernels a CPU worker of `config` will run (`core.fused`)."""
-    kernels = fused.expected(config.parallel.device, config.model.dtype, config.precision.amp_level)
+    kernels = fused.expected(config.parallel.device, config.compute_dtype, config.precision.amp_level)
     return CPU_FUSED if kernels else CPU_COMPOSED
 
 
@@ -245,7 +245,7 @@ def _element_bytes(config: Config) -> float:
     precision but the softmax, norms and logits stay float32 (textbook: ~2.5 bytes on average);
     on the CPU, AMP's casts grow the compiled graphs instead (`CPU_AMP_ACTIVATION_FACTOR`)."""
     if config.precision.amp_level == "O0":
-        return float(DTYPE_BYTES[config.model.dtype])
+        return float(DTYPE_BYTES[config.compute_dtype])
     if config.parallel.device == "cpu":
         return FP32 * CPU_AMP_ACTIVATION_FACTOR[config.method]
     return 2.5
@@ -263,7 +263,7 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
     adapter_params = sum(config.lora.rank * (n_in + n_out) for n_in, n_out in lora.values())
     trainable = adapter_params if config.method == "lora" else total_params
 
-    weights = total_params * DTYPE_BYTES[config.model.dtype] + adapter_params * FP32 + _amp_copies(config, args, lora)
+    weights = _weight_bytes(config, args) + adapter_params * FP32 + _amp_copies(config, args, lora)
     gradients = trainable * FP32 * (2 if config.train.grad_accum_steps > 1 else 1)
     optimizer = 2 * trainable * FP32 + OPTIMIZER_STEP_BYTES
     units = activation_units(args, config.train.micro_batch_size, seq_len, lora)
@@ -309,6 +309,18 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
                      "train.micro_batch_size or data.max_seq_len, or use LoRA")
     return MemoryEstimate(*mb, total_mb=total, device_memory_mb=device_memory_mb, fits=fits, notes=notes,
                           parameters=total_params + adapter_params, trainable_parameters=trainable)
+
+
+def _weight_bytes(config: Config, args: ModelArgs) -> float:
+    """The base model's parameters in memory: all in model.dtype, except with 16-bit frozen weights
+    (`Config.frozen_weights_16bit`), where the matrices (2-D: Dense weights, the embedding) are
+    16-bit and the norms and biases float32."""
+    if not config.frozen_weights_16bit:
+        return args.num_parameters() * DTYPE_BYTES[config.model.dtype]
+    shapes = args.parameter_shapes()
+    matrices = sum(math.prod(s) for s in shapes.values() if len(s) >= 2)
+    vectors = sum(math.prod(s) for s in shapes.values() if len(s) < 2)
+    return matrices * DTYPE_BYTES[config.model.dtype] + vectors * FP32
 
 
 def _parallel_notes(config: Config) -> list[str]:
