@@ -71,6 +71,8 @@ class LoRADense(nn.Dense):
                                 name="lora_b")  # (out, rank)
         self.lora_dropout = nn.Dropout(p=float(dropout))
         self.merged = False  # True while scaling·B·A is folded into `weight`
+        self.fused = None  # core.fused.enable: the CPU kernel for the update (dropout 0, float32)
+        self.scaling_tensor = Tensor([self.scaling], ms.float32)
 
     def construct(self, x):
         if self.merged:
@@ -83,6 +85,12 @@ class LoRADense(nn.Dense):
         out = self.matmul(x2, self.weight) if self.frozen is None else self.frozen(x2, self.weight)  # (N, out)
         if self.has_bias:
             out = self.bias_add(out, self.bias)
+        if self.fused is not None and x.dtype == ms.float32:
+            # one kernel each way for x·Aᵀ·(s·B)ᵀ added to the base output (core/kernels/lora.cc)
+            out = self.fused(out, x2, self.lora_a, self.lora_b, self.scaling_tensor)[0]
+            if self.activation_flag:
+                out = self.activation(out)
+            return out.reshape(x_shape[:-1] + (self.out_channels,))
         hidden = self.matmul(self.lora_dropout(x2), ops.cast(self.lora_a, x.dtype))  # (N, rank)
         # scaling folded into B (out × rank), not applied to the (N, out) product
         out = out + self.matmul(hidden, ops.cast(self.lora_b * self.scaling, x.dtype))  # (N, out)

@@ -32,7 +32,7 @@ from core import checkpoint as ckpt
 from core import launcher
 from core.checkpoint import CheckpointError, load_hf_model
 from core.config import Config, ConfigError, EarlyStoppingSettings, describe_fields, load_config
-from core.data import DataError, BatchIterator, eval_batches, load_splits, padded_length
+from core.data import DataError, BatchIterator, eval_batches, load_splits, packed_length, padded_length
 from core.fused import enable as enable_fused_kernels
 from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
@@ -41,7 +41,8 @@ from core.rundir import (BaselineEvent, BestSoFar, ControlEvent, ControlPoller, 
                          FinalFigures, MetricRecord, ResumeEvent, RunDir, SetupEvent, TrainRecord,
                          ValidationFigures, finalize_name)
 from core.tokenizer import Tokenizer, TokenizerError
-from core.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state
+from core.train_step import (EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state,
+                             step_inputs)
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError)
 MONITORS = describe_fields()["early_stopping.monitor"].choices  # the validation metrics early stopping may watch
@@ -162,9 +163,15 @@ class Trainer:
         t0 = time.time()
         self.splits = load_splits(cfg.data, self.tokenizer, seed, cache_dir=Path(".mindtune-cache") / "data")
         stats = self.splits.stats
+<<<<<<< HEAD
         self.length = padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation)
         # LoRA on the CPU with a 16-bit model.dtype: frozen weights stay 16-bit, compute is float32
         self.model = load_hf_model(model_dir, cfg.compute_dtype, storage_dtype=cfg.model.dtype)
+=======
+        self.length = (packed_length(cfg.data.max_seq_len) if cfg.data.packing else
+                       padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation))
+        self.model = load_hf_model(model_dir, cfg.model.dtype)
+>>>>>>> main
         self.base_files = ckpt.weight_files(model_dir)
         if cfg.method == "lora":
             self.lora_modules = inject_lora(self.model, cfg.lora.rank, cfg.lora.alpha, cfg.lora.dropout,
@@ -190,7 +197,8 @@ class Trainer:
         pad_id = self.tokenizer.pad_token_id or 0
         self.batches = BatchIterator(self.splits.train, cfg.train.micro_batch_size,
                                      grad_accum_steps=cfg.train.grad_accum_steps, world_size=self.cluster.world,
-                                     rank=self.cluster.rank, seed=seed, length=self.length, pad_id=pad_id)
+                                     rank=self.cluster.rank, seed=seed, length=self.length, pad_id=pad_id,
+                                     packing=cfg.data.packing, group_by_length=cfg.data.group_by_length)
         self.total_steps = self._total_steps()
         self.schedule = WarmupDecaySchedule(cfg.train.learning_rate, cfg.train.warmup_steps, self.total_steps,
                                             cfg.train.schedule, cfg.train.min_lr_ratio)
@@ -209,6 +217,8 @@ class Trainer:
             trainable_params=trainable_count, total_params=total_count, seq_len=self.length,
             data=stats.to_dict(), lora_modules=len(self.lora_modules), layer_graphs=layer_graphs, kernels=kernels,
             setup_s=round(time.time() - t0, 2)))
+        for warning in stats.warnings():  # fields the data format does not read: reported, never dropped silently
+            self.event(EventRecord(event="warning", message=warning))
 
     def _apply_recompute(self):
         rc = self.cfg.recompute
@@ -246,8 +256,9 @@ class Trainer:
         samples = self.splits.validation
         if self.cfg.eval.max_eval_samples:
             samples = samples[: self.cfg.eval.max_eval_samples]
-        for b in eval_batches(samples, batch, self.length, self.tokenizer.pad_token_id or 0):
-            n, t = self.eval_step(b["input_ids"], b["labels"], b["attention_mask"])
+        for b in eval_batches(samples, batch, self.length, self.tokenizer.pad_token_id or 0,
+                              packing=self.cfg.data.packing):
+            n, t = self.eval_step(*step_inputs(b))
             nll, tokens = nll + n, tokens + t
         self.model.set_train(True)
         loss = nll / max(tokens, 1.0)
@@ -381,8 +392,7 @@ class Trainer:
         micro = [next(self.batches) for _ in range(cfg.train.grad_accum_steps)]
         tokens = sum(int(b["attention_mask"].sum()) for b in micro)
         start = time.perf_counter()
-        loss, grad_norm, applied, scale = self.train_step(
-            [(b["input_ids"], b["labels"], b["attention_mask"]) for b in micro])
+        loss, grad_norm, applied, scale = self.train_step([step_inputs(b) for b in micro])
         step_time = time.perf_counter() - start
         return {"loss": loss, "grad_norm": grad_norm, "applied": applied, "loss_scale": scale,
                 "tokens": tokens, "step_time_s": step_time}

@@ -277,7 +277,7 @@ BAD_VALUES = [
     ("data.validation_fraction", 0.6, "0.6", "[0, 0.5]"),
     ("data.max_seq_len", 4, "4", ">= 8"),
     ("data.mask_prompt", "yes", "'yes'", "true or false"),
-    ("data.format", "json", "'json'", "'auto', 'alpaca', 'chat', 'text'"),
+    ("data.format", "json", "'json'", "'auto', 'alpaca', 'sharegpt', 'chat', 'text'"),
     ("model.dtype", "fp16", "'fp16'", "'float32', 'float16', 'bfloat16'"),
     ("model.path", None, "null", "a string"),
     ("precision.amp_level", "O3", "'O3'", "'O0', 'O1', 'O2'"),
