@@ -400,7 +400,6 @@ class FusedSwiGLU:
         self.op = _aot(kernel, f"{name}_forward", lambda g, u: g, 1, bprop)
 
 
-<<<<<<< HEAD
 class FusedFrozenWeights:
     """Frozen 16-bit weights computed in float32 (core/kernels/frozen_weights.cc), for LoRA runs
     whose base weights stay bfloat16 | float16 (core.model.FrozenMatmul, Embedding, CausalLM's
@@ -426,7 +425,8 @@ class FusedFrozenWeights:
             return head_backward(h, w, targets, out, dout), zeros_like(w), zeros_like(targets)
 
         self.head_loss = _aot(kernel, "head_loss_forward", lambda h, w, t: [t[0], 2], 1, head_bprop)
-=======
+
+
 class FusedLoRA:
     """The LoRA update's kernels (core/kernels/lora.cc) as one MindSpore op: called with the base
     projection's output (N, out), its input x (N, in), lora_a (r, in), lora_b (out, r) and the
@@ -442,7 +442,6 @@ class FusedLoRA:
             return dout[0], dx, da, db, zeros_like(s)
 
         self.op = _aot(kernel, "lora_forward", lambda base, x, a, b, s: (base, [x[0], a[0]]), 2, bprop)
->>>>>>> main
 
 
 def switched_off() -> bool:
@@ -485,13 +484,10 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
         set_threads(kernel, threads)
     composed = model.use_kernels(attention_variants(kernel), FusedRMSNorm(kernel).op, gate_variants(kernel),
                                  FusedCrossEntropy(kernel).op)
-<<<<<<< HEAD
     if getattr(model, "storage_dtype", model.param_dtype) != model.param_dtype:  # 16-bit frozen weights
         model.use_frozen_kernels(FusedFrozenWeights(kernel))
-=======
     lora = FusedLoRA(kernel).op
     for _, cell in model.cells_and_names():
         if hasattr(cell, "lora_a") and hasattr(cell, "fused") and cell.lora_dropout.p == 0:
             cell.fused = lora  # LoRA with dropout keeps the composed ops (the kernel draws no masks)
->>>>>>> main
     return "fused" + ("; composed: " + "; ".join(composed) if composed else "")

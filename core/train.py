@@ -163,15 +163,10 @@ class Trainer:
         t0 = time.time()
         self.splits = load_splits(cfg.data, self.tokenizer, seed, cache_dir=Path(".mindtune-cache") / "data")
         stats = self.splits.stats
-<<<<<<< HEAD
-        self.length = padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation)
-        # LoRA on the CPU with a 16-bit model.dtype: frozen weights stay 16-bit, compute is float32
-        self.model = load_hf_model(model_dir, cfg.compute_dtype, storage_dtype=cfg.model.dtype)
-=======
         self.length = (packed_length(cfg.data.max_seq_len) if cfg.data.packing else
                        padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation))
-        self.model = load_hf_model(model_dir, cfg.model.dtype)
->>>>>>> main
+        # LoRA on the CPU with a 16-bit model.dtype: frozen weights stay 16-bit, compute is float32
+        self.model = load_hf_model(model_dir, cfg.compute_dtype, storage_dtype=cfg.model.dtype)
         self.base_files = ckpt.weight_files(model_dir)
         if cfg.method == "lora":
             self.lora_modules = inject_lora(self.model, cfg.lora.rank, cfg.lora.alpha, cfg.lora.dropout,
