@@ -23,7 +23,7 @@ from safetensors.numpy import save_file
 
 from core.atomic import atomic_folder, atomic_symlink
 from core.model import CausalLM, DTYPES
-from core.safetensors_io import SafetensorsReader, TensorEntry, entry_of, write_file
+from core.safetensors_io import SafetensorsReader
 from core.model_args import (INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
                              require_folder, weight_files)
 
@@ -211,31 +211,16 @@ STATE_FILE = "trainer_state.json"
 POINTERS = ("best", "last")
 
 
-def tensor_entries(tensors: Mapping) -> list[TensorEntry]:
-    """Safetensors entries for arrays or MindSpore tensors/parameters by name; a tensor's values are
-    copied to the host only when the writer reaches it (`core.safetensors_io`)."""
-    entries = []
-    for name, value in tensors.items():
-        if isinstance(value, np.ndarray) or np.isscalar(value):
-            entries.append(entry_of(name, np.array(value, order="C")))  # keeps 0-d shapes
-        else:
-            dtype = np.dtype(ms.dtype_to_nptype(value.dtype)).name
-            entries.append(TensorEntry(name, tuple(value.shape), dtype, value.asnumpy))
-    return entries
-
-
-def save_train_checkpoint(checkpoints_dir: str | Path, step: int, weights: Mapping,
-                          optimizer_state: Mapping, trainer_state: dict) -> Path:
+def save_train_checkpoint(checkpoints_dir: str | Path, step: int, weights: dict[str, np.ndarray],
+                          optimizer_state: dict[str, np.ndarray], trainer_state: dict) -> Path:
     """Write `step-<step>/` completely under a temporary name, fsync, then rename into place.
-    A crash or a failed write leaves earlier checkpoints (and an earlier copy of this step) intact.
-    weights and optimizer_state map names to arrays or to the parameters themselves, which are
-    streamed to disk one tensor at a time (the save costs one tensor of memory, not a copy of all)."""
+    A crash or a failed write leaves earlier checkpoints (and an earlier copy of this step) intact."""
     root = Path(checkpoints_dir)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
     with atomic_folder(final) as tmp:  # re-saving a step (after a resume) swaps, never deletes first
-        write_file(tmp / WEIGHTS_FILE, tensor_entries(weights))
-        write_file(tmp / OPTIMIZER_FILE, tensor_entries(optimizer_state))
+        save_file({k: np.array(v, order="C") for k, v in weights.items()}, str(tmp / WEIGHTS_FILE))
+        save_file({k: np.array(v, order="C") for k, v in optimizer_state.items()}, str(tmp / OPTIMIZER_FILE))  # keeps 0-d shapes
         (tmp / STATE_FILE).write_text(json.dumps(trainer_state, indent=1, sort_keys=True), encoding="utf-8")
     return final
 

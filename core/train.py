@@ -331,9 +331,8 @@ class Trainer:
     def save(self, pointers: tuple[str, ...]) -> None:
         if not self.cluster.is_main:
             return
-        # the parameters themselves: the checkpoint streams them to disk one at a time
-        weights = dict(self.trainable)
-        opt_state: dict = dict(optimizer_state(self.optimizer))
+        weights = {name: p.asnumpy() for name, p in self.trainable.items()}
+        opt_state = {name: p.asnumpy() for name, p in optimizer_state(self.optimizer).items()}
         if self.loss_scaler is not None:
             opt_state["loss_scale.scale_value"] = self.loss_scaler.scale_value.asnumpy()
             if hasattr(self.loss_scaler, "counter"):

@@ -11,7 +11,7 @@ from safetensors.numpy import load_file, save_file
 import mindspore as ms  # noqa: F401  (registers numpy's bfloat16)
 from mindspore import Tensor
 
-from core.checkpoint import CheckpointError, SafetensorsFiles, save_train_checkpoint, train_checkpoint_file
+from core.checkpoint import CheckpointError, SafetensorsFiles
 from core.safetensors_io import SafetensorsReader, TensorEntry, entry_of, write_file
 
 
@@ -88,17 +88,3 @@ def test_corrupt_files_are_named(tmp_path, damage):
     with pytest.raises(CheckpointError, match="c.safetensors: cannot read safetensors file"):
         with SafetensorsFiles([path]):
             pass
-
-
-def test_training_checkpoints_stream_parameters(tmp_path):
-    """save_train_checkpoint takes the parameters themselves (read one at a time); the files load
-    as before, 0-d optimizer scalars included."""
-    from mindspore import Parameter
-    weights = {"a.weight": Parameter(Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)), name="a.weight")}
-    optimizer = {"beta1_power": Parameter(Tensor(np.array(0.9, np.float32)), name="beta1_power"),
-                 "global_step": Parameter(Tensor(np.array([3], np.int32)), name="global_step")}
-    folder = save_train_checkpoint(tmp_path, 3, weights, optimizer, {"step": 3})
-    with train_checkpoint_file(folder) as loaded:
-        np.testing.assert_array_equal(loaded["a.weight"], weights["a.weight"].asnumpy())
-    opt = load_file(str(folder / "optimizer.safetensors"))
-    assert opt["beta1_power"].shape == () and opt["global_step"].tolist() == [3]
