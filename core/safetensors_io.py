@@ -8,7 +8,9 @@ a mapped file that a read touches counts in the process's resident set while the
 is produced, so an export holds one tensor, not the whole model. The files are the format's own
 layout (an 8-byte little-endian header length, the JSON header padded with spaces to a multiple of
 8, the tensors back to back), so `safetensors`, transformers and PEFT read them as any other.
-bfloat16 arrays are the kind that importing MindSpore registers with NumPy.
+bfloat16 arrays are the kind that importing MindSpore registers with NumPy; without MindSpore a
+bfloat16 tensor is read and written as its raw uint16 bits (`read(raw=True)`, `to_float32`,
+`from_float32`).
 """
 from __future__ import annotations
 
@@ -29,6 +31,42 @@ CODE_DTYPES = {code: name for name, code in DTYPE_CODES.items()}
 # bytes per element by numpy dtype name (bfloat16 is known to numpy only once MindSpore is imported)
 ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
             "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1}
+# a numpy dtype that holds the same bytes where numpy itself may not know the dtype (no MindSpore)
+RAW_DTYPE = {"bfloat16": "uint16"}
+FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
+_CHUNK = 1 << 22  # elements converted at a time (bounds the float32/uint32 temporaries)
+
+
+def raw_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype a tensor of `dtype` is read into by `SafetensorsReader.read(raw=True)`."""
+    return np.dtype(RAW_DTYPE.get(dtype, dtype))
+
+
+def to_float32(raw: np.ndarray, dtype: str) -> np.ndarray:
+    """A tensor read raw (see `raw_dtype`) as float32, exactly (every float dtype here converts
+    exactly; bfloat16 is the upper half of a float32's bits)."""
+    if dtype == "bfloat16":
+        return (raw.astype(np.uint32) << 16).view(np.float32)
+    return raw.astype(np.float32)
+
+
+def from_float32(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values in `dtype`, raw (bfloat16 as its uint16 bits): rounded to nearest, ties to
+    even (as torch's and MindSpore's casts), NaN kept NaN; converted a chunk at a time."""
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    if dtype != "bfloat16":
+        return values.astype(raw_dtype(dtype))
+    out = np.empty(values.shape, np.uint16)
+    flat_in, flat_out = values.reshape(-1), out.reshape(-1)
+    for start in range(0, flat_in.size, _CHUNK):
+        part = flat_in[start:start + _CHUNK]
+        bits = part.view(np.uint32)
+        rounded = (bits + (np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1)))) >> 16
+        nan = np.isnan(part)
+        if nan.any():
+            rounded[nan] = (bits[nan] >> 16) | np.uint32(0x0040)  # a quiet NaN of the same sign
+        flat_out[start:start + _CHUNK] = rounded
+    return out
 
 
 @dataclass(frozen=True)
@@ -71,14 +109,14 @@ def header_bytes(entries: list[TensorEntry], metadata: dict[str, str] | None = N
 def write_entries(handle: BinaryIO, entries: Iterable[TensorEntry], metadata: dict[str, str] | None = None) -> int:
     """Write a safetensors file to an open binary handle, reading each entry's array only when its
     turn comes; returns the bytes written. An array whose shape or dtype differs from its entry is
-    a ValueError (the header would lie)."""
+    a ValueError (the header would lie); a bfloat16 entry may hand over its raw uint16 bits."""
     entries = list(entries)
     head = header_bytes(entries, metadata)
     handle.write(head)
     written = len(head)
     for entry in entries:
         array = np.asarray(entry.read(), order="C")  # (ascontiguousarray would make a 0-d array 1-d)
-        if tuple(array.shape) != tuple(entry.shape) or array.dtype.name != entry.dtype:
+        if tuple(array.shape) != tuple(entry.shape) or array.dtype.name not in (entry.dtype, RAW_DTYPE.get(entry.dtype)):
             raise ValueError(f"tensor {entry.name}: got {array.dtype.name}{tuple(array.shape)}, the header says "
                              f"{entry.dtype}{tuple(entry.shape)}")
         handle.write(memoryview(array.reshape(-1).view(np.uint8)))
@@ -156,10 +194,11 @@ class SafetensorsReader:
             tensors[name] = TensorInfo(dtype, shape, begin, end)
         return metadata, tensors, 8 + length
 
-    def read(self, name: str) -> np.ndarray:
-        """The tensor's values as a new array (the file's bytes copied once into it)."""
+    def read(self, name: str, raw: bool = False) -> np.ndarray:
+        """The tensor's values as a new array (the file's bytes copied once into it); raw: in
+        `raw_dtype(dtype)` (bfloat16 as uint16 bits: no MindSpore needed)."""
         info = self.tensors[name]
-        array = np.empty(info.shape, np.dtype(info.dtype))
+        array = np.empty(info.shape, raw_dtype(info.dtype) if raw else np.dtype(info.dtype))
         self._handle.seek(self._data_start + info.begin)
         view = memoryview(array.reshape(-1).view(np.uint8))
         if self._handle.readinto(view) != info.end - info.begin:
