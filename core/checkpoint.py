@@ -8,6 +8,7 @@ is never half-loaded silently.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -23,8 +24,8 @@ from safetensors.numpy import save_file
 from core.atomic import atomic_folder, atomic_symlink
 from core.model import CausalLM, DTYPES
 from core.safetensors_io import SafetensorsReader
-from core.model_args import (INDEX_NAME, TOKENIZER_FILES, WEIGHTS_NAME, CheckpointError, copy_tokenizer_files,  # noqa: F401
-                             file_sha256, read_model_args, require_folder, weight_files)
+from core.model_args import (INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
+                             require_folder, weight_files)
 
 def read_safetensors(files: list[Path]) -> dict[str, np.ndarray]:
     """All tensors of the given safetensors files as numpy arrays (bf16 stays bf16)."""
@@ -319,7 +320,21 @@ def set_parameters(params: dict, tensors: Mapping[str, np.ndarray], source: str)
         ops.assign(param, Tensor(np.asarray(tensors[name]), dtype=param.dtype))
 
 
+def file_sha256(paths: list[Path]) -> str:
+    """One sha256 over the given files' bytes (the base model's identity for LoRA checkpoints)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
 # ---- writing Hugging Face folders ------------------------------------------------------------
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "generation_config.json", "chat_template.jinja")
+
 
 def hf_state_dict(model: CausalLM) -> dict[str, np.ndarray]:
     """The model's weights in float32 under the hub names of the checkpoint it was loaded from
@@ -328,6 +343,14 @@ def hf_state_dict(model: CausalLM) -> dict[str, np.ndarray]:
     ours = {p.name: p.asnumpy().astype(np.float32) for p in model.get_parameters()
             if not p.name.endswith((".lora_a", ".lora_b"))}
     return model.args.spec.key_map.to_hub(ours, model.args, getattr(model, "hub_names", None))
+
+
+def copy_tokenizer_files(source_dir: str | Path, dest_dir: str | Path) -> None:
+    """Copy the tokenizer/generation files a Hugging Face folder carries, where they exist."""
+    for name in TOKENIZER_FILES:
+        source = Path(source_dir) / name
+        if source.is_file():
+            shutil.copyfile(source, Path(dest_dir) / name)
 
 
 def save_hf_folder(model: CausalLM, hf_config: dict, out_dir: str | Path,

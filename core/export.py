@@ -32,8 +32,7 @@ import numpy as np
 from core.atomic import atomic_folder, atomic_open
 from core.model_args import (ALL_LINEAR, INDEX_NAME, CheckpointError, copy_tokenizer_files, file_sha256,
                              read_model_args, weight_files)
-from core.peft_format import (ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, LoraError, peft_adapter_config,
-                              to_peft_key)
+from core.peft_format import ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, peft_adapter_config, to_peft_key
 from core.rundir import POINTERS, RunDir
 from core.safetensors_io import (FLOAT_DTYPES, SafetensorsReader, TensorEntry, from_float32, to_float32,
                                  write_file)
@@ -310,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         path = export_run(args.run, args.which, args.format, args.zip, args.dtype)
-    except (ExportError, CheckpointError, LoraError) as exc:
+    except (ExportError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(path)

@@ -454,7 +454,8 @@ def weight_files(model_dir: str | Path) -> list[Path]:
 
 
 def file_sha256(paths: list[Path]) -> str:
-    """One sha256 over the given files' bytes (the base model's identity for LoRA checkpoints)."""
+    """One sha256 over the given files' bytes (the base model's identity for LoRA checkpoints).
+    core.checkpoint keeps a copy until the reliability and gemma edits there land (then imports this)."""
     digest = hashlib.sha256()
     for path in paths:
         with open(path, "rb") as handle:
@@ -468,7 +469,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 
 def copy_tokenizer_files(source_dir: str | Path, dest_dir: str | Path) -> None:
-    """Copy the tokenizer/generation files a Hugging Face folder carries, where they exist."""
+    """Copy the tokenizer/generation files a Hugging Face folder carries, where they exist (core.checkpoint
+    keeps a copy for now, as file_sha256)."""
     for name in TOKENIZER_FILES:
         source = Path(source_dir) / name
         if source.is_file():

@@ -1,6 +1,7 @@
-"""The PEFT adapter layout (standard library only, no MindSpore): file names, key names, adapter_config.json.
-`core.lora` (the layers, on MindSpore) and `core.export` (which writes an adapter straight from a
-checkpoint's tensors, without MindSpore) both use it."""
+"""The PEFT adapter layout (standard library only, no MindSpore): file names, key names, adapter_config.json,
+for `core.export`, which writes an adapter straight from a checkpoint's tensors without MindSpore.
+(`core.lora` has its own copies until the `gemma` branch's edits to them land; then core.lora imports
+them from here.)"""
 from __future__ import annotations
 
 ADAPTER_CONFIG_NAME = "adapter_config.json"
@@ -8,13 +9,6 @@ ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."
 # our parameter suffix <-> PEFT's tensor suffix
 PEFT_SUFFIXES = {".lora_a": ".lora_A.weight", ".lora_b": ".lora_B.weight"}
-# adapter_config.json keys whose non-default values change the maths; we refuse them on load
-UNSUPPORTED_PEFT_OPTIONS = {"use_dora": False, "use_rslora": False, "fan_in_fan_out": False,
-                            "layers_to_transform": None, "bias": "none"}
-
-
-class LoraError(ValueError):
-    """A LoRA setting, model or adapter file that cannot be used; the message says what would be valid."""
 
 
 def to_peft_key(name: str) -> str:
@@ -22,17 +16,7 @@ def to_peft_key(name: str) -> str:
     for ours, peft in PEFT_SUFFIXES.items():
         if name.endswith(ours):
             return PEFT_PREFIX + name[: -len(ours)] + peft
-    raise LoraError(f"{name} is not a LoRA parameter name (expected a .lora_a or .lora_b suffix).")
-
-
-def from_peft_key(key: str) -> str | None:
-    """Inverse of `to_peft_key`; None for a key that is not a PEFT LoRA tensor."""
-    if not key.startswith(PEFT_PREFIX):
-        return None
-    for ours, peft in PEFT_SUFFIXES.items():
-        if key.endswith(peft):
-            return key[len(PEFT_PREFIX): -len(peft)] + ours
-    return None
+    raise ValueError(f"{name} is not a LoRA parameter name (expected a .lora_a or .lora_b suffix).")
 
 
 def peft_adapter_config(base_model_name_or_path: str, rank: int, alpha: float, dropout: float,
