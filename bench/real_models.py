@@ -63,15 +63,13 @@ def tensor_shapes(config: dict) -> dict[str, tuple[int, ...]]:
 
 
 def _random_bf16(name: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """N(0, 0.02) matrices and biases, norms 1, as bfloat16 (float32 truncated to its high 16 bits)."""
-    import mindspore  # noqa: F401  (registers numpy's bfloat16)
-    from mindspore import dtype_to_nptype, bfloat16
+    """N(0, 0.02) matrices and biases, norms 1, as bfloat16 bits (float32 truncated to its high 16
+    bits; core.safetensors_io writes uint16 bits for a bfloat16 entry, no MindSpore needed)."""
     if name.endswith("norm.weight"):
         values = np.ones(shape, np.float32)
     else:
         values = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
-    bits = (values.view(np.uint32) >> 16).astype(np.uint16)
-    return bits.view(dtype_to_nptype(bfloat16))
+    return (values.view(np.uint32) >> 16).astype(np.uint16)
 
 
 def make_model(folder: str | Path, name: str = "0.5b", shard_mb: int = 500, seed: int = 0) -> Path:

@@ -422,6 +422,11 @@ class EvalSettings(_Section):
     downstream: bool = _field(True, "generate on the test set and score the answers")
     max_new_tokens: int = _field(16, "generation length for downstream eval", ge=1)
     max_eval_samples: int | None = _field(None, "cap on eval examples; null uses all", ge=1)
+    baseline: bool = _field(True, "evaluate the base model before the first step (the Monitor's reference "
+                            "line); false starts training at once")
+    baseline_max_tokens: int | None = _field(None, "cap on the tokens the baseline evaluation reads "
+                                             "(whole batches, at least one); null reads the whole validation set",
+                                             ge=1)
 
 
 @dataclass

@@ -246,17 +246,23 @@ class Trainer:
         return max(1, int(math.ceil(t.epochs * self.batches.steps_per_epoch)))
 
     # ---- evaluation -----------------------------------------------------------------------
-    def evaluate(self) -> ValidationFigures:
+    def evaluate(self, max_tokens: int | None = None) -> ValidationFigures:
+        """One pass over the validation set (max_eval_samples of it); `max_tokens` stops after the
+        batch whose real (unpadded) tokens reach it."""
         self.model.set_train(False)
-        nll, tokens = 0.0, 0.0
+        nll, tokens, read = 0.0, 0.0, 0
         batch = self.cfg.train.micro_batch_size
         samples = self.splits.validation
         if self.cfg.eval.max_eval_samples:
             samples = samples[: self.cfg.eval.max_eval_samples]
         for b in eval_batches(samples, batch, self.length, self.tokenizer.pad_token_id or 0,
                               packing=self.cfg.data.packing):
-            n, t = self.eval_step(*step_inputs(b))
+            inputs = step_inputs(b)
+            n, t = self.eval_step(*inputs)
             nll, tokens = nll + n, tokens + t
+            read += int(np.asarray(inputs[2]).sum())
+            if max_tokens is not None and read >= max_tokens:
+                break
         self.model.set_train(True)
         loss = nll / max(tokens, 1.0)
         alpha = self.cfg.eval.ema_alpha
@@ -473,8 +479,8 @@ class Trainer:
         self.setup()
         if resume:
             self.restore(resume)
-        else:
-            base = self.evaluate()
+        elif self.cfg.eval.baseline:
+            base = self.evaluate(self.cfg.eval.baseline_max_tokens)
             self.emit(EvalRecord(**base.values(), base=True))
             base_em = self.exact_match()
             self.base_exact_match = base_em
