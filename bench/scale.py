@@ -32,14 +32,25 @@ if str(ROOT) not in sys.path:
 from bench.real_models import make_model  # noqa: E402
 
 
+HWM = ("import runpy, sys\n"
+       "sys.argv = sys.argv[1:]\n"
+       "try:\n"
+       "    runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
+       "finally:\n"
+       "    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
+       "    print(f'VmHWM {int(hwm) / 1024:.1f} MB', file=sys.stderr, flush=True)\n")
+
+
 def timed_child(argv: list[str], log: Path) -> tuple[int, float, float]:
-    """(exit code, wall seconds, the child's peak RSS in MB) of one subprocess."""
+    """(exit code, wall seconds, peak RSS in MB) of `python -m <module> ...`: the process's own
+    VmHWM at its exit (wait4's ru_maxrss would also count the forking parent's RSS)."""
     t = time.time()
     with open(log, "w") as handle:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
-                                env={**os.environ, "GLOG_v": "3"})
-        _, status, usage = os.wait4(proc.pid, 0)
-    return os.waitstatus_to_exitcode(status), time.time() - t, usage.ru_maxrss / 1024.0
+        code = subprocess.run([sys.executable, "-c", HWM, *argv[2:]], cwd=ROOT, stdout=handle,
+                              stderr=subprocess.STDOUT, env={**os.environ, "GLOG_v": "3"}).returncode
+    wall = time.time() - t
+    peaks = [float(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("VmHWM ")]
+    return code, wall, peaks[-1] if peaks else float("nan")
 
 
 def write_config(folder: Path, model_dir: Path, args) -> Path:
@@ -56,7 +67,7 @@ def write_config(folder: Path, model_dir: Path, args) -> Path:
         "train": {"max_steps": args.steps, "micro_batch_size": args.batch, "eval_every": args.steps,
                   "log_every": 1, "learning_rate": 1e-4, "warmup_steps": 0},
         "eval": {"downstream": False, "baseline": args.baseline == "true",
-                 "max_eval_samples": args.eval_samples},
+                 "baseline_max_tokens": args.baseline_tokens, "max_eval_samples": args.eval_samples},
     }
     path = folder / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -92,7 +103,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--baseline", default="false", choices=["true", "false"])
-    parser.add_argument("--eval-samples", type=int, default=8)
+    parser.add_argument("--baseline-tokens", type=int, default=None, help="eval.baseline_max_tokens")
+    parser.add_argument("--eval-samples", type=int, default=8, help="eval.max_eval_samples (the final evaluation)")
     parser.add_argument("--models-dir", default=os.path.join(tempfile.gettempdir(), "mindtune-bench"))
     parser.add_argument("--no-export", action="store_true")
     args = parser.parse_args()
@@ -112,10 +124,11 @@ def main() -> None:
         peak = status["final"]["peak_mem_mb"]
         launch = launch_breakdown(run, t_launch)
         print(f"[{args.model} {args.method}, model.dtype {args.dtype}, micro batch {args.batch} x {args.seq}, "
-              f"{args.steps} steps, baseline {args.baseline}] wall {wall:.1f} s")
+              f"{args.steps} steps, baseline {args.baseline}"
+              + (f" (<= {args.baseline_tokens} tokens)" if args.baseline_tokens else "") + f"] wall {wall:.1f} s")
         print("  launch: " + ", ".join(f"{k} {v:.1f} s" for k, v in launch.items() if isinstance(v, (int, float))))
         print("  step times: " + ", ".join(f"{s:.2f}" for s in launch["step times"] if s is not None) + " s")
-        print(f"  peak RSS {peak:.0f} MB (worker VmHWM; wait4 {rss:.0f} MB), estimate {estimate:.0f} MB "
+        print(f"  peak RSS {peak:.0f} MB (worker's VmHWM; {rss:.0f} MB at exit), estimate {estimate:.0f} MB "
               f"({100 * (peak / estimate - 1):+.1f}%)")
         if args.no_export:
             return
@@ -125,7 +138,8 @@ def main() -> None:
                                            "--format", fmt], folder / f"export-{fmt}.log")
             if code != 0:
                 raise SystemExit(f"export {fmt} failed:\n" + (folder / f"export-{fmt}.log").read_text()[-4000:])
-            out = Path((folder / f"export-{fmt}.log").read_text().strip().splitlines()[-1])
+            out = Path(next(line for line in (folder / f"export-{fmt}.log").read_text().splitlines()
+                            if line.startswith("/")))
             size = sum(p.stat().st_size for p in out.glob("*.safetensors")) / 2**20
             print(f"  export {fmt}: {wall:.1f} s, peak RSS {rss:.0f} MB, wrote {size:.0f} MB "
                   f"(base {base_mb:.0f} MB; {len(list(out.glob('*.safetensors')))} safetensors files)")

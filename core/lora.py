@@ -22,7 +22,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import HeUniform, initializer
 
 from core.atomic import atomic_write
-from core.model import PROJECTION_NAMES
+from core.model import PROJECTION_NAMES, amp_dense
 from core.model_args import ALL_LINEAR, match_lora_targets
 
 ADAPTER_CONFIG_NAME = "adapter_config.json"
@@ -74,8 +74,16 @@ class LoRADense(nn.Dense):
         self.merged = False  # True while scaling·B·A is folded into `weight`
         self.fused = None  # core.fused.enable: the CPU kernel for the update (dropout 0, float32)
         self.scaling_tensor = Tensor([self.scaling], ms.float32)
+        self.amp = None  # AMP O1 (core.model.use_amp_o1): base and adapter products in this 16-bit dtype
 
     def construct(self, x):
+        if self.amp is not None:  # both products in 16 bits, the sum back in x's dtype
+            if self.merged:
+                return amp_dense(self, x, self.amp)
+            return ops.cast(self._lora_construct(ops.cast(x, self.amp)), x.dtype)
+        return self._lora_construct(x)
+
+    def _lora_construct(self, x):
         if self.merged:
             return super().construct(x)
         # Everything as 2-D MatMuls with transpose_b (like nn.Dense): a 3-D `ops.matmul` against a
@@ -83,9 +91,10 @@ class LoRADense(nn.Dense):
         # broadcast copies — on the CPU that cost more than the base layer's own MatMul (profiled).
         x_shape = x.shape
         x2 = x.reshape(-1, x_shape[-1])  # (N, in)
-        out = self.matmul(x2, self.weight) if self.frozen is None else self.frozen(x2, self.weight)  # (N, out)
+        weight = self.weight if self.amp is None else ops.cast(self.weight, self.amp)
+        out = self.matmul(x2, weight) if self.frozen is None else self.frozen(x2, self.weight)  # (N, out)
         if self.has_bias:
-            out = self.bias_add(out, self.bias)
+            out = self.bias_add(out, self.bias if self.amp is None else ops.cast(self.bias, self.amp))
         if self.fused is not None and x.dtype == ms.float32:
             # one kernel each way for x·Aᵀ·(s·B)ᵀ added to the base output (core/kernels/lora.cc)
             out = self.fused(out, x2, self.lora_a, self.lora_b, self.scaling_tensor)[0]

@@ -104,12 +104,15 @@ class Dense(nn.Dense):
         super().__init__(in_features, out_features, weight_init=_weight_init(random_init), bias_init="zeros",
                          has_bias=bias, dtype=storage)
         self.frozen = None
+        self.amp = None  # AMP O1 (`use_amp_o1`): the 16-bit dtype this product runs in
         if storage != compute:
             self.frozen = FrozenMatmul()
             if bias:
                 self.bias = Parameter(initializer("zeros", (out_features,), compute), name="bias")
 
     def construct(self, x):
+        if self.amp is not None:
+            return amp_dense(self, x, self.amp)
         if self.frozen is None:
             return super().construct(x)
         shape = x.shape
@@ -117,6 +120,30 @@ class Dense(nn.Dense):
         if self.has_bias:
             out = self.bias_add(out, self.bias)
         return out.reshape(shape[:-1] + (self.out_channels,))
+
+
+def amp_dense(cell: nn.Dense, x, dtype):
+    """AMP O1 for one Dense layer: x and the weight cast to `dtype` (float16), the product (and
+    bias) in it, the result cast back to x's dtype, so everything around the projections (norms,
+    rotary, attention, the KV cache's concatenation, the loss) stays float32. MindSpore's own O1
+    rewrites every construct's source instead (mindspore.rewrite: it writes ./rewritten_network/,
+    hoists lazy imports, and failed on this model)."""
+    shape = x.shape
+    out = cell.matmul(ops.cast(x.reshape(-1, shape[-1]), dtype), ops.cast(cell.weight, dtype))
+    if cell.has_bias:
+        out = cell.bias_add(out, ops.cast(cell.bias, dtype))
+    return ops.cast(out, x.dtype).reshape(shape[:-1] + (cell.out_channels,))
+
+
+def use_amp_o1(model: nn.Cell, dtype) -> int:
+    """AMP O1: every Dense layer (the projections, LoRA layers and an untied LM head) computes in
+    `dtype`; returns how many. Call before the first compile."""
+    count = 0
+    for _, cell in model.cells_and_names():
+        if isinstance(cell, nn.Dense) and hasattr(cell, "amp"):
+            cell.amp = dtype
+            count += 1
+    return count
 
 
 def _dense(in_features: int, out_features: int, bias: bool, dtype, random_init: bool = True) -> nn.Dense:

@@ -36,7 +36,7 @@ from core.data import DataError, BatchIterator, eval_batches, load_splits, packe
 from core.fused import enable as enable_fused_kernels
 from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
-from core.model import share_layer_graphs
+from core.model import share_layer_graphs, use_amp_o1
 from core.model_args import check_run_settings
 from core.rundir import (BaselineEvent, BestSoFar, ControlEvent, ControlPoller, EndEvent, EvalRecord, EventRecord,
                          FinalFigures, MetricRecord, ResumeEvent, RunDir, SetupEvent, TrainRecord,
@@ -231,7 +231,11 @@ class Trainer:
         if p.amp_level == "O0":
             return self.model, None
         dtype = ms.float16 if p.compute_dtype == "float16" else ms.bfloat16
-        model = amp.auto_mixed_precision(self.model, p.amp_level, dtype=dtype)
+        if p.amp_level == "O1":  # the projections in 16 bits, the rest float32 (core.model.amp_dense)
+            use_amp_o1(self.model, dtype)
+            model = self.model
+        else:
+            model = amp.auto_mixed_precision(self.model, p.amp_level, dtype=dtype)
         scaler = None
         if p.compute_dtype == "float16" and p.loss_scale == "dynamic":
             scaler = amp.DynamicLossScaler(p.initial_loss_scale, 2, 1000)
