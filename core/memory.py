@@ -51,10 +51,10 @@ these rows):
     grid base (h256 L4, LoRA: 861 MB), recompute full    790 MB     790 MB  +0%
       recompute mlp / attention                   812 / 886 MB    812 / 885 MB  +0% / -0%
     grid base, AMP O2 (composed), LoRA / full  2339 / 2082 MB    2271 / 2068 MB  -3% / -1%
+    grid base, AMP O1 (composed), LoRA / full  1345 / 1016 MB    1345 / 1016 MB  (factor read off them)
     configs/lora_demo.yaml, 300 steps (r16, 128 tokens)  863 MB     864 MB  +0%   (composed: 903 / 902 MB)
 
-Not measured: AMP O1 (the engine could not run it), GPU and Ascend (textbook figures, no such
-device here).
+Not measured: GPU and Ascend (textbook figures, no such device here).
 """
 from __future__ import annotations
 
@@ -110,9 +110,10 @@ CPU_COMPOSED = CpuFit(
 # mode, outside the compiled graphs: its own kernels and cache (measured +26 MB on the demo run).
 CPU_GENERATION_MB = 26.0
 # AMP on the CPU: the inserted casts keep float16 and float32 copies side by side and the float16
-# kernels' own buffers; at O2 the activations came out 5.4x (full) and 6.4x (LoRA) the float32
-# figure (measured, bench/memory_fit.py base-amp-o2* rows).
-CPU_AMP_ACTIVATION_FACTOR = {"full": 5.4, "lora": 6.4}
+# kernels' own buffers; at O2 (MindSpore's casts on every cell) the activations came out 5.4x (full)
+# and 6.4x (LoRA) the float32 figure, at O1 (core.model.amp_dense: the Dense layers only) 1.26x and
+# 2.75x (measured, bench/memory_fit.py base-amp-o2* and base-amp-o1* rows; read off those rows).
+CPU_AMP_ACTIVATION_FACTOR = {"O2": {"full": 5.4, "lora": 6.4}, "O1": {"full": 1.26, "lora": 2.75}}
 
 # ---- GPU/Ascend: textbook figures (no such device was measured in this project) ----------------
 # Tensors the backward pass needs, per unit shape: norm inputs and outputs, q, k/v repeated to
@@ -242,7 +243,7 @@ def _element_bytes(config: Config) -> float:
     if config.precision.amp_level == "O0":
         return float(DTYPE_BYTES[config.compute_dtype])
     if config.parallel.device == "cpu":
-        return FP32 * CPU_AMP_ACTIVATION_FACTOR[config.method]
+        return FP32 * CPU_AMP_ACTIVATION_FACTOR[config.precision.amp_level][config.method]
     return 2.5
 
 
