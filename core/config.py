@@ -230,6 +230,26 @@ def _coerce_target_modules(value: Any) -> list[str] | str:
 
 
 _TARGET_RULE = "a non-empty list of module names, 'q_proj,v_proj', or one regular expression"
+_STEPS_RULE = "two step numbers [start, end] with 1 <= start <= end (text: '3,5'), or null"
+
+
+def _coerce_step_range(value: Any) -> list[int] | None:
+    """[start, end] optimizer steps (1-based, inclusive), from a list or its text ('3,5', '[3, 5]');
+    an empty text or null is none."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip().strip("[]")
+        if not text:
+            return None
+        try:
+            value = [int(part) for part in text.replace(" ", "").split(",")]
+        except ValueError:
+            raise _Invalid(f"must be {_STEPS_RULE}") from None
+    if (not isinstance(value, (list, tuple)) or len(value) != 2 or
+            not all(isinstance(v, int) and not isinstance(v, bool) for v in value) or not 1 <= value[0] <= value[1]):
+        raise _Invalid(f"must be {_STEPS_RULE}")
+    return [int(value[0]), int(value[1])]
 
 # data.columns keys: a format's fields and ShareGPT's tags (core.data_formats.MAPPING_KEYS; config
 # imports nothing else of core, so they are repeated here and a test keeps the two equal)
@@ -385,6 +405,9 @@ class TrainSettings(_Section):
     eval_every: int = _field(50, "steps between validation runs", ge=1)
     save_every: int = _field(100, "steps between checkpoints", ge=1)
     keep_last_n: int = _field(2, "step checkpoints kept (best is always kept)", ge=1)
+    profile_steps: list[int] | None = _field(None, "[start, end]: run MindSpore's profiler for these steps on "
+                                             "rank 0 (runs/<id>/profile/; the Monitor shows the top operators)",
+                                             coerce=_coerce_step_range, rule=_STEPS_RULE, kind="str")
 
 
 @dataclass

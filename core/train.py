@@ -37,6 +37,7 @@ from core.fused import enable as enable_fused_kernels
 from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
 from core.model import share_layer_graphs, use_amp_o1
+from core.profiling import StepProfiler, profile_message
 from core.model_args import check_run_settings
 from core.rundir import (BaselineEvent, BestSoFar, ControlEvent, ControlPoller, EndEvent, EvalRecord, EventRecord,
                          FinalFigures, MetricRecord, ResumeEvent, RunDir, SetupEvent, TrainRecord,
@@ -447,13 +448,17 @@ class Trainer:
         cfg = self.cfg
         window, consecutive = [], 0
         self.model.set_train(True)
+        profiler = StepProfiler(cfg.train.profile_steps, self.run.path / "profile", self.cluster.is_main)
         while self.state.step < self.total_steps:
             if self.poll_control():
                 self.save(("last",))
                 return "stopped", "stopped by request"
+            profiler.before_step(self.state.step + 1)
             out = self.train_one_step()
             consecutive = self.agree_on_step(out, consecutive)
             self.state.step += 1
+            if summary := profiler.after_step(self.state.step, last=self.state.step == self.total_steps):
+                self.event(EventRecord(event="profile", message=profile_message(summary)))
             self.state.tokens_seen += out["tokens"] * self.cluster.world
             if consecutive == 0:
                 self.state.loss_ema = _ema(self.state.loss_ema, out["loss"], 0.1)
