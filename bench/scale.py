@@ -83,7 +83,8 @@ def launch_breakdown(run: Path, t_launch: float) -> dict:
     return {"start + setup": setup["time"] - t_launch, "of which setup": setup.get("setup_s"),
             "baseline eval": (baseline["time"] - setup["time"]) if baseline else 0.0,
             "compile + first step": first["time"] - ready, "launch to first step": first["time"] - t_launch,
-            "step times": [r.get("step_time_s") for r in records if r.get("kind") == "train"]}
+            "step times": [r.get("step_time_s") for r in records if r.get("kind") == "train"],
+            "training peak": max((r.get("peak_mem_mb") or 0 for r in records if r.get("kind") == "train"), default=0)}
 
 
 def estimate_mb(config_path: Path) -> float:
@@ -126,10 +127,13 @@ def main() -> None:
         print(f"[{args.model} {args.method}, model.dtype {args.dtype}, micro batch {args.batch} x {args.seq}, "
               f"{args.steps} steps, baseline {args.baseline}"
               + (f" (<= {args.baseline_tokens} tokens)" if args.baseline_tokens else "") + f"] wall {wall:.1f} s")
-        print("  launch: " + ", ".join(f"{k} {v:.1f} s" for k, v in launch.items() if isinstance(v, (int, float))))
+        print("  launch: " + ", ".join(f"{k} {v:.1f} s" for k, v in launch.items()
+                                       if isinstance(v, (int, float)) and k != "training peak"))
         print("  step times: " + ", ".join(f"{s:.2f}" for s in launch["step times"] if s is not None) + " s")
-        print(f"  peak RSS {peak:.0f} MB (worker's VmHWM; {rss:.0f} MB at exit), estimate {estimate:.0f} MB "
-              f"({100 * (peak / estimate - 1):+.1f}%)")
+        print(f"  peak RSS {peak:.0f} MB (worker's VmHWM at its end; {rss:.0f} MB for the CLI process), estimate "
+              f"{estimate:.0f} MB ({100 * (estimate / peak - 1):+.1f}%); before the final evaluation and save (the last step's "
+              f"record): {launch['training peak']:.0f} MB, so those added {peak - launch['training peak']:.0f} MB "
+              f"({100 * (peak / max(launch['training peak'], 1) - 1):+.1f}%)")
         if args.no_export:
             return
         formats = ["peft", "merged"] if args.method == "lora" else ["merged"]
