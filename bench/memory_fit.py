@@ -209,7 +209,8 @@ def main() -> None:
             t = time.time()
             measured = measure(model, text, method, batch, seq, tmp / "runs", extra)
             estimate, units, layers, trainable, fixed = parts(model, text, method, batch, seq, extra)
-            row = {"name": name, "shape": shape, "method": method, "batch": batch, "seq": seq, "extra": extra,
+            row = {"name": name, "shape": shape, "config": model_config(shape), "method": method, "batch": batch,
+                   "seq": seq, "extra": extra,
                    "measured": measured, "estimate": estimate.total_mb, "units": units, "layers": layers,
                    "trainable": trainable, "fixed": fixed, "wall_s": time.time() - t}
             rows.append(row)
