@@ -117,6 +117,8 @@ TEXTS: dict[str, tuple[str, str]] = {
     "mon.es": ("Early stopping of this run", "本运行的早停设置"),
     "mon.es_apply": ("Apply to the running job", "应用到正在运行的任务"),
     "mon.downloads": ("Downloads of the best checkpoint", "下载最佳检查点"),
+    "mon.profile": ("Profiler: top operators by time", "性能分析：耗时最多的算子"),
+    "mon.profile_trace": ("⬇ profiler trace (trace_view.json)", "⬇ 性能分析 trace（trace_view.json）"),
     "mon.no_run": ("No run yet: start one in the Train tab.", "还没有运行：请在“训练”页开始一个。"),
     "chart.loss": ("Training loss", "训练损失"), "chart.val_loss": ("Validation loss", "验证损失"),
     "chart.val_ppl": ("Validation perplexity", "验证困惑度"), "chart.memory": ("Peak memory (MB per worker)",
