@@ -49,11 +49,13 @@ class ModelEntry:
         return (f"{self.path.name} · {self.architecture} · {human_count(self.num_parameters)} params · "
                 f"{self.stored_dtype or '?'} · ctx {self.context_length}")
 
-    def row(self) -> list:
-        """A row of the catalog table (see ROW_HEADERS)."""
+    def row(self, lang: str = "en") -> list:
+        """A row of the catalog table (see ROW_HEADERS); a loader's reason stays as it is."""
+        from app.i18n import text
+
         return [self.name, self.architecture or "-", human_count(self.num_parameters) if self.loadable else "-",
                 self.stored_dtype or "-", self.context_length or "-", self.vocab_size or "-",
-                "ok" if self.loadable else self.reason]
+                text("model.ok", lang) if self.loadable else self.reason]
 
 
 ROW_HEADERS = ["folder", "architecture", "parameters", "stored dtype", "context", "vocab", "status"]

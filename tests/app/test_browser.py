@@ -36,14 +36,37 @@ POINTS_JS = ("e => Array.from(e.querySelectorAll('g.mark-symbol.role-mark path[a
 
 # ---- page helpers ----------------------------------------------------------------------------
 
+# Opens the folded sections (Gradio accordions) around an element, outermost first, as a person
+# would click their labels; returns how many were opened.
+REVEAL_JS = """
+selector => {
+  const closed = [];
+  let box = document.querySelector(selector);
+  for (box = box && box.closest('[data-testid=accordion-content]'); box;
+       box = box.parentElement.closest('[data-testid=accordion-content]'))
+    if (getComputedStyle(box).display === 'none') closed.push(box.previousElementSibling);
+  closed.reverse().forEach(label => label.click());
+  return closed.length;
+}
+"""
+
+
+def reveal(page, selector: str) -> None:
+    """Open the Train tab's folded sections that hold `selector` (issue 20 bug 11 folds the form)."""
+    if page.evaluate(REVEAL_JS, selector):
+        page.locator(selector).first.wait_for(state="visible", timeout=30_000)
+
+
 def choose(page, elem_id: str, text: str) -> None:
     """Pick the first option containing `text` in the Gradio dropdown `#elem_id`."""
+    reveal(page, f"#{elem_id}")
     page.click(f"#{elem_id} input")
     page.locator("[role=option]", has_text=text).first.click()
     page.keyboard.press("Escape")
 
 
 def set_number(page, elem_id: str, value: float) -> None:
+    reveal(page, f"#{elem_id}")
     field = page.locator(f"#{elem_id} input[type=number]")
     field.fill(str(value))
     field.press("Tab")
@@ -165,6 +188,7 @@ def fill_train_form(page) -> None:
     set_number(page, "cfg-train-eval-every", EVAL_EVERY)
     set_number(page, "cfg-train-log-every", LOG_EVERY)
     set_number(page, "cfg-early-stopping-patience", FORM_PATIENCE)
+    reveal(page, "#cfg-eval-downstream")
     page.locator("#cfg-eval-downstream input[type=checkbox]").set_checked(False)  # no generation: faster
     expected = [f"max_steps: {MAX_STEPS}", f"eval_every: {EVAL_EVERY}", f"log_every: {LOG_EVERY}",
                 f"patience: {FORM_PATIENCE}", "method: lora", "downstream: false", "tiny-demo"]
