@@ -85,7 +85,8 @@ def mapping_html(data: DataFile, fmt: str, columns: Columns, lang: str = "en") -
     rows = []
     for name in (*required, *optional):
         source = columns.source(name, first)
-        note = text("dp.mapped", lang) if name in columns.mapping else ("" if source in present else text("dp.absent", lang))
+        note = (text("dp.mapped", lang) if name in columns.mapping
+                else "" if source in present else text("dp.absent", lang))
         rows.append(f"<tr><td><code>{name}</code></td><td>←</td><td><code>{html.escape(source)}</code></td>"
                     f"<td class='mt-note'>{note}</td></tr>")
     if fmt == "sharegpt":
@@ -136,7 +137,8 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
         runs = token_runs(tokenizer, sample.input_ids.tolist(), sample.labels.tolist())
         trained = int((sample.labels != IGNORE_INDEX).sum())
         where = re.sub(r" line (\d+)$", lambda m: " " + text("dp.line", lang).format(n=m[1]), record.where)
-        blocks.append(f'<div class="mt-note">{html.escape(text("dp.sample", lang).format(where=where, full=full, trained=trained))}</div>')
+        about = text("dp.sample", lang).format(where=where, full=full, trained=trained)
+        blocks.append(f'<div class="mt-note">{html.escape(about)}</div>')
         blocks.append(runs_html(runs, dropped_tokens=full - len(sample), lang=lang))
     return "\n".join(b for b in blocks if b)
 
@@ -246,7 +248,8 @@ def stats_markdown(stats: DataStats, max_seq_len: int, lang: str = "en") -> str:
         text("dp.st_padding", lang).format(one=_percent(t.padding_efficiency), seq=stats.seq_len,
                                            packed=_percent(t.packed_efficiency), packed_seq=stats.packed_seq_len)
         + gain_text,
-        text("dp.st_overlap", lang).format(overlap=overlap, n=v.samples) + (text("dp.st_overlap_warn", lang) if overlap else ""),
+        text("dp.st_overlap", lang).format(overlap=overlap, n=v.samples)
+        + (text("dp.st_overlap_warn", lang) if overlap else ""),
         text("dp.st_test", lang).format(n=stats.test_records),
     ]
     lines += [f"- ⚠ {w}" for w in stats.warnings()]

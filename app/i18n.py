@@ -312,6 +312,18 @@ TEXTS.update({
     "dp.saved": ("saved as `{file}`; {found}", "已保存为 `{file}`；{found}"),
     "dp.detected": ("format **{fmt}** (detected)", "格式 **{fmt}**（自动识别）"),
 })
+# Inside the charts (app.svg_chart, drawn by app.monitor_callbacks and app.runs_callbacks).
+TEXTS.update({
+    "chart.step": ("step", "步数"), "chart.log": (" (log)", "（对数）"),
+    "chart.empty": ("waiting for the first points…", "等待第一批数据点…"),
+    "chart.overlay_empty": ("select runs to compare their curves", "选择运行以对比曲线"),
+    "ytitle.loss": ("loss", "损失"), "ytitle.val_loss": ("validation loss", "验证损失"),
+    "ytitle.val_ppl": ("perplexity", "困惑度"), "ytitle.memory": ("MB per worker", "每 worker MB"),
+    "ytitle.tokens_per_s": ("tokens/s", "token/秒"), "ytitle.lr": ("learning rate", "学习率"),
+    "ytitle.grad_norm": ("grad norm", "梯度范数"), "ytitle.loss_scale": ("loss scale", "损失缩放"),
+    "es.best": ("best {monitor} {value} at step {step}", "最佳 {monitor} {value}（第 {step} 步）"),
+    "es.patience": ("patience left {n}", "剩余耐心 {n}"), "es.off": (" (early stopping off)", "（早停已关闭）"),
+})
 # core.memory's notes are English sentences with figures in them; each pattern here gives its
 # 简体中文 (unmatched notes stay English, and the browser test names any that reach the page).
 MEMORY_NOTES_ZH: list[tuple[str, str]] = [

@@ -76,7 +76,7 @@ def _slot(name: str, value: str = "", tag: str = "div", **kwargs: Any) -> gr.HTM
 
 
 def _plot(name: str, labels: Labels) -> gr.HTML:
-    empty = line_chart(empty_frame(), cb.Y_TITLES[name])
+    empty = line_chart(empty_frame(), cb.chart_title(name, labels.lang), **cb.chart_words(labels.lang))
     plot = _slot(name, empty, elem_id=CHARTS[name], show_label=True, container=True, elem_classes=["mt-chart-box"])
     return labels.bind(plot, label=f"chart.{name}")
 

@@ -158,14 +158,15 @@ def overlay_log_default(metric: str) -> bool:
     return metric in LOG_BY_DEFAULT
 
 
-def overlay_svg(frame: pd.DataFrame, metric: str, log_y: bool | None = None) -> str:
+def overlay_svg(frame: pd.DataFrame, metric: str, log_y: bool | None = None, lang: str = "en") -> str:
     """The compared runs' curves of `metric` in one chart, a line per run, labelled by what sets the
     runs apart (the full id on hover); perplexity on a log axis by default."""
     if frame.empty:
         frame = _empty_overlay()
     titles = dict(zip(frame["run"], frame["run_id"])) if "run_id" in frame else {}
     return line_chart(frame, metric, color_column="run", log_y=overlay_log_default(metric) if log_y is None else log_y,
-                      legend_titles=titles, empty_text="select runs to compare their curves")
+                      legend_titles=titles, empty_text=text("chart.overlay_empty", lang), x_title=text("chart.step", lang),
+                      log_mark=text("chart.log", lang))
 
 
 # what a short label calls a setting (the last part of its key otherwise)

@@ -76,7 +76,7 @@ def build(console: Console, labels: Labels) -> RunsTab:
                                                 elem_id="runs-metric", scale=3), label="runs.metric")
         out["log_scale"] = labels.bind(gr.Checkbox(value=cb.overlay_log_default("val ppl"), elem_id="runs-log-scale",
                                                    scale=1), label="runs.log_scale")
-    out["overlay"] = labels.bind(gr.HTML(cb.overlay_svg(pd.DataFrame(), "val ppl"), elem_id="runs-overlay-plot",
+    out["overlay"] = labels.bind(gr.HTML(cb.overlay_svg(pd.DataFrame(), "val ppl", lang=labels.lang), elem_id="runs-overlay-plot",
                                          elem_classes=["mt-chart-box"], show_label=True, container=True),
                                  label="runs.overlay")
     out["only_diff"] = labels.bind(gr.Checkbox(value=False, elem_id="runs-only-diff"), label="runs.only_diff")
@@ -104,7 +104,7 @@ def _wire(tab: RunsTab, console: Console) -> None:
         choices = cb.run_choices(console, viewer)
         queue = cb.queue_html(console, viewer, language)
         key = table.to_json() + repr(choices) + queue
-        overlay = cb.overlay_svg(session.overlay.frame(console, selected or [], metric, viewer), metric, log_y)
+        overlay = cb.overlay_svg(session.overlay.frame(console, selected or [], metric, viewer), metric, log_y, language)
         if key == session.table_key:
             return gr.skip(), gr.skip(), overlay, gr.skip()
         session.table_key = key
@@ -126,7 +126,8 @@ def _wire(tab: RunsTab, console: Console) -> None:
         viewer = console.viewer(request)
         with session_lock(session):
             frame = session.overlay.frame(console, selected or [], metric, viewer)
-        return cb.overlay_svg(frame, metric, log_y), cb.config_diff_html(console, selected or [], only_diff, viewer)
+        return (cb.overlay_svg(frame, metric, log_y, language),
+                cb.config_diff_html(console, selected or [], only_diff, viewer))
 
     for trigger in (out["select"].input, out["only_diff"].change, out["log_scale"].input):
         trigger(compare, inputs, [out["overlay"], out["diff"]], show_progress="hidden", api_visibility="private")
