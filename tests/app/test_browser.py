@@ -37,23 +37,34 @@ POINTS_JS = ("e => Array.from(e.querySelectorAll('g.mark-symbol.role-mark path[a
 # ---- page helpers ----------------------------------------------------------------------------
 
 # Opens the folded sections (Gradio accordions) around an element, outermost first, as a person
-# would click their labels; returns how many were opened.
+# would click their labels; returns how many were opened, or -1 when the element is not in the page
+# (Gradio renders a section's widgets only once it is first opened).
 REVEAL_JS = """
 selector => {
-  const closed = [];
   let box = document.querySelector(selector);
-  for (box = box && box.closest('[data-testid=accordion-content]'); box;
+  if (!box) return -1;
+  const closed = [];
+  for (box = box.closest('[data-testid=accordion-content]'); box;
        box = box.parentElement.closest('[data-testid=accordion-content]'))
     if (getComputedStyle(box).display === 'none') closed.push(box.previousElementSibling);
   closed.reverse().forEach(label => label.click());
   return closed.length;
 }
 """
+CLOSED_SECTIONS = "#tab-train button.label-wrap:not(.open)"
 
 
 def reveal(page, selector: str) -> None:
-    """Open the Train tab's folded sections that hold `selector` (issue 20 bug 11 folds the form)."""
-    if page.evaluate(REVEAL_JS, selector):
+    """Open the Train tab's folded sections that hold `selector` (issue 20 bug 11 folds the form):
+    the ones around it, or, while it is not in the page yet, each closed one until it shows."""
+    opened = page.evaluate(REVEAL_JS, selector)
+    for label in page.locator(CLOSED_SECTIONS).all() if opened == -1 else []:
+        if label.is_visible():
+            label.click()
+            if page.locator(selector).count():
+                opened = page.evaluate(REVEAL_JS, selector)
+                break
+    if opened:
         page.locator(selector).first.wait_for(state="visible", timeout=30_000)
 
 

@@ -54,13 +54,13 @@ def test_the_train_tab_keeps_the_essentials_in_view_and_folds_the_rest(console_s
     height = page.evaluate("() => document.querySelector('#tab-train').getBoundingClientRect().height")
     assert height < TRAIN_TAB_MAX_PX, f"the Train tab is {height:.0f} px tall"
     screenshot(page, "train_tab_folded")
+    print(f"  Train tab {height:.0f} px tall; essentials end at {max(bottom(page, e) for e in ESSENTIALS):.0f} px")
     for section, inside in FOLDED.items():
         label = page.locator(f"#{section} button.label-wrap").first
         assert label.inner_text().strip(), f"#{section} has no label"
         assert not page.locator(f"#{inside}").first.is_visible(), f"#{inside} is not folded away"
         label.click()  # as a person opens it
         page.locator(f"#{inside}").first.wait_for(state="visible", timeout=10_000)
-    print(f"  Train tab {height:.0f} px tall; essentials end at {max(bottom(page, e) for e in ESSENTIALS):.0f} px")
 
 
 # ---- 中文 everywhere ------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Issue 20 in a real browser, driven as a person would: check memory by a dry run, double-click
+"""Issue 20 in a real browser, driven as a person would: a refused Start's warning goes once the
+form is fixed, check memory by a dry run, double-click
 Start, start two more runs while the CPU is busy (they queue), reorder and cancel the queue in the
 Runs tab, see the next run start by itself when the first ends, make a new run from the first one
 with one change (highlighted while editing, named by Start, its results beside the change in the
@@ -129,6 +130,16 @@ def test_queue_new_run_from_this_one_fork_and_dry_run(console_server, page, scre
     page.wait_for_selector("#start-button", timeout=PHASE_TIMEOUT_S * 1000)
     page.evaluate(WATCH_FIRST_POINT_JS)
     fill_form(page)
+
+    # ---- a refused Start's "⚠ not started" goes once the form is fixed (issue 20 bug 6)
+    set_number(page, "train-length", 0)
+    wait_for(lambda: page.inner_text("#config-errors").strip(), "the form's error", timeout_s=60)
+    page.click("#start-button")
+    wait_for(lambda: "not started" in page.inner_text("#start-message"), "Start refused", timeout_s=60)
+    set_number(page, "train-length", STEPS)
+    wait_for(lambda: "not started" not in page.inner_text("#start-message")
+             and not page.inner_text("#config-errors").strip(), "the stale warning to go", timeout_s=60)
+    assert list_runs(runs_dir) == []
 
     # ---- check memory by dry run: the measured peak beside the estimate, before any launch
     page.click("#dry-run-button")
