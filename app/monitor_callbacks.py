@@ -30,7 +30,7 @@ from app.sessions import session_lock
 from app.exports import FORMATS, ExportFailed, export_target, run_export
 from app.i18n import text
 from app.metrics import RunCharts
-from app.run_status import failure_html, phase, state_html, status_html, status_line
+from app.run_status import failure_html, phase, reached_step, state_html, status_html, status_line
 from app.svg_chart import line_chart
 
 RUN_LIST_EVERY_TICKS = 5
@@ -139,7 +139,7 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
     run = RunDir(console.runs_dir / run_id) if run_id else None
     if run is None or not run.exists():
         return _no_run(run_id, choices, lang)
-    status = _status(run)
+    status = reached_step(_status(run), run.checkpoint_steps())
     fresh = session.charts is None
     if fresh:  # another run than the charts showed: every chart is sent, empty ones too
         session.charts = RunCharts(run.path, workers=_workers(run, status))

@@ -22,7 +22,7 @@ from app.changes import Change, applies, changes, changes_text, differing_keys, 
 from app.context import Console
 from app.i18n import reason_text, text
 from app.metrics import RunCharts
-from app.run_status import fmt_duration, total_elapsed_s
+from app.run_status import fmt_duration, reached_step, total_elapsed_s
 from app.svg_chart import line_chart
 
 TABLE_HEADERS = ["run", "state", "step", "best val ppl", "tokens/s", "peak MB", "duration", "reason"]
@@ -40,7 +40,7 @@ def _number(value: Any, digits: int = 3) -> str:
 
 def table_row(summary: RunSummary, now: float | None = None, lang: str = "en") -> list[str]:
     """One run's row: final figures when it is over, the latest logged ones while it runs."""
-    status = summary.status
+    status = reached_step(summary.status, summary.run.checkpoint_steps())
     final, best = status.final, status.best
     latest = None if final else summary.run.last_metric(TrainRecord)
     step, total = status.step, status.total_steps
