@@ -61,6 +61,19 @@ def loss_cell(model: nn.Cell) -> nn.Cell:
     return FusedCausalLMLoss(kernel) if kernel is not None else CausalLMLoss()
 
 
+def head_on_hidden(model: nn.Cell) -> bool:
+    """Whether the model runs its LM head and the loss in one kernel (`CausalLM.head_loss`, a frozen
+    16-bit head): then it is called with the targets and returns each position's NLL, and no
+    (B, T, vocab) logits exist. TrainStep and EvalStep write that branch inline: with the layers
+    sharing one graph (core.model.share_layer_graphs), calling the model from a helper function or
+    method of theirs fails to compile in MindSpore 2.10 (parameter_eliminate.h, AdjustCallerArgs)."""
+    return getattr(model, "head_loss", None) is not None
+
+
+def valid_count(targets):
+    return ops.cast(targets != IGNORE_INDEX, ms.float32).sum()
+
+
 class CausalLMLoss(nn.Cell):
     """`causal_lm_loss_sum` with its gradient written out: d(sum NLL)/d logits = (softmax − onehot)
     on labelled positions. MindSpore's automatic one goes through LogSoftmaxGrad and a scatter of
@@ -105,7 +118,7 @@ def forward(model: nn.Cell, input_ids, attention_mask, position_ids=None, segmen
     attention stays within each sample. When the loss kernel soft-caps the logits itself
     (`cap_in_loss`, Gemma 2) the model hands them over uncapped."""
     if getattr(model, "cap_in_loss", False):
-        return model(input_ids, attention_mask, position_ids, segment_ids, False)
+        return model(input_ids, attention_mask, position_ids, segment_ids, None, False)
     if position_ids is None:
         return model(input_ids, attention_mask)
     return model(input_ids, attention_mask, position_ids, segment_ids)
@@ -222,6 +235,7 @@ class TrainStep:
         self.loss_scaler = loss_scaler
         self.grad_reducer = grad_reducer
         self.loss = loss_cell(model)
+        self.on_hidden = head_on_hidden(model)
         self._grad_fn = ms.value_and_grad(self._scaled_loss, None, weights=params, has_aux=True)
         self._single = ms.jit(self._single_step)
         self._micro = ms.jit(self._micro_step)
@@ -229,13 +243,21 @@ class TrainStep:
         self._apply = ms.jit(self._apply_step)
 
     def _scaled_loss(self, input_ids, labels, attention_mask, position_ids=None, segment_ids=None):
-        out = forward(self.model, input_ids, attention_mask, position_ids, segment_ids)
+        if self.on_hidden:  # (inline: see head_on_hidden)
+            targets = next_token_targets(labels)
+            out = self.model(input_ids, attention_mask, position_ids, segment_ids, targets)
+            tokens = valid_count(targets)
+        else:
+            out = forward(self.model, input_ids, attention_mask, position_ids, segment_ids)
         if self.balance is None:
-            logits, aux = out, ops.zeros((), ms.float32)
+            out, aux = out, ops.zeros((), ms.float32)
         else:  # the model returns its router logits too (CausalLM.output_router_logits)
-            logits, router_logits = out
+            out, router_logits = out
             aux = self.balance(router_logits, ops.cast(attention_mask, ms.float32))
-        nll_sum, tokens = self.loss(logits, labels)
+        if self.on_hidden:
+            nll_sum = out.sum()
+        else:
+            nll_sum, tokens = self.loss(out, labels)
         loss = nll_sum / ops.maximum(tokens, 1.0)  # per real (labelled) token, packed or not
         total = loss + self.aux_coef * aux if self.balance is not None else loss
         scaled = self.loss_scaler.scale(total) if self.loss_scaler is not None else total
@@ -308,9 +330,16 @@ class EvalStep:
     def __init__(self, model: nn.Cell):
         self.model = model
         self.loss = loss_cell(model)
+        self.on_hidden = head_on_hidden(model)
         self._fn = ms.jit(self._nll)
 
     def _nll(self, input_ids, labels, attention_mask, position_ids=None, segment_ids=None):
+        if self.on_hidden:  # (inline: see head_on_hidden)
+            targets = next_token_targets(labels)
+            nll = self.model(input_ids, attention_mask, position_ids, segment_ids, targets)
+            if isinstance(nll, tuple):  # (nll, router logits): a model set up for the balancing loss
+                nll = nll[0]
+            return nll.sum(), valid_count(targets)
         logits = forward(self.model, input_ids, attention_mask, position_ids, segment_ids)
         if isinstance(logits, tuple):  # (logits, router logits): a model set up for the balancing loss
             logits = logits[0]
