@@ -94,6 +94,9 @@ def write_peft(folder: Path, state: dict, out: Path) -> None:
     """adapter_model.safetensors (PEFT's key names, float32) and adapter_config.json from the
     checkpoint's own tensors; every tensor must be an adapter's A or B of the configured rank."""
     lora = state.get("lora") or {}
+    base = Path(state["base_model"]["path"])
+    if base.is_dir() and read_model_args(base).spec.key_map.convert_out is not None:
+        return _write_peft_through_model(folder, out)  # MoE experts stacked: PEFT's own layout for them
     with SafetensorsReader(folder / WEIGHTS_FILE) as weights:
         names = sorted(weights.tensors)
         foreign = [n for n in names if not n.endswith(LORA_SUFFIXES)]
@@ -118,6 +121,20 @@ def write_peft(folder: Path, state: dict, out: Path) -> None:
         targets = list(dict.fromkeys(module.rsplit(".", 1)[-1] for module in adapter_modules(names)))
     config = peft_adapter_config(state["base_model"]["path"], lora["rank"], lora["alpha"], lora["dropout"], targets)
     (out / ADAPTER_CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
+def _write_peft_through_model(folder: Path, out: Path) -> None:
+    """Families whose key map converts tensors (MoE: LoRA A (E, r, in) / B (E, out, r) on stacked
+    experts): build the model and write PEFT's layout for it (core.lora.save_peft_adapter: the
+    experts as `target_parameters`; what PEFT would map elsewhere is refused, naming it)."""
+    from core.lora import LoraError, save_peft_adapter
+    model, state = load_trained_model(folder)
+    lora = state["lora"]
+    try:
+        save_peft_adapter(model, out, state["base_model"]["path"], lora["rank"], lora["alpha"], lora["dropout"],
+                          lora["target_modules"])
+    except LoraError as exc:
+        raise ExportError(str(exc)) from exc
 
 
 # ---- merged --------------------------------------------------------------------------------
