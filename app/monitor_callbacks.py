@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.config import ConfigError, EarlyStoppingSettings, load_config
+from core.profiling import read_summary
 from core.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
 
 from app.access import SINGLE_USER, Viewer
@@ -411,6 +412,7 @@ class Controls:
     active: bool | None
     downloads: dict[str, tuple[str, str | None, bool]]
     es_values: dict[str, Any] | None
+    profile: tuple[str, str | None] | None = None  # (HTML, trace file) of train.profile_steps, when it changed
 
 
 def controls(session: MonitorSession, wanted: str | None, console: Console, lang: str = "en",
@@ -432,8 +434,32 @@ def controls(session: MonitorSession, wanted: str | None, console: Console, lang
     if session.es_loaded_for != run_id:
         es_values, session.es_loaded_for = early_stopping_settings(run), run_id
     downloads = _downloads_if_changed(session, console, run, lang)
-    fresh = changed_only(session, active=active)
-    return Controls(run_id, choices, active if fresh["active"] else None, downloads, es_values)
+    profile = profile_view(run, lang)
+    fresh = changed_only(session, active=active, profile=profile)
+    return Controls(run_id, choices, active if fresh["active"] else None, downloads, es_values,
+                    profile if fresh["profile"] else None)
+
+
+# ---- the profiler's summary (train.profile_steps) --------------------------------------------
+
+def profile_view(run: RunDir, lang: str) -> tuple[str, str | None]:
+    """The top operators of a profiled run as an HTML table (time, share, forward or backward),
+    and its trace file (chrome://tracing / Perfetto) for the download button; ("", None) else."""
+    summary = read_summary(run.path)
+    if summary is None:
+        return "", None
+    first, last = summary["steps"]
+    phases = summary["phases"]
+    rows = "".join(f"<tr><td>{html.escape(t['op_type'])}</td><td>{html.escape(t['phase'])}</td>"
+                   f"<td>{t['ms']:.1f}</td><td>{100 * t['share']:.1f}%</td><td>{t['calls']}</td></tr>"
+                   for t in summary["top"])
+    phase_text = ", ".join(f"{html.escape(name)} {ms:.0f} ms" for name, ms in phases.items())
+    table = (f"<div class='mt-profile'><b>{html.escape(text('mon.profile', lang))}</b> · steps {first}–{last}: "
+             f"{summary['total_ms']:.0f} ms of kernels ({phase_text})"
+             f"<table><tr><th>operator</th><th>phase</th><th>ms</th><th>share</th><th>calls</th></tr>{rows}</table>"
+             f"<small>{html.escape(summary.get('note', ''))}</small></div>")
+    trace = next((run.path / "profile" / f for f in summary["files"] if f.endswith("trace_view.json")), None)
+    return table, str(trace) if trace is not None and trace.is_file() else None
 
 
 # ---- downloads -----------------------------------------------------------------------------

@@ -125,6 +125,9 @@ def build(console: Console, labels: Labels) -> MonitorTab:
             tab.downloads[fmt] = gr.DownloadButton(label=f"{labels(f'download.{fmt}')} · {labels('download.none')}",
                                                    value=None, interactive=False,
                                                    elem_id=DOWNLOAD_IDS[fmt])
+    tab.out["profile"] = _slot("profile", elem_id="run-profile")
+    tab.out["profile_trace"] = labels.bind(gr.DownloadButton(value=None, interactive=False, elem_id="profile-trace"),
+                                           label="mon.profile_trace")
     tab.out["log"] = labels.bind(_slot("log", tag="pre", elem_id="run-log", show_label=True, container=True),
                                  label="mon.log")
     _wire(tab, console, labels)
@@ -149,7 +152,8 @@ def _early_stopping_box(tab: MonitorTab, labels: Labels) -> None:
 
 def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
     session, run = tab.out["session"], tab.out["run"]
-    outputs = [run, tab.out["stop"], tab.out["stop_now"], *tab.downloads.values(), *tab.es.values()]
+    outputs = [run, tab.out["stop"], tab.out["stop_now"], *tab.downloads.values(), *tab.es.values(),
+               tab.out["profile"], tab.out["profile_trace"]]
 
     def on_sync(state: cb.MonitorSession, wanted: str | None, language: str, request: gr.Request):
         with session_lock(state):
@@ -160,7 +164,10 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
         downloads = [gr.update(label=d[0], value=d[1], interactive=d[2]) if (d := result.downloads.get(fmt))
                      else gr.skip() for fmt in tab.downloads]
         es = [result.es_values.get(k, gr.skip()) if result.es_values else gr.skip() for k in tab.es]
-        return [picker, active, active, *downloads, *es]
+        profile = ([gr.update(value=result.profile[0]),
+                    gr.update(value=result.profile[1], interactive=result.profile[1] is not None)]
+                   if result.profile is not None else [gr.skip(), gr.skip()])
+        return [picker, active, active, *downloads, *es, *profile]
 
     inputs = [session, run, labels.toggle]
     tab.out["state"].sync(on_sync, inputs, outputs, show_progress="hidden", concurrency_limit=4,
