@@ -91,7 +91,7 @@ def describe(folder: Path) -> ModelEntry:
         names = projection_names(files, folder, args.spec.projections + PROJECTION_NAMES)
     except (OSError, ValueError) as err:
         return ModelEntry(folder, name, reason=f"unreadable weights: {err}", architecture=args.architecture)
-    names = names or args.spec.projections
+    names = tuple(n for n in names if not n.endswith("norm")) or args.spec.projections  # QK-norms are no projections
     defaults = tuple(n for n in args.spec.default_lora_targets if n in names) or names
     return ModelEntry(folder, name, None, args.architecture, args.family, args.num_parameters(),
                       args.stored_dtype or _dtype_from_header(files[0]), args.max_position_embeddings,
