@@ -376,11 +376,16 @@ def _wire_data(tab: TrainTab, console: Console) -> None:
     tab.out["dataset_choices"] = (lambda current: gr.update(choices=data_callbacks.dataset_choices(console),
                                                             value=current), picker, picker)
 
-    def pick(train_file: str):
+    def pick(train_file: str, current: str):
+        """Another dataset: its files, format auto and no column mapping. The one the form already
+        trains on: nothing changes (the dropdown also sends an input when it merely loses focus,
+        which wiped a column mapping typed after an upload)."""
+        if train_file == current:
+            return [gr.skip()] * len(PICKED_KEYS)
         chosen = cb.dataset_fields(train_file, console)
         return [chosen.get(k, gr.skip()) for k in PICKED_KEYS]
 
-    picker.input(pick, picker, picked, **quiet)
+    picker.input(pick, [picker, tab.fields["data.train_file"]], picked, **quiet)
 
     def upload(data: dict):
         """Keep the file, pick it, show its preview; the upload box empties for the next one."""
