@@ -51,18 +51,22 @@ class ModelEntry:
         return (f"{self.path.name} · {self.architecture} · {self.parameters_text()} params · "
                 f"{self.stored_dtype or '?'} · ctx {self.context_length}")
 
-    def parameters_text(self) -> str:
+    def parameters_text(self, lang: str = "en") -> str:
         """'1.5B', or '3.3B active of 30.5B' for a mixture of experts."""
+        from app.i18n import text
+
         total = human_count(self.num_parameters)
         if self.active_parameters and self.active_parameters < self.num_parameters:
-            return f"{human_count(self.active_parameters)} active of {total}"
+            return text("model.active", lang).format(active=human_count(self.active_parameters), total=total)
         return total
 
-    def row(self) -> list:
-        """A row of the catalog table (see ROW_HEADERS)."""
-        return [self.name, self.architecture or "-", self.parameters_text() if self.loadable else "-",
+    def row(self, lang: str = "en") -> list:
+        """A row of the catalog table (see ROW_HEADERS); a loader's reason stays as it is."""
+        from app.i18n import text
+
+        return [self.name, self.architecture or "-", self.parameters_text(lang) if self.loadable else "-",
                 self.stored_dtype or "-", self.context_length or "-", self.vocab_size or "-",
-                "ok" if self.loadable else self.reason]
+                text("model.ok", lang) if self.loadable else self.reason]
 
 
 ROW_HEADERS = ["folder", "architecture", "parameters", "stored dtype", "context", "vocab", "status"]

@@ -14,6 +14,7 @@ from app import catalog
 from app.context import Console
 from app.data_preview import data_stats, error_html, histogram_html, preview_html, stats_markdown
 from app.datasets import Dataset, UploadError, save_upload, upload_dataset
+from app.i18n import text
 from app.paths import OutsideRootsError, absolute, inside_roots
 
 DATA_FILE_KEYS = ("data.train_file", "data.validation_file", "data.test_file")
@@ -34,9 +35,12 @@ class Upload:
 
     @property
     def note(self) -> str:
-        found = (f"format **{self.detected_format}** (detected)" if self.detected_format
+        return self.note_in("en")
+
+    def note_in(self, lang: str) -> str:
+        found = (text("dp.detected", lang).format(fmt=self.detected_format) if self.detected_format
                  else f"⚠ {self.problem}")
-        return f"saved as `{self.dataset.train_file}`; {found}"
+        return text("dp.saved", lang).format(file=self.dataset.train_file, found=found)
 
 
 def upload(temp_path: str, original_name: str, console: Console) -> Upload:
@@ -66,19 +70,19 @@ def _model(values: Mapping[str, Any], console: Console):
     return model if model is not None and model.loadable else None
 
 
-def preview_view(values: Mapping[str, Any], console: Console) -> str:
+def preview_view(values: Mapping[str, Any], console: Console, lang: str = "en") -> str:
     """The sample preview alone (the first records only: fast enough to answer every keystroke)."""
     model = _model(values, console)
     if model is None:
-        return error_html("pick a loadable base model to preview the data with its tokenizer")
+        return error_html(text("dp.no_model", lang))
     try:
         settings = data_settings(values, console)
     except (ConfigError, OutsideRootsError) as err:
         return error_html(str(err))
-    return preview_html(str(model.path), settings)
+    return preview_html(str(model.path), settings, lang=lang)
 
 
-def stats_view(values: Mapping[str, Any], console: Console) -> tuple[str, str]:
+def stats_view(values: Mapping[str, Any], console: Console, lang: str = "en") -> tuple[str, str]:
     """(histogram, statistics) of every file (tokenizes them all once; then kept in memory)."""
     model = _model(values, console)
     if model is None:
@@ -89,8 +93,8 @@ def stats_view(values: Mapping[str, Any], console: Console) -> tuple[str, str]:
     except (ConfigError, OutsideRootsError):
         return "", ""
     except (DataError, TokenizerError, OSError) as err:
-        return "", f"statistics unavailable: {err}"
-    return histogram_html(stats, settings.max_seq_len), stats_markdown(stats, settings.max_seq_len)
+        return "", text("dp.stats_unavailable", lang).format(err=err)
+    return histogram_html(stats, settings.max_seq_len, lang), stats_markdown(stats, settings.max_seq_len, lang)
 
 
 def data_view(values: Mapping[str, Any], console: Console) -> DataView:

@@ -9,6 +9,7 @@ exactly the token ids and loss labels the worker will use, not a re-implementati
 from __future__ import annotations
 
 import html
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from core.data import (FORMAT_FIELDS, IGNORE_INDEX, TAG_DEFAULTS, Columns, DataE
 from core.data_files import split_path
 from core.tokenizer import Tokenizer, TokenizerError
 
+from app.i18n import TEXTS, text
 from app.paths import absolute
 
 PREVIEW_SAMPLES = 3
@@ -50,7 +52,7 @@ def token_runs(tokenizer: Tokenizer, input_ids: Sequence[int], labels: Sequence[
     return runs
 
 
-def runs_html(runs: Sequence[TokenRun], dropped_tokens: int = 0) -> str:
+def runs_html(runs: Sequence[TokenRun], dropped_tokens: int = 0, lang: str = "en") -> str:
     """One sample as HTML: masked text in a grey `mt-masked` span, trained text in a green
     `mt-trained` span; truncated tokens are announced at the end."""
     parts = []
@@ -58,13 +60,14 @@ def runs_html(runs: Sequence[TokenRun], dropped_tokens: int = 0) -> str:
         css = "mt-trained" if run.trained else "mt-masked"
         title = f"{run.tokens} tokens, {'trained' if run.trained else 'masked (no loss)'}"
         parts.append(f'<span class="{css}" title="{title}">{html.escape(run.text)}</span>')
-    tail = (f'<span class="mt-truncated">… {dropped_tokens} tokens cut by max_seq_len</span>'
+    tail = (f'<span class="mt-truncated">{text("dp.cut", lang).format(n=dropped_tokens)}</span>'
             if dropped_tokens else "")
     return f'<pre class="mt-sample">{"".join(parts)}{tail}</pre>'
 
 
-LEGEND = ('<div class="mt-legend"><span class="mt-masked">prompt, system and tool turns (masked, no loss)</span> '
-          '<span class="mt-trained">assistant turns (trained)</span></div>')
+def legend(lang: str = "en") -> str:
+    return (f'<div class="mt-legend"><span class="mt-masked">{text("dp.legend_masked", lang)}</span> '
+            f'<span class="mt-trained">{text("dp.legend_trained", lang)}</span></div>')
 
 
 def _file_fields(data: DataFile) -> list[str]:
@@ -73,7 +76,7 @@ def _file_fields(data: DataFile) -> list[str]:
     return list(dict.fromkeys(k for r in data.records[:200] for k in r.fields))
 
 
-def mapping_html(data: DataFile, fmt: str, columns: Columns) -> str:
+def mapping_html(data: DataFile, fmt: str, columns: Columns, lang: str = "en") -> str:
     """The mapping in effect: each field of the format and the dataset column it is read from
     (marked when data.columns maps it, or when no record has it), and the dataset's own fields."""
     present = set(_file_fields(data))
@@ -82,30 +85,32 @@ def mapping_html(data: DataFile, fmt: str, columns: Columns) -> str:
     rows = []
     for name in (*required, *optional):
         source = columns.source(name, first)
-        note = "mapped by data.columns" if name in columns.mapping else ("" if source in present else "absent")
+        note = (text("dp.mapped", lang) if name in columns.mapping
+                else "" if source in present else text("dp.absent", lang))
         rows.append(f"<tr><td><code>{name}</code></td><td>←</td><td><code>{html.escape(source)}</code></td>"
                     f"<td class='mt-note'>{note}</td></tr>")
     if fmt == "sharegpt":
         for tag in TAG_DEFAULTS:
             mapped = tag in columns.mapping
             rows.append(f"<tr><td><code>{tag}</code></td><td>=</td><td><code>{html.escape(columns.tag(tag))}</code>"
-                        f"</td><td class='mt-note'>{'mapped by data.columns' if mapped else ''}</td></tr>")
+                        f"</td><td class='mt-note'>{text('dp.mapped', lang) if mapped else ''}</td></tr>")
     fields = ", ".join(f"<code>{html.escape(str(f))}</code>" for f in _file_fields(data))
     return (f'<table class="mt-mapping">{"".join(rows)}</table>'
-            f'<div class="mt-note">fields in the data: {fields}</div>')
+            f'<div class="mt-note">{text("dp.fields", lang)} {fields}</div>')
 
 
-def warnings_html(ignored: dict[str, int], total: int, fmt: str) -> str:
+def warnings_html(ignored: dict[str, int], total: int, fmt: str, lang: str = "en") -> str:
     """One line per field the format does not read: nothing is dropped without a word."""
     if not ignored:
         return ""
-    items = "".join(f"<li>field <code>{html.escape(name)}</code> ignored in {count} of {total} records</li>"
+    items = "".join("<li>" + text("dp.ignored", lang).format(name=f"<code>{html.escape(name)}</code>", count=count,
+                                                             total=total) + "</li>"
                     for name, count in ignored.items())
-    return (f'<div class="mt-warning" id="data-warnings">⚠ format {fmt} does not read these fields (map them '
-            f'with data.columns, or pick another format):<ul>{items}</ul></div>')
+    return (f'<div class="mt-warning" id="data-warnings">{text("dp.ignored_head", lang).format(fmt=fmt)}'
+            f'<ul>{items}</ul></div>')
 
 
-def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_SAMPLES) -> str:
+def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_SAMPLES, lang: str = "en") -> str:
     """The first `samples` records of the training data as the worker will see them, as HTML:
     the detected format, the mapping in effect, ignored fields, then each rendered sample with
     its trained tokens highlighted. Problems (unreadable file, bad record, a template that cannot
@@ -121,18 +126,20 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
         ignored = ignored_fields(data.records, resolved, columns)
     except (DataError, TokenizerError, OSError) as err:
         return error_html(str(err))
-    how = "auto-detected" if settings.format == "auto" else "as set"
-    split = f" · split {html.escape(data.split)}" if data.split else ""
-    blocks = [LEGEND,
-              f'<div class="mt-note" id="data-format">format: <b>{html.escape(resolved)}</b> ({how}){split} · '
-              f'first {len(records)} of {len(data.records)} records · trained: '
-              f'{"every token" if not settings.mask_prompt else settings.train_on.replace("_", " ")}</div>',
-              mapping_html(data, resolved, columns), warnings_html(ignored, len(data.records), resolved)]
+    how = text("dp.auto" if settings.format == "auto" else "dp.as_set", lang)
+    split = text("dp.split", lang).format(split=html.escape(data.split)) if data.split else ""
+    trained_on = text("dp.every_token" if not settings.mask_prompt else f"dp.{settings.train_on}", lang)
+    line = text("dp.format", lang).format(fmt=f"<b>{html.escape(resolved)}</b>", how=how, split=split,
+                                          n=len(records), total=len(data.records), trained=trained_on)
+    blocks = [legend(lang), f'<div class="mt-note" id="data-format">{line}</div>',
+              mapping_html(data, resolved, columns, lang), warnings_html(ignored, len(data.records), resolved, lang)]
     for record, sample, full in zip(records, tokenized.samples, tokenized.full_lengths):
         runs = token_runs(tokenizer, sample.input_ids.tolist(), sample.labels.tolist())
         trained = int((sample.labels != IGNORE_INDEX).sum())
-        blocks.append(f'<div class="mt-note">{html.escape(record.where)} · {full} tokens, {trained} trained</div>')
-        blocks.append(runs_html(runs, dropped_tokens=full - len(sample)))
+        where = re.sub(r" line (\d+)$", lambda m: " " + text("dp.line", lang).format(n=m[1]), record.where)
+        about = text("dp.sample", lang).format(where=where, full=full, trained=trained)
+        blocks.append(f'<div class="mt-note">{html.escape(about)}</div>')
+        blocks.append(runs_html(runs, dropped_tokens=full - len(sample), lang=lang))
     return "\n".join(b for b in blocks if b)
 
 
@@ -205,7 +212,7 @@ def data_stats(model_dir: str, settings: DataSettings, seed: int) -> DataStats:
     return stats
 
 
-def histogram_html(stats: DataStats, max_seq_len: int) -> str:
+def histogram_html(stats: DataStats, max_seq_len: int, lang: str = "en") -> str:
     """The training split's token lengths as bars; bins beyond max_seq_len are drawn as truncated."""
     split = stats.train
     top = max(split.histogram_counts) or 1
@@ -215,7 +222,7 @@ def histogram_html(stats: DataStats, max_seq_len: int) -> str:
         css = "mt-bar mt-bar-cut" if hi - 1 > max_seq_len else "mt-bar"
         bars.append(f'<div class="{css}" style="height:{height}%" title="{lo}–{hi - 1} tokens: {count}"></div>')
     axis = (f'<div class="mt-hist-axis"><span>{split.min_length}</span>'
-            f'<span>tokens per sample</span><span>{split.max_length}</span></div>')
+            f'<span>{text("dp.axis", lang)}</span><span>{split.max_length}</span></div>')
     return f'<div class="mt-hist">{"".join(bars)}</div>{axis}'
 
 
@@ -223,24 +230,27 @@ def _percent(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
-def stats_markdown(stats: DataStats, max_seq_len: int) -> str:
+def stats_markdown(stats: DataStats, max_seq_len: int, lang: str = "en") -> str:
     """The figures a user checks before training: sizes, lengths, truncation, padding, overlap,
     and the fields the format ignores."""
     t, v = stats.train, stats.validation
     share = f"{100 * t.truncated / t.samples:.1f}%" if t.samples else "0%"
     overlap = stats.validation_in_train
     gain = t.packed_efficiency / t.padding_efficiency if t.padding_efficiency else 0.0
+    source = stats.validation_source
+    gain_text = text("dp.st_gain", lang).format(gain=f"{gain:.1f}") if gain > 1.05 else ""
     lines = [
-        f"- **train**: {t.samples} samples ({t.format}), {t.labelled_tokens} trained tokens, "
-        f"length {t.min_length}–{t.max_length} (mean {t.mean_length:g})",
-        f"- **validation** ({stats.validation_source}): {v.samples} samples, length {v.min_length}–{v.max_length}",
-        f"- **truncated** at max_seq_len {max_seq_len}: {t.truncated} train ({share}), {v.truncated} validation",
-        f"- **padding efficiency** (real / padded tokens): {_percent(t.padding_efficiency)} one sample per row "
-        f"(rows of {stats.seq_len}), {_percent(t.packed_efficiency)} with data.packing (rows of "
-        f"{stats.packed_seq_len})" + (f": {gain:.1f}× the real tokens per padded token" if gain > 1.05 else ""),
-        f"- **overlap**: {overlap} of {v.samples} validation samples also occur in train"
-        + (" ⚠ validation loss will look better than it is" if overlap else ""),
-        f"- **test**: {stats.test_records} records for exact-match scoring",
+        text("dp.st_train", lang).format(n=t.samples, fmt=t.format, tokens=t.labelled_tokens, lo=t.min_length,
+                                         hi=t.max_length, mean=f"{t.mean_length:g}"),
+        text("dp.st_validation", lang).format(source=text(f"dp.source.{source}", lang) if f"dp.source.{source}" in TEXTS
+                                              else source, n=v.samples, lo=v.min_length, hi=v.max_length),
+        text("dp.st_truncated", lang).format(max=max_seq_len, train=t.truncated, share=share, validation=v.truncated),
+        text("dp.st_padding", lang).format(one=_percent(t.padding_efficiency), seq=stats.seq_len,
+                                           packed=_percent(t.packed_efficiency), packed_seq=stats.packed_seq_len)
+        + gain_text,
+        text("dp.st_overlap", lang).format(overlap=overlap, n=v.samples)
+        + (text("dp.st_overlap_warn", lang) if overlap else ""),
+        text("dp.st_test", lang).format(n=stats.test_records),
     ]
     lines += [f"- ⚠ {w}" for w in stats.warnings()]
     return "\n".join(lines)

@@ -48,14 +48,23 @@ def detect() -> dict[str, DeviceInfo]:
     cores = os.cpu_count() or 1
     gpus, npus = _nvidia_gpus(), _ascend_npus()
     return {
-        "cpu": DeviceInfo("cpu", True, cores, ("float16",),
-                          f"{cores} CPU cores; fp32 (amp O0) is fastest here, fp16 works but is slower, "
-                          "bf16 has no CPU kernels"),
-        "gpu": DeviceInfo("gpu", gpus > 0, gpus, ("float16", "bfloat16"),
-                          f"{gpus} NVIDIA GPU(s) found" if gpus else "no NVIDIA GPU found (nvidia-smi)"),
-        "ascend": DeviceInfo("ascend", npus > 0, npus, ("float16", "bfloat16"),
-                             f"{npus} Ascend NPU(s) found" if npus else "no Ascend NPU found (/dev/davinci*)"),
+        "cpu": DeviceInfo("cpu", True, cores, ("float16",), _note("cpu", True, cores)),
+        "gpu": DeviceInfo("gpu", gpus > 0, gpus, ("float16", "bfloat16"), _note("gpu", gpus > 0, gpus)),
+        "ascend": DeviceInfo("ascend", npus > 0, npus, ("float16", "bfloat16"), _note("ascend", npus > 0, npus)),
     }
+
+
+def _note(device: str, found: bool, count: int, lang: str = "en") -> str:
+    from app.i18n import text
+
+    key = {"cpu": "device.cpu", "gpu": "device.gpu", "ascend": "device.ascend"}[device]
+    return text(key if found or device == "cpu" else key.replace(".", ".no_"), lang).format(n=count)
+
+
+def device_note(device: str, lang: str = "en") -> str:
+    """What was found for `device`, in `lang` ('' for an unknown device)."""
+    info = detect().get(device)
+    return _note(device, info.found, info.count, lang) if info else ""
 
 
 def max_workers(device: str) -> int:

@@ -24,7 +24,10 @@ TEXTS: dict[str, tuple[str, str]] = {
     # train tab sections
     "sec.model": ("Base model", "基座模型"), "sec.method": ("Method", "微调方法"),
     "sec.precision": ("Precision, recompute and parallelism", "精度、重计算与并行"),
-    "sec.training": ("Training settings", "训练参数"), "sec.data": ("Dataset", "数据集"),
+    "sec.training": ("Batch, schedule, logging and checkpoints", "批大小、学习率调度、日志与检查点"),
+    "sec.data": ("Data files, split, sequence length and statistics", "数据文件、划分、序列长度与统计"),
+    "sec.model_table": ("Model folders found", "找到的模型目录"),
+    "sec.lora": ("LoRA dropout and target modules", "LoRA dropout 与目标模块"),
     "sec.eval": ("Evaluation and early stopping", "评估与早停"), "sec.launch": ("Before launch", "启动前检查"),
     "sec.config_io": ("Save or load a config", "保存或加载配置"),
     "model.table": ("Model folders found", "找到的模型目录"),
@@ -117,6 +120,8 @@ TEXTS: dict[str, tuple[str, str]] = {
     "mon.es": ("Early stopping of this run", "本运行的早停设置"),
     "mon.es_apply": ("Apply to the running job", "应用到正在运行的任务"),
     "mon.downloads": ("Downloads of the best checkpoint", "下载最佳检查点"),
+    "mon.profile": ("Profiler: top operators by time", "性能分析：耗时最多的算子"),
+    "mon.profile_trace": ("⬇ profiler trace (trace_view.json)", "⬇ 性能分析 trace（trace_view.json）"),
     "mon.no_run": ("No run yet: start one in the Train tab.", "还没有运行：请在“训练”页开始一个。"),
     "chart.loss": ("Training loss", "训练损失"), "chart.val_loss": ("Validation loss", "验证损失"),
     "chart.val_ppl": ("Validation perplexity", "验证困惑度"), "chart.memory": ("Peak memory (MB per worker)",
@@ -177,6 +182,224 @@ TEXTS: dict[str, tuple[str, str]] = {
 }
 
 
+# Help lines under the form's fields: English is the field's own help in core.config (one source
+# with `python -m core.config`), 简体中文 here; a test fails when a field has no translation.
+FIELD_HELP_ZH: dict[str, str] = {
+    "run.name": "运行 ID 的可选前缀",
+    "run.seed": "初始化、数据顺序和 dropout 的随机种子",
+    "model.path": "Hugging Face 模型目录（config.json、权重、分词器）",
+    "model.dtype": "参数存储（主权重）精度",
+    "method": "lora 只训练适配器；full 训练全部权重",
+    "lora.rank": "低秩更新的秩 r",
+    "lora.alpha": "缩放分子：更新按 alpha / rank 缩放",
+    "lora.dropout": "适配器输入上的 dropout（PEFT 默认 0；在 CPU 上 0.05 会使 LoRA 每步慢约 5 倍）",
+    "data.train_file": "训练数据：文件、数据集目录或 目录#划分",
+    "data.validation_file": "验证数据；留空则从训练集划分",
+    "data.test_file": "用于下游评测的留出测试数据",
+    "data.format": "记录格式；auto 自动识别",
+    "data.columns": "数据集中对应格式字段的列名，例如 {instruction: question}",
+    "data.validation_fraction": "未指定验证文件时从训练集留出的比例",
+    "data.max_seq_len": "每条样本的 token 数；更长的会被截断",
+    "data.mask_prompt": "只训练回答（提示部分的 token 不计损失）",
+    "data.train_on": "计入损失的助手轮次：全部，或仅最后一轮",
+    "data.packing": "把多条样本打包进一行（注意力只在样本内部）",
+    "data.group_by_length": "把长度相近的样本组成一批（填充更少）",
+    "train.micro_batch_size": "每个设备每次前向的样本数",
+    "train.grad_accum_steps": "每个优化器步累积的微批数",
+    "train.learning_rate": "峰值学习率（AdamW）",
+    "train.weight_decay": "AdamW 解耦权重衰减",
+    "train.schedule": "预热之后的衰减方式",
+    "train.warmup_steps": "学习率从 0 线性升到 learning_rate 的步数",
+    "train.min_lr_ratio": "最终学习率占峰值的比例",
+    "train.max_grad_norm": "梯度裁剪范数；留空则关闭",
+    "train.log_every": "两条训练指标记录之间的步数",
+    "train.eval_every": "两次验证之间的步数",
+    "train.save_every": "两次保存检查点之间的步数",
+    "train.keep_last_n": "保留的步数检查点个数（最佳检查点总会保留）",
+    "precision.amp_level": "O0 全 fp32，O1 部分算子混合精度，O2 大部分低精度",
+    "precision.compute_dtype": "amp_level 不为 O0 时的低精度类型",
+    "precision.loss_scale": "float16 的损失缩放",
+    "precision.initial_loss_scale": "初始（或固定）损失缩放值",
+    "recompute.policy": "重计算激活值的模块",
+    "recompute.layer_fraction": "（从第一层起）做重计算的层的比例",
+    "parallel.data_parallel": "数据并行 worker 数",
+    "parallel.optimizer_shard": "在 worker 之间切分优化器状态（仅昇腾）",
+    "parallel.device": "MindSpore 设备类型",
+    "eval.ema_alpha": "EMA 平滑指标中最新值的权重",
+    "eval.downstream": "在测试集上生成并给回答评分",
+    "eval.max_new_tokens": "下游评测的生成长度",
+    "eval.max_eval_samples": "评估样本上限；留空则全部",
+    "eval.baseline": "在第一步之前评估基础模型（监控页的参考线）；false 则立即开始训练",
+    "eval.baseline_max_tokens": "基线评估读取的词元上限（整批，至少一批）；留空则读取整个验证集",
+    "train.profile_steps": "[起, 止]：在 rank 0 上对这些步运行 MindSpore 性能分析器（runs/<id>/profile/；监控页显示耗时最多的算子）",
+    "early_stopping.enabled": "监控指标不再改进时提前停止",
+    "early_stopping.monitor": "监控的指标",
+    "early_stopping.patience": "停止前允许的无改进评估次数",
+    "early_stopping.min_delta": "算作改进的最小下降量",
+}
+# Read-outs the callbacks write (tables, notes, the Train tab's "Before launch" column).
+TEXTS.update({
+    "lang.toggle": ("Language · 语言", "语言 · Language"),
+    "unit.steps": ("steps", "步数"), "unit.epochs": ("epochs", "轮数"),
+    # model folders table (app.catalog.ROW_HEADERS)
+    "model.col.folder": ("folder", "目录"), "model.col.architecture": ("architecture", "架构"),
+    "model.col.parameters": ("parameters", "参数量"), "model.col.stored dtype": ("stored dtype", "存储精度"),
+    "model.col.context": ("context", "上下文长度"), "model.col.vocab": ("vocab", "词表大小"),
+    "model.col.status": ("status", "状态"), "model.ok": ("ok", "可用"), "model.active": ("{active} active of {total}", "激活 {active} / 共 {total}"),
+    # runs table (app.runs_callbacks.TABLE_HEADERS)
+    "runs.col.run": ("run", "运行"), "runs.col.state": ("state", "状态"), "runs.col.step": ("step", "步数"),
+    "runs.col.best val ppl": ("best val ppl", "最佳验证困惑度"), "runs.col.tokens/s": ("tokens/s", "token/秒"),
+    "runs.col.peak MB": ("peak MB", "峰值内存 MB"), "runs.col.duration": ("duration", "用时"),
+    "runs.col.reason": ("reason", "原因"),
+    "runs.queue_empty": ("no run is waiting: Start launches at once while a device is free",
+                         "没有排队的运行：设备空闲时点击“开始训练”会立即启动"),
+    "runs.queued_n": ("queued #{n}", "排队中 #{n}"),
+    # global batch: 'Global batch 16 = micro 8 × accumulation 2 × workers 1'
+    "batch.parts": ("= micro {micro} × accumulation {accum} × workers {workers}",
+                    "= 微批 {micro} × 梯度累积 {accum} × worker {workers}"),
+    # memory estimate (app.train_callbacks.estimate_table)
+    "mem.weights": ("weights", "权重"), "mem.gradients": ("gradients", "梯度"),
+    "mem.optimizer": ("optimizer state", "优化器状态"), "mem.activations": ("activations", "激活值"),
+    "mem.runtime": ("framework runtime", "框架运行时"), "mem.total": ("total per worker", "每个 worker 合计"),
+    "mem.of": ("of {device} MB", "（共 {device} MB）"), "mem.fits": ("fits ✓", "可以放下 ✓"),
+    "mem.no_fit": ("does not fit ✗", "放不下 ✗"),
+    "mem.unavailable": ("estimate unavailable", "无法估算"), "mem.pick_model": ("pick a loadable model", "请选择可加载的模型"),
+    "mem.trainable": ("trainable parameters: {trainable} of {total} ({share})",
+                      "可训练参数：{trainable} / {total}（{share}）"),
+    "mem.seq_longest": ("sequence length {seq}: the longest sample ({longest} tokens) padded, max_seq_len {max}",
+                        "序列长度 {seq}：最长样本（{longest} 个 token）补齐后的长度，max_seq_len 为 {max}"),
+    "mem.seq_max": ("sequence length {seq} (data.max_seq_len)", "序列长度 {seq}（data.max_seq_len）"),
+    # devices (app.devices)
+    "device.cpu": ("{n} CPU cores; fp32 (amp O0) is fastest here, fp16 works but is slower, bf16 has no CPU kernels",
+                   "{n} 个 CPU 核；这里 fp32（amp O0）最快，fp16 可用但更慢，bf16 没有 CPU 算子"),
+    "device.gpu": ("{n} NVIDIA GPU(s) found", "找到 {n} 块 NVIDIA GPU"),
+    "device.no_gpu": ("no NVIDIA GPU found (nvidia-smi)", "未找到 NVIDIA GPU（nvidia-smi）"),
+    "device.ascend": ("{n} Ascend NPU(s) found", "找到 {n} 块昇腾 NPU"),
+    "device.no_ascend": ("no Ascend NPU found (/dev/davinci*)", "未找到昇腾 NPU（/dev/davinci*）"),
+})
+# The dataset's preview, histogram and statistics (app.data_preview, app.data_callbacks).
+TEXTS.update({
+    "dp.legend_masked": ("prompt, system and tool turns (masked, no loss)", "提示、系统和工具轮次（屏蔽，不计损失）"),
+    "dp.legend_trained": ("assistant turns (trained)", "助手轮次（参与训练）"),
+    "dp.cut": ("… {n} tokens cut by max_seq_len", "… {n} 个 token 被 max_seq_len 截掉"),
+    "dp.mapped": ("mapped by data.columns", "由 data.columns 映射"), "dp.absent": ("absent", "缺失"),
+    "dp.fields": ("fields in the data:", "数据中的字段："),
+    "dp.ignored": ("field {name} ignored in {count} of {total} records", "字段 {name} 在 {total} 条记录中有 {count} 条被忽略"),
+    "dp.ignored_head": ("⚠ format {fmt} does not read these fields (map them with data.columns, or pick another format):",
+                        "⚠ 格式 {fmt} 不读取这些字段（用 data.columns 映射，或换一种格式）："),
+    "dp.format": ("format: {fmt} ({how}){split} · first {n} of {total} records · trained: {trained}",
+                  "格式：{fmt}（{how}）{split} · 共 {total} 条记录中的前 {n} 条 · 训练：{trained}"),
+    "dp.auto": ("auto-detected", "自动识别"), "dp.as_set": ("as set", "按设置"), "dp.split": (" · split {split}", " · 划分 {split}"),
+    "dp.every_token": ("every token", "全部 token"), "dp.all_assistant": ("all assistant", "全部助手轮次"),
+    "dp.last": ("last", "最后一轮助手"),
+    "dp.sample": ("{where} · {full} tokens, {trained} trained", "{where} · {full} 个 token，{trained} 个参与训练"),
+    "dp.line": ("line {n}", "第 {n} 行"),
+    "dp.axis": ("tokens per sample", "每条样本的 token 数"),
+    "dp.no_model": ("pick a loadable base model to preview the data with its tokenizer",
+                    "请选择可加载的基座模型，以用它的分词器预览数据"),
+    "dp.stats_unavailable": ("statistics unavailable: {err}", "无法统计：{err}"),
+    "dp.st_train": ("- **train**: {n} samples ({fmt}), {tokens} trained tokens, length {lo}–{hi} (mean {mean})",
+                    "- **训练集**：{n} 条样本（{fmt}），{tokens} 个参与训练的 token，长度 {lo}–{hi}（平均 {mean}）"),
+    "dp.st_validation": ("- **validation** ({source}): {n} samples, length {lo}–{hi}",
+                         "- **验证集**（{source}）：{n} 条样本，长度 {lo}–{hi}"),
+    "dp.source.file": ("file", "文件"), "dp.source.fraction": ("fraction", "从训练集按比例划分"),
+    "dp.st_truncated": ("- **truncated** at max_seq_len {max}: {train} train ({share}), {validation} validation",
+                        "- **截断**（max_seq_len {max}）：训练集 {train} 条（{share}），验证集 {validation} 条"),
+    "dp.st_padding": ("- **padding efficiency** (real / padded tokens): {one} one sample per row (rows of {seq}), "
+                      "{packed} with data.packing (rows of {packed_seq})",
+                      "- **填充效率**（真实 / 补齐后 token）：每行一条样本 {one}（行长 {seq}），"
+                      "data.packing 打包后 {packed}（行长 {packed_seq}）"),
+    "dp.st_gain": (": {gain}× the real tokens per padded token", "：每个补齐 token 中的真实 token 为 {gain} 倍"),
+    "dp.st_overlap": ("- **overlap**: {overlap} of {n} validation samples also occur in train",
+                      "- **重叠**：{n} 条验证样本中有 {overlap} 条也出现在训练集中"),
+    "dp.st_overlap_warn": (" ⚠ validation loss will look better than it is", " ⚠ 验证损失会显得比实际更好"),
+    "dp.st_test": ("- **test**: {n} records for exact-match scoring", "- **测试集**：{n} 条记录用于精确匹配评分"),
+    "dp.saved": ("saved as `{file}`; {found}", "已保存为 `{file}`；{found}"),
+    "dp.detected": ("format **{fmt}** (detected)", "格式 **{fmt}**（自动识别）"),
+})
+# Inside the charts (app.svg_chart, drawn by app.monitor_callbacks and app.runs_callbacks).
+TEXTS.update({
+    "chart.step": ("step", "步数"), "chart.log": (" (log)", "（对数）"),
+    "chart.empty": ("waiting for the first points…", "等待第一批数据点…"),
+    "chart.overlay_empty": ("select runs to compare their curves", "选择运行以对比曲线"),
+    "ytitle.loss": ("loss", "损失"), "ytitle.val_loss": ("validation loss", "验证损失"),
+    "ytitle.val_ppl": ("perplexity", "困惑度"), "ytitle.memory": ("MB per worker", "每 worker MB"),
+    "ytitle.tokens_per_s": ("tokens/s", "token/秒"), "ytitle.lr": ("learning rate", "学习率"),
+    "ytitle.grad_norm": ("grad norm", "梯度范数"), "ytitle.loss_scale": ("loss scale", "损失缩放"),
+    "es.best": ("best {monitor} {value} at step {step}", "最佳 {monitor} {value}（第 {step} 步）"),
+    "es.patience": ("patience left {n}", "剩余耐心 {n}"), "es.off": (" (early stopping off)", "（早停已关闭）"),
+})
+# core.memory's notes are English sentences with figures in them; each pattern here gives its
+# 简体中文 (unmatched notes stay English, and the browser test names any that reach the page).
+MEMORY_NOTES_ZH: list[tuple[str, str]] = [
+    (r"CPU: the peak is the worker's resident set size; the compiled train and eval graphs share one memory pool",
+     "CPU：峰值是 worker 进程的常驻内存；编译后的训练图和评估图共用一个内存池"),
+    (r"CPU: attention, norms, MLP gates and loss run as fused kernels \(no score tensors kept\)",
+     "CPU：注意力、归一化、MLP 门控和损失以融合算子运行（不保留注意力分数张量）"),
+    (r"gradient accumulation holds a second float32 gradient buffer \(the running sum\)",
+     "梯度累积需要第二份 float32 梯度缓冲（累加和）"),
+    (r"device memory unknown: the total is not checked against a limit", "设备内存未知：合计未与上限比较"),
+    (r"CPU: the (\d+) workers share this machine's RAM \((.+)\)", r"CPU：\1 个 worker 共用本机内存（\2）"),
+    (r"(\w+): activations are textbook figures, not measured on such a device", r"\1：激活值为理论估算，未在此类设备上实测"),
+]
+
+
+# Why a run ended, as the worker and the launcher write it (status.json's `reason`); an error's
+# own text (a failed run's exception) is shown as it is.
+REASONS_ZH: list[tuple[str, str]] = [
+    (r"reached (\d+) steps", r"已达到 \1 步"),
+    (r"stopped by request", "按请求停止"),
+    (r"stopped now by user", "用户立即停止"),
+    (r"cancelled before it started", "启动前已取消"),
+    (r"graceful stop timed out after (\S+) s; worker terminated by user", r"正常停止 \1 秒后超时；已强制结束 worker"),
+    (r"(\S+) did not improve by (\S+) for (\d+) evaluations \(best (\S+) at step (\d+)\)",
+     r"\1 连续 \3 次评估未改进 \2 以上（最佳 \4，第 \5 步）"),
+]
+
+
+def _by_patterns(sentence: str, lang: str, patterns: list[tuple[str, str]]) -> str:
+    if lang != "zh":
+        return sentence
+    import re
+
+    for pattern, zh in patterns:
+        if re.fullmatch(pattern, sentence):
+            return re.sub(pattern, zh, sentence)
+    return sentence
+
+
+def memory_note(note: str, lang: str) -> str:
+    """One of core.memory's notes in `lang` (English when no pattern matches)."""
+    return _by_patterns(note, lang, MEMORY_NOTES_ZH)
+
+
+def reason_text(reason: str, lang: str) -> str:
+    """Why a run ended, in `lang` (an error's own text unchanged)."""
+    return _by_patterns(reason, lang, REASONS_ZH)
+
+
+# Help lines of the widgets that stand for a config field in another shape, or for none.
+TEXTS.update({
+    "help.model.picker": ("folders under --models-dir; ⚠ marks one that cannot be loaded (reason in the table)",
+                          "--models-dir 下的目录；⚠ 表示无法加载（原因见模型目录表）"),
+    "help.lora.targets": ("linear layers of this model's transformer blocks", "该模型 Transformer 块中的线性层"),
+    "help.lora.target_regex": (r"full match on dotted names, e.g. .*\.(q_proj|v_proj)",
+                               r"对带点的模块名做完整匹配，例如 .*\.(q_proj|v_proj)"),
+    "help.train.length": ("optimizer steps, or passes over the data", "优化器步数，或遍历数据的轮数"),
+    "help.parallel.workers": ("msrun workers on this machine", "本机上的 msrun worker 数"),
+})
+
+
+def _field_help() -> None:
+    from app.form import fields  # the form's own fields (core.config's help; MindSpore-free)
+
+    for key, info in fields().items():
+        if info.help:
+            TEXTS[f"help.{key}"] = (info.help, FIELD_HELP_ZH.get(key, ""))
+
+
+_field_help()
+
 def text(key: str, lang: str) -> str:
     """The text of `key` in `lang` (English when no translation exists, the key when neither does)."""
     pair = TEXTS.get(key)
@@ -196,13 +419,16 @@ class Labels:
     def __call__(self, key: str) -> str:
         return text(key, self.lang)
 
-    def bind(self, component: Any, **props: str) -> Any:
+    def bind(self, component: Any, **props: Any) -> Any:
         """Show the text of each `prop=key` on `component` now, and again after a language switch.
-        E.g. `bind(gr.Number(), label="field.train.learning_rate")`; buttons use `value=`."""
+        E.g. `bind(gr.Number(), label="field.train.learning_rate")`; buttons use `value=`. A list
+        of keys is a list of texts (a table's `headers`); a list of (key, value) pairs is a
+        choice list (`choices`: the label in the language, the value unchanged)."""
         for prop, key in props.items():
-            if key not in TEXTS:
-                raise KeyError(f"no text for {key!r} in app.i18n.TEXTS")
-            setattr(component, prop, text(key, self.lang))
+            for k in _keys(key):
+                if k not in TEXTS:
+                    raise KeyError(f"no text for {k!r} in app.i18n.TEXTS")
+            setattr(component, prop, _shown(key, self.lang))
         self._bindings.append((component, dict(props)))
         return component
 
@@ -212,4 +438,16 @@ class Labels:
 
     def values(self, lang: str) -> list[dict[str, str]]:
         """For each bound widget, its texts in `lang` ({prop: text}); plain data for tests."""
-        return [{prop: text(key, lang) for prop, key in props.items()} for _, props in self._bindings]
+        return [{prop: _shown(key, lang) for prop, key in props.items()} for _, props in self._bindings]
+
+
+def _keys(key: Any) -> list[str]:
+    if isinstance(key, str):
+        return [key]
+    return [k if isinstance(k, str) else k[0] for k in key]
+
+
+def _shown(key: Any, lang: str) -> Any:
+    if isinstance(key, str):
+        return text(key, lang)
+    return [text(k, lang) if isinstance(k, str) else (text(k[0], lang), k[1]) for k in key]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.config import ConfigError, EarlyStoppingSettings, load_config
+from core.profiling import read_summary
 from core.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
 
 from app.access import SINGLE_USER, Viewer
@@ -30,7 +31,7 @@ from app.sessions import session_lock
 from app.exports import FORMATS, ExportFailed, export_target, run_export
 from app.i18n import text
 from app.metrics import RunCharts
-from app.run_status import failure_html, phase, state_html, status_html, status_line
+from app.run_status import failure_html, phase, reached_step, state_html, status_html, status_line
 from app.svg_chart import line_chart
 
 RUN_LIST_EVERY_TICKS = 5
@@ -139,11 +140,11 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
     run = RunDir(console.runs_dir / run_id) if run_id else None
     if run is None or not run.exists():
         return _no_run(run_id, choices, lang)
-    status = _status(run)
+    status = reached_step(_status(run), run.checkpoint_steps())
     fresh = session.charts is None
     if fresh:  # another run than the charts showed: every chart is sent, empty ones too
         session.charts = RunCharts(run.path, workers=_workers(run, status))
-    svgs = _chart_updates(session, log_axes(log_scale, ppl_log_scale), everything=full or fresh)
+    svgs = _chart_updates(session, log_axes(log_scale, ppl_log_scale), everything=full or fresh, lang=lang)
     log = _log_if_changed(session, run)
     es_values = None
     if session.es_loaded_for != run_id:
@@ -154,21 +155,23 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
                 _downloads_if_changed(session, console, run, lang), status.state not in TERMINAL_STATES)
 
 
-def _chart_updates(session: MonitorSession, log: frozenset[str], everything: bool = False) -> dict[str, str]:
+def _chart_updates(session: MonitorSession, log: frozenset[str], everything: bool = False,
+                   lang: str = "en") -> dict[str, str]:
     """SVGs of the charts that got points (and of the validation charts when the caption changed,
-    a chart whose axis scale changed; all of them when `everything`)."""
+    a chart whose axis scale changed; all of them when `everything` or another language)."""
     charts = session.charts
     charts.update()
     changed = charts.take_changed()
-    if everything:
+    if everything or session.sent.get("lang", lang) != lang:
         changed |= set(Y_TITLES)
+    session.sent["lang"] = lang
     changed |= session.sent.get("log_axes", log) ^ log
     session.sent["log_axes"] = log
-    caption = es_caption(charts.last_eval)
+    caption = es_caption(charts.last_eval, lang)
     if caption != session.es_caption:
         changed |= {"val_loss", "val_ppl"}
         session.es_caption = caption
-    return {name: chart_svg(charts, name, log, caption, session.run_id) for name in changed}
+    return {name: chart_svg(charts, name, log, caption, session.run_id, lang) for name in changed}
 
 
 def _status_text(status: Status, charts: RunCharts, lang: str) -> str:
@@ -221,8 +224,9 @@ def _log_if_changed(session: MonitorSession, run: RunDir) -> str | None:
     return run.log_tail() if key else ""
 
 
-Y_TITLES = {"loss": "loss", "val_loss": "validation loss", "val_ppl": "perplexity", "memory": "MB per worker",
-            "tokens_per_s": "tokens/s", "lr": "learning rate", "grad_norm": "grad norm", "loss_scale": "loss scale"}
+# chart -> its y-axis title in English (app.i18n "ytitle.<chart>" holds both languages)
+Y_TITLES = {name: text(f"ytitle.{name}", "en") for name in ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s",
+                                                             "lr", "grad_norm", "loss_scale")}
 
 
 LOSS_CHARTS = ("loss", "val_loss")  # what the loss log-scale box switches
@@ -236,23 +240,35 @@ def log_axes(log_scale: bool = False, ppl_log_scale: bool = True) -> frozenset[s
 
 
 def chart_svg(charts: RunCharts, name: str, log: frozenset[str] = DEFAULT_LOG_AXES, caption: str = "",
-              run_id: str | None = None) -> str:
+              run_id: str | None = None, lang: str = "en") -> str:
     """One chart of the run as SVG (on a log axis when `name` is in `log`), the validation
     charts with the early-stopping caption (current best, patience left). The <svg> names the run
     it draws (`data-run`), so the page can tell another run's drawings from this one's."""
-    svg = line_chart(charts.frames[name], Y_TITLES[name], log_y=name in log,
-                     caption=caption if name in ("val_loss", "val_ppl") else "")
+    svg = line_chart(charts.frames[name], chart_title(name, lang), log_y=name in log,
+                     caption=caption if name in ("val_loss", "val_ppl") else "", **chart_words(lang))
     return svg.replace("<svg ", f'<svg data-run="{html.escape(run_id or charts.path.name)}" ', 1)
 
 
-def es_caption(last_eval: EvalRecord | None) -> str:
+def chart_title(name: str, lang: str = "en") -> str:
+    """The y-axis title of the Monitor chart `name`."""
+    return text(f"ytitle.{name}", lang)
+
+
+def chart_words(lang: str = "en") -> dict[str, str]:
+    """The words every chart writes (x axis, log mark, the empty chart's line), for svg_chart.line_chart."""
+    return {"x_title": text("chart.step", lang), "log_mark": text("chart.log", lang),
+            "empty_text": text("chart.empty", lang)}
+
+
+def es_caption(last_eval: EvalRecord | None, lang: str = "en") -> str:
     """'best val_loss 1.234 at step 200 · patience left 2' from the newest evaluation."""
     if last_eval is None or last_eval.best_value is None:
         return ""
-    parts = [f"best {last_eval.monitor or '?'} {last_eval.best_value:.4g} at step {last_eval.best_step}"]
+    parts = [text("es.best", lang).format(monitor=last_eval.monitor or "?", value=f"{last_eval.best_value:.4g}",
+                                          step=last_eval.best_step)]
     if last_eval.patience_left is not None:
         enabled = last_eval.early_stopping_enabled is not False
-        parts.append(f"patience left {last_eval.patience_left}" + ("" if enabled else " (early stopping off)"))
+        parts.append(text("es.patience", lang).format(n=last_eval.patience_left) + ("" if enabled else text("es.off", lang)))
     return " · ".join(parts)
 
 
@@ -360,7 +376,7 @@ def feed(pages: FeedPages, request: Any, console: Console, viewer: Viewer = SING
         log_scale = bool(request.get("log_scale"))
         ppl_log_scale = bool(request.get("ppl_log_scale", True))
         result = tick(session, wanted, console, lang, log_scale, full, ppl_log_scale)
-        charts = _on_screen_charts(page, result.charts, offscreen, log_axes(log_scale, ppl_log_scale))
+        charts = _on_screen_charts(page, result.charts, offscreen, log_axes(log_scale, ppl_log_scale), lang)
         slots = {"state": result.state, "status": result.status, "failure": result.failure,
                  "es_status": html.escape(result.es_status)}
         if result.log is not None:
@@ -375,7 +391,7 @@ def feed(pages: FeedPages, request: Any, console: Console, viewer: Viewer = SING
 
 
 def _on_screen_charts(page: FeedPage, changed: dict[str, str], offscreen: set[str],
-                      log: frozenset[str]) -> dict[str, str]:
+                      log: frozenset[str], lang: str = "en") -> dict[str, str]:
     """The changed charts that are on screen, plus those that changed while off screen and are back."""
     page.offscreen_changed |= set(changed) & offscreen
     back = page.offscreen_changed - offscreen
@@ -384,7 +400,7 @@ def _on_screen_charts(page: FeedPage, changed: dict[str, str], offscreen: set[st
     monitor = page.monitor
     for name in back - set(charts):
         if monitor.charts is not None:
-            charts[name] = chart_svg(monitor.charts, name, log, monitor.es_caption or "", monitor.run_id)
+            charts[name] = chart_svg(monitor.charts, name, log, monitor.es_caption or "", monitor.run_id, lang)
     return charts
 
 
@@ -396,6 +412,7 @@ class Controls:
     active: bool | None
     downloads: dict[str, tuple[str, str | None, bool]]
     es_values: dict[str, Any] | None
+    profile: tuple[str, str | None] | None = None  # (HTML, trace file) of train.profile_steps, when it changed
 
 
 def controls(session: MonitorSession, wanted: str | None, console: Console, lang: str = "en",
@@ -417,8 +434,32 @@ def controls(session: MonitorSession, wanted: str | None, console: Console, lang
     if session.es_loaded_for != run_id:
         es_values, session.es_loaded_for = early_stopping_settings(run), run_id
     downloads = _downloads_if_changed(session, console, run, lang)
-    fresh = changed_only(session, active=active)
-    return Controls(run_id, choices, active if fresh["active"] else None, downloads, es_values)
+    profile = profile_view(run, lang)
+    fresh = changed_only(session, active=active, profile=profile)
+    return Controls(run_id, choices, active if fresh["active"] else None, downloads, es_values,
+                    profile if fresh["profile"] else None)
+
+
+# ---- the profiler's summary (train.profile_steps) --------------------------------------------
+
+def profile_view(run: RunDir, lang: str) -> tuple[str, str | None]:
+    """The top operators of a profiled run as an HTML table (time, share, forward or backward),
+    and its trace file (chrome://tracing / Perfetto) for the download button; ("", None) else."""
+    summary = read_summary(run.path)
+    if summary is None:
+        return "", None
+    first, last = summary["steps"]
+    phases = summary["phases"]
+    rows = "".join(f"<tr><td>{html.escape(t['op_type'])}</td><td>{html.escape(t['phase'])}</td>"
+                   f"<td>{t['ms']:.1f}</td><td>{100 * t['share']:.1f}%</td><td>{t['calls']}</td></tr>"
+                   for t in summary["top"])
+    phase_text = ", ".join(f"{html.escape(name)} {ms:.0f} ms" for name, ms in phases.items())
+    table = (f"<div class='mt-profile'><b>{html.escape(text('mon.profile', lang))}</b> · steps {first}–{last}: "
+             f"{summary['total_ms']:.0f} ms of kernels ({phase_text})"
+             f"<table><tr><th>operator</th><th>phase</th><th>ms</th><th>share</th><th>calls</th></tr>{rows}</table>"
+             f"<small>{html.escape(summary.get('note', ''))}</small></div>")
+    trace = next((run.path / "profile" / f for f in summary["files"] if f.endswith("trace_view.json")), None)
+    return table, str(trace) if trace is not None and trace.is_file() else None
 
 
 # ---- downloads -----------------------------------------------------------------------------

@@ -24,22 +24,24 @@ const watched = new WeakSet();
 
 const slots = () => Array.from(document.querySelectorAll("[data-mt-slot]"));
 const shown = () => !document.hidden && element.offsetParent !== null;
-const emptyChart = new Map();  // chart slot -> the empty chart it was built with
-
+// Each chart slot keeps the empty chart it was built with on the element itself (data-mt-empty):
+// a second copy of this script (Gradio may mount the badge again) finds it there too, even for a
+// slot that already draws a run.
 function watchNewSlots() {  // slots appear when the tab first renders, or again after a re-render
   for (const slot of slots()) {
     if (!watched.has(slot)) {
       watched.add(slot);
       watcher.observe(slot);
       const svg = slot.querySelector("svg.mt-chart");
-      if (svg && !svg.dataset.run) emptyChart.set(slot.dataset.mtSlot, slot.innerHTML);
+      if (svg && !svg.dataset.run && slot.dataset.mtEmpty === undefined) slot.dataset.mtEmpty = slot.innerHTML;
     }
   }
 }
 
-// Another run was picked (by hand, or by Start/Open setting the picker): clear the charts that
-// still draw another run at once, before the server's answer arrives, so no moment shows one run's
-// curves under another run's name. Cleared slots lose their mark, so the next poll asks for everything.
+// Another run was picked (by hand, or by Start/Open setting the picker): clear every chart that
+// still draws another run at once, scrolled out of view or not, before the server's answer arrives,
+// so no moment shows one run's curves under another run's name. Cleared slots lose their mark, so
+// the next poll asks for everything.
 let clearedFor = null;  // once per picked name: a name the server does not know keeps the charts it sends
 function clearOtherRuns() {
   const picker = document.querySelector("#run-picker input");
@@ -47,8 +49,8 @@ function clearOtherRuns() {
   if (!wanted || wanted === clearedFor) return;
   for (const slot of slots()) {
     const svg = slot.querySelector("svg.mt-chart[data-run]");
-    if (svg && svg.dataset.run !== wanted && emptyChart.has(slot.dataset.mtSlot)) {
-      slot.innerHTML = emptyChart.get(slot.dataset.mtSlot);
+    if (svg && svg.dataset.run !== wanted) {
+      slot.innerHTML = slot.dataset.mtEmpty || "";
       delete slot.dataset.mtFilled;
       clearedFor = wanted;
     }

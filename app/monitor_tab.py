@@ -33,6 +33,7 @@ from app.svg_chart import line_chart
 from app.widgets import field_widget
 
 FEED_JS = Path(__file__).with_name("monitor_feed.js").read_text(encoding="utf-8")
+SHOW_NOW_JS = "() => { if (window.mindtuneMonitorNow) window.mindtuneMonitorNow(); }"
 # chart -> elem_id; the charts are server-drawn SVG (see app/svg_chart.py for why)
 CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot", "memory": "memory-plot",
           "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot"}
@@ -75,7 +76,7 @@ def _slot(name: str, value: str = "", tag: str = "div", **kwargs: Any) -> gr.HTM
 
 
 def _plot(name: str, labels: Labels) -> gr.HTML:
-    empty = line_chart(empty_frame(), cb.Y_TITLES[name])
+    empty = line_chart(empty_frame(), cb.chart_title(name, labels.lang), **cb.chart_words(labels.lang))
     plot = _slot(name, empty, elem_id=CHARTS[name], show_label=True, container=True, elem_classes=["mt-chart-box"])
     return labels.bind(plot, label=f"chart.{name}")
 
@@ -121,8 +122,12 @@ def build(console: Console, labels: Labels) -> MonitorTab:
     labels.bind(gr.Markdown(), value="mon.downloads")
     with gr.Row():
         for fmt in FORMATS:
-            tab.downloads[fmt] = gr.DownloadButton(label=fmt, value=None, interactive=False,
+            tab.downloads[fmt] = gr.DownloadButton(label=f"{labels(f'download.{fmt}')} · {labels('download.none')}",
+                                                   value=None, interactive=False,
                                                    elem_id=DOWNLOAD_IDS[fmt])
+    tab.out["profile"] = _slot("profile", elem_id="run-profile")
+    tab.out["profile_trace"] = labels.bind(gr.DownloadButton(value=None, interactive=False, elem_id="profile-trace"),
+                                           label="mon.profile_trace")
     tab.out["log"] = labels.bind(_slot("log", tag="pre", elem_id="run-log", show_label=True, container=True),
                                  label="mon.log")
     _wire(tab, console, labels)
@@ -147,7 +152,8 @@ def _early_stopping_box(tab: MonitorTab, labels: Labels) -> None:
 
 def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
     session, run = tab.out["session"], tab.out["run"]
-    outputs = [run, tab.out["stop"], tab.out["stop_now"], *tab.downloads.values(), *tab.es.values()]
+    outputs = [run, tab.out["stop"], tab.out["stop_now"], *tab.downloads.values(), *tab.es.values(),
+               tab.out["profile"], tab.out["profile_trace"]]
 
     def on_sync(state: cb.MonitorSession, wanted: str | None, language: str, request: gr.Request):
         with session_lock(state):
@@ -158,11 +164,16 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
         downloads = [gr.update(label=d[0], value=d[1], interactive=d[2]) if (d := result.downloads.get(fmt))
                      else gr.skip() for fmt in tab.downloads]
         es = [result.es_values.get(k, gr.skip()) if result.es_values else gr.skip() for k in tab.es]
-        return [picker, active, active, *downloads, *es]
+        profile = ([gr.update(value=result.profile[0]),
+                    gr.update(value=result.profile[1], interactive=result.profile[1] is not None)]
+                   if result.profile is not None else [gr.skip(), gr.skip()])
+        return [picker, active, active, *downloads, *es, *profile]
 
     inputs = [session, run, labels.toggle]
     tab.out["state"].sync(on_sync, inputs, outputs, show_progress="hidden", concurrency_limit=4,
                           trigger_mode="always_last", api_visibility="private")
+    # a pick by hand clears the other run's charts in the page at once (app/monitor_feed.js), then syncs
+    run.input(None, js=SHOW_NOW_JS, show_progress="hidden", api_visibility="private")
     run.input(on_sync, inputs, outputs, show_progress="hidden", api_visibility="private")
     tab.out["sync"] = (on_sync, inputs, outputs)
     _wire_controls(tab, console, labels)

@@ -124,6 +124,16 @@ class StatusLine:
     best: str
 
 
+def reached_step(status: Status, checkpoint_steps: list[int]) -> Status:
+    """The status with the step the run reached: a run that ended keeps its newest checkpoint's
+    step when that is later than the status's (Stop now kills the worker between a checkpoint and
+    its next status line: "step 30" beside checkpoint step-31, issue 20 bug 9)."""
+    newest = max(checkpoint_steps, default=None)
+    if status.state in TERMINAL_STATES and newest is not None and newest > (status.step or 0):
+        return status.replace(step=newest)
+    return status
+
+
 def status_line(status: Status, seconds_per_step: float | None, now: float | None = None) -> StatusLine:
     return StatusLine(status.state or "unknown", status.step, status.total_steps,
                       fmt_duration(elapsed_s(status, now)), fmt_duration(eta_s(status, seconds_per_step)),

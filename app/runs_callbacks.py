@@ -20,8 +20,9 @@ from core.rundir import (POINTERS, TERMINAL_STATES, RunDir, RunDirError, RunSumm
 from app.access import SINGLE_USER, Viewer
 from app.changes import Change, applies, changes, changes_text, differing_keys, flat_config, show
 from app.context import Console
+from app.i18n import reason_text, text
 from app.metrics import RunCharts
-from app.run_status import fmt_duration, total_elapsed_s
+from app.run_status import fmt_duration, reached_step, total_elapsed_s
 from app.svg_chart import line_chart
 
 TABLE_HEADERS = ["run", "state", "step", "best val ppl", "tokens/s", "peak MB", "duration", "reason"]
@@ -37,13 +38,13 @@ def _number(value: Any, digits: int = 3) -> str:
     return "-"
 
 
-def table_row(summary: RunSummary, now: float | None = None) -> list[str]:
+def table_row(summary: RunSummary, now: float | None = None, lang: str = "en") -> list[str]:
     """One run's row: final figures when it is over, the latest logged ones while it runs."""
-    status = summary.status
+    status = reached_step(summary.status, summary.run.checkpoint_steps())
     final, best = status.final, status.best
     latest = None if final else summary.run.last_metric(TrainRecord)
     step, total = status.step, status.total_steps
-    reason = (summary.reason or "").splitlines()[0][:120] if summary.reason else ""
+    reason = reason_text((summary.reason or "").splitlines()[0][:120], lang) if summary.reason else ""
     if final:
         ppl, tokens_per_s, peak_mem_mb = final.best_val_ppl, final.tokens_per_s, final.peak_mem_mb
     else:
@@ -78,23 +79,24 @@ def folder_key(console: Console, viewer: Viewer = SINGLE_USER) -> str:
     return str(hash("|".join(parts)))
 
 
-def runs_table(console: Console, viewer: Viewer = SINGLE_USER) -> pd.DataFrame:
-    """Every run `viewer` may see, newest first; a queued run's state says its place in the queue."""
+def runs_table(console: Console, viewer: Viewer = SINGLE_USER, lang: str = "en") -> pd.DataFrame:
+    """Every run `viewer` may see, newest first; a queued run's state says its place in the queue.
+    The headers are in `lang`; states stay the run directory contract's words."""
     places = {e.run_id: e.position for e in console.jobs.queue(viewer)}
     rows = []
     for summary in console.jobs.runs(viewer):
-        row = table_row(summary)
+        row = table_row(summary, lang=lang)
         if summary.run_id in places:
-            row[1] = f"queued #{places[summary.run_id]}"
+            row[1] = text("runs.queued_n", lang).format(n=places[summary.run_id])
         rows.append(row)
-    return pd.DataFrame(rows, columns=TABLE_HEADERS)
+    return pd.DataFrame(rows, columns=[text(f"runs.col.{h}", lang) for h in TABLE_HEADERS])
 
 
-def queue_html(console: Console, viewer: Viewer = SINGLE_USER) -> str:
+def queue_html(console: Console, viewer: Viewer = SINGLE_USER, lang: str = "en") -> str:
     """The queued runs in order (their place in their device's queue), or a note that there are none."""
     entries = console.jobs.queue(viewer)
     if not entries:
-        return '<div class="mt-note" id="queue-empty">no run is waiting: Start launches at once while a device is free</div>'
+        return f'<div class="mt-note" id="queue-empty">{html.escape(text("runs.queue_empty", lang))}</div>'
     items = "".join(f'<li data-run="{html.escape(e.run_id)}"><b>#{e.position}</b> <code>{html.escape(e.run_id)}</code>'
                     f' ({html.escape(e.device)}{", " + html.escape(e.owner) if e.owner else ""})</li>' for e in entries)
     return f'<ol class="mt-queue">{items}</ol>'
@@ -156,14 +158,15 @@ def overlay_log_default(metric: str) -> bool:
     return metric in LOG_BY_DEFAULT
 
 
-def overlay_svg(frame: pd.DataFrame, metric: str, log_y: bool | None = None) -> str:
+def overlay_svg(frame: pd.DataFrame, metric: str, log_y: bool | None = None, lang: str = "en") -> str:
     """The compared runs' curves of `metric` in one chart, a line per run, labelled by what sets the
     runs apart (the full id on hover); perplexity on a log axis by default."""
     if frame.empty:
         frame = _empty_overlay()
     titles = dict(zip(frame["run"], frame["run_id"])) if "run_id" in frame else {}
     return line_chart(frame, metric, color_column="run", log_y=overlay_log_default(metric) if log_y is None else log_y,
-                      legend_titles=titles, empty_text="select runs to compare their curves")
+                      legend_titles=titles, empty_text=text("chart.overlay_empty", lang), x_title=text("chart.step", lang),
+                      log_mark=text("chart.log", lang))
 
 
 # what a short label calls a setting (the last part of its key otherwise)
@@ -357,9 +360,9 @@ def deltas_html(deltas: list[Delta]) -> str:
         changed = changes_text(delta.changes) or "(same settings)"
         cells = [f"<td><code>{html.escape(delta.run_id)}</code></td>", f"<td>{html.escape(changed)}</td>"]
         for name, _, digits in DELTA_FIGURES:
-            text = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), digits,
-                              percent_points=name == "exact_match")
-            cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(text)}</td>')
+            shown = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), digits,
+                               percent_points=name == "exact_match")
+            cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(shown)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
     caption = f"against <code>{html.escape(deltas[0].reference)}</code>"
     return (f'<div class="mt-table-wrap mt-deltas"><p class="mt-note">{caption}</p>'

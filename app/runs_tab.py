@@ -26,6 +26,7 @@ WATCH_JS = Path(__file__).with_name("runs_watch.js").read_text(encoding="utf-8")
 @dataclass
 class RunsTab:
     out: dict[str, Any] = field(default_factory=dict)
+    lang: Any = None  # the language toggle (an input of the callbacks that write text)
 
 
 @dataclass(eq=False)  # hashed by identity, for session_lock
@@ -39,7 +40,8 @@ def build(console: Console, labels: Labels) -> RunsTab:
     tab = RunsTab()
     out = tab.out
     out["session"] = gr.State(RunsSession())
-    table = cb.runs_table(console, console.page_viewer)
+    tab.lang = labels.toggle
+    table = cb.runs_table(console, console.page_viewer, labels.lang)
     out["table"] = labels.bind(gr.Dataframe(value=table, interactive=False, wrap=True, elem_id="runs-table",
                                             max_height=360), label="runs.table")
     with gr.Row():
@@ -57,7 +59,7 @@ def build(console: Console, labels: Labels) -> RunsTab:
         out["fork"] = labels.bind(gr.Button(elem_id="runs-fork"), value="runs.fork")
     with gr.Group():
         labels.bind(gr.Markdown(), value="runs.queue")
-        out["queue"] = gr.HTML(cb.queue_html(console, console.page_viewer), elem_id="runs-queue")
+        out["queue"] = gr.HTML(cb.queue_html(console, console.page_viewer, labels.lang), elem_id="runs-queue")
         with gr.Row():
             out["queue_up"] = labels.bind(gr.Button(size="sm", elem_id="queue-up"), value="runs.queue_up")
             out["queue_down"] = labels.bind(gr.Button(size="sm", elem_id="queue-down"), value="runs.queue_down")
@@ -74,7 +76,7 @@ def build(console: Console, labels: Labels) -> RunsTab:
                                                 elem_id="runs-metric", scale=3), label="runs.metric")
         out["log_scale"] = labels.bind(gr.Checkbox(value=cb.overlay_log_default("val ppl"), elem_id="runs-log-scale",
                                                    scale=1), label="runs.log_scale")
-    out["overlay"] = labels.bind(gr.HTML(cb.overlay_svg(pd.DataFrame(), "val ppl"), elem_id="runs-overlay-plot",
+    out["overlay"] = labels.bind(gr.HTML(cb.overlay_svg(pd.DataFrame(), "val ppl", lang=labels.lang), elem_id="runs-overlay-plot",
                                          elem_classes=["mt-chart-box"], show_label=True, container=True),
                                  label="runs.overlay")
     out["only_diff"] = labels.bind(gr.Checkbox(value=False, elem_id="runs-only-diff"), label="runs.only_diff")
@@ -93,16 +95,16 @@ def _wire(tab: RunsTab, console: Console) -> None:
     out = tab.out
 
     def refresh(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool,
-                request: gr.Request):
+                language: str, request: gr.Request):
         with session_lock(session):
-            return _refresh(session, selected, metric, log_y, console.viewer(request))
+            return _refresh(session, selected, metric, log_y, console.viewer(request), language)
 
-    def _refresh(session: RunsSession, selected: list[str], metric: str, log_y: bool, viewer):
-        table = cb.runs_table(console, viewer)
+    def _refresh(session: RunsSession, selected: list[str], metric: str, log_y: bool, viewer, language: str):
+        table = cb.runs_table(console, viewer, language)
         choices = cb.run_choices(console, viewer)
-        queue = cb.queue_html(console, viewer)
+        queue = cb.queue_html(console, viewer, language)
         key = table.to_json() + repr(choices) + queue
-        overlay = cb.overlay_svg(session.overlay.frame(console, selected or [], metric, viewer), metric, log_y)
+        overlay = cb.overlay_svg(session.overlay.frame(console, selected or [], metric, viewer), metric, log_y, language)
         if key == session.table_key:
             return gr.skip(), gr.skip(), overlay, gr.skip()
         session.table_key = key
@@ -113,18 +115,19 @@ def _wire(tab: RunsTab, console: Console) -> None:
         select = gr.update(choices=choices, value=kept) if len(kept) != len(selected or []) else gr.update(choices=choices)
         return table, select, overlay, queue
 
-    inputs = [out["session"], out["select"], out["metric"], out["only_diff"], out["log_scale"]]
+    inputs = [out["session"], out["select"], out["metric"], out["only_diff"], out["log_scale"], tab.lang]
     outputs = [out["table"], out["select"], out["overlay"], out["queue"]]
     out["watch"].refresh(refresh, inputs, outputs, show_progress="hidden", concurrency_limit=4,
                          trigger_mode="always_last", api_visibility="private")
     out["refresh"].click(refresh, inputs, outputs, api_visibility="private")
 
-    def compare(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool,
+    def compare(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool, language: str,
                 request: gr.Request):
         viewer = console.viewer(request)
         with session_lock(session):
             frame = session.overlay.frame(console, selected or [], metric, viewer)
-        return cb.overlay_svg(frame, metric, log_y), cb.config_diff_html(console, selected or [], only_diff, viewer)
+        return (cb.overlay_svg(frame, metric, log_y, language),
+                cb.config_diff_html(console, selected or [], only_diff, viewer))
 
     for trigger in (out["select"].input, out["only_diff"].change, out["log_scale"].input):
         trigger(compare, inputs, [out["overlay"], out["diff"]], show_progress="hidden", api_visibility="private")
@@ -136,11 +139,11 @@ def _wire(tab: RunsTab, console: Console) -> None:
 
     out["select"].input(steps_of, out["select"], out["fork_step"], show_progress="hidden", api_visibility="private")
 
-    def metric_changed(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool,
+    def metric_changed(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool, language: str,
                        request: gr.Request):
         """Another curve: its default axis (log for perplexity), then the overlay on it."""
         log_y = cb.overlay_log_default(metric)
-        return (gr.update(value=log_y), *compare(session, selected, metric, only_diff, log_y, request))
+        return (gr.update(value=log_y), *compare(session, selected, metric, only_diff, log_y, language, request))
 
     out["metric"].change(metric_changed, inputs, [out["log_scale"], out["overlay"], out["diff"]],
                          show_progress="hidden", api_visibility="private")
@@ -154,23 +157,23 @@ def _wire(tab: RunsTab, console: Console) -> None:
     out["cancel"].click(lambda: (gr.update(visible=False), "cancelled"), None, [out["confirm_row"], out["message"]],
                         api_visibility="private")
 
-    def confirm(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool,
+    def confirm(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool, language: str,
                 request: gr.Request):
         message = cb.delete(console, selected or [], console.viewer(request))
         session.table_key = ""
-        table, select, overlay, queue = refresh(session, [], metric, only_diff, log_y, request)
+        table, select, overlay, queue = refresh(session, [], metric, only_diff, log_y, language, request)
         return gr.update(visible=False), message, table, select, overlay, queue, cb.config_diff_html(console, [])
 
     out["confirm"].click(confirm, inputs, [out["confirm_row"], out["message"], out["table"], out["select"],
                                            out["overlay"], out["queue"], out["diff"]], api_visibility="private")
 
     for action in ("up", "down", "cancel"):
-        def act(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool,
+        def act(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool, language: str,
                 request: gr.Request, action: str = action):
             """Reorder or cancel the selected queued run, then show the queue as it is now."""
             message = cb.queue_action(console, selected or [], action, console.viewer(request))
             session.table_key = ""
-            return message, *refresh(session, selected, metric, only_diff, log_y, request)
+            return message, *refresh(session, selected, metric, only_diff, log_y, language, request)
 
         out[f"queue_{action}"].click(act, inputs, [out["message"], *outputs], concurrency_limit=1,
                                      api_visibility="private")

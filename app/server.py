@@ -16,7 +16,7 @@ from app import runs_callbacks
 from app import train_callbacks
 from app.context import Console
 from app.early_script import status_timer_middleware
-from app.i18n import LANG_CHOICES, Labels
+from app.i18n import LANG_CHOICES, Labels, text
 from app.settings import Settings, check_safe
 
 CSS_PATH = Path(__file__).with_name("style.css")
@@ -30,8 +30,10 @@ def build_app(console: Console) -> gr.Blocks:
     with gr.Blocks(title="mindtune", analytics_enabled=False) as demo:
         with gr.Row(equal_height=True):
             labels.bind(gr.Markdown(elem_id="app-title"), value="app.title")
+            # its (hidden, screen-reader) label names both languages: it is how either reader finds the other
             labels.toggle = gr.Radio(choices=LANG_CHOICES, value=labels.lang, elem_id="lang-toggle",
-                                     show_label=False, container=False, scale=0, min_width=180)
+                                     label=text("lang.toggle", "en"), show_label=False, container=False, scale=0,
+                                     min_width=180)
         labels.bind(gr.Markdown(elem_id="app-subtitle"), value="app.subtitle")
         with gr.Tabs(selected="train", elem_id="tabs") as tabs:
             with gr.Tab(labels("tab.train"), id="train", elem_id=TAB_IDS["train"]) as tab:
@@ -56,7 +58,7 @@ def build_app(console: Console) -> gr.Blocks:
 
 # After an event that points the Monitor at a run: the feed polls at once and clears another run's
 # charts from the page before the answer comes (app/monitor_feed.js), instead of at its next poll.
-SHOW_NOW = {"fn": None, "js": "() => { if (window.mindtuneMonitorNow) window.mindtuneMonitorNow(); }",
+SHOW_NOW = {"fn": None, "js": monitor_tab.SHOW_NOW_JS,
             "show_progress": "hidden", "api_visibility": "private"}
 
 

@@ -208,7 +208,8 @@ def _legend(rows: list[list[str]], colors: dict[str, str], titles: dict[str, str
 
 def line_chart(frame: pd.DataFrame, y_title: str, *, x_title: str = "step", log_y: bool = False,
                caption: str = "", color_column: str = "series",
-               empty_text: str = "waiting for the first points…", legend_titles: dict[str, str] | None = None) -> str:
+               empty_text: str = "waiting for the first points…", legend_titles: dict[str, str] | None = None,
+               log_mark: str = " (log)") -> str:
     """An SVG line chart of a long-format frame (step, value, <color_column>), one line per group.
     The legend wraps onto more rows when the names do not fit one (the plot moves down);
     `legend_titles` gives a name's tooltip (e.g. a run's full id behind its short label)."""
@@ -232,7 +233,7 @@ def line_chart(frame: pd.DataFrame, y_title: str, *, x_title: str = "step", log_
     colors = {n: (BEST_COLOR if n.startswith("best") else PALETTE[i % len(PALETTE)]) for i, n in enumerate(own)}
     colors.update({n: PARENT_COLOR for n in names if n.endswith(PARENT_MARK)})
     parts = [head, _legend(rows, colors, legend_titles or {}), f'<g transform="translate(0,{shift})">',
-             *_grid(axes, x_title, f"{y_title} (log)" if log_y else y_title)]
+             *_grid(axes, x_title, f"{y_title}{log_mark}" if log_y else y_title)]
     for name in names:
         mask = groups == name
         order = np.argsort(steps[mask], kind="stable")

@@ -30,7 +30,7 @@ from app.access import SINGLE_USER, Viewer
 from app.background import run_with_ticks
 from app.changes import Change, applies, changes, changes_text, flatten, same, show
 from app.context import Console
-from app.i18n import text
+from app.i18n import memory_note, text
 from app.paths import OutsideRootsError, inside_roots
 
 PREVIEW_MASTER_PORT = 29500  # shown in previews; a free port is chosen at launch
@@ -182,21 +182,21 @@ def global_batch_text(values: Mapping[str, Any], lang: str) -> str:
     workers = number("parallel.data_parallel")
     if None in (micro, accum, workers):
         return f"**{text('global_batch', lang)}**: -"
-    return (f"**{text('global_batch', lang)} {micro * accum * workers}** = micro {micro} × "
-            f"accumulation {accum} × workers {workers}")
+    parts = text("batch.parts", lang).format(micro=micro, accum=accum, workers=workers)
+    return f"**{text('global_batch', lang)} {micro * accum * workers}** {parts}"
 
 
-def memory_estimate(config: Config, console: Console) -> tuple[Any | None, str]:
+def memory_estimate(config: Config, console: Console, lang: str = "en") -> tuple[Any | None, str]:
     """core.memory's estimate for `config` (None when there is none) and the sequence-length note,
     or the reason there is no estimate."""
     entry = catalog.find(console.models(), config.model.path)
     if entry is None or not entry.loadable:
-        return None, "pick a loadable model"
+        return None, text("mem.pick_model", lang)
     try:
         from core import memory  # written separately; the console works without it
         args = read_model_args(entry.path)
         device_mb = memory.device_memory_mb(config.parallel.device)
-        seq_len, seq_note = batch_seq_len(config)
+        seq_len, seq_note = batch_seq_len(config, lang)
         return memory.estimate_memory(config, args, seq_len, device_memory_mb=device_mb), seq_note
     except (ImportError, AttributeError) as err:
         return None, f"{type(err).__name__}: core.memory"
@@ -204,12 +204,12 @@ def memory_estimate(config: Config, console: Console) -> tuple[Any | None, str]:
         return None, str(err)
 
 
-def memory_html(config: Config, console: Console) -> str:
+def memory_html(config: Config, console: Console, lang: str = "en") -> str:
     """The memory estimate per worker against the device's memory, or why there is none."""
-    estimate, note = memory_estimate(config, console)
+    estimate, note = memory_estimate(config, console, lang)
     if estimate is None:
-        return f'<div class="mt-note">estimate unavailable: {html.escape(note)}</div>'
-    return estimate_table(estimate, note)
+        return f'<div class="mt-note">{text("mem.unavailable", lang)}: {html.escape(note)}</div>'
+    return estimate_table(estimate, note, lang)
 
 
 # What the console suggests when a run does not fit: each change with its own estimate.
@@ -257,7 +257,7 @@ def does_not_fit(config: Config, console: Console) -> str | None:
     return "; ".join(lines[:1]) + (". To fit: " + "; ".join(lines[1:]) if len(lines) > 1 else "")
 
 
-def batch_seq_len(config: Config) -> tuple[int, str]:
+def batch_seq_len(config: Config, lang: str = "en") -> tuple[int, str]:
     """The sequence length every batch of this run will have (what the worker pads to: the longest
     sample rounded up, at most max_seq_len), and a note saying where it came from."""
     if config.data.packing:
@@ -270,26 +270,30 @@ def batch_seq_len(config: Config) -> tuple[int, str]:
     longest = max(stats.train.max_length, stats.validation.max_length)
     length = run_seq_len(config.data.max_seq_len, longest)
     grouped = "; length-grouped batches are shorter" if config.data.group_by_length else ""
+    if lang == "zh" and not grouped:
+        return length, text("mem.seq_longest", lang).format(seq=length, longest=longest, max=config.data.max_seq_len)
     return length, (f"sequence length {length}: the longest sample ({longest} tokens) padded, max_seq_len "
                     f"{config.data.max_seq_len}{grouped}")
 
 
-def estimate_table(estimate: Any, seq_note: str | None = None) -> str:
+def estimate_table(estimate: Any, seq_note: str | None = None, lang: str = "en") -> str:
     """A MemoryEstimate as an HTML table (fields per worker, in MB)."""
-    rows = [("weights", estimate.weights_mb), ("gradients", estimate.gradients_mb),
-            ("optimizer state", estimate.optimizer_mb), ("activations", estimate.activations_mb),
-            ("framework runtime", getattr(estimate, "runtime_mb", None))]
-    body = "".join(f"<tr><td>{name}</td><td>{mb:,.1f} MB</td></tr>" for name, mb in rows if mb is not None)
+    rows = [("mem.weights", estimate.weights_mb), ("mem.gradients", estimate.gradients_mb),
+            ("mem.optimizer", estimate.optimizer_mb), ("mem.activations", estimate.activations_mb),
+            ("mem.runtime", getattr(estimate, "runtime_mb", None))]
+    body = "".join(f"<tr><td>{text(key, lang)}</td><td>{mb:,.1f} MB</td></tr>" for key, mb in rows if mb is not None)
     device = getattr(estimate, "device_memory_mb", None)
     fits = getattr(estimate, "fits", None)
-    verdict = "" if device is None else (f" of {device:,.0f} MB — " + ("fits ✓" if fits else "does not fit ✗"))
+    verdict = "" if device is None else (" " + text("mem.of", lang).format(device=f"{device:,.0f}") + " — "
+                                         + text("mem.fits" if fits else "mem.no_fit", lang))
     css = "mt-fits" if fits or device is None else "mt-nofit"
-    body += f'<tr class="{css}"><th>total per worker</th><th>{estimate.total_mb:,.1f} MB{verdict}</th></tr>'
+    body += f'<tr class="{css}"><th>{text("mem.total", lang)}</th><th>{estimate.total_mb:,.1f} MB{verdict}</th></tr>'
     notes = getattr(estimate, "notes", None) or []
-    notes = [notes] if isinstance(notes, str) else notes
+    notes = [memory_note(n, lang) for n in ([notes] if isinstance(notes, str) else notes)]
     trainable, total = getattr(estimate, "trainable_parameters", 0), getattr(estimate, "parameters", 0)
     if total:
-        notes = [f"trainable parameters: {trainable:,} of {total:,} ({percent(trainable, total)})", *notes]
+        notes = [text("mem.trainable", lang).format(trainable=f"{trainable:,}", total=f"{total:,}",
+                                                     share=percent(trainable, total)), *notes]
     if seq_note:
         notes = [seq_note, *notes]
     note_html = "".join(f"<li>{html.escape(str(n))}</li>" for n in notes)
@@ -325,16 +329,16 @@ class Preview:
     errors: str
 
 
-def preview(values: Mapping[str, Any], console: Console, data: bool = True) -> Preview:
+def preview(values: Mapping[str, Any], console: Console, data: bool = True, lang: str = "en") -> Preview:
     """What the form will run; without `data`, only what needs no data file read (the memory
     estimate, which needs the run's sequence length, and the data problems are then left out)."""
     check = check_form(values, console, data)
     if check.config is None:
         invalid = "# the config is not valid yet; fix the fields marked in red\n"
-        return Preview(check, invalid, "-", '<div class="mt-note">estimate unavailable: invalid config</div>',
+        return Preview(check, invalid, "-", f'<div class="mt-note">{text("mem.unavailable", lang)}: invalid config</div>',
                        errors_html(check.errors))
     config = check.config
-    memory = memory_html(config, console) if data else ""
+    memory = memory_html(config, console, lang) if data else ""
     return Preview(check, config.to_yaml(), command_text(config, console), memory, "")
 
 
@@ -547,9 +551,8 @@ def target_defaults(model_name: str | None, console: Console) -> list[str]:
     return list(entry.default_targets) if entry and entry.loadable else list(catalog.PROJECTION_NAMES)
 
 
-def device_notes(device: str) -> str:
-    info = devices.detect().get(device)
-    return info.note if info else ""
+def device_notes(device: str, lang: str = "en") -> str:
+    return devices.device_note(device, lang)
 
 
 

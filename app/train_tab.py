@@ -17,13 +17,24 @@ from app import train_callbacks as cb
 from app.context import Console
 from app.datasets import UploadError
 from app.changes import show
-from app.i18n import Labels, text
+from app.i18n import TEXTS, Labels, text
 from app.widgets import error_update, field_widget
 
 UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".parquet", ".arrow", ".txt", ".gz", ".zip"]
 # what an upload or a picked dataset sets (and so must be able to refresh)
 PICKED_KEYS = ("data.train_file", "data.validation_file", "data.test_file", "data.validation_fraction",
                "data.format", "data.columns")
+# the help line of a widget whose text is not its config field's own help (app.i18n "help.<key>")
+HELP_KEYS = {"model.path": "help.model.picker", form.LENGTH: "help.train.length",
+             form.TARGET_NAMES: "help.lora.targets", form.TARGET_REGEX: "help.lora.target_regex",
+             "parallel.data_parallel": "help.parallel.workers"}
+
+
+def help_key(key: str) -> str | None:
+    """The app.i18n key of the help line under the form widget `key` (None: it has none)."""
+    if key in HELP_KEYS:
+        return HELP_KEYS[key]
+    return f"help.{key}" if f"help.{key}" in TEXTS else None
 
 
 @dataclass
@@ -31,6 +42,7 @@ class TrainTab:
     """The tab's widgets, by form key, plus the read-outs other tabs and the server wire to."""
     fields: dict[str, Any] = field(default_factory=dict)
     out: dict[str, Any] = field(default_factory=dict)
+    lang: Any = None  # the language toggle (an input of the callbacks that write text)
 
     def values(self, data: dict) -> dict[str, Any]:
         """Form values by key from Gradio's {component: value} input dict."""
@@ -40,7 +52,7 @@ class TrainTab:
 def build(console: Console, labels: Labels, initial: Config) -> TrainTab:
     """Lay out the tab (inside an open gr.Tab) and wire its own events."""
     assert labels.toggle is not None, "create the lang-toggle before the tabs"
-    tab = TrainTab()
+    tab = TrainTab(lang=labels.toggle)
     values = form.to_values(initial)
     info = form.fields()
     tab.out["reference"] = gr.State(None)  # the run this form was filled from (Reference.to_state())
@@ -51,11 +63,11 @@ def build(console: Console, labels: Labels, initial: Config) -> TrainTab:
     tab.out["reference_row"] = reference_row
     with gr.Row():
         with gr.Column(scale=3):
-            _model_section(tab, console, labels, values, info)
-            _method_section(tab, console, labels, values, info)
+            _essentials(tab, console, labels, values, info)
+            _data_section(tab, labels, values, info)
+            _model_details(tab, console, labels, values, info)
             _precision_section(tab, labels, values, info)
             _training_section(tab, labels, values, info)
-            _data_section(tab, console, labels, values, info)
             _eval_section(tab, labels, values, info)
         with gr.Column(scale=2):
             _launch_section(tab, labels)
@@ -71,42 +83,72 @@ def _widget(tab: TrainTab, key: str, values: dict, info: dict, labels: Labels, *
     return tab.fields[key]
 
 
-def _model_section(tab: TrainTab, console: Console, labels: Labels, values: dict, info: dict) -> None:
-    labels.bind(gr.Markdown(), value="sec.model")
+def _accordion(labels: Labels, key: str, open: bool = False, **options) -> gr.Accordion:
+    """A labelled fold of the form (its label follows the language toggle)."""
+    return labels.bind(gr.Accordion(labels(key), open=open, **options), label=key)
+
+
+def _essentials(tab: TrainTab, console: Console, labels: Labels, values: dict, info: dict) -> None:
+    """What a run needs and a person changes most, in view without scrolling (issue 20 bug 11):
+    model, method, LoRA rank and alpha, dataset, length and learning rate. The rest is folded below."""
     models = console.models()
     with gr.Row():
         tab.fields["model.path"] = labels.bind(gr.Dropdown(
             choices=[(m.label, m.name) for m in models], value=values["model.path"], elem_id="model-picker",
-            allow_custom_value=True,
-            info="folders under --models-dir; ⚠ marks one that cannot be loaded (reason in the table)",
-            scale=4), label="field.model.path")
-        tab.out["rescan"] = labels.bind(gr.Button(size="sm", scale=1, elem_id="model-rescan"), value="model.refresh")
-    tab.out["model_table"] = labels.bind(gr.Dataframe(
-        value=[m.row() for m in models], headers=catalog.ROW_HEADERS, interactive=False, wrap=True,
-        elem_id="model-table", max_height=240), label="model.table")
+            allow_custom_value=True, scale=4, info=labels(HELP_KEYS["model.path"])), label="field.model.path")
+        tab.out["rescan"] = labels.bind(gr.Button(size="sm", scale=0, min_width=110, elem_id="model-rescan"),
+                                        value="model.refresh")
+        _widget(tab, "method", values, info, labels, elem_id="method", scale=2)
+    with gr.Row(visible=values["method"] == "lora") as lora_group:
+        for key in ("lora.rank", "lora.alpha"):
+            _widget(tab, key, values, info, labels)
+    tab.out["lora_group"] = lora_group
+    with gr.Row():
+        tab.out["dataset_picker"] = labels.bind(gr.Dropdown(
+            choices=data_callbacks.dataset_choices(console), value=values["data.train_file"],
+            allow_custom_value=True, elem_id="dataset-picker", scale=3), label="data.picker")
+        tab.out["upload"] = labels.bind(gr.File(
+            file_types=UPLOAD_TYPES, type="filepath", elem_id="dataset-upload", scale=2, height=110),
+            label="data.upload")
+    tab.out["upload_note"] = gr.Markdown(elem_id="dataset-upload-note")
+    with gr.Row():
+        units = [("unit.steps", "steps"), ("unit.epochs", "epochs")]
+        tab.fields[form.LENGTH_UNIT] = labels.bind(gr.Radio(
+            choices=[(labels(key), unit) for key, unit in units], value=values[form.LENGTH_UNIT],
+            elem_id="train-length-unit"), label=f"field.{form.LENGTH_UNIT}", choices=units)
+        tab.fields[form.LENGTH] = labels.bind(gr.Number(value=values[form.LENGTH], elem_id="train-length",
+                                                        info=labels(HELP_KEYS[form.LENGTH])),
+                                              label=f"field.{form.LENGTH}")
+        _widget(tab, "train.learning_rate", values, info, labels)
 
 
-def _method_section(tab: TrainTab, console: Console, labels: Labels, values: dict, info: dict) -> None:
-    labels.bind(gr.Markdown(), value="sec.method")
-    _widget(tab, "method", values, info, labels, elem_id="method")
-    with gr.Group(visible=values["method"] == "lora") as lora_group:
-        with gr.Row():
-            for key in ("lora.rank", "lora.alpha", "lora.dropout"):
-                _widget(tab, key, values, info, labels)
+def _model_details(tab: TrainTab, console: Console, labels: Labels, values: dict, info: dict) -> None:
+    """The model folders found, and the LoRA settings besides rank and alpha."""
+    with _accordion(labels, "sec.model_table", elem_id="sec-model-table"):
+        tab.out["model_table"] = labels.bind(gr.Dataframe(
+            value=[m.row(labels.lang) for m in console.models()], interactive=False, wrap=True,
+            elem_id="model-table", max_height=240), label="model.table",
+            headers=[f"model.col.{h}" for h in catalog.ROW_HEADERS])
+    with _accordion(labels, "sec.lora", visible=values["method"] == "lora", elem_id="sec-lora") as lora_more:
+        _widget(tab, "lora.dropout", values, info, labels)
         names = cb.target_choices(values["model.path"], console)
-        checked = [n for n in values[form.TARGET_NAMES] if n in names] or cb.target_defaults(values["model.path"], console)
+        checked = ([n for n in values[form.TARGET_NAMES] if n in names]
+                   or cb.target_defaults(values["model.path"], console))
         tab.fields[form.TARGET_NAMES] = labels.bind(gr.CheckboxGroup(
             choices=names, value=checked,
-            elem_id="lora-targets", info="linear layers of this model's transformer blocks"),
-            label=f"field.{form.TARGET_NAMES}")
+            elem_id="lora-targets", info=labels(HELP_KEYS[form.TARGET_NAMES])), label=f"field.{form.TARGET_NAMES}")
         tab.fields[form.TARGET_REGEX] = labels.bind(gr.Textbox(
             value=values[form.TARGET_REGEX], max_lines=1, elem_id="lora-target-regex",
-            info=r"full match on dotted names, e.g. .*\.(q_proj|v_proj)"), label=f"field.{form.TARGET_REGEX}")
-    tab.out["lora_group"] = lora_group
+            info=labels(HELP_KEYS[form.TARGET_REGEX])), label=f"field.{form.TARGET_REGEX}")
+    tab.out["lora_more"] = lora_more
 
 
 def _precision_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
-    labels.bind(gr.Markdown(), value="sec.precision")
+    with _accordion(labels, "sec.precision", elem_id="sec-precision"):
+        _precision_fields(tab, labels, values, info)
+
+
+def _precision_fields(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
     device = values["parallel.device"]
     with gr.Row():
         _widget(tab, "parallel.device", values, info, labels)
@@ -118,7 +160,7 @@ def _precision_section(tab: TrainTab, labels: Labels, values: dict, info: dict) 
         _widget(tab, "model.dtype", values, info, labels)
         _widget(tab, "precision.loss_scale", values, info, labels)
         _widget(tab, "precision.initial_loss_scale", values, info, labels)
-    tab.out["device_note"] = gr.Markdown(cb.device_notes(device), elem_id="device-note")
+    tab.out["device_note"] = gr.Markdown(cb.device_notes(device, labels.lang), elem_id="device-note")
     with gr.Row():
         _widget(tab, "recompute.policy", values, info, labels)
         _widget(tab, "recompute.layer_fraction", values, info, labels)
@@ -126,48 +168,28 @@ def _precision_section(tab: TrainTab, labels: Labels, values: dict, info: dict) 
         tab.fields["parallel.data_parallel"] = labels.bind(gr.Slider(
             minimum=1, maximum=max(devices.max_workers(device), values["parallel.data_parallel"]), step=1,
             value=values["parallel.data_parallel"], elem_id="data-parallel",
-            info="msrun workers on this machine"), label="field.parallel.data_parallel")
+            info=labels(HELP_KEYS["parallel.data_parallel"])), label="field.parallel.data_parallel")
         _widget(tab, "parallel.optimizer_shard", values, info, labels)
     tab.out["global_batch_inline"] = gr.Markdown(elem_id="global-batch-inline")
 
 
 def _training_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
-    labels.bind(gr.Markdown(), value="sec.training")
-    with gr.Row():
-        tab.fields[form.LENGTH_UNIT] = labels.bind(gr.Radio(
-            choices=["steps", "epochs"], value=values[form.LENGTH_UNIT], elem_id="train-length-unit"),
-            label=f"field.{form.LENGTH_UNIT}")
-        tab.fields[form.LENGTH] = labels.bind(gr.Number(
-            value=values[form.LENGTH], elem_id="train-length", info="optimizer steps, or passes over the data"),
-            label=f"field.{form.LENGTH}")
-        _widget(tab, "train.learning_rate", values, info, labels)
+    """Batch, schedule, logging and checkpoints (length and learning rate are in the essentials)."""
     rows = (("train.micro_batch_size", "train.grad_accum_steps", "train.schedule"),
             ("train.warmup_steps", "train.min_lr_ratio", "train.weight_decay"),
             ("train.max_grad_norm", "train.log_every", "train.eval_every"),
             ("train.save_every", "train.keep_last_n", "run.seed"))
-    for row in rows:
-        with gr.Row():
-            for key in row:
-                _widget(tab, key, values, info, labels)
-    _widget(tab, "run.name", values, info, labels)
+    with _accordion(labels, "sec.training", elem_id="sec-training"):
+        for row in rows:
+            with gr.Row():
+                for key in row:
+                    _widget(tab, key, values, info, labels)
+        _widget(tab, "run.name", values, info, labels)
 
 
-def _data_section(tab: TrainTab, console: Console, labels: Labels, values: dict, info: dict) -> None:
-    labels.bind(gr.Markdown(), value="sec.data")
-    with gr.Row():
-        tab.out["dataset_picker"] = labels.bind(gr.Dropdown(
-            choices=data_callbacks.dataset_choices(console), value=values["data.train_file"],
-            allow_custom_value=True, elem_id="dataset-picker", scale=3), label="data.picker")
-        tab.out["upload"] = labels.bind(gr.File(
-            file_types=UPLOAD_TYPES, type="filepath", elem_id="dataset-upload", scale=2, height=110),
-            label="data.upload")
-    tab.out["upload_note"] = gr.Markdown(elem_id="dataset-upload-note")
-    with gr.Row():
-        for key in ("data.train_file", "data.validation_file", "data.test_file"):
-            _widget(tab, key, values, info, labels)
-    with gr.Row():
-        for key in ("data.validation_fraction", "data.max_seq_len", "data.packing", "data.group_by_length"):
-            _widget(tab, key, values, info, labels)
+def _data_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
+    """The dataset's preview (open: it answers an upload), then its files, split, length and
+    statistics (folded). The picker and the upload are in the essentials."""
     with gr.Accordion(labels("data.preview"), open=True) as preview_box:
         with gr.Row():
             with gr.Column(scale=1, min_width=260):  # what decides the rendering, next to it
@@ -177,24 +199,31 @@ def _data_section(tab: TrainTab, console: Console, labels: Labels, values: dict,
             with gr.Column(scale=3):
                 tab.out["data_preview"] = gr.HTML(elem_id="data-preview")
     labels.bind(preview_box, label="data.preview")
-    with gr.Row():
-        with gr.Column():
-            labels.bind(gr.Markdown(), value="data.histogram")
-            tab.out["data_histogram"] = gr.HTML(elem_id="data-histogram")
-        with gr.Column():
-            labels.bind(gr.Markdown(), value="data.stats")
-            tab.out["data_stats"] = gr.Markdown(elem_id="data-stats")
+    with _accordion(labels, "sec.data", elem_id="sec-data"):
+        with gr.Row():
+            for key in ("data.train_file", "data.validation_file", "data.test_file"):
+                _widget(tab, key, values, info, labels)
+        with gr.Row():
+            for key in ("data.validation_fraction", "data.max_seq_len", "data.packing", "data.group_by_length"):
+                _widget(tab, key, values, info, labels)
+        with gr.Row():
+            with gr.Column():
+                labels.bind(gr.Markdown(), value="data.histogram")
+                tab.out["data_histogram"] = gr.HTML(elem_id="data-histogram")
+            with gr.Column():
+                labels.bind(gr.Markdown(), value="data.stats")
+                tab.out["data_stats"] = gr.Markdown(elem_id="data-stats")
 
 
 def _eval_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
-    labels.bind(gr.Markdown(), value="sec.eval")
-    with gr.Row():
-        for key in ("eval.downstream", "eval.max_new_tokens", "eval.max_eval_samples", "eval.ema_alpha"):
-            _widget(tab, key, values, info, labels)
-    with gr.Row():
-        for key in ("early_stopping.enabled", "early_stopping.monitor", "early_stopping.patience",
-                    "early_stopping.min_delta"):
-            _widget(tab, key, values, info, labels)
+    with _accordion(labels, "sec.eval", elem_id="sec-eval"):
+        with gr.Row():
+            for key in ("eval.downstream", "eval.max_new_tokens", "eval.max_eval_samples", "eval.ema_alpha"):
+                _widget(tab, key, values, info, labels)
+        with gr.Row():
+            for key in ("early_stopping.enabled", "early_stopping.monitor", "early_stopping.patience",
+                        "early_stopping.min_delta"):
+                _widget(tab, key, values, info, labels)
 
 
 def _launch_section(tab: TrainTab, labels: Labels) -> None:
@@ -248,7 +277,7 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
     fields = tab.fields
     widgets = set(fields.values())
     previous_errors = gr.State({})
-    help_text = {k: getattr(w, "info", None) for k, w in fields.items()}
+    help_keys = {k: help_key(k) for k in fields}
     fast_outputs = [tab.out[k] for k in ("yaml", "command", "global_batch", "global_batch_inline", "multihost",
                                           "data_preview")]
     slow_outputs = [tab.out[k] for k in ("memory", "errors", "data_histogram", "data_stats")]
@@ -274,10 +303,12 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
         was = {k: f"{text('ref.was', language)} {show(v)}" for k, v in cb.changed_widgets(found).items()}
         shown = {k: [errors.get(k), was.get(k)] for k in fields if errors.get(k) or was.get(k)}
         old = data[previous_errors] or {}
-        updates = [error_update(errors.get(k), help_text.get(k), was.get(k)) if shown.get(k) != old.get(k) else gr.skip()
-                   for k in fields]
+        switched = old.get("lang", language) != language  # every help line into the new language
+        updates = [error_update(errors.get(k), help_keys[k] and text(help_keys[k], language), was.get(k))
+                   if switched or shown.get(k) != old.get(k) else gr.skip() for k in fields]
+        shown["lang"] = language
         return [result.yaml_text, result.command, batch, batch, multihost,
-                data_callbacks.preview_view(values, console), shown, *updates,
+                data_callbacks.preview_view(values, console, language), shown, *updates,
                 cb.changes_html(found, reference, language)]
 
     def details(data: dict) -> list:
@@ -286,13 +317,13 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
         "not started" warning goes once the form it was about is fixed."""
         values = tab.values(data)
         reference = cb.Reference.from_state(data[reference_state])
-        result = cb.preview(values, console)
+        result = cb.preview(values, console, lang=data[lang])
         errors = dict(result.check.errors)
         if result.check.config is not None:
             errors.update(cb.fork_errors(result.check.config, reference))
         message = data[start_message] or ""
         stale = "" if message.startswith("⚠") and not errors else gr.skip()
-        return [result.memory, cb.errors_html(errors), *data_callbacks.stats_view(values, console), stale]
+        return [result.memory, cb.errors_html(errors), *data_callbacks.stats_view(values, console, data[lang]), stale]
 
     # One change-triggered event, then the slow part chained to it. Two "always_last" change events
     # where one outputs a field the other reads re-trigger each other forever in Gradio 6.31 (a
@@ -323,13 +354,13 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
     tab.out["dry_run"].click(check_memory, widgets | {lang}, tab.out["dry_run_result"], concurrency_limit=1,
                              api_visibility="private")
 
-    _wire_model(tab, console)
-    _wire_device_and_method(tab)
+    _wire_model(tab, console, lang)
+    _wire_device_and_method(tab, lang)
     _wire_data(tab, console)
     _wire_config_io(tab, console)
 
 
-def _wire_model(tab: TrainTab, console: Console) -> None:
+def _wire_model(tab: TrainTab, console: Console, lang: Any) -> None:
     picker, targets = tab.fields["model.path"], tab.fields[form.TARGET_NAMES]
 
     def on_model(name: str, checked: list[str]):
@@ -341,29 +372,35 @@ def _wire_model(tab: TrainTab, console: Console) -> None:
 
     picker.change(on_model, [picker, targets], targets, show_progress="hidden", api_visibility="private")
 
-    def rescan(current: str):
-        models = console.models(refresh=True)
-        return (gr.update(choices=[(m.label, m.name) for m in models], value=current),
-                [m.row() for m in models])
+    def table(language: str, refresh: bool = False) -> dict:
+        return {"headers": [text(f"model.col.{h}", language) for h in catalog.ROW_HEADERS],
+                "data": [m.row(language) for m in console.models(refresh=refresh)]}
 
-    tab.out["rescan"].click(rescan, picker, [picker, tab.out["model_table"]], api_visibility="private")
+    def rescan(current: str, language: str):
+        found = table(language, refresh=True)
+        return gr.update(choices=[(m.label, m.name) for m in console.models()], value=current), found
+
+    tab.out["rescan"].click(rescan, [picker, lang], [picker, tab.out["model_table"]], api_visibility="private")
+    lang.change(table, lang, tab.out["model_table"], show_progress="hidden", api_visibility="private")
 
 
-def _wire_device_and_method(tab: TrainTab) -> None:
+def _wire_device_and_method(tab: TrainTab, lang: Any) -> None:
     device = tab.fields["parallel.device"]
     dtype, slider = tab.fields["precision.compute_dtype"], tab.fields["parallel.data_parallel"]
 
-    def on_device(name: str, workers: float):
+    def on_device(name: str, workers: float, language: str):
         top = devices.max_workers(name)
         return (gr.update(choices=devices.dtype_choices(name)),
                 gr.update(maximum=max(top, 1), value=min(int(workers or 1), top)),
-                cb.device_notes(name))
+                cb.device_notes(name, language))
 
-    device.change(on_device, [device, slider], [dtype, slider, tab.out["device_note"]],
+    device.change(on_device, [device, slider, lang], [dtype, slider, tab.out["device_note"]],
                   show_progress="hidden", api_visibility="private")
+    lang.change(cb.device_notes, [device, lang], tab.out["device_note"], show_progress="hidden",
+                api_visibility="private")
     method = tab.fields["method"]
-    method.change(lambda m: gr.update(visible=m == "lora"), method, tab.out["lora_group"],
-                  show_progress="hidden", api_visibility="private")
+    method.change(lambda m: (gr.update(visible=m == "lora"),) * 2, method,
+                  [tab.out["lora_group"], tab.out["lora_more"]], show_progress="hidden", api_visibility="private")
 
 
 def _wire_data(tab: TrainTab, console: Console) -> None:
@@ -398,11 +435,12 @@ def _wire_data(tab: TrainTab, console: Console) -> None:
             return gr.skip(), f"⚠ {err}", *[gr.skip()] * len(PICKED_KEYS), gr.skip(), None
         chosen = cb.dataset_fields(result.dataset.train_file, console)
         values = {**tab.values(data), **chosen}
+        language = data[tab.lang]
         return (gr.update(choices=data_callbacks.dataset_choices(console), value=result.dataset.train_file),
-                result.note, *[chosen.get(k, gr.skip()) for k in PICKED_KEYS],
-                data_callbacks.preview_view(values, console), None)
+                result.note_in(language), *[chosen.get(k, gr.skip()) for k in PICKED_KEYS],
+                data_callbacks.preview_view(values, console, language), None)
 
-    tab.out["upload"].upload(upload, set(tab.fields.values()) | {tab.out["upload"]},
+    tab.out["upload"].upload(upload, set(tab.fields.values()) | {tab.out["upload"], tab.lang},
                              [picker, tab.out["upload_note"], *picked, preview, tab.out["upload"]], **quiet)
 
 

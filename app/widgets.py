@@ -11,7 +11,7 @@ import gradio as gr
 
 from core.config import FieldInfo
 
-from app.i18n import Labels
+from app.i18n import Labels, text
 
 ERROR_CLASS = "mt-field-error"
 
@@ -25,8 +25,10 @@ def field_widget(key: str, info: FieldInfo | None, value: Any, labels: Labels, h
                  **options: Any) -> gr.components.Component:
     """The widget for one config field: dropdown for choices, checkbox for booleans, number or text
     (with the field's help line under it unless `help_line` is False)."""
-    common = {"elem_id": options.pop("elem_id", elem_id(key)),
-              "info": info.help if info and help_line else None, **options}
+    # the help line follows the language through the form's own refresh (train_tab), which also
+    # writes errors into it: a language switch binding of its own would overwrite a shown error
+    shown = text(f"help.{key}", labels.lang) if info and info.help and help_line else None
+    common = {"elem_id": options.pop("elem_id", elem_id(key)), "info": shown, **options}
     kind = info.kind if info else "str"
     if kind == "choice":
         widget = gr.Dropdown(choices=list(info.choices), value=value, **common)

@@ -1,8 +1,9 @@
 """Training-step throughput of mindtune against a PyTorch eager reference, side by side in one run.
 
 For each model config (the shipped demo model; a ~25M-parameter Llama and a ~25M-parameter Qwen3
-made here with random weights) and each method (LoRA r=8 on every projection of the family;
-full fine-tuning), fp32, micro batch 8, sequence 256, every token labelled:
+made here with random weights; `0.5b`: a Qwen2.5-0.5B-shaped checkpoint, the hub's config.json with
+random bf16 weights, bench/real_models.py) and each method (LoRA r=8 on every projection of the
+family; full fine-tuning), fp32 compute, micro batch 8 (0.5b: 2), sequence 256, every token labelled:
 
 - mindtune: `core.model.CausalLM` + `core.lora` + `core.train_step.TrainStep` (the engine's own
   compiled step: loss, AdamW, clipping), exactly what `python -m core.train` runs;
@@ -18,6 +19,8 @@ phases, and the first-step losses of both frameworks (same weights, same batch: 
     .venv/bin/pip install -r requirements-bench.txt
     .venv/bin/python bench/train_step.py                    # all configs, both methods
     .venv/bin/python bench/train_step.py --configs qwen3-25m --methods lora --steps 6
+    .venv/bin/python bench/train_step.py --configs 0.5b --steps 4 --warmup 2   # ~10 GB for full
+    .venv/bin/python bench/train_step.py --configs 0.5b --methods lora --storage bfloat16  # bf16 frozen
     .venv/bin/python bench/train_step.py --configs qwen3-25m --rounds 3   # a loaded machine
 
 It also prints the CPU-time ratio (process CPU seconds per step, all threads): on a shared
@@ -55,6 +58,8 @@ CONFIG_QWEN3_25M = {  # Qwen3 architecture, ~25M parameters: QK-norm, GQA, expli
     "bos_token_id": 1, "eos_token_id": 2,
 }
 MADE = {"25m": CONFIG_25M, "qwen3-25m": CONFIG_QWEN3_25M}  # config name -> config.json of a model made here
+REAL = ("0.5b",)  # bench/real_models.py's sizes (Qwen2ForCausalLM in PyTorch)
+SHAPES = {"0.5b": (2, 256)}  # config -> (micro batch, sequence); the others BATCH x SEQ
 
 
 # ---- model folders -----------------------------------------------------------------------------
@@ -82,15 +87,15 @@ def lora_targets(model_dir: Path) -> list[str]:
     return list(read_model_args(model_dir).spec.default_lora_targets)
 
 
-def batch_arrays(vocab: int, seed: int = 0):
+def batch_arrays(vocab: int, batch: int = BATCH, seq: int = SEQ, seed: int = 0):
     """The benchmark's batch: random token ids, all labelled, no padding (same in both frameworks)."""
     import numpy as np
     rng = np.random.default_rng(seed)
-    ids = rng.integers(3, vocab, size=(BATCH, SEQ), dtype=np.int64).astype(np.int32)
-    return ids, ids.copy(), np.ones((BATCH, SEQ), np.int32)
+    ids = rng.integers(3, vocab, size=(batch, seq), dtype=np.int64).astype(np.int32)
+    return ids, ids.copy(), np.ones((batch, seq), np.int32)
 
 
-def matmul_flops(model_dir: Path, method: str) -> dict:
+def matmul_flops(model_dir: Path, method: str, batch: int = BATCH, seq: int = SEQ) -> dict:
     """FLOPs of one training step (forward + backward), counted from the matmuls.
     Dense weights (N_dense, lm_head included): forward 2·N per token; backward 2·N for the input
     gradient plus 2·N for the weight gradient (full only: LoRA's frozen weights need no weight
@@ -100,13 +105,13 @@ def matmul_flops(model_dir: Path, method: str) -> dict:
     a = read_model_args(model_dir)
     shapes = a.dense_shapes()
     dense = sum(n_in * n_out for n_in, n_out in shapes.values()) + a.vocab_size * a.hidden_size
-    tokens = BATCH * SEQ
+    tokens = batch * seq
     weight_grad = 2 * dense if method == "full" else 0
     targets = lora_targets(model_dir)
     lora = 0 if method != "lora" else sum(8 * (n_in + n_out) for name, (n_in, n_out) in shapes.items()
                                           if name.rsplit(".", 1)[-1] in targets)
     dense_flops = tokens * (2 * dense + 2 * dense + weight_grad + 6 * lora)
-    attention = a.num_layers * BATCH * (4 * SEQ * SEQ * a.num_heads * a.head_dim) * 3
+    attention = a.num_layers * batch * (4 * seq * seq * a.num_heads * a.head_dim) * 3
     return {"dense": dense, "flops": dense_flops + attention}
 
 
@@ -121,7 +126,8 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_launch: float) -> dict:
+def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_launch: float,
+                    batch: int = BATCH, seq: int = SEQ, storage: str | None = None) -> dict:
     phases = {"process start": time.time() - t_launch}
     t = time.time()
     import numpy as np
@@ -137,7 +143,7 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
     ms.set_seed(0)
     phases["imports"] = time.time() - t
     t = time.time()
-    model = load_hf_model(model_dir)
+    model = load_hf_model(model_dir, "float32", storage_dtype=storage if method == "lora" else None)
     if method == "lora":
         inject_lora(model, 8, 16.0, 0.0, lora_targets(model_dir))
         params = mark_only_lora_trainable(model)
@@ -149,7 +155,7 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
     schedule = WarmupDecaySchedule(1e-4, 0, 1000, "constant", 1.0)
     step = TrainStep(model, adamw(params, schedule, 0.0), 1.0, None)
     phases["model load"] = time.time() - t
-    ids, labels, mask = batch_arrays(model.args.vocab_size)
+    ids, labels, mask = batch_arrays(model.args.vocab_size, batch, seq)
     times, cpu, losses = [], [], []
     for n in range(warmup + steps):
         t, c = time.time(), time.process_time()
@@ -165,7 +171,8 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
             "kernels": kernels}
 
 
-def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch: float) -> dict:
+def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch: float,
+                 batch: int = BATCH, seq: int = SEQ, storage: str | None = None) -> dict:
     phases = {"process start": time.time() - t_launch}
     t = time.time()
     import torch
@@ -182,7 +189,7 @@ def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
     phases["model load"] = time.time() - t
-    ids, labels, mask = (torch.from_numpy(a.astype("int64")) for a in batch_arrays(model.config.vocab_size))
+    ids, labels, mask = (torch.from_numpy(a.astype("int64")) for a in batch_arrays(model.config.vocab_size, batch, seq))
     times, cpu, losses = [], [], []
     for n in range(warmup + steps):
         t, c = time.time(), time.process_time()
@@ -251,19 +258,24 @@ def run_worker(kind: str, **kwargs) -> dict:
     return result
 
 
-def estimate(model_dir: Path, method: str) -> float:
+def estimate(model_dir: Path, method: str, batch: int = BATCH, seq: int = SEQ, storage: str | None = None) -> float:
     from core.config import load_config
     from core.memory import estimate_memory
     from core.model_args import read_model_args
     config = load_config(ROOT / "configs" / "defaults.yaml", [
-        f"model.path={model_dir}", f"method={method}", f"train.micro_batch_size={BATCH}",
-        f"data.max_seq_len={SEQ}", "eval.downstream=false"])
-    return estimate_memory(config, read_model_args(model_dir), SEQ).total_mb
+        f"model.path={model_dir}", f"method={method}", f"train.micro_batch_size={batch}",
+        f"data.max_seq_len={seq}", "eval.downstream=false",
+        *([f"model.dtype={storage}"] if storage and method == "lora" else [])])
+    return estimate_memory(config, read_model_args(model_dir), seq).total_mb
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="demo,25m,qwen3-25m", help="comma list of demo, " + ", ".join(MADE))
+    parser.add_argument("--configs", default="demo,25m,qwen3-25m", help="comma list of demo, " + ", ".join([*MADE, *REAL]))
+    parser.add_argument("--storage", default=None, choices=["bfloat16", "float16"],
+                        help="mindtune LoRA: keep the frozen weights in this dtype (model.dtype; PyTorch stays float32)")
+    parser.add_argument("--models-dir", default=os.path.join(tempfile.gettempdir(), "mindtune-bench"),
+                        help="where the 0.5b checkpoint is made (kept: ~1 GB)")
     parser.add_argument("--methods", default="lora,full", help="comma list of lora, full")
     parser.add_argument("--steps", type=int, default=8, help="timed steps (median reported)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation)")
@@ -276,6 +288,8 @@ def main() -> None:
     parser.add_argument("--t-launch", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     parser.add_argument("--method", help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, default=BATCH, help=argparse.SUPPRESS)
+    parser.add_argument("--seq", type=int, default=SEQ, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.worker:
@@ -283,7 +297,8 @@ def main() -> None:
             result = {**matmul_peak(), **worker_ms_matmul()}
         else:
             fn = worker_mindtune if args.worker == "mindtune" else worker_torch
-            result = fn(Path(args.model_dir), args.method, args.steps, args.warmup, args.t_launch)
+            result = fn(Path(args.model_dir), args.method, args.steps, args.warmup, args.t_launch,
+                        args.batch, args.seq, args.storage)
         Path(args.out).write_text(json.dumps(result))
         return
 
@@ -292,6 +307,9 @@ def main() -> None:
         for name in args.configs.split(","):
             if name in MADE:
                 models[name] = make_checkpoint(Path(tmp) / name, MADE[name])
+            elif name in REAL:
+                from bench.real_models import make_model
+                models[name] = make_model(Path(args.models_dir) / f"qwen2.5-{name}", name)
         # the peak is measured before and after the steps and the higher taken: this shared
         # machine's speed drifts (one run measured 98.7 GFLOP/s before, others 124-132)
         peak = run_worker("matmul")
@@ -299,30 +317,37 @@ def main() -> None:
         rows = []
         for name in args.configs.split(","):
             for method in args.methods.split(","):
-                common = dict(model_dir=models[name], method=method, steps=args.steps, warmup=args.warmup)
-                ms_result, pt_result = run_pairs(common, 1 if args.no_torch else args.rounds, args.no_torch)
-                flops = matmul_flops(models[name], method)["flops"]
-                rows.append((name, method, ms_result, pt_result, flops, estimate(models[name], method)))
+                batch, seq = SHAPES.get(name, (BATCH, SEQ))
+                common = dict(model_dir=models[name], method=method, steps=args.steps, warmup=args.warmup,
+                              batch=batch, seq=seq)
+                storage = dict(storage=args.storage) if args.storage and method == "lora" else {}
+                ms_result, pt_result = run_pairs(common, storage, 1 if args.no_torch else args.rounds, args.no_torch)
+                ms_result["tokens"] = batch * seq
+                if pt_result:
+                    pt_result["tokens"] = batch * seq
+                flops = matmul_flops(models[name], method, batch, seq)["flops"]
+                rows.append((name, method, ms_result, pt_result, flops,
+                             estimate(models[name], method, batch, seq, args.storage)))
                 print_row(rows[-1], max(peak.values()))
         after = run_worker("matmul")
         print_peak("after the steps", after)
         print_table(rows, max(*peak.values(), *after.values()))
 
 
-def run_pairs(common: dict, rounds: int, no_torch: bool):
+def run_pairs(common: dict, storage: dict, rounds: int, no_torch: bool):
     """`rounds` mindtune and PyTorch workers interleaved (MT, PT, then PT, MT, ...): each pair ran
     under about the same load. Returns the pair of the median wall ratio; prints every pair's
     wall and CPU-time ratios (PyTorch / mindtune: above 1, mindtune is faster)."""
     pairs = []
     for n in range(rounds):
         if no_torch:
-            pairs.append((run_worker("mindtune", **common), None))
+            pairs.append((run_worker("mindtune", **common, **storage), None))
         elif n % 2 == 0:
-            ms_r = run_worker("mindtune", **common)
+            ms_r = run_worker("mindtune", **common, **storage)
             pairs.append((ms_r, run_worker("torch", **common)))
         else:
             pt_r = run_worker("torch", **common)
-            pairs.append((run_worker("mindtune", **common), pt_r))
+            pairs.append((run_worker("mindtune", **common, **storage), pt_r))
     if no_torch:
         return pairs[0]
     wall = [pt["step_s"] / ms_r["step_s"] for ms_r, pt in pairs]
@@ -341,12 +366,13 @@ def print_peak(when: str, peak: dict) -> None:
 
 def print_row(row, peak_gflops):
     name, method, ms_r, pt_r, flops, est = row
-    tokens = BATCH * SEQ
-    line = f"[{name} {method}] mindtune {tokens / ms_r['step_s']:.0f} tok/s (step {ms_r['step_s']:.3f} s)"
+    tokens = ms_r["tokens"]
+    line = (f"[{name} {method}] mindtune {tokens / ms_r['step_s']:.0f} tok/s (step {ms_r['step_s']:.3f} s, "
+            f"{flops / ms_r['step_s'] / 1e9:.0f} GFLOP/s of {peak_gflops:.0f})")
     if pt_r:
         line += f", pytorch {tokens / pt_r['step_s']:.0f} tok/s (step {pt_r['step_s']:.3f} s, " \
-                f"{pt_r['threads']} threads), ratio {pt_r['step_s'] / ms_r['step_s']:.2f}, " \
-                f"CPU-time ratio {pt_r['step_cpu_s'] / ms_r['step_cpu_s']:.2f}"
+                f"{flops / pt_r['step_s'] / 1e9:.0f} GFLOP/s, {pt_r['threads']} threads), " \
+                f"ratio {pt_r['step_s'] / ms_r['step_s']:.2f}, CPU-time ratio {pt_r['step_cpu_s'] / ms_r['step_cpu_s']:.2f}"
         line += f"; first losses mindtune {ms_r['losses'][0]:.5f} pytorch {pt_r['losses'][0]:.5f}"
     print(line, flush=True)
     print("    mindtune phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in ms_r["phases"].items())
@@ -356,20 +382,21 @@ def print_row(row, peak_gflops):
 
 
 def print_table(rows, peak_gflops):
-    tokens = BATCH * SEQ
-    print(f"\nfp32, micro batch {BATCH}, sequence {SEQ}; utilization = step FLOPs / step time / matmul peak "
-          f"({peak_gflops:.1f} GFLOP/s)")
-    print("| config | method | mindtune tok/s | PyTorch tok/s | ratio | mindtune util. | PyTorch util. "
+    print(f"\nfp32 compute, micro batch {BATCH} (0.5b: {SHAPES['0.5b'][0]}), sequence {SEQ}; utilization = step FLOPs / "
+          f"step time / matmul peak ({peak_gflops:.1f} GFLOP/s)")
+    print("| config | method | mindtune tok/s | PyTorch tok/s | ratio | mindtune GFLOP/s (util.) | PyTorch GFLOP/s (util.) "
           "| mindtune peak RSS | PyTorch peak RSS | estimate (a core.train worker: train + eval graphs) "
           "| to first step (mindtune / PyTorch) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, method, ms_r, pt_r, flops, est in rows:
+        tokens = ms_r["tokens"]
         cells = [name, method]
         for r in (ms_r, pt_r):
             cells.append(f"{tokens / r['step_s']:.0f}" if r else "-")
         cells.append(f"{pt_r['step_s'] / ms_r['step_s']:.2f}" if pt_r else "-")
         for r in (ms_r, pt_r):
-            cells.append(f"{100 * flops / r['step_s'] / (peak_gflops * 1e9):.0f}%" if r else "-")
+            cells.append(f"{flops / r['step_s'] / 1e9:.0f} ({100 * flops / r['step_s'] / (peak_gflops * 1e9):.0f}%)"
+                         if r else "-")
         for r in (ms_r, pt_r):
             cells.append(f"{r['peak_rss_mb']:.0f} MB" if r else "-")
         cells.append(f"{est:.0f} MB")

@@ -12,53 +12,153 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 import mindspore as ms  # noqa: F401  (importing mindspore registers numpy's bfloat16 dtype)
 from mindspore import Tensor, ops
-from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from core.atomic import atomic_folder, atomic_symlink
 from core.model import CausalLM, DTYPES
+from core.safetensors_io import SafetensorsReader
 from core.model_args import (INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
                              require_folder, weight_files)
 
 def read_safetensors(files: list[Path]) -> dict[str, np.ndarray]:
     """All tensors of the given safetensors files as numpy arrays (bf16 stays bf16)."""
-    tensors: dict[str, np.ndarray] = {}
-    for path in files:
+    with SafetensorsFiles(files) as tensors:
+        return {key: tensors[key] for key in tensors}
+
+
+class SafetensorsFiles(Mapping):
+    """The tensors of safetensors files by name, each read from disk when it is asked for (a 0.5B
+    model is then never in memory twice while it loads; `core.safetensors_io.SafetensorsReader`,
+    plain reads, no mmap). Names, shapes and dtypes come from the headers; a name in two files, or
+    a file that is not safetensors, is a CheckpointError naming it. Use as a context manager (the
+    files stay open inside it)."""
+
+    def __init__(self, files: list[Path]):
+        self.files = [Path(f) for f in files]
+        self._readers: list[SafetensorsReader] = []
+        self._where: dict[str, SafetensorsReader] = {}
+
+    def __enter__(self) -> SafetensorsFiles:
+        for path in self.files:
+            try:
+                reader = SafetensorsReader(path)
+            except (OSError, ValueError) as exc:
+                self.__exit__()
+                raise CheckpointError(f"{path}: cannot read safetensors file (truncated or corrupt?): {exc}") from exc
+            self._readers.append(reader)
+            for key in reader.tensors:
+                if key in self._where:
+                    self.__exit__()
+                    raise CheckpointError(f"{path}: tensor {key} appears in more than one shard.")
+                self._where[key] = reader
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for reader in self._readers:
+            reader.close()
+        self._readers = []
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        reader = self._where[key]
         try:
-            with safe_open(str(path), framework="numpy") as handle:
-                for key in handle.keys():
-                    if key in tensors:
-                        raise CheckpointError(f"{path}: tensor {key} appears in more than one shard.")
-                    tensors[key] = handle.get_tensor(key)
-        except (SafetensorError, OSError, ValueError) as exc:
-            if isinstance(exc, CheckpointError):
-                raise
-            raise CheckpointError(f"{path}: cannot read safetensors file (truncated or corrupt?): {exc}") from exc
-    return tensors
+            return reader.read(key)
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{reader.path}: cannot read tensor {key} (truncated or corrupt?): {exc}") from exc
+
+    def read_into(self, key: str, out: np.ndarray) -> None:
+        """Tensor `key` written into the array `out` (see SafetensorsReader.read_into)."""
+        reader = self._where[key]
+        try:
+            reader.read_into(key, out)
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{reader.path}: cannot read tensor {key} (truncated or corrupt?): {exc}") from exc
+
+    def __iter__(self):
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def only(self, keys) -> SafetensorsFiles:
+        """A view of these files limited to `keys` (still read on access; the same open files)."""
+        view = SafetensorsFiles(self.files)
+        view._where = {key: self._where[key] for key in keys}
+        return view
+
+    def file_of(self, key: str) -> Path:
+        return self._where[key].path
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        return self._where[key].tensors[key].shape
+
+    def dtype(self, key: str) -> str:
+        """The stored dtype as a numpy name: "bfloat16", "float32", ..."""
+        return self._where[key].tensors[key].dtype
+
+    def metadata(self, key: str) -> dict:
+        return self._where[key].metadata
 
 
-def load_hf_weights(model: CausalLM, tensors: dict[str, np.ndarray], source: str) -> None:
+def _shape_of(tensors: Mapping, key: str) -> tuple[int, ...]:
+    return tensors.shape(key) if isinstance(tensors, SafetensorsFiles) else tuple(np.shape(tensors[key]))
+
+
+def _host_view(param) -> np.ndarray | None:
+    """A writable numpy view of a CPU parameter's own storage, or None where asnumpy() copies."""
+    view = param.asnumpy()
+    again = param.asnumpy()
+    if view.flags.writeable and view.__array_interface__["data"][0] == again.__array_interface__["data"][0]:
+        return view
+    return None
+
+
+def copy_into_parameter(param, tensors: Mapping, key: str) -> None:
+    """Tensor `key` of `tensors` into `param`, converted to its dtype: read straight into the
+    parameter's storage where MindSpore exposes it (the CPU: no second copy of the largest tensor,
+    the embedding), else through a new Tensor."""
+    view = _host_view(param)
+    if view is not None:
+        if isinstance(tensors, SafetensorsFiles):
+            tensors.read_into(key, view)
+        else:
+            np.copyto(view, tensors[key], casting="unsafe")
+        return
+    array = tensors[key]
+    if array.dtype != ms.dtype_to_nptype(param.dtype):
+        array = array.astype(np.float32)  # every stored dtype converts to float32 exactly
+    param.set_data(Tensor(np.ascontiguousarray(array), dtype=param.dtype))
+
+
+def load_hf_weights(model: CausalLM, tensors: Mapping[str, np.ndarray], source: str) -> None:
     """Copy Hugging Face tensors into the model's parameters, cast to each parameter's dtype. The
     family's key map (`core.families.KeyMap`) turns hub names into ours and says which tensors are
     not the model's (rotary buffers, a vision tower); every parameter must be present with the
     right shape and every other tensor must be used. Errors name the tensor as the file has it.
-    The hub names are kept on the model (`hub_names`) so an export writes the base's layout."""
+    The hub names are kept on the model (`hub_names`) so an export writes the base's layout.
+    `tensors` may be a SafetensorsFiles: every check runs on the headers, then one tensor at a time
+    is read and copied (a key map with tensor conversions, MoE experts, reads them all first)."""
     args = model.args
+    key_map = args.spec.key_map
     try:
-        tensors, hub_names = args.spec.key_map.to_ours(tensors, args)
+        if key_map.convert_in is None:  # names only: map the keys, read the arrays later
+            hub_key, hub_names = key_map.to_ours({key: key for key in tensors}, args)
+        else:
+            tensors, hub_names = key_map.to_ours(dict(tensors.items()), args)
+            hub_key = {name: name for name in tensors}
     except (KeyError, ValueError) as exc:
         raise CheckpointError(f"{source}: {exc.args[0]}") from exc
     params = {p.name: p for p in model.get_parameters()}
-    unused = {k for k in tensors if k not in params}
+    unused = {k for k in hub_key if k not in params}
     if model.tied:
         unused.discard("lm_head.weight")  # some tied checkpoints still store the shared matrix
-    missing = sorted(k for k in params if k not in tensors)
+    missing = sorted(k for k in params if k not in hub_key)
     if missing:
         raise CheckpointError(f"{source}: missing tensor {missing[0]}" +
                               (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "") +
@@ -69,12 +169,12 @@ def load_hf_weights(model: CausalLM, tensors: dict[str, np.ndarray], source: str
                               (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "") +
                               f" that {args.architecture} with this config.json does not have.")
     for name, param in params.items():
-        array = tensors[name]
-        if tuple(array.shape) != tuple(param.shape):
-            raise CheckpointError(f"{source}: tensor {hub_names.get(name, name)} has shape {tuple(array.shape)}, "
+        shape = _shape_of(tensors, hub_key[name])
+        if shape != tuple(param.shape):
+            raise CheckpointError(f"{source}: tensor {hub_names.get(name, name)} has shape {shape}, "
                                   f"config.json implies {tuple(param.shape)}.")
     for name, param in params.items():
-        param.set_data(Tensor(tensors[name].astype(np.float32), dtype=param.dtype))
+        copy_into_parameter(param, tensors, hub_key[name])
     model.hub_names = {name: hub_names.get(name, name) for name in params}
 
 
@@ -87,14 +187,18 @@ def check_dtype_supported(dtype: str) -> None:
                               "load as float32 (or float16) on the CPU, or use a GPU/Ascend device.")
 
 
-def load_hf_model(model_dir: str | Path, dtype: str = "float32") -> CausalLM:
-    """Build the model a Hugging Face folder describes and load its weights in `dtype`."""
+def load_hf_model(model_dir: str | Path, dtype: str = "float32", storage_dtype: str | None = None) -> CausalLM:
+    """Build the model a Hugging Face folder describes and load its weights in `dtype`, tensor by
+    tensor. storage_dtype (default: dtype) keeps the Dense weights and the embedding in another
+    dtype than the model computes in: bfloat16 | float16 frozen weights of a float32 LoRA model."""
     check_dtype_supported(dtype)
+    if storage_dtype is not None and storage_dtype not in DTYPES:
+        raise CheckpointError(f"storage dtype {storage_dtype!r} is not supported; use one of {', '.join(DTYPES)}.")
     args = read_model_args(model_dir)
     files = weight_files(model_dir)
-    tensors = read_safetensors(files)
-    model = CausalLM(args, dtype, random_init=False)  # every weight is loaded next (or this fails)
-    load_hf_weights(model, tensors, source=str(files[0] if len(files) == 1 else Path(model_dir) / INDEX_NAME))
+    model = CausalLM(args, dtype, random_init=False, storage_dtype=storage_dtype)  # every weight is loaded next
+    with SafetensorsFiles(files) as tensors:
+        load_hf_weights(model, tensors, source=str(files[0] if len(files) == 1 else Path(model_dir) / INDEX_NAME))
     model.set_train(False)
     return model
 
@@ -177,26 +281,39 @@ def load_train_checkpoint(path: str | Path) -> tuple[dict[str, np.ndarray], dict
     folder = resolve_checkpoint(path)
     weights = read_safetensors([folder / WEIGHTS_FILE])
     optimizer_state = read_safetensors([folder / OPTIMIZER_FILE])
+    return weights, optimizer_state, read_trainer_state(folder)
+
+
+def read_trainer_state(path: str | Path) -> dict:
+    """trainer_state.json of a checkpoint folder (checked: a dict with a step)."""
+    folder = resolve_checkpoint(path)
     try:
         trainer_state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{folder / STATE_FILE}: not valid JSON ({exc}).") from exc
     if not isinstance(trainer_state, dict) or "step" not in trainer_state:
         raise CheckpointError(f"{folder / STATE_FILE}: missing 'step'.")
-    return weights, optimizer_state, trainer_state
+    return trainer_state
 
 
-def set_parameters(params: dict, tensors: dict[str, np.ndarray], source: str) -> None:
-    """Copy arrays into named parameters; every name must exist on both sides with equal shapes."""
+def train_checkpoint_file(path: str | Path, name: str = WEIGHTS_FILE) -> SafetensorsFiles:
+    """One safetensors file of a checkpoint (weights or optimizer state), read tensor by tensor:
+    `with train_checkpoint_file(step_dir) as weights: set_parameters(params, weights, ...)`."""
+    return SafetensorsFiles([resolve_checkpoint(path) / name])
+
+
+def set_parameters(params: dict, tensors: Mapping[str, np.ndarray], source: str) -> None:
+    """Copy arrays into named parameters; every name must exist on both sides with equal shapes.
+    `tensors` may be a SafetensorsFiles (checked on its headers, then read one tensor at a time)."""
     missing = sorted(set(params) - set(tensors))
     extra = sorted(set(tensors) - set(params))
     if missing or extra:
         raise CheckpointError(f"{source}: does not match this run's parameters "
                               f"(missing {missing[:3]}, unexpected {extra[:3]}).")
     for name, param in params.items():
-        if tuple(tensors[name].shape) != tuple(param.shape):
-            raise CheckpointError(f"{source}: {name} has shape {tuple(tensors[name].shape)}, "
-                                  f"expected {tuple(param.shape)}.")
+        shape = _shape_of(tensors, name)
+        if shape != tuple(param.shape):
+            raise CheckpointError(f"{source}: {name} has shape {shape}, expected {tuple(param.shape)}.")
     for name, param in params.items():
         # ops.assign writes in place, so graphs compiled before the restore see the new values
         # (Parameter.set_data swaps the tensor behind their back).

@@ -230,6 +230,26 @@ def _coerce_target_modules(value: Any) -> list[str] | str:
 
 
 _TARGET_RULE = "a non-empty list of module names, 'q_proj,v_proj', or one regular expression"
+_STEPS_RULE = "two step numbers [start, end] with 1 <= start <= end (text: '3,5'), or null"
+
+
+def _coerce_step_range(value: Any) -> list[int] | None:
+    """[start, end] optimizer steps (1-based, inclusive), from a list or its text ('3,5', '[3, 5]');
+    an empty text or null is none."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip().strip("[]")
+        if not text:
+            return None
+        try:
+            value = [int(part) for part in text.replace(" ", "").split(",")]
+        except ValueError:
+            raise _Invalid(f"must be {_STEPS_RULE}") from None
+    if (not isinstance(value, (list, tuple)) or len(value) != 2 or
+            not all(isinstance(v, int) and not isinstance(v, bool) for v in value) or not 1 <= value[0] <= value[1]):
+        raise _Invalid(f"must be {_STEPS_RULE}")
+    return [int(value[0]), int(value[1])]
 
 # data.columns keys: a format's fields and ShareGPT's tags (core.data_formats.MAPPING_KEYS; config
 # imports nothing else of core, so they are repeated here and a test keeps the two equal)
@@ -326,7 +346,9 @@ class ModelSettings(_Section):
     """The base model."""
     KEY: ClassVar[str] = "model"
     path: str = _field("models/tiny-demo", "Hugging Face model folder (config.json, weights, tokenizer)")
-    dtype: Literal["float32", "float16", "bfloat16"] = _field("float32", "parameter storage (master) dtype")
+    dtype: Literal["float32", "float16", "bfloat16"] = _field(
+        "float32", "parameter dtype; LoRA on the CPU: bfloat16/float16 keep the frozen base weights in 16 bits "
+                   "(computed in float32, half the memory)")
 
 
 @dataclass
@@ -385,6 +407,9 @@ class TrainSettings(_Section):
     eval_every: int = _field(50, "steps between validation runs", ge=1)
     save_every: int = _field(100, "steps between checkpoints", ge=1)
     keep_last_n: int = _field(2, "step checkpoints kept (best is always kept)", ge=1)
+    profile_steps: list[int] | None = _field(None, "[start, end]: run MindSpore's profiler for these steps on "
+                                             "rank 0 (runs/<id>/profile/; the Monitor shows the top operators)",
+                                             coerce=_coerce_step_range, rule=_STEPS_RULE, kind="str")
 
 
 @dataclass
@@ -422,6 +447,11 @@ class EvalSettings(_Section):
     downstream: bool = _field(True, "generate on the test set and score the answers")
     max_new_tokens: int = _field(16, "generation length for downstream eval", ge=1)
     max_eval_samples: int | None = _field(None, "cap on eval examples; null uses all", ge=1)
+    baseline: bool = _field(True, "evaluate the base model before the first step (the Monitor's reference "
+                            "line); false starts training at once")
+    baseline_max_tokens: int | None = _field(None, "cap on the tokens the baseline evaluation reads "
+                                             "(whole batches, at least one); null reads the whole validation set",
+                                             ge=1)
 
 
 @dataclass
@@ -456,6 +486,18 @@ class Config:
         problems = _check_fields(self, "")
         if problems:
             raise ConfigError(problems)
+
+    @property
+    def frozen_weights_16bit(self) -> bool:
+        """LoRA on the CPU with model.dtype bfloat16 | float16: the frozen base weights stay in that
+        dtype and are upcast per layer inside the step; everything that computes or trains (the
+        activations, norms, biases, adapters, optimizer) is float32."""
+        return self.method == "lora" and self.parallel.device == "cpu" and self.model.dtype != "float32"
+
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype the model computes in and keeps its trained parameters in (AMP aside)."""
+        return "float32" if self.frozen_weights_16bit else self.model.dtype
 
     @property
     def global_batch_size(self) -> int:
@@ -562,6 +604,17 @@ def _cross_field_problems(c: Config) -> list[Problem]:
                                 f"bf16 compute is not supported by MindSpore's CPU kernels (amp_level "
                                 f"{p.amp_level}); use float16 or amp_level O0 (fp32), "
                                 "or run on parallel.device gpu/ascend"))
+    if c.model.dtype == "bfloat16" and c.method == "full" and c.parallel.device == "cpu":
+        problems.append(Problem("model.dtype", "bfloat16",
+                                "full fine-tuning on the CPU trains every weight, and MindSpore's CPU kernels "
+                                "have no bf16 compute, so the master weights must be float32: use model.dtype "
+                                "float32 (a bf16 checkpoint loads exactly), or method lora (the frozen base "
+                                "weights then stay bf16), or parallel.device gpu/ascend"))
+    if c.frozen_weights_16bit and p.amp_level != "O0":
+        problems.append(Problem("precision.amp_level", p.amp_level,
+                                f"with LoRA on the CPU, model.dtype {c.model.dtype} keeps the frozen base weights "
+                                "in 16 bits and computes in float32; AMP would compute in float16 instead (slower "
+                                "on the CPU): use amp_level O0, or model.dtype float32 with AMP"))
     if c.parallel.optimizer_shard and c.parallel.device != "ascend":
         problems.append(Problem("parallel.optimizer_shard", True,
                                 f"MindSpore's parallel optimizer is Ascend-only (device is "

@@ -405,6 +405,33 @@ class FusedSwiGLU:
         self.op = _aot(kernel, f"{name}_forward", lambda g, u: g, 1, bprop)
 
 
+class FusedFrozenWeights:
+    """Frozen 16-bit weights computed in float32 (core/kernels/frozen_weights.cc), for LoRA runs
+    whose base weights stay bfloat16 | float16 (core.model.FrozenMatmul, Embedding, CausalLM's
+    head loss); the weight is converted a block at a time, so no float32 copy of it exists:
+    `.matmul(x, w)` -> x · wᵀ and `.matmul_backward(dy, w)` -> dy · w (x (N, I), w (O, I));
+    `.gather(table, ids)` -> float32 rows (ids..., h) of a (V, h) table; `.head_loss(h, w,
+    targets)` -> (N, 2): each row's nll and log-sum-exp of logits h · wᵀ, never materialised
+    (targets int32, below 0 ignored), the gradient of the nll flowing to h. No gradient reaches the weights: they are frozen."""
+
+    def __init__(self, kernel: Kernel):
+        from mindspore import ops
+        zeros_like = ops.ZerosLike()
+
+        def no_gradient(a, b, out, dout):
+            return zeros_like(a), zeros_like(b)
+
+        self.gather = _aot(kernel, "gather_upcast", lambda table, ids: list(ids) + [table[-1]], 1, no_gradient)
+        self.matmul = _aot(kernel, "frozen_matmul_forward", lambda x, w: [x[0], w[0]], 1)
+        self.matmul_backward = _aot(kernel, "frozen_matmul_backward", lambda dy, w: [dy[0], w[1]], 1)
+        head_backward = _aot(kernel, "head_loss_backward", lambda h, w, t, stats, dstats: h, 1)
+
+        def head_bprop(h, w, targets, out, dout):
+            return head_backward(h, w, targets, out, dout), zeros_like(w), zeros_like(targets)
+
+        self.head_loss = _aot(kernel, "head_loss_forward", lambda h, w, t: [t[0], 2], 1, head_bprop)
+
+
 class FusedLoRA:
     """The LoRA update's kernels (core/kernels/lora.cc) as one MindSpore op: called with the base
     projection's output (N, out), its input x (N, in), lora_a (r, in), lora_b (out, r) and the
@@ -462,6 +489,8 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
         set_threads(kernel, threads)
     composed = model.use_kernels(attention_variants(kernel), FusedRMSNorm(kernel).op, gate_variants(kernel),
                                  FusedCrossEntropy(kernel).op)
+    if getattr(model, "storage_dtype", model.param_dtype) != model.param_dtype:  # 16-bit frozen weights
+        model.use_frozen_kernels(FusedFrozenWeights(kernel))
     lora = FusedLoRA(kernel).op
     for _, cell in model.cells_and_names():
         if hasattr(cell, "lora_a") and hasattr(cell, "fused") and cell.lora_dropout.p == 0:

@@ -22,7 +22,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import HeUniform, initializer
 
 from core.atomic import atomic_write
-from core.model import PROJECTION_NAMES
+from core.model import PROJECTION_NAMES, amp_dense
 from core.model_args import ALL_LINEAR, match_lora_targets
 
 ADAPTER_CONFIG_NAME = "adapter_config.json"
@@ -61,6 +61,8 @@ class LoRADense(nn.Dense):
         self.in_channels, self.out_channels = base.in_channels, base.out_channels
         self.weight = base.weight  # (out, in)
         self.bias = base.bias  # (out,) or None
+        # a 16-bit frozen weight of a float32 model (core.model.Precision): upcast per call
+        self.frozen = getattr(base, "frozen", None)
         self.rank = int(rank)
         self.alpha = float(alpha)
         self.scaling = self.alpha / self.rank
@@ -72,8 +74,16 @@ class LoRADense(nn.Dense):
         self.merged = False  # True while scaling·B·A is folded into `weight`
         self.fused = None  # core.fused.enable: the CPU kernel for the update (dropout 0, float32)
         self.scaling_tensor = Tensor([self.scaling], ms.float32)
+        self.amp = None  # AMP O1 (core.model.use_amp_o1): base and adapter products in this 16-bit dtype
 
     def construct(self, x):
+        if self.amp is not None:  # both products in 16 bits, the sum back in x's dtype
+            if self.merged:
+                return amp_dense(self, x, self.amp)
+            return ops.cast(self._lora_construct(ops.cast(x, self.amp)), x.dtype)
+        return self._lora_construct(x)
+
+    def _lora_construct(self, x):
         if self.merged:
             return super().construct(x)
         # Everything as 2-D MatMuls with transpose_b (like nn.Dense): a 3-D `ops.matmul` against a
@@ -81,9 +91,10 @@ class LoRADense(nn.Dense):
         # broadcast copies — on the CPU that cost more than the base layer's own MatMul (profiled).
         x_shape = x.shape
         x2 = x.reshape(-1, x_shape[-1])  # (N, in)
-        out = self.matmul(x2, self.weight)  # (N, out)
+        weight = self.weight if self.amp is None else ops.cast(self.weight, self.amp)
+        out = self.matmul(x2, weight) if self.frozen is None else self.frozen(x2, self.weight)  # (N, out)
         if self.has_bias:
-            out = self.bias_add(out, self.bias)
+            out = self.bias_add(out, self.bias if self.amp is None else ops.cast(self.bias, self.amp))
         if self.fused is not None and x.dtype == ms.float32:
             # one kernel each way for x·Aᵀ·(s·B)ᵀ added to the base output (core/kernels/lora.cc)
             out = self.fused(out, x2, self.lora_a, self.lora_b, self.scaling_tensor)[0]
@@ -257,8 +268,10 @@ def lora_merged(model: nn.Cell):
     than a plain Dense (the demo run's 200 exact-match answers: 10.7 s unmerged, 8.4-8.9 s merged).
     Unmerging is exact while B = 0 (a fresh adapter: W + 0 - 0) and within float rounding
     otherwise, so the trainer uses it before training and after it, not in between; no compiled
-    graph may run inside the block (see `merge_lora`)."""
-    merged = merge_lora(model)
+    graph may run inside the block (see `merge_lora`). Weights stored in 16 bits stay unmerged:
+    merging and unmerging would round them twice, so the frozen base would change."""
+    merged = [name for name, cell in lora_modules(model).items()
+              if cell.weight.dtype == ms.float32 and _set_merged(cell, True)]
     try:
         yield merged
     finally:

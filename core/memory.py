@@ -51,6 +51,7 @@ these rows):
     grid base (h256 L4, LoRA: 861 MB), recompute full    790 MB     790 MB  +0%
       recompute mlp / attention                   812 / 886 MB    812 / 885 MB  +0% / -0%
     grid base, AMP O2 (composed), LoRA / full  2339 / 2082 MB    2271 / 2068 MB  -3% / -1%
+    grid base, AMP O1 (composed), LoRA / full  1345 / 1016 MB    1345 / 1016 MB  (factor read off them)
     configs/lora_demo.yaml, 300 steps (r16, 128 tokens)  863 MB     864 MB  +0%   (composed: 903 / 902 MB)
 
 Families: what a family adds to a Llama layer is counted in two more units, `norm_extra` (the
@@ -64,8 +65,7 @@ LoRA -6%, full -1%; composed -2% to -4%); the window costs nothing measurable (M
 The base LoRA row measured 730 MB in that session against 687 MB in the grid's: the fused
 constants want a refit on today's engine (`--fit`, in a quiet phase).
 
-Not measured: AMP O1 (the engine could not run it), GPU and Ascend (textbook figures, no such
-device here).
+Not measured: GPU and Ascend (textbook figures, no such device here).
 """
 from __future__ import annotations
 
@@ -126,9 +126,10 @@ CPU_COMPOSED = CpuFit(
 # mode, outside the compiled graphs: its own kernels and cache (measured +26 MB on the demo run).
 CPU_GENERATION_MB = 26.0
 # AMP on the CPU: the inserted casts keep float16 and float32 copies side by side and the float16
-# kernels' own buffers; at O2 the activations came out 5.4x (full) and 6.4x (LoRA) the float32
-# figure (measured, bench/memory_fit.py base-amp-o2* rows).
-CPU_AMP_ACTIVATION_FACTOR = {"full": 5.4, "lora": 6.4}
+# kernels' own buffers; at O2 (MindSpore's casts on every cell) the activations came out 5.4x (full)
+# and 6.4x (LoRA) the float32 figure, at O1 (core.model.amp_dense: the Dense layers only) 1.26x and
+# 2.75x (measured, bench/memory_fit.py base-amp-o2* and base-amp-o1* rows; read off those rows).
+CPU_AMP_ACTIVATION_FACTOR = {"O2": {"full": 5.4, "lora": 6.4}, "O1": {"full": 1.26, "lora": 2.75}}
 
 # ---- GPU/Ascend: textbook figures (no such device was measured in this project) ----------------
 # Tensors the backward pass needs, per unit shape: norm inputs and outputs, q, k/v repeated to
@@ -234,7 +235,7 @@ def _weighted(units: dict[str, float], copies: dict[str, float]) -> dict[str, fl
 
 def cpu_fit(config: Config) -> CpuFit:
     """The constants for the kernels a CPU worker of `config` will run (`core.fused`)."""
-    kernels = fused.expected(config.parallel.device, config.model.dtype, config.precision.amp_level)
+    kernels = fused.expected(config.parallel.device, config.compute_dtype, config.precision.amp_level)
     return CPU_FUSED if kernels else CPU_COMPOSED
 
 
@@ -270,9 +271,9 @@ def _element_bytes(config: Config) -> float:
     precision but the softmax, norms and logits stay float32 (textbook: ~2.5 bytes on average);
     on the CPU, AMP's casts grow the compiled graphs instead (`CPU_AMP_ACTIVATION_FACTOR`)."""
     if config.precision.amp_level == "O0":
-        return float(DTYPE_BYTES[config.model.dtype])
+        return float(DTYPE_BYTES[config.compute_dtype])
     if config.parallel.device == "cpu":
-        return FP32 * CPU_AMP_ACTIVATION_FACTOR[config.method]
+        return FP32 * CPU_AMP_ACTIVATION_FACTOR[config.precision.amp_level][config.method]
     return 2.5
 
 
@@ -288,7 +289,7 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
     adapter_params = sum(config.lora.rank * (n_in + n_out) for n_in, n_out in lora.values())
     trainable = adapter_params if config.method == "lora" else total_params
 
-    weights = total_params * DTYPE_BYTES[config.model.dtype] + adapter_params * FP32 + _amp_copies(config, args, lora)
+    weights = _weight_bytes(config, args) + adapter_params * FP32 + _amp_copies(config, args, lora)
     gradients = trainable * FP32 * (2 if config.train.grad_accum_steps > 1 else 1)
     optimizer = 2 * trainable * FP32 + OPTIMIZER_STEP_BYTES
     units = activation_units(args, config.train.micro_batch_size, seq_len, lora)
@@ -334,6 +335,18 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
                      "train.micro_batch_size or data.max_seq_len, or use LoRA")
     return MemoryEstimate(*mb, total_mb=total, device_memory_mb=device_memory_mb, fits=fits, notes=notes,
                           parameters=total_params + adapter_params, trainable_parameters=trainable)
+
+
+def _weight_bytes(config: Config, args: ModelArgs) -> float:
+    """The base model's parameters in memory: all in model.dtype, except with 16-bit frozen weights
+    (`Config.frozen_weights_16bit`), where the matrices (2-D: Dense weights, the embedding) are
+    16-bit and the norms and biases float32."""
+    if not config.frozen_weights_16bit:
+        return args.num_parameters() * DTYPE_BYTES[config.model.dtype]
+    shapes = args.parameter_shapes()
+    matrices = sum(math.prod(s) for s in shapes.values() if len(s) >= 2)
+    vectors = sum(math.prod(s) for s in shapes.values() if len(s) < 2)
+    return matrices * DTYPE_BYTES[config.model.dtype] + vectors * FP32
 
 
 def _parallel_notes(config: Config) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,21 +47,129 @@ def _weight_init(random_init: bool) -> Initializer:
     return Normal(0.02) if random_init else _SeedOnly()
 
 
+@dataclass(frozen=True)
+class Precision:
+    """Parameter dtypes of a model whose matrices are stored in a different dtype than it computes
+    in: LoRA on the CPU with model.dtype bfloat16 | float16 keeps the frozen Dense weights and the
+    embedding in 16 bits (`weights`) and computes in float32 (`compute`: activations, norms,
+    biases, LoRA adapters). The blocks pass it down where they pass a dtype; `compute_dtype` and
+    `weight_dtype` read either."""
+    compute: ms.Type
+    weights: ms.Type
+
+
+def compute_dtype(dtype):
+    """The dtype a block computes in and keeps its norms and biases in (a dtype or a Precision)."""
+    return dtype.compute if isinstance(dtype, Precision) else dtype
+
+
+def weight_dtype(dtype):
+    """The dtype of a block's matrices (a dtype or a Precision)."""
+    return dtype.weights if isinstance(dtype, Precision) else dtype
+
+
+class FrozenMatmul(nn.Cell):
+    """x (N, in) · Wᵀ for a frozen weight W (out, in) stored in 16 bits, in x's float32, with no
+    gradient for W. With core.fused's kernels (`fused`, set by `CausalLM.use_frozen_kernels`) W is
+    converted a block at a time inside the product and again inside its backward: no float32 copy
+    of W exists. Without them MindSpore's Cast upcasts W whole; the CPU runtime schedules a Cast of a
+    weight as soon as the step starts (it depends on nothing else), so every layer's copy is held
+    at once: correct, but no memory saved (measured)."""
+
+    def __init__(self):
+        super().__init__()
+        self.matmul_bt = ops.MatMul(transpose_b=True)
+        self.matmul = ops.MatMul()
+        self.cast = ops.Cast()
+        self.zeros_like = ops.ZerosLike()
+        self.fused = None  # core.fused.FusedFrozenWeights
+
+    def construct(self, x, w):
+        if self.fused is not None:
+            return self.fused.matmul(x, w)  # (N, out)
+        return self.matmul_bt(x, self.cast(w, ms.float32))
+
+    def bprop(self, x, w, out, dout):
+        if self.fused is not None:
+            return self.fused.matmul_backward(dout, w), self.zeros_like(w)  # dx (N, in); W frozen
+        return self.matmul(dout, self.cast(w, ms.float32)), self.zeros_like(w)
+
+
+class Dense(nn.Dense):
+    """nn.Dense (weight (out, in), bias (out,)) whose weight may be stored in 16 bits while it
+    computes in float32 (`Precision`): then the bias is float32 and the product a FrozenMatmul."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, dtype, random_init: bool = True):
+        storage, compute = weight_dtype(dtype), compute_dtype(dtype)
+        super().__init__(in_features, out_features, weight_init=_weight_init(random_init), bias_init="zeros",
+                         has_bias=bias, dtype=storage)
+        self.frozen = None
+        self.amp = None  # AMP O1 (`use_amp_o1`): the 16-bit dtype this product runs in
+        if storage != compute:
+            self.frozen = FrozenMatmul()
+            if bias:
+                self.bias = Parameter(initializer("zeros", (out_features,), compute), name="bias")
+
+    def construct(self, x):
+        if self.amp is not None:
+            return amp_dense(self, x, self.amp)
+        if self.frozen is None:
+            return super().construct(x)
+        shape = x.shape
+        out = self.frozen(x.reshape(-1, shape[-1]), self.weight)  # (N, out)
+        if self.has_bias:
+            out = self.bias_add(out, self.bias)
+        return out.reshape(shape[:-1] + (self.out_channels,))
+
+
+def amp_dense(cell: nn.Dense, x, dtype):
+    """AMP O1 for one Dense layer: x and the weight cast to `dtype` (float16), the product (and
+    bias) in it, the result cast back to x's dtype, so everything around the projections (norms,
+    rotary, attention, the KV cache's concatenation, the loss) stays float32. MindSpore's own O1
+    rewrites every construct's source instead (mindspore.rewrite: it writes ./rewritten_network/,
+    hoists lazy imports, and failed on this model)."""
+    shape = x.shape
+    out = cell.matmul(ops.cast(x.reshape(-1, shape[-1]), dtype), ops.cast(cell.weight, dtype))
+    if cell.has_bias:
+        out = cell.bias_add(out, ops.cast(cell.bias, dtype))
+    return ops.cast(out, x.dtype).reshape(shape[:-1] + (cell.out_channels,))
+
+
+def use_amp_o1(model: nn.Cell, dtype) -> int:
+    """AMP O1: every Dense layer (the projections, LoRA layers and an untied LM head) computes in
+    `dtype`; returns how many. Call before the first compile."""
+    count = 0
+    for _, cell in model.cells_and_names():
+        if isinstance(cell, nn.Dense) and hasattr(cell, "amp"):
+            cell.amp = dtype
+            count += 1
+    return count
+
+
 def _dense(in_features: int, out_features: int, bias: bool, dtype, random_init: bool = True) -> nn.Dense:
-    return nn.Dense(in_features, out_features, weight_init=_weight_init(random_init), bias_init="zeros",
-                    has_bias=bias, dtype=dtype)
+    return Dense(in_features, out_features, bias, dtype, random_init)
 
 
 class Embedding(nn.Cell):
-    """Token embedding whose parameter is called `weight`, as in Hugging Face."""
+    """Token embedding whose parameter is called `weight`, as in Hugging Face. A 16-bit table of a
+    float32 model (`Precision`) returns float32 rows: MindSpore's CPU Gather has no bf16 kernel,
+    so core.fused's gather kernel reads the rows (`gather`, set by `CausalLM.use_upcast`), else the
+    table is cast whole (correct, a float32 copy of the vocabulary per call)."""
 
     def __init__(self, vocab_size: int, hidden_size: int, dtype=ms.float32, random_init: bool = True):
         super().__init__()
-        self.weight = Parameter(initializer(_weight_init(random_init), (vocab_size, hidden_size), dtype),
+        self.weight = Parameter(initializer(_weight_init(random_init), (vocab_size, hidden_size), weight_dtype(dtype)),
                                 name="weight")
+        self.compute = compute_dtype(dtype)
+        self.upcast_rows = weight_dtype(dtype) != self.compute
+        self.gather = None
 
     def construct(self, input_ids):
-        return ops.gather(self.weight, input_ids, 0)
+        if not self.upcast_rows:
+            return ops.gather(self.weight, input_ids, 0)
+        if self.gather is not None:
+            return self.gather(self.weight, input_ids)  # (B, T, hidden) float32
+        return ops.gather(ops.cast(self.weight, self.compute), input_ids, 0)
 
 
 class RMSNorm(nn.Cell):
@@ -69,7 +178,8 @@ class RMSNorm(nn.Cell):
 
     def __init__(self, size: int, eps: float, dtype=ms.float32, offset: bool = False):
         super().__init__()
-        self.weight = Parameter(initializer("zeros" if offset else "ones", (size,), dtype), name="weight")
+        self.weight = Parameter(initializer("zeros" if offset else "ones", (size,), compute_dtype(dtype)),
+                                name="weight")
         self.eps = eps
         self.offset = offset
         self.mean = LastAxisMean(size)
@@ -304,16 +414,24 @@ class DecoderModel(nn.Cell):
 class CausalLM(nn.Cell):
     """Decoder-only language model: input ids (B, T) -> float32 logits (B, T, vocab)."""
 
-    def __init__(self, args: ModelArgs, dtype: str | ms.Type = "float32", random_init: bool = True):
+    def __init__(self, args: ModelArgs, dtype: str | ms.Type = "float32", random_init: bool = True,
+                 storage_dtype: str | ms.Type | None = None):
         """random_init=False when every weight is loaded next (`core.checkpoint.load_hf_model`):
-        the weights start as zeros, and the random draws that follow are the same either way."""
+        the weights start as zeros, and the random draws that follow are the same either way.
+        storage_dtype (default: dtype) stores the Dense weights and the embedding in another dtype
+        than the model computes in (`Precision`: frozen 16-bit weights of a float32 LoRA model)."""
         super().__init__()
         self.args = args
         self.param_dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
-        self.model = DecoderModel(args, self.param_dtype, random_init)
+        storage = DTYPES[storage_dtype] if isinstance(storage_dtype, str) else storage_dtype or self.param_dtype
+        self.storage_dtype = storage
+        blocks_dtype = self.param_dtype if storage == self.param_dtype else Precision(self.param_dtype, storage)
+        self.model = DecoderModel(args, blocks_dtype, random_init)
         self.tied = args.tie_word_embeddings
         if not self.tied:
-            self.lm_head = _dense(args.hidden_size, args.vocab_size, False, self.param_dtype, random_init)
+            self.lm_head = _dense(args.hidden_size, args.vocab_size, False, blocks_dtype, random_init)
+        # logits against a 16-bit tied embedding: upcast per call (see FrozenMatmul)
+        self.tied_frozen = FrozenMatmul() if self.tied and storage != self.param_dtype else None
         # the distinct windows and RoPE bases among the layers: one mask / table each per forward
         windows = [args.layer_window(n) for n in range(args.num_layers)]
         thetas = [args.layer_rope_theta(n) for n in range(args.num_layers)]
@@ -332,6 +450,7 @@ class CausalLM(nn.Cell):
         self.same_kv_heads = args.num_kv_heads == args.num_heads
         self.fused_attention = False  # set by use_kernels: some layer's attention runs the kernel
         self.fused_loss = None  # set by use_kernels: the cross-entropy kernel (core.train_step)
+        self.head_loss = None  # set by use_frozen_kernels: head + cross-entropy kernel (core.train_step)
 
     def rope(self, positions, dtype):
         """positions (B|1, T) int -> [(cos, sin)] per RoPE base, each (B|1, 1, T, rotary_dim) in `dtype`."""
@@ -366,7 +485,10 @@ class CausalLM(nn.Cell):
             # `ops.matmul` would broadcast the whole embedding to every batch row (profiled: the
             # largest cost of a small model's step on the CPU, forward and backward).
             shape = hidden.shape
-            out = self.matmul_bt(hidden.reshape(-1, shape[-1]), ops.cast(self.model.embed_tokens.weight, hidden.dtype))
+            if self.tied_frozen is not None:
+                out = self.tied_frozen(hidden.reshape(-1, shape[-1]), self.model.embed_tokens.weight)
+            else:
+                out = self.matmul_bt(hidden.reshape(-1, shape[-1]), ops.cast(self.model.embed_tokens.weight, hidden.dtype))
             out = out.reshape(shape[:-1] + (out.shape[-1],))
         else:
             out = self.lm_head(hidden)
@@ -381,8 +503,11 @@ class CausalLM(nn.Cell):
             x = x * ops.cast(self.embed_scale, x.dtype)
         return x
 
-    def construct(self, input_ids, attention_mask=None, position_ids=None, segment_ids=None):
-        """Full-sequence forward. attention_mask (B, T) 1/0 marks real tokens (right padding);
+    def construct(self, input_ids, attention_mask=None, position_ids=None, segment_ids=None, targets=None):
+        """Full-sequence forward -> float32 logits (B, T, vocab), or with `targets` (B, T) int32 (the
+        next-token targets, below 0 ignored; needs `head_loss`) each position's NLL (B, T), the LM
+        head run inside the loss kernel (no logits tensor). attention_mask (B, T) 1/0 marks real
+        tokens (right padding);
         position_ids (B, T) int32 are the RoPE positions (packed samples restart at 0); segment_ids
         (B, T) int32 number the packed samples: tokens attend only within their own segment, and
         segment 0 is padding. All None: one sample per row, positions 0..T-1."""
@@ -409,6 +534,8 @@ class CausalLM(nn.Cell):
         for layer in self.model.layers:
             cos, sin = tables[layer.rope_index]
             x, _, _, _ = layer(x, cos, sin, masks[layer.mask_index], None, None, segment_ids)
+        if targets is not None:
+            return self.head_nll(self.model.norm(x), targets)
         return self.logits(x)
 
     def forward_cached(self, input_ids, past, positions, key_valid, last_only=False):
@@ -438,6 +565,38 @@ class CausalLM(nn.Cell):
         if last_only and t > 1:
             x = x[:, -1:, :]
         return self.logits(x, past is None), new_past
+
+    def use_frozen_kernels(self, frozen) -> int:
+        """Compute with the 16-bit stored weights through core.fused.FusedFrozenWeights instead of
+        MindSpore's Cast, which keeps every layer's float32 copy at once (see FrozenMatmul): the
+        frozen matmuls, the embedding's rows and, for a frozen head without soft-capping, the head
+        and its loss in one kernel (`head_loss`; training and evaluation use it through
+        core.train_step). Returns the number of frozen matrices routed."""
+        count = 0
+        for _, cell in self.cells_and_names():
+            if isinstance(cell, FrozenMatmul):
+                cell.fused = frozen
+                count += 1
+            elif isinstance(cell, Embedding) and cell.upcast_rows:
+                cell.gather = frozen.gather
+                count += 1
+        head = self.model.embed_tokens if self.tied else self.lm_head
+        if getattr(head, "upcast_rows", False) or getattr(head, "frozen", None) is not None:
+            if self.final_softcap is None and not getattr(head, "has_bias", False) and not hasattr(head, "lora_a"):
+                self.head_loss = frozen.head_loss
+        return count
+
+    def head_weight(self):
+        """The LM head's (vocab, hidden) matrix: the tied embedding or lm_head's weight."""
+        return self.model.embed_tokens.weight if self.tied else self.lm_head.weight
+
+    def head_nll(self, hidden, targets):
+        """Each position's negative log-likelihood of its target through `head_loss` (the head's
+        matmul inside the kernel, no logits tensor): hidden (B, T, h) after the final norm,
+        targets (B, T) int32 (below 0: ignored, nll 0) -> (B, T)."""
+        b, t, h = hidden.shape
+        stats = self.head_loss(hidden.reshape(b * t, h), self.head_weight(), targets.reshape(b * t))  # (B·T, 2)
+        return stats[:, 0].reshape(b, t)
 
     def use_kernels(self, attention=None, norm=None, gate=None, loss=None) -> list[str]:
         """Route the full-sequence forward through fused kernels (`core.fused.enable`) where they

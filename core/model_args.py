@@ -11,8 +11,10 @@ how to convert them.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -454,6 +456,30 @@ def weight_files(model_dir: str | Path) -> list[Path]:
             f"`AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir, safe_serialization=True)`."
         )
     raise CheckpointError(f"{folder}: no {WEIGHTS_NAME} or {INDEX_NAME}. Expected {SUPPORTED}.")
+
+
+def file_sha256(paths: list[Path]) -> str:
+    """One sha256 over the given files' bytes (the base model's identity for LoRA checkpoints).
+    core.checkpoint keeps a copy until the reliability and gemma edits there land (then imports this)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "generation_config.json", "chat_template.jinja")
+
+
+def copy_tokenizer_files(source_dir: str | Path, dest_dir: str | Path) -> None:
+    """Copy the tokenizer/generation files a Hugging Face folder carries, where they exist (core.checkpoint
+    keeps a copy for now, as file_sha256)."""
+    for name in TOKENIZER_FILES:
+        source = Path(source_dir) / name
+        if source.is_file():
+            shutil.copyfile(source, Path(dest_dir) / name)
 
 
 def _shards_from_index(index: Path) -> list[Path]:

@@ -391,6 +391,7 @@ class SetupEvent(EventRecord):
     lora_modules: int | None = None
     layer_graphs: int | None = None
     kernels: str | None = None           # "fused", or "composed: <why>"
+    frozen_weights: str | None = None    # LoRA with 16-bit frozen base weights: their dtype and upcast path
     setup_s: float | None = None
 
 

@@ -37,7 +37,8 @@ from core.data import DataError, BatchIterator, eval_batches, load_splits, packe
 from core.fused import enable as enable_fused_kernels
 from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
-from core.model import share_layer_graphs
+from core.model import share_layer_graphs, use_amp_o1
+from core.profiling import StepProfiler, profile_message
 from core.model_args import check_run_settings
 from core.rundir import (BaselineEvent, BestSoFar, ControlEvent, ControlPoller, EndEvent, EvalRecord, EventRecord,
                          FinalFigures, ForkEvent, MetricRecord, ResumeEvent, RunDir, SetupEvent, TrainRecord,
@@ -168,7 +169,8 @@ class Trainer:
         stats = self.splits.stats
         self.length = (packed_length(cfg.data.max_seq_len) if cfg.data.packing else
                        padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation))
-        self.model = load_hf_model(model_dir, cfg.model.dtype)
+        # LoRA on the CPU with a 16-bit model.dtype: frozen weights stay 16-bit, compute is float32
+        self.model = load_hf_model(model_dir, cfg.compute_dtype, storage_dtype=cfg.model.dtype)
         self.base_files = ckpt.weight_files(model_dir)
         if cfg.method == "lora":
             self.lora_modules = inject_lora(self.model, cfg.lora.rank, cfg.lora.alpha, cfg.lora.dropout,
@@ -185,6 +187,12 @@ class Trainer:
         threads = max(1, len(os.sched_getaffinity(0)) // self.cluster.world)
         kernels = enable_fused_kernels(self.model, threads, cfg.precision.amp_level)
         layer_graphs = share_layer_graphs(self.model)  # compile time: one graph per kind of layer
+        frozen = None
+        if cfg.frozen_weights_16bit:
+            frozen = (f"{cfg.model.dtype}, upcast to float32 per layer inside the step " +
+                      ("by the fused kernel" if kernels.startswith("fused") else
+                       "by MindSpore's Cast, which holds every layer's copy at once (no memory saved: the "
+                       "fused kernels are off)"))
         pad_id = self.tokenizer.pad_token_id or 0
         self.batches = BatchIterator(self.splits.train, cfg.train.micro_batch_size,
                                      grad_accum_steps=cfg.train.grad_accum_steps, world_size=self.cluster.world,
@@ -203,8 +211,8 @@ class Trainer:
             message=f"global batch {cfg.global_batch_size} = micro {cfg.train.micro_batch_size} × accum "
             f"{cfg.train.grad_accum_steps} × data parallel {self.cluster.world}; {self.total_steps} steps; "
             f"trainable {trainable_count:,} of {total_count:,} parameters; sequence length {self.length}; "
-            f"kernels {kernels}",
-            global_batch_size=cfg.global_batch_size, total_steps=self.total_steps,
+            f"kernels {kernels}" + (f"; frozen weights {frozen}" if frozen else ""),
+            frozen_weights=frozen, global_batch_size=cfg.global_batch_size, total_steps=self.total_steps,
             trainable_params=trainable_count, total_params=total_count, seq_len=self.length,
             data=stats.to_dict(), lora_modules=len(self.lora_modules), layer_graphs=layer_graphs, kernels=kernels,
             setup_s=round(time.time() - t0, 2)))
@@ -225,7 +233,11 @@ class Trainer:
         if p.amp_level == "O0":
             return self.model, None
         dtype = ms.float16 if p.compute_dtype == "float16" else ms.bfloat16
-        model = amp.auto_mixed_precision(self.model, p.amp_level, dtype=dtype)
+        if p.amp_level == "O1":  # the projections in 16 bits, the rest float32 (core.model.amp_dense)
+            use_amp_o1(self.model, dtype)
+            model = self.model
+        else:
+            model = amp.auto_mixed_precision(self.model, p.amp_level, dtype=dtype)
         scaler = None
         if p.compute_dtype == "float16" and p.loss_scale == "dynamic":
             scaler = amp.DynamicLossScaler(p.initial_loss_scale, 2, 1000)
@@ -240,17 +252,23 @@ class Trainer:
         return max(1, int(math.ceil(t.epochs * self.batches.steps_per_epoch)))
 
     # ---- evaluation -----------------------------------------------------------------------
-    def evaluate(self) -> ValidationFigures:
+    def evaluate(self, max_tokens: int | None = None) -> ValidationFigures:
+        """One pass over the validation set (max_eval_samples of it); `max_tokens` stops after the
+        batch whose real (unpadded) tokens reach it."""
         self.model.set_train(False)
-        nll, tokens = 0.0, 0.0
+        nll, tokens, read = 0.0, 0.0, 0
         batch = self.cfg.train.micro_batch_size
         samples = self.splits.validation
         if self.cfg.eval.max_eval_samples:
             samples = samples[: self.cfg.eval.max_eval_samples]
         for b in eval_batches(samples, batch, self.length, self.tokenizer.pad_token_id or 0,
                               packing=self.cfg.data.packing):
-            n, t = self.eval_step(*step_inputs(b))
+            inputs = step_inputs(b)
+            n, t = self.eval_step(*inputs)
             nll, tokens = nll + n, tokens + t
+            read += int(np.asarray(inputs[2]).sum())
+            if max_tokens is not None and read >= max_tokens:
+                break
         self.model.set_train(True)
         loss = nll / max(tokens, 1.0)
         alpha = self.cfg.eval.ema_alpha
@@ -351,15 +369,17 @@ class Trainer:
         return self._base_sha
 
     def restore(self, path: str) -> None:
-        weights, opt_state, trainer_state = ckpt.load_train_checkpoint(path)
+        trainer_state = ckpt.read_trainer_state(path)
         if trainer_state.get("method") != self.cfg.method:
             raise CheckpointError(f"{path}: a {trainer_state.get('method')} checkpoint cannot resume a "
                                   f"{self.cfg.method} run.")
-        ckpt.set_parameters(self.trainable, weights, f"{path} (weights)")
+        with ckpt.train_checkpoint_file(path) as weights:  # read and copied one tensor at a time
+            ckpt.set_parameters(self.trainable, weights, f"{path} (weights)")
         opt_params = optimizer_state(self.optimizer)
-        scaler_state = {k: v for k, v in opt_state.items() if k.startswith("loss_scale.")}
-        ckpt.set_parameters(opt_params, {k: v for k, v in opt_state.items() if not k.startswith("loss_scale.")},
-                            f"{path} (optimizer)")
+        with ckpt.train_checkpoint_file(path, ckpt.OPTIMIZER_FILE) as opt_state:  # one tensor at a time
+            scaler_state = {k: opt_state[k] for k in opt_state if k.startswith("loss_scale.")}
+            ckpt.set_parameters(opt_params, opt_state.only(k for k in opt_state if not k.startswith("loss_scale.")),
+                                f"{path} (optimizer)")
         self._restore_loss_scale(scaler_state)
         self.state = LoopState.from_dict({**trainer_state["loop"], "control_seq": self.state.control_seq})
         self.batches.load_state(trainer_state["data_position"])
@@ -489,13 +509,17 @@ class Trainer:
         cfg = self.cfg
         window, consecutive = [], 0
         self.model.set_train(True)
+        profiler = StepProfiler(cfg.train.profile_steps, self.run.path / "profile", self.cluster.is_main)
         while self.state.step < self.total_steps:
             if self.poll_control():
                 self.save(("last",))
                 return "stopped", "stopped by request"
+            profiler.before_step(self.state.step + 1)
             out = self.train_one_step()
             consecutive = self.agree_on_step(out, consecutive)
             self.state.step += 1
+            if summary := profiler.after_step(self.state.step, last=self.state.step == self.total_steps):
+                self.event(EventRecord(event="profile", message=profile_message(summary)))
             self.state.tokens_seen += out["tokens"] * self.cluster.world
             if consecutive == 0:
                 self.state.loss_ema = _ema(self.state.loss_ema, out["loss"], 0.1)
@@ -525,10 +549,11 @@ class Trainer:
         self.setup()
         if resume:
             self.restore(resume)
-        else:
-            if self.cfg.run.fork_from:
-                self.fork(self.cfg.run.fork_from)
-            base = self.evaluate()  # the model this run starts from (the fork point's, for a fork)
+        elif self.cfg.run.fork_from:
+            self.fork(self.cfg.run.fork_from)
+        if not resume and self.cfg.eval.baseline:
+            # the model this run starts from (the fork point's, for a fork); eval.baseline: false skips it
+            base = self.evaluate(self.cfg.eval.baseline_max_tokens)
             self.emit(EvalRecord(**base.values(), base=True))
             # a fork's adapters are not zero, so merging them for generation would not be exact
             # (core.lora.lora_merged); its starting exact match is the parent's concern
@@ -567,8 +592,8 @@ class Trainer:
             return None
         best_dir = self.run.checkpoint("best")
         if best_dir.exists():
-            weights, _, _ = ckpt.load_train_checkpoint(best_dir)
-            ckpt.set_parameters(self.trainable, weights, str(best_dir))
+            with ckpt.train_checkpoint_file(best_dir) as weights:  # one tensor at a time
+                ckpt.set_parameters(self.trainable, weights, str(best_dir))
         return self.exact_match()
 
 

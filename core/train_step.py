@@ -60,6 +60,19 @@ def loss_cell(model: nn.Cell) -> nn.Cell:
     return FusedCausalLMLoss(kernel) if kernel is not None else CausalLMLoss()
 
 
+def head_on_hidden(model: nn.Cell) -> bool:
+    """Whether the model runs its LM head and the loss in one kernel (`CausalLM.head_loss`, a frozen
+    16-bit head): then it is called with the targets and returns each position's NLL, and no
+    (B, T, vocab) logits exist. TrainStep and EvalStep write that branch inline: with the layers
+    sharing one graph (core.model.share_layer_graphs), calling the model from a helper function or
+    method of theirs fails to compile in MindSpore 2.10 (parameter_eliminate.h, AdjustCallerArgs)."""
+    return getattr(model, "head_loss", None) is not None
+
+
+def valid_count(targets):
+    return ops.cast(targets != IGNORE_INDEX, ms.float32).sum()
+
+
 class CausalLMLoss(nn.Cell):
     """`causal_lm_loss_sum` with its gradient written out: d(sum NLL)/d logits = (softmax − onehot)
     on labelled positions. MindSpore's automatic one goes through LogSoftmaxGrad and a scatter of
@@ -210,6 +223,7 @@ class TrainStep:
         self.loss_scaler = loss_scaler
         self.grad_reducer = grad_reducer
         self.loss = loss_cell(model)
+        self.on_hidden = head_on_hidden(model)
         self._grad_fn = ms.value_and_grad(self._scaled_loss, None, weights=params, has_aux=True)
         self._single = ms.jit(self._single_step)
         self._micro = ms.jit(self._micro_step)
@@ -217,8 +231,13 @@ class TrainStep:
         self._apply = ms.jit(self._apply_step)
 
     def _scaled_loss(self, input_ids, labels, attention_mask, position_ids=None, segment_ids=None):
-        logits = forward(self.model, input_ids, attention_mask, position_ids, segment_ids)
-        nll_sum, tokens = self.loss(logits, labels)
+        if self.on_hidden:  # (inline: see head_on_hidden)
+            targets = next_token_targets(labels)
+            nll_sum = self.model(input_ids, attention_mask, position_ids, segment_ids, targets).sum()
+            tokens = valid_count(targets)
+        else:
+            logits = forward(self.model, input_ids, attention_mask, position_ids, segment_ids)
+            nll_sum, tokens = self.loss(logits, labels)
         loss = nll_sum / ops.maximum(tokens, 1.0)  # per real (labelled) token, packed or not
         scaled = self.loss_scaler.scale(loss) if self.loss_scaler is not None else loss
         return scaled, loss
@@ -287,9 +306,14 @@ class EvalStep:
     def __init__(self, model: nn.Cell):
         self.model = model
         self.loss = loss_cell(model)
+        self.on_hidden = head_on_hidden(model)
         self._fn = ms.jit(self._nll)
 
     def _nll(self, input_ids, labels, attention_mask, position_ids=None, segment_ids=None):
+        if self.on_hidden:  # (inline: see head_on_hidden)
+            targets = next_token_targets(labels)
+            nll = self.model(input_ids, attention_mask, position_ids, segment_ids, targets)
+            return nll.sum(), valid_count(targets)
         return self.loss(forward(self.model, input_ids, attention_mask, position_ids, segment_ids), labels)
 
     def __call__(self, input_ids: np.ndarray, labels: np.ndarray, attention_mask: np.ndarray,

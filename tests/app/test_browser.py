@@ -36,14 +36,48 @@ POINTS_JS = ("e => Array.from(e.querySelectorAll('g.mark-symbol.role-mark path[a
 
 # ---- page helpers ----------------------------------------------------------------------------
 
+# Opens the folded sections (Gradio accordions) around an element, outermost first, as a person
+# would click their labels; returns how many were opened, or -1 when the element is not in the page
+# (Gradio renders a section's widgets only once it is first opened).
+REVEAL_JS = """
+selector => {
+  let box = document.querySelector(selector);
+  if (!box) return -1;
+  const closed = [];
+  for (box = box.closest('[data-testid=accordion-content]'); box;
+       box = box.parentElement.closest('[data-testid=accordion-content]'))
+    if (getComputedStyle(box).display === 'none') closed.push(box.previousElementSibling);
+  closed.reverse().forEach(label => label.click());
+  return closed.length;
+}
+"""
+CLOSED_SECTIONS = "#tab-train button.label-wrap:not(.open)"
+
+
+def reveal(page, selector: str) -> None:
+    """Open the Train tab's folded sections that hold `selector` (issue 20 bug 11 folds the form):
+    the ones around it, or, while it is not in the page yet, each closed one until it shows."""
+    opened = page.evaluate(REVEAL_JS, selector)
+    for label in page.locator(CLOSED_SECTIONS).all() if opened == -1 else []:
+        if label.is_visible():
+            label.click()
+            if page.locator(selector).count():
+                opened = page.evaluate(REVEAL_JS, selector)
+                break
+    if opened:
+        page.locator(selector).first.wait_for(state="visible", timeout=30_000)
+
+
 def choose(page, elem_id: str, text: str) -> None:
     """Pick the first option containing `text` in the Gradio dropdown `#elem_id`."""
+    reveal(page, f"#{elem_id}")
     page.click(f"#{elem_id} input")
     page.locator("[role=option]", has_text=text).first.click()
     page.keyboard.press("Escape")
 
 
 def set_number(page, elem_id: str, value: float) -> None:
+    reveal(page, f"#{elem_id}")
     field = page.locator(f"#{elem_id} input[type=number]")
     field.fill(str(value))
     field.press("Tab")
@@ -165,6 +199,7 @@ def fill_train_form(page) -> None:
     set_number(page, "cfg-train-eval-every", EVAL_EVERY)
     set_number(page, "cfg-train-log-every", LOG_EVERY)
     set_number(page, "cfg-early-stopping-patience", FORM_PATIENCE)
+    reveal(page, "#cfg-eval-downstream")
     page.locator("#cfg-eval-downstream input[type=checkbox]").set_checked(False)  # no generation: faster
     expected = [f"max_steps: {MAX_STEPS}", f"eval_every: {EVAL_EVERY}", f"log_every: {LOG_EVERY}",
                 f"patience: {FORM_PATIENCE}", "method: lora", "downstream: false", "tiny-demo"]

@@ -1,4 +1,5 @@
-"""Issue 20 in a real browser, driven as a person would: check memory by a dry run, double-click
+"""Issue 20 in a real browser, driven as a person would: a refused Start's warning goes once the
+form is fixed, check memory by a dry run, double-click
 Start, start two more runs while the CPU is busy (they queue), reorder and cancel the queue in the
 Runs tab, see the next run start by itself when the first ends, make a new run from the first one
 with one change (highlighted while editing, named by Start, its results beside the change in the
@@ -21,7 +22,7 @@ import pytest
 from core.config import load_config
 from core.rundir import ForkEvent, RunDir, list_runs
 
-from tests.app.test_browser import PHASE_TIMEOUT_S, choose, plot_points, run_state, set_number, wait_for
+from tests.app.test_browser import PHASE_TIMEOUT_S, choose, plot_points, reveal, run_state, set_number, wait_for
 
 pytest_plugins = ["tests.app.browser_fixtures"]
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -56,6 +57,18 @@ WATCH_FIRST_POINT_JS = """
 """
 
 
+def stale_seconds(page, old: str, new: str) -> float:
+    """After WATCH_SWITCH_JS was installed and the picker moved from `old` to `new`: wait a second,
+    then how long any chart still drew `old` once the picker named `new`."""
+    time.sleep(1.0)
+    page.evaluate("clearInterval(window.__switchTimer)")
+    samples = page.evaluate("window.__switch")
+    shown = [t for t, picked, _ in samples if picked == new]
+    stale = [t for t, picked, drawn in samples if picked == new and old in drawn]
+    assert shown, "the picker never named the new run"
+    return (max(stale) - min(shown)) / 1000 if stale else 0.0
+
+
 def picker_value(page) -> str:
     return page.eval_on_selector("#run-picker input", "e => e.value").strip()
 
@@ -74,6 +87,7 @@ def fill_form(page, learning_rate: float | None = None) -> None:
     set_number(page, "cfg-train-save-every", SAVE_EVERY)
     set_number(page, "cfg-train-log-every", LOG_EVERY)
     set_number(page, "cfg-eval-max-eval-samples", EVAL_SAMPLES)
+    reveal(page, "#cfg-eval-downstream")
     page.locator("#cfg-eval-downstream input[type=checkbox]").set_checked(False)
     if learning_rate is not None:
         set_number(page, "cfg-train-learning-rate", learning_rate)
@@ -117,6 +131,16 @@ def test_queue_new_run_from_this_one_fork_and_dry_run(console_server, page, scre
     page.evaluate(WATCH_FIRST_POINT_JS)
     fill_form(page)
 
+    # ---- a refused Start's "⚠ not started" goes once the form is fixed (issue 20 bug 6)
+    set_number(page, "train-length", 0)
+    wait_for(lambda: page.inner_text("#config-errors").strip(), "the form's error", timeout_s=60)
+    page.click("#start-button")
+    wait_for(lambda: "not started" in page.inner_text("#start-message"), "Start refused", timeout_s=60)
+    set_number(page, "train-length", STEPS)
+    wait_for(lambda: "not started" not in page.inner_text("#start-message")
+             and not page.inner_text("#config-errors").strip(), "the stale warning to go", timeout_s=60)
+    assert list_runs(runs_dir) == []
+
     # ---- check memory by dry run: the measured peak beside the estimate, before any launch
     page.click("#dry-run-button")
     wait_for(lambda: page.query_selector("#dry-run-result"), "the dry run's measurement", timeout_s=PHASE_TIMEOUT_S)
@@ -146,13 +170,7 @@ def test_queue_new_run_from_this_one_fork_and_dry_run(console_server, page, scre
     run_b = picker_value(page)
     assert "queued" in message_b and run_b != run_a, message_b
     wait_for(lambda: run_state(page).startswith("queued"), "B's state queued")
-    time.sleep(1.0)
-    page.evaluate("clearInterval(window.__switchTimer)")
-    samples = page.evaluate("window.__switch")
-    shown_b = [t for t, picked, _ in samples if picked == run_b]
-    stale = [t for t, picked, drawn in samples if picked == run_b and run_a in drawn]
-    stale_s = (max(stale) - min(shown_b)) / 1000 if stale else 0.0
-    assert shown_b, "the picker never named the new run"
+    stale_s = stale_seconds(page, run_a, run_b)
     assert stale_s < 0.1, f"A's drawings stayed {stale_s:.2f} s after the Monitor showed B"
     assert all(v == {} for v in plot_points(page, "loss-plot").values())
     page.click("#tab-train-button")

@@ -315,3 +315,19 @@ def test_charts_off_screen_wait_until_they_are_back_in_view(console):
     assert "lr" not in still["slots"] and "memory" in still["slots"]  # memory came back into view
     back = poll(pages, console, run=run.run_id, offscreen=[])
     assert set(back["slots"]) == {"lr"} and points(back["slots"]["lr"])["learning rate"].keys() == {1, 2}
+
+
+def test_after_stop_now_the_step_is_the_newest_checkpoints(console):
+    """Issue 20 bug 9: Stop now killed the worker after it saved step-31 but before its next status
+    line, and the Monitor and the Runs table said step 30."""
+    from app import runs_callbacks
+
+    run = make_run(console)
+    run.write_status(step=30, total_steps=40)
+    for step in (30, 31):
+        (run.checkpoints_dir / f"step-{step}").mkdir(parents=True)
+    run.write_status(state="stopped", reason="stopped now by user")
+    tick = cb.tick(cb.MonitorSession(), run.run_id, console)
+    assert "31 / 40" in tick.status and "30 / 40" not in tick.status
+    assert runs_callbacks.runs_table(console).iloc[0]["step"] == "31/40"
+    assert RunDir(run.path).read_status().step == 30  # the record itself is left as the worker wrote it

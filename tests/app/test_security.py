@@ -232,10 +232,10 @@ def test_the_feed_shows_another_users_run_to_no_one(multi):
 def test_events_list_stop_delete_only_own_runs(multi):
     alice_run, bob_run = multi.runs["alice"].run_id, multi.runs["bob"].run_id
     bob = Client(multi, "bob")
-    table, select, _, _ = bob.event("runs-refresh", [None, [], "val ppl", False, False])
+    table, select, _, _ = bob.event("runs-refresh", [None, [], "val ppl", False, False, "en"])
     assert [row[0] for row in table["data"]] == [bob_run]
     assert [c[0] for c in select["choices"]] == [bob_run]
-    carol_table = Client(multi, "carol").event("runs-refresh", [None, [], "val ppl", False, False])[0]
+    carol_table = Client(multi, "carol").event("runs-refresh", [None, [], "val ppl", False, False, "en"])[0]
     assert {row[0] for row in carol_table["data"]} == {r.run_id for r in multi.runs.values()}
     # stop / resume / delete / download of alice's run, as bob: refused as if it did not exist
     (message,) = bob.event("stop-now-button", [alice_run])

@@ -1,0 +1,104 @@
+"""`train.profile_steps: [start, end]`: MindSpore's profiler around those optimizer steps, on rank 0
+only, and a summary a person can read in the Monitor.
+
+    runs/<id>/profile/
+      summary.json     steps, total time, forward vs backward, the top operators by time
+      vm_<pid>_<time>_ascend_ms/ASCEND_PROFILER_OUTPUT/trace_view.json   (chrome://tracing, Perfetto)
+      vm_.../FRAMEWORK/cpu_op_detail_info_0.csv, cpu_op_type_info_0.csv  (MindSpore's own tables)
+
+On the CPU MindSpore records every kernel launch with its scope: kernels of the backward pass are
+under `Gradients/`; the forward pass and the optimizer update share the `Default/` scope (the
+layers run as shared per-layer graphs, so no module path survives), so the summary says
+"backward" and "forward + update". `summarize` reads MindSpore's tables only (no MindSpore import):
+the console calls it too.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+SUMMARY_FILE = "summary.json"
+DETAIL_GLOB = "*/FRAMEWORK/cpu_op_detail_info_*.csv"
+TRACE_GLOB = "*/ASCEND_PROFILER_OUTPUT/trace_view.json"
+TOP = 15
+BACKWARD, FORWARD = "backward", "forward + update"
+
+
+class StepProfiler:
+    """Starts MindSpore's profiler before step `start` and stops it after step `end` (1-based
+    optimizer steps), on the main rank only; writes `summary.json` when it stops. Inactive when
+    `steps` is None or this is not the main rank."""
+
+    def __init__(self, steps: list[int] | None, folder: Path, is_main: bool):
+        self.steps = steps if is_main else None
+        self.folder = Path(folder)
+        self._profiler = None
+        self.summary: dict | None = None
+
+    def before_step(self, step: int) -> None:
+        """`step`: the number of the step about to run."""
+        if self.steps is None or step != self.steps[0] or self._profiler is not None:
+            return
+        from mindspore.profiler import ProfilerActivity, profile, tensorboard_trace_handler
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._profiler = profile(activities=[ProfilerActivity.CPU],
+                                 on_trace_ready=tensorboard_trace_handler(str(self.folder)))
+        self._profiler.start()
+
+    def after_step(self, step: int, last: bool = False) -> dict | None:
+        """Stops (and analyses) after the end step, or at the run's last step; returns the summary then."""
+        if self._profiler is None:
+            return None
+        self._profiler.step()
+        if step < self.steps[1] and not last:
+            return None
+        self._profiler.stop()
+        self._profiler = None
+        self.summary = summarize(self.folder, [self.steps[0], step])
+        (self.folder / SUMMARY_FILE).write_text(json.dumps(self.summary, indent=1), encoding="utf-8")
+        return self.summary
+
+
+def summarize(folder: Path, steps: list[int]) -> dict:
+    """Operator time by type and phase from MindSpore's cpu_op_detail_info tables under `folder`."""
+    folder = Path(folder)
+    totals: dict[tuple[str, str], list[float]] = {}
+    for table in sorted(folder.glob(DETAIL_GLOB)):
+        with open(table, newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                phase = BACKWARD if row["full_op_name"].startswith("Gradients/") else FORWARD
+                entry = totals.setdefault((row["op_type"], phase), [0.0, 0])
+                entry[0] += float(row["op_total_time(ms)"])
+                entry[1] += int(row["op_occurrences"])
+    total = sum(ms for ms, _ in totals.values())
+    phases = {phase: round(sum(v[0] for (_, p), v in totals.items() if p == phase), 3) for phase in (FORWARD, BACKWARD)}
+    top = sorted(totals.items(), key=lambda item: -item[1][0])[:TOP]
+    return {
+        "steps": steps, "total_ms": round(total, 3), "phases": phases,
+        "top": [{"op_type": op, "phase": phase, "ms": round(ms, 3), "share": round(ms / total, 4) if total else 0.0,
+                 "calls": calls} for (op, phase), (ms, calls) in top],
+        "files": [str(p.relative_to(folder)) for p in sorted(folder.glob(TRACE_GLOB))] +
+                 [str(p.relative_to(folder)) for p in sorted(folder.glob(DETAIL_GLOB))],
+        "note": "CPU kernels as MindSpore's profiler timed them; 'Custom' are mindtune's fused kernels "
+                "(attention, norms, gates, loss, LoRA).",
+    }
+
+
+def profile_message(summary: dict) -> str:
+    """One line for train.log and the Monitor's events."""
+    first, last = summary["steps"]
+    top = ", ".join(f"{t['op_type']} ({t['phase']}) {100 * t['share']:.0f}%" for t in summary["top"][:3])
+    phases = summary["phases"]
+    return (f"profiled steps {first}-{last}: {summary['total_ms']:.0f} ms of CPU kernels, "
+            f"backward {phases[BACKWARD]:.0f} ms, forward + update {phases[FORWARD]:.0f} ms; top: {top} "
+            f"(runs/<id>/profile/)")
+
+
+def read_summary(run_dir: Path) -> dict | None:
+    """A run's profile summary, or None when it was not profiled (or is still being profiled)."""
+    path = Path(run_dir) / "profile" / SUMMARY_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
