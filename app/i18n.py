@@ -357,6 +357,67 @@ REASONS_ZH: list[tuple[str, str]] = [
 ]
 
 
+# The messages that answer an action (Start, Stop, a queue move, Resume), as app.jobs and
+# app.train_callbacks write them; the run ids and settings in them stay as they are.
+ACTIONS_ZH: list[tuple[str, str]] = [
+    (r"(⚠ |✓ )?not started: fix the problems listed", r"\1未开始：请先修正列出的问题"),
+    (r"(⚠ |✓ )?not started", r"\1未开始"),
+    (r"(⚠ |✓ )?started (\S+)", r"\1已启动 \2"),
+    (r"(⚠ |✓ )?already started as (\S+)", r"\1已作为 \2 启动"),
+    (r"(⚠ |✓ )?queued (\S+) \(#(\d+) in the (\w+) queue; it starts when (.+) frees the device\)",
+     r"\1\2 已排队（\4 队列第 \3 位；\5 释放设备后启动）"),
+    (r"(⚠ |✓ )?queued (\S+) \(in the queue; it starts when (.+) frees the device\)", r"\1\2 已排队（\3 释放设备后启动）"),
+    (r"(⚠ |✓ )?(queued to resume|resumed) (\S+) from (\S+)", None),
+    (r"(\S+): stopping \(saving a checkpoint first\)", r"\1：正在停止（先保存检查点）"),
+    (r"(\S+): stopping now", r"\1：正在立即停止"),
+    (r"(\S+): a stop is already under way", r"\1：已在停止中"),
+    (r"cancelled (\S+) \(it never started\)", r"已取消 \1（尚未启动）"),
+    (r"moved (\S+) (up|down) to place (\d+) of your queued runs", None),
+    (r"(\S+) is already (first|last) in the queue", None),
+    (r"⚠ select exactly one queued run", "⚠ 请只选择一个排队中的运行"),
+    (r"⚠ no run selected", "⚠ 未选择运行"),
+]
+_WORDS_ZH = {"queued to resume": "已排队等待恢复", "resumed": "已恢复", "up": "上移", "down": "下移",
+             "first": "第一个", "last": "最后一个"}
+
+
+def _action_zh(match: Any, pattern: str) -> str:
+    g = match.groups()
+    if pattern.startswith(r"(⚠ |✓ )?(queued to resume"):
+        return f"{g[0] or ''}{_WORDS_ZH[g[1]]} {g[2]}（自 {g[3]}）"
+    if pattern.startswith("moved"):
+        return f"{g[0]} 已{_WORDS_ZH[g[1]]}到你的排队运行中的第 {g[2]} 位"
+    return f"{g[0]} 已是队列中的{_WORDS_ZH[g[1]]}"
+
+
+def action_text(message: str, lang: str) -> str:
+    """A message that answers an action, in `lang`; the part that says what changed from the run a
+    new one was made from is matched on its own. Unmatched parts stay as written."""
+    if lang != "zh" or not message:
+        return message
+    import re
+
+    parts = []
+    for part in re.split(r"; (?=made from |forked from )", message):
+        for pattern, zh in ACTIONS_ZH:
+            match = re.fullmatch(pattern, part)
+            if match:
+                part = match.expand(zh) if zh is not None else _action_zh(match, pattern)
+                for device, shown in (("cpu", "CPU"), ("gpu", "GPU"), ("ascend", "昇腾")):
+                    part = part.replace(f"（{device} 队列", f"（{shown} 队列")
+                break
+        else:
+            part = _by_patterns(part, lang, MADE_FROM_ZH).replace("no setting changed", "未改动任何设置")
+        parts.append(part)
+    return "；".join(parts)
+
+
+MADE_FROM_ZH: list[tuple[str, str]] = [
+    (r"forked from (\S+) at step (\d+): (.*)", r"分叉自 \1 第 \2 步：\3"),
+    (r"made from (\S+): (.*)", r"基于 \1：\2"),
+]
+
+
 def _by_patterns(sentence: str, lang: str, patterns: list[tuple[str, str]]) -> str:
     if lang != "zh":
         return sentence

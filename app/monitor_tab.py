@@ -25,7 +25,7 @@ from core.config import describe_fields
 from app import monitor_callbacks as cb
 from app.context import Console
 from app.exports import FORMATS
-from app.i18n import Labels, text
+from app.i18n import Labels, action_text, text
 from app.metrics import empty_frame
 from app.run_status import state_html
 from app.sessions import session_lock
@@ -181,16 +181,16 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
 
 def _wire_controls(tab: MonitorTab, console: Console, labels: Labels) -> None:
     run, message = tab.out["run"], tab.out["message"]
-    def stop(run_id: str | None, request: gr.Request):
-        return cb.stop(console, run_id, True, console.viewer(request))
+    def stop(run_id: str | None, language: str, request: gr.Request):
+        return action_text(cb.stop(console, run_id, True, console.viewer(request)), language)
 
-    def stop_now(run_id: str | None, request: gr.Request):
-        return cb.stop(console, run_id, False, console.viewer(request))
+    def stop_now(run_id: str | None, language: str, request: gr.Request):
+        return action_text(cb.stop(console, run_id, False, console.viewer(request)), language)
 
     # a message about one run ("stopping now") must not stay when another run is shown
     run.change(lambda: "", None, message, show_progress="hidden", api_visibility="private")
-    tab.out["stop"].click(stop, run, message, api_visibility="private")
-    tab.out["stop_now"].click(stop_now, run, message, api_visibility="private")
+    tab.out["stop"].click(stop, [run, labels.toggle], message, api_visibility="private")
+    tab.out["stop_now"].click(stop_now, [run, labels.toggle], message, api_visibility="private")
     es_inputs = [run, tab.es["enabled"], tab.es["monitor"], tab.es["patience"], tab.es["min_delta"]]
 
     def apply(run_id, enabled, monitor, patience, min_delta, request: gr.Request):

@@ -15,7 +15,7 @@ import pandas as pd
 
 from app import runs_callbacks as cb
 from app.context import Console
-from app.i18n import Labels
+from app.i18n import Labels, action_text
 from app.sessions import session_lock
 
 REFRESH_S = 3.0
@@ -171,7 +171,7 @@ def _wire(tab: RunsTab, console: Console) -> None:
         def act(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool, language: str,
                 request: gr.Request, action: str = action):
             """Reorder or cancel the selected queued run, then show the queue as it is now."""
-            message = cb.queue_action(console, selected or [], action, console.viewer(request))
+            message = action_text(cb.queue_action(console, selected or [], action, console.viewer(request)), language)
             session.table_key = ""
             return message, *refresh(session, selected, metric, only_diff, log_y, language, request)
 

@@ -16,7 +16,7 @@ from app import runs_callbacks
 from app import train_callbacks
 from app.context import Console
 from app.early_script import status_timer_middleware
-from app.i18n import LANG_CHOICES, Labels, text
+from app.i18n import LANG_CHOICES, Labels, action_text, text
 from app.settings import Settings, check_safe
 
 CSS_PATH = Path(__file__).with_name("style.css")
@@ -65,17 +65,18 @@ SHOW_NOW = {"fn": None, "js": monitor_tab.SHOW_NOW_JS,
 def _wire_start(console: Console, train: train_tab.TrainTab, monitor: monitor_tab.MonitorTab, tabs: gr.Tabs) -> None:
     """Start: validate, launch once (a double-click launches one run), then show it in Monitor."""
     reference = train.out["reference"]
-    inputs = set(train.fields.values()) | {reference}
+    inputs = set(train.fields.values()) | {reference, train.lang}
 
     def start(data: dict, request: gr.Request, confirmed: bool = False):
         outcome = train_callbacks.start(train.values(data), console, owner=console.viewer(request).owner,
                                         reference=train_callbacks.Reference.from_state(data[reference]),
                                         confirmed=confirmed)
+        language = data[train.lang]
         if outcome.run_id is None:
-            return (gr.skip(), gr.skip(), f"⚠ {outcome.message}", train_callbacks.errors_html(outcome.errors),
-                    gr.update(visible=outcome.needs_confirmation))
-        return (gr.update(selected="monitor"), gr.update(value=outcome.run_id), f"✓ {outcome.message}", "",
-                gr.update(visible=False))
+            return (gr.skip(), gr.skip(), action_text(f"⚠ {outcome.message}", language),
+                    train_callbacks.errors_html(outcome.errors), gr.update(visible=outcome.needs_confirmation))
+        return (gr.update(selected="monitor"), gr.update(value=outcome.run_id),
+                action_text(f"✓ {outcome.message}", language), "", gr.update(visible=False))
 
     def start_anyway(data: dict, request: gr.Request):
         return start(data, request, confirmed=True)

@@ -9,6 +9,7 @@ bf16-stored weights computed in fp32 (composed).
     .venv/bin/python bench/model_parity.py --only gemma2,gemma3,gemma3-vision,phi3,phi4-mini
 """
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -16,6 +17,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("GLOG_v", "3")  # MindSpore's graph-compiler warnings would bury the table
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import mindspore as ms  # noqa: E402
 

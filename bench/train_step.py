@@ -28,6 +28,10 @@ phases, and the first-step losses of both frameworks (same weights, same batch: 
     .venv/bin/python bench/train_step.py --configs 0.5b --steps 4 --warmup 2   # ~10 GB for full
     .venv/bin/python bench/train_step.py --configs 0.5b --methods lora --storage bfloat16  # bf16 frozen
     .venv/bin/python bench/train_step.py --configs gemma2-25m,gemma3-25m,phi4-mini-25m
+    .venv/bin/python bench/train_step.py --configs qwen3-25m --rounds 3   # a loaded machine
+
+It also prints the CPU-time ratio (process CPU seconds per step, all threads): on a shared
+machine it moves less with the load than the wall ratio; `--rounds` interleaves the workers.
 """
 from __future__ import annotations
 
@@ -175,6 +179,11 @@ def matmul_flops(model_dir: Path, method: str, batch: int = BATCH, seq: int = SE
 # ---- workers (one per subprocess) --------------------------------------------------------------
 
 def peak_rss_mb() -> float:
+    """This process's peak RSS: VmHWM (getrusage's ru_maxrss also keeps the launching process's
+    high-water mark across exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -208,16 +217,17 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
     step = TrainStep(model, adamw(params, schedule, 0.0), 1.0, None)
     phases["model load"] = time.time() - t
     ids, labels, mask = batch_arrays(model.args.vocab_size, batch, seq)
-    times, losses = [], []
+    times, cpu, losses = [], [], []
     for n in range(warmup + steps):
-        t = time.time()
+        t, c = time.time(), time.process_time()
         loss, _, _, _ = step([(ids, labels, mask)])
         times.append(time.time() - t)
+        cpu.append(time.process_time() - c)
         losses.append(loss)
         if n == 0:
             phases["first step (compile)"] = times[0]
     phases["total to first step"] = sum(v for k, v in phases.items() if k != "total to first step")
-    return {"step_s": statistics.median(times[warmup:]), "losses": losses[:3], "phases": phases,
+    return {"step_s": statistics.median(times[warmup:]), "step_cpu_s": statistics.median(cpu[warmup:]), "losses": losses[:3], "phases": phases,
             "peak_rss_mb": peak_rss_mb(), "trainable": int(sum(int(np.prod(p.shape)) for p in params)),
             "kernels": kernels}
 
@@ -247,9 +257,9 @@ def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch
     optimizer = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
     phases["model load"] = time.time() - t
     ids, labels, mask = (torch.from_numpy(a.astype("int64")) for a in batch_arrays(model.config.vocab_size, batch, seq))
-    times, losses = [], []
+    times, cpu, losses = [], [], []
     for n in range(warmup + steps):
-        t = time.time()
+        t, c = time.time(), time.process_time()
         out = model(input_ids=ids, attention_mask=mask, labels=labels)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -257,10 +267,11 @@ def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch
         optimizer.zero_grad(set_to_none=True)
         losses.append(float(out.loss))
         times.append(time.time() - t)
+        cpu.append(time.process_time() - c)
         if n == 0:
             phases["first step"] = times[0]
     phases["total to first step"] = sum(v for k, v in phases.items() if k != "total to first step")
-    return {"step_s": statistics.median(times[warmup:]), "losses": losses[:3], "phases": phases,
+    return {"step_s": statistics.median(times[warmup:]), "step_cpu_s": statistics.median(cpu[warmup:]), "losses": losses[:3], "phases": phases,
             "peak_rss_mb": peak_rss_mb(), "trainable": int(sum(p.numel() for p in params)),
             "threads": torch.get_num_threads(), "attention": attention, "experts_implementation": experts}
 
@@ -336,6 +347,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="timed steps (median reported)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation)")
     parser.add_argument("--no-torch", action="store_true", help="mindtune only")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="mindtune/PyTorch worker pairs per row, order alternating (a loaded machine: "
+                             "the median of the per-pair wall and CPU-time ratios is printed)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--t-launch", type=float, help=argparse.SUPPRESS)
@@ -374,11 +388,10 @@ def main() -> None:
                 common = dict(model_dir=models[name], method=method, steps=args.steps, warmup=args.warmup,
                               batch=batch, seq=seq)
                 storage = dict(storage=args.storage) if args.storage and method == "lora" else {}
-                ms_result = run_worker("mindtune", **common, **storage)
-                ms_result["tokens"] = pt_tokens = batch * seq
-                pt_result = None if args.no_torch else run_worker("torch", **common)
+                ms_result, pt_result = run_pairs(common, storage, 1 if args.no_torch else args.rounds, args.no_torch)
+                ms_result["tokens"] = batch * seq
                 if pt_result:
-                    pt_result["tokens"] = pt_tokens
+                    pt_result["tokens"] = batch * seq
                 flops = matmul_flops(models[name], method, batch, seq)["flops"]
                 rows.append((name, method, ms_result, pt_result, flops,
                              estimate(models[name], method, batch, seq, args.storage)))
@@ -386,6 +399,31 @@ def main() -> None:
         after = run_worker("matmul")
         print_peak("after the steps", after)
         print_table(rows, max(*peak.values(), *after.values()))
+
+
+def run_pairs(common: dict, storage: dict, rounds: int, no_torch: bool):
+    """`rounds` mindtune and PyTorch workers interleaved (MT, PT, then PT, MT, ...): each pair ran
+    under about the same load. Returns the pair of the median wall ratio; prints every pair's
+    wall and CPU-time ratios (PyTorch / mindtune: above 1, mindtune is faster)."""
+    pairs = []
+    for n in range(rounds):
+        if no_torch:
+            pairs.append((run_worker("mindtune", **common, **storage), None))
+        elif n % 2 == 0:
+            ms_r = run_worker("mindtune", **common, **storage)
+            pairs.append((ms_r, run_worker("torch", **common)))
+        else:
+            pt_r = run_worker("torch", **common)
+            pairs.append((run_worker("mindtune", **common, **storage), pt_r))
+    if no_torch:
+        return pairs[0]
+    wall = [pt["step_s"] / ms_r["step_s"] for ms_r, pt in pairs]
+    cpu = [pt["step_cpu_s"] / ms_r["step_cpu_s"] for ms_r, pt in pairs]
+    if rounds > 1:
+        print(f"    interleaved pairs ({rounds}): wall ratio " + ", ".join(f"{r:.2f}" for r in wall)
+              + f" (median {statistics.median(wall):.2f}); CPU-time ratio " + ", ".join(f"{r:.2f}" for r in cpu)
+              + f" (median {statistics.median(cpu):.2f})", flush=True)
+    return pairs[sorted(range(rounds), key=wall.__getitem__)[(rounds - 1) // 2]]
 
 
 def print_peak(when: str, peak: dict) -> None:
@@ -402,7 +440,7 @@ def print_row(row, peak_gflops):
         line += f", pytorch {tokens / pt_r['step_s']:.0f} tok/s (step {pt_r['step_s']:.3f} s, " \
                 f"{flops / pt_r['step_s'] / 1e9:.0f} GFLOP/s, {pt_r['threads']} threads" + \
                 (f", experts {pt_r['experts_implementation']}" if pt_r.get("experts_implementation") else "") + \
-                f"), ratio {pt_r['step_s'] / ms_r['step_s']:.2f}"
+                f"), ratio {pt_r['step_s'] / ms_r['step_s']:.2f}, CPU-time ratio {pt_r['step_cpu_s'] / ms_r['step_cpu_s']:.2f}"
         line += f"; first losses mindtune {ms_r['losses'][0]:.5f} pytorch {pt_r['losses'][0]:.5f}"
     print(line, flush=True)
     print("    mindtune phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in ms_r["phases"].items())

@@ -32,7 +32,8 @@ import numpy as np
 from core.atomic import atomic_folder, atomic_open
 from core.model_args import (ALL_LINEAR, INDEX_NAME, CheckpointError, copy_tokenizer_files, file_sha256,
                              read_model_args, weight_files)
-from core.peft_format import ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, peft_adapter_config, to_peft_key
+from core.peft_format import (ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, peft_adapter_config, to_module_path,
+                               to_peft_key)
 from core.rundir import POINTERS, RunDir
 from core.safetensors_io import (FLOAT_DTYPES, SafetensorsReader, TensorEntry, from_float32, to_float32,
                                  write_file)
@@ -113,12 +114,15 @@ def write_peft(folder: Path, state: dict, out: Path) -> None:
         def reader(name):
             return lambda: to_float32(weights.read(name, raw=True), weights.tensors[name].dtype)
 
+        prefix = _module_prefix(state)
         write_file(out / ADAPTER_WEIGHTS_NAME,
-                   [TensorEntry(to_peft_key(name), weights.tensors[name].shape, "float32", reader(name))
+                   [TensorEntry(to_peft_key(name, prefix), weights.tensors[name].shape, "float32", reader(name))
                     for name in names], metadata={"format": "pt"})
     targets = lora["target_modules"]
     if targets == ALL_LINEAR:  # the modules this run adapted, not PEFT's own reading of all-linear
         targets = list(dict.fromkeys(module.rsplit(".", 1)[-1] for module in adapter_modules(names)))
+    if prefix:  # names like q_proj would also match a vision tower's layers: name each module
+        targets = [to_module_path(module, prefix) for module in adapter_modules(names)]
     config = peft_adapter_config(state["base_model"]["path"], lora["rank"], lora["alpha"], lora["dropout"], targets)
     (out / ADAPTER_CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
@@ -135,6 +139,16 @@ def _write_peft_through_model(folder: Path, out: Path) -> None:
                           lora["target_modules"])
     except LoraError as exc:
         raise ExportError(str(exc)) from exc
+
+
+def _module_prefix(state: dict) -> str | None:
+    """Where transformers keeps the decoder for the base's architecture (FamilySpec.wrapped), from
+    its config.json alone (the weights are not read)."""
+    base = Path(state["base_model"]["path"])
+    if not (base / "config.json").is_file():
+        return None
+    args = read_model_args(base)
+    return args.spec.wrapped.get(args.architecture)
 
 
 # ---- merged --------------------------------------------------------------------------------
@@ -182,9 +196,14 @@ def write_merged(folder: Path, state: dict, out: Path, dtype: str = "stored") ->
                 entries = []
                 for name, info in base.tensors.items():
                     ours = key_map.our_name(name)
-                    if key_map.is_ignored(name) or (method == FULL and args.tie_word_embeddings and
-                                                    ours == "lm_head.weight" and ours not in trained.tensors):
+                    if (key_map.is_ignored(name) and not key_map.is_passthrough(name)) or (
+                            method == FULL and args.tie_word_embeddings and ours == "lm_head.weight"
+                            and ours not in trained.tensors):
                         continue  # not the model's (rotary buffers), or a stored copy of the tied embedding
+                    if key_map.is_passthrough(name):  # the checkpoint's, not ours (a vision tower): as stored
+                        entries.append(TensorEntry(name, info.shape, info.dtype, lambda n=name: base.read(n, raw=True)))
+                        weight_map[name] = shard.name
+                        continue
                     used.add(ours if method == FULL else ours.removesuffix(".weight"))
                     target = info.dtype if dtype == "stored" or info.dtype not in FLOAT_DTYPES else dtype
                     if info.dtype in FLOAT_DTYPES:

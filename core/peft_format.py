@@ -1,7 +1,6 @@
 """The PEFT adapter layout (standard library only, no MindSpore): file names, key names, adapter_config.json,
 for `core.export`, which writes an adapter straight from a checkpoint's tensors without MindSpore.
-(`core.lora` has its own copies until the `gemma` branch's edits to them land; then core.lora imports
-them from here.)"""
+(core.lora keeps its own copies, with the model-side helpers; to fold.)"""
 from __future__ import annotations
 
 ADAPTER_CONFIG_NAME = "adapter_config.json"
@@ -11,11 +10,17 @@ PEFT_PREFIX = "base_model.model."
 PEFT_SUFFIXES = {".lora_a": ".lora_A.weight", ".lora_b": ".lora_B.weight"}
 
 
-def to_peft_key(name: str) -> str:
+def to_module_path(name: str, prefix: str | None) -> str:
+    """Our dotted name -> transformers' module path: `prefix` is where a wrapping architecture keeps
+    the decoder (Gemma3ForConditionalGeneration: `model.language_model.`; `FamilySpec.wrapped`)."""
+    return prefix + name[len("model."):] if prefix and name.startswith("model.") else name
+
+
+def to_peft_key(name: str, prefix: str | None = None) -> str:
     """`model.layers.0.self_attn.q_proj.lora_a` -> `base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`."""
     for ours, peft in PEFT_SUFFIXES.items():
         if name.endswith(ours):
-            return PEFT_PREFIX + name[: -len(ours)] + peft
+            return PEFT_PREFIX + to_module_path(name[: -len(ours)], prefix) + peft
     raise ValueError(f"{name} is not a LoRA parameter name (expected a .lora_a or .lora_b suffix).")
 
 

@@ -117,11 +117,10 @@ def forward(model: nn.Cell, input_ids, attention_mask, position_ids=None, segmen
     """Logits of a batch; packed rows pass their restarted positions and segment ids, so
     attention stays within each sample. When the loss kernel soft-caps the logits itself
     (`cap_in_loss`, Gemma 2) the model hands them over uncapped."""
-    if getattr(model, "cap_in_loss", False):
-        return model(input_ids, attention_mask, position_ids, segment_ids, None, False)
+    capped = not getattr(model, "cap_in_loss", False)
     if position_ids is None:
-        return model(input_ids, attention_mask)
-    return model(input_ids, attention_mask, position_ids, segment_ids)
+        return model(input_ids, attention_mask, None, None, None, capped)
+    return model(input_ids, attention_mask, position_ids, segment_ids, None, capped)
 
 
 class WarmupDecaySchedule(LearningRateSchedule):

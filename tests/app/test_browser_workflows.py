@@ -28,7 +28,10 @@ pytest_plugins = ["tests.app.browser_fixtures"]
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 STEPS, EVAL_EVERY, SAVE_EVERY, LOG_EVERY, EVAL_SAMPLES = 20, 10, 10, 2, 24
-FORK_STEP, FORK_LENGTH = 10, 5000
+# The first run trains long enough that the two runs started after it are still queued while the
+# test reorders and cancels them, on a fast machine too; the runs after it train STEPS.
+FIRST_STEPS = 60
+FORK_STEP, FORK_LENGTH = 50, 5000  # a checkpoint A keeps (keep_last_n 2: steps 50 and 60)
 
 # Samples every 10 ms, from the moment it is installed, the run the picker names and the runs the
 # charts draw: the previous run's drawings count as "stale" while the picker already names another.
@@ -77,11 +80,11 @@ def runs_by_state(runs_dir: Path) -> dict[str, str]:
     return {s.run_id: s.state for s in list_runs(runs_dir)}
 
 
-def fill_form(page, learning_rate: float | None = None) -> None:
+def fill_form(page, learning_rate: float | None = None, steps: int = STEPS) -> None:
     choose(page, "model-picker", "tiny-demo")
     choose(page, "dataset-picker", "demo")
     choose(page, "method", "lora")
-    set_number(page, "train-length", STEPS)
+    set_number(page, "train-length", steps)
     set_number(page, "cfg-train-warmup-steps", 2)
     set_number(page, "cfg-train-eval-every", EVAL_EVERY)
     set_number(page, "cfg-train-save-every", SAVE_EVERY)
@@ -91,7 +94,7 @@ def fill_form(page, learning_rate: float | None = None) -> None:
     page.locator("#cfg-eval-downstream input[type=checkbox]").set_checked(False)
     if learning_rate is not None:
         set_number(page, "cfg-train-learning-rate", learning_rate)
-    wait_for(lambda: f"max_steps: {STEPS}" in page.inner_text("#config-yaml")
+    wait_for(lambda: f"max_steps: {steps}" in page.inner_text("#config-yaml")
              and (learning_rate is None or f"learning_rate: {learning_rate}" in page.inner_text("#config-yaml")),
              "the YAML preview to follow the form", timeout_s=60)
 
@@ -129,14 +132,14 @@ def test_queue_new_run_from_this_one_fork_and_dry_run(console_server, page, scre
     page.goto(console_server.url)
     page.wait_for_selector("#start-button", timeout=PHASE_TIMEOUT_S * 1000)
     page.evaluate(WATCH_FIRST_POINT_JS)
-    fill_form(page)
+    fill_form(page, steps=FIRST_STEPS)
 
     # ---- a refused Start's "⚠ not started" goes once the form is fixed (issue 20 bug 6)
     set_number(page, "train-length", 0)
     wait_for(lambda: page.inner_text("#config-errors").strip(), "the form's error", timeout_s=60)
     page.click("#start-button")
     wait_for(lambda: "not started" in page.inner_text("#start-message"), "Start refused", timeout_s=60)
-    set_number(page, "train-length", STEPS)
+    set_number(page, "train-length", FIRST_STEPS)
     wait_for(lambda: "not started" not in page.inner_text("#start-message")
              and not page.inner_text("#config-errors").strip(), "the stale warning to go", timeout_s=60)
     assert list_runs(runs_dir) == []
@@ -164,6 +167,7 @@ def test_queue_new_run_from_this_one_fork_and_dry_run(console_server, page, scre
     # ---- while A trains, two more runs queue instead of sharing the CPU; the Monitor shows the
     # queued run at once, with none of A's drawings left
     page.click("#tab-train-button")
+    set_number(page, "train-length", STEPS)
     set_number(page, "cfg-train-learning-rate", 0.002)
     page.evaluate(WATCH_SWITCH_JS)
     message_b = start(page)
@@ -223,6 +227,7 @@ def test_queue_new_run_from_this_one_fork_and_dry_run(console_server, page, scre
              timeout_s=30)
     assert f"lora.rank {rank_a} → {new_rank}" in page.inner_text("#reference-changes")
     assert f"was {rank_a}" in page.inner_text("#cfg-lora-rank")
+    set_number(page, "train-length", STEPS)  # shorter than A: the test waits for D to end
     message_d = start(page)
     run_d = picker_value(page)
     assert f"lora.rank {rank_a} → {new_rank}" in message_d and "queued" in message_d, message_d

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from app.catalog import candidate_folders, describe, human_count, projection_names, scan_models
 
 from tests.app.conftest import HIDDEN, write_model
@@ -109,3 +111,35 @@ def test_lora_boxes_are_the_family_names_and_its_defaults(tmp_path):
     assert entry.default_targets == entry.projection_names
     assert entry.active_parameters == entry.num_parameters == ModelArgs.from_hf_config(config).num_parameters()
     assert entry.stored_dtype == "bfloat16" and entry.context_length == 256 and "Glm4ForCausalLM" in entry.label
+
+
+FAMILY_ROWS = {  # fixture -> (architecture, family, the LoRA boxes in the family's order)
+    "qwen3-untied": ("Qwen3ForCausalLM", "qwen3", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                   "down_proj")),
+    "mistral-window": ("MistralForCausalLM", "mistral", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                         "up_proj", "down_proj")),
+    "glm4": ("Glm4ForCausalLM", "glm4", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj")),
+    "olmo2": ("Olmo2ForCausalLM", "olmo2", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                            "down_proj")),
+}
+
+
+@pytest.mark.parametrize("fixture", sorted(FAMILY_ROWS))
+def test_family_checkpoint_rows_as_transformers_saves_them(fixture, tmp_path):
+    """A bf16 folder of each dense family, as transformers writes it: the picker's row has the
+    architecture, transformers' parameter count, the context, the stored dtype; the LoRA boxes are
+    the family's projections (QK-norm weights under self_attn are not), all checked by default."""
+    torch = pytest.importorskip("torch")
+    from tests.core.hf_fixtures import COMMON, make_hf_model, save_hf_model
+    hf = make_hf_model(fixture)
+    count = hf.num_parameters()
+    folder = save_hf_model(hf, tmp_path / fixture, dtype=torch.bfloat16)
+    (folder / "tokenizer.json").write_text("{}")
+    entry = describe(folder)
+    architecture, family, boxes = FAMILY_ROWS[fixture]
+    assert entry.loadable, entry.reason
+    assert (entry.architecture, entry.family, entry.stored_dtype) == (architecture, family, "bfloat16")
+    assert entry.num_parameters == entry.active_parameters == count
+    assert entry.context_length == COMMON["max_position_embeddings"]
+    assert entry.projection_names == entry.default_targets == boxes
+    assert architecture in entry.label and f"ctx {entry.context_length}" in entry.label

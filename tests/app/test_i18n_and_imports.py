@@ -92,3 +92,24 @@ def test_the_allowed_symbols_are_in_an_installed_font_when_fontconfig_is_here():
                if not subprocess.run(["fc-list", f":charset={ord(c):x}", "family"], capture_output=True,
                                      text=True, timeout=30).stdout.strip()]
     assert not missing, missing
+
+
+def test_the_messages_that_answer_an_action_read_in_chinese():
+    """Issue 20 bug 10: the message under Start, after a queue move or a stop, in 中文 mode; the run
+    ids and settings in them stay as written (checked with the browser test's English-word finder)."""
+    from app.i18n import action_text
+    from tests.app.test_browser_page import english_words
+
+    messages = ["⚠ not started: fix the problems listed", "✓ started 20261201-120000_tiny-demo_lora-r8_fp32_dp1",
+                "✓ queued 20261201-120001_x (#2 in the cpu queue; it starts when 20261201-120000_y frees the device)"
+                "; made from 20261201-120000_y: lora.rank 8 → 16",
+                "✓ started 20261201-120002_z; forked from 20261201-120000_y at step 10: no setting changed",
+                "20261201-120000_y: stopping now", "20261201-120000_y: stopping (saving a checkpoint first)",
+                "moved 20261201-120001_x up to place 1 of your queued runs",
+                "20261201-120001_x is already last in the queue", "cancelled 20261201-120001_x (it never started)",
+                "queued to resume 20261201-120000_y from step-10", "⚠ select exactly one queued run"]
+    for message in messages:
+        assert action_text(message, "en") == message
+        zh = action_text(message, "zh")
+        assert english_words(zh) == [], (message, zh)
+    assert "lora.rank 8 → 16" in action_text(messages[2], "zh") and "#2" not in action_text(messages[2], "zh")

@@ -238,7 +238,7 @@ def test_events_list_stop_delete_only_own_runs(multi):
     carol_table = Client(multi, "carol").event("runs-refresh", [None, [], "val ppl", False, False, "en"])[0]
     assert {row[0] for row in carol_table["data"]} == {r.run_id for r in multi.runs.values()}
     # stop / resume / delete / download of alice's run, as bob: refused as if it did not exist
-    (message,) = bob.event("stop-now-button", [alice_run])
+    (message,) = bob.event("stop-now-button", [alice_run, "en"])
     assert message == f"⚠ no run {alice_run} in {multi.runs['alice'].path.parent}"
     # the run checkboxes only offer bob's runs: Gradio itself refuses alice's id as a value
     for button in ("resume-button", "delete-button", "runs-open"):

@@ -316,3 +316,33 @@ def test_the_dry_run_reports_the_measured_peak_beside_the_estimate(console):
     failed, shown = cb.dry_run(form_values(console), console, runner=lambda argv, **kw: types.SimpleNamespace(
         returncode=1, stdout="", stderr="Traceback ...\nerror: lora.target_modules: nope matches nothing\n"))
     assert failed.error == "lora.target_modules: nope matches nothing" and "dry run failed" in shown
+
+
+@pytest.mark.parametrize("fixture, foreign", [("qwen3-untied", "gate_up_proj"), ("glm4", "gate_proj"),
+                                              ("mistral-window", "qkv_proj"), ("olmo2", "qkv_proj")])
+def test_a_family_checkpoint_passes_the_gate_and_its_limits_are_field_errors(fixture, foreign, workspace,
+                                                                             fake_launcher, tmp_path):
+    """A checkpoint of each dense family in the console's models folder, as transformers saves it:
+    the form with it passes; its context (128) and a projection name of another family are errors on
+    their fields, naming what this family has."""
+    pytest.importorskip("torch")
+    from dataclasses import replace
+    from app.context import Console
+    from tests.core.hf_fixtures import make_hf_model, save_hf_model
+    from tests.core.tiny_setup import make_tokenizer
+    root = tmp_path / "family-models"
+    folder = save_hf_model(make_hf_model(fixture), root / fixture)
+    make_tokenizer(folder, ["a b c d"] * 8)
+    console = Console.create(replace(workspace, models_dirs=(root,)), create_run=fake_launcher.create_run,
+                             launch=fake_launcher.launch, stop=fake_launcher.stop, reconcile=fake_launcher.reconcile)
+    entry = cb.catalog.find(console.models(), str(folder))
+    assert entry is not None and entry.loadable, entry and entry.reason
+    base = dict(model__path=str(folder), data__max_seq_len=128,
+                **{"lora.target_names": list(entry.default_targets), "lora.target_regex": ""})
+    check = cb.check_form(form_values(console, **base), console)
+    assert check.ok, check.errors
+    check = cb.check_form(form_values(console, **{**base, "data__max_seq_len": 129}), console)
+    assert "above the model's context of 128 tokens" in check.errors["data.max_seq_len"]
+    check = cb.check_form(form_values(console, **{**base, "lora.target_names": [foreign]}), console)
+    assert f"{foreign} match no projection" in check.errors["lora.target_regex"]
+    assert all(name in check.errors["lora.target_regex"] for name in entry.default_targets)

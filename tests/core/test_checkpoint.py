@@ -86,6 +86,36 @@ def test_shape_mismatch_is_named(good_folder, tmp_path):
         load_hf_model(folder)
 
 
+@pytest.mark.parametrize("name, change, message", [
+    # Qwen3's QK-norm is per head (head_dim 24), OLMo 2's over the whole projection (4 heads x 16)
+    ("qwen3-untied", lambda t: t.update({"model.layers.0.self_attn.q_norm.weight": np.ones(96, np.float32)}),
+     r"model\.layers\.0\.self_attn\.q_norm\.weight has shape \(96,\), config\.json implies \(24,\)"),
+    ("olmo2", lambda t: t.update({"model.layers.1.self_attn.k_norm.weight": np.ones(16, np.float32)}),
+     r"model\.layers\.1\.self_attn\.k_norm\.weight has shape \(16,\), config\.json implies \(32,\)"),
+    # GLM-4's fused gate_up_proj holds both halves; one half's size is a mismatch
+    ("glm4", lambda t: t.update({"model.layers.0.mlp.gate_up_proj.weight": np.ones((96, 64), np.float32)}),
+     r"model\.layers\.0\.mlp\.gate_up_proj\.weight has shape \(96, 64\), config\.json implies \(192, 64\)"),
+    ("glm4", lambda t: t.pop("model.layers.1.post_self_attn_layernorm.weight"),
+     r"missing tensor model\.layers\.1\.post_self_attn_layernorm\.weight"),
+    # split halves where the family stores one fused tensor: named, not silently ignored
+    ("glm4", lambda t: t.update({"model.layers.0.mlp.up_proj.weight": np.ones((96, 64), np.float32)}),
+     r"unexpected tensor model\.layers\.0\.mlp\.up_proj\.weight"),
+    ("olmo2", lambda t: t.pop("model.layers.0.post_feedforward_layernorm.weight"),
+     r"missing tensor model\.layers\.0\.post_feedforward_layernorm\.weight"),
+    # Mistral's explicit head_dim (16): a q_proj of 4 heads x 24 does not fit it
+    ("mistral-window", lambda t: t.update({"model.layers.0.self_attn.q_proj.weight": np.ones((96, 64), np.float32)}),
+     r"model\.layers\.0\.self_attn\.q_proj\.weight has shape \(96, 64\), config\.json implies \(64, 64\)"),
+], ids=["qwen3-qnorm", "olmo2-knorm", "glm4-gate-up", "glm4-post-norm", "glm4-split-mlp", "olmo2-post-norm",
+        "mistral-head-dim"])
+def test_family_tensor_not_matching_the_config_is_named(name, change, message, tmp_path):
+    """Each family's own tensors (QK-norms, fused MLP, extra norms) are checked against config.json
+    before any parameter is written, and the error names the tensor."""
+    folder = save_hf_model(make_hf_model(name), tmp_path / "m")
+    _rewrite(folder, change)
+    with pytest.raises(CheckpointError, match=message):
+        load_hf_model(folder)
+
+
 def test_missing_shard_is_named(tmp_path):
     folder = save_hf_model(make_hf_model("qwen2-tied"), tmp_path / "m", max_shard_size="40KB")
     shard = sorted(folder.glob("model-*.safetensors"))[-1]

@@ -1,6 +1,7 @@
 """Every family end to end through `python -m core.train`: a tiny LoRA fine-tune lowers the
 validation loss, a resume continues it exactly, and its exports load in peft and transformers
-with mindtune's logits; a full fine-tune exports a merged folder transformers reads alike.
+with mindtune's logits; a full fine-tune lowers it too, resumes exactly and exports a merged folder
+transformers reads alike.
 
 Families join by adding their fixture name to FAMILIES (tests/core/hf_fixtures.py ARCHITECTURES)."""
 from __future__ import annotations
@@ -93,12 +94,18 @@ def test_family_lora_trains_resumes_and_exports(name, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FAMILIES)
-def test_family_full_finetune_trains_and_exports(name, tmp_path):
+def test_family_full_finetune_trains_resumes_and_exports(name, tmp_path):
     config = family_workspace(tmp_path, name)
-    run = finished_run(config, "method=full", "train.learning_rate=0.003", "train.max_steps=4",
-                       "train.eval_every=4")
+    full_run = ("method=full", "train.learning_rate=0.003", "train.max_steps=4", "train.eval_every=4",
+                "train.save_every=2")
+    run = finished_run(config, *full_run)
     evals = records(run, "eval")
     assert evals[-1]["val_loss"] < evals[0]["val_loss"], evals
+    # every weight and AdamW's moments come back: the resumed steps repeat the losses exactly
+    resumed = finished_run(config, *full_run, f"run.resume={run / 'checkpoints' / 'step-2'}")
+    first = {r["step"]: r["loss"] for r in records(run, "train")}
+    tail = {r["step"]: r["loss"] for r in records(resumed, "train")}
+    assert sorted(tail) == [3, 4] and all(abs(tail[s] - first[s]) <= 1e-5 for s in tail), (tail, first)
     ids = np.random.default_rng(1).integers(3, 250, (2, 20)).astype(np.int32)
     merged = transformers.AutoModelForCausalLM.from_pretrained(str(export_run(run, "best", "merged"))).eval()
     assert np.abs(hf_logits(merged, ids) - ours(run, ids)).max() <= TOLERANCE

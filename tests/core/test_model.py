@@ -64,6 +64,19 @@ def test_half_precision_checkpoint_loads_into_fp32(stored, tmp_path):
     assert np.abs(ours - reference_logits(hf, ids)).max() <= PARITY_TOLERANCE
 
 
+@pytest.mark.parametrize("name", ["qwen3-untied", "mistral-window", "glm4", "olmo2"])
+def test_family_fp16_checkpoint_matches_transformers_on_the_same_weights(name, tmp_path):
+    """An fp16 folder of each family (bf16 ones: the transformers 4.x test below) computes in fp32:
+    logits equal transformers' reading the same folder in fp32."""
+    from transformers import AutoModelForCausalLM
+    save_hf_model(make_hf_model(name), tmp_path, dtype=torch.float16)
+    assert ModelArgs.from_dir(tmp_path).stored_dtype == "float16"
+    reference = AutoModelForCausalLM.from_pretrained(str(tmp_path), dtype=torch.float32).eval()
+    ids = random_ids()
+    ours = load_hf_model(tmp_path, "float32").construct(ms.Tensor(ids)).asnumpy()
+    assert np.abs(ours - reference_logits(reference, ids)).max() <= PARITY_TOLERANCE
+
+
 def test_sharded_checkpoint_matches_single_file(tmp_path):
     hf = make_hf_model("qwen2-tied")
     save_hf_model(hf, tmp_path, max_shard_size="40KB")
