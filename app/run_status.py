@@ -28,7 +28,8 @@ _FAILURES = (
 )
 
 
-_KINDS = {kind for kind, _ in _FAILURES} | {"config"}  # what core.train writes as failure_kind
+# what the worker, its rank supervisor (core.ranks) and the launcher write as failure_kind
+_KINDS = {kind for kind, _ in _FAILURES} | {"config", "disk_full", "checkpoint", "loss_scale", "hang", "rank_died"}
 
 
 def failure_kind(status: dict, log_tail: str = "") -> str | None:
@@ -57,8 +58,12 @@ def failure_html(status: dict, log_tail: str, lang: str) -> str:
         return ""
     reason = str(status.get("reason") or "").strip().splitlines()
     first = html.escape(reason[0] if reason else "")
+    lines = [str(line) for line in status.get("error_lines") or []]
+    where = f"rank {status['failed_rank']}" if isinstance(status.get("failed_rank"), int) else ""
+    tail = (f'<pre class="mt-failure-log" data-rank="{html.escape(where)}">{html.escape(chr(10).join(lines))}</pre>'
+            if lines else "")  # the failed rank's own log tail (a data-parallel rank logs to logs/worker_N.log)
     return (f'<h3 class="mt-failure">❌ {html.escape(text(f"failure.{kind}", lang))}</h3>'
-            f'<p>{html.escape(text("failure.reason", lang))}: <code>{first}</code></p>')
+            f'<p>{html.escape(text("failure.reason", lang))}: <code>{first}</code></p>{tail}')
 
 
 def fmt_duration(seconds: float | None) -> str:

@@ -85,16 +85,31 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+LOCK_WAIT_S = 5.0  # a holder that keeps the lock this long is frozen (SIGSTOP) or hung: go on without it
+
+
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    """An exclusive lock on the run folder for one read-merge-write, across processes."""
+    """An exclusive lock on the run folder for one read-merge-write, across processes. A holder
+    never keeps it more than a few milliseconds; one that keeps it LOCK_WAIT_S was stopped or hung
+    while writing (a frozen worker must not freeze the console and the watcher with it), so the
+    write goes ahead unlocked."""
     try:
         fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
     except FileNotFoundError:
         raise RunDirError(f"{folder}: run directory does not exist") from None
     try:
-        with contextlib.suppress(OSError):  # a filesystem without flock: go on unlocked
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.005)
+            except OSError:  # a filesystem without flock: go on unlocked
+                break
         yield
     finally:
         os.close(fd)  # closing releases the lock

@@ -10,10 +10,12 @@ through `msrun` (N workers; rank 0 writes metrics and checkpoints).
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 import resource
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -29,7 +31,7 @@ import mindspore as ms
 from mindspore import Tensor, amp, nn, ops
 
 from core import checkpoint as ckpt
-from core import launcher
+from core import launcher, ranks
 from core.checkpoint import CheckpointError, load_hf_model
 from core.config import Config, ConfigError, load_config
 from core.data import DataError, BatchIterator, eval_batches, load_splits, padded_length
@@ -37,7 +39,7 @@ from core.fused import enable as enable_fused_kernels
 from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
 from core.model import share_layer_graphs
-from core.rundir import RunDir, finalize_name
+from core.rundir import TERMINAL_STATES, RunDir, finalize_name
 from core.tokenizer import Tokenizer, TokenizerError
 from core.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state
 
@@ -46,7 +48,11 @@ MAX_CONSECUTIVE_OVERFLOWS = 25  # fp16: loss-scale retries before a non-finite l
 
 
 class TrainingFailed(RuntimeError):
-    """Ends the run as `failed` with this message as the reason."""
+    """Ends the run as `failed` with this message as the reason and `kind` as its failure_kind."""
+
+    def __init__(self, message: str, kind: str = "nonfinite"):
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -83,6 +89,13 @@ def peak_memory_mb(device: str) -> float:
         except Exception:  # noqa: BLE001 — fall back to RSS when the runtime API is unavailable
             pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _tensor_source(param, before_read) -> ckpt.TensorSource:
+    def read():
+        before_read()
+        return param.asnumpy()
+    return ckpt.TensorSource(tuple(param.shape), np.dtype(ms.dtype_to_nptype(param.dtype)), read)
 
 
 class Cluster:
@@ -124,6 +137,11 @@ class Trainer:
         self.cfg, self.run, self.cluster = config, run, cluster
         self.state = LoopState(early_stopping=dict(config.early_stopping.to_dict()))
         self.stop_signal = False
+        self.stop_forced = False      # the stop came as "Stop now" or SIGTERM, not a graceful request
+        self.steps_here = 0           # steps this process ran (the first compiles)
+        self.saved_step: int | None = None  # the step this process last saved
+        self.evals_here = 0
+        self._streak: dict | None = None  # the current run of skipped (overflowed) steps
         self.started = time.time()
         self.tokens_per_s_history: list[float] = []
 
@@ -229,9 +247,12 @@ class Trainer:
         samples = self.splits.validation
         if self.cfg.eval.max_eval_samples:
             samples = samples[: self.cfg.eval.max_eval_samples]
+        phase = "eval" if self.evals_here else "compile"  # the first evaluation compiles its graph
         for b in eval_batches(samples, batch, self.length, self.tokenizer.pad_token_id or 0):
+            self.heartbeat.beat(self.state.step, phase)
             n, t = self.eval_step(b["input_ids"], b["labels"], b["attention_mask"])
             nll, tokens = nll + n, tokens + t
+        self.evals_here += 1
         self.model.set_train(True)
         loss = nll / max(tokens, 1.0)
         alpha = self.cfg.eval.ema_alpha
@@ -241,6 +262,7 @@ class Trainer:
 
     def exact_match(self) -> float | None:
         """Share of test prompts whose greedy answer equals the reference exactly (stripped)."""
+        self.heartbeat.beat(self.state.step, "generate")
         records = self.splits.test_records
         if not records or not self.cfg.eval.downstream:
             return None
@@ -282,7 +304,9 @@ class Trainer:
         """Apply console requests (every rank agrees on rank 0's reading). True = stop now."""
         control = self.run.read_control() if self.cluster.is_main else {}
         seq = int(control.get("seq", 0) or 0)
-        stop = 1.0 if (control.get("stop") and seq > 0) or self.stop_signal else 0.0
+        # 2 = Stop now (or SIGTERM), 1 = a graceful stop request, 0 = go on
+        stop = 2.0 if (control.get("stop") == "now" and seq > 0) or self.stop_signal else \
+            1.0 if control.get("stop") and seq > 0 else 0.0
         es = dict(self.state.early_stopping)
         if seq > self.state.control_seq and isinstance(control.get("early_stopping"), dict):
             es.update({k: v for k, v in control["early_stopping"].items() if v is not None})
@@ -290,7 +314,9 @@ class Trainer:
         vector = [stop, float(seq), float(bool(es.get("enabled"))), float(monitors.index(es.get("monitor", "val_loss"))),
                   float(es.get("patience", 1)), float(es.get("min_delta", 0.0))]
         agreed = self.cluster.from_main(vector)
-        stop_any = self.cluster.sum([1.0 if self.stop_signal else 0.0])[0] > 0 or agreed[0] > 0
+        signalled = self.cluster.sum([1.0 if self.stop_signal else 0.0])[0] > 0
+        stop_any = signalled or agreed[0] > 0
+        self.stop_forced = signalled or agreed[0] > 1.5
         if int(agreed[1]) > self.state.control_seq:
             new = {"enabled": agreed[2] > 0.5, "monitor": monitors[int(agreed[3])], "patience": int(agreed[4]),
                    "min_delta": agreed[5]}
@@ -306,8 +332,15 @@ class Trainer:
     def save(self, pointers: tuple[str, ...]) -> None:
         if not self.cluster.is_main:
             return
-        weights = {name: p.asnumpy() for name, p in self.trainable.items()}
-        opt_state = {name: p.asnumpy() for name, p in optimizer_state(self.optimizer).items()}
+        if self.saved_step == self.state.step:  # saved at this step already (the final eval): only point
+            for name in pointers:
+                ckpt.point(self.run.checkpoints_dir, name, self.state.step)
+            return
+        self.heartbeat.beat(self.state.step, "save")
+        # each tensor is copied out of MindSpore only when the save writes it (a long save keeps beating)
+        beat = lambda: self.heartbeat.beat(self.state.step, "save")  # noqa: E731
+        weights = {name: _tensor_source(p, beat) for name, p in self.trainable.items()}
+        opt_state = {name: _tensor_source(p, beat) for name, p in optimizer_state(self.optimizer).items()}
         if self.loss_scaler is not None:
             opt_state["loss_scale.scale_value"] = self.loss_scaler.scale_value.asnumpy()
             if hasattr(self.loss_scaler, "counter"):
@@ -319,9 +352,9 @@ class Trainer:
             "lora": self.cfg.lora.to_dict() if self.cfg.method == "lora" else None,
             "lora_modules": self.lora_modules, "config": self.cfg.to_dict(),
         }
-        ckpt.save_train_checkpoint(self.run.checkpoints_dir, self.state.step, weights, opt_state, trainer_state)
-        for name in pointers:
-            ckpt.point(self.run.checkpoints_dir, name, self.state.step)
+        ckpt.save_train_checkpoint(self.run.checkpoints_dir, self.state.step, weights, opt_state, trainer_state,
+                                   pointers=pointers)
+        self.saved_step = self.state.step
         ckpt.prune_checkpoints(self.run.checkpoints_dir, self.cfg.train.keep_last_n)
 
     def base_sha256(self) -> str:
@@ -368,17 +401,37 @@ class Trainer:
 
     def agree_on_step(self, out: dict, consecutive_overflows: int) -> int:
         """One all-reduce per step: the mean loss over ranks (what DP=1 would log for the same
-        global batch) and whether any rank saw a non-finite loss or skipped an overflow step.
-        Returns the count of consecutive overflow steps; raises TrainingFailed past the limit."""
-        finite = math.isfinite(out["loss"]) and out["applied"]
-        bad, loss_sum = self.cluster.sum([0.0 if finite else 1.0, out["loss"] if finite else 0.0])
-        if bad == 0:
+        global batch), whether any rank saw a non-finite loss, and whether any skipped the update
+        (its gradients overflowed). Returns the count of consecutive skipped steps; raises
+        TrainingFailed past the limit, saying whether the loss or only the gradients overflowed."""
+        loss_ok = math.isfinite(out["loss"])
+        bad_loss, skipped, loss_sum = self.cluster.sum(
+            [0.0 if loss_ok else 1.0, 0.0 if out["applied"] else 1.0, out["loss"] if loss_ok else 0.0])
+        if bad_loss == 0:
             out["loss"] = loss_sum / self.cluster.world
+        if bad_loss == 0 and skipped == 0:
+            self._streak = None
             return 0
         self.state.overflow_steps += 1
-        if self.loss_scaler is None or consecutive_overflows + 1 >= MAX_CONSECUTIVE_OVERFLOWS:
-            raise TrainingFailed(f"non-finite loss at step {self.state.step + 1}")
-        return consecutive_overflows + 1
+        step = self.state.step + 1
+        if consecutive_overflows == 0 or self._streak is None:
+            self._streak = {"first_step": step, "first_scale": out["loss_scale"], "bad_loss": False}
+        self._streak["bad_loss"] = self._streak["bad_loss"] or bad_loss > 0
+        if self.loss_scaler is None:
+            if bad_loss:
+                raise TrainingFailed(f"non-finite loss at step {step}")
+            raise TrainingFailed(f"non-finite gradients at step {step} (the loss, {out['loss']:.4g}, was finite): "
+                                 "lower train.learning_rate or set train.max_grad_norm")
+        if consecutive_overflows + 1 < MAX_CONSECUTIVE_OVERFLOWS:
+            return consecutive_overflows + 1
+        if self._streak["bad_loss"]:
+            raise TrainingFailed(f"non-finite loss at step {step}")
+        scale = float(self.loss_scaler.scale_value.asnumpy())
+        raise TrainingFailed(
+            f"fp16 loss scale collapse: the gradients overflowed {consecutive_overflows + 1} times in a row "
+            f"(steps {self._streak['first_step']}-{step}), every loss was finite; the dynamic loss scale fell from "
+            f"{self._streak['first_scale']:.4g} to {scale:.4g}. Use fp32 (precision.amp_level=O0) or a lower "
+            "train.learning_rate.", kind="loss_scale")
 
     def log_train(self, out: dict, window: list[dict]):
         tokens = sum(o["tokens"] for o in window) * self.cluster.world
@@ -412,9 +465,12 @@ class Trainer:
         self.model.set_train(True)
         while self.state.step < self.total_steps:
             if self.poll_control():
+                self.heartbeat.beat(self.state.step, "save")
                 self.save(("last",))
-                return "stopped", "stopped by request"
+                return "stopped", "stopped by the user" + (" (forced)" if self.stop_forced else "")
             out = self.train_one_step()
+            self.heartbeat.beat(self.state.step + 1, "train" if self.steps_here else "compile")
+            self.steps_here += 1
             consecutive = self.agree_on_step(out, consecutive)
             self.state.step += 1
             self.state.tokens_seen += out["tokens"] * self.cluster.world
@@ -439,10 +495,19 @@ class Trainer:
         return "finished", f"reached {self.total_steps} steps"
 
     def execute(self, resume: str | None) -> None:
-        if self.cluster.is_main and self.run.read_status().get("state") == "queued":
+        status = self.run.read_status()
+        self.heartbeat = ranks.Heartbeat(self.run, ranks.env_rank(), int(status.get("attempt") or 1),
+                                         self.cfg.parallel.hang_timeout_s)
+        self.heartbeat.beat(0, "setup")
+        if self.cluster.world > 1:  # each rank's own log (logs/worker_N.log) says who it is
+            print(f"rank {self.cluster.rank} of {self.cluster.world}: pid {os.getpid()} on {socket.gethostname()}",
+                  flush=True)
+        if self.cluster.is_main and status.get("state") == "queued":
             self.run.write_status(state="starting", pid=os.getpid())
         fields = launcher.process_fields() if self.cluster.world == 1 else {}
         self.status(state="running", rank_count=self.cluster.world, **fields)
+        if self.cluster.is_main:
+            self.recover_leftovers()
         self.setup()
         if resume:
             self.restore(resume)
@@ -457,6 +522,14 @@ class Trainer:
         state, reason = self.loop()
         self.finish(state, reason)
 
+    def recover_leftovers(self) -> None:
+        """What an interrupted save or export left in this run's folders: repaired or swept, and said."""
+        actions = ckpt.recover(self.run.checkpoints_dir) + ckpt.sweep(self.run.export_dir)
+        for action in actions:
+            self.event(f"checkpoints: {action}", event="recovery")
+        if not actions:
+            print("checkpoints: no leftovers of interrupted saves", flush=True)
+
     def finish(self, state: str, reason: str) -> None:
         final = {}
         if self.state.best_step is not None and self.cluster.is_main and state != "stopped":
@@ -470,8 +543,12 @@ class Trainer:
                          peak_mem_mb=round(peak_memory_mb(self.cfg.parallel.device), 1),
                          wall_s=round(time.time() - self.started, 1), steps=self.state.step,
                          overflow_steps=self.state.overflow_steps, tokens_seen=self.state.tokens_seen)
+            note = ranks.resumable_note(self.run)
+            if state == "stopped":
+                reason = f"{reason}; {note['note']}"
             self.event(f"{state}: {reason}", event="end", **final)
-            self.run.write_status(state=state, reason=reason, ended_at=time.time(), final=final)
+            self.run.write_status(state=state, reason=reason, ended_at=time.time(), final=final,
+                                  resumable_checkpoint=note["resumable_checkpoint"])
             self.run = finalize_name(self.run, final.get("best_val_ppl"), final.get("tokens_per_s"))
             print(f"run directory: {self.run.path}", flush=True)
 
@@ -499,6 +576,8 @@ def _parse(argv):
 def run_worker(run_dir: str) -> int:
     """Train the run in `run_dir` in this process (one rank). Returns the exit code."""
     run = RunDir(run_dir)
+    if os.environ.get("MS_ROLE") == "MS_SCHED":
+        return run_scheduler(run)
     cluster = None
     try:
         config = load_config(run.config_path)
@@ -514,7 +593,16 @@ def run_worker(run_dir: str) -> int:
         return 1
     except MemoryError as exc:
         traceback.print_exc()
-        _fail(run, cluster, f"out of memory: {exc}", "oom")
+        _fail(run, cluster, f"out of memory: {exc}. {OOM_ADVICE}", "oom")
+        return 1
+    except OSError as exc:
+        traceback.print_exc()
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = Path(exc.filename).parent if exc.filename else run.path
+            _fail(run, cluster, f"disk full writing {exc.filename or 'a run file'}: {exc.strerror}; "
+                  f"{ckpt.format_bytes(ckpt.free_bytes(where))} free in {where}. Free space on that disk.", "disk_full")
+        else:
+            _fail(run, cluster, f"worker crashed: {type(exc).__name__}: {exc}", "crash")
         return 1
     except Exception as exc:  # noqa: BLE001 — every crash must end in a readable status
         traceback.print_exc()
@@ -522,23 +610,76 @@ def run_worker(run_dir: str) -> int:
         return 1
 
 
+OOM_ADVICE = launcher.OOM_ADVICE
+
+
 def failure_kind_of(exc: BaseException) -> str:
     """status.json's `failure_kind` for an error the worker understood: `data` (a data file or the
-    tokenizer), `config` (settings, checkpoint, LoRA targets) or `nonfinite` (the loss diverged)."""
+    tokenizer), `config` (settings, a checkpoint that does not fit, LoRA targets), `checkpoint` (a
+    checkpoint whose bytes differ from its manifest), `disk_full`, `nonfinite` (the loss diverged)
+    or `loss_scale` (fp16 gradients kept overflowing although the loss was finite)."""
     if isinstance(exc, TrainingFailed):
-        return "nonfinite"
+        return exc.kind
+    if isinstance(exc, ckpt.DiskFull):
+        return "disk_full"
+    if isinstance(exc, ckpt.CheckpointCorrupt):
+        return "checkpoint"
     if isinstance(exc, (DataError, TokenizerError)):
         return "data"
     return "config"
 
 
+def run_scheduler(run: RunDir) -> int:
+    """msrun runs this script for its scheduler too, which only hosts the workers' rendezvous. It
+    never writes the run's status: when a rank dies the scheduler sees only a heartbeat timeout
+    ("worker N timed out") some 30 s later; that rank's supervisor (core.ranks) names the death."""
+    try:
+        config = load_config(run.config_path)
+        use_device(config.parallel.device)
+        Cluster(config.parallel.data_parallel)
+    except Exception as exc:  # noqa: BLE001 — printed to logs/scheduler.log, nothing else
+        print(f"scheduler: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+PEER_WAIT_S = 3.0  # how long a failing rank waits for news of a peer before blaming itself
+
+
 def _fail(run: RunDir, cluster: Cluster | None, reason: str, kind: str) -> None:
+    """Record the run's failure unless it already ended (the first verdict wins: a rank that fails
+    because a peer died or hung must not replace the supervisor's account of that peer). With
+    several ranks, a failure that follows a peer's death or hang is reported as that."""
     print(f"error: {reason}", file=sys.stderr, flush=True)
-    if cluster is None or cluster.is_main:
-        try:
-            run.write_status(state="failed", reason=reason, failure_kind=kind, ended_at=time.time())
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()
+    rank, world = ranks.env_rank(), ranks.env_world()
+    try:
+        status = run.read_status()
+        attempt = int(status.get("attempt") or 1)
+        # a crash in a collective is often a peer's death seen from here: wait a moment for its news
+        deadline = time.monotonic() + (PEER_WAIT_S if world > 1 and kind == "crash" else 0.0)
+        while True:
+            if status.get("state") in TERMINAL_STATES:
+                return
+            trouble = ranks.peer_trouble(run, rank, attempt) if world > 1 else None
+            if trouble is not None and trouble[0] == "hang" and trouble[2].get("beat"):
+                ranks.judge_hang(run, trouble[2])  # the same account as its supervisor gives
+                return
+            if trouble is not None:
+                kind, reason = trouble[0], f"{trouble[1]}; then rank {rank} failed: {reason}"
+                rank = trouble[2]["rank"]
+                break
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+            status = run.read_status()
+        if world > 1 and trouble is None:
+            reason = f"rank {rank}: {reason}"
+        note = ranks.resumable_note(run)
+        run.write_status(state="failed", reason=reason, failure_kind=kind, ended_at=time.time(),
+                         resumable_checkpoint=note["resumable_checkpoint"],
+                         **({"failed_rank": rank} if world > 1 else {}))
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -601,10 +742,13 @@ class _Tee:
 
 
 def _follow(launched) -> int:
-    """Run msrun in the background as the console would, and echo train.log until it exits."""
+    """Run msrun in the background as the console would, watch it as the console does (a dead or
+    hung rank ends the run at once, core.launcher.watch), and echo train.log until it exits."""
     offset = 0
     while True:
         done = launched.process.poll() is not None
+        if not done:
+            launcher.watch(launched.run_dir)
         log = launched.run_dir.log_path
         if log.exists():
             with open(log, "rb") as handle:
@@ -617,7 +761,7 @@ def _follow(launched) -> int:
             launcher.reconcile(launched.run_dir)
             state = launched.run_dir.read_status().get("state")
             return 0 if state in ("finished", "early_stopped", "stopped") else 1
-        time.sleep(0.5)
+        time.sleep(launcher.WATCH_EVERY_S)
 
 
 if __name__ == "__main__":
