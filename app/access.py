@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
-from app.settings import Settings, is_loopback
+from core.rundir import RunDir, RunDirError, Status
 
-OWNER_FIELD = "owner"
+from app.settings import Settings, is_loopback
 
 
 @dataclass(frozen=True)
@@ -34,12 +34,11 @@ class Viewer:
     user: str | None
     admin: bool
 
-    def may_see(self, status: Mapping[str, Any]) -> bool:
+    def may_see(self, status: Status) -> bool:
         """Whether this user may see (and act on) a run with this status."""
         if self.admin:
             return True
-        owner = status.get(OWNER_FIELD)
-        return bool(self.user) and owner == self.user
+        return bool(self.user) and status.owner == self.user
 
     @property
     def owner(self) -> str | None:
@@ -80,13 +79,12 @@ def user_from_cookies(app: Any, cookies: Mapping[str, str]) -> str | None:
     return tokens.get(token) if token else None
 
 
-def read_owner(run_path: str | os.PathLike) -> dict:
-    """The part of a run's status.json that access checks need ({} when unreadable)."""
+def read_owner(run_path: str | os.PathLike) -> Status:
+    """The run's status, for access checks (an empty one, owned by nobody, when unreadable)."""
     try:
-        status = json.loads((Path(run_path) / "status.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return status if isinstance(status, dict) else {}
+        return RunDir(run_path).read_status()
+    except (RunDirError, OSError):
+        return Status()
 
 
 def visible(viewer: Viewer, summaries: Iterable) -> list:

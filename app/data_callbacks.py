@@ -1,29 +1,56 @@
-"""Dataset callbacks of the Train tab: choosing, uploading, previewing and measuring a dataset."""
+"""Dataset callbacks of the Train tab: choosing, uploading, previewing and measuring a dataset, and
+the data problems that keep Start from launching."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from core.config import ConfigError, DataSettings
-from core.data import DataError
+from core.config import Config, ConfigError, DataSettings
+from core.data import DataError, read_data_file, resolve_format
+from core.data_files import split_path
 from core.tokenizer import TokenizerError
 
 from app import catalog
 from app.context import Console
 from app.data_preview import data_stats, error_html, histogram_html, preview_html, stats_markdown
-from app.datasets import Dataset, save_upload
-from app.paths import OutsideRootsError, for_config, inside_roots
+from app.datasets import Dataset, UploadError, save_upload, upload_dataset
+from app.paths import OutsideRootsError, absolute, inside_roots
+
+DATA_FILE_KEYS = ("data.train_file", "data.validation_file", "data.test_file")
 
 
 def dataset_choices(console: Console) -> list[tuple[str, str]]:
-    """(label, training file) pairs for the dataset picker."""
+    """(label, training file) pairs for the dataset picker, scanned now (uploads included)."""
     return [(d.label, d.train_file) for d in console.datasets()]
 
 
-def upload(temp_path: str, original_name: str, console: Console) -> Dataset:
-    """Keep an uploaded data file in the uploads folder; it becomes a one-file dataset."""
-    saved = save_upload(temp_path, original_name, console.settings.uploads_dir, console.settings.max_upload_bytes)
-    return Dataset(saved.name, for_config(saved))
+@dataclass
+class Upload:
+    """An upload kept in the uploads folder: the dataset it makes and the format found in it
+    (None with `problem` when its first record fits no format)."""
+    dataset: Dataset
+    detected_format: str | None
+    problem: str | None = None
+
+    @property
+    def note(self) -> str:
+        found = (f"format **{self.detected_format}** (detected)" if self.detected_format
+                 else f"⚠ {self.problem}")
+        return f"saved as `{self.dataset.train_file}`; {found}"
+
+
+def upload(temp_path: str, original_name: str, console: Console) -> Upload:
+    """Keep an uploaded data file (or zipped dataset folder) in the uploads folder and detect its
+    format; the same content uploaded again is the same dataset."""
+    settings = console.settings
+    saved = save_upload(temp_path, original_name, settings.uploads_dir, settings.max_upload_bytes)
+    dataset = upload_dataset(saved)
+    try:
+        detected = resolve_format(read_data_file(absolute(split_path(dataset.train_file)[0]),
+                                                 split_path(dataset.train_file)[1]))
+    except DataError as err:
+        return Upload(dataset, None, str(err))
+    return Upload(dataset, detected)
 
 
 @dataclass
@@ -34,38 +61,87 @@ class DataView:
     stats: str
 
 
+def _model(values: Mapping[str, Any], console: Console):
+    model = catalog.find(console.models(), values.get("model.path"))
+    return model if model is not None and model.loadable else None
+
+
+def preview_view(values: Mapping[str, Any], console: Console) -> str:
+    """The sample preview alone (the first records only: fast enough to answer every keystroke)."""
+    model = _model(values, console)
+    if model is None:
+        return error_html("pick a loadable base model to preview the data with its tokenizer")
+    try:
+        settings = data_settings(values, console)
+    except (ConfigError, OutsideRootsError) as err:
+        return error_html(str(err))
+    return preview_html(str(model.path), settings)
+
+
+def stats_view(values: Mapping[str, Any], console: Console) -> tuple[str, str]:
+    """(histogram, statistics) of every file (tokenizes them all once; then kept in memory)."""
+    model = _model(values, console)
+    if model is None:
+        return "", ""
+    try:
+        settings = data_settings(values, console)
+        stats = data_stats(str(model.path), settings, int(values.get("run.seed") or 0))
+    except (ConfigError, OutsideRootsError):
+        return "", ""
+    except (DataError, TokenizerError, OSError) as err:
+        return "", f"statistics unavailable: {err}"
+    return histogram_html(stats, settings.max_seq_len), stats_markdown(stats, settings.max_seq_len)
+
+
 def data_view(values: Mapping[str, Any], console: Console) -> DataView:
     """Preview and statistics for the model and data settings in the form. Files outside the data
     roots are never opened; problems are shown in place of the preview."""
-    model = catalog.find(console.models(), values.get("model.path"))
-    if model is None or not model.loadable:
-        return DataView(error_html("pick a loadable base model to preview the data with its tokenizer"), "", "")
-    try:
-        settings = _data_settings(values, console)
-    except (ConfigError, OutsideRootsError) as err:
-        return DataView(error_html(str(err)), "", "")
-    preview = preview_html(str(model.path), settings.train_file, settings.format, settings.max_seq_len,
-                           settings.mask_prompt)
-    try:
-        stats = data_stats(str(model.path), settings, int(values.get("run.seed") or 0))
-    except (DataError, TokenizerError, ConfigError, OSError) as err:
-        return DataView(preview, "", f"statistics unavailable: {err}")
-    return DataView(preview, histogram_html(stats, settings.max_seq_len), stats_markdown(stats, settings.max_seq_len))
+    preview = preview_view(values, console)
+    histogram, stats = stats_view(values, console)
+    return DataView(preview, histogram, stats)
 
 
-def _data_settings(values: Mapping[str, Any], console: Console) -> DataSettings:
+def data_settings(values: Mapping[str, Any], console: Console) -> DataSettings:
     """DataSettings from the form, every named file checked to lie inside the data roots."""
-    raw = {k.split(".", 1)[1]: values.get(k) for k in
-           ("data.train_file", "data.validation_file", "data.test_file", "data.format",
-            "data.validation_fraction", "data.max_seq_len", "data.mask_prompt")}
+    raw = {key.split(".", 1)[1]: value for key, value in values.items() if key.startswith("data.")}
     for key in ("validation_file", "test_file"):
-        raw[key] = (raw[key] or "").strip() or None
-    if isinstance(raw["max_seq_len"], float) and raw["max_seq_len"].is_integer():
+        raw[key] = (raw.get(key) or "").strip() or None
+    if isinstance(raw.get("max_seq_len"), float) and raw["max_seq_len"].is_integer():
         raw["max_seq_len"] = int(raw["max_seq_len"])
     settings = DataSettings.from_dict(raw)
     for key in ("train_file", "validation_file", "test_file"):
         name = getattr(settings, key)
         if name:
-            inside_roots(name, console.settings.all_data_dirs)
+            inside_roots(split_path(name)[0], console.settings.all_data_dirs)
     return settings
 
+
+def _widget_of(message: str, config: Config) -> str:
+    """The form field a data problem belongs to: the file it names, or the column mapping."""
+    if message.startswith("data.columns") or "data.columns maps" in message:
+        return "data.columns"
+    for key in DATA_FILE_KEYS[1:]:
+        name = config.to_flat()[key]
+        if name and str(split_path(name)[0]) in message:
+            return key
+    return "data.train_file"
+
+
+def data_problems(config: Config, console: Console) -> dict[str, str]:
+    """What the worker would fail on in the data (a malformed line, a record its format cannot
+    read, a template that cannot render it), by form field; empty when the data is usable. The
+    same reading the statistics do, so it costs nothing more once they are computed."""
+    model = catalog.find(console.models(), config.model.path)
+    if model is None or not model.loadable:
+        return {}
+    try:
+        data_stats(str(model.path), config.data, config.run.seed)
+    except (DataError, TokenizerError) as err:
+        return {_widget_of(str(err), config): str(err)}
+    except OSError as err:
+        return {"data.train_file": f"cannot read the data: {err}"}
+    return {}
+
+
+__all__ = ["DataView", "Upload", "UploadError", "data_problems", "data_settings", "data_view", "dataset_choices",
+           "preview_view", "stats_view", "upload"]

@@ -1,5 +1,7 @@
 """What the model will actually be trained on: the first samples rendered through its chat template,
-with the masked (prompt) tokens drawn differently from the trained ones, and the length statistics.
+with the masked tokens (system, user and tool turns, template markers) drawn differently from the
+trained ones (assistant turns); the detected format, the column mapping in effect, the fields the
+format ignores; and the length and padding statistics.
 
 Both come from the engine's own functions (`tokenize_records`, `load_splits`), so the preview shows
 exactly the token ids and loss labels the worker will use, not a re-implementation of them.
@@ -7,18 +9,23 @@ exactly the token ids and loss labels the worker will use, not a re-implementati
 from __future__ import annotations
 
 import html
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from core.config import DataSettings
-from core.data import IGNORE_INDEX, DataError, DataStats, load_splits, read_data_file, resolve_format, tokenize_records
+from core.data import (FORMAT_FIELDS, IGNORE_INDEX, TAG_DEFAULTS, Columns, DataError, DataFile, DataStats,
+                       ignored_fields, load_splits, read_data_file, resolve_format, split_files, tokenize_records)
+from core.data_files import split_path
 from core.tokenizer import Tokenizer, TokenizerError
 
 from app.paths import absolute
 
 PREVIEW_SAMPLES = 3
 CACHE_DIR = Path(".mindtune-cache") / "data"  # the worker's cache: a preview warms it for the run
+STATS_MEMORY = 16  # DataStats kept in memory, keyed by the files' sizes and times and the settings
 
 
 @dataclass(frozen=True)
@@ -56,44 +63,146 @@ def runs_html(runs: Sequence[TokenRun], dropped_tokens: int = 0) -> str:
     return f'<pre class="mt-sample">{"".join(parts)}{tail}</pre>'
 
 
-LEGEND = ('<div class="mt-legend"><span class="mt-masked">prompt (masked, no loss)</span> '
-          '<span class="mt-trained">trained tokens</span></div>')
+LEGEND = ('<div class="mt-legend"><span class="mt-masked">prompt, system and tool turns (masked, no loss)</span> '
+          '<span class="mt-trained">assistant turns (trained)</span></div>')
 
 
-def preview_html(model_dir: str, train_file: str, fmt: str, max_seq_len: int, mask_prompt: bool,
-                 samples: int = PREVIEW_SAMPLES) -> str:
-    """The first `samples` records of `train_file` as the worker will see them, as HTML.
-    Problems (unreadable file, no chat template, ...) come back as a readable error block."""
+def _file_fields(data: DataFile) -> list[str]:
+    if data.columns is not None:
+        return list(data.columns)
+    return list(dict.fromkeys(k for r in data.records[:200] for k in r.fields))
+
+
+def mapping_html(data: DataFile, fmt: str, columns: Columns) -> str:
+    """The mapping in effect: each field of the format and the dataset column it is read from
+    (marked when data.columns maps it, or when no record has it), and the dataset's own fields."""
+    present = set(_file_fields(data))
+    required, optional = FORMAT_FIELDS[fmt]
+    first = data.records[0].fields
+    rows = []
+    for name in (*required, *optional):
+        source = columns.source(name, first)
+        note = "mapped by data.columns" if name in columns.mapping else ("" if source in present else "absent")
+        rows.append(f"<tr><td><code>{name}</code></td><td>←</td><td><code>{html.escape(source)}</code></td>"
+                    f"<td class='mt-note'>{note}</td></tr>")
+    if fmt == "sharegpt":
+        for tag in TAG_DEFAULTS:
+            mapped = tag in columns.mapping
+            rows.append(f"<tr><td><code>{tag}</code></td><td>=</td><td><code>{html.escape(columns.tag(tag))}</code>"
+                        f"</td><td class='mt-note'>{'mapped by data.columns' if mapped else ''}</td></tr>")
+    fields = ", ".join(f"<code>{html.escape(str(f))}</code>" for f in _file_fields(data))
+    return (f'<table class="mt-mapping">{"".join(rows)}</table>'
+            f'<div class="mt-note">fields in the data: {fields}</div>')
+
+
+def warnings_html(ignored: dict[str, int], total: int, fmt: str) -> str:
+    """One line per field the format does not read: nothing is dropped without a word."""
+    if not ignored:
+        return ""
+    items = "".join(f"<li>field <code>{html.escape(name)}</code> ignored in {count} of {total} records</li>"
+                    for name, count in ignored.items())
+    return (f'<div class="mt-warning" id="data-warnings">⚠ format {fmt} does not read these fields (map them '
+            f'with data.columns, or pick another format):<ul>{items}</ul></div>')
+
+
+def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_SAMPLES) -> str:
+    """The first `samples` records of the training data as the worker will see them, as HTML:
+    the detected format, the mapping in effect, ignored fields, then each rendered sample with
+    its trained tokens highlighted. Problems (unreadable file, bad record, a template that cannot
+    render tools...) come back as a readable error block naming the file, record and field."""
+    columns = Columns(dict(settings.columns))
     try:
         tokenizer = Tokenizer.from_dir(absolute(model_dir))
-        data = read_data_file(absolute(train_file))
-        resolved = resolve_format(data, fmt)
+        data = read_data_file(_absolute_name(settings.train_file), role="train")
+        resolved = resolve_format(data, settings.format, columns)
         records = data.records[:samples]
-        tokenized = tokenize_records(records, resolved, tokenizer, max_seq_len, mask_prompt)
+        tokenized = tokenize_records(records, resolved, tokenizer, settings.max_seq_len, settings.mask_prompt,
+                                     columns=columns, train_on=settings.train_on)
+        ignored = ignored_fields(data.records, resolved, columns)
     except (DataError, TokenizerError, OSError) as err:
         return error_html(str(err))
-    blocks = [LEGEND, f'<div class="mt-note">format: {html.escape(resolved)} · first {len(records)} of '
-                      f'{len(data.records)} records</div>']
+    how = "auto-detected" if settings.format == "auto" else "as set"
+    split = f" · split {html.escape(data.split)}" if data.split else ""
+    blocks = [LEGEND,
+              f'<div class="mt-note" id="data-format">format: <b>{html.escape(resolved)}</b> ({how}){split} · '
+              f'first {len(records)} of {len(data.records)} records · trained: '
+              f'{"every token" if not settings.mask_prompt else settings.train_on.replace("_", " ")}</div>',
+              mapping_html(data, resolved, columns), warnings_html(ignored, len(data.records), resolved)]
     for record, sample, full in zip(records, tokenized.samples, tokenized.full_lengths):
         runs = token_runs(tokenizer, sample.input_ids.tolist(), sample.labels.tolist())
-        blocks.append(f'<div class="mt-note">{html.escape(record.where)} · {full} tokens</div>')
+        trained = int((sample.labels != IGNORE_INDEX).sum())
+        blocks.append(f'<div class="mt-note">{html.escape(record.where)} · {full} tokens, {trained} trained</div>')
         blocks.append(runs_html(runs, dropped_tokens=full - len(sample)))
-    return "\n".join(blocks)
+    return "\n".join(b for b in blocks if b)
 
 
 def error_html(message: str) -> str:
     return f'<div class="mt-error">{html.escape(message)}</div>'
 
 
+def _absolute_name(name: str) -> str:
+    """A data path (maybe 'folder#split') with the path part made absolute."""
+    path, split = split_path(name)
+    return str(absolute(path)) + (f"#{split}" if split else "")
+
+
+def _resolved(settings: DataSettings) -> DataSettings:
+    return DataSettings.from_dict({**settings.to_dict(), **{k: _absolute_name(getattr(settings, k)) for k in
+                                                            ("train_file", "validation_file", "test_file")
+                                                            if getattr(settings, k)}})
+
+
+class _StatsMemory:
+    """The last few DataStats by what they depend on, cheaply checked (file sizes and modification
+    times, the tokenizer files, the settings), so the form's many refreshes tokenize once."""
+
+    def __init__(self, size: int):
+        self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
+
+    @staticmethod
+    def key(model_dir: Path, settings: DataSettings, seed: int) -> tuple:
+        files = []
+        for role, split in (("train_file", "train"), ("validation_file", "validation"), ("test_file", "test")):
+            name = getattr(settings, role)
+            for path in (split_files(name, split) if name else []):
+                stat = path.stat()
+                files.append((str(path), stat.st_size, stat.st_mtime_ns))
+        tokenizer = [(p.name, p.stat().st_mtime_ns) for p in sorted(model_dir.glob("*.json*")) if p.is_file()]
+        return (str(model_dir), tuple(tokenizer), tuple(files), repr(sorted(settings.to_dict().items())),
+                None if settings.validation_file else seed)
+
+    def get(self, key: tuple) -> DataStats | None:
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        return None
+
+    def put(self, key: tuple, stats: DataStats) -> None:
+        with self.lock:
+            self.items[key] = stats
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+_MEMORY = _StatsMemory(STATS_MEMORY)
+
+
 def data_stats(model_dir: str, settings: DataSettings, seed: int) -> DataStats:
-    """Length histograms, truncation counts and the train/validation overlap for `settings`
-    (tokenizes every file once; the result is cached where the worker looks for it)."""
-    tokenizer = Tokenizer.from_dir(absolute(model_dir))
-    resolved = DataSettings.from_dict({
-        **settings.to_dict(),
-        **{k: str(absolute(getattr(settings, k))) for k in ("train_file", "validation_file", "test_file")
-           if getattr(settings, k)}})
-    return load_splits(resolved, tokenizer, seed, cache_dir=absolute(CACHE_DIR)).stats
+    """Length histograms, truncation counts, ignored fields, padding efficiency and the
+    train/validation overlap for `settings` (tokenizes every file once; the result is kept in
+    memory and cached on disk where the worker looks for it)."""
+    folder = absolute(model_dir)
+    resolved = _resolved(settings)
+    try:
+        key = _MEMORY.key(folder, resolved, seed)
+    except OSError as err:
+        raise DataError(f"cannot read the data files ({err})") from None
+    stats = _MEMORY.get(key)
+    if stats is None:
+        stats = load_splits(resolved, Tokenizer.from_dir(folder), seed, cache_dir=absolute(CACHE_DIR)).stats
+        _MEMORY.put(key, stats)
+    return stats
 
 
 def histogram_html(stats: DataStats, max_seq_len: int) -> str:
@@ -110,18 +219,28 @@ def histogram_html(stats: DataStats, max_seq_len: int) -> str:
     return f'<div class="mt-hist">{"".join(bars)}</div>{axis}'
 
 
+def _percent(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
 def stats_markdown(stats: DataStats, max_seq_len: int) -> str:
-    """The figures a user checks before training: sizes, lengths, truncation and overlap."""
+    """The figures a user checks before training: sizes, lengths, truncation, padding, overlap,
+    and the fields the format ignores."""
     t, v = stats.train, stats.validation
     share = f"{100 * t.truncated / t.samples:.1f}%" if t.samples else "0%"
     overlap = stats.validation_in_train
+    gain = t.packed_efficiency / t.padding_efficiency if t.padding_efficiency else 0.0
     lines = [
         f"- **train**: {t.samples} samples ({t.format}), {t.labelled_tokens} trained tokens, "
         f"length {t.min_length}–{t.max_length} (mean {t.mean_length:g})",
         f"- **validation** ({stats.validation_source}): {v.samples} samples, length {v.min_length}–{v.max_length}",
         f"- **truncated** at max_seq_len {max_seq_len}: {t.truncated} train ({share}), {v.truncated} validation",
+        f"- **padding efficiency** (real / padded tokens): {_percent(t.padding_efficiency)} one sample per row "
+        f"(rows of {stats.seq_len}), {_percent(t.packed_efficiency)} with data.packing (rows of "
+        f"{stats.packed_seq_len})" + (f": {gain:.1f}× the real tokens per padded token" if gain > 1.05 else ""),
         f"- **overlap**: {overlap} of {v.samples} validation samples also occur in train"
         + (" ⚠ validation loss will look better than it is" if overlap else ""),
         f"- **test**: {stats.test_records} records for exact-match scoring",
     ]
+    lines += [f"- ⚠ {w}" for w in stats.warnings()]
     return "\n".join(lines)

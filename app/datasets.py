@@ -1,24 +1,34 @@
-"""Datasets the console can offer: shipped folders under the data roots, loose files, and uploads.
+"""Datasets the console can offer: shipped folders under the data roots, loose files, Hugging Face
+dataset folders, and uploads.
 
 A dataset folder holds `train.<ext>` and optionally `validation.<ext>` (or val/valid/dev) and
-`test.<ext>`; a loose data file is a dataset on its own (validation is then split off it).
-Uploads are size-checked and copied into the uploads folder, itself a data root.
+`test.<ext>`; a Hugging Face dataset folder (`save_to_disk`, a DatasetDict, Parquet shards) serves
+each role its split; a loose data file is a dataset on its own (validation is then split off it).
+Uploads are size-checked and kept in the uploads folder, itself a data root, under a name derived
+from their content: uploading the same file again finds the copy already there instead of adding
+another. A `.zip` upload holding a dataset folder is unpacked (safely) into a folder of its own.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
-import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from core.data import READERS
+from core.data import DATA_EXTENSIONS as CORE_DATA_EXTENSIONS
+from core.data_files import (DATASET_DICT_FILE, SPLIT_SEPARATOR, STATE_FILE, DataError, data_extension,
+                             dataset_splits, role_split)
 
 from app.paths import for_config
 
-DATA_EXTENSIONS = tuple(READERS)  # .jsonl .json .csv .parquet .txt
+DATA_EXTENSIONS = tuple(CORE_DATA_EXTENSIONS)  # .jsonl .json .csv .parquet .arrow .txt and .gz of the text ones
+UPLOAD_EXTENSIONS = (*DATA_EXTENSIONS, ".zip")
 _SPLIT_NAMES = {"train": ("train",), "validation": ("validation", "valid", "val", "dev"), "test": ("test",)}
+MAX_ZIP_MEMBERS = 10_000
+HASH_CHARS = 8
 
 
 class UploadError(ValueError):
@@ -47,6 +57,50 @@ def _split_file(folder: Path, split: str) -> Path | None:
     return None
 
 
+def is_hf_dataset_folder(folder: Path) -> bool:
+    """A folder `datasets` wrote (save_to_disk, DatasetDict) or a folder of Arrow/Parquet shards."""
+    if (folder / STATE_FILE).is_file() or (folder / DATASET_DICT_FILE).is_file():
+        return True
+    return _has_shards(folder, depth=3)
+
+
+def _has_shards(folder: Path, depth: int) -> bool:
+    """Whether Parquet or Arrow files lie within `depth` levels (hidden folders skipped)."""
+    try:
+        children = list(folder.iterdir())
+    except OSError:
+        return False
+    for child in children:
+        if child.name.startswith((".", "__")):
+            continue
+        if child.is_file() and data_extension(child) in (".parquet", ".arrow"):
+            return True
+        if child.is_dir() and depth > 1 and _has_shards(child, depth - 1):
+            return True
+    return False
+
+
+def _hf_dataset(folder: Path, root: Path) -> Dataset | None:
+    """A Hugging Face dataset folder as a Dataset: each role names the folder (or folder#split)."""
+    try:
+        splits = dataset_splits(folder)
+    except DataError:
+        return None  # a broken folder is shown when picked by path, not offered
+    if not splits:
+        return None
+    name = str(folder.relative_to(root)) if folder != root else folder.name
+    config_path = for_config(folder)
+
+    def named(role: str) -> str | None:
+        split = role_split(splits, role)
+        if split is None:
+            return None
+        return config_path if split in (role, *_SPLIT_NAMES[role]) else f"{config_path}{SPLIT_SEPARATOR}{split}"
+
+    train = named("train") or (config_path if len(splits) == 1 else f"{config_path}{SPLIT_SEPARATOR}{splits[0]}")
+    return Dataset(name, train, named("validation"), named("test"))
+
+
 def _folder_dataset(folder: Path, root: Path) -> Dataset | None:
     train = _split_file(folder, "train")
     if train is None:
@@ -57,29 +111,36 @@ def _folder_dataset(folder: Path, root: Path) -> Dataset | None:
 
 
 def scan_datasets(roots: Iterable[Path], depth: int = 2) -> list[Dataset]:
-    """Dataset folders first (by name), then loose data files, from every root."""
+    """Dataset folders first (by name), then loose data files, from every root. A Hugging Face
+    dataset folder is one dataset: its split folders and shards are not listed again."""
     folders, files = [], []
     for root in roots:
         root = Path(root)
         if not root.is_dir():
             continue
         for folder in [root, *_subfolders(root, depth)]:
+            if folder != root and is_hf_dataset_folder(folder):
+                dataset = _hf_dataset(folder, root)
+                if dataset:
+                    folders.append(dataset)
+                continue
             dataset = _folder_dataset(folder, root)
             if dataset:
                 folders.append(dataset)
             elif folder.parent == root or folder == root:
                 files += [Dataset(str(p.relative_to(root)), for_config(p)) for p in sorted(folder.iterdir())
-                          if p.is_file() and p.suffix.lower() in DATA_EXTENSIONS]
+                          if p.is_file() and data_extension(p) in DATA_EXTENSIONS]
     unique = {d.train_file: d for d in folders + files}
     return list(unique.values())
 
 
 def _subfolders(root: Path, depth: int) -> list[Path]:
+    """Sub-folders to look at, not descending into a Hugging Face dataset folder."""
     out = []
     for child in sorted(root.iterdir()):
         if child.is_dir() and not child.name.startswith((".", "__")):
             out.append(child)
-            if depth > 1:
+            if depth > 1 and not is_hf_dataset_folder(child):
                 out += _subfolders(child, depth - 1)
     return out
 
@@ -94,21 +155,108 @@ def safe_name(name: str) -> str:
     return stem[:100]
 
 
+def _digest(path: Path) -> str:
+    sha = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def _same_content(a: Path, b: Path) -> bool:
+    return a.is_file() and b.is_file() and a.stat().st_size == b.stat().st_size and _digest(a) == _digest(b)
+
+
 def save_upload(temp_path: str | Path, original_name: str, uploads_dir: Path, max_bytes: int) -> Path:
-    """Copy an uploaded file into `uploads_dir` under a unique, safe name; returns the new path."""
+    """Keep an uploaded file in `uploads_dir`: as `name.ext`, or when another file holds that name,
+    as `name-<first 8 hex digits of its SHA-256>.ext`. The same content uploaded again returns the
+    file already there, so repeated uploads never pile up copies. A `.zip` is unpacked into a folder
+    (see `extract_zip`); returns the new (or existing) path."""
     source = Path(temp_path)
-    suffix = Path(original_name).suffix.lower()
-    if suffix not in DATA_EXTENSIONS:
-        raise UploadError(f"{original_name}: unsupported file type {suffix or '(none)'}; "
-                          f"upload one of {', '.join(DATA_EXTENSIONS)}")
+    ext = data_extension(Path(original_name.lower())) or Path(original_name).suffix.lower()
+    if ext not in UPLOAD_EXTENSIONS:
+        raise UploadError(f"{original_name}: unsupported file type {ext or '(none)'}; upload one of "
+                          f"{', '.join(UPLOAD_EXTENSIONS)} (a .zip of a dataset folder)")
     size = source.stat().st_size
     if size > max_bytes:
         raise UploadError(f"{original_name}: {size / 2**20:.1f} MB is over the upload limit of "
                           f"{max_bytes / 2**20:.0f} MB (start the console with --max-upload-mb to change it)")
     uploads_dir.mkdir(parents=True, exist_ok=True)
-    stem = safe_name(Path(original_name).stem)
-    target = uploads_dir / f"{stem}{suffix}"
-    if target.exists():
-        target = uploads_dir / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}{suffix}"
-    shutil.copyfile(source, target)
+    stem = safe_name(Path(original_name).name[:len(Path(original_name).name) - len(ext)])
+    if ext == ".zip":
+        return extract_zip(source, uploads_dir, stem, max_bytes)
+    target = uploads_dir / f"{stem}{ext}"
+    if target.exists() and not _same_content(source, target):
+        target = uploads_dir / f"{stem}-{_digest(source)[:HASH_CHARS]}{ext}"
+    if not _same_content(source, target):
+        shutil.copyfile(source, target)
     return target
+
+
+def extract_zip(source: Path, uploads_dir: Path, stem: str, max_bytes: int) -> Path:
+    """Unpack a zipped dataset folder into `uploads_dir/<stem>` (or `<stem>-<hash>` when that
+    holds another upload). Members with absolute paths or `..`, links, and archives that unpack to
+    more than the upload limit are refused; a single top folder inside the archive is dropped."""
+    try:
+        archive = zipfile.ZipFile(source)
+    except zipfile.BadZipFile as err:
+        raise UploadError(f"{stem}.zip: not a readable zip archive ({err})") from None
+    with archive:
+        members = [m for m in archive.infolist() if not m.is_dir()]
+        if len(members) > MAX_ZIP_MEMBERS:
+            raise UploadError(f"{stem}.zip: {len(members)} files; at most {MAX_ZIP_MEMBERS}")
+        total = sum(m.file_size for m in members)
+        if total > max_bytes:
+            raise UploadError(f"{stem}.zip: unpacks to {total / 2**20:.1f} MB, over the upload limit of "
+                              f"{max_bytes / 2**20:.0f} MB")
+        names = []
+        for member in members:
+            parts = Path(member.filename).parts
+            if member.filename.startswith("/") or ".." in parts or (member.external_attr >> 16) & 0o170000 == 0o120000:
+                raise UploadError(f"{stem}.zip: refused member {member.filename!r} (absolute path, '..' or a link)")
+            names.append(parts)
+        top = {p[0] for p in names}
+        strip = 1 if len(top) == 1 and all(len(p) > 1 for p in names) else 0
+        digest = _digest(source)[:HASH_CHARS]
+        target, done = _unpack_target(uploads_dir, stem, digest)
+        if done:
+            return target
+        partial = uploads_dir / f".{target.name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        for member, parts in zip(members, names):
+            path = partial.joinpath(*parts[strip:])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as src, path.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+        (partial / ZIP_MARKER).write_text(digest)
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+    return target
+
+
+ZIP_MARKER = ".upload-sha256"  # inside an unpacked upload: the archive it came from
+
+
+def _unpack_target(uploads_dir: Path, stem: str, digest: str) -> tuple[Path, bool]:
+    """Where an archive unpacks, and whether the same archive is already unpacked there."""
+    for candidate in (uploads_dir / stem, uploads_dir / f"{stem}-{digest}"):
+        marker = candidate / ZIP_MARKER
+        if marker.is_file() and marker.read_text().strip() == digest:
+            return candidate, True
+        if not candidate.exists():
+            return candidate, False
+    return uploads_dir / f"{stem}-{digest}", False
+
+
+def upload_dataset(saved: Path) -> Dataset:
+    """The dataset an upload makes: a data file on its own, or an unpacked folder (its splits, or
+    its train/validation/test files)."""
+    if saved.is_dir():
+        root = saved.parent
+        dataset = _hf_dataset(saved, root) if is_hf_dataset_folder(saved) else _folder_dataset(saved, root)
+        if dataset is None:
+            raise UploadError(f"{saved.name}.zip: no dataset inside (expected train.<ext> files, a "
+                              "save_to_disk folder or Parquet shards)")
+        return dataset
+    return Dataset(saved.name, for_config(saved))

@@ -1,7 +1,7 @@
 """Downloads of a run's checkpoint, made by `python -m core.export` in a subprocess.
 
 Exporting needs MindSpore, which the console never imports, so it runs as its own process with an
-argv list. `core.export` writes `export/<which>-step-<N>-<format>.zip` atomically, so a zip that
+argv list. `core.export` writes the zip (`RunDir.export_zip`) atomically, so a zip that
 exists is complete and is served as is; the same checkpoint is never exported twice.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from core.config import ConfigError, load_config
 from core.launcher import REPO_ROOT
-from core.rundir import RunDirError, resolve_inside
+from core.rundir import POINTERS, RunDir, RunDirError, resolve_inside
 
 FORMATS = ("peft", "merged", "mindspore")
 EXPORT_TIMEOUT_S = 900
@@ -39,28 +39,13 @@ class ExportTarget:
         return self.zip_path.is_file()
 
 
-def checkpoint_step(run_path: Path, which: str) -> int | None:
-    """N of `checkpoints/<which> -> step-N`, or None when there is no such checkpoint."""
-    pointer = Path(run_path) / "checkpoints" / which
-    try:
-        target = os.readlink(pointer) if pointer.is_symlink() else pointer.resolve().name
-    except OSError:
-        return None
-    name = Path(target).name
-    if not pointer.exists() or not name.startswith("step-"):
-        return None
-    try:
-        return int(name.removeprefix("step-"))
-    except ValueError:
-        return None
-
-
 def export_target(run_path: Path, fmt: str) -> ExportTarget | None:
     """The best checkpoint's export (the last one's if there is no best yet), or None."""
-    for which in ("best", "last"):
-        step = checkpoint_step(run_path, which)
+    run = RunDir(run_path)
+    for which in POINTERS:
+        step = run.checkpoint_step(which)
         if step is not None:
-            return ExportTarget(which, step, Path(run_path) / "export" / f"{which}-step-{step}-{fmt}.zip")
+            return ExportTarget(which, step, run.export_zip(which, step, fmt))
     return None
 
 

@@ -46,10 +46,16 @@ def widget_for_error(config_key: str) -> str:
     return config_key if config_key in fields() else GENERAL
 
 
+def mapping_text(mapping: Mapping[str, str] | None) -> str:
+    """A mapping field as its text box shows it: 'instruction: question, output: answer'."""
+    return ", ".join(f"{k}: {v}" for k, v in (mapping or {}).items())
+
+
 def to_values(config: Config) -> dict[str, Any]:
     """The widget values that show `config`."""
     flat = config.to_flat()
-    values = {k: flat[k] for k in fields()}
+    info = fields()
+    values = {k: mapping_text(flat[k]) if info[k].kind == "mapping" else flat[k] for k in info}
     targets = flat["lora.target_modules"]
     values[TARGET_NAMES] = list(targets) if isinstance(targets, list) else []
     values[TARGET_REGEX] = targets if isinstance(targets, str) else ""

@@ -18,9 +18,9 @@ from typing import Callable
 from core import launcher
 from core.config import Config, load_config
 from core.atomic import atomic_write
-from core.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, list_runs
+from core.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, list_runs
 
-from app.access import OWNER_FIELD, SINGLE_USER, Viewer, read_owner, visible
+from app.access import SINGLE_USER, Viewer, read_owner, visible
 
 DEDUPE_WINDOW_S = 10.0  # the same config submitted again within this window is the same request
 
@@ -80,7 +80,7 @@ class JobManager:
                 return StartResult(run_id, False, f"already started as {run_id}")
             run = self._create_run(config)
             if owner is not None:
-                run.write_status(**{OWNER_FIELD: owner})
+                run.write_status(owner=owner)
             self._launch_and_watch(run)
             self._recent[key] = (now, run.run_id)
         return StartResult(run.run_id, True, f"started {run.run_id}")
@@ -91,8 +91,7 @@ class JobManager:
         resume never falls back to another checkpoint by itself."""
         run = self.run_dir(run_id, viewer)
         with self._lock:
-            status = self._reconcile(run)
-            state = status.get("state")
+            state = self._reconcile(run).state
             if state not in ("stopped", "failed"):
                 raise JobError(f"{run_id} is {state}; only a stopped or failed run can be resumed")
             name = checkpoint or "last"
@@ -129,7 +128,7 @@ class JobManager:
                 status = self._watch_once(RunDir(run.path.resolve()))
             except (RunDirError, launcher.LaunchError, OSError):
                 return
-            over = status.get("state") in TERMINAL_STATES
+            over = status.state in TERMINAL_STATES
             if over and (process is None or exited) and not self._processes_left(run):
                 self._ended(run, status)
                 return
@@ -148,8 +147,8 @@ class JobManager:
         for worker in list(self._watching.values()):
             worker.join(timeout_s)
 
-    def _ended(self, run: RunDir, status: dict) -> None:
-        if self._on_end is not None and status.get("state") in TERMINAL_STATES:
+    def _ended(self, run: RunDir, status: Status) -> None:
+        if self._on_end is not None and status.state in TERMINAL_STATES:
             try:
                 self._on_end(RunDir(run.path.resolve()))
             except (RunDirError, OSError) as err:
@@ -189,16 +188,16 @@ class JobManager:
         `viewer` may see it; another user's run is answered as if it did not exist."""
         if not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
             raise JobError(f"{run_id!r} is not a run id")
-        path = self.runs_dir / run_id
-        if not (path / "status.json").is_file() or not viewer.may_see(read_owner(path)):
+        run = RunDir(self.runs_dir / run_id)
+        if not run.exists() or not viewer.may_see(read_owner(run.path)):
             raise JobError(f"no run {run_id} in {self.runs_dir}")
-        return RunDir(path.resolve())
+        return RunDir(run.path.resolve())
 
     def runs(self, viewer: Viewer = SINGLE_USER) -> list[RunSummary]:
         """The runs `viewer` may see, newest first."""
         return visible(viewer, list_runs(self.runs_dir))
 
-    def current_status(self, run_id: str, viewer: Viewer = SINGLE_USER) -> dict:
+    def current_status(self, run_id: str, viewer: Viewer = SINGLE_USER) -> Status:
         """The run's status after checking that an active run still has a process."""
         return self._reconcile(self.run_dir(run_id, viewer))
 
@@ -214,8 +213,8 @@ class JobManager:
             except (RunDirError, launcher.LaunchError) as err:
                 print(f"mindtune: cannot check {summary.run_id}: {err}", flush=True)
                 continue
-            (failed if status.get("state") == "failed" else alive).append(summary.run_id)
-            if status.get("state") not in TERMINAL_STATES:
+            (failed if status.state == "failed" else alive).append(summary.run_id)
+            if status.state not in TERMINAL_STATES:
                 self._start_watching(RunDir(summary.path))
         orphans = [f"pid {o.pid} of {o.run_dir.name} ({o.state})" for o in launcher.find_orphans(self.runs_dir)]
         return ReattachReport(alive, failed, orphans)

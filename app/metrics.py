@@ -7,20 +7,19 @@
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from core.rundir import MetricsReader
+from core.rundir import (ControlEvent, EndEvent, EvalRecord, MetricRecord, MetricsReader, RunDir, SetupEvent,
+                         TrainRecord)
 
 CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale")
 # chart -> (train record field, series name) for the one-line train charts
 _TRAIN_SERIES = {"tokens_per_s": ("tokens_per_s", "tokens/s"), "lr": ("lr", "learning rate"),
                  "grad_norm": ("grad_norm", "grad norm"), "loss_scale": ("loss_scale", "loss scale")}
 _LOSS_MONITORS = ("val_loss", "val_loss_ema")
-LOG_TAIL_BYTES = 16 * 1024
 
 
 def empty_frame() -> pd.DataFrame:
@@ -54,21 +53,21 @@ class Progress:
 
 @dataclass
 class RunCharts:
-    """Chart data of one run and the latest values the status line needs."""
+    """Chart data of one run and the latest records the status line needs."""
     path: Path
     workers: int = 1
     reader: MetricsReader = field(init=False)
     frames: dict[str, pd.DataFrame] = field(init=False)
     changed: set[str] = field(default_factory=set)
-    last_train: dict | None = None
-    last_eval: dict | None = None
-    setup: dict | None = None
-    end: dict | None = None
-    controls: list[dict] = field(default_factory=list)
+    last_train: TrainRecord | None = None
+    last_eval: EvalRecord | None = None
+    setup: SetupEvent | None = None
+    end: EndEvent | None = None
+    controls: list[ControlEvent] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
 
     def __post_init__(self) -> None:
-        self.reader = MetricsReader(Path(self.path) / "metrics.jsonl")
+        self.reader = RunDir(self.path).metrics_reader()
         self.frames = {name: empty_frame() for name in CHARTS}
 
     def update(self) -> set[str]:
@@ -88,76 +87,41 @@ class RunCharts:
         changed, self.changed = self.changed, set()
         return changed
 
-    def _add(self, record: dict, rows: dict[str, list[dict]]) -> None:
-        kind, step = record.get("kind"), record.get("step")
-        if not isinstance(step, int):
+    def _add(self, record: MetricRecord, rows: dict[str, list[dict]]) -> None:
+        if record.step is None:
             return
-        if kind == "train":
-            self._add_train(record, step, rows)
-        elif kind == "eval":
-            self._add_eval(record, step, rows)
-        elif kind == "event":
-            self._add_event(record)
-
-    def _add_train(self, record: dict, step: int, rows: dict[str, list[dict]]) -> None:
-        self.last_train = record
-        if _finite(record.get("time")):
-            self.progress.add(step, float(record["time"]))
-        for name, series in (("loss", "loss"), ("loss_ema", "loss EMA")):
-            if _finite(record.get(name)):
-                rows["loss"].append({"step": step, "value": float(record[name]), "series": series})
-        if _finite(record.get("peak_mem_mb")):
-            rows["memory"].append({"step": step, "value": record["peak_mem_mb"] / max(self.workers, 1),
-                                   "series": "peak MB per worker"})
-        for chart, (name, series) in _TRAIN_SERIES.items():
-            if _finite(record.get(name)):
-                rows[chart].append({"step": step, "value": float(record[name]), "series": series})
-
-    def _add_eval(self, record: dict, step: int, rows: dict[str, list[dict]]) -> None:
-        self.last_eval = record
-        for chart, names in (("val_loss", ("val_loss", "val_loss_ema")), ("val_ppl", ("val_ppl", "val_ppl_ema"))):
-            for name in names:
-                if _finite(record.get(name)):
-                    label = name.replace("_ema", " EMA").replace("_", " ")
-                    rows[chart].append({"step": step, "value": float(record[name]), "series": label})
-        best, monitor = record.get("best_value"), record.get("monitor")
-        if _finite(best) and monitor:
-            chart = "val_loss" if monitor in _LOSS_MONITORS else "val_ppl"
-            rows[chart].append({"step": step, "value": float(best), "series": f"best {monitor}"})
-
-    def _add_event(self, record: dict) -> None:
-        event = record.get("event")
-        if event == "setup":
+        if isinstance(record, TrainRecord):
+            self._add_train(record, rows)
+        elif isinstance(record, EvalRecord):
+            self._add_eval(record, rows)
+        elif isinstance(record, SetupEvent):
             self.setup = record
-        elif event == "end":
+        elif isinstance(record, EndEvent):
             self.end = record
-        elif event == "control":
+        elif isinstance(record, ControlEvent):
             self.controls.append(record)
 
+    def _add_train(self, record: TrainRecord, rows: dict[str, list[dict]]) -> None:
+        self.last_train, step = record, record.step
+        if _finite(record.time):
+            self.progress.add(step, record.time)
+        for name, series in (("loss", "loss"), ("loss_ema", "loss EMA")):
+            if _finite(getattr(record, name)):
+                rows["loss"].append({"step": step, "value": getattr(record, name), "series": series})
+        if _finite(record.peak_mem_mb):
+            rows["memory"].append({"step": step, "value": record.peak_mem_mb / max(self.workers, 1),
+                                   "series": "peak MB per worker"})
+        for chart, (name, series) in _TRAIN_SERIES.items():
+            if _finite(getattr(record, name)):
+                rows[chart].append({"step": step, "value": getattr(record, name), "series": series})
 
-def read_tail(path: str | os.PathLike, max_bytes: int = LOG_TAIL_BYTES) -> str:
-    """The last `max_bytes` of a text file (starting at a line boundary), '' if there is none."""
-    try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - max_bytes))
-            data = handle.read(max_bytes)
-    except OSError:
-        return ""
-    if size > max_bytes and b"\n" in data:
-        data = data[data.index(b"\n") + 1:]
-    return data.decode("utf-8", errors="replace")
-
-
-def last_record(path: str | os.PathLike, kind: str, max_bytes: int = 8192) -> dict | None:
-    """The newest metrics record of `kind`, from the end of the file only (for the runs table)."""
-    import json
-
-    for line in reversed(read_tail(path, max_bytes).splitlines()):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("kind") == kind:
-            return record
-    return None
+    def _add_eval(self, record: EvalRecord, rows: dict[str, list[dict]]) -> None:
+        self.last_eval, step = record, record.step
+        for chart, names in (("val_loss", ("val_loss", "val_loss_ema")), ("val_ppl", ("val_ppl", "val_ppl_ema"))):
+            for name in names:
+                if _finite(getattr(record, name)):
+                    label = name.replace("_ema", " EMA").replace("_", " ")
+                    rows[chart].append({"step": step, "value": getattr(record, name), "series": label})
+        if _finite(record.best_value) and record.monitor:
+            chart = "val_loss" if record.monitor in _LOSS_MONITORS else "val_ppl"
+            rows[chart].append({"step": step, "value": record.best_value, "series": f"best {record.monitor}"})

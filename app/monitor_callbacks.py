@@ -11,7 +11,6 @@ process: stopping and early-stopping changes go through the job manager and the 
 from __future__ import annotations
 
 import html
-import math
 import os
 import re
 import threading
@@ -21,20 +20,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.config import ConfigError, load_config
-from core.rundir import TERMINAL_STATES, RunDir, RunDirError
+from core.config import ConfigError, EarlyStoppingSettings, load_config
+from core.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
 
 from app.access import SINGLE_USER, Viewer
 from app.context import Console
 from app.sessions import session_lock
 from app.exports import FORMATS, ExportFailed, export_target, run_export
 from app.i18n import text
-from app.metrics import RunCharts, read_tail
+from app.metrics import RunCharts
 from app.run_status import failure_html, phase, state_html, status_html, status_line
 from app.svg_chart import line_chart
 
 RUN_LIST_EVERY_TICKS = 5
-ES_MONITORS = ("val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema")
 ACTIVE_POLL_S = 0.5   # how often a page polls while its run is going
 IDLE_POLL_S = 2.0     # ... and while it is over (a new run started elsewhere still shows within this)
 
@@ -135,9 +133,9 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
         session.sent.clear()
     run_id = _select(session, console, wanted)
     choices = _choices_if_changed(session, console, run_id)
-    if not run_id or not (console.runs_dir / run_id / "status.json").exists():
+    run = RunDir(console.runs_dir / run_id) if run_id else None
+    if run is None or not run.exists():
         return _no_run(run_id, choices, lang)
-    run = RunDir(console.runs_dir / run_id)
     status = _status(run)
     if session.charts is None:
         session.charts = RunCharts(run.path, workers=_workers(run, status))
@@ -146,10 +144,10 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
     es_values = None
     if session.es_loaded_for != run_id:
         es_values, session.es_loaded_for = early_stopping_settings(run), run_id
-    return Tick(run_id, choices, svgs, state_html(str(status.get("state") or "unknown"), lang),
+    return Tick(run_id, choices, svgs, state_html(status.state or "unknown", lang),
                 _status_text(status, session.charts, lang), failure_html(status, log or "", lang),
                 text("mon.no_log", lang) if log == "" else log, session.es_caption or "", es_values,
-                _downloads_if_changed(session, console, run, lang), status.get("state") not in TERMINAL_STATES)
+                _downloads_if_changed(session, console, run, lang), status.state not in TERMINAL_STATES)
 
 
 def _chart_updates(session: MonitorSession, log_scale: bool, everything: bool = False) -> dict[str, str]:
@@ -170,10 +168,10 @@ def _chart_updates(session: MonitorSession, log_scale: bool, everything: bool = 
     return {name: chart_svg(charts, name, log_scale, caption) for name in changed}
 
 
-def _status_text(status: dict, charts: RunCharts, lang: str) -> str:
+def _status_text(status: Status, charts: RunCharts, lang: str) -> str:
     """Step / total, elapsed, ETA, best, and what a starting run is busy with."""
-    if not status.get("total_steps") and charts.setup:
-        status = {**status, "total_steps": charts.setup.get("total_steps")}
+    if not status.total_steps and charts.setup:
+        status = status.replace(total_steps=charts.setup.total_steps)
     line = status_line(status, charts.progress.seconds_per_step())
     busy = phase(line.state, charts.setup is not None, charts.last_eval is not None, charts.last_train is not None)
     return status_html(line, lang, busy)
@@ -184,16 +182,16 @@ def _no_run(run_id: str | None, choices: list[str] | None, lang: str) -> Tick:
                 "", None, {}, False)
 
 
-def _status(run: RunDir) -> dict:
+def _status(run: RunDir) -> Status:
     try:
         return run.read_status()
     except RunDirError as err:
-        return {"state": "unknown", "reason": str(err)}
+        return Status(state="unknown", reason=str(err))
 
 
-def _workers(run: RunDir, status: dict) -> int:
-    count = status.get("rank_count") or status.get("data_parallel")
-    return int(count) if isinstance(count, int) and count > 0 else 1
+def _workers(run: RunDir, status: Status) -> int:
+    count = status.rank_count or status.data_parallel
+    return count if count and count > 0 else 1
 
 
 def _choices_if_changed(session: MonitorSession, console: Console, run_id: str | None) -> list[str] | None:
@@ -217,7 +215,7 @@ def _log_if_changed(session: MonitorSession, run: RunDir) -> str | None:
     if key == session.log_key:
         return None
     session.log_key = key
-    return read_tail(run.log_path) if key else ""
+    return run.log_tail() if key else ""
 
 
 Y_TITLES = {"loss": "loss", "val_loss": "validation loss", "val_ppl": "perplexity", "memory": "MB per worker",
@@ -231,29 +229,28 @@ def chart_svg(charts: RunCharts, name: str, log_scale: bool = False, caption: st
                       caption=caption if name in ("val_loss", "val_ppl") else "")
 
 
-def es_caption(last_eval: dict | None) -> str:
+def es_caption(last_eval: EvalRecord | None) -> str:
     """'best val_loss 1.234 at step 200 · patience left 2' from the newest evaluation."""
-    if not last_eval or last_eval.get("best_value") is None:
+    if last_eval is None or last_eval.best_value is None:
         return ""
-    best = last_eval["best_value"]
-    parts = [f"best {last_eval.get('monitor', '?')} {best:.4g} at step {last_eval.get('best_step')}"]
-    if last_eval.get("patience_left") is not None:
-        enabled = last_eval.get("early_stopping_enabled", True)
-        parts.append(f"patience left {last_eval['patience_left']}" + ("" if enabled else " (early stopping off)"))
+    parts = [f"best {last_eval.monitor or '?'} {last_eval.best_value:.4g} at step {last_eval.best_step}"]
+    if last_eval.patience_left is not None:
+        enabled = last_eval.early_stopping_enabled is not False
+        parts.append(f"patience left {last_eval.patience_left}" + ("" if enabled else " (early stopping off)"))
     return " · ".join(parts)
 
 
 def early_stopping_settings(run: RunDir) -> dict[str, Any]:
-    """The early-stopping settings in force: the run's config with the console's overrides on top."""
+    """The early-stopping settings in force, by field name: the run's config (the config's
+    defaults if it cannot be read) with the console's overrides on top."""
     try:
-        settings = load_config(run.config_path).early_stopping.to_dict()
+        settings = load_config(run.config_path).early_stopping
     except (ConfigError, OSError):
-        settings = {"enabled": True, "monitor": "val_loss", "patience": 3, "min_delta": 0.0}
+        settings = EarlyStoppingSettings()
     try:
-        overrides = run.read_control().get("early_stopping") or {}
-    except RunDirError:
-        overrides = {}
-    return {**settings, **{k: v for k, v in overrides.items() if v is not None}}
+        return run.read_control().early_stopping_over(settings).to_dict()
+    except (RunDirError, ConfigError):
+        return settings.to_dict()
 
 
 def apply_early_stopping(console: Console, run_id: str | None, enabled: bool, monitor: str,
@@ -261,26 +258,16 @@ def apply_early_stopping(console: Console, run_id: str | None, enabled: bool, mo
     """Send new early-stopping settings to a running job through its control file."""
     if not run_id:
         return "⚠ no run selected"
+    request = {"enabled": bool(enabled), "monitor": monitor, "patience": patience, "min_delta": min_delta}
     try:
         run = console.jobs.run_dir(run_id, viewer)
-        if run.read_status().get("state") in TERMINAL_STATES:
+        if run.read_status().state in TERMINAL_STATES:
             return f"⚠ {run_id} is over; early-stopping settings only apply to a running job"
-        request = _early_stopping_request(enabled, monitor, patience, min_delta)
-        control = run.write_control(early_stopping=request)
+        control = run.write_control(early_stopping=request)  # checked by the config's rules
     except (ValueError, RunDirError) as err:
         return f"⚠ {err}"
-    shown = ", ".join(f"{k} {v}" for k, v in request.items())
-    return f"sent to the worker (request {control['seq']}): {shown}; it applies at the next step"
-
-
-def _early_stopping_request(enabled: bool, monitor: str, patience: float | None, min_delta: float | None) -> dict:
-    if monitor not in ES_MONITORS:
-        raise ValueError(f"monitor must be one of {', '.join(ES_MONITORS)}")
-    if patience is None or not float(patience).is_integer() or patience < 1:
-        raise ValueError(f"patience must be an integer >= 1 (got {patience})")
-    if min_delta is None or not math.isfinite(min_delta) or min_delta < 0:
-        raise ValueError(f"min delta must be a number >= 0 (got {min_delta})")
-    return {"enabled": bool(enabled), "monitor": monitor, "patience": int(patience), "min_delta": float(min_delta)}
+    shown = ", ".join(f"{k} {control.early_stopping[k]}" for k in request)
+    return f"sent to the worker (request {control.seq}): {shown}; it applies at the next step"
 
 
 def stop(console: Console, run_id: str | None, graceful: bool, viewer: Viewer = SINGLE_USER) -> str:
@@ -403,11 +390,11 @@ def controls(session: MonitorSession, wanted: str | None, console: Console, lang
     ids = tuple(run_ids(console, session.viewer))
     choices = list(ids) if ids != session.run_ids else None
     session.run_ids = ids
-    if not run_id or not (console.runs_dir / run_id / "status.json").exists():
+    run = RunDir(console.runs_dir / run_id) if run_id else None
+    if run is None or not run.exists():
         fresh = changed_only(session, active=False)
         return Controls(run_id, choices, False if fresh["active"] else None, {}, None)
-    run = RunDir(console.runs_dir / run_id)
-    active = _status(run).get("state") not in TERMINAL_STATES
+    active = _status(run).state not in TERMINAL_STATES
     es_values = None
     if session.es_loaded_for != run_id:
         es_values, session.es_loaded_for = early_stopping_settings(run), run_id

@@ -19,6 +19,8 @@ from typing import Any
 
 import gradio as gr
 
+from core.config import describe_fields
+
 from app import monitor_callbacks as cb
 from app.context import Console
 from app.exports import FORMATS
@@ -27,12 +29,14 @@ from app.metrics import empty_frame
 from app.run_status import state_html
 from app.sessions import session_lock
 from app.svg_chart import line_chart
+from app.widgets import field_widget
 
 FEED_JS = Path(__file__).with_name("monitor_feed.js").read_text(encoding="utf-8")
 # chart -> elem_id; the charts are server-drawn SVG (see app/svg_chart.py for why)
 CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot", "memory": "memory-plot",
           "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot"}
 DOWNLOAD_IDS = {"peft": "download-adapter", "merged": "download-merged", "mindspore": "download-mindspore"}
+ES_IDS = {"enabled": "es-enabled", "monitor": "es-monitor", "patience": "patience", "min_delta": "es-min-delta"}
 
 
 @dataclass
@@ -103,18 +107,18 @@ def build(console: Console, labels: Labels) -> MonitorTab:
 
 
 def _early_stopping_box(tab: MonitorTab, labels: Labels) -> None:
+    """The early-stopping fields of the config (kind, choices, default, lower bound from its
+    field descriptions, as on the Train tab), to change a running job's settings."""
+    fields = describe_fields()
     with gr.Group():
         labels.bind(gr.Markdown(), value="mon.es")
         tab.out["es_status"] = _slot("es_status", elem_id="es-status")
         with gr.Row():
-            tab.es["enabled"] = labels.bind(gr.Checkbox(value=True, elem_id="es-enabled"),
-                                            label="field.early_stopping.enabled")
-            tab.es["monitor"] = labels.bind(gr.Dropdown(choices=list(cb.ES_MONITORS), value="val_loss",
-                                                        elem_id="es-monitor"), label="field.early_stopping.monitor")
-            tab.es["patience"] = labels.bind(gr.Number(value=3, precision=0, minimum=1, elem_id="patience"),
-                                             label="field.early_stopping.patience")
-            tab.es["min_delta"] = labels.bind(gr.Number(value=0.0, minimum=0, elem_id="es-min-delta"),
-                                              label="field.early_stopping.min_delta")
+            for name, elem_id in ES_IDS.items():
+                info = fields[f"early_stopping.{name}"]
+                bound = {"minimum": info.minimum} if info.kind in ("int", "float") else {}
+                tab.es[name] = field_widget(info.key, info, info.default, labels, elem_id=elem_id, help_line=False,
+                                            **bound)
             tab.out["es_apply"] = labels.bind(gr.Button(elem_id="es-apply"), value="mon.es_apply")
 
 

@@ -1,6 +1,6 @@
 """A run's status in words: state, progress, elapsed time, ETA, best so far, and why it failed.
 
-Plain functions over `status.json` and the chart data, so the Monitor and Runs tabs say the same
+Plain functions over a run's `Status` (core.rundir) and the chart data, so the Monitor and Runs tabs say the same
 thing and tests need no browser.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from core.launcher import CRASH_REASON
-from core.rundir import TERMINAL_STATES
+from core.rundir import FAILURE_KINDS, TERMINAL_STATES, Status
 
 from app.i18n import text
 
@@ -28,20 +28,16 @@ _FAILURES = (
 )
 
 
-# what the worker, its rank supervisor (core.ranks) and the launcher write as failure_kind
-_KINDS = {kind for kind, _ in _FAILURES} | {"config", "disk_full", "checkpoint", "loss_scale", "hang", "rank_died"}
-
-
-def failure_kind(status: dict, log_tail: str = "") -> str | None:
+def failure_kind(status: Status, log_tail: str = "") -> str | None:
     """'oom', 'nonfinite', 'data', 'config', 'crash' or 'other' for a failed run; None when it did
     not fail. The worker's own `failure_kind` wins; the patterns cover runs whose worker died before
     it could write one (killed, out of memory) and runs written by older versions."""
-    if status.get("state") != "failed":
+    if status.state != "failed":
         return None
-    if status.get("failure_kind") in _KINDS:
-        return status["failure_kind"]
-    reason = str(status.get("reason") or "")
-    lines = "\n".join(status.get("error_lines") or [])
+    if status.failure_kind in FAILURE_KINDS:
+        return status.failure_kind
+    reason = status.reason or ""
+    lines = "\n".join(status.error_lines)
     for kind, pattern in _FAILURES:
         if pattern.search(reason) or pattern.search(lines):
             return kind
@@ -51,15 +47,15 @@ def failure_kind(status: dict, log_tail: str = "") -> str | None:
     return "other"
 
 
-def failure_html(status: dict, log_tail: str, lang: str) -> str:
+def failure_html(status: Status, log_tail: str, lang: str) -> str:
     """The failure in plain words above the raw log ('' when the run did not fail)."""
     kind = failure_kind(status, log_tail)
     if kind is None:
         return ""
-    reason = str(status.get("reason") or "").strip().splitlines()
+    reason = (status.reason or "").strip().splitlines()
     first = html.escape(reason[0] if reason else "")
-    lines = [str(line) for line in status.get("error_lines") or []]
-    where = f"rank {status['failed_rank']}" if isinstance(status.get("failed_rank"), int) else ""
+    lines = [str(line) for line in status.error_lines]
+    where = f"rank {status.failed_rank}" if status.failed_rank is not None else ""
     tail = (f'<pre class="mt-failure-log" data-rank="{html.escape(where)}">{html.escape(chr(10).join(lines))}</pre>'
             if lines else "")  # the failed rank's own log tail (a data-parallel rank logs to logs/worker_N.log)
     return (f'<h3 class="mt-failure">❌ {html.escape(text(f"failure.{kind}", lang))}</h3>'
@@ -78,33 +74,29 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
 
 
-def elapsed_s(status: dict, now: float | None = None) -> float | None:
-    started = status.get("started_at")
-    if not isinstance(started, (int, float)):
+def elapsed_s(status: Status, now: float | None = None) -> float | None:
+    if status.started_at is None:
         return None
-    end = status.get("ended_at") if status.get("state") in TERMINAL_STATES else None
-    return (end if isinstance(end, (int, float)) else (now or time.time())) - started
+    end = status.ended_at if status.state in TERMINAL_STATES else None
+    return (end if end is not None else (now or time.time())) - status.started_at
 
 
-def eta_s(status: dict, seconds_per_step: float | None) -> float | None:
+def eta_s(status: Status, seconds_per_step: float | None) -> float | None:
     """Remaining steps × the measured time per step (None until two timed steps exist)."""
-    step, total = status.get("step"), status.get("total_steps")
-    if status.get("state") in TERMINAL_STATES or seconds_per_step is None:
+    if status.state in TERMINAL_STATES or seconds_per_step is None:
         return None
-    if not isinstance(step, int) or not isinstance(total, int):
+    if status.step is None or status.total_steps is None:
         return None
-    return max(total - step, 0) * seconds_per_step
+    return max(status.total_steps - status.step, 0) * seconds_per_step
 
 
-def best_text(status: dict) -> str:
+def best_text(status: Status) -> str:
     """'val_loss 1.234 at step 200 (ppl 3.43)', or '-' before the first evaluation."""
-    best = status.get("best") or {}
-    value = best.get("value")
-    if not isinstance(value, (int, float)):
+    best = status.best
+    if best is None or best.value is None:
         return "-"
-    ppl = best.get("val_ppl")
-    ppl_text = f" (ppl {ppl:.3g})" if isinstance(ppl, (int, float)) else ""
-    return f"{best.get('metric', '?')} {value:.4g} at step {best.get('step')}{ppl_text}"
+    ppl_text = f" (ppl {best.val_ppl:.3g})" if best.val_ppl is not None else ""
+    return f"{best.metric or '?'} {best.value:.4g} at step {best.step}{ppl_text}"
 
 
 @dataclass(frozen=True)
@@ -117,8 +109,8 @@ class StatusLine:
     best: str
 
 
-def status_line(status: dict, seconds_per_step: float | None, now: float | None = None) -> StatusLine:
-    return StatusLine(str(status.get("state") or "unknown"), status.get("step"), status.get("total_steps"),
+def status_line(status: Status, seconds_per_step: float | None, now: float | None = None) -> StatusLine:
+    return StatusLine(status.state or "unknown", status.step, status.total_steps,
                       fmt_duration(elapsed_s(status, now)), fmt_duration(eta_s(status, seconds_per_step)),
                       best_text(status))
 

@@ -15,11 +15,11 @@ import pandas as pd
 import yaml
 
 from core import launcher
-from core.rundir import TERMINAL_STATES, RunDirError, RunSummary, resolve_inside
+from core.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, TrainRecord, resolve_inside
 
 from app.access import SINGLE_USER, Viewer
 from app.context import Console
-from app.metrics import RunCharts, last_record
+from app.metrics import RunCharts
 from app.run_status import elapsed_s, fmt_duration
 from app.svg_chart import line_chart
 
@@ -39,17 +39,18 @@ def _number(value: Any, digits: int = 3) -> str:
 def table_row(summary: RunSummary, now: float | None = None) -> list[str]:
     """One run's row: final figures when it is over, the latest logged ones while it runs."""
     status = summary.status
-    final = status.get("final") or {}
-    best = status.get("best") or {}
-    latest = {} if final else (last_record(summary.path / "metrics.jsonl", "train") or {})
-    step = status.get("step")
-    total = status.get("total_steps")
+    final, best = status.final, status.best
+    latest = None if final else summary.run.last_metric(TrainRecord)
+    step, total = status.step, status.total_steps
     reason = (summary.reason or "").splitlines()[0][:120] if summary.reason else ""
+    if final:
+        ppl, tokens_per_s, peak_mem_mb = final.best_val_ppl, final.tokens_per_s, final.peak_mem_mb
+    else:
+        ppl = best.val_ppl if best else None
+        tokens_per_s, peak_mem_mb = (latest.tokens_per_s, latest.peak_mem_mb) if latest else (None, None)
     return [summary.run_id, summary.state,
             f"{step}/{total}" if step is not None and total else _number(step),
-            _number(final.get("best_val_ppl", best.get("val_ppl")), 4),
-            _number(final.get("tokens_per_s", latest.get("tokens_per_s")), 4),
-            _number(final.get("peak_mem_mb", latest.get("peak_mem_mb")), 5),
+            _number(ppl, 4), _number(tokens_per_s, 4), _number(peak_mem_mb, 5),
             fmt_duration(elapsed_s(status, now)), reason]
 
 
@@ -66,9 +67,10 @@ def folder_key(console: Console, viewer: Viewer = SINGLE_USER) -> str:
         entries = [e for e in entries if e.name in mine]
     for entry in entries:
         parts.append(entry.name)
-        for name in ("status.json", "metrics.jsonl"):
+        run = RunDir(entry.path)
+        for path in (run.status_path, run.metrics_path):
             try:
-                st = os.stat(os.path.join(entry.path, name))
+                st = os.stat(path)
                 parts.append(f"{st.st_size}:{st.st_mtime_ns}")
             except OSError:
                 parts.append("-")
@@ -91,10 +93,10 @@ class OverlayCache:
         parts = []
         for run_id in run_ids[:MAX_OVERLAY]:
             try:
-                path = console.jobs.run_dir(run_id, viewer)
+                run = console.jobs.run_dir(run_id, viewer)
             except ValueError:
                 continue
-            charts = self.charts.setdefault(run_id, RunCharts(path.path))
+            charts = self.charts.setdefault(run_id, RunCharts(run.path))
             charts.update()
             data = charts.frames[chart]
             data = data[data["series"] == series]
@@ -134,7 +136,7 @@ def config_diff(console: Console, run_ids: list[str],
                 viewer: Viewer = SINGLE_USER) -> tuple[list[str], list[list[Any]], set[int]]:
     """(columns, rows, indexes of rows whose values differ) for the selected runs' configs."""
     run_ids = [r for r in run_ids if _sees(console, r, viewer)]
-    configs = {r: _flat_config(console.runs_dir / r / "config.yaml") for r in run_ids}
+    configs = {r: _flat_config(RunDir(console.runs_dir / r).config_path) for r in run_ids}
     keys = list(dict.fromkeys(k for flat in configs.values() for k in flat))
     rows, differing = [], set()
     for index, key in enumerate(keys):
@@ -196,8 +198,8 @@ def delete_check(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_U
             status = console.jobs.current_status(run_id, viewer)
         except (ValueError, RunDirError, launcher.LaunchError) as err:
             return False, f"⚠ {err}"
-        if status.get("state") not in TERMINAL_STATES:
-            return False, f"⚠ {run_id} is {status.get('state')}: stop it before deleting it"
+        if status.state not in TERMINAL_STATES:
+            return False, f"⚠ {run_id} is {status.state}: stop it before deleting it"
     names = ", ".join(f"`{r}`" for r in run_ids)
     return True, f"Delete {names} with all checkpoints and exports? This cannot be undone."
 

@@ -101,8 +101,9 @@ def _wire_language(labels: Labels) -> None:
 
 def _wire_page_load(demo: gr.Blocks, train: train_tab.TrainTab, monitor: monitor_tab.MonitorTab) -> None:
     """Fill the read-outs and the Monitor controls as soon as a page opens, instead of waiting for the
-    first change."""
-    for fn, inputs, outputs in (train.out["refresh"], train.out["data_view"], monitor.out["sync"]):
+    first change; the dataset picker lists the datasets there are now (uploads included)."""
+    for fn, inputs, outputs in (train.out["refresh"], train.out["details"], train.out["dataset_choices"],
+                                monitor.out["sync"]):
         demo.load(fn, inputs, outputs, show_progress="hidden", api_visibility="private")
 
 

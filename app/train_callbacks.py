@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from core import launcher
 from core.config import Config, ConfigError, deep_merge, load_config, read_config_file
 from core.data import DataError, run_seq_len
+from core.data_files import split_path
 from core.model_args import CheckpointError, read_model_args
 from core.rundir import RunDir
 from core.tokenizer import TokenizerError
@@ -58,18 +59,21 @@ def starter_config(console: Console) -> Config:
     return config.with_updates(updates)
 
 
-def check_form(values: Mapping[str, Any], console: Console) -> FormCheck:
-    """Validate the form: the config's own rules, then what this console can read and run."""
+def check_form(values: Mapping[str, Any], console: Console, data: bool = True) -> FormCheck:
+    """Validate the form: the config's own rules, then what this console can read and run; with
+    `data`, also whether the worker can read the data (every file tokenized once, then kept in
+    memory)."""
     config, errors = form.to_config(values, console.runs_dir_for_config)
     if config is None:
         return FormCheck(None, errors)
-    errors = console_errors(config, console)
+    errors = console_errors(config, console, data)
     return FormCheck(config if not errors else None, errors)
 
 
-def console_errors(config: Config, console: Console) -> dict[str, str]:
+def console_errors(config: Config, console: Console, data: bool = True) -> dict[str, str]:
     """Rules beyond the config's: the model is listed and loadable, data files lie inside the data
-    roots and exist, and the machine has the workers asked for."""
+    roots and exist (and with `data`, parse in their format), and the machine has the workers
+    asked for."""
     errors: dict[str, str] = {}
     entry = catalog.find(console.models(), config.model.path)
     if entry is None:
@@ -83,6 +87,9 @@ def console_errors(config: Config, console: Console) -> dict[str, str]:
             message = _data_file_error(name, console)
             if message:
                 errors[key] = message
+    if data and not errors:  # the files are there: can the worker read them? (a malformed line blocks Start)
+        from app.data_callbacks import data_problems
+        errors.update(data_problems(config, console))
     try:
         launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
     except ConfigError as err:
@@ -91,11 +98,13 @@ def console_errors(config: Config, console: Console) -> dict[str, str]:
 
 
 def _data_file_error(name: str, console: Console) -> str | None:
+    """Why a data path cannot be used (outside the data roots, missing), or None. A path may be a
+    file, a dataset folder, or 'folder#split'."""
     try:
-        path = inside_roots(name, console.settings.all_data_dirs)
+        path = inside_roots(split_path(name)[0], console.settings.all_data_dirs)
     except OutsideRootsError as err:
         return str(err)
-    return None if path.is_file() else f"{name}: file not found"
+    return None if path.exists() else f"{name}: file not found"
 
 
 def dataset_fields(train_file: str, console: Console) -> dict[str, Any]:
@@ -107,8 +116,10 @@ def dataset_fields(train_file: str, console: Console) -> dict[str, Any]:
     if dataset is None:
         return {"data.train_file": train_file}
     fraction = 0.0 if dataset.validation_file else 0.1
+    # another dataset: its format is detected afresh and the previous one's column mapping dropped
     return {"data.train_file": dataset.train_file, "data.validation_file": dataset.validation_file,
-            "data.test_file": dataset.test_file, "data.validation_fraction": fraction}
+            "data.test_file": dataset.test_file, "data.validation_fraction": fraction,
+            "data.format": "auto", "data.columns": ""}
 
 
 # ---- what will run --------------------------------------------------------------------------
@@ -177,13 +188,18 @@ def memory_html(config: Config, console: Console) -> str:
 def batch_seq_len(config: Config) -> tuple[int, str]:
     """The sequence length every batch of this run will have (what the worker pads to: the longest
     sample rounded up, at most max_seq_len), and a note saying where it came from."""
+    if config.data.packing:
+        length = run_seq_len(config.data.max_seq_len, 0, packing=True)
+        return length, f"sequence length {length}: packed rows of max_seq_len {config.data.max_seq_len}"
     try:
         stats = data_preview.data_stats(config.model.path, config.data, config.run.seed)
     except (DataError, TokenizerError, OSError, ValueError) as err:
         return config.data.max_seq_len, f"sequence length {config.data.max_seq_len} (max_seq_len; data not readable: {err})"
     longest = max(stats.train.max_length, stats.validation.max_length)
     length = run_seq_len(config.data.max_seq_len, longest)
-    return length, f"sequence length {length}: the longest sample ({longest} tokens) padded, max_seq_len {config.data.max_seq_len}"
+    grouped = "; length-grouped batches are shorter" if config.data.group_by_length else ""
+    return length, (f"sequence length {length}: the longest sample ({longest} tokens) padded, max_seq_len "
+                    f"{config.data.max_seq_len}{grouped}")
 
 
 def estimate_table(estimate: Any, seq_note: str | None = None) -> str:
@@ -227,14 +243,17 @@ class Preview:
     errors: str
 
 
-def preview(values: Mapping[str, Any], console: Console) -> Preview:
-    check = check_form(values, console)
+def preview(values: Mapping[str, Any], console: Console, data: bool = True) -> Preview:
+    """What the form will run; without `data`, only what needs no data file read (the memory
+    estimate, which needs the run's sequence length, and the data problems are then left out)."""
+    check = check_form(values, console, data)
     if check.config is None:
         invalid = "# the config is not valid yet; fix the fields marked in red\n"
         return Preview(check, invalid, "-", '<div class="mt-note">estimate unavailable: invalid config</div>',
                        errors_html(check.errors))
     config = check.config
-    return Preview(check, config.to_yaml(), command_text(config, console), memory_html(config, console), "")
+    memory = memory_html(config, console) if data else ""
+    return Preview(check, config.to_yaml(), command_text(config, console), memory, "")
 
 
 # ---- saving, loading, starting ------------------------------------------------------------------

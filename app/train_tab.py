@@ -19,8 +19,10 @@ from app.datasets import UploadError
 from app.i18n import Labels
 from app.widgets import error_update, field_widget
 
-DATA_KEYS = ("model.path", "data.train_file", "data.validation_file", "data.test_file", "data.format",
-             "data.validation_fraction", "data.max_seq_len", "data.mask_prompt")
+UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".parquet", ".arrow", ".txt", ".gz", ".zip"]
+# what an upload or a picked dataset sets (and so must be able to refresh)
+PICKED_KEYS = ("data.train_file", "data.validation_file", "data.test_file", "data.validation_fraction",
+               "data.format", "data.columns")
 
 
 @dataclass
@@ -149,17 +151,23 @@ def _data_section(tab: TrainTab, console: Console, labels: Labels, values: dict,
             choices=data_callbacks.dataset_choices(console), value=values["data.train_file"],
             allow_custom_value=True, elem_id="dataset-picker", scale=3), label="data.picker")
         tab.out["upload"] = labels.bind(gr.File(
-            file_types=[".jsonl", ".json", ".csv", ".parquet", ".txt"], type="filepath",
-            elem_id="dataset-upload", scale=2, height=110), label="data.upload")
+            file_types=UPLOAD_TYPES, type="filepath", elem_id="dataset-upload", scale=2, height=110),
+            label="data.upload")
     tab.out["upload_note"] = gr.Markdown(elem_id="dataset-upload-note")
     with gr.Row():
         for key in ("data.train_file", "data.validation_file", "data.test_file"):
             _widget(tab, key, values, info, labels)
     with gr.Row():
-        for key in ("data.format", "data.validation_fraction", "data.max_seq_len", "data.mask_prompt"):
+        for key in ("data.validation_fraction", "data.max_seq_len", "data.packing", "data.group_by_length"):
             _widget(tab, key, values, info, labels)
     with gr.Accordion(labels("data.preview"), open=True) as preview_box:
-        tab.out["data_preview"] = gr.HTML(elem_id="data-preview")
+        with gr.Row():
+            with gr.Column(scale=1, min_width=260):  # what decides the rendering, next to it
+                for key in ("data.format", "data.columns", "data.train_on", "data.mask_prompt"):
+                    _widget(tab, key, values, info, labels)
+                tab.fields["data.columns"].placeholder = "instruction: question, output: answer"
+            with gr.Column(scale=3):
+                tab.out["data_preview"] = gr.HTML(elem_id="data-preview")
     labels.bind(preview_box, label="data.preview")
     with gr.Row():
         with gr.Column():
@@ -226,14 +234,16 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
     widgets = set(fields.values())
     previous_errors = gr.State({})
     help_text = {k: getattr(w, "info", None) for k, w in fields.items()}
-    preview_outputs = [tab.out[k] for k in ("yaml", "command", "memory", "errors", "global_batch",
-                                             "global_batch_inline", "multihost")]
+    fast_outputs = [tab.out[k] for k in ("yaml", "command", "global_batch", "global_batch_inline", "multihost",
+                                          "data_preview")]
+    slow_outputs = [tab.out[k] for k in ("memory", "errors", "data_histogram", "data_stats")]
     mh_inputs = [tab.out["nodes"], tab.out["master_addr"], tab.out["master_port"]]
     lang = labels.toggle
 
     def refresh(data: dict) -> list:
+        """What answers at once: the YAML, the command, field errors and the sample preview."""
         values = tab.values(data)
-        result = cb.preview(values, console)
+        result = cb.preview(values, console, data=False)
         batch = cb.global_batch_text(values, data[lang])
         multihost = (cb.multi_host_text(result.check.config, data[mh_inputs[0]], data[mh_inputs[1]], data[mh_inputs[2]])
                      if result.check.config else "# fix the config first")
@@ -241,14 +251,27 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
         errors = result.check.errors
         updates = [error_update(errors.get(k), help_text.get(k)) if errors.get(k) != old.get(k) else gr.skip()
                    for k in fields]
-        return [result.yaml_text, result.command, result.memory, result.errors, batch, batch, multihost,
-                errors, *updates]
+        return [result.yaml_text, result.command, batch, batch, multihost,
+                data_callbacks.preview_view(values, console), errors, *updates]
 
+    def details(data: dict) -> list:
+        """What reads every data file (once; then kept in memory): the data problems that block
+        Start, the memory estimate at the run's sequence length, the histogram and statistics."""
+        values = tab.values(data)
+        result = cb.preview(values, console)
+        return [result.memory, result.errors, *data_callbacks.stats_view(values, console)]
+
+    # One change-triggered event, then the slow part chained to it. Two "always_last" change events
+    # where one outputs a field the other reads re-trigger each other forever in Gradio 6.31 (a
+    # 30-line repro looped 20 times in 8 s), which kept the data preview dimmed for minutes.
     inputs = widgets | set(mh_inputs) | {previous_errors, lang}
     triggers = [w.change for w in widgets] + [w.change for w in mh_inputs] + [lang.change]
-    gr.on(triggers, refresh, inputs=inputs, outputs=[*preview_outputs, previous_errors, *fields.values()],
-          trigger_mode="always_last", show_progress="hidden", api_visibility="private")
-    tab.out["refresh"] = (refresh, inputs, [*preview_outputs, previous_errors, *fields.values()])
+    quiet = {"show_progress": "hidden", "api_visibility": "private"}
+    gr.on(triggers, refresh, inputs=inputs, outputs=[*fast_outputs, previous_errors, *fields.values()],
+          trigger_mode="always_last", **quiet).then(
+        details, inputs=inputs, outputs=slow_outputs, trigger_mode="always_last", **quiet)
+    tab.out["refresh"] = (refresh, inputs, [*fast_outputs, previous_errors, *fields.values()])
+    tab.out["details"] = (details, inputs, slow_outputs)
 
     _wire_model(tab, console)
     _wire_device_and_method(tab)
@@ -291,40 +314,38 @@ def _wire_device_and_method(tab: TrainTab) -> None:
 
 
 def _wire_data(tab: TrainTab, console: Console) -> None:
-    data_fields = [tab.fields[k] for k in DATA_KEYS] + [tab.fields["run.seed"]]
-    view_outputs = [tab.out["data_preview"], tab.out["data_histogram"], tab.out["data_stats"]]
-    file_keys = ("data.train_file", "data.validation_file", "data.test_file", "data.validation_fraction")
-
-    def view(data: dict):
-        result = data_callbacks.data_view(tab.values(data), console)
-        return result.preview, result.histogram, result.stats
-
-    gr.on([w.change for w in data_fields], view, inputs=set(data_fields), outputs=view_outputs,
-          trigger_mode="always_last", api_visibility="private")
-    tab.out["data_view"] = (view, set(data_fields), view_outputs)
+    """Picking and uploading a dataset; its preview and statistics follow the form's own refresh
+    (`_wire`). An upload answers with the preview itself, without dimming anything."""
+    preview = tab.out["data_preview"]
+    picked = [tab.fields[k] for k in PICKED_KEYS]
+    quiet = {"show_progress": "hidden", "api_visibility": "private"}
+    picker = tab.out["dataset_picker"]
+    tab.out["dataset_choices"] = (lambda current: gr.update(choices=data_callbacks.dataset_choices(console),
+                                                            value=current), picker, picker)
 
     def pick(train_file: str):
-        picked = cb.dataset_fields(train_file, console)
-        return [picked.get(k, gr.skip()) for k in file_keys]
+        chosen = cb.dataset_fields(train_file, console)
+        return [chosen.get(k, gr.skip()) for k in PICKED_KEYS]
 
-    picker = tab.out["dataset_picker"]
-    picker.input(pick, picker, [tab.fields[k] for k in file_keys], api_visibility="private")
+    picker.input(pick, picker, picked, **quiet)
 
-    def upload(path: str | None):
+    def upload(data: dict):
+        """Keep the file, pick it, show its preview; the upload box empties for the next one."""
+        path = data[tab.out["upload"]]
         if not path:
-            return gr.skip(), "", *[gr.skip()] * len(file_keys)
+            return gr.skip(), "", *[gr.skip()] * len(PICKED_KEYS), gr.skip(), gr.skip()
         try:
-            dataset = data_callbacks.upload(path, path, console)
+            result = data_callbacks.upload(path, path, console)
         except UploadError as err:
-            return gr.skip(), f"⚠ {err}", *[gr.skip()] * len(file_keys)
-        choices = data_callbacks.dataset_choices(console)
-        picked = cb.dataset_fields(dataset.train_file, console)
-        return (gr.update(choices=choices, value=dataset.train_file), f"saved as `{dataset.train_file}`",
-                *[picked.get(k, gr.skip()) for k in file_keys])
+            return gr.skip(), f"⚠ {err}", *[gr.skip()] * len(PICKED_KEYS), gr.skip(), None
+        chosen = cb.dataset_fields(result.dataset.train_file, console)
+        values = {**tab.values(data), **chosen}
+        return (gr.update(choices=data_callbacks.dataset_choices(console), value=result.dataset.train_file),
+                result.note, *[chosen.get(k, gr.skip()) for k in PICKED_KEYS],
+                data_callbacks.preview_view(values, console), None)
 
-    tab.out["upload"].upload(upload, tab.out["upload"],
-                             [picker, tab.out["upload_note"], *[tab.fields[k] for k in file_keys]],
-                             api_visibility="private")
+    tab.out["upload"].upload(upload, set(tab.fields.values()) | {tab.out["upload"]},
+                             [picker, tab.out["upload_note"], *picked, preview, tab.out["upload"]], **quiet)
 
 
 def _wire_config_io(tab: TrainTab, console: Console) -> None:

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from core.launcher import REPO_ROOT
+from core.rundir import POINTERS
 
 from app import catalog
 from app.access import SINGLE_USER, Viewer, read_owner
@@ -40,8 +41,8 @@ def checkpoint_choices(console: Console, viewer: Viewer = SINGLE_USER) -> list[t
     newest first."""
     choices = []
     for summary in console.jobs.runs(viewer):
-        for which in ("best", "last"):
-            folder = summary.path / "checkpoints" / which
+        for which in POINTERS:
+            folder = summary.run.checkpoint(which)
             if folder.exists():
                 choices.append((f"{summary.run_id} · {which} ({summary.state})", str(folder)))
                 break

@@ -21,10 +21,12 @@ def elem_id(key: str) -> str:
     return "cfg-" + key.replace(".", "-").replace("_", "-")
 
 
-def field_widget(key: str, info: FieldInfo | None, value: Any, labels: Labels,
+def field_widget(key: str, info: FieldInfo | None, value: Any, labels: Labels, help_line: bool = True,
                  **options: Any) -> gr.components.Component:
-    """The widget for one config field: dropdown for choices, checkbox for booleans, number or text."""
-    common = {"elem_id": options.pop("elem_id", elem_id(key)), "info": info.help if info else None, **options}
+    """The widget for one config field: dropdown for choices, checkbox for booleans, number or text
+    (with the field's help line under it unless `help_line` is False)."""
+    common = {"elem_id": options.pop("elem_id", elem_id(key)),
+              "info": info.help if info and help_line else None, **options}
     kind = info.kind if info else "str"
     if kind == "choice":
         widget = gr.Dropdown(choices=list(info.choices), value=value, **common)

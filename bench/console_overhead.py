@@ -9,7 +9,6 @@ Needs Debian's chromium (`sudo bash scripts/install_browser.sh`) and Playwright 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -24,8 +23,9 @@ sys.path.insert(0, str(ROOT))
 
 def train_tokens_per_s(run_dir: Path) -> float:
     """Median tokens/s of the logged train steps, the first (compilation) left out."""
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    values = [r["tokens_per_s"] for r in records if r.get("kind") == "train"][1:]
+    from core.rundir import RunDir, TrainRecord
+    records = RunDir(run_dir).metrics_reader().read_new()
+    values = [r.tokens_per_s for r in records if isinstance(r, TrainRecord)][1:]
     return statistics.median(values)
 
 

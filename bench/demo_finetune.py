@@ -9,7 +9,6 @@ process on the shipped demo model and data.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from core.rundir import BaselineEvent, EvalRecord, RunDir, TrainRecord  # noqa: E402
 
 
 def run_training(config: str, runs_dir: Path, *overrides: str) -> dict:
@@ -28,28 +30,29 @@ def run_training(config: str, runs_dir: Path, *overrides: str) -> dict:
     lines = [l for l in proc.stdout.splitlines() if l.startswith("run directory: ")]
     if not lines:
         raise SystemExit(f"training failed to start:\n{proc.stdout}\n{proc.stderr}")
-    run = Path(lines[-1].split(": ", 1)[1])
-    status = json.loads((run / "status.json").read_text())
-    metrics = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
-    if status["state"] not in ("finished", "early_stopped"):
-        raise SystemExit(f"{run}: {status['state']}: {status.get('reason')}\n{proc.stderr[-3000:]}")
-    first_train = next(m for m in metrics if m["kind"] == "train")
-    return {"run": run, "status": status, "metrics": metrics, "wall_s": wall,
-            "first_step_s": first_train["time"] - start}
+    run = RunDir(lines[-1].split(": ", 1)[1])
+    status = run.read_status()
+    metrics = run.metrics_reader().read_new()
+    if status.state not in ("finished", "early_stopped"):
+        raise SystemExit(f"{run.path}: {status.state}: {status.reason}\n{proc.stderr[-3000:]}")
+    first_train = next(m for m in metrics if isinstance(m, TrainRecord))
+    return {"run": run.path, "status": status, "metrics": metrics, "wall_s": wall,
+            "first_step_s": first_train.time - start}
 
 
 def summary(result: dict) -> dict:
-    metrics, final = result["metrics"], result["status"]["final"]
-    baseline = next(m for m in metrics if m.get("event") == "baseline")
-    evals = [m for m in metrics if m["kind"] == "eval" and not m.get("base")]
-    best = min(evals, key=lambda m: m["val_loss"]) if evals else None
+    metrics, status = result["metrics"], result["status"]
+    final = status.final
+    baseline = next(m for m in metrics if isinstance(m, BaselineEvent))
+    evals = [m for m in metrics if isinstance(m, EvalRecord) and not m.base]
+    best = min(evals, key=lambda m: m.val_loss) if evals else None
     return {
-        "state": result["status"]["state"], "steps": final["steps"], "wall_s": round(result["wall_s"], 1),
+        "state": status.state, "steps": final.steps, "wall_s": round(result["wall_s"], 1),
         "first_step_s": round(result["first_step_s"], 1),
-        "base_val_ppl": round(baseline["val_ppl"], 3), "best_val_ppl": round(best["val_ppl"], 3) if best else None,
-        "ppl_drop_pct": round(100 * (1 - best["val_ppl"] / baseline["val_ppl"]), 1) if best else None,
-        "base_exact_match": baseline.get("exact_match"), "exact_match": final.get("exact_match"),
-        "tokens_per_s": round(final["tokens_per_s"] or 0, 1), "peak_mem_mb": final["peak_mem_mb"],
+        "base_val_ppl": round(baseline.val_ppl, 3), "best_val_ppl": round(best.val_ppl, 3) if best else None,
+        "ppl_drop_pct": round(100 * (1 - best.val_ppl / baseline.val_ppl), 1) if best else None,
+        "base_exact_match": baseline.exact_match, "exact_match": final.exact_match,
+        "tokens_per_s": round(final.tokens_per_s or 0, 1), "peak_mem_mb": final.peak_mem_mb,
     }
 
 

@@ -10,6 +10,10 @@ process, the variants of each comparison interleaved (A B A B ...; the median of
   the same call without it.
 - `packing`: 4 samples per row with segment ids against the same samples unpacked (one per row of
   a quarter of the length), and against the block-diagonal mask without segment ids.
+- `lora-step`: the compiled LoRA train step (bench/train_step.py's demo and 25M configs, batch
+  8 × 256, r 8 on all seven projections) with the LoRA kernel against the same step with the
+  composed LoRA ops (the other kernels on in both), two models in one process, steps alternated;
+  wall time and the process's CPU time per step.
 
     .venv/bin/python bench/kernels.py                     # every section
     .venv/bin/python bench/kernels.py --sections window packing --reps 15
@@ -213,10 +217,64 @@ def section_packing(new, reps: int, length: int) -> None:
                f"D {d})", interleaved(calls, reps), "unpacked (4B rows of T/4)")
 
 
+def section_lora_step(reps: int, configs) -> None:
+    import resource
+    import mindspore as ms
+    from bench import train_step as tsb
+    from core import fused
+    from core.checkpoint import load_hf_model
+    from core.lora import inject_lora, mark_only_lora_trainable
+    from core.model import share_layer_graphs
+    from core.train_step import TrainStep, WarmupDecaySchedule, adamw
+
+    def cpu_s():
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in configs:
+            folder = ROOT / "models" / "tiny-demo" if name == "demo" else tsb.make_25m(Path(tmp) / "llama-25m")
+            steps = {}
+            for variant in ("composed LoRA ops", "LoRA kernel"):
+                ms.set_seed(0)
+                model = load_hf_model(folder)
+                inject_lora(model, 8, 16.0, 0.0, tsb.PROJECTIONS)
+                params = mark_only_lora_trainable(model)
+                assert fused.enable(model) == "fused"
+                if variant == "composed LoRA ops":
+                    for _, cell in model.cells_and_names():
+                        if hasattr(cell, "lora_a"):
+                            cell.fused = None
+                share_layer_graphs(model)
+                model.set_train(True)
+                step = TrainStep(model, adamw(params, WarmupDecaySchedule(1e-4, 0, 1000, "constant", 1.0), 0.0), 1.0,
+                                 None)
+                batch = [tsb.batch_arrays(model.args.vocab_size)]
+                steps[variant] = lambda step=step, batch=batch: step(batch)
+            for fn in steps.values():  # compile, warm up
+                fn(), fn()
+            wall, cpu = {v: [] for v in steps}, {v: [] for v in steps}
+            for _ in range(reps):
+                for variant, fn in steps.items():
+                    c, w = cpu_s(), time.perf_counter()
+                    fn()
+                    wall[variant].append(time.perf_counter() - w)
+                    cpu[variant].append(cpu_s() - c)
+            print(f"\nLoRA train step, {name} (batch 8 x 256, r 8, 7 projections), {reps} steps each, alternated")
+            base = "composed LoRA ops"
+            for variant in steps:
+                w, c = statistics.median(wall[variant]), statistics.median(cpu[variant])
+                ratio = "" if variant == base else (f"  wall {w / statistics.median(wall[base]):.3f}x, "
+                                                    f"CPU {c / statistics.median(cpu[base]):.3f}x {base}")
+                print(f"  {variant:<20} wall {w * 1e3:8.1f} ms  CPU {c * 1e3:8.1f} ms{ratio}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sections", nargs="+", default=["default", "window", "softcap", "packing"],
-                        choices=["default", "window", "softcap", "packing"])
+    sections = ["default", "window", "softcap", "packing", "lora-step"]
+    parser.add_argument("--sections", nargs="+", default=sections, choices=sections)
+    parser.add_argument("--configs", nargs="+", default=["demo", "25m"], choices=["demo", "25m"],
+                        help="section lora-step: the models")
     parser.add_argument("--reps", type=int, default=11)
     parser.add_argument("--baseline", default=BASELINE, help="git commit of the old kernels (section default)")
     parser.add_argument("--window", type=int, default=256, help="section window: T = 4 x window")
@@ -241,6 +299,8 @@ def main(argv=None) -> None:
             section_softcap(new, args.reps)
         if "packing" in args.sections:
             section_packing(new, args.reps, args.sample_length)
+        if "lora-step" in args.sections:
+            section_lora_step(args.reps, args.configs)
 
 
 if __name__ == "__main__":

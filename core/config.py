@@ -111,11 +111,12 @@ class _Invalid(Exception):
     """Raised by a custom coercer with the full reason."""
 
 
-def _field(default: Any, help: str, *, gt=None, ge=None, lt=None, le=None, coerce=None, rule=None):
-    """A dataclass field with its help line and valid range (bounds apply when not null)."""
-    meta = {"help": help, "gt": gt, "ge": ge, "lt": lt, "le": le, "coerce": coerce, "rule": rule}
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=meta)
+def _field(default: Any, help: str, *, gt=None, ge=None, lt=None, le=None, coerce=None, rule=None, kind=None):
+    """A dataclass field with its help line and valid range (bounds apply when not null);
+    `kind` names the FieldInfo kind of a field with its own coercer."""
+    meta = {"help": help, "gt": gt, "ge": ge, "lt": lt, "le": le, "coerce": coerce, "rule": rule, "kind": kind}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return field(default=default, metadata=meta)
 
 
@@ -230,6 +231,40 @@ def _coerce_target_modules(value: Any) -> list[str] | str:
 
 _TARGET_RULE = "a non-empty list of module names, 'q_proj,v_proj', or one regular expression"
 
+# data.columns keys: a format's fields and ShareGPT's tags (core.data_formats.MAPPING_KEYS; config
+# imports nothing else of core, so they are repeated here and a test keeps the two equal)
+DATA_COLUMN_KEYS = ("instruction", "input", "output", "system", "history", "messages", "tools", "text",
+                    "role_tag", "content_tag", "user_tag", "assistant_tag", "system_tag", "function_tag",
+                    "observation_tag")
+_COLUMNS_RULE = ("a mapping of format fields to the dataset's column names, e.g. "
+                 "{instruction: question, output: answer}")
+
+
+def _coerce_columns(value: Any) -> dict[str, str]:
+    """{field: column}, from a mapping or its YAML text ('instruction: question, output: answer',
+    braces optional); an empty text or null is no mapping."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return {}
+        try:
+            value = yaml.safe_load(text if text.startswith("{") else "{" + text + "}")
+        except yaml.YAMLError:
+            raise _Invalid(f"must be {_COLUMNS_RULE}") from None
+    if not isinstance(value, Mapping):
+        raise _Invalid(f"must be {_COLUMNS_RULE}")
+    out: dict[str, str] = {}
+    for key, column in value.items():
+        if key not in DATA_COLUMN_KEYS:
+            raise _Invalid(f"has unknown field {key!r}{_suggest(str(key), DATA_COLUMN_KEYS)}; valid fields: "
+                           f"{', '.join(DATA_COLUMN_KEYS)}")
+        if isinstance(column, bool) or not isinstance(column, (str, int)) or not str(column).strip():
+            raise _Invalid(f"maps {key!r} to {column!r}; the column name must be a non-empty string")
+        out[str(key)] = str(column).strip()
+    return out
+
 
 # ---- sections -----------------------------------------------------------------------------
 
@@ -308,28 +343,26 @@ class LoraSettings(_Section):
     def scaling(self) -> float:
         return self.alpha / self.rank
 
-    @property
-    def target_regex(self) -> str:
-        """A regex for re.fullmatch on dotted module names: a list matches by last name(s)."""
-        if isinstance(self.target_modules, str):
-            return self.target_modules
-        names = "|".join(re.escape(n) for n in self.target_modules)
-        return rf"(?:.*\.)?(?:{names})"
-
 
 @dataclass
 class DataSettings(_Section):
     """Datasets and tokenisation."""
     KEY: ClassVar[str] = "data"
-    train_file: str = _field("data/demo/train.jsonl", "training data file")
+    train_file: str = _field("data/demo/train.jsonl", "training data: a file, a dataset folder or folder#split")
     validation_file: str | None = _field("data/demo/validation.jsonl",
                                          "validation data; null splits it off train")
     test_file: str | None = _field("data/demo/test.jsonl", "held-out test data for downstream eval")
-    format: Literal["auto", "alpaca", "chat", "text"] = _field("auto", "record format; auto detects it")
+    format: Literal["auto", "alpaca", "sharegpt", "chat", "text"] = _field("auto", "record format; auto detects it")
+    columns: dict[str, str] = _field({}, "the dataset's names for format fields, e.g. {instruction: question}",
+                                     coerce=_coerce_columns, rule=_COLUMNS_RULE, kind="mapping")
     validation_fraction: float = _field(0.0, "share of train held out when validation_file is null",
                                         ge=0, le=0.5)
     max_seq_len: int = _field(256, "tokens per example; longer ones are truncated", ge=8)
     mask_prompt: bool = _field(True, "train on the response only (prompt tokens carry no loss)")
+    train_on: Literal["all_assistant", "last"] = _field("all_assistant",
+                                                        "assistant turns that carry loss: every one, or the last")
+    packing: bool = _field(False, "pack several samples into each row (attention stays within a sample)")
+    group_by_length: bool = _field(False, "batch samples of similar length (fewer padded tokens)")
 
 
 @dataclass
@@ -406,7 +439,7 @@ class EarlyStoppingSettings(_Section):
 
 @dataclass
 class Config:
-    """Every setting of one run. Build with `from_dict`/`from_yaml` to get everything checked."""
+    """Every setting of one run. Build with `from_dict` or `load_config` to get everything checked."""
     run: RunSettings = field(default_factory=RunSettings)
     model: ModelSettings = field(default_factory=ModelSettings)
     method: Literal["lora", "full"] = _field("lora", "lora trains adapters only; full trains every weight")
@@ -453,10 +486,6 @@ class Config:
             raise ConfigError(problems)
         config.validate()
         return config
-
-    @classmethod
-    def from_yaml(cls, path: str | Path, overrides: Sequence[str] = ()) -> Config:
-        return load_config(path, overrides)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (getattr(self, f.name).to_dict() if f.name in _sections()
@@ -517,6 +546,9 @@ def _cross_field_problems(c: Config) -> list[Problem]:
     if t.max_steps is not None and t.warmup_steps >= t.max_steps:
         problems.append(Problem("train.warmup_steps", t.warmup_steps,
                                 f"must be < train.max_steps ({t.max_steps})"))
+    if c.data.packing and c.data.group_by_length:
+        problems.append(Problem("data.group_by_length", True, "packing already removes the padding; "
+                                "set data.packing or data.group_by_length, not both"))
     if c.data.validation_file is None and c.data.validation_fraction == 0:
         problems.append(Problem("data.validation_file", None, "no validation data: set "
                                 "data.validation_file or data.validation_fraction in (0, 0.5]"))
@@ -549,12 +581,13 @@ def _sections() -> dict[str, type[_Section]]:
 class FieldInfo(NamedTuple):
     """What the console needs to draw one field: its kind, default, choices, rule and help line."""
     key: str
-    kind: str  # "str", "int", "float", "bool", "choice" or "modules" (list of names or a regex)
+    kind: str  # "str", "int", "float", "bool", "choice", "modules" (names or a regex) or "mapping"
     optional: bool
     default: Any
     choices: tuple[str, ...]
     rule: str
     help: str
+    minimum: float | None = None  # the inclusive lower bound of a number field, if it has one
 
 
 def describe_fields() -> dict[str, FieldInfo]:
@@ -574,9 +607,10 @@ def _field_table() -> dict[str, FieldInfo]:
             key = f"{prefix}.{f.name}".lstrip(".")
             inner, optional = _split_optional(hints[f.name])
             choices = typing.get_args(inner) if typing.get_origin(inner) is Literal else ()
-            kind = "modules" if f.metadata["coerce"] else "choice" if choices else inner.__name__
+            kind = f.metadata["kind"] or ("modules" if f.metadata["coerce"] else "choice" if choices
+                                          else inner.__name__)
             out[key] = FieldInfo(key, kind, optional, defaults[key], choices,
-                                 _describe(hints[f.name], f.metadata), f.metadata["help"])
+                                 _describe(hints[f.name], f.metadata), f.metadata["help"], f.metadata["ge"])
     return {k: out[k] for k in defaults}
 
 

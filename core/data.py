@@ -2,35 +2,38 @@
 split, cache, and batch them in fixed shapes for a compiled train step.
 
 Pipeline (each stage is a function you can call on its own):
-    read_data_file(path)         JSONL / JSON / CSV / Parquet / TXT  -> DataFile of Records
-    resolve_format(data, fmt)    "auto" | alpaca | chat | text       -> the file's format
-    tokenize_records(...)        chat template + prompt masking      -> Samples (input_ids, labels)
+    read_data_file(path)         files and dataset folders (core.data_files)  -> DataFile of Records
+    resolve_format(data, fmt)    "auto" | alpaca | sharegpt | chat | text (core.data_formats)
+    tokenize_records(...)        chat template, labels on the assistant turns -> Samples (input_ids, labels)
     load_splits(settings, ...)   train / validation / test + stats, cached on disk
-    BatchIterator, eval_batches  (B, L) int32 arrays of one fixed L per run
+    BatchIterator, eval_batches  (B, L) int32 arrays; packed rows or length-grouped batches on request
 
-Formats:
-- alpaca: `instruction`, optional `input`, `output`; rendered as one user turn
-  (instruction + "\\n\\n" + input) and one assistant turn (output) through the chat template.
-- chat: `messages`, a list of {role, content} with roles system/user/assistant and at least one
-  assistant turn.
-- text: `text`, encoded with the tokenizer's special tokens and an EOS appended; all tokens trained.
+Labels: chat-like records are rendered through the model's chat template as transformers renders
+the same messages (tools included); `train_on="all_assistant"` labels every assistant turn,
+`"last"` only the final one; system, user and tool turns never carry loss. Raw text is trained on
+every token.
 
-Pure numpy: this module never imports mindspore, and inside core it depends on core.tokenizer only.
+Pure numpy: this module never imports mindspore; inside core it depends on core.tokenizer and the
+data_* modules only.
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from core.atomic import atomic_open
+from core.data_files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, dataset_splits,  # noqa: F401
+                             read_data_file, split_files)
+from core.data_formats import (CHAT_ROLES, FORMAT_FIELDS, FORMATS, TAG_DEFAULTS, Columns, Conversation,  # noqa: F401
+                               conversation, format_help, ignored_fields, resolve_format, text_of)
+from core.data_packing import (bucket_length, collate_packed, length_groups, pack_rows,  # noqa: F401
+                               packing_efficiency, padding_efficiency)
 from core.tokenizer import Tokenizer, TokenizerError
 
 if TYPE_CHECKING:  # for annotations only; core.data does not depend on core.config at run time
@@ -38,314 +41,14 @@ if TYPE_CHECKING:  # for annotations only; core.data does not depend on core.con
 
 IGNORE_INDEX = -100  # label of a position that carries no loss (same value as core.train_step)
 DEFAULT_CACHE_DIR = Path(".mindtune-cache") / "data"
-CACHE_VERSION = 1  # bump when the tokenization or the cache layout changes
+CACHE_VERSION = 2  # bump when the tokenization or the cache layout changes
 HISTOGRAM_BINS = 16
 SPLIT_STREAM = 1  # random stream of the validation split, kept apart from the epoch shuffles
-
-# format -> (required fields, optional fields)
-FORMAT_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "chat": (("messages",), ()),
-    "alpaca": (("instruction", "output"), ("input",)),
-    "text": (("text",), ()),
-}
-CHAT_ROLES = ("system", "user", "assistant")
+TRAIN_ON = ("all_assistant", "last")
 
 
-class DataError(ValueError):
-    """A data file cannot be used as given. The message names the file and line (or record/row
-    index, or field) and says what would be valid."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading files
-# ---------------------------------------------------------------------------------------------
-
-class Record(NamedTuple):
-    """One record of a data file: its fields, and where it is ("data/train.jsonl line 3"), which
-    every message about it starts with."""
-    where: str
-    fields: dict
-
-
-@dataclass
-class DataFile:
-    """The records of one file; `columns` is the header of a table (CSV/Parquet/TXT), else None."""
-    path: Path
-    records: list[Record]
-    columns: list[str] | None = None
-
-
-def _format_help() -> str:
-    """'alpaca: instruction, output (input optional); chat: messages; text: text'."""
-    parts = []
-    for fmt in ("alpaca", "chat", "text"):
-        required, optional = FORMAT_FIELDS[fmt]
-        extra = f" ({', '.join(optional)} optional)" if optional else ""
-        parts.append(f"{fmt}: {', '.join(required)}{extra}")
-    return "; ".join(parts)
-
-
-def _decode_utf8(path: Path, raw: bytes) -> str:
-    """The file's text (a UTF-8 BOM dropped); a DataError naming the line of the first bad byte."""
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw[:err.start].count(b"\n") + 1
-        raise DataError(f"{path} line {line}: not UTF-8 text ({err.reason}); save the file as UTF-8") from None
-
-
-def _read_bytes(path: Path) -> bytes:
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    try:
-        return path.read_bytes()
-    except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
-
-
-def _object_record(value: Any, where: str) -> Record:
-    if not isinstance(value, dict):
-        raise DataError(f"{where}: expected a JSON object with named fields, got {_json_type(value)}; "
-                        f"fields by format: {_format_help()}")
-    return Record(where, value)
-
-
-def _json_type(value: Any) -> str:
-    names = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number",
-             type(None): "null", dict: "an object"}
-    return names.get(type(value), type(value).__name__)
-
-
-def _read_jsonl(path: Path) -> DataFile:
-    """One JSON object per line; blank lines are skipped; lines are counted from 1."""
-    text = _decode_utf8(path, _read_bytes(path))
-    records = []
-    # split on "\n" only: str.splitlines would also split on U+2028, which JSON strings may hold
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        where = f"{path} line {number}"
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{where}: invalid JSON ({err.msg} at column {err.colno}); "
-                            "each line must be one JSON object") from None
-        records.append(_object_record(value, where))
-    return DataFile(path, records)
-
-
-def _read_json(path: Path) -> DataFile:
-    """An array of objects, or an object with the array under "data"; records are named by their
-    0-based index, as in JSON paths ("record [3]", "record data[3]")."""
-    text = _decode_utf8(path, _read_bytes(path))
-    if not text.strip():
-        return DataFile(path, [])
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        hint = "; one object per line is JSON Lines: name the file .jsonl" if err.msg == "Extra data" else ""
-        raise DataError(f"{path} line {err.lineno}: invalid JSON ({err.msg} at column {err.colno})"
-                        f"{hint}") from None
-    prefix = ""
-    if isinstance(value, dict) and isinstance(value.get("data"), list):
-        value, prefix = value["data"], "data"
-    if not isinstance(value, list):
-        found = f"an object with keys {sorted(value)}" if isinstance(value, dict) else _json_type(value)
-        raise DataError(f"{path}: expected an array of objects, or an object with a list under \"data\"; "
-                        f"found {found}")
-    return DataFile(path, [_object_record(v, f"{path} record {prefix}[{i}]") for i, v in enumerate(value)])
-
-
-def _read_csv(path: Path) -> DataFile:
-    """A header row, then one record per row; every value is a string. Records are named by the
-    line they start on (the header is line 1); a chat's `messages` cell holds a JSON list."""
-    text = _decode_utf8(path, _read_bytes(path))
-    if not text.strip():
-        return DataFile(path, [], [])
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader, None)
-        if header is None:
-            return DataFile(path, [], [])
-        _check_header(path, header)
-        records, last_line = [], reader.line_num
-        for row in reader:
-            where, last_line = f"{path} line {last_line + 1}", reader.line_num
-            if not any(value.strip() for value in row):
-                continue  # a blank line
-            if len(row) != len(header):
-                raise DataError(f"{where}: {len(row)} values but the header has {len(header)} columns "
-                                f"({', '.join(header)}); quote values that contain commas")
-            records.append(Record(where, dict(zip(header, row))))
-    except csv.Error as err:
-        raise DataError(f"{path} line {reader.line_num}: malformed CSV ({err})") from None
-    return DataFile(path, records, header)
-
-
-def _check_header(path: Path, header: list[str]) -> None:
-    blank = [i + 1 for i, name in enumerate(header) if not name.strip()]
-    if blank:
-        raise DataError(f"{path} line 1: column {blank[0]} of the header has no name; "
-                        f"name every column ({_format_help()})")
-    duplicates = sorted({name for name in header if header.count(name) > 1})
-    if duplicates:
-        raise DataError(f"{path} line 1: duplicate column names {duplicates}")
-
-
-def _read_parquet(path: Path) -> DataFile:
-    """A Parquet table (through pandas and pyarrow); rows are named by their 0-based index."""
-    _read_bytes(path)  # the same "file not found" message as every other reader
-    try:
-        import pandas as pd  # imported here: only Parquet needs it
-
-        frame = pd.read_parquet(path)
-    except ImportError as err:
-        raise DataError(f"{path}: reading Parquet needs pyarrow (pip install 'pyarrow<26'); "
-                        f"or convert the file to JSONL ({err})") from None
-    except Exception as err:  # pyarrow raises several unrelated types for unreadable files
-        raise DataError(f"{path}: not a readable Parquet file ({err})") from None
-    columns = [str(c) for c in frame.columns]
-    rows = frame.to_dict("records")
-    return DataFile(path, [Record(f"{path} row index {i}", _plain(row)) for i, row in enumerate(rows)], columns)
-
-
-def _plain(value: Any) -> Any:
-    """Parquet values as JSON-like Python values: arrays -> lists, numpy scalars -> Python, and a
-    missing value (None/NaN/NA) -> None."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if value is not None and type(value).__name__ in ("NAType", "NaTType"):
-        return None
-    return value
-
-
-def _read_txt(path: Path) -> DataFile:
-    """Plain text: one `text` record per paragraph (paragraphs are separated by blank lines),
-    named by the line the paragraph starts on."""
-    text = _decode_utf8(path, _read_bytes(path))
-    records, lines, start = [], [], 0
-    for number, line in enumerate(text.split("\n") + [""], start=1):
-        if line.strip():
-            start = start or number
-            lines.append(line.rstrip("\r"))
-        elif lines:
-            records.append(Record(f"{path} line {start}", {"text": "\n".join(lines)}))
-            lines, start = [], 0
-    return DataFile(path, records, ["text"])
-
-
-READERS = {".jsonl": _read_jsonl, ".json": _read_json, ".csv": _read_csv,
-           ".parquet": _read_parquet, ".txt": _read_txt}
-
-
-def read_data_file(path: str | Path) -> DataFile:
-    """The records of a data file, the reader chosen by extension; never empty."""
-    path = Path(path)
-    reader = READERS.get(path.suffix.lower())
-    if reader is None:
-        raise DataError(f"{path}: unsupported file type {path.suffix or '(no extension)'!r}; "
-                        f"supported: {', '.join(READERS)}")
-    data = reader(path)
-    if not data.records:
-        raise DataError(f"{path}: no records (the file is empty); expected records with fields "
-                        f"{_format_help()}")
-    return data
-
-
-# ---------------------------------------------------------------------------------------------
-# Formats: detect, check, normalise to messages or text
-# ---------------------------------------------------------------------------------------------
-
-def resolve_format(data: DataFile, requested: str = "auto") -> str:
-    """The file's format: `requested`, or for "auto" the one whose required fields the first
-    record has (chat, then alpaca, then text). A table's columns must fit the format."""
-    if requested not in ("auto", *FORMAT_FIELDS):
-        raise DataError(f"data.format: {requested!r} is not a format; valid: auto, {', '.join(FORMAT_FIELDS)}")
-    first = data.records[0]
-    fmt = requested
-    if fmt == "auto":
-        fmt = next((f for f, (required, _) in FORMAT_FIELDS.items()
-                    if all(name in first.fields for name in required)), None)
-        if fmt is None:
-            what, where = (("columns", data.path) if data.columns is not None else ("keys", first.where))
-            raise DataError(f"{where}: cannot tell the format from the {what} {list(first.fields)}; "
-                            f"expected {_format_help()}")
-    required, optional = FORMAT_FIELDS[fmt]
-    if data.columns is not None and not all(name in data.columns for name in required):
-        extra = f" ({', '.join(optional)} optional)" if optional else ""
-        raise DataError(f"{data.path}: found columns {data.columns}; format {fmt!r} needs "
-                        f"{', '.join(required)}{extra}. Columns by format: {_format_help()}")
-    return fmt
-
-
-def _string_field(record: Record, name: str, fmt: str, *, required: bool, non_empty: bool = False) -> str:
-    """`record.fields[name]` as a string; "" for an absent or null optional field."""
-    value = record.fields.get(name)
-    needs = " and ".join(repr(n) for n in FORMAT_FIELDS[fmt][0])
-    if value is None:
-        if required:
-            raise DataError(f"{record.where}: missing field {name!r}; {fmt} records need {needs} (strings)")
-        return ""
-    if not isinstance(value, str):
-        raise DataError(f"{record.where}: field {name!r} must be a string, got {_json_type(value)}")
-    if non_empty and not value.strip():
-        raise DataError(f"{record.where}: field {name!r} is empty; nothing to learn from")
-    return value
-
-
-def alpaca_messages(record: Record) -> list[dict]:
-    """An alpaca record as a user turn (instruction, then "\\n\\n" and input if any) and an assistant turn."""
-    instruction = _string_field(record, "instruction", "alpaca", required=True)
-    output = _string_field(record, "output", "alpaca", required=True, non_empty=True)
-    extra = _string_field(record, "input", "alpaca", required=False)
-    user = instruction + ("\n\n" + extra if extra else "")
-    return [{"role": "user", "content": user}, {"role": "assistant", "content": output}]
-
-
-def chat_messages(record: Record) -> list[dict]:
-    """A chat record's messages, checked: roles system/user/assistant, string content, starts with a
-    system or user turn, at least one assistant turn. A string value is parsed as JSON (CSV cells)."""
-    messages = record.fields.get("messages")
-    if messages is None:
-        raise DataError(f"{record.where}: missing field 'messages'; chat records need a list of "
-                        "{role, content} objects")
-    if isinstance(messages, str):
-        try:
-            messages = json.loads(messages)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{record.where}: field 'messages' is text but not JSON ({err.msg}); "
-                            "expected a JSON list of {role, content} objects") from None
-    if not isinstance(messages, list) or not messages:
-        raise DataError(f"{record.where}: field 'messages' must be a non-empty list of {{role, content}} "
-                        f"objects, got {_json_type(messages)}")
-    checked = [_checked_message(record.where, index, m) for index, m in enumerate(messages)]
-    if checked[0]["role"] == "assistant":
-        raise DataError(f"{record.where}: field 'messages[0].role' is 'assistant'; a chat starts with "
-                        "a system or user turn")
-    if not any(m["role"] == "assistant" for m in checked):
-        raise DataError(f"{record.where}: field 'messages' has no assistant turn; a chat needs at least "
-                        "one to learn from")
-    return checked
-
-
-def _checked_message(where: str, index: int, message: Any) -> dict:
-    name = f"messages[{index}]"
-    if not isinstance(message, dict):
-        raise DataError(f"{where}: field '{name}' must be an object with 'role' and 'content', "
-                        f"got {_json_type(message)}")
-    if message.get("role") not in CHAT_ROLES:
-        raise DataError(f"{where}: field '{name}.role' is {message.get('role')!r}; valid roles: "
-                        f"{', '.join(CHAT_ROLES)}")
-    if not isinstance(message.get("content"), str):
-        raise DataError(f"{where}: field '{name}.content' must be a string, "
-                        f"got {_json_type(message.get('content'))}")
-    return dict(message)
+def _columns(settings: Any) -> Columns:
+    return Columns(dict(getattr(settings, "columns", None) or {}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,37 +77,83 @@ class TokenizedFile:
     full_lengths: list[int]
 
 
-def _render(tokenizer: Tokenizer, messages: list[dict], add_generation_prompt: bool, where: str) -> str:
+def _consecutive_assistants(conv: Conversation) -> int | None:
+    """The index of the second of two assistant turns in a row, if any."""
+    roles = [m["role"] for m in conv.messages]
+    return next((i for i in range(1, len(roles)) if roles[i] == roles[i - 1] == "assistant"), None)
+
+
+def render(tokenizer: Tokenizer, conv: Conversation, upto: int | None = None,
+           add_generation_prompt: bool = False) -> str:
+    """`conv.messages[:upto]` through the chat template (with its tools), as transformers renders
+    them; a template's refusal becomes a DataError naming the record and, where it can, the field."""
+    messages = conv.messages if upto is None else conv.messages[:upto]
+    extra = {"tools": conv.tools} if conv.tools else {}
     try:
-        return tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt)
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, **extra)
     except TokenizerError as err:
-        raise DataError(f"{where}: {err}") from None
+        second = _consecutive_assistants(conv)
+        if second is not None and "refused" in str(err):
+            raise DataError(f"{conv.where}: field '{conv.fields[second]}': two assistant turns in a row "
+                            f"('{conv.fields[second - 1]}' and '{conv.fields[second]}'), which the chat template "
+                            f"forbids ({err}); merge them or insert the user turn between them") from None
+        raise DataError(f"{conv.where}: {err}") from None
 
 
-def _chat_segments(tokenizer: Tokenizer, messages: list[dict], mask_prompt: bool,
-                   where: str) -> list[tuple[str, bool]]:
+def _appears(text: str, rendered: str) -> bool:
+    """Whether `text` is in the rendering, as written or JSON-quoted (templates that tojson it)."""
+    text = text.strip()
+    return not text or text in rendered or json.dumps(text, ensure_ascii=False)[1:-1] in rendered
+
+
+def check_rendered(tokenizer: Tokenizer, conv: Conversation, rendered: str) -> None:
+    """A template that cannot render part of the conversation says so instead of dropping it:
+    every tool's name, every tool call's name, and every system and tool turn's text must appear
+    in the rendering."""
+    model = getattr(tokenizer, "_source", "the model")
+    for index, tool in enumerate(conv.tools or []):
+        name = (tool.get("function") or tool).get("name")
+        if name not in rendered:
+            raise DataError(f"{conv.where}: field '{conv.tools_field}[{index}]': the chat template of {model} "
+                            f"does not render tools (the tool {name!r} does not appear in its rendering); "
+                            "use a model whose template supports tools, or data without them")
+    for message, name in zip(conv.messages, conv.fields):
+        for call in message.get("tool_calls") or []:
+            call_name = (call.get("function") or call).get("name")
+            if isinstance(call_name, str) and call_name not in rendered:
+                raise DataError(f"{conv.where}: field '{name}': the chat template of {model} does not render "
+                                f"tool calls (the call to {call_name!r} does not appear in its rendering); "
+                                "use a model whose template supports tools")
+        if message["role"] in ("system", "tool") and not _appears(message.get("content") or "", rendered):
+            raise DataError(f"{conv.where}: field '{name}': the chat template of {model} drops {message['role']} "
+                            "turns (this turn's text does not appear in its rendering)")
+
+
+def _chat_segments(tokenizer: Tokenizer, conv: Conversation, mask_prompt: bool,
+                   train_on: str = "all_assistant") -> list[tuple[str, bool]]:
     """The rendered chat cut into (text, is_answer) pieces, so that any template works.
 
-    For each assistant turn i, rendering messages[:i] with the generation prompt ends where the
-    answer starts, and rendering messages[:i+1] ends where the turn ends; both must be prefixes
-    of the whole rendering. Without `mask_prompt` the whole text is one answer piece."""
-    full = _render(tokenizer, messages, False, where)
+    For each trained assistant turn i (every one, or with `train_on="last"` the final one),
+    rendering messages[:i] with the generation prompt ends where the answer starts, and rendering
+    messages[:i+1] ends where the turn ends; both must be prefixes of the whole rendering.
+    Without `mask_prompt` the whole text is one answer piece."""
+    full = render(tokenizer, conv)
+    check_rendered(tokenizer, conv, full)
     if not mask_prompt:
         return [(full, True)]
+    assistant = [i for i, m in enumerate(conv.messages) if m["role"] == "assistant"]
     segments, cursor = [], 0
-    for i, message in enumerate(messages):
-        if message["role"] != "assistant":
-            continue
-        prompt = _render(tokenizer, messages[:i], True, where)
-        through = full if i == len(messages) - 1 else _render(tokenizer, messages[:i + 1], False, where)
-        for text, rendering in ((prompt, f"messages[:{i}] with the generation prompt"),
-                                (through, f"messages[:{i + 1}]")):
+    for i in assistant if train_on == "all_assistant" else assistant[-1:]:
+        prompt = render(tokenizer, conv, i, True)
+        through = full if i == len(conv.messages) - 1 else render(tokenizer, conv, i + 1)
+        for text, rendering in ((prompt, f"the turns before '{conv.fields[i]}' with the generation prompt"),
+                                (through, f"the turns through '{conv.fields[i]}'")):
             if not full.startswith(text) or len(text) < cursor:
                 raise DataError(
-                    f"{where}: cannot locate assistant turn messages[{i}]: the chat template renders "
-                    f"{rendering} as text that is not a prefix of the whole conversation (it rewrites "
-                    "earlier turns or the generation prompt). Use a template whose renderings only "
-                    "append, or set data.mask_prompt=false to train on every token")
+                    f"{conv.where}: cannot locate the assistant turn '{conv.fields[i]}': the chat template "
+                    f"renders {rendering} as text that is not a prefix of the whole conversation (it rewrites "
+                    "earlier turns or the generation prompt). Use a template whose renderings only append, "
+                    "or set data.mask_prompt=false to train on every token")
         segments += [(full[cursor:len(prompt)], False), (full[len(prompt):len(through)], True)]
         cursor = len(through)
     segments.append((full[cursor:], False))
@@ -450,16 +199,20 @@ def _truncated_sample(ids: list[int], labels: list[int], max_seq_len: int, where
 
 
 def tokenize_records(records: Sequence[Record], fmt: str, tokenizer: Tokenizer, max_seq_len: int,
-                     mask_prompt: bool = True) -> TokenizedFile:
-    """Samples of `records` in format `fmt`: chat/alpaca through the chat template with the
-    prompt masked, text with all tokens labelled; truncated to `max_seq_len`."""
+                     mask_prompt: bool = True, *, columns: Columns | Mapping[str, str] | None = None,
+                     train_on: str = "all_assistant") -> TokenizedFile:
+    """Samples of `records` in format `fmt`: alpaca/sharegpt/chat through the chat template with
+    the assistant turns labelled (`train_on`), text with all tokens labelled; truncated to
+    `max_seq_len`. `columns` is `data.columns`."""
+    if train_on not in TRAIN_ON:
+        raise DataError(f"data.train_on: {train_on!r} is not valid; valid: {', '.join(TRAIN_ON)}")
+    columns = columns if isinstance(columns, Columns) else Columns(dict(columns or {}))
     if fmt == "text":
-        texts = [_string_field(r, "text", "text", required=True, non_empty=True) for r in records]
+        texts = [text_of(r, columns) for r in records]
         encoded = [[(_text_ids(ids, tokenizer.eos_token_id), True)]
                    for ids in tokenizer.encode_batch(texts, add_special_tokens=True)]
     else:
-        to_messages = alpaca_messages if fmt == "alpaca" else chat_messages
-        segments = [_chat_segments(tokenizer, to_messages(r), mask_prompt, r.where) for r in records]
+        segments = [_chat_segments(tokenizer, conversation(r, fmt, columns), mask_prompt, train_on) for r in records]
         encoded = _encode_segments(tokenizer, segments)
     samples, lengths, truncated = [], [], 0
     for record, pieces in zip(records, encoded):
@@ -489,19 +242,24 @@ class TestRecord:
     answer: str
 
 
-def build_test_records(data: DataFile, fmt: str, tokenizer: Tokenizer) -> list[TestRecord]:
+def build_test_records(data: DataFile, fmt: str, tokenizer: Tokenizer,
+                       columns: Columns | Mapping[str, str] | None = None) -> list[TestRecord]:
     """Prompt/answer pairs of a test file: the answer is the last assistant turn, the prompt all
-    turns before it."""
+    turns before it (with the conversation's tools)."""
     if fmt == "text":
-        raise DataError(f"{data.path}: a test file needs prompts and reference answers (alpaca or chat "
-                        "format); this one is raw text")
-    to_messages = alpaca_messages if fmt == "alpaca" else chat_messages
+        raise DataError(f"{data.path}: a test file needs prompts and reference answers (alpaca, sharegpt or "
+                        "chat format); this one is raw text")
+    columns = columns if isinstance(columns, Columns) else Columns(dict(columns or {}))
     prompts, answers = [], []
     for record in data.records:
-        messages = to_messages(record)
-        last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
-        prompts.append(_render(tokenizer, messages[:last], True, record.where))
-        answers.append(messages[last]["content"])
+        conv = conversation(record, fmt, columns)
+        last = max(i for i, m in enumerate(conv.messages) if m["role"] == "assistant")
+        answer = conv.messages[last].get("content") or ""
+        if not answer.strip():
+            raise DataError(f"{record.where}: field '{conv.fields[last]}': the last assistant turn of a test "
+                            "record must be a text answer to compare with (this one is a tool call or empty)")
+        prompts.append(render(tokenizer, conv, last, True))
+        answers.append(answer)
     ids = tokenizer.encode_batch(prompts, add_special_tokens=False)
     return [TestRecord(p, i, a) for p, i, a in zip(prompts, ids, answers)]
 
@@ -512,8 +270,10 @@ def build_test_records(data: DataFile, fmt: str, tokenizer: Tokenizer) -> list[T
 
 @dataclass
 class SplitStats:
-    """One split: format, samples, truncated samples, labelled tokens, and token lengths before
-    truncation (min/mean/max and a histogram with integer bin edges), to help choose max_seq_len."""
+    """One split: format, samples, truncated samples, labelled tokens, token lengths before
+    truncation (min/mean/max and a histogram with integer bin edges, to help choose max_seq_len),
+    the fields its format ignored ({field: records}), and the padding efficiency (real tokens /
+    padded tokens) one sample per row and packed."""
     format: str
     samples: int
     truncated: int
@@ -523,17 +283,23 @@ class SplitStats:
     max_length: int
     histogram_edges: list[int]
     histogram_counts: list[int]
+    ignored_fields: dict[str, int] = field(default_factory=dict)
+    padding_efficiency: float = 0.0
+    packed_efficiency: float = 0.0
 
 
 @dataclass
 class DataStats:
     """What the console shows about the data; `validation_in_train` counts validation samples
-    whose token ids also occur in training (reported, not an error)."""
+    whose token ids also occur in training (reported, not an error). `seq_len` is the row length
+    without packing, `packed_seq_len` with it."""
     train: SplitStats
     validation: SplitStats
     validation_source: str  # "file" or "fraction"
     test_records: int
     validation_in_train: int
+    seq_len: int = 0
+    packed_seq_len: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -542,6 +308,12 @@ class DataStats:
     def from_dict(cls, data: dict) -> DataStats:
         splits = {name: SplitStats(**data[name]) for name in ("train", "validation")}
         return cls(**{**data, **splits})
+
+    def warnings(self) -> list[str]:
+        """'train: field `history` ignored in 12 of 40 records', one line per field and split."""
+        return [f"{name}: field `{field_name}` ignored in {count} of {split.samples} records"
+                for name, split in (("train", self.train), ("validation", self.validation))
+                for field_name, count in split.ignored_fields.items()]
 
 
 @dataclass
@@ -555,7 +327,7 @@ class DataSplits:
     from_cache: bool = False
 
 
-def _split_stats(fmt: str, tokenized: TokenizedFile) -> SplitStats:
+def _split_stats(fmt: str, tokenized: TokenizedFile, ignored: dict[str, int]) -> SplitStats:
     lengths = np.asarray(tokenized.full_lengths)
     shortest = int(lengths.min())
     width = max(1, math.ceil((lengths.max() - shortest + 1) / HISTOGRAM_BINS))
@@ -565,8 +337,15 @@ def _split_stats(fmt: str, tokenized: TokenizedFile) -> SplitStats:
         format=fmt, samples=len(tokenized.samples), truncated=tokenized.truncated,
         labelled_tokens=int(sum((s.labels != IGNORE_INDEX).sum() for s in tokenized.samples)),
         min_length=shortest, mean_length=round(float(lengths.mean()), 2), max_length=int(lengths.max()),
-        histogram_edges=edges.tolist(), histogram_counts=counts.tolist(),
+        histogram_edges=edges.tolist(), histogram_counts=counts.tolist(), ignored_fields=ignored,
     )
+
+
+def _with_efficiency(split: SplitStats, samples: Sequence[Sample], seq_len: int, packed_len: int) -> SplitStats:
+    lengths = [len(s) for s in samples]
+    split.padding_efficiency = round(padding_efficiency(lengths, seq_len), 4)
+    split.packed_efficiency = round(packing_efficiency(lengths, packed_len), 4)
+    return split
 
 
 def overlap_count(train: Sequence[Sample], validation: Sequence[Sample]) -> int:
@@ -591,13 +370,21 @@ def split_records(data: DataFile, fraction: float, seed: int) -> tuple[list[Reco
     return train, [r for i, r in enumerate(data.records) if i in held_out]
 
 
+def _tokenized_split(records: Sequence[Record], fmt: str, tokenizer: Tokenizer, settings: DataSettings,
+                     columns: Columns) -> tuple[TokenizedFile, dict[str, int]]:
+    tokenized = tokenize_records(records, fmt, tokenizer, settings.max_seq_len, settings.mask_prompt,
+                                 columns=columns, train_on=getattr(settings, "train_on", "all_assistant"))
+    return tokenized, ignored_fields(records, fmt, columns)
+
+
 def _build_splits(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> DataSplits:
     """Read, split and tokenize every file named in `settings` (no cache)."""
-    train_file = read_data_file(settings.train_file)
-    train_fmt = resolve_format(train_file, settings.format)
+    columns = _columns(settings)
+    train_file = read_data_file(settings.train_file, role="train")
+    train_fmt = resolve_format(train_file, settings.format, columns)
     if settings.validation_file:
-        val_file = read_data_file(settings.validation_file)
-        val_fmt = resolve_format(val_file, settings.format)
+        val_file = read_data_file(settings.validation_file, role="validation")
+        val_fmt = resolve_format(val_file, settings.format, columns)
         train_records, val_records = train_file.records, val_file.records
     elif settings.validation_fraction > 0:
         val_fmt = train_fmt
@@ -605,16 +392,20 @@ def _build_splits(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> Da
     else:
         raise DataError("data.validation_file: no validation data; set data.validation_file or "
                         "data.validation_fraction in (0, 0.5]")
-    train = tokenize_records(train_records, train_fmt, tokenizer, settings.max_seq_len, settings.mask_prompt)
-    val = tokenize_records(val_records, val_fmt, tokenizer, settings.max_seq_len, settings.mask_prompt)
+    train, train_ignored = _tokenized_split(train_records, train_fmt, tokenizer, settings, columns)
+    val, val_ignored = _tokenized_split(val_records, val_fmt, tokenizer, settings, columns)
     tests = []
     if settings.test_file:
-        test_file = read_data_file(settings.test_file)
-        tests = build_test_records(test_file, resolve_format(test_file, settings.format), tokenizer)
+        test_file = read_data_file(settings.test_file, role="test")
+        tests = build_test_records(test_file, resolve_format(test_file, settings.format, columns), tokenizer, columns)
+    seq_len = padded_length(settings.max_seq_len, train.samples, val.samples)
+    packed_len = packed_length(settings.max_seq_len)
     stats = DataStats(
-        train=_split_stats(train_fmt, train), validation=_split_stats(val_fmt, val),
+        train=_with_efficiency(_split_stats(train_fmt, train, train_ignored), train.samples, seq_len, packed_len),
+        validation=_with_efficiency(_split_stats(val_fmt, val, val_ignored), val.samples, seq_len, packed_len),
         validation_source="file" if settings.validation_file else "fraction",
         test_records=len(tests), validation_in_train=overlap_count(train.samples, val.samples),
+        seq_len=seq_len, packed_seq_len=packed_len,
     )
     return DataSplits(train.samples, val.samples, tests, stats)
 
@@ -649,24 +440,36 @@ def _tokenizer_bytes(tokenizer: Tokenizer) -> bytes:
     return getattr(tokenizer, "_backend").to_str().encode("utf-8")
 
 
+def _file_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+
+
 def cache_key(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> str:
-    """A hash of everything the tokenized splits depend on: the files' bytes and extensions, the
-    tokenizer, its chat template and special tokens, and the data settings (and the seed when it
-    chooses the validation split)."""
+    """A hash of everything the tokenized splits depend on: the files' names and bytes (every
+    shard of a dataset folder), the tokenizer, its chat template and special tokens, and the data
+    settings (and the seed when it chooses the validation split)."""
     digest = hashlib.sha256()
 
     def add(label: str, data: bytes) -> None:
         digest.update(f"{label}:{len(data)}:".encode() + data)
 
     add("version", str(CACHE_VERSION).encode())
-    for role in ("train_file", "validation_file", "test_file"):
+    for role, split in (("train_file", "train"), ("validation_file", "validation"), ("test_file", "test")):
         name = getattr(settings, role)
-        add(role, b"" if not name else Path(name).suffix.lower().encode() + b"\0" + _read_bytes(Path(name)))
+        if not name:
+            add(role, b"")
+            continue
+        for path in split_files(name, split):
+            add(role, path.name.encode() + b"\0" + _file_bytes(path))
     add("tokenizer", _tokenizer_bytes(tokenizer))
-    add("chat_template", (tokenizer.chat_template() if tokenizer.has_chat_template else "").encode())
+    add("chat_templates", json.dumps(getattr(tokenizer, "_chat_templates", {}), sort_keys=True).encode())
     specials = [tokenizer.special_tokens, sorted(tokenizer.eos_token_ids)]
     add("special_tokens", json.dumps(specials, sort_keys=True).encode())
-    knobs = {k: getattr(settings, k) for k in ("format", "validation_fraction", "max_seq_len", "mask_prompt")}
+    knobs = {k: getattr(settings, k, None) for k in ("format", "validation_fraction", "max_seq_len", "mask_prompt",
+                                                      "columns", "train_on")}
     knobs["seed"] = None if settings.validation_file else seed
     add("settings", json.dumps(knobs, sort_keys=True).encode())
     return digest.hexdigest()[:32]
@@ -718,6 +521,7 @@ def _load_cache(path: Path) -> DataSplits | None:
         return None
 
 
+
 # ---------------------------------------------------------------------------------------------
 # Batching in fixed shapes
 # ---------------------------------------------------------------------------------------------
@@ -734,8 +538,17 @@ def padded_length(max_seq_len: int, *sample_lists: Sequence[Sample]) -> int:
     return run_seq_len(max_seq_len, max((len(s) for samples in sample_lists for s in samples), default=1))
 
 
-def run_seq_len(max_seq_len: int, longest: int) -> int:
-    """`padded_length` from the longest sample's token count (before or after truncation)."""
+def packed_length(max_seq_len: int) -> int:
+    """The row length with packing: `max_seq_len` rounded up to a multiple of 8 (rows are filled
+    with several samples, so short datasets still fill them)."""
+    return _round_up(max_seq_len, 8)
+
+
+def run_seq_len(max_seq_len: int, longest: int, packing: bool = False) -> int:
+    """`padded_length` from the longest sample's token count (before or after truncation); with
+    `packing`, the packed row length. This is the sequence length the memory estimate uses."""
+    if packing:
+        return packed_length(max_seq_len)
     return min(_round_up(max_seq_len, 8), _round_up(max(longest, 1), 16))
 
 
@@ -757,43 +570,87 @@ def collate(samples: Sequence[Sample | None], length: int, pad_id: int = 0) -> d
     return {"input_ids": input_ids, "labels": labels, "attention_mask": attention_mask}
 
 
+MicroBatch = list[list[int]]  # rows of sample indices (one per row without packing)
+
+
 class BatchIterator:
     """Endless micro batches of the training samples for one data-parallel rank.
 
     Each epoch shuffles the samples with `np.random.default_rng(seed + epoch)` and cuts them into
-    global batches of micro × accum × world samples; the last incomplete global batch of an epoch
-    is dropped, so every optimizer step sees the same number of samples. Rank r takes the r-th
-    contiguous slice of each global batch and yields it as `grad_accum_steps` micro batches, so the
-    ranks together see exactly what one rank would with the same global batch. Every batch has the
-    same (micro_batch_size, length) shape (`length`, else `padded_length`). Every rank must be given
-    the same samples and seed. `state()` is the position, {"epoch", "index"} with index
-    counting this rank's micro batches within the epoch; `from_state` resumes at the next batch."""
+    micro batches of `micro_batch_size` rows: one sample per row by default; with `packing`,
+    rows of `length` tokens holding several samples (`pack_rows`, rows shuffled with the same
+    generator), with `position_ids` and `segment_ids`; with `group_by_length`, samples of similar
+    length together, each micro batch padded to its own bucket length (`bucket_length`). Global
+    batches are micro × accum × world micro-batch rows; the last incomplete one of an epoch is
+    dropped, so every optimizer step sees the same number of rows. Rank r takes micro batches
+    r·accum ... r·accum + accum - 1 of each global batch, so the ranks together see exactly what
+    one rank would with the same global batch. Every rank must be given the same samples and seed.
+    `state()` is the position, {"epoch", "index"} with index counting this rank's micro batches
+    within the epoch; `from_state` resumes at the next batch."""
 
     def __init__(self, samples: Sequence[Sample], micro_batch_size: int, *, grad_accum_steps: int = 1,
                  world_size: int = 1, rank: int = 0, seed: int = 0, length: int | None = None,
-                 max_seq_len: int | None = None, pad_id: int = 0):
+                 max_seq_len: int | None = None, pad_id: int = 0, packing: bool = False,
+                 group_by_length: bool = False):
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is outside world_size {world_size}")
+        if packing and group_by_length:
+            raise ValueError("packing and group_by_length exclude each other: pick one")
         self.samples = list(samples)
+        self.lengths = np.asarray([len(s) for s in self.samples], dtype=np.int64)
         self.micro_batch_size, self.grad_accum_steps = micro_batch_size, grad_accum_steps
         self.world_size, self.rank, self.seed, self.pad_id = world_size, rank, seed, pad_id
-        longest = max(len(s) for s in self.samples) if self.samples else 1
-        self.length = length or padded_length(max_seq_len or longest, self.samples)
+        self.packing, self.group_by_length = packing, group_by_length
+        longest = int(self.lengths.max()) if len(self.lengths) else 1
+        if length is None:
+            length = packed_length(max_seq_len or longest) if packing else padded_length(max_seq_len or longest,
+                                                                                          self.samples)
+        self.length = length
         if longest > self.length:
             raise ValueError(f"a sample of {longest} tokens does not fit the batch length {self.length}")
         self.global_batch_size = micro_batch_size * grad_accum_steps * world_size
-        self.steps_per_epoch = len(self.samples) // self.global_batch_size
+        self._plans: dict[int, list[MicroBatch]] = {}
+        self.steps_per_epoch = self._steps(0)
         if self.steps_per_epoch == 0:
-            raise DataError(f"train: {len(self.samples)} samples are fewer than one global batch of "
+            unit = "packed rows" if packing else "samples"
+            count = len(self._plan(0)) * micro_batch_size if packing else len(self.samples)
+            raise DataError(f"train: {count} {unit} are fewer than one global batch of "
                             f"{self.global_batch_size} (train.micro_batch_size {micro_batch_size} × "
                             f"train.grad_accum_steps {grad_accum_steps} × data parallel {world_size}); "
                             "lower them or add data")
         self.epoch, self.index = 0, 0
-        self._order_epoch, self._order = -1, np.zeros(0, dtype=np.int64)
+
+    # -- the plan of an epoch ------------------------------------------------------------------
+
+    def _plan(self, epoch: int) -> list[MicroBatch]:
+        """Every micro batch of `epoch` (all ranks), rows of sample indices; the last few may be
+        incomplete and are never reached (see `_steps`)."""
+        if epoch not in self._plans:
+            self._plans = {epoch: self._make_plan(epoch)}  # keep one epoch: plans are rebuilt cheaply
+        return self._plans[epoch]
+
+    def _make_plan(self, epoch: int) -> list[MicroBatch]:
+        rng = np.random.default_rng(self.seed + epoch)
+        order = rng.permutation(len(self.samples))
+        size = self.micro_batch_size
+        if self.group_by_length:
+            groups = [g for g in length_groups(self.lengths, size, order.tolist()) if len(g) == size]
+            groups = [groups[i] for i in rng.permutation(len(groups))]
+            return [[[i] for i in group] for group in groups]
+        if self.packing:
+            rows = pack_rows(self.lengths, self.length, order.tolist())
+            rows = [rows[i] for i in rng.permutation(len(rows))]
+        else:
+            rows = [[int(i)] for i in order]
+        return [rows[k:k + size] for k in range(0, len(rows) - size + 1, size)]
+
+    def _steps(self, epoch: int) -> int:
+        return len(self._plan(epoch)) // (self.grad_accum_steps * self.world_size)
 
     @property
     def micro_batches_per_epoch(self) -> int:
-        return self.steps_per_epoch * self.grad_accum_steps
+        """This rank's micro batches in the current epoch."""
+        return self._steps(self.epoch) * self.grad_accum_steps
 
     def state(self) -> dict[str, int]:
         """The position: the next batch is micro batch `index` of `epoch` (JSON-able)."""
@@ -802,8 +659,9 @@ class BatchIterator:
     def load_state(self, state: dict[str, int]) -> None:
         """Move to a position saved by `state()` (the next batch is the one after it was saved)."""
         epoch, index = int(state["epoch"]), int(state["index"])
-        if epoch < 0 or not 0 <= index < self.micro_batches_per_epoch:
-            raise ValueError(f"data position {state} is outside 0 <= index < {self.micro_batches_per_epoch}: "
+        per_epoch = self._steps(epoch) * self.grad_accum_steps if epoch >= 0 else 0
+        if epoch < 0 or not 0 <= index < per_epoch:
+            raise ValueError(f"data position {state} is outside 0 <= index < {per_epoch}: "
                              "was the run resumed with another batch size or dataset?")
         self.epoch, self.index = epoch, index
 
@@ -815,21 +673,26 @@ class BatchIterator:
         iterator.load_state(state)
         return iterator
 
-    def _epoch_order(self) -> np.ndarray:
-        if self._order_epoch != self.epoch:
-            self._order = np.random.default_rng(self.seed + self.epoch).permutation(len(self.samples))
-            self._order_epoch = self.epoch
-        return self._order
+    # -- batches -------------------------------------------------------------------------------
+
+    def collate(self, micro: MicroBatch) -> dict[str, np.ndarray]:
+        """One micro batch as arrays: packed rows, a bucket-length batch, or plain rows."""
+        if self.packing:
+            rows = [[(self.samples[i].input_ids, self.samples[i].labels) for i in row] for row in micro]
+            return collate_packed(rows, self.length, self.pad_id)
+        samples = [self.samples[row[0]] for row in micro]
+        length = self.length
+        if self.group_by_length:
+            length = bucket_length(max(len(s) for s in samples), self.length)
+        return collate(samples, length, self.pad_id)
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         return self
 
     def __next__(self) -> dict[str, np.ndarray]:
         step, micro = divmod(self.index, self.grad_accum_steps)
-        per_rank = self.micro_batch_size * self.grad_accum_steps
-        start = step * self.global_batch_size + self.rank * per_rank + micro * self.micro_batch_size
-        rows = self._epoch_order()[start:start + self.micro_batch_size]
-        batch = collate([self.samples[i] for i in rows], self.length, self.pad_id)
+        k = (step * self.world_size + self.rank) * self.grad_accum_steps + micro
+        batch = self.collate(self._plan(self.epoch)[k])
         self.index += 1
         if self.index == self.micro_batches_per_epoch:
             self.epoch, self.index = self.epoch + 1, 0
@@ -837,12 +700,21 @@ class BatchIterator:
 
 
 def eval_batches(samples: Sequence[Sample], batch_size: int, length: int | None = None,
-                 pad_id: int = 0) -> Iterator[dict[str, np.ndarray]]:
+                 pad_id: int = 0, packing: bool = False) -> Iterator[dict[str, np.ndarray]]:
     """Every sample exactly once, in order, in (batch_size, length) batches; the last batch is
-    filled with fully masked padding rows, which add nothing to a summed loss or token count."""
+    filled with fully masked padding rows, which add nothing to a summed loss or token count.
+    With `packing`, rows of `length` tokens hold several samples (the same losses, fewer rows)."""
     if not samples:
+        return
+    if packing:
+        length = length or packed_length(max(len(s) for s in samples))
+        rows = pack_rows([len(s) for s in samples], length)
+        for start in range(0, len(rows), batch_size):
+            chunk: list[Any] = [[(samples[i].input_ids, samples[i].labels) for i in row]
+                                for row in rows[start:start + batch_size]]
+            yield collate_packed(chunk + [None] * (batch_size - len(chunk)), length, pad_id)
         return
     length = length or padded_length(max(len(s) for s in samples), samples)
     for start in range(0, len(samples), batch_size):
-        rows: list[Sample | None] = list(samples[start:start + batch_size])
-        yield collate(rows + [None] * (batch_size - len(rows)), length, pad_id)
+        batch: list[Sample | None] = list(samples[start:start + batch_size])
+        yield collate(batch + [None] * (batch_size - len(batch)), length, pad_id)

@@ -3,8 +3,8 @@ folder, or a MindSpore `.ckpt`; each also as a zip.
 
     python -m core.export --run runs/<id> [--which best|last] --format peft|merged|mindspore [--zip]
 
-Outputs go to `runs/<id>/export/<which>-step<N>-<format>/`, written under a temporary name and
-renamed when complete, so a download never sees half an export.
+Outputs go to `runs/<id>/export/<which>-step-<N>-<format>/` (and `.zip`; `RunDir.export_path`),
+written under a temporary name and renamed when complete, so a download never sees half an export.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from core.checkpoint import (CheckpointError, copy_tokenizer_files, file_sha256,
                              weight_files)
 from core.lora import LoraError, inject_lora, load_lora_state_dict, merge_lora, save_peft_adapter
 from core.model import CausalLM
+from core.rundir import POINTERS, RunDir
 
 FORMATS = ("peft", "merged", "mindspore")
 
@@ -84,10 +85,9 @@ def export_checkpoint(checkpoint_dir: str | Path, fmt: str, out_dir: str | Path)
     return Path(out_dir)
 
 
-def zip_folder(folder: str | Path) -> Path:
-    """`<folder>.zip` next to the folder, written under a temporary name then renamed."""
-    folder = Path(folder)
-    target = folder.with_suffix(".zip")
+def zip_folder(folder: str | Path, target: str | Path) -> Path:
+    """`folder` zipped into `target` (its files under the folder's name), written atomically."""
+    folder, target = Path(folder), Path(target)
     with atomic_open(target, "wb") as handle, \
             zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(folder.rglob("*")):
@@ -98,21 +98,20 @@ def zip_folder(folder: str | Path) -> Path:
 
 def export_run(run_dir: str | Path, which: str = "best", fmt: str = "peft", make_zip: bool = False) -> Path:
     """Export `runs/<id>/checkpoints/<which>` into `runs/<id>/export/` and return the result path."""
-    run = Path(run_dir)
-    if which not in ("best", "last"):
-        raise ExportError(f"--which {which!r}: use 'best' or 'last'.")
-    pointer = run / "checkpoints" / which
-    if not pointer.exists():
-        raise ExportError(f"{run}: no '{which}' checkpoint yet (checkpoints/{which} is missing).")
-    step_dir = resolve_checkpoint(pointer)
-    out = export_checkpoint(step_dir, fmt, run / "export" / f"{which}-{step_dir.name}-{fmt}")
-    return zip_folder(out) if make_zip else out
+    run = RunDir(run_dir)
+    if which not in POINTERS:
+        raise ExportError(f"--which {which!r}: use {' or '.join(repr(p) for p in POINTERS)}.")
+    step = run.checkpoint_step(which)
+    if step is None:
+        raise ExportError(f"{run.path}: no '{which}' checkpoint yet (checkpoints/{which} is missing).")
+    out = export_checkpoint(resolve_checkpoint(run.checkpoint(step)), fmt, run.export_path(which, step, fmt))
+    return zip_folder(out, run.export_zip(which, step, fmt)) if make_zip else out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.export", description=__doc__.splitlines()[0])
     parser.add_argument("--run", required=True, help="run folder, e.g. runs/<id>")
-    parser.add_argument("--which", default="best", choices=["best", "last"])
+    parser.add_argument("--which", default="best", choices=list(POINTERS))
     parser.add_argument("--format", default="peft", choices=FORMATS)
     parser.add_argument("--zip", action="store_true", help="also write a .zip of the export")
     args = parser.parse_args(argv)

@@ -400,6 +400,23 @@ class FusedSwiGLU:
         self.op = _aot(kernel, f"{name}_forward", lambda g, u: g, 1, bprop)
 
 
+class FusedLoRA:
+    """The LoRA update's kernels (core/kernels/lora.cc) as one MindSpore op: called with the base
+    projection's output (N, out), its input x (N, in), lora_a (r, in), lora_b (out, r) and the
+    scaling (1,) it returns base + (x·Aᵀ)·(s·B)ᵀ and x·Aᵀ (N, r); gradients flow to base, x, A and B."""
+
+    def __init__(self, kernel: Kernel):
+        from mindspore import ops
+        backward = _aot(kernel, "lora_backward", lambda base, x, a, b, s, h, dy: (x, a, b), 3)
+        zeros_like = ops.ZerosLike()
+
+        def bprop(base, x, a, b, s, out, dout):
+            dx, da, db = backward(base, x, a, b, s, out[1], dout[0])
+            return dout[0], dx, da, db, zeros_like(s)
+
+        self.op = _aot(kernel, "lora_forward", lambda base, x, a, b, s: (base, [x[0], a[0]]), 2, bprop)
+
+
 def switched_off() -> bool:
     return os.environ.get(ENV_SWITCH, "1").strip().lower() in ("0", "false", "off", "no")
 
@@ -438,16 +455,10 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
         return f"composed: {exc}"
     if threads:
         set_threads(kernel, threads)
-    composed = model.use_kernels(_plain_only(FusedAttention(kernel).op), FusedRMSNorm(kernel).op,
-                                 _plain_only(FusedSwiGLU(kernel).op), FusedCrossEntropy(kernel).op)
+    composed = model.use_kernels(attention_variants(kernel), FusedRMSNorm(kernel).op, gate_variants(kernel),
+                                 FusedCrossEntropy(kernel).op)
+    lora = FusedLoRA(kernel).op
+    for _, cell in model.cells_and_names():
+        if hasattr(cell, "lora_a") and hasattr(cell, "fused") and cell.lora_dropout.p == 0:
+            cell.fused = lora  # LoRA with dropout keeps the composed ops (the kernel draws no masks)
     return "fused" + ("; composed: " + "; ".join(composed) if composed else "")
-
-
-def _plain_only(op):
-    """The factory `CausalLM.use_kernels` calls with a layer's needs, for a kernel without variants:
-    the op when nothing beyond its plain maths is needed, else LookupError naming the needs."""
-    def variant(**needs):
-        if needs:
-            raise LookupError("no kernel variant for " + ", ".join(f"{k}={v}" for k, v in sorted(needs.items())))
-        return op
-    return variant

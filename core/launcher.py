@@ -35,7 +35,7 @@ from core import ranks
 from core.config import Config, ConfigError, Problem, load_config
 from core.ranks import OOM_ADVICE  # noqa: F401  (re-exported for the worker and the console)
 from core.rundir import (
-    TERMINAL_STATES, RunDir, RunDirError, can_transition, make_run_id, next_free_run_id,
+    TERMINAL_STATES, RunDir, RunDirError, Status, can_transition, make_run_id, next_free_run_id,
 )
 
 __all__ = [
@@ -173,7 +173,7 @@ def launch(run_dir: RunDir | str | os.PathLike, data_parallel: int | None = None
     the process create_time that `is_alive` checks.
     """
     run = RunDir(os.path.abspath(os.fspath(run_dir)))
-    state = _read_status(run).get("state")
+    state = _read_status(run).state
     if not can_transition(state, "starting") or state == "starting":
         raise LaunchError(f"run {run.run_id} is {state!r}; only a queued run can start "
                           "(to continue a run that is over, resume it)")
@@ -223,7 +223,7 @@ def _child_env(run: RunDir, extra: Mapping[str, str] | None, python: str) -> dic
     return env
 
 
-def _read_status(run: RunDir) -> dict:
+def _read_status(run: RunDir) -> Status:
     try:
         return run.read_status()
     except RunDirError as err:
@@ -232,10 +232,10 @@ def _read_status(run: RunDir) -> dict:
 
 # ---- watching --------------------------------------------------------------------------------
 
-def _leader(status: Mapping, include_zombie: bool = False) -> psutil.Process | None:
+def _leader(status: Status, include_zombie: bool = False) -> psutil.Process | None:
     """The recorded worker process if it is still that process (pid and create_time match)."""
-    pid, created = status.get("pid"), status.get("create_time")
-    if not isinstance(pid, int) or not isinstance(created, (int, float)):
+    pid, created = status.pid, status.create_time
+    if pid is None or created is None:
         return None
     try:
         process = psutil.Process(pid)
@@ -259,13 +259,13 @@ def _is_zombie(process: psutil.Process) -> bool:
         return False
 
 
-def _on_other_host(status: Mapping) -> bool:
+def _on_other_host(status: Status) -> bool:
     """Whether the run's worker was started on another machine (its pid means nothing here)."""
-    host = status.get("hostname")
+    host = status.hostname
     return bool(host) and host != socket.gethostname()
 
 
-def is_alive(status: Mapping) -> bool:
+def is_alive(status: Status) -> bool:
     """The run's worker process exists and is the one that was started (pid reuse safe)."""
     return _leader(status) is not None
 
@@ -283,10 +283,10 @@ class _RunProcesses:
     whose MINDTUNE_RUN_DIR names the run. Remembers what it has seen, so a child reparented to
     init after its parent died is still found."""
 
-    def __init__(self, run: RunDir, status: Mapping):
+    def __init__(self, run: RunDir, status: Status):
         self.real_path = os.path.realpath(run.path)
         self.leader = _leader(status, include_zombie=True)
-        self.pgid = status.get("pgid") if self.leader is not None else None
+        self.pgid = status.pgid if self.leader is not None else None
         if self.pgid == os.getpgrp():  # a run trained in this very process (the CLI): never our own group
             self.pgid = None
         self.leader_key = _key(self.leader) if self.leader is not None else None
@@ -390,7 +390,7 @@ def _wait_until(done: Callable[[], bool], timeout_s: float) -> bool:
 # ---- stopping --------------------------------------------------------------------------------
 
 def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: float = 30.0,
-         kill_after_s: float | None = None) -> dict:
+         kill_after_s: float | None = None) -> Status:
     """Stop a run and everything it started; returns the final status.
 
     graceful: ask the worker through control.json (it checkpoints and writes its final state),
@@ -400,15 +400,15 @@ def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: 
     """
     run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
     status = _read_status(run)
-    if status.get("state") == "queued":
+    if status.state == "queued":
         return run.write_status(state="stopped", reason="cancelled before it started")
     if _on_other_host(status):  # shared run folder: only the control file reaches that worker
-        if status.get("state") not in TERMINAL_STATES:
+        if status.state not in TERMINAL_STATES:
             run.write_control(stop="graceful" if graceful else "now")
         return _read_status(run)
     processes = _RunProcesses(run, status)
     leader_was_alive = is_alive(status)
-    if status.get("state") not in TERMINAL_STATES:
+    if status.state not in TERMINAL_STATES:
         run.write_control(stop="graceful" if graceful else "now")
         _try_write_status(run, state="stopping")
     ended_by_itself = graceful and _wait_until(lambda: _leader(status) is None, timeout_s)
@@ -420,7 +420,7 @@ def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: 
             left = ", ".join(str(p.pid) for p in processes.scan())
             raise LaunchError(f"run {run.run_id}: processes {left} survived SIGKILL")
     final = _read_status(run)
-    if final.get("state") in TERMINAL_STATES:
+    if final.state in TERMINAL_STATES:
         return final
     if leader_was_alive and not ended_by_itself:
         reason = (FORCED_STOP_REASON if not graceful else
@@ -429,7 +429,7 @@ def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: 
     return reconcile(run)
 
 
-def _try_write_status(run: RunDir, **fields) -> dict | None:
+def _try_write_status(run: RunDir, **fields) -> Status | None:
     """write_status, or None when the worker changed state first (it wins)."""
     try:
         return run.write_status(**fields)
@@ -458,18 +458,18 @@ def _error_lines(log_path: Path, limit: int = 8, tail_bytes: int = 65536) -> lis
     return lines[-limit:]
 
 
-def reconcile(run_dir: RunDir | str | os.PathLike) -> dict:
+def reconcile(run_dir: RunDir | str | os.PathLike) -> Status:
     """Mark a run `failed` if its status says it is active but none of its processes is alive.
 
     Returns the (possibly updated) status. A run still being launched is left alone.
     """
     run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
     status = _read_status(run)
-    state = status.get("state")
+    state = status.state
     if state in TERMINAL_STATES or state == "queued" or _on_other_host(status):
         return status
-    if (state == "starting" and status.get("pid") is None
-            and time.time() - float(status.get("updated_at") or 0) < _LAUNCH_GRACE_S):
+    if (state == "starting" and status.pid is None
+            and time.time() - (status.updated_at or 0.0) < _LAUNCH_GRACE_S):
         return status
     if is_alive(status) or _RunProcesses(run, status).scan():
         return status
@@ -481,13 +481,13 @@ def reconcile(run_dir: RunDir | str | os.PathLike) -> dict:
     return ranks.write_verdict(run, "failed", reason, error_lines=lines) or _read_status(run)
 
 
-def _user_stop_verdict(run: RunDir, status: Mapping) -> dict | None:
+def _user_stop_verdict(run: RunDir, status: Status) -> Status | None:
     """A run that was `stopping` at the user's request and whose processes are gone ended because
     the user stopped it, not because it crashed."""
-    if status.get("state") != "stopping":
+    if status.state != "stopping":
         return None
     try:
-        request = run.read_control().get("stop")
+        request = run.read_control().stop
     except RunDirError:
         request = None
     if not request:
@@ -497,14 +497,16 @@ def _user_stop_verdict(run: RunDir, status: Mapping) -> dict | None:
 
 
 def _alive(pid, create_time) -> bool:
-    return _leader({"pid": pid, "create_time": create_time}) is not None
+    if not isinstance(pid, int) or not isinstance(create_time, (int, float)):
+        return False
+    return _leader(Status(pid=pid, create_time=create_time)) is not None
 
 
-def _rank_death_verdict(run: RunDir, status: Mapping, settle_s: float = 2.0) -> dict | None:
+def _rank_death_verdict(run: RunDir, status: Status, settle_s: float = 2.0) -> Status | None:
     """End an active run whose rank died, from its rank record: what its supervisor would have
     written (it gets `settle_s` to do so itself), or, when the supervisor died too, that the rank
     is gone without a record."""
-    attempt = int(status.get("attempt") or 1)
+    attempt = status.attempt
     local = socket.gethostname()
     if ranks.hang_claimed(run, attempt) and settle_s > 0:
         return None  # a hang's judge killed the rank and is writing why
@@ -536,31 +538,30 @@ TEARDOWN_AFTER_S = {"failed": 0.5, "stopped": 3.0}  # processes left this long a
 TEARDOWN_AFTER_DEFAULT_S = 15.0  # (a finished run's processes exit by themselves within seconds)
 
 
-def watch(run_dir: RunDir | str | os.PathLike) -> dict:
+def watch(run_dir: RunDir | str | os.PathLike) -> Status:
     """One look at a run, for a caller that polls it every WATCH_EVERY_S: end an active run whose
     rank died or stopped making progress (from `ranks/`), or whose processes are all gone; tear
     down the processes a run that is over left behind. Returns the status."""
     run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
     status = _read_status(run)
-    state = status.get("state")
+    state = status.state
     if state == "queued" or _on_other_host(status):
         return status
     if state not in TERMINAL_STATES:
-        attempt = int(status.get("attempt") or 1)
-        hung = ranks.hung_rank(run, attempt, now=time.time() - HANG_BACKSTOP_S)
+        hung = ranks.hung_rank(run, status.attempt, now=time.time() - HANG_BACKSTOP_S)
         if hung is not None:
             ranks.judge_hang(run, hung)
         else:
             _rank_death_verdict(run, status)
         status = reconcile(run)
-    if status.get("state") in TERMINAL_STATES:
-        ended = float(status.get("ended_at") or status.get("updated_at") or 0)
-        if time.time() - ended >= TEARDOWN_AFTER_S.get(status["state"], TEARDOWN_AFTER_DEFAULT_S):
+    if status.state in TERMINAL_STATES:
+        ended = status.ended_at or status.updated_at or 0.0
+        if time.time() - ended >= TEARDOWN_AFTER_S.get(status.state, TEARDOWN_AFTER_DEFAULT_S):
             teardown(run, status)
     return status
 
 
-def teardown(run_dir: RunDir | str | os.PathLike, status: Mapping | None = None, kill_after_s: float = 1.0) -> int:
+def teardown(run_dir: RunDir | str | os.PathLike, status: Status | None = None, kill_after_s: float = 1.0) -> int:
     """SIGTERM, then SIGKILL after `kill_after_s`, every process left of a run; returns how many."""
     run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
     processes = _RunProcesses(run, status if status is not None else _read_status(run))
@@ -594,7 +595,7 @@ def find_orphans(runs_dir: str | os.PathLike) -> list[Orphan]:
             continue
         if path not in states:
             try:
-                states[path] = RunDir(path).read_status().get("state") or "unknown"
+                states[path] = RunDir(path).read_status().state or "unknown"
             except RunDirError:
                 states[path] = "missing" if not os.path.isdir(path) else "unknown"
         if states[path] in TERMINAL_STATES or states[path] == "missing":

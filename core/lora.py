@@ -69,6 +69,8 @@ class LoRADense(nn.Dense):
                                 name="lora_b")  # (out, rank)
         self.lora_dropout = nn.Dropout(p=float(dropout))
         self.merged = False  # True while scaling·B·A is folded into `weight`
+        self.fused = None  # core.fused.enable: the CPU kernel for the update (dropout 0, float32)
+        self.scaling_tensor = Tensor([self.scaling], ms.float32)
 
     def construct(self, x):
         if self.merged:
@@ -81,6 +83,12 @@ class LoRADense(nn.Dense):
         out = self.matmul(x2, self.weight)  # (N, out)
         if self.has_bias:
             out = self.bias_add(out, self.bias)
+        if self.fused is not None and x.dtype == ms.float32:
+            # one kernel each way for x·Aᵀ·(s·B)ᵀ added to the base output (core/kernels/lora.cc)
+            out = self.fused(out, x2, self.lora_a, self.lora_b, self.scaling_tensor)[0]
+            if self.activation_flag:
+                out = self.activation(out)
+            return out.reshape(x_shape[:-1] + (self.out_channels,))
         hidden = self.matmul(self.lora_dropout(x2), ops.cast(self.lora_a, x.dtype))  # (N, rank)
         # scaling folded into B (out × rank), not applied to the (N, out) product
         out = out + self.matmul(hidden, ops.cast(self.lora_b * self.scaling, x.dtype))  # (N, out)
@@ -128,13 +136,6 @@ def inject_lora(model: nn.Cell, rank: int, alpha: float, dropout: float,
     for name in targets:
         _replace_cell(model, name, LoRADense(dense[name], rank, alpha, dropout))
     return targets
-
-
-def inject_lora_from_settings(model: nn.Cell, lora_settings) -> list[str]:
-    """`inject_lora` from a settings object with `.rank .alpha .dropout .target_modules`
-    (`core.config.LoraSettings`, duck-typed so this module does not depend on config)."""
-    return inject_lora(model, lora_settings.rank, lora_settings.alpha, lora_settings.dropout,
-                       lora_settings.target_modules)
 
 
 def select_target_modules(dense: dict[str, nn.Dense], target_modules) -> list[str]:

@@ -126,6 +126,8 @@ class Attention(nn.Cell):
         """What this layer asks of a fused attention kernel beyond causal softmax(q·kᵀ/√D + mask)·v
         with half-style RoPE over the whole head (`CausalLM.use_kernels`): only what differs."""
         needs = {}
+        if self.window is not None:  # the mask has it too; the kernel also skips the keys outside it
+            needs["window"] = self.window
         if self.scale != self.head_dim ** -0.5:
             needs["scale"] = self.scale
         if self.softcap is not None:
@@ -321,7 +323,6 @@ class CausalLM(nn.Cell):
         self.inv_freq = Tensor(rope_inverse_frequencies(args).reshape(1, -1), ms.float32)  # (1, R/2)
         self.local_inv_freq = None if self.local_theta is None else Tensor(
             rope_inverse_frequencies(args, self.local_theta).reshape(1, -1), ms.float32)
-        self.interleaved_rope = args.spec.rotary_style == "interleaved"
         self.embed_scale = Tensor(math.sqrt(args.hidden_size), ms.float32) if args.spec.embedding_scale else None
         self.final_softcap = args.final_softcap
         self.matmul_bt = ops.MatMul(transpose_b=True)
@@ -332,9 +333,9 @@ class CausalLM(nn.Cell):
 
     def rope(self, positions, dtype):
         """positions (B|1, T) int -> [(cos, sin)] per RoPE base, each (B|1, 1, T, rotary_dim) in `dtype`."""
-        tables = [rope_table(positions, self.inv_freq, dtype, self.interleaved_rope)]
+        tables = [rope_table(positions, self.inv_freq, dtype)]
         if self.local_inv_freq is not None:
-            tables.append(rope_table(positions, self.local_inv_freq, dtype, self.interleaved_rope))
+            tables.append(rope_table(positions, self.local_inv_freq, dtype))
         return tables
 
     def attention_mask(self, query_index, key_valid, window=None, query_pos=None, key_pos=None, segments=None):

@@ -74,13 +74,22 @@ def rotate_pairs(x):
     return ops.stack((-pairs[..., 1], pairs[..., 0]), -1).reshape(x.shape)
 
 
+def _pairwise(table):
+    """(f₀ … fₙ, f₀ … fₙ) -> (f₀, f₀, f₁, f₁, …): a rope_table row as interleaved RoPE pairs it."""
+    half = table[..., : table.shape[-1] // 2]
+    return ops.stack((half, half), -1).reshape(table.shape)
+
+
 def apply_rotary(x, cos, sin, interleaved: bool, expand: bool):
     """x·cos + rotate(x)·sin on the first cos.shape[-1] dims of x's last axis (partial rotary: the
-    rest passes through). `expand` broadcasts the tables to x's shape first (see `full`)."""
+    rest passes through). The tables are `rope_table`'s; interleaved RoPE pairs their frequencies
+    as neighbours. `expand` broadcasts the tables to x's shape first (see `full`)."""
     width = cos.shape[-1]
     rest = None
     if width != x.shape[-1]:
         x, rest = x[..., :width], x[..., width:]
+    if interleaved:
+        cos, sin = _pairwise(cos), _pairwise(sin)
     if expand:
         cos, sin = full(cos, x.shape), full(sin, x.shape)
     rotated = x * cos + (rotate_pairs(x) if interleaved else rotate_half(x)) * sin
@@ -99,14 +108,12 @@ def gelu_tanh(x):
     return ops.gelu(x, approximate="tanh")
 
 
-def rope_table(positions, inv_freq, dtype, interleaved: bool):
-    """positions (B|1, T) int, inv_freq (1, R/2) -> cos, sin (B|1, 1, T, R) in `dtype`: each
-    frequency twice, as the two halves (Llama) or as neighbours (interleaved)."""
+def rope_table(positions, inv_freq, dtype):
+    """positions (B|1, T) int, inv_freq (1, R/2) -> cos, sin (B|1, 1, T, R) in `dtype`, each
+    frequency twice as the two halves, cat(freqs, freqs), as transformers and the fused kernel
+    lay them out for both RoPE styles."""
     freqs = ops.expand_dims(ops.cast(positions, ms.float32), -1) * inv_freq  # (B, T, R/2)
-    if interleaved:
-        emb = ops.stack((freqs, freqs), -1).reshape(freqs.shape[:-1] + (2 * freqs.shape[-1],))
-    else:
-        emb = ops.cat((freqs, freqs), -1)
+    emb = ops.cat((freqs, freqs), -1)
     cos = ops.expand_dims(ops.cast(ops.cos(emb), dtype), 1)
     sin = ops.expand_dims(ops.cast(ops.sin(emb), dtype), 1)
     return cos, sin

@@ -35,7 +35,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script by msrun: make `core` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.rundir import TERMINAL_STATES, RunDir, RunDirError, atomic_write_json
+from core.rundir import TERMINAL_STATES, RunDir, RunDirError, Status, atomic_write_json
 
 REPO_ROOT = Path(os.path.abspath(__file__)).parents[1]  # not resolved: a linked copy runs its own train.py
 POLL_S = 0.2
@@ -274,7 +274,7 @@ def write_verdict(run: RunDir, state: str, reason: str, **fields) -> dict | None
     """Write the run's end unless another process already did (the first verdict wins); adds the
     newest resumable checkpoint. Returns the status written, or None."""
     try:
-        if run.read_status().get("state") in TERMINAL_STATES:
+        if run.read_status().state in TERMINAL_STATES:
             return None
     except RunDirError:
         return None
@@ -419,15 +419,14 @@ class Supervisor:
         self.run = RunDir(os.path.abspath(run_dir))
         self.argv_tail = argv_tail
         self.rank, self.world = env_rank(), env_world()
-        status = self._status()
-        self.attempt = int(status.get("attempt") or 1)
+        self.attempt = self._status().attempt
         self.record: dict = {}
 
-    def _status(self) -> dict:
+    def _status(self) -> Status:
         try:
             return self.run.read_status()
         except RunDirError:
-            return {}
+            return Status()
 
     def _save_record(self, **fields) -> None:
         self.record.update(fields)
@@ -489,9 +488,9 @@ class Supervisor:
         if hang_claimed(self.run, self.attempt):
             return  # killed by the judge of a hang, which reports it
         status = self._status()
-        if status.get("state") in TERMINAL_STATES:
+        if status.state in TERMINAL_STATES:
             return  # the worker (or another rank's supervisor) already said how the run ended
-        stopping = status.get("state") == "stopping" and _stop_requested(self.run)
+        stopping = status.state == "stopping" and _stop_requested(self.run)
         state, kind, reason = death_verdict(self.rank, self.world, None if exit_signal else code, exit_signal,
                                             evidence, stopping)
         lines = log_tail(log_of(self.run, self.rank, self.world))
@@ -508,7 +507,7 @@ class Supervisor:
         culprit = hung_rank(self.run, self.attempt)
         if culprit is not None:
             judge_hang(self.run, culprit)
-        if self._status().get("state") in TERMINAL_STATES:
+        if self._status().state in TERMINAL_STATES:
             try:
                 os.kill(child.pid, signal.SIGKILL)  # works on a stopped process too
             except OSError:
@@ -517,7 +516,7 @@ class Supervisor:
 
 def _stop_requested(run: RunDir) -> bool:
     try:
-        return bool(run.read_control().get("stop"))
+        return bool(run.read_control().stop)
     except RunDirError:
         return False
 

@@ -2,37 +2,50 @@
 
     runs/<run-id>/
       config.yaml     resolved config, written before launch
-      status.json     {state, pid, pgid, create_time, started_at, ended_at, reason, failure_kind, step, best, ...}
-      metrics.jsonl   one JSON object per line, appended by rank 0 only
-      control.json    requests from the console ({stop, early_stopping, seq}); the worker polls it
+      status.json     a `Status`: state, processes, progress, best so far, final figures
+      metrics.jsonl   one record per line (`TrainRecord`, `EvalRecord`, events), appended by rank 0
+      control.json    a `ControlRequest` from the console (stop, early-stopping overrides, seq)
       train.log       stdout/stderr of the worker(s)
-      checkpoints/    export/
+      checkpoints/    step-<N>/, best -> step-<N>, last -> step-<N>
+      export/         <which>-step-<N>-<format>/ and .zip
+
+Every record is a typed dataclass defined here, which the worker writes and the console reads;
+`RunDir` owns every file name and the checkpoint pointers.
 
 Whole files are written atomically (temp file, fsync, rename, fsync the folder), so a reader never
 sees half a status; status and control updates are read-merge-write under a lock on `.lock`, so
 the console and the worker never lose each other's fields. Metrics are read incrementally by byte
-offset. Imports nothing else from `core` but the stdlib-only `core.atomic`.
+offset. Imports nothing else from `core` but the stdlib-only `core.atomic` and `core.config`
+(whose early-stopping fields are what a control request may change, checked by the config's rules).
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import fcntl
+import functools
 import json
 import math
 import os
 import re
 import time
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, ClassVar, Iterable, Iterator, Mapping, Self
 
 from core.atomic import atomic_write, fsync_dir
+from core.config import ConfigError, EarlyStoppingSettings
 
 __all__ = [
-    "RunDirError", "STATES", "TERMINAL_STATES", "can_transition",
-    "atomic_write_json", "RunDir", "MetricsReader", "ControlPoller", "RunSummary", "make_run_id",
-    "final_run_id", "next_free_run_id", "finalize_name", "list_runs", "resolve_inside",
+    "RunDirError", "STATES", "TERMINAL_STATES", "can_transition", "FAILURE_KINDS", "STOP_REQUESTS",
+    "Record", "Status", "BestSoFar", "FinalFigures", "Attempt", "ControlRequest",
+    "MetricRecord", "TrainRecord", "ValidationFigures", "EvalRecord", "EventRecord", "SetupEvent",
+    "BaselineEvent", "ResumeEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
+    "parse_metric", "atomic_write_json", "POINTERS", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
+    "make_run_id", "final_run_id", "next_free_run_id", "finalize_name", "list_runs", "resolve_inside",
 ]
 
 
@@ -70,7 +83,351 @@ def _transition_error(path: Path, old: str | None, new: str) -> RunDirError:
                        f"allowed next states: {allowed}")
 
 
-# ---- atomic files ----------------------------------------------------------------------------
+# ---- typed records -----------------------------------------------------------------------------
+#
+# Every record in the run directory is one frozen dataclass below: status.json is a `Status`,
+# control.json a `ControlRequest`, each line of metrics.jsonl a `TrainRecord`, an `EvalRecord` or
+# an event (`SetupEvent`, `EndEvent`, ...). Both the worker and the console use them, so a field is
+# named once. Reading tolerates other versions: a key this code does not know (a newer writer's)
+# is kept in `extra` and written back unchanged, a missing key (an older run) reads as the field's
+# default, and so does a value of the wrong type. Building a record checks each value's type.
+# To add a field: one line in the dataclass, with a default (None for "not written by older runs").
+
+_INVALID = object()
+
+
+def _plain(value: Any) -> Any:
+    """NumPy / MindSpore scalars as Python numbers; everything else as it is."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str, bytes)):
+        with contextlib.suppress(TypeError, ValueError):
+            return value.item()
+    return value
+
+
+def _decode(value: Any, hint: Any, reading: bool = False) -> Any:
+    """`value` as the field type `hint` wants, or _INVALID. Ints widen to floats and integral
+    floats narrow to ints; when `reading` a file, a mapping becomes its Record and list items of
+    the wrong type are left out (a writer must pass records and right lists)."""
+    value = _plain(value)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if value is None and type(None) in typing.get_args(hint):
+            return None
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    origin = typing.get_origin(hint) or hint
+    if hint is Any:
+        return value
+    if isinstance(hint, type) and issubclass(hint, Record):
+        if isinstance(value, hint):
+            return value
+        return hint.from_json(value) if reading and isinstance(value, Mapping) else _INVALID
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            return _INVALID
+        item = (typing.get_args(hint) or (Any,))[0]
+        items = [_decode(x, item, reading) for x in value]
+        if not reading and any(v is _INVALID for v in items):
+            return _INVALID
+        return [v for v in items if v is not _INVALID]
+    if origin is dict:
+        return dict(value) if isinstance(value, Mapping) else _INVALID
+    if isinstance(value, bool) or hint is bool:
+        return value if isinstance(value, bool) and hint is bool else _INVALID
+    if hint is int:
+        integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        return int(value) if integral else _INVALID
+    if hint is float:
+        return float(value) if isinstance(value, (int, float)) else _INVALID
+    return value if isinstance(value, hint) else _INVALID
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, Record):
+        return value.to_json()
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    return _plain(value)
+
+
+@functools.cache
+def _record_fields(cls: type) -> dict[str, Any]:
+    """A record class's fields -> resolved type hints (cached: resolving them is slow)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name != "extra"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """Base of every run-directory record: typed fields, JSON in and out, unknown keys kept."""
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for name, hint in _record_fields(type(self)).items():
+            value = _decode(getattr(self, name), hint)
+            if value is _INVALID:
+                raise RunDirError(f"{type(self).__name__}.{name} = {getattr(self, name)!r}: must be "
+                                  f"{_type_text(hint)}")
+            object.__setattr__(self, name, value)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON object; keys from `extra` first, so a known field always wins."""
+        return {**self.extra, **{name: _encode(value) for name, value in self.values().items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        known = _record_fields(cls)
+        values, extra = {}, {}
+        for key, value in data.items():
+            if key not in known:
+                extra[key] = value
+            elif (decoded := _decode(value, known[key], reading=True)) is not _INVALID:
+                values[key] = decoded
+        return cls(**values, extra=extra)
+
+    def values(self) -> dict[str, Any]:
+        """The fields' values by name (nested records as records, `extra` left out)."""
+        return {name: getattr(self, name) for name in _record_fields(type(self))}
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with `changes`; an unknown field name is an error that lists the valid ones."""
+        unknown = sorted(set(changes) - set(_record_fields(type(self))) - {"extra"})
+        if unknown:
+            raise RunDirError(f"{type(self).__name__} has no field {', '.join(unknown)}; valid fields: "
+                              f"{', '.join(_record_fields(type(self)))}")
+        return dataclasses.replace(self, **changes)
+
+
+def _type_text(hint: Any) -> str:
+    """'FinalFigures | None', 'list[int]', 'float'."""
+    text = str(hint) if typing.get_args(hint) else getattr(hint, "__name__", str(hint))
+    return re.sub(r"\b(?:[A-Za-z_]\w*\.)+(\w+)", r"\1", text)
+
+
+# -- status.json --
+
+@dataclass(frozen=True, kw_only=True)
+class BestSoFar(Record):
+    """The best evaluation so far: the monitored metric's value and step, and its perplexity."""
+    metric: str | None = None
+    value: float | None = None
+    step: int | None = None
+    val_ppl: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinalFigures(Record):
+    """What a run came to (status.json's `final`, and the `end` event)."""
+    exact_match: float | None = None
+    best_val_ppl: float | None = None
+    tokens_per_s: float | None = None
+    peak_mem_mb: float | None = None
+    wall_s: float | None = None
+    steps: int | None = None
+    overflow_steps: int | None = None
+    tokens_seen: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Attempt(Record):
+    """An earlier attempt of a resumed run (status.json's `history`)."""
+    state: str | None = None
+    reason: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    step: int | None = None
+
+
+# status.failure_kind, when the worker, a rank supervisor (core.ranks) or the launcher knew
+FAILURE_KINDS = ("data", "config", "nonfinite", "oom", "crash", "disk_full", "checkpoint", "loss_scale", "hang",
+                 "rank_died")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Status(Record):
+    """status.json: where a run is (`state`, one of STATES), its processes, progress and results.
+    Times are epoch seconds."""
+    run_id: str | None = None
+    state: str | None = None
+    attempt: int = 1
+    created_at: float | None = None
+    updated_at: float | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    reason: str | None = None
+    failure_kind: str | None = None      # one of FAILURE_KINDS, written by the worker
+    error_lines: list[str] = field(default_factory=list)   # from train.log, when the console found a crash
+    pid: int | None = None
+    pgid: int | None = None
+    create_time: float | None = None     # the worker process's, so a reused pid is not mistaken for it
+    hostname: str | None = None
+    command: list[str] = field(default_factory=list)
+    data_parallel: int | None = None
+    rank_count: int | None = None
+    worker_pids: list[int] = field(default_factory=list)
+    step: int | None = None
+    total_steps: int | None = None
+    best: BestSoFar | None = None
+    final: FinalFigures | None = None
+    history: list[Attempt] = field(default_factory=list)
+    owner: str | None = None             # the console user who started it (None: started from a shell)
+    failed_rank: int | None = None       # the data-parallel rank a failure is blamed on
+    exit_signal: str | None = None       # how that worker ended, e.g. "SIGKILL" (core.ranks)
+    exit_code: int | None = None
+    resumable_checkpoint: str | None = None  # the checkpoint folder a resume would start from, when it ended
+
+
+# -- control.json --
+
+STOP_REQUESTS = ("graceful", "now")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControlRequest(Record):
+    """control.json: the console's requests. `stop` is None, 'graceful' or 'now'; `early_stopping`
+    holds overrides of some `early_stopping` config fields; `seq` grows with every request, so the
+    worker applies each one once."""
+    stop: str | None = None
+    early_stopping: dict[str, Any] | None = None
+    seq: int = 0
+    requested_at: float | None = None
+
+    def early_stopping_over(self, settings: EarlyStoppingSettings) -> EarlyStoppingSettings:
+        """`settings` with this request's overrides on top, checked by the config's own rules
+        (raises ConfigError naming the field)."""
+        overrides = {k: v for k, v in (self.early_stopping or {}).items() if v is not None}
+        return EarlyStoppingSettings.from_dict({**settings.to_dict(), **overrides})
+
+
+# -- metrics.jsonl --
+
+METRIC_KINDS: dict[str, type[MetricRecord]] = {}   # "train" -> TrainRecord, ... (filled by subclassing)
+EVENT_KINDS: dict[str, type[EventRecord]] = {}     # "setup" -> SetupEvent, ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricRecord(Record):
+    """One line of metrics.jsonl. A subclass with its own `kind` is what `parse_metric` makes of
+    lines of that kind; a line of an unknown kind reads as this class (its kind kept in `extra`)."""
+    kind: ClassVar[str] = ""
+    step: int | None = None
+    time: float | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            METRIC_KINDS[cls.kind] = cls
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, **super().to_json()} if self.kind else super().to_json()
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        return super().from_json({k: v for k, v in data.items() if k != "kind" or not cls.kind})
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainRecord(MetricRecord):
+    """A training step's figures, every `train.log_every` steps (times and rates over the window)."""
+    kind: ClassVar[str] = "train"
+    loss: float | None = None
+    loss_ema: float | None = None
+    lr: float | None = None
+    grad_norm: float | None = None
+    loss_scale: float | None = None
+    tokens_per_s: float | None = None
+    step_time_s: float | None = None
+    peak_mem_mb: float | None = None     # summed over the workers
+    overflow_steps: int | None = None
+    epoch: int | None = None
+    total_steps: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidationFigures(Record):
+    """One pass over the validation set (EMA over the evaluations so far)."""
+    val_loss: float | None = None
+    val_ppl: float | None = None
+    val_loss_ema: float | None = None
+    val_ppl_ema: float | None = None
+    val_tokens: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalRecord(MetricRecord, ValidationFigures):
+    """An evaluation and where early stopping stands after it (`base`: the model before training)."""
+    kind: ClassVar[str] = "eval"
+    base: bool = False
+    best_value: float | None = None
+    best_step: int | None = None
+    monitor: str | None = None
+    patience_left: int | None = None
+    early_stopping_enabled: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventRecord(MetricRecord):
+    """Something that happened, in words (`message`) and, in the subclass for its `event`, in fields.
+    A subclass that sets its own `event` default registers that event name."""
+    kind: ClassVar[str] = "event"
+    event: str = "info"
+    message: str = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if isinstance(cls.__dict__.get("event"), str):
+            EVENT_KINDS[cls.__dict__["event"]] = cls
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetupEvent(EventRecord):
+    """The worker is set up: batch, steps, sizes, the data's statistics, which kernels run."""
+    event: str = "setup"
+    global_batch_size: int | None = None
+    total_steps: int | None = None
+    trainable_params: int | None = None
+    total_params: int | None = None
+    seq_len: int | None = None
+    data: dict[str, Any] | None = None   # core.data's DataStats.to_dict()
+    lora_modules: int | None = None
+    layer_graphs: int | None = None
+    kernels: str | None = None           # "fused", or "composed: <why>"
+    setup_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaselineEvent(EventRecord, ValidationFigures):
+    """The base model's validation figures and exact match, before training."""
+    event: str = "baseline"
+    exact_match: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResumeEvent(EventRecord):
+    event: str = "resume"
+    source: str | None = None            # the checkpoint resumed from
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControlEvent(EventRecord):
+    """The worker applied a control request: the early-stopping settings now in force."""
+    event: str = "control"
+    early_stopping: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndEvent(EventRecord, FinalFigures):
+    """The run ended (state and reason in `message`, figures as in status.json's `final`)."""
+    event: str = "end"
+
+
+def parse_metric(data: Mapping[str, Any]) -> MetricRecord:
+    """One metrics.jsonl object as its record class (by `kind`, and `event` for events)."""
+    kind = data.get("kind")
+    if kind == EventRecord.kind:
+        return EVENT_KINDS.get(data.get("event"), EventRecord).from_json(data)
+    return METRIC_KINDS.get(kind, MetricRecord).from_json(data)
+
+
+# ---- JSON files ----------------------------------------------------------------------------
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     """`obj` as indented JSON, written atomically (NumPy scalars and paths are converted)."""
@@ -134,13 +491,15 @@ def _read_json_object(path: Path, what: str) -> dict:
 # ---- the run directory ---------------------------------------------------------------------------
 
 _CONTROL_KEYS = ("stop", "early_stopping")
-_STOP_REQUESTS = (None, "graceful", "now")
-_EARLY_STOPPING_KEYS = ("enabled", "monitor", "patience", "min_delta")
 _RUN_ID = re.compile(r"[A-Za-z0-9._-]+")
+POINTERS = ("best", "last")
+_STEP_DIR = re.compile(r"step-(\d+)")
+LOG_TAIL_BYTES = 16 * 1024
 
 
 class RunDir:
-    """One run's folder: typed readers and writers for the files of the contract."""
+    """One run's folder: typed readers and writers for the files of the contract, and every
+    file name in it."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -194,6 +553,40 @@ class RunDir:
         """Per-worker logs that msrun writes for a data-parallel run."""
         return self.path / "logs"
 
+    def exists(self) -> bool:
+        """Whether this is a run folder (it has a status.json)."""
+        return self.status_path.is_file()
+
+    # -- checkpoints and exports --
+
+    def checkpoint(self, which: str | int) -> Path:
+        """`checkpoints/best` or `checkpoints/last` (the pointers), or `checkpoints/step-<N>`."""
+        if isinstance(which, int) and not isinstance(which, bool):
+            return self.checkpoints_dir / f"step-{which}"
+        if which not in POINTERS:
+            raise RunDirError(f"{self.checkpoints_dir}: no checkpoint {which!r}; use "
+                              f"{' or '.join(POINTERS)} or a step number")
+        return self.checkpoints_dir / which
+
+    def checkpoint_step(self, which: str) -> int | None:
+        """N of `checkpoints/<which> -> step-N`, or None when there is no such checkpoint (no
+        pointer, or one whose step folder is gone)."""
+        pointer = self.checkpoint(which)
+        try:
+            target = os.readlink(pointer) if pointer.is_symlink() else pointer.resolve().name
+        except OSError:
+            return None
+        match = _STEP_DIR.fullmatch(Path(target).name)
+        return int(match.group(1)) if match and pointer.is_dir() else None
+
+    def export_path(self, which: str, step: int, fmt: str) -> Path:
+        """Where the `fmt` export of `which` (at `step`) goes: `export/<which>-step-<N>-<fmt>/`."""
+        return self.export_dir / f"{which}-step-{step}-{fmt}"
+
+    def export_zip(self, which: str, step: int, fmt: str) -> Path:
+        """The download of that export: `export/<which>-step-<N>-<fmt>.zip`."""
+        return self.export_dir / f"{which}-step-{step}-{fmt}.zip"
+
     # -- creation --
 
     @classmethod
@@ -212,37 +605,41 @@ class RunDir:
         run.checkpoints_dir.mkdir()
         run.export_dir.mkdir()
         atomic_write(run.config_path, config_yaml)
-        atomic_write_json(run.control_path, {"stop": None, "early_stopping": None, "seq": 0})
+        atomic_write_json(run.control_path, ControlRequest().to_json())
         now = time.time()
-        atomic_write_json(run.status_path, {"run_id": run_id, "state": "queued", "attempt": 1,
-                                            "created_at": now, "updated_at": now})
+        status = Status(run_id=run_id, state="queued", created_at=now, updated_at=now)
+        atomic_write_json(run.status_path, status.to_json())
         return run
 
     # -- status --
 
-    def read_status(self) -> dict:
-        return _read_json_object(self.status_path, "status")
+    def read_status(self) -> Status:
+        return Status.from_json(_read_json_object(self.status_path, "status"))
 
-    def write_status(self, **fields: Any) -> dict:
-        """Merge `fields` into status.json and return the result; refuses an illegal state change.
+    def write_status(self, **fields: Any) -> Status:
+        """Change fields of status.json (Status's field names; `extra` merges into what is there)
+        and return the result; refuses an illegal state change.
 
         Entering `starting` stamps `started_at`, entering a terminal state stamps `ended_at`
         (unless given); every write stamps `updated_at` (epoch seconds).
         """
         with _locked(self.path):
             current = self.read_status()
-            old, new = current.get("state"), fields.get("state", current.get("state"))
+            old, new = current.state, fields.get("state", current.state)
             if "state" in fields and not can_transition(old, new):
                 raise _transition_error(self.status_path, old, new)
-            merged = {**current, **fields, "updated_at": time.time()}
+            stamps = {"updated_at": time.time()}
             if new != old and new == "starting" and "started_at" not in fields:
-                merged["started_at"] = merged["updated_at"]
+                stamps["started_at"] = stamps["updated_at"]
             if new != old and new in TERMINAL_STATES and "ended_at" not in fields:
-                merged["ended_at"] = merged["updated_at"]
-            atomic_write_json(self.status_path, merged)
-            return merged
+                stamps["ended_at"] = stamps["updated_at"]
+            if "extra" in fields:
+                fields["extra"] = {**current.extra, **fields["extra"]}
+            status = current.replace(**{**fields, **stamps})
+            atomic_write_json(self.status_path, status.to_json())
+            return status
 
-    def restart_for_resume(self) -> dict:
+    def restart_for_resume(self) -> Status:
         """Begin a new attempt of a run that is over: state back to `queued`, process fields cleared.
 
         The previous attempt is kept in `history`; step and best stay (the worker resumes from its
@@ -250,39 +647,42 @@ class RunDir:
         """
         with _locked(self.path):
             current = self.read_status()
-            if current.get("state") not in TERMINAL_STATES:
+            if current.state not in TERMINAL_STATES:
                 raise RunDirError(f"{self.status_path}: only a run that is over can be resumed "
-                                  f"(state is {current.get('state')!r}); stop it first")
-            previous = {k: current.get(k) for k in ("state", "reason", "started_at", "ended_at", "step")}
-            cleared = ("pid", "pgid", "create_time", "worker_pids", "started_at", "ended_at",
-                       "reason", "failure_kind", "error_lines", "hostname")
-            status = {k: v for k, v in current.items() if k not in cleared}
-            status.update(state="queued", attempt=int(current.get("attempt", 1)) + 1,
-                          history=[*current.get("history", []), previous], updated_at=time.time())
-            atomic_write_json(self.status_path, status)
+                                  f"(state is {current.state!r}); stop it first")
+            previous = Attempt(state=current.state, reason=current.reason, started_at=current.started_at,
+                               ended_at=current.ended_at, step=current.step)
+            cleared = {name: _default_of(Status, name) for name in (
+                "pid", "pgid", "create_time", "worker_pids", "started_at", "ended_at", "reason",
+                "failure_kind", "error_lines", "hostname")}
+            status = current.replace(**cleared, state="queued", attempt=current.attempt + 1,
+                                     history=[*current.history, previous], updated_at=time.time())
+            atomic_write_json(self.status_path, status.to_json())
         self.write_control(stop=None)
         return status
 
     # -- metrics --
 
-    def append_metrics(self, records: Mapping | Iterable[Mapping]) -> int:
+    def append_metrics(self, records: MetricRecord | Iterable[MetricRecord]) -> int:
         """Append records as JSON lines, flushed one by one (rank 0 only); returns how many.
 
         A record without `time` gets the current epoch seconds. If an earlier writer died in the
         middle of a line, a newline is written first so the torn line stays alone (and is skipped).
         """
-        batch = [records] if isinstance(records, Mapping) else list(records)
+        batch = [records] if isinstance(records, MetricRecord) else list(records)
+        for record in batch:
+            if not isinstance(record, MetricRecord):
+                raise RunDirError(f"{self.metrics_path}: a metrics record must be a MetricRecord "
+                                  f"(TrainRecord, EvalRecord, an EventRecord), not {type(record).__name__}")
         with open(self.metrics_path, "a+b") as handle:
             if handle.seek(0, os.SEEK_END) > 0:
                 handle.seek(-1, os.SEEK_END)
                 if handle.read(1) != b"\n":
                     handle.write(b"\n")
             for record in batch:
-                if not isinstance(record, Mapping):
-                    raise RunDirError(f"{self.metrics_path}: a metrics record must be a mapping, "
-                                      f"not {type(record).__name__}")
-                line = json.dumps({**record, "time": record.get("time", time.time())},
-                                  default=_json_default, separators=(",", ":"))
+                if record.time is None:
+                    record = record.replace(time=time.time())
+                line = json.dumps(record.to_json(), default=_json_default, separators=(",", ":"))
                 handle.write(line.encode("utf-8") + b"\n")
                 handle.flush()
         return len(batch)
@@ -290,60 +690,98 @@ class RunDir:
     def metrics_reader(self) -> MetricsReader:
         return MetricsReader(self.metrics_path)
 
+    def last_metric(self, kind: type[M], max_bytes: int = 8192) -> M | None:
+        """The newest record of class `kind` (e.g. TrainRecord), from the file's end only."""
+        for line in reversed(_tail(self.metrics_path, max_bytes).splitlines()):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and isinstance(record := parse_metric(data), kind):
+                return record
+        return None
+
+    def log_tail(self, max_bytes: int = LOG_TAIL_BYTES) -> str:
+        """The last `max_bytes` of train.log (from a line boundary), '' when there is none."""
+        return _tail(self.log_path, max_bytes)
+
     # -- control --
 
-    def read_control(self) -> dict:
-        """The console's requests: {"stop": None|"graceful"|"now", "early_stopping": {...}|None, "seq": N}."""
+    def read_control(self) -> ControlRequest:
+        """The console's requests (no control.json reads as no request)."""
         if not self.control_path.exists():
-            return {"stop": None, "early_stopping": None, "seq": 0}
-        control = _read_json_object(self.control_path, "control")
-        return {"stop": None, "early_stopping": None, "seq": 0, **control}
+            return ControlRequest()
+        return ControlRequest.from_json(_read_json_object(self.control_path, "control"))
 
-    def write_control(self, **changes: Any) -> dict:
+    def write_control(self, **changes: Any) -> ControlRequest:
         """Merge a request into control.json and bump `seq`, so the worker applies it once.
 
-        `early_stopping` merges key by key (e.g. only `patience`); `early_stopping=None` drops
+        `stop` is None, 'graceful' or 'now'. `early_stopping` merges key by key (e.g. only
+        `patience`), each value checked by the config's own rules; `early_stopping=None` drops
         every override.
         """
-        _check_control(self.control_path, changes)
+        changes = _checked_control(self.control_path, changes)
         with _locked(self.path):
             control = self.read_control()
+            updates: dict[str, Any] = {}
             if "stop" in changes:
-                control["stop"] = changes["stop"]
+                updates["stop"] = changes["stop"]
             if "early_stopping" in changes:
                 update = changes["early_stopping"]
-                control["early_stopping"] = None if update is None else \
-                    {**(control.get("early_stopping") or {}), **update}
-            control.update(seq=int(control.get("seq", 0)) + 1, requested_at=time.time())
-            atomic_write_json(self.control_path, control)
+                updates["early_stopping"] = None if update is None else {**(control.early_stopping or {}), **update}
+            control = control.replace(**updates, seq=control.seq + 1, requested_at=time.time())
+            atomic_write_json(self.control_path, control.to_json())
             return control
 
 
-def _check_control(path: Path, changes: Mapping[str, Any]) -> None:
+M = typing.TypeVar("M", bound=MetricRecord)
+
+
+def _default_of(cls: type, name: str) -> Any:
+    spec = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return spec.default_factory() if spec.default_factory is not dataclasses.MISSING else spec.default
+
+
+def _tail(path: Path, max_bytes: int) -> str:
+    """The last `max_bytes` of a text file, starting at a line boundary; '' if there is none."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read(max_bytes)
+    except OSError:
+        return ""
+    if size > max_bytes and b"\n" in data:
+        data = data[data.index(b"\n") + 1:]
+    return data.decode("utf-8", errors="replace")
+
+
+def _checked_control(path: Path, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """The request with its early-stopping values as the config's fields hold them (7.0 -> 7);
+    raises RunDirError naming the key and what is valid."""
     unknown = [k for k in changes if k not in _CONTROL_KEYS]
     if unknown:
         raise RunDirError(f"{path}: unknown control request {', '.join(unknown)}; "
                           f"valid: {', '.join(_CONTROL_KEYS)}")
-    if changes.get("stop") not in _STOP_REQUESTS:
+    if changes.get("stop") not in (None, *STOP_REQUESTS):
         raise RunDirError(f"{path}: stop = {changes['stop']!r}: must be 'graceful', 'now' or None")
     early = changes.get("early_stopping")
     if early is None:
-        return
-    if not isinstance(early, Mapping) or any(k not in _EARLY_STOPPING_KEYS for k in early):
+        return dict(changes)
+    names = [f.name for f in dataclasses.fields(EarlyStoppingSettings)]
+    if not isinstance(early, Mapping) or any(k not in names for k in early):
         raise RunDirError(f"{path}: early_stopping must be a mapping with keys among "
-                          f"{', '.join(_EARLY_STOPPING_KEYS)} (got {early!r})")
-    checks = {"enabled": lambda v: isinstance(v, bool), "monitor": lambda v: isinstance(v, str),
-              "patience": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-              "min_delta": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0}
-    rules = {"enabled": "true or false", "monitor": "a metric name", "patience": "an integer >= 1",
-             "min_delta": "a number >= 0"}
-    for key, value in early.items():
-        if not checks[key](value):
-            raise RunDirError(f"{path}: early_stopping.{key} = {value!r}: must be {rules[key]}")
+                          f"{', '.join(names)} (got {early!r})")
+    try:
+        settings = EarlyStoppingSettings.from_dict(early)
+    except ConfigError as err:
+        raise RunDirError(f"{path}: {err}") from None
+    return {**changes, "early_stopping": {k: getattr(settings, k) for k in early}}
 
 
 class ControlPoller:
-    """For the worker: returns control.json once per new `seq` and None otherwise; cheap per step.
+    """For the worker: returns control.json once per new `seq` and None otherwise; costs one stat
+    per call while nothing changed.
 
     Starts at seq 0, so requests written before the worker started (a stop, early-stopping
     changes) are applied on the first poll.
@@ -354,7 +792,7 @@ class ControlPoller:
         self.last_seq = last_seq
         self._seen: tuple | None = None
 
-    def poll(self) -> dict | None:
+    def poll(self) -> ControlRequest | None:
         try:
             st = os.stat(self.run_dir.control_path)
         except OSError:
@@ -367,16 +805,17 @@ class ControlPoller:
         except RunDirError:
             return None
         self._seen = key
-        if int(control.get("seq", 0)) <= self.last_seq:
+        if control.seq <= self.last_seq:
             return None
-        self.last_seq = int(control["seq"])
+        self.last_seq = control.seq
         return control
 
 
 # ---- metrics reader --------------------------------------------------------------------------
 
 class MetricsReader:
-    """Reads metrics.jsonl incrementally: each call returns only records appended since the last.
+    """Reads metrics.jsonl incrementally: each call returns only records appended since the last,
+    each as its record class (`parse_metric`).
 
     Bytes after the last newline (a line still being written) wait in a buffer for the next call;
     a line that is not a JSON object is skipped and counted in `corrupt_lines`. A file that does
@@ -396,7 +835,7 @@ class MetricsReader:
         self._partial = b""
         self._inode: int | None = None
 
-    def read_new(self) -> list[dict]:
+    def read_new(self) -> list[MetricRecord]:
         try:
             handle = open(self.path, "rb")
         except FileNotFoundError:
@@ -414,7 +853,7 @@ class MetricsReader:
         *complete, self._partial = data.split(b"\n")
         return [record for line in complete if (record := self._parse(line)) is not None]
 
-    def _parse(self, line: bytes) -> dict | None:
+    def _parse(self, line: bytes) -> MetricRecord | None:
         self.lines += 1
         if not line.strip():
             return None
@@ -425,7 +864,7 @@ class MetricsReader:
         else:
             reason = f"a JSON {type(record).__name__}, not an object"
         if isinstance(record, dict):
-            return record
+            return parse_metric(record)
         self.corrupt_lines += 1
         self.last_error = f"{self.path} line {self.lines}: {reason}"
         return None
@@ -493,7 +932,7 @@ def finalize_name(run_dir: RunDir | str | os.PathLike, val_ppl: float | None,
     the run through the link. status.json's `run_id` is updated.
     """
     real = Path(os.path.realpath(os.fspath(run_dir)))
-    if not (real / "status.json").is_file():
+    if not RunDir(real).exists():
         raise RunDirError(f"{real}: not a run directory (no status.json)")
     wanted = final_run_id(real.name, val_ppl, tokens_per_s)
     if wanted == real.name:
@@ -516,8 +955,12 @@ class RunSummary:
     path: Path
     state: str
     reason: str | None
-    status: dict = field(compare=False)
+    status: Status = field(compare=False)
     sort_time: float = 0.0
+
+    @property
+    def run(self) -> RunDir:
+        return RunDir(self.path)
 
 
 def list_runs(runs_dir: str | os.PathLike) -> list[RunSummary]:
@@ -527,24 +970,25 @@ def list_runs(runs_dir: str | os.PathLike) -> list[RunSummary]:
         entries = [e for e in os.scandir(root) if not e.is_symlink() and e.is_dir(follow_symlinks=False)]
     except (FileNotFoundError, NotADirectoryError):
         return []
-    summaries = [_summarize(Path(e.path)) for e in entries if os.path.lexists(Path(e.path) / "status.json")]
+    runs = [RunDir(e.path) for e in entries]
+    summaries = [_summarize(run) for run in runs if os.path.lexists(run.status_path)]
     return sorted(summaries, key=lambda s: (s.sort_time, s.run_id), reverse=True)
 
 
-def _summarize(path: Path) -> RunSummary:
+def _summarize(run: RunDir) -> RunSummary:
     try:
-        status = RunDir(path).read_status()
+        status = run.read_status()
     except (RunDirError, OSError) as err:
-        status, state, reason = {}, "unknown", str(err)
+        status, state, reason = Status(), "unknown", str(err)
     else:
-        state, reason = status.get("state"), status.get("reason")
+        state, reason = status.state, status.reason
         if state not in STATES:
-            state, reason = "unknown", f"{path / 'status.json'}: unknown state {state!r}"
-    created = status.get("created_at")
-    if not isinstance(created, (int, float)) or isinstance(created, bool):
+            state, reason = "unknown", f"{run.status_path}: unknown state {state!r}"
+    created = status.created_at
+    if created is None:
         with contextlib.suppress(OSError):
-            created = path.stat().st_mtime
-    return RunSummary(path.name, path, state, reason, status, float(created or 0.0))
+            created = run.path.stat().st_mtime
+    return RunSummary(run.run_id, run.path, state, reason, status, float(created or 0.0))
 
 
 # ---- paths ------------------------------------------------------------------------------------

@@ -322,8 +322,9 @@ def _compile_template(source: str) -> jinja2.Template:
 
 
 def _checked_messages(messages: Any) -> list[dict]:
-    """Copies of the messages, each a dict with string `role` and `content`; keys whose value is
-    None are dropped and reasoning is offered under every name templates read (as transformers)."""
+    """Copies of the messages, each a dict with string `role` and `content` (an assistant message
+    with `tool_calls` may have no content); keys whose value is None are dropped and reasoning is
+    offered under every name templates read (as transformers)."""
     if not isinstance(messages, (list, tuple)) or not messages:
         raise TokenizerError("messages: expected a non-empty list of {'role', 'content'} dicts")
     checked = []
@@ -333,6 +334,8 @@ def _checked_messages(messages: Any) -> list[dict]:
                 f"message {index}: expected a dict with 'role' and 'content', got {type(message).__name__}"
             )
         for key in ("role", "content"):
+            if key == "content" and message.get("content") is None and message.get("tool_calls"):
+                continue
             if not isinstance(message.get(key), str):
                 got = type(message[key]).__name__ if key in message else "nothing"
                 raise TokenizerError(f"message {index}: '{key}' must be a string, got {got}")

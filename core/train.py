@@ -33,17 +33,21 @@ from mindspore import Tensor, amp, nn, ops
 from core import checkpoint as ckpt
 from core import launcher, ranks
 from core.checkpoint import CheckpointError, load_hf_model
-from core.config import Config, ConfigError, load_config
-from core.data import DataError, BatchIterator, eval_batches, load_splits, padded_length
+from core.config import Config, ConfigError, EarlyStoppingSettings, describe_fields, load_config
+from core.data import DataError, BatchIterator, eval_batches, load_splits, packed_length, padded_length
 from core.fused import enable as enable_fused_kernels
 from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
 from core.model import share_layer_graphs
-from core.rundir import TERMINAL_STATES, RunDir, finalize_name
+from core.rundir import (TERMINAL_STATES, BaselineEvent, BestSoFar, ControlEvent, ControlPoller, EndEvent, EvalRecord,
+                         EventRecord, FinalFigures, MetricRecord, ResumeEvent, RunDir, SetupEvent, TrainRecord,
+                         ValidationFigures, finalize_name)
 from core.tokenizer import Tokenizer, TokenizerError
-from core.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state
+from core.train_step import (EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state,
+                             step_inputs)
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError)
+MONITORS = describe_fields()["early_stopping.monitor"].choices  # the validation metrics early stopping may watch
 MAX_CONSECUTIVE_OVERFLOWS = 25  # fp16: loss-scale retries before a non-finite loss fails the run
 
 
@@ -67,10 +71,15 @@ class LoopState:
     overflow_steps: int = 0
     tokens_seen: int = 0
     control_seq: int = 0
-    early_stopping: dict = field(default_factory=dict)
+    early_stopping: EarlyStoppingSettings = field(default_factory=EarlyStoppingSettings)
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "early_stopping": self.early_stopping.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LoopState:
+        """A checkpoint's `loop` (its early-stopping settings checked as the config checks them)."""
+        return cls(**{**data, "early_stopping": EarlyStoppingSettings.from_dict(data.get("early_stopping"))})
 
 
 def _ema(previous: float | None, value: float, alpha: float) -> float:
@@ -135,7 +144,10 @@ class Cluster:
 class Trainer:
     def __init__(self, config: Config, run: RunDir, cluster: Cluster):
         self.cfg, self.run, self.cluster = config, run, cluster
-        self.state = LoopState(early_stopping=dict(config.early_stopping.to_dict()))
+        self.state = LoopState(early_stopping=config.early_stopping)
+        self.control = ControlPoller(run)
+        self.stop_requested = False  # by the console, through control.json
+        self.stop_now_requested = False  # ... as "Stop now"
         self.stop_signal = False
         self.stop_forced = False      # the stop came as "Stop now" or SIGTERM, not a graceful request
         self.steps_here = 0           # steps this process ran (the first compiles)
@@ -146,14 +158,14 @@ class Trainer:
         self.tokens_per_s_history: list[float] = []
 
     # ---- logging --------------------------------------------------------------------------
-    def emit(self, kind: str, **fields):
+    def emit(self, record: MetricRecord):
         if self.cluster.is_main:
-            self.run.append_metrics({"kind": kind, "step": self.state.step, "time": round(time.time(), 3), **fields})
+            self.run.append_metrics(record.replace(step=self.state.step, time=round(time.time(), 3)))
 
-    def event(self, message: str, **fields):
-        self.emit("event", event=fields.pop("event", "info"), message=message, **fields)
+    def event(self, record: EventRecord):
+        self.emit(record)
         if self.cluster.is_main:
-            print(f"[step {self.state.step}] {message}", flush=True)
+            print(f"[step {self.state.step}] {record.message}", flush=True)
 
     def status(self, **fields):
         if self.cluster.is_main:
@@ -170,7 +182,8 @@ class Trainer:
         t0 = time.time()
         self.splits = load_splits(cfg.data, self.tokenizer, seed, cache_dir=Path(".mindtune-cache") / "data")
         stats = self.splits.stats
-        self.length = padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation)
+        self.length = (packed_length(cfg.data.max_seq_len) if cfg.data.packing else
+                       padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation))
         self.model = load_hf_model(model_dir, cfg.model.dtype)
         self.base_files = ckpt.weight_files(model_dir)
         if cfg.method == "lora":
@@ -191,7 +204,8 @@ class Trainer:
         pad_id = self.tokenizer.pad_token_id or 0
         self.batches = BatchIterator(self.splits.train, cfg.train.micro_batch_size,
                                      grad_accum_steps=cfg.train.grad_accum_steps, world_size=self.cluster.world,
-                                     rank=self.cluster.rank, seed=seed, length=self.length, pad_id=pad_id)
+                                     rank=self.cluster.rank, seed=seed, length=self.length, pad_id=pad_id,
+                                     packing=cfg.data.packing, group_by_length=cfg.data.group_by_length)
         self.total_steps = self._total_steps()
         self.schedule = WarmupDecaySchedule(cfg.train.learning_rate, cfg.train.warmup_steps, self.total_steps,
                                             cfg.train.schedule, cfg.train.min_lr_ratio)
@@ -201,15 +215,17 @@ class Trainer:
         self.eval_step = EvalStep(self.compute_model)
         trainable_count = sum(int(np.prod(p.shape)) for p in trainable)
         total_count = sum(int(np.prod(p.shape)) for p in self.model.get_parameters())
-        self.event(
-            f"global batch {cfg.global_batch_size} = micro {cfg.train.micro_batch_size} × accum "
+        self.event(SetupEvent(
+            message=f"global batch {cfg.global_batch_size} = micro {cfg.train.micro_batch_size} × accum "
             f"{cfg.train.grad_accum_steps} × data parallel {self.cluster.world}; {self.total_steps} steps; "
             f"trainable {trainable_count:,} of {total_count:,} parameters; sequence length {self.length}; "
             f"kernels {kernels}",
-            event="setup", global_batch_size=cfg.global_batch_size, total_steps=self.total_steps,
+            global_batch_size=cfg.global_batch_size, total_steps=self.total_steps,
             trainable_params=trainable_count, total_params=total_count, seq_len=self.length,
             data=stats.to_dict(), lora_modules=len(self.lora_modules), layer_graphs=layer_graphs, kernels=kernels,
-            setup_s=round(time.time() - t0, 2))
+            setup_s=round(time.time() - t0, 2)))
+        for warning in stats.warnings():  # fields the data format does not read: reported, never dropped silently
+            self.event(EventRecord(event="warning", message=warning))
 
     def _apply_recompute(self):
         rc = self.cfg.recompute
@@ -240,7 +256,7 @@ class Trainer:
         return max(1, int(math.ceil(t.epochs * self.batches.steps_per_epoch)))
 
     # ---- evaluation -----------------------------------------------------------------------
-    def evaluate(self) -> dict:
+    def evaluate(self) -> ValidationFigures:
         self.model.set_train(False)
         nll, tokens = 0.0, 0.0
         batch = self.cfg.train.micro_batch_size
@@ -248,17 +264,18 @@ class Trainer:
         if self.cfg.eval.max_eval_samples:
             samples = samples[: self.cfg.eval.max_eval_samples]
         phase = "eval" if self.evals_here else "compile"  # the first evaluation compiles its graph
-        for b in eval_batches(samples, batch, self.length, self.tokenizer.pad_token_id or 0):
+        for b in eval_batches(samples, batch, self.length, self.tokenizer.pad_token_id or 0,
+                              packing=self.cfg.data.packing):
             self.heartbeat.beat(self.state.step, phase)
-            n, t = self.eval_step(b["input_ids"], b["labels"], b["attention_mask"])
+            n, t = self.eval_step(*step_inputs(b))
             nll, tokens = nll + n, tokens + t
         self.evals_here += 1
         self.model.set_train(True)
         loss = nll / max(tokens, 1.0)
         alpha = self.cfg.eval.ema_alpha
         self.state.val_loss_ema = _ema(self.state.val_loss_ema, loss, alpha)
-        return {"val_loss": loss, "val_ppl": _ppl(loss), "val_loss_ema": self.state.val_loss_ema,
-                "val_ppl_ema": _ppl(self.state.val_loss_ema), "val_tokens": int(tokens)}
+        return ValidationFigures(val_loss=loss, val_ppl=_ppl(loss), val_loss_ema=self.state.val_loss_ema,
+                                 val_ppl_ema=_ppl(self.state.val_loss_ema), val_tokens=int(tokens))
 
     def exact_match(self) -> float | None:
         """Share of test prompts whose greedy answer equals the reference exactly (stripped)."""
@@ -285,12 +302,12 @@ class Trainer:
         return hits / len(records)
 
     # ---- early stopping and control -------------------------------------------------------
-    def improved(self, metrics: dict) -> bool:
+    def improved(self, metrics: ValidationFigures) -> bool:
         """Update best/patience from an evaluation; True when this evaluation is the new best."""
         es = self.state.early_stopping
-        value = metrics[es.get("monitor", "val_loss")]
+        value = getattr(metrics, es.monitor)
         best = self.state.best_value
-        if best is None or value < best - float(es.get("min_delta", 0.0)):
+        if best is None or value < best - es.min_delta:
             self.state.best_value, self.state.best_step, self.state.bad_evals = value, self.state.step, 0
             return True
         self.state.bad_evals += 1
@@ -298,33 +315,36 @@ class Trainer:
 
     def should_stop_early(self) -> bool:
         es = self.state.early_stopping
-        return bool(es.get("enabled")) and self.state.bad_evals >= int(es.get("patience", 1))
+        return es.enabled and self.state.bad_evals >= es.patience
 
     def poll_control(self) -> bool:
         """Apply console requests (every rank agrees on rank 0's reading). True = stop now."""
-        control = self.run.read_control() if self.cluster.is_main else {}
-        seq = int(control.get("seq", 0) or 0)
+        es = self.state.early_stopping
+        request = self.control.poll() if self.cluster.is_main else None
+        if request is not None:
+            self.stop_requested = self.stop_requested or request.stop is not None
+            self.stop_now_requested = self.stop_now_requested or request.stop == "now"
+            try:
+                es = request.early_stopping_over(self.state.early_stopping)
+            except ConfigError as err:  # written by hand: the console checks what it writes
+                self.event(EventRecord(event="warning", message=f"control request {request.seq} ignored: {err}"))
         # 2 = Stop now (or SIGTERM), 1 = a graceful stop request, 0 = go on
-        stop = 2.0 if (control.get("stop") == "now" and seq > 0) or self.stop_signal else \
-            1.0 if control.get("stop") and seq > 0 else 0.0
-        es = dict(self.state.early_stopping)
-        if seq > self.state.control_seq and isinstance(control.get("early_stopping"), dict):
-            es.update({k: v for k, v in control["early_stopping"].items() if v is not None})
-        monitors = ["val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema"]
-        vector = [stop, float(seq), float(bool(es.get("enabled"))), float(monitors.index(es.get("monitor", "val_loss"))),
-                  float(es.get("patience", 1)), float(es.get("min_delta", 0.0))]
+        stop = 2.0 if self.stop_now_requested or self.stop_signal else 1.0 if self.stop_requested else 0.0
+        vector = [stop, float(self.control.last_seq),
+                  float(es.enabled), float(MONITORS.index(es.monitor)), float(es.patience), es.min_delta]
         agreed = self.cluster.from_main(vector)
         signalled = self.cluster.sum([1.0 if self.stop_signal else 0.0])[0] > 0
         stop_any = signalled or agreed[0] > 0
         self.stop_forced = signalled or agreed[0] > 1.5
         if int(agreed[1]) > self.state.control_seq:
-            new = {"enabled": agreed[2] > 0.5, "monitor": monitors[int(agreed[3])], "patience": int(agreed[4]),
-                   "min_delta": agreed[5]}
+            new = EarlyStoppingSettings(enabled=agreed[2] > 0.5, monitor=MONITORS[int(agreed[3])],
+                                        patience=int(agreed[4]), min_delta=agreed[5])
             if new != self.state.early_stopping:
-                if new["monitor"] != self.state.early_stopping.get("monitor"):
+                if new.monitor != self.state.early_stopping.monitor:
                     self.state.best_value, self.state.best_step, self.state.bad_evals = None, None, 0
                 self.state.early_stopping = new
-                self.event(f"early stopping set to {new}", event="control", early_stopping=new)
+                self.event(ControlEvent(message=f"early stopping set to {new.to_dict()}",
+                                        early_stopping=new.to_dict()))
             self.state.control_seq = int(agreed[1])
         return stop_any
 
@@ -376,16 +396,15 @@ class Trainer:
             self.loss_scaler.scale_value.set_data(Tensor(scaler_state["loss_scale.scale_value"], ms.float32))
             if "loss_scale.counter" in scaler_state:
                 self.loss_scaler.counter.set_data(Tensor(scaler_state["loss_scale.counter"], ms.int32))
-        loop = trainer_state["loop"]
-        self.state = LoopState(**{**loop, "control_seq": self.state.control_seq})
+        self.state = LoopState.from_dict({**trainer_state["loop"], "control_seq": self.state.control_seq})
         self.batches.load_state(trainer_state["data_position"])
         ms.set_rng_state(Tensor(np.asarray(trainer_state["rng_state"], dtype=np.uint8)))
-        self.event(f"resumed from {path} at step {self.state.step}", event="resume", source=str(path))
+        self.event(ResumeEvent(message=f"resumed from {path} at step {self.state.step}", source=str(path)))
         if self.cfg.method == "lora" and self.cfg.lora.dropout > 0:
-            self.event("lora.dropout > 0: weights, optimizer, schedule, loss scale and data position are "
-                       "restored exactly, but MindSpore's dropout kernel keeps its random state inside the "
-                       "compiled graph, so the dropout masks after resume differ from an uninterrupted run",
-                       event="warning")
+            self.event(EventRecord(event="warning", message=(
+                "lora.dropout > 0: weights, optimizer, schedule, loss scale and data position are "
+                "restored exactly, but MindSpore's dropout kernel keeps its random state inside the "
+                "compiled graph, so the dropout masks after resume differ from an uninterrupted run")))
 
     # ---- the loop -------------------------------------------------------------------------
     def train_one_step(self) -> dict:
@@ -393,8 +412,7 @@ class Trainer:
         micro = [next(self.batches) for _ in range(cfg.train.grad_accum_steps)]
         tokens = sum(int(b["attention_mask"].sum()) for b in micro)
         start = time.perf_counter()
-        loss, grad_norm, applied, scale = self.train_step(
-            [(b["input_ids"], b["labels"], b["attention_mask"]) for b in micro])
+        loss, grad_norm, applied, scale = self.train_step([step_inputs(b) for b in micro])
         step_time = time.perf_counter() - start
         return {"loss": loss, "grad_norm": grad_norm, "applied": applied, "loss_scale": scale,
                 "tokens": tokens, "step_time_s": step_time}
@@ -438,23 +456,23 @@ class Trainer:
         seconds = sum(o["step_time_s"] for o in window)
         self.tokens_per_s_history.append(tokens / max(seconds, 1e-9))
         memory = self.cluster.sum([peak_memory_mb(self.cfg.parallel.device)])[0]
-        self.emit("train", loss=out["loss"], loss_ema=self.state.loss_ema,
-                  lr=lr_at(self.schedule, max(int(self.optimizer.global_step.asnumpy().reshape(-1)[0]) - 1, 0)),
-                  grad_norm=out["grad_norm"], loss_scale=out["loss_scale"], tokens_per_s=tokens / max(seconds, 1e-9),
-                  step_time_s=seconds / len(window), peak_mem_mb=round(memory, 1),
-                  overflow_steps=self.state.overflow_steps, epoch=self.batches.epoch,
-                  total_steps=self.total_steps)
+        self.emit(TrainRecord(
+            loss=out["loss"], loss_ema=self.state.loss_ema,
+            lr=lr_at(self.schedule, max(int(self.optimizer.global_step.asnumpy().reshape(-1)[0]) - 1, 0)),
+            grad_norm=out["grad_norm"], loss_scale=out["loss_scale"], tokens_per_s=tokens / max(seconds, 1e-9),
+            step_time_s=seconds / len(window), peak_mem_mb=round(memory, 1),
+            overflow_steps=self.state.overflow_steps, epoch=self.batches.epoch, total_steps=self.total_steps))
 
     def run_eval(self) -> bool:
         """Evaluate, log, checkpoint the best; True when early stopping says stop."""
         metrics = self.evaluate()
         best = self.improved(metrics)
         es = self.state.early_stopping
-        patience_left = max(int(es.get("patience", 1)) - self.state.bad_evals, 0)
-        self.emit("eval", **metrics, best_value=self.state.best_value, best_step=self.state.best_step,
-                  monitor=es.get("monitor"), patience_left=patience_left, early_stopping_enabled=bool(es.get("enabled")))
-        self.status(step=self.state.step, best={"metric": es.get("monitor"), "value": self.state.best_value,
-                                                "step": self.state.best_step, "val_ppl": metrics["val_ppl"]})
+        self.emit(EvalRecord(**metrics.values(), best_value=self.state.best_value, best_step=self.state.best_step,
+                             monitor=es.monitor, patience_left=max(es.patience - self.state.bad_evals, 0),
+                             early_stopping_enabled=es.enabled))
+        self.status(step=self.state.step, best=BestSoFar(metric=es.monitor, value=self.state.best_value,
+                                                         step=self.state.best_step, val_ppl=metrics.val_ppl))
         if best and self.state.step > 0:
             self.save(("best", "last"))
         return self.should_stop_early()
@@ -486,8 +504,8 @@ class Trainer:
                 if self.run_eval():
                     self.save(("last",))
                     es = self.state.early_stopping
-                    return "early_stopped", (f"{es['monitor']} did not improve by {es.get('min_delta', 0)} for "
-                                             f"{es['patience']} evaluations (best {self.state.best_value:.4f} "
+                    return "early_stopped", (f"{es.monitor} did not improve by {es.min_delta} for "
+                                             f"{es.patience} evaluations (best {self.state.best_value:.4f} "
                                              f"at step {self.state.best_step})")
             if step % cfg.train.save_every == 0 and step != self.total_steps:
                 self.save(("last",))
@@ -496,13 +514,12 @@ class Trainer:
 
     def execute(self, resume: str | None) -> None:
         status = self.run.read_status()
-        self.heartbeat = ranks.Heartbeat(self.run, ranks.env_rank(), int(status.get("attempt") or 1),
-                                         self.cfg.parallel.hang_timeout_s)
+        self.heartbeat = ranks.Heartbeat(self.run, ranks.env_rank(), status.attempt, self.cfg.parallel.hang_timeout_s)
         self.heartbeat.beat(0, "setup")
         if self.cluster.world > 1:  # each rank's own log (logs/worker_N.log) says who it is
             print(f"rank {self.cluster.rank} of {self.cluster.world}: pid {os.getpid()} on {socket.gethostname()}",
                   flush=True)
-        if self.cluster.is_main and status.get("state") == "queued":
+        if self.cluster.is_main and status.state == "queued":
             self.run.write_status(state="starting", pid=os.getpid())
         fields = launcher.process_fields() if self.cluster.world == 1 else {}
         self.status(state="running", rank_count=self.cluster.world, **fields)
@@ -513,12 +530,13 @@ class Trainer:
             self.restore(resume)
         else:
             base = self.evaluate()
-            self.emit("eval", **base, base=True, best_value=None, best_step=None)
+            self.emit(EvalRecord(**base.values(), base=True))
             base_em = self.exact_match()
             self.base_exact_match = base_em
-            self.event(f"base model: val_loss {base['val_loss']:.4f}, val_ppl {base['val_ppl']:.3f}"
-                       + (f", exact match {base_em:.3f}" if base_em is not None else ""),
-                       event="baseline", **base, exact_match=base_em)
+            self.event(BaselineEvent(
+                message=f"base model: val_loss {base.val_loss:.4f}, val_ppl {base.val_ppl:.3f}"
+                + (f", exact match {base_em:.3f}" if base_em is not None else ""),
+                **base.values(), exact_match=base_em))
         state, reason = self.loop()
         self.finish(state, reason)
 
@@ -526,36 +544,37 @@ class Trainer:
         """What an interrupted save or export left in this run's folders: repaired or swept, and said."""
         actions = ckpt.recover(self.run.checkpoints_dir) + ckpt.sweep(self.run.export_dir)
         for action in actions:
-            self.event(f"checkpoints: {action}", event="recovery")
+            self.event(EventRecord(event="recovery", message=f"checkpoints: {action}"))
         if not actions:
             print("checkpoints: no leftovers of interrupted saves", flush=True)
 
     def finish(self, state: str, reason: str) -> None:
-        final = {}
+        exact_match = None
         if self.state.best_step is not None and self.cluster.is_main and state != "stopped":
-            final["exact_match"] = self.best_exact_match()
+            exact_match = self.best_exact_match()
         if self.cluster.is_main:
             ppl = None
             tps = self.tokens_per_s_history[1:] or self.tokens_per_s_history  # the first includes compilation
             if self.state.best_value is not None:
-                ppl = _ppl(self.state.best_value) if "loss" in self.state.early_stopping.get("monitor", "") else self.state.best_value
-            final.update(best_val_ppl=ppl, tokens_per_s=float(np.median(tps)) if tps else None,
-                         peak_mem_mb=round(peak_memory_mb(self.cfg.parallel.device), 1),
-                         wall_s=round(time.time() - self.started, 1), steps=self.state.step,
-                         overflow_steps=self.state.overflow_steps, tokens_seen=self.state.tokens_seen)
+                ppl = _ppl(self.state.best_value) if "loss" in self.state.early_stopping.monitor else self.state.best_value
+            final = FinalFigures(exact_match=exact_match, best_val_ppl=ppl,
+                                 tokens_per_s=float(np.median(tps)) if tps else None,
+                                 peak_mem_mb=round(peak_memory_mb(self.cfg.parallel.device), 1),
+                                 wall_s=round(time.time() - self.started, 1), steps=self.state.step,
+                                 overflow_steps=self.state.overflow_steps, tokens_seen=self.state.tokens_seen)
             note = ranks.resumable_note(self.run)
             if state == "stopped":
                 reason = f"{reason}; {note['note']}"
-            self.event(f"{state}: {reason}", event="end", **final)
+            self.event(EndEvent(message=f"{state}: {reason}", **final.values()))
             self.run.write_status(state=state, reason=reason, ended_at=time.time(), final=final,
                                   resumable_checkpoint=note["resumable_checkpoint"])
-            self.run = finalize_name(self.run, final.get("best_val_ppl"), final.get("tokens_per_s"))
+            self.run = finalize_name(self.run, final.best_val_ppl, final.tokens_per_s)
             print(f"run directory: {self.run.path}", flush=True)
 
     def best_exact_match(self) -> float | None:
         if not self.splits.test_records or not self.cfg.eval.downstream:
             return None
-        best_dir = self.run.checkpoints_dir / "best"
+        best_dir = self.run.checkpoint("best")
         if best_dir.exists():
             weights, _, _ = ckpt.load_train_checkpoint(best_dir)
             ckpt.set_parameters(self.trainable, weights, str(best_dir))
@@ -654,11 +673,11 @@ def _fail(run: RunDir, cluster: Cluster | None, reason: str, kind: str) -> None:
     rank, world = ranks.env_rank(), ranks.env_world()
     try:
         status = run.read_status()
-        attempt = int(status.get("attempt") or 1)
+        attempt = status.attempt
         # a crash in a collective is often a peer's death seen from here: wait a moment for its news
         deadline = time.monotonic() + (PEER_WAIT_S if world > 1 and kind == "crash" else 0.0)
         while True:
-            if status.get("state") in TERMINAL_STATES:
+            if status.state in TERMINAL_STATES:
                 return
             trouble = ranks.peer_trouble(run, rank, attempt) if world > 1 else None
             if trouble is not None and trouble[0] == "hang" and trouble[2].get("beat"):
@@ -759,7 +778,7 @@ def _follow(launched) -> int:
             sys.stdout.flush()
         if done:
             launcher.reconcile(launched.run_dir)
-            state = launched.run_dir.read_status().get("state")
+            state = launched.run_dir.read_status().state
             return 0 if state in ("finished", "early_stopped", "stopped") else 1
         time.sleep(launcher.WATCH_EVERY_S)
 

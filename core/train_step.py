@@ -88,6 +88,25 @@ class CausalLMLoss(nn.Cell):
         return (self.softmax(logits) - onehot) * full(weight, logits.shape), self.zeros_like(labels)
 
 
+BATCH_INPUTS = ("input_ids", "labels", "attention_mask")
+PACKED_INPUTS = ("position_ids", "segment_ids")  # present when core.data packed the batch
+
+
+def step_inputs(batch: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """A core.data batch as the train/eval step's arguments: input_ids, labels, attention_mask,
+    and for packed rows position_ids and segment_ids."""
+    names = BATCH_INPUTS + (PACKED_INPUTS if "segment_ids" in batch else ())
+    return tuple(batch[name] for name in names)
+
+
+def forward(model: nn.Cell, input_ids, attention_mask, position_ids=None, segment_ids=None):
+    """Logits of a batch; packed rows pass their restarted positions and segment ids, so
+    attention stays within each sample."""
+    if position_ids is None:
+        return model(input_ids, attention_mask)
+    return model(input_ids, attention_mask, position_ids, segment_ids)
+
+
 class WarmupDecaySchedule(LearningRateSchedule):
     """Linear warmup to `peak_lr`, then cosine or linear decay to `peak_lr·min_lr_ratio` at
     `total_steps` (constant: stays at peak). Driven by the optimizer's own step counter, so a
@@ -197,15 +216,15 @@ class TrainStep:
         self._add = ms.jit(self._add_grads)
         self._apply = ms.jit(self._apply_step)
 
-    def _scaled_loss(self, input_ids, labels, attention_mask):
-        logits = self.model(input_ids, attention_mask)
+    def _scaled_loss(self, input_ids, labels, attention_mask, position_ids=None, segment_ids=None):
+        logits = forward(self.model, input_ids, attention_mask, position_ids, segment_ids)
         nll_sum, tokens = self.loss(logits, labels)
-        loss = nll_sum / ops.maximum(tokens, 1.0)
+        loss = nll_sum / ops.maximum(tokens, 1.0)  # per real (labelled) token, packed or not
         scaled = self.loss_scaler.scale(loss) if self.loss_scaler is not None else loss
         return scaled, loss
 
-    def _micro_step(self, input_ids, labels, attention_mask):
-        (_, loss), grads = self._grad_fn(input_ids, labels, attention_mask)
+    def _micro_step(self, *inputs):
+        (_, loss), grads = self._grad_fn(*inputs)
         return loss, grads
 
     @staticmethod
@@ -239,20 +258,22 @@ class TrainStep:
         factor = 1.0 - self.schedule(self.optimizer.global_step) * self.weight_decay
         _MAP(ops.partial(_decayed, factor), self.decayed)
 
-    def _single_step(self, input_ids, labels, attention_mask):
+    def _single_step(self, *inputs):
         """The common case (no accumulation) as one graph: no gradient tuple crosses to the host."""
-        loss, grads = self._micro_step(input_ids, labels, attention_mask)
+        loss, grads = self._micro_step(*inputs)
         norm, finite = self._apply_step(grads, 1)
         return loss, norm, finite
 
-    def __call__(self, micro_batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+    def __call__(self, micro_batches: list[tuple[np.ndarray, ...]]):
+        """Each micro batch is `step_inputs(batch)`: input_ids, labels, attention_mask (B, T), and
+        for packed rows position_ids and segment_ids."""
         scale = float(self.loss_scaler.scale_value.asnumpy()) if self.loss_scaler is not None else 1.0
         if len(micro_batches) == 1:
             loss, norm, finite = self._single(*(Tensor(a) for a in micro_batches[0]))
             return float(loss.asnumpy()), float(norm.asnumpy()), bool(finite.asnumpy()), scale
         grads, losses = None, []
-        for input_ids, labels, mask in micro_batches:
-            loss, g = self._micro(Tensor(input_ids), Tensor(labels), Tensor(mask))
+        for arrays in micro_batches:
+            loss, g = self._micro(*(Tensor(a) for a in arrays))
             grads = g if grads is None else self._add(ms.mutable(grads), ms.mutable(g))
             losses.append(loss)
         norm, finite = self._apply(ms.mutable(grads), len(micro_batches))
@@ -268,9 +289,11 @@ class EvalStep:
         self.loss = loss_cell(model)
         self._fn = ms.jit(self._nll)
 
-    def _nll(self, input_ids, labels, attention_mask):
-        return self.loss(self.model(input_ids, attention_mask), labels)
+    def _nll(self, input_ids, labels, attention_mask, position_ids=None, segment_ids=None):
+        return self.loss(forward(self.model, input_ids, attention_mask, position_ids, segment_ids), labels)
 
-    def __call__(self, input_ids: np.ndarray, labels: np.ndarray, attention_mask: np.ndarray) -> tuple[float, float]:
-        nll, tokens = self._fn(Tensor(input_ids), Tensor(labels), Tensor(attention_mask))
+    def __call__(self, input_ids: np.ndarray, labels: np.ndarray, attention_mask: np.ndarray,
+                 *packed: np.ndarray) -> tuple[float, float]:
+        """Summed NLL and labelled tokens; `packed` is (position_ids, segment_ids) of packed rows."""
+        nll, tokens = self._fn(Tensor(input_ids), Tensor(labels), Tensor(attention_mask), *(Tensor(a) for a in packed))
         return float(nll.asnumpy()), float(tokens.asnumpy())

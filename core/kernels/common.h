@@ -47,6 +47,15 @@ void parallel_blocks(int64_t size, int64_t block, F fn) {
                [&](int64_t b) { fn(b, b * block, std::min(size, (b + 1) * block)); });
 }
 
+// The same blocks as parallel_blocks, on the calling thread when `parallel` is false: a kernel of
+// a few hundred microseconds loses more waiting for a new thread to be scheduled (each call starts
+// its threads; on a loaded machine that wait is milliseconds) than a second core saves.
+template <typename F>
+void blocks_maybe_parallel(bool parallel, int64_t size, int64_t block, F fn) {
+  if (parallel) return parallel_blocks(size, block, fn);
+  for (int64_t b = 0; b < block_count(size, block); ++b) fn(b, b * block, std::min(size, (b + 1) * block));
+}
+
 inline bool is_f32(const char *dtype) { return std::strcmp(dtype, "float32") == 0 || std::strcmp(dtype, "float") == 0; }
 inline bool is_i32(const char *dtype) { return std::strcmp(dtype, "int32") == 0 || std::strcmp(dtype, "int") == 0; }
 

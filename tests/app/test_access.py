@@ -59,7 +59,7 @@ def test_viewers_from_requests(shared, console):
 def test_a_started_run_records_its_owner_and_only_they_see_it(shared, fake_launcher):
     config = Config().with_updates({"run.runs_dir": str(shared.runs_dir)})
     result = shared.jobs.start(config, owner="alice")
-    assert shared.jobs.run_dir(result.run_id).read_status()["owner"] == "alice"
+    assert shared.jobs.run_dir(result.run_id).read_status().owner == "alice"
     assert [r.run_id for r in shared.jobs.runs(ALICE)] == [result.run_id]
     assert shared.jobs.runs(BOB) == [] and [r.run_id for r in shared.jobs.runs(CAROL)] == [result.run_id]
     # the same form submitted by bob is bob's own run, not alice's repeated
@@ -79,7 +79,7 @@ def test_another_users_run_does_not_exist_in_any_callback(shared, fake_launcher)
     assert runs.delete(shared, [alice_run.run_id], BOB) == f"⚠ {missing}" and alice_run.path.is_dir()
     assert monitor.stop(shared, live.run_id, False, BOB).startswith("⚠ no run") and not fake_launcher.stopped
     assert monitor.apply_early_stopping(shared, live.run_id, True, "val_loss", 2, 0.0, BOB).startswith("⚠ no run")
-    assert live.read_control()["seq"] == 0
+    assert live.read_control().seq == 0
     _, note = monitor.prepare_download(shared, alice_run.run_id, "peft", "en", BOB)
     assert note == f"⚠ {missing}"
     assert runs.runs_table(shared, BOB).empty and runs.config_diff(shared, [alice_run.run_id], BOB)[0] == ["setting"]

@@ -8,7 +8,6 @@ in the loss chart.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import statistics
@@ -120,14 +119,9 @@ class ChartDelay:
 
     def delays(self, metrics_path: Path) -> dict[int, float]:
         seen = {int(float(step)): ms / 1000 for step, ms in self.page.evaluate("window.__chartSeen").items()}
-        written = {}
-        for line in metrics_path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a half-written last line
-            if record.get("kind") == "train" and "loss" in record:
-                written[record["step"]] = record["time"]
+        from core.rundir import MetricsReader, TrainRecord
+        written = {r.step: r.time for r in MetricsReader(metrics_path).read_new()  # a half-written last line waits
+                   if isinstance(r, TrainRecord) and r.loss is not None}
         return {step: seen[step] - written[step] for step in written if step in seen}
 
     def summary(self, metrics_path: Path) -> str:
@@ -193,7 +187,7 @@ def change_patience(page, runs_dir: Path) -> None:
     set_number(page, "patience", NEW_PATIENCE)
     page.click("#es-apply")
     run = RunDir(only_run(runs_dir))
-    wait_for(lambda: (run.read_control().get("early_stopping") or {}).get("patience") == NEW_PATIENCE,
+    wait_for(lambda: (run.read_control().early_stopping or {}).get("patience") == NEW_PATIENCE,
              f"control.json to carry patience {NEW_PATIENCE}", timeout_s=60)
 
 
@@ -206,7 +200,7 @@ def stop_run(page, runs_dir: Path) -> Path:
     page.click("#stop-button")
     wait_for(lambda: run_state(page) == "stopped", "state stopped")
     run_dir = only_run(runs_dir)
-    assert RunDir(run_dir).read_status()["state"] == "stopped"
+    assert RunDir(run_dir).read_status().state == "stopped"
     wait_for(lambda: not launcher.run_processes(run_dir), "the run's processes to exit", timeout_s=30)
     assert not launcher.find_orphans(runs_dir)
     return run_dir

@@ -64,20 +64,20 @@ def test_a_killed_data_parallel_rank_is_seen_within_5_s(console):
     assert len(scheduler) == 1
     os.kill(record["pid"], signal.SIGKILL)
     killed = time.time()
-    status = _wait(lambda: (s := run.read_status())["state"] in TERMINAL_STATES and s, "the failure", 30)
+    status = _wait(lambda: (s := run.read_status()).state in TERMINAL_STATES and s, "the failure", 30)
     detected = time.time() - killed
     _wait(lambda: not launcher.run_processes(run), "the group torn down", 30)
     gone = time.time() - killed
-    print(f"\nrank 1 SIGKILL: failed after {detected:.2f} s, no process left after {gone:.2f} s: {status['reason']}")
+    print(f"\nrank 1 SIGKILL: failed after {detected:.2f} s, no process left after {gone:.2f} s: {status.reason}")
     assert detected < 5.0 and gone < 5.0
-    assert status["state"] == "failed" and status["failure_kind"] == "rank_died" and status["failed_rank"] == 1
+    assert status.state == "failed" and status.failure_kind == "rank_died" and status.failed_rank == 1
     last = os.readlink(run.checkpoints_dir / "last") if (run.checkpoints_dir / "last").is_symlink() else None
-    assert status["reason"] == ("rank 1 was killed by SIGKILL (no sign of the out-of-memory killer); "
+    assert status.reason == ("rank 1 was killed by SIGKILL (no sign of the out-of-memory killer); "
                                 + (f"newest resumable checkpoint: {last}" if last else "no checkpoint to resume from"))
-    assert status["exit_signal"] == "SIGKILL"
+    assert status.exit_signal == "SIGKILL"
     worker_log = (run.path / "logs" / "worker_1.log").read_text().splitlines()
-    assert status["error_lines"] == [line.rstrip() for line in worker_log if line.strip()][-20:]
-    assert "rank 1 of 2: pid " in "\n".join(status["error_lines"])
+    assert status.error_lines == [line.rstrip() for line in worker_log if line.strip()][-20:]
+    assert "rank 1 of 2: pid " in "\n".join(status.error_lines)
     assert not scheduler[0].is_running() or scheduler[0].status() == "zombie"
     time.sleep(3)  # what is left of msrun and its scheduler could only have written by now
     assert run.read_status() == status
@@ -94,6 +94,6 @@ def test_stop_now_is_stopped_and_names_the_checkpoint(console):
     console.jobs.wait_for_watchers(30)
     status = run.read_status()
     last = os.readlink(run.checkpoints_dir / "last")
-    assert status["state"] == "stopped" and "failure_kind" not in status
-    assert status["reason"] == f"stopped by the user (forced); newest resumable checkpoint: {last}"
+    assert status.state == "stopped" and status.failure_kind is None
+    assert status.reason == f"stopped by the user (forced); newest resumable checkpoint: {last}"
     assert not launcher.run_processes(run)

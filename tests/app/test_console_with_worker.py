@@ -67,7 +67,7 @@ def test_start_watch_steer_stop_export(real_console):
 
     def patience_applied() -> bool:
         monitor.tick(session, outcome.run_id, console)
-        return any(c.get("early_stopping", {}).get("patience") == 50 for c in session.charts.controls)
+        return any(c.early_stopping["patience"] == 50 for c in session.charts.controls)
 
     wait_for(patience_applied, "the worker to apply the new patience")
     monitor.stop(console, outcome.run_id, graceful=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -55,7 +56,7 @@ def test_resume_a_stopped_run_from_its_last_checkpoint(console, fake_launcher):
     result = console.jobs.resume(run.run_id)
     assert result.started and "step-8" in result.message
     status = run.read_status()
-    assert status["state"] == "starting" and status["attempt"] == 2
+    assert status.state == "starting" and status.attempt == 2
     assert load_config(run.config_path).run.resume == str(run.checkpoints_dir / "last")
     assert fake_launcher.launched[-1].run_id == run.run_id
 
@@ -92,5 +93,11 @@ def test_reattach_reconciles_active_runs(tmp_path):
             return run.write_status(state="failed", reason="gone")
         return run.read_status()
 
-    report = JobManager(runs, reconcile=reconcile).reattach()
+    watched = []
+    report = JobManager(runs, reconcile=reconcile, watch=lambda run: watched.append(run.run_id) or run.write_status(
+        state="failed", reason="watched")).reattach()
     assert sorted(checked) == ["a", "b"] and report.alive == ["a"] and report.failed == ["b"]
+    deadline = time.monotonic() + 10
+    while not watched and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert watched == ["a"]  # the live run is watched from now on (until it is over)

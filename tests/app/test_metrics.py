@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from core.rundir import RunDir
+from core.rundir import EvalRecord, RunDir, TrainRecord
 
-from app.metrics import RunCharts, last_record, read_tail
+from app.metrics import RunCharts
 
 
 @pytest.fixture
@@ -15,15 +15,15 @@ def run(tmp_path) -> RunDir:
     return RunDir.create(tmp_path / "runs", "r1", "method: lora\n")
 
 
-def train(step, loss, **extra):
-    return {"kind": "train", "step": step, "time": 100.0 + step, "loss": loss, "loss_ema": loss + 0.1,
-            "lr": 0.001, "grad_norm": 0.5, "loss_scale": 1.0, "tokens_per_s": 900.0, "peak_mem_mb": 700.0, **extra}
+def train(step, loss, **changes) -> TrainRecord:
+    return TrainRecord(**{"step": step, "time": 100.0 + step, "loss": loss, "loss_ema": loss + 0.1, "lr": 0.001,
+                          "grad_norm": 0.5, "loss_scale": 1.0, "tokens_per_s": 900.0, "peak_mem_mb": 700.0, **changes})
 
 
-def evaluation(step, loss, best, **extra):
-    return {"kind": "eval", "step": step, "val_loss": loss, "val_ppl": 2.718 ** loss, "val_loss_ema": loss,
-            "val_ppl_ema": 2.718 ** loss, "best_value": best, "best_step": step, "monitor": "val_loss",
-            "patience_left": 3, **extra}
+def evaluation(step, loss, best, **changes) -> EvalRecord:
+    return EvalRecord(**{"step": step, "val_loss": loss, "val_ppl": 2.718 ** loss, "val_loss_ema": loss,
+                         "val_ppl_ema": 2.718 ** loss, "best_value": best, "best_step": step, "monitor": "val_loss",
+                         "patience_left": 3, **changes})
 
 
 def test_update_reads_only_the_new_bytes(run):
@@ -57,14 +57,14 @@ def test_a_half_written_line_waits_for_its_end(run):
 def test_evaluations_with_the_best_line_and_baseline(run):
     charts = RunCharts(run.path)
     run.append_metrics([evaluation(0, 5.0, None, base=True), evaluation(10, 4.0, 4.0),
-                        {**evaluation(20, 4.5, 4.0), "monitor": "val_ppl", "best_value": 50.0}])
+                        evaluation(20, 4.5, 4.0, monitor="val_ppl", best_value=50.0)])
     charts.update()
     val = charts.frames["val_loss"]
     assert set(val.series) == {"val loss", "val loss EMA", "best val_loss"}
     assert list(val[val.series == "val loss"]["step"]) == [0, 10, 20]
     ppl = charts.frames["val_ppl"]
     assert list(ppl[ppl.series == "best val_ppl"]["value"]) == [50.0]
-    assert charts.last_eval["step"] == 20
+    assert charts.last_eval.step == 20
 
 
 def test_non_finite_points_are_left_out_and_memory_is_per_worker(run):
@@ -85,18 +85,16 @@ def test_take_changed_hands_each_change_out_once(run):
 
 def test_progress_times_steps_after_compilation(run):
     charts = RunCharts(run.path)
-    run.append_metrics([{**train(1, 3.0), "time": 50.0}, {**train(5, 2.0), "time": 100.0},
-                        {**train(10, 1.0), "time": 110.0}])
+    run.append_metrics([train(1, 3.0, time=50.0), train(5, 2.0, time=100.0), train(10, 1.0, time=110.0)])
     charts.update()
     assert charts.progress.seconds_per_step() == pytest.approx(2.0)
 
 
 def test_read_tail_and_last_record(tmp_path, run):
-    log = tmp_path / "train.log"
-    log.write_text("".join(f"line {i}\n" for i in range(5000)))
-    tail = read_tail(log, 100)
+    run.log_path.write_text("".join(f"line {i}\n" for i in range(5000)))
+    tail = run.log_tail(100)
     assert tail.endswith("line 4999\n") and tail.startswith("line ") and len(tail) <= 100
-    assert read_tail(tmp_path / "missing") == ""
+    assert RunDir(tmp_path / "missing").log_tail() == ""
     run.append_metrics([train(1, 3.0), evaluation(2, 2.0, 2.0), train(3, 1.5)])
-    assert last_record(run.metrics_path, "train")["step"] == 3
-    assert last_record(run.metrics_path, "eval")["step"] == 2
+    assert run.last_metric(TrainRecord).step == 3
+    assert run.last_metric(EvalRecord).step == 2

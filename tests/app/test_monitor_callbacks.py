@@ -7,7 +7,7 @@ import time
 import pytest
 
 from core.config import Config
-from core.rundir import RunDir, finalize_name
+from core.rundir import RunDir, Status, finalize_name
 
 from app import monitor_callbacks as cb
 from app.run_status import failure_kind
@@ -93,7 +93,7 @@ def test_stop_buttons_go_through_the_job_manager(console, fake_launcher):
     assert cb.stop(console, run.run_id, graceful=False)
     console.jobs.wait_for_stops()
     assert fake_launcher.stopped == [(run.run_id, True), (run.run_id, False)]
-    assert run.read_status()["state"] == "stopped"
+    assert run.read_status().state == "stopped"
     assert "no run selected" in cb.stop(console, None, graceful=True)
 
 
@@ -102,7 +102,7 @@ def test_early_stopping_changes_reach_the_control_file(console):
     message = cb.apply_early_stopping(console, run.run_id, True, "val_ppl", 7.0, 0.01)
     assert "sent to the worker" in message
     control = run.read_control()
-    assert control["early_stopping"] == {"enabled": True, "monitor": "val_ppl", "patience": 7, "min_delta": 0.01}
+    assert control.early_stopping == {"enabled": True, "monitor": "val_ppl", "patience": 7, "min_delta": 0.01}
     assert cb.early_stopping_settings(run)["patience"] == 7
     assert "integer" in cb.apply_early_stopping(console, run.run_id, True, "val_loss", 0, 0.0)
     run.write_status(state="finished")
@@ -118,8 +118,8 @@ def test_early_stopping_changes_reach_the_control_file(console):
     ("something odd", [], "other"),
 ])
 def test_failure_reasons_in_plain_words(reason, lines, kind):
-    assert failure_kind({"state": "failed", "reason": reason, "error_lines": lines}) == kind
-    assert failure_kind({"state": "stopped", "reason": reason}) is None
+    assert failure_kind(Status(state="failed", reason=reason, error_lines=lines)) == kind
+    assert failure_kind(Status(state="stopped", reason=reason)) is None
 
 
 def test_failure_words_name_the_kind(console):
@@ -146,8 +146,7 @@ def test_downloads_follow_the_checkpoints(console):
 
 def test_elapsed_and_eta(console):
     run = make_run(console)
-    run.append_metrics([{**train(1, 3.0), "time": time.time() - 10}, {**train(5, 2.0), "time": 100.0},
-                        {**train(10, 1.0), "time": 110.0}])
+    run.append_metrics([train(1, 3.0, time=time.time() - 10), train(5, 2.0, time=100.0), train(10, 1.0, time=110.0)])
     run.write_status(step=10, total_steps=20)
     result = cb.tick(cb.MonitorSession(), run.run_id, console)
     assert "10 / 20" in result.status and "ETA</b> 20s" in result.status

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from core.rundir import finalize_name
+from core.rundir import FinalFigures, finalize_name
 
 from app import runs_callbacks as cb
 
@@ -16,7 +16,7 @@ def test_table_lists_every_run_with_its_figures(console):
     live.append_metrics(train(3, 2.0))
     live.write_status(step=3, total_steps=20)
     done = make_run(console, "20261129-000002_b_lora-r8_fp32_dp1")
-    done.write_status(state="finished", final={"best_val_ppl": 12.345, "tokens_per_s": 850.2, "peak_mem_mb": 730.0})
+    done.write_status(state="finished", final=FinalFigures(best_val_ppl=12.345, tokens_per_s=850.2, peak_mem_mb=730.0))
     table = cb.runs_table(console)
     assert list(table.columns) == cb.TABLE_HEADERS
     rows = {r["run"]: r for r in table.to_dict("records")}

@@ -247,5 +247,5 @@ def test_events_list_stop_delete_only_own_runs(multi):
     _, note = bob.event("download-adapter", [alice_run, "en"])
     assert f"no run {alice_run}" in note
     status = multi.runs["alice"].read_status()
-    assert status["state"] == "finished" and multi.runs["alice"].path.is_dir()
-    assert multi.runs["alice"].read_control()["stop"] is None
+    assert status.state == "finished" and multi.runs["alice"].path.is_dir()
+    assert multi.runs["alice"].read_control().stop is None

@@ -197,7 +197,7 @@ def test_invalid_json_file_names_the_line_and_hints_at_jsonl(tmp_path):
 def test_empty_file_is_an_error(tmp_path, name):
     path = tmp_path / name
     path.write_text("\n  \n", encoding="utf-8")
-    raises([str(path), "no records", "instruction"], data.read_data_file, path)
+    raises([str(path), "no records", "instruction", "conversations"], data.read_data_file, path)
 
 
 def test_unknown_extension_lists_supported_ones(tmp_path):
@@ -264,8 +264,8 @@ def test_non_string_field_names_line_and_field(tmp_path, tok):
     ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": 3}],
      ["field 'messages[1].content' must be a string"]),
     ([{"role": "user", "content": "hi"}], ["no assistant turn"]),
-    ([], ["non-empty list"]),
-    ([{"role": "assistant", "content": "first"}], ["messages[0].role", "system or user"]),
+    ([], ["field 'messages' is empty"]),
+    ([{"role": "assistant", "content": "first"}], ["field 'messages[0]' is an assistant turn", "system or user"]),
     (["hi"], ["field 'messages[0]' must be an object"]),
 ])
 def test_bad_chat_records_name_line_and_field(tmp_path, tok, messages, parts):
@@ -288,7 +288,9 @@ def test_auto_detects_from_first_record_then_requires_all_to_match(tmp_path, tok
 
 def test_auto_with_unknown_keys_lists_what_is_expected(tmp_path):
     path = write_jsonl(tmp_path / "u.jsonl", [{"prompt": "p", "completion": "c"}])
-    raises([str(path), "line 1", "['prompt', 'completion']", "alpaca: instruction, output (input optional)"],
+    raises([str(path), "line 1", "['prompt', 'completion']",
+            "alpaca: instruction, output (input, system, history optional)", "sharegpt: conversations",
+            "data.columns={instruction: prompt, output: completion}"],
            data.resolve_format, data.read_data_file(path), "auto")
 
 
@@ -358,7 +360,7 @@ def test_template_that_rewrites_the_prompt_is_a_clear_error(tmp_path):
     rewriting = CHATML.replace("'<|im_start|>assistant\\n'", "'<|im_start|>assistant\\nThinking: '")
     tok = Tokenizer.from_dir(make_tokenizer_dir(tmp_path / "rw", rewriting))
     file = data.read_data_file(write_jsonl(tmp_path / "a.jsonl", ROWS))
-    raises([str(file.path), "line 1", "messages[1]", "not a prefix", "mask_prompt=false"],
+    raises([str(file.path), "line 1", "assistant turn 'output'", "not a prefix", "mask_prompt=false"],
            data.tokenize_records, file.records, "alpaca", tok, 64)
     data.tokenize_records(file.records, "alpaca", tok, 64, mask_prompt=False)  # the fallback works
 
@@ -459,7 +461,7 @@ def test_test_records_hold_generation_prompt_ids_and_answer(tmp_path, tok):
 def test_raw_text_test_file_is_an_error(tmp_path, tok):
     train = write_jsonl(tmp_path / "train.jsonl", many_rows(8))
     test_path = write_jsonl(tmp_path / "test.jsonl", [{"text": "just text"}])
-    raises([str(test_path), "alpaca or chat"], data.load_splits,
+    raises([str(test_path), "alpaca, sharegpt or chat"], data.load_splits,
            settings(train, test=test_path, validation_fraction=0.25), tok, 0, cache_dir=None)
 
 

@@ -55,7 +55,7 @@ def watch_until_over(run: RunDir, launched, timeout_s: float = 300.0) -> dict:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         status = launcher.watch(run)
-        if status.get("state") in TERMINAL_STATES and launched.process.poll() is not None \
+        if status.state in TERMINAL_STATES and launched.process.poll() is not None \
                 and not launcher.run_processes(run):
             return run.read_status()
         time.sleep(launcher.WATCH_EVERY_S)
@@ -93,11 +93,11 @@ def test_a_stopped_worker_is_named_as_making_no_progress(workspace):
     os.kill(pid, signal.SIGSTOP)
     stopped_at = time.monotonic()
     status = watch_until_over(run, launched)
-    detected = status["ended_at"] - (time.time() - (time.monotonic() - stopped_at))
-    print(f"\nhang detected {detected:.1f} s after SIGSTOP (hang_timeout_s 3): {status['reason']}")
-    assert status["state"] == "failed" and status["failure_kind"] == "hang"
-    assert status["reason"].startswith("the worker stopped making progress: no step for ")
-    assert "(parallel.hang_timeout_s = 3)" in status["reason"] and "process state: stopped (SIGSTOP" in status["reason"]
+    detected = status.ended_at - (time.time() - (time.monotonic() - stopped_at))
+    print(f"\nhang detected {detected:.1f} s after SIGSTOP (hang_timeout_s 3): {status.reason}")
+    assert status.state == "failed" and status.failure_kind == "hang"
+    assert status.reason.startswith("the worker stopped making progress: no step for ")
+    assert "(parallel.hang_timeout_s = 3)" in status.reason and "process state: stopped (SIGSTOP" in status.reason
     assert 2.5 <= detected <= 6.0  # (its last beat was up to a step before the SIGSTOP)
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
@@ -145,14 +145,14 @@ def test_an_oom_kill_in_a_memory_cgroup_is_named_with_advice(workspace, tmp_path
                 break
             except OSError:
                 time.sleep(0.1)
-    print(f"\nOOM: {status['reason']}")
+    print(f"\nOOM: {status.reason}")
     record = ranks.read_json(ranks.rank_file(run, 0))
     assert record["exit_signal"] == signal.SIGKILL and record["memory_limit_mb"] == 250.0
-    assert status["state"] == "failed" and status["failure_kind"] == "oom"
-    assert status["reason"].startswith("out of memory: the worker was killed by SIGKILL, by the kernel's "
+    assert status.state == "failed" and status.failure_kind == "oom"
+    assert status.reason.startswith("out of memory: the worker was killed by SIGKILL, by the kernel's "
                                        "out-of-memory killer (the memory cgroup ")
-    assert "counted 1 OOM kill(s) while it ran" in status["reason"]
-    assert "lower train.micro_batch_size" in status["reason"] and "method=lora" in status["reason"]
+    assert "counted 1 OOM kill(s) while it ran" in status.reason
+    assert "lower train.micro_batch_size" in status.reason and "method=lora" in status.reason
 
 
 # ---- a full disk ------------------------------------------------------------------------------------------
@@ -167,13 +167,13 @@ def test_a_full_disk_during_a_save_is_disk_full_and_keeps_the_checkpoint_before(
     try:
         launched = launcher.launch(run)
         status = watch_until_over(run, launched)
-        print(f"\ndisk full: {status['reason']}")
-        assert status["state"] == "failed" and status["failure_kind"] == "disk_full"
-        assert status["reason"].startswith(f"disk full: saving checkpoint step 4 in {run.checkpoints_dir} needs ")
-        assert "earlier checkpoints are intact (last -> step-2)" in status["reason"]
+        print(f"\ndisk full: {status.reason}")
+        assert status.state == "failed" and status.failure_kind == "disk_full"
+        assert status.reason.startswith(f"disk full: saving checkpoint step 4 in {run.checkpoints_dir} needs ")
+        assert "earlier checkpoints are intact (last -> step-2)" in status.reason
         assert sorted(p.name for p in run.checkpoints_dir.iterdir()) == ["last", "step-2"]
         assert ckpt_store.verify_checkpoint(run.checkpoints_dir / "last") == "verified"
-        assert status["resumable_checkpoint"] == "step-2"
+        assert status.resumable_checkpoint == "step-2"
     finally:
         subprocess.run(["umount", "-l", str(run.checkpoints_dir)], check=False)
 
@@ -192,11 +192,11 @@ def test_resume_refuses_a_flipped_byte_and_names_the_good_checkpoint(workspace):
     runs = Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"])
     resumed = RunDir(max((p for p in runs.iterdir() if not p.is_symlink()), key=os.path.getmtime))
     status = resumed.read_status()
-    print(f"\ncorrupt checkpoint: {status['reason']}")
-    assert status["state"] == "failed" and status["failure_kind"] == "checkpoint"
-    assert status["reason"].startswith(f"{target}: sha256 ")
+    print(f"\ncorrupt checkpoint: {status.reason}")
+    assert status.state == "failed" and status.failure_kind == "checkpoint"
+    assert status.reason.startswith(f"{target}: sha256 ")
     assert f"Checkpoints that verify: step-2; to resume from one, name it exactly: " \
-           f"run.resume={done.checkpoints_dir / 'step-2'}" in status["reason"]
+           f"run.resume={done.checkpoints_dir / 'step-2'}" in status.reason
     assert not resumed.metrics_path.exists() or '"kind":"train"' not in resumed.metrics_path.read_text()
     # naming the good one, as the message says, resumes
     assert train_main(["--config", str(workspace), f"run.resume={done.checkpoints_dir / 'step-2'}",
@@ -210,9 +210,9 @@ def test_leftovers_of_a_killed_save_are_swept_when_the_worker_starts(workspace):
     (leftover / ckpt_store.WEIGHTS_FILE).write_bytes(b"\0" * 5000)
     (run.checkpoints_dir / ".old-step-2-999998").mkdir()
     status = watch_until_over(run, launcher.launch(run))
-    assert status["state"] == "finished"
+    assert status.state == "finished"
     assert not [p for p in Path(run.checkpoints_dir).iterdir() if p.name.startswith(".")]
-    log = RunDir(status.get("run_id") and run.path.parent / status["run_id"]).log_path.read_text()
+    log = RunDir(run.path.parent / status.run_id).log_path.read_text()
     assert "checkpoints: swept checkpoints/.old-step-2-999998 (" in log
     assert "checkpoints: swept checkpoints/.tmp-step-6-999999 (4.9 KB, left by an interrupted write)" in log
 
@@ -227,11 +227,11 @@ def test_fp16_gradients_overflowing_every_step_say_so(workspace):
     runs = Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"])
     run = RunDir(max((p for p in runs.iterdir() if not p.is_symlink()), key=os.path.getmtime))
     status = run.read_status()
-    print(f"\nloss scale: {status['reason']}")
-    assert status["state"] == "failed" and status["failure_kind"] == "loss_scale"
-    assert status["reason"].startswith("fp16 loss scale collapse: the gradients overflowed 25 times in a row "
+    print(f"\nloss scale: {status.reason}")
+    assert status.state == "failed" and status.failure_kind == "loss_scale"
+    assert status.reason.startswith("fp16 loss scale collapse: the gradients overflowed 25 times in a row "
                                        "(steps 1-25), every loss was finite; the dynamic loss scale fell from 1e+30 to ")
-    assert "Use fp32 (precision.amp_level=O0) or a lower train.learning_rate." in status["reason"]
+    assert "Use fp32 (precision.amp_level=O0) or a lower train.learning_rate." in status.reason
     losses = [json.loads(line)["loss"] for line in run.metrics_path.read_text().splitlines() if '"kind":"train"' in line]
     assert losses and all(abs(loss) < 100 for loss in losses)  # finite all along
 
@@ -262,10 +262,10 @@ def test_stop_now_of_a_worker_that_cannot_answer_is_stopped_not_failed(workspace
     launched.process.wait(timeout=30)
     status = run.read_status()
     last = os.readlink(run.checkpoints_dir / "last")
-    print(f"\nstop now: {status['reason']}")
-    assert final["state"] == status["state"] == "stopped"
-    assert status["reason"] == f"stopped by the user (forced); newest resumable checkpoint: {last}"
-    assert status["resumable_checkpoint"] == last and "failure_kind" not in status
+    print(f"\nstop now: {status.reason}")
+    assert final.state == status.state == "stopped"
+    assert status.reason == f"stopped by the user (forced); newest resumable checkpoint: {last}"
+    assert status.resumable_checkpoint == last and status.failure_kind is None
     assert ckpt_store.verify_checkpoint(run.checkpoints_dir / last) == "verified"
 
 
@@ -281,10 +281,10 @@ def test_a_stopped_data_parallel_rank_is_named_and_the_group_torn_down(workspace
     os.kill(pid, signal.SIGSTOP)
     stopped = time.time()
     status = watch_until_over(run, launched)
-    print(f"\nDP hang detected {status['ended_at'] - stopped:.1f} s after SIGSTOP, all processes gone "
-          f"{time.time() - stopped:.1f} s after: {status['reason']}")
-    assert status["state"] == "failed" and status["failure_kind"] == "hang" and status["failed_rank"] == 1
-    assert status["reason"].startswith("rank 1 stopped making progress: no step for ")
-    assert "process state: stopped (SIGSTOP" in status["reason"]
-    assert 5.0 <= status["ended_at"] - stopped <= 10.0  # before MindSpore's own ~30 s timeout (its last beat was
+    print(f"\nDP hang detected {status.ended_at - stopped:.1f} s after SIGSTOP, all processes gone "
+          f"{time.time() - stopped:.1f} s after: {status.reason}")
+    assert status.state == "failed" and status.failure_kind == "hang" and status.failed_rank == 1
+    assert status.reason.startswith("rank 1 stopped making progress: no step for ")
+    assert "process state: stopped (SIGSTOP" in status.reason
+    assert 5.0 <= status.ended_at - stopped <= 10.0  # before MindSpore's own ~30 s timeout (its last beat was
     # up to a step before the SIGSTOP)

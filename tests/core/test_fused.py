@@ -634,3 +634,64 @@ def test_default_options_are_bit_identical_to_the_baseline_library(baseline_kern
     names = ("norm y", "norm r", "nll", "lse", "gate y", "norm dx", "norm dw", "ce dx", "gate dg", "gate du")
     for name, old, new in zip(names, results["baseline"], results["new"]):
         assert np.array_equal(old, new), name
+
+
+@needs_kernel
+@pytest.mark.parametrize("n, d_in, d_out, r", [(300, 48, 40, 8), (4100, 1024, 1030, 8)])
+def test_lora_kernel_matches_float64_reference(n, d_in, d_out, r):
+    """y = base + (x·Aᵀ)·(s·B)ᵀ with its gradients (base: dy; x: dy·s·B·A; A: s·(dy·B)ᵀ·x;
+    B: s·dyᵀ·x·Aᵀ) over row blocks (one partial); a call this small runs on one thread, the large
+    one on several; the weights' gradients do not depend on the thread count."""
+    rng = np.random.default_rng(8)
+    s = 2.0
+    base, x = rng.standard_normal((n, d_out)).astype(np.float32), rng.standard_normal((n, d_in)).astype(np.float32)
+    a, b = (rng.standard_normal(shape).astype(np.float32) * 0.3 for shape in ((r, d_in), (d_out, r)))
+    dy = rng.standard_normal((n, d_out)).astype(np.float32)
+    x64, a64, b64, dy64 = (v.astype(np.float64) for v in (x, a, b, dy))
+    h = x64 @ a64.T
+    ref_y = base + s * h @ b64.T
+    g = dy64 @ b64 * s
+    ref = (dy64, g @ a64, g.T @ x64, s * dy64.T @ h)  # d base, dx, dA, dB
+    lora = fused.FusedLoRA(KERNEL).op
+    scale = Tensor([s], ms.float32)
+    y, hidden = (v.asnumpy() for v in lora(*(Tensor(v) for v in (base, x, a, b)), scale))
+    close = lambda ours, ref, tol, **kw: np.testing.assert_allclose(  # noqa: E731  float32 sums of d_in terms
+        ours, ref, rtol=tol, atol=tol * np.abs(ref).max(), **kw)
+    close(y, ref_y, 1e-5)
+    close(hidden, h, 1e-5)
+    grad = ms.grad(lambda *t: (lora(*t, scale)[0] * Tensor(dy)).sum(), grad_position=(0, 1, 2, 3))
+    runs = []
+    for threads in (1, 2, 3):
+        fused.set_threads(KERNEL, threads)
+        runs.append([v.asnumpy() for v in grad(*(Tensor(v) for v in (base, x, a, b)))])
+    fused.set_threads(KERNEL, 0)
+    for name, ours, expected in zip(("dbase", "dx", "dA", "dB"), runs[0], ref):
+        close(ours, expected, 1e-5, err_msg=name)
+    assert all(np.array_equal(u, v) for other in runs[1:] for u, v in zip(runs[0], other))
+    with pytest.raises((RuntimeError, ValueError)):  # lora_b of another rank
+        lora(*(Tensor(v) for v in (base, x, a, b[:, :4])), scale)[0].asnumpy()
+
+
+@needs_kernel
+def test_enable_routes_lora_without_dropout_through_the_kernel(tmp_path):
+    """LoRA layers get the kernel; with dropout they keep the composed ops (the kernel draws no
+    masks); a merged layer runs its plain Dense. The fused forward equals the composed one."""
+    save_hf_model(make_hf_model("qwen2-tied"), tmp_path)
+    ids = Tensor(random_ids())
+    outputs = {}
+    for dropout in (0.0, 0.1):
+        ms.set_seed(0)
+        model = load_hf_model(tmp_path)
+        inject_lora(model, 4, 8, dropout, ["q_proj", "v_proj", "down_proj"])
+        for cell in model.cells_and_names():
+            if hasattr(cell[1], "lora_b"):
+                cell[1].lora_b.set_data(Tensor(np.full(cell[1].lora_b.shape, 0.05, np.float32)))
+        if dropout == 0.0:
+            outputs["composed"] = model.construct(ids).asnumpy()
+        assert fused.enable(model) == "fused"
+        layers = [cell for _, cell in model.cells_and_names() if hasattr(cell, "lora_a")]
+        assert len(layers) == 6 and all((c.fused is not None) == (dropout == 0.0) for c in layers)
+        if dropout == 0.0:
+            outputs["fused"] = model.construct(ids).asnumpy()
+    assert np.abs(outputs["fused"] - outputs["composed"]).max() <= 1e-5
+    assert np.abs(outputs["fused"]).max() > 0.1

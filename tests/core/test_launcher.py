@@ -20,7 +20,7 @@ from core.launcher import (
     command_preview, create_run, find_orphans, free_port, is_alive, launch, multi_host_commands,
     process_fields, reconcile, run_id_for, run_processes, stop,
 )
-from core.rundir import RunDir, atomic_write_json
+from core.rundir import RunDir, Status, atomic_write_json
 
 # A stand-in for `python -m core.train`: launched as the "python" of build_argv, so its argv is
 # [fake, "-m", "core.train", "--run-dir", RUN]. It starts a child in its group and one that leaves
@@ -52,8 +52,8 @@ run.write_status(state="running", step=0, worker_pids=[os.getpid()] + [c.pid for
 poller = ControlPoller(run)
 for _ in range(1200):
     control = poller.poll() if mode in ("obey", "lonely") else None
-    if control and control["stop"]:
-        run.write_status(state="stopped", reason=f"stop {{control['stop']}} requested")
+    if control and control.stop:
+        run.write_status(state="stopped", reason=f"stop {{control.stop}} requested")
         sys.exit(0)  # leaves its children behind: stop() must clean them up
     time.sleep(0.02)
 """
@@ -101,7 +101,7 @@ def wait_for_state(run: RunDir, state: str, timeout_s: float = 15.0) -> dict:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         status = run.read_status()
-        if status.get("state") == state and status.get("pid"):
+        if status.state == state and status.pid:
             return status
         time.sleep(0.02)
     raise AssertionError(f"run never reached {state!r}: {run.read_status()}\n{run.log_path.read_text()}")
@@ -186,7 +186,7 @@ def test_run_id_and_create_run_from_config(tmp_path):
     assert run_id_for(config, now) == "20261129-101500_tiny-demo_lora-r8_fp16-O1_dp2"
     first, second = create_run(config, now), create_run(config, now)
     assert second.run_id == first.run_id + "-2"
-    assert first.read_status()["state"] == "queued" and "data_parallel: 2" in first.config_path.read_text()
+    assert first.read_status().state == "queued" and "data_parallel: 2" in first.config_path.read_text()
 
 
 # ---- launching ----------------------------------------------------------------------------------
@@ -194,10 +194,10 @@ def test_run_id_and_create_run_from_config(tmp_path):
 def test_launch_starts_own_process_group_with_env_and_log(run, fake_python):
     launched = launch(run, 1, env={"FAKE_MODE": "lonely"}, python=fake_python)
     status = wait_for_state(run, "running")
-    assert status["pid"] == launched.pid == status["pgid"] == os.getpgid(launched.pid)
+    assert status.pid == launched.pid == status.pgid == os.getpgid(launched.pid)
     assert os.getpgid(launched.pid) != os.getpgrp() and os.getsid(launched.pid) == launched.pid
-    assert status["create_time"] == psutil.Process(launched.pid).create_time()
-    assert status["hostname"] == socket.gethostname() and status["started_at"] <= status["updated_at"]
+    assert status.create_time == psutil.Process(launched.pid).create_time()
+    assert status.hostname == socket.gethostname() and status.started_at <= status.updated_at
     env = psutil.Process(launched.pid).environ()
     assert env[ENV_RUN_DIR] == str(run.path) and env["PYTHONUNBUFFERED"] == "1" and env["GLOG_v"] == "3"
     assert env["PATH"].split(os.pathsep)[0] == str(Path(fake_python).parent)  # msrun's `python`
@@ -212,7 +212,7 @@ def test_launch_reads_data_parallel_from_the_config(tmp_path, fake_python):
     config = Config.from_dict({"run": {"runs_dir": str(tmp_path / "runs")}})
     run = create_run(config)
     launched = launch(run, env={"FAKE_MODE": "lonely"}, python=fake_python)
-    assert wait_for_state(run, "running")["data_parallel"] == 1 and launched.argv[-1] == str(run.path)
+    assert wait_for_state(run, "running").data_parallel == 1 and launched.argv[-1] == str(run.path)
     stop(run, timeout_s=10)
 
 
@@ -226,13 +226,13 @@ def test_launch_refuses_a_run_that_is_not_queued(run, fake_python):
 def test_launch_refuses_more_cpu_workers_than_cores(run, fake_python):
     with pytest.raises(ConfigError, match="parallel.data_parallel"):
         launch(run, os.cpu_count() + 1, python=fake_python)
-    assert run.read_status()["state"] == "queued"
+    assert run.read_status().state == "queued"
 
 
 def test_launch_refuses_a_missing_program(run, tmp_path):
     with pytest.raises(LaunchError, match="not found or not executable"):
         launch(run, 1, python=str(tmp_path / "no-such-python"))
-    assert run.read_status()["state"] == "queued"  # refused before anything started
+    assert run.read_status().state == "queued"  # refused before anything started
 
 
 def test_launch_failure_marks_the_run_failed(run, tmp_path):
@@ -242,7 +242,7 @@ def test_launch_failure_marks_the_run_failed(run, tmp_path):
     with pytest.raises(LaunchError, match="could not start"):
         launch(run, 1, python=str(not_a_program))
     status = run.read_status()
-    assert status["state"] == "failed" and "could not start the worker" in status["reason"]
+    assert status.state == "failed" and "could not start the worker" in status.reason
 
 
 # ---- stopping -------------------------------------------------------------------------------------
@@ -250,17 +250,17 @@ def test_launch_failure_marks_the_run_failed(run, tmp_path):
 def test_graceful_stop_through_control_file_leaves_nothing(run, fake_python):
     status = start(run, fake_python, "obey")
     final = stop(run, graceful=True, timeout_s=10, kill_after_s=0.5)
-    assert final["state"] == "stopped" and final["reason"] == "stop graceful requested"
-    assert run.read_control()["stop"] == "graceful"
-    assert all(gone(pid) for pid in status["worker_pids"])  # incl. the child that left the group
+    assert final.state == "stopped" and final.reason == "stop graceful requested"
+    assert run.read_control().stop == "graceful"
+    assert all(gone(pid) for pid in status.worker_pids)  # incl. the child that left the group
     assert run_processes(run) == []
 
 
 def test_stop_now_kills_group_and_children(run, fake_python):
     status = start(run, fake_python, "deaf")
     final = stop(run, graceful=False, kill_after_s=0.5)
-    assert final["state"] == "stopped" and final["reason"] == "worker got SIGTERM"
-    assert all(gone(pid) for pid in status["worker_pids"])
+    assert final.state == "stopped" and final.reason == "worker got SIGTERM"
+    assert all(gone(pid) for pid in status.worker_pids)
 
 
 def test_stop_now_records_stopped_when_worker_ignores_sigterm(run, fake_python):
@@ -268,19 +268,19 @@ def test_stop_now_records_stopped_when_worker_ignores_sigterm(run, fake_python):
     began = time.monotonic()
     final = stop(run, graceful=False, kill_after_s=0.5)
     assert time.monotonic() - began < 5
-    assert final["state"] == "stopped" and final["reason"] == "stopped by the user (forced); no checkpoint to resume from"
-    assert all(gone(pid) for pid in status["worker_pids"])
+    assert final.state == "stopped" and final.reason == "stopped by the user (forced); no checkpoint to resume from"
+    assert all(gone(pid) for pid in status.worker_pids)
 
 
 def test_graceful_stop_times_out_then_terminates(run, fake_python):
     status = start(run, fake_python, "stubborn")
     final = stop(run, graceful=True, timeout_s=0.5, kill_after_s=0.5)
-    assert final["state"] == "stopped" and "timed out after 0.5 s" in final["reason"]
-    assert all(gone(pid) for pid in status["worker_pids"])
+    assert final.state == "stopped" and "timed out after 0.5 s" in final.reason
+    assert all(gone(pid) for pid in status.worker_pids)
 
 
 def test_stop_cancels_a_queued_run(run):
-    assert stop(run)["state"] == "stopped"
+    assert stop(run).state == "stopped"
 
 
 def test_stop_cleans_up_orphans_of_a_finished_run(run):
@@ -291,7 +291,7 @@ def test_stop_cleans_up_orphans_of_a_finished_run(run):
     try:
         wait_for_env(orphan.pid)
         assert [o.pid for o in find_orphans(run.path.parent)] == [orphan.pid]
-        assert stop(run)["state"] == "finished"
+        assert stop(run).state == "finished"
         assert orphan.wait(timeout=5) == -signal.SIGTERM
     finally:
         orphan.kill()
@@ -309,23 +309,23 @@ def wait_for_env(pid: int) -> None:
 
 def test_reconcile_marks_a_killed_worker_failed_with_log_errors(run, fake_python):
     status = start(run, fake_python, "lonely")
-    assert reconcile(run)["state"] == "running"  # alive: untouched
-    os.killpg(status["pgid"], signal.SIGKILL)
+    assert reconcile(run).state == "running"  # alive: untouched
+    os.killpg(status.pgid, signal.SIGKILL)
     deadline = time.monotonic() + 5
     while is_alive(status) and time.monotonic() < deadline:
         time.sleep(0.02)
     final = reconcile(run)
-    assert final["state"] == "failed" and final["reason"].startswith(CRASH_REASON)
-    assert "ValueError: fake failure for the log" in final["reason"]
-    assert final["error_lines"] == ["Traceback (most recent call last):",
+    assert final.state == "failed" and final.reason.startswith(CRASH_REASON)
+    assert "ValueError: fake failure for the log" in final.reason
+    assert final.error_lines == ["Traceback (most recent call last):",
                                     "ValueError: fake failure for the log"]
 
 
 def test_reconcile_leaves_a_launch_in_progress_alone(run):
     status = run.write_status(state="starting")  # no pid yet: launch() is between status and Popen
-    assert reconcile(run)["state"] == "starting"
-    atomic_write_json(run.status_path, {**status, "updated_at": time.time() - 60})
-    assert reconcile(run)["state"] == "failed"  # a launch never takes that long
+    assert reconcile(run).state == "starting"
+    atomic_write_json(run.status_path, status.replace(updated_at=time.time() - 60).to_json())
+    assert reconcile(run).state == "failed"  # a launch never takes that long
 
 
 def test_reconcile_reports_errors_of_the_latest_attempt_only(run):
@@ -333,21 +333,21 @@ def test_reconcile_reports_errors_of_the_latest_attempt_only(run):
                             "=== mindtune launch 2\nstep 5\nMemoryError: out of memory\n")
     run.write_status(state="starting", pid=999999999, create_time=1.0)
     final = reconcile(run)
-    assert final["state"] == "failed" and final["error_lines"] == ["MemoryError: out of memory"]
+    assert final.state == "failed" and final.error_lines == ["MemoryError: out of memory"]
 
 
 def test_reconcile_ignores_runs_on_other_hosts(run):
     run.write_status(state="starting", pid=999999999, create_time=1.0, hostname="elsewhere")
-    assert reconcile(run)["state"] == "starting"
+    assert reconcile(run).state == "starting"
 
 
 def test_is_alive_checks_create_time():
     me = psutil.Process()
-    assert is_alive(process_fields())
-    assert is_alive({"pid": me.pid, "create_time": me.create_time()})
-    assert not is_alive({"pid": me.pid, "create_time": me.create_time() - 100})
-    assert not is_alive({"pid": me.pid})
-    assert not is_alive({})
+    assert is_alive(Status(**process_fields()))
+    assert is_alive(Status(pid=me.pid, create_time=me.create_time()))
+    assert not is_alive(Status(pid=me.pid, create_time=me.create_time() - 100))
+    assert not is_alive(Status(pid=me.pid))
+    assert not is_alive(Status())
 
 
 def test_find_orphans_only_lists_processes_of_runs_that_are_over(tmp_path):
@@ -374,11 +374,11 @@ def test_find_orphans_only_lists_processes_of_runs_that_are_over(tmp_path):
 
 FAKE_DP_WORKER = """\
 import os, sys, time
-from core.rundir import RunDir, atomic_write_json
+from core.rundir import RunDir
 
 run = RunDir(sys.argv[sys.argv.index("--run-dir") + 1])
 if os.environ.get("MS_ROLE") == "MS_WORKER" and os.environ.get("RANK_ID") == "0":
-    run.write_status(state="running", python=sys.executable, worker_pids=[os.getpid()])
+    run.write_status(state="running", extra={"python": sys.executable}, worker_pids=[os.getpid()])
 time.sleep(60)
 """
 
@@ -391,18 +391,18 @@ def test_msrun_workers_in_their_own_sessions_are_stopped(tmp_path, run, monkeypa
     repo = tmp_path / "repo"
     (repo / "core").mkdir(parents=True)
     (repo / "core" / "__init__.py").write_text("")
-    for module in ("rundir.py", "atomic.py", "ranks.py", "ckpt_store.py", "model_args.py", "families.py"):
+    for module in ("rundir.py", "atomic.py", "config.py", "ranks.py", "ckpt_store.py", "model_args.py", "families.py"):
         (repo / "core" / module).symlink_to(REPO_ROOT / "core" / module)
     (repo / "core" / "train.py").write_text(FAKE_DP_WORKER)
     monkeypatch.setattr("core.launcher.REPO_ROOT", repo)
     launched = launch(run, 2)
     assert Path(launched.argv[0]).name == "msrun"
     status = wait_for_state(run, "running", timeout_s=90)
-    assert status["python"] == sys.executable  # the venv's python, not whatever `python` is first on PATH
+    assert status.extra["python"] == sys.executable  # the venv's python, not whatever `python` is first on PATH
     processes = run_processes(run)
     sessions = {os.getsid(p.pid) for p in processes}
     assert len(processes) >= 4 and len(sessions) >= 3  # msrun's own + one per worker
     final = stop(run, graceful=False, kill_after_s=2)
-    assert final["state"] == "stopped" and final["reason"] == "stopped by the user (forced); no checkpoint to resume from"
+    assert final.state == "stopped" and final.reason == "stopped by the user (forced); no checkpoint to resume from"
     assert all(gone(p.pid) for p in processes) and run_processes(run) == []
     assert {"worker_0.log", "worker_1.log"} <= {p.name for p in run.logs_dir.iterdir()}

@@ -211,10 +211,17 @@ def test_inject_regex_form_uses_fullmatch_on_dotted_names():
     assert all(re.fullmatch(r"model\.layers\.\d\.self_attn\.[qv]_proj", name) for name in replaced)
 
 
+def test_target_names_match_by_last_name():
+    names = ["model.layers.0.self_attn.q_proj", "v_proj", "model.layers.0.self_attn.o_proj",
+             "model.layers.0.self_attn.q_proj_extra"]
+    chosen = lora.select_target_modules(dict.fromkeys(names), ["q_proj", "v_proj"])
+    assert chosen == ["model.layers.0.self_attn.q_proj", "v_proj"]  # not o_proj, not q_proj_extra
+
+
 def test_inject_from_config_style_settings():
     model = tiny_model()
     settings = SimpleNamespace(rank=2, alpha=4.0, dropout=0.1, target_modules=r"model\.layers\.\d+\.mlp\..*")
-    replaced = lora.inject_lora_from_settings(model, settings)
+    replaced = lora.inject_lora(model, settings.rank, settings.alpha, settings.dropout, settings.target_modules)
     assert len(replaced) == 3 * LLAMA["num_hidden_layers"]
     cell = lora.lora_modules(model)["model.layers.0.mlp.up_proj"]
     assert (cell.rank, cell.scaling, cell.lora_dropout.p) == (2, 2.0, 0.1)

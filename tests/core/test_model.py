@@ -27,6 +27,22 @@ def test_fp32_logits_match_transformers(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_fused_kernels_serve_every_family_with_parity(name, tmp_path):
+    """The fused CPU kernels compute each family's maths (windows, QK-norm, partial and interleaved
+    RoPE, ...): every part runs fused, compiled logits equal transformers'."""
+    from core import fused
+    hf = make_hf_model(name)
+    save_hf_model(hf, tmp_path)
+    model = load_hf_model(tmp_path)
+    how = fused.enable(model)
+    if how.startswith("composed"):
+        pytest.skip(how)
+    assert how == "fused"
+    ids = random_ids()
+    assert np.abs(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy() - reference_logits(hf, ids)).max() <= PARITY_TOLERANCE
+
+
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
 def test_parameter_count_matches_transformers(name, tmp_path):
     hf = make_hf_model(name)
     save_hf_model(hf, tmp_path)

@@ -1,6 +1,7 @@
 """core.rundir: atomic files, status states, metrics reading, control requests, run ids, listing."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -12,9 +13,11 @@ import pytest
 
 from core import rundir
 from core.atomic import atomic_write
+from core.config import ConfigError, EarlyStoppingSettings
 from core.rundir import (
-    TERMINAL_STATES, ControlPoller, MetricsReader, RunDir, RunDirError, atomic_write_json,
-    can_transition, final_run_id, finalize_name, list_runs, make_run_id,
+    TERMINAL_STATES, Attempt, BestSoFar, ControlPoller, ControlRequest, EvalRecord, EventRecord, FinalFigures,
+    MetricRecord, MetricsReader, RunDir, RunDirError, Status, TrainRecord, atomic_write_json, can_transition,
+    parse_metric, final_run_id, finalize_name, list_runs, make_run_id,
     next_free_run_id, resolve_inside,
 )
 
@@ -40,15 +43,15 @@ def test_create_writes_layout_and_queued_status(run):
     assert run.config_path.read_text() == CONFIG_YAML
     assert run.checkpoints_dir.is_dir() and run.export_dir.is_dir()
     status = run.read_status()
-    assert status["state"] == "queued" and status["run_id"] == run.run_id and status["attempt"] == 1
-    assert run.read_control() == {"stop": None, "early_stopping": None, "seq": 0}
+    assert status.state == "queued" and status.run_id == run.run_id and status.attempt == 1
+    assert run.read_control() == ControlRequest(stop=None, early_stopping=None, seq=0)
 
 
 def test_create_refuses_existing_non_empty_dir_but_accepts_empty(tmp_path, run):
     with pytest.raises(RunDirError, match="already exists"):
         RunDir.create(run.path.parent, run.run_id, CONFIG_YAML)
     (tmp_path / "runs" / "empty").mkdir()
-    assert RunDir.create(tmp_path / "runs", "empty", CONFIG_YAML).read_status()["state"] == "queued"
+    assert RunDir.create(tmp_path / "runs", "empty", CONFIG_YAML).read_status().state == "queued"
 
 
 @pytest.mark.parametrize("bad_id", ["../escape", "a/b", "with space", "..", ""])
@@ -60,12 +63,12 @@ def test_create_refuses_bad_run_ids(tmp_path, bad_id):
 def test_write_status_merges_fields_and_stamps_times(run):
     run.write_status(state="starting", pid=123, pgid=123)
     run.write_status(state="running", step=5, total_steps=100)
-    status = run.write_status(best={"metric": "val_loss", "value": 1.2, "step": 5})
-    assert status["pid"] == 123 and status["step"] == 5 and status["total_steps"] == 100
-    assert status["best"] == {"metric": "val_loss", "value": 1.2, "step": 5}
-    assert status["started_at"] <= status["updated_at"] and "ended_at" not in status
-    done = run.write_status(state="finished", final={"val_ppl": 12.3})
-    assert done["ended_at"] >= done["started_at"] and run.read_status() == done
+    status = run.write_status(best=BestSoFar(metric="val_loss", value=1.2, step=5))
+    assert status.pid == 123 and status.step == 5 and status.total_steps == 100
+    assert status.best == BestSoFar(metric="val_loss", value=1.2, step=5)
+    assert status.started_at <= status.updated_at and status.ended_at is None
+    done = run.write_status(state="finished", final=FinalFigures(best_val_ppl=12.3))
+    assert done.ended_at >= done.started_at and run.read_status() == done
 
 
 @pytest.mark.parametrize("path", [
@@ -77,7 +80,7 @@ def test_write_status_merges_fields_and_stamps_times(run):
 ])
 def test_legal_state_paths(run, path):
     for state in path:
-        assert run.write_status(state=state)["state"] == state
+        assert run.write_status(state=state).state == state
 
 
 @pytest.mark.parametrize("path, bad", [
@@ -111,18 +114,18 @@ def test_can_transition_table():
 
 def test_restart_for_resume_starts_a_new_attempt(run):
     for state in ["starting", "running"]:
-        run.write_status(state=state, pid=42, step=80, best={"metric": "val_loss", "value": 1.0, "step": 50})
+        run.write_status(state=state, pid=42, step=80, best=BestSoFar(metric="val_loss", value=1.0, step=50))
     run.write_control(stop="graceful")
     run.write_status(state="stopped", reason="stopped by user")
     with pytest.raises(RunDirError):
         run.write_status(state="starting")
     status = run.restart_for_resume()
-    assert status["state"] == "queued" and status["attempt"] == 2
-    assert "pid" not in status and "ended_at" not in status and "reason" not in status
-    assert status["step"] == 80 and status["best"]["step"] == 50
-    assert status["history"][0]["state"] == "stopped"
-    assert run.read_control()["stop"] is None
-    assert run.write_status(state="starting")["state"] == "starting"
+    assert status.state == "queued" and status.attempt == 2
+    assert status.pid is None and status.ended_at is None and status.reason is None
+    assert status.step == 80 and status.best.step == 50
+    assert status.history[0].state == "stopped"
+    assert run.read_control().stop is None
+    assert run.write_status(state="starting").state == "starting"
 
 
 def test_restart_for_resume_refuses_an_active_run(run):
@@ -137,7 +140,7 @@ def test_concurrent_status_writers_lose_no_field(run):
 
     def writer(name):
         for i in range(30):
-            run.write_status(**{f"{name}_{i}": i})
+            run.write_status(extra={f"{name}_{i}": i})
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in ("console", "worker")]
     for t in threads:
@@ -145,7 +148,7 @@ def test_concurrent_status_writers_lose_no_field(run):
     for t in threads:
         t.join()
     status = run.read_status()
-    assert all(f"{n}_{i}" in status for n in ("console", "worker") for i in range(30))
+    assert all(f"{n}_{i}" in status.extra for n in ("console", "worker") for i in range(30))
 
 
 def test_read_status_reports_missing_and_corrupt_files(tmp_path, run):
@@ -161,23 +164,23 @@ def test_read_status_reports_missing_and_corrupt_files(tmp_path, run):
 def test_append_and_read_metrics_incrementally(run):
     reader = run.metrics_reader()
     assert reader.read_new() == []  # file does not exist yet
-    run.append_metrics([{"kind": "train", "step": 1, "loss": 2.5}, {"kind": "train", "step": 2, "loss": 2.4}])
+    run.append_metrics([TrainRecord(step=1, loss=2.5), TrainRecord(step=2, loss=2.4)])
     first = reader.read_new()
-    assert [r["step"] for r in first] == [1, 2] and all("time" in r for r in first)
+    assert [r.step for r in first] == [1, 2] and all(r.time is not None for r in first)
     assert reader.read_new() == []
-    run.append_metrics({"kind": "eval", "step": 2, "val_loss": 2.6})
-    assert [(r["kind"], r["step"]) for r in reader.read_new()] == [("eval", 2)]
+    run.append_metrics(EvalRecord(step=2, val_loss=2.6))
+    assert [(r.kind, r.step) for r in reader.read_new()] == [("eval", 2)]
 
 
 def test_reader_keeps_half_written_line_for_next_call(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_bytes(b'{"step": 1}\n{"step": 2, "lo')
     reader = MetricsReader(path)
-    assert reader.read_new() == [{"step": 1}]
+    assert reader.read_new() == [MetricRecord(step=1)]
     assert reader.read_new() == []
     with open(path, "ab") as f:
         f.write(b'ss": 0.5}\n')
-    assert reader.read_new() == [{"step": 2, "loss": 0.5}]
+    assert reader.read_new() == [MetricRecord(step=2, extra={"loss": 0.5})]
     assert reader.corrupt_lines == 0
 
 
@@ -185,7 +188,7 @@ def test_reader_skips_and_counts_corrupt_middle_lines(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_bytes(b'{"step": 1}\n{"step": 2, garbage\n[1, 2]\n\xff\xfe\n\n{"step": 3}\n')
     reader = MetricsReader(path)
-    assert [r["step"] for r in reader.read_new()] == [1, 3]
+    assert [r.step for r in reader.read_new()] == [1, 3]
     assert reader.corrupt_lines == 3 and "line 4" in reader.last_error
 
 
@@ -199,7 +202,7 @@ def test_reader_reads_only_new_bytes_of_a_large_file(tmp_path):
     assert read_before == path.stat().st_size
     with open(path, "a") as f:
         f.write('{"kind": "train", "step": 20000}\n')
-    assert reader.read_new() == [{"kind": "train", "step": 20000}]
+    assert reader.read_new() == [TrainRecord(step=20000)]
     assert reader.bytes_read - read_before == len('{"kind": "train", "step": 20000}\n')
 
 
@@ -209,14 +212,14 @@ def test_reader_starts_over_when_file_is_replaced(tmp_path):
     reader = MetricsReader(path)
     assert len(reader.read_new()) == 2
     atomic_write(path, '{"step": 1}\n')
-    assert reader.read_new() == [{"step": 1}]
+    assert reader.read_new() == [MetricRecord(step=1)]
 
 
 def test_append_after_torn_line_isolates_it(run):
     run.metrics_path.write_bytes(b'{"step": 1}\n{"step": 2, "lo')  # a writer died mid-line
-    run.append_metrics({"kind": "train", "step": 3})
+    run.append_metrics(TrainRecord(step=3))
     reader = run.metrics_reader()
-    assert [r["step"] for r in reader.read_new()] == [1, 3]
+    assert [r.step for r in reader.read_new()] == [1, 3]
     assert reader.corrupt_lines == 1
 
 
@@ -225,12 +228,12 @@ def test_append_after_torn_line_isolates_it(run):
 def test_control_merges_and_bumps_seq(run):
     first = run.write_control(early_stopping={"enabled": True, "patience": 3})
     second = run.write_control(early_stopping={"patience": 5, "min_delta": 0.01})
-    assert (first["seq"], second["seq"]) == (1, 2)
-    assert second["early_stopping"] == {"enabled": True, "patience": 5, "min_delta": 0.01}
+    assert (first.seq, second.seq) == (1, 2)
+    assert second.early_stopping == {"enabled": True, "patience": 5, "min_delta": 0.01}
     third = run.write_control(stop="graceful")
-    assert third["seq"] == 3 and third["early_stopping"]["patience"] == 5
-    assert run.read_control()["stop"] == "graceful"
-    assert run.write_control(early_stopping=None)["early_stopping"] is None
+    assert third.seq == 3 and third.early_stopping["patience"] == 5
+    assert run.read_control().stop == "graceful"
+    assert run.write_control(early_stopping=None).early_stopping is None
 
 
 @pytest.mark.parametrize("changes, match", [
@@ -243,7 +246,7 @@ def test_control_merges_and_bumps_seq(run):
 def test_control_rejects_bad_requests(run, changes, match):
     with pytest.raises(RunDirError, match=match):
         run.write_control(**changes)
-    assert run.read_control()["seq"] == 0
+    assert run.read_control().seq == 0
 
 
 def test_control_poller_returns_each_request_once(run):
@@ -251,16 +254,16 @@ def test_control_poller_returns_each_request_once(run):
     assert poller.poll() is None
     run.write_control(early_stopping={"patience": 4})
     got = poller.poll()
-    assert got["seq"] == 1 and got["early_stopping"] == {"patience": 4}
+    assert got.seq == 1 and got.early_stopping == {"patience": 4}
     assert poller.poll() is None
     run.write_control(stop="now")
-    assert poller.poll()["stop"] == "now"
+    assert poller.poll().stop == "now"
     assert poller.poll() is None
 
 
 def test_control_poller_sees_requests_made_before_the_worker_started(run):
     run.write_control(stop="graceful")
-    assert ControlPoller(run.path).poll()["stop"] == "graceful"
+    assert ControlPoller(run.path).poll().stop == "graceful"
 
 
 # ---- run ids ---------------------------------------------------------------------------------------
@@ -301,7 +304,7 @@ def test_finalize_name_renames_and_leaves_relative_symlink(run):
     final = finalize_name(run, 12.34, 850)
     assert final.run_id == old.name + "_ppl12.3_tps850" and final.path.is_dir()
     assert old.is_symlink() and os.readlink(old) == final.run_id  # relative link
-    assert RunDir(old).read_status()["run_id"] == final.run_id
+    assert RunDir(old).read_status().run_id == final.run_id
     assert (old / "config.yaml").read_text() == CONFIG_YAML
     again = finalize_name(old, 12.34, 850)  # through the old name: nothing to do
     assert again.path == final.path.resolve()
@@ -311,7 +314,7 @@ def test_finalize_name_keeps_links_working_when_runs_folder_moves(tmp_path, run)
     finalize_name(run, 5.0, 100)
     moved = tmp_path / "moved"
     os.rename(run.path.parent, moved)
-    assert RunDir(moved / run.run_id).read_status()["state"] == "queued"
+    assert RunDir(moved / run.run_id).read_status().state == "queued"
 
 
 # ---- listing -----------------------------------------------------------------------------------
@@ -368,4 +371,147 @@ def test_rundir_imports_nothing_else_of_core():
     """Nothing but the stdlib-only atomic-write helper (core.atomic, checked in test_atomic)."""
     source = Path(rundir.__file__).read_text()
     imports = re.findall(r"^\s*(?:from|import) (core[.\w]*)", source, re.M)
-    assert imports == ["core.atomic"]
+    assert imports == ["core.atomic", "core.config"]
+
+
+# ---- typed records: other versions, type checks, extension --------------------------------------
+
+FIXTURE = Path(__file__).parent / "fixtures" / "run_2026-12-01"  # written by the worker of 2026-12-01
+
+
+def test_a_run_written_before_the_typed_records_reads_in_full(tmp_path):
+    """status.json, control.json and metrics.jsonl as the worker wrote them before this change
+    (a tiny LoRA run: 6 steps, evaluation every 3, a patience override sent before the start)."""
+    for name in ("status.json", "control.json", "metrics.jsonl"):
+        (tmp_path / name).write_bytes((FIXTURE / name).read_bytes())
+    run = RunDir(tmp_path)
+    status = run.read_status()
+    assert (status.state, status.reason, status.attempt, status.step, status.total_steps) == \
+        ("finished", "reached 6 steps", 1, 6, 6)
+    assert status.best == BestSoFar(metric="val_loss", value=5.584630489349365, step=6, val_ppl=266.3018631823181)
+    assert status.final.tokens_seen == 950 and status.final.peak_mem_mb == 565.7 and status.final.exact_match == 0.0
+    assert status.command == [] and status.history == [] and status.extra == {}  # missing keys: defaults
+    assert run.read_control() == ControlRequest(early_stopping={"patience": 4}, seq=1, requested_at=1796116769.1290615)
+    records = run.metrics_reader().read_new()
+    assert [type(r).__name__ for r in records] == [
+        "SetupEvent", "EvalRecord", "BaselineEvent", "ControlEvent", "TrainRecord", "TrainRecord", "EvalRecord",
+        "TrainRecord", "TrainRecord", "EvalRecord", "EndEvent"]
+    setup, base, baseline, control, first_train = records[:5]
+    assert setup.kernels == "fused" and setup.seq_len == 48 and setup.data["train"]["samples"] == 96
+    assert base.base and base.best_value is None and base.monitor is None and base.val_tokens == 64
+    assert baseline.exact_match == 0.0 and baseline.val_loss == base.val_loss
+    assert control.early_stopping == {"enabled": False, "monitor": "val_loss", "patience": 4, "min_delta": 0.0}
+    assert first_train.loss == pytest.approx(5.748692989349365) and first_train.epoch == 0
+    assert records[6].patience_left == 4 and records[6].early_stopping_enabled is False
+    assert records[-1].tokens_seen == 950 and records[-1].message == "finished: reached 6 steps"
+    assert all(r.extra == {} for r in records)  # every key of the old format has its field
+    for line, record in zip((FIXTURE / "metrics.jsonl").read_text().splitlines(), records):
+        old = json.loads(line)
+        assert {k: record.to_json()[k] for k in old} == old  # nothing lost when written again
+
+
+def test_a_failed_and_resumed_status_of_the_old_format_reads_in_full():
+    status = Status.from_json(json.loads((FIXTURE / "status_failed_after_resume.json").read_text()))
+    assert status.state == "failed" and status.attempt == 2 and status.error_lines == ["Killed"]
+    assert status.pid is None and status.command[-2] == "--run-dir" and status.data_parallel == 1
+    assert status.history == [Attempt(state="failed", reason="out of memory: std::bad_alloc",
+                                      started_at=1796116803.5491598, ended_at=1796116803.5968797, step=10)]
+
+
+def test_keys_of_a_newer_writer_are_kept_and_written_back(run):
+    newer = {**run.read_status().to_json(), "generation": 3, "best": {"metric": "val_loss", "value": 1.0,
+                                                                        "rank": 0}}
+    atomic_write_json(run.status_path, newer)
+    status = run.read_status()
+    assert status.extra == {"generation": 3} and status.best.extra == {"rank": 0}
+    run.write_status(state="starting")
+    on_disk = json.loads(run.status_path.read_text())
+    assert on_disk["generation"] == 3 and on_disk["best"]["rank"] == 0 and on_disk["state"] == "starting"
+    line = {"kind": "train", "step": 4, "loss": 1.5, "generation": 2}
+    assert parse_metric(line).extra == {"generation": 2} and parse_metric(line).to_json()["generation"] == 2
+
+
+def test_a_value_of_the_wrong_type_reads_as_the_default_and_is_refused_when_written(run):
+    status = Status.from_json({"state": "running", "step": "seven", "attempt": "x", "pid": 12.0,
+                               "error_lines": ["ok", 3], "best": "high"})
+    assert (status.step, status.attempt, status.pid, status.error_lines, status.best) == (None, 1, 12, ["ok"], None)
+    with pytest.raises(RunDirError, match=r"Status.step = 'seven': must be int \| None"):
+        run.write_status(step="seven")
+    with pytest.raises(RunDirError, match="Status has no field stpe; valid fields: run_id, state"):
+        run.write_status(stpe=3)
+    with pytest.raises(RunDirError, match=r"Status.best = \{'value': 1.0\}: must be BestSoFar \| None"):
+        run.write_status(best={"value": 1.0})  # a writer passes the record
+    with pytest.raises(RunDirError, match=r"TrainRecord.loss = 'nan\?': must be float \| None"):
+        TrainRecord(step=1, loss="nan?")
+    assert run.read_status().step is None  # nothing written
+
+
+def test_numpy_scalars_become_python_numbers(run):
+    np = pytest.importorskip("numpy")
+    record = TrainRecord(step=np.int64(3), loss=np.float32(1.5), loss_scale=np.float64(2.0))
+    assert record.to_json()["step"] == 3 and type(record.step) is int and type(record.loss) is float
+    run.append_metrics(record)
+    assert run.metrics_reader().read_new()[0].loss == 1.5
+
+
+def test_lines_of_unknown_kinds_and_events_keep_their_names():
+    odd = parse_metric({"kind": "profile", "step": 2, "flops": 1e9})
+    assert type(odd) is MetricRecord and odd.extra == {"kind": "profile", "flops": 1e9}
+    assert odd.to_json() == {"kind": "profile", "step": 2, "time": None, "flops": 1e9}
+    warning = parse_metric({"kind": "event", "step": 1, "event": "warning", "message": "careful"})
+    assert type(warning) is EventRecord and (warning.event, warning.message) == ("warning", "careful")
+    assert warning.to_json()["kind"] == "event"
+
+
+def test_a_new_event_kind_is_one_subclass(monkeypatch):
+    monkeypatch.setattr(rundir, "EVENT_KINDS", dict(rundir.EVENT_KINDS))
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class HangEvent(EventRecord):
+        event: str = "hang"
+        seconds_without_step: float | None = None
+
+    record = parse_metric({"kind": "event", "event": "hang", "step": 9, "seconds_without_step": 600})
+    assert isinstance(record, HangEvent) and record.seconds_without_step == 600.0
+    assert HangEvent(step=9).to_json()["event"] == "hang"
+
+
+def test_control_overrides_apply_over_the_config_settings_by_its_rules():
+    settings = EarlyStoppingSettings(patience=3)
+    request = ControlRequest(early_stopping={"patience": 5, "monitor": None}, seq=1)
+    assert request.early_stopping_over(settings) == EarlyStoppingSettings(patience=5)
+    with pytest.raises(ConfigError, match="early_stopping.patience = 0: must be an integer >= 1"):
+        ControlRequest(early_stopping={"patience": 0}).early_stopping_over(settings)
+    assert ControlRequest().early_stopping_over(settings) == settings
+
+
+def test_write_control_stores_values_as_the_config_holds_them(run):
+    control = run.write_control(early_stopping={"patience": 7.0, "min_delta": "0.01"})
+    assert control.early_stopping == {"patience": 7, "min_delta": 0.01}
+    assert json.loads(run.control_path.read_text())["early_stopping"] == {"patience": 7, "min_delta": 0.01}
+
+
+# ---- the layout ----------------------------------------------------------------------------------
+
+def test_checkpoint_pointers_are_parsed_in_one_place(run):
+    assert run.exists() and not RunDir(run.path / "nothing").exists()
+    assert run.checkpoint_step("best") is None and run.checkpoint_step("last") is None
+    (run.checkpoints_dir / "step-8").mkdir()
+    os.symlink("step-8", run.checkpoint("best"))
+    os.symlink("step-12", run.checkpoint("last"))  # a dangling pointer: no checkpoint
+    assert run.checkpoint_step("best") == 8 and run.checkpoint_step("last") is None
+    assert run.checkpoint(8) == run.checkpoints_dir / "step-8" == run.checkpoint("best").resolve()
+    with pytest.raises(RunDirError, match="no checkpoint 'worst'; use best or last or a step number"):
+        run.checkpoint("worst")
+    assert run.export_path("best", 8, "peft") == run.export_dir / "best-step-8-peft"
+    assert run.export_zip("best", 8, "peft") == run.export_dir / "best-step-8-peft.zip"
+
+
+def test_last_metric_and_log_tail_read_only_the_end(run):
+    run.append_metrics([TrainRecord(step=1, loss=3.0), EvalRecord(step=2, val_loss=2.0), TrainRecord(step=3)])
+    with open(run.metrics_path, "a") as handle:
+        handle.write('{"kind": "train", "step": 4, "lo')  # being written
+    assert run.last_metric(TrainRecord).step == 3 and run.last_metric(EvalRecord).step == 2
+    assert run.last_metric(rundir.EndEvent) is None
+    run.log_path.write_text("".join(f"line {i}\n" for i in range(5000)))
+    assert run.log_tail(100).startswith("line ") and run.log_tail(100).endswith("line 4999\n")

@@ -53,11 +53,11 @@ def lora_run(workspace) -> RunDir:
 
 def test_lora_run_writes_the_run_directory(lora_run, workspace):
     status = lora_run.read_status()
-    assert status["state"] == "finished" and status["reason"] == "reached 8 steps"
+    assert status.state == "finished" and status.reason == "reached 8 steps"
     assert "_tiny-model_lora-r4_fp32_dp1_ppl" in lora_run.run_id and "_tps" in lora_run.run_id
-    final = status["final"]
-    assert final["steps"] == 8 and final["tokens_per_s"] > 0 and final["peak_mem_mb"] > 0
-    assert 0.0 <= final["exact_match"] <= 1.0
+    final = status.final
+    assert final.steps == 8 and final.tokens_per_s > 0 and final.peak_mem_mb > 0
+    assert 0.0 <= final.exact_match <= 1.0
     train = records(lora_run, "train")
     assert [r["step"] for r in train] == list(range(1, 9))
     assert all(REQUIRED_TRAIN_KEYS <= set(r) for r in train)
@@ -100,13 +100,13 @@ def test_resume_from_missing_checkpoint_is_an_error(workspace, tmp_path):
     assert code == 1
     runs = sorted(Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"]).iterdir(), key=os.path.getmtime)
     status = RunDir(runs[-1]).read_status()
-    assert status["state"] == "failed" and "checkpoint not found" in status["reason"]
+    assert status.state == "failed" and "checkpoint not found" in status.reason
 
 
 def test_full_finetune_trains_every_weight(workspace):
     run = run_cli(workspace, "method=full", "train.learning_rate=0.003", "train.max_steps=4",
                   "train.eval_every=4", "eval.downstream=false")
-    assert run.read_status()["state"] == "finished"
+    assert run.read_status().state == "finished"
     weights, _, state = load_train_checkpoint(run.checkpoints_dir / "last")
     assert "model.embed_tokens.weight" in weights and state["method"] == "full"
     evals = records(run, "eval")
@@ -117,8 +117,8 @@ def test_early_stopping_records_its_reason(workspace):
     run = run_cli(workspace, "early_stopping.enabled=true", "early_stopping.patience=1",
                   "early_stopping.min_delta=100", "train.eval_every=2", "eval.downstream=false")
     status = run.read_status()
-    assert status["state"] == "early_stopped"
-    assert "did not improve by 100" in status["reason"] and "1 evaluations" in status["reason"]
+    assert status.state == "early_stopped"
+    assert "did not improve by 100" in status.reason and "1 evaluations" in status.reason
     assert max(losses(run)) == 4  # eval at 2 sets the best, eval at 4 exhausts patience 1
 
 
@@ -136,14 +136,14 @@ def test_non_finite_loss_fails_the_run(workspace, tmp_path):
     assert code == 1
     runs = sorted(Path(cfg["run"]["runs_dir"]).iterdir(), key=os.path.getmtime)
     status = RunDir(runs[-1]).read_status()
-    assert status["state"] == "failed" and status["reason"] == "non-finite loss at step 1"
-    assert status["failure_kind"] == "nonfinite"
+    assert status.state == "failed" and status.reason == "non-finite loss at step 1"
+    assert status.failure_kind == "nonfinite"
 
 
 def test_fp16_amp_trains_close_to_fp32(workspace, lora_run):
     run = run_cli(workspace, "precision.amp_level=O2", "precision.compute_dtype=float16",
                   "train.max_steps=3", "train.eval_every=3", "eval.downstream=false")
-    assert run.read_status()["state"] == "finished"
+    assert run.read_status().state == "finished"
     first = records(run, "train")[0]
     assert first["loss_scale"] == 65536.0
     assert abs(first["loss"] - losses(lora_run)[1]) < 2e-2
@@ -161,8 +161,8 @@ def test_bad_settings_fail_before_training(workspace, override, fragment, kind):
     assert code == 1
     runs = sorted(Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"]).iterdir(), key=os.path.getmtime)
     run = RunDir(runs[-1])
-    assert run.read_status()["state"] == "failed" and fragment in run.read_status()["reason"]
-    assert run.read_status()["failure_kind"] == kind
+    assert run.read_status().state == "failed" and fragment in run.read_status().reason
+    assert run.read_status().failure_kind == kind
     assert not records(run, "train")
 
 
@@ -173,9 +173,9 @@ def test_malformed_dataset_line_is_named(workspace, tmp_path):
     assert code == 1
     runs = sorted(Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"]).iterdir(), key=os.path.getmtime)
     run = RunDir(runs[-1])
-    reason = run.read_status()["reason"]
+    reason = run.read_status().reason
     assert "bad.jsonl" in reason and "line 3" in reason
-    assert run.read_status()["failure_kind"] == "data"
+    assert run.read_status().failure_kind == "data"
     # a run started from a shell keeps a train.log like a launched one: header, then what it printed
     log = run.log_path.read_text()
     assert log.startswith("=== mindtune launch") and "core.train --config" in log.splitlines()[0]
@@ -209,15 +209,15 @@ def test_control_file_changes_patience_and_stops_the_run(workspace):
     launched = _launched_run(workspace, "train.max_steps=400", "train.eval_every=1000", "eval.downstream=false",
                              "train.log_every=1")
     run = launched.run_dir
-    _wait(lambda: any(r["kind"] == "train" for r in run.metrics_reader().read_new()), 120, "first step")
+    _wait(lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), 120, "first step")
     run.write_control(early_stopping={"enabled": True, "patience": 7, "monitor": "val_loss", "min_delta": 0.0})
     _wait(lambda: any(r.get("event") == "control" for r in records(run, "event")), 60, "control applied")
     run.write_control(stop="graceful")
     launched.process.wait(timeout=60)
     status = run.read_status()
     last = os.readlink(run.checkpoints_dir / "last")
-    assert status["state"] == "stopped" and status["reason"] == f"stopped by the user; newest resumable checkpoint: {last}"
-    assert status["resumable_checkpoint"] == last
+    assert status.state == "stopped" and status.reason == f"stopped by the user; newest resumable checkpoint: {last}"
+    assert status.resumable_checkpoint == last
     change = next(r for r in records(run, "event") if r.get("event") == "control")
     assert change["early_stopping"]["patience"] == 7
     assert not launcher.run_processes(run)
@@ -227,10 +227,10 @@ def test_control_file_changes_patience_and_stops_the_run(workspace):
 def test_sigterm_saves_and_ends_cleanly(workspace):
     launched = _launched_run(workspace, "train.max_steps=400", "train.eval_every=1000", "eval.downstream=false")
     run = launched.run_dir
-    _wait(lambda: any(r["kind"] == "train" for r in run.metrics_reader().read_new()), 120, "first step")
+    _wait(lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), 120, "first step")
     os.killpg(launched.pgid, signal.SIGTERM)
     launched.process.wait(timeout=60)
-    assert run.read_status()["state"] == "stopped"
+    assert run.read_status().state == "stopped"
     assert (run.checkpoints_dir / "last").is_symlink()
 
 
@@ -244,7 +244,7 @@ def test_data_parallel_two_workers_match_one(workspace):
     runs_dir = Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"])
     double = RunDir(max((p for p in runs_dir.iterdir() if "_dp2" in p.name and not p.is_symlink()),
                         key=os.path.getmtime))
-    assert double.read_status()["state"] == "finished"
+    assert double.read_status().state == "finished"
     one, two = losses(single), losses(double)
     assert sorted(one) == sorted(two) == list(range(1, 7))
     assert max(abs(one[s] - two[s]) for s in one) < 1e-4
@@ -258,6 +258,6 @@ def test_fp16_overflow_steps_are_skipped_and_counted(workspace):
                   "precision.initial_loss_scale=1e30", "train.max_steps=3", "train.eval_every=3",
                   "eval.downstream=false")
     status = run.read_status()
-    assert status["state"] == "finished" and status["final"]["overflow_steps"] >= 1
+    assert status.state == "finished" and status.final.overflow_steps >= 1
     scales = [r["loss_scale"] for r in records(run, "train")]
     assert scales[0] == pytest.approx(1e30, rel=1e-6) and scales[-1] < scales[0]

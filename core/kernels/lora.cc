@@ -1,0 +1,119 @@
+// Fused LoRA update for MindSpore's CPU: the forward and backward of
+//     y = base + h·(s·B)ᵀ,   h = x·Aᵀ                     (base = x·Wᵀ + b, MindSpore's own MatMul)
+//     g = dy·(s·B);  dx = g·A;  dA = gᵀ·x;  dB = s·dyᵀ·h;  dbase = dy
+// as two "aot" kernels of `mindspore.ops.Custom` (built with the other kernels into one library by
+// core/fused.py; core/lora.py's LoRADense calls it when core.fused.enable set it, dropout 0).
+//
+// Why: composed, a LoRA projection is two skinny MatMuls, a Mul (the scaling folded into B) and an
+// Add forward, and four skinny MatMuls, the Mul's gradient and an AddN backward: eight to ten
+// kernels of a few microseconds' work each, and oneDNN's MatMul primitive runs shapes with a side
+// of `rank` (8) at a few GFLOP/s (profiled in the 25M LoRA step: 2048×8·8×512 at 3–7 GFLOP/s,
+// 25% of the step's oneDNN time under load). Here each direction is one kernel: blocks of 128 rows
+// run oneDNN's sgemm on the rows' x, h, dy; the weights' gradients are summed per block and the
+// blocks in order, so they do not depend on the thread count. A call of the usual sizes (up to
+// ~1 ms of work) runs on the calling thread: measured in the demo LoRA step on the loaded 2-core
+// machine, starting a second thread per call cost more (CPU 0.26 -> 0.33 s per step) than it saved.
+//
+// Layouts (row-major float32): base, y, dy (N, out); x, dx (N, in); A, dA (r, in); B, dB (out, r);
+// s (1); h (N, r), saved by the forward for the backward.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "common.h"
+
+extern "C" int dnnl_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                          float *C, int64_t ldc);
+
+namespace {
+using mindtune::is_f32;
+constexpr int64_t kRows = 128;  // rows per task
+// below this many multiply-adds of x·Aᵀ and h·Bᵀ (~1 ms on one core) a call runs on one thread
+constexpr int64_t kParallelMacs = int64_t{1} << 26;
+
+struct Dims {
+  int64_t n, in, out, r;
+  bool parallel() const { return n * (in + out) * r >= kParallelMacs; }
+};
+
+// The shapes of base (0), x (1), A (2), B (3), s (4), checked, and every parameter float32.
+int read_dims(int nparam, int expected, int *ndims, int64_t **shapes, const char **dtypes, Dims *d) {
+  if (nparam != expected) return 1;
+  for (int i = 0; i < expected; ++i)
+    if (!is_f32(dtypes[i])) return 20 + i;
+  for (int i = 0; i < 4; ++i)
+    if (ndims[i] != 2) return 10 + i;
+  if (ndims[4] != 1 || shapes[4][0] != 1) return 14;
+  d->n = shapes[1][0]; d->in = shapes[1][1]; d->r = shapes[2][0]; d->out = shapes[3][0];
+  if (shapes[0][0] != d->n || shapes[0][1] != d->out || shapes[2][1] != d->in || shapes[3][1] != d->r) return 30;
+  return 0;
+}
+
+// s·B (out, r), rounded once as the composed Mul does
+std::vector<float> scaled(const float *b, int64_t size, float s) {
+  std::vector<float> out(b, b + size);
+  for (auto &v : out) v *= s;
+  return out;
+}
+}  // namespace
+
+// inputs base (N, out), x (N, in), A (r, in), B (out, r), s (1); outputs y (N, out), h (N, r)
+extern "C" int mindtune_lora_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                     void *stream, void *extra) {
+  Dims d;
+  if (int err = read_dims(nparam, 7, ndims, shapes, dtypes, &d)) return err;
+  const auto *base = static_cast<const float *>(params[0]);
+  const auto *x = static_cast<const float *>(params[1]);
+  const auto *a = static_cast<const float *>(params[2]);
+  const std::vector<float> bs = scaled(static_cast<const float *>(params[3]), d.out * d.r,
+                                       *static_cast<const float *>(params[4]));
+  auto *y = static_cast<float *>(params[5]);
+  auto *h = static_cast<float *>(params[6]);
+  mindtune::blocks_maybe_parallel(d.parallel(), d.n, kRows, [&](int64_t, int64_t i0, int64_t i1) {
+    const int64_t rows = i1 - i0;
+    dnnl_sgemm('N', 'T', rows, d.r, d.in, 1.f, x + i0 * d.in, d.in, a, d.in, 0.f, h + i0 * d.r, d.r);  // h = x·Aᵀ
+    std::memcpy(y + i0 * d.out, base + i0 * d.out, sizeof(float) * rows * d.out);
+    dnnl_sgemm('N', 'T', rows, d.out, d.r, 1.f, h + i0 * d.r, d.r, bs.data(), d.r, 1.f, y + i0 * d.out, d.out);
+  });
+  return 0;
+}
+
+// inputs base, x, A, B, s, h, dy; outputs dx (N, in), dA (r, in), dB (out, r) (dbase = dy: not
+// computed here)
+extern "C" int mindtune_lora_backward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                      void *stream, void *extra) {
+  Dims d;
+  if (int err = read_dims(nparam, 10, ndims, shapes, dtypes, &d)) return err;
+  const auto *x = static_cast<const float *>(params[1]);
+  const auto *a = static_cast<const float *>(params[2]);
+  const float s = *static_cast<const float *>(params[4]);
+  const std::vector<float> bs = scaled(static_cast<const float *>(params[3]), d.out * d.r, s);
+  const auto *h = static_cast<const float *>(params[5]);
+  const auto *dy = static_cast<const float *>(params[6]);
+  auto *dx = static_cast<float *>(params[7]);
+  auto *da = static_cast<float *>(params[8]);
+  auto *db = static_cast<float *>(params[9]);
+  const int64_t blocks = mindtune::block_count(d.n, kRows), a_size = d.r * d.in, b_size = d.out * d.r;
+  std::vector<float> partial_a(blocks * a_size), partial_b(blocks * b_size);
+  mindtune::blocks_maybe_parallel(d.parallel(), d.n, kRows, [&](int64_t block, int64_t i0, int64_t i1) {
+    const int64_t rows = i1 - i0;
+    std::vector<float> g(rows * d.r);
+    const float *dyb = dy + i0 * d.out;
+    dnnl_sgemm('N', 'N', rows, d.r, d.out, 1.f, dyb, d.out, bs.data(), d.r, 0.f, g.data(), d.r);  // g = dy·(s·B)
+    dnnl_sgemm('N', 'N', rows, d.in, d.r, 1.f, g.data(), d.r, a, d.in, 0.f, dx + i0 * d.in, d.in);  // dx = g·A
+    dnnl_sgemm('T', 'N', d.r, d.in, rows, 1.f, g.data(), d.r, x + i0 * d.in, d.in, 0.f,
+               partial_a.data() + block * a_size, d.in);  // gᵀ·x
+    dnnl_sgemm('T', 'N', d.out, d.r, rows, s, dyb, d.out, h + i0 * d.r, d.r, 0.f, partial_b.data() + block * b_size,
+               d.r);  // s·dyᵀ·h
+  });
+  std::memcpy(da, partial_a.data(), sizeof(float) * a_size);
+  std::memcpy(db, partial_b.data(), sizeof(float) * b_size);
+  for (int64_t t = 1; t < blocks; ++t) {
+    const float *pa = partial_a.data() + t * a_size, *pb = partial_b.data() + t * b_size;
+    for (int64_t j = 0; j < a_size; ++j) da[j] += pa[j];
+    for (int64_t j = 0; j < b_size; ++j) db[j] += pb[j];
+  }
+  return 0;
+}
