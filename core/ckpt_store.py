@@ -143,7 +143,7 @@ def write_safetensors(path: str | os.PathLike, tensors: Tensors,
                                       f"got {tuple(array.shape)} {array.dtype.name}")
             out.write(memoryview(array.reshape(-1).view(np.uint8)))
             del array
-        os.fsync(raw.fileno())
+    fsync_path(path)
     return {"bytes": out.bytes, "sha256": out.hexdigest()}
 
 
@@ -167,10 +167,8 @@ class HashingWriter:
 
 
 def _write_bytes(path: Path, data: bytes) -> dict:
-    with open(path, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+    path.write_bytes(data)
+    fsync_path(path)
     return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 

@@ -114,7 +114,7 @@ def rank_records(run: RunDir, attempt: int | None = None) -> dict[int, dict]:
 
 class Heartbeat:
     """What the worker calls as it makes progress; writes at most once a second, and always when
-    the phase changes. Writes are plain (no fsync): only their timing matters."""
+    the phase changes. Writes are plain (no fsync, no rename): only their timing matters."""
 
     def __init__(self, run: RunDir, rank: int, attempt: int, timeout_s: float):
         self.path = beat_file(run, rank)
@@ -127,10 +127,9 @@ class Heartbeat:
         if phase == self.phase and now - self.last_write < BEAT_EVERY_S:
             return
         self.phase, self.last_write = phase, now
-        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-        try:
-            tmp.write_text(json.dumps({**self.fields, "step": int(step), "phase": phase, "time": now}), encoding="utf-8")
-            os.replace(tmp, self.path)
+        try:  # in place: a reader that catches it half-written reads no beat this once, which is harmless
+            self.path.write_text(json.dumps({**self.fields, "step": int(step), "phase": phase, "time": now}),
+                                 encoding="utf-8")
         except OSError:
             pass  # a full disk must not kill training here; the save will say so
 
