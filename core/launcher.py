@@ -286,8 +286,10 @@ class _RunProcesses:
     def __init__(self, run: RunDir, status: Status):
         self.real_path = os.path.realpath(run.path)
         self.leader = _leader(status, include_zombie=True)
+        if self.leader is not None and self.leader.pid == os.getpid():
+            self.leader = None  # a run trained in this very process (the CLI in-process): not its children
         self.pgid = status.pgid if self.leader is not None else None
-        if self.pgid == os.getpgrp():  # a run trained in this very process (the CLI): never our own group
+        if self.pgid == os.getpgrp():  # ... and never our own process group
             self.pgid = None
         self.leader_key = _key(self.leader) if self.leader is not None else None
         self.known: dict[tuple[int, float], psutil.Process] = {}
