@@ -14,7 +14,7 @@ from core import launcher
 from core.config import Config, ConfigError, deep_merge, load_config, read_config_file
 from core.data import DataError, run_seq_len
 from core.data_files import split_path
-from core.model_args import CheckpointError, read_model_args
+from core.model_args import CheckpointError, check_run_settings, read_model_args
 from core.rundir import RunDir
 from core.tokenizer import TokenizerError
 
@@ -81,6 +81,13 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
                                 f"{', '.join(str(r) for r in console.settings.models_dirs)}")
     elif not entry.loadable:
         errors["model.path"] = f"{entry.name} is not loadable: {entry.reason}"
+    else:
+        try:
+            check_run_settings(config.with_updates({"model.path": str(entry.path)}))
+        except ConfigError as err:  # data.max_seq_len above the context, LoRA targets the model lacks
+            errors.update(form.errors_by_widget(err.errors))
+        except CheckpointError as err:
+            errors["model.path"] = str(err)
     for key in ("data.train_file", "data.validation_file", "data.test_file"):
         name = config.to_flat()[key]
         if name:

@@ -88,7 +88,7 @@ def _method_section(tab: TrainTab, console: Console, labels: Labels, values: dic
                 _widget(tab, key, values, info, labels)
         names = cb.target_choices(values["model.path"], console)
         tab.fields[form.TARGET_NAMES] = labels.bind(gr.CheckboxGroup(
-            choices=names, value=[n for n in values[form.TARGET_NAMES] if n in names],
+            choices=names, value=[n for n in values[form.TARGET_NAMES] if n in names] or names,
             elem_id="lora-targets", info="linear layers of this model's transformer blocks"),
             label=f"field.{form.TARGET_NAMES}")
         tab.fields[form.TARGET_REGEX] = labels.bind(gr.Textbox(

@@ -90,24 +90,35 @@ def attention_inputs(batch, t, heads, kv, d, seed=0):
     return q, k, v
 
 
+def cpu_seconds() -> float:
+    """This process's CPU time, every thread's (the kernels' own threads included)."""
+    import resource
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def interleaved(calls: dict, reps: int) -> dict:
-    """Median seconds of each call, timed in turn (one warm-up each first)."""
-    times = {name: [] for name in calls}
+    """Median wall and CPU seconds of each call, timed in turn (one warm-up each first). CPU time
+    holds on a loaded machine (others take time slices away, not work): the check for "never
+    slower"; wall time also counts waiting for a core."""
+    times = {name: ([], []) for name in calls}
     for fn in calls.values():
         fn()
     for _ in range(reps):
         for name, fn in calls.items():  # PyNative with launch_blocking (use_device): each op has finished
-            start = time.perf_counter()
+            cpu, start = cpu_seconds(), time.perf_counter()
             fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+            times[name][0].append(time.perf_counter() - start)
+            times[name][1].append(cpu_seconds() - cpu)
+    return {name: (statistics.median(wall), statistics.median(cpu)) for name, (wall, cpu) in times.items()}
 
 
 def report(title: str, medians: dict, base: str) -> None:
     print(f"\n{title}")
-    for name, seconds in medians.items():
-        ratio = "" if name == base else f"  {seconds / medians[base]:.3f}x {base}"
-        print(f"  {name:<42} {seconds * 1e3:9.2f} ms{ratio}")
+    base_wall, base_cpu = medians[base]
+    for name, (wall, cpu) in medians.items():
+        ratio = "" if name == base else f"  wall {wall / base_wall:.3f}x, CPU {cpu / base_cpu:.3f}x {base}"
+        print(f"  {name:<36} wall {wall * 1e3:8.2f} ms  CPU {cpu * 1e3:8.2f} ms{ratio}")
 
 
 def section_default(new, old, reps: int) -> None:
@@ -218,7 +229,6 @@ def section_packing(new, reps: int, length: int) -> None:
 
 
 def section_lora_step(reps: int, configs) -> None:
-    import resource
     import mindspore as ms
     from bench import train_step as tsb
     from core import fused
@@ -226,10 +236,6 @@ def section_lora_step(reps: int, configs) -> None:
     from core.lora import inject_lora, mark_only_lora_trainable
     from core.model import share_layer_graphs
     from core.train_step import TrainStep, WarmupDecaySchedule, adamw
-
-    def cpu_s():
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return usage.ru_utime + usage.ru_stime
 
     with tempfile.TemporaryDirectory() as tmp:
         for name in configs:
@@ -251,22 +257,10 @@ def section_lora_step(reps: int, configs) -> None:
                                  None)
                 batch = [tsb.batch_arrays(model.args.vocab_size)]
                 steps[variant] = lambda step=step, batch=batch: step(batch)
-            for fn in steps.values():  # compile, warm up
-                fn(), fn()
-            wall, cpu = {v: [] for v in steps}, {v: [] for v in steps}
-            for _ in range(reps):
-                for variant, fn in steps.items():
-                    c, w = cpu_s(), time.perf_counter()
-                    fn()
-                    wall[variant].append(time.perf_counter() - w)
-                    cpu[variant].append(cpu_s() - c)
-            print(f"\nLoRA train step, {name} (batch 8 x 256, r 8, 7 projections), {reps} steps each, alternated")
-            base = "composed LoRA ops"
-            for variant in steps:
-                w, c = statistics.median(wall[variant]), statistics.median(cpu[variant])
-                ratio = "" if variant == base else (f"  wall {w / statistics.median(wall[base]):.3f}x, "
-                                                    f"CPU {c / statistics.median(cpu[base]):.3f}x {base}")
-                print(f"  {variant:<20} wall {w * 1e3:8.1f} ms  CPU {c * 1e3:8.1f} ms{ratio}")
+            for fn in steps.values():  # compile (interleaved() warms up once more)
+                fn()
+            report(f"LoRA train step, {name} (batch 8 x 256, r 8, 7 projections), {reps} steps each, alternated",
+                   interleaved(steps, reps), "composed LoRA ops")
 
 
 def main(argv=None) -> None:

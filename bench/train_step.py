@@ -1,13 +1,13 @@
 """Training-step throughput of mindtune against a PyTorch eager reference, side by side in one run.
 
-For each model config (the shipped demo model; a ~25M-parameter Llama made here with random
-weights) and each method (LoRA r=8 on all seven projections; full fine-tuning), fp32, micro batch
-8, sequence 256, every token labelled:
+For each model config (the shipped demo model; a ~25M-parameter Llama and a ~25M-parameter Qwen3
+made here with random weights) and each method (LoRA r=8 on every projection of the family;
+full fine-tuning), fp32, micro batch 8, sequence 256, every token labelled:
 
 - mindtune: `core.model.CausalLM` + `core.lora` + `core.train_step.TrainStep` (the engine's own
   compiled step: loss, AdamW, clipping), exactly what `python -m core.train` runs;
-- PyTorch 2.13 eager: `transformers`' LlamaForCausalLM on the same weights, PEFT LoRA on the same
-  modules, `torch.optim.AdamW`, the same clipping.
+- PyTorch 2.13 eager: `transformers`' model of the family (LlamaForCausalLM, Qwen3ForCausalLM) on
+  the same weights, PEFT LoRA on the same modules, `torch.optim.AdamW`, the same clipping.
 
 Each measurement runs in a fresh subprocess (so imports, compilation and peak RSS are its own):
 warm-up steps, then the median step time of the timed steps. It prints tokens/s of both and the
@@ -16,8 +16,8 @@ the same run, before and after the steps, the higher taken), peak RSS and the me
 phases, and the first-step losses of both frameworks (same weights, same batch: they must agree).
 
     .venv/bin/pip install -r requirements-bench.txt
-    .venv/bin/python bench/train_step.py                    # both configs, both methods
-    .venv/bin/python bench/train_step.py --configs 25m --methods lora --steps 6
+    .venv/bin/python bench/train_step.py                    # all configs, both methods
+    .venv/bin/python bench/train_step.py --configs qwen3-25m --methods lora --steps 6
 """
 from __future__ import annotations
 
@@ -36,7 +36,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 BATCH, SEQ = 8, 256
-PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 CONFIG_25M = {  # Llama architecture, ~25M parameters (tied embeddings)
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 8192, "hidden_size": 512,
     "intermediate_size": 1536, "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 8,
@@ -44,32 +43,39 @@ CONFIG_25M = {  # Llama architecture, ~25M parameters (tied embeddings)
     "hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "torch_dtype": "float32",
     "bos_token_id": 1, "eos_token_id": 2,
 }
+CONFIG_QWEN3_25M = {  # Qwen3 architecture, ~25M parameters: QK-norm, GQA, explicit head_dim, tied
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 8192, "hidden_size": 512,
+    "intermediate_size": 1664, "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 4,
+    "head_dim": 64, "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+    "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False, "torch_dtype": "float32",
+    "bos_token_id": 1, "eos_token_id": 2,
+}
+MADE = {"25m": CONFIG_25M, "qwen3-25m": CONFIG_QWEN3_25M}  # config name -> config.json of a model made here
 
 
 # ---- model folders -----------------------------------------------------------------------------
 
-def make_25m(folder: Path) -> Path:
-    """config.json + model.safetensors with seeded N(0, 0.02) weights (norms 1), Hugging Face keys."""
+def make_checkpoint(folder: Path, config: dict) -> Path:
+    """config.json + model.safetensors with seeded N(0, 0.02) weights (norms 1), Hugging Face keys:
+    every tensor `core.model_args.ModelArgs.parameter_shapes` lists for the config's family."""
     import numpy as np
     from safetensors.numpy import save_file
-    c = CONFIG_25M
-    h, i, v = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    from core.model_args import ModelArgs
     rng = np.random.default_rng(0)
-    normal = lambda *shape: (rng.standard_normal(shape, dtype=np.float32) * 0.02)  # noqa: E731
-    tensors = {"model.embed_tokens.weight": normal(v, h), "model.norm.weight": np.ones(h, np.float32)}
-    for layer in range(c["num_hidden_layers"]):
-        p = f"model.layers.{layer}."
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            tensors[p + f"self_attn.{name}.weight"] = normal(h, h)
-        tensors[p + "mlp.gate_proj.weight"] = normal(i, h)
-        tensors[p + "mlp.up_proj.weight"] = normal(i, h)
-        tensors[p + "mlp.down_proj.weight"] = normal(h, i)
-        tensors[p + "input_layernorm.weight"] = np.ones(h, np.float32)
-        tensors[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
+    tensors = {}
+    for name, shape in ModelArgs.from_hf_config(config).parameter_shapes().items():
+        norm = name.endswith("norm.weight")
+        tensors[name] = np.ones(shape, np.float32) if norm else rng.standard_normal(shape, dtype=np.float32) * 0.02
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(c, indent=1))
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
     save_file(tensors, str(folder / "model.safetensors"))
     return folder
+
+
+def lora_targets(model_dir: Path) -> list[str]:
+    """LoRA r=8 on every projection of the model's family (what 'all-linear' selects)."""
+    from core.model_args import read_model_args
+    return list(read_model_args(model_dir).spec.default_lora_targets)
 
 
 def batch_arrays(vocab: int, seed: int = 0):
@@ -84,22 +90,19 @@ def matmul_flops(model_dir: Path, method: str) -> dict:
     """FLOPs of one training step (forward + backward), counted from the matmuls.
     Dense weights (N_dense, lm_head included): forward 2·N per token; backward 2·N for the input
     gradient plus 2·N for the weight gradient (full only: LoRA's frozen weights need no weight
-    gradient). Attention scores and values: forward 4·T·h per token per layer, backward twice that.
-    LoRA's own matmuls (r = 8) are counted like dense weights that train."""
+    gradient). Attention scores and values: forward 4·T·heads·head_dim per token per layer,
+    backward twice that. LoRA's own matmuls (r = 8) are counted like dense weights that train."""
     from core.model_args import read_model_args
     a = read_model_args(model_dir)
-    h, i, d = a.hidden_size, a.intermediate_size, a.head_dim
-    per_layer = h * a.num_heads * d * 2 + h * a.num_kv_heads * d * 2 + 3 * h * i
-    dense = a.num_layers * per_layer + a.vocab_size * h
+    shapes = a.dense_shapes()
+    dense = sum(n_in * n_out for n_in, n_out in shapes.values()) + a.vocab_size * a.hidden_size
     tokens = BATCH * SEQ
     weight_grad = 2 * dense if method == "full" else 0
-    lora = 0
-    if method == "lora":
-        shapes = [(h, a.num_heads * d), (h, a.num_kv_heads * d), (h, a.num_kv_heads * d), (a.num_heads * d, h),
-                  (h, i), (h, i), (i, h)]
-        lora = a.num_layers * sum(8 * (n_in + n_out) for n_in, n_out in shapes)
+    targets = lora_targets(model_dir)
+    lora = 0 if method != "lora" else sum(8 * (n_in + n_out) for name, (n_in, n_out) in shapes.items()
+                                          if name.rsplit(".", 1)[-1] in targets)
     dense_flops = tokens * (2 * dense + 2 * dense + weight_grad + 6 * lora)
-    attention = a.num_layers * BATCH * (4 * SEQ * SEQ * a.num_heads * d) * 3
+    attention = a.num_layers * BATCH * (4 * SEQ * SEQ * a.num_heads * a.head_dim) * 3
     return {"dense": dense, "flops": dense_flops + attention}
 
 
@@ -127,7 +130,7 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
     t = time.time()
     model = load_hf_model(model_dir)
     if method == "lora":
-        inject_lora(model, 8, 16.0, 0.0, PROJECTIONS)
+        inject_lora(model, 8, 16.0, 0.0, lora_targets(model_dir))
         params = mark_only_lora_trainable(model)
     else:
         params = list(model.trainable_params())
@@ -156,14 +159,15 @@ def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch
     phases = {"process start": time.time() - t_launch}
     t = time.time()
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
     phases["imports"] = time.time() - t
     t = time.time()
     torch.manual_seed(0)
-    model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
     if method == "lora":
         from peft import LoraConfig, get_peft_model
-        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=PROJECTIONS))
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0,
+                                                 target_modules=lora_targets(model_dir)))
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
@@ -248,7 +252,7 @@ def estimate(model_dir: Path, method: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="demo,25m", help="comma list of demo, 25m")
+    parser.add_argument("--configs", default="demo,25m,qwen3-25m", help="comma list of demo, " + ", ".join(MADE))
     parser.add_argument("--methods", default="lora,full", help="comma list of lora, full")
     parser.add_argument("--steps", type=int, default=8, help="timed steps (median reported)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation)")
@@ -270,7 +274,10 @@ def main() -> None:
         return
 
     with tempfile.TemporaryDirectory() as tmp:
-        models = {"demo": ROOT / "models" / "tiny-demo", "25m": make_25m(Path(tmp) / "llama-25m")}
+        models = {"demo": ROOT / "models" / "tiny-demo"}
+        for name in args.configs.split(","):
+            if name in MADE:
+                models[name] = make_checkpoint(Path(tmp) / name, MADE[name])
         # the peak is measured before and after the steps and the higher taken: this shared
         # machine's speed drifts (one run measured 98.7 GFLOP/s before, others 124-132)
         peak = run_worker("matmul")

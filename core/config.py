@@ -335,8 +335,8 @@ class LoraSettings(_Section):
     alpha: float = _field(16.0, "scale numerator: the update is scaled by alpha / rank", gt=0)
     dropout: float = _field(0.0, "dropout on the adapter input (PEFT default 0; on the CPU 0.05 made a LoRA step ~5x slower)", ge=0, lt=1)
     target_modules: list[str] | str = _field(
-        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-        "module names (suffix match) or one regex (full match)",
+        "all-linear",
+        "module names (suffix match), one regex (full match), or all-linear: the model family's projections",
         coerce=_coerce_target_modules, rule=_TARGET_RULE)
 
     @property

@@ -8,18 +8,23 @@ and run as MindSpore `ops.Custom` "aot" kernels with hand-written backwards.
   layout, so the graph has no head transposes (25M model: 1,901 -> 1,289 MB peak for LoRA).
   Forward + backward of one layer at batch 8 × 256: demo shape (8 heads, 4 kv heads, head dim 32)
   71-103 ms -> 23-30 ms; 25M shape (8 heads, dim 64) 73-121 ms -> 39-48 ms (PyTorch's fused
-  SDPA: 33 and 59 ms).
+  SDPA: 33 and 59 ms). Options for the other families (FusedAttention): scale, soft cap, sliding
+  window, partial and interleaved rotary, and segment ids for packed rows (key blocks outside a
+  window or another sample are skipped).
 - rmsnorm.cc: RMSNorm in one pass forward and one backward. Composed, each norm broadcast its
   scale and weight to (rows, hidden) and reduced them back in the gradient, on MindSpore CPU
   kernels that move ~1 GB/s: a demo full fine-tuning step 713 -> 627 ms.
 - swiglu.cc: the MLP's gate silu(g)·u in one pass each way (composed: a Sigmoid and two Muls
-  forward, a SigmoidGrad and four Muls backward).
+  forward, a SigmoidGrad and four Muls backward), and GeGLU's gelu_tanh(g)·u (Gemma).
+- lora.cc: a LoRA projection's update base + (x·Aᵀ)·(s·B)ᵀ and its gradients, one kernel each way
+  instead of eight to ten MindSpore kernels on skinny shapes.
 - cross_entropy.cc: the causal-LM loss per row (log-sum-exp, target's log-probability) and its
   gradient softmax − one-hot in one pass each; composed it made five (rows, vocab) tensors. Loss
-  forward + backward at batch 8 × 256, vocabulary 8192: 208 -> 22 ms.
+  forward + backward at batch 8 × 256, vocabulary 8192: 208 -> 22 ms. Optionally with Gemma 2's
+  final-logit soft cap inside.
 
 `enable(model)` switches a model's full-sequence attention (training, evaluation, a prompt's
-prefill), its norms, its MLP gates and its training/evaluation loss to the kernels; decoding steps
+prefill), its norms, its MLP gates, its LoRA updates and its training/evaluation loss to the kernels; decoding steps
 with a KV cache keep the composed ops. It builds the library once per machine into the kernel cache
 (`MINDTUNE_KERNEL_CACHE`, default ~/.cache/mindtune/kernels; the file name carries a hash of the
 sources, compiler, flags, CPU features and MindSpore's library folder, and is written under a

@@ -23,6 +23,7 @@ from mindspore.common.initializer import HeUniform, initializer
 
 from core.atomic import atomic_write
 from core.model import PROJECTION_NAMES
+from core.model_args import ALL_LINEAR, match_lora_targets
 
 ADAPTER_CONFIG_NAME = "adapter_config.json"
 ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
@@ -123,12 +124,14 @@ def inject_lora(model: nn.Cell, rank: int, alpha: float, dropout: float,
     """Replace the matching `nn.Dense` sub-cells of `model` by `LoRADense` in place.
 
     `target_modules` is a list of names (a module matches when its dotted name is the name or
-    ends with `.<name>`) or one regex string matched with `re.fullmatch` against the dotted name,
-    as PEFT does. Returns the replaced module names. A name or regex that matches nothing is an error.
+    ends with `.<name>`), one regex string matched with `re.fullmatch` against the dotted name, as
+    PEFT does, or "all-linear": the model family's own projections (`FamilySpec.default_lora_targets`;
+    never the output layer or an MoE router). Returns the replaced module names. A name or regex
+    that matches nothing is an error.
     """
     _check_hyperparameters(rank, alpha, dropout)
     dense = {name: cell for name, cell in model.cells_and_names() if isinstance(cell, nn.Dense)}
-    targets = select_target_modules(dense, target_modules)
+    targets = select_target_modules(dense, target_modules, family_targets(model))
     already = [name for name in targets if isinstance(dense[name], LoRADense)]
     if already:
         raise LoraError(f"{already[0]} already has a LoRA adapter ({len(already)} such modules); "
@@ -138,39 +141,41 @@ def inject_lora(model: nn.Cell, rank: int, alpha: float, dropout: float,
     return targets
 
 
-def select_target_modules(dense: dict[str, nn.Dense], target_modules) -> list[str]:
-    """The names in `dense` (dotted name -> Dense) that `target_modules` selects, in model order."""
-    if isinstance(target_modules, str):
+def family_targets(model: nn.Cell) -> tuple[str, ...]:
+    """What "all-linear" means for `model`: its family's default LoRA targets."""
+    args = getattr(model, "args", None)
+    return args.spec.default_lora_targets if args is not None else PROJECTION_NAMES
+
+
+def select_target_modules(dense: dict[str, nn.Dense], target_modules,
+                          family: tuple[str, ...] = PROJECTION_NAMES) -> list[str]:
+    """The names in `dense` (dotted name -> Dense) that `target_modules` selects, in model order
+    ("all-linear": the names in `family`)."""
+    if isinstance(target_modules, str) and target_modules != ALL_LINEAR:
         try:
-            regex = re.compile(target_modules)
+            re.compile(target_modules)
         except re.error as exc:
             raise LoraError(f"lora target_modules '{target_modules}' is not a valid regex: {exc}.") from exc
-        chosen = [name for name in dense if regex.fullmatch(name)]
-        if not chosen:
-            _raise_no_match(f"regex '{target_modules}' (re.fullmatch on dotted module names such as "
-                            f"'{_example_name(dense)}')", dense)
-        return chosen
-    if not isinstance(target_modules, (list, tuple)) or not target_modules or \
-            not all(isinstance(t, str) and t for t in target_modules):
-        raise LoraError(f"lora target_modules must be a non-empty list of module names or one regex "
-                        f"string, got {target_modules!r}.")
-    chosen = [name for name in dense if any(_name_matches(name, t) for t in target_modules)]
-    unmatched = [t for t in target_modules if not any(_name_matches(name, t) for name in dense)]
+    elif not isinstance(target_modules, str) and (
+            not isinstance(target_modules, (list, tuple)) or not target_modules or
+            not all(isinstance(t, str) and t for t in target_modules)):
+        raise LoraError(f"lora target_modules must be a non-empty list of module names, one regex "
+                        f"string or '{ALL_LINEAR}', got {target_modules!r}.")
+    chosen, unmatched = match_lora_targets(dense, target_modules, family)
+    if isinstance(target_modules, str) and target_modules != ALL_LINEAR and not chosen:
+        _raise_no_match(f"regex '{target_modules}' (re.fullmatch on dotted module names such as "
+                        f"'{_example_name(dense)}')", dense)
     if unmatched:
         quoted = ", ".join(f"'{name}'" for name in unmatched)
         _raise_no_match(f"name{'s' if len(unmatched) > 1 else ''} {quoted}", dense)
     return chosen
 
 
-def _name_matches(module_name: str, target: str) -> bool:
-    return module_name == target or module_name.endswith("." + target)
-
-
 def _raise_no_match(what: str, dense: dict[str, nn.Dense]) -> None:
     found = list(dict.fromkeys(name.rsplit(".", 1)[-1] for name in dense))
     ordered = [p for p in PROJECTION_NAMES if p in found] + [p for p in found if p not in PROJECTION_NAMES]
     raise LoraError(f"lora target_modules {what} matches no Dense layer of this model; "
-                    f"its projections are {', '.join(ordered) or 'none'}.")
+                    f"its projections are {', '.join(ordered) or 'none'} ('{ALL_LINEAR}': the family's own).")
 
 
 def _example_name(dense: dict[str, nn.Dense]) -> str:
@@ -371,6 +376,8 @@ def save_peft_adapter(model: nn.Cell, folder: str | Path, base_model_name_or_pat
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {to_peft_key(name): np.ascontiguousarray(array, dtype=np.float32)
                for name, array in lora_state_dict(model).items()}
+    if target_modules == ALL_LINEAR:  # the modules this model adapted, not PEFT's own reading of it
+        target_modules = list(dict.fromkeys(name.rsplit(".", 1)[-1] for name in lora_modules(model)))
     from safetensors.numpy import save as safetensors_bytes
     atomic_write(folder / ADAPTER_WEIGHTS_NAME, safetensors_bytes(tensors, metadata={"format": "pt"}))
     config = peft_adapter_config(base_model_name_or_path, rank, alpha, dropout, target_modules)

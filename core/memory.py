@@ -59,12 +59,11 @@ device here).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
 from core import fused
 from core.config import Config
-from core.model_args import ModelArgs
+from core.model_args import ModelArgs, match_lora_targets
 
 MB = float(2**20)
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -158,15 +157,11 @@ def dense_shapes(args: ModelArgs) -> dict[str, tuple[int, int]]:
 
 
 def lora_targets(config: Config, args: ModelArgs) -> dict[str, tuple[int, int]]:
-    """The Dense layers `lora.target_modules` selects, as `core.lora.select_target_modules` does:
-    a list matches a module's name or its `.name` suffix; a string is a regex for `re.fullmatch`."""
+    """The Dense layers `lora.target_modules` selects, as `core.lora.select_target_modules` does
+    (`core.model_args.match_lora_targets`: names by suffix, one regex, or "all-linear")."""
     shapes = dense_shapes(args)
-    targets = config.lora.target_modules
-    if isinstance(targets, str):
-        regex = re.compile(targets)
-        return {name: shape for name, shape in shapes.items() if regex.fullmatch(name)}
-    return {name: shape for name, shape in shapes.items()
-            if any(name == t or name.endswith("." + t) for t in targets)}
+    chosen, _ = match_lora_targets(shapes, config.lora.target_modules, args.spec.default_lora_targets)
+    return {name: shapes[name] for name in chosen}
 
 
 def lora_parameters(config: Config, args: ModelArgs) -> int:

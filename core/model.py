@@ -149,9 +149,11 @@ class Attention(nn.Cell):
             return qkv[..., :q_end], qkv[..., q_end:k_end], qkv[..., k_end:]
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
-    def construct(self, x, cos, sin, mask, past_key=None, past_value=None):
-        """x (B, T, hidden); cos/sin (B|1, 1, T, rotary_dim); mask (B|1, 1, T, S) additive float32.
-        Returns the output and this call's full keys/values (past + new) for the cache."""
+    def construct(self, x, cos, sin, mask, past_key=None, past_value=None, segment_ids=None):
+        """x (B, T, hidden); cos/sin (B|1, 1, T, rotary_dim); mask (B|1, 1, T, S) additive float32;
+        segment_ids (B, T) int32 of packed samples or None (the mask has them too; the fused kernel
+        also skips the key blocks of other samples). Returns the output and this call's full
+        keys/values (past + new) for the cache."""
         b, t, _ = x.shape
         expand = past_key is None
         q, k, v = self.project(x)
@@ -167,7 +169,7 @@ class Attention(nn.Cell):
             # (core/fused.py); it reads the heads in place and returns the rotated keys. Keys and
             # values come back as (B, T, KV, D): forward_cached transposes them for the cache;
             # training never asks for them.
-            out, _, k = self.fused(q, k, v, mask, cos, sin)  # (B, T, H, D), lse, (B, T, KV, D)
+            out, _, k = self.fused(q, k, v, mask, cos, sin, segment_ids)  # (B, T, H, D), lse, (B, T, KV, D)
             return self.o_proj(out.reshape(b, t, self.num_heads * self.head_dim)), k, v
         q, k, v = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
         # q: (B, H, T, D); k, v: (B, KV, T, D)
@@ -271,12 +273,12 @@ class DecoderLayer(nn.Cell):
     def norms(self) -> list[RMSNorm]:
         return [getattr(self, name) for name in (self.attn_pre, self.attn_post, self.mlp_pre, self.mlp_post) if name]
 
-    def construct(self, x, cos, sin, mask, past_key=None, past_value=None):
+    def construct(self, x, cos, sin, mask, past_key=None, past_value=None, segment_ids=None):
         """Returns the layer's output, its keys and values (for the cache) and, for a sparse
         layer, the router's logits (B·T, experts) (None for a dense one)."""
         expand = past_key is None  # see Attention.construct
         h = getattr(self, self.attn_pre)(x, expand) if self.attn_pre else x
-        h, k, v = self.self_attn(h, cos, sin, mask, past_key, past_value)
+        h, k, v = self.self_attn(h, cos, sin, mask, past_key, past_value, segment_ids)
         if self.attn_post:
             h = getattr(self, self.attn_post)(h, expand)
         x = x + h
@@ -406,7 +408,7 @@ class CausalLM(nn.Cell):
             masks = [full(mask, (b, self.num_heads, t, t)) for mask in masks]
         for layer in self.model.layers:
             cos, sin = tables[layer.rope_index]
-            x, _, _, _ = layer(x, cos, sin, masks[layer.mask_index])
+            x, _, _, _ = layer(x, cos, sin, masks[layer.mask_index], None, None, segment_ids)
         return self.logits(x)
 
     def forward_cached(self, input_ids, past, positions, key_valid, last_only=False):

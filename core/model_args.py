@@ -334,6 +334,60 @@ def _windows(cfg: dict, spec: FamilySpec, layers: int, source: str) -> tuple[int
     return (window, types) if SLIDING in types else (None, ())
 
 
+# ---- what a run asks of the model, checked before any weight is read ---------------------------
+
+ALL_LINEAR = "all-linear"  # lora.target_modules: the family's own projections (PEFT's keyword; never the MoE router)
+
+
+def match_lora_targets(module_names, target_modules, family_targets) -> tuple[list[str], list[str]]:
+    """(the module names `target_modules` selects in model order, the listed names that match
+    nothing). A list matches a module by its dotted name or its `.<name>` suffix; a string is one
+    regex for re.fullmatch on dotted names (as PEFT does), or ALL_LINEAR for `family_targets`."""
+    import re
+    names = list(module_names)
+    if target_modules == ALL_LINEAR:
+        target_modules = list(family_targets)
+    if isinstance(target_modules, str):
+        regex = re.compile(target_modules)
+        return [n for n in names if regex.fullmatch(n)], []
+
+    def hit(name, target):
+        return name == target or name.endswith("." + target)
+    chosen = [n for n in names if any(hit(n, t) for t in target_modules)]
+    return chosen, [t for t in target_modules if not any(hit(n, t) for n in names)]
+
+
+def run_problems(args: ModelArgs, max_seq_len: int, method: str, target_modules) -> list[tuple[str, object, str]]:
+    """(config key, value, why) for the settings this model cannot take: a sequence length beyond
+    its context (no silent extrapolation), LoRA targets that name no projection of the family."""
+    problems = []
+    if max_seq_len > args.max_position_embeddings:
+        problems.append(("data.max_seq_len", max_seq_len,
+                         f"is above the model's context of {args.max_position_embeddings} tokens "
+                         f"({args.architecture}, max_position_embeddings in its config.json); use at most "
+                         f"{args.max_position_embeddings}"))
+    if method == "lora":
+        chosen, unmatched = match_lora_targets(args.dense_shapes(), target_modules, args.spec.default_lora_targets)
+        if unmatched or not chosen:
+            what = (f"names {', '.join(unmatched)} match" if unmatched else "matches")
+            problems.append(("lora.target_modules", target_modules,
+                             f"{what} no projection of this {args.family} model; its projections are "
+                             f"{', '.join(args.spec.projections)} (or '{ALL_LINEAR}' for all of them)"))
+    return problems
+
+
+def check_run_settings(config) -> ModelArgs:
+    """The model's ModelArgs, after checking `config` (core.config.Config) against it; raises
+    core.config.ConfigError naming each key (and CheckpointError for an unreadable model folder).
+    The CLI, the console's form and the worker call it before any weight is read."""
+    from core.config import ConfigError, Problem
+    args = read_model_args(config.model.path)
+    problems = run_problems(args, config.data.max_seq_len, config.method, config.lora.target_modules)
+    if problems:
+        raise ConfigError([Problem(key, value, why) for key, value, why in problems])
+    return args
+
+
 def rope_inverse_frequencies(args: ModelArgs, theta: float | None = None) -> np.ndarray:
     """Inverse frequencies (rotary_dim/2,) in float32, computed the way Hugging Face does; `theta`
     overrides the base (a family's sliding layers), and their RoPE is then the default kind."""

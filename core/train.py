@@ -39,6 +39,7 @@ from core.fused import enable as enable_fused_kernels
 from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
 from core.model import share_layer_graphs
+from core.model_args import check_run_settings
 from core.rundir import (TERMINAL_STATES, BaselineEvent, BestSoFar, ControlEvent, ControlPoller, EndEvent, EvalRecord,
                          EventRecord, FinalFigures, MetricRecord, ResumeEvent, RunDir, SetupEvent, TrainRecord,
                          ValidationFigures, finalize_name)
@@ -178,6 +179,7 @@ class Trainer:
         ms.set_seed(seed)
         np.random.seed(seed)
         model_dir = Path(cfg.model.path)
+        check_run_settings(cfg)  # context length, LoRA targets: ConfigError before data or weights are read
         self.tokenizer = Tokenizer.from_dir(model_dir)
         t0 = time.time()
         self.splits = load_splits(cfg.data, self.tokenizer, seed, cache_dir=Path(".mindtune-cache") / "data")

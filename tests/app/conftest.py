@@ -26,7 +26,7 @@ def write_model(folder: Path, texts: list[str], **config_changes) -> Path:
     vocab_size = Tokenizer.from_dir(folder).vocab_size
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab_size,
               "hidden_size": HIDDEN, "intermediate_size": INTERMEDIATE, "num_hidden_layers": LAYERS,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512,
               "tie_word_embeddings": True, "torch_dtype": "float32", "eos_token_id": 2, **config_changes}
     (folder / "config.json").write_text(json.dumps(config))
     rng = np.random.default_rng(0)

@@ -13,12 +13,12 @@ def test_a_loadable_model_row(model_root):
     [entry] = scan_models([model_root])
     assert entry.loadable and entry.reason is None
     assert entry.architecture == "LlamaForCausalLM" and entry.family == "llama"
-    assert entry.stored_dtype == "float32" and entry.context_length == 128
+    assert entry.stored_dtype == "float32" and entry.context_length == 512
     assert entry.vocab_size > 0 and entry.num_parameters > entry.vocab_size * HIDDEN
     assert entry.projection_names == ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
     row = entry.row()
     assert row[0] == entry.name and row[-1] == "ok"
-    assert "LlamaForCausalLM" in entry.label and "ctx 128" in entry.label
+    assert "LlamaForCausalLM" in entry.label and "ctx 512" in entry.label
 
 
 def test_unloadable_folders_are_listed_with_their_reason(tmp_path, model_root):

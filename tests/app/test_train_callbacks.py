@@ -44,6 +44,17 @@ def test_model_outside_the_catalog_and_data_outside_the_roots_are_errors(console
     assert "outside the folders" in check.errors["data.test_file"]
 
 
+def test_settings_the_model_cannot_take_are_errors_on_their_fields(console):
+    """Checked against the picked model's config.json before anything runs: a sequence length
+    beyond its context, LoRA targets it does not have."""
+    context = cb.catalog.find(console.models(), cb.starter_config(console).model.path).context_length
+    check = cb.check_form(form_values(console, data__max_seq_len=context + 1), console)
+    assert f"above the model's context of {context} tokens" in check.errors["data.max_seq_len"]
+    check = cb.check_form(form_values(console, **{"lora.target_names": ["qkv_proj"], "lora.target_regex": ""}), console)
+    assert "qkv_proj match no projection" in check.errors["lora.target_regex"]
+    assert cb.check_form(form_values(console, data__max_seq_len=context), console).ok
+
+
 def test_too_many_workers_is_an_error_on_the_slider(console):
     check = cb.check_form(form_values(console, parallel__data_parallel=10_000), console)
     assert "CPU cores" in check.errors["parallel.data_parallel"]

@@ -44,10 +44,11 @@ ARCHITECTURES = {
 }
 
 
-def make_hf_model(name: str, seed: int = 0):
+def make_hf_model(name: str, seed: int = 0, **sizes):
+    """The fixture `name` as a transformers model with random weights; `sizes` replace COMMON's."""
     config_cls, model_cls, overrides = ARCHITECTURES[name]
     torch.manual_seed(seed)
-    config = getattr(transformers, config_cls)(**COMMON, **overrides)
+    config = getattr(transformers, config_cls)(**{**COMMON, **sizes}, **overrides)
     model = getattr(transformers, model_cls)(config).eval()
     with torch.no_grad():  # random, non-trivial norms and biases so every tensor matters
         for pname, param in model.named_parameters():
@@ -70,3 +71,26 @@ def reference_logits(model, ids: np.ndarray) -> np.ndarray:
 
 def random_ids(batch: int = 2, length: int = 24, seed: int = 1) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, VOCAB, (batch, length)).astype(np.int32)
+
+
+def as_transformers4_config(cfg: dict) -> dict:
+    """A config.json that transformers 5 wrote, spelled as transformers 4.x-era hub checkpoints are:
+    `rope_theta` / `rope_scaling` / `partial_rotary_factor` (Gemma 3: `rope_local_base_freq`) at the
+    top level instead of `rope_parameters`, `torch_dtype` instead of `dtype`, no `layer_types`
+    (the family's window pattern then applies, `sliding_window_pattern` for Gemma 3)."""
+    old = {k: v for k, v in cfg.items() if k not in ("rope_parameters", "dtype", "layer_types")}
+    rope = dict(cfg.get("rope_parameters") or {})
+    if "full_attention" in rope:
+        old["rope_local_base_freq"] = rope.get("sliding_attention", {}).get("rope_theta")
+        rope = dict(rope["full_attention"])
+    if "rope_theta" in rope:
+        old["rope_theta"] = rope.pop("rope_theta")
+    if "partial_rotary_factor" in rope:
+        old["partial_rotary_factor"] = rope.pop("partial_rotary_factor")
+    if rope.get("rope_type", "default") != "default":
+        old["rope_scaling"] = rope
+    if "_sliding_window_pattern" in cfg:
+        old["sliding_window_pattern"] = old.pop("_sliding_window_pattern")
+    if "dtype" in cfg:
+        old["torch_dtype"] = cfg["dtype"]
+    return old

@@ -695,3 +695,36 @@ def test_enable_routes_lora_without_dropout_through_the_kernel(tmp_path):
             outputs["fused"] = model.construct(ids).asnumpy()
     assert np.abs(outputs["fused"] - outputs["composed"]).max() <= 1e-5
     assert np.abs(outputs["fused"]).max() > 0.1
+
+
+@needs_kernel
+def test_packed_forward_hands_the_segment_ids_to_the_kernel(tmp_path):
+    """With segment_ids the model's layers call the kernel with them (its block skipping); the
+    packed logits equal each sample alone (tests/core/test_model.py checks that for more
+    families); without them the kernel gets None."""
+    from mindspore import nn
+    save_hf_model(make_hf_model("qwen2-tied"), tmp_path)
+    model = load_hf_model(tmp_path)
+    assert fused.enable(model) == "fused"
+
+    class Recording(nn.Cell):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.seen = inner, []
+
+        def construct(self, q, k, v, mask, cos, sin, segment_ids=None):  # PyNative: runs as Python
+            self.seen.append(None if segment_ids is None else segment_ids.asnumpy().copy())
+            return self.inner(q, k, v, mask, cos, sin, segment_ids)
+
+    recorders = []
+    for layer in model.model.layers:
+        layer.self_attn.fused = Recording(layer.self_attn.fused)
+        recorders.append(layer.self_attn.fused)
+    first, second = random_ids(1, 10, seed=3), random_ids(1, 14, seed=4)
+    ids = np.concatenate([first, second], 1)
+    positions = np.array([list(range(10)) + list(range(14))], np.int32)
+    segments = np.array([[1] * 10 + [2] * 14], np.int32)
+    packed = model.construct(Tensor(ids), None, Tensor(positions), Tensor(segments)).asnumpy()
+    assert all(len(r.seen) == 1 and np.array_equal(r.seen[0], segments) for r in recorders)
+    assert np.abs(packed[0, 10:] - model.construct(Tensor(second)).asnumpy()[0]).max() < 1e-5
+    assert all(r.seen[-1] is None for r in recorders)

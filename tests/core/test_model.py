@@ -1,5 +1,7 @@
 """Numerical parity of core.model with Hugging Face transformers (PyTorch) on tiny random checkpoints."""
+import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -213,3 +215,69 @@ def test_randomly_initialised_model_has_hf_parameter_names():
     assert "model.layers.0.self_attn.q_proj.weight" in names
     assert "model.layers.0.mlp.down_proj.weight" in names
     assert "lm_head.weight" not in names
+
+
+def test_run_settings_beyond_the_model_are_named_before_weights_are_read():
+    from core.model_args import run_problems
+    args = ModelArgs.from_hf_config(_config(max_position_embeddings=64))
+    assert run_problems(args, 64, "lora", "all-linear") == []
+    (key, value, why), = run_problems(args, 65, "full", ["nothing"])  # targets only matter for LoRA
+    assert key == "data.max_seq_len" and value == 65 and "context of 64 tokens" in why
+    (key, _, why), = run_problems(args, 32, "lora", ["q_proj", "qkv_proj"])
+    assert key == "lora.target_modules" and "qkv_proj" in why and "gate_proj" in why
+    (key, _, _), = run_problems(args, 32, "lora", r".*\.nothing")
+    assert key == "lora.target_modules"
+
+
+def test_all_linear_targets_the_family_projections(tmp_path):
+    from core.lora import inject_lora
+    save_hf_model(make_hf_model("glm4"), tmp_path)
+    model = load_hf_model(tmp_path)
+    names = inject_lora(model, 2, 4.0, 0.0, "all-linear")
+    assert sorted({n.rsplit(".", 1)[1] for n in names}) == ["down_proj", "gate_up_proj", "k_proj", "o_proj",
+                                                             "q_proj", "v_proj"]
+    assert len(names) == 6 * 2 and not any("lm_head" in n for n in names)
+
+
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_transformers4_config_and_sharded_half_weights_load_alike(name, tmp_path):
+    """The same checkpoint as transformers 5 writes it (fp32, one file) and as older hub folders
+    are (transformers 4.x config.json keys, bf16 in shards): the same architecture, and logits
+    equal transformers' on the weights each holds (the bf16 folder read back by transformers in
+    float32: a model cast to bf16 in memory would keep bf16-rounded RoPE buffers)."""
+    from transformers import AutoModelForCausalLM
+    from tests.core.hf_fixtures import as_transformers4_config
+    hf = make_hf_model(name)
+    v5, v4 = save_hf_model(hf, tmp_path / "v5"), tmp_path / "v4"
+    save_hf_model(make_hf_model(name), v4, dtype=torch.bfloat16, max_shard_size="40KB")
+    assert len(set(json.loads((v4 / "model.safetensors.index.json").read_text())["weight_map"].values())) > 1
+    config = json.loads((v4 / "config.json").read_text())
+    (v4 / "config.json").write_text(json.dumps(as_transformers4_config(config)))
+    new, old = ModelArgs.from_dir(v5), ModelArgs.from_dir(v4)
+    assert "rope_parameters" in config and "rope_parameters" not in as_transformers4_config(config)
+    assert old == dataclasses.replace(new, stored_dtype="bfloat16")
+    bf16 = AutoModelForCausalLM.from_pretrained(str(v4), dtype=torch.float32).eval()
+    ids = random_ids()
+    for folder, reference in ((v5, hf), (v4, bf16)):
+        ours = load_hf_model(folder).construct(ms.Tensor(ids)).asnumpy()
+        assert np.abs(ours - reference_logits(reference, ids)).max() <= PARITY_TOLERANCE
+
+
+FAMILY_CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs" / "families").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", FAMILY_CONFIGS, ids=lambda p: p.stem)
+def test_family_example_configs_target_their_family_modules(path):
+    """configs/families/<family>.yaml: its LoRA targets exist in a checkpoint of that family (a
+    fixture's config), whatever its method."""
+    from core.config import load_config
+    from core.model_args import ARCHITECTURES as FAMILY_OF, run_problems
+    from tests.core.hf_fixtures import COMMON
+    fixture = next((n for n, (_, model_cls, _) in sorted(ARCHITECTURES.items())
+                    if FAMILY_OF.get(model_cls) == path.stem), None)
+    if fixture is None:
+        pytest.skip(f"no fixture of family {path.stem}")
+    config_cls, _, overrides = ARCHITECTURES[fixture]
+    import transformers
+    args = ModelArgs.from_hf_config(getattr(transformers, config_cls)(**COMMON, **overrides).to_dict())
+    assert run_problems(args, 1, "lora", load_config(path).lora.target_modules) == []

@@ -154,6 +154,7 @@ def test_fp16_amp_trains_close_to_fp32(workspace, lora_run):
 
 @pytest.mark.parametrize("override, fragment, kind", [
     ("lora.target_modules=nope_proj", "nope_proj", "config"),
+    ("data.max_seq_len=4096", "above the model's context of 128 tokens", "config"),
     ("data.max_seq_len=8", "nothing of the answer remains", "data"),
 ])
 def test_bad_settings_fail_before_training(workspace, override, fragment, kind):
