@@ -1,5 +1,6 @@
 """Sequence packing, measured: padding efficiency, real (non-padding) training tokens per second and
-the validation loss after a fixed number of real training tokens, packed vs one sample per row.
+the validation loss after a fixed number of real (non-padding) training tokens, packed vs one sample
+per row.
 
 Two datasets, each trained with the demo model and the demo LoRA recipe (r16, alpha 32, lr 3e-3,
 fused CPU kernels when a compiler is there):
@@ -13,9 +14,9 @@ They train in alternating blocks of steps in this one process, so a busy machine
 the ratio is what to read (RULES: speed as ratios, interleaved). Validation is the same for both
 (every validation sample once, loss per real token).
 
-    .venv/bin/python bench/packing.py             # both datasets; ~15 min on a quiet 2-core CPU
-    .venv/bin/python bench/packing.py --quick     # smaller token budget, for a smoke check
-    .venv/bin/python bench/packing.py --only long-tailed --tokens 400000
+    .venv/bin/python bench/packing.py             # both datasets; ~20 min on a loaded 2-core CPU
+    .venv/bin/python bench/packing.py --quick     # smaller token budget, for a smoke check (~8 min)
+    .venv/bin/python bench/packing.py --only long-tailed --tokens 300000
 """
 from __future__ import annotations
 
@@ -105,6 +106,7 @@ class Mode:
         self.micro_batch = micro_batch
         self.tokens = self.padded = self.steps = 0  # tokens, padded: of the timed steps
         self.trained_tokens = 0  # real tokens of every step (the budget)
+        self.losses: list[float] = []
         self.seconds = 0.0  # of the timed steps (the first, which compiles, is not timed)
 
     def train_steps(self, n: int) -> None:
@@ -114,9 +116,11 @@ class Mode:
             start = time.perf_counter()
             loss, _, applied, _ = self.step([step_inputs(batch)])
             elapsed = time.perf_counter() - start
+            self.losses.append(loss)
             if not (applied and math.isfinite(loss)):
-                raise SystemExit(f"{'packed' if self.packing else 'unpacked'}: step {self.steps + 1} not finite")
-            real = int((batch["labels"][:, 1:] != -100).sum())
+                raise SystemExit(f"{'packed' if self.packing else 'unpacked'}: step {self.steps + 1} not finite; "
+                                 f"the losses before: {[round(x, 4) for x in self.losses[-8:]]}")
+            real = int(batch["attention_mask"].sum())  # real (non-padding) tokens, as core.train counts them
             if self.steps > 0:
                 self.seconds += elapsed
                 self.tokens += real
@@ -149,12 +153,16 @@ def compare(data: Dataset, token_budget: int, micro_batch: int, seed: int, threa
     print(f"[{data.name}] {len(data.train)} train / {len(data.validation)} validation samples; rows of {plain_len} "
           f"(unpacked, micro batch {micro_batch}) vs {pack_len} (packed, micro batch {packed_batch}); kernels "
           f"{modes[False].kernels}; base val loss {base:.4f}", flush=True)
+    reported = 0
     while any(m.trained_tokens < token_budget for m in modes.values()):
         for mode in modes.values():  # alternating blocks: both sides see the machine's load alike
             if mode.trained_tokens < token_budget:
                 mode.train_steps(BLOCK_STEPS)
         done = {("packed" if p else "unpacked"): m.trained_tokens for p, m in modes.items()}
-        print(f"  real tokens trained {done}", flush=True)
+        if min(done.values()) >= reported + token_budget / 10:
+            reported = min(done.values())
+            print(f"  real tokens trained {done}; train loss (last step) "
+                  f"{ {('packed' if p else 'unpacked'): round(m.losses[-1], 4) for p, m in modes.items()} }", flush=True)
     result = {"dataset": data.name, "train_samples": len(data.train), "mean_length": round(float(np.mean(lengths)), 1),
               "max_length": int(max(lengths)), "token_budget": token_budget}
     for packing, mode in modes.items():
@@ -174,7 +182,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small token budget (smoke check)")
     parser.add_argument("--only", choices=["demo", "long-tailed"], help="one dataset")
-    parser.add_argument("--tokens", type=int, help="real training tokens per mode (default 120k demo, 300k long-tailed)")
+    parser.add_argument("--tokens", type=int, help="real (non-padding) training tokens per mode (default 100k demo, "
+                        "120k long-tailed)")
     parser.add_argument("--micro-batch", type=int, default=8, help="unpacked micro batch (rows)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -185,7 +194,7 @@ def main() -> None:
     use_device("cpu")
     threads = len(os.sched_getaffinity(0))
     tokenizer = Tokenizer.from_dir(MODEL)
-    budgets = {"demo": 20_000 if args.quick else 120_000, "long-tailed": 30_000 if args.quick else 300_000}
+    budgets = {"demo": 20_000 if args.quick else 100_000, "long-tailed": 30_000 if args.quick else 120_000}
     results = []
     for name in ([args.only] if args.only else ["demo", "long-tailed"]):
         data = demo_dataset(tokenizer) if name == "demo" else long_tailed_dataset(

@@ -153,3 +153,28 @@ def test_bucket_lengths_are_multiples_of_16_up_to_the_max():
 def test_packing_and_grouping_exclude_each_other():
     with pytest.raises(ValueError, match="exclude each other"):
         BatchIterator([sample(5)] * 8, 2, length=16, packing=True, group_by_length=True)
+
+
+def test_packing_truncates_a_long_sample_and_counts_it_as_without_packing(tmp_path_factory):
+    """A sample longer than max_seq_len is cut to max_seq_len at tokenization and counted in the
+    stats, packed or not; the packed row then carries the cut sample (alone, since it fills it)."""
+    from core.config import DataSettings
+    from core.tokenizer import Tokenizer
+    from tests.core.test_data import make_tokenizer_dir, write_jsonl
+    tok = Tokenizer.from_dir(make_tokenizer_dir(tmp_path_factory.mktemp("tok")))
+    folder = tmp_path_factory.mktemp("long")
+    texts = [f"The cat {i} sleeps." for i in range(12)] + ["A fox met a dog. " * 30]
+    path = write_jsonl(folder / "t.jsonl", [{"text": t} for t in texts])
+    val = write_jsonl(folder / "v.jsonl", [{"text": "The dog runs."}])
+    settings = {"train_file": str(path), "validation_file": str(val), "test_file": None,
+                "max_seq_len": 32, "format": "text"}
+    plain = data.load_splits(DataSettings(**settings), tok, 0, cache_dir=None)
+    packed = data.load_splits(DataSettings(**settings, packing=True), tok, 0, cache_dir=None)
+    assert plain.stats.train.truncated == packed.stats.train.truncated == 1
+    whole = tok.encode(texts[-1]) + [tok.eos_token_id]
+    assert len(whole) > 32
+    long_sample = max(packed.train, key=len)
+    assert long_sample.input_ids.tolist() == whole[:32]
+    it = BatchIterator(packed.train, 1, seed=0, length=data.packed_length(32), packing=True)
+    rows = [item for _ in range(it.micro_batches_per_epoch) for item in unpack(next(it))]
+    assert whole[:32] in [ids for ids, _ in rows]
