@@ -41,6 +41,8 @@ def table_row(summary: RunSummary, now: float | None = None) -> list[str]:
     status = summary.status
     final, best = status.final, status.best
     latest = None if final else summary.run.last_metric(TrainRecord)
+    if latest is not None and latest.generation not in (None, status.attempt):
+        latest = None  # the previous attempt's, logged past the checkpoint this one resumed from
     step, total = status.step, status.total_steps
     reason = (summary.reason or "").splitlines()[0][:120] if summary.reason else ""
     if final:

@@ -44,7 +44,7 @@ __all__ = [
     "Record", "Status", "BestSoFar", "FinalFigures", "Attempt", "ControlRequest",
     "MetricRecord", "TrainRecord", "ValidationFigures", "EvalRecord", "EventRecord", "SetupEvent",
     "BaselineEvent", "ResumeEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
-    "parse_metric", "atomic_write_json", "POINTERS", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
+    "parse_metric", "resume_point", "current_records", "atomic_write_json", "POINTERS", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
     "make_run_id", "final_run_id", "next_free_run_id", "finalize_name", "list_runs", "resolve_inside",
 ]
 
@@ -310,6 +310,7 @@ class MetricRecord(Record):
     kind: ClassVar[str] = ""
     step: int | None = None
     time: float | None = None
+    generation: int | None = None        # the attempt that wrote it (status.json's `attempt`: 1, 2 after a resume)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -868,6 +869,47 @@ class MetricsReader:
         self.corrupt_lines += 1
         self.last_error = f"{self.path} line {self.lines}: {reason}"
         return None
+
+
+# ---- a resumed run's timeline ------------------------------------------------------------------
+# An attempt that crashed logged steps past its last checkpoint; the next attempt (generation) logs
+# them again from that checkpoint. Readers keep the latest value per step: what an attempt logged
+# past the step the next one resumed from is superseded, and so is an earlier value of one kind at
+# one step. Events (warnings, recoveries, ends) are what happened and all stay.
+
+def resume_point(record: MetricRecord) -> int | None:
+    """The step an attempt continues from, when `record` opens it (its ResumeEvent; a BaselineEvent
+    when it started from the base model): values logged before it at a later step are superseded."""
+    if isinstance(record, ResumeEvent) and record.step is not None:
+        return record.step
+    if isinstance(record, BaselineEvent):
+        return record.step or 0
+    return None
+
+
+def value_key(record: MetricRecord) -> tuple[str, bool, int] | None:
+    """(kind, base, step) of a train or eval record: at most one value per key counts."""
+    if isinstance(record, (TrainRecord, EvalRecord)) and record.step is not None:
+        return record.kind, bool(getattr(record, "base", False)), record.step
+    return None
+
+
+def current_records(records: Iterable[MetricRecord]) -> list[MetricRecord]:
+    """`records` in file order without the superseded values (see above): one pass from the end."""
+    kept: list[MetricRecord] = []
+    seen: set[tuple[str, bool, int]] = set()
+    cut = math.inf  # the lowest resume point after the record looked at
+    for record in reversed(list(records)):
+        key = value_key(record)
+        if key is not None:
+            if key[2] > cut or key in seen:
+                continue
+            seen.add(key)
+        kept.append(record)
+        point = resume_point(record)
+        if point is not None:
+            cut = min(cut, point)
+    return kept[::-1]
 
 
 # ---- run ids --------------------------------------------------------------------------------

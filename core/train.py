@@ -156,12 +156,14 @@ class Trainer:
         self.evals_here = 0
         self._streak: dict | None = None  # the current run of skipped (overflowed) steps
         self.started = time.time()
+        self.generation: int | None = None  # status.json's attempt, set when the run starts
         self.tokens_per_s_history: list[float] = []
 
     # ---- logging --------------------------------------------------------------------------
     def emit(self, record: MetricRecord):
         if self.cluster.is_main:
-            self.run.append_metrics(record.replace(step=self.state.step, time=round(time.time(), 3)))
+            self.run.append_metrics(record.replace(step=self.state.step, time=round(time.time(), 3),
+                                                   generation=self.generation))
 
     def event(self, record: EventRecord):
         self.emit(record)
@@ -516,6 +518,7 @@ class Trainer:
 
     def execute(self, resume: str | None) -> None:
         status = self.run.read_status()
+        self.generation = status.attempt  # every metrics record says which attempt wrote it
         self.heartbeat = ranks.Heartbeat(self.run, ranks.env_rank(), status.attempt, self.cfg.parallel.hang_timeout_s)
         self.heartbeat.beat(0, "setup")
         if self.cluster.world > 1:  # each rank's own log (logs/worker_N.log) says who it is

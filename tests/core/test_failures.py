@@ -288,3 +288,65 @@ def test_a_stopped_data_parallel_rank_is_named_and_the_group_torn_down(workspace
     assert "process state: stopped (SIGSTOP" in status.reason
     assert 5.0 <= status.ended_at - stopped <= 10.0  # before MindSpore's own ~30 s timeout (its last beat was
     # up to a step before the SIGSTOP)
+
+
+# ---- metrics after a kill and a resume ------------------------------------------------------------------------
+
+def test_steps_logged_again_after_a_kill_and_resume_count_once(workspace):
+    """kill -9 of a worker some steps past its last checkpoint, then a resume from that checkpoint (as
+    the console's Resume does): the lost steps are logged again by attempt 2; every record names its
+    attempt, and the readers (the file's current records, the charts) hold each step once, attempt 2's."""
+    from app.metrics import RunCharts
+    from core.atomic import atomic_write
+    from core.rundir import EvalRecord, ResumeEvent, TrainRecord, current_records
+    run = create(workspace, "train.max_steps=40", "train.save_every=5", "train.eval_every=10", "train.log_every=1",
+                 "eval.downstream=false", "early_stopping.enabled=false")
+    launched = launcher.launch(run)
+    pid = worker_pid(run)
+    while True:  # freeze it where steps past the last checkpoint are logged, then kill it there
+        wait_for(lambda: run.checkpoint_step("last") and trained(run, run.checkpoint_step("last") + 2), "steps")
+        os.kill(pid, signal.SIGSTOP)
+        saved = run.checkpoint_step("last")
+        logged = max(r.step for r in run.metrics_reader().read_new() if isinstance(r, TrainRecord))
+        if saved and logged >= saved + 2 and not list(run.checkpoints_dir.glob(".tmp-*")):
+            break
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    first = watch_until_over(run, launched)
+    assert first.state == "failed" and first.exit_signal == "SIGKILL", first
+    config = load_config(run.config_path).with_updates({"run.resume": str(run.checkpoints_dir / "last")})
+    run.restart_for_resume()
+    atomic_write(run.config_path, config.to_yaml())
+    status = watch_until_over(run, launcher.launch(run))
+    run = RunDir(Path(os.path.realpath(run.path)).parent / status.run_id)
+    assert status.state == "finished" and status.attempt == 2, status
+    records = run.metrics_reader().read_new()
+    assert {r.generation for r in records} == {1, 2}
+    resume = next(r for r in records if isinstance(r, ResumeEvent))
+    assert resume.generation == 2 and resume.step == saved
+    steps = {g: [r.step for r in records if isinstance(r, TrainRecord) and r.generation == g] for g in (1, 2)}
+    assert steps[1] == list(range(1, logged + 1)) and steps[2] == list(range(saved + 1, 41))
+    again = sorted(set(steps[1]) & set(steps[2]))
+    assert again == list(range(saved + 1, logged + 1))  # logged twice in the file
+    current = current_records(records)
+    trains = [r for r in current if isinstance(r, TrainRecord)]
+    assert [r.step for r in trains] == list(range(1, 41))
+    assert all(r.generation == (2 if r.step > saved else 1) for r in trains)
+    evals = [r.step for r in current if isinstance(r, EvalRecord) and not r.base]
+    assert evals == [10, 20, 30, 40]
+    charts = RunCharts(run.path)
+    charts.update()
+    for name in ("loss", "lr", "tokens_per_s", "memory", "val_loss"):
+        frame = charts.frames[name]
+        for series, points in frame.groupby("series"):
+            assert points.step.is_unique, (name, series, list(points.step))
+    loss = charts.frames["loss"][lambda f: f.series == "loss"]
+    assert list(loss.step) == list(range(1, 41))
+    by_step = {r.step: r.loss for r in trains}
+    assert list(loss.value) == [by_step[s] for s in range(1, 41)]
+    # resume is exact: attempt 2 computed the same losses for the steps attempt 1 had logged
+    lost = {r.step: r.loss for r in records if isinstance(r, TrainRecord) and r.generation == 1 and r.step in again}
+    print(f"\nkilled at step {logged} (checkpoint step-{saved}); steps {again} logged twice; "
+          f"max |loss difference| {max(abs(lost[s] - by_step[s]) for s in again):.2e}")
+    assert all(abs(lost[s] - by_step[s]) <= 1e-4 * max(1.0, abs(lost[s])) for s in again)
