@@ -198,6 +198,12 @@ def test_resume_refuses_a_flipped_byte_and_names_the_good_checkpoint(workspace):
     assert f"Checkpoints that verify: step-2; to resume from one, name it exactly: " \
            f"run.resume={done.checkpoints_dir / 'step-2'}" in status.reason
     assert not resumed.metrics_path.exists() or '"kind":"train"' not in resumed.metrics_path.read_text()
+    # an export of it is refused alike, and leaves no export behind
+    from core.export import export_run
+    for fmt in ("peft", "merged"):
+        with pytest.raises(ckpt_store.CheckpointCorrupt, match=f"^{target}: sha256 "):
+            export_run(done.path, "last", fmt)
+    assert not list(done.export_dir.iterdir())
     # naming the good one, as the message says, resumes
     assert train_main(["--config", str(workspace), f"run.resume={done.checkpoints_dir / 'step-2'}",
                        "train.max_steps=3", "eval.downstream=false"]) == 0
