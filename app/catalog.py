@@ -36,6 +36,8 @@ class ModelEntry:
     context_length: int = 0
     vocab_size: int = 0
     projection_names: tuple[str, ...] = field(default=PROJECTION_NAMES)
+    default_targets: tuple[str, ...] = field(default=PROJECTION_NAMES)  # the family's LoRA defaults ("all-linear")
+    active_parameters: int = 0  # per token: below num_parameters for a mixture of experts
 
     @property
     def loadable(self) -> bool:
@@ -46,12 +48,19 @@ class ModelEntry:
         """What the model picker shows: name and the figures that matter when choosing."""
         if not self.loadable:
             return f"⚠ {self.path.name}: not loadable"
-        return (f"{self.path.name} · {self.architecture} · {human_count(self.num_parameters)} params · "
+        return (f"{self.path.name} · {self.architecture} · {self.parameters_text()} params · "
                 f"{self.stored_dtype or '?'} · ctx {self.context_length}")
+
+    def parameters_text(self) -> str:
+        """'1.5B', or '3.3B active of 30.5B' for a mixture of experts."""
+        total = human_count(self.num_parameters)
+        if self.active_parameters and self.active_parameters < self.num_parameters:
+            return f"{human_count(self.active_parameters)} active of {total}"
+        return total
 
     def row(self) -> list:
         """A row of the catalog table (see ROW_HEADERS)."""
-        return [self.name, self.architecture or "-", human_count(self.num_parameters) if self.loadable else "-",
+        return [self.name, self.architecture or "-", self.parameters_text() if self.loadable else "-",
                 self.stored_dtype or "-", self.context_length or "-", self.vocab_size or "-",
                 "ok" if self.loadable else self.reason]
 
@@ -79,12 +88,14 @@ def describe(folder: Path) -> ModelEntry:
         return ModelEntry(folder, name, reason="no tokenizer.json (a Hugging Face fast tokenizer is needed)",
                           architecture=args.architecture, family=args.family)
     try:
-        names = projection_names(files, folder)
+        names = projection_names(files, folder, args.spec.projections + PROJECTION_NAMES)
     except (OSError, ValueError) as err:
         return ModelEntry(folder, name, reason=f"unreadable weights: {err}", architecture=args.architecture)
+    names = names or args.spec.projections
+    defaults = tuple(n for n in args.spec.default_lora_targets if n in names) or names
     return ModelEntry(folder, name, None, args.architecture, args.family, args.num_parameters(),
                       args.stored_dtype or _dtype_from_header(files[0]), args.max_position_embeddings,
-                      args.vocab_size, names or PROJECTION_NAMES)
+                      args.vocab_size, names, defaults, args.active_parameters())
 
 
 def _short_reason(message: str, folder: Path) -> str:
@@ -106,17 +117,17 @@ def safetensors_header(path: Path) -> dict:
         return json.loads(handle.read(length))
 
 
-def projection_names(files: list[Path], folder: Path) -> tuple[str, ...]:
+def projection_names(files: list[Path], folder: Path, order: tuple[str, ...] = PROJECTION_NAMES) -> tuple[str, ...]:
     """The linear layers inside the transformer blocks (q_proj, ..., down_proj): what LoRA can target.
-    Read from the tensor names, so it is what this checkpoint really has; the usual names come in
-    their usual order (attention, then MLP), any others after them."""
+    Read from the tensor names, so it is what this checkpoint really has; the names in `order` (the
+    family's, attention then MLP) come in that order, any others after them."""
     index = folder / INDEX_NAME
     if index.is_file():
         keys: Iterable[str] = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
     else:
         keys = [k for f in files for k in safetensors_header(f) if k != "__metadata__"]
     found = {m.group(1) for k in keys if (m := _LAYER_MODULE.search(k))}
-    known = [n for n in PROJECTION_NAMES if n in found]
+    known = [n for n in dict.fromkeys(order) if n in found]
     return tuple(known + sorted(found - set(known)))
 
 

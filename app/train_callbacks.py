@@ -339,6 +339,13 @@ def target_choices(model_name: str | None, console: Console) -> list[str]:
     return list(entry.projection_names) if entry and entry.loadable else list(catalog.PROJECTION_NAMES)
 
 
+def target_defaults(model_name: str | None, console: Console) -> list[str]:
+    """The boxes checked when nothing of the model's is: its family's defaults ('all-linear';
+    never an MoE router)."""
+    entry = catalog.find(console.models(), model_name)
+    return list(entry.default_targets) if entry and entry.loadable else list(catalog.PROJECTION_NAMES)
+
+
 def device_notes(device: str) -> str:
     info = devices.detect().get(device)
     return info.note if info else ""

@@ -87,8 +87,9 @@ def _method_section(tab: TrainTab, console: Console, labels: Labels, values: dic
             for key in ("lora.rank", "lora.alpha", "lora.dropout"):
                 _widget(tab, key, values, info, labels)
         names = cb.target_choices(values["model.path"], console)
+        checked = [n for n in values[form.TARGET_NAMES] if n in names] or cb.target_defaults(values["model.path"], console)
         tab.fields[form.TARGET_NAMES] = labels.bind(gr.CheckboxGroup(
-            choices=names, value=[n for n in values[form.TARGET_NAMES] if n in names] or names,
+            choices=names, value=checked,
             elem_id="lora-targets", info="linear layers of this model's transformer blocks"),
             label=f"field.{form.TARGET_NAMES}")
         tab.fields[form.TARGET_REGEX] = labels.bind(gr.Textbox(
@@ -284,7 +285,10 @@ def _wire_model(tab: TrainTab, console: Console) -> None:
 
     def on_model(name: str, checked: list[str]):
         names = cb.target_choices(name, console)
-        return gr.update(choices=names, value=[n for n in checked or [] if n in names] or names)
+        kept = [n for n in checked or [] if n in names]
+        # a choice the new model lacks (Llama's gate_proj on GLM-4): its family's defaults instead
+        return gr.update(choices=names, value=kept if kept and len(kept) == len(checked) else
+                         cb.target_defaults(name, console))
 
     picker.change(on_model, [picker, targets], targets, show_progress="hidden", api_visibility="private")
 

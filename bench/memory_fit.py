@@ -2,7 +2,8 @@
 shapes, batch sizes, sequence lengths and methods, next to `core.memory.estimate_memory`'s total,
 and (with --fit) the CPU constants a non-negative least-squares fit of the grid gives.
 
-Each run is a real worker: a Llama-architecture model with seeded random weights made here
+Each run is a real worker: a Llama-architecture model (the *-lora/-full family rows: Qwen3, Mistral
+with a window, GLM-4, OLMo 2 at the base shape) with seeded random weights made here
 (Hugging Face keys, the demo tokenizer), 256+-token paragraphs of the demo stories as plain text,
 fp32, 10 optimizer steps with an evaluation at step 10 (train and eval graphs both compiled, as in
 every real run). The estimate's target is the worker's `final.peak_mem_mb`.
@@ -10,6 +11,7 @@ every real run). The estimate's target is the worker's `final.peak_mem_mb`.
     .venv/bin/python bench/memory_fit.py                 # the grid, measured vs estimated (~25 min)
     .venv/bin/python bench/memory_fit.py --fit           # also fit the CPU constants to the grid
     .venv/bin/python bench/memory_fit.py --only 25m-lora,25m-full
+    .venv/bin/python bench/memory_fit.py --only qwen3-lora,qwen3-full,mistral-lora,mistral-full,glm4-lora,glm4-full,olmo2-lora,olmo2-full
     .venv/bin/python bench/memory_fit.py --rows bench/memory_fit_rows.json --fit   # no runs
 
 bench/memory_fit_rows.json holds the rows behind core/memory.py's constants (measured on the
@@ -63,40 +65,45 @@ GRID = {
     "base-recompute-mlp": ((256, 688, 4, 8, 8, 1024), "lora", 8, 128, ("recompute.policy=mlp",)),
     "base-recompute-attn": ((256, 688, 4, 8, 8, 1024), "lora", 8, 128, ("recompute.policy=attention",)),
 }
+# the dense families at the base shape (checked against the estimate, not fitted): what each adds to
+# a Llama layer — QK-norm and head_dim != hidden/heads (Qwen3), a window shorter than the sequence
+# (Mistral), partial interleaved RoPE, fused gate_up and two extra norms (GLM-4), post-norms and
+# QK-norm over the projections (OLMo 2)
+FAMILIES = {
+    "qwen3": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 48},
+    "mistral": {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": 64},
+    "glm4": {"architectures": ["Glm4ForCausalLM"], "model_type": "glm4", "partial_rotary_factor": 0.5,
+             "attention_bias": True},
+    "olmo2": {"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2"},
+}
+FAMILY_UNITS = ("norm_extra", "q_extra")  # core.memory units only the family rows have (not fitted here)
+for _family in FAMILIES:
+    for _method in ("lora", "full"):
+        GRID[f"{_family}-{_method}"] = ((256, 688, 4, 8, 8, 1024), _method, 8, 128, (), _family)
 
 
-def model_config(shape: tuple[int, ...]) -> dict:
-    """The Hugging Face config.json of a grid shape."""
+def model_config(shape: tuple[int, ...], family: str | None = None) -> dict:
+    """The Hugging Face config.json of a grid shape (a Llama, or one of FAMILIES)."""
     h, inter, layers, heads, kv, vocab = shape
     return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
             "hidden_size": h, "intermediate_size": inter, "num_hidden_layers": layers,
             "num_attention_heads": heads, "num_key_value_heads": kv, "max_position_embeddings": 1024,
             "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True, "hidden_act": "silu",
             "attention_bias": False, "mlp_bias": False, "torch_dtype": "float32",
-            "bos_token_id": 1, "eos_token_id": 2}
+            "bos_token_id": 1, "eos_token_id": 2, **FAMILIES.get(family, {})}
 
 
-def make_model(folder: Path, shape: tuple[int, ...]) -> Path:
-    """config.json + model.safetensors (seeded N(0, 0.02), norms 1) + the demo tokenizer."""
+def make_model(folder: Path, shape: tuple[int, ...], family: str | None = None) -> Path:
+    """config.json + model.safetensors (seeded N(0, 0.02), norms 1: every tensor
+    `ModelArgs.parameter_shapes` lists) + the demo tokenizer."""
     import numpy as np
     from safetensors.numpy import save_file
-    h, inter, layers, heads, kv, vocab = shape
-    head_dim = h // heads
-    config = model_config(shape)
+    from core.model_args import ModelArgs
+    config = model_config(shape, family)
     rng = np.random.default_rng(0)
-    normal = lambda *s: rng.standard_normal(s, dtype=np.float32) * 0.02  # noqa: E731
-    tensors = {"model.embed_tokens.weight": normal(vocab, h), "model.norm.weight": np.ones(h, np.float32)}
-    for n in range(layers):
-        p = f"model.layers.{n}."
-        tensors.update({
-            p + "self_attn.q_proj.weight": normal(heads * head_dim, h),
-            p + "self_attn.k_proj.weight": normal(kv * head_dim, h),
-            p + "self_attn.v_proj.weight": normal(kv * head_dim, h),
-            p + "self_attn.o_proj.weight": normal(h, heads * head_dim),
-            p + "mlp.gate_proj.weight": normal(inter, h), p + "mlp.up_proj.weight": normal(inter, h),
-            p + "mlp.down_proj.weight": normal(h, inter),
-            p + "input_layernorm.weight": np.ones(h, np.float32),
-            p + "post_attention_layernorm.weight": np.ones(h, np.float32)})
+    tensors = {name: np.ones(dims, np.float32) if name.endswith("norm.weight")
+               else rng.standard_normal(dims, dtype=np.float32) * 0.02
+               for name, dims in ModelArgs.from_hf_config(config).parameter_shapes().items()}
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config, indent=1))
     save_file(tensors, str(folder / "model.safetensors"))
@@ -126,7 +133,7 @@ def overrides(model: Path, text: Path, method: str, batch: int, seq: int, extra:
 def measure(model: Path, text: Path, method: str, batch: int, seq: int, runs: Path, extra: tuple[str, ...]) -> float:
     """final.peak_mem_mb of one `python -m core.train` run."""
     run = run_training(str(ROOT / "configs" / "defaults.yaml"), runs, *overrides(model, text, method, batch, seq, extra))
-    return max(m["peak_mem_mb"] for m in run["metrics"] if "peak_mem_mb" in m)
+    return max(m.peak_mem_mb for m in run["metrics"] if getattr(m, "peak_mem_mb", None) is not None)
 
 
 def parts(model: Path, text: Path, method: str, batch: int, seq: int, extra: tuple[str, ...]):
@@ -150,9 +157,9 @@ def fit(rows) -> dict:
     import numpy as np
     from scipy.optimize import nnls
     from core import memory
-    names = list(memory.CPU_FUSED.activation_copies)
+    names = [n for n in memory.CPU_FUSED.activation_copies if n not in FAMILY_UNITS]  # zero on a Llama
     matrix, target = [], []
-    rows = [r for r in rows if not r.get("extra")]
+    rows = [r for r in rows if not r.get("extra") and not r.get("family")]
     for r in rows:
         matrix.append([1.0, r["layers"], r["trainable"] * 4 / memory.MB] +
                       [r["units"][n] * 4 / memory.MB for n in names])
@@ -180,13 +187,14 @@ def main() -> None:
         for name in names:
             shape, method, batch, seq, *rest = GRID[name]
             extra = tuple(rest[0]) if rest else ()
-            model = tmp / "model-{}".format("-".join(map(str, shape)))
+            family = rest[1] if len(rest) > 1 else None
+            model = tmp / "model-{}{}".format("-".join(map(str, shape)), f"-{family}" if family else "")
             if not model.exists():
-                make_model(model, shape)
+                make_model(model, shape, family)
             t = time.time()
             measured = measure(model, text, method, batch, seq, tmp / "runs", extra)
             estimate, units, layers, trainable, fixed = parts(model, text, method, batch, seq, extra)
-            row = {"name": name, "shape": shape, "method": method, "batch": batch, "seq": seq, "extra": extra,
+            row = {"name": name, "shape": shape, "family": family, "method": method, "batch": batch, "seq": seq, "extra": extra,
                    "measured": measured, "estimate": estimate.total_mb, "units": units, "layers": layers,
                    "trainable": trainable, "fixed": fixed, "wall_s": time.time() - t}
             rows.append(row)
@@ -194,9 +202,9 @@ def main() -> None:
                   f"{method:4s} b{batch} s{seq}{' ' + ' '.join(extra) if extra else ''}: measured {measured:7,.0f} MB, estimate {estimate.total_mb:7,.0f} MB "
                   f"({(estimate.total_mb / measured - 1) * 100:+.0f}%)  [{row['wall_s']:.0f} s]", flush=True)
         for r in rows[:len(rows) - len(names)]:  # rows from --rows: estimated again with today's constants
-            folder = tmp / "config-{}".format("-".join(map(str, r["shape"])))
+            folder = tmp / "config-{}-{}".format("-".join(map(str, r["shape"])), r.get("family") or "llama")
             folder.mkdir(exist_ok=True)
-            (folder / "config.json").write_text(json.dumps(model_config(tuple(r["shape"]))))
+            (folder / "config.json").write_text(json.dumps(model_config(tuple(r["shape"]), r.get("family"))))
             estimate, r["units"], r["layers"], r["trainable"], r["fixed"] = parts(
                 folder, text, r["method"], r["batch"], r["seq"], tuple(r.get("extra", ())))
             r["estimate"] = estimate.total_mb

@@ -53,6 +53,17 @@ these rows):
     grid base, AMP O2 (composed), LoRA / full  2339 / 2082 MB    2271 / 2068 MB  -3% / -1%
     configs/lora_demo.yaml, 300 steps (r16, 128 tokens)  863 MB     864 MB  +0%   (composed: 903 / 902 MB)
 
+Families: what a family adds to a Llama layer is counted in two more units, `norm_extra` (the
+width of norms beyond two hidden-wide ones: GLM-4's and Gemma's extra norms, QK-norm) and
+`q_extra` (q wider than hidden: an explicit head_dim). Their counts come from the family rows of
+bench/memory_fit.py (Qwen3 with head_dim 48, Mistral with a 64-token window at sequence 128,
+GLM-4, OLMo 2, at the grid base shape, LoRA and full), each against the base Llama row measured in
+the same session (bench/memory_fit_rows_families*.json): fused 2.43 / 3.42, composed 7.26 / 15.24
+(q_extra from Qwen3 alone). Every family row is then as close as its session's base row (fused:
+LoRA -6%, full -1%; composed -2% to -4%); the window costs nothing measurable (Mistral = base).
+The base LoRA row measured 730 MB in that session against 687 MB in the grid's: the fused
+constants want a refit on today's engine (`--fit`, in a quiet phase).
+
 Not measured: AMP O1 (the engine could not run it), GPU and Ascend (textbook figures, no such
 device here).
 """
@@ -96,14 +107,19 @@ class CpuFit:
 # The fused kernels (core.fused, the default on the CPU): attention keeps no score tensors and
 # reads the heads in place (no Transposes, whose CPU kernel keeps 8 bytes of indices per element),
 # the norms keep no broadcast copies, the MLP gate nothing but its inputs, the loss one float per row.
+# The family units (norm_extra, q_extra) are not in the Llama grid: their counts come from the
+# bench/memory_fit.py family rows (Qwen3, GLM-4, OLMo 2 at the base shape, LoRA and full), each
+# against the base row measured in the same session (see the module docstring).
 CPU_FUSED = CpuFit(
-    activation_copies={"hidden": 4.57, "kv": 1.80, "mlp": 4.05, "scores": 0.05, "logits": 2.31, "lora": 0.0},
+    activation_copies={"hidden": 4.57, "kv": 1.80, "mlp": 4.05, "scores": 0.05, "logits": 2.31, "lora": 0.0,
+                       "norm_extra": 2.43, "q_extra": 3.42},
     graph_fixed_mb=124.0, graph_per_layer_mb=9.1, grad_work_copies=0.40,
     recompute_growth={"mlp": -0.27, "attention": -0.08, "full": -0.77})
 # MindSpore's composed ops (no C++ compiler, MINDTUNE_FUSED_KERNELS=0, AMP): the fit of
 # bench/memory_fit_rows_composed.json, measured before the kernels existed.
 CPU_COMPOSED = CpuFit(
-    activation_copies={"hidden": 27.06, "kv": 9.97, "mlp": 5.87, "scores": 1.38, "logits": 5.14, "lora": 0.0},
+    activation_copies={"hidden": 27.06, "kv": 9.97, "mlp": 5.87, "scores": 1.38, "logits": 5.14, "lora": 0.0,
+                       "norm_extra": 7.26, "q_extra": 15.24},
     graph_fixed_mb=148.6, graph_per_layer_mb=11.3, grad_work_copies=1.10,
     recompute_growth={"mlp": -0.20, "attention": 0.12, "full": -0.29})
 # Downstream evaluation (`eval.downstream` with a test file) generates with a KV cache in PyNative
@@ -118,7 +134,8 @@ CPU_AMP_ACTIVATION_FACTOR = {"full": 5.4, "lora": 6.4}
 # Tensors the backward pass needs, per unit shape: norm inputs and outputs, q, k/v repeated to
 # every head, o_proj input (hidden); k, v (kv); gate, up, silu, product (mlp); the softmax output
 # (scores); logits and their log-softmax. A LoRA branch saves only x·Aᵀ (B, T, rank): negligible.
-SAVED_COPIES = {"hidden": 8.0, "kv": 2.0, "mlp": 4.0, "scores": 1.0, "logits": 2.0, "lora": 0.0}
+SAVED_COPIES = {"hidden": 8.0, "kv": 2.0, "mlp": 4.0, "scores": 1.0, "logits": 2.0, "lora": 0.0,
+                "norm_extra": 2.0, "q_extra": 3.0}  # a norm's input and output; q, o_proj's input, the output
 POOL_OVERHEAD = 1.2  # fragmentation of a reusing memory pool
 GPU_RUNTIME_MB = 1024.0  # device context, kernels and workspace
 
@@ -185,10 +202,23 @@ def activation_units(args: ModelArgs, batch: int, seq_len: int,
         "scores": layers * batch * args.num_heads * seq_len * seq_len,
         "logits": tokens * args.vocab_size,
         "lora": tokens * sum(n_out for _, n_out in (lora or {}).values()),
+        "norm_extra": layers * tokens * extra_norm_width(args),
+        "q_extra": layers * tokens * max(0, args.num_heads * args.head_dim - args.hidden_size),
     }
 
 
-PER_LAYER_UNITS = ("hidden", "kv", "mlp", "scores", "lora")
+def extra_norm_width(args: ModelArgs) -> int:
+    """Per token and layer, the width of the RMSNorms a family has beyond Llama's two: more norms
+    around the sub-blocks (GLM-4, Gemma: four) and QK-norm (over q and k per head, Qwen3 and
+    Gemma 3, or over the whole projections, OLMo 2: the same elements either way)."""
+    spec = args.spec
+    width = (len(spec.layout.names()) - 2) * args.hidden_size
+    if spec.qk_norm != "none":
+        width += (args.num_heads + args.num_kv_heads) * args.head_dim
+    return max(width, 0)
+
+
+PER_LAYER_UNITS = ("hidden", "kv", "mlp", "scores", "lora", "norm_extra", "q_extra")
 
 
 def recomputed_layers(config: Config, args: ModelArgs) -> int:

@@ -219,6 +219,11 @@ class ModelArgs:
         """Parameter count computed from the shapes (tied embeddings counted once)."""
         return sum(math.prod(shape) for shape in self.parameter_shapes().values())
 
+    def active_parameters(self) -> int:
+        """The parameters one token computes with: all of a dense model's; a mixture of experts
+        counts its routed top-k experts only (`moe.active_parameters(args)`)."""
+        return self.num_parameters() if self.moe is None else self.moe.active_parameters(self)
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -61,3 +61,26 @@ def test_org_name_layout_is_searched_two_levels_deep(tmp_path, model_root):
 
 def test_human_count():
     assert human_count(3_200_000) == "3.2M" and human_count(1_500_000_000) == "1.5B" and human_count(999) == "999"
+
+
+def test_lora_boxes_are_the_family_names_and_its_defaults(tmp_path):
+    """A GLM-4 folder: its fused MLP projection is a box, checked by default; a dense model's active
+    parameters are all of them."""
+    from core.model_args import ModelArgs
+    folder = tmp_path / "glm4"
+    folder.mkdir()
+    config = {"architectures": ["Glm4ForCausalLM"], "model_type": "glm4", "vocab_size": 64, "hidden_size": 16,
+              "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "head_dim": 8,
+              "max_position_embeddings": 256, "torch_dtype": "bfloat16"}
+    (folder / "config.json").write_text(json.dumps(config))
+    from safetensors.numpy import save_file
+    import numpy as np
+    save_file({k: np.zeros(s, np.float32) for k, s in ModelArgs.from_hf_config(config).parameter_shapes().items()},
+              str(folder / "model.safetensors"))
+    (folder / "tokenizer.json").write_text("{}")
+    entry = describe(folder)
+    assert entry.loadable, entry.reason
+    assert entry.projection_names == ("q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj")
+    assert entry.default_targets == entry.projection_names
+    assert entry.active_parameters == entry.num_parameters == ModelArgs.from_hf_config(config).num_parameters()
+    assert entry.stored_dtype == "bfloat16" and entry.context_length == 256 and "Glm4ForCausalLM" in entry.label

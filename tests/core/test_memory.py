@@ -213,3 +213,36 @@ def test_cpu_estimate_follows_the_kernels_the_worker_will_run(monkeypatch):
     assert memory.cpu_fit(config(precision={"amp_level": "O2"})) is memory.CPU_COMPOSED
     monkeypatch.setattr(fused.shutil, "which", lambda name: None)
     assert memory.cpu_fit(config()) is memory.CPU_COMPOSED
+
+
+@pytest.mark.parametrize("changes, norm_width, q_extra", [
+    ({}, 0, 0),  # Llama: two hidden-wide norms, q as wide as hidden
+    ({"architectures": ["Glm4ForCausalLM"], "head_dim": HEAD_DIM}, 2 * H, 0),  # two more norms per layer
+    ({"architectures": ["Olmo2ForCausalLM"]}, H + KV, 0),  # QK-norm over the q and k projections
+    ({"architectures": ["Qwen3ForCausalLM"], "head_dim": 12}, (HEADS + KV_HEADS) * 12, HEADS * 12 - H),
+])
+def test_family_units_count_what_a_family_adds_to_a_llama_layer(changes, norm_width, q_extra):
+    units = memory.activation_units(tiny_args(**changes), batch=2, seq_len=8)
+    assert units["norm_extra"] == LAYERS * 16 * norm_width and units["q_extra"] == LAYERS * 16 * q_extra
+    llama = estimate_memory(config(), tiny_args(), 8).activations_mb
+    assert (estimate_memory(config(), tiny_args(**changes), 8).activations_mb > llama) == bool(norm_width)
+
+
+@pytest.mark.parametrize("rows", ["memory_fit_rows_families.json", "memory_fit_rows_families_composed.json"])
+def test_family_rows_measured_are_within_15_percent_of_the_estimate(rows, tmp_path, monkeypatch):
+    """bench/memory_fit.py's family rows (peak RSS of real core.train runs, with the base Llama
+    rows of the same session), estimated again with today's constants."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import memory_fit
+    from core.config import load_config
+    monkeypatch.setenv("MINDTUNE_FUSED_KERNELS", "0" if "composed" in rows else "1")
+    for row in json.loads((ROOT / "bench" / rows).read_text()):
+        folder = tmp_path / row["name"]
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(memory_fit.model_config(tuple(row["shape"]), row.get("family"))))
+        cfg = load_config(ROOT / "configs" / "defaults.yaml", memory_fit.overrides(
+            folder, tmp_path / "text.txt", row["method"], row["batch"], row["seq"]))
+        if "composed" not in rows and memory.cpu_fit(cfg) is not memory.CPU_FUSED:
+            pytest.skip("no C++ compiler: the worker would run composed ops")
+        estimate = estimate_memory(cfg, ModelArgs.from_dir(folder), row["seq"]).total_mb
+        assert abs(estimate / row["measured"] - 1) <= 0.15, (row["name"], estimate, row["measured"])
