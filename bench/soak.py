@@ -18,6 +18,7 @@ figures are the console's, not the training's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -41,7 +42,8 @@ from core import launcher  # noqa: E402
 from core.config import load_config  # noqa: E402
 from core.rundir import TERMINAL_STATES, RunDir  # noqa: E402
 
-RUN_OVERRIDES = ("train.max_steps=1000000", "train.eval_every=200", "train.save_every=200", "train.log_every=1",
+RUN_OVERRIDES = ("train.max_steps=1000000", "train.learning_rate=3.0e-4",  # lr 3e-3 diverges near step 1,000
+                 "train.eval_every=200", "train.save_every=200", "train.log_every=1",
                  "eval.downstream=false", "early_stopping.enabled=false")
 FLAT = 0.10            # the target: last minute within 10% of the baseline minute
 P95_TARGET_S = 1.0
@@ -105,6 +107,10 @@ class Console:
                     "children": len(procs) - 1}
         except psutil.Error as err:
             return {"error": str(err)}
+        finally:
+            if self.process.poll() is not None:
+                print(f"the console exited with {self.process.returncode}; its log ends:\n"
+                      + self.log.read_text(errors="replace")[-3000:], flush=True)
 
 
 @dataclass
@@ -203,11 +209,12 @@ def main() -> None:
     parser.add_argument("--config", default="configs/lora_demo.yaml")
     parser.add_argument("--nice", type=int, default=10, help="niceness of the training worker (default 10)")
     parser.add_argument("--json", type=Path, help="also write every row and the verdicts here")
+    parser.add_argument("--keep", type=Path, help="work in this folder (kept: the run, console.log) instead of a temp one")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="mindtune-soak-") as tmp:
+    with (contextlib.nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory(prefix="mindtune-soak-")) as tmp:
         runs_dir = Path(tmp) / "runs"
-        runs_dir.mkdir()
+        runs_dir.mkdir(parents=True)
         console = Console(launcher.free_port(), runs_dir, Path(tmp) / "console.log")
         run = start_run(runs_dir, args.config, args.nice)
         print(f"run {run.run_id} (worker at nice {args.nice}); console on port {console.port}", flush=True)
