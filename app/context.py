@@ -9,13 +9,24 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.launcher import DeviceSlots
+
 from app.access import NOBODY, SINGLE_USER, Viewer, viewer_for
 from app.catalog import ModelEntry, scan_models
 from app.datasets import Dataset, scan_datasets
+from app.devices import detect
 from app.exports import BackgroundExports, prepare_adapter
 from app.jobs import JobManager
 from app.paths import for_config
 from app.settings import Settings
+
+
+def device_slots(settings: Settings) -> DeviceSlots:
+    """What this machine runs at once: the accelerator ids found (app/devices.py) and the
+    console's --max-concurrent-runs."""
+    found = detect()
+    ids = {name: tuple(range(info.count)) for name, info in found.items() if name != "cpu" and info.found}
+    return DeviceSlots(ids, settings.max_concurrent_runs)
 
 
 @dataclass
@@ -30,6 +41,7 @@ class Console:
     def create(cls, settings: Settings, **job_options) -> Console:
         exports = BackgroundExports()
         job_options.setdefault("on_end", lambda run: prepare_adapter(exports, run.path, settings.runs_dir))
+        job_options.setdefault("slots", device_slots(settings))
         return cls(settings, JobManager(settings.runs_dir, **job_options), exports)
 
     def models(self, refresh: bool = False) -> list[ModelEntry]:

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from core.config import Config, ConfigError, FieldInfo, describe_fields
 
 # config keys the console sets itself rather than the user
-HIDDEN_KEYS = ("run.runs_dir", "run.resume")
+HIDDEN_KEYS = ("run.runs_dir", "run.resume", "run.fork_from")
 # widget keys that stand for a config key in a different shape
 TARGET_NAMES, TARGET_REGEX = "lora.target_names", "lora.target_regex"
 LENGTH_UNIT, LENGTH = "train.length_unit", "train.length"
@@ -107,7 +107,7 @@ def to_flat(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def to_config(values: Mapping[str, Any], runs_dir: str) -> tuple[Config | None, dict[str, str]]:
     """The config the form describes, or None and the errors keyed by widget key."""
-    flat = {**to_flat(values), "run.runs_dir": runs_dir, "run.resume": None}
+    flat = {**to_flat(values), "run.runs_dir": runs_dir, "run.resume": None, "run.fork_from": None}
     data = Config().to_dict()
     for key, value in flat.items():
         section, _, name = key.partition(".")
@@ -121,11 +121,27 @@ def to_config(values: Mapping[str, Any], runs_dir: str) -> tuple[Config | None, 
         return None, errors_by_widget(err.errors)
 
 
+# what a paired widget calls the config key behind it, in its own error line
+PAIRED_NAMES = {"train.max_steps": "steps", "train.epochs": "epochs", "lora.target_modules": "target modules"}
+
+
+def form_message(config_key: str, message: str) -> str:
+    """A config error as the form's widget says it: an empty widget is "empty", not YAML's
+    "null"; a paired widget names its part in words (steps, epochs), not a second dotted key."""
+    if config_key in ("train.max_steps", "train.epochs") and "set exactly one of" in message:
+        return "give the number of steps or epochs (the field is empty)"
+    message = message.replace("(got null)", "(the field is empty)")
+    if config_key in PAIRED:
+        message = message.replace(", or null", "")
+        return f"{PAIRED_NAMES.get(config_key, config_key)} {message}"
+    return message
+
+
 def errors_by_widget(errors: Mapping[str, str]) -> dict[str, str]:
     """ConfigError.errors (dotted config key -> message) regrouped by the widget that shows them."""
     out: dict[str, str] = {}
     for key, message in errors.items():
         widget = widget_for_error(key)
-        text = message if widget == key or not key else f"{key}: {message}"
+        text = form_message(key, message) if widget == key or not key or key in PAIRED else f"{key}: {message}"
         out[widget] = f"{out[widget]}; {text}" if widget in out else text
     return out

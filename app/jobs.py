@@ -1,10 +1,17 @@
-"""Starting, resuming and stopping runs for every browser tab at once.
+"""Starting, queueing, resuming and stopping runs for every browser tab at once.
 
 The console owns no training process: it creates a run folder, hands it to `core.launcher`, and
 from then on reads the folder. What it keeps in memory is only what keeps two clicks from doing
 the same thing twice: a lock around starting, the recent start requests (so a double-click on
 Start launches one run), and the stops under way. A thread per launched worker reaps it when it
 exits and reconciles the run, so a crash is marked `failed` even if no browser is open.
+
+The job queue lives in the run folders: a run that cannot start because its devices are busy
+stays `queued` with a `queue_position` in its status, so the queue survives a console restart
+(`reattach` picks it up). A scheduler thread starts the next queued runs when a worker exits (or,
+for runs this console did not start, when it sees them gone; it looks every `poll_s`), through
+`core.launcher.plan_launches`: on the CPU one run at a time by default, on GPU/Ascend one run per
+free set of `data_parallel` device ids, and never more than `--max-concurrent-runs`.
 """
 from __future__ import annotations
 
@@ -16,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from core import launcher
-from core.config import Config, load_config
+from core.config import Config, ConfigError, load_config
 from core.atomic import atomic_write
 from core.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, list_runs
 
@@ -34,6 +41,16 @@ class StartResult:
     run_id: str
     started: bool   # False when this request repeated one already handled (double-click)
     message: str
+    queued: bool = False  # True when the run waits in the queue for its devices
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """A queued run as the Runs tab lists it: its place in its device's queue (1 = next)."""
+    run_id: str
+    position: int
+    device: str
+    owner: str | None
 
 
 @dataclass(frozen=True)
@@ -42,6 +59,7 @@ class ReattachReport:
     alive: list[str]
     failed: list[str]
     orphans: list[str]
+    queued: list[str] = ()
 
 
 class JobManager:
@@ -51,7 +69,8 @@ class JobManager:
                  launch: Callable = launcher.launch, stop: Callable = launcher.stop,
                  reconcile: Callable = launcher.reconcile, dedupe_window_s: float = DEDUPE_WINDOW_S,
                  on_end: Callable[[RunDir], None] | None = None, watch: Callable | None = None,
-                 watch_every_s: float = launcher.WATCH_EVERY_S):
+                 watch_every_s: float = launcher.WATCH_EVERY_S, slots: launcher.DeviceSlots | None = None,
+                 poll_s: float = 2.0):
         self.runs_dir = Path(runs_dir)
         self._create_run, self._launch, self._stop, self._reconcile = create_run, launch, stop, reconcile
         self._watch_once = watch or (launcher.watch if reconcile is launcher.reconcile else reconcile)
@@ -59,19 +78,27 @@ class JobManager:
         self._watching: dict[str, threading.Thread] = {}
         self._on_end = on_end
         self._window = dedupe_window_s
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._recent: dict[str, tuple[float, str]] = {}  # request fingerprint -> (time, run id)
         self._stopping: dict[str, threading.Thread] = {}
+        self.slots = slots if slots is not None else launcher.DeviceSlots()
+        self._poll_s = poll_s
+        self._wake = threading.Event()
+        self._scheduler: threading.Thread | None = None
+        self._closed = False
+        self._devices: dict[str, tuple[str, int]] = {}  # run id -> (device, data_parallel), from its config
 
     # -- starting --
 
-    def start(self, config: Config, owner: str | None = None) -> StartResult:
-        """Create and launch a run for `config`, once: a repeat of the same request within the
-        window returns the run already started instead of a second one. `owner` (the logged-in
-        user) is recorded in the run's status before the worker starts."""
+    def start(self, config: Config, owner: str | None = None, parent: tuple[str, int | None] | None = None,
+              ) -> StartResult:
+        """Create a run for `config` and launch it now, or queue it when its devices are busy; once:
+        a repeat of the same request within the window returns the run already made instead of a
+        second one. `owner` (the logged-in user) and `parent` (the run, and checkpoint step of a
+        fork, it was made from) are recorded in the run's status before the worker starts."""
         config.validate()
         launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
-        key = hashlib.sha256(f"{owner}\n{config.to_yaml()}".encode()).hexdigest()
+        key = hashlib.sha256(f"{owner}\n{parent}\n{config.to_yaml()}".encode()).hexdigest()
         with self._lock:
             now = time.monotonic()
             self._recent = {k: v for k, v in self._recent.items() if now - v[0] < self._window}
@@ -79,16 +106,33 @@ class JobManager:
                 run_id = self._recent[key][1]
                 return StartResult(run_id, False, f"already started as {run_id}")
             run = self._create_run(config)
+            fields: dict = {"queue_position": self._next_position(), "device": config.parallel.device,
+                            "data_parallel": config.parallel.data_parallel}
             if owner is not None:
-                run.write_status(owner=owner)
-            self._launch_and_watch(run)
+                fields["owner"] = owner
+            if parent is not None:
+                fields.update(parent_run=parent[0], parent_step=parent[1])
+            run.write_status(**fields)
+            self._devices[run.run_id] = (config.parallel.device, config.parallel.data_parallel)
             self._recent[key] = (now, run.run_id)
-        return StartResult(run.run_id, True, f"started {run.run_id}")
+            self._schedule()
+            return self._start_result(run)
+
+    def _start_result(self, run: RunDir) -> StartResult:
+        status = run.read_status()
+        if status.state != "queued":
+            return StartResult(run.run_id, True, f"started {run.run_id}")
+        entry = next((e for e in self.queue() if e.run_id == run.run_id), None)
+        place = f"#{entry.position} in the {entry.device} queue" if entry else "in the queue"
+        busy = ", ".join(self._active_ids(status.device or "cpu")) or "another run"
+        return StartResult(run.run_id, True, f"queued {run.run_id} ({place}; it starts when {busy} "
+                                             "frees the device)", queued=True)
 
     def resume(self, run_id: str, viewer: Viewer = SINGLE_USER, checkpoint: str | None = None) -> StartResult:
         """Start a new attempt of a stopped or failed run from its last checkpoint, or from the
         one the user names (`checkpoint`: a folder name in its checkpoints/, e.g. 'step-4'): a
-        resume never falls back to another checkpoint by itself."""
+        resume never falls back to another checkpoint by itself. Through the queue: at once when
+        its devices are free."""
         run = self.run_dir(run_id, viewer)
         with self._lock:
             state = self._reconcile(run).state
@@ -104,11 +148,177 @@ class JobManager:
             config = load_config(run.config_path).with_updates({"run.resume": str(last.absolute())})
             run.restart_for_resume()
             atomic_write(run.config_path, config.to_yaml())
-            self._launch_and_watch(run)
-        return StartResult(run.run_id, True, f"resumed {run.run_id} from {last.resolve().name}")
+            run.write_status(queue_position=self._next_position(), device=config.parallel.device, device_ids=[])
+            self._devices[run.run_id] = (config.parallel.device, config.parallel.data_parallel)
+            self._schedule()
+            queued = run.read_status().state == "queued"
+        how = "queued to resume" if queued else "resumed"
+        return StartResult(run.run_id, True, f"{how} {run.run_id} from {last.resolve().name}", queued=queued)
 
-    def _launch_and_watch(self, run: RunDir) -> None:
-        launched = self._launch(run)
+    # -- the queue --
+
+    def _next_position(self) -> float:
+        positions = [s.status.queue_position for s in list_runs(self.runs_dir)
+                     if s.state == "queued" and s.status.queue_position is not None]
+        return max(positions, default=0.0) + 1.0
+
+    def _device_of(self, summary: RunSummary) -> tuple[str, int]:
+        """(device, data_parallel) of a run: its status when the console recorded them, else its config."""
+        status = summary.status
+        if status.device and status.data_parallel:
+            return status.device, status.data_parallel
+        if summary.run_id not in self._devices:
+            try:
+                parallel = load_config(summary.run.config_path).parallel
+                self._devices[summary.run_id] = (parallel.device, parallel.data_parallel)
+            except (ConfigError, OSError):
+                self._devices[summary.run_id] = (status.device or "cpu", status.data_parallel or 1)
+        device, width = self._devices[summary.run_id]
+        return status.device or device, status.data_parallel or width
+
+    def _active(self, summaries: list[RunSummary]) -> list[launcher.ActiveRun]:
+        active = []
+        for summary in summaries:
+            if summary.state in TERMINAL_STATES or summary.state in ("queued", "unknown"):
+                continue
+            device, width = self._device_of(summary)
+            active.append(launcher.ActiveRun(summary.run_id, device, width, tuple(summary.status.device_ids)))
+        return active
+
+    def _active_ids(self, device: str) -> list[str]:
+        summaries = list_runs(self.runs_dir)
+        return [a.run_id for a in self._active(summaries) if a.device == device]
+
+    def _queued(self, summaries: list[RunSummary]) -> list[tuple[RunSummary, launcher.QueuedRun]]:
+        out = []
+        for summary in summaries:
+            if summary.state != "queued":
+                continue
+            device, width = self._device_of(summary)
+            position = summary.status.queue_position
+            out.append((summary, launcher.QueuedRun(summary.run_id, device, width,
+                                                    position if position is not None else summary.sort_time)))
+        return sorted(out, key=lambda pair: pair[1].position)
+
+    def _reconciled(self) -> list[RunSummary]:
+        """Every run, with the active ones checked for a live process first (a run whose worker
+        died, or one started from a shell that ended, frees its devices)."""
+        summaries = list_runs(self.runs_dir)
+        for summary in summaries:
+            if summary.state in ("starting", "running", "stopping"):
+                try:
+                    self._reconcile(RunDir(summary.path))
+                except (RunDirError, launcher.LaunchError, OSError):
+                    pass
+        return list_runs(self.runs_dir)
+
+    def _schedule(self) -> list[str]:
+        """Launch the queued runs whose devices are free now; returns their ids. Keeps the scheduler
+        thread going while runs are queued."""
+        with self._lock:
+            summaries = self._reconciled()
+            queued = self._queued(summaries)
+            plans = launcher.plan_launches([q for _, q in queued], self._active(summaries), self.slots)
+            by_id = {s.run_id: s for s, _ in queued}
+            started = []
+            for plan in plans:
+                summary = by_id[plan.run_id]
+                device, _ = self._device_of(summary)
+                run = RunDir(summary.path)
+                try:
+                    run.write_status(device_ids=list(plan.device_ids), queue_position=None)
+                    self._launch_and_watch(run, launcher.device_env(device, plan.device_ids))
+                    started.append(plan.run_id)
+                except (launcher.LaunchError, ConfigError, RunDirError, OSError) as err:
+                    self._fail_queued(run, f"could not start: {err}")
+            if len(queued) > len(started):
+                self._ensure_scheduler()
+            return started
+
+    def _fail_queued(self, run: RunDir, reason: str) -> None:
+        try:
+            if run.read_status().state == "queued":
+                run.write_status(state="failed", reason=reason, failure_kind="config")
+        except RunDirError:
+            pass
+
+    def _ensure_scheduler(self) -> None:
+        if self._closed or (self._scheduler is not None and self._scheduler.is_alive()):
+            return
+        self._scheduler = threading.Thread(target=self._watch_queue, daemon=True, name="run-queue")
+        self._scheduler.start()
+
+    def _watch_queue(self) -> None:
+        """Start queued runs as devices free up, until the queue is empty."""
+        while True:
+            self._wake.wait(self._poll_s)
+            self._wake.clear()
+            if self._closed:
+                return
+            try:
+                with self._lock:
+                    self._schedule()
+                    if not any(s.state == "queued" for s in list_runs(self.runs_dir)):
+                        self._scheduler = None
+                        return
+            except Exception as err:  # noqa: BLE001 — the queue must outlive one bad run folder
+                print(f"mindtune: queue: {err}", flush=True)
+
+    def close(self) -> None:
+        """Stop starting queued runs (the queue stays on disk for the next console); for shutdown."""
+        self._closed = True
+        self._wake.set()
+        if self._scheduler is not None:
+            self._scheduler.join(5.0)
+
+    def poke(self) -> None:
+        """Look at the queue now (a worker exited, a run was cancelled or moved)."""
+        self._wake.set()
+
+    def queue(self, viewer: Viewer = SINGLE_USER) -> list[QueueEntry]:
+        """The queued runs `viewer` may see, in order, each with its place in its device's queue
+        (counting every user's runs ahead of it: that is how long it waits)."""
+        entries, places = [], {}
+        for summary, queued in self._queued(list_runs(self.runs_dir)):
+            places[queued.device] = places.get(queued.device, 0) + 1
+            if viewer.may_see(summary.status):
+                entries.append(QueueEntry(summary.run_id, places[queued.device], queued.device, summary.status.owner))
+        return entries
+
+    def move(self, run_id: str, offset: int, viewer: Viewer = SINGLE_USER) -> str:
+        """Move a queued run `offset` places earlier (-1) or later (+1) among the queued runs
+        `viewer` may see (a user reorders their own runs; an admin every run)."""
+        self.run_dir(run_id, viewer)
+        with self._lock:
+            mine = [s for s, _ in self._queued(list_runs(self.runs_dir)) if viewer.may_see(s.status)]
+            ids = [s.run_id for s in mine]
+            if run_id not in ids:
+                raise JobError(f"{run_id} is not queued")
+            index = ids.index(run_id)
+            target = min(max(index + offset, 0), len(ids) - 1)
+            if target == index:
+                return f"{run_id} is already {'first' if index == 0 else 'last'} in the queue"
+            positions = [s.status.queue_position or s.sort_time for s in mine]
+            order = ids[:index] + ids[index + 1:]
+            order.insert(target, run_id)
+            for new_id, position in zip(order, sorted(positions)):  # the same slots, in the new order
+                RunDir(self.runs_dir / new_id).write_status(queue_position=position)
+        self.poke()
+        return f"moved {run_id} {'up' if offset < 0 else 'down'} to place {target + 1} of your queued runs"
+
+    def cancel(self, run_id: str, viewer: Viewer = SINGLE_USER) -> str:
+        """Take a queued run out of the queue (it ends `stopped`, 'cancelled before it started')."""
+        run = self.run_dir(run_id, viewer)
+        with self._lock:
+            state = run.read_status().state
+            if state != "queued":
+                raise JobError(f"{run_id} is not queued (it is {state}); stop it instead")
+            run.write_status(state="stopped", reason=launcher.CANCELLED_REASON, queue_position=None)
+        self.poke()
+        return f"cancelled {run_id} (it never started)"
+
+    def _launch_and_watch(self, run: RunDir, env: dict[str, str] | None = None) -> None:
+        launched = self._launch(run, env=env) if env else self._launch(run)
         process = getattr(launched, "process", None)
         if process is not None:
             self._start_watching(run, process)
@@ -148,6 +358,7 @@ class JobManager:
             worker.join(timeout_s)
 
     def _ended(self, run: RunDir, status: Status) -> None:
+        self.poke()  # its devices are free: the next queued run may start
         if self._on_end is not None and status.state in TERMINAL_STATES:
             try:
                 self._on_end(RunDir(run.path.resolve()))
@@ -161,6 +372,8 @@ class JobManager:
         status shows the progress. A second request while one is under way is ignored."""
         run = self.run_dir(run_id, viewer)
         with self._lock:
+            if run.read_status().state == "queued":  # not started: leaves the queue at once
+                return self.cancel(run_id, viewer)
             worker = self._stopping.get(run_id)
             if worker is not None and worker.is_alive() and graceful:
                 return f"{run_id}: a stop is already under way"
@@ -206,7 +419,7 @@ class JobManager:
         (through their files), mark the dead ones failed, and list orphan processes."""
         alive, failed = [], []
         for summary in list_runs(self.runs_dir):
-            if summary.state in TERMINAL_STATES or summary.state == "unknown":
+            if summary.state in TERMINAL_STATES or summary.state in ("unknown", "queued"):
                 continue
             try:
                 status = self._reconcile(RunDir(summary.path))
@@ -217,5 +430,8 @@ class JobManager:
             if status.state not in TERMINAL_STATES:
                 self._start_watching(RunDir(summary.path))
         orphans = [f"pid {o.pid} of {o.run_dir.name} ({o.state})" for o in launcher.find_orphans(self.runs_dir)]
-        return ReattachReport(alive, failed, orphans)
+        queued = [s.run_id for s in list_runs(self.runs_dir) if s.state == "queued"]
+        if queued:  # the queue survives a restart: carry on with it
+            self._schedule()
+        return ReattachReport(alive, failed, orphans, queued)
 

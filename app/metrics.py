@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.rundir import (ControlEvent, EndEvent, EvalRecord, MetricRecord, MetricsReader, RunDir, SetupEvent,
-                         TrainRecord, resume_point, value_key)
+from core.rundir import (ControlEvent, EndEvent, EvalRecord, MetricRecord, MetricsReader, RunDir, RunDirError,
+                         SetupEvent, TrainRecord, resume_point, value_key)
 
 CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale")
 # chart -> (train record field, series name) for the one-line train charts
@@ -26,6 +26,7 @@ _TRAIN_SERIES = {"tokens_per_s": ("tokens_per_s", "tokens/s"), "lr": ("lr", "lea
                  "grad_norm": ("grad_norm", "grad norm"), "loss_scale": ("loss_scale", "loss scale")}
 _LOSS_MONITORS = ("val_loss", "val_loss_ema")
 _CHARTS_OF = {"train": ("loss", "memory", *_TRAIN_SERIES), "eval": ("val_loss", "val_ppl")}  # by record kind
+PARENT_SUFFIX = "(parent)"  # the series a fork's charts draw from its parent run
 
 
 def empty_frame() -> pd.DataFrame:
@@ -74,9 +75,41 @@ class RunCharts:
     generation: int | None = None      # of the newest record read
     seen: set = field(default_factory=set)   # value_key of every train/eval record charted
 
+    parent: tuple[str, int] | None = None  # (run id, step) of a fork's parent, drawn up to that step
+
     def __post_init__(self) -> None:
         self.reader = RunDir(self.path).metrics_reader()
         self.frames = {name: empty_frame() for name in CHARTS}
+        self._add_parent()
+
+    def _add_parent(self) -> None:
+        """A fork's charts begin with its parent's curves up to the fork step (series '… (parent)'),
+        so the new run reads as a continuation. Only a parent with the same owner is drawn."""
+        run = RunDir(self.path)
+        try:
+            status = run.read_status()
+        except RunDirError:
+            return
+        if not status.parent_run or status.parent_step is None:
+            return
+        parent = RunDir(self.path.parent / status.parent_run)
+        try:
+            if not parent.exists() or parent.read_status().owner != status.owner:
+                return
+        except RunDirError:
+            return
+        self.parent = (status.parent_run, status.parent_step)
+        rows: dict[str, list[dict]] = {name: [] for name in CHARTS}
+        keep = (TrainRecord, EvalRecord)
+        for record in parent.metrics_reader().read_new():
+            if isinstance(record, keep) and record.step is not None and record.step <= status.parent_step:
+                self._add(record, rows)
+        # the parent's records set no status of this run
+        self.last_train = self.last_eval = None
+        self.progress = Progress()
+        for name, new in rows.items():
+            if new:
+                self.frames[name] = pd.DataFrame([{**row, "series": f"{row['series']} {PARENT_SUFFIX}"} for row in new])
 
     def update(self) -> set[str]:
         """Read the new records; returns the charts that changed (also kept in `changed`)."""
@@ -126,7 +159,7 @@ class RunCharts:
         changed = set()
         for name in charts:
             frame = self.frames[name]
-            keep = which(frame)
+            keep = which(frame) | frame["series"].str.endswith(PARENT_SUFFIX)  # a fork's parent curve stays
             if not keep.all():
                 self.frames[name] = frame[keep].reset_index(drop=True)
                 changed.add(name)

@@ -18,12 +18,13 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from core.config import ConfigError, EarlyStoppingSettings, load_config
 from core.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
 
 from app.access import SINGLE_USER, Viewer
+from app.background import run_with_ticks
 from app.context import Console
 from app.sessions import session_lock
 from app.exports import FORMATS, ExportFailed, export_target, run_export
@@ -124,9 +125,11 @@ def _select(session: MonitorSession, console: Console, wanted: str | None) -> st
 
 
 def tick(session: MonitorSession, wanted: str | None, console: Console, lang: str = "en",
-         log_scale: bool = False, full: bool = False) -> Tick:
+         log_scale: bool = False, full: bool = False, ppl_log_scale: bool = True) -> Tick:
     """Bring the session's run up to date: new metric points, status, log tail, downloads
-    (`full`: every chart and the log, as for a page that lost what it was sent)."""
+    (`full`: every chart and the log, as for a page that lost what it was sent). `log_scale`: the
+    loss charts on a log axis; `ppl_log_scale`: the perplexity chart (on by default: the base
+    model's perplexity is often 1000x the trained one's, which flattens a linear axis)."""
     session.ticks += 1
     if full:
         session.log_key = None
@@ -137,9 +140,10 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
     if run is None or not run.exists():
         return _no_run(run_id, choices, lang)
     status = _status(run)
-    if session.charts is None:
+    fresh = session.charts is None
+    if fresh:  # another run than the charts showed: every chart is sent, empty ones too
         session.charts = RunCharts(run.path, workers=_workers(run, status))
-    svgs = _chart_updates(session, log_scale, everything=full)
+    svgs = _chart_updates(session, log_axes(log_scale, ppl_log_scale), everything=full or fresh)
     log = _log_if_changed(session, run)
     es_values = None
     if session.es_loaded_for != run_id:
@@ -150,22 +154,21 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
                 _downloads_if_changed(session, console, run, lang), status.state not in TERMINAL_STATES)
 
 
-def _chart_updates(session: MonitorSession, log_scale: bool, everything: bool = False) -> dict[str, str]:
+def _chart_updates(session: MonitorSession, log: frozenset[str], everything: bool = False) -> dict[str, str]:
     """SVGs of the charts that got points (and of the validation charts when the caption changed,
-    the loss chart when its scale changed; all of them when `everything`)."""
+    a chart whose axis scale changed; all of them when `everything`)."""
     charts = session.charts
     charts.update()
     changed = charts.take_changed()
     if everything:
         changed |= set(Y_TITLES)
-    if session.sent.get("log_scale", log_scale) != log_scale:
-        changed.add("loss")
-    session.sent["log_scale"] = log_scale
+    changed |= session.sent.get("log_axes", log) ^ log
+    session.sent["log_axes"] = log
     caption = es_caption(charts.last_eval)
     if caption != session.es_caption:
         changed |= {"val_loss", "val_ppl"}
         session.es_caption = caption
-    return {name: chart_svg(charts, name, log_scale, caption) for name in changed}
+    return {name: chart_svg(charts, name, log, caption, session.run_id) for name in changed}
 
 
 def _status_text(status: Status, charts: RunCharts, lang: str) -> str:
@@ -222,11 +225,24 @@ Y_TITLES = {"loss": "loss", "val_loss": "validation loss", "val_ppl": "perplexit
             "tokens_per_s": "tokens/s", "lr": "learning rate", "grad_norm": "grad norm", "loss_scale": "loss scale"}
 
 
-def chart_svg(charts: RunCharts, name: str, log_scale: bool = False, caption: str = "") -> str:
-    """One chart of the run as SVG: the loss on a log axis when asked, the validation charts with
-    the early-stopping caption (current best, patience left)."""
-    return line_chart(charts.frames[name], Y_TITLES[name], log_y=log_scale and name == "loss",
-                      caption=caption if name in ("val_loss", "val_ppl") else "")
+LOSS_CHARTS = ("loss", "val_loss")  # what the loss log-scale box switches
+DEFAULT_LOG_AXES = frozenset({"val_ppl"})
+
+
+def log_axes(log_scale: bool = False, ppl_log_scale: bool = True) -> frozenset[str]:
+    """The charts drawn on a log y axis: the loss charts when `log_scale`, perplexity when
+    `ppl_log_scale`."""
+    return frozenset((LOSS_CHARTS if log_scale else ()) + (("val_ppl",) if ppl_log_scale else ()))
+
+
+def chart_svg(charts: RunCharts, name: str, log: frozenset[str] = DEFAULT_LOG_AXES, caption: str = "",
+              run_id: str | None = None) -> str:
+    """One chart of the run as SVG (on a log axis when `name` is in `log`), the validation
+    charts with the early-stopping caption (current best, patience left). The <svg> names the run
+    it draws (`data-run`), so the page can tell another run's drawings from this one's."""
+    svg = line_chart(charts.frames[name], Y_TITLES[name], log_y=name in log,
+                     caption=caption if name in ("val_loss", "val_ppl") else "")
+    return svg.replace("<svg ", f'<svg data-run="{html.escape(run_id or charts.path.name)}" ', 1)
 
 
 def es_caption(last_eval: EvalRecord | None) -> str:
@@ -326,7 +342,8 @@ class FeedPages:
 def feed(pages: FeedPages, request: Any, console: Console, viewer: Viewer = SINGLE_USER) -> dict[str, Any]:
     """One poll of a page: {"run", "slots": {slot: HTML that changed}, "controls": counter,
     "interval": seconds to the next poll}. `request` comes from the browser and is checked:
-    {"token", "run" (the picker's text), "lang", "log_scale", "full" (resend everything),
+    {"token", "run" (the picker's text), "lang", "log_scale" (loss charts), "ppl_log_scale"
+    (perplexity chart, default true), "full" (resend everything),
     "offscreen" (charts scrolled out of view: held back until they are in view again, since
     redrawing them costs the browser as much as the ones on screen)}."""
     if not isinstance(request, dict) or not isinstance(request.get("token"), str) \
@@ -341,8 +358,9 @@ def feed(pages: FeedPages, request: Any, console: Console, viewer: Viewer = SING
     with session_lock(page):
         session = page.monitor
         log_scale = bool(request.get("log_scale"))
-        result = tick(session, wanted, console, lang, log_scale, full)
-        charts = _on_screen_charts(page, result.charts, offscreen, log_scale)
+        ppl_log_scale = bool(request.get("ppl_log_scale", True))
+        result = tick(session, wanted, console, lang, log_scale, full, ppl_log_scale)
+        charts = _on_screen_charts(page, result.charts, offscreen, log_axes(log_scale, ppl_log_scale))
         slots = {"state": result.state, "status": result.status, "failure": result.failure,
                  "es_status": html.escape(result.es_status)}
         if result.log is not None:
@@ -357,7 +375,7 @@ def feed(pages: FeedPages, request: Any, console: Console, viewer: Viewer = SING
 
 
 def _on_screen_charts(page: FeedPage, changed: dict[str, str], offscreen: set[str],
-                      log_scale: bool) -> dict[str, str]:
+                      log: frozenset[str]) -> dict[str, str]:
     """The changed charts that are on screen, plus those that changed while off screen and are back."""
     page.offscreen_changed |= set(changed) & offscreen
     back = page.offscreen_changed - offscreen
@@ -366,7 +384,7 @@ def _on_screen_charts(page: FeedPage, changed: dict[str, str], offscreen: set[st
     monitor = page.monitor
     for name in back - set(charts):
         if monitor.charts is not None:
-            charts[name] = chart_svg(monitor.charts, name, log_scale, monitor.es_caption or "")
+            charts[name] = chart_svg(monitor.charts, name, log, monitor.es_caption or "", monitor.run_id)
     return charts
 
 
@@ -415,7 +433,7 @@ def download_state(console: Console, run: RunDir, fmt: str, lang: str) -> tuple[
     if target.ready:
         return f"⬇ {name} · {where}", str(target.zip_path), True
     if console.exports.busy(run.path, fmt):
-        return f"⏳ {name} · {where}", None, False
+        return f"{name} · {where} · {text('download.busy', lang)}", None, False
     failed = console.exports.failure(run.path, fmt)
     suffix = f" (last try failed: {failed[:80]})" if failed else ""
     return f"{text('download.prepare', lang)} {name} · {where}{suffix}", None, True
@@ -432,8 +450,11 @@ def _downloads_if_changed(session: MonitorSession, console: Console, run: RunDir
 
 
 def prepare_download(console: Console, run_id: str | None, fmt: str, lang: str,
-                     viewer: Viewer = SINGLE_USER) -> tuple[tuple, str]:
-    """A click on a download button that has no file yet: export now (blocking), then offer it."""
+                     viewer: Viewer = SINGLE_USER, on_wait: Callable[[float], None] | None = None,
+                     wait_every_s: float = 0.5) -> tuple[tuple, str]:
+    """A click on a download button that has no file yet: export now, then offer it (the page
+    then starts the download itself: one click). `on_wait(seconds so far)` is called while the
+    export runs, for a progress line."""
     if not run_id:
         return ("", None, False), "⚠ no run selected"
     try:
@@ -441,8 +462,18 @@ def prepare_download(console: Console, run_id: str | None, fmt: str, lang: str,
     except ValueError as err:
         return ("", None, False), f"⚠ {err}"
     try:
-        run_export(run.path, fmt, console.runs_dir)
+        run_with_ticks(lambda: run_export(run.path, fmt, console.runs_dir), on_wait, wait_every_s)
     except (ExportFailed, OSError) as err:
         return download_state(console, run, fmt, lang), f"⚠ export failed: {err}"
     state = download_state(console, run, fmt, lang)
-    return state, f"ready: `{Path(state[1]).name}` — click the button to download it"
+    return state, f"ready: `{Path(state[1]).name}`"
+
+
+def download_ready(console: Console, run_id: str | None, fmt: str, viewer: Viewer = SINGLE_USER) -> bool:
+    """Whether the run's `fmt` zip exists, so the button already holds it (its click downloads)."""
+    try:
+        run = console.jobs.run_dir(run_id, viewer)
+    except ValueError:
+        return False
+    target = export_target(run.path, fmt)
+    return target is not None and target.ready

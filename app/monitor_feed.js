@@ -24,10 +24,34 @@ const watched = new WeakSet();
 
 const slots = () => Array.from(document.querySelectorAll("[data-mt-slot]"));
 const shown = () => !document.hidden && element.offsetParent !== null;
+const emptyChart = new Map();  // chart slot -> the empty chart it was built with
 
 function watchNewSlots() {  // slots appear when the tab first renders, or again after a re-render
   for (const slot of slots()) {
-    if (!watched.has(slot)) { watched.add(slot); watcher.observe(slot); }
+    if (!watched.has(slot)) {
+      watched.add(slot);
+      watcher.observe(slot);
+      const svg = slot.querySelector("svg.mt-chart");
+      if (svg && !svg.dataset.run) emptyChart.set(slot.dataset.mtSlot, slot.innerHTML);
+    }
+  }
+}
+
+// Another run was picked (by hand, or by Start/Open setting the picker): clear the charts that
+// still draw another run at once, before the server's answer arrives, so no moment shows one run's
+// curves under another run's name. Cleared slots lose their mark, so the next poll asks for everything.
+let clearedFor = null;  // once per picked name: a name the server does not know keeps the charts it sends
+function clearOtherRuns() {
+  const picker = document.querySelector("#run-picker input");
+  const wanted = picker ? picker.value.trim() : "";
+  if (!wanted || wanted === clearedFor) return;
+  for (const slot of slots()) {
+    const svg = slot.querySelector("svg.mt-chart[data-run]");
+    if (svg && svg.dataset.run !== wanted && emptyChart.has(slot.dataset.mtSlot)) {
+      slot.innerHTML = emptyChart.get(slot.dataset.mtSlot);
+      delete slot.dataset.mtFilled;
+      clearedFor = wanted;
+    }
   }
 }
 
@@ -35,8 +59,10 @@ function request(full) {
   const picker = document.querySelector("#run-picker input");
   const lang = document.querySelector("#lang-toggle input:checked");
   const scale = document.querySelector("#loss-log-scale input");
+  const pplScale = document.querySelector("#ppl-log-scale input");
   return {token, full, run: picker ? picker.value : "", lang: lang ? lang.value : "en",
-          log_scale: Boolean(scale && scale.checked), offscreen: full ? [] : Array.from(offscreen)};
+          log_scale: Boolean(scale && scale.checked), ppl_log_scale: pplScale ? pplScale.checked : true,
+          offscreen: full ? [] : Array.from(offscreen)};
 }
 
 function show(reply, full) {
@@ -61,6 +87,7 @@ async function poll() {
     busy = true;
     try {
       watchNewSlots();
+      clearOtherRuns();
       const full = slots().some((slot) => slot.dataset.mtFilled !== "1");
       const reply = await server.feed(request(full));
       show(reply, full);
@@ -74,8 +101,13 @@ async function poll() {
   timer = setTimeout(poll, wait);
 }
 
-// a new choice in the picker or the log-scale box shows at once instead of at the next poll
+// a new choice in the picker or a log-scale box shows at once instead of at the next poll
 document.addEventListener("change", (event) => {
-  if (event.target.closest && event.target.closest("#loss-log-scale, #run-picker, #lang-toggle")) setTimeout(poll, 50);
+  if (event.target.closest && event.target.closest("#loss-log-scale, #ppl-log-scale, #run-picker, #lang-toggle")) {
+    clearOtherRuns();
+    setTimeout(poll, 50);
+  }
 });
+// Start, Open and Resume set the picker from the server and then call this (app/server.py)
+window.mindtuneMonitorNow = () => { watchNewSlots(); clearOtherRuns(); setTimeout(poll, 0); };
 poll();

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import gradio as gr
 
@@ -24,7 +25,7 @@ from core.config import describe_fields
 from app import monitor_callbacks as cb
 from app.context import Console
 from app.exports import FORMATS
-from app.i18n import Labels
+from app.i18n import Labels, text
 from app.metrics import empty_frame
 from app.run_status import state_html
 from app.sessions import session_lock
@@ -36,6 +37,24 @@ FEED_JS = Path(__file__).with_name("monitor_feed.js").read_text(encoding="utf-8"
 CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot", "memory": "memory-plot",
           "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot"}
 DOWNLOAD_IDS = {"peft": "download-adapter", "merged": "download-merged", "mindspore": "download-mindspore"}
+# The download the page starts itself once the export is made (from the file's URL: clicking the
+# button again could meet it disabled by a controls update that crossed this answer)
+DOWNLOAD_JS = """(url) => {
+  if (!url) return;
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = decodeURIComponent(url.split('/').pop());
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+}"""
+
+
+def file_url(path: str) -> str:
+    """Gradio's URL of a file it may serve (the runs folder is an allowed path), relative to the page."""
+    return "gradio_api/file=" + quote(str(path))
+
+
 ES_IDS = {"enabled": "es-enabled", "monitor": "es-monitor", "patience": "patience", "min_delta": "es-min-delta"}
 
 
@@ -82,7 +101,11 @@ def build(console: Console, labels: Labels) -> MonitorTab:
     tab.out["status"] = _slot("status", elem_id="run-status")
     tab.out["message"] = gr.Markdown(elem_id="monitor-message")
     tab.out["failure"] = _slot("failure", elem_id="run-failure")
-    tab.out["log_scale"] = labels.bind(gr.Checkbox(value=False, elem_id="loss-log-scale"), label="mon.log_scale")
+    with gr.Row():
+        tab.out["log_scale"] = labels.bind(gr.Checkbox(value=False, elem_id="loss-log-scale", scale=0, min_width=260),
+                                           label="mon.log_scale")
+        tab.out["ppl_log_scale"] = labels.bind(gr.Checkbox(value=True, elem_id="ppl-log-scale", scale=0,
+                                                           min_width=260), label="mon.ppl_log_scale")
     with gr.Row():
         tab.plots["loss"] = _plot("loss", labels)
         tab.plots["val_loss"] = _plot("val_loss", labels)
@@ -153,6 +176,8 @@ def _wire_controls(tab: MonitorTab, console: Console, labels: Labels) -> None:
     def stop_now(run_id: str | None, request: gr.Request):
         return cb.stop(console, run_id, False, console.viewer(request))
 
+    # a message about one run ("stopping now") must not stay when another run is shown
+    run.change(lambda: "", None, message, show_progress="hidden", api_visibility="private")
     tab.out["stop"].click(stop, run, message, api_visibility="private")
     tab.out["stop_now"].click(stop_now, run, message, api_visibility="private")
     es_inputs = [run, tab.es["enabled"], tab.es["monitor"], tab.es["patience"], tab.es["min_delta"]]
@@ -164,11 +189,21 @@ def _wire_controls(tab: MonitorTab, console: Console, labels: Labels) -> None:
     tab.es["patience"].submit(apply, es_inputs, message, api_visibility="private")
     lang = labels.toggle
     for fmt, button in tab.downloads.items():
-        def prepare(run_id: str | None, language: str, request: gr.Request, fmt: str = fmt):
-            """Export if needed (an existing zip returns at once), then offer the file."""
-            (label, path, clickable), note = cb.prepare_download(console, run_id, fmt, language,
-                                                                 console.viewer(request))
-            return gr.update(label=label, value=path, interactive=clickable), note
+        just_made = gr.Textbox(visible=False, elem_id=f"{DOWNLOAD_IDS[fmt]}-made")
+
+        def prepare(run_id: str | None, language: str, request: gr.Request, progress=gr.Progress(),
+                    fmt: str = fmt):
+            """One click downloads: a button that holds its zip already downloaded it on this click;
+            otherwise export (with a progress line), then `just_made` has the page click it again."""
+            viewer = console.viewer(request)
+            if cb.download_ready(console, run_id, fmt, viewer):
+                return gr.skip(), gr.skip(), ""
+            name = text(f"download.{fmt}", language)
+            (label, path, clickable), note = cb.prepare_download(
+                console, run_id, fmt, language, viewer,
+                on_wait=lambda s: progress(None, desc=f"{text('download.exporting', language)} {name}: {s:.0f} s"))
+            return gr.update(label=label, value=path, interactive=clickable), note, file_url(path) if path else ""
 
         inputs = [run, lang]
-        button.click(prepare, inputs, [button, message], concurrency_limit=2, api_visibility="private")
+        button.click(prepare, inputs, [button, message, just_made], concurrency_limit=2, show_progress_on=[message],
+                     api_visibility="private").then(None, just_made, None, api_visibility="private", js=DOWNLOAD_JS)

@@ -28,6 +28,14 @@ _FAILURES = (
 )
 
 
+# Icons as inline SVG, not emoji: a machine without an emoji font (Debian's chromium with DejaVu
+# and Noto CJK, as CI has) drew the hourglass and cross-mark emoji as empty boxes.
+ICON_BUSY = ('<svg class="mt-icon mt-icon-busy" viewBox="0 0 16 16" aria-hidden="true"><path d="M4 1.5h8M4 14.5h8'
+             'M5 1.5v2.5l3 4-3 4v2.5M11 1.5v2.5l-3 4 3 4v2.5" fill="none" stroke="currentColor" stroke-width="1.4"/></svg>')
+ICON_FAILED = ('<svg class="mt-icon mt-icon-failed" viewBox="0 0 16 16" aria-hidden="true"><circle cx="8" cy="8" r="7" '
+               'fill="#dc2626"/><path d="M5 5l6 6M11 5l-6 6" stroke="#fff" stroke-width="1.8"/></svg>')
+
+
 def failure_kind(status: Status, log_tail: str = "") -> str | None:
     """'oom', 'nonfinite', 'data', 'config', 'crash' or 'other' for a failed run; None when it did
     not fail. The worker's own `failure_kind` wins; the patterns cover runs whose worker died before
@@ -58,7 +66,7 @@ def failure_html(status: Status, log_tail: str, lang: str) -> str:
     where = f"rank {status.failed_rank}" if status.failed_rank is not None else ""
     tail = (f'<pre class="mt-failure-log" data-rank="{html.escape(where)}">{html.escape(chr(10).join(lines))}</pre>'
             if lines else "")  # the failed rank's own log tail (a data-parallel rank logs to logs/worker_N.log)
-    return (f'<h3 class="mt-failure">❌ {html.escape(text(f"failure.{kind}", lang))}</h3>'
+    return (f'<h3 class="mt-failure">{ICON_FAILED} {html.escape(text(f"failure.{kind}", lang))}</h3>'
             f'<p>{html.escape(text("failure.reason", lang))}: <code>{first}</code></p>{tail}')
 
 
@@ -79,6 +87,17 @@ def elapsed_s(status: Status, now: float | None = None) -> float | None:
         return None
     end = status.ended_at if status.state in TERMINAL_STATES else None
     return (end if end is not None else (now or time.time())) - status.started_at
+
+
+def total_elapsed_s(status: Status, now: float | None = None) -> float | None:
+    """Time spent running over every attempt of a resumed run (earlier attempts from `history`),
+    not only the last one."""
+    current = elapsed_s(status, now)
+    earlier = [a.ended_at - a.started_at for a in status.history
+               if a.started_at is not None and a.ended_at is not None and a.ended_at >= a.started_at]
+    if current is None and not earlier:
+        return None
+    return (current or 0.0) + sum(earlier)
 
 
 def eta_s(status: Status, seconds_per_step: float | None) -> float | None:
@@ -124,6 +143,8 @@ def state_html(state: str, lang: str) -> str:
 
 def phase(state: str, has_setup: bool, has_eval: bool, has_train: bool) -> str | None:
     """What a starting run is busy with before its first logged step (the first step compiles)."""
+    if state == "queued":
+        return "phase.queued"
     if state not in ("starting", "running") or has_train:
         return None
     if not has_setup:
@@ -136,4 +157,4 @@ def status_html(line: StatusLine, lang: str, phase_key: str | None = None) -> st
     parts = [(text("status.step", lang), step), (text("status.elapsed", lang), line.elapsed),
              (text("status.eta", lang), line.eta), (text("status.best", lang), line.best)]
     text_line = " · ".join(f"<b>{html.escape(name)}</b> {html.escape(value)}" for name, value in parts)
-    return text_line + (f" · ⏳ {html.escape(text(phase_key, lang))}" if phase_key else "")
+    return text_line + (f" · {ICON_BUSY} {html.escape(text(phase_key, lang))}" if phase_key else "")

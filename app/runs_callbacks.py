@@ -12,15 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from core import launcher
-from core.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, TrainRecord, resolve_inside
+from core.rundir import (POINTERS, TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, TrainRecord, display_name,
+                         resolve_inside)
 
 from app.access import SINGLE_USER, Viewer
+from app.changes import Change, applies, changes, changes_text, differing_keys, flat_config, show
 from app.context import Console
 from app.metrics import RunCharts
-from app.run_status import elapsed_s, fmt_duration
+from app.run_status import fmt_duration, total_elapsed_s
 from app.svg_chart import line_chart
 
 TABLE_HEADERS = ["run", "state", "step", "best val ppl", "tokens/s", "peak MB", "duration", "reason"]
@@ -53,7 +54,7 @@ def table_row(summary: RunSummary, now: float | None = None) -> list[str]:
     return [summary.run_id, summary.state,
             f"{step}/{total}" if step is not None and total else _number(step),
             _number(ppl, 4), _number(tokens_per_s, 4), _number(peak_mem_mb, 5),
-            fmt_duration(elapsed_s(status, now)), reason]
+            fmt_duration(total_elapsed_s(status, now)), reason]
 
 
 def folder_key(console: Console, viewer: Viewer = SINGLE_USER) -> str:
@@ -80,8 +81,43 @@ def folder_key(console: Console, viewer: Viewer = SINGLE_USER) -> str:
 
 
 def runs_table(console: Console, viewer: Viewer = SINGLE_USER) -> pd.DataFrame:
-    rows = [table_row(s) for s in console.jobs.runs(viewer)]
+    """Every run `viewer` may see, newest first; a queued run's state says its place in the queue."""
+    places = {e.run_id: e.position for e in console.jobs.queue(viewer)}
+    rows = []
+    for summary in console.jobs.runs(viewer):
+        row = table_row(summary)
+        if summary.run_id in places:
+            row[1] = f"queued #{places[summary.run_id]}"
+        rows.append(row)
     return pd.DataFrame(rows, columns=TABLE_HEADERS)
+
+
+def queue_html(console: Console, viewer: Viewer = SINGLE_USER) -> str:
+    """The queued runs in order (their place in their device's queue), or a note that there are none."""
+    entries = console.jobs.queue(viewer)
+    if not entries:
+        return '<div class="mt-note" id="queue-empty">no run is waiting: Start launches at once while a device is free</div>'
+    items = "".join(f'<li data-run="{html.escape(e.run_id)}"><b>#{e.position}</b> <code>{html.escape(e.run_id)}</code>'
+                    f' ({html.escape(e.device)}{", " + html.escape(e.owner) if e.owner else ""})</li>' for e in entries)
+    return f'<ol class="mt-queue">{items}</ol>'
+
+
+def queue_action(console: Console, run_ids: list[str], action: str, viewer: Viewer = SINGLE_USER) -> str:
+    """Move the one selected queued run up or down, or cancel it."""
+    if len(run_ids) != 1:
+        return "⚠ select exactly one queued run"
+    try:
+        if action == "cancel":
+            return console.jobs.cancel(run_ids[0], viewer)
+        return console.jobs.move(run_ids[0], -1 if action == "up" else +1, viewer)
+    except (ValueError, RunDirError) as err:
+        return f"⚠ {err}"
+
+
+def run_choices(console: Console, viewer: Viewer = SINGLE_USER) -> list[tuple[str, str]]:
+    """(display name, run id) of every run `viewer` may see: the stable id, and what came out of
+    the run once it ended ('… · ppl 3.06 · 2800 tok/s')."""
+    return [(display_name(s.run_id, s.status.final), s.run_id) for s in console.jobs.runs(viewer)]
 
 
 @dataclass
@@ -91,60 +127,112 @@ class OverlayCache:
 
     def frame(self, console: Console, run_ids: list[str], metric: str,
               viewer: Viewer = SINGLE_USER) -> pd.DataFrame:
+        """step, value, run (the run's short label, see `short_labels`) and run_id of each point."""
         chart, series = OVERLAY_METRICS.get(metric, OVERLAY_METRICS["train loss"])
+        run_ids = [r for r in run_ids[:MAX_OVERLAY] if _sees(console, r, viewer)]
+        labels = short_labels(console, run_ids, viewer)
         parts = []
-        for run_id in run_ids[:MAX_OVERLAY]:
-            try:
-                run = console.jobs.run_dir(run_id, viewer)
-            except ValueError:
-                continue
-            charts = self.charts.setdefault(run_id, RunCharts(run.path))
+        for run_id in run_ids:
+            charts = self.charts.setdefault(run_id, RunCharts(console.jobs.run_dir(run_id, viewer).path))
             charts.update()
             data = charts.frames[chart]
             data = data[data["series"] == series]
-            parts.append(pd.DataFrame({"step": data["step"], "value": data["value"], "run": run_id}))
+            parts.append(pd.DataFrame({"step": data["step"], "value": data["value"], "run": labels[run_id],
+                                       "run_id": run_id}))
         for gone in set(self.charts) - set(run_ids):
             del self.charts[gone]
         if not parts:
-            return pd.DataFrame({"step": pd.Series(dtype="int64"), "value": pd.Series(dtype="float64"),
-                                 "run": pd.Series(dtype="str")})
+            return _empty_overlay()
         return pd.concat(parts, ignore_index=True)
 
 
-def overlay_svg(frame: pd.DataFrame, metric: str) -> str:
-    """The compared runs' curves of `metric` in one chart, a line per run."""
+def _empty_overlay() -> pd.DataFrame:
+    return pd.DataFrame({"step": pd.Series(dtype="int64"), "value": pd.Series(dtype="float64"),
+                         "run": pd.Series(dtype="str"), "run_id": pd.Series(dtype="str")})
+
+
+LOG_BY_DEFAULT = ("val ppl",)  # overlay metrics drawn on a log axis unless the user says otherwise
+
+
+def overlay_log_default(metric: str) -> bool:
+    return metric in LOG_BY_DEFAULT
+
+
+def overlay_svg(frame: pd.DataFrame, metric: str, log_y: bool | None = None) -> str:
+    """The compared runs' curves of `metric` in one chart, a line per run, labelled by what sets the
+    runs apart (the full id on hover); perplexity on a log axis by default."""
     if frame.empty:
-        frame = pd.DataFrame({"step": pd.Series(dtype="int64"), "value": pd.Series(dtype="float64"),
-                              "run": pd.Series(dtype="str")})
-    return line_chart(frame, metric, color_column="run", empty_text="select runs to compare their curves")
+        frame = _empty_overlay()
+    titles = dict(zip(frame["run"], frame["run_id"])) if "run_id" in frame else {}
+    return line_chart(frame, metric, color_column="run", log_y=overlay_log_default(metric) if log_y is None else log_y,
+                      legend_titles=titles, empty_text="select runs to compare their curves")
 
 
-def _flat_config(path: Path) -> dict[str, Any]:
-    """A run's config.yaml as {dotted key: value}, read as plain YAML (an old or odd config still shows)."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as err:
-        return {"(config)": f"unreadable: {err}"}
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            flat.update({f"{key}.{k}": v for k, v in value.items()})
-        else:
-            flat[key] = value
-    return flat
+# what a short label calls a setting (the last part of its key otherwise)
+SHORT_KEYS = {"train.learning_rate": "lr", "train.micro_batch_size": "batch", "train.grad_accum_steps": "accum",
+              "data.max_seq_len": "seq", "parallel.data_parallel": "dp", "data.train_file": "data",
+              "model.path": "model", "precision.amp_level": "amp", "recompute.policy": "recompute",
+              "train.max_steps": "steps"}
+LABEL_IGNORED = ("run.name", "run.runs_dir", "run.resume", "run.fork_from")
+MAX_LABEL_SETTINGS = 3
+
+
+def short_labels(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> dict[str, str]:
+    """A short, distinct label per run for legends: the settings that set it apart from the other
+    runs shown ('rank 16 · lr 0.0001'), else the time in its id; the full id stays on hover."""
+    configs = _configs(console, run_ids)
+    differing = [k for k in differing_keys(configs) if k not in LABEL_IGNORED][:MAX_LABEL_SETTINGS]
+    labels = {}
+    for run_id, flat in configs.items():
+        parts = [f"{SHORT_KEYS.get(k, k.rsplit('.', 1)[-1])} {_short_value(flat.get(k))}"
+                 for k in differing if applies(flat, k)]
+        labels[run_id] = " · ".join(parts) or _id_time(run_id)
+    totals = {label: list(labels.values()).count(label) for label in labels.values()}
+    counts: dict[str, int] = {}
+    for run_id in run_ids:  # runs that differ only in settings left out (or not at all): numbered
+        label = labels[run_id]
+        counts[label] = counts.get(label, 0) + 1
+        if totals[label] > 1:
+            labels[run_id] = f"{label} #{counts[label]}"
+    return labels
+
+
+def _short_value(value: Any) -> str:
+    text = _show(value)
+    if isinstance(value, str) and "/" in value:
+        text = value.rstrip("/").rsplit("/", 1)[-1]
+    return text if len(text) <= 24 else text[:23] + "…"
+
+
+def _id_time(run_id: str) -> str:
+    """'20261129-101500_tiny-demo_...' -> '11-29 10:15:00' (the id itself when it has no time)."""
+    stamp = run_id.split("_", 1)[0]
+    if len(stamp) == 15 and stamp[8] == "-" and stamp.replace("-", "").isdigit():
+        return f"{stamp[4:6]}-{stamp[6:8]} {stamp[9:11]}:{stamp[11:13]}:{stamp[13:15]}"
+    return run_id if len(run_id) <= 24 else run_id[:23] + "…"
+
+
+def _configs(console: Console, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    return {r: flat_config(RunDir(console.runs_dir / r).config_path) for r in run_ids}
+
+
+NOT_APPLICABLE = "n/a"
 
 
 def config_diff(console: Console, run_ids: list[str],
                 viewer: Viewer = SINGLE_USER) -> tuple[list[str], list[list[Any]], set[int]]:
-    """(columns, rows, indexes of rows whose values differ) for the selected runs' configs."""
+    """(columns, rows, indexes of rows whose values differ) for the selected runs' configs. A
+    setting that does not apply to a run (lora.* of a full fine-tune) shows as n/a there and
+    differs only if the runs it applies to disagree."""
     run_ids = [r for r in run_ids if _sees(console, r, viewer)]
-    configs = {r: _flat_config(RunDir(console.runs_dir / r).config_path) for r in run_ids}
+    configs = _configs(console, run_ids)
     keys = list(dict.fromkeys(k for flat in configs.values() for k in flat))
+    differing_set = set(differing_keys(configs))
     rows, differing = [], set()
     for index, key in enumerate(keys):
-        values = [configs[r].get(key, "—") for r in run_ids]
+        values = [(configs[r].get(key, "—") if applies(configs[r], key) else NOT_APPLICABLE) for r in run_ids]
         rows.append([key, *values])
-        if len({yaml.safe_dump(v) for v in values}) > 1:
+        if key in differing_set:
             differing.add(index)
     return ["setting", *run_ids], rows, differing
 
@@ -158,7 +246,8 @@ def _sees(console: Console, run_id: str, viewer: Viewer) -> bool:
 
 def config_diff_html(console: Console, run_ids: list[str], only_differences: bool = False,
                      viewer: Viewer = SINGLE_USER) -> str:
-    """The configs side by side as an HTML table; rows that differ carry class `mt-diff`."""
+    """The results against a reference run (see `result_deltas`), then the configs side by side as
+    an HTML table; rows that differ carry class `mt-diff`."""
     run_ids = [r for r in run_ids or [] if _sees(console, r, viewer)]
     if not run_ids:
         return '<div class="mt-note">select runs to compare their configs</div>'
@@ -171,13 +260,122 @@ def config_diff_html(console: Console, run_ids: list[str], only_differences: boo
         css = ' class="mt-diff"' if index in differing else ""
         cells = "".join(f"<td>{html.escape(_show(v))}</td>" for v in row)
         body.append(f"<tr{css}>{cells}</tr>")
-    return f'<div class="mt-table-wrap"><table class="mt-config-diff"><tr>{head}</tr>{"".join(body)}</table></div>'
+    table = f'<div class="mt-table-wrap"><table class="mt-config-diff"><tr>{head}</tr>{"".join(body)}</table></div>'
+    return deltas_html(result_deltas(console, run_ids, viewer)) + table
 
 
 def _show(value: Any) -> str:
-    if isinstance(value, (list, dict)) or value is None or isinstance(value, bool):
-        return yaml.safe_dump(value, default_flow_style=True).removesuffix("\n...\n").strip()
-    return str(value)
+    return show(value)
+
+
+# ---- results against a reference run ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Figures:
+    """What a run came to (its final figures; the latest ones while it runs)."""
+    val_ppl: float | None
+    exact_match: float | None
+    tokens_per_s: float | None
+    peak_mem_mb: float | None
+
+
+def run_figures(run: RunDir, status: Status) -> Figures:
+    final, best = status.final, status.best
+    if final is not None:
+        return Figures(final.best_val_ppl, final.exact_match, final.tokens_per_s, final.peak_mem_mb)
+    latest = run.last_metric(TrainRecord)
+    return Figures(best.val_ppl if best else None, None, latest.tokens_per_s if latest else None,
+                   latest.peak_mem_mb if latest else None)
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One compared run against the reference: its changed settings and the change of each figure."""
+    run_id: str
+    reference: str
+    changes: list[Change]
+    figures: Figures
+    reference_figures: Figures
+
+
+DELTA_FIGURES = (("val_ppl", "ΔPPL", 3), ("exact_match", "Δexact match", 3), ("tokens_per_s", "Δtokens/s", 4),
+                 ("peak_mem_mb", "Δpeak MB", 4))
+
+
+def reference_run(console: Console, run_ids: list[str]) -> str:
+    """The run the others are compared with: one that another selected run was made from (new run
+    from this one, or a fork), else the oldest selected."""
+    statuses = {r: _status(console, r) for r in run_ids}
+    parents = [s.parent_run for s in statuses.values() if s.parent_run in statuses]
+    if parents:
+        return parents[0]
+    return min(run_ids, key=lambda r: (statuses[r].created_at or 0.0, r))
+
+
+def _status(console: Console, run_id: str) -> Status:
+    try:
+        return RunDir(console.runs_dir / run_id).read_status()
+    except RunDirError:
+        return Status()
+
+
+def result_deltas(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> list[Delta]:
+    """Each selected run against the reference run: what changed and how its results moved."""
+    run_ids = [r for r in run_ids if _sees(console, r, viewer)]
+    if len(run_ids) < 2:
+        return []
+    reference = reference_run(console, run_ids)
+    configs = _configs(console, run_ids)
+    ref_run = RunDir(console.runs_dir / reference)
+    ref_figures = run_figures(ref_run, _status(console, reference))
+    out = []
+    for run_id in run_ids:
+        if run_id == reference:
+            continue
+        run = RunDir(console.runs_dir / run_id)
+        out.append(Delta(run_id, reference, changes(configs[reference], configs[run_id]),
+                         run_figures(run, _status(console, run_id)), ref_figures))
+    return out
+
+
+def delta_text(new: float | None, old: float | None, digits: int, percent_points: bool = False) -> str:
+    """'-0.15 (-4.9%)'; for a share (exact match) the difference in points: '+12.5 pts'."""
+    if new is None or old is None:
+        return "-"
+    if percent_points:
+        return f"{100 * (new - old):+.1f} pts"
+    change = new - old
+    relative = f" ({100 * change / old:+.1f}%)" if old else ""
+    return f"{change:+.{digits}g}{relative}"
+
+
+def deltas_html(deltas: list[Delta]) -> str:
+    """A table: each run's changed settings beside ΔPPL, Δexact match, Δtokens/s and Δpeak memory."""
+    if not deltas:
+        return ""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ("run", "changed settings", *[d[1] for d in DELTA_FIGURES]))
+    rows = []
+    for delta in deltas:
+        changed = changes_text(delta.changes) or "(same settings)"
+        cells = [f"<td><code>{html.escape(delta.run_id)}</code></td>", f"<td>{html.escape(changed)}</td>"]
+        for name, _, digits in DELTA_FIGURES:
+            text = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), digits,
+                              percent_points=name == "exact_match")
+            cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(text)}</td>')
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    caption = f"against <code>{html.escape(deltas[0].reference)}</code>"
+    return (f'<div class="mt-table-wrap mt-deltas"><p class="mt-note">{caption}</p>'
+            f'<table class="mt-config-diff mt-delta-table"><tr>{head}</tr>{"".join(rows)}</table></div>')
+
+
+def fork_choices(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> list[tuple[str, int]]:
+    """('step-20 (best)', 20) for each checkpoint the one selected run keeps, newest first."""
+    if len(run_ids) != 1 or not _sees(console, run_ids[0], viewer):
+        return []
+    run = console.jobs.run_dir(run_ids[0], viewer)
+    pointers = {run.checkpoint_step(p): p for p in POINTERS if run.checkpoint_step(p) is not None}
+    steps = sorted(run.checkpoint_steps(), reverse=True)
+    return [(f"step-{n}" + (f" ({pointers[n]})" if n in pointers else ""), n) for n in steps]
 
 
 def resume(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> tuple[str | None, str]:

@@ -43,21 +43,37 @@ def build(console: Console, labels: Labels) -> RunsTab:
     out["table"] = labels.bind(gr.Dataframe(value=table, interactive=False, wrap=True, elem_id="runs-table",
                                             max_height=360), label="runs.table")
     with gr.Row():
-        out["select"] = labels.bind(gr.CheckboxGroup(choices=list(table["run"]), value=[], elem_id="runs-select",
-                                                     scale=4), label="runs.select")
+        out["select"] = labels.bind(gr.CheckboxGroup(choices=cb.run_choices(console, console.page_viewer), value=[],
+                                                     elem_id="runs-select", scale=4), label="runs.select")
         out["refresh"] = labels.bind(gr.Button(size="sm", scale=1, elem_id="runs-refresh"), value="runs.refresh")
     with gr.Row():
         out["open"] = labels.bind(gr.Button(elem_id="runs-open"), value="runs.open")
         out["resume"] = labels.bind(gr.Button(elem_id="resume-button"), value="runs.resume")
         out["delete"] = labels.bind(gr.Button(variant="stop", elem_id="delete-button"), value="runs.delete")
+    with gr.Row(equal_height=True):
+        out["new_from"] = labels.bind(gr.Button(elem_id="runs-new-from"), value="runs.new_from")
+        out["fork_step"] = labels.bind(gr.Dropdown(choices=[], value=None, elem_id="runs-fork-step", scale=2),
+                                       label="runs.fork_step")
+        out["fork"] = labels.bind(gr.Button(elem_id="runs-fork"), value="runs.fork")
+    with gr.Group():
+        labels.bind(gr.Markdown(), value="runs.queue")
+        out["queue"] = gr.HTML(cb.queue_html(console, console.page_viewer), elem_id="runs-queue")
+        with gr.Row():
+            out["queue_up"] = labels.bind(gr.Button(size="sm", elem_id="queue-up"), value="runs.queue_up")
+            out["queue_down"] = labels.bind(gr.Button(size="sm", elem_id="queue-down"), value="runs.queue_down")
+            out["queue_cancel"] = labels.bind(gr.Button(size="sm", variant="stop", elem_id="queue-cancel"),
+                                              value="runs.queue_cancel")
     with gr.Row(visible=False) as confirm_row:
         out["confirm_text"] = gr.Markdown(elem_id="delete-question")
         out["confirm"] = labels.bind(gr.Button(variant="stop", elem_id="delete-confirm"), value="runs.delete_confirm")
         out["cancel"] = labels.bind(gr.Button(elem_id="delete-cancel"), value="runs.delete_cancel")
     out["confirm_row"] = confirm_row
     out["message"] = gr.Markdown(elem_id="runs-message")
-    out["metric"] = labels.bind(gr.Dropdown(choices=list(cb.OVERLAY_METRICS), value="val ppl",
-                                            elem_id="runs-metric"), label="runs.metric")
+    with gr.Row():
+        out["metric"] = labels.bind(gr.Dropdown(choices=list(cb.OVERLAY_METRICS), value="val ppl",
+                                                elem_id="runs-metric", scale=3), label="runs.metric")
+        out["log_scale"] = labels.bind(gr.Checkbox(value=cb.overlay_log_default("val ppl"), elem_id="runs-log-scale",
+                                                   scale=1), label="runs.log_scale")
     out["overlay"] = labels.bind(gr.HTML(cb.overlay_svg(pd.DataFrame(), "val ppl"), elem_id="runs-overlay-plot",
                                          elem_classes=["mt-chart-box"], show_label=True, container=True),
                                  label="runs.overlay")
@@ -76,34 +92,58 @@ def build(console: Console, labels: Labels) -> RunsTab:
 def _wire(tab: RunsTab, console: Console) -> None:
     out = tab.out
 
-    def refresh(session: RunsSession, selected: list[str], metric: str, only_diff: bool, request: gr.Request):
+    def refresh(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool,
+                request: gr.Request):
         with session_lock(session):
-            return _refresh(session, selected, metric, console.viewer(request))
+            return _refresh(session, selected, metric, log_y, console.viewer(request))
 
-    def _refresh(session: RunsSession, selected: list[str], metric: str, viewer):
+    def _refresh(session: RunsSession, selected: list[str], metric: str, log_y: bool, viewer):
         table = cb.runs_table(console, viewer)
-        key = table.to_json()
-        overlay = cb.overlay_svg(session.overlay.frame(console, selected or [], metric, viewer), metric)
+        choices = cb.run_choices(console, viewer)
+        queue = cb.queue_html(console, viewer)
+        key = table.to_json() + repr(choices) + queue
+        overlay = cb.overlay_svg(session.overlay.frame(console, selected or [], metric, viewer), metric, log_y)
         if key == session.table_key:
-            return gr.skip(), gr.skip(), overlay
+            return gr.skip(), gr.skip(), overlay, gr.skip()
         session.table_key = key
-        ids = list(table["run"])
-        return table, gr.update(choices=ids, value=[r for r in selected or [] if r in ids]), overlay
+        ids = [run_id for _, run_id in choices]
+        kept = [r for r in selected or [] if r in ids]
+        # the value only when a selected run is gone: sending it always would undo a tick the user
+        # made while this refresh was on its way (the selection is read when the refresh starts)
+        select = gr.update(choices=choices, value=kept) if len(kept) != len(selected or []) else gr.update(choices=choices)
+        return table, select, overlay, queue
 
-    inputs = [out["session"], out["select"], out["metric"], out["only_diff"]]
-    outputs = [out["table"], out["select"], out["overlay"]]
+    inputs = [out["session"], out["select"], out["metric"], out["only_diff"], out["log_scale"]]
+    outputs = [out["table"], out["select"], out["overlay"], out["queue"]]
     out["watch"].refresh(refresh, inputs, outputs, show_progress="hidden", concurrency_limit=4,
                          trigger_mode="always_last", api_visibility="private")
     out["refresh"].click(refresh, inputs, outputs, api_visibility="private")
 
-    def compare(session: RunsSession, selected: list[str], metric: str, only_diff: bool, request: gr.Request):
+    def compare(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool,
+                request: gr.Request):
         viewer = console.viewer(request)
         with session_lock(session):
             frame = session.overlay.frame(console, selected or [], metric, viewer)
-        return cb.overlay_svg(frame, metric), cb.config_diff_html(console, selected or [], only_diff, viewer)
+        return cb.overlay_svg(frame, metric, log_y), cb.config_diff_html(console, selected or [], only_diff, viewer)
 
-    for trigger in (out["select"].input, out["metric"].change, out["only_diff"].change):
+    for trigger in (out["select"].input, out["only_diff"].change, out["log_scale"].input):
         trigger(compare, inputs, [out["overlay"], out["diff"]], show_progress="hidden", api_visibility="private")
+
+    def steps_of(selected: list[str], request: gr.Request):
+        """The checkpoints of the one selected run, newest first, for a fork."""
+        choices = cb.fork_choices(console, selected or [], console.viewer(request))
+        return gr.update(choices=choices, value=choices[0][1] if choices else None)
+
+    out["select"].input(steps_of, out["select"], out["fork_step"], show_progress="hidden", api_visibility="private")
+
+    def metric_changed(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool,
+                       request: gr.Request):
+        """Another curve: its default axis (log for perplexity), then the overlay on it."""
+        log_y = cb.overlay_log_default(metric)
+        return (gr.update(value=log_y), *compare(session, selected, metric, only_diff, log_y, request))
+
+    out["metric"].change(metric_changed, inputs, [out["log_scale"], out["overlay"], out["diff"]],
+                         show_progress="hidden", api_visibility="private")
 
     def ask(selected: list[str], request: gr.Request):
         ok, question = cb.delete_check(console, selected or [], console.viewer(request))
@@ -114,11 +154,23 @@ def _wire(tab: RunsTab, console: Console) -> None:
     out["cancel"].click(lambda: (gr.update(visible=False), "cancelled"), None, [out["confirm_row"], out["message"]],
                         api_visibility="private")
 
-    def confirm(session: RunsSession, selected: list[str], metric: str, only_diff: bool, request: gr.Request):
+    def confirm(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool,
+                request: gr.Request):
         message = cb.delete(console, selected or [], console.viewer(request))
         session.table_key = ""
-        table, select, overlay = refresh(session, [], metric, only_diff, request)
-        return gr.update(visible=False), message, table, select, overlay, cb.config_diff_html(console, [])
+        table, select, overlay, queue = refresh(session, [], metric, only_diff, log_y, request)
+        return gr.update(visible=False), message, table, select, overlay, queue, cb.config_diff_html(console, [])
 
     out["confirm"].click(confirm, inputs, [out["confirm_row"], out["message"], out["table"], out["select"],
-                                           out["overlay"], out["diff"]], api_visibility="private")
+                                           out["overlay"], out["queue"], out["diff"]], api_visibility="private")
+
+    for action in ("up", "down", "cancel"):
+        def act(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool,
+                request: gr.Request, action: str = action):
+            """Reorder or cancel the selected queued run, then show the queue as it is now."""
+            message = cb.queue_action(console, selected or [], action, console.viewer(request))
+            session.table_key = ""
+            return message, *refresh(session, selected, metric, only_diff, log_y, request)
+
+        out[f"queue_{action}"].click(act, inputs, [out["message"], *outputs], concurrency_limit=1,
+                                     api_visibility="private")

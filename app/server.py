@@ -49,24 +49,41 @@ def build_app(console: Console) -> gr.Blocks:
             labels.bind(tab, label="tab.try")
         _wire_start(console, train, monitor, tabs)
         _wire_runs_navigation(console, runs, monitor, tabs)
+        _wire_made_from(console, runs, train, tabs, labels)
         _wire_language(labels)
         _wire_page_load(demo, train, monitor)
     return demo
 
 
+# After an event that points the Monitor at a run: the feed polls at once and clears another run's
+# charts from the page before the answer comes (app/monitor_feed.js), instead of at its next poll.
+SHOW_NOW = {"fn": None, "js": "() => { if (window.mindtuneMonitorNow) window.mindtuneMonitorNow(); }",
+            "show_progress": "hidden", "api_visibility": "private"}
+
+
 def _wire_start(console: Console, train: train_tab.TrainTab, monitor: monitor_tab.MonitorTab, tabs: gr.Tabs) -> None:
     """Start: validate, launch once (a double-click launches one run), then show it in Monitor."""
-    inputs = set(train.fields.values())
+    reference = train.out["reference"]
+    inputs = set(train.fields.values()) | {reference}
 
-    def start(data: dict, request: gr.Request):
-        outcome = train_callbacks.start(train.values(data), console, owner=console.viewer(request).owner)
+    def start(data: dict, request: gr.Request, confirmed: bool = False):
+        outcome = train_callbacks.start(train.values(data), console, owner=console.viewer(request).owner,
+                                        reference=train_callbacks.Reference.from_state(data[reference]),
+                                        confirmed=confirmed)
         if outcome.run_id is None:
-            return (gr.skip(), gr.skip(), f"⚠ {outcome.message}", train_callbacks.errors_html(outcome.errors))
-        return gr.update(selected="monitor"), gr.update(value=outcome.run_id), f"✓ {outcome.message}", ""
+            return (gr.skip(), gr.skip(), f"⚠ {outcome.message}", train_callbacks.errors_html(outcome.errors),
+                    gr.update(visible=outcome.needs_confirmation))
+        return (gr.update(selected="monitor"), gr.update(value=outcome.run_id), f"✓ {outcome.message}", "",
+                gr.update(visible=False))
 
-    train.out["start"].click(start, inputs, [tabs, monitor.out["run"], train.out["start_message"],
-                                             train.out["errors"]],
-                             trigger_mode="once", concurrency_limit=1, api_visibility="private")
+    def start_anyway(data: dict, request: gr.Request):
+        return start(data, request, confirmed=True)
+
+    outputs = [tabs, monitor.out["run"], train.out["start_message"], train.out["errors"], train.out["start_anyway"]]
+    train.out["start"].click(start, inputs, outputs, trigger_mode="once", concurrency_limit=1,
+                             api_visibility="private").then(**SHOW_NOW)
+    train.out["start_anyway"].click(start_anyway, inputs, outputs, trigger_mode="once", concurrency_limit=1,
+                                    api_visibility="private").then(**SHOW_NOW)
 
 
 def _wire_runs_navigation(console: Console, runs: runs_tab.RunsTab, monitor: monitor_tab.MonitorTab,
@@ -87,8 +104,41 @@ def _wire_runs_navigation(console: Console, runs: runs_tab.RunsTab, monitor: mon
         return gr.update(selected="monitor"), gr.update(value=run_id), message
 
     outputs = [tabs, monitor.out["run"], runs.out["message"]]
-    runs.out["open"].click(open_run, runs.out["select"], outputs, api_visibility="private")
-    runs.out["resume"].click(resume, runs.out["select"], outputs, concurrency_limit=1, api_visibility="private")
+    runs.out["open"].click(open_run, runs.out["select"], outputs, api_visibility="private").then(**SHOW_NOW)
+    runs.out["resume"].click(resume, runs.out["select"], outputs, concurrency_limit=1,
+                             api_visibility="private").then(**SHOW_NOW)
+
+
+def _wire_made_from(console: Console, runs: runs_tab.RunsTab, train: train_tab.TrainTab, tabs: gr.Tabs,
+                    labels: Labels) -> None:
+    """New run from this one, and fork from a checkpoint: the selected run's exact config fills the
+    Train tab, which then highlights what the user changes and Start records where it came from."""
+    keys = list(train.fields)
+    outputs = [tabs, *[train.fields[k] for k in keys], train.out["reference"], train.out["reference_row"],
+               train.out["reference_banner"], runs.out["message"]]
+
+    def fill(selected: list[str], step, language: str, request: gr.Request, fork: bool = False):
+        if len(selected or []) != 1:
+            return [gr.skip()] * (len(outputs) - 1) + ["⚠ select exactly one run"]
+        if fork and step is None:
+            return [gr.skip()] * (len(outputs) - 1) + ["⚠ pick one of the run's checkpoints to fork from"]
+        try:
+            values, reference = train_callbacks.new_from_run(console, selected[0], console.viewer(request),
+                                                             step=int(step) if fork else None)
+        except (ValueError, OSError) as err:
+            return [gr.skip()] * (len(outputs) - 1) + [f"⚠ {err}"]
+        return [gr.update(selected="train"), *[values.get(k, gr.skip()) for k in keys], reference.to_state(),
+                gr.update(visible=True), train_callbacks.reference_html(reference, language), ""]
+
+    def new_from(selected: list[str], step, language: str, request: gr.Request):
+        return fill(selected, step, language, request)
+
+    def fork(selected: list[str], step, language: str, request: gr.Request):
+        return fill(selected, step, language, request, fork=True)
+
+    inputs = [runs.out["select"], runs.out["fork_step"], labels.toggle]
+    runs.out["new_from"].click(new_from, inputs, outputs, api_visibility="private")
+    runs.out["fork"].click(fork, inputs, outputs, api_visibility="private")
 
 
 def _wire_language(labels: Labels) -> None:

@@ -2,7 +2,7 @@
 
     python -m app [--host 127.0.0.1] [--port 7860] [--models-dir DIR ...] [--data-dir DIR ...]
                   [--runs-dir runs] [--auth user:pass | --auth-file FILE] [--admin USER ...]
-                  [--max-upload-mb 50] [--lang en|zh]
+                  [--max-upload-mb 50] [--lang en|zh] [--max-concurrent-runs N]
 
 Binding to anything but a loopback address without a password is refused: the console starts
 processes and serves checkpoints, so on a shared network it must not be open to everyone. A public
@@ -44,6 +44,9 @@ class Settings:
     max_upload_mb: float = 50.0
     lang: str = "en"
     configs_dir: Path = field(default=REPO_ROOT / "configs")
+    # runs at once (the job queue holds the others): None = one on the CPU, one per free set of
+    # GPU/Ascend ids on accelerators
+    max_concurrent_runs: int | None = None
 
     @property
     def uploads_dir(self) -> Path:
@@ -112,6 +115,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="a login that sees and manages every user's runs (repeatable)")
     parser.add_argument("--max-upload-mb", type=float, default=50.0, help="largest dataset upload")
     parser.add_argument("--lang", choices=LANGUAGES, default="en", help="initial language of the labels")
+    parser.add_argument("--max-concurrent-runs", type=int, default=None, metavar="N",
+                        help="runs training at once; Start queues the others (default: one on the CPU, "
+                             "one per free set of GPU/Ascend device ids)")
     return parser
 
 
@@ -124,12 +130,15 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         raise SettingsError(f"--port {args.port}: must be in 1..65535")
     if args.max_upload_mb <= 0:
         raise SettingsError(f"--max-upload-mb {args.max_upload_mb:g}: must be > 0")
+    if args.max_concurrent_runs is not None and args.max_concurrent_runs < 1:
+        raise SettingsError(f"--max-concurrent-runs {args.max_concurrent_runs}: must be >= 1")
     settings = Settings(
         host=args.host, port=args.port,
         models_dirs=tuple(Path(d).resolve() for d in args.models_dir or [DEFAULT_MODELS_DIR]),
         data_dirs=tuple(Path(d).resolve() for d in args.data_dir or [DEFAULT_DATA_DIR]),
         runs_dir=Path(args.runs_dir).resolve(), auth=auth, admins=tuple(args.admin or ()),
-        share=share_requested(), max_upload_mb=args.max_upload_mb, lang=args.lang)
+        share=share_requested(), max_upload_mb=args.max_upload_mb, lang=args.lang,
+        max_concurrent_runs=args.max_concurrent_runs)
     check_safe(settings)
     return settings
 

@@ -20,6 +20,7 @@ WIDTH, HEIGHT = 480, 270
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 30, 40
 PALETTE = ("#2563eb", "#f59e0b", "#10b981", "#8b5cf6", "#06b6d4", "#ec4899", "#84cc16", "#64748b")
 BEST_COLOR = "#dc2626"
+PARENT_COLOR, PARENT_MARK = "#9ca3af", "(parent)"  # a fork's parent run: grey, dashed
 MAX_DRAWN_POINTS = 300      # longer series are thinned for drawing (every k-th point and the last)
 MARKERS_UP_TO = 60          # series with at most this many points also get a dot per point
 
@@ -165,40 +166,80 @@ def _series(axes: _Axes, name: str, xs: np.ndarray, ys: np.ndarray, color: str, 
             f'<g class="mark-symbol role-mark">{"".join(symbols)}</g></g>')
 
 
-def _legend(names: Sequence[str], colors: dict[str, str]) -> str:
-    parts, x = [], LEFT
+LEGEND_ROW_PX = 15
+LEGEND_MAX_CHARS = 34  # longer names are cut (with …); the whole name is in the item's tooltip
+
+
+def _legend_width(name: str) -> int:
+    return 24 + 7 * len(name)
+
+
+def _legend_rows(names: Sequence[str]) -> list[list[str]]:
+    """The legend's items row by row, each row within the plot's width."""
+    rows: list[list[str]] = [[]]
+    x = LEFT
     for name in names:
-        parts.append(f'<rect x="{x}" y="8" width="10" height="10" rx="2" fill="{colors[name]}"/>'
-                     f'<text class="mt-legend-text" x="{x + 14}" y="17">{html.escape(name)}</text>')
-        x += 24 + 7 * len(name)
+        width = _legend_width(_cut(name))
+        if rows[-1] and x + width > WIDTH - RIGHT + 20:
+            rows.append([])
+            x = LEFT
+        rows[-1].append(name)
+        x += width
+    return rows
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= LEGEND_MAX_CHARS else name[:LEGEND_MAX_CHARS - 1] + "…"
+
+
+def _legend(rows: list[list[str]], colors: dict[str, str], titles: dict[str, str]) -> str:
+    parts = []
+    for row_index, row in enumerate(rows):
+        x, y = LEFT, 8 + row_index * LEGEND_ROW_PX
+        for name in row:
+            shown = _cut(name)
+            hover = titles.get(name, name)
+            parts.append(f'<g class="mt-legend-item" data-series="{html.escape(name)}"><title>{html.escape(hover)}</title>'
+                         f'<rect x="{x}" y="{y}" width="10" height="10" rx="2" fill="{colors[name]}"/>'
+                         f'<text class="mt-legend-text" x="{x + 14}" y="{y + 9}">{html.escape(shown)}</text></g>')
+            x += _legend_width(shown)
     return "".join(parts)
 
 
 def line_chart(frame: pd.DataFrame, y_title: str, *, x_title: str = "step", log_y: bool = False,
                caption: str = "", color_column: str = "series",
-               empty_text: str = "waiting for the first points…") -> str:
-    """An SVG line chart of a long-format frame (step, value, <color_column>), one line per group."""
+               empty_text: str = "waiting for the first points…", legend_titles: dict[str, str] | None = None) -> str:
+    """An SVG line chart of a long-format frame (step, value, <color_column>), one line per group.
+    The legend wraps onto more rows when the names do not fit one (the plot moves down);
+    `legend_titles` gives a name's tooltip (e.g. a run's full id behind its short label)."""
     steps = frame["step"].to_numpy(dtype=float) if len(frame) else np.zeros(0)
     values = frame["value"].to_numpy(dtype=float) if len(frame) else np.zeros(0)
     groups = frame[color_column].to_numpy(dtype=object) if len(frame) else np.zeros(0, dtype=object)
     keep = np.isfinite(values) & ((values > 0) if log_y else True)
     steps, values, groups = steps[keep], values[keep], groups[keep]
     total = len(steps)
-    head = (f'<svg class="mt-chart" data-points="{total}" viewBox="0 0 {WIDTH} {HEIGHT + (16 if caption else 0)}" '
+    names = [str(n) for n in dict.fromkeys(groups.tolist())]
+    rows = _legend_rows(names) if total else [[]]
+    shift = LEGEND_ROW_PX * (len(rows) - 1)
+    height = HEIGHT + shift + (16 if caption else 0)
+    head = (f'<svg class="mt-chart" data-points="{total}" viewBox="0 0 {WIDTH} {height}" '
             f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{html.escape(y_title)}">')
     if total == 0:
         return (f'{head}<text class="mt-empty" x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">'
                 f'{html.escape(empty_text)}</text></svg>')
     axes = _Axes(steps, values, log_y)
-    names = [str(n) for n in dict.fromkeys(groups.tolist())]
-    colors = {n: (BEST_COLOR if n.startswith("best") else PALETTE[i % len(PALETTE)]) for i, n in enumerate(names)}
-    parts = [head, *_grid(axes, x_title, f"{y_title} (log)" if log_y else y_title), _legend(names, colors)]
+    own = [n for n in names if not n.endswith(PARENT_MARK)]
+    colors = {n: (BEST_COLOR if n.startswith("best") else PALETTE[i % len(PALETTE)]) for i, n in enumerate(own)}
+    colors.update({n: PARENT_COLOR for n in names if n.endswith(PARENT_MARK)})
+    parts = [head, _legend(rows, colors, legend_titles or {}), f'<g transform="translate(0,{shift})">',
+             *_grid(axes, x_title, f"{y_title} (log)" if log_y else y_title)]
     for name in names:
         mask = groups == name
         order = np.argsort(steps[mask], kind="stable")
         parts.append(_series(axes, name, steps[mask][order], values[mask][order], colors[name],
-                             dashed=name.startswith("best"), y_title=y_title))
+                             dashed=name.startswith("best") or name.endswith(PARENT_MARK), y_title=y_title))
+    parts.append("</g>")
     if caption:
-        parts.append(f'<text class="mt-caption" x="{LEFT}" y="{HEIGHT + 8}">{html.escape(caption)}</text>')
+        parts.append(f'<text class="mt-caption" x="{LEFT}" y="{HEIGHT + shift + 8}">{html.escape(caption)}</text>')
     parts.append("</svg>")
     return "".join(parts)

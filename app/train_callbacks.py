@@ -6,6 +6,13 @@ launches, so an invalid config can neither be previewed as valid nor launched.
 from __future__ import annotations
 
 import html
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -19,6 +26,9 @@ from core.rundir import RunDir
 from core.tokenizer import TokenizerError
 
 from app import catalog, data_preview, devices, form
+from app.access import SINGLE_USER, Viewer
+from app.background import run_with_ticks
+from app.changes import Change, applies, changes, changes_text, flatten, same, show
 from app.context import Console
 from app.i18n import text
 from app.paths import OutsideRootsError, inside_roots
@@ -48,7 +58,9 @@ def starter_config(console: Console) -> Config:
         config = load_config(path) if path.is_file() else Config()
     except ConfigError:
         config = Config()
-    updates: dict[str, Any] = {"run.runs_dir": console.runs_dir_for_config}
+    # no run name: the shipped config's ("demo-lora") would end up in the id of a full fine-tune
+    # once the method is switched; the id already names the model, method, precision and workers
+    updates: dict[str, Any] = {"run.runs_dir": console.runs_dir_for_config, "run.name": None}
     models = [m for m in console.models() if m.loadable]
     if models and catalog.find(models, config.model.path) is None:
         updates["model.path"] = models[0].name
@@ -174,22 +186,75 @@ def global_batch_text(values: Mapping[str, Any], lang: str) -> str:
             f"accumulation {accum} × workers {workers}")
 
 
-def memory_html(config: Config, console: Console) -> str:
-    """The memory estimate per worker against the device's memory, or why there is none."""
+def memory_estimate(config: Config, console: Console) -> tuple[Any | None, str]:
+    """core.memory's estimate for `config` (None when there is none) and the sequence-length note,
+    or the reason there is no estimate."""
     entry = catalog.find(console.models(), config.model.path)
     if entry is None or not entry.loadable:
-        return '<div class="mt-note">estimate unavailable: pick a loadable model</div>'
+        return None, "pick a loadable model"
     try:
         from core import memory  # written separately; the console works without it
         args = read_model_args(entry.path)
         device_mb = memory.device_memory_mb(config.parallel.device)
         seq_len, seq_note = batch_seq_len(config)
-        estimate = memory.estimate_memory(config, args, seq_len, device_memory_mb=device_mb)
+        return memory.estimate_memory(config, args, seq_len, device_memory_mb=device_mb), seq_note
     except (ImportError, AttributeError) as err:
-        return f'<div class="mt-note">estimate unavailable ({html.escape(type(err).__name__)}: core.memory)</div>'
+        return None, f"{type(err).__name__}: core.memory"
     except (CheckpointError, ValueError, TypeError) as err:
-        return f'<div class="mt-note">estimate unavailable: {html.escape(str(err))}</div>'
-    return estimate_table(estimate, seq_note)
+        return None, str(err)
+
+
+def memory_html(config: Config, console: Console) -> str:
+    """The memory estimate per worker against the device's memory, or why there is none."""
+    estimate, note = memory_estimate(config, console)
+    if estimate is None:
+        return f'<div class="mt-note">estimate unavailable: {html.escape(note)}</div>'
+    return estimate_table(estimate, note)
+
+
+# What the console suggests when a run does not fit: each change with its own estimate.
+def fit_suggestions(config: Config, console: Console) -> list[tuple[str, float, bool]]:
+    """(what to change, estimated MB per worker after it, fits) for the changes that lower memory
+    most: LoRA instead of full, half the micro batch (twice the accumulation: the same global
+    batch), recompute every layer, half the sequence length."""
+    t, candidates = config.train, []
+    if config.method == "full":
+        candidates.append(("method full → lora", {"method": "lora"}))
+    if t.micro_batch_size > 1:
+        half = t.micro_batch_size // 2
+        candidates.append((f"train.micro_batch_size {t.micro_batch_size} → {half} with train.grad_accum_steps "
+                           f"{t.grad_accum_steps} → {t.grad_accum_steps * 2} (the same global batch)",
+                           {"train.micro_batch_size": half, "train.grad_accum_steps": t.grad_accum_steps * 2}))
+    if config.recompute.policy != "full" or config.recompute.layer_fraction < 1:
+        candidates.append(("recompute.policy full (every layer)", {"recompute.policy": "full",
+                                                                   "recompute.layer_fraction": 1.0}))
+    if config.data.max_seq_len >= 64:
+        half = config.data.max_seq_len // 2
+        candidates.append((f"data.max_seq_len {config.data.max_seq_len} → {half} (longer samples are cut)",
+                           {"data.max_seq_len": half}))
+    out = []
+    for text_, updates in candidates:
+        try:
+            estimate, _ = memory_estimate(config.with_updates(updates), console)
+        except ConfigError:
+            continue
+        if estimate is not None:
+            out.append((text_, estimate.total_mb, bool(estimate.fits)))
+    return out
+
+
+def does_not_fit(config: Config, console: Console) -> str | None:
+    """Why the run will not fit this machine's memory, with what to change; None when it fits (or
+    when nothing is known: no estimate, or a device whose memory the console cannot read)."""
+    estimate, _ = memory_estimate(config, console)
+    if estimate is None or estimate.fits or estimate.device_memory_mb is None:
+        return None
+    workers = config.parallel.data_parallel
+    need = f"{estimate.total_mb:,.0f} MB per worker" + (f" × {workers} workers" if workers > 1 else "")
+    lines = [f"the memory estimate ({need}) is more than this machine's {estimate.device_memory_mb:,.0f} MB"]
+    for change, mb, fits in fit_suggestions(config, console):
+        lines.append(f"{change}: {mb:,.0f} MB per worker" + (" — fits" if fits else ""))
+    return "; ".join(lines[:1]) + (". To fit: " + "; ".join(lines[1:]) if len(lines) > 1 else "")
 
 
 def batch_seq_len(config: Config) -> tuple[int, str]:
@@ -224,11 +289,21 @@ def estimate_table(estimate: Any, seq_note: str | None = None) -> str:
     notes = [notes] if isinstance(notes, str) else notes
     trainable, total = getattr(estimate, "trainable_parameters", 0), getattr(estimate, "parameters", 0)
     if total:
-        notes = [f"trainable parameters: {trainable:,} of {total:,} ({100 * trainable / total:.2g}%)", *notes]
+        notes = [f"trainable parameters: {trainable:,} of {total:,} ({percent(trainable, total)})", *notes]
     if seq_note:
         notes = [seq_note, *notes]
     note_html = "".join(f"<li>{html.escape(str(n))}</li>" for n in notes)
     return f'<table class="mt-memory">{body}</table>' + (f"<ul class='mt-note'>{note_html}</ul>" if note_html else "")
+
+
+def percent(part: float, whole: float) -> str:
+    """A share for people: '100%', '52%', '0.52%', '0.0031%' (two significant digits below 10%,
+    never an exponent)."""
+    share = 100.0 * part / whole if whole else 0.0
+    if share >= 10 or share == 0:
+        return f"{share:.0f}%"
+    digits = max(1, 1 - math.floor(math.log10(share)))
+    return f"{share:.{digits}f}%"
 
 
 def errors_html(errors: Mapping[str, str]) -> str:
@@ -311,26 +386,152 @@ def load_shipped(name: str, console: Console) -> dict[str, Any]:
     return _load_shipped_file(console.settings.configs_dir / Path(name).name, console)
 
 
+# ---- a run made from another one: new run from this, fork from a checkpoint -----------------------
+
+@dataclass(frozen=True)
+class Reference:
+    """The run the form was filled from: its id, its config (flat, for the differences) and, for a
+    fork, the checkpoint step and folder the new run starts from."""
+    run_id: str
+    flat: dict[str, Any]
+    step: int | None = None
+    checkpoint: str | None = None
+
+    @property
+    def is_fork(self) -> bool:
+        return self.checkpoint is not None
+
+    def to_state(self) -> dict[str, Any]:
+        """For a gr.State (plain data)."""
+        return {"run_id": self.run_id, "flat": self.flat, "step": self.step, "checkpoint": self.checkpoint}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any] | None) -> Reference | None:
+        return cls(state["run_id"], dict(state["flat"]), state.get("step"), state.get("checkpoint")) if state else None
+
+
+# settings a fork must keep from its parent: the checkpoint holds weights of exactly these
+FORK_KEEPS = ("model.path", "method", "lora.rank", "lora.target_modules")
+
+
+def new_from_run(console: Console, run_id: str, viewer: Viewer = SINGLE_USER,
+                 step: int | None = None) -> tuple[dict[str, Any], Reference]:
+    """The form values of a run's exact config (this console's runs folder) and the Reference to
+    compare the edits with; with `step`, a fork from that checkpoint (train.length raised past the
+    step when the parent ended there, since a fork counts on from it)."""
+    run = console.jobs.run_dir(run_id, viewer)
+    config = load_config(run.config_path).with_updates(
+        {"run.runs_dir": console.runs_dir_for_config, "run.resume": None, "run.fork_from": None})
+    checkpoint = None
+    if step is not None:
+        folder = run.checkpoint(int(step))
+        if not folder.is_dir():
+            raise ConfigError(f"{run_id} has no checkpoint step-{step} (kept: "
+                              f"{', '.join(f'step-{n}' for n in run.checkpoint_steps()) or 'none'})")
+        checkpoint = str(folder)
+    reference = Reference(run_id, flatten(config.to_dict()), step, checkpoint)
+    if step is not None and config.train.max_steps is not None and config.train.max_steps <= step:
+        config = config.with_updates({"train.max_steps": step + max(config.train.max_steps, 1)})
+    return form.to_values(config), reference
+
+
+def form_changes(config: Config | None, reference: Reference | None) -> list[Change]:
+    """What the form's config changes from the reference run's (none without a valid config)."""
+    if config is None or reference is None:
+        return []
+    return changes(reference.flat, flatten(config.to_dict()))
+
+
+def changed_widgets(found: list[Change]) -> dict[str, Any]:
+    """Widget key -> the reference's value, for the widgets whose value differs."""
+    out: dict[str, Any] = {}
+    for change in found:
+        widget = form.widget_for_error(change.key)
+        if widget:
+            out[widget] = change.old
+    return out
+
+
+def fork_errors(config: Config, reference: Reference | None) -> dict[str, str]:
+    """What a fork cannot change (by widget), and a step count that must pass the checkpoint's."""
+    if reference is None or not reference.is_fork:
+        return {}
+    flat, errors = flatten(config.to_dict()), {}
+    for key in FORK_KEEPS:
+        if applies(flat, key) and not same(flat.get(key), reference.flat.get(key)):
+            errors[form.widget_for_error(key) or key] = (
+                f"a fork keeps {key} of {reference.run_id} ({show(reference.flat.get(key))}): its checkpoint "
+                "holds weights of that shape")
+    steps = config.train.max_steps
+    if steps is not None and reference.step is not None and steps <= reference.step:
+        errors[form.LENGTH] = (f"steps must be more than {reference.step}: the fork counts on from the "
+                               f"checkpoint's step (e.g. {reference.step * 2})")
+    return errors
+
+
+def reference_html(reference: Reference | None, lang: str = "en") -> str:
+    """The line above the form naming the run it was filled from ('' when none)."""
+    if reference is None:
+        return ""
+    key = "ref.fork" if reference.is_fork else "ref.new_from"
+    return (f'<div class="mt-reference">{html.escape(text(key, lang))} <code>{html.escape(reference.run_id)}</code>'
+            + (f" · step {reference.step}" if reference.is_fork else "") + "</div>")
+
+
+def changes_html(found: list[Change], reference: Reference | None, lang: str = "en") -> str:
+    """Near Start: the settings that will differ from the reference run."""
+    if reference is None:
+        return ""
+    if not found:
+        return f'<div class="mt-note" id="no-changes">{html.escape(text("ref.no_changes", lang))}</div>'
+    items = "".join(f"<li><code>{html.escape(c.text())}</code></li>" for c in found)
+    return f'<div class="mt-changes"><b>{html.escape(text("ref.changes", lang))}</b><ul>{items}</ul></div>'
+
+
 @dataclass
 class StartOutcome:
     run_id: str | None
     message: str
     errors: dict[str, str] = field(default_factory=dict)
+    queued: bool = False
+    needs_confirmation: bool = False  # refused for memory: "Start anyway" launches it
 
 
-def start(values: Mapping[str, Any], console: Console, owner: str | None = None) -> StartOutcome:
-    """Launch the form's config; never launches an invalid one. A repeat click returns the run
-    already started. `owner` (the logged-in user) is recorded in the run."""
+def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
+          reference: Reference | None = None, confirmed: bool = False) -> StartOutcome:
+    """Launch the form's config (or queue it while the devices are busy); never launches an
+    invalid one. A repeat click returns the run already started. `owner` (the logged-in user) is
+    recorded in the run, and so is `reference`, the run this one was made from (a fork starts
+    from its checkpoint); the message then says what changed ("lora.rank 8 → 16"). A run whose
+    memory estimate does not fit the machine is refused with the estimate and what to change,
+    unless `confirmed` (the user pressed "Start anyway")."""
     check = check_form(values, console)
-    if not check.ok:
-        return StartOutcome(None, "not started: fix the problems listed", check.errors)
+    errors = check.errors if not check.ok else fork_errors(check.config, reference)
+    if errors:
+        return StartOutcome(None, "not started: fix the problems listed", errors)
+    config = check.config
+    if not confirmed:
+        too_big = does_not_fit(config, console)
+        if too_big:
+            return StartOutcome(None, f"not started: {too_big}", needs_confirmation=True)
+    parent = None
+    if reference is not None:
+        parent = (reference.run_id, reference.step)
+        if reference.is_fork:
+            config = config.with_updates({"run.fork_from": reference.checkpoint})
     try:
-        result = console.jobs.start(check.config, owner=owner)
+        result = console.jobs.start(config, owner=owner, parent=parent)
     except ConfigError as err:
         return StartOutcome(None, "not started", form.errors_by_widget(err.errors))
     except (launcher.LaunchError, OSError) as err:
         return StartOutcome(None, f"could not start: {err}")
-    return StartOutcome(result.run_id, result.message)
+    message = result.message
+    if reference is not None:
+        found = form_changes(check.config, reference)
+        how = f"forked from {reference.run_id} at step {reference.step}" if reference.is_fork \
+            else f"made from {reference.run_id}"
+        message += f"; {how}: {changes_text(found) or 'no setting changed'}"
+    return StartOutcome(result.run_id, message, queued=result.queued)
 
 
 def target_choices(model_name: str | None, console: Console) -> list[str]:
@@ -350,3 +551,75 @@ def device_notes(device: str) -> str:
     info = devices.detect().get(device)
     return info.note if info else ""
 
+
+
+# ---- check memory by dry run ------------------------------------------------------------------
+
+DRY_RUN_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What `python -m core.dry_run` measured, or why it could not."""
+    peak_mem_mb: float | None = None
+    seconds: float | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+def dry_run_argv(config_path: Path, python: str = sys.executable) -> list[str]:
+    return [python, "-m", "core.dry_run", "--config", str(config_path)]
+
+
+def dry_run(values: Mapping[str, Any], console: Console, runner=subprocess.run,
+            on_wait=None) -> tuple[DryRun, str]:
+    """Run two training steps of the form's config in a subprocess; returns the measurement and its
+    HTML beside the estimate. `on_wait(seconds)` ticks while it runs."""
+    check = check_form(values, console)
+    if not check.ok:
+        return DryRun(error="fix the problems listed first"), dry_run_html(DryRun(error="fix the problems listed first"), None)
+    config = check.config
+    with tempfile.TemporaryDirectory(prefix="mindtune-dry-run-config-") as folder:
+        path = Path(folder) / "config.yaml"
+        path.write_text(config.to_yaml(), encoding="utf-8")
+        start_s = time.monotonic()
+        try:
+            result = run_with_ticks(lambda: runner(dry_run_argv(path), cwd=launcher.REPO_ROOT, capture_output=True,
+                                                   text=True, timeout=DRY_RUN_TIMEOUT_S,
+                                                   env={**os.environ, "GLOG_v": "3"}), on_wait)
+        except subprocess.TimeoutExpired:
+            measured = DryRun(error=f"no answer within {DRY_RUN_TIMEOUT_S} s")
+        except OSError as err:
+            measured = DryRun(error=str(err))
+        else:
+            measured = _parse_dry_run(result.stdout, result.stderr, result.returncode, time.monotonic() - start_s)
+    estimate, _ = memory_estimate(config, console)
+    return measured, dry_run_html(measured, estimate, config.parallel.data_parallel)
+
+
+def _parse_dry_run(stdout: str, stderr: str, code: int, seconds: float) -> DryRun:
+    for line in reversed(stdout.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+                return DryRun(float(data["peak_mem_mb"]), seconds, data)
+            except (ValueError, KeyError, TypeError):
+                break
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    error = next((line.removeprefix("error: ") for line in reversed(lines) if line.startswith("error:")), None)
+    return DryRun(error=error or (lines[-1] if lines else f"core.dry_run exited with {code}"))
+
+
+def dry_run_html(measured: DryRun, estimate: Any | None, workers: int = 1) -> str:
+    """'measured 693 MB per worker (2 training steps and one evaluation batch, 31 s) · estimate 702 MB (-1.3%)'."""
+    if measured.error:
+        return f'<div class="mt-error" id="dry-run-result">dry run failed: {html.escape(measured.error)}</div>'
+    parts = [f'measured <b data-mb="{measured.peak_mem_mb:.1f}">{measured.peak_mem_mb:,.0f} MB</b> per worker '
+             f"({measured.detail.get('steps', 2)} training steps and one evaluation batch, {measured.seconds:.0f} s)"]
+    if estimate is not None:
+        gap = 100 * (estimate.total_mb - measured.peak_mem_mb) / measured.peak_mem_mb
+        parts.append(f"estimate {estimate.total_mb:,.0f} MB ({gap:+.1f}% of the measured)")
+        if estimate.device_memory_mb is not None:
+            fits = measured.peak_mem_mb * workers <= estimate.device_memory_mb  # CPU workers share the RAM
+            parts.append(f"{estimate.device_memory_mb:,.0f} MB on this machine: " + ("fits ✓" if fits else "does not fit ✗"))
+    return f'<div class="mt-dry-run" id="dry-run-result">{" · ".join(parts)}</div>'

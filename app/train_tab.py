@@ -16,7 +16,8 @@ from app import catalog, data_callbacks, devices, form
 from app import train_callbacks as cb
 from app.context import Console
 from app.datasets import UploadError
-from app.i18n import Labels
+from app.changes import show
+from app.i18n import Labels, text
 from app.widgets import error_update, field_widget
 
 UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".parquet", ".arrow", ".txt", ".gz", ".zip"]
@@ -42,6 +43,12 @@ def build(console: Console, labels: Labels, initial: Config) -> TrainTab:
     tab = TrainTab()
     values = form.to_values(initial)
     info = form.fields()
+    tab.out["reference"] = gr.State(None)  # the run this form was filled from (Reference.to_state())
+    with gr.Row(visible=False, elem_id="reference-row") as reference_row:
+        tab.out["reference_banner"] = gr.HTML(elem_id="reference-banner")
+        tab.out["reference_clear"] = labels.bind(gr.Button(size="sm", scale=0, min_width=180, elem_id="reference-clear"),
+                                                 value="ref.clear")
+    tab.out["reference_row"] = reference_row
     with gr.Row():
         with gr.Column(scale=3):
             _model_section(tab, console, labels, values, info)
@@ -195,9 +202,16 @@ def _launch_section(tab: TrainTab, labels: Labels) -> None:
     tab.out["errors"] = gr.HTML(elem_id="config-errors")
     tab.out["global_batch"] = gr.Markdown(elem_id="global-batch")
     tab.out["start"] = labels.bind(gr.Button(variant="primary", size="lg", elem_id="start-button"), value="start")
+    tab.out["start_anyway"] = labels.bind(gr.Button(variant="stop", visible=False, elem_id="start-anyway"),
+                                          value="start.anyway")
     tab.out["start_message"] = gr.Markdown(elem_id="start-message")
+    tab.out["changes"] = gr.HTML(elem_id="reference-changes")
     labels.bind(gr.Markdown(), value="launch.memory")
     tab.out["memory"] = gr.HTML(elem_id="memory-estimate")
+    with gr.Row(equal_height=True):
+        tab.out["dry_run"] = labels.bind(gr.Button(size="sm", scale=0, min_width=220, elem_id="dry-run-button"),
+                                         value="dry_run.button")
+        tab.out["dry_run_result"] = gr.HTML(elem_id="dry-run")
     tab.out["command"] = labels.bind(gr.Code(language="shell", lines=2, interactive=False,
                                              elem_id="command-preview"), label="launch.command")
     tab.out["yaml"] = labels.bind(gr.Code(language="yaml", lines=12, max_lines=30, interactive=False,
@@ -241,38 +255,73 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
     mh_inputs = [tab.out["nodes"], tab.out["master_addr"], tab.out["master_port"]]
     lang = labels.toggle
 
+    reference_state, start_message = tab.out["reference"], tab.out["start_message"]
+
     def refresh(data: dict) -> list:
-        """What answers at once: the YAML, the command, field errors and the sample preview."""
+        """What answers at once: the YAML, the command, field errors (and, for a run made from
+        another one, the settings that differ, highlighted), and the sample preview."""
         values = tab.values(data)
+        language = data[lang]
+        reference = cb.Reference.from_state(data[reference_state])
         result = cb.preview(values, console, data=False)
-        batch = cb.global_batch_text(values, data[lang])
+        batch = cb.global_batch_text(values, language)
         multihost = (cb.multi_host_text(result.check.config, data[mh_inputs[0]], data[mh_inputs[1]], data[mh_inputs[2]])
                      if result.check.config else "# fix the config first")
+        errors = dict(result.check.errors)
+        if result.check.config is not None:
+            errors.update(cb.fork_errors(result.check.config, reference))
+        found = cb.form_changes(result.check.config, reference)
+        was = {k: f"{text('ref.was', language)} {show(v)}" for k, v in cb.changed_widgets(found).items()}
+        shown = {k: [errors.get(k), was.get(k)] for k in fields if errors.get(k) or was.get(k)}
         old = data[previous_errors] or {}
-        errors = result.check.errors
-        updates = [error_update(errors.get(k), help_text.get(k)) if errors.get(k) != old.get(k) else gr.skip()
+        updates = [error_update(errors.get(k), help_text.get(k), was.get(k)) if shown.get(k) != old.get(k) else gr.skip()
                    for k in fields]
         return [result.yaml_text, result.command, batch, batch, multihost,
-                data_callbacks.preview_view(values, console), errors, *updates]
+                data_callbacks.preview_view(values, console), shown, *updates,
+                cb.changes_html(found, reference, language)]
 
     def details(data: dict) -> list:
         """What reads every data file (once; then kept in memory): the data problems that block
-        Start, the memory estimate at the run's sequence length, the histogram and statistics."""
+        Start, the memory estimate at the run's sequence length, the histogram and statistics; a
+        "not started" warning goes once the form it was about is fixed."""
         values = tab.values(data)
+        reference = cb.Reference.from_state(data[reference_state])
         result = cb.preview(values, console)
-        return [result.memory, result.errors, *data_callbacks.stats_view(values, console)]
+        errors = dict(result.check.errors)
+        if result.check.config is not None:
+            errors.update(cb.fork_errors(result.check.config, reference))
+        message = data[start_message] or ""
+        stale = "" if message.startswith("⚠") and not errors else gr.skip()
+        return [result.memory, cb.errors_html(errors), *data_callbacks.stats_view(values, console), stale]
 
     # One change-triggered event, then the slow part chained to it. Two "always_last" change events
     # where one outputs a field the other reads re-trigger each other forever in Gradio 6.31 (a
     # 30-line repro looped 20 times in 8 s), which kept the data preview dimmed for minutes.
-    inputs = widgets | set(mh_inputs) | {previous_errors, lang}
-    triggers = [w.change for w in widgets] + [w.change for w in mh_inputs] + [lang.change]
+    inputs = widgets | set(mh_inputs) | {previous_errors, lang, reference_state, start_message}
+    triggers = [w.change for w in widgets] + [w.change for w in mh_inputs] + [lang.change, reference_state.change]
     quiet = {"show_progress": "hidden", "api_visibility": "private"}
-    gr.on(triggers, refresh, inputs=inputs, outputs=[*fast_outputs, previous_errors, *fields.values()],
-          trigger_mode="always_last", **quiet).then(
-        details, inputs=inputs, outputs=slow_outputs, trigger_mode="always_last", **quiet)
-    tab.out["refresh"] = (refresh, inputs, [*fast_outputs, previous_errors, *fields.values()])
-    tab.out["details"] = (details, inputs, slow_outputs)
+    fast = [*fast_outputs, previous_errors, *fields.values(), tab.out["changes"]]
+    slow = [*slow_outputs, start_message]
+    gr.on(triggers, refresh, inputs=inputs, outputs=fast, trigger_mode="always_last", **quiet).then(
+        details, inputs=inputs, outputs=slow, trigger_mode="always_last", **quiet)
+    tab.out["refresh"] = (refresh, inputs, fast)
+    tab.out["details"] = (details, inputs, slow)
+
+    def clear_reference():
+        return None, gr.update(visible=False), ""
+
+    tab.out["reference_clear"].click(clear_reference, None, [reference_state, tab.out["reference_row"],
+                                                             tab.out["reference_banner"]], **quiet)
+
+    def check_memory(data: dict, progress=gr.Progress()):
+        """Two training steps of the form's run in a subprocess: the measured peak beside the estimate."""
+        language = data[lang]
+        _, shown = cb.dry_run(tab.values(data), console,
+                              on_wait=lambda s: progress(None, desc=f"{text('dry_run.running', language)}: {s:.0f} s"))
+        return shown
+
+    tab.out["dry_run"].click(check_memory, widgets | {lang}, tab.out["dry_run_result"], concurrency_limit=1,
+                             api_visibility="private")
 
     _wire_model(tab, console)
     _wire_device_and_method(tab)
@@ -327,11 +376,16 @@ def _wire_data(tab: TrainTab, console: Console) -> None:
     tab.out["dataset_choices"] = (lambda current: gr.update(choices=data_callbacks.dataset_choices(console),
                                                             value=current), picker, picker)
 
-    def pick(train_file: str):
+    def pick(train_file: str, current: str):
+        """Another dataset: its files, format auto and no column mapping. The one the form already
+        trains on: nothing changes (the dropdown also sends an input when it merely loses focus,
+        which wiped a column mapping typed after an upload)."""
+        if train_file == current:
+            return [gr.skip()] * len(PICKED_KEYS)
         chosen = cb.dataset_fields(train_file, console)
         return [chosen.get(k, gr.skip()) for k in PICKED_KEYS]
 
-    picker.input(pick, picker, picked, **quiet)
+    picker.input(pick, [picker, tab.fields["data.train_file"]], picked, **quiet)
 
     def upload(data: dict):
         """Keep the file, pick it, show its preview; the upload box empties for the next one."""

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from core.launcher import REPO_ROOT
-from core.rundir import POINTERS
+from core.rundir import POINTERS, display_name
 
 from app import catalog
 from app.access import SINGLE_USER, Viewer, read_owner
@@ -44,7 +44,8 @@ def checkpoint_choices(console: Console, viewer: Viewer = SINGLE_USER) -> list[t
         for which in POINTERS:
             folder = summary.run.checkpoint(which)
             if folder.exists():
-                choices.append((f"{summary.run_id} · {which} ({summary.state})", str(folder)))
+                shown = display_name(summary.run_id, summary.status.final)
+                choices.append((f"{shown} · {which} ({summary.state})", str(folder)))
                 break
     return choices
 

@@ -39,8 +39,14 @@ def field_widget(key: str, info: FieldInfo | None, value: Any, labels: Labels, h
     return labels.bind(widget, label=f"field.{key}")
 
 
-def error_update(message: str | None, help_text: str | None) -> dict:
-    """A widget's info line showing its error in red, or its help again once the error is gone."""
+CHANGED_CLASS = "mt-changed"
+
+
+def error_update(message: str | None, help_text: str | None, was: str | None = None) -> dict:
+    """A widget's info line and highlight: its error in red; else, when the value differs from the
+    run the form was made from, highlighted with the old value ("was 8"); else its help again."""
     if message:
-        return gr.update(info=f"⚠ {message}", elem_classes=[ERROR_CLASS])
+        return gr.update(info=f"⚠ {message}", elem_classes=[ERROR_CLASS] + ([CHANGED_CLASS] if was is not None else []))
+    if was is not None:
+        return gr.update(info=f"{was} · {help_text}" if help_text else was, elem_classes=[CHANGED_CLASS])
     return gr.update(info=help_text, elem_classes=[])

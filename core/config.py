@@ -317,6 +317,8 @@ class RunSettings(_Section):
     runs_dir: str = _field("runs", "folder holding one sub-folder per run")
     seed: int = _field(42, "seed for initialisation, data order and dropout", ge=0)
     resume: str | None = _field(None, "run or checkpoint folder to resume from; null starts fresh")
+    fork_from: str | None = _field(None, "checkpoint a new run starts from (weights, and optimizer state "
+                                         "if it fits); steps continue from its step")
 
 
 @dataclass
@@ -539,6 +541,10 @@ def _yaml_line(key: str, value: Any, help: str | bool) -> str:
 def _cross_field_problems(c: Config) -> list[Problem]:
     """Rules that involve more than one field (the single-field ranges are checked on construction)."""
     t, problems = c.train, []
+    if c.run.resume and c.run.fork_from:
+        problems.append(Problem("run.fork_from", c.run.fork_from,
+                                "set run.resume (continue this run) or run.fork_from (start a new run from "
+                                "a checkpoint), not both"))
     if (t.max_steps is None) == (t.epochs is None):
         problems.append(Problem("train.max_steps", t.max_steps,
                                 "set exactly one of train.max_steps and train.epochs "

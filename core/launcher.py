@@ -39,16 +39,18 @@ from core.rundir import (
 )
 
 __all__ = [
-    "ENV_RUN_DIR", "REPO_ROOT", "CRASH_REASON", "FORCED_STOP_REASON", "LaunchError", "LaunchedRun", "Orphan",
+    "ENV_RUN_DIR", "REPO_ROOT", "CRASH_REASON", "FORCED_STOP_REASON", "CANCELLED_REASON", "LaunchError", "LaunchedRun", "Orphan",
     "free_port", "build_argv", "command_preview", "multi_host_commands", "check_workers_available",
     "run_id_for", "create_run", "launch", "process_fields", "is_alive", "run_processes", "stop",
-    "reconcile", "find_orphans", "watch", "teardown",
+    "reconcile", "find_orphans", "watch", "teardown", "DeviceSlots", "QueuedRun", "ActiveRun", "Launch", "plan_launches",
+    "device_env", "VISIBLE_DEVICES_ENV",
 ]
 
 ENV_RUN_DIR = "MINDTUNE_RUN_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CRASH_REASON = "worker exited without a final status (crashed or killed); see train.log"
 FORCED_STOP_REASON = "stopped by the user (forced)"
+CANCELLED_REASON = "cancelled before it started"
 _POLL_S = 0.05
 _CREATE_TIME_TOLERANCE_S = 0.05  # psutil's create_time has clock-tick (10 ms) resolution
 _LAUNCH_GRACE_S = 30.0           # a `starting` status without a pid yet: launch still under way
@@ -403,7 +405,7 @@ def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: 
     run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
     status = _read_status(run)
     if status.state == "queued":
-        return run.write_status(state="stopped", reason="cancelled before it started")
+        return run.write_status(state="stopped", reason=CANCELLED_REASON)
     if _on_other_host(status):  # shared run folder: only the control file reaches that worker
         if status.state not in TERMINAL_STATES:
             run.write_control(stop="graceful" if graceful else "now")
@@ -607,3 +609,98 @@ def find_orphans(runs_dir: str | os.PathLike) -> list[Orphan]:
                 cmdline = ""
             orphans.append(Orphan(process.pid, Path(path), states[path], cmdline))
     return orphans
+
+
+# ---- the job queue: what may start now --------------------------------------------------------
+#
+# The console queues a run (state `queued`) when the devices it needs are busy, instead of starting
+# two jobs that halve each other's speed. "Busy" per device: on the CPU one run at a time by default
+# (`max_runs`); on GPU/Ascend each run takes `data_parallel` device ids of its own, and the ids are
+# handed to its workers through the runtime's visible-devices variable. Each device kind has its own
+# queue, first in first out: a run never overtakes an earlier one that waits for the same devices.
+
+VISIBLE_DEVICES_ENV = {"gpu": "CUDA_VISIBLE_DEVICES", "ascend": "ASCEND_RT_VISIBLE_DEVICES"}
+
+
+@dataclass(frozen=True)
+class DeviceSlots:
+    """What one machine runs at once: its accelerator ids per device kind, and a cap on concurrent
+    runs (None: on the CPU 1, on GPU/Ascend as many as the ids allow)."""
+    device_ids: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    max_runs: int | None = None
+
+    def ids(self, device: str) -> tuple[int, ...]:
+        return tuple(self.device_ids.get(device, ()))
+
+
+@dataclass(frozen=True)
+class QueuedRun:
+    run_id: str
+    device: str
+    data_parallel: int
+    position: float
+
+
+@dataclass(frozen=True)
+class ActiveRun:
+    """A run that holds devices: started by this console, another one, or a shell."""
+    run_id: str
+    device: str
+    data_parallel: int
+    device_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Launch:
+    run_id: str
+    device_ids: tuple[int, ...]   # () on the CPU
+
+
+def _held_ids(run: ActiveRun, ids: tuple[int, ...]) -> set[int]:
+    """The ids an active run holds: those recorded for it, else (started without the console's
+    queue, e.g. from a shell) the first `data_parallel` ids, as the runtime would give it."""
+    if run.device_ids:
+        return set(run.device_ids)
+    return set(ids[:max(run.data_parallel, 1)])
+
+
+def plan_launches(queued: Sequence[QueuedRun], active: Sequence[ActiveRun], slots: DeviceSlots) -> list[Launch]:
+    """The queued runs that may start now, in queue order, with the device ids each gets."""
+    running = len(active)
+    held: dict[str, set[int]] = {}
+    count: dict[str, int] = {}
+    for run in active:
+        held.setdefault(run.device, set()).update(_held_ids(run, slots.ids(run.device)))
+        count[run.device] = count.get(run.device, 0) + 1
+    blocked: set[str] = set()
+    launches = []
+    for run in sorted(queued, key=lambda r: r.position):
+        if run.device in blocked:
+            continue
+        if slots.max_runs is not None and running >= slots.max_runs:
+            break
+        ids = slots.ids(run.device)
+        if run.device == "cpu" or not ids:
+            # one run at a time (or max_runs) on a device kind without ids to hand out
+            cap = slots.max_runs if slots.max_runs is not None else 1
+            if count.get(run.device, 0) >= cap:
+                blocked.add(run.device)
+                continue
+            given: tuple[int, ...] = ()
+        else:
+            free = [i for i in ids if i not in held.get(run.device, set())]
+            if len(free) < max(run.data_parallel, 1):
+                blocked.add(run.device)
+                continue
+            given = tuple(free[:max(run.data_parallel, 1)])
+            held.setdefault(run.device, set()).update(given)
+        count[run.device] = count.get(run.device, 0) + 1
+        running += 1
+        launches.append(Launch(run.run_id, given))
+    return launches
+
+
+def device_env(device: str, device_ids: Sequence[int]) -> dict[str, str]:
+    """The environment that confines a run's workers to its device ids ({} on the CPU)."""
+    name = VISIBLE_DEVICES_ENV.get(device)
+    return {name: ",".join(str(i) for i in device_ids)} if name and device_ids else {}

@@ -36,16 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Iterator, Mapping, Self
 
-from core.atomic import atomic_write, fsync_dir
+from core.atomic import atomic_write
 from core.config import ConfigError, EarlyStoppingSettings
 
 __all__ = [
     "RunDirError", "STATES", "TERMINAL_STATES", "can_transition", "FAILURE_KINDS", "STOP_REQUESTS",
     "Record", "Status", "BestSoFar", "FinalFigures", "Attempt", "ControlRequest",
     "MetricRecord", "TrainRecord", "ValidationFigures", "EvalRecord", "EventRecord", "SetupEvent",
-    "BaselineEvent", "ResumeEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
+    "BaselineEvent", "ResumeEvent", "ForkEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
     "parse_metric", "resume_point", "current_records", "atomic_write_json", "POINTERS", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
-    "make_run_id", "final_run_id", "next_free_run_id", "finalize_name", "list_runs", "resolve_inside",
+    "make_run_id", "display_name", "next_free_run_id", "list_runs", "resolve_inside",
 ]
 
 
@@ -273,6 +273,13 @@ class Status(Record):
     exit_signal: str | None = None       # how that worker ended, e.g. "SIGKILL" (core.ranks)
     exit_code: int | None = None
     resumable_checkpoint: str | None = None  # the checkpoint folder a resume would start from, when it ended
+    # the console's job queue: the order among queued runs (smaller first), and where a run runs
+    queue_position: float | None = None
+    device: str | None = None            # "cpu", "gpu" or "ascend" (parallel.device)
+    device_ids: list[int] = field(default_factory=list)   # GPU/Ascend ids the console gave the run
+    # a fork: the run and checkpoint step this run started from (its curve continues the parent's)
+    parent_run: str | None = None
+    parent_step: int | None = None
 
 
 # -- control.json --
@@ -405,6 +412,17 @@ class BaselineEvent(EventRecord, ValidationFigures):
 class ResumeEvent(EventRecord):
     event: str = "resume"
     source: str | None = None            # the checkpoint resumed from
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForkEvent(EventRecord):
+    """A new run started from another run's checkpoint (`run.fork_from`): what it took over."""
+    event: str = "fork"
+    source: str | None = None            # the checkpoint folder
+    parent_run: str | None = None
+    parent_step: int | None = None
+    optimizer_state: bool | None = None  # AdamW moments (and the loss scale) taken over
+    data_position: bool | None = None    # the data order carried on (same data and batch settings)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -579,6 +597,15 @@ class RunDir:
             return None
         match = _STEP_DIR.fullmatch(Path(target).name)
         return int(match.group(1)) if match and pointer.is_dir() else None
+
+    def checkpoint_steps(self) -> list[int]:
+        """The steps of the checkpoints kept (`checkpoints/step-<N>` folders), oldest first."""
+        try:
+            entries = list(os.scandir(self.checkpoints_dir))
+        except OSError:
+            return []
+        return sorted(int(m.group(1)) for e in entries
+                      if (m := _STEP_DIR.fullmatch(e.name)) and e.is_dir(follow_symlinks=False))
 
     def export_path(self, which: str, step: int, fmt: str) -> Path:
         """Where the `fmt` export of `which` (at `step`) goes: `export/<which>-step-<N>-<fmt>/`."""
@@ -915,7 +942,6 @@ def current_records(records: Iterable[MetricRecord]) -> list[MetricRecord]:
 # ---- run ids --------------------------------------------------------------------------------
 
 _PRECISION_TAGS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
-_FINAL_SUFFIX = re.compile(r"(?:_ppl[0-9.]+)?(?:_tps[0-9]+)?$")
 
 
 def _slug(text: Any) -> str:
@@ -943,18 +969,20 @@ def _format_ppl(value: float) -> str:
     return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 1000 else f"{value:.0f}"
 
 
-def final_run_id(run_id: str, val_ppl: float | None, tokens_per_s: float | None) -> str:
-    """`run_id` + '_ppl12.3_tps850' (a part is left out when its value is missing or not finite).
-
-    An id that already carries such a suffix has it replaced, so finalizing twice is harmless.
-    """
-    base = _FINAL_SUFFIX.sub("", run_id) or run_id
-    parts = [base]
-    if val_ppl is not None and math.isfinite(val_ppl) and val_ppl >= 0:
-        parts.append(f"ppl{_format_ppl(float(val_ppl))}")
-    if tokens_per_s is not None and math.isfinite(tokens_per_s) and tokens_per_s >= 0:
-        parts.append(f"tps{round(tokens_per_s)}")
-    return "_".join(parts)
+def display_name(run_id: str, final: FinalFigures | None) -> str:
+    """What a run is shown as: its id, which never changes, followed by what came out when it
+    ended, e.g. '20261129-101500_tiny-demo_lora-r8_fp32_dp1 · ppl 12.3 · 850 tok/s' (a part is
+    left out when its figure is missing or not finite; no results: the id alone)."""
+    parts = [run_id]
+    ppl = final.best_val_ppl if final else None
+    if ppl is not None and math.isfinite(ppl) and ppl >= 0:
+        parts.append(f"ppl {_format_ppl(float(ppl))}")
+    if final and final.exact_match is not None and math.isfinite(final.exact_match):
+        parts.append(f"EM {100 * final.exact_match:.1f}%")
+    tps = final.tokens_per_s if final else None
+    if tps is not None and math.isfinite(tps) and tps >= 0:
+        parts.append(f"{round(tps)} tok/s")
+    return " · ".join(parts)
 
 
 def next_free_run_id(runs_dir: str | os.PathLike, run_id: str) -> str:
@@ -964,28 +992,6 @@ def next_free_run_id(runs_dir: str | os.PathLike, run_id: str) -> str:
         n += 1
         candidate = f"{run_id}-{n}"
     return candidate
-
-
-def finalize_name(run_dir: RunDir | str | os.PathLike, val_ppl: float | None,
-                  tokens_per_s: float | None) -> RunDir:
-    """Rename the run folder to its final id and leave a relative symlink at the old name.
-
-    Anyone holding the old path (a console, a shell, a worker's MINDTUNE_RUN_DIR) still reaches
-    the run through the link. status.json's `run_id` is updated.
-    """
-    real = Path(os.path.realpath(os.fspath(run_dir)))
-    if not RunDir(real).exists():
-        raise RunDirError(f"{real}: not a run directory (no status.json)")
-    wanted = final_run_id(real.name, val_ppl, tokens_per_s)
-    if wanted == real.name:
-        return RunDir(real)
-    target = real.parent / next_free_run_id(real.parent, wanted)
-    os.rename(real, target)
-    os.symlink(target.name, real)  # relative: survives moving the whole runs folder
-    fsync_dir(real.parent)
-    run = RunDir(target)
-    run.write_status(run_id=target.name)
-    return run
 
 
 # ---- listing ----------------------------------------------------------------------------------

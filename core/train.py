@@ -34,6 +34,7 @@ from core import checkpoint as ckpt
 from core import launcher, ranks
 from core.checkpoint import CheckpointError, load_hf_model
 from core.config import Config, ConfigError, EarlyStoppingSettings, describe_fields, load_config
+from core.config import Problem as ConfigProblem
 from core.data import DataError, BatchIterator, eval_batches, load_splits, packed_length, padded_length
 from core.fused import enable as enable_fused_kernels
 from core.generate import SamplingSettings, generate, use_device
@@ -41,8 +42,8 @@ from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_traina
 from core.model import share_layer_graphs
 from core.model_args import check_run_settings
 from core.rundir import (TERMINAL_STATES, BaselineEvent, BestSoFar, ControlEvent, ControlPoller, EndEvent, EvalRecord,
-                         EventRecord, FinalFigures, MetricRecord, ResumeEvent, RunDir, SetupEvent, TrainRecord,
-                         ValidationFigures, finalize_name)
+                         EventRecord, FinalFigures, ForkEvent, MetricRecord, ResumeEvent, RunDir, SetupEvent,
+                         TrainRecord, ValidationFigures)
 from core.tokenizer import Tokenizer, TokenizerError
 from core.train_step import (EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state,
                              step_inputs)
@@ -396,10 +397,7 @@ class Trainer:
         scaler_state = {k: v for k, v in opt_state.items() if k.startswith("loss_scale.")}
         ckpt.set_parameters(opt_params, {k: v for k, v in opt_state.items() if not k.startswith("loss_scale.")},
                             f"{path} (optimizer)")
-        if self.loss_scaler is not None and "loss_scale.scale_value" in scaler_state:
-            self.loss_scaler.scale_value.set_data(Tensor(scaler_state["loss_scale.scale_value"], ms.float32))
-            if "loss_scale.counter" in scaler_state:
-                self.loss_scaler.counter.set_data(Tensor(scaler_state["loss_scale.counter"], ms.int32))
+        self._restore_loss_scale(scaler_state)
         self.state = LoopState.from_dict({**trainer_state["loop"], "control_seq": self.state.control_seq})
         self.batches.load_state(trainer_state["data_position"])
         ms.set_rng_state(Tensor(np.asarray(trainer_state["rng_state"], dtype=np.uint8)))
@@ -409,6 +407,69 @@ class Trainer:
                 "lora.dropout > 0: weights, optimizer, schedule, loss scale and data position are "
                 "restored exactly, but MindSpore's dropout kernel keeps its random state inside the "
                 "compiled graph, so the dropout masks after resume differ from an uninterrupted run")))
+
+    # Settings that must be equal for a fork to continue its parent's data order (else it starts
+    # the new data from the beginning).
+    FORK_DATA_KEYS = ("data", "train.micro_batch_size", "train.grad_accum_steps", "parallel.data_parallel",
+                      "run.seed")
+
+    def fork(self, path: str) -> None:
+        """Start this new run from another run's checkpoint (`run.fork_from`): its trainable weights,
+        its optimizer state and loss scale (the same parameters, so AdamW's moments still fit; the
+        schedule is this run's, at the checkpoint's step), and its data position when the data and
+        batch settings are the parent's. Steps continue from the checkpoint's, so the new run's
+        curves continue the parent's. Best and patience start afresh."""
+        weights, opt_state, trainer_state = ckpt.load_train_checkpoint(path)
+        if trainer_state.get("method") != self.cfg.method:
+            raise CheckpointError(f"{path}: a {trainer_state.get('method')} checkpoint cannot start a "
+                                  f"{self.cfg.method} run; a fork keeps the method of its parent")
+        base = (trainer_state.get("base_model") or {}).get("sha256")
+        if base and base != self.base_sha256():
+            raise CheckpointError(f"{path}: trained on another base model than {self.cfg.model.path}; "
+                                  "a fork keeps the base model of its parent")
+        try:
+            ckpt.set_parameters(self.trainable, weights, f"{path} (weights)")
+        except CheckpointError as err:
+            raise CheckpointError(f"{err} A fork keeps the trainable parameters of its parent "
+                                  "(for LoRA: lora.rank and lora.target_modules).") from None
+        step = int(trainer_state["step"])
+        if step >= self.total_steps:
+            raise ConfigError([ConfigProblem("train.max_steps", self.total_steps,
+                                             f"must be more than the checkpoint's step {step}: a fork continues "
+                                             "counting from there (give the total, e.g. "
+                                             f"{step + max(step // 2, 1)})")])
+        opt_params = optimizer_state(self.optimizer)
+        moments = {k: v for k, v in opt_state.items() if not k.startswith("loss_scale.")}
+        optimizer = set(moments) == set(opt_params)
+        if optimizer:
+            ckpt.set_parameters(opt_params, moments, f"{path} (optimizer)")
+            self._restore_loss_scale(opt_state)
+        parent_cfg = trainer_state.get("config") or {}
+        mine = self.cfg.to_dict()
+        same_data = all(_setting(parent_cfg, k) == _setting(mine, k) for k in self.FORK_DATA_KEYS)
+        if same_data:
+            try:
+                self.batches.load_state(trainer_state["data_position"])
+            except (KeyError, ValueError):
+                same_data = False
+        loop = trainer_state.get("loop") or {}
+        self.state.step = step
+        self.state.tokens_seen = int(loop.get("tokens_seen") or 0)
+        self.state.loss_ema, self.state.val_loss_ema = loop.get("loss_ema"), loop.get("val_loss_ema")
+        if "rng_state" in trainer_state:
+            ms.set_rng_state(Tensor(np.asarray(trainer_state["rng_state"], dtype=np.uint8)))
+        parent = Path(path).resolve().parent.parent
+        self.status(parent_run=parent.name, parent_step=step, step=step)
+        took = ["weights"] + (["optimizer state"] if optimizer else []) + (["data position"] if same_data else [])
+        self.event(ForkEvent(message=f"forked from {parent.name} at step {step} ({', '.join(took)})",
+                             source=str(path), parent_run=parent.name, parent_step=step,
+                             optimizer_state=optimizer, data_position=same_data))
+
+    def _restore_loss_scale(self, opt_state: dict) -> None:
+        if self.loss_scaler is not None and "loss_scale.scale_value" in opt_state:
+            self.loss_scaler.scale_value.set_data(Tensor(opt_state["loss_scale.scale_value"], ms.float32))
+            if "loss_scale.counter" in opt_state:
+                self.loss_scaler.counter.set_data(Tensor(opt_state["loss_scale.counter"], ms.int32))
 
     # ---- the loop -------------------------------------------------------------------------
     def train_one_step(self) -> dict:
@@ -534,12 +595,17 @@ class Trainer:
         if resume:
             self.restore(resume)
         else:
-            base = self.evaluate()
+            if self.cfg.run.fork_from:
+                self.fork(self.cfg.run.fork_from)
+            base = self.evaluate()  # the model this run starts from (the fork point's, for a fork)
             self.emit(EvalRecord(**base.values(), base=True))
-            base_em = self.exact_match()
+            # a fork's adapters are not zero, so merging them for generation would not be exact
+            # (core.lora.lora_merged); its starting exact match is the parent's concern
+            base_em = None if self.cfg.run.fork_from else self.exact_match()
             self.base_exact_match = base_em
+            start = "fork point" if self.cfg.run.fork_from else "base model"
             self.event(BaselineEvent(
-                message=f"base model: val_loss {base.val_loss:.4f}, val_ppl {base.val_ppl:.3f}"
+                message=f"{start}: val_loss {base.val_loss:.4f}, val_ppl {base.val_ppl:.3f}"
                 + (f", exact match {base_em:.3f}" if base_em is not None else ""),
                 **base.values(), exact_match=base_em))
         state, reason = self.loop()
@@ -571,9 +637,9 @@ class Trainer:
             if state == "stopped":
                 reason = f"{reason}; {note['note']}"
             self.event(EndEvent(message=f"{state}: {reason}", **final.values()))
+            # the step the newest checkpoint holds (status.step is otherwise written every log_every steps)
             self.run.write_status(state=state, reason=reason, ended_at=time.time(), final=final,
-                                  resumable_checkpoint=note["resumable_checkpoint"])
-            self.run = finalize_name(self.run, final.best_val_ppl, final.tokens_per_s)
+                                  step=self.state.step, resumable_checkpoint=note["resumable_checkpoint"])
             print(f"run directory: {self.run.path}", flush=True)
 
     def best_exact_match(self) -> float | None:
@@ -635,6 +701,13 @@ def run_worker(run_dir: str) -> int:
 
 
 OOM_ADVICE = launcher.OOM_ADVICE
+
+
+def _setting(config: dict, key: str):
+    """A config dict's section ('data') or dotted field ('train.micro_batch_size')."""
+    section, _, name = key.partition(".")
+    value = config.get(section)
+    return value.get(name) if name and isinstance(value, dict) else value
 
 
 def failure_kind_of(exc: BaseException) -> str:
@@ -720,6 +793,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    warning = memory_warning(config)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
     run = launcher.create_run(config)
     if config.parallel.data_parallel > 1:
         print(f"run directory: {run.path}", flush=True)
@@ -727,6 +803,28 @@ def main(argv: list[str] | None = None) -> int:
     with _TeeToLog(run.log_path, ["python", "-m", "core.train", *(argv if argv is not None else sys.argv[1:])]):
         print(f"run directory: {run.path}", flush=True)
         return run_worker(str(run.path))
+
+
+def memory_warning(config: Config) -> str | None:
+    """What to tell a shell user whose run is estimated not to fit this machine's memory (the
+    console refuses such a run unless confirmed; here it only warns), or None. The estimate pads
+    every batch to data.max_seq_len, the most a batch can take."""
+    from core import memory
+    from core.model_args import read_model_args
+
+    try:
+        estimate = memory.estimate_memory(config, read_model_args(config.model.path), config.data.max_seq_len,
+                                          device_memory_mb=memory.device_memory_mb(config.parallel.device))
+    except (CheckpointError, ConfigError, ValueError, TypeError, OSError):
+        return None
+    if estimate.fits or estimate.device_memory_mb is None:
+        return None
+    workers = config.parallel.data_parallel
+    need = f"{estimate.total_mb:,.0f} MB per worker" + (f" x {workers} workers" if workers > 1 else "")
+    return (f"the memory estimate ({need}) is more than this machine's {estimate.device_memory_mb:,.0f} MB, "
+            "so the run may fail out of memory; lower train.micro_batch_size (raising train.grad_accum_steps "
+            "keeps the global batch) or data.max_seq_len, set recompute.policy=full, or use method=lora "
+            "(python -m core.dry_run --config ... measures it in two steps)")
 
 
 class _TeeToLog:

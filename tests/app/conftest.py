@@ -55,8 +55,11 @@ class FakeLauncher:
         self.created.append(run)
         return run
 
-    def launch(self, run):
+    envs: dict[str, dict] = field(default_factory=dict)
+
+    def launch(self, run, env=None):
         self.launched.append(RunDir(run.path if isinstance(run, RunDir) else run))
+        self.envs[RunDir(run.path).run_id] = dict(env or {})
         RunDir(run.path).write_status(state="starting")
         return None
 

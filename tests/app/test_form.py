@@ -67,3 +67,17 @@ def test_integer_fields_accept_whole_floats_from_number_widgets():
     config, _ = form.to_config(values(train__micro_batch_size=4.0), "r")
     assert config.train.micro_batch_size == 4 and isinstance(config.train.micro_batch_size, int)
     assert config.run.runs_dir == "r"
+
+
+def test_field_errors_read_as_the_form_shows_the_fields():
+    """Issue 20 bug 9: "(got null)" for an empty field, and "train.length: train.max_steps: ..."
+    (a second dotted key inside a widget's error)."""
+    _, errors = form.to_config(values(train__learning_rate=None), "runs")
+    assert errors["train.learning_rate"] == "must be a number in (0, 1] (the field is empty)"
+    _, errors = form.to_config(values(**{"train.length_unit": "steps", "train.length": -3}), "runs")
+    assert errors["train.length"] == "steps must be an integer > 0 (got -3)"
+    _, errors = form.to_config(values(**{"train.length_unit": "epochs", "train.length": -1}), "runs")
+    assert errors["train.length"] == "epochs must be a number > 0 (got -1)"
+    _, errors = form.to_config(values(**{"train.length_unit": "steps", "train.length": None}), "runs")
+    assert errors["train.length"] == "give the number of steps or epochs (the field is empty)"
+    assert not any("null" in e or "train.max_steps" in e for e in errors.values())

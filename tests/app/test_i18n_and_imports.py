@@ -61,3 +61,34 @@ def test_the_queue_polls_gently_when_idle(console):
     assert demo._queue.sleep_when_free == 0.001  # Gradio's own: a wake-up every millisecond
     relax_queue_polling(demo)
     assert (demo._queue.sleep_when_free, demo._queue.progress_update_sleep_when_free) == (0.02, 0.1)
+
+
+# Symbols the console may write besides ASCII and CJK: each is in DejaVu Sans (which Debian's
+# chromium pulls in) or Noto Sans CJK (scripts/install_browser.sh), so it never draws as an empty box.
+DRAWABLE_SYMBOLS = set("⚠·…—–Δ×→←✓✗⬇“”‘’−≤≥±°µ")
+
+
+def _cjk(char: str) -> bool:
+    code = ord(char)
+    return 0x4E00 <= code <= 0x9FFF or 0x3000 <= code <= 0x303F or 0xFF00 <= code <= 0xFFEF
+
+
+def test_every_symbol_the_console_writes_has_a_glyph():
+    """Issue 20 bug 9: ⏳ and ❌ rendered as empty boxes on a machine without an emoji font."""
+    app_dir = REPO_ROOT / "app"
+    sources = {p.name: p.read_text(encoding="utf-8") for p in sorted(app_dir.glob("*.py")) + sorted(app_dir.glob("*.js"))}
+    sources["i18n.TEXTS"] = "".join(en + zh for en, zh in TEXTS.values())
+    odd = {f"{name}: {char!r}" for name, source in sources.items() for char in source
+           if ord(char) > 127 and not _cjk(char) and char not in DRAWABLE_SYMBOLS}
+    assert not odd, sorted(odd)
+
+
+def test_the_allowed_symbols_are_in_an_installed_font_when_fontconfig_is_here():
+    import shutil
+
+    if shutil.which("fc-list") is None:
+        pytest.skip("no fontconfig on this machine")
+    missing = [c for c in sorted(DRAWABLE_SYMBOLS)
+               if not subprocess.run(["fc-list", f":charset={ord(c):x}", "family"], capture_output=True,
+                                     text=True, timeout=30).stdout.strip()]
+    assert not missing, missing

@@ -21,7 +21,8 @@ def test_same_config_twice_quickly_is_one_run(console, fake_launcher):
     assert first.started and not second.started and first.run_id == second.run_id
     assert len(fake_launcher.launched) == 1
     other = console.jobs.start(config.with_updates({"train.learning_rate": 0.001}))
-    assert other.started and other.run_id != first.run_id and len(fake_launcher.launched) == 2
+    assert other.started and other.run_id != first.run_id and other.queued  # the CPU is busy: it waits
+    assert len(fake_launcher.launched) == 1 and RunDir(console.runs_dir / other.run_id).read_status().state == "queued"
 
 
 def test_a_repeat_after_the_window_is_a_new_run(tmp_path, fake_launcher):
@@ -29,7 +30,7 @@ def test_a_repeat_after_the_window_is_a_new_run(tmp_path, fake_launcher):
                       reconcile=fake_launcher.reconcile, dedupe_window_s=0.0)
     config = Config().with_updates({"run.runs_dir": str(tmp_path / "runs")})
     assert jobs.start(config).started and jobs.start(config).started
-    assert len(fake_launcher.launched) == 2
+    assert len(fake_launcher.created) == 2 and len(fake_launcher.launched) == 1  # the second is queued
 
 
 def test_concurrent_starts_launch_once(console, fake_launcher):

@@ -145,3 +145,25 @@ def test_a_step_logged_again_replaces_its_points(run):
     charts.update()
     loss = charts.frames["loss"]
     assert list(zip(loss.step, loss.series, loss.value)) == [(1, "loss", 3.0), (1, "loss EMA", 3.1), (2, "loss", 2.0)]
+
+
+def test_a_forks_charts_continue_its_parents_curve(tmp_path):
+    """Issue 20 item 14: a fork from step 4 of a run draws the parent's points up to step 4 (grey,
+    dashed, '(parent)') and its own from there; the parent's later points and other users' runs
+    stay out."""
+    parent = RunDir.create(tmp_path / "runs", "parent", "method: lora\n")
+    parent.append_metrics([train(s, 5.0 - s / 2) for s in (1, 2, 3, 4, 5, 6)] + [evaluation(4, 2.0, 2.0)])
+    fork = RunDir.create(tmp_path / "runs", "fork", "method: lora\n")
+    fork.write_status(parent_run="parent", parent_step=4)
+    fork.append_metrics([evaluation(4, 2.0, 2.0, base=True), train(5, 2.4), train(6, 2.3)])
+    charts = RunCharts(fork.path)
+    charts.update()
+    loss = charts.frames["loss"]
+    assert list(loss[loss.series == "loss (parent)"]["step"]) == [1, 2, 3, 4]
+    assert list(loss[loss.series == "loss"]["step"]) == [5, 6] and charts.parent == ("parent", 4)
+    assert charts.last_train.step == 6 and charts.progress.train_lines == 2  # ETA from its own steps only
+    from app.svg_chart import PARENT_COLOR, line_chart
+    svg = line_chart(loss, "loss")
+    assert f'stroke="{PARENT_COLOR}" stroke-dasharray' in svg
+    fork.write_status(owner="mallory")  # another user's parent is not drawn
+    assert RunCharts(fork.path).parent is None

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from core.config import Config
-from core.rundir import RunDir, Status, finalize_name
+from core.rundir import RunDir, Status
 
 from app import monitor_callbacks as cb
 from app.run_status import failure_kind
@@ -66,17 +66,67 @@ def test_default_selection_prefers_a_running_run(console):
     assert cb.tick(cb.MonitorSession(), None, console).run_id == "20261129-090000_a_lora-r8_fp32_dp1"
 
 
-def test_a_run_renamed_at_its_end_is_followed_without_rereading(console):
+def rename_like_older_versions(run: RunDir, suffix: str) -> RunDir:
+    """Until issue 20 a run's folder was renamed when it ended (results appended), leaving a
+    relative symlink at the old name; such runs are still on users' disks."""
+    target = run.path.parent / (run.run_id + suffix)
+    os.rename(run.path, target)
+    os.symlink(target.name, run.path)
+    renamed = RunDir(target)
+    renamed.write_status(run_id=target.name)
+    return renamed
+
+
+def test_a_run_renamed_by_an_older_version_is_followed_without_rereading(console):
     run = make_run(console)
     run.append_metrics(train(1, 3.0))
     session = cb.MonitorSession()
     cb.tick(session, run.run_id, console)
     charts = session.charts
     run.write_status(state="finished")
-    renamed = finalize_name(run, 12.3, 850)
+    renamed = rename_like_older_versions(run, "_ppl12.3_tps850")
     result = cb.tick(session, run.run_id, console)
     assert result.run_id == renamed.run_id and session.charts is charts
     assert result.run_choices == [renamed.run_id]
+
+
+def test_a_run_with_no_points_yet_replaces_every_chart_of_the_previous_run(console):
+    """Issue 20 bug 1: after run A, run B (no points yet) sent no chart, so A's curves stayed
+    under B's badge for 6-10 s. Now switching runs sends every chart, empty ones included, and each
+    names the run it draws."""
+    a = make_run(console, "20261129-090000_a_lora-r8_fp32_dp1", state="running")
+    a.append_metrics([train(1, 3.0), train(2, 2.0), evaluation(2, 1.9, 6.7)])
+    session = cb.MonitorSession()
+    first = cb.tick(session, a.run_id, console)
+    assert set(first.charts) == set(cb.Y_TITLES) and points(first.charts["loss"])["loss"] == {1: "3", 2: "2"}
+    assert all(f'data-run="{a.run_id}"' in svg for svg in first.charts.values())
+    a.write_status(state="finished")
+    b = make_run(console, "20261129-100000_b_lora-r8_fp32_dp1", state="starting")
+    switched = cb.tick(session, b.run_id, console)
+    assert switched.run_id == b.run_id and set(switched.charts) == set(cb.Y_TITLES)
+    for name, svg in switched.charts.items():
+        assert f'data-run="{b.run_id}"' in svg and 'data-points="0"' in svg, name
+    assert cb.tick(session, b.run_id, console).charts == {}  # then only what changes, as before
+
+
+def test_perplexity_is_on_a_log_axis_by_default(console):
+    """Issue 20 bug 7: a base perplexity of 38,812 flattened every later point to 0 on a linear
+    axis (the trained points 3.5 and 2.1 end up 0.007 px apart); on the default log axis they are
+    ~9 px apart, and so are visibly a curve (0.22 of the 5 decades the axis spans)."""
+    import re
+
+    run = make_run(console)
+    run.append_metrics([evaluation(0, 10.57, 38812.0), evaluation(10, 1.25, 3.5), evaluation(20, 0.74, 2.1)])
+
+    def spread(svg: str) -> float:  # pixels between the trained points' dots (val ppl series)
+        group = re.search(r'data-series="val ppl".*?</g></g>', svg, re.S).group(0)
+        ys = [float(y) for y in re.findall(r'd="M[\d.]+,([\d.]+)a', group)]
+        return max(ys[1:]) - min(ys[1:])
+
+    default = cb.tick(cb.MonitorSession(), run.run_id, console).charts["val_ppl"]
+    linear = cb.tick(cb.MonitorSession(), run.run_id, console, ppl_log_scale=False).charts["val_ppl"]
+    assert "perplexity (log)" in default and "perplexity (log)" not in linear
+    assert spread(linear) < 0.1 and spread(default) > 8.0
 
 
 def test_log_scale_shows_log10_of_the_loss(console):
@@ -204,7 +254,9 @@ def test_the_feed_sends_each_slot_once_and_new_points_only(console):
     full = poll(pages, console, run=run.run_id, full=True)  # a page whose slots Gradio re-rendered
     assert set(first["slots"]) <= set(full["slots"]) and "loss_scale" in full["slots"]
     log_scale = poll(pages, console, run=run.run_id, log_scale=True)
-    assert set(log_scale["slots"]) == {"loss"} and "loss (log)" in log_scale["slots"]["loss"]
+    assert set(log_scale["slots"]) == {"loss", "val_loss"} and "loss (log)" in log_scale["slots"]["loss"]
+    linear_ppl = poll(pages, console, run=run.run_id, log_scale=True, ppl_log_scale=False)
+    assert set(linear_ppl["slots"]) == {"val_ppl"} and "perplexity (log)" not in linear_ppl["slots"]["val_ppl"]
 
 
 def test_the_feed_moves_the_controls_counter_when_the_controls_change(console):

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import os
+import re
 
-from core.rundir import FinalFigures, finalize_name
+import time
+
+from core.rundir import Attempt, FinalFigures
 
 from app import runs_callbacks as cb
 
 from tests.app.test_metrics import evaluation, train
-from tests.app.test_monitor_callbacks import make_run
+from tests.app.test_monitor_callbacks import make_run, rename_like_older_versions
 
 
 def test_table_lists_every_run_with_its_figures(console):
@@ -66,7 +69,7 @@ def test_overlay_has_one_series_per_run(console):
     b.append_metrics(evaluation(10, 2.5, 2.5))
     cache = cb.OverlayCache()
     frame = cache.frame(console, [a.run_id, b.run_id], "val loss")
-    assert frame.groupby("run").size().to_dict() == {a.run_id: 2, b.run_id: 1}
+    assert frame.groupby("run_id").size().to_dict() == {a.run_id: 2, b.run_id: 1}
     b.append_metrics(evaluation(20, 2.2, 2.2))
     assert len(cache.frame(console, [a.run_id, b.run_id], "val loss")) == 4
 
@@ -78,10 +81,10 @@ def test_delete_refuses_a_running_run(console):
     assert "stop it" in cb.delete(console, [run.run_id]) and run.path.is_dir()
 
 
-def test_delete_removes_a_finished_run_and_its_old_name(console):
+def test_delete_removes_a_finished_run_and_the_link_an_older_version_left(console):
     run = make_run(console)
     run.write_status(state="finished")
-    renamed = finalize_name(run, 10.0, 100)
+    renamed = rename_like_older_versions(run, "_ppl10.0_tps100")
     ok, question = cb.delete_check(console, [renamed.run_id])
     assert ok and "cannot be undone" in question
     assert "deleted" in cb.delete(console, [renamed.run_id])
@@ -91,3 +94,64 @@ def test_delete_removes_a_finished_run_and_its_old_name(console):
 def test_resume_needs_exactly_one_run(console):
     assert cb.resume(console, [])[0] is None
     assert "exactly one" in cb.resume(console, ["a", "b"])[1]
+
+
+def test_lora_settings_of_a_full_run_are_not_a_difference(console):
+    """Issue 20 bug 9: the config diff flagged lora.* as differing for a full run."""
+    lora = make_run(console, "20261129-000001_a_lora-r8_fp32_dp1", **{"lora.rank": 8})
+    full = make_run(console, "20261129-000002_b_full_fp32_dp1", method="full", **{"lora.rank": 16})
+    columns, rows, differing = cb.config_diff(console, [lora.run_id, full.run_id])
+    flagged = {rows[i][0] for i in differing}
+    assert flagged == {"method"}, flagged
+    by_key = {r[0]: r[1:] for r in rows}
+    assert by_key["lora.rank"] == [8, "n/a"] and by_key["train.learning_rate"][0] == by_key["train.learning_rate"][1]
+    other_lora = make_run(console, "20261129-000003_c_lora-r16_fp32_dp1", **{"lora.rank": 16})
+    _, rows, differing = cb.config_diff(console, [lora.run_id, full.run_id, other_lora.run_id])
+    assert {rows[i][0] for i in differing} == {"method", "lora.rank"}  # the two LoRA runs disagree
+
+
+def test_overlay_legend_names_runs_by_what_sets_them_apart(console):
+    """Issue 20 bug 8: short labels (the distinguishing settings), the full id on hover."""
+    a = make_run(console, "20261129-000001_demo-lora_tiny-demo_lora-r8_fp32_dp1", **{"lora.rank": 8})
+    b = make_run(console, "20261129-000002_demo-lora_tiny-demo_lora-r16_fp32_dp1",
+                 **{"lora.rank": 16, "train.learning_rate": 0.0001})
+    c = make_run(console, "20261129-000003_demo-lora_tiny-demo_lora-r8_fp32_dp1", **{"lora.rank": 8})
+    labels = cb.short_labels(console, [a.run_id, b.run_id, c.run_id])
+    assert labels[b.run_id] == "rank 16 · lr 0.0001"
+    assert labels[a.run_id] == "rank 8 · lr 0.002 #1" and labels[c.run_id] == "rank 8 · lr 0.002 #2"
+    for run in (a, b, c):
+        run.append_metrics([evaluation(10, 2.0, 2.0)])
+    svg = cb.overlay_svg(cb.OverlayCache().frame(console, [a.run_id, b.run_id, c.run_id], "val ppl"), "val ppl")
+    for run in (a, b, c):
+        assert f'data-series="{labels[run.run_id]}"><title>{run.run_id}</title>' in svg
+    assert "val ppl (log)" in svg  # perplexity overlays default to a log axis (bug 7)
+    assert "val ppl (log)" not in cb.overlay_svg(cb.OverlayCache().frame(console, [a.run_id], "val ppl"),
+                                                 "val ppl", log_y=False)
+
+
+def test_the_runs_duration_counts_every_attempt(console):
+    """Issue 20 bug 9: the Runs tab's duration counted only the last attempt of a resumed run."""
+    run = make_run(console)
+    now = time.time()
+    run.write_status(state="finished", started_at=now - 60, ended_at=now,
+                     history=[Attempt(state="stopped", started_at=now - 500, ended_at=now - 380)])
+    row = dict(zip(cb.TABLE_HEADERS, cb.table_row(next(s for s in console.jobs.runs()))))
+    assert row["duration"] == "3m 00s"
+
+
+def test_comparison_puts_result_deltas_beside_the_changed_settings(console):
+    """Issue 20 item 13: ΔPPL, Δexact match, Δtokens/s and Δpeak memory beside what changed, against
+    the run the other was made from."""
+    parent = make_run(console, "20261129-000001_a_lora-r8_fp32_dp1", **{"lora.rank": 8})
+    parent.write_status(state="finished", final=FinalFigures(best_val_ppl=3.2, exact_match=0.30,
+                                                             tokens_per_s=2000.0, peak_mem_mb=800.0))
+    child = make_run(console, "20261129-000002_b_lora-r16_fp32_dp1", **{"lora.rank": 16})
+    child.write_status(state="finished", parent_run=parent.run_id,
+                       final=FinalFigures(best_val_ppl=2.88, exact_match=0.375, tokens_per_s=1800.0, peak_mem_mb=820.0))
+    (delta,) = cb.result_deltas(console, [child.run_id, parent.run_id])
+    assert delta.reference == parent.run_id and [c.text() for c in delta.changes] == ["lora.rank 8 → 16"]
+    html = cb.config_diff_html(console, [child.run_id, parent.run_id])
+    assert "lora.rank 8 → 16" in html
+    cells = dict(re.findall(r'data-figure="(\w+)">([^<]+)<', html))
+    assert cells == {"val_ppl": "-0.32 (-10.0%)", "exact_match": "+7.5 pts", "tokens_per_s": "-200 (-10.0%)",
+                     "peak_mem_mb": "+20 (+2.5%)"}

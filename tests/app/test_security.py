@@ -232,10 +232,10 @@ def test_the_feed_shows_another_users_run_to_no_one(multi):
 def test_events_list_stop_delete_only_own_runs(multi):
     alice_run, bob_run = multi.runs["alice"].run_id, multi.runs["bob"].run_id
     bob = Client(multi, "bob")
-    table, select, _ = bob.event("runs-refresh", [None, [], "val ppl", False])
+    table, select, _, _ = bob.event("runs-refresh", [None, [], "val ppl", False, False])
     assert [row[0] for row in table["data"]] == [bob_run]
     assert [c[0] for c in select["choices"]] == [bob_run]
-    carol_table = Client(multi, "carol").event("runs-refresh", [None, [], "val ppl", False])[0]
+    carol_table = Client(multi, "carol").event("runs-refresh", [None, [], "val ppl", False, False])[0]
     assert {row[0] for row in carol_table["data"]} == {r.run_id for r in multi.runs.values()}
     # stop / resume / delete / download of alice's run, as bob: refused as if it did not exist
     (message,) = bob.event("stop-now-button", [alice_run])
@@ -244,7 +244,7 @@ def test_events_list_stop_delete_only_own_runs(multi):
     for button in ("resume-button", "delete-button", "runs-open"):
         refused = bob.event(button, [[alice_run]])
         assert refused == f"Value: {alice_run!r} (type: <class 'str'>) is not in the list of choices: []", refused
-    _, note = bob.event("download-adapter", [alice_run, "en"])
+    _, note, _ = bob.event("download-adapter", [alice_run, "en"])
     assert f"no run {alice_run}" in note
     status = multi.runs["alice"].read_status()
     assert status.state == "finished" and multi.runs["alice"].path.is_dir()

@@ -42,7 +42,8 @@ def test_long_series_are_thinned_but_keep_the_newest_point():
     svg = line_chart(frame(np.arange(1, n + 1), np.linspace(5, 1, n), "loss"), "loss")
     drawn = points(svg)["loss"]
     assert len(drawn) <= MAX_DRAWN_POINTS + 1 and n in drawn and 'data-points="5000"' in svg
-    assert "<title>" not in svg and n > MARKERS_UP_TO  # invisible symbols only: a light page
+    symbols = svg[svg.index('class="mark-symbol'):]
+    assert "<title>" not in symbols and n > MARKERS_UP_TO  # invisible symbols only: a light page
 
 
 def test_best_series_is_dashed_and_caption_shown():
@@ -66,3 +67,22 @@ def test_number_format():
 def test_labels_are_escaped():
     svg = line_chart(frame([1], [1.0], "<b>x</b>"), "a<b")
     assert "<b>" not in svg and "&lt;b&gt;x&lt;/b&gt;" in svg
+
+
+def test_a_legend_of_long_names_wraps_and_keeps_each_name_on_hover():
+    """Issue 20 bug 8: the overlay legend showed only the first run, the others pushed out of the
+    chart by long run ids. Every item now lies inside the chart (rows wrap), names over 34
+    characters are cut with an ellipsis, and each item's tooltip holds the whole name."""
+    import re
+
+    names = [f"20261201-10{i}000_demo-lora_tiny-demo_lora-r{8 * i}_fp32_dp1" for i in range(1, 5)]
+    data = pd.concat([frame([1, 2], [3.0 - i, 2.0 - i / 10], name) for i, name in enumerate(names)])
+    svg = line_chart(data, "val ppl", color_column="series", legend_titles={n: f"full id {n}" for n in names})
+    items = re.findall(r'<g class="mt-legend-item" data-series="([^"]+)"><title>([^<]+)</title>'
+                       r'<rect x="(\d+)" y="(\d+)"', svg)
+    assert [i[0] for i in items] == names and [i[1] for i in items] == [f"full id {n}" for n in names]
+    width = float(re.search(r'viewBox="0 0 (\d+)', svg).group(1))
+    texts = re.findall(r'class="mt-legend-text" x="(\d+)" y="\d+">([^<]+)</text>', svg)
+    assert all(int(x) + 7 * len(t) <= width + 20 for x, t in texts), texts
+    assert len({y for *_, y in items}) > 1 and all(t.endswith("…") and len(t) <= 34 for _, t in texts)
+    assert set(points(svg)) == set(names)  # every series is still drawn, under its whole name

@@ -201,3 +201,118 @@ def test_an_uploaded_config_may_only_inherit_shipped_configs(console, tmp_path):
     upload.write_text("- not a mapping\n")
     with pytest.raises(ConfigError, match="mapping"):
         cb.load_yaml(upload, console)
+
+
+def test_the_starters_run_name_does_not_follow_into_a_full_run(console):
+    """Issue 20 bug 9: the shipped lora_demo.yaml's run.name "demo-lora" ended up in a full run's id."""
+    (console.settings.configs_dir / cb.STARTER_CONFIG).write_text("run:\n  name: demo-lora\nmethod: lora\n")
+    values = form_values(console, method="full")
+    assert values["run.name"] in ("", None)
+    config = cb.check_form(values, console).config
+    assert "demo-lora" not in launcher.run_id_for(config) and "_full_" in launcher.run_id_for(config)
+
+
+def test_the_trainable_share_reads_as_a_percentage(console):
+    """Issue 20 bug 9: a full run showed "trainable parameters: … (1e+02%)"."""
+    assert [cb.percent(*p) for p in ((3_200_000, 3_200_000), (52, 100), (52, 10_000), (31, 1_000_000))] == \
+        ["100%", "52%", "0.52%", "0.0031%"]
+    config = cb.check_form(form_values(console, method="full"), console).config
+    html = cb.memory_html(config, console)
+    assert "trainable parameters" in html and "(100%)" in html and "e+" not in html
+
+
+def finished_parent(console, **changes):
+    """A finished LoRA run made by the console, with checkpoints at steps 10 and 20."""
+    import os
+
+    from core.rundir import RunDir
+
+    outcome = cb.start(form_values(console, **changes), console)
+    run = RunDir(console.runs_dir / outcome.run_id)
+    for step in (10, 20):
+        (run.checkpoints_dir / f"step-{step}").mkdir()
+    os.symlink("step-20", run.checkpoints_dir / "last")
+    run.write_status(state="running")
+    run.write_status(state="finished")
+    return run
+
+
+def test_new_run_from_this_one_shows_and_records_what_changed(console, fake_launcher):
+    """Issue 20 item 13: the exact config in the form, the values that differ marked while editing,
+    and the launch saying "lora.rank 8 → 16"."""
+    parent = finished_parent(console, lora__rank=8, train__learning_rate=0.0003)
+    values, reference = cb.new_from_run(console, parent.run_id)
+    assert reference.run_id == parent.run_id and not reference.is_fork
+    assert values["lora.rank"] == 8 and values["train.learning_rate"] == 0.0003
+    check = cb.check_form(values, console)
+    assert cb.form_changes(check.config, reference) == []
+    values.update({"lora.rank": 16, "method": "lora"})
+    found = cb.form_changes(cb.check_form(values, console).config, reference)
+    assert [c.text() for c in found] == ["lora.rank 8 → 16"]
+    assert cb.changed_widgets(found) == {"lora.rank": 8}
+    assert "lora.rank 8 → 16" in cb.changes_html(found, reference)
+    outcome = cb.start(values, console, reference=reference)
+    assert outcome.run_id and outcome.run_id != parent.run_id and "lora.rank 8 → 16" in outcome.message
+    status = (console.runs_dir / outcome.run_id / "status.json").read_text()
+    assert f'"parent_run": "{parent.run_id}"' in status and '"parent_step": null' in status
+    # switching LoRA off is one change, not one per lora.* setting as well
+    full = cb.form_changes(cb.check_form({**values, "method": "full"}, console).config, reference)
+    assert [c.key for c in full] == ["method"]
+
+
+def test_a_fork_starts_from_the_checkpoint_and_keeps_what_its_weights_need(console, fake_launcher):
+    """Issue 20 item 14: fork from step-N of a run: the new run's config carries run.fork_from and its
+    status the parent (run, step); what the checkpoint's weights fix cannot change."""
+    parent = finished_parent(console, lora__rank=8, train__length=20, train__warmup_steps=2)
+    values, reference = cb.new_from_run(console, parent.run_id, step=20)
+    assert reference.is_fork and reference.checkpoint == str(parent.checkpoint(20))
+    assert values["train.length"] == 40  # the parent ended at 20: a fork counts on from there
+    assert cb.fork_errors(cb.check_form({**values, "lora.rank": 16}, console).config, reference) == {
+        "lora.rank": f"a fork keeps lora.rank of {parent.run_id} (8): its checkpoint holds weights of that shape"}
+    assert "more than 20" in cb.start({**values, "train.length": 20}, console, reference=reference).errors["train.length"]
+    outcome = cb.start({**values, "train.learning_rate": 0.0001}, console, reference=reference)
+    assert outcome.run_id and "forked from" in outcome.message and "train.learning_rate" in outcome.message
+    from core.config import load_config
+    from core.rundir import RunDir
+    fork = RunDir(console.runs_dir / outcome.run_id)
+    assert load_config(fork.config_path).run.fork_from == str(parent.checkpoint(20))
+    status = fork.read_status()
+    assert (status.parent_run, status.parent_step) == (parent.run_id, 20)
+    with pytest.raises(ConfigError, match="no checkpoint step-15"):
+        cb.new_from_run(console, parent.run_id, step=15)
+
+
+def test_a_run_that_does_not_fit_is_refused_with_what_to_change_unless_confirmed(console, fake_launcher):
+    """Issue 19 "bad input", in the console: the estimate and what to change, or a confirmed start."""
+    huge = form_values(console, train__micro_batch_size=2_000_000, data__max_seq_len=512, method="full")
+    outcome = cb.start(huge, console)
+    assert outcome.run_id is None and outcome.needs_confirmation and fake_launcher.launched == []
+    message = outcome.message
+    assert "more than this machine's" in message and "MB per worker" in message
+    for change in ("method full → lora", "train.micro_batch_size 2000000 → 1000000", "recompute.policy full",
+                   "data.max_seq_len 512 → 256"):
+        assert change in message, change
+    confirmed = cb.start(huge, console, confirmed=True)
+    assert confirmed.run_id and fake_launcher.launched[-1].run_id == confirmed.run_id
+    assert cb.does_not_fit(cb.check_form(form_values(console), console).config, console) is None
+
+
+def test_the_dry_run_reports_the_measured_peak_beside_the_estimate(console):
+    """Issue 20 item 15, the console side (core.dry_run itself: tests/core/test_dry_run.py)."""
+    calls = []
+
+    def runner(argv, **kwargs):
+        calls.append(argv)
+        config = Config.from_dict(__import__("yaml").safe_load(Path(argv[-1]).read_text()))
+        assert config.train.learning_rate == 0.0007  # the form's config, as Start would launch it
+        return types.SimpleNamespace(returncode=0, stderr="", stdout='[step 0] setup\n{"peak_mem_mb": 812.5, "steps": 2, '
+                                     '"step_time_s": [9.1, 0.4], "setup_s": 3.0, "seq_len": 64}\n')
+
+    ticks = []
+    measured, shown = cb.dry_run(form_values(console, train__learning_rate=0.0007), console, runner=runner,
+                                 on_wait=ticks.append)
+    assert calls[0][1:4] == ["-m", "core.dry_run", "--config"] and measured.peak_mem_mb == 812.5
+    assert 'data-mb="812.5"' in shown and "2 training steps" in shown and "estimate" in shown and "% of the measured" in shown
+    failed, shown = cb.dry_run(form_values(console), console, runner=lambda argv, **kw: types.SimpleNamespace(
+        returncode=1, stdout="", stderr="Traceback ...\nerror: lora.target_modules: nope matches nothing\n"))
+    assert failed.error == "lora.target_modules: nope matches nothing" and "dry run failed" in shown

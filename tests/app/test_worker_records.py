@@ -28,7 +28,7 @@ def finished_run(tmp_path_factory) -> RunDir:
     run = launcher.create_run(config)
     run.write_control(early_stopping={"patience": 4})  # before the worker starts: applied at its first poll
     assert run_worker(str(run.path)) == 0
-    return RunDir(list_runs(config.run.runs_dir)[0].path)  # renamed at the end (…_ppl…_tps…)
+    return RunDir(list_runs(config.run.runs_dir)[0].path)
 
 
 def test_every_record_the_worker_writes_is_typed_and_complete(finished_run):

@@ -17,7 +17,7 @@ from core.config import ConfigError, EarlyStoppingSettings
 from core.rundir import (
     TERMINAL_STATES, Attempt, BestSoFar, ControlPoller, ControlRequest, EvalRecord, EventRecord, FinalFigures,
     MetricRecord, MetricsReader, RunDir, RunDirError, Status, TrainRecord, atomic_write_json, can_transition,
-    parse_metric, final_run_id, finalize_name, list_runs, make_run_id,
+    parse_metric, display_name, list_runs, make_run_id,
     next_free_run_id, resolve_inside,
 )
 
@@ -283,13 +283,13 @@ def test_run_ids_sort_by_time():
     assert sorted(ids) == ids
 
 
-def test_final_run_id():
+def test_display_name_shows_the_results_beside_the_stable_id():
     base = "20261129-101500_tiny-demo_lora-r8_fp32_dp1"
-    assert final_run_id(base, 12.3456, 850.4) == base + "_ppl12.3_tps850"
-    assert final_run_id(base, 3.14159, 12000) == base + "_ppl3.14_tps12000"
-    assert final_run_id(base, float("nan"), 850) == base + "_tps850"
-    assert final_run_id(base, None, None) == base
-    assert final_run_id(final_run_id(base, 12.3, 850), 11.0, 900) == base + "_ppl11.0_tps900"
+    final = FinalFigures(best_val_ppl=12.3456, tokens_per_s=850.4, exact_match=0.385)
+    assert display_name(base, final) == base + " · ppl 12.3 · EM 38.5% · 850 tok/s"
+    assert display_name(base, FinalFigures(best_val_ppl=3.14159)) == base + " · ppl 3.14"
+    assert display_name(base, FinalFigures(best_val_ppl=float("nan"), tokens_per_s=12000)) == base + " · 12000 tok/s"
+    assert display_name(base, None) == display_name(base, FinalFigures()) == base
 
 
 def test_next_free_run_id(tmp_path):
@@ -297,24 +297,6 @@ def test_next_free_run_id(tmp_path):
     (tmp_path / "a-2").mkdir()
     assert next_free_run_id(tmp_path, "a") == "a-3"
     assert next_free_run_id(tmp_path, "b") == "b"
-
-
-def test_finalize_name_renames_and_leaves_relative_symlink(run):
-    old = run.path
-    final = finalize_name(run, 12.34, 850)
-    assert final.run_id == old.name + "_ppl12.3_tps850" and final.path.is_dir()
-    assert old.is_symlink() and os.readlink(old) == final.run_id  # relative link
-    assert RunDir(old).read_status().run_id == final.run_id
-    assert (old / "config.yaml").read_text() == CONFIG_YAML
-    again = finalize_name(old, 12.34, 850)  # through the old name: nothing to do
-    assert again.path == final.path.resolve()
-
-
-def test_finalize_name_keeps_links_working_when_runs_folder_moves(tmp_path, run):
-    finalize_name(run, 5.0, 100)
-    moved = tmp_path / "moved"
-    os.rename(run.path.parent, moved)
-    assert RunDir(moved / run.run_id).read_status().state == "queued"
 
 
 # ---- listing -----------------------------------------------------------------------------------
@@ -325,11 +307,11 @@ def test_list_runs_newest_first_skipping_links_and_non_runs(tmp_path):
     newer = RunDir.create(runs, "newer", CONFIG_YAML)
     older.write_status(created_at=1000.0)
     newer.write_status(created_at=2000.0)
-    finalize_name(newer, 10.0, 100)            # leaves a symlink named "newer"
+    os.symlink("newer", runs / "newer-link")   # a link (as older versions left after a rename)
     (runs / "notes").mkdir()                   # no status.json
     (runs / "stray.txt").write_text("x")
     listed = list_runs(runs)
-    assert [s.run_id for s in listed] == ["newer_ppl10.0_tps100", "older"]
+    assert [s.run_id for s in listed] == ["newer", "older"]
     assert all(s.state == "queued" for s in listed)
 
 

@@ -14,7 +14,7 @@ import yaml
 
 from core import fused, launcher
 from core.checkpoint import file_sha256, load_train_checkpoint
-from core.rundir import RunDir
+from core.rundir import RunDir, display_name
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace, write_jsonl
 
@@ -54,8 +54,11 @@ def lora_run(workspace) -> RunDir:
 def test_lora_run_writes_the_run_directory(lora_run, workspace):
     status = lora_run.read_status()
     assert status.state == "finished" and status.reason == "reached 8 steps"
-    assert "_tiny-model_lora-r4_fp32_dp1_ppl" in lora_run.run_id and "_tps" in lora_run.run_id
+    # one stable id (never renamed): the results are in status.final and the display name
+    assert lora_run.run_id.endswith("_tiny-model_lora-r4_fp32_dp1") and status.run_id == lora_run.run_id
+    assert not any(p.is_symlink() for p in lora_run.path.parent.iterdir())
     final = status.final
+    assert " · ppl " in display_name(lora_run.run_id, final) and status.step == final.steps == 8
     assert final.steps == 8 and final.tokens_per_s > 0 and final.peak_mem_mb > 0
     assert 0.0 <= final.exact_match <= 1.0
     train = records(lora_run, "train")
@@ -95,6 +98,34 @@ def test_resume_matches_uninterrupted_run(lora_run, workspace):
         assert abs(tail[step] - full[step]) <= 1e-5, (step, tail[step], full[step])
 
 
+def test_a_fork_continues_from_the_checkpoint_as_a_new_run(lora_run, workspace):
+    """Issue 20 item 14: a new run from step 4 of another run takes over its weights, optimizer
+    state and data position (nothing else changed: its losses are the parent's, to 1e-5), counts on
+    from step 4, and records its parent."""
+    fork = run_cli(workspace, f"run.fork_from={lora_run.checkpoints_dir / 'step-4'}", "eval.downstream=false")
+    assert fork.run_id != lora_run.run_id
+    status = fork.read_status()
+    assert status.state == "finished" and (status.parent_run, status.parent_step) == (lora_run.run_id, 4)
+    event = next(r for r in records(fork, "event") if r["event"] == "fork")
+    assert event["optimizer_state"] is True and event["data_position"] is True and event["parent_step"] == 4
+    parent, tail = losses(lora_run), losses(fork)
+    assert sorted(tail) == [5, 6, 7, 8]
+    for step in tail:
+        assert abs(tail[step] - parent[step]) <= 1e-5, (step, tail[step], parent[step])
+    assert [(r["step"], r.get("base", False)) for r in records(fork, "eval")] == [(4, True), (8, False)]
+    assert fork.checkpoint_step("last") == 8 and status.final.steps == 8
+
+
+def test_a_fork_that_changes_the_trainable_parameters_is_refused(lora_run, workspace):
+    code = train_main(["--config", str(workspace), f"run.fork_from={lora_run.checkpoints_dir / 'step-4'}",
+                       "lora.rank=8"])
+    assert code == 1
+    runs = sorted(Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"]).iterdir(), key=os.path.getmtime)
+    status = RunDir(runs[-1]).read_status()
+    assert status.state == "failed" and status.failure_kind == "config"
+    assert "lora.rank" in status.reason and "shape" in status.reason
+
+
 def test_resume_from_missing_checkpoint_is_an_error(workspace, tmp_path):
     code = train_main(["--config", str(workspace), f"run.resume={tmp_path / 'nope'}"])
     assert code == 1
@@ -115,11 +146,14 @@ def test_full_finetune_trains_every_weight(workspace):
 
 def test_early_stopping_records_its_reason(workspace):
     run = run_cli(workspace, "early_stopping.enabled=true", "early_stopping.patience=1",
-                  "early_stopping.min_delta=100", "train.eval_every=2", "eval.downstream=false")
+                  "early_stopping.min_delta=100", "train.eval_every=2", "train.log_every=3",
+                  "eval.downstream=false")
     status = run.read_status()
     assert status.state == "early_stopped"
     assert "did not improve by 100" in status.reason and "1 evaluations" in status.reason
-    assert max(losses(run)) == 4  # eval at 2 sets the best, eval at 4 exhausts patience 1
+    assert max(r["step"] for r in records(run, "eval")) == 4  # eval at 2 sets the best, at 4 exhausts patience 1
+    # the status names the step of the newest checkpoint, not the last logged one (3; issue 20 bug 9)
+    assert sorted(losses(run)) == [1, 3] and status.step == run.checkpoint_step("last") == 4
 
 
 def test_non_finite_loss_fails_the_run(workspace, tmp_path):

@@ -1,0 +1,98 @@
+"""Measure a run's memory before launching it: set it up as the worker would, run two training
+steps and one evaluation batch, and report the peak.
+
+    python -m core.dry_run --config FILE [key=value ...] [--steps 2]
+
+Prints one JSON line last: {"peak_mem_mb", "steps", "step_time_s", "setup_s", "seq_len", "kernels",
+"device"}. The estimate of core.memory is fitted on a grid of shapes; this is the measurement, on
+this machine, of this config: the same model, data, sequence length, kernels and compiled steps as
+the real worker (the evaluation batch compiles the evaluation graph, which the worker holds too).
+A data-parallel run is measured with one worker: per-worker memory does not depend on the width
+(each worker holds its own micro batch). Nothing is written outside a temporary run folder, and no
+checkpoint is saved.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from core import launcher
+from core.config import Config, ConfigError, load_config
+from core.rundir import SetupEvent
+
+DEFAULT_STEPS = 2
+
+
+def dry_run_config(config: Config, runs_dir: str, steps: int = DEFAULT_STEPS) -> Config:
+    """The config a dry run trains: one worker, `steps` steps, one evaluation batch, no generation."""
+    return config.with_updates({
+        "run.runs_dir": runs_dir, "run.resume": None, "run.fork_from": None, "parallel.data_parallel": 1,
+        "train.max_steps": steps, "train.epochs": None, "train.warmup_steps": 0,
+        "eval.max_eval_samples": config.train.micro_batch_size, "eval.downstream": False,
+        "early_stopping.enabled": False})
+
+
+def dry_run(config: Config, steps: int = DEFAULT_STEPS) -> dict:
+    """Set up `config`'s worker in this process, train `steps` steps and evaluate one batch; return
+    the measured peak memory (MB per worker) and timings."""
+    from core.generate import use_device
+    from core.train import Cluster, Trainer, peak_memory_mb
+
+    with tempfile.TemporaryDirectory(prefix="mindtune-dry-run-") as folder:
+        trial = dry_run_config(config, folder, steps)
+        use_device(trial.parallel.device)
+        run = launcher.create_run(trial)
+        trainer = Trainer(trial, run, Cluster(1))
+        start = time.perf_counter()
+        trainer.setup()
+        setup_s = time.perf_counter() - start
+        trainer.model.set_train(True)
+        times = [trainer.train_one_step()["step_time_s"] for _ in range(steps)]
+        trainer.evaluate()
+        setup = run.last_metric(SetupEvent, max_bytes=65536)
+        return {"peak_mem_mb": round(peak_memory_mb(trial.parallel.device), 1), "steps": steps,
+                "step_time_s": [round(t, 3) for t in times], "setup_s": round(setup_s, 2),
+                "seq_len": trainer.length, "kernels": setup.kernels if setup else None,
+                "device": trial.parallel.device}
+
+
+def _parse(argv):
+    parser = argparse.ArgumentParser(prog="python -m core.dry_run", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="the run's YAML config")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="training steps to run (default 2)")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    try:
+        config = load_config(args.config, args.overrides)
+        if args.steps < 1:
+            raise ConfigError(f"--steps {args.steps}: must be >= 1")
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    from core.train import USER_ERRORS, TrainingFailed
+
+    try:
+        result = dry_run(config, args.steps)
+    except USER_ERRORS + (TrainingFailed,) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except MemoryError as err:
+        print(f"error: out of memory during the dry run: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
