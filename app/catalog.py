@@ -88,7 +88,8 @@ def describe(folder: Path) -> ModelEntry:
         return ModelEntry(folder, name, reason="no tokenizer.json (a Hugging Face fast tokenizer is needed)",
                           architecture=args.architecture, family=args.family)
     try:
-        names = projection_names(files, folder, args.spec.projections + PROJECTION_NAMES)
+        names = projection_names(files, folder, args.spec.projections + PROJECTION_NAMES,
+                                 ignored=args.spec.key_map.is_ignored)
     except (OSError, ValueError) as err:
         return ModelEntry(folder, name, reason=f"unreadable weights: {err}", architecture=args.architecture)
     names = names or args.spec.projections
@@ -117,16 +118,20 @@ def safetensors_header(path: Path) -> dict:
         return json.loads(handle.read(length))
 
 
-def projection_names(files: list[Path], folder: Path, order: tuple[str, ...] = PROJECTION_NAMES) -> tuple[str, ...]:
+def projection_names(files: list[Path], folder: Path, order: tuple[str, ...] = PROJECTION_NAMES,
+                     ignored=lambda name: False) -> tuple[str, ...]:
     """The linear layers inside the transformer blocks (q_proj, ..., down_proj): what LoRA can target.
     Read from the tensor names, so it is what this checkpoint really has; the names in `order` (the
-    family's, attention then MLP) come in that order, any others after them."""
+    family's, attention then MLP) come in that order, any others after them. `ignored(name)`:
+    tensors that are not the language model's (the family's key map: Gemma 3's vision tower has
+    layers too)."""
     index = folder / INDEX_NAME
     if index.is_file():
         keys: Iterable[str] = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
     else:
         keys = [k for f in files for k in safetensors_header(f) if k != "__metadata__"]
-    found = {m.group(1) for k in keys if (m := _LAYER_MODULE.search(k))}
+    found = {m.group(1) for k in keys if not ignored(k) and (m := _LAYER_MODULE.search(k))
+             and not m.group(1).endswith("norm")}  # QK-norm weights (self_attn.q_norm) are no projections
     known = [n for n in dict.fromkeys(order) if n in found]
     return tuple(known + sorted(found - set(known)))
 

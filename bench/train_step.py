@@ -1,13 +1,14 @@
 """Training-step throughput of mindtune against a PyTorch eager reference, side by side in one run.
 
-For each model config (the shipped demo model; a ~25M-parameter Llama and a ~25M-parameter Qwen3
-made here with random weights) and each method (LoRA r=8 on every projection of the family;
+For each model config (the shipped demo model; ~25M-parameter Llama, Qwen3, Gemma 2, Gemma 3 and
+Phi-4-mini-shaped Phi-3 models made here with random weights) and each method (LoRA r=8 on every projection of the family;
 full fine-tuning), fp32, micro batch 8, sequence 256, every token labelled:
 
 - mindtune: `core.model.CausalLM` + `core.lora` + `core.train_step.TrainStep` (the engine's own
   compiled step: loss, AdamW, clipping), exactly what `python -m core.train` runs;
-- PyTorch 2.13 eager: `transformers`' model of the family (LlamaForCausalLM, Qwen3ForCausalLM) on
-  the same weights, PEFT LoRA on the same modules, `torch.optim.AdamW`, the same clipping.
+- PyTorch 2.13 eager: `transformers`' model of the family (LlamaForCausalLM, Qwen3ForCausalLM,
+  Gemma2ForCausalLM, ...) on the same weights, SDPA attention where transformers offers it for the
+  family (Gemma 2's soft-capped attention is eager only), PEFT LoRA on the same modules, `torch.optim.AdamW`, the same clipping.
 
 Each measurement runs in a fresh subprocess (so imports, compilation and peak RSS are its own):
 warm-up steps, then the median step time of the timed steps. It prints tokens/s of both and the
@@ -18,6 +19,7 @@ phases, and the first-step losses of both frameworks (same weights, same batch: 
     .venv/bin/pip install -r requirements-bench.txt
     .venv/bin/python bench/train_step.py                    # all configs, both methods
     .venv/bin/python bench/train_step.py --configs qwen3-25m --methods lora --steps 6
+    .venv/bin/python bench/train_step.py --configs gemma2-25m,gemma3-25m,phi4-mini-25m
 """
 from __future__ import annotations
 
@@ -50,7 +52,33 @@ CONFIG_QWEN3_25M = {  # Qwen3 architecture, ~25M parameters: QK-norm, GQA, expli
     "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False, "torch_dtype": "float32",
     "bos_token_id": 1, "eos_token_id": 2,
 }
-MADE = {"25m": CONFIG_25M, "qwen3-25m": CONFIG_QWEN3_25M}  # config name -> config.json of a model made here
+_GEMMA_25M = {  # the Gemma layout at ~25M parameters (23M): GQA 8/4 heads of 64, windows of 128 < SEQ
+    "vocab_size": 8192, "hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 6,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 64, "query_pre_attn_scalar": 64,
+    "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "sliding_window": 128, "tie_word_embeddings": True,
+    "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False, "torch_dtype": "float32",
+    "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+}
+CONFIG_GEMMA2_25M = {  # sliding and global layers alternating, attention and final-logit soft-caps
+    "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", **_GEMMA_25M, "rope_theta": 10000.0,
+    "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+}
+CONFIG_GEMMA3_25M = {  # 5 sliding : 1 global, QK-norm, a local RoPE base beside the global one
+    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", **_GEMMA_25M, "rope_theta": 1000000.0,
+    "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6,
+}
+CONFIG_PHI4_MINI_25M = {  # Phi-4-mini's layout: fused qkv_proj / gate_up_proj, partial rotary 0.75, LongRoPE
+    # whose original context (128) is shorter than SEQ (the long factors apply), tied embeddings
+    "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 8192, "hidden_size": 512,
+    "intermediate_size": 1536, "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 4,
+    "max_position_embeddings": 512, "original_max_position_embeddings": 128, "partial_rotary_factor": 0.75,
+    "rope_theta": 10000.0, "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 24,
+                                             "long_factor": [1.0 + 0.25 * i for i in range(24)]},
+    "rms_norm_eps": 1e-5, "tie_word_embeddings": True, "hidden_act": "silu", "torch_dtype": "float32",
+    "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+}
+MADE = {"25m": CONFIG_25M, "qwen3-25m": CONFIG_QWEN3_25M, "gemma2-25m": CONFIG_GEMMA2_25M,
+        "gemma3-25m": CONFIG_GEMMA3_25M, "phi4-mini-25m": CONFIG_PHI4_MINI_25M}  # config name -> config.json of a model made here
 
 
 # ---- model folders -----------------------------------------------------------------------------
@@ -163,7 +191,12 @@ def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch
     phases["imports"] = time.time() - t
     t = time.time()
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    attention = "sdpa"
+    try:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attention)
+    except ValueError:  # the family has no SDPA path (Gemma 2: SDPA cannot soft-cap the scores)
+        attention = "eager"
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attention)
     if method == "lora":
         from peft import LoraConfig, get_peft_model
         model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0,
@@ -188,7 +221,7 @@ def worker_torch(model_dir: Path, method: str, steps: int, warmup: int, t_launch
     phases["total to first step"] = sum(v for k, v in phases.items() if k != "total to first step")
     return {"step_s": statistics.median(times[warmup:]), "losses": losses[:3], "phases": phases,
             "peak_rss_mb": peak_rss_mb(), "trainable": int(sum(p.numel() for p in params)),
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(), "attention": attention}
 
 
 def matmul_peak(n: int = 2048, repeats: int = 5) -> dict:
@@ -313,7 +346,8 @@ def print_row(row, peak_gflops):
     print("    mindtune phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in ms_r["phases"].items())
           + f"; kernels {ms_r['kernels']}", flush=True)
     if pt_r:
-        print("    pytorch phases:  " + ", ".join(f"{k} {v:.1f} s" for k, v in pt_r["phases"].items()), flush=True)
+        print("    pytorch phases:  " + ", ".join(f"{k} {v:.1f} s" for k, v in pt_r["phases"].items())
+              + f"; attention {pt_r.get('attention', 'sdpa')}", flush=True)
 
 
 def print_table(rows, peak_gflops):

@@ -30,13 +30,16 @@ from core.model import CausalLM, DTYPES
 from core.model_args import (INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
                              require_folder, weight_files)
 
-def read_safetensors(files: list[Path]) -> dict[str, np.ndarray]:
-    """All tensors of the given safetensors files as numpy arrays (bf16 stays bf16)."""
+def read_safetensors(files: list[Path], only: set[str] | None = None) -> dict[str, np.ndarray]:
+    """All tensors of the given safetensors files (or those named in `only`) as numpy arrays (bf16
+    stays bf16)."""
     tensors: dict[str, np.ndarray] = {}
     for path in files:
         try:
             with safe_open(str(path), framework="numpy") as handle:
                 for key in handle.keys():
+                    if only is not None and key not in only:
+                        continue
                     if key in tensors:
                         raise CheckpointError(f"{path}: tensor {key} appears in more than one shard.")
                     tensors[key] = handle.get_tensor(key)
@@ -52,8 +55,11 @@ def load_hf_weights(model: CausalLM, tensors: dict[str, np.ndarray], source: str
     family's key map (`core.families.KeyMap`) turns hub names into ours and says which tensors are
     not the model's (rotary buffers, a vision tower); every parameter must be present with the
     right shape and every other tensor must be used. Errors name the tensor as the file has it.
-    The hub names are kept on the model (`hub_names`) so an export writes the base's layout."""
+    The hub names are kept on the model (`hub_names`) so an export writes the base's layout, and so
+    are the names of the tensors that are not ours but belong to the checkpoint (`passthrough_names`,
+    a vision tower: `KeyMap.passthrough`), which an export copies back from the base's files."""
     args = model.args
+    model.passthrough_names = sorted(k for k in tensors if args.spec.key_map.is_passthrough(k))
     try:
         tensors, hub_names = args.spec.key_map.to_ours(tensors, args)
     except (KeyError, ValueError) as exc:
@@ -99,6 +105,7 @@ def load_hf_model(model_dir: str | Path, dtype: str = "float32") -> CausalLM:
     tensors = read_safetensors(files)
     model = CausalLM(args, dtype, random_init=False)  # every weight is loaded next (or this fails)
     load_hf_weights(model, tensors, source=str(files[0] if len(files) == 1 else Path(model_dir) / INDEX_NAME))
+    model.weight_files = files  # where the passthrough tensors are read again for an export
     model.set_train(False)
     return model
 
@@ -155,11 +162,21 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 def hf_state_dict(model: CausalLM) -> dict[str, np.ndarray]:
     """The model's weights in float32 under the hub names of the checkpoint it was loaded from
-    (its family's key map; our own names for a model built from scratch). LoRA tensors are
-    excluded: merge first."""
+    (its family's key map; our own names for a model built from scratch), plus the checkpoint's
+    tensors that are not the model's (a vision tower), read again from its files as stored. LoRA
+    tensors are excluded: merge first."""
     ours = {p.name: p.asnumpy().astype(np.float32) for p in model.get_parameters()
             if not p.name.endswith((".lora_a", ".lora_b"))}
-    return model.args.spec.key_map.to_hub(ours, model.args, getattr(model, "hub_names", None))
+    state = model.args.spec.key_map.to_hub(ours, model.args, getattr(model, "hub_names", None))
+    passthrough = set(getattr(model, "passthrough_names", ()))
+    if passthrough:
+        kept = read_safetensors(model.weight_files, only=passthrough)
+        missing = sorted(passthrough - set(kept))
+        if missing:
+            raise CheckpointError(f"{model.weight_files[0].parent}: tensor {missing[0]} of the base checkpoint "
+                                  "is gone; the export copies it from there.")
+        state.update(kept)
+    return state
 
 
 def copy_tokenizer_files(source_dir: str | Path, dest_dir: str | Path) -> None:

@@ -32,7 +32,8 @@ ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh"
 #   `sliding_window_pattern`-th layer (Gemma 3).
 WINDOW_PATTERNS = ("none", "all", "after_max_window_layers", "alternate", "pattern")
 FULL, SLIDING = "full_attention", "sliding_attention"  # transformers' layer_types spellings
-ROPE_TYPES = ("default", "linear", "llama3")
+ROPE_TYPES = ("default", "linear", "llama3")  # every family; "longrope" where a spec adds it (Phi-3)
+ROPE_TYPE_ALIASES = {"su": "longrope"}  # older hub spellings (Phi-3-128k's "su"), as transformers reads them
 
 
 @dataclass(frozen=True)
@@ -70,14 +71,21 @@ class KeyMap:
     convert_in / convert_out: tensor-level conversions after renaming (in) and before it (out), for
       tensors stored split or stacked differently from our parameters (MoE experts); each takes and
       returns a name -> array dict and receives the ModelArgs.
+    passthrough: regexes of ignored hub tensors that belong to the checkpoint all the same (a vision
+      tower beside the language model): a merged export copies them back unchanged, so the folder
+      keeps the base's architecture.
     """
     renames: tuple[tuple[str, str], ...] = ()
     ignored: tuple[str, ...] = (r"\.rotary_emb\.inv_freq$",)
     convert_in: Callable | None = None
     convert_out: Callable | None = None
+    passthrough: tuple[str, ...] = ()
 
     def is_ignored(self, hub_name: str) -> bool:
         return any(re.search(pattern, hub_name) for pattern in self.ignored)
+
+    def is_passthrough(self, hub_name: str) -> bool:
+        return any(re.search(pattern, hub_name) for pattern in self.passthrough)
 
     def our_name(self, hub_name: str) -> str:
         for pattern, replacement in self.renames:
@@ -140,6 +148,13 @@ class FamilySpec:
     key_map: KeyMap = field(default_factory=KeyMap)
     lora_targets: tuple[str, ...] | None = None  # default LoRA target_modules; None: every projection
     extra_args: Callable | None = None
+    # config.json values the family's transformers config class assumes when a hub file omits them
+    # (Gemma 3's text_config lists only what differs from Gemma3TextConfig's defaults)
+    config_defaults: dict = field(default_factory=dict)
+    # architectures that wrap the language model (text + vision): architecture -> the decoder's
+    # module path in transformers 5 (what PEFT adapter keys name). Their config.json nests the
+    # language model's config under `text_config`; the key map says where its tensors are.
+    wrapped: dict = field(default_factory=dict)
 
     def __post_init__(self):
         for value, allowed in ((self.norm, NORM_KINDS), (self.qk_norm, QK_NORMS),
@@ -194,6 +209,74 @@ register(FamilySpec("glm4", ("Glm4ForCausalLM",), ("glm4",), layout=GLM4_NORM, f
 # OLMo 2: norms after attention and MLP (none before), QK-norm over the whole q and k projections
 register(FamilySpec("olmo2", ("Olmo2ForCausalLM",), ("olmo2",), layout=POST_NORM, qk_norm="projection",
                     mlp_bias=False))
+
+
+
+def _positive_or_none(cfg: dict, key: str, source: str) -> float | None:
+    from core.model_args import _check
+    value = cfg.get(key)
+    _check(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0),
+           source, key, f"must be a positive number or null, got {value!r}")
+    return None if value is None else float(value)
+
+
+def _gemma_extra_args(cfg: dict, source: str) -> dict:
+    """Gemma 2 / 3: scores scaled by query_pre_attn_scalar ** -0.5 (not head_dim's), tanh
+    soft-capping of the scores and of the final logits where the config sets them."""
+    from core.model_args import _check
+    _check(not cfg.get("use_bidirectional_attention"), source, "use_bidirectional_attention",
+           "bidirectional (encoder-style, EmbeddingGemma) attention is not supported; only causal language "
+           "models can be fine-tuned")
+    scalar = _positive_or_none(cfg, "query_pre_attn_scalar", source)
+    return {"attention_scale": None if scalar is None else scalar ** -0.5,
+            "attn_softcap": _positive_or_none(cfg, "attn_logit_softcapping", source),
+            "final_softcap": _positive_or_none(cfg, "final_logit_softcapping", source)}
+
+
+# Gemma 2 / 3: RMSNorm x·(1 + w), a norm before and after attention and MLP, GeGLU (tanh GELU),
+# embeddings × √hidden, query_pre_attn_scalar; Gemma 2 soft-caps scores and logits, alternates
+# sliding (even) and global layers; Gemma 3 drops the caps, adds QK-norm (1 + w, per head), five
+# local layers per global one, a RoPE base of its own for the local layers (rope_local_base_freq) and
+# RoPE scaling for the global ones only.
+_GEMMA = dict(layout=SANDWICH_NORM, norm="rms_offset", activation_keys=("hidden_activation", "hidden_act"),
+              embedding_scale=True, mlp_bias=False, extra_args=_gemma_extra_args)
+_GEMMA_DEFAULTS = dict(num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                       hidden_activation="gelu_pytorch_tanh", rms_norm_eps=1e-6, tie_word_embeddings=True,
+                       query_pre_attn_scalar=256, sliding_window=4096, pad_token_id=0, eos_token_id=1,
+                       bos_token_id=2)
+register(FamilySpec("gemma2", ("Gemma2ForCausalLM",), ("gemma2",), windows="alternate",
+                    config_defaults=dict(_GEMMA_DEFAULTS, vocab_size=256000, hidden_size=2304, intermediate_size=9216,
+                                         num_hidden_layers=26, max_position_embeddings=8192,
+                                         final_logit_softcapping=30.0, attn_logit_softcapping=50.0),
+                    **_GEMMA))
+# Gemma 3 of 4B and up is Gemma3ForConditionalGeneration (text + SigLIP vision): its language model
+# is loaded for text fine-tuning (transformers 4.50-4.51 saved it as `language_model.model.*` and
+# `language_model.lm_head`, later versions as `model.language_model.*`); the vision tower and the
+# projector are not part of our model and are copied back unchanged by a merged export.
+_VISION = (r"^(model\.)?vision_tower\.", r"^(model\.)?multi_modal_projector\.")
+register(FamilySpec("gemma3", ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"), ("gemma3_text", "gemma3"),
+                    qk_norm="head", windows="pattern",
+                    config_defaults=dict(_GEMMA_DEFAULTS, vocab_size=262208, hidden_size=2304, intermediate_size=9216,
+                                         num_hidden_layers=26, max_position_embeddings=131072, rope_theta=1000000.0,
+                                         rope_local_base_freq=10000.0, sliding_window_pattern=6),
+                    wrapped={"Gemma3ForConditionalGeneration": "model.language_model."},
+                    key_map=KeyMap(renames=((r"^model\.language_model\.", "model."),
+                                            (r"^language_model\.model\.", "model."),
+                                            (r"^language_model\.lm_head\.", "lm_head.")),
+                                   ignored=(r"\.rotary_emb\.inv_freq$",) + _VISION, passthrough=_VISION),
+                    **_GEMMA))
+# Phi-3 / Phi-4 (Phi3ForCausalLM): q, k, v in one `qkv_proj` and gate, up in one `gate_up_proj`, as
+# the hub stores them (and PEFT targets them); no biases; RoPE on the first partial_rotary_factor of
+# each head (Phi-4-mini); LongRoPE (Phi-3-128k, Phi-3.5, Phi-4-mini: short/long factors); a sliding
+# window on every layer where the config sets one (Phi-3-mini-4k: 2047).
+register(FamilySpec("phi3", ("Phi3ForCausalLM",), ("phi3",), fused_qkv=True, fused_gate_up=True,
+                    qkv_bias=False, o_bias=False, mlp_bias=False, windows="all",
+                    rope_types=ROPE_TYPES + ("longrope",),
+                    config_defaults=dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192,
+                                         num_hidden_layers=32, num_attention_heads=32, hidden_act="silu",
+                                         max_position_embeddings=4096, original_max_position_embeddings=4096,
+                                         rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=1,
+                                         eos_token_id=32000, pad_token_id=32000)))
 
 
 def architectures() -> dict[str, str]:

@@ -315,6 +315,14 @@ def attention_variants(kernel: Kernel):
     return variants(build_op)
 
 
+def loss_variants(kernel: Kernel):
+    """factory(**needs) -> the cross-entropy op (`softcap`: Gemma 2's final-logit soft-cap, applied
+    inside the kernel to the logits it is given)."""
+    def build_op(*, softcap=None):
+        return FusedCrossEntropy(kernel, softcap).op
+    return variants(build_op)
+
+
 def gate_variants(kernel: Kernel):
     """factory(**needs) -> the MLP gate op (`activation`: "silu" default, "gelu_tanh")."""
     def build_op(*, activation="silu"):
@@ -461,7 +469,7 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
     if threads:
         set_threads(kernel, threads)
     composed = model.use_kernels(attention_variants(kernel), FusedRMSNorm(kernel).op, gate_variants(kernel),
-                                 FusedCrossEntropy(kernel).op)
+                                 loss_variants(kernel))
     lora = FusedLoRA(kernel).op
     for _, cell in model.cells_and_names():
         if hasattr(cell, "lora_a") and hasattr(cell, "fused") and cell.lora_dropout.p == 0:

@@ -100,7 +100,13 @@ def generate(model: CausalLM, prompts: list[list[int]], settings: SamplingSettin
     past = None
     step_ids, step_pos = ids, positions
     all_ids, all_valid = ids, valid
+    long_after = getattr(model, "long_after", None)  # LongRoPE: its frequencies change past this length
     for _ in range(settings.max_new_tokens):
+        if use_cache and past is not None and long_after is not None and \
+                step_pos.max() + 1 > long_after >= step_pos.max():
+            # the cached keys were rotated with the short factors: recompute them with the long ones
+            # once, when the sequence first grows past the original context (as transformers' Phi-3 does)
+            past, step_ids, step_pos = None, all_ids, positions
         if use_cache:
             logits, past = model.forward_cached(Tensor(step_ids), past, Tensor(step_pos), Tensor(all_valid), last_only=True)
         else:

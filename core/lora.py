@@ -334,21 +334,39 @@ def _and_more(names: list[str]) -> str:
 # PEFT file layout
 # ---------------------------------------------------------------------------------------------
 
-def to_peft_key(name: str) -> str:
-    """`model.layers.0.self_attn.q_proj.lora_a` -> `base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`."""
+def peft_module_prefix(model: nn.Cell) -> str | None:
+    """Where transformers keeps the decoder (our `model.`) when the checkpoint's architecture wraps
+    the language model (Gemma3ForConditionalGeneration: `model.language_model.`), else None: PEFT
+    names modules by their path in transformers' model."""
+    args = getattr(model, "args", None)
+    return None if args is None else args.spec.wrapped.get(args.architecture)
+
+
+def to_module_path(name: str, prefix: str | None) -> str:
+    """Our dotted name -> transformers' module path (see `peft_module_prefix`)."""
+    return prefix + name[len("model."):] if prefix and name.startswith("model.") else name
+
+
+def from_module_path(path: str, prefix: str | None) -> str:
+    return "model." + path[len(prefix):] if prefix and path.startswith(prefix) else path
+
+
+def to_peft_key(name: str, prefix: str | None = None) -> str:
+    """`model.layers.0.self_attn.q_proj.lora_a` -> `base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`
+    (`prefix`: see `peft_module_prefix`)."""
     for ours, peft in PEFT_SUFFIXES.items():
         if name.endswith(ours):
-            return PEFT_PREFIX + name[: -len(ours)] + peft
+            return PEFT_PREFIX + to_module_path(name[: -len(ours)], prefix) + peft
     raise LoraError(f"{name} is not a LoRA parameter name (expected a .lora_a or .lora_b suffix).")
 
 
-def from_peft_key(key: str) -> str | None:
+def from_peft_key(key: str, prefix: str | None = None) -> str | None:
     """Inverse of `to_peft_key`; None for a key that is not a PEFT LoRA tensor."""
     if not key.startswith(PEFT_PREFIX):
         return None
     for ours, peft in PEFT_SUFFIXES.items():
         if key.endswith(peft):
-            return key[len(PEFT_PREFIX): -len(peft)] + ours
+            return from_module_path(key[len(PEFT_PREFIX): -len(peft)], prefix) + ours
     return None
 
 
@@ -374,12 +392,15 @@ def save_peft_adapter(model: nn.Cell, folder: str | Path, base_model_name_or_pat
     _check_model_matches(model, rank, alpha)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tensors = {to_peft_key(name): np.ascontiguousarray(array, dtype=np.float32)
+    prefix = peft_module_prefix(model)
+    tensors = {to_peft_key(name, prefix): np.ascontiguousarray(array, dtype=np.float32)
                for name, array in lora_state_dict(model).items()}
     if target_modules == ALL_LINEAR:  # the modules this model adapted, not PEFT's own reading of it
         target_modules = list(dict.fromkeys(name.rsplit(".", 1)[-1] for name in lora_modules(model)))
     from safetensors.numpy import save as safetensors_bytes
     atomic_write(folder / ADAPTER_WEIGHTS_NAME, safetensors_bytes(tensors, metadata={"format": "pt"}))
+    if prefix:  # names like q_proj would also match the vision tower's layers: name each module
+        target_modules = [to_module_path(name, prefix) for name in lora_modules(model)]
     config = peft_adapter_config(base_model_name_or_path, rank, alpha, dropout, target_modules)
     atomic_write(folder / ADAPTER_CONFIG_NAME, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
     return folder
@@ -421,8 +442,9 @@ def read_peft_config(folder: str | Path) -> dict:
     return config
 
 
-def read_peft_tensors(folder: str | Path) -> dict[str, np.ndarray]:
-    """adapter_model.safetensors as our parameter names -> arrays; only safetensors are read."""
+def read_peft_tensors(folder: str | Path, prefix: str | None = None) -> dict[str, np.ndarray]:
+    """adapter_model.safetensors as our parameter names -> arrays; only safetensors are read
+    (`prefix`: see `peft_module_prefix`)."""
     path = Path(folder) / ADAPTER_WEIGHTS_NAME
     if not path.is_file():
         pickles = [p.name for p in Path(folder).glob("adapter_model*.bin")]
@@ -437,7 +459,7 @@ def read_peft_tensors(folder: str | Path) -> dict[str, np.ndarray]:
         raise LoraError(f"{path}: cannot read safetensors file (truncated or corrupt?): {exc}") from exc
     tensors, foreign = {}, []
     for key, array in raw.items():
-        name = from_peft_key(key)
+        name = from_peft_key(key, prefix)
         if name is None:
             foreign.append(key)
         else:
@@ -452,12 +474,15 @@ def load_peft_adapter(model: nn.Cell, folder: str | Path) -> list[str]:
     """Load a PEFT LoRA adapter folder into `model`, injecting LoRA layers from its
     adapter_config.json first when the model has none. Returns the LoRA module names."""
     config = read_peft_config(folder)
-    tensors = read_peft_tensors(folder)
+    prefix = peft_module_prefix(model)
+    tensors = read_peft_tensors(folder, prefix)
     source = str(Path(folder) / ADAPTER_WEIGHTS_NAME)
     if not lora_modules(model):
+        targets = config["target_modules"]
+        if prefix and isinstance(targets, list):
+            targets = [from_module_path(t, prefix) for t in targets]
         try:
-            inject_lora(model, config["r"], config["lora_alpha"], config.get("lora_dropout", 0.0),
-                        config["target_modules"])
+            inject_lora(model, config["r"], config["lora_alpha"], config.get("lora_dropout", 0.0), targets)
         except LoraError as exc:
             raise LoraError(f"{Path(folder) / ADAPTER_CONFIG_NAME}: {exc}") from exc
     else:

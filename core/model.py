@@ -24,7 +24,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import Initializer, Normal, initializer
 
 from core.model_args import (ARCHITECTURES, PROJECTION_NAMES, ModelArgs, ModelConfigError,  # noqa: F401
-                             rope_inverse_frequencies)
+                             rope_attention_factor, rope_inverse_frequencies, rope_long_after)
 from core.ops import MASK_MIN, LastAxisMean, Softmax, apply_rotary, full, gelu_tanh, rope_table, soft_cap
 
 DTYPES = {"float32": ms.float32, "float16": ms.float16, "bfloat16": ms.bfloat16}
@@ -325,6 +325,12 @@ class CausalLM(nn.Cell):
         self.inv_freq = Tensor(rope_inverse_frequencies(args).reshape(1, -1), ms.float32)  # (1, R/2)
         self.local_inv_freq = None if self.local_theta is None else Tensor(
             rope_inverse_frequencies(args, self.local_theta).reshape(1, -1), ms.float32)
+        # LongRoPE: the long factors' frequencies replace inv_freq in a forward whose positions go
+        # beyond long_after; cos and sin are scaled by the attention factor (1: no scaling)
+        self.long_after = rope_long_after(args)
+        self.long_inv_freq = None if self.long_after is None else Tensor(
+            rope_inverse_frequencies(args, long=True).reshape(1, -1), ms.float32)
+        self.rope_scale = rope_attention_factor(args)
         self.embed_scale = Tensor(math.sqrt(args.hidden_size), ms.float32) if args.spec.embedding_scale else None
         self.final_softcap = args.final_softcap
         self.matmul_bt = ops.MatMul(transpose_b=True)
@@ -332,10 +338,15 @@ class CausalLM(nn.Cell):
         self.same_kv_heads = args.num_kv_heads == args.num_heads
         self.fused_attention = False  # set by use_kernels: some layer's attention runs the kernel
         self.fused_loss = None  # set by use_kernels: the cross-entropy kernel (core.train_step)
+        self.cap_in_loss = False  # set by use_kernels: that kernel applies final_softcap itself
 
     def rope(self, positions, dtype):
         """positions (B|1, T) int -> [(cos, sin)] per RoPE base, each (B|1, 1, T, rotary_dim) in `dtype`."""
-        tables = [rope_table(positions, self.inv_freq, dtype)]
+        inv_freq = self.inv_freq
+        if self.long_inv_freq is not None:  # one set for every position, as transformers chooses it
+            beyond = ops.broadcast_to(positions.max() + 1 > self.long_after, inv_freq.shape)
+            inv_freq = ops.select(beyond, self.long_inv_freq, inv_freq)
+        tables = [rope_table(positions, inv_freq, dtype, self.rope_scale)]
         if self.local_inv_freq is not None:
             tables.append(rope_table(positions, self.local_inv_freq, dtype))
         return tables
@@ -359,7 +370,9 @@ class CausalLM(nn.Cell):
         mask = (1.0 - ops.cast(allowed, ms.float32)) * MASK_MIN
         return ops.expand_dims(mask, 1)
 
-    def logits(self, hidden, expand=True):
+    def logits(self, hidden, expand=True, capped=True):
+        """Float32 logits of the final hidden states; `capped=False` leaves out the final soft-cap
+        (the loss kernel applies it: `cap_in_loss`)."""
         hidden = self.model.norm(hidden, expand)
         if self.tied:
             # A 2-D MatMul against the (vocab, hidden) embedding, transposed inside the kernel: a 3-D
@@ -371,7 +384,7 @@ class CausalLM(nn.Cell):
         else:
             out = self.lm_head(hidden)
         out = ops.cast(out, ms.float32)
-        if self.final_softcap is not None:
+        if self.final_softcap is not None and capped:
             out = soft_cap(out, self.final_softcap)
         return out
 
@@ -381,11 +394,12 @@ class CausalLM(nn.Cell):
             x = x * ops.cast(self.embed_scale, x.dtype)
         return x
 
-    def construct(self, input_ids, attention_mask=None, position_ids=None, segment_ids=None):
+    def construct(self, input_ids, attention_mask=None, position_ids=None, segment_ids=None, capped=True):
         """Full-sequence forward. attention_mask (B, T) 1/0 marks real tokens (right padding);
         position_ids (B, T) int32 are the RoPE positions (packed samples restart at 0); segment_ids
         (B, T) int32 number the packed samples: tokens attend only within their own segment, and
-        segment 0 is padding. All None: one sample per row, positions 0..T-1."""
+        segment 0 is padding. All None: one sample per row, positions 0..T-1. capped=False: the
+        logits without the final soft-cap (for a loss kernel that applies it, `cap_in_loss`)."""
         b, t = input_ids.shape
         x = self.embed(input_ids)
         index = ops.arange(t).reshape(1, t)
@@ -409,7 +423,7 @@ class CausalLM(nn.Cell):
         for layer in self.model.layers:
             cos, sin = tables[layer.rope_index]
             x, _, _, _ = layer(x, cos, sin, masks[layer.mask_index], None, None, segment_ids)
-        return self.logits(x)
+        return self.logits(x, capped=capped)
 
     def forward_cached(self, input_ids, past, positions, key_valid, last_only=False):
         """Incremental forward for generation (PyNative). input_ids (B, T) are the new tokens;
@@ -444,7 +458,9 @@ class CausalLM(nn.Cell):
         compute this model's maths, and return what stays composed and why (one line per reason).
         attention(**needs) -> op builds the attention kernel for a layer's `kernel_needs()` (a
         variant) and raises LookupError naming what it cannot do; gate(**needs) likewise for the
-        MLP gate; norm is the RMSNorm op, loss the cross-entropy op. None leaves a part composed."""
+        MLP gate; norm is the RMSNorm op; loss(**needs) the cross-entropy op (`softcap`: the final
+        logits' cap, which the kernel then applies itself: `cap_in_loss`, and the train and eval
+        steps take the logits uncapped). None leaves a part composed."""
         composed: dict[str, list[int]] = {}
         ops_by_needs: dict = {}
 
@@ -471,9 +487,16 @@ class CausalLM(nn.Cell):
                     cell.fused = norm
         if norm is not None:
             self.model.norm.fused = norm
-        self.fused_loss = loss
+        self.fused_loss, self.cap_in_loss = None, False
+        if loss is not None:
+            needs = {} if self.final_softcap is None else {"softcap": self.final_softcap}
+            try:
+                self.fused_loss, self.cap_in_loss = loss(**needs), bool(needs)
+            except LookupError as exc:  # the cap stays composed, in front of the plain loss kernel
+                self.fused_loss = loss()
+                composed[f"final-logit soft-cap: {exc}"] = []
         self.fused_attention = any(layer.self_attn.fused is not None for layer in self.model.layers)
-        return [f"{why} (layers {_ranges(layers)})" for why, layers in composed.items()]
+        return [f"{why} (layers {_ranges(layers)})" if layers else why for why, layers in composed.items()]
 
 
 def _ranges(numbers: list[int]) -> str:

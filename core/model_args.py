@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.families import (ACTIVATIONS, FAMILIES, FULL, NOT_SUPPORTED, PROJECTION_NAMES, ROPE_TYPES,  # noqa: F401
-                           SLIDING, FamilySpec, architectures, model_types)
+from core.families import (ACTIVATIONS, FAMILIES, FULL, NOT_SUPPORTED, PROJECTION_NAMES, ROPE_TYPE_ALIASES,  # noqa: F401
+                           ROPE_TYPES, SLIDING, FamilySpec, architectures, model_types)
 
 ARCHITECTURES = architectures()  # hub architecture name -> family (as registered when imported)
 MODEL_TYPES = model_types()
@@ -108,6 +108,7 @@ class ModelArgs:
     @classmethod
     def from_hf_config(cls, cfg: dict, source: str = "config.json") -> "ModelArgs":
         spec = FAMILIES[_family_of(cfg, source)]
+        cfg = _language_model_config(cfg, spec, source)
         required = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                     "num_attention_heads")
         for key in required:
@@ -154,6 +155,13 @@ class ModelArgs:
         )
         if spec.extra_args is not None:
             fields.update(spec.extra_args(cfg, source))
+        scaling = rope["scaling"] or {}
+        for name in ("short_factor", "long_factor"):
+            if name in scaling:
+                half = int(head_dim * rope["partial_rotary_factor"]) // 2
+                _check(len(scaling[name]) == half, source, f"rope_scaling.{name}",
+                       f"must list one factor per rotary frequency ({half} = head_dim · partial_rotary_factor / 2), "
+                       f"got {len(scaling[name])}")
         return cls(**fields)
 
     def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -244,7 +252,7 @@ def _check(ok: bool, source: str, key: str, message: str) -> None:
 
 def _family_of(cfg: dict, source: str) -> str:
     archs = cfg.get("architectures") or []
-    if cfg.get("auto_map"):
+    if cfg.get("auto_map") and not _auto_map_is_native(cfg):
         raise ModelConfigError(
             f"{source}: auto_map: this checkpoint needs its own Python code (remote code: "
             f"{', '.join(sorted(cfg['auto_map']))}), which mindtune never runs; supported architectures: "
@@ -263,6 +271,30 @@ def _family_of(cfg: dict, source: str) -> str:
         f"{source}: architecture {archs or model_type!r} is not supported; supported: "
         f"{', '.join(ARCHITECTURES)} (model_type {', '.join(MODEL_TYPES)})."
     )
+
+
+def _auto_map_is_native(cfg: dict) -> bool:
+    """Whether a config's `auto_map` only names a copy of an architecture transformers (and mindtune)
+    implement natively, for the config's own model_type: Phi-3 and Phi-4-mini ship
+    `modeling_phi3.Phi3ForCausalLM` as remote code, and transformers loads such folders with its own
+    class unless told to trust remote code. mindtune never runs the remote code either way."""
+    models = [v for k, v in cfg["auto_map"].items() if k.startswith("AutoModel")] if isinstance(
+        cfg["auto_map"], dict) else [None]
+    families = {ARCHITECTURES.get(v.rsplit(".", 1)[-1]) if isinstance(v, str) else None for v in models}
+    return len(families) == 1 and None not in families and MODEL_TYPES.get(cfg.get("model_type")) in families
+
+
+def _language_model_config(cfg: dict, spec: FamilySpec, source: str) -> dict:
+    """The config the language model is built from: a wrapping architecture's `text_config` over its
+    top-level keys (token ids, dtype, tying), then the family's defaults for whatever is absent."""
+    arch = next((a for a in cfg.get("architectures") or [] if a in spec.wrapped), None)
+    if arch is not None:
+        text = cfg.get("text_config")
+        _check(isinstance(text, dict), source, "text_config",
+               f"{arch} keeps its language model's config there; expected an object, got {text!r}")
+        top = {k: v for k, v in cfg.items() if not k.endswith("_config")}
+        cfg = {**top, **text, "architectures": cfg["architectures"]}
+    return {**spec.config_defaults, **cfg}
 
 
 def _activation(cfg: dict, spec: FamilySpec, source: str) -> str:
@@ -288,7 +320,7 @@ def _rope_settings(cfg: dict, spec: FamilySpec, source: str) -> dict:
     _check(0 < factor <= 1, source, "partial_rotary_factor", f"must be in (0, 1], got {factor}")
     merged = {**scaling, **params}
     where = "rope_parameters" if cfg.get("rope_parameters") else "rope_scaling"
-    scaling_out = _rope_scaling(merged, spec, f"{where}.rope_type", source)
+    scaling_out = _rope_scaling(merged, spec, f"{where}.rope_type", source, cfg)
     local_theta = cfg.get("rope_local_base_freq")
     if local:
         _check(_rope_scaling(local, spec, f"rope_parameters.{SLIDING}.rope_type", source) is None, source,
@@ -298,17 +330,44 @@ def _rope_settings(cfg: dict, spec: FamilySpec, source: str) -> dict:
             "local_theta": None if local_theta is None else float(local_theta)}
 
 
-def _rope_scaling(merged: dict, spec: FamilySpec, key: str, source: str) -> dict | None:
+def _rope_scaling(merged: dict, spec: FamilySpec, key: str, source: str, cfg: dict | None = None) -> dict | None:
     rope_type = merged.get("rope_type", merged.get("type", "default"))
+    rope_type = ROPE_TYPE_ALIASES.get(rope_type, rope_type)
     _check(rope_type in spec.rope_types, source, key,
            f"{rope_type!r} is not supported for {spec.name}; supported: {', '.join(spec.rope_types)}")
     if rope_type == "default":
         return None
+    section = key.rsplit('.', 1)[0]
+    if rope_type == "longrope":
+        return _longrope(merged, cfg or {}, section, source)
     need = ("factor",) if rope_type == "linear" else (
         "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
     for name in need:
-        _check(name in merged, source, f"{key.rsplit('.', 1)[0]}.{name}", f"required for rope_type {rope_type!r}")
+        _check(name in merged, source, f"{section}.{name}", f"required for rope_type {rope_type!r}")
     return {"rope_type": rope_type, **{k: merged[k] for k in need}}
+
+
+def _longrope(merged: dict, cfg: dict, section: str, source: str) -> dict:
+    """LongRoPE (Phi-3-128k, Phi-3.5, Phi-4-mini) as transformers computes it: inverse frequencies
+    divided by `short_factor` while the positions stay within `original_max_position_embeddings`
+    (the top-level key first, as Phi-3 saves it), by `long_factor` beyond; cos and sin multiplied by
+    `attention_factor` (default √(1 + ln(factor) / ln(original)), factor = max_position_embeddings
+    / original when the config gives none)."""
+    for name in ("short_factor", "long_factor"):
+        value = merged.get(name)
+        _check(isinstance(value, list) and value and all(isinstance(v, (int, float)) and v > 0 for v in value),
+               source, f"{section}.{name}", f"required for rope_type 'longrope': a list of positive numbers, got {value!r}")
+    original = cfg.get("original_max_position_embeddings") or merged.get("original_max_position_embeddings") \
+        or cfg.get("max_position_embeddings")
+    _check(isinstance(original, int) and original > 1, source, "original_max_position_embeddings",
+           f"required for rope_type 'longrope' (an integer > 1), got {original!r}")
+    factor = merged.get("factor") or cfg.get("max_position_embeddings", original) / original
+    attention = merged.get("attention_factor")
+    if attention is None:
+        attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+    return {"rope_type": "longrope", "short_factor": tuple(float(v) for v in merged["short_factor"]),
+            "long_factor": tuple(float(v) for v in merged["long_factor"]),
+            "original_max_position_embeddings": int(original), "attention_factor": float(attention)}
 
 
 def _windows(cfg: dict, spec: FamilySpec, layers: int, source: str) -> tuple[int | None, tuple[str, ...]]:
@@ -393,14 +452,18 @@ def check_run_settings(config) -> ModelArgs:
     return args
 
 
-def rope_inverse_frequencies(args: ModelArgs, theta: float | None = None) -> np.ndarray:
+def rope_inverse_frequencies(args: ModelArgs, theta: float | None = None, long: bool = False) -> np.ndarray:
     """Inverse frequencies (rotary_dim/2,) in float32, computed the way Hugging Face does; `theta`
-    overrides the base (a family's sliding layers), and their RoPE is then the default kind."""
+    overrides the base (a family's sliding layers), and their RoPE is then the default kind.
+    LongRoPE: the short factors' frequencies, or with `long` the long factors' (see `rope_long_after`)."""
     dim = args.rotary_dim
     exponents = np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / np.float32(dim)
     base = args.rope_theta if theta is None else theta
-    inv_freq = (1.0 / (np.float32(base) ** exponents)).astype(np.float32)
     scaling = args.rope_scaling
+    if scaling is not None and theta is None and scaling["rope_type"] == "longrope":
+        factors = np.asarray(scaling["long_factor" if long else "short_factor"], np.float32)
+        return (1.0 / (factors * np.float32(base) ** exponents)).astype(np.float32)
+    inv_freq = (1.0 / (np.float32(base) ** exponents)).astype(np.float32)
     if scaling is None or theta is not None:
         return inv_freq
     factor = float(scaling["factor"])
@@ -415,6 +478,20 @@ def rope_inverse_frequencies(args: ModelArgs, theta: float | None = None) -> np.
     smoothed = (1 - smooth) * scaled / factor + smooth * scaled
     medium = ~(wavelen < old_len / high) & ~(wavelen > old_len / low)
     return np.where(medium, smoothed, scaled).astype(np.float32)
+
+
+def rope_long_after(args: ModelArgs) -> int | None:
+    """LongRoPE: a forward whose largest position + 1 exceeds this uses the long factors for every
+    position (transformers' longrope_frequency_update); None for other RoPE types."""
+    scaling = args.rope_scaling
+    if scaling is None or scaling["rope_type"] != "longrope":
+        return None
+    return int(scaling["original_max_position_embeddings"])
+
+
+def rope_attention_factor(args: ModelArgs) -> float:
+    """What cos and sin are multiplied by (LongRoPE's attention factor; 1 otherwise)."""
+    return float((args.rope_scaling or {}).get("attention_factor", 1.0))
 
 
 # ---- weight files ---------------------------------------------------------------------------

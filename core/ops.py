@@ -108,12 +108,14 @@ def gelu_tanh(x):
     return ops.gelu(x, approximate="tanh")
 
 
-def rope_table(positions, inv_freq, dtype):
+def rope_table(positions, inv_freq, dtype, scale: float = 1.0):
     """positions (B|1, T) int, inv_freq (1, R/2) -> cos, sin (B|1, 1, T, R) in `dtype`, each
     frequency twice as the two halves, cat(freqs, freqs), as transformers and the fused kernel
-    lay them out for both RoPE styles."""
+    lay them out for both RoPE styles; both multiplied by `scale` in float32 first where it is not
+    1 (LongRoPE's attention factor)."""
     freqs = ops.expand_dims(ops.cast(positions, ms.float32), -1) * inv_freq  # (B, T, R/2)
     emb = ops.cat((freqs, freqs), -1)
-    cos = ops.expand_dims(ops.cast(ops.cos(emb), dtype), 1)
-    sin = ops.expand_dims(ops.cast(ops.sin(emb), dtype), 1)
-    return cos, sin
+    cos, sin = ops.cos(emb), ops.sin(emb)
+    if scale != 1.0:
+        cos, sin = cos * scale, sin * scale
+    return ops.expand_dims(ops.cast(cos, dtype), 1), ops.expand_dims(ops.cast(sin, dtype), 1)

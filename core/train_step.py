@@ -101,7 +101,10 @@ def step_inputs(batch: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
 
 def forward(model: nn.Cell, input_ids, attention_mask, position_ids=None, segment_ids=None):
     """Logits of a batch; packed rows pass their restarted positions and segment ids, so
-    attention stays within each sample."""
+    attention stays within each sample. When the loss kernel soft-caps the logits itself
+    (`cap_in_loss`, Gemma 2) the model hands them over uncapped."""
+    if getattr(model, "cap_in_loss", False):
+        return model(input_ids, attention_mask, position_ids, segment_ids, False)
     if position_ids is None:
         return model(input_ids, attention_mask)
     return model(input_ids, attention_mask, position_ids, segment_ids)

@@ -43,12 +43,40 @@ ARCHITECTURES = {
                                                        eos_token_id=1)),
 }
 
+# Gemma 2 / 3 and Phi-3 / 4 (tests/core/test_family_gemma.py, test_family_phi.py, family_fixtures.py).
+# Every feature is on and sized so that leaving it out shows in the logits: 3 layers (sliding and
+# global), a window (7) shorter than the inputs, soft-caps that bite, query_pre_attn_scalar other
+# than head_dim, separate RoPE bases, attention biases; weights drawn with std 0.1.
+_GEMMA = dict(num_hidden_layers=3, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24, sliding_window=7,
+              attention_bias=True, initializer_range=0.1)
+_PHI = dict(num_key_value_heads=2, pad_token_id=0, eos_token_id=1, bos_token_id=2, initializer_range=0.1)
+ARCHITECTURES.update({
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(_GEMMA, attn_logit_softcapping=0.8,
+                                                         final_logit_softcapping=1.2)),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        _GEMMA, sliding_window_pattern=3, rope_theta=50000.0, rope_local_base_freq=1000.0,
+        rope_scaling={"rope_type": "linear", "factor": 2.0})),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(_PHI, sliding_window=9)),
+    # Phi-4-mini in small: partial rotary 0.75, LongRoPE whose original context (16) is shorter than
+    # the long inputs, tied embeddings
+    "phi4-mini": ("Phi3Config", "Phi3ForCausalLM", dict(
+        _PHI, partial_rotary_factor=0.75, tie_word_embeddings=True, original_max_position_embeddings=16,
+        rope_scaling={"rope_type": "longrope", "short_factor": [1.0 + 0.1 * i for i in range(6)],
+                      "long_factor": [2.0 + 0.7 * i for i in range(6)]})),
+})
+
 
 def make_hf_model(name: str, seed: int = 0, **sizes):
     """The fixture `name` as a transformers model with random weights; `sizes` replace COMMON's."""
     config_cls, model_cls, overrides = ARCHITECTURES[name]
+    return build_hf_model(config_cls, model_cls, {**COMMON, **overrides, **sizes}, seed)
+
+
+def build_hf_model(config_cls: str, model_cls: str, config: dict, seed: int = 0):
+    """transformers' `model_cls` for `config_cls(**config)`, randomly initialised from `seed`, with
+    random non-trivial norms and biases."""
     torch.manual_seed(seed)
-    config = getattr(transformers, config_cls)(**{**COMMON, **sizes}, **overrides)
+    config = getattr(transformers, config_cls)(**config)
     model = getattr(transformers, model_cls)(config).eval()
     with torch.no_grad():  # random, non-trivial norms and biases so every tensor matters
         for pname, param in model.named_parameters():

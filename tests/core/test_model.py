@@ -279,5 +279,5 @@ def test_family_example_configs_target_their_family_modules(path):
         pytest.skip(f"no fixture of family {path.stem}")
     config_cls, _, overrides = ARCHITECTURES[fixture]
     import transformers
-    args = ModelArgs.from_hf_config(getattr(transformers, config_cls)(**COMMON, **overrides).to_dict())
+    args = ModelArgs.from_hf_config(getattr(transformers, config_cls)(**{**COMMON, **overrides}).to_dict())
     assert run_problems(args, 1, "lora", load_config(path).lora.target_modules) == []
