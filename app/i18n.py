@@ -359,6 +359,9 @@ MEMORY_NOTES_ZH: list[tuple[str, str]] = [
 REASONS_ZH: list[tuple[str, str]] = [
     (r"reached (\d+) steps", r"已达到 \1 步"),
     (r"stopped by request", "按请求停止"),
+    (r"stopped by the user \(forced\); newest resumable checkpoint: (\S+)", r"用户强制停止；最新可恢复的检查点：\1"),
+    (r"stopped by the user \(forced\)", "用户强制停止"),
+    (r"stopped by the user", "用户停止"),
     (r"stopped now by user", "用户立即停止"),
     (r"cancelled before it started", "启动前已取消"),
     (r"graceful stop timed out after (\S+) s; worker terminated by user", r"正常停止 \1 秒后超时；已强制结束 worker"),
