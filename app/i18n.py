@@ -239,6 +239,7 @@ FIELD_HELP_ZH: dict[str, str] = {
     "eval.downstream": "在测试集上生成并给回答评分",
     "eval.max_new_tokens": "下游评测的生成长度",
     "eval.max_eval_samples": "评估样本上限；留空则全部",
+    "parallel.hang_timeout_s": "某个 worker 这么长时间（秒）没有步数进展时，判定运行失败",
     "eval.baseline": "在第一步之前评估基础模型（监控页的参考线）；false 则立即开始训练",
     "eval.baseline_max_tokens": "基线评估读取的词元上限（整批，至少一批）；留空则读取整个验证集",
     "train.profile_steps": "[起, 止]：在 rank 0 上对这些步运行 MindSpore 性能分析器（runs/<id>/profile/；监控页显示耗时最多的算子）",

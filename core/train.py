@@ -419,6 +419,7 @@ class Trainer:
         return self._base_sha
 
     def restore(self, path: str) -> None:
+        ckpt.verified_folder(path)  # every file against the manifest first: a corrupt one is named
         trainer_state = ckpt.read_trainer_state(path)
         if trainer_state.get("method") != self.cfg.method:
             raise CheckpointError(f"{path}: a {trainer_state.get('method')} checkpoint cannot resume a "
