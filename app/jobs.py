@@ -68,10 +68,14 @@ class JobManager:
     def __init__(self, runs_dir: Path, *, create_run: Callable = launcher.create_run,
                  launch: Callable = launcher.launch, stop: Callable = launcher.stop,
                  reconcile: Callable = launcher.reconcile, dedupe_window_s: float = DEDUPE_WINDOW_S,
-                 on_end: Callable[[RunDir], None] | None = None, slots: launcher.DeviceSlots | None = None,
+                 on_end: Callable[[RunDir], None] | None = None, watch: Callable | None = None,
+                 watch_every_s: float = launcher.WATCH_EVERY_S, slots: launcher.DeviceSlots | None = None,
                  poll_s: float = 2.0):
         self.runs_dir = Path(runs_dir)
         self._create_run, self._launch, self._stop, self._reconcile = create_run, launch, stop, reconcile
+        self._watch_once = watch or (launcher.watch if reconcile is launcher.reconcile else reconcile)
+        self._watch_every_s = watch_every_s
+        self._watching: dict[str, threading.Thread] = {}
         self._on_end = on_end
         self._window = dedupe_window_s
         self._lock = threading.RLock()
@@ -124,18 +128,23 @@ class JobManager:
         return StartResult(run.run_id, True, f"queued {run.run_id} ({place}; it starts when {busy} "
                                              "frees the device)", queued=True)
 
-    def resume(self, run_id: str, viewer: Viewer = SINGLE_USER) -> StartResult:
-        """Start a new attempt of a stopped or failed run from its last checkpoint (through the
-        queue: at once when its devices are free)."""
+    def resume(self, run_id: str, viewer: Viewer = SINGLE_USER, checkpoint: str | None = None) -> StartResult:
+        """Start a new attempt of a stopped or failed run from its last checkpoint, or from the
+        one the user names (`checkpoint`: a folder name in its checkpoints/, e.g. 'step-4'): a
+        resume never falls back to another checkpoint by itself. Through the queue: at once when
+        its devices are free."""
         run = self.run_dir(run_id, viewer)
         with self._lock:
             state = self._reconcile(run).state
             if state not in ("stopped", "failed"):
                 raise JobError(f"{run_id} is {state}; only a stopped or failed run can be resumed")
-            step = run.checkpoint_step("last")
-            if step is None:
+            name = checkpoint or "last"
+            last = run.checkpoints_dir / name
+            if "/" in name or "\\" in name or name.startswith(".") or not last.is_dir():
+                if checkpoint:
+                    raise JobError(f"{run_id} has no checkpoint {checkpoint!r} (its checkpoints/ holds "
+                                   f"{', '.join(sorted(p.name for p in run.checkpoints_dir.iterdir())) or 'nothing'})")
                 raise JobError(f"{run_id} saved no checkpoint to resume from; start a new run instead")
-            last = run.checkpoint("last")
             config = load_config(run.config_path).with_updates({"run.resume": str(last.absolute())})
             run.restart_for_resume()
             atomic_write(run.config_path, config.to_yaml())
@@ -144,7 +153,7 @@ class JobManager:
             self._schedule()
             queued = run.read_status().state == "queued"
         how = "queued to resume" if queued else "resumed"
-        return StartResult(run.run_id, True, f"{how} {run.run_id} from {run.checkpoint(step).name}", queued=queued)
+        return StartResult(run.run_id, True, f"{how} {run.run_id} from {last.resolve().name}", queued=queued)
 
     # -- the queue --
 
@@ -312,17 +321,41 @@ class JobManager:
         launched = self._launch(run, env=env) if env else self._launch(run)
         process = getattr(launched, "process", None)
         if process is not None:
-            threading.Thread(target=self._reap, args=(run, process), daemon=True,
-                             name=f"reap-{run.run_id}").start()
+            self._start_watching(run, process)
 
-    def _reap(self, run: RunDir, process) -> None:
-        """Wait for our child to exit (so it leaves no zombie) and mark a crash as failed."""
-        process.wait()
+    def _start_watching(self, run: RunDir, process=None) -> None:
+        worker = threading.Thread(target=self._watch, args=(run, process), daemon=True, name=f"watch-{run.run_id}")
+        self._watching[run.run_id] = worker
+        worker.start()
+
+    def _watch(self, run: RunDir, process=None) -> None:
+        """The console's watcher of one run, every watch_every_s until it is over and nothing of it
+        is left: reaps our child (no zombie), sees a rank that died or hung (core.launcher.watch)
+        and tears down what a finished run left; then the end-of-run hook."""
+        while True:
+            exited = process is not None and process.poll() is not None
+            try:
+                status = self._watch_once(RunDir(run.path.resolve()))
+            except (RunDirError, launcher.LaunchError, OSError):
+                return
+            over = status.state in TERMINAL_STATES
+            if over and (process is None or exited) and not self._processes_left(run):
+                self._ended(run, status)
+                return
+            time.sleep(self._watch_every_s)
+
+    def _processes_left(self, run: RunDir) -> bool:
+        if self._watch_once is self._reconcile:  # no real launcher (tests): no processes to wait for
+            return False
         try:
-            status = self._reconcile(RunDir(run.path.resolve()))
+            return bool(launcher.run_processes(RunDir(run.path.resolve())))
         except (RunDirError, launcher.LaunchError, OSError):
-            return
-        self._ended(run, status)
+            return False
+
+    def wait_for_watchers(self, timeout_s: float = 60.0) -> None:
+        """Block until the watched runs are over and their end hooks ran (tests and shutdown)."""
+        for worker in list(self._watching.values()):
+            worker.join(timeout_s)
 
     def _ended(self, run: RunDir, status: Status) -> None:
         self.poke()  # its devices are free: the next queued run may start
@@ -394,6 +427,8 @@ class JobManager:
                 print(f"mindtune: cannot check {summary.run_id}: {err}", flush=True)
                 continue
             (failed if status.state == "failed" else alive).append(summary.run_id)
+            if status.state not in TERMINAL_STATES:
+                self._start_watching(RunDir(summary.path))
         orphans = [f"pid {o.pid} of {o.run_dir.name} ({o.state})" for o in launcher.find_orphans(self.runs_dir)]
         queued = [s.run_id for s in list_runs(self.runs_dir) if s.state == "queued"]
         if queued:  # the queue survives a restart: carry on with it

@@ -3,6 +3,11 @@
 `RunCharts.update()` asks `core.rundir.MetricsReader` for the records written since the last call
 (it keeps the byte offset) and appends them to one small long-format DataFrame per chart
 (step, value, series). Nothing is re-read: the cost of a tick is the new bytes, not the file.
+
+A resumed run logs again the steps its previous attempt logged past its last checkpoint: the
+charts keep the latest value per step (`core.rundir.resume_point`/`value_key`, the rule
+`current_records` applies to a whole file): a resume drops the points past the step it resumed
+from, and a record of a step seen before replaces that step's points.
 """
 from __future__ import annotations
 
@@ -13,13 +18,14 @@ from pathlib import Path
 import pandas as pd
 
 from core.rundir import (ControlEvent, EndEvent, EvalRecord, MetricRecord, MetricsReader, RunDir, RunDirError,
-                         SetupEvent, TrainRecord)
+                         SetupEvent, TrainRecord, resume_point, value_key)
 
 CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale")
 # chart -> (train record field, series name) for the one-line train charts
 _TRAIN_SERIES = {"tokens_per_s": ("tokens_per_s", "tokens/s"), "lr": ("lr", "learning rate"),
                  "grad_norm": ("grad_norm", "grad norm"), "loss_scale": ("loss_scale", "loss scale")}
 _LOSS_MONITORS = ("val_loss", "val_loss_ema")
+_CHARTS_OF = {"train": ("loss", "memory", *_TRAIN_SERIES), "eval": ("val_loss", "val_ppl")}  # by record kind
 PARENT_SUFFIX = "(parent)"  # the series a fork's charts draw from its parent run
 
 
@@ -66,6 +72,8 @@ class RunCharts:
     end: EndEvent | None = None
     controls: list[ControlEvent] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
+    generation: int | None = None      # of the newest record read
+    seen: set = field(default_factory=set)   # value_key of every train/eval record charted
 
     parent: tuple[str, int] | None = None  # (run id, step) of a fork's parent, drawn up to that step
 
@@ -104,16 +112,58 @@ class RunCharts:
                 self.frames[name] = pd.DataFrame([{**row, "series": f"{row['series']} {PARENT_SUFFIX}"} for row in new])
 
     def update(self) -> set[str]:
-        """Read the new records; returns the charts that got points (also kept in `changed`)."""
+        """Read the new records; returns the charts that changed (also kept in `changed`)."""
         records = self.reader.read_new()
         rows: dict[str, list[dict]] = {name: [] for name in CHARTS}
+        fresh: set[str] = set()
         for record in records:
+            point, key = resume_point(record), value_key(record)
+            if point is not None and self.seen:
+                fresh |= self._flush(rows) | self._cut(point)
+            elif key is not None and key in self.seen:
+                fresh |= self._flush(rows) | self._drop(key)
+            if key is not None:
+                self.seen.add(key)
+            if record.generation is not None:
+                self.generation = record.generation
             self._add(record, rows)
+        fresh |= self._flush(rows)
+        self.changed |= fresh
+        return fresh
+
+    def _flush(self, rows: dict[str, list[dict]]) -> set[str]:
+        """Pending rows into the frames (emptied); the charts that got points."""
         fresh = {name for name, new in rows.items() if new}
         for name in fresh:
             self.frames[name] = pd.concat([self.frames[name], pd.DataFrame(rows[name])], ignore_index=True)
-        self.changed |= fresh
+            rows[name] = []
         return fresh
+
+    def _cut(self, step: int) -> set[str]:
+        """A new attempt resumed from `step`: what the earlier one logged after it is superseded."""
+        self.seen = {key for key in self.seen if key[2] <= step}
+        self.progress = Progress()  # the new process compiles again; its step times are its own
+        self.end = None
+        if self.last_train is not None and self.last_train.step > step:
+            self.last_train = None
+        if self.last_eval is not None and (self.last_eval.step or 0) > step:
+            self.last_eval = None
+        return self._keep(lambda frame: frame["step"] <= step, CHARTS)
+
+    def _drop(self, key: tuple[str, bool, int]) -> set[str]:
+        """A later value of a step seen before: that step's points of its kind go (the new ones follow)."""
+        self.seen.discard(key)
+        return self._keep(lambda frame: frame["step"] != key[2], _CHARTS_OF[key[0]])
+
+    def _keep(self, which, charts) -> set[str]:
+        changed = set()
+        for name in charts:
+            frame = self.frames[name]
+            keep = which(frame) | frame["series"].str.endswith(PARENT_SUFFIX)  # a fork's parent curve stays
+            if not keep.all():
+                self.frames[name] = frame[keep].reset_index(drop=True)
+                changed.add(name)
+        return changed
 
     def take_changed(self) -> set[str]:
         """The charts changed since the last call (each is sent to the browser once)."""

@@ -62,8 +62,12 @@ def failure_html(status: Status, log_tail: str, lang: str) -> str:
         return ""
     reason = (status.reason or "").strip().splitlines()
     first = html.escape(reason[0] if reason else "")
+    lines = [str(line) for line in status.error_lines]
+    where = f"rank {status.failed_rank}" if status.failed_rank is not None else ""
+    tail = (f'<pre class="mt-failure-log" data-rank="{html.escape(where)}">{html.escape(chr(10).join(lines))}</pre>'
+            if lines else "")  # the failed rank's own log tail (a data-parallel rank logs to logs/worker_N.log)
     return (f'<h3 class="mt-failure">{ICON_FAILED} {html.escape(text(f"failure.{kind}", lang))}</h3>'
-            f'<p>{html.escape(text("failure.reason", lang))}: <code>{first}</code></p>')
+            f'<p>{html.escape(text("failure.reason", lang))}: <code>{first}</code></p>{tail}')
 
 
 def fmt_duration(seconds: float | None) -> str:

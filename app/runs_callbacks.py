@@ -43,6 +43,8 @@ def table_row(summary: RunSummary, now: float | None = None, lang: str = "en") -
     status = reached_step(summary.status, summary.run.checkpoint_steps())
     final, best = status.final, status.best
     latest = None if final else summary.run.last_metric(TrainRecord)
+    if latest is not None and latest.generation not in (None, status.attempt):
+        latest = None  # the previous attempt's, logged past the checkpoint this one resumed from
     step, total = status.step, status.total_steps
     reason = reason_text((summary.reason or "").splitlines()[0][:120], lang) if summary.reason else ""
     if final:

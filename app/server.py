@@ -7,6 +7,7 @@ folders, and app/access.py's origin and run-file guards).
 """
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import gradio as gr
@@ -202,4 +203,13 @@ def launch_options(settings: Settings) -> dict:
                 max_file_size=settings.max_upload_bytes,
                 allowed_paths=[str(settings.runs_dir), str(settings.uploads_dir / "configs")],
                 show_error=True, css_paths=[CSS_PATH], footer_links=["settings"], quiet=False,
-                app_kwargs={"middleware": [*access.middlewares(settings), status_timer_middleware()]})
+                app_kwargs={"middleware": [*access.middlewares(settings), status_timer_middleware()]},
+                **_NO_SELF_CHECK)
+
+
+# Gradio's launch() sends its own URL one HEAD request with a 3 s timeout and, when that times out,
+# exits with "When localhost is not accessible, a shareable link must be created": a console
+# restarted on a loaded machine while 10 pages polled it died so (bench/soak.py, twice in 12 min).
+# Its only remedy is a share link, which this console never wants; the private `_frontend=False`
+# skips just that check (if a Gradio release drops the parameter, the check simply comes back).
+_NO_SELF_CHECK = {"_frontend": False} if "_frontend" in inspect.signature(gr.Blocks.launch).parameters else {}

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.rundir import BaselineEvent, EvalRecord, RunDir, TrainRecord  # noqa: E402
+from core.rundir import BaselineEvent, EvalRecord, RunDir, TrainRecord, current_records  # noqa: E402
 
 
 def run_training(config: str, runs_dir: Path, *overrides: str) -> dict:
@@ -32,7 +32,7 @@ def run_training(config: str, runs_dir: Path, *overrides: str) -> dict:
         raise SystemExit(f"training failed to start:\n{proc.stdout}\n{proc.stderr}")
     run = RunDir(lines[-1].split(": ", 1)[1])
     status = run.read_status()
-    metrics = run.metrics_reader().read_new()
+    metrics = current_records(run.metrics_reader().read_new())
     if status.state not in ("finished", "early_stopped"):
         raise SystemExit(f"{run.path}: {status.state}: {status.reason}\n{proc.stderr[-3000:]}")
     first_train = next(m for m in metrics if isinstance(m, TrainRecord))

@@ -1,4 +1,4 @@
-"""Train-step cost of the Gemma 2, Gemma 3 and Phi-4-mini shapes: fused CPU kernels against
+"""Train-step cost of the Gemma 2, Gemma 3, Phi-4-mini (and Qwen3, Mistral-window, GLM-4, OLMo 2) shapes: fused CPU kernels against
 MindSpore's composed ops, and what the part that stays composed (Gemma 2's final-logit soft-cap,
 applied to the logits before the loss kernel) costs, measured as ratios inside one process.
 
@@ -42,6 +42,13 @@ CONFIGS = {
                       tie_word_embeddings=True, original_max_position_embeddings=128,
                       rope_scaling={"type": "longrope", "short_factor": [1.0] * 24,
                                     "long_factor": [1.0 + 0.25 * i for i in range(24)]}),
+    # the dense families of issue 15 (families engineer): QK-norm per head / over the projection,
+    # window, partial interleaved RoPE with GLM-4's extra norms
+    "qwen3": dict(_SHAPE, architectures=["Qwen3ForCausalLM"], model_type="qwen3", rope_theta=1e6),
+    "mistral-window": dict(_SHAPE, architectures=["MistralForCausalLM"], model_type="mistral", sliding_window=128),
+    "glm4": dict(_SHAPE, architectures=["Glm4ForCausalLM"], model_type="glm4", partial_rotary_factor=0.5,
+                 attention_bias=True),
+    "olmo2": dict(_SHAPE, architectures=["Olmo2ForCausalLM"], model_type="olmo2"),
 }
 
 

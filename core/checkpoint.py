@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,7 +20,12 @@ import mindspore as ms  # noqa: F401  (importing mindspore registers numpy's bfl
 from mindspore import Tensor, ops
 from safetensors.numpy import save_file
 
-from core.atomic import atomic_folder, atomic_symlink
+from core.atomic import atomic_folder
+from core.ckpt_store import (CHECKPOINT_FILES, MANIFEST_FILE, OPTIMIZER_FILE, POINTERS, STATE_FILE,  # noqa: F401
+                             WEIGHTS_FILE, CheckpointCorrupt, DiskFull, TensorSource, checkpoint_steps, point,
+                             format_bytes, free_bytes, prune_checkpoints, recover, resolve_checkpoint,
+                             save_train_checkpoint, sweep,
+                             verified_folder, verify_checkpoint)
 from core.model import CausalLM, DTYPES
 from core.safetensors_io import SafetensorsReader
 from core.model_args import (INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
@@ -208,82 +212,12 @@ def load_hf_model(model_dir: str | Path, dtype: str = "float32", storage_dtype: 
     return model
 
 
-# ---- training checkpoints: checkpoints/step-<N>/{weights,optimizer}.safetensors + trainer_state.json
-
-WEIGHTS_FILE = "weights.safetensors"
-OPTIMIZER_FILE = "optimizer.safetensors"
-STATE_FILE = "trainer_state.json"
-POINTERS = ("best", "last")
-
-
-def save_train_checkpoint(checkpoints_dir: str | Path, step: int, weights: dict[str, np.ndarray],
-                          optimizer_state: dict[str, np.ndarray], trainer_state: dict) -> Path:
-    """Write `step-<step>/` completely under a temporary name, fsync, then rename into place.
-    A crash or a failed write leaves earlier checkpoints (and an earlier copy of this step) intact."""
-    root = Path(checkpoints_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step-{step}"
-    with atomic_folder(final) as tmp:  # re-saving a step (after a resume) swaps, never deletes first
-        save_file({k: np.array(v, order="C") for k, v in weights.items()}, str(tmp / WEIGHTS_FILE))
-        save_file({k: np.array(v, order="C") for k, v in optimizer_state.items()}, str(tmp / OPTIMIZER_FILE))  # keeps 0-d shapes
-        (tmp / STATE_FILE).write_text(json.dumps(trainer_state, indent=1, sort_keys=True), encoding="utf-8")
-    return final
-
-
-def point(checkpoints_dir: str | Path, name: str, step: int) -> None:
-    """Atomically make `checkpoints/<name>` (best/last) a relative symlink to `step-<step>`."""
-    atomic_symlink(Path(checkpoints_dir) / name, f"step-{step}")
-
-
-def checkpoint_steps(checkpoints_dir: str | Path) -> list[int]:
-    root = Path(checkpoints_dir)
-    steps = []
-    for path in root.glob("step-*"):
-        suffix = path.name[len("step-"):]
-        if path.is_dir() and suffix.isdigit():
-            steps.append(int(suffix))
-    return sorted(steps)
-
-
-def prune_checkpoints(checkpoints_dir: str | Path, keep_last_n: int) -> list[int]:
-    """Delete periodic checkpoints beyond the newest `keep_last_n`, never one that best/last point to."""
-    root = Path(checkpoints_dir)
-    protected = set()
-    for name in POINTERS:
-        link = root / name
-        if link.is_symlink():
-            protected.add(os.readlink(link))
-    steps = checkpoint_steps(root)
-    removed = []
-    for step in steps[: max(len(steps) - keep_last_n, 0)]:
-        if f"step-{step}" not in protected:
-            shutil.rmtree(root / f"step-{step}")
-            removed.append(step)
-    return removed
-
-
-def resolve_checkpoint(path: str | Path) -> Path:
-    """A run folder (-> its `checkpoints/last`), a `checkpoints/` folder, or a `step-N`/best/last
-    folder -> the concrete step folder. Missing or incomplete checkpoints are errors."""
-    p = Path(path)
-    if (p / "checkpoints").is_dir():
-        p = p / "checkpoints"
-    if p.name == "checkpoints" and p.is_dir():
-        if not (p / "last").exists():
-            raise CheckpointError(f"{p}: no 'last' checkpoint to resume from (the run saved none).")
-        p = p / "last"
-    if not p.is_dir():
-        raise CheckpointError(f"{p}: checkpoint not found; give a run folder or runs/<id>/checkpoints/step-N.")
-    p = p.resolve()
-    for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE):
-        if not (p / name).is_file():
-            raise CheckpointError(f"{p}: incomplete checkpoint, {name} is missing.")
-    return p
-
+# ---- training checkpoints: checkpoints/step-<N>/ (written, pointed, pruned, verified by core.ckpt_store)
 
 def load_train_checkpoint(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict]:
-    """(weights, optimizer state, trainer state) of a checkpoint folder; corrupt files are errors."""
-    folder = resolve_checkpoint(path)
+    """(weights, optimizer state, trainer state) of a checkpoint folder whose files match its
+    manifest; corrupt files are errors naming the file (and the checkpoints that still verify)."""
+    folder = verified_folder(path)
     weights = read_safetensors([folder / WEIGHTS_FILE])
     optimizer_state = read_safetensors([folder / OPTIMIZER_FILE])
     return weights, optimizer_state, read_trainer_state(folder)

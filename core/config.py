@@ -440,6 +440,8 @@ class ParallelSettings(_Section):
     data_parallel: int = _field(1, "data-parallel workers", ge=1)
     optimizer_shard: bool = _field(False, "shard optimizer state across workers (Ascend only)")
     device: Literal["cpu", "gpu", "ascend"] = _field("cpu", "MindSpore device target")
+    hang_timeout_s: float = _field(120.0, "fail the run when a worker makes no step progress for this long (s)",
+                                   gt=0)
 
 
 @dataclass

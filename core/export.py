@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from core.atomic import atomic_folder, atomic_open
+from core.ckpt_store import verified_folder
 from core.model_args import (ALL_LINEAR, INDEX_NAME, CheckpointError, copy_tokenizer_files, file_sha256,
                              read_model_args, weight_files)
 from core.peft_format import (ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, peft_adapter_config, to_module_path,
@@ -52,7 +53,7 @@ class ExportError(ValueError):
 # ---- the checkpoint and its base, read without MindSpore ------------------------------------
 
 def checkpoint_folder(path: str | Path) -> Path:
-    """A step folder (or best/last pointer) -> the concrete folder; incomplete ones are errors."""
+    """A step folder (or best/last pointer) -> the concrete folder; incomplete or corrupt ones are errors."""
     folder = Path(path)
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: checkpoint not found; give runs/<id>/checkpoints/step-N (or best/last).")
@@ -60,7 +61,7 @@ def checkpoint_folder(path: str | Path) -> Path:
     for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE):
         if not (folder / name).is_file():
             raise CheckpointError(f"{folder}: incomplete checkpoint, {name} is missing.")
-    return folder
+    return verified_folder(folder)  # every file's sha256 against the manifest (a corrupt one is named)
 
 
 def read_state(folder: Path) -> dict:

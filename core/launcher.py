@@ -2,9 +2,16 @@
 
 A worker is started as an argv (never a shell string) in its own session and process group, with
 its output appended to the run's train.log, so it survives the console and can be signalled as a
-whole. msrun starts each data-parallel worker in a session of its own, so a run's processes are
-found three ways: the recorded process group, the leader's descendants, and any process whose
-environment has MINDTUNE_RUN_DIR naming the run. Knows `core.config` and `core.rundir` only.
+whole. Each worker runs under its rank supervisor (`core.ranks`), which records its pid, exit
+status and heartbeat in `ranks/`. msrun starts each data-parallel worker in a session of its own,
+so a run's processes are found three ways: the recorded process group, the leader's descendants,
+and any process whose environment has MINDTUNE_RUN_DIR naming the run.
+
+`watch` is the console's watcher (and the headless data-parallel CLI's): called every half second,
+it sees a rank that died or stopped making progress from the rank files, ends the run with that
+rank's account if its supervisor could not, and tears down the processes of a run that is over
+(msrun would otherwise wait some 30 s for its scheduler to time out). Knows `core.config`,
+`core.rundir`, `core.ranks` and `core.ckpt_store` (the last two are MindSpore-free).
 """
 from __future__ import annotations
 
@@ -24,22 +31,25 @@ from typing import Callable, Mapping, Sequence
 
 import psutil
 
+from core import ranks
 from core.config import Config, ConfigError, Problem, load_config
+from core.ranks import OOM_ADVICE  # noqa: F401  (re-exported for the worker and the console)
 from core.rundir import (
     TERMINAL_STATES, RunDir, RunDirError, Status, can_transition, make_run_id, next_free_run_id,
 )
 
 __all__ = [
-    "ENV_RUN_DIR", "REPO_ROOT", "CRASH_REASON", "CANCELLED_REASON", "LaunchError", "LaunchedRun", "Orphan",
+    "ENV_RUN_DIR", "REPO_ROOT", "CRASH_REASON", "FORCED_STOP_REASON", "CANCELLED_REASON", "LaunchError", "LaunchedRun", "Orphan",
     "free_port", "build_argv", "command_preview", "multi_host_commands", "check_workers_available",
     "run_id_for", "create_run", "launch", "process_fields", "is_alive", "run_processes", "stop",
-    "reconcile", "find_orphans", "DeviceSlots", "QueuedRun", "ActiveRun", "Launch", "plan_launches",
+    "reconcile", "find_orphans", "watch", "teardown", "DeviceSlots", "QueuedRun", "ActiveRun", "Launch", "plan_launches",
     "device_env", "VISIBLE_DEVICES_ENV",
 ]
 
 ENV_RUN_DIR = "MINDTUNE_RUN_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CRASH_REASON = "worker exited without a final status (crashed or killed); see train.log"
+FORCED_STOP_REASON = "stopped by the user (forced)"
 CANCELLED_REASON = "cancelled before it started"
 _POLL_S = 0.05
 _CREATE_TIME_TOLERANCE_S = 0.05  # psutil's create_time has clock-tick (10 ms) resolution
@@ -74,14 +84,15 @@ def _msrun_next_to(python: str) -> str:
 
 def build_argv(run_dir: RunDir | str | os.PathLike, data_parallel: int,
                master_port: int | None = None, python: str = sys.executable) -> list[str]:
-    """The worker's command: `python -m core.train` for one worker, msrun for several."""
+    """The worker's command: `python -m core.ranks` (the rank supervisor, which runs core/train.py)
+    for one worker, msrun running core/ranks.py per rank for several."""
     run = os.path.abspath(os.fspath(run_dir))
     if data_parallel <= 1:
-        return [python, "-m", "core.train", "--run-dir", run]
+        return [python, "-m", "core.ranks", "--run-dir", run]
     port = master_port if master_port is not None else free_port()
     return [_msrun_next_to(python), f"--worker_num={data_parallel}",
             f"--local_worker_num={data_parallel}", f"--master_port={port}", "--join=True",
-            f"--log_dir={run}/logs", str(REPO_ROOT / "core" / "train.py"), "--run-dir", run]
+            f"--log_dir={run}/logs", str(REPO_ROOT / "core" / "ranks.py"), "--run-dir", run]
 
 
 def command_preview(argv: Sequence[str]) -> str:
@@ -103,7 +114,7 @@ def multi_host_commands(n_per_node: int, nodes: int, master_addr: str, port: int
     for rank in range(nodes):
         argv = ["msrun", f"--worker_num={n_per_node * nodes}", f"--local_worker_num={n_per_node}",
                 f"--master_addr={master_addr}", f"--master_port={port}", f"--node_rank={rank}",
-                "--join=True", f"--log_dir={run_dir}/logs", "core/train.py", "--run-dir", run_dir]
+                "--join=True", f"--log_dir={run_dir}/logs", "core/ranks.py", "--run-dir", run_dir]
         commands.append(command_preview(argv))
     return commands
 
@@ -177,6 +188,7 @@ def launch(run_dir: RunDir | str | os.PathLike, data_parallel: int | None = None
     if os.sep in argv[0] and not os.access(argv[0], os.X_OK):
         raise LaunchError(f"{argv[0]}: not found or not executable"
                           + (" (msrun comes with mindspore)" if data_parallel > 1 else ""))
+    shutil.rmtree(ranks.ranks_dir(run), ignore_errors=True)  # the previous attempt's rank records
     run.write_status(state="starting", pid=None, pgid=None, create_time=None, reason=None,
                      hostname=socket.gethostname(), command=argv, data_parallel=data_parallel)
     try:
@@ -276,7 +288,11 @@ class _RunProcesses:
     def __init__(self, run: RunDir, status: Status):
         self.real_path = os.path.realpath(run.path)
         self.leader = _leader(status, include_zombie=True)
+        if self.leader is not None and self.leader.pid == os.getpid():
+            self.leader = None  # a run trained in this very process (the CLI in-process): not its children
         self.pgid = status.pgid if self.leader is not None else None
+        if self.pgid == os.getpgrp():  # ... and never our own process group
+            self.pgid = None
         self.leader_key = _key(self.leader) if self.leader is not None else None
         self.known: dict[tuple[int, float], psutil.Process] = {}
         self.signalled: dict[int, set[tuple[int, float]]] = {}
@@ -411,9 +427,9 @@ def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: 
     if final.state in TERMINAL_STATES:
         return final
     if leader_was_alive and not ended_by_itself:
-        reason = ("stopped now by user" if not graceful else
-                  f"graceful stop timed out after {timeout_s:g} s; worker terminated by user")
-        return _try_write_status(run, state="stopped", reason=reason) or _read_status(run)
+        reason = (FORCED_STOP_REASON if not graceful else
+                  f"stopped by the user: the graceful stop timed out after {timeout_s:g} s and the worker was terminated")
+        return ranks.write_verdict(run, "stopped", reason) or _read_status(run)
     return reconcile(run)
 
 
@@ -461,9 +477,106 @@ def reconcile(run_dir: RunDir | str | os.PathLike) -> Status:
         return status
     if is_alive(status) or _RunProcesses(run, status).scan():
         return status
+    verdict = _user_stop_verdict(run, status) or _rank_death_verdict(run, status, settle_s=0.0)
+    if verdict is not None:
+        return verdict
     lines = _error_lines(run.log_path)
     reason = CRASH_REASON + ("; last error lines:\n" + "\n".join(lines) if lines else "")
-    return _try_write_status(run, state="failed", reason=reason, error_lines=lines) or _read_status(run)
+    return ranks.write_verdict(run, "failed", reason, error_lines=lines) or _read_status(run)
+
+
+def _user_stop_verdict(run: RunDir, status: Status) -> Status | None:
+    """A run that was `stopping` at the user's request and whose processes are gone ended because
+    the user stopped it, not because it crashed."""
+    if status.state != "stopping":
+        return None
+    try:
+        request = run.read_control().stop
+    except RunDirError:
+        request = None
+    if not request:
+        return None
+    reason = FORCED_STOP_REASON if request == "now" else "stopped by the user (the worker ended before writing its status)"
+    return ranks.write_verdict(run, "stopped", reason) or _read_status(run)
+
+
+def _alive(pid, create_time) -> bool:
+    if not isinstance(pid, int) or not isinstance(create_time, (int, float)):
+        return False
+    return _leader(Status(pid=pid, create_time=create_time)) is not None
+
+
+def _rank_death_verdict(run: RunDir, status: Status, settle_s: float = 2.0) -> Status | None:
+    """End an active run whose rank died, from its rank record: what its supervisor would have
+    written (it gets `settle_s` to do so itself), or, when the supervisor died too, that the rank
+    is gone without a record."""
+    attempt = status.attempt
+    local = socket.gethostname()
+    if ranks.hang_claimed(run, attempt) and settle_s > 0:
+        return None  # a hang's judge killed the rank and is writing why
+    for rank, record in ranks.rank_records(run, attempt).items():
+        world = int(record.get("world") or 1)
+        lines = ranks.log_tail(ranks.log_of(run, rank, world))
+        if record.get("state") == "exited":
+            code, sig = record.get("exit_code"), record.get("exit_signal")
+            if not (code or sig) or time.time() - float(record.get("ended_at") or 0) < settle_s:
+                continue
+            state, kind, reason = ranks.death_verdict(rank, world, code, sig, record.get("oom_evidence"), False)
+        elif record.get("hostname") == local and not _alive(record.get("pid"), record.get("create_time")) \
+                and not (isinstance(record.get("supervisor_pid"), int) and psutil.pid_exists(record["supervisor_pid"])):
+            state, kind = "failed", "rank_died" if world > 1 else "crash"
+            reason = (f"{'rank %d' % rank if world > 1 else 'the worker'} is gone and left no exit status "
+                      "(its supervisor was killed too)")
+        else:
+            continue
+        return ranks.write_verdict(run, state, reason, failure_kind=kind, failed_rank=rank, error_lines=lines,
+                                   exit_signal=ranks.signal_name(record.get("exit_signal")) or None) or _read_status(run)
+    return None
+
+
+# ---- the watcher ----------------------------------------------------------------------------
+
+WATCH_EVERY_S = 0.5
+HANG_BACKSTOP_S = 5.0        # the watcher judges a hang this long after the supervisors should have
+TEARDOWN_AFTER_S = {"failed": 0.5, "stopped": 3.0}  # processes left this long after the end are killed
+TEARDOWN_AFTER_DEFAULT_S = 15.0  # (a finished run's processes exit by themselves within seconds)
+
+
+def watch(run_dir: RunDir | str | os.PathLike) -> Status:
+    """One look at a run, for a caller that polls it every WATCH_EVERY_S: end an active run whose
+    rank died or stopped making progress (from `ranks/`), or whose processes are all gone; tear
+    down the processes a run that is over left behind. Returns the status."""
+    run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
+    status = _read_status(run)
+    state = status.state
+    if state == "queued" or _on_other_host(status):
+        return status
+    if state not in TERMINAL_STATES:
+        hung = ranks.hung_rank(run, status.attempt, now=time.time() - HANG_BACKSTOP_S)
+        if hung is not None:
+            ranks.judge_hang(run, hung)
+        else:
+            _rank_death_verdict(run, status)
+        status = reconcile(run)
+    if status.state in TERMINAL_STATES:
+        ended = status.ended_at or status.updated_at or 0.0
+        if time.time() - ended >= TEARDOWN_AFTER_S.get(status.state, TEARDOWN_AFTER_DEFAULT_S):
+            teardown(run, status)
+    return status
+
+
+def teardown(run_dir: RunDir | str | os.PathLike, status: Status | None = None, kill_after_s: float = 1.0) -> int:
+    """SIGTERM, then SIGKILL after `kill_after_s`, every process left of a run; returns how many."""
+    run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
+    processes = _RunProcesses(run, status if status is not None else _read_status(run))
+    found = processes.scan()
+    if not found:
+        return 0
+    processes.signal(signal.SIGTERM)
+    if not _wait_until(lambda: not processes.scan(), kill_after_s):
+        processes.signal(signal.SIGKILL)
+        _wait_until(lambda: not processes.scan(), 5.0)
+    return len(found)
 
 
 @dataclass(frozen=True)

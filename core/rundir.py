@@ -44,7 +44,7 @@ __all__ = [
     "Record", "Status", "BestSoFar", "FinalFigures", "Attempt", "ControlRequest",
     "MetricRecord", "TrainRecord", "ValidationFigures", "EvalRecord", "EventRecord", "SetupEvent",
     "BaselineEvent", "ResumeEvent", "ForkEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
-    "parse_metric", "atomic_write_json", "POINTERS", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
+    "parse_metric", "resume_point", "current_records", "atomic_write_json", "POINTERS", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
     "make_run_id", "display_name", "next_free_run_id", "list_runs", "resolve_inside",
 ]
 
@@ -236,7 +236,9 @@ class Attempt(Record):
     step: int | None = None
 
 
-FAILURE_KINDS = ("data", "config", "nonfinite", "oom", "crash")  # status.failure_kind, when the worker knew
+# status.failure_kind, when the worker, a rank supervisor (core.ranks) or the launcher knew
+FAILURE_KINDS = ("data", "config", "nonfinite", "oom", "crash", "disk_full", "checkpoint", "loss_scale", "hang",
+                 "rank_died")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,6 +269,10 @@ class Status(Record):
     final: FinalFigures | None = None
     history: list[Attempt] = field(default_factory=list)
     owner: str | None = None             # the console user who started it (None: started from a shell)
+    failed_rank: int | None = None       # the data-parallel rank a failure is blamed on
+    exit_signal: str | None = None       # how that worker ended, e.g. "SIGKILL" (core.ranks)
+    exit_code: int | None = None
+    resumable_checkpoint: str | None = None  # the checkpoint folder a resume would start from, when it ended
     # the console's job queue: the order among queued runs (smaller first), and where a run runs
     queue_position: float | None = None
     device: str | None = None            # "cpu", "gpu" or "ascend" (parallel.device)
@@ -311,6 +317,7 @@ class MetricRecord(Record):
     kind: ClassVar[str] = ""
     step: int | None = None
     time: float | None = None
+    generation: int | None = None        # the attempt that wrote it (status.json's `attempt`: 1, 2 after a resume)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -456,16 +463,31 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+LOCK_WAIT_S = 5.0  # a holder that keeps the lock this long is frozen (SIGSTOP) or hung: go on without it
+
+
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    """An exclusive lock on the run folder for one read-merge-write, across processes."""
+    """An exclusive lock on the run folder for one read-merge-write, across processes. A holder
+    never keeps it more than a few milliseconds; one that keeps it LOCK_WAIT_S was stopped or hung
+    while writing (a frozen worker must not freeze the console and the watcher with it), so the
+    write goes ahead unlocked."""
     try:
         fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
     except FileNotFoundError:
         raise RunDirError(f"{folder}: run directory does not exist") from None
     try:
-        with contextlib.suppress(OSError):  # a filesystem without flock: go on unlocked
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.005)
+            except OSError:  # a filesystem without flock: go on unlocked
+                break
         yield
     finally:
         os.close(fd)  # closing releases the lock
@@ -876,6 +898,47 @@ class MetricsReader:
         self.corrupt_lines += 1
         self.last_error = f"{self.path} line {self.lines}: {reason}"
         return None
+
+
+# ---- a resumed run's timeline ------------------------------------------------------------------
+# An attempt that crashed logged steps past its last checkpoint; the next attempt (generation) logs
+# them again from that checkpoint. Readers keep the latest value per step: what an attempt logged
+# past the step the next one resumed from is superseded, and so is an earlier value of one kind at
+# one step. Events (warnings, recoveries, ends) are what happened and all stay.
+
+def resume_point(record: MetricRecord) -> int | None:
+    """The step an attempt continues from, when `record` opens it (its ResumeEvent; a BaselineEvent
+    when it started from the base model): values logged before it at a later step are superseded."""
+    if isinstance(record, ResumeEvent) and record.step is not None:
+        return record.step
+    if isinstance(record, BaselineEvent):
+        return record.step or 0
+    return None
+
+
+def value_key(record: MetricRecord) -> tuple[str, bool, int] | None:
+    """(kind, base, step) of a train or eval record: at most one value per key counts."""
+    if isinstance(record, (TrainRecord, EvalRecord)) and record.step is not None:
+        return record.kind, bool(getattr(record, "base", False)), record.step
+    return None
+
+
+def current_records(records: Iterable[MetricRecord]) -> list[MetricRecord]:
+    """`records` in file order without the superseded values (see above): one pass from the end."""
+    kept: list[MetricRecord] = []
+    seen: set[tuple[str, bool, int]] = set()
+    cut = math.inf  # the lowest resume point after the record looked at
+    for record in reversed(list(records)):
+        key = value_key(record)
+        if key is not None:
+            if key[2] > cut or key in seen:
+                continue
+            seen.add(key)
+        kept.append(record)
+        point = resume_point(record)
+        if point is not None:
+            cut = min(cut, point)
+    return kept[::-1]
 
 
 # ---- run ids --------------------------------------------------------------------------------

@@ -10,10 +10,12 @@ through `msrun` (N workers; rank 0 writes metrics and checkpoints).
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 import resource
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -29,7 +31,7 @@ import mindspore as ms
 from mindspore import Tensor, amp, nn, ops
 
 from core import checkpoint as ckpt
-from core import launcher
+from core import launcher, ranks
 from core.checkpoint import CheckpointError, load_hf_model
 from core.config import Config, ConfigError, EarlyStoppingSettings, describe_fields, load_config
 from core.config import Problem as ConfigProblem
@@ -40,9 +42,9 @@ from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_traina
 from core.model import share_layer_graphs, use_amp_o1
 from core.profiling import StepProfiler, profile_message
 from core.model_args import check_run_settings
-from core.rundir import (BaselineEvent, BestSoFar, ControlEvent, ControlPoller, EndEvent, EvalRecord, EventRecord,
-                         FinalFigures, ForkEvent, MetricRecord, ResumeEvent, RunDir, SetupEvent, TrainRecord,
-                         ValidationFigures)
+from core.rundir import (TERMINAL_STATES, BaselineEvent, BestSoFar, ControlEvent, ControlPoller, EndEvent, EvalRecord,
+                         EventRecord, FinalFigures, ForkEvent, MetricRecord, ResumeEvent, RunDir, SetupEvent,
+                         TrainRecord, ValidationFigures)
 from core.tokenizer import Tokenizer, TokenizerError
 from core.train_step import (EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state,
                              step_inputs)
@@ -53,7 +55,11 @@ MAX_CONSECUTIVE_OVERFLOWS = 25  # fp16: loss-scale retries before a non-finite l
 
 
 class TrainingFailed(RuntimeError):
-    """Ends the run as `failed` with this message as the reason."""
+    """Ends the run as `failed` with this message as the reason and `kind` as its failure_kind."""
+
+    def __init__(self, message: str, kind: str = "nonfinite"):
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -110,6 +116,13 @@ def peak_memory_mb(device: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _tensor_source(param, before_read) -> ckpt.TensorSource:
+    def read():
+        before_read()
+        return param.asnumpy()
+    return ckpt.TensorSource(tuple(param.shape), np.dtype(ms.dtype_to_nptype(param.dtype)), read)
+
+
 class Cluster:
     """Rank, world size and the few collective decisions every rank must agree on."""
 
@@ -150,14 +163,22 @@ class Trainer:
         self.state = LoopState(early_stopping=config.early_stopping)
         self.control = ControlPoller(run)
         self.stop_requested = False  # by the console, through control.json
+        self.stop_now_requested = False  # ... as "Stop now"
         self.stop_signal = False
+        self.stop_forced = False      # the stop came as "Stop now" or SIGTERM, not a graceful request
+        self.steps_here = 0           # steps this process ran (the first compiles)
+        self.saved_step: int | None = None  # the step this process last saved
+        self.evals_here = 0
+        self._streak: dict | None = None  # the current run of skipped (overflowed) steps
         self.started = time.time()
+        self.generation: int | None = None  # status.json's attempt, set when the run starts
         self.tokens_per_s_history: list[float] = []
 
     # ---- logging --------------------------------------------------------------------------
     def emit(self, record: MetricRecord):
         if self.cluster.is_main:
-            self.run.append_metrics(record.replace(step=self.state.step, time=round(time.time(), 3)))
+            self.run.append_metrics(record.replace(step=self.state.step, time=round(time.time(), 3),
+                                                   generation=self.generation))
 
     def event(self, record: EventRecord):
         self.emit(record)
@@ -290,14 +311,17 @@ class Trainer:
         samples = self.splits.validation
         if self.cfg.eval.max_eval_samples:
             samples = samples[: self.cfg.eval.max_eval_samples]
+        phase = "eval" if self.evals_here else "compile"  # the first evaluation compiles its graph
         for b in eval_batches(samples, batch, self.length, self.tokenizer.pad_token_id or 0,
                               packing=self.cfg.data.packing):
+            self.heartbeat.beat(self.state.step, phase)
             inputs = step_inputs(b)
             n, t = self.eval_step(*inputs)
             nll, tokens = nll + n, tokens + t
             read += int(np.asarray(inputs[2]).sum())
             if max_tokens is not None and read >= max_tokens:
                 break
+        self.evals_here += 1
         self.model.set_train(True)
         loss = nll / max(tokens, 1.0)
         alpha = self.cfg.eval.ema_alpha
@@ -307,6 +331,7 @@ class Trainer:
 
     def exact_match(self) -> float | None:
         """Share of test prompts whose greedy answer equals the reference exactly (stripped)."""
+        self.heartbeat.beat(self.state.step, "generate")
         records = self.splits.test_records
         if not records or not self.cfg.eval.downstream:
             return None
@@ -350,14 +375,19 @@ class Trainer:
         request = self.control.poll() if self.cluster.is_main else None
         if request is not None:
             self.stop_requested = self.stop_requested or request.stop is not None
+            self.stop_now_requested = self.stop_now_requested or request.stop == "now"
             try:
                 es = request.early_stopping_over(self.state.early_stopping)
             except ConfigError as err:  # written by hand: the console checks what it writes
                 self.event(EventRecord(event="warning", message=f"control request {request.seq} ignored: {err}"))
-        vector = [1.0 if self.stop_requested or self.stop_signal else 0.0, float(self.control.last_seq),
+        # 2 = Stop now (or SIGTERM), 1 = a graceful stop request, 0 = go on
+        stop = 2.0 if self.stop_now_requested or self.stop_signal else 1.0 if self.stop_requested else 0.0
+        vector = [stop, float(self.control.last_seq),
                   float(es.enabled), float(MONITORS.index(es.monitor)), float(es.patience), es.min_delta]
         agreed = self.cluster.from_main(vector)
-        stop_any = self.cluster.sum([1.0 if self.stop_signal else 0.0])[0] > 0 or agreed[0] > 0
+        signalled = self.cluster.sum([1.0 if self.stop_signal else 0.0])[0] > 0
+        stop_any = signalled or agreed[0] > 0
+        self.stop_forced = signalled or agreed[0] > 1.5
         if int(agreed[1]) > self.state.control_seq:
             new = EarlyStoppingSettings(enabled=agreed[2] > 0.5, monitor=MONITORS[int(agreed[3])],
                                         patience=int(agreed[4]), min_delta=agreed[5])
@@ -374,8 +404,15 @@ class Trainer:
     def save(self, pointers: tuple[str, ...]) -> None:
         if not self.cluster.is_main:
             return
-        weights = {name: p.asnumpy() for name, p in self.trainable.items()}
-        opt_state = {name: p.asnumpy() for name, p in optimizer_state(self.optimizer).items()}
+        if self.saved_step == self.state.step:  # saved at this step already (the final eval): only point
+            for name in pointers:
+                ckpt.point(self.run.checkpoints_dir, name, self.state.step)
+            return
+        self.heartbeat.beat(self.state.step, "save")
+        # each tensor is copied out of MindSpore only when the save writes it (a long save keeps beating)
+        beat = lambda: self.heartbeat.beat(self.state.step, "save")  # noqa: E731
+        weights = {name: _tensor_source(p, beat) for name, p in self.trainable.items()}
+        opt_state = {name: _tensor_source(p, beat) for name, p in optimizer_state(self.optimizer).items()}
         if self.loss_scaler is not None:
             opt_state["loss_scale.scale_value"] = self.loss_scaler.scale_value.asnumpy()
             if hasattr(self.loss_scaler, "counter"):
@@ -387,9 +424,9 @@ class Trainer:
             "lora": self.cfg.lora.to_dict() if self.cfg.method == "lora" else None,
             "lora_modules": self.lora_modules, "config": self.cfg.to_dict(),
         }
-        ckpt.save_train_checkpoint(self.run.checkpoints_dir, self.state.step, weights, opt_state, trainer_state)
-        for name in pointers:
-            ckpt.point(self.run.checkpoints_dir, name, self.state.step)
+        ckpt.save_train_checkpoint(self.run.checkpoints_dir, self.state.step, weights, opt_state, trainer_state,
+                                   pointers=pointers)
+        self.saved_step = self.state.step
         ckpt.prune_checkpoints(self.run.checkpoints_dir, self.cfg.train.keep_last_n)
 
     def base_sha256(self) -> str:
@@ -398,6 +435,7 @@ class Trainer:
         return self._base_sha
 
     def restore(self, path: str) -> None:
+        ckpt.verified_folder(path)  # every file against the manifest first: a corrupt one is named
         trainer_state = ckpt.read_trainer_state(path)
         if trainer_state.get("method") != self.cfg.method:
             raise CheckpointError(f"{path}: a {trainer_state.get('method')} checkpoint cannot resume a "
@@ -499,17 +537,37 @@ class Trainer:
 
     def agree_on_step(self, out: dict, consecutive_overflows: int) -> int:
         """One all-reduce per step: the mean loss over ranks (what DP=1 would log for the same
-        global batch) and whether any rank saw a non-finite loss or skipped an overflow step.
-        Returns the count of consecutive overflow steps; raises TrainingFailed past the limit."""
-        finite = math.isfinite(out["loss"]) and out["applied"]
-        bad, loss_sum = self.cluster.sum([0.0 if finite else 1.0, out["loss"] if finite else 0.0])
-        if bad == 0:
+        global batch), whether any rank saw a non-finite loss, and whether any skipped the update
+        (its gradients overflowed). Returns the count of consecutive skipped steps; raises
+        TrainingFailed past the limit, saying whether the loss or only the gradients overflowed."""
+        loss_ok = math.isfinite(out["loss"])
+        bad_loss, skipped, loss_sum = self.cluster.sum(
+            [0.0 if loss_ok else 1.0, 0.0 if out["applied"] else 1.0, out["loss"] if loss_ok else 0.0])
+        if bad_loss == 0:
             out["loss"] = loss_sum / self.cluster.world
+        if bad_loss == 0 and skipped == 0:
+            self._streak = None
             return 0
         self.state.overflow_steps += 1
-        if self.loss_scaler is None or consecutive_overflows + 1 >= MAX_CONSECUTIVE_OVERFLOWS:
-            raise TrainingFailed(f"non-finite loss at step {self.state.step + 1}")
-        return consecutive_overflows + 1
+        step = self.state.step + 1
+        if consecutive_overflows == 0 or self._streak is None:
+            self._streak = {"first_step": step, "first_scale": out["loss_scale"], "bad_loss": False}
+        self._streak["bad_loss"] = self._streak["bad_loss"] or bad_loss > 0
+        if self.loss_scaler is None:
+            if bad_loss:
+                raise TrainingFailed(f"non-finite loss at step {step}")
+            raise TrainingFailed(f"non-finite gradients at step {step} (the loss, {out['loss']:.4g}, was finite): "
+                                 "lower train.learning_rate or set train.max_grad_norm")
+        if consecutive_overflows + 1 < MAX_CONSECUTIVE_OVERFLOWS:
+            return consecutive_overflows + 1
+        if self._streak["bad_loss"]:
+            raise TrainingFailed(f"non-finite loss at step {step}")
+        scale = float(self.loss_scaler.scale_value.asnumpy())
+        raise TrainingFailed(
+            f"fp16 loss scale collapse: the gradients overflowed {consecutive_overflows + 1} times in a row "
+            f"(steps {self._streak['first_step']}-{step}), every loss was finite; the dynamic loss scale fell from "
+            f"{self._streak['first_scale']:.4g} to {scale:.4g}. Use fp32 (precision.amp_level=O0) or a lower "
+            "train.learning_rate.", kind="loss_scale")
 
     def log_train(self, out: dict, window: list[dict]):
         tokens = sum(o["tokens"] for o in window) * self.cluster.world
@@ -545,10 +603,13 @@ class Trainer:
         profiler = StepProfiler(cfg.train.profile_steps, self.run.path / "profile", self.cluster.is_main)
         while self.state.step < self.total_steps:
             if self.poll_control():
+                self.heartbeat.beat(self.state.step, "save")
                 self.save(("last",))
-                return "stopped", "stopped by request"
+                return "stopped", "stopped by the user" + (" (forced)" if self.stop_forced else "")
             profiler.before_step(self.state.step + 1)
             out = self.train_one_step()
+            self.heartbeat.beat(self.state.step + 1, "train" if self.steps_here else "compile")
+            self.steps_here += 1
             consecutive = self.agree_on_step(out, consecutive)
             self.state.step += 1
             if summary := profiler.after_step(self.state.step, last=self.state.step == self.total_steps):
@@ -575,10 +636,19 @@ class Trainer:
         return "finished", f"reached {self.total_steps} steps"
 
     def execute(self, resume: str | None) -> None:
-        if self.cluster.is_main and self.run.read_status().state == "queued":
+        status = self.run.read_status()
+        self.generation = status.attempt  # every metrics record says which attempt wrote it
+        self.heartbeat = ranks.Heartbeat(self.run, ranks.env_rank(), status.attempt, self.cfg.parallel.hang_timeout_s)
+        self.heartbeat.beat(0, "setup")
+        if self.cluster.world > 1:  # each rank's own log (logs/worker_N.log) says who it is
+            print(f"rank {self.cluster.rank} of {self.cluster.world}: pid {os.getpid()} on {socket.gethostname()}",
+                  flush=True)
+        if self.cluster.is_main and status.state == "queued":
             self.run.write_status(state="starting", pid=os.getpid())
         fields = launcher.process_fields() if self.cluster.world == 1 else {}
         self.status(state="running", rank_count=self.cluster.world, **fields)
+        if self.cluster.is_main:
+            self.recover_leftovers()
         self.setup()
         if resume:
             self.restore(resume)
@@ -600,6 +670,14 @@ class Trainer:
         state, reason = self.loop()
         self.finish(state, reason)
 
+    def recover_leftovers(self) -> None:
+        """What an interrupted save or export left in this run's folders: repaired or swept, and said."""
+        actions = ckpt.recover(self.run.checkpoints_dir) + ckpt.sweep(self.run.export_dir)
+        for action in actions:
+            self.event(EventRecord(event="recovery", message=f"checkpoints: {action}"))
+        if not actions:
+            print("checkpoints: no leftovers of interrupted saves", flush=True)
+
     def finish(self, state: str, reason: str) -> None:
         exact_match = None
         if self.state.best_step is not None and self.cluster.is_main and state != "stopped":
@@ -614,10 +692,13 @@ class Trainer:
                                  peak_mem_mb=round(peak_memory_mb(self.cfg.parallel.device), 1),
                                  wall_s=round(time.time() - self.started, 1), steps=self.state.step,
                                  overflow_steps=self.state.overflow_steps, tokens_seen=self.state.tokens_seen)
+            note = ranks.resumable_note(self.run)
+            if state == "stopped":
+                reason = f"{reason}; {note['note']}"
             self.event(EndEvent(message=f"{state}: {reason}", **final.values()))
             # the step the newest checkpoint holds (status.step is otherwise written every log_every steps)
             self.run.write_status(state=state, reason=reason, ended_at=time.time(), final=final,
-                                  step=self.state.step)
+                                  step=self.state.step, resumable_checkpoint=note["resumable_checkpoint"])
             print(f"run directory: {self.run.path}", flush=True)
 
     def best_exact_match(self) -> float | None:
@@ -644,6 +725,8 @@ def _parse(argv):
 def run_worker(run_dir: str) -> int:
     """Train the run in `run_dir` in this process (one rank). Returns the exit code."""
     run = RunDir(run_dir)
+    if os.environ.get("MS_ROLE") == "MS_SCHED":
+        return run_scheduler(run)
     cluster = None
     try:
         config = load_config(run.config_path)
@@ -659,12 +742,24 @@ def run_worker(run_dir: str) -> int:
         return 1
     except MemoryError as exc:
         traceback.print_exc()
-        _fail(run, cluster, f"out of memory: {exc}", "oom")
+        _fail(run, cluster, f"out of memory: {exc}. {OOM_ADVICE}", "oom")
+        return 1
+    except OSError as exc:
+        traceback.print_exc()
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = Path(exc.filename).parent if exc.filename else run.path
+            _fail(run, cluster, f"disk full writing {exc.filename or 'a run file'}: {exc.strerror}; "
+                  f"{ckpt.format_bytes(ckpt.free_bytes(where))} free in {where}. Free space on that disk.", "disk_full")
+        else:
+            _fail(run, cluster, f"worker crashed: {type(exc).__name__}: {exc}", "crash")
         return 1
     except Exception as exc:  # noqa: BLE001 — every crash must end in a readable status
         traceback.print_exc()
         _fail(run, cluster, f"worker crashed: {type(exc).__name__}: {exc}", "crash")
         return 1
+
+
+OOM_ADVICE = launcher.OOM_ADVICE
 
 
 def _setting(config: dict, key: str):
@@ -676,21 +771,71 @@ def _setting(config: dict, key: str):
 
 def failure_kind_of(exc: BaseException) -> str:
     """status.json's `failure_kind` for an error the worker understood: `data` (a data file or the
-    tokenizer), `config` (settings, checkpoint, LoRA targets) or `nonfinite` (the loss diverged)."""
+    tokenizer), `config` (settings, a checkpoint that does not fit, LoRA targets), `checkpoint` (a
+    checkpoint whose bytes differ from its manifest), `disk_full`, `nonfinite` (the loss diverged)
+    or `loss_scale` (fp16 gradients kept overflowing although the loss was finite)."""
     if isinstance(exc, TrainingFailed):
-        return "nonfinite"
+        return exc.kind
+    if isinstance(exc, ckpt.DiskFull):
+        return "disk_full"
+    if isinstance(exc, ckpt.CheckpointCorrupt):
+        return "checkpoint"
     if isinstance(exc, (DataError, TokenizerError)):
         return "data"
     return "config"
 
 
+def run_scheduler(run: RunDir) -> int:
+    """msrun runs this script for its scheduler too, which only hosts the workers' rendezvous. It
+    never writes the run's status: when a rank dies the scheduler sees only a heartbeat timeout
+    ("worker N timed out") some 30 s later; that rank's supervisor (core.ranks) names the death."""
+    try:
+        config = load_config(run.config_path)
+        use_device(config.parallel.device)
+        Cluster(config.parallel.data_parallel)
+    except Exception as exc:  # noqa: BLE001 — printed to logs/scheduler.log, nothing else
+        print(f"scheduler: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+PEER_WAIT_S = 3.0  # how long a failing rank waits for news of a peer before blaming itself
+
+
 def _fail(run: RunDir, cluster: Cluster | None, reason: str, kind: str) -> None:
+    """Record the run's failure unless it already ended (the first verdict wins: a rank that fails
+    because a peer died or hung must not replace the supervisor's account of that peer). With
+    several ranks, a failure that follows a peer's death or hang is reported as that."""
     print(f"error: {reason}", file=sys.stderr, flush=True)
-    if cluster is None or cluster.is_main:
-        try:
-            run.write_status(state="failed", reason=reason, failure_kind=kind, ended_at=time.time())
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()
+    rank, world = ranks.env_rank(), ranks.env_world()
+    try:
+        status = run.read_status()
+        attempt = status.attempt
+        # a crash in a collective is often a peer's death seen from here: wait a moment for its news
+        deadline = time.monotonic() + (PEER_WAIT_S if world > 1 and kind == "crash" else 0.0)
+        while True:
+            if status.state in TERMINAL_STATES:
+                return
+            trouble = ranks.peer_trouble(run, rank, attempt) if world > 1 else None
+            if trouble is not None and trouble[0] == "hang" and trouble[2].get("beat"):
+                ranks.judge_hang(run, trouble[2])  # the same account as its supervisor gives
+                return
+            if trouble is not None:
+                kind, reason = trouble[0], f"{trouble[1]}; then rank {rank} failed: {reason}"
+                rank = trouble[2]["rank"]
+                break
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+            status = run.read_status()
+        if world > 1 and trouble is None:
+            reason = f"rank {rank}: {reason}"
+        note = ranks.resumable_note(run)
+        run.write_status(state="failed", reason=reason, failure_kind=kind, ended_at=time.time(),
+                         resumable_checkpoint=note["resumable_checkpoint"],
+                         **({"failed_rank": rank} if world > 1 else {}))
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -778,10 +923,13 @@ class _Tee:
 
 
 def _follow(launched) -> int:
-    """Run msrun in the background as the console would, and echo train.log until it exits."""
+    """Run msrun in the background as the console would, watch it as the console does (a dead or
+    hung rank ends the run at once, core.launcher.watch), and echo train.log until it exits."""
     offset = 0
     while True:
         done = launched.process.poll() is not None
+        if not done:
+            launcher.watch(launched.run_dir)
         log = launched.run_dir.log_path
         if log.exists():
             with open(log, "rb") as handle:
@@ -794,7 +942,7 @@ def _follow(launched) -> int:
             launcher.reconcile(launched.run_dir)
             state = launched.run_dir.read_status().state
             return 0 if state in ("finished", "early_stopped", "stopped") else 1
-        time.sleep(0.5)
+        time.sleep(launcher.WATCH_EVERY_S)
 
 
 if __name__ == "__main__":

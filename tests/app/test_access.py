@@ -145,3 +145,23 @@ def test_admin_must_be_a_login_and_share_needs_a_login(monkeypatch):
     monkeypatch.setenv("GRADIO_SHARE", "True")  # set after the settings were made: still refused
     with pytest.raises(SettingsError, match="share link"):
         launch_options(settings)
+
+
+def test_the_console_starts_when_its_self_check_times_out(tmp_path, monkeypatch):
+    """Gradio's launch() HEADs its own URL once (3 s timeout) and used to exit when that timed out
+    (a restart under load); the console skips the check. Here the check always fails."""
+    import gradio as gr
+    import urllib.request
+    from gradio import networking
+    from app.server import launch_options
+    from core.launcher import free_port
+    monkeypatch.setattr(networking, "url_ok", lambda url: False)
+    settings = parse_settings(["--runs-dir", str(tmp_path / "runs"), "--port", str(free_port())])
+    with gr.Blocks() as demo:
+        gr.Markdown("up")
+    demo.launch(**launch_options(settings), prevent_thread_lock=True)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{settings.port}/config", timeout=30) as response:
+            assert response.status == 200
+    finally:
+        demo.close()

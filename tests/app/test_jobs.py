@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -93,5 +94,11 @@ def test_reattach_reconciles_active_runs(tmp_path):
             return run.write_status(state="failed", reason="gone")
         return run.read_status()
 
-    report = JobManager(runs, reconcile=reconcile).reattach()
+    watched = []
+    report = JobManager(runs, reconcile=reconcile, watch=lambda run: watched.append(run.run_id) or run.write_status(
+        state="failed", reason="watched")).reattach()
     assert sorted(checked) == ["a", "b"] and report.alive == ["a"] and report.failed == ["b"]
+    deadline = time.monotonic() + 10
+    while not watched and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert watched == ["a"]  # the live run is watched from now on (until it is over)

@@ -100,6 +100,53 @@ def test_read_tail_and_last_record(tmp_path, run):
     assert run.last_metric(EvalRecord).step == 2
 
 
+def test_a_resume_keeps_the_latest_value_per_step(run):
+    """Attempt 1 logs steps 1-6 and dies; attempt 2 resumes from the step-4 checkpoint and logs 5-8.
+    Read in pieces that split the attempts, the charts hold each step once, with attempt 2's values."""
+    from core.rundir import ResumeEvent, SetupEvent, current_records
+    charts = RunCharts(run.path)
+    first = [train(s, 10.0 - s, generation=1) for s in range(1, 7)] + [evaluation(4, 5.0, 5.0, generation=1)]
+    run.append_metrics(first[:5])
+    charts.update()
+    run.append_metrics(first[5:])
+    charts.update()
+    assert charts.last_train.step == 6 and charts.progress.last == (6, 106.0)
+    second = [SetupEvent(step=0, generation=2), ResumeEvent(step=4, generation=2)]
+    second += [train(s, 20.0 - s, generation=2, time=200.0 + s) for s in range(5, 9)]
+    run.append_metrics(second[:3])  # the resume and step 5 in one read
+    assert charts.update() >= {"loss", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale"}
+    loss = charts.frames["loss"][lambda f: f.series == "loss"]
+    assert list(loss.step) == [1, 2, 3, 4, 5] and list(loss.value) == [9.0, 8.0, 7.0, 6.0, 15.0]
+    assert charts.progress.first is None and charts.progress.last == (5, 205.0)  # attempt 2's timing only
+    run.append_metrics(second[3:])
+    charts.update()
+    loss = charts.frames["loss"][lambda f: f.series == "loss"]
+    assert list(loss.step) == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert list(loss.value) == [9.0, 8.0, 7.0, 6.0, 15.0, 14.0, 13.0, 12.0]
+    assert list(charts.frames["val_loss"][lambda f: f.series == "val loss"].step) == [4]  # at the checkpoint: kept
+    for name in ("memory", "lr", "tokens_per_s"):
+        assert charts.frames[name].step.is_unique, name
+    assert charts.generation == 2
+    # the same rule over the whole file, and a fresh reader of it, agree
+    records = current_records(run.metrics_reader().read_new())
+    trains = [(r.step, r.loss, r.generation) for r in records if isinstance(r, TrainRecord)]
+    assert trains == [(1, 9.0, 1), (2, 8.0, 1), (3, 7.0, 1), (4, 6.0, 1), (5, 15.0, 2), (6, 14.0, 2),
+                      (7, 13.0, 2), (8, 12.0, 2)]
+    fresh = RunCharts(run.path)
+    fresh.update()
+    assert fresh.frames["loss"].equals(charts.frames["loss"])
+
+
+def test_a_step_logged_again_replaces_its_points(run):
+    charts = RunCharts(run.path)
+    run.append_metrics([train(1, 3.0), train(2, 2.5)])
+    charts.update()
+    run.append_metrics(train(2, 2.0, loss_ema=float("nan")))  # no EMA this time: the old EMA point goes too
+    charts.update()
+    loss = charts.frames["loss"]
+    assert list(zip(loss.step, loss.series, loss.value)) == [(1, "loss", 3.0), (1, "loss EMA", 3.1), (2, "loss", 2.0)]
+
+
 def test_a_forks_charts_continue_its_parents_curve(tmp_path):
     """Issue 20 item 14: a fork from step 4 of a run draws the parent's points up to step 4 (grey,
     dashed, '(parent)') and its own from there; the parent's later points and other users' runs

@@ -28,6 +28,17 @@ def test_table_lists_every_run_with_its_figures(console):
     assert rows[done.run_id]["best val ppl"] == "12.35" and rows[done.run_id]["peak MB"] == "730"
 
 
+def test_a_resumed_run_shows_no_figures_of_its_previous_attempt(console):
+    run = make_run(console, "20261129-000003_c_lora-r8_fp32_dp1")
+    run.append_metrics(train(9, 2.0, generation=1, tokens_per_s=700.0))  # past the step-5 checkpoint; then killed
+    run.write_status(attempt=2, step=5)  # attempt 2 resumed from step 5 and has logged nothing yet
+    row = {r["run"]: r for r in cb.runs_table(console).to_dict("records")}[run.run_id]
+    assert row["step"] == "5/20" and row["tokens/s"] == "-" and row["peak MB"] == "-"
+    run.append_metrics(train(6, 2.1, generation=2, tokens_per_s=800.0))
+    row = {r["run"]: r for r in cb.runs_table(console).to_dict("records")}[run.run_id]
+    assert row["tokens/s"] == "800"
+
+
 def test_the_folder_key_changes_when_a_run_or_its_curves_change(console):
     empty = cb.folder_key(console)
     run = make_run(console, "20261129-000001_a_lora-r8_fp32_dp1")

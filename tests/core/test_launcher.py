@@ -121,16 +121,16 @@ def start(run: RunDir, fake_python: str, mode: str) -> dict:
 
 # ---- commands ---------------------------------------------------------------------------------
 
-def test_argv_single_worker_runs_the_module(run):
+def test_argv_single_worker_runs_the_rank_supervisor(run):
     assert build_argv(run, 1, python="/py/bin/python") == \
-        ["/py/bin/python", "-m", "core.train", "--run-dir", str(run.path)]
+        ["/py/bin/python", "-m", "core.ranks", "--run-dir", str(run.path)]
 
 
 def test_argv_data_parallel_uses_msrun_next_to_python(run):
     argv = build_argv(run, 2, master_port=29123)
     msrun = Path(sys.executable).parent / "msrun"
     assert argv == [str(msrun), "--worker_num=2", "--local_worker_num=2", "--master_port=29123",
-                    "--join=True", f"--log_dir={run.path}/logs", str(REPO_ROOT / "core" / "train.py"),
+                    "--join=True", f"--log_dir={run.path}/logs", str(REPO_ROOT / "core" / "ranks.py"),
                     "--run-dir", str(run.path)]
     assert msrun.exists()
 
@@ -202,7 +202,7 @@ def test_launch_starts_own_process_group_with_env_and_log(run, fake_python):
     assert env[ENV_RUN_DIR] == str(run.path) and env["PYTHONUNBUFFERED"] == "1" and env["GLOG_v"] == "3"
     assert env["PATH"].split(os.pathsep)[0] == str(Path(fake_python).parent)  # msrun's `python`
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO_ROOT)
-    assert launched.argv[:3] == (fake_python, "-m", "core.train")
+    assert launched.argv[:3] == (fake_python, "-m", "core.ranks")
     stop(run, graceful=True, timeout_s=10)
     log = run.log_path.read_text()
     assert log.startswith("=== mindtune launch") and "fake worker running" in log
@@ -268,7 +268,7 @@ def test_stop_now_records_stopped_when_worker_ignores_sigterm(run, fake_python):
     began = time.monotonic()
     final = stop(run, graceful=False, kill_after_s=0.5)
     assert time.monotonic() - began < 5
-    assert final.state == "stopped" and final.reason == "stopped now by user"
+    assert final.state == "stopped" and final.reason == "stopped by the user (forced); no checkpoint to resume from"
     assert all(gone(pid) for pid in status.worker_pids)
 
 
@@ -391,7 +391,7 @@ def test_msrun_workers_in_their_own_sessions_are_stopped(tmp_path, run, monkeypa
     repo = tmp_path / "repo"
     (repo / "core").mkdir(parents=True)
     (repo / "core" / "__init__.py").write_text("")
-    for module in ("rundir.py", "atomic.py", "config.py"):
+    for module in ("rundir.py", "atomic.py", "config.py", "ranks.py", "ckpt_store.py", "model_args.py", "families.py"):
         (repo / "core" / module).symlink_to(REPO_ROOT / "core" / module)
     (repo / "core" / "train.py").write_text(FAKE_DP_WORKER)
     monkeypatch.setattr("core.launcher.REPO_ROOT", repo)
@@ -403,6 +403,6 @@ def test_msrun_workers_in_their_own_sessions_are_stopped(tmp_path, run, monkeypa
     sessions = {os.getsid(p.pid) for p in processes}
     assert len(processes) >= 4 and len(sessions) >= 3  # msrun's own + one per worker
     final = stop(run, graceful=False, kill_after_s=2)
-    assert final.state == "stopped" and final.reason == "stopped now by user"
+    assert final.state == "stopped" and final.reason == "stopped by the user (forced); no checkpoint to resume from"
     assert all(gone(p.pid) for p in processes) and run_processes(run) == []
     assert {"worker_0.log", "worker_1.log"} <= {p.name for p in run.logs_dir.iterdir()}

@@ -409,8 +409,9 @@ def test_keys_of_a_newer_writer_are_kept_and_written_back(run):
     run.write_status(state="starting")
     on_disk = json.loads(run.status_path.read_text())
     assert on_disk["generation"] == 3 and on_disk["best"]["rank"] == 0 and on_disk["state"] == "starting"
-    line = {"kind": "train", "step": 4, "loss": 1.5, "generation": 2}
-    assert parse_metric(line).extra == {"generation": 2} and parse_metric(line).to_json()["generation"] == 2
+    line = {"kind": "train", "step": 4, "loss": 1.5, "shard": 2}
+    assert parse_metric(line).extra == {"shard": 2} and parse_metric(line).to_json()["shard"] == 2
+    assert parse_metric({**line, "generation": 2}).generation == 2  # a known field (the attempt that wrote it)
 
 
 def test_a_value_of_the_wrong_type_reads_as_the_default_and_is_refused_when_written(run):
@@ -439,7 +440,7 @@ def test_numpy_scalars_become_python_numbers(run):
 def test_lines_of_unknown_kinds_and_events_keep_their_names():
     odd = parse_metric({"kind": "profile", "step": 2, "flops": 1e9})
     assert type(odd) is MetricRecord and odd.extra == {"kind": "profile", "flops": 1e9}
-    assert odd.to_json() == {"kind": "profile", "step": 2, "time": None, "flops": 1e9}
+    assert odd.to_json() == {"kind": "profile", "step": 2, "time": None, "generation": None, "flops": 1e9}
     warning = parse_metric({"kind": "event", "step": 1, "event": "warning", "message": "careful"})
     assert type(warning) is EventRecord and (warning.event, warning.message) == ("warning", "careful")
     assert warning.to_json()["kind"] == "event"

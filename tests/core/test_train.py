@@ -250,8 +250,9 @@ def test_control_file_changes_patience_and_stops_the_run(workspace):
     run.write_control(stop="graceful")
     launched.process.wait(timeout=60)
     status = run.read_status()
-    assert status.state == "stopped" and status.reason == "stopped by request"
-    assert (run.checkpoints_dir / "last").is_symlink()
+    last = os.readlink(run.checkpoints_dir / "last")
+    assert status.state == "stopped" and status.reason == f"stopped by the user; newest resumable checkpoint: {last}"
+    assert status.resumable_checkpoint == last
     change = next(r for r in records(run, "event") if r.get("event") == "control")
     assert change["early_stopping"]["patience"] == 7
     assert not launcher.run_processes(run)

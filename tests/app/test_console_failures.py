@@ -1,0 +1,99 @@
+"""The console's watcher against real failures: a data-parallel rank killed with SIGKILL is seen
+within 5 s (named with its signal and its own log's tail), the rest of the group is torn down, and
+msrun's scheduler writes nothing after; Stop now ends a run as stopped, naming the checkpoint to
+resume from. Slow: msrun starts two MindSpore workers."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from core import launcher, ranks
+from core.config import load_config
+from core.rundir import TERMINAL_STATES, RunDir
+
+from app.context import Console
+from app.settings import Settings
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory) -> Console:
+    from tests.core.tiny_setup import make_workspace
+
+    root = tmp_path_factory.mktemp("console")
+    config = make_workspace(root)
+    settings = Settings(models_dirs=(root,), data_dirs=(root / "data",), runs_dir=root / "runs",
+                        configs_dir=root / "no-configs")
+    console = Console.create(settings)
+    console.workspace = config
+    return console
+
+
+def _start(console: Console, *overrides: str) -> RunDir:
+    config = load_config(console.workspace, ["train.max_steps=100000", "train.eval_every=100000",
+                                             "eval.downstream=false", "train.log_every=1", *overrides])
+    return console.jobs.run_dir(console.jobs.start(config, owner=None).run_id)
+
+
+def _wait(predicate, what: str, timeout_s: float = 300.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _steps(run: RunDir) -> int:
+    return run.metrics_path.read_text().count('"kind":"train"') if run.metrics_path.exists() else 0
+
+
+def test_a_killed_data_parallel_rank_is_seen_within_5_s(console):
+    if os.cpu_count() < 2:
+        pytest.skip("needs 2 CPU cores")
+    run = _start(console, "parallel.data_parallel=2", "train.micro_batch_size=2")
+    _wait(lambda: _steps(run) >= 3, "three steps")
+    record = ranks.read_json(ranks.rank_file(run, 1))
+    scheduler = [p for p in launcher.run_processes(run) if "MS_SCHED" == p.environ().get("MS_ROLE")]
+    assert len(scheduler) == 1
+    os.kill(record["pid"], signal.SIGKILL)
+    killed = time.time()
+    status = _wait(lambda: (s := run.read_status()).state in TERMINAL_STATES and s, "the failure", 30)
+    detected = time.time() - killed
+    _wait(lambda: not launcher.run_processes(run), "the group torn down", 30)
+    gone = time.time() - killed
+    print(f"\nrank 1 SIGKILL: failed after {detected:.2f} s, no process left after {gone:.2f} s: {status.reason}")
+    assert detected < 5.0 and gone < 5.0
+    assert status.state == "failed" and status.failure_kind == "rank_died" and status.failed_rank == 1
+    last = os.readlink(run.checkpoints_dir / "last") if (run.checkpoints_dir / "last").is_symlink() else None
+    assert status.reason == ("rank 1 was killed by SIGKILL (no sign of the out-of-memory killer); "
+                                + (f"newest resumable checkpoint: {last}" if last else "no checkpoint to resume from"))
+    assert status.exit_signal == "SIGKILL"
+    worker_log = (run.path / "logs" / "worker_1.log").read_text().splitlines()
+    assert status.error_lines == [line.rstrip() for line in worker_log if line.strip()][-20:]
+    assert "rank 1 of 2: pid " in "\n".join(status.error_lines)
+    assert not scheduler[0].is_running() or scheduler[0].status() == "zombie"
+    time.sleep(3)  # what is left of msrun and its scheduler could only have written by now
+    assert run.read_status() == status
+    console.jobs.wait_for_watchers(30)
+
+
+def test_stop_now_is_stopped_and_names_the_checkpoint(console):
+    run = _start(console, "train.save_every=3")
+    _wait(lambda: (run.checkpoints_dir / "last").exists() and _steps(run) >= 4, "a checkpoint")
+    os.kill(ranks.read_json(ranks.rank_file(run, 0))["pid"], signal.SIGSTOP)  # it cannot save: escalation to SIGKILL
+    message = console.jobs.request_stop(run.run_id, graceful=False)
+    assert message == f"{run.run_id}: stopping now"
+    console.jobs.wait_for_stops(30)
+    console.jobs.wait_for_watchers(30)
+    status = run.read_status()
+    last = os.readlink(run.checkpoints_dir / "last")
+    assert status.state == "stopped" and status.failure_kind is None
+    assert status.reason == f"stopped by the user (forced); newest resumable checkpoint: {last}"
+    assert not launcher.run_processes(run)
