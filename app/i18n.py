@@ -239,6 +239,8 @@ FIELD_HELP_ZH: dict[str, str] = {
     "eval.downstream": "在测试集上生成并给回答评分",
     "eval.max_new_tokens": "下游评测的生成长度",
     "eval.max_eval_samples": "评估样本上限；留空则全部",
+    "train.router_aux_loss": "混合专家模型：加入路由器的负载均衡损失",
+    "train.router_aux_loss_coef": "其权重；留空则用模型 config.json 中的 router_aux_loss_coef",
     "parallel.hang_timeout_s": "某个 worker 这么长时间（秒）没有步数进展时，判定运行失败",
     "eval.baseline": "在第一步之前评估基础模型（监控页的参考线）；false 则立即开始训练",
     "eval.baseline_max_tokens": "基线评估读取的词元上限（整批，至少一批）；留空则读取整个验证集",

@@ -8,9 +8,7 @@ is never half-loaded silently.
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -28,7 +26,8 @@ from core.ckpt_store import (CHECKPOINT_FILES, MANIFEST_FILE, OPTIMIZER_FILE, PO
                              verified_folder, verify_checkpoint)
 from core.model import CausalLM, DTYPES
 from core.safetensors_io import SafetensorsReader
-from core.model_args import (INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
+from core.model_args import (TOKENIZER_FILES, copy_tokenizer_files, file_sha256,  # noqa: F401 (re-exported)
+                             INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
                              require_folder, weight_files)
 
 def read_safetensors(files: list[Path], only: set[str] | None = None) -> dict[str, np.ndarray]:
@@ -259,21 +258,7 @@ def set_parameters(params: dict, tensors: Mapping[str, np.ndarray], source: str)
         ops.assign(param, Tensor(np.asarray(tensors[name]), dtype=param.dtype))
 
 
-def file_sha256(paths: list[Path]) -> str:
-    """One sha256 over the given files' bytes (the base model's identity for LoRA checkpoints)."""
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()
-
-
 # ---- writing Hugging Face folders ------------------------------------------------------------
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                   "generation_config.json", "chat_template.jinja")
-
 
 def hf_state_dict(model: CausalLM) -> dict[str, np.ndarray]:
     """The model's weights in float32 under the hub names of the checkpoint it was loaded from
@@ -292,14 +277,6 @@ def hf_state_dict(model: CausalLM) -> dict[str, np.ndarray]:
                                   "is gone; the export copies it from there.")
         state.update(kept)
     return state
-
-
-def copy_tokenizer_files(source_dir: str | Path, dest_dir: str | Path) -> None:
-    """Copy the tokenizer/generation files a Hugging Face folder carries, where they exist."""
-    for name in TOKENIZER_FILES:
-        source = Path(source_dir) / name
-        if source.is_file():
-            shutil.copyfile(source, Path(dest_dir) / name)
 
 
 def save_hf_folder(model: CausalLM, hf_config: dict, out_dir: str | Path,

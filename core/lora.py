@@ -25,12 +25,9 @@ from core.atomic import atomic_write
 from core.model import PROJECTION_NAMES, amp_dense
 from core.model_args import ALL_LINEAR, match_lora_targets
 from core.moe import LoRAStackedLinear, MoeExportError, StackedLinear, peft_moe_adapter, sparse_blocks
+from core.peft_format import (ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, PEFT_PREFIX, PEFT_SUFFIXES,  # noqa: F401
+                              peft_adapter_config, to_module_path)
 
-ADAPTER_CONFIG_NAME = "adapter_config.json"
-ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
-PEFT_PREFIX = "base_model.model."
-# our parameter suffix <-> PEFT's tensor suffix
-PEFT_SUFFIXES = {".lora_a": ".lora_A.weight", ".lora_b": ".lora_B.weight"}
 # adapter_config.json keys whose non-default values change the maths; we refuse them on load
 UNSUPPORTED_PEFT_OPTIONS = {"use_dora": False, "use_rslora": False, "fan_in_fan_out": False,
                             "layers_to_transform": None, "bias": "none"}
@@ -368,11 +365,6 @@ def peft_module_prefix(model: nn.Cell) -> str | None:
     return None if args is None else args.spec.wrapped.get(args.architecture)
 
 
-def to_module_path(name: str, prefix: str | None) -> str:
-    """Our dotted name -> transformers' module path (see `peft_module_prefix`)."""
-    return prefix + name[len("model."):] if prefix and name.startswith("model.") else name
-
-
 def from_module_path(path: str, prefix: str | None) -> str:
     return "model." + path[len(prefix):] if prefix and path.startswith(prefix) else path
 
@@ -394,20 +386,6 @@ def from_peft_key(key: str, prefix: str | None = None) -> str | None:
         if key.endswith(peft):
             return from_module_path(key[len(PEFT_PREFIX): -len(peft)], prefix) + ours
     return None
-
-
-def peft_adapter_config(base_model_name_or_path: str, rank: int, alpha: float, dropout: float,
-                        target_modules) -> dict:
-    """The adapter_config.json that `peft.PeftModel.from_pretrained` reads."""
-    return {
-        "peft_type": "LORA", "task_type": "CAUSAL_LM",
-        "r": int(rank), "lora_alpha": alpha, "lora_dropout": float(dropout),
-        "target_modules": target_modules if isinstance(target_modules, str) else list(target_modules),
-        "bias": "none", "base_model_name_or_path": str(base_model_name_or_path),
-        "fan_in_fan_out": False, "inference_mode": True, "use_rslora": False,
-        "modules_to_save": None, "init_lora_weights": True, "use_dora": False,
-        "revision": None, "layers_to_transform": None,
-    }
 
 
 def save_peft_adapter(model: nn.Cell, folder: str | Path, base_model_name_or_path: str, rank: int,

@@ -536,8 +536,7 @@ def weight_files(model_dir: str | Path) -> list[Path]:
 
 
 def file_sha256(paths: list[Path]) -> str:
-    """One sha256 over the given files' bytes (the base model's identity for LoRA checkpoints).
-    core.checkpoint keeps a copy until the reliability and gemma edits there land (then imports this)."""
+    """One sha256 over the given files' bytes (the base model's identity for LoRA checkpoints)."""
     digest = hashlib.sha256()
     for path in paths:
         with open(path, "rb") as handle:
@@ -551,8 +550,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 
 def copy_tokenizer_files(source_dir: str | Path, dest_dir: str | Path) -> None:
-    """Copy the tokenizer/generation files a Hugging Face folder carries, where they exist (core.checkpoint
-    keeps a copy for now, as file_sha256)."""
+    """Copy the tokenizer/generation files a Hugging Face folder carries, where they exist."""
     for name in TOKENIZER_FILES:
         source = Path(source_dir) / name
         if source.is_file():

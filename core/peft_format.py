@@ -1,6 +1,6 @@
 """The PEFT adapter layout (standard library only, no MindSpore): file names, key names, adapter_config.json,
 for `core.export`, which writes an adapter straight from a checkpoint's tensors without MindSpore.
-(core.lora keeps its own copies, with the model-side helpers; to fold.)"""
+core.lora imports these and adds the model-side helpers (from_peft_key, peft_module_prefix)."""
 from __future__ import annotations
 
 ADAPTER_CONFIG_NAME = "adapter_config.json"

@@ -169,6 +169,9 @@ class Trainer:
         self.steps_here = 0           # steps this process ran (the first compiles)
         self.saved_step: int | None = None  # the step this process last saved
         self.evals_here = 0
+        # execute() replaces both with the run's attempt; a Trainer driven directly (core.dry_run) keeps them
+        self.generation = 1
+        self.heartbeat = ranks.Heartbeat(run, ranks.env_rank(), 1, config.parallel.hang_timeout_s)
         self._streak: dict | None = None  # the current run of skipped (overflowed) steps
         self.started = time.time()
         self.generation: int | None = None  # status.json's attempt, set when the run starts
