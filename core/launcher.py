@@ -449,12 +449,8 @@ _ERROR_LINE = re.compile(r"(?i)(\b\w*(error|exception)\b|traceback|fatal|killed|
 
 def _error_lines(log_path: Path, limit: int = 8, tail_bytes: int = 65536) -> list[str]:
     """The last lines of train.log that look like errors, from the latest launch only."""
-    try:
-        with open(log_path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - tail_bytes))
-            text = handle.read().decode("utf-8", errors="replace")
-    except OSError:
+    text = ranks.read_tail(log_path, tail_bytes)
+    if text is None:
         return []
     latest = text[text.rfind(_LOG_HEADER):] if _LOG_HEADER in text else text
     lines = [line.rstrip() for line in latest.splitlines()[1 if _LOG_HEADER in text else 0:]

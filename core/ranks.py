@@ -247,13 +247,20 @@ def log_of(run: RunDir, rank: int, world: int) -> Path:
     return Path(run.path) / "logs" / f"worker_{rank}.log" if world > 1 else Path(run.log_path)
 
 
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 32768) -> list[str]:
+def read_tail(path: Path, max_bytes: int) -> str | None:
+    """The last `max_bytes` of a log file as text (undecodable bytes replaced); None if unreadable."""
     try:
         with open(path, "rb") as handle:
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - max_bytes))
-            text = handle.read().decode("utf-8", errors="replace")
+            return handle.read().decode("utf-8", errors="replace")
     except OSError:
+        return None
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 32768) -> list[str]:
+    text = read_tail(path, max_bytes)
+    if text is None:
         return []
     return [line.rstrip() for line in text.splitlines() if line.strip()][-lines:]
 
