@@ -510,11 +510,16 @@ def prepare_download(console: Console, run_id: str | None, fmt: str, lang: str,
     return state, f"ready: `{Path(state[1]).name}`"
 
 
-def download_ready(console: Console, run_id: str | None, fmt: str, viewer: Viewer = SINGLE_USER) -> bool:
-    """Whether the run's `fmt` zip exists, so the button already holds it (its click downloads)."""
+def download_ready(console: Console, run_id: str | None, fmt: str, held: str | None,
+                   viewer: Viewer = SINGLE_USER) -> bool:
+    """Whether the click already downloaded the run's `fmt` zip: the zip exists and the page's button
+    held it when clicked (`held`, the file the button sent). A zip the worker made a moment ago may
+    not have reached the page yet (its controls update was still on the way): that click downloaded
+    nothing, so it is not ready for this page."""
     try:
         run = console.jobs.run_dir(run_id, viewer)
     except ValueError:
         return False
     target = export_target(run.path, fmt)
-    return target is not None and target.ready
+    return (target is not None and target.ready and held is not None
+            and Path(held).name == target.zip_path.name)

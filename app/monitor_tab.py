@@ -202,12 +202,13 @@ def _wire_controls(tab: MonitorTab, console: Console, labels: Labels) -> None:
     for fmt, button in tab.downloads.items():
         just_made = gr.Textbox(visible=False, elem_id=f"{DOWNLOAD_IDS[fmt]}-made")
 
-        def prepare(run_id: str | None, language: str, request: gr.Request, progress=gr.Progress(),
-                    fmt: str = fmt):
-            """One click downloads: a button that holds its zip already downloaded it on this click;
-            otherwise export (with a progress line), then `just_made` has the page click it again."""
+        def prepare(run_id: str | None, language: str, held: str | None, request: gr.Request,
+                    progress=gr.Progress(), fmt: str = fmt):
+            """One click downloads: a button that held its zip (`held`) already downloaded it on this
+            click; otherwise export if needed (with a progress line), then `just_made` has the page
+            start the download itself."""
             viewer = console.viewer(request)
-            if cb.download_ready(console, run_id, fmt, viewer):
+            if cb.download_ready(console, run_id, fmt, held, viewer):
                 return gr.skip(), gr.skip(), ""
             name = text(f"download.{fmt}", language)
             (label, path, clickable), note = cb.prepare_download(
@@ -215,6 +216,6 @@ def _wire_controls(tab: MonitorTab, console: Console, labels: Labels) -> None:
                 on_wait=lambda s: progress(None, desc=f"{text('download.exporting', language)} {name}: {s:.0f} s"))
             return gr.update(label=label, value=path, interactive=clickable), note, file_url(path) if path else ""
 
-        inputs = [run, lang]
+        inputs = [run, lang, button]
         button.click(prepare, inputs, [button, message, just_made], concurrency_limit=2, show_progress_on=[message],
                      api_visibility="private").then(None, just_made, None, api_visibility="private", js=DOWNLOAD_JS)

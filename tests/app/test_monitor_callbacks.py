@@ -194,6 +194,23 @@ def test_downloads_follow_the_checkpoints(console):
     assert label.startswith("⬇") and path == str(zip_path)
 
 
+def test_a_click_downloaded_only_what_the_button_held(console, tmp_path):
+    """The worker's zip can exist before the controls update that gives it to the button reaches
+    the page: that click sent no file and downloaded nothing, so the page must be sent it now."""
+    run = make_run(console)
+    (run.checkpoints_dir / "step-4").mkdir()
+    os.symlink("step-4", run.checkpoints_dir / "best")
+    (run.export_dir / "best-step-4-peft.zip").write_bytes(b"PK")
+    assert not cb.download_ready(console, run.run_id, "peft", None)
+    # Gradio hands the clicked button's file over from its cache folder: the name is what counts
+    assert cb.download_ready(console, run.run_id, "peft", str(tmp_path / "cache" / "best-step-4-peft.zip"))
+    (run.checkpoints_dir / "step-8").mkdir()
+    os.replace(run.checkpoints_dir / "best", run.checkpoints_dir / "old")
+    os.symlink("step-8", run.checkpoints_dir / "best")
+    (run.export_dir / "best-step-8-peft.zip").write_bytes(b"PK")
+    assert not cb.download_ready(console, run.run_id, "peft", "best-step-4-peft.zip")  # an older best
+
+
 def test_elapsed_and_eta(console):
     run = make_run(console)
     run.append_metrics([train(1, 3.0, time=time.time() - 10), train(5, 2.0, time=100.0), train(10, 1.0, time=110.0)])
