@@ -62,12 +62,12 @@ class ModelEntry:
         return total
 
     def row(self, lang: str = "en") -> list:
-        """A row of the catalog table (see ROW_HEADERS); a loader's reason stays as it is."""
-        from app.i18n import text
+        """A row of the catalog table (see ROW_HEADERS); a loader's reason in `lang`."""
+        from app.i18n import problem_text, text
 
         return [self.name, self.architecture or "-", self.parameters_text(lang) if self.loadable else "-",
                 self.stored_dtype or "-", self.context_length or "-", self.vocab_size or "-",
-                text("model.ok", lang) if self.loadable else self.reason]
+                text("model.ok", lang) if self.loadable else problem_text(self.reason, lang)]
 
 
 ROW_HEADERS = ["folder", "architecture", "parameters", "stored dtype", "context", "vocab", "status"]

@@ -14,7 +14,7 @@ from app import catalog
 from app.context import Console
 from app.data_preview import data_stats, error_html, histogram_html, preview_html, stats_markdown
 from app.datasets import Dataset, UploadError, save_upload, upload_dataset
-from app.i18n import text
+from app.i18n import problem_text, text
 from app.paths import OutsideRootsError, absolute, inside_roots
 
 DATA_FILE_KEYS = ("data.train_file", "data.validation_file", "data.test_file")
@@ -39,7 +39,7 @@ class Upload:
 
     def note_in(self, lang: str) -> str:
         found = (text("dp.detected", lang).format(fmt=self.detected_format) if self.detected_format
-                 else f"⚠ {self.problem}")
+                 else f"⚠ {problem_text(self.problem, lang)}")
         return text("dp.saved", lang).format(file=self.dataset.train_file, found=found)
 
 
@@ -78,7 +78,7 @@ def preview_view(values: Mapping[str, Any], console: Console, lang: str = "en") 
     try:
         settings = data_settings(values, console)
     except (ConfigError, OutsideRootsError) as err:
-        return error_html(str(err))
+        return error_html(str(err), lang)
     return preview_html(str(model.path), settings, lang=lang)
 
 
@@ -93,7 +93,7 @@ def stats_view(values: Mapping[str, Any], console: Console, lang: str = "en") ->
     except (ConfigError, OutsideRootsError):
         return "", ""
     except (DataError, TokenizerError, OSError) as err:
-        return "", text("dp.stats_unavailable", lang).format(err=err)
+        return "", text("dp.stats_unavailable", lang).format(err=problem_text(str(err), lang))
     return histogram_html(stats, settings.max_seq_len, lang), stats_markdown(stats, settings.max_seq_len, lang)
 
 

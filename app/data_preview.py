@@ -22,7 +22,7 @@ from core.data import (FORMAT_FIELDS, IGNORE_INDEX, TAG_DEFAULTS, Columns, DataE
 from core.data_files import split_path
 from core.tokenizer import Tokenizer, TokenizerError
 
-from app.i18n import TEXTS, text
+from app.i18n import TEXTS, problem_text, text
 from app.paths import absolute
 
 PREVIEW_SAMPLES = 3
@@ -125,7 +125,7 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
                                      columns=columns, train_on=settings.train_on)
         ignored = ignored_fields(data.records, resolved, columns)
     except (DataError, TokenizerError, OSError) as err:
-        return error_html(str(err))
+        return error_html(str(err), lang)
     how = text("dp.auto" if settings.format == "auto" else "dp.as_set", lang)
     split = text("dp.split", lang).format(split=html.escape(data.split)) if data.split else ""
     trained_on = text("dp.every_token" if not settings.mask_prompt else f"dp.{settings.train_on}", lang)
@@ -143,8 +143,9 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
     return "\n".join(b for b in blocks if b)
 
 
-def error_html(message: str) -> str:
-    return f'<div class="mt-error">{html.escape(message)}</div>'
+def error_html(message: str, lang: str = "en") -> str:
+    """A problem (a DataError's message, ...) in `lang`, as an error block."""
+    return f'<div class="mt-error">{html.escape(problem_text(message, lang))}</div>'
 
 
 def _absolute_name(name: str) -> str:

@@ -56,6 +56,9 @@ def to_values(config: Config) -> dict[str, Any]:
     flat = config.to_flat()
     info = fields()
     values = {k: mapping_text(flat[k]) if info[k].kind == "mapping" else flat[k] for k in info}
+    for key in info:  # a list in a text field (train.profile_steps [3, 5]) as its text: '3,5'
+        if info[key].kind == "str" and isinstance(values[key], list):
+            values[key] = ",".join(str(v) for v in values[key])
     targets = flat["lora.target_modules"]
     values[TARGET_NAMES] = list(targets) if isinstance(targets, list) else []
     values[TARGET_REGEX] = targets if isinstance(targets, str) else ""

@@ -107,6 +107,9 @@ TEXTS: dict[str, tuple[str, str]] = {
     "field.eval.downstream": ("Score answers on the test set", "在测试集上评分"),
     "field.eval.max_new_tokens": ("Tokens generated per answer", "每个回答生成 token 数"),
     "field.eval.max_eval_samples": ("Max eval samples (0: all)", "最多评估样本（0 为全部）"),
+    "field.eval.baseline": ("Evaluate the base model first", "先评估基座模型"),
+    "field.eval.baseline_max_tokens": ("Baseline token cap (empty: all)", "基线评估 token 上限（留空为全部）"),
+    "field.train.profile_steps": ("Profile steps (start,end)", "性能分析步（起,止）"),
     "field.early_stopping.enabled": ("Early stopping", "早停"),
     "field.early_stopping.monitor": ("Monitored metric", "监控指标"),
     "field.early_stopping.patience": ("Patience (evaluations)", "耐心值（评估次数）"),
@@ -377,6 +380,7 @@ REASONS_ZH: list[tuple[str, str]] = [
 # app.train_callbacks write them; the run ids and settings in them stay as they are.
 ACTIONS_ZH: list[tuple[str, str]] = [
     (r"(⚠ |✓ )?not started: fix the problems listed", r"\1未开始：请先修正列出的问题"),
+    (r"(⚠ |✓ )?not started: (.+)", r"\1未开始：\2"),
     (r"(⚠ |✓ )?not started", r"\1未开始"),
     (r"(⚠ |✓ )?started (\S+)", r"\1已启动 \2"),
     (r"(⚠ |✓ )?already started as (\S+)", r"\1已作为 \2 启动"),
@@ -528,3 +532,308 @@ def _shown(key: Any, lang: str) -> Any:
     if isinstance(key, str):
         return text(key, lang)
     return [text(k, lang) if isinstance(k, str) else (text(k[0], lang), k[1]) for k in key]
+
+
+# The console's own answers: a run that does not fit, the dry run, saving and loading a config, the
+# Runs tab's resume and delete.
+TEXTS.update({
+    "fit.need": ("{mb} MB per worker", "每个 worker {mb} MB"), "fit.workers": (" × {n} workers", " × {n} 个 worker"),
+    "fit.more": ("the memory estimate ({need}) is more than this machine's {device} MB",
+                 "内存估算（{need}）超过本机的 {device} MB"),
+    "fit.to_fit": (". To fit: ", "。要放下，可以："), "fit.item": ("{change}: {mb} MB per worker", "{change}：每个 worker {mb} MB"),
+    "fit.fits": (" — fits", "——可以放下"), "fit.lora": ("method full → lora", "微调方法 full → lora"),
+    "fit.half_batch": ("train.micro_batch_size {micro} → {half} with train.grad_accum_steps {accum} → {accum2} "
+                       "(the same global batch)",
+                       "train.micro_batch_size {micro} → {half}，同时 train.grad_accum_steps {accum} → {accum2}（全局批大小不变）"),
+    "fit.recompute": ("recompute.policy full (every layer)", "recompute.policy full（每一层都重计算）"),
+    "fit.seq": ("data.max_seq_len {seq} → {half} (longer samples are cut)", "data.max_seq_len {seq} → {half}（更长的样本会被截断）"),
+    "dry.failed": ("dry run failed: {error}", "试运行失败：{error}"),
+    "dry.fix_first": ("fix the problems listed first", "请先修正列出的问题"),
+    "dry.timeout": ("no answer within {s} s", "{s} 秒内没有结果"),
+    "dry.measured": ("measured {mb} per worker ({steps} training steps and one evaluation batch, {s} s)",
+                     "实测每个 worker {mb}（{steps} 个训练步和一个评估批，{s} 秒）"),
+    "dry.estimate": ("estimate {mb} MB ({gap}% of the measured)", "估算 {mb} MB（相对实测 {gap}%）"),
+    "dry.machine": ("{mb} MB on this machine: ", "本机 {mb} MB："),
+    "config.loaded": ("loaded `{file}`", "已加载 `{file}`"), "config.saved": ("saved `{file}`", "已保存 `{file}`"),
+    "config.not_saved": ("⚠ not saved: {why}", "⚠ 未保存：{why}"),
+    "runs.msg.select_resume": ("⚠ select exactly one stopped or failed run to resume", "⚠ 请只选择一个已停止或失败的运行来恢复"),
+    "runs.msg.select_open": ("⚠ select one run to open", "⚠ 请选择一个要打开的运行"),
+    "runs.msg.select_delete": ("⚠ select the runs to delete", "⚠ 请选择要删除的运行"),
+    "runs.msg.busy": ("⚠ {run} is {state}: stop it before deleting it", "⚠ {run} 的状态为{state}：请先停止再删除"),
+    "runs.msg.confirm": ("Delete {names} with all checkpoints and exports? This cannot be undone.",
+                         "删除 {names} 及其全部检查点和导出文件？此操作无法撤销。"),
+    "runs.msg.root": ("⚠ {run}: refusing to delete the runs folder itself", "⚠ {run}：拒绝删除运行目录本身"),
+    "runs.msg.alive": ("⚠ {run}: a process of this run is still alive; stop it first", "⚠ {run}：该运行仍有进程存活；请先停止"),
+    "runs.msg.deleted": ("deleted {runs} at {time}", "已于 {time} 删除 {runs}"),
+    "runs.msg.cancelled": ("cancelled", "已取消"),
+})
+
+
+# ---- problems: the messages of core's ConfigError, DataError, the model loader's refusals and
+# the console's own checks, as the page shows them. They are English sentences with facts in them
+# (file, line, key, value, valid values); each phrase below is replaced by its 简体中文 with the
+# facts kept as written. The English text stays the message of record (CLI, logs, status.json).
+# In 中文, a list of names (keys, fields, roles) is quoted, as values are: 'name', 'seed'.
+
+def _names(listed: str) -> str:
+    """'name, runs_dir, seed' -> "'name', 'runs_dir', 'seed'" (names already quoted stay)."""
+    return ", ".join(n if n.startswith(("'", '"')) else f"'{n}'" for n in (p.strip() for p in listed.split(","))
+                     if n)
+
+
+_JSON_TYPES_ZH = {"an array": "数组", "a string": "字符串", "a boolean": "布尔值", "a number": "数字", "null": "null",
+                  "an object": "对象"}
+_JSON_MSGS_ZH = [  # Python's json module's own reasons
+    (r"Expecting value", "缺少值"), (r"Expecting '(.)' delimiter", r"缺少分隔符 '\1'"),
+    (r"Expecting property name enclosed in double quotes", "属性名须用双引号括起"),
+    (r"Extra data", "多余的数据"), (r"Unterminated string starting at", "字符串未结束"),
+    (r"Invalid control character at", "无效的控制字符"), (r"Invalid \\\\escape", "无效的转义"),
+]
+_TYPE = r"(an array|a string|a boolean|a number|null|an object)"
+
+
+# core.families.NOT_SUPPORTED: why an architecture is refused
+NOT_IMPLEMENTED_ZH: list[tuple[str, str]] = [
+    (r"(.+)'s multi-head latent attention \(MLA\) and its MoE routing are not implemented",
+     r"\1 的多头潜在注意力（MLA）及其 MoE 路由尚未实现"),
+    (r"(.+)'s multi-head latent attention \(MLA\) is not implemented", r"\1 的多头潜在注意力（MLA）尚未实现"),
+    (r"(.+)'s chunked attention, NoPE layers and MoE are not implemented", r"\1 的分块注意力、NoPE 层和 MoE 尚未实现"),
+]
+
+
+def _json_reason(match: Any) -> str:
+    import re
+
+    reason = match.group(1)
+    for pattern, zh in _JSON_MSGS_ZH:
+        reason = re.sub(pattern, zh, reason)
+    return f"JSON 无效（{reason}，第 {match.group(2)} 列）"
+
+
+def _got_type(match: Any) -> str:
+    return f"{match.group(1)}，实际为{_JSON_TYPES_ZH[match.group(2)]}"
+
+
+# (pattern, 简体中文) in the order they apply; a replacement is a template or a function of the match
+PROBLEMS_ZH: list[tuple[str, Any]] = [
+    # where: 'file line 5: ...', 'file record data[3]: ...', 'file row index 4: ...'
+    (r"(\S+) line (\d+): ", r"\1 第 \2 行："), (r"(\S+) record (\S*)\[(\d+)\]: ", r"\1 记录 \2[\3]："),
+    (r"(\S+) row index (\d+): ", r"\1 第 \2 行（行号从 0 起）："),
+    # the form's own words
+    (r"^give the number of steps or epochs \(the field is empty\)$", "请填写步数或轮数（该字段为空）"),
+    (r"\(the field is empty\)", "（该字段为空）"), (r" \(got ([^()]*|\[.*\]|\(.*\))\)$", r"（当前值 \1）"),
+    (r"^steps (?=must|is)", "步数"), (r"^epochs (?=must|is)", "轮数"), (r"^target modules (?=must|is|names|matches)", "目标模块"),
+    # core.config: rules across fields
+    (r"set run\.resume \(continue this run\) or run\.fork_from \(start a new run from a checkpoint\), not both",
+     "只能设置 run.resume（继续此运行）或 run.fork_from（从检查点开始新运行）之一"),
+    (r"set exactly one of train\.max_steps and train\.epochs \(epochs = (\S+)\)",
+     r"train.max_steps 与 train.epochs 必须恰好设置一个（epochs = \1）"),
+    (r"packing already removes the padding; set data\.packing or data\.group_by_length, not both",
+     "打包已经去掉了填充；data.packing 与 data.group_by_length 只能设置一个"),
+    (r"no validation data: set data\.validation_file or data\.validation_fraction in \(0, 0\.5\]",
+     "没有验证数据：请设置 data.validation_file，或把 data.validation_fraction 设在 (0, 0.5] 内"),
+    (r"bf16 compute is not supported by MindSpore's CPU kernels \(amp_level (\S+)\); use float16 or amp_level O0 "
+     r"\(fp32\), or run on parallel\.device gpu/ascend",
+     r"MindSpore 的 CPU 算子不支持 bf16 计算（amp_level \1）；请用 float16 或 amp_level O0（fp32），"
+     r"或在 parallel.device gpu/ascend 上运行"),
+    (r"full fine-tuning on the CPU trains every weight, and MindSpore's CPU kernels have no bf16 compute, so the "
+     r"master weights must be float32: use model\.dtype float32 \(a bf16 checkpoint loads exactly\), or method lora "
+     r"\(the frozen base weights then stay bf16\), or parallel\.device gpu/ascend",
+     "在 CPU 上全量微调会训练每个权重，而 MindSpore 的 CPU 算子没有 bf16 计算，所以主权重必须是 float32："
+     "请用 model.dtype float32（bf16 检查点可精确加载），或 method lora（冻结的基座权重保持 bf16），"
+     "或 parallel.device gpu/ascend"),
+    (r"with LoRA on the CPU, model\.dtype (\S+) keeps the frozen base weights in 16 bits and computes in float32; "
+     r"AMP would compute in float16 instead \(slower on the CPU\): use amp_level O0, or model\.dtype float32 with AMP",
+     r"在 CPU 上用 LoRA 时，model.dtype \1 以 16 位保存冻结的基座权重并以 float32 计算；AMP 会改用 float16 计算"
+     r"（在 CPU 上更慢）：请用 amp_level O0，或 model.dtype float32 配合 AMP"),
+    (r"MindSpore's parallel optimizer is Ascend-only \(device is ('[^']*')\); set it to false or use "
+     r"parallel\.device=ascend", r"MindSpore 的并行优化器仅支持昇腾（当前设备为 \1）；请设为 false 或使用 parallel.device=ascend"),
+    (r"this machine has (\d+) CPU cores, so at most (\d+) CPU workers can run \(one process each\); set "
+     r"parallel\.data_parallel to (\d+) or fewer",
+     r"本机有 \1 个 CPU 核，最多可运行 \2 个 CPU worker（每个一个进程）；请把 parallel.data_parallel 设为 \3 或更少"),
+    # core.config: files
+    (r"must be a file name or a list of file names", "必须是文件名或文件名列表"),
+    (r"inheritance cycle: ", "继承成环："),
+    # PyYAML's own reasons, the common ones
+    (r"invalid YAML: mapping values are not allowed here", "YAML 无效：此处不允许映射值"),
+    (r"invalid YAML: expected the node content, but found (.*)$", r"YAML 无效：应为节点内容，实际为 \1"),
+    (r"invalid YAML: expected (<[^>]*>), but found (.*)$", r"YAML 无效：应为 \1，实际为 \2"),
+    (r"invalid YAML: could not find expected (.*)$", r"YAML 无效：找不到应有的 \1"),
+    (r"invalid YAML: did not find expected (key|node content|',' or '\]'|',' or '}')$",
+     lambda m: "YAML 无效：找不到应有的" + {"key": "键", "node content": "节点内容"}.get(m.group(1), f" {m.group(1)}")),
+    (r"invalid YAML: found character (.*) that cannot start any token", r"YAML 无效：发现不能作为记号开头的字符 \1"),
+    (r"invalid YAML: found undefined alias (.*)$", r"YAML 无效：未定义的别名 \1"), (r"cannot read config file \(not UTF-8 text: (.*)\)", r"无法读取配置文件（不是 UTF-8 文本：\1）"),
+    (r"cannot read config file \((.*)\)", r"无法读取配置文件（\1）"), (r"invalid YAML: ", "YAML 无效："),
+    (r"must be a mapping of sections \(run:, model:, train:, \.\.\.\), not a (\w+)",
+     r"必须是各节（run:、model:、train:……）的映射，而不是 \1"),
+    (r"empty; a config is a mapping of sections \(run:, model:, train:, \.\.\.\)",
+     "文件为空；配置是各节（run:、model:、train:……）的映射"),
+    (r"override ('.*') must look like key=value, e\.g\. train\.learning_rate=1e-4",
+     r"覆盖项 \1 必须写成 key=value，例如 train.learning_rate=1e-4"),
+    # the model: its limits (core.model_args.run_problems) and the loader's refusals
+    (r"is above the model's context of (\d+) tokens \((\S+), max_position_embeddings in its config\.json\); use at "
+     r"most (\d+)", r"超过模型的上下文长度 \1 个 token（\2，见其 config.json 中的 max_position_embeddings）；最多用 \3"),
+    (r"^names (.+) match no projection of this (\S+) model; ", r"名称 \1 不匹配该 '\2' 模型的任何投影层；"),
+    (r"(^|目标模块)matches no projection of this (\S+) model; ", r"\1不匹配该 '\2' 模型的任何投影层；"),
+    (r"its projections are (.+) \(or ('[^']*') for all of them\)", r"其投影层为 \1（或用 \2 表示全部）"),
+    (r"(?<![\w/-])architectures: (\S+) is not supported \((.*)\); supported: (.*)\.$",
+     lambda m: f"'architectures'：不支持 {m.group(1)}（{_by_patterns(m.group(2), 'zh', NOT_IMPLEMENTED_ZH)}）；"
+     f"支持的架构：{m.group(3)}。"),
+    (r"(?<![\w/-])architecture (\[[^\]]*\]|'[^']*'|\S+) is not supported; supported: (.*) \(model_type (.*)\)\.$",
+     lambda m: f"不支持架构 {m.group(1)}；支持的架构：{m.group(2)}（model_type {_names(m.group(3))}）。"),
+    (r"auto_map: this checkpoint needs its own Python code \(remote code: (.*)\), which mindtune never runs; "
+     r"supported architectures: (.*)\.$", r"auto_map：该检查点需要运行它自带的 Python 代码（远程代码：\1），"
+     r"mindtune 从不运行这类代码；支持的架构：\2。"),
+    (r"not found\. A model folder needs a Hugging Face config\.json \(supported architectures: (.*)\)\.$",
+     r"未找到。模型目录需要 Hugging Face 的 config.json（支持的架构：\1）。"),
+    (r"not valid JSON \((.*)\)\.$", r"不是有效的 JSON（\1）。"),
+    (r"no tokenizer\.json \(a Hugging Face fast tokenizer is needed\)", "没有 tokenizer.json（需要 Hugging Face 快速分词器）"),
+    (r"unreadable weights: ", "权重无法读取："),
+    (r"no model\.safetensors or model\.safetensors\.index\.json\. Expected a Hugging Face folder with config\.json "
+     r"and model\.safetensors \(or a sharded model\.safetensors\.index\.json\)\.",
+     "没有 model.safetensors 或 model.safetensors.index.json。需要含 config.json 与 model.safetensors"
+     "（或分片的 model.safetensors.index.json）的 Hugging Face 目录。"),
+    (r"not a folder\. Expected a Hugging Face folder with config\.json and model\.safetensors \(or a sharded "
+     r"model\.safetensors\.index\.json\)\.", "不是目录。需要含 config.json 与 model.safetensors"
+     "（或分片的 model.safetensors.index.json）的 Hugging Face 目录。"),
+    # the console's checks (app.train_callbacks, app.paths, app.jobs)
+    (r"^(\S+) = (.+?) in (\S+): ", r"\1 = \2（\3 中）："), (r"^(\S+) in (\S+): ", r"\1（\2 中）："),
+    (r"^(\S+) is (\w+); only a stopped or failed run can be resumed$",
+     lambda m: f"{m.group(1)} 的状态为{text('state.' + m.group(2), 'zh')}；只有已停止或失败的运行可以恢复"),
+    (r"^(\S+) has no checkpoint ('[^']*') \(its checkpoints/ holds (.*)\)$", r"\1 没有检查点 \2（其 checkpoints/ 中有：\3）"),
+    (r"^(\S+) saved no checkpoint to resume from; start a new run instead$", r"\1 没有保存可恢复的检查点；请开始新的运行"),
+    (r"^no answer within (\d+) s$", r"\1 秒内没有结果"), (r"^core\.dry_run exited with (-?\d+)$", r"core.dry_run 退出码为 \1"),
+    (r"^no run (\S+) in (\S+)$", r"\2 中没有运行 \1"), (r"^('[^']*') is not a run id$", r"\1 不是运行 ID"),
+    (r"^(\S+) is not a model folder under (.*)$", r"'\1' 不是 \2 下的模型目录"),
+    (r"^(\S+) is not loadable: ", r"'\1' 无法加载："),
+    (r": outside the folders this console may read \((.*)\)$", r"：不在本控制台可读取的目录中（\1）"),
+    (r"cannot read the data: ", "无法读取数据："),
+    (r"a fork keeps (\S+) of (\S+) \((.*)\): its checkpoint holds weights of that shape",
+     r"分叉须保持 \2 的 \1（\3）：其检查点中的权重是这个形状"),
+    (r"steps must be more than (\d+): the fork counts on from the checkpoint's step \(e\.g\. (\d+)\)",
+     r"步数必须大于 \1：分叉从检查点的步数接着计数（例如 \2）"),
+    (r"(\S+) has no checkpoint (\S+) \(kept: (.*)\)", r"\1 没有检查点 \2（保留的：\3）"),
+    # core.data: the files and their records
+    (r": file not found$", "：文件不存在"), (r": cannot read \((.*)\)$", r"：无法读取（\1）"),
+    (r"not a readable (gzip|Parquet|Arrow) file \((.*)\)$", r"不是可读取的 \1 文件（\2）"),
+    (r"not UTF-8 text \((.*)\); save the file as UTF-8", r"不是 UTF-8 文本（\1）；请把文件另存为 UTF-8"),
+    (r"invalid JSON \((.*) at column (\d+)\)", _json_reason),
+    (r"; each line must be one JSON object", "；每行必须是一个 JSON 对象"),
+    (r"expected a JSON object with named fields, got " + _TYPE, lambda m: f"应为带命名字段的 JSON 对象，实际为{_JSON_TYPES_ZH[m.group(1)]}"),
+    (r"expected an array of objects, or an object with a list under \"data\"; found (.*)",
+     r"应为对象数组，或在 \"data\" 下含列表的对象；实际为 \1"),
+    (r"missing field (\S+); (\w+) records need (.+) \(strings\)",
+     lambda m: f"缺少字段 {m.group(1)}；{m.group(2)} 格式的记录需要 {m.group(3).replace(' and ', ', ')}（字符串）"),
+    (r"missing field (\S+); (\w+) records need a list of (\w+) turns", r"缺少字段 \1；\2 格式的记录需要 \3 轮次的列表"),
+    (r"(field \S+ must be a string(?: \(or null with tool_calls\))?), got " + _TYPE, _got_type),
+    (r"(field \S+ must be a list of (?:\w+ objects|objects|tool schemas \(objects\)|\[prompt, response\] pairs)), got "
+     + _TYPE, _got_type),
+    (r"(field \S+ must be an object with \S+ and \S+), got " + _TYPE, _got_type),
+    (r"field (\S+) is empty; nothing to learn from", r"字段 \1 为空；没有可学习的内容"),
+    (r"field (\S+) is empty; a conversation needs a user turn and an assistant turn", r"字段 \1 为空；对话至少需要一个用户轮次和一个助手轮次"),
+    (r"field (\S+) has no assistant turn; a conversation needs at least one to learn from", r"字段 \1 没有助手轮次；对话至少需要一个用于学习"),
+    (r"field (\S+) is an assistant turn before any user turn; a conversation starts with a system or user turn",
+     r"字段 \1 是出现在任何用户轮次之前的助手轮次；对话应以系统或用户轮次开始"),
+    (r"field (\S+) is (\S+); valid roles: ([^(]*?)( \(map other names with data\.columns (.*)\))?$",
+     lambda m: f"字段 {m.group(1)} 的值为 {m.group(2)}；有效角色：{_names(m.group(3))}"
+     + (f"（其他名称可用 data.columns 的 {_names(m.group(5))} 映射）" if m.group(4) else "")),
+    (r"^field (\S+) must be a list of |(?<=：)field (\S+) must be a list of ", lambda m: f"字段 {m.group(1) or m.group(2)} 必须是以下类型的列表："),
+    (r"(?<=[：；])field (\S+) must be an object with (\S+) and (\S+)", r"字段 \1 必须是含 \2 和 \3 的对象"),
+    (r"(?<=[：；])field (\S+) must be a string", r"字段 \1 必须是字符串"),
+    (r"^field (\S+) must be a string", r"字段 \1 必须是字符串"),
+    (r"cannot tell the format from the (keys|columns|fields) (.*?); expected (.*?)(?=; map |$)",
+     lambda m: f"无法从{ {'keys': '键', 'columns': '列', 'fields': '字段'}[m.group(1)]} {m.group(2)} "
+     f"判断格式；应为 {_format_help_text(m.group(3))}"),
+    (r"; map these columns with data\.columns, e\.g\. ", "；可用 data.columns 映射这些列，例如 "),
+    (r"; map other column names with data\.columns, e\.g\. ", "；其他列名可用 data.columns 映射，例如 "),
+    (r"no records \(the file is empty\); expected records with the fields of a format \((.*)\)$",
+     lambda m: f"没有记录（文件为空）；应为带某种格式字段的记录（{_format_help_text(m.group(1))}）"),
+    (r"found columns (\[.*?\]); format ('[^']*') needs (.*?), missing (.*?)\. Columns by format: (.*?)(?=; map|$)",
+     lambda m: f"找到的列 {m.group(1)}；格式 {m.group(2)} 需要 {_names(m.group(3))}，缺少 {_names(m.group(4))}。"
+     f"各格式的列：{_format_help_text(m.group(5))}"),
+    (r"data\.columns maps (\w+) to ('[^']*'), but no record has a field ('[^']*')(.*?); fields: (.*)$",
+     lambda m: f"data.columns 把 {m.group(1)} 映射到 {m.group(2)}，但没有记录含字段 {m.group(3)}{m.group(4)}；"
+     f"字段：{_names(m.group(5))}"),
+    (r"format (\w+) does not use ('[^']*') \(it reads (.*)\)$", lambda m: f"格式 {m.group(1)} 不使用 {m.group(2)}"
+     f"（它读取 {_names(m.group(3))}）"),
+    (r"data\.format: ('[^']*') is not a format; valid: (.*)$", r"data.format：\1 不是一种格式；有效值：\2"),
+    (r"unsupported file type ('[^']*'); supported: (.*), or a Hugging Face dataset folder",
+     r"不支持的文件类型 \1；支持：\2，或 Hugging Face 数据集目录"),
+    (r"(\d+) values but the header has (\d+) columns \((.*)\); quote values that contain commas",
+     lambda m: f"有 {m.group(1)} 个值，但表头有 {m.group(2)} 列（{_names(m.group(3))}）；含逗号的值请加引号"),
+    (r"malformed CSV \((.*)\)$", r"CSV 格式有误（\1）"),
+    (r"column (\d+) of the header has no name; name every column", r"表头第 \1 列没有名称；请给每列命名"),
+    (r"duplicate column names ", "列名重复："),
+    (r"data\.validation_fraction=(\S+) of (\d+) records is 0 validation samples; raise data\.validation_fraction or "
+     r"set data\.validation_file", r"data.validation_fraction=\1 在 \2 条记录中得到 0 条验证样本；请调大 "
+     r"data.validation_fraction 或设置 data.validation_file"),
+    (r"data\.validation_fraction=(\S+) of (\d+) records leaves nothing to train on; lower it or set data\.validation_file",
+     r"data.validation_fraction=\1 在 \2 条记录中没有留下训练数据；请调小它或设置 data.validation_file"),
+    (r"data\.validation_file: no validation data; set data\.validation_file or data\.validation_fraction in \(0, 0\.5\]",
+     "data.validation_file：没有验证数据；请设置 data.validation_file，或把 data.validation_fraction 设在 (0, 0.5] 内"),
+    (r"train: (\d+) (samples|packed rows) are fewer than one global batch of (\d+) \(train\.micro_batch_size (\d+) × "
+     r"train\.grad_accum_steps (\d+) × data parallel (\d+)\); lower them or add data",
+     lambda m: f"train：{m.group(1)} {'条样本' if m.group(2) == 'samples' else '个打包行'}不足一个全局批 {m.group(3)}"
+     f"（train.micro_batch_size {m.group(4)} × train.grad_accum_steps {m.group(5)} × 数据并行 {m.group(6)}）；"
+     "请调小它们或增加数据"),
+    (r"the sample is (\d+) tokens; with max_seq_len=(\d+) nothing of the answer remains — raise data\.max_seq_len "
+     r"or shorten the prompt", r"该样本有 \1 个 token；max_seq_len=\2 时回答部分全被截掉——请调大 data.max_seq_len 或缩短提示"),
+    (r"a test file needs prompts and reference answers \(alpaca, sharegpt or chat format\); this one is raw text",
+     "测试文件需要提示和参考答案（alpaca、sharegpt 或 chat 格式）；这个文件是纯文本"),
+    (r"data\.train_on: ('[^']*') is not valid; valid: (.*)$", r"data.train_on：\1 无效；有效值：\2"),
+    (r"no split ('[^']*'); splits: (.*)$", r"没有划分 \1；已有划分：\2"),
+    (r"cannot read the data files \((.*)\)$", r"无法读取数据文件（\1）"),
+    # core.config: a field's rule ('must be an integer >= 8, or null', "must be one of 'O0', 'O1'")
+    (r"unknown key( \(did you mean ('[^']*')\?\))?; valid keys: (.*)",
+     lambda m: "未知的键" + (f"（是否想写 {m.group(2)}？）" if m.group(1) else "") + f"；有效的键：{_names(m.group(3))}"),
+    (r"has unknown field ('[^']*')( \(did you mean ('[^']*')\?\))?; valid fields: (.*?)(?=（当前值|$)",
+     lambda m: f"含未知字段 {m.group(1)}" + (f"（是否想写 {m.group(3)}？）" if m.group(2) else "")
+     + f"；有效字段：{_names(m.group(4))}"),
+    (r" \(did you mean ('[^']*')\?\)", r"（是否想写 \1？）"),
+    (r"must be a non-empty list of module names, 'q_proj,v_proj', or one regular expression",
+     "必须是非空的模块名列表、'q_proj,v_proj' 形式的文本，或一个正则表达式"),
+    (r"must be two step numbers \[start, end\] with 1 <= start <= end \(text: '3,5'\)",
+     "必须是两个步数 [起, 止]，且 1 <= 起 <= 止（文本形式：'3,5'）"),
+    (r"must be a mapping of format fields to the dataset's column names, e\.g\. ",
+     "必须是格式字段到数据集列名的映射，例如 "),
+    (r"must be a mapping of (\w+) settings", r"必须是 \1 设置的映射"),
+    (r"maps ('[^']*') to ('[^']*'|\S+); the column name must be a non-empty string", r"把 \1 映射到 \2；列名必须是非空字符串"),
+    (r"must not be empty", "不能为空"), (r"is not a valid regular expression: ", "不是有效的正则表达式："),
+    (r"must be one of ", "必须是以下之一："), (r"must be an integer", "必须是整数"), (r"must be a number", "必须是数字"),
+    (r"must be a string", "必须是字符串"), (r"must be true or false", "必须是 true 或 false"),
+    (r"(必须是(?:整数|数字)) in ([\[(][^\])]*[\])])", r"\1，取值范围 \2"),
+    (r"(必须是(?:整数|数字)) ([<>]=?) (\S+)", r"\1，且 \2 \3"),
+    (r"^must be ([<>]=?) (\S+) \((\d+)\)", r"必须 \1 \2（\3）"),
+    (r", or null\b", "，或 null"),
+    # a location left in English before a translated sentence
+    (r"^(\S+): (?=[^\x00-\x7f])", r"\1："),
+]
+
+
+def _format_help_text(listed: str) -> str:
+    """core.data_formats.format_help()'s 'alpaca: instruction, output (input, ... optional); text: text'."""
+    parts = []
+    for part in listed.strip().removesuffix(";").split("; "):
+        fmt, _, fields = part.partition(": ")
+        required, _, optional = fields.partition(" (")
+        shown = f"{fmt}: {_names(required)}"
+        if optional:
+            shown += f"（可选 {_names(optional.removesuffix(')').removesuffix(' optional'))}）"
+        parts.append(shown)
+    return "; ".join(parts)
+
+
+def problem_text(message: str | None, lang: str) -> str:
+    """A problem message (core's ConfigError, DataError, the model loader's refusal, the console's
+    own checks) in `lang`: each known phrase translated, the facts in it (file, line, key, value,
+    valid values) kept as written. A phrase no pattern knows stays English."""
+    if lang != "zh" or not message:
+        return message or ""
+    import re
+
+    lines = []
+    for line in str(message).split("\n"):
+        for pattern, zh in PROBLEMS_ZH:
+            line = re.sub(pattern, zh, line)
+        lines.append(line)
+    return "\n".join(lines)

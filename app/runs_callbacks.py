@@ -20,7 +20,7 @@ from core.rundir import (POINTERS, TERMINAL_STATES, RunDir, RunDirError, RunSumm
 from app.access import SINGLE_USER, Viewer
 from app.changes import Change, applies, changes, changes_text, differing_keys, flat_config, show
 from app.context import Console
-from app.i18n import reason_text, text
+from app.i18n import action_text, problem_text, reason_text, text
 from app.metrics import RunCharts
 from app.run_status import fmt_duration, reached_step, total_elapsed_s
 from app.svg_chart import line_chart
@@ -381,48 +381,53 @@ def fork_choices(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_U
     return [(f"step-{n}" + (f" ({pointers[n]})" if n in pointers else ""), n) for n in steps]
 
 
-def resume(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> tuple[str | None, str]:
-    """Resume the one selected run; returns (run id to watch, message)."""
+def resume(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER,
+           lang: str = "en") -> tuple[str | None, str]:
+    """Resume the one selected run; returns (run id to watch, message in `lang`)."""
     if len(run_ids) != 1:
-        return None, "⚠ select exactly one stopped or failed run to resume"
+        return None, text("runs.msg.select_resume", lang)
     try:
         result = console.jobs.resume(run_ids[0], viewer)
     except (ValueError, RunDirError, launcher.LaunchError, OSError) as err:
-        return None, f"⚠ {err}"
-    return result.run_id, result.message
+        return None, f"⚠ {problem_text(str(err), lang)}"
+    return result.run_id, action_text(result.message, lang)
 
 
-def delete_check(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> tuple[bool, str]:
-    """Whether the selected runs may be deleted (all over, no process left), and the question to ask."""
+def delete_check(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER,
+                 lang: str = "en") -> tuple[bool, str]:
+    """Whether the selected runs may be deleted (all over, no process left), and the question to
+    ask (in `lang`)."""
     if not run_ids:
-        return False, "⚠ select the runs to delete"
+        return False, text("runs.msg.select_delete", lang)
     for run_id in run_ids:
         try:
             status = console.jobs.current_status(run_id, viewer)
         except (ValueError, RunDirError, launcher.LaunchError) as err:
-            return False, f"⚠ {err}"
+            return False, f"⚠ {problem_text(str(err), lang)}"
         if status.state not in TERMINAL_STATES:
-            return False, f"⚠ {run_id} is {status.state}: stop it before deleting it"
+            state = text(f"state.{status.state}", lang) if lang == "zh" else status.state
+            return False, text("runs.msg.busy", lang).format(run=run_id, state=state)
     names = ", ".join(f"`{r}`" for r in run_ids)
-    return True, f"Delete {names} with all checkpoints and exports? This cannot be undone."
+    return True, text("runs.msg.confirm", lang).format(names=names)
 
 
-def delete(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> str:
-    """Delete finished runs (their folders, and the links left by renames) inside the runs folder."""
-    ok, message = delete_check(console, run_ids, viewer)
+def delete(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER, lang: str = "en") -> str:
+    """Delete finished runs (their folders, and the links left by renames) inside the runs folder;
+    the message in `lang`."""
+    ok, message = delete_check(console, run_ids, viewer, lang)
     if not ok:
         return message
     deleted = []
     for run_id in run_ids:
         real = resolve_inside(console.runs_dir, console.runs_dir / run_id)
         if real == Path(os.path.realpath(console.runs_dir)):
-            return f"⚠ {run_id}: refusing to delete the runs folder itself"
+            return text("runs.msg.root", lang).format(run=run_id)
         if launcher.run_processes(real):
-            return f"⚠ {run_id}: a process of this run is still alive; stop it first"
+            return text("runs.msg.alive", lang).format(run=run_id)
         _remove_links_to(console.runs_dir, real)
         shutil.rmtree(real)
         deleted.append(run_id)
-    return f"deleted {', '.join(deleted)} at {time.strftime('%H:%M:%S')}"
+    return text("runs.msg.deleted", lang).format(runs=", ".join(deleted), time=time.strftime("%H:%M:%S"))
 
 
 def _remove_links_to(runs_dir: Path, real: Path) -> None:

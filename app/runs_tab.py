@@ -15,7 +15,7 @@ import pandas as pd
 
 from app import runs_callbacks as cb
 from app.context import Console
-from app.i18n import Labels, action_text
+from app.i18n import Labels, action_text, text
 from app.sessions import session_lock
 
 REFRESH_S = 3.0
@@ -148,18 +148,18 @@ def _wire(tab: RunsTab, console: Console) -> None:
     out["metric"].change(metric_changed, inputs, [out["log_scale"], out["overlay"], out["diff"]],
                          show_progress="hidden", api_visibility="private")
 
-    def ask(selected: list[str], request: gr.Request):
-        ok, question = cb.delete_check(console, selected or [], console.viewer(request))
+    def ask(selected: list[str], language: str, request: gr.Request):
+        ok, question = cb.delete_check(console, selected or [], console.viewer(request), language)
         return (gr.update(visible=True), question, "") if ok else (gr.update(visible=False), "", question)
 
-    out["delete"].click(ask, out["select"], [out["confirm_row"], out["confirm_text"], out["message"]],
+    out["delete"].click(ask, [out["select"], tab.lang], [out["confirm_row"], out["confirm_text"], out["message"]],
                         api_visibility="private")
-    out["cancel"].click(lambda: (gr.update(visible=False), "cancelled"), None, [out["confirm_row"], out["message"]],
-                        api_visibility="private")
+    out["cancel"].click(lambda language: (gr.update(visible=False), text("runs.msg.cancelled", language)), tab.lang,
+                        [out["confirm_row"], out["message"]], api_visibility="private")
 
     def confirm(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool, language: str,
                 request: gr.Request):
-        message = cb.delete(console, selected or [], console.viewer(request))
+        message = cb.delete(console, selected or [], console.viewer(request), language)
         session.table_key = ""
         table, select, overlay, queue = refresh(session, [], metric, only_diff, log_y, language, request)
         return gr.update(visible=False), message, table, select, overlay, queue, cb.config_diff_html(console, [])

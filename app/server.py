@@ -17,7 +17,7 @@ from app import runs_callbacks
 from app import train_callbacks
 from app.context import Console
 from app.early_script import status_timer_middleware
-from app.i18n import LANG_CHOICES, Labels, action_text, text
+from app.i18n import LANG_CHOICES, Labels, action_text, problem_text, text
 from app.settings import Settings, check_safe
 
 CSS_PATH = Path(__file__).with_name("style.css")
@@ -71,11 +71,11 @@ def _wire_start(console: Console, train: train_tab.TrainTab, monitor: monitor_ta
     def start(data: dict, request: gr.Request, confirmed: bool = False):
         outcome = train_callbacks.start(train.values(data), console, owner=console.viewer(request).owner,
                                         reference=train_callbacks.Reference.from_state(data[reference]),
-                                        confirmed=confirmed)
+                                        confirmed=confirmed, lang=data[train.lang])
         language = data[train.lang]
         if outcome.run_id is None:
             return (gr.skip(), gr.skip(), action_text(f"⚠ {outcome.message}", language),
-                    train_callbacks.errors_html(outcome.errors), gr.update(visible=outcome.needs_confirmation))
+                    train_callbacks.errors_html(outcome.errors, language), gr.update(visible=outcome.needs_confirmation))
         return (gr.update(selected="monitor"), gr.update(value=outcome.run_id),
                 action_text(f"✓ {outcome.message}", language), "", gr.update(visible=False))
 
@@ -91,24 +91,24 @@ def _wire_start(console: Console, train: train_tab.TrainTab, monitor: monitor_ta
 
 def _wire_runs_navigation(console: Console, runs: runs_tab.RunsTab, monitor: monitor_tab.MonitorTab,
                           tabs: gr.Tabs) -> None:
-    def open_run(selected: list[str], request: gr.Request):
+    def open_run(selected: list[str], language: str, request: gr.Request):
         if len(selected or []) != 1:
-            return gr.skip(), gr.skip(), "⚠ select one run to open"
+            return gr.skip(), gr.skip(), text("runs.msg.select_open", language)
         try:
             console.jobs.run_dir(selected[0], console.viewer(request))
         except ValueError as err:
-            return gr.skip(), gr.skip(), f"⚠ {err}"
+            return gr.skip(), gr.skip(), f"⚠ {problem_text(str(err), language)}"
         return gr.update(selected="monitor"), gr.update(value=selected[0]), ""
 
-    def resume(selected: list[str], request: gr.Request):
-        run_id, message = runs_callbacks.resume(console, selected or [], console.viewer(request))
+    def resume(selected: list[str], language: str, request: gr.Request):
+        run_id, message = runs_callbacks.resume(console, selected or [], console.viewer(request), language)
         if run_id is None:
             return gr.skip(), gr.skip(), message
         return gr.update(selected="monitor"), gr.update(value=run_id), message
 
     outputs = [tabs, monitor.out["run"], runs.out["message"]]
-    runs.out["open"].click(open_run, runs.out["select"], outputs, api_visibility="private").then(**SHOW_NOW)
-    runs.out["resume"].click(resume, runs.out["select"], outputs, concurrency_limit=1,
+    runs.out["open"].click(open_run, [runs.out["select"], runs.lang], outputs, api_visibility="private").then(**SHOW_NOW)
+    runs.out["resume"].click(resume, [runs.out["select"], runs.lang], outputs, concurrency_limit=1,
                              api_visibility="private").then(**SHOW_NOW)
 
 

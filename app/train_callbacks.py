@@ -30,7 +30,7 @@ from app.access import SINGLE_USER, Viewer
 from app.background import run_with_ticks
 from app.changes import Change, applies, changes, changes_text, flatten, same, show
 from app.context import Console
-from app.i18n import memory_note, text
+from app.i18n import memory_note, problem_text, text
 from app.paths import OutsideRootsError, inside_roots
 
 PREVIEW_MASTER_PORT = 29500  # shown in previews; a free port is chosen at launch
@@ -201,7 +201,7 @@ def memory_estimate(config: Config, console: Console, lang: str = "en") -> tuple
     except (ImportError, AttributeError) as err:
         return None, f"{type(err).__name__}: core.memory"
     except (CheckpointError, ValueError, TypeError) as err:
-        return None, str(err)
+        return None, problem_text(str(err), lang)
 
 
 def memory_html(config: Config, console: Console, lang: str = "en") -> str:
@@ -213,24 +213,23 @@ def memory_html(config: Config, console: Console, lang: str = "en") -> str:
 
 
 # What the console suggests when a run does not fit: each change with its own estimate.
-def fit_suggestions(config: Config, console: Console) -> list[tuple[str, float, bool]]:
-    """(what to change, estimated MB per worker after it, fits) for the changes that lower memory
-    most: LoRA instead of full, half the micro batch (twice the accumulation: the same global
-    batch), recompute every layer, half the sequence length."""
+def fit_suggestions(config: Config, console: Console, lang: str = "en") -> list[tuple[str, float, bool]]:
+    """(what to change, in `lang`; estimated MB per worker after it; fits) for the changes that
+    lower memory most: LoRA instead of full, half the micro batch (twice the accumulation: the same
+    global batch), recompute every layer, half the sequence length."""
     t, candidates = config.train, []
     if config.method == "full":
-        candidates.append(("method full → lora", {"method": "lora"}))
+        candidates.append((text("fit.lora", lang), {"method": "lora"}))
     if t.micro_batch_size > 1:
         half = t.micro_batch_size // 2
-        candidates.append((f"train.micro_batch_size {t.micro_batch_size} → {half} with train.grad_accum_steps "
-                           f"{t.grad_accum_steps} → {t.grad_accum_steps * 2} (the same global batch)",
+        candidates.append((text("fit.half_batch", lang).format(micro=t.micro_batch_size, half=half,
+                                                                accum=t.grad_accum_steps, accum2=t.grad_accum_steps * 2),
                            {"train.micro_batch_size": half, "train.grad_accum_steps": t.grad_accum_steps * 2}))
     if config.recompute.policy != "full" or config.recompute.layer_fraction < 1:
-        candidates.append(("recompute.policy full (every layer)", {"recompute.policy": "full",
-                                                                   "recompute.layer_fraction": 1.0}))
+        candidates.append((text("fit.recompute", lang), {"recompute.policy": "full", "recompute.layer_fraction": 1.0}))
     if config.data.max_seq_len >= 64:
         half = config.data.max_seq_len // 2
-        candidates.append((f"data.max_seq_len {config.data.max_seq_len} → {half} (longer samples are cut)",
+        candidates.append((text("fit.seq", lang).format(seq=config.data.max_seq_len, half=half),
                            {"data.max_seq_len": half}))
     out = []
     for text_, updates in candidates:
@@ -243,18 +242,19 @@ def fit_suggestions(config: Config, console: Console) -> list[tuple[str, float, 
     return out
 
 
-def does_not_fit(config: Config, console: Console) -> str | None:
-    """Why the run will not fit this machine's memory, with what to change; None when it fits (or
-    when nothing is known: no estimate, or a device whose memory the console cannot read)."""
+def does_not_fit(config: Config, console: Console, lang: str = "en") -> str | None:
+    """Why the run will not fit this machine's memory, with what to change, in `lang`; None when it
+    fits (or when nothing is known: no estimate, or a device whose memory the console cannot read)."""
     estimate, _ = memory_estimate(config, console)
     if estimate is None or estimate.fits or estimate.device_memory_mb is None:
         return None
     workers = config.parallel.data_parallel
-    need = f"{estimate.total_mb:,.0f} MB per worker" + (f" × {workers} workers" if workers > 1 else "")
-    lines = [f"the memory estimate ({need}) is more than this machine's {estimate.device_memory_mb:,.0f} MB"]
-    for change, mb, fits in fit_suggestions(config, console):
-        lines.append(f"{change}: {mb:,.0f} MB per worker" + (" — fits" if fits else ""))
-    return "; ".join(lines[:1]) + (". To fit: " + "; ".join(lines[1:]) if len(lines) > 1 else "")
+    need = text("fit.need", lang).format(mb=f"{estimate.total_mb:,.0f}") + (
+        text("fit.workers", lang).format(n=workers) if workers > 1 else "")
+    head = text("fit.more", lang).format(need=need, device=f"{estimate.device_memory_mb:,.0f}")
+    changes_ = [text("fit.item", lang).format(change=change, mb=f"{mb:,.0f}") + (text("fit.fits", lang) if fits else "")
+                for change, mb, fits in fit_suggestions(config, console, lang)]
+    return head + (text("fit.to_fit", lang) + ("；" if lang == "zh" else "; ").join(changes_) if changes_ else "")
 
 
 def batch_seq_len(config: Config, lang: str = "en") -> tuple[int, str]:
@@ -310,11 +310,11 @@ def percent(part: float, whole: float) -> str:
     return f"{share:.{digits}f}%"
 
 
-def errors_html(errors: Mapping[str, str]) -> str:
-    """Every problem with its field, for the box above the Start button ('' when none)."""
+def errors_html(errors: Mapping[str, str], lang: str = "en") -> str:
+    """Every problem with its field, for the box above the Start button ('' when none), in `lang`."""
     if not errors:
         return ""
-    items = "".join(f"<li><code>{html.escape(k or 'config')}</code>: {html.escape(v)}</li>"
+    items = "".join(f"<li><code>{html.escape(k or 'config')}</code>: {html.escape(problem_text(v, lang))}</li>"
                     for k, v in errors.items())
     return f'<div class="mt-error"><ul>{items}</ul></div>'
 
@@ -354,6 +354,28 @@ def save_yaml(values: Mapping[str, Any], console: Console) -> Path:
     path = folder / f"{launcher.run_id_for(check.config)}.yaml"
     path.write_text(check.config.to_yaml(comments=True), encoding="utf-8")
     return path
+
+
+def save_config(values: Mapping[str, Any], console: Console, lang: str = "en") -> tuple[Path | None, str]:
+    """Save the form's config (`save_yaml`): the file, or None, and the message that answers the
+    click in `lang` (every field problem when the form is invalid)."""
+    try:
+        path = save_yaml(values, console)
+    except ValueError as err:
+        errors = check_form(values, console).errors
+        why = "; ".join(f"{k}: {problem_text(v, lang)}" for k, v in errors.items()) or problem_text(str(err), lang)
+        return None, text("config.not_saved", lang).format(why=why)
+    return path, text("config.saved", lang).format(file=path.name)
+
+
+def load_config_values(loader, source: str, console: Console, lang: str = "en") -> tuple[dict[str, Any], str]:
+    """The widget values `loader` (`load_yaml`, `load_shipped`) reads from `source`, and the message
+    in `lang`; no values and the problem when the file cannot be used."""
+    try:
+        values = loader(source, console)
+    except (ValueError, OSError) as err:
+        return {}, f"⚠ {problem_text(str(err), lang)}"
+    return values, text("config.loaded", lang).format(file=str(source).rsplit("/", 1)[-1])
 
 
 def load_yaml(path: str | Path, console: Console) -> dict[str, Any]:
@@ -502,20 +524,20 @@ class StartOutcome:
 
 
 def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
-          reference: Reference | None = None, confirmed: bool = False) -> StartOutcome:
+          reference: Reference | None = None, confirmed: bool = False, lang: str = "en") -> StartOutcome:
     """Launch the form's config (or queue it while the devices are busy); never launches an
     invalid one. A repeat click returns the run already started. `owner` (the logged-in user) is
     recorded in the run, and so is `reference`, the run this one was made from (a fork starts
     from its checkpoint); the message then says what changed ("lora.rank 8 → 16"). A run whose
     memory estimate does not fit the machine is refused with the estimate and what to change,
-    unless `confirmed` (the user pressed "Start anyway")."""
+    unless `confirmed` (the user pressed "Start anyway"); that refusal is written in `lang`."""
     check = check_form(values, console)
     errors = check.errors if not check.ok else fork_errors(check.config, reference)
     if errors:
         return StartOutcome(None, "not started: fix the problems listed", errors)
     config = check.config
     if not confirmed:
-        too_big = does_not_fit(config, console)
+        too_big = does_not_fit(config, console, lang)
         if too_big:
             return StartOutcome(None, f"not started: {too_big}", needs_confirmation=True)
     parent = None
@@ -575,12 +597,13 @@ def dry_run_argv(config_path: Path, python: str = sys.executable) -> list[str]:
 
 
 def dry_run(values: Mapping[str, Any], console: Console, runner=subprocess.run,
-            on_wait=None) -> tuple[DryRun, str]:
+            on_wait=None, lang: str = "en") -> tuple[DryRun, str]:
     """Run two training steps of the form's config in a subprocess; returns the measurement and its
-    HTML beside the estimate. `on_wait(seconds)` ticks while it runs."""
+    HTML beside the estimate, in `lang`. `on_wait(seconds)` ticks while it runs."""
     check = check_form(values, console)
     if not check.ok:
-        return DryRun(error="fix the problems listed first"), dry_run_html(DryRun(error="fix the problems listed first"), None)
+        refused = DryRun(error=text("dry.fix_first", "en"))
+        return refused, dry_run_html(refused, None, lang=lang)
     config = check.config
     with tempfile.TemporaryDirectory(prefix="mindtune-dry-run-config-") as folder:
         path = Path(folder) / "config.yaml"
@@ -591,13 +614,13 @@ def dry_run(values: Mapping[str, Any], console: Console, runner=subprocess.run,
                                                    text=True, timeout=DRY_RUN_TIMEOUT_S,
                                                    env={**os.environ, "GLOG_v": "3"}), on_wait)
         except subprocess.TimeoutExpired:
-            measured = DryRun(error=f"no answer within {DRY_RUN_TIMEOUT_S} s")
+            measured = DryRun(error=text("dry.timeout", "en").format(s=DRY_RUN_TIMEOUT_S))
         except OSError as err:
             measured = DryRun(error=str(err))
         else:
             measured = _parse_dry_run(result.stdout, result.stderr, result.returncode, time.monotonic() - start_s)
     estimate, _ = memory_estimate(config, console)
-    return measured, dry_run_html(measured, estimate, config.parallel.data_parallel)
+    return measured, dry_run_html(measured, estimate, config.parallel.data_parallel, lang)
 
 
 def _parse_dry_run(stdout: str, stderr: str, code: int, seconds: float) -> DryRun:
@@ -613,16 +636,19 @@ def _parse_dry_run(stdout: str, stderr: str, code: int, seconds: float) -> DryRu
     return DryRun(error=error or (lines[-1] if lines else f"core.dry_run exited with {code}"))
 
 
-def dry_run_html(measured: DryRun, estimate: Any | None, workers: int = 1) -> str:
+def dry_run_html(measured: DryRun, estimate: Any | None, workers: int = 1, lang: str = "en") -> str:
     """'measured 693 MB per worker (2 training steps and one evaluation batch, 31 s) · estimate 702 MB (-1.3%)'."""
     if measured.error:
-        return f'<div class="mt-error" id="dry-run-result">dry run failed: {html.escape(measured.error)}</div>'
-    parts = [f'measured <b data-mb="{measured.peak_mem_mb:.1f}">{measured.peak_mem_mb:,.0f} MB</b> per worker '
-             f"({measured.detail.get('steps', 2)} training steps and one evaluation batch, {measured.seconds:.0f} s)"]
+        why = {text("dry.fix_first", "en"): text("dry.fix_first", lang)}.get(measured.error) or problem_text(
+            measured.error, lang)
+        return f'<div class="mt-error" id="dry-run-result">{html.escape(text("dry.failed", lang).format(error=why))}</div>'
+    mb = f'<b data-mb="{measured.peak_mem_mb:.1f}">{measured.peak_mem_mb:,.0f} MB</b>'
+    parts = [text("dry.measured", lang).format(mb=mb, steps=measured.detail.get("steps", 2), s=f"{measured.seconds:.0f}")]
     if estimate is not None:
         gap = 100 * (estimate.total_mb - measured.peak_mem_mb) / measured.peak_mem_mb
-        parts.append(f"estimate {estimate.total_mb:,.0f} MB ({gap:+.1f}% of the measured)")
+        parts.append(text("dry.estimate", lang).format(mb=f"{estimate.total_mb:,.0f}", gap=f"{gap:+.1f}"))
         if estimate.device_memory_mb is not None:
             fits = measured.peak_mem_mb * workers <= estimate.device_memory_mb  # CPU workers share the RAM
-            parts.append(f"{estimate.device_memory_mb:,.0f} MB on this machine: " + ("fits ✓" if fits else "does not fit ✗"))
+            parts.append(text("dry.machine", lang).format(mb=f"{estimate.device_memory_mb:,.0f}")
+                         + text("mem.fits" if fits else "mem.no_fit", lang))
     return f'<div class="mt-dry-run" id="dry-run-result">{" · ".join(parts)}</div>'

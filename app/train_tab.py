@@ -17,7 +17,7 @@ from app import train_callbacks as cb
 from app.context import Console
 from app.datasets import UploadError
 from app.changes import show
-from app.i18n import TEXTS, Labels, text
+from app.i18n import TEXTS, Labels, problem_text, text
 from app.widgets import error_update, field_widget
 
 UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".parquet", ".arrow", ".txt", ".gz", ".zip"]
@@ -178,13 +178,13 @@ def _training_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -
     rows = (("train.micro_batch_size", "train.grad_accum_steps", "train.schedule"),
             ("train.warmup_steps", "train.min_lr_ratio", "train.weight_decay"),
             ("train.max_grad_norm", "train.log_every", "train.eval_every"),
-            ("train.save_every", "train.keep_last_n", "run.seed"))
+            ("train.save_every", "train.keep_last_n", "run.seed"), ("run.name", "train.profile_steps"))
     with _accordion(labels, "sec.training", elem_id="sec-training"):
         for row in rows:
             with gr.Row():
                 for key in row:
                     _widget(tab, key, values, info, labels)
-        _widget(tab, "run.name", values, info, labels)
+        tab.fields["train.profile_steps"].placeholder = "3,5"
 
 
 def _data_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
@@ -219,6 +219,9 @@ def _eval_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> No
     with _accordion(labels, "sec.eval", elem_id="sec-eval"):
         with gr.Row():
             for key in ("eval.downstream", "eval.max_new_tokens", "eval.max_eval_samples", "eval.ema_alpha"):
+                _widget(tab, key, values, info, labels)
+        with gr.Row():
+            for key in ("eval.baseline", "eval.baseline_max_tokens"):
                 _widget(tab, key, values, info, labels)
         with gr.Row():
             for key in ("early_stopping.enabled", "early_stopping.monitor", "early_stopping.patience",
@@ -304,7 +307,7 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
         shown = {k: [errors.get(k), was.get(k)] for k in fields if errors.get(k) or was.get(k)}
         old = data[previous_errors] or {}
         switched = old.get("lang", language) != language  # every help line into the new language
-        updates = [error_update(errors.get(k), help_keys[k] and text(help_keys[k], language), was.get(k))
+        updates = [error_update(problem_text(errors.get(k), language), help_keys[k] and text(help_keys[k], language), was.get(k))
                    if switched or shown.get(k) != old.get(k) else gr.skip() for k in fields]
         shown["lang"] = language
         return [result.yaml_text, result.command, batch, batch, multihost,
@@ -323,7 +326,7 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
             errors.update(cb.fork_errors(result.check.config, reference))
         message = data[start_message] or ""
         stale = "" if message.startswith("⚠") and not errors else gr.skip()
-        return [result.memory, cb.errors_html(errors), *data_callbacks.stats_view(values, console, data[lang]), stale]
+        return [result.memory, cb.errors_html(errors, data[lang]), *data_callbacks.stats_view(values, console, data[lang]), stale]
 
     # One change-triggered event, then the slow part chained to it. Two "always_last" change events
     # where one outputs a field the other reads re-trigger each other forever in Gradio 6.31 (a
@@ -348,7 +351,8 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
         """Two training steps of the form's run in a subprocess: the measured peak beside the estimate."""
         language = data[lang]
         _, shown = cb.dry_run(tab.values(data), console,
-                              on_wait=lambda s: progress(None, desc=f"{text('dry_run.running', language)}: {s:.0f} s"))
+                              on_wait=lambda s: progress(None, desc=f"{text('dry_run.running', language)}: {s:.0f} s"),
+                              lang=language)
         return shown
 
     tab.out["dry_run"].click(check_memory, widgets | {lang}, tab.out["dry_run_result"], concurrency_limit=1,
@@ -448,26 +452,20 @@ def _wire_config_io(tab: TrainTab, console: Console) -> None:
     keys = list(tab.fields)
     outputs = [tab.fields[k] for k in keys] + [tab.out["config_message"]]
 
-    def apply(loader, source: str | None):
+    def apply(loader, source: str | None, language: str):
         if not source:
             return [gr.skip()] * len(outputs)
-        try:
-            values = loader(source, console)
-        except (ValueError, OSError) as err:
-            return [gr.skip()] * len(keys) + [f"⚠ {err}"]
-        return [values.get(k, gr.skip()) for k in keys] + [f"loaded `{source.rsplit('/', 1)[-1]}`"]
+        values, message = cb.load_config_values(loader, source, console, language)
+        return [values.get(k, gr.skip()) for k in keys] + [message]
 
-    tab.out["shipped"].input(lambda name: apply(cb.load_shipped, name), tab.out["shipped"], outputs,
-                             api_visibility="private")
-    tab.out["config_upload"].upload(lambda path: apply(cb.load_yaml, path), tab.out["config_upload"], outputs,
-                                    api_visibility="private")
+    tab.out["shipped"].input(lambda name, language: apply(cb.load_shipped, name, language),
+                             [tab.out["shipped"], tab.lang], outputs, api_visibility="private")
+    tab.out["config_upload"].upload(lambda path, language: apply(cb.load_yaml, path, language),
+                                    [tab.out["config_upload"], tab.lang], outputs, api_visibility="private")
 
     def save(data: dict):
-        try:
-            path = cb.save_yaml(tab.values(data), console)
-        except ValueError as err:
-            return gr.update(visible=False), f"⚠ not saved: {err}"
-        return gr.update(value=str(path), visible=True), f"saved `{path.name}`"
+        path, message = cb.save_config(tab.values(data), console, data[tab.lang])
+        return (gr.update(value=str(path), visible=True) if path else gr.update(visible=False)), message
 
-    tab.out["save"].click(save, set(tab.fields.values()), [tab.out["saved_file"], tab.out["config_message"]],
-                          api_visibility="private")
+    tab.out["save"].click(save, set(tab.fields.values()) | {tab.lang},
+                          [tab.out["saved_file"], tab.out["config_message"]], api_visibility="private")

@@ -19,6 +19,7 @@ import pytest
 from core.config import Config
 from core.rundir import FinalFigures, RunDir
 
+from tests.app.english import english_words
 from tests.app.test_browser import choose, wait_for
 from tests.app.test_browser_workflows import WATCH_SWITCH_JS, stale_seconds
 from tests.app.test_metrics import evaluation, train
@@ -82,26 +83,6 @@ TEXT_NODES_JS = """
   return out;
 }
 """
-# Words a 中文 page keeps as they are: names of products, formats and libraries, the run directory
-# contract's state names and config values (what a user types into the YAML), and units.
-KEPT_WORDS = {
-    "mindtune", "mindspore", "transformer", "hugging", "face", "ascend", "parquet", "arrow", "lora", "full",
-    "alpha", "rank", "dropout", "token", "tokens", "worker", "workers", "msrun", "auto", "alpaca", "sharegpt",
-    "chat", "text", "null", "english", "queued", "starting", "running", "stopping", "finished", "stopped",
-    "failed", "early", "unknown", "micro", "ppl", "zip", "exact", "match",
-}
-ENGLISH_WORD = re.compile(r"[A-Za-z][A-Za-z'’]+")
-# identifiers: paths, config keys, run ids, flags, numbers with units
-IDENTIFIER = re.compile(r"\{[^}]*\}|\S*[/_.#=\\]\S*|--\S+|\S*\d\S*")
-
-
-def english_words(text: str) -> list[str]:
-    """The English words of `text` a 中文 reader would have to read: not a kept word, not an
-    identifier, not an acronym or a CamelCase name (CPU, YAML, AdamW, LlamaForCausalLM)."""
-    words = ENGLISH_WORD.findall(IDENTIFIER.sub(" ", text))
-    return [w for w in words if w.lower() not in KEPT_WORDS and not re.search(r"[A-Z]", w[1:])]
-
-
 def english_on_page(page) -> list[str]:
     return [f"#{owner}: {text[:120]!r}" for owner, text in page.evaluate(TEXT_NODES_JS) if english_words(text)]
 

@@ -346,3 +346,38 @@ def test_a_family_checkpoint_passes_the_gate_and_its_limits_are_field_errors(fix
     check = cb.check_form(form_values(console, **{**base, "lora.target_names": [foreign]}), console)
     assert f"{foreign} match no projection" in check.errors["lora.target_regex"]
     assert all(name in check.errors["lora.target_regex"] for name in entry.default_targets)
+
+
+def test_the_baseline_and_profiler_fields_are_in_the_train_tab_and_reach_the_runs_config(console, fake_launcher):
+    """Issue 20: eval.baseline, eval.baseline_max_tokens and train.profile_steps were YAML/CLI only.
+    Built as the page builds the tab; the values the widgets send go into the launched config.yaml."""
+    import gradio as gr
+    import yaml
+
+    from app import train_tab
+    from app.i18n import Labels, text
+
+    labels = Labels("en")
+    with gr.Blocks():
+        labels.toggle = gr.Radio(choices=["en", "zh"], value="en")
+        tab = train_tab.build(console, labels, cb.starter_config(console))
+    keys = ("eval.baseline", "eval.baseline_max_tokens", "train.profile_steps")
+    widgets = {k: tab.fields[k] for k in keys}
+    for key, widget in widgets.items():
+        assert widget.elem_id == "cfg-" + key.replace(".", "-").replace("_", "-")
+        assert widget.info == text(f"help.{key}", "en") and text(f"help.{key}", "zh") != widget.info
+        assert widget.label == text(f"field.{key}", "en") and text(f"field.{key}", "zh") != widget.label
+    assert isinstance(widgets["eval.baseline"], gr.Checkbox) and widgets["eval.baseline"].value is True
+    assert isinstance(widgets["eval.baseline_max_tokens"], gr.Number)
+    data = {widget: widget.value for widget in tab.fields.values()}
+    data[widgets["eval.baseline"]] = False
+    data[widgets["eval.baseline_max_tokens"]] = 256.0  # a Number widget sends a float
+    data[widgets["train.profile_steps"]] = "2,3"
+    outcome = cb.start(tab.values(data), console)
+    assert outcome.run_id, outcome.errors
+    written = yaml.safe_load(fake_launcher.launched[-1].config_path.read_text())
+    assert written["eval"]["baseline"] is False and written["eval"]["baseline_max_tokens"] == 256
+    assert written["train"]["profile_steps"] == [2, 3]
+    # and back: the run's config shown in the form again (New run from this one, Load a config)
+    values = form.to_values(Config.from_dict(written))
+    assert (values["eval.baseline"], values["eval.baseline_max_tokens"], values["train.profile_steps"]) == (False, 256, "2,3")

@@ -1,0 +1,26 @@
+"""What counts as English a 中文 reader would have to read (the browser test's and the message tests'
+shared rule)."""
+from __future__ import annotations
+
+import re
+
+# Words a 中文 page keeps as they are: names of products, formats and libraries, the run directory
+# contract's state names and config values (what a user types into the YAML), and units.
+KEPT_WORDS = {
+    "mindtune", "mindspore", "transformer", "hugging", "face", "ascend", "parquet", "arrow", "lora", "full",
+    "alpha", "rank", "dropout", "token", "tokens", "worker", "workers", "msrun", "auto", "alpaca", "sharegpt",
+    "chat", "text", "null", "english", "queued", "starting", "running", "stopping", "finished", "stopped",
+    "failed", "early", "unknown", "micro", "ppl", "zip", "exact", "match", "true", "false", "python",
+}
+ENGLISH_WORD = re.compile(r"[A-Za-z][A-Za-z'’]+")
+# identifiers: mappings, quoted values and names (what a user types: 'cosine', 'instruction'; not the
+# apostrophe of "model's"), paths,
+# config keys, run ids, flags, numbers with units
+IDENTIFIER = re.compile(r"\S*\{[^}]*\}|(?<!\w)'[^'\n]*'(?!\w)|\S*[/_.#=\\]\S*|--\S+|\S*\d\S*")
+
+
+def english_words(text: str) -> list[str]:
+    """The English words of `text` a 中文 reader would have to read: not a kept word, not an
+    identifier, not an acronym or a CamelCase name (CPU, YAML, AdamW, LlamaForCausalLM)."""
+    words = ENGLISH_WORD.findall(IDENTIFIER.sub(" ", text))
+    return [w for w in words if w.lower() not in KEPT_WORDS and not re.search(r"[A-Z]", w[1:])]

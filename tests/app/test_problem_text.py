@@ -1,0 +1,252 @@
+"""Issue 20 item 10, the messages that answer a bad input, in 中文: core's ConfigError and DataError
+messages, the model loader's refusals, the console's own checks, the "does not fit" refusal, the dry
+run, saving and loading a config, and the Runs tab's resume and delete. Each message is made by the
+code that makes it for the page (no hand-written samples), then shown in 中文 with no English-only
+word left (the browser test's own rule, tests/app/english.py) and with every fact of the English
+kept: the file, the line number, the key, the value and the valid values."""
+from __future__ import annotations
+
+import html
+import json
+import re
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from core.config import Config, ConfigError
+from core.rundir import FinalFigures, RunDir
+
+from app import catalog, data_callbacks
+from app import runs_callbacks as runs_cb
+from app import train_callbacks as cb
+from app.i18n import problem_text, text
+from tests.app.conftest import write_model
+from tests.app.english import english_words
+from tests.app.test_train_callbacks import form_values
+
+# the facts of a message: quoted values, paths and dotted keys, numbers
+FACT = re.compile(r"(?<!\w)'[^'\n]*'(?!\w)|[^\s()（）；;,，：]*[/_.=][^\s()（）；;,，：]*|\d+(?:\.\d+)?")
+
+
+def facts(message: str) -> list[str]:
+    return [f.rstrip(".:;,") for f in FACT.findall(message) if f.rstrip(".:;,") not in ("", "e.g")]
+
+
+def assert_chinese(english: str, chinese: str) -> None:
+    assert chinese != english, f"not translated: {english}"
+    assert english_words(chinese) == [], f"English left in {chinese!r} (from {english!r})"
+    missing = [f for f in facts(english) if f not in chinese]
+    assert not missing, f"facts dropped {missing} in {chinese!r} (from {english!r})"
+
+
+def write_lines(folder: Path, name: str, lines: list[str]) -> str:
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture
+def bad_data(workspace) -> dict[str, str]:
+    """Data files with the mistakes people make, next to the demo data."""
+    folder = workspace.data_dirs[0] / "demo"
+    good = (folder / "train.jsonl").read_text().splitlines()
+    broken = list(good)
+    broken[4] = '{"instruction": "x", "output": '
+    missing = list(good)
+    missing[2] = json.dumps({"instruction": "x"})
+    number = list(good)
+    number[2] = json.dumps({"instruction": "x", "output": 3})
+    return {"invalid JSON": write_lines(folder, "broken.jsonl", broken),
+            "missing field": write_lines(folder, "missing.jsonl", missing),
+            "not a string": write_lines(folder, "number.jsonl", number),
+            "bad role": write_lines(folder, "chat.jsonl", [json.dumps({"messages": [{"role": "bot", "content": "x"}]})]),
+            "unknown format": write_lines(folder, "weird.jsonl", [json.dumps({"foo": 1, "bar": 2})]),
+            "empty": write_lines(folder, "empty.jsonl", [])}
+
+
+FIELD_MISTAKES = {  # form changes -> the widget whose error it is
+    "warmup past the steps": ({"train.warmup_steps": 10_000}, "train.warmup_steps"),
+    "out of range": ({"train.learning_rate": -1}, "train.learning_rate"),
+    "not a choice": ({"train.schedule": "cosin"}, "train.schedule"),
+    "above the model's context": ({"data.max_seq_len": 4096}, "data.max_seq_len"),
+    "no length": ({"train.length": None}, "train.length"),
+    "no such LoRA target": ({"lora.target_regex": "nope"}, "lora.target_regex"),
+    "more workers than cores": ({"parallel.data_parallel": 64}, "parallel.data_parallel"),
+    "packing and grouping": ({"data.packing": True, "data.group_by_length": True}, "data.group_by_length"),
+    "no validation data": ({"data.validation_fraction": 0, "data.validation_file": ""}, "data.validation_file"),
+    "outside the data folders": ({"data.train_file": "/etc/passwd"}, "data.train_file"),
+    "no such model": ({"model.path": "nope"}, "model.path"),
+    "unknown column field": ({"data.columns": "foo: bar"}, "data.columns"),
+    "bf16 on the CPU": ({"precision.amp_level": "O1", "precision.compute_dtype": "bfloat16"}, "precision.compute_dtype"),
+    "optimizer shard off Ascend": ({"parallel.optimizer_shard": True}, "parallel.optimizer_shard"),
+    "bad profile steps": ({"train.profile_steps": "5,3"}, "train.profile_steps"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(FIELD_MISTAKES))
+def test_a_field_error_reads_in_chinese_with_its_facts(console, mistake):
+    changes, widget = FIELD_MISTAKES[mistake]
+    values = {**form_values(console), **changes}
+    errors = cb.check_form(values, console).errors
+    assert widget in errors, errors
+    assert_chinese(errors[widget], problem_text(errors[widget], "zh"))
+    assert problem_text(errors[widget], "en") == errors[widget]  # English as core wrote it
+    shown = cb.errors_html(errors, "zh")  # the box above Start
+    assert html.escape(problem_text(errors[widget], "zh")) in shown
+
+
+@pytest.mark.parametrize("mistake", ["invalid JSON", "missing field", "not a string", "bad role", "unknown format",
+                                     "empty"])
+def test_a_data_error_blocks_start_and_reads_in_chinese_with_the_line_number(console, bad_data, mistake):
+    values = form_values(console, data__train_file=bad_data[mistake])
+    if mistake in ("missing field", "not a string"):
+        values["data.format"] = "alpaca"
+    outcome = cb.start(values, console, lang="zh")
+    assert outcome.run_id is None and "data.train_file" in outcome.errors, outcome
+    english = outcome.errors["data.train_file"]
+    assert_chinese(english, problem_text(english, "zh"))
+    if mistake == "invalid JSON":
+        assert "line 5: invalid JSON" in english and "第 5 行：JSON 无效" in problem_text(english, "zh")
+    # the data preview says the same (its error block)
+    preview = data_callbacks.preview_view(values, console, "zh")
+    assert 'class="mt-error"' in preview and english_words(re.sub(r"<[^>]+>", " ", preview)) == []
+
+
+def test_a_config_file_with_an_unknown_key_and_bad_yaml_read_in_chinese(console, tmp_path):
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("train:\n  learnin_rate: 0.1\n  max_steps: 5\n  warmup_steps: 1\n", encoding="utf-8")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train:\n  max_steps: [1,\n", encoding="utf-8")
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("", encoding="utf-8")
+    for path in (unknown, bad, empty):
+        values, message = cb.load_config_values(cb.load_yaml, str(path), console, "zh")
+        with pytest.raises(ConfigError) as err:
+            cb.load_yaml(str(path), console)
+        assert values == {} and message.startswith("⚠ ")
+        assert_chinese(str(err.value), message.removeprefix("⚠ "))
+    assert "未知的键（是否想写 'learning_rate'？）" in cb.load_config_values(cb.load_yaml, str(unknown), console, "zh")[1]
+    values, message = cb.load_config_values(cb.load_yaml, str(_saved(console)), console, "zh")
+    assert values["train.learning_rate"] == 0.0003 and message.startswith("已加载 `") and english_words(message) == []
+
+
+def _saved(console) -> Path:
+    path, message = cb.save_config(form_values(console, train__learning_rate=0.0003), console, "zh")
+    assert path is not None and message == f"已保存 `{path.name}`"
+    return path
+
+
+def test_saving_an_invalid_form_says_why_in_chinese(console):
+    path, message = cb.save_config(form_values(console, train__warmup_steps=10_000), console, "zh")
+    assert path is None and message.startswith("⚠ 未保存：train.warmup_steps: 必须 < train.max_steps")
+    assert english_words(message) == []
+    path, message = cb.save_config(form_values(console, train__warmup_steps=10_000), console, "en")
+    assert path is None and message.startswith("⚠ not saved: train.warmup_steps: must be < train.max_steps")
+
+
+def test_a_model_folder_the_loader_refuses_reads_in_chinese(console, workspace, tmp_path):
+    root = workspace.models_dirs[0]
+    texts = ["a b c"] * 8
+    refused = {"unsupported architecture": {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3"},
+               "unknown architecture": {"architectures": ["FooForCausalLM"], "model_type": "foo"},
+               "remote code": {"auto_map": {"AutoModelForCausalLM": "modeling_x.X"}, "model_type": "x",
+                               "architectures": ["XForCausalLM"]}}
+    made = []
+    for name, changes in refused.items():
+        folder = root / f"refused-{name.replace(' ', '-')}"
+        if not folder.exists():
+            write_model(folder, texts, **changes)
+        made.append(folder.name)
+    no_tokenizer = root / "refused-no-tokenizer"
+    if not no_tokenizer.exists():
+        write_model(no_tokenizer, texts)
+        (no_tokenizer / "tokenizer.json").unlink()
+    made.append(no_tokenizer.name)
+    try:
+        entries = {m.path.name: m for m in console.models(refresh=True)}
+        for name in made:
+            entry = entries[name]
+            assert not entry.loadable
+            assert_chinese(entry.reason, entry.row("zh")[-1])
+            assert entry.row("en")[-1] == entry.reason
+            errors = cb.check_form(form_values(console, model__path=entry.name), console).errors
+            assert_chinese(errors["model.path"], problem_text(errors["model.path"], "zh"))
+        assert "不支持 DeepseekV3ForCausalLM" in entries["refused-unsupported-architecture"].row("zh")[-1]
+    finally:
+        import shutil
+        for name in made:
+            shutil.rmtree(root / name)
+        console.models(refresh=True)
+
+
+def test_a_run_that_does_not_fit_is_refused_in_chinese_with_what_to_change(console, fake_launcher):
+    huge = form_values(console, train__micro_batch_size=2_000_000, data__max_seq_len=512, method="full")
+    english = cb.start(huge, console).message
+    chinese = cb.start(huge, console, lang="zh").message
+    assert fake_launcher.launched == []
+    assert english.startswith("not started: the memory estimate (") and "To fit:" in english
+    assert chinese.startswith("not started: 内存估算（")  # the prefix is the action's (action_text)
+    from app.i18n import action_text
+    shown = action_text(f"⚠ {chinese}", "zh")
+    assert shown.startswith("⚠ 未开始：内存估算（") and english_words(shown) == []
+    for change in ("full → lora", "train.micro_batch_size 2000000 → 1000000", "recompute.policy full",
+                   "data.max_seq_len 512 → 256"):
+        assert change in shown, change
+    assert [f for f in facts(english) if f not in shown] == []
+
+
+def test_the_dry_run_result_reads_in_chinese(console):
+    def runner(argv, **kwargs):
+        return types.SimpleNamespace(returncode=0, stderr="", stdout='{"peak_mem_mb": 812.5, "steps": 2}\n')
+
+    _, shown = cb.dry_run(form_values(console), console, runner=runner, lang="zh")
+    plain = re.sub(r"<[^>]+>", "", shown)
+    assert plain.startswith("实测每个 worker 812 MB（2 个训练步和一个评估批，") and "估算" in plain
+    assert english_words(plain) == []
+    _, refused = cb.dry_run(form_values(console, train__warmup_steps=10_000), console, lang="zh")
+    assert "试运行失败：请先修正列出的问题" in refused
+    _, failed = cb.dry_run(form_values(console), console, lang="zh", runner=lambda argv, **kw: types.SimpleNamespace(
+        returncode=1, stdout="", stderr="error: lora.target_modules: must not be empty\n"))
+    assert "试运行失败：lora.target_modules：不能为空" in failed
+    _, en = cb.dry_run(form_values(console), console, runner=runner)
+    assert "measured <b" in en and "2 training steps and one evaluation batch" in en
+
+
+def _run(console, name: str, finished: bool = True) -> RunDir:
+    run = RunDir.create(console.runs_dir, f"20261201-09000{name[-1]}_tiny_lora-r8_fp32_dp1_{name}",
+                        Config().with_updates({"train.max_steps": 4, "train.warmup_steps": 1}).to_yaml())
+    run.write_status(state="starting")
+    run.write_status(state="running", step=0, total_steps=4, rank_count=1)
+    if not finished:
+        return run
+    run.write_status(state="finished", reason="reached 4 steps", step=4, ended_at=time.time(),
+                     final=FinalFigures(best_val_ppl=4.0, tokens_per_s=100.0, peak_mem_mb=70.0, wall_s=6.0, steps=4))
+    return run
+
+
+def test_runs_resume_and_delete_messages_read_in_chinese(console):
+    a, b = _run(console, "run1"), _run(console, "run2", finished=False)
+    zh = {
+        "resume none": runs_cb.resume(console, [], lang="zh")[1],
+        "resume finished": runs_cb.resume(console, [a.run_id], lang="zh")[1],
+        "delete none": runs_cb.delete_check(console, [], lang="zh")[1],
+        "delete question": runs_cb.delete_check(console, [a.run_id], lang="zh")[1],
+    }
+    zh["delete running"] = runs_cb.delete(console, [b.run_id], lang="zh")
+    zh["deleted"] = runs_cb.delete(console, [a.run_id], lang="zh")
+    for what, message in zh.items():
+        assert english_words(message) == [], (what, message)
+    assert zh["resume finished"] == f"⚠ {a.run_id} 的状态为已完成；只有已停止或失败的运行可以恢复"
+    assert zh["delete question"].startswith(f"删除 `{a.run_id}` 及其全部检查点")
+    assert zh["delete running"] == f"⚠ {b.run_id} 的状态为运行中：请先停止再删除"
+    assert zh["deleted"].startswith(f"已于 ") and zh["deleted"].endswith(f"删除 {a.run_id}") and not a.path.exists()
+    assert runs_cb.resume(console, [b.run_id])[1] == f"⚠ {b.run_id} is running; only a stopped or failed run can be resumed"
+
+
+def test_english_is_left_as_core_wrote_it():
+    message = "/data/x.jsonl line 5: invalid JSON (Expecting value at column 32); each line must be one JSON object"
+    assert problem_text(message, "en") == message and problem_text(None, "zh") == ""
+    assert problem_text(message, "zh") == "/data/x.jsonl 第 5 行：JSON 无效（缺少值，第 32 列）；每行必须是一个 JSON 对象"
+    assert text("runs.msg.deleted", "en").format(runs="r", time="t") == "deleted r at t"
