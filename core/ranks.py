@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import psutil
+import re
 import signal
 import socket
 import subprocess
@@ -278,13 +279,18 @@ def resumable_note(run: RunDir) -> dict:
 
 def write_verdict(run: RunDir, state: str, reason: str, **fields) -> dict | None:
     """Write the run's end unless another process already did (the first verdict wins); adds the
-    newest resumable checkpoint. Returns the status written, or None."""
+    newest resumable checkpoint, and its step when the worker saved it after its last status line
+    (Stop now kills it in between: status step 30 beside step-31). Returns the status written, or None."""
     try:
-        if run.read_status().state in TERMINAL_STATES:
+        status = run.read_status()
+        if status.state in TERMINAL_STATES:
             return None
     except RunDirError:
         return None
     note = resumable_note(run)
+    saved = re.fullmatch(r"step-(\d+)", note["resumable_checkpoint"] or "")
+    if saved and int(saved.group(1)) > (status.step or 0):
+        fields.setdefault("step", int(saved.group(1)))
     try:
         return run.write_status(state=state, reason=f"{reason.rstrip('.')}; {note['note']}",
                                 resumable_checkpoint=note["resumable_checkpoint"], ended_at=time.time(), **fields)

@@ -148,7 +148,15 @@ def _stop_process_group(process: subprocess.Popen, timeout_s: float = 10.0) -> N
 
 
 @pytest.fixture
-def console_server(tmp_path: Path) -> Iterator[ConsoleServer]:
+def console_extra_dirs() -> dict[str, list[Path]]:
+    """More folders for `console_server` to offer besides the demo ones: {"models": [...], "data":
+    [...]}. None here; a test module overrides this fixture to add its own (a model folder the
+    loader refuses, a malformed data file)."""
+    return {}
+
+
+@pytest.fixture
+def console_server(tmp_path: Path, console_extra_dirs: dict[str, list[Path]]) -> Iterator[ConsoleServer]:
     """Start the console on a free port with its own runs folder; stop it and every run it
     started afterwards (no worker survives the test)."""
     reason = console_missing_reason()
@@ -160,6 +168,9 @@ def console_server(tmp_path: Path) -> Iterator[ConsoleServer]:
     log_path = tmp_path / "console.log"
     argv = [sys.executable, "-m", "app", "--port", str(port), "--runs-dir", str(runs_dir),
             "--models-dir", str(MODELS_DIR), "--data-dir", str(DATA_DIR)]
+    for flag, key in (("--models-dir", "models"), ("--data-dir", "data")):
+        for folder in console_extra_dirs.get(key, []):
+            argv += [flag, str(folder)]
     env = {**os.environ, "GLOG_v": "3", "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
     with open(log_path, "wb") as log:
         process = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,

@@ -10,6 +10,7 @@ writes them (core.rundir), so both tests take seconds once the console is up.
 """
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -20,8 +21,8 @@ from core.config import Config
 from core.rundir import FinalFigures, RunDir
 
 from tests.app.english import english_words
-from tests.app.test_browser import choose, wait_for
-from tests.app.test_browser_workflows import WATCH_SWITCH_JS, stale_seconds
+from tests.app.test_browser import choose, reveal, set_number, wait_for
+from tests.app.test_browser_workflows import WATCH_SWITCH_JS, select_runs, stale_seconds
 from tests.app.test_metrics import evaluation, train
 
 pytest_plugins = ["tests.app.browser_fixtures"]
@@ -162,6 +163,136 @@ def test_in_chinese_no_english_only_text_reaches_the_page(console_server, browse
 
         page.click("#tab-try-button")
         wait_chinese(page, "Try tab")
+    finally:
+        context.close()
+
+
+# ---- 中文 for the answers to bad input and to actions (issue 20 item 10, the last gaps) -------------
+
+@pytest.fixture
+def console_extra_dirs(tmp_path_factory) -> dict[str, list[Path]]:
+    """Besides the demo model and data: a model folder the loader refuses (an architecture mindtune
+    does not implement) and a dataset whose line 5 is not JSON."""
+    from tests.app.browser_fixtures import DATA_DIR, MODELS_DIR
+
+    root = tmp_path_factory.mktemp("zh-extra")
+    refused = root / "models" / "refused-deepseek"
+    refused.mkdir(parents=True)
+    config = json.loads((MODELS_DIR / "tiny-demo" / "config.json").read_text())
+    config.update(architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3")
+    (refused / "config.json").write_text(json.dumps(config))
+    broken = root / "data" / "broken"
+    broken.mkdir(parents=True)
+    lines = (DATA_DIR / "demo" / "train.jsonl").read_text(encoding="utf-8").splitlines()[:40]
+    lines[4] = '{"instruction": "x", "output": '
+    (broken / "train.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {"models": [root / "models"], "data": [root / "data"]}
+
+
+def set_text(page, elem_id: str, value: str) -> None:
+    reveal(page, f"#{elem_id}")
+    field = page.locator(f"#{elem_id} input, #{elem_id} textarea").first
+    field.fill(value)
+    field.press("Tab")
+
+
+def test_in_chinese_the_answers_to_bad_input_and_to_actions_reach_the_page_in_chinese(
+        console_server, browser, screenshot, tmp_path):
+    """With 中文 picked: a Start refused for a bad field and for a malformed data line, a model folder
+    the loader refuses, a run that does not fit, a dry run, a config saved and loaded (a bad one and a
+    good one), and a Runs resume and delete. Every answer is in 中文 with its facts (line 5, the key);
+    no English-only text reaches the page at any step."""
+    runs = make_runs(console_server.runs_dir)
+    context = browser.new_context(viewport=VIEWPORT, locale="zh-CN")
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    try:
+        page.goto(console_server.url)
+        page.wait_for_selector("#start-button")
+        wait_for(lambda: "MB" in page.inner_text("#memory-estimate"), "the memory estimate", timeout_s=120)
+        page.locator("#lang-toggle label", has_text="中文").click()
+        wait_for(lambda: "开始训练" in page.inner_text("#start-button"), "the page in 中文")
+
+        # a bad field value: its line under the field, then a refused Start
+        set_number(page, "cfg-train-warmup-steps", 100000)
+        wait_for(lambda: "必须 < train.max_steps" in page.inner_text("#cfg-train-warmup-steps"), "the field's error")
+        page.click("#start-button")
+        wait_for(lambda: "未开始" in page.inner_text("#start-message"), "Start refused")
+        wait_for(lambda: "train.warmup_steps" in page.inner_text("#config-errors"), "the problems above Start")
+        wait_chinese(page, "a bad field value, Start refused")
+        set_number(page, "cfg-train-warmup-steps", 2)
+        wait_for(lambda: "train.warmup_steps" not in page.inner_text("#config-errors"), "the field fixed")
+
+        # a malformed data line: the preview, then a refused Start, name the line
+        choose(page, "dataset-picker", "broken")
+        wait_for(lambda: "第 5 行：JSON 无效" in page.inner_text("#data-preview"), "the preview's error", timeout_s=60)
+        page.click("#start-button")
+        wait_for(lambda: "第 5 行：JSON 无效" in page.inner_text("#config-errors"), "Start refused for the data",
+                 timeout_s=60)
+        wait_chinese(page, "a malformed data line, Start refused")
+        screenshot(page, "zh_refused_data")
+        choose(page, "dataset-picker", "demo")
+        wait_for(lambda: "JSON" not in page.inner_text("#config-errors"), "the demo data back", timeout_s=60)
+
+        # a model folder the loader refuses: the table's status and the picker's field error
+        open_every_fold(page)
+        wait_for(lambda: "不支持 DeepseekV3ForCausalLM" in page.inner_text("#model-table"), "the refused model's row")
+        choose(page, "model-picker", "refused-deepseek")
+        wait_for(lambda: "无法加载" in page.inner_text("#model-picker"), "the picker's error")
+        wait_chinese(page, "a model folder the loader refuses")
+        choose(page, "model-picker", "tiny-demo")
+        wait_for(lambda: "无法加载" not in page.inner_text("#model-picker"), "the demo model back")
+
+        # a run that does not fit: refused with what to change, "Start anyway" offered
+        micro = page.input_value("#cfg-train-micro-batch-size input[type=number]")
+        set_number(page, "cfg-train-micro-batch-size", 2000000)
+        wait_for(lambda: "micro_batch_size: 2000000" in page.inner_text("#config-yaml"), "the YAML to follow")
+        page.click("#start-button")
+        wait_for(lambda: "内存估算" in page.inner_text("#start-message"), "Start refused for memory", timeout_s=60)
+        assert page.is_visible("#start-anyway")
+        assert "train.micro_batch_size 2000000 → 1000000" in page.inner_text("#start-message")
+        wait_chinese(page, "a run that does not fit")
+        set_number(page, "cfg-train-micro-batch-size", float(micro))
+        wait_for(lambda: f"micro_batch_size: {int(float(micro))}" in page.inner_text("#config-yaml"), "the batch back")
+
+        # a dry run (two real training steps in a subprocess)
+        page.click("#dry-run-button")
+        wait_for(lambda: page.query_selector("#dry-run-result"), "the dry run's result", timeout_s=300)
+        assert "实测每个 worker" in page.inner_text("#dry-run-result") or "试运行失败" in page.inner_text("#dry-run-result")
+        wait_chinese(page, "the dry run's result")
+
+        # save the config, then load a bad one and a good one
+        reveal(page, "#config-save")
+        page.click("#config-save")
+        wait_for(lambda: "已保存" in page.inner_text("#config-message"), "the saved message")
+        wait_chinese(page, "a config saved")
+        bad = tmp_path / "typo.yaml"
+        bad.write_text("train:\n  learnin_rate: 0.1\n", encoding="utf-8")
+        page.set_input_files("#config-upload input[type=file]", str(bad))
+        wait_for(lambda: "未知的键" in page.inner_text("#config-message"), "the bad config's message")
+        assert "train.learnin_rate" in page.inner_text("#config-message")
+        wait_chinese(page, "a bad config loaded")
+        good = tmp_path / "good.yaml"
+        good.write_text("train:\n  learning_rate: 0.0005\n  max_steps: 20\n  warmup_steps: 2\n", encoding="utf-8")
+        page.set_input_files("#config-upload input[type=file]", str(good))
+        wait_for(lambda: "已加载 good.yaml" in page.inner_text("#config-message"), "the good config's message")
+        wait_chinese(page, "a config loaded")
+
+        # the Runs tab: a resume refused (no checkpoint), a delete asked, confirmed and done
+        page.click("#tab-runs-button")
+        select_runs(page, [runs["stopped"].run_id])
+        page.click("#resume-button")
+        wait_for(lambda: "没有保存可恢复的检查点" in page.inner_text("#runs-message"), "the resume's answer")
+        wait_chinese(page, "Runs: resume refused")
+        select_runs(page, [runs["finished"].run_id])
+        page.click("#delete-button")
+        wait_for(lambda: "此操作无法撤销" in page.inner_text("#tab-runs"), "the delete question")
+        wait_chinese(page, "Runs: delete asked")
+        page.click("#delete-confirm")
+        wait_for(lambda: "删除 " + runs["finished"].run_id in page.inner_text("#runs-message"), "the delete's answer")
+        assert not runs["finished"].path.exists()
+        wait_chinese(page, "Runs: deleted")
+        screenshot(page, "zh_runs_deleted")
     finally:
         context.close()
 

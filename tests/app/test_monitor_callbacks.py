@@ -347,4 +347,5 @@ def test_after_stop_now_the_step_is_the_newest_checkpoints(console):
     tick = cb.tick(cb.MonitorSession(), run.run_id, console)
     assert "31 / 40" in tick.status and "30 / 40" not in tick.status
     assert runs_callbacks.runs_table(console).iloc[0]["step"] == "31/40"
-    assert RunDir(run.path).read_status().step == 30  # the record itself is left as the worker wrote it
+    assert RunDir(run.path).read_status().step == 30  # as the worker wrote it (a verdict the launcher writes
+    # records the checkpoint's step: tests/core/test_launcher.py)

@@ -272,6 +272,22 @@ def test_stop_now_records_stopped_when_worker_ignores_sigterm(run, fake_python):
     assert all(gone(pid) for pid in status.worker_pids)
 
 
+def test_a_forced_stop_records_the_step_of_the_checkpoint_saved_after_the_last_status_line(run, fake_python):
+    """Issue 20: Stop now killed the worker after it saved step-3 but before its next status line;
+    status.json said step 0 while the console showed the checkpoint's step 3."""
+    import numpy as np
+
+    from core import ckpt_store
+
+    start(run, fake_python, "stubborn")  # its last status line: step 0
+    weights = {"layer.w": np.ones((4, 4), np.float32)}
+    ckpt_store.save_train_checkpoint(run.checkpoints_dir, 3, weights, {"global_step": np.array(3, np.int32)},
+                                     {"step": 3}, ("last",))
+    final = stop(run, graceful=False, kill_after_s=0.5)
+    assert final.state == "stopped" and final.step == 3 and run.read_status().step == 3
+    assert final.reason == "stopped by the user (forced); newest resumable checkpoint: step-3"
+
+
 def test_graceful_stop_times_out_then_terminates(run, fake_python):
     status = start(run, fake_python, "stubborn")
     final = stop(run, graceful=True, timeout_s=0.5, kill_after_s=0.5)
