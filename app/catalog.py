@@ -47,10 +47,17 @@ class ModelEntry:
     @property
     def label(self) -> str:
         """What the model picker shows: name and the figures that matter when choosing."""
+        return self.label_in("en")
+
+    def label_in(self, lang: str) -> str:
+        """`label` in `lang`."""
+        from app.i18n import text
+
         if not self.loadable:
-            return f"⚠ {self.path.name}: not loadable"
-        return (f"{self.path.name} · {self.architecture} · {self.parameters_text()} params · "
-                f"{self.stored_dtype or '?'} · ctx {self.context_length}")
+            return text("model.not_loadable", lang).format(name=self.path.name)
+        return text("model.label", lang).format(name=self.path.name, arch=self.architecture,
+                                                params=self.parameters_text(lang), dtype=self.stored_dtype or "?",
+                                                ctx=self.context_length)
 
     def parameters_text(self, lang: str = "en") -> str:
         """'1.5B', or '3.3B active of 30.5B' for a mixture of experts."""

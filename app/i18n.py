@@ -261,7 +261,9 @@ TEXTS.update({
     "model.col.folder": ("folder", "目录"), "model.col.architecture": ("architecture", "架构"),
     "model.col.parameters": ("parameters", "参数量"), "model.col.stored dtype": ("stored dtype", "存储精度"),
     "model.col.context": ("context", "上下文长度"), "model.col.vocab": ("vocab", "词表大小"),
-    "model.col.status": ("status", "状态"), "model.ok": ("ok", "可用"), "model.active": ("{active} active of {total}", "激活 {active} / 共 {total}"),
+    "model.col.status": ("status", "状态"),
+    "model.label": ("{name} · {arch} · {params} params · {dtype} · ctx {ctx}", "{name} · {arch} · 参数 {params} · {dtype} · 上下文 {ctx}"),
+    "model.not_loadable": ("⚠ {name}: not loadable", "⚠ {name}：无法加载"), "model.ok": ("ok", "可用"), "model.active": ("{active} active of {total}", "激活 {active} / 共 {total}"),
     # runs table (app.runs_callbacks.TABLE_HEADERS)
     "runs.col.run": ("run", "运行"), "runs.col.state": ("state", "状态"), "runs.col.step": ("step", "步数"),
     "runs.col.best val ppl": ("best val ppl", "最佳验证困惑度"), "runs.col.tokens/s": ("tokens/s", "token/秒"),

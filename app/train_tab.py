@@ -94,7 +94,7 @@ def _essentials(tab: TrainTab, console: Console, labels: Labels, values: dict, i
     models = console.models()
     with gr.Row():
         tab.fields["model.path"] = labels.bind(gr.Dropdown(
-            choices=[(m.label, m.name) for m in models], value=values["model.path"], elem_id="model-picker",
+            choices=[(m.label_in(labels.lang), m.name) for m in models], value=values["model.path"], elem_id="model-picker",
             allow_custom_value=True, scale=4, info=labels(HELP_KEYS["model.path"])), label="field.model.path")
         tab.out["rescan"] = labels.bind(gr.Button(size="sm", scale=0, min_width=110, elem_id="model-rescan"),
                                         value="model.refresh")
@@ -380,12 +380,13 @@ def _wire_model(tab: TrainTab, console: Console, lang: Any) -> None:
         return {"headers": [text(f"model.col.{h}", language) for h in catalog.ROW_HEADERS],
                 "data": [m.row(language) for m in console.models(refresh=refresh)]}
 
-    def rescan(current: str, language: str):
-        found = table(language, refresh=True)
-        return gr.update(choices=[(m.label, m.name) for m in console.models()], value=current), found
+    def rescan(current: str, language: str, refresh: bool = True):
+        found = table(language, refresh=refresh)
+        return gr.update(choices=[(m.label_in(language), m.name) for m in console.models()], value=current), found
 
     tab.out["rescan"].click(rescan, [picker, lang], [picker, tab.out["model_table"]], api_visibility="private")
-    lang.change(table, lang, tab.out["model_table"], show_progress="hidden", api_visibility="private")
+    lang.change(lambda current, language: rescan(current, language, refresh=False), [picker, lang],
+                [picker, tab.out["model_table"]], show_progress="hidden", api_visibility="private")
 
 
 def _wire_device_and_method(tab: TrainTab, lang: Any) -> None:

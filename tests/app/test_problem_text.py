@@ -171,9 +171,12 @@ def test_a_model_folder_the_loader_refuses_reads_in_chinese(console, workspace, 
             assert not entry.loadable
             assert_chinese(entry.reason, entry.row("zh")[-1])
             assert entry.row("en")[-1] == entry.reason
+            assert entry.label_in("zh") == f"⚠ {name}：无法加载" and entry.label == f"⚠ {name}: not loadable"
             errors = cb.check_form(form_values(console, model__path=entry.name), console).errors
             assert_chinese(errors["model.path"], problem_text(errors["model.path"], "zh"))
         assert "不支持 DeepseekV3ForCausalLM" in entries["refused-unsupported-architecture"].row("zh")[-1]
+        good = entries["tiny"]  # the picker's entry of a loadable model
+        assert "ctx 512" in good.label and "上下文 512" in good.label_in("zh") and english_words(good.label_in("zh").removeprefix("tiny")) == []
     finally:
         import shutil
         for name in made:
