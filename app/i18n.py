@@ -287,6 +287,11 @@ TEXTS.update({
     "mem.seq_longest": ("sequence length {seq}: the longest sample ({longest} tokens) padded, max_seq_len {max}",
                         "序列长度 {seq}：最长样本（{longest} 个 token）补齐后的长度，max_seq_len 为 {max}"),
     "mem.seq_max": ("sequence length {seq} (data.max_seq_len)", "序列长度 {seq}（data.max_seq_len）"),
+    "mem.seq_packed": ("sequence length {seq}: packed rows of max_seq_len {max}", "序列长度 {seq}：max_seq_len {max} 的打包行"),
+    "mem.seq_unreadable": ("sequence length {seq} (max_seq_len; data not readable: {err})",
+                           "序列长度 {seq}（max_seq_len；数据无法读取：{err}）"),
+    "mem.seq_grouped": ("; length-grouped batches are shorter", "；按长度分组的批更短"),
+    "mem.invalid": ("invalid config", "配置无效"),
     # devices (app.devices)
     "device.cpu": ("{n} CPU cores; fp32 (amp O0) is fastest here, fp16 works but is slower, bf16 has no CPU kernels",
                    "{n} 个 CPU 核；这里 fp32（amp O0）最快，fp16 可用但更慢，bf16 没有 CPU 算子"),
@@ -380,10 +385,11 @@ REASONS_ZH: list[tuple[str, str]] = [
 
 # The messages that answer an action (Start, Stop, a queue move, Resume), as app.jobs and
 # app.train_callbacks write them; the run ids and settings in them stay as they are.
-ACTIONS_ZH: list[tuple[str, str]] = [
+ACTIONS_ZH: list[tuple[str, Any]] = [
     (r"(⚠ |✓ )?not started: fix the problems listed", r"\1未开始：请先修正列出的问题"),
     (r"(⚠ |✓ )?not started: (.+)", r"\1未开始：\2"),
     (r"(⚠ |✓ )?not started", r"\1未开始"),
+    (r"(⚠ |✓ )?could not start: (.+)", lambda m: f"{m.group(1) or ''}无法启动：{problem_text(m.group(2), 'zh')}"),
     (r"(⚠ |✓ )?started (\S+)", r"\1已启动 \2"),
     (r"(⚠ |✓ )?already started as (\S+)", r"\1已作为 \2 启动"),
     (r"(⚠ |✓ )?queued (\S+) \(#(\d+) in the (\w+) queue; it starts when (.+) frees the device\)",
@@ -424,7 +430,7 @@ def action_text(message: str, lang: str) -> str:
         for pattern, zh in ACTIONS_ZH:
             match = re.fullmatch(pattern, part)
             if match:
-                part = match.expand(zh) if zh is not None else _action_zh(match, pattern)
+                part = (zh(match) if callable(zh) else match.expand(zh)) if zh is not None else _action_zh(match, pattern)
                 for device, shown in (("cpu", "CPU"), ("gpu", "GPU"), ("ascend", "昇腾")):
                     part = part.replace(f"（{device} 队列", f"（{shown} 队列")
                 break

@@ -262,18 +262,16 @@ def batch_seq_len(config: Config, lang: str = "en") -> tuple[int, str]:
     sample rounded up, at most max_seq_len), and a note saying where it came from."""
     if config.data.packing:
         length = run_seq_len(config.data.max_seq_len, 0, packing=True)
-        return length, f"sequence length {length}: packed rows of max_seq_len {config.data.max_seq_len}"
+        return length, text("mem.seq_packed", lang).format(seq=length, max=config.data.max_seq_len)
     try:
         stats = data_preview.data_stats(config.model.path, config.data, config.run.seed)
     except (DataError, TokenizerError, OSError, ValueError) as err:
-        return config.data.max_seq_len, f"sequence length {config.data.max_seq_len} (max_seq_len; data not readable: {err})"
+        return config.data.max_seq_len, text("mem.seq_unreadable", lang).format(
+            seq=config.data.max_seq_len, err=problem_text(str(err), lang))
     longest = max(stats.train.max_length, stats.validation.max_length)
     length = run_seq_len(config.data.max_seq_len, longest)
-    grouped = "; length-grouped batches are shorter" if config.data.group_by_length else ""
-    if lang == "zh" and not grouped:
-        return length, text("mem.seq_longest", lang).format(seq=length, longest=longest, max=config.data.max_seq_len)
-    return length, (f"sequence length {length}: the longest sample ({longest} tokens) padded, max_seq_len "
-                    f"{config.data.max_seq_len}{grouped}")
+    grouped = text("mem.seq_grouped", lang) if config.data.group_by_length else ""
+    return length, text("mem.seq_longest", lang).format(seq=length, longest=longest, max=config.data.max_seq_len) + grouped
 
 
 def estimate_table(estimate: Any, seq_note: str | None = None, lang: str = "en") -> str:
@@ -335,7 +333,7 @@ def preview(values: Mapping[str, Any], console: Console, data: bool = True, lang
     check = check_form(values, console, data)
     if check.config is None:
         invalid = "# the config is not valid yet; fix the fields marked in red\n"
-        return Preview(check, invalid, "-", f'<div class="mt-note">{text("mem.unavailable", lang)}: invalid config</div>',
+        return Preview(check, invalid, "-", f'<div class="mt-note">{text("mem.unavailable", lang)}: {text("mem.invalid", lang)}</div>',
                        errors_html(check.errors))
     config = check.config
     memory = memory_html(config, console, lang) if data else ""
@@ -501,7 +499,7 @@ def reference_html(reference: Reference | None, lang: str = "en") -> str:
         return ""
     key = "ref.fork" if reference.is_fork else "ref.new_from"
     return (f'<div class="mt-reference">{html.escape(text(key, lang))} <code>{html.escape(reference.run_id)}</code>'
-            + (f" · step {reference.step}" if reference.is_fork else "") + "</div>")
+            + (f" · {text('status.step', lang)} {reference.step}" if reference.is_fork else "") + "</div>")
 
 
 def changes_html(found: list[Change], reference: Reference | None, lang: str = "en") -> str:

@@ -94,6 +94,9 @@ def test_english_words_are_found_and_names_are_kept():
                                                                                  "of", "records"]
     assert english_words("LoRA 秩 r · AdamW · CPU：峰值 · models/tiny-demo · LlamaForCausalLM · q_proj · 708.9 MB") == []
     assert english_words("--models-dir 下的目录；⚠ 表示无法加载 · 例如 {instruction: question}") == []
+    # a quoted value is what the user types; an apostrophe inside a word quotes nothing
+    assert english_words("必须是以下之一：'cosine', 'linear'（当前值 'foo: bar'）") == []
+    assert english_words("above the model's context of 512 tokens") == ["above", "the", "model's", "context", "of"]
 
 
 def make_runs(runs_dir: Path) -> dict[str, RunDir]:
@@ -211,17 +214,17 @@ def test_in_chinese_the_answers_to_bad_input_and_to_actions_reach_the_page_in_ch
         page.wait_for_selector("#start-button")
         wait_for(lambda: "MB" in page.inner_text("#memory-estimate"), "the memory estimate", timeout_s=120)
         page.locator("#lang-toggle label", has_text="中文").click()
-        wait_for(lambda: "开始训练" in page.inner_text("#start-button"), "the page in 中文")
+        wait_for(lambda: "开始训练" in page.inner_text("#start-button"), "the page in 中文", timeout_s=60)
 
         # a bad field value: its line under the field, then a refused Start
         set_number(page, "cfg-train-warmup-steps", 100000)
-        wait_for(lambda: "必须 < train.max_steps" in page.inner_text("#cfg-train-warmup-steps"), "the field's error")
+        wait_for(lambda: "必须 < train.max_steps" in page.inner_text("#cfg-train-warmup-steps"), "the field's error", timeout_s=60)
         page.click("#start-button")
-        wait_for(lambda: "未开始" in page.inner_text("#start-message"), "Start refused")
-        wait_for(lambda: "train.warmup_steps" in page.inner_text("#config-errors"), "the problems above Start")
+        wait_for(lambda: "未开始" in page.inner_text("#start-message"), "Start refused", timeout_s=60)
+        wait_for(lambda: "train.warmup_steps" in page.inner_text("#config-errors"), "the problems above Start", timeout_s=60)
         wait_chinese(page, "a bad field value, Start refused")
         set_number(page, "cfg-train-warmup-steps", 2)
-        wait_for(lambda: "train.warmup_steps" not in page.inner_text("#config-errors"), "the field fixed")
+        wait_for(lambda: "train.warmup_steps" not in page.inner_text("#config-errors"), "the field fixed", timeout_s=60)
 
         # a malformed data line: the preview, then a refused Start, name the line
         choose(page, "dataset-picker", "broken")
@@ -236,24 +239,25 @@ def test_in_chinese_the_answers_to_bad_input_and_to_actions_reach_the_page_in_ch
 
         # a model folder the loader refuses: the table's status and the picker's field error
         open_every_fold(page)
-        wait_for(lambda: "不支持 DeepseekV3ForCausalLM" in page.inner_text("#model-table"), "the refused model's row")
+        wait_for(lambda: "不支持 DeepseekV3ForCausalLM" in page.inner_text("#model-table"), "the refused model's row", timeout_s=60)
         choose(page, "model-picker", "refused-deepseek")
-        wait_for(lambda: "无法加载" in page.inner_text("#model-picker"), "the picker's error")
+        # the field's error (the picker's own entry for the folder also says 无法加载)
+        wait_for(lambda: "不支持 DeepseekV3ForCausalLM" in page.inner_text("#model-picker"), "the picker's error", timeout_s=60)
         wait_chinese(page, "a model folder the loader refuses")
         choose(page, "model-picker", "tiny-demo")
-        wait_for(lambda: "无法加载" not in page.inner_text("#model-picker"), "the demo model back")
+        wait_for(lambda: "不支持" not in page.inner_text("#model-picker"), "the demo model back", timeout_s=60)
 
         # a run that does not fit: refused with what to change, "Start anyway" offered
         micro = page.input_value("#cfg-train-micro-batch-size input[type=number]")
         set_number(page, "cfg-train-micro-batch-size", 2000000)
-        wait_for(lambda: "micro_batch_size: 2000000" in page.inner_text("#config-yaml"), "the YAML to follow")
+        wait_for(lambda: "micro_batch_size: 2000000" in page.inner_text("#config-yaml"), "the YAML to follow", timeout_s=60)
         page.click("#start-button")
         wait_for(lambda: "内存估算" in page.inner_text("#start-message"), "Start refused for memory", timeout_s=60)
         assert page.is_visible("#start-anyway")
         assert "train.micro_batch_size 2000000 → 1000000" in page.inner_text("#start-message")
         wait_chinese(page, "a run that does not fit")
         set_number(page, "cfg-train-micro-batch-size", float(micro))
-        wait_for(lambda: f"micro_batch_size: {int(float(micro))}" in page.inner_text("#config-yaml"), "the batch back")
+        wait_for(lambda: f"micro_batch_size: {int(float(micro))}" in page.inner_text("#config-yaml"), "the batch back", timeout_s=60)
 
         # a dry run (two real training steps in a subprocess)
         page.click("#dry-run-button")
@@ -264,32 +268,32 @@ def test_in_chinese_the_answers_to_bad_input_and_to_actions_reach_the_page_in_ch
         # save the config, then load a bad one and a good one
         reveal(page, "#config-save")
         page.click("#config-save")
-        wait_for(lambda: "已保存" in page.inner_text("#config-message"), "the saved message")
+        wait_for(lambda: "已保存" in page.inner_text("#config-message"), "the saved message", timeout_s=60)
         wait_chinese(page, "a config saved")
         bad = tmp_path / "typo.yaml"
         bad.write_text("train:\n  learnin_rate: 0.1\n", encoding="utf-8")
         page.set_input_files("#config-upload input[type=file]", str(bad))
-        wait_for(lambda: "未知的键" in page.inner_text("#config-message"), "the bad config's message")
+        wait_for(lambda: "未知的键" in page.inner_text("#config-message"), "the bad config's message", timeout_s=60)
         assert "train.learnin_rate" in page.inner_text("#config-message")
         wait_chinese(page, "a bad config loaded")
         good = tmp_path / "good.yaml"
         good.write_text("train:\n  learning_rate: 0.0005\n  max_steps: 20\n  warmup_steps: 2\n", encoding="utf-8")
         page.set_input_files("#config-upload input[type=file]", str(good))
-        wait_for(lambda: "已加载 good.yaml" in page.inner_text("#config-message"), "the good config's message")
+        wait_for(lambda: "已加载 good.yaml" in page.inner_text("#config-message"), "the good config's message", timeout_s=60)
         wait_chinese(page, "a config loaded")
 
         # the Runs tab: a resume refused (no checkpoint), a delete asked, confirmed and done
         page.click("#tab-runs-button")
         select_runs(page, [runs["stopped"].run_id])
         page.click("#resume-button")
-        wait_for(lambda: "没有保存可恢复的检查点" in page.inner_text("#runs-message"), "the resume's answer")
+        wait_for(lambda: "没有保存可恢复的检查点" in page.inner_text("#runs-message"), "the resume's answer", timeout_s=60)
         wait_chinese(page, "Runs: resume refused")
         select_runs(page, [runs["finished"].run_id])
         page.click("#delete-button")
-        wait_for(lambda: "此操作无法撤销" in page.inner_text("#tab-runs"), "the delete question")
+        wait_for(lambda: "此操作无法撤销" in page.inner_text("#tab-runs"), "the delete question", timeout_s=60)
         wait_chinese(page, "Runs: delete asked")
         page.click("#delete-confirm")
-        wait_for(lambda: "删除 " + runs["finished"].run_id in page.inner_text("#runs-message"), "the delete's answer")
+        wait_for(lambda: "删除 " + runs["finished"].run_id in page.inner_text("#runs-message"), "the delete's answer", timeout_s=60)
         assert not runs["finished"].path.exists()
         wait_chinese(page, "Runs: deleted")
         screenshot(page, "zh_runs_deleted")
