@@ -364,6 +364,20 @@ MEMORY_NOTES_ZH: list[tuple[str, str]] = [
     (r"device memory unknown: the total is not checked against a limit", "设备内存未知：合计未与上限比较"),
     (r"CPU: the (\d+) workers share this machine's RAM \((.+)\)", r"CPU：\1 个 worker 共用本机内存（\2）"),
     (r"(\w+): activations are textbook figures, not measured on such a device", r"\1：激活值为理论估算，未在此类设备上实测"),
+    (r"needs (\S+) MB, the device has (\S+) MB: lower train\.micro_batch_size or data\.max_seq_len, or use LoRA",
+     r"需要 \1 MB，设备只有 \2 MB：请减小 train.micro_batch_size 或 data.max_seq_len，或使用 LoRA"),
+    (r"CPU: attention, norms, MLP gates and loss run as composed MindSpore ops \(the fused kernels need float32, no "
+     r"AMP and a C\+\+ compiler\), which keep score tensors",
+     "CPU：注意力、归一化、MLP 门控和损失以组合的 MindSpore 算子运行（融合算子需要 float32、不开 AMP 且有 C++ 编译器），"
+     "会保留注意力分数张量"),
+    (r"CPU: recompute moves the peak of a compiled step a little \(measured: full (\S+), MLP (\S+), attention (\S+)\); "
+     r"it saves more on GPU/Ascend", r"CPU：重计算只让编译后单步的峰值略有变化（实测：full \1，MLP \2，attention \3）；"
+     r"在 GPU/Ascend 上省得更多"),
+    (r"AMP (\S+): parameters are cast to (\S+) at every call \(no persistent copy\); the cast copies are counted "
+     r"with the weights", r"AMP \1：参数在每次调用时转换为 \2（不保留副本）；转换出的副本计入权重"),
+    (r"optimizer state sharded across (\d+) workers", r"优化器状态切分到 \1 个 worker 上"),
+    (r"each of the (\d+) workers holds all of this \(optimizer sharding is Ascend-only\)",
+     r"\1 个 worker 各自持有以上全部（优化器切分仅支持昇腾）"),
 ]
 
 

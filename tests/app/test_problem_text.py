@@ -253,3 +253,17 @@ def test_english_is_left_as_core_wrote_it():
     assert problem_text(message, "en") == message and problem_text(None, "zh") == ""
     assert problem_text(message, "zh") == "/data/x.jsonl 第 5 行：JSON 无效（缺少值，第 32 列）；每行必须是一个 JSON 对象"
     assert text("runs.msg.deleted", "en").format(runs="r", time="t") == "deleted r at t"
+
+
+@pytest.mark.parametrize("changes", [{}, {"train.micro_batch_size": 2_000_000}, {"recompute.policy": "full"},
+                                     {"precision.amp_level": "O1", "precision.compute_dtype": "float16"},
+                                     {"parallel.data_parallel": 2}, {"train.grad_accum_steps": 2}])
+def test_every_note_of_the_memory_estimate_reads_in_chinese(console, changes):
+    config = cb.check_form({**form_values(console), **changes}, console, data=False).config
+    assert config is not None
+    estimate, _ = cb.memory_estimate(config, console)
+    from app.i18n import memory_note
+    for note in estimate.notes:
+        assert_chinese(note, memory_note(note, "zh"))
+    shown = re.sub(r"<[^>]+>", " ", cb.estimate_table(estimate, None, "zh"))
+    assert english_words(html.unescape(shown)) == []
