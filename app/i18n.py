@@ -52,6 +52,7 @@ TEXTS: dict[str, tuple[str, str]] = {
     "config.load_shipped": ("Load a shipped config", "加载内置配置"),
     "config.upload": ("Load a config file (YAML)", "加载配置文件（YAML）"),
     "config.save": ("Save this config as YAML", "将当前配置保存为 YAML"),
+    "config.saved_file": ("The saved config (download)", "已保存的配置（下载）"),
     "global_batch": ("Global batch", "全局批大小"),
     "ref.new_from": ("New run from", "基于此运行新建："), "ref.fork": ("Fork of", "分叉自："),
     "ref.clear": ("Start fresh instead", "改为全新开始"),
@@ -588,6 +589,13 @@ TEXTS.update({
     "runs.msg.alive": ("⚠ {run}: a process of this run is still alive; stop it first", "⚠ {run}：该运行仍有进程存活；请先停止"),
     "runs.msg.deleted": ("deleted {runs} at {time}", "已于 {time} 删除 {runs}"),
     "runs.msg.cancelled": ("cancelled", "已取消"),
+    # the Runs tab's comparison (app.runs_callbacks.config_diff_html, deltas_html)
+    "runs.diff_empty": ("select runs to compare their configs", "选择运行以对比其配置"),
+    "runs.diff_setting": ("setting", "设置"), "runs.na": ("n/a", "不适用"),
+    "runs.delta_changed": ("changed settings", "改动的设置"), "runs.delta_same": ("(same settings)", "（设置相同）"),
+    "runs.delta_against": ("against {run}", "对比 {run}"),
+    "delta.val_ppl": ("ΔPPL", "ΔPPL"), "delta.exact_match": ("Δexact match", "Δ精确匹配"),
+    "delta.tokens_per_s": ("Δtokens/s", "Δtoken/秒"), "delta.peak_mem_mb": ("Δpeak MB", "Δ峰值 MB"),
 })
 
 

@@ -248,23 +248,25 @@ def _sees(console: Console, run_id: str, viewer: Viewer) -> bool:
 
 
 def config_diff_html(console: Console, run_ids: list[str], only_differences: bool = False,
-                     viewer: Viewer = SINGLE_USER) -> str:
+                     viewer: Viewer = SINGLE_USER, lang: str = "en") -> str:
     """The results against a reference run (see `result_deltas`), then the configs side by side as
-    an HTML table; rows that differ carry class `mt-diff`."""
+    an HTML table; rows that differ carry class `mt-diff`. Keys and values are the YAML's, as
+    code; the words around them are in `lang`."""
     run_ids = [r for r in run_ids or [] if _sees(console, r, viewer)]
     if not run_ids:
-        return '<div class="mt-note">select runs to compare their configs</div>'
+        return f'<div class="mt-note">{html.escape(text("runs.diff_empty", lang))}</div>'
     columns, rows, differing = config_diff(console, run_ids, viewer)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in [text("runs.diff_setting", lang), *columns[1:]])
     body = []
     for index, row in enumerate(rows):
         if only_differences and index not in differing:
             continue
         css = ' class="mt-diff"' if index in differing else ""
-        cells = "".join(f"<td>{html.escape(_show(v))}</td>" for v in row)
+        cells = "".join(f"<td>{html.escape(text('runs.na', lang))}</td>" if v == NOT_APPLICABLE and i else
+                        f"<td><code>{html.escape(_show(v))}</code></td>" for i, v in enumerate(row))
         body.append(f"<tr{css}>{cells}</tr>")
     table = f'<div class="mt-table-wrap"><table class="mt-config-diff"><tr>{head}</tr>{"".join(body)}</table></div>'
-    return deltas_html(result_deltas(console, run_ids, viewer)) + table
+    return deltas_html(result_deltas(console, run_ids, viewer), lang) + table
 
 
 def _show(value: Any) -> str:
@@ -352,21 +354,22 @@ def delta_text(new: float | None, old: float | None, digits: int, percent_points
     return f"{change:+.{digits}g}{relative}"
 
 
-def deltas_html(deltas: list[Delta]) -> str:
+def deltas_html(deltas: list[Delta], lang: str = "en") -> str:
     """A table: each run's changed settings beside ΔPPL, Δexact match, Δtokens/s and Δpeak memory."""
     if not deltas:
         return ""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in ("run", "changed settings", *[d[1] for d in DELTA_FIGURES]))
+    head = "".join(f"<th>{html.escape(text(h, lang))}</th>" for h in
+                   ("runs.col.run", "runs.delta_changed", *[f"delta.{d[0]}" for d in DELTA_FIGURES]))
     rows = []
     for delta in deltas:
-        changed = changes_text(delta.changes) or "(same settings)"
+        changed = changes_text(delta.changes) or text("runs.delta_same", lang)
         cells = [f"<td><code>{html.escape(delta.run_id)}</code></td>", f"<td>{html.escape(changed)}</td>"]
         for name, _, digits in DELTA_FIGURES:
             shown = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), digits,
                                percent_points=name == "exact_match")
             cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(shown)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
-    caption = f"against <code>{html.escape(deltas[0].reference)}</code>"
+    caption = html.escape(text("runs.delta_against", lang)).format(run=f"<code>{html.escape(deltas[0].reference)}</code>")
     return (f'<div class="mt-table-wrap mt-deltas"><p class="mt-note">{caption}</p>'
             f'<table class="mt-config-diff mt-delta-table"><tr>{head}</tr>{"".join(rows)}</table></div>')
 

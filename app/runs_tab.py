@@ -127,7 +127,7 @@ def _wire(tab: RunsTab, console: Console) -> None:
         with session_lock(session):
             frame = session.overlay.frame(console, selected or [], metric, viewer)
         return (cb.overlay_svg(frame, metric, log_y, language),
-                cb.config_diff_html(console, selected or [], only_diff, viewer))
+                cb.config_diff_html(console, selected or [], only_diff, viewer, language))
 
     for trigger in (out["select"].input, out["only_diff"].change, out["log_scale"].input):
         trigger(compare, inputs, [out["overlay"], out["diff"]], show_progress="hidden", api_visibility="private")
@@ -162,7 +162,8 @@ def _wire(tab: RunsTab, console: Console) -> None:
         message = cb.delete(console, selected or [], console.viewer(request), language)
         session.table_key = ""
         table, select, overlay, queue = refresh(session, [], metric, only_diff, log_y, language, request)
-        return gr.update(visible=False), message, table, select, overlay, queue, cb.config_diff_html(console, [])
+        return (gr.update(visible=False), message, table, select, overlay, queue,
+                cb.config_diff_html(console, [], lang=language))
 
     out["confirm"].click(confirm, inputs, [out["confirm_row"], out["message"], out["table"], out["select"],
                                            out["overlay"], out["queue"], out["diff"]], api_visibility="private")

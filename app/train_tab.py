@@ -269,7 +269,8 @@ def _config_io_section(tab: TrainTab, console: Console, labels: Labels) -> None:
                                                            elem_id="config-upload", height=110),
                                                    label="config.upload")
         tab.out["save"] = labels.bind(gr.Button(elem_id="config-save"), value="config.save")
-        tab.out["saved_file"] = gr.File(interactive=False, elem_id="config-saved-file", visible=False)
+        tab.out["saved_file"] = labels.bind(gr.File(interactive=False, elem_id="config-saved-file", visible=False),
+                                            label="config.saved_file")
         tab.out["config_message"] = gr.Markdown(elem_id="config-message")
     labels.bind(box, label="sec.config_io")
 
@@ -461,8 +462,10 @@ def _wire_config_io(tab: TrainTab, console: Console) -> None:
 
     tab.out["shipped"].input(lambda name, language: apply(cb.load_shipped, name, language),
                              [tab.out["shipped"], tab.lang], outputs, api_visibility="private")
-    tab.out["config_upload"].upload(lambda path, language: apply(cb.load_yaml, path, language),
-                                    [tab.out["config_upload"], tab.lang], outputs, api_visibility="private")
+    # the upload box empties for the next file (a file shown in it hides the drop zone)
+    tab.out["config_upload"].upload(lambda path, language: [*apply(cb.load_yaml, path, language), None],
+                                    [tab.out["config_upload"], tab.lang], [*outputs, tab.out["config_upload"]],
+                                    api_visibility="private")
 
     def save(data: dict):
         path, message = cb.save_config(tab.values(data), console, data[tab.lang])

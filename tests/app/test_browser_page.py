@@ -270,16 +270,17 @@ def test_in_chinese_the_answers_to_bad_input_and_to_actions_reach_the_page_in_ch
         page.click("#config-save")
         wait_for(lambda: "已保存" in page.inner_text("#config-message"), "the saved message", timeout_s=60)
         wait_chinese(page, "a config saved")
-        bad = tmp_path / "typo.yaml"
+        bad = tmp_path / "typo_key.yaml"  # (a file name shown as it is: an identifier)
         bad.write_text("train:\n  learnin_rate: 0.1\n", encoding="utf-8")
         page.set_input_files("#config-upload input[type=file]", str(bad))
         wait_for(lambda: "未知的键" in page.inner_text("#config-message"), "the bad config's message", timeout_s=60)
         assert "train.learnin_rate" in page.inner_text("#config-message")
         wait_chinese(page, "a bad config loaded")
-        good = tmp_path / "good.yaml"
+        good = tmp_path / "lr_0005.yaml"
         good.write_text("train:\n  learning_rate: 0.0005\n  max_steps: 20\n  warmup_steps: 2\n", encoding="utf-8")
         page.set_input_files("#config-upload input[type=file]", str(good))
-        wait_for(lambda: "已加载 good.yaml" in page.inner_text("#config-message"), "the good config's message", timeout_s=60)
+        wait_for(lambda: "已加载 lr_0005.yaml" in page.inner_text("#config-message"), "the good config's message",
+                 timeout_s=60)
         wait_chinese(page, "a config loaded")
 
         # the Runs tab: a resume refused (no checkpoint), a delete asked, confirmed and done

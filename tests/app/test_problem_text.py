@@ -267,3 +267,16 @@ def test_every_note_of_the_memory_estimate_reads_in_chinese(console, changes):
         assert_chinese(note, memory_note(note, "zh"))
     shown = re.sub(r"<[^>]+>", " ", cb.estimate_table(estimate, None, "zh"))
     assert english_words(html.unescape(shown)) == []
+
+
+def test_the_runs_comparison_reads_in_chinese(console):
+    """The configs side by side and the result deltas: the words in 中文; keys and values as code."""
+    a, b = _run(console, "run1"), _run(console, "run2")
+    b.write_status(state="finished", parent_run=a.run_id, reason="reached 4 steps", step=4, ended_at=time.time(),
+                   final=FinalFigures(best_val_ppl=3.0, tokens_per_s=90.0, peak_mem_mb=75.0, wall_s=6.0, steps=4))
+    shown = runs_cb.config_diff_html(console, [b.run_id, a.run_id], lang="zh")
+    assert "<th>设置</th>" in shown and "对比 <code>" in shown and "改动的设置" in shown
+    outside_code = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<code>.*?</code>", " ", shown)))
+    assert english_words(outside_code) == []
+    assert "<th>setting</th>" in runs_cb.config_diff_html(console, [b.run_id, a.run_id])
+    assert english_words(re.sub(r"<[^>]+>", " ", runs_cb.config_diff_html(console, [], lang="zh"))) == []
