@@ -84,6 +84,7 @@ class RunCharts:
     revision: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHARTS, 0))
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     drawn: dict = field(default_factory=dict, repr=False, compare=False)  # the pages' drawings (app.monitor_callbacks)
+    read_at: float = 0.0  # time.monotonic() of the pages' last update()
 
     def __post_init__(self) -> None:
         self.reader = RunDir(self.path).metrics_reader()

@@ -164,7 +164,10 @@ def _chart_updates(session: MonitorSession, log: frozenset[str], everything: boo
     a chart whose axis scale changed; all of them when `everything` or another language)."""
     charts = session.charts
     with charts.lock:  # shared with the other pages on this run
-        charts.update()
+        now = time.monotonic()
+        if session.chart_revs in ({}, charts.revision) or now - charts.read_at >= ACTIVE_POLL_S:
+            charts.update()  # a page behind the others first gets what they got (drawn once for all)
+            charts.read_at = now
         changed = {name for name, revision in charts.revision.items() if session.chart_revs.get(name) != revision}
         session.chart_revs = dict(charts.revision)
         if everything or session.sent.get("lang", lang) != lang:
