@@ -17,6 +17,7 @@ from core.rundir import TERMINAL_STATES, RunDir
 
 from app.context import Console
 from app.settings import Settings
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -41,13 +42,7 @@ def _start(console: Console, *overrides: str) -> RunDir:
 
 
 def _wait(predicate, what: str, timeout_s: float = 300.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_for(predicate, what, timeout_s, every_s=0.05)
 
 
 def _steps(run: RunDir) -> int:

@@ -3,7 +3,6 @@ chart data arrive, steer early stopping, stop gracefully with nothing left runni
 adapter, and restart the console to find the run again. Slow: it trains a tiny model on the CPU."""
 from __future__ import annotations
 
-import time
 import zipfile
 from pathlib import Path
 
@@ -19,19 +18,14 @@ from app.exports import run_export
 from app.settings import Settings
 
 from tests.app.test_svg_chart import points
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 TIMEOUT_S = 400
 
 
-def wait_for(condition, what: str, timeout_s: float = TIMEOUT_S):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_long(condition, what: str, timeout_s: float = TIMEOUT_S):
+    return wait_for(condition, what, timeout_s, every_s=0.5)
 
 
 @pytest.fixture
@@ -61,7 +55,7 @@ def test_start_watch_steer_stop_export(real_console):
             seen[name] = points(svg)
         return len(seen.get("loss", {}).get("loss", {})) >= 3 and len(seen.get("val_ppl", {}).get("val ppl", {})) >= 2
 
-    wait_for(charts_have_points, "loss and perplexity points")
+    wait_long(charts_have_points, "loss and perplexity points")
     message = monitor.apply_early_stopping(console, outcome.run_id, True, "val_loss", 50, 0.0)
     assert "sent to the worker" in message
 
@@ -69,7 +63,7 @@ def test_start_watch_steer_stop_export(real_console):
         monitor.tick(session, outcome.run_id, console)
         return any(c.early_stopping["patience"] == 50 for c in session.charts.controls)
 
-    wait_for(patience_applied, "the worker to apply the new patience")
+    wait_long(patience_applied, "the worker to apply the new patience")
     monitor.stop(console, outcome.run_id, graceful=True)
     console.jobs.wait_for_stops(120)
     final = monitor.tick(session, outcome.run_id, console)

@@ -15,6 +15,7 @@ from core.rundir import RunDir
 from app.access import Viewer
 from app.context import Console
 from app.jobs import JobError, JobManager
+from tests.waiting import wait_for
 
 ALICE, BOB = Viewer("alice", False), Viewer("bob", False)
 
@@ -23,13 +24,8 @@ def config_for(runs_dir, **changes) -> Config:
     return Config().with_updates({"run.runs_dir": str(runs_dir), **changes})
 
 
-def wait_for(condition, what: str, timeout_s: float = 10.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_until(condition, what: str, timeout_s: float = 10.0):
+    wait_for(condition, what, timeout_s, every_s=0.02)
 
 
 @pytest.fixture
@@ -85,7 +81,7 @@ def test_a_busy_cpu_queues_the_next_run_and_starts_it_when_the_first_ends(jobs, 
     assert [(e.run_id, e.position) for e in jobs.queue()] == [(second.run_id, 1), (third.run_id, 2)]
     finish(jobs, first.run_id)
     jobs.poke()
-    wait_for(lambda: state(jobs, second.run_id) == "starting", "the second run to start")
+    wait_until(lambda: state(jobs, second.run_id) == "starting", "the second run to start")
     assert state(jobs, third.run_id) == "queued" and [e.run_id for e in jobs.queue()] == [third.run_id]
     assert RunDir(runs / second.run_id).read_status().queue_position is None
 
@@ -96,7 +92,7 @@ def test_a_run_started_outside_the_console_is_waited_for_too(jobs, fake_launcher
     queued = jobs.start(config_for(jobs.runs_dir))
     assert queued.queued and fake_launcher.launched == []
     shell.write_status(state="failed", reason="killed")  # its process went away: the scheduler sees it
-    wait_for(lambda: state(jobs, queued.run_id) == "starting", "the queued run to start by itself")
+    wait_until(lambda: state(jobs, queued.run_id) == "starting", "the queued run to start by itself")
 
 
 def test_the_queue_can_be_reordered_and_cancelled(jobs, fake_launcher):
@@ -121,7 +117,7 @@ def test_the_queue_can_be_reordered_and_cancelled(jobs, fake_launcher):
     assert "cancelled" in jobs.request_stop(b.run_id, graceful=True)  # Stop on a queued run cancels it
     finish(jobs, first.run_id)
     jobs.poke()
-    wait_for(lambda: state(jobs, d.run_id) == "starting", "the run moved to the front to start next")
+    wait_until(lambda: state(jobs, d.run_id) == "starting", "the run moved to the front to start next")
     assert [r.run_id for r in fake_launcher.launched] == [first.run_id, d.run_id]
 
 
@@ -155,7 +151,7 @@ def test_gpu_runs_get_their_own_device_ids_through_the_environment(tmp_path, fak
     assert RunDir(jobs.runs_dir / wide.run_id).read_status().device_ids == [0, 1]
     finish(jobs, one.run_id)
     jobs.poke()
-    wait_for(lambda: state(jobs, late.run_id) == "starting", "the queued GPU run to start")
+    wait_until(lambda: state(jobs, late.run_id) == "starting", "the queued GPU run to start")
     assert fake_launcher.envs[late.run_id] == {"CUDA_VISIBLE_DEVICES": "2"}
 
 

@@ -244,7 +244,7 @@ def test_events_list_stop_delete_only_own_runs(multi):
     for button in ("resume-button", "delete-button", "runs-open"):
         refused = bob.event(button, [[alice_run]])
         assert refused == f"Value: {alice_run!r} (type: <class 'str'>) is not in the list of choices: []", refused
-    _, note, _ = bob.event("download-adapter", [alice_run, "en"])
+    _, note, _ = bob.event("download-adapter", [alice_run, "en", None])  # run, language, the button's file
     assert f"no run {alice_run}" in note
     status = multi.runs["alice"].read_status()
     assert status.state == "finished" and multi.runs["alice"].path.is_dir()

@@ -24,6 +24,7 @@ from core.config import load_config
 from core.rundir import TERMINAL_STATES, RunDir
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 LONG = ("train.max_steps=100000", "train.eval_every=100000", "eval.downstream=false", "train.log_every=1")
@@ -62,14 +63,8 @@ def watch_until_over(run: RunDir, launched, timeout_s: float = 300.0) -> dict:
     raise AssertionError(f"run not over within {timeout_s} s: {run.read_status()}\n{run.log_path.read_text()[-3000:]}")
 
 
-def wait_for(predicate, what: str, timeout_s: float = 240.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_until(predicate, what: str, timeout_s: float = 240.0):
+    return wait_for(predicate, what, timeout_s)
 
 
 def trained(run: RunDir, steps: int = 1) -> bool:
@@ -79,7 +74,7 @@ def trained(run: RunDir, steps: int = 1) -> bool:
 
 
 def worker_pid(run: RunDir, rank: int = 0) -> int:
-    record = wait_for(lambda: ranks.read_json(ranks.rank_file(run, rank)), f"rank {rank} record", 120)
+    record = wait_until(lambda: ranks.read_json(ranks.rank_file(run, rank)), f"rank {rank} record", 120)
     return record["pid"]
 
 
@@ -88,7 +83,7 @@ def worker_pid(run: RunDir, rank: int = 0) -> int:
 def test_a_stopped_worker_is_named_as_making_no_progress(workspace):
     run = create(workspace, *LONG, "parallel.hang_timeout_s=3")
     launched = launcher.launch(run)
-    wait_for(lambda: trained(run, 3), "three steps")
+    wait_until(lambda: trained(run, 3), "three steps")
     pid = worker_pid(run)
     os.kill(pid, signal.SIGSTOP)
     stopped_at = time.monotonic()
@@ -249,7 +244,7 @@ def test_stop_now_of_a_worker_that_cannot_answer_is_stopped_not_failed(workspace
     SIGKILL. The console's watcher runs all along (it used to mark the run failed first)."""
     run = create(workspace, *LONG, "train.save_every=2")
     launched = launcher.launch(run)
-    wait_for(lambda: (run.checkpoints_dir / "last").exists() and trained(run, 3), "a checkpoint")
+    wait_until(lambda: (run.checkpoints_dir / "last").exists() and trained(run, 3), "a checkpoint")
     os.kill(worker_pid(run), signal.SIGSTOP)
     watcher_done = threading.Event()
 
@@ -282,7 +277,7 @@ def test_a_stopped_data_parallel_rank_is_named_and_the_group_torn_down(workspace
         pytest.skip("needs 2 CPU cores")
     run = create(workspace, *LONG, "parallel.data_parallel=2", "train.micro_batch_size=2", "parallel.hang_timeout_s=6")
     launched = launcher.launch(run)
-    wait_for(lambda: trained(run, 3), "three steps", 300)
+    wait_until(lambda: trained(run, 3), "three steps", 300)
     pid = worker_pid(run, 1)
     os.kill(pid, signal.SIGSTOP)
     stopped = time.time()
@@ -310,7 +305,7 @@ def test_steps_logged_again_after_a_kill_and_resume_count_once(workspace):
     launched = launcher.launch(run)
     pid = worker_pid(run)
     while True:  # freeze it where steps past the last checkpoint are logged, then kill it there
-        wait_for(lambda: run.checkpoint_step("last") and trained(run, run.checkpoint_step("last") + 2), "steps")
+        wait_until(lambda: run.checkpoint_step("last") and trained(run, run.checkpoint_step("last") + 2), "steps")
         os.kill(pid, signal.SIGSTOP)
         saved = run.checkpoint_step("last")
         logged = max(r.step for r in run.metrics_reader().read_new() if isinstance(r, TrainRecord))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from core.checkpoint import file_sha256, load_train_checkpoint
 from core.rundir import RunDir, display_name
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace, write_jsonl
+from tests.waiting import wait_for
 
 REQUIRED_TRAIN_KEYS = {"loss", "loss_ema", "lr", "grad_norm", "loss_scale", "tokens_per_s", "step_time_s",
                        "peak_mem_mb"}
@@ -223,15 +223,6 @@ def test_too_many_workers_is_refused(workspace, capsys):
     assert "parallel.data_parallel" in capsys.readouterr().err
 
 
-def _wait(predicate, timeout_s: float, what: str):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _launched_run(workspace: Path, *overrides: str):
     from core.config import load_config
     config = load_config(workspace, list(overrides))
@@ -244,9 +235,9 @@ def test_control_file_changes_patience_and_stops_the_run(workspace):
     launched = _launched_run(workspace, "train.max_steps=400", "train.eval_every=1000", "eval.downstream=false",
                              "train.log_every=1")
     run = launched.run_dir
-    _wait(lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), 120, "first step")
+    wait_for(lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), "first step", 120, every_s=0.2)
     run.write_control(early_stopping={"enabled": True, "patience": 7, "monitor": "val_loss", "min_delta": 0.0})
-    _wait(lambda: any(r.get("event") == "control" for r in records(run, "event")), 60, "control applied")
+    wait_for(lambda: any(r.get("event") == "control" for r in records(run, "event")), "control applied", 60, every_s=0.2)
     run.write_control(stop="graceful")
     launched.process.wait(timeout=60)
     status = run.read_status()
@@ -262,7 +253,7 @@ def test_control_file_changes_patience_and_stops_the_run(workspace):
 def test_sigterm_saves_and_ends_cleanly(workspace):
     launched = _launched_run(workspace, "train.max_steps=400", "train.eval_every=1000", "eval.downstream=false")
     run = launched.run_dir
-    _wait(lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), 120, "first step")
+    wait_for(lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), "first step", 120, every_s=0.2)
     os.killpg(launched.pgid, signal.SIGTERM)
     launched.process.wait(timeout=60)
     assert run.read_status().state == "stopped"
