@@ -17,6 +17,7 @@ from app.datasets import Dataset, scan_datasets
 from app.devices import detect
 from app.exports import BackgroundExports, prepare_adapter
 from app.jobs import JobManager
+from app.metrics import SharedCharts
 from app.paths import for_config
 from app.settings import Settings
 
@@ -34,6 +35,7 @@ class Console:
     settings: Settings
     jobs: JobManager
     exports: BackgroundExports = field(default_factory=BackgroundExports)
+    charts: SharedCharts = field(default_factory=SharedCharts)  # the Monitor pages' live charts, one per run
     _models: list[ModelEntry] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -12,6 +12,9 @@ from, and a record of a step seen before replaces that step's points.
 from __future__ import annotations
 
 import math
+import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,6 +79,12 @@ class RunCharts:
     seen: set = field(default_factory=set)   # value_key of every train/eval record charted
 
     parent: tuple[str, int] | None = None  # (run id, step) of a fork's parent, drawn up to that step
+    # per chart, a counter that moves whenever its points change: pages that share these charts
+    # (SharedCharts) each remember the revisions they were sent
+    revision: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHARTS, 0))
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    drawn: dict = field(default_factory=dict, repr=False, compare=False)  # the pages' drawings (app.monitor_callbacks)
+    read_at: float = 0.0  # time.monotonic() of the pages' last update()
 
     def __post_init__(self) -> None:
         self.reader = RunDir(self.path).metrics_reader()
@@ -129,6 +138,8 @@ class RunCharts:
             self._add(record, rows)
         fresh |= self._flush(rows)
         self.changed |= fresh
+        for name in fresh:
+            self.revision[name] += 1
         return fresh
 
     def _flush(self, rows: dict[str, list[dict]]) -> set[str]:
@@ -208,3 +219,28 @@ class RunCharts:
         if _finite(record.best_value) and record.monitor:
             chart = "val_loss" if record.monitor in _LOSS_MONITORS else "val_ppl"
             rows[chart].append({"step": step, "value": record.best_value, "series": f"best {record.monitor}"})
+
+
+class SharedCharts:
+    """The live charts of one console: one `RunCharts` per run folder, shared by every page that
+    shows the run (each page remembers the `revision`s it was sent). With a RunCharts per page, ten
+    pages on one run held ten copies of its points and rebuilt and redrew each chart ten times per
+    new point; that churn of ever-larger arrays grew the console's memory by megabytes a minute
+    (bench/soak.py). The `max_runs` runs used last are kept; a page keeps its own reference."""
+
+    def __init__(self, max_runs: int = 16):
+        self.max_runs = max_runs
+        self._charts: OrderedDict[str, RunCharts] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: Path, workers: int = 1) -> RunCharts:
+        key = os.path.realpath(path)
+        with self._lock:
+            charts = self._charts.pop(key, None) or RunCharts(Path(path), workers=workers)
+            self._charts[key] = charts
+            while len(self._charts) > self.max_runs:
+                self._charts.popitem(last=False)
+            return charts
+
+    def __len__(self) -> int:
+        return len(self._charts)

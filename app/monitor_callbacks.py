@@ -3,7 +3,9 @@
 The page polls `feed` twice a second while a run is active (through a Gradio server function, not
 a Gradio event: see app/monitor_tab.py for why). A page keeps a `MonitorSession` here, keyed by a
 token the page made up: the run it watches, that run's `RunCharts` (which read the metrics file
-incrementally), and what was last sent, so each poll sends only what changed. The controls that are
+incrementally; one per run, shared by all pages through the console's `SharedCharts`, with each
+chart drawn once per change for all of them), and what was last sent, so each poll sends only what
+changed. The controls that are
 Gradio components (run picker, stop buttons, downloads, early-stopping fields) are brought up to
 date by `controls`, which the page calls only when the feed says they changed. Nothing here holds a
 process: stopping and early-stopping changes go through the job manager and the run's control file.
@@ -44,7 +46,8 @@ class MonitorSession:
     """What one page watches and was last sent: kept per page token by `FeedPages` for the feed,
     and as Gradio state for the controls (`controls`)."""
     run_id: str | None = None
-    charts: RunCharts | None = None
+    charts: RunCharts | None = None  # shared with the other pages on this run (console.charts)
+    chart_revs: dict[str, int] = field(default_factory=dict)  # RunCharts.revision as last sent
     log_key: tuple | None = None
     run_ids: tuple[str, ...] = ()
     viewer: Viewer = SINGLE_USER  # whose runs this page may show (set from its request)
@@ -143,7 +146,7 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
     status = reached_step(_status(run), run.checkpoint_steps())
     fresh = session.charts is None
     if fresh:  # another run than the charts showed: every chart is sent, empty ones too
-        session.charts = RunCharts(run.path, workers=_workers(run, status))
+        session.charts = console.charts.get(run.path, workers=_workers(run, status))
     svgs = _chart_updates(session, log_axes(log_scale, ppl_log_scale), everything=full or fresh, lang=lang)
     log = _log_if_changed(session, run)
     es_values = None
@@ -160,18 +163,36 @@ def _chart_updates(session: MonitorSession, log: frozenset[str], everything: boo
     """SVGs of the charts that got points (and of the validation charts when the caption changed,
     a chart whose axis scale changed; all of them when `everything` or another language)."""
     charts = session.charts
-    charts.update()
-    changed = charts.take_changed()
-    if everything or session.sent.get("lang", lang) != lang:
-        changed |= set(Y_TITLES)
-    session.sent["lang"] = lang
-    changed |= session.sent.get("log_axes", log) ^ log
-    session.sent["log_axes"] = log
-    caption = es_caption(charts.last_eval, lang)
-    if caption != session.es_caption:
-        changed |= {"val_loss", "val_ppl"}
-        session.es_caption = caption
-    return {name: chart_svg(charts, name, log, caption, session.run_id, lang) for name in changed}
+    with charts.lock:  # shared with the other pages on this run
+        now = time.monotonic()
+        if session.chart_revs in ({}, charts.revision) or now - charts.read_at >= ACTIVE_POLL_S:
+            charts.update()  # a page behind the others first gets what they got (drawn once for all)
+            charts.read_at = now
+        changed = {name for name, revision in charts.revision.items() if session.chart_revs.get(name) != revision}
+        session.chart_revs = dict(charts.revision)
+        if everything or session.sent.get("lang", lang) != lang:
+            changed |= set(Y_TITLES)
+        session.sent["lang"] = lang
+        changed |= session.sent.get("log_axes", log) ^ log
+        session.sent["log_axes"] = log
+        caption = es_caption(charts.last_eval, lang)
+        if caption != session.es_caption:
+            changed |= {"val_loss", "val_ppl"}
+            session.es_caption = caption
+        return {name: drawn_chart(charts, name, log, caption, session.run_id, lang) for name in changed}
+
+
+def drawn_chart(charts: RunCharts, name: str, log: frozenset[str], caption: str, run_id: str | None,
+                lang: str) -> str:
+    """`chart_svg`, drawn once per revision of the chart and way of drawing it for all the pages
+    that share `charts` (the caller holds `charts.lock`); older drawings are dropped."""
+    caption = caption if name in ("val_loss", "val_ppl") else ""
+    key = (name, charts.revision[name], name in log, caption, run_id, lang)
+    svg = charts.drawn.get(key)
+    if svg is None:
+        charts.drawn = {k: v for k, v in charts.drawn.items() if k[1] == charts.revision[k[0]]}
+        svg = charts.drawn[key] = chart_svg(charts, name, log, caption, run_id, lang)
+    return svg
 
 
 def _status_text(status: Status, charts: RunCharts, lang: str) -> str:
@@ -400,7 +421,8 @@ def _on_screen_charts(page: FeedPage, changed: dict[str, str], offscreen: set[st
     monitor = page.monitor
     for name in back - set(charts):
         if monitor.charts is not None:
-            charts[name] = chart_svg(monitor.charts, name, log, monitor.es_caption or "", monitor.run_id, lang)
+            with monitor.charts.lock:
+                charts[name] = drawn_chart(monitor.charts, name, log, monitor.es_caption or "", monitor.run_id, lang)
     return charts
 
 

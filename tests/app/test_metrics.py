@@ -167,3 +167,33 @@ def test_a_forks_charts_continue_its_parents_curve(tmp_path):
     assert f'stroke="{PARENT_COLOR}" stroke-dasharray' in svg
     fork.write_status(owner="mallory")  # another user's parent is not drawn
     assert RunCharts(fork.path).parent is None
+
+
+def test_shared_charts_hold_one_copy_per_run_and_a_bounded_number_of_runs(tmp_path):
+    from app.metrics import SharedCharts
+
+    runs = [RunDir.create(tmp_path / "runs", f"r{n}", "method: lora\n") for n in range(4)]
+    shared = SharedCharts(max_runs=2)
+    first = shared.get(runs[0].path)
+    assert shared.get(runs[0].path) is first
+    os.symlink(runs[0].path.name, tmp_path / "runs" / "old-name")  # a run renamed by an older version
+    assert shared.get(tmp_path / "runs" / "old-name") is first
+    shared.get(runs[1].path), shared.get(runs[2].path), shared.get(runs[3].path)
+    assert len(shared) == 2 and shared.get(runs[3].path) is not first
+    assert shared.get(runs[0].path) is not first  # the least recently used run was let go
+
+
+def test_a_chart_revision_moves_only_when_its_points_change(run):
+    charts = RunCharts(run.path)
+    assert set(charts.revision.values()) == {0}
+    run.append_metrics([train(1, 3.0), train(2, 2.5)])
+    charts.update()
+    assert charts.revision["loss"] == 1 and charts.revision["val_loss"] == 0
+    charts.update()
+    assert charts.revision["loss"] == 1  # nothing new
+    run.append_metrics([evaluation(2, 2.0, 2.0), train(3, 2.0)])
+    charts.update()
+    assert charts.revision["loss"] == 2 and charts.revision["val_loss"] == 1
+    run.append_metrics(train(2, 2.4, generation=2))  # a later value of step 2 replaces the first
+    charts.update()
+    assert charts.revision["loss"] == 3

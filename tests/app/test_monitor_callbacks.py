@@ -349,3 +349,42 @@ def test_after_stop_now_the_step_is_the_newest_checkpoints(console):
     assert runs_callbacks.runs_table(console).iloc[0]["step"] == "31/40"
     assert RunDir(run.path).read_status().step == 30  # as the worker wrote it (a verdict the launcher writes
     # records the checkpoint's step: tests/core/test_launcher.py)
+
+
+def test_pages_on_one_run_share_its_chart_data_and_each_change_is_drawn_once(console, monkeypatch):
+    """bench/soak.py: with ten pages on one run, each page held its own copy of every point and
+    redrew every chart per new point; the console's memory grew by megabytes a minute."""
+    run = make_run(console)
+    run.append_metrics(train(1, 3.0))
+    pages, tokens = cb.FeedPages(), [f"page-token-{n}" for n in range(10)]
+    for token in tokens:
+        cb.feed(pages, {"token": token, "run": run.run_id}, console)
+    assert len({id(pages.get(token).monitor.charts) for token in tokens}) == 1 and len(console.charts) == 1
+    drawn, draw = [], cb.line_chart
+
+    def counted(frame, *args, **kwargs):
+        drawn.append(len(frame))
+        return draw(frame, *args, **kwargs)
+
+    monkeypatch.setattr(cb, "line_chart", counted)
+    run.append_metrics(train(2, 2.5))
+    replies = [cb.feed(pages, {"token": token, "run": run.run_id}, console) for token in tokens]
+    train_charts = {"loss", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale"}
+    assert all(set(reply["slots"]) >= train_charts for reply in replies)
+    assert all(points(reply["slots"]["loss"])["loss"] == {1: "3", 2: "2.5"} for reply in replies)
+    assert len(drawn) == len(train_charts)  # once for the ten pages, not ten times
+    shared = pages.get(tokens[0]).monitor.charts
+    assert len(shared.frames["loss"]) == 4 and len(shared.drawn) == len(cb.Y_TITLES)  # old drawings dropped
+
+
+def test_a_page_gets_the_points_another_page_read_first(console):
+    run = make_run(console)
+    run.append_metrics(train(1, 3.0))
+    a, b = cb.MonitorSession(), cb.MonitorSession()
+    cb.tick(a, run.run_id, console), cb.tick(b, run.run_id, console)
+    run.append_metrics(train(2, 2.5))
+    assert "loss" in cb.tick(b, run.run_id, console).charts  # b reads the new line into the shared charts
+    late = cb.tick(a, run.run_id, console)
+    assert points(late.charts["loss"])["loss"] == {1: "3", 2: "2.5"}
+    assert cb.tick(a, run.run_id, console).charts == {} and cb.tick(b, run.run_id, console).charts == {}
+
