@@ -242,7 +242,7 @@ def test_events_list_stop_delete_only_own_runs(multi):
     assert message == f"⚠ no run {alice_run} in {multi.runs['alice'].path.parent}"
     # the run checkboxes only offer bob's runs: Gradio itself refuses alice's id as a value
     for button in ("resume-button", "delete-button", "runs-open"):
-        refused = bob.event(button, [[alice_run]])
+        refused = bob.event(button, [[alice_run], "en"])  # the selection, the language
         assert refused == f"Value: {alice_run!r} (type: <class 'str'>) is not in the list of choices: []", refused
     _, note, _ = bob.event("download-adapter", [alice_run, "en", None])  # run, language, the button's file
     assert f"no run {alice_run}" in note
