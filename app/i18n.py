@@ -419,6 +419,13 @@ ACTIONS_ZH: list[tuple[str, Any]] = [
     (r"(\S+) is already (first|last) in the queue", None),
     (r"⚠ select exactly one queued run", "⚠ 请只选择一个排队中的运行"),
     (r"⚠ no run selected", "⚠ 未选择运行"),
+    (r"⚠ (\S+) is over; early-stopping settings only apply to a running job", r"⚠ \1 已结束；早停设置只对正在运行的任务生效"),
+    (r"sent to the worker \(request (\d+)\): (.*); it applies at the next step",
+     lambda m: f"已发送给 worker（请求 {m.group(1)}）："
+     + ", ".join(f"early_stopping.{pair}" for pair in m.group(2).split(", ")) + "；下一步起生效"),
+    (r"ready: `(.+)`", r"已就绪：`\1`"),
+    (r"⚠ export failed: (.+)", lambda m: f"⚠ 导出失败：{problem_text(m.group(1), 'zh')}"),
+    (r"⚠ (.+)", lambda m: f"⚠ {problem_text(m.group(1), 'zh')}"),  # a problem (core's, the console's)
 ]
 _WORDS_ZH = {"queued to resume": "已排队等待恢复", "resumed": "已恢复", "up": "上移", "down": "下移",
              "first": "第一个", "last": "最后一个"}
@@ -813,6 +820,18 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"data\.train_on: ('[^']*') is not valid; valid: (.*)$", r"data.train_on：\1 无效；有效值：\2"),
     (r"no split ('[^']*'); splits: (.*)$", r"没有划分 \1；已有划分：\2"),
     (r"cannot read the data files \((.*)\)$", r"无法读取数据文件（\1）"),
+    # uploads (app.datasets)
+    (r": unsupported file type (\S+); upload one of (.*) \(a \.zip of a dataset folder\)$",
+     r"：不支持的文件类型 \1；请上传 \2 之一（或数据集目录的 .zip）"),
+    (r": (\S+) MB is over the upload limit of (\S+) MB \(start the console with --max-upload-mb to change it\)$",
+     r"：\1 MB 超过上传上限 \2 MB（启动控制台时用 --max-upload-mb 修改）"),
+    (r": not a readable zip archive \((.*)\)$", r"：不是可读取的 zip 压缩包（\1）"),
+    (r"（File is not a zip file）$", "（文件不是 zip 格式）"),  # Python's zipfile's own reason
+    (r": (\d+) files; at most (\d+)$", r"：有 \1 个文件；最多 \2 个"),
+    (r": unpacks to (\S+) MB, over the upload limit of (\S+) MB$", r"：解压后 \1 MB，超过上传上限 \2 MB"),
+    (r": refused member ('.*') \(absolute path, '\.\.' or a link\)$", r"：拒绝成员 \1（绝对路径、'..' 或链接）"),
+    (r": no dataset inside \(expected train\.<ext> files, a save_to_disk folder or Parquet shards\)$",
+     r"：其中没有数据集（应为 train.<ext> 文件、save_to_disk 目录或 Parquet 分片）"),
     # core.config: a field's rule ('must be an integer >= 8, or null', "must be one of 'O0', 'O1'")
     (r"unknown key( \(did you mean ('[^']*')\?\))?; valid keys: (.*)",
      lambda m: "未知的键" + (f"（是否想写 {m.group(2)}？）" if m.group(1) else "") + f"；有效的键：{_names(m.group(3))}"),

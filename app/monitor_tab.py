@@ -191,11 +191,11 @@ def _wire_controls(tab: MonitorTab, console: Console, labels: Labels) -> None:
     run.change(lambda: "", None, message, show_progress="hidden", api_visibility="private")
     tab.out["stop"].click(stop, [run, labels.toggle], message, api_visibility="private")
     tab.out["stop_now"].click(stop_now, [run, labels.toggle], message, api_visibility="private")
-    es_inputs = [run, tab.es["enabled"], tab.es["monitor"], tab.es["patience"], tab.es["min_delta"]]
+    es_inputs = [run, tab.es["enabled"], tab.es["monitor"], tab.es["patience"], tab.es["min_delta"], labels.toggle]
 
-    def apply(run_id, enabled, monitor, patience, min_delta, request: gr.Request):
-        return cb.apply_early_stopping(console, run_id, enabled, monitor, patience, min_delta,
-                                       console.viewer(request))
+    def apply(run_id, enabled, monitor, patience, min_delta, language, request: gr.Request):
+        return action_text(cb.apply_early_stopping(console, run_id, enabled, monitor, patience, min_delta,
+                                                   console.viewer(request)), language)
     tab.out["es_apply"].click(apply, es_inputs, message, api_visibility="private")
     tab.es["patience"].submit(apply, es_inputs, message, api_visibility="private")
     lang = labels.toggle
@@ -214,7 +214,8 @@ def _wire_controls(tab: MonitorTab, console: Console, labels: Labels) -> None:
             (label, path, clickable), note = cb.prepare_download(
                 console, run_id, fmt, language, viewer,
                 on_wait=lambda s: progress(None, desc=f"{text('download.exporting', language)} {name}: {s:.0f} s"))
-            return gr.update(label=label, value=path, interactive=clickable), note, file_url(path) if path else ""
+            return (gr.update(label=label, value=path, interactive=clickable), action_text(note, language),
+                    file_url(path) if path else "")
 
         inputs = [run, lang, button]
         button.click(prepare, inputs, [button, message, just_made], concurrency_limit=2, show_progress_on=[message],

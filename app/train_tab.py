@@ -438,7 +438,7 @@ def _wire_data(tab: TrainTab, console: Console) -> None:
         try:
             result = data_callbacks.upload(path, path, console)
         except UploadError as err:
-            return gr.skip(), f"⚠ {err}", *[gr.skip()] * len(PICKED_KEYS), gr.skip(), None
+            return gr.skip(), f"⚠ {problem_text(str(err), data[tab.lang])}", *[gr.skip()] * len(PICKED_KEYS), gr.skip(), None
         chosen = cb.dataset_fields(result.dataset.train_file, console)
         values = {**tab.values(data), **chosen}
         language = data[tab.lang]

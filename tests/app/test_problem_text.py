@@ -280,3 +280,37 @@ def test_the_runs_comparison_reads_in_chinese(console):
     assert english_words(outside_code) == []
     assert "<th>setting</th>" in runs_cb.config_diff_html(console, [b.run_id, a.run_id])
     assert english_words(re.sub(r"<[^>]+>", " ", runs_cb.config_diff_html(console, [], lang="zh"))) == []
+
+
+def test_uploads_refused_read_in_chinese(console, tmp_path):
+    from app.datasets import UploadError
+
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b"x" * (console.settings.max_upload_bytes + 1))
+    script = tmp_path / "tool.sh"
+    script.write_text("echo hi")
+    broken = tmp_path / "data.zip"
+    broken.write_bytes(b"not a zip")
+    for path in (big, script, broken):
+        with pytest.raises(UploadError) as err:
+            data_callbacks.upload(str(path), path.name, console)
+        assert_chinese(str(err.value), problem_text(str(err.value), "zh"))
+
+
+def test_the_monitors_answers_read_in_chinese(console):
+    from app import monitor_callbacks
+    from app.i18n import action_text
+
+    run = _run(console, "run1", finished=False)
+    answers = {"sent": monitor_callbacks.apply_early_stopping(console, run.run_id, True, "val_ppl", 7.0, 0.01),
+               "invalid": monitor_callbacks.apply_early_stopping(console, run.run_id, True, "val_loss", 0, 0.0),
+               "none": monitor_callbacks.apply_early_stopping(console, None, True, "val_loss", 3, 0.0),
+               "no such run": monitor_callbacks.stop(console, "20261201-000000_nope", graceful=True)}
+    run.write_status(state="finished", reason="reached 4 steps", step=4, ended_at=time.time())
+    answers["over"] = monitor_callbacks.apply_early_stopping(console, run.run_id, True, "val_loss", 3, 0.0)
+    answers["ready"], answers["export failed"] = "ready: `x_peft.zip`", "⚠ export failed: /r/x: file not found"
+    for what, english in answers.items():
+        chinese = action_text(english, "zh")
+        assert_chinese(english, chinese)
+    assert action_text(answers["sent"], "zh").startswith("已发送给 worker（请求 ")
+    assert "early_stopping.patience 7" in action_text(answers["sent"], "zh")
