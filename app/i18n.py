@@ -651,8 +651,75 @@ def _got_type(match: Any) -> str:
     return f"{match.group(1)}，实际为{_JSON_TYPES_ZH[match.group(2)]}"
 
 
+_PY_TYPES_ZH = {"list": "列表", "int": "整数", "float": "小数", "str": "字符串", "bool": "布尔值", "NoneType": "null",
+                "dict": "对象"}
+
+
+def _value(shown: str) -> str:
+    """A Python repr in a message (None, True, False) in the JSON spelling the config file uses."""
+    return {"None": "null", "True": "true", "False": "false"}.get(shown, shown)
+
+
+def _rewritten(text_: str, patterns: list[tuple[str, Any]]) -> str:
+    """`text_` with every pattern replaced in turn."""
+    import re
+
+    for pattern, zh in patterns:
+        text_ = re.sub(pattern, zh, text_)
+    return text_
+
+
+def _library_error(reason: str, where: str, patterns: list[tuple[str, Any]], shown: str) -> str:
+    """A library's reason '<what> <where>' (where: a regex of line/column groups) in 中文: <what>
+    through `patterns`, then `shown` formatted with it and the groups; unchanged if `where` fails."""
+    import re
+
+    match = re.fullmatch(r"(.*)" + where, reason)
+    return shown.format(_rewritten(match.group(1), patterns), *match.groups()[1:]) if match else reason
+
+
+def _json_error(reason: str) -> str:
+    """Python's json error 'Expecting value: line 1 column 2 (char 1)' in 中文."""
+    return _library_error(reason, r": line (\d+) column (\d+) \(char (\d+)\)", _JSON_MSGS_ZH,
+                          "{}：第 {} 行第 {} 列（字符 {}）")
+
+
+# the tokenizers library's (serde's) reasons for a tokenizer.json it cannot read, the common ones
+_SERDE_ZH = [(r"^expected value$", "缺少值"), (r"^EOF while parsing (?:a|an) (value|object|list|string|map)$",
+              lambda m: f"解析{ {'value': '值', 'object': '对象', 'list': '列表', 'string': '字符串', 'map': '映射'}[m.group(1)]}时文件意外结束"),
+             (r"^Model missing\.$", "缺少 'model'"), (r"^missing field `([^`]*)`$", r"缺少字段 '\1'"),
+             (r"^trailing characters$", "多余的字符")]
+
+
+def _serde_error(reason: str) -> str:
+    return _library_error(reason, r" at line (\d+) column (\d+)", _SERDE_ZH, "{}（第 {} 行第 {} 列）")
+
+
+def _or_list(listed: str) -> str:
+    return listed.replace(" or ", " 或 ")
+
+
+# jinja2's reasons for a chat template it cannot compile or render, the common ones
+JINJA_ZH: list[tuple[str, Any]] = [
+    (r"Unexpected end of template\.", "模板意外结束。"),
+    (r"Encountered unknown tag ('[^']*')\.", r"遇到未知标签 \1。"),
+    (r" ?Jinja was looking for the following tags: (.*?)\.", lambda m: f"Jinja 在等待以下标签：{_or_list(m.group(1))}。"),
+    (r" ?The innermost block that needs to be closed is ('[^']*')\.", r"最内层需要闭合的块是 \1。"),
+    (r"^expected token ('[^']*'), got ('[^']*')$", r"应为记号 \1，实际为 \2"),
+    (r"^unexpected ('[^']*')$", r"意外的 \1"), (r"^unexpected end of template$", "模板意外结束"),
+    (r"^('[^']*') is undefined$", r"\1 未定义"), (r"^('[^']*') has no attribute ('[^']*')$", r"\1 没有属性 \2"),
+]
+
+
+def _jinja_error(reason: str) -> str:
+    return _rewritten(reason, JINJA_ZH)
+
+
 # (pattern, 简体中文) in the order they apply; a replacement is a template or a function of the match
 PROBLEMS_ZH: list[tuple[str, Any]] = [
+    # a chat template's syntax error names a line of the template, not of a data file (before 'line N: ')
+    (r": chat template syntax error at line (\d+): (.*)$",
+     lambda m: f"：对话模板第 {m.group(1)} 行有语法错误：{_jinja_error(m.group(2))}"),
     # where: 'file line 5: ...', 'file record data[3]: ...', 'file row index 4: ...'
     (r"(\S+) line (\d+): ", r"\1 第 \2 行："), (r"(\S+) record (\S*)\[(\d+)\]: ", r"\1 记录 \2[\3]："),
     (r"(\S+) row index (\d+): ", r"\1 第 \2 行（行号从 0 起）："),
@@ -723,6 +790,65 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
      r"mindtune 从不运行这类代码；支持的架构：\2。"),
     (r"not found\. A model folder needs a Hugging Face config\.json \(supported architectures: (.*)\)\.$",
      r"未找到。模型目录需要 Hugging Face 的 config.json（支持的架构：\1）。"),
+    # core.model_args / core.families: a config.json's rarer checks (rope, windows, activations, Gemma)
+    (r"not valid JSON \((.*: line \d+ column \d+ \(char \d+\))\)\.$", lambda m: f"不是有效的 JSON（{_json_error(m.group(1))}）。"),
+    (r"(?<![^\s:])must be a JSON object\.$", "必须是 JSON 对象。"),
+    (r"must be a positive integer, got (.*)\.$", lambda m: f"必须是正整数，实际为 {_value(m.group(1))}。"),
+    (r"must be a positive integer or null, got (.*)\.$", lambda m: f"必须是正整数或 null，实际为 {_value(m.group(1))}。"),
+    (r"must be a positive number or null, got (.*)\.$", lambda m: f"必须是正数或 null，实际为 {_value(m.group(1))}。"),
+    (r": (\d+) must divide (num_attention_heads=\d+)\.$", r"：\1 必须能整除 \2。"),
+    (r": must be in \(0, 1\], got (\S+)\.$", r"：必须在 (0, 1] 内，实际为 \1。"),
+    (r": ('[^']*') is not supported for (\S+); supported: (.*)\.$",
+     lambda m: f"：'{m.group(2)}' 不支持 {m.group(1)}；支持：{_names(m.group(3))}。"),
+    (r": ('[^']*') is not supported; supported: (.*)\.$", lambda m: f"：不支持 {m.group(1)}；支持：{_names(m.group(2))}。"),
+    (r": required for rope_type 'longrope': a list of positive numbers, got (.*)\.$",
+     lambda m: f"：rope_type 为 'longrope' 时必填：正数列表，实际为 {_value(m.group(1))}。"),
+    (r": required for rope_type 'longrope' \(an integer > 1\), got (.*)\.$",
+     lambda m: f"：rope_type 为 'longrope' 时必填（大于 1 的整数），实际为 {_value(m.group(1))}。"),
+    (r": required for rope_type ('[^']*')\.$", r"：rope_type 为 \1 时必填。"),
+    (r": must list one factor per rotary frequency \((\d+) = head_dim · partial_rotary_factor / 2\), got (\d+)\.$",
+     r"：必须为每个旋转频率列出一个因子（\1 = head_dim · partial_rotary_factor / 2），实际为 \2 个。"),
+    (r": must list ('[^']*') or ('[^']*') for each of the (\d+) layers\.$", r"：必须为 \3 层中的每一层列出 \1 或 \2。"),
+    (r": only 'default' is supported for sliding layers\.$", "：滑动窗口层只支持 'default'。"),
+    (r": (\S+) keeps its language model's config there; expected an object, got (.*)\.$",
+     lambda m: f"：{m.group(1)} 把其语言模型的配置放在这里；应为对象，实际为 {_value(m.group(2))}。"),
+    (r": bidirectional \(encoder-style, EmbeddingGemma\) attention is not supported; only causal language models can "
+     r"be fine-tuned\.$", "：不支持双向（编码器式，EmbeddingGemma）注意力；只有因果语言模型可以微调。"),
+    (r"(?:^|(?<=: ))only pickle weights found \((.*)\)\. mindtune loads safetensors only \(pickle files can run code when "
+     r"loaded\); convert with transformers: (`.*`)\.$",
+     r"只找到 pickle 权重（\1）。mindtune 只加载 safetensors（pickle 文件在加载时可能运行代码）；"
+     r"请用 transformers 转换：\2。"),
+    (r": not a valid safetensors index \(needs a 'weight_map'\): (.*)$",
+     lambda m: f"：不是有效的 safetensors 索引（需要 'weight_map'）：{_json_error(m.group(1))}"),
+    (r": shard (\S+) is listed but missing from (\S+)\.$", r"：索引列出了分片 \1，但 \2 中没有。"),
+    # core.moe_args: a mixture of experts' settings (Mixtral, Qwen3-MoE)
+    (r": missing \(the number of experts per MoE layer\)\.$", "：缺失（每个 MoE 层的专家数）。"),
+    (r": (\d+) exceeds the (\d+) experts\.$", r"：\1 超过了专家数 \2。"),
+    (r": must be a number >= 0, got (.*)\.$", lambda m: f"：必须是 >= 0 的数字，实际为 {_value(m.group(1))}。"),
+    (r": (\S+) is not supported \(only 0, as the hub's Mixtral checkpoints ship\); set it to 0\.$",
+     r"：不支持 \1（只支持 0，与模型中心发布的 Mixtral 检查点一致）；请设为 0。"),
+    (r": true is not supported for (\S+) \(no hub checkpoint uses it\); set it to false\.$",
+     r"：\1 不支持 true（模型中心没有检查点使用它）；请设为 false。"),
+    (r": must be a list of layer indices in (\[0, \d+\)), got (.*)\.$",
+     lambda m: f"：必须是 {m.group(1)} 内的层序号列表，实际为 {_value(m.group(2))}。"),
+    # core.tokenizer: a model folder's tokenizer files and its chat template
+    (r": cannot read JSON \((.*)\)$", lambda m: f"：无法读取 JSON（{_json_error(m.group(1))}）"),
+    (r": expected a JSON object, got (\w+)$", lambda m: f"：应为 JSON 对象，实际为{_PY_TYPES_ZH.get(m.group(1), ' ' + m.group(1))}"),
+    (r": not a valid tokenizers file \((.*)\)$", lambda m: f"：不是有效的 tokenizers 文件（{_serde_error(m.group(1))}）"),
+    (r": a token must be a string or an object with a string 'content', got (.*)$",
+     lambda m: f"：记号必须是字符串，或含字符串 'content' 的对象，实际为 {_value(m.group(1))}"),
+    (r": expected an object with a string 'content', got (.*)$",
+     lambda m: f"：应为含字符串 'content' 的对象，实际为 {_value(m.group(1))}"),
+    (r"'eos_token_id': expected an int or a list of ints, got (.*)$",
+     lambda m: f"'eos_token_id'：应为整数或整数列表，实际为 {_value(m.group(1))}"),
+    (r": expected an object with string 'name' and 'template'$", "：应为含字符串 'name' 和 'template' 的对象"),
+    (r": expected a string or a list of \{name, template\} objects, got (\w+)$",
+     lambda m: f"：应为字符串或 {{name, template}} 对象的列表，实际为{_PY_TYPES_ZH.get(m.group(1), ' ' + m.group(1))}"),
+    (r": the model has no chat template \(no 'chat_template' in (\S+) and no (\S+)\); use a raw-text data format or "
+     r"add a template$", r"：该模型没有对话模板（\1 中没有 'chat_template'，也没有 \2）；请用纯文本数据格式，或添加模板"),
+    (r": several chat templates but none named 'default' \(found (.*)\)$", r"：有多个对话模板，但没有名为 'default' 的（找到 \1）"),
+    (r": the chat template refused these messages: ", "：对话模板拒绝了这些消息："),  # the template's own words follow
+    (r": chat template failed: (.*)$", lambda m: f"：对话模板出错：{_jinja_error(m.group(1))}"),
     (r"not valid JSON \((.*)\)\.$", r"不是有效的 JSON（\1）。"),
     (r"no tokenizer\.json \(a Hugging Face fast tokenizer is needed\)", "没有 tokenizer.json（需要 Hugging Face 快速分词器）"),
     (r"unreadable weights: ", "权重无法读取："),

@@ -11,12 +11,14 @@ KEPT_WORDS = {
     "alpha", "rank", "dropout", "token", "tokens", "worker", "workers", "msrun", "auto", "alpaca", "sharegpt",
     "chat", "text", "null", "english", "queued", "starting", "running", "stopping", "finished", "stopped",
     "failed", "early", "unknown", "micro", "ppl", "zip", "exact", "match", "true", "false", "python",
+    "safetensors", "pickle", "transformers", "tokenizers", "jinja", "mixtral",
 }
 ENGLISH_WORD = re.compile(r"[A-Za-z][A-Za-z'’]+")
 # identifiers: mappings, quoted values and names (what a user types: 'cosine', 'instruction'; not the
 # apostrophe of "model's"), paths,
-# config keys, run ids, flags, numbers with units
-IDENTIFIER = re.compile(r"\S*\{[^}]*\}|(?<!\w)'[^'\n]*'(?!\w)|\S*[/_.#=\\]\S*|--\S+|\S*\d\S*")
+# config keys, run ids, flags, numbers with units; a path ends at a full-width colon (what follows is read); YAML
+# section keys listed in 中文 ('run:、model:')
+IDENTIFIER = re.compile(r"\S*\{[^}]*\}|(?<!\w)'[^'\n]*'(?!\w)|[^\s：]*[/_.#=\\][^\s：]*|--\S+|\S*\d\S*|(?<![A-Za-z])[a-z_]+:(?=[、，）…])")
 
 
 def english_words(text: str) -> list[str]:

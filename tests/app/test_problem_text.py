@@ -31,7 +31,8 @@ FACT = re.compile(r"(?<!\w)'[^'\n]*'(?!\w)|[^\s()（）；;,，：]*[/_.=][^\s()
 
 
 def facts(message: str) -> list[str]:
-    return [f.rstrip(".:;,") for f in FACT.findall(message) if f.rstrip(".:;,") not in ("", "e.g")]
+    found = [f.rstrip(".:;,") for f in FACT.findall(message)]
+    return [f for f in found if f not in ("", "e.g") and not re.fullmatch(r"[A-Za-z-]+", f)]  # not a sentence's last word
 
 
 def assert_chinese(english: str, chinese: str) -> None:
@@ -314,3 +315,185 @@ def test_the_monitors_answers_read_in_chinese(console):
         assert_chinese(english, chinese)
     assert action_text(answers["sent"], "zh").startswith("已发送给 worker（请求 ")
     assert "early_stopping.patience 7" in action_text(answers["sent"], "zh")
+
+
+# ---- the rarer config.json checks (core.model_args, core.families) and the tokenizer's errors -----------
+
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
+PHI3 = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3"}
+MISTRAL = {"architectures": ["MistralForCausalLM"], "model_type": "mistral"}
+GEMMA3 = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text"}
+MIXTRAL = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral"}
+QWEN3_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": 2,
+             "num_experts_per_tok": 1, "moe_intermediate_size": 8}
+
+
+def _config(**changes):
+    def change(folder: Path) -> None:
+        path = folder / "config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **changes}), encoding="utf-8")
+    return change
+
+
+def _file(name: str, content: str):
+    def change(folder: Path) -> None:
+        (folder / name).write_text(content, encoding="utf-8")
+    return change
+
+
+def _pickle_only(folder: Path) -> None:
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(b"x")
+
+
+MODEL_CONFIG_MISTAKES = {  # what a config.json (or the weights beside it) says -> the words of core's message
+    "not a JSON object": (_file("config.json", "[1]"), "must be a JSON object"),
+    "invalid JSON": (_file("config.json", '{"vocab_size": 3,}'), "not valid JSON (Expecting property name"),
+    "not a positive integer": (_config(hidden_size=0), "hidden_size: must be a positive integer, got 0"),
+    "kv heads do not divide": (_config(num_key_value_heads=3), "3 must divide num_attention_heads=4"),
+    "unknown activation": (_config(hidden_act="swish2"), "hidden_act: 'swish2' is not supported; supported: silu"),
+    "partial rotary factor": (_config(partial_rotary_factor=2), "partial_rotary_factor: must be in (0, 1], got 2.0"),
+    "rope type of the family": (_config(rope_scaling={"rope_type": "yarn", "factor": 2.0}),
+                                "'yarn' is not supported for llama; supported: default, linear, llama3"),
+    "llama3 rope without its keys": (_config(rope_scaling={"rope_type": "llama3", "factor": 2.0}),
+                                     "rope_scaling.low_freq_factor: required for rope_type 'llama3'"),
+    "linear rope without factor": (_config(rope_scaling={"rope_type": "linear"}),
+                                   "rope_scaling.factor: required for rope_type 'linear'"),
+    "longrope factors not a list": (_config(**PHI3, rope_scaling={"type": "longrope", "short_factor": [1.0],
+                                                                  "long_factor": "x"}),
+                                    "rope_scaling.long_factor: required for rope_type 'longrope': a list of positive"),
+    "longrope original length": (_config(**PHI3, original_max_position_embeddings=1,
+                                         rope_scaling={"type": "longrope", "short_factor": [1.0, 1.0],
+                                                       "long_factor": [1.0, 1.0]}),
+                                 "original_max_position_embeddings: required for rope_type 'longrope' (an integer > 1)"),
+    "longrope factor count": (_config(**PHI3, original_max_position_embeddings=256,
+                                      rope_scaling={"type": "longrope", "short_factor": [1.0], "long_factor": [1.0]}),
+                              "rope_scaling.short_factor: must list one factor per rotary frequency (2 = "),
+    "sliding layers' rope": (_config(**GEMMA3, sliding_window=4, rope_parameters={
+        "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+        "sliding_attention": {"rope_type": "linear", "factor": 2.0}}),
+        "rope_parameters.sliding_attention.rope_type: only 'default' is supported for sliding layers"),
+    "wrapped model without text_config": (_config(architectures=["Gemma3ForConditionalGeneration"], model_type="gemma3"),
+                                          "text_config: Gemma3ForConditionalGeneration keeps its language model's"),
+    "sliding window": (_config(**MISTRAL, sliding_window=-4), "sliding_window: must be a positive integer or null, got -4"),
+    "layer types": (_config(**MISTRAL, sliding_window=4, layer_types=["full_attention"]),
+                    "layer_types: must list 'full_attention' or 'sliding_attention' for each of the 2 layers"),
+    "gemma score scalar": (_config(architectures=["Gemma2ForCausalLM"], model_type="gemma2", query_pre_attn_scalar=-1),
+                           "query_pre_attn_scalar: must be a positive number or null, got -1"),
+    "bidirectional gemma": (_config(**GEMMA3, use_bidirectional_attention=True),
+                            "use_bidirectional_attention: bidirectional (encoder-style, EmbeddingGemma) attention"),
+    "experts missing": (_config(**MIXTRAL), "num_local_experts: missing (the number of experts per MoE layer)"),
+    "experts not positive": (_config(**MIXTRAL, num_local_experts=0), "num_local_experts: must be a positive integer, got 0"),
+    "top-k above the experts": (_config(**MIXTRAL, num_local_experts=2, num_experts_per_tok=3),
+                                "num_experts_per_tok: 3 exceeds the 2 experts"),
+    "negative aux loss": (_config(**MIXTRAL, num_local_experts=2, router_aux_loss_coef=-1),
+                          "router_aux_loss_coef: must be a number >= 0, got -1"),
+    "router jitter": (_config(**MIXTRAL, num_local_experts=2, router_jitter_noise=0.1),
+                      "router_jitter_noise: 0.1 is not supported (only 0"),
+    "qwen3-moe sliding window": (_config(**QWEN3_MOE, use_sliding_window=True, sliding_window=4),
+                                 "use_sliding_window: true is not supported for Qwen3-MoE"),
+    "qwen3-moe dense layers": (_config(**QWEN3_MOE, mlp_only_layers=[5]),
+                               "mlp_only_layers: must be a list of layer indices in [0, 2), got [5]"),
+    "pickle weights only": (_pickle_only, "only pickle weights found (pytorch_model.bin)"),
+    "index without weight_map": (_file("model.safetensors.index.json", "{}"),
+                                 "not a valid safetensors index (needs a 'weight_map'): 'weight_map'"),
+    "index with bad JSON": (_file("model.safetensors.index.json", "{"), "not a valid safetensors index"),
+    "shard missing": (_file("model.safetensors.index.json", json.dumps({"weight_map": {"w": "model-1.safetensors"}})),
+                      "shard model-1.safetensors is listed but missing from"),
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory) -> Path:
+    """A loadable Llama-shaped folder, copied and spoilt by each test below."""
+    return write_model(tmp_path_factory.mktemp("models") / "tiny", ["a b c"] * 8)
+
+
+def _spoilt(tiny_folder: Path, tmp_path: Path, change) -> Path:
+    import shutil
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_folder, folder)
+    change(folder)
+    return folder
+
+
+@pytest.mark.parametrize("mistake", list(MODEL_CONFIG_MISTAKES))
+def test_a_rare_model_config_check_reads_in_chinese_in_the_model_table(tiny_folder, tmp_path, mistake):
+    change, words = MODEL_CONFIG_MISTAKES[mistake]
+    entry = catalog.describe(_spoilt(tiny_folder, tmp_path, change))  # what the console's model table runs
+    assert not entry.loadable and words in entry.reason, entry.reason
+    assert_chinese(entry.reason, entry.row("zh")[-1])
+    assert entry.row("en")[-1] == entry.reason
+
+
+CHAT = [{"role": "user", "content": "hi"}]
+TEMPLATE_REFUSAL = "Conversation roles must alternate user/assistant/user/assistant/..."
+
+
+def _tokenizer_config(**changes):
+    def change(folder: Path) -> None:
+        path = folder / "tokenizer_config.json"
+        config = {**json.loads(path.read_text()), **changes}
+        path.write_text(json.dumps({k: v for k, v in config.items() if v is not None}), encoding="utf-8")
+    return change
+
+
+TOKENIZER_MISTAKES = {  # a tokenizer file's mistake -> the words of core.tokenizer's message
+    "tokenizer_config.json not JSON": (_file("tokenizer_config.json", "{"), "tokenizer_config.json: cannot read JSON"),
+    "tokenizer_config.json not an object": (_file("tokenizer_config.json", "[1]"), "expected a JSON object, got list"),
+    "tokenizer.json without a model": (_file("tokenizer.json", "{}"), "tokenizer.json: not a valid tokenizers file"),
+    "tokenizer.json cut short": (_file("tokenizer.json", '{"version": '), "tokenizer.json: not a valid tokenizers file"),
+    "special token not a string": (_tokenizer_config(bos_token=5), "'bos_token': a token must be a string"),
+    "added token not an object": (_tokenizer_config(added_tokens_decoder={"0": 5}),
+                                  "'added_tokens_decoder.0': expected an object with a string 'content', got 5"),
+    "generation eos not an int": (_file("generation_config.json", json.dumps({"eos_token_id": "x"})),
+                                  "'eos_token_id': expected an int or a list of ints, got 'x'"),
+    "template entry without a name": (_tokenizer_config(chat_template=[{"name": 1}]),
+                                      "'chat_template[0]': expected an object with string 'name' and 'template'"),
+    "template of a wrong type": (_tokenizer_config(chat_template=5), "'chat_template': expected a string or a list"),
+    "no chat template": (_tokenizer_config(chat_template=None), "the model has no chat template"),
+    "no default template": (_tokenizer_config(chat_template=[{"name": "x", "template": "a"}]),
+                            "several chat templates but none named 'default' (found ['x'])"),
+    "template refuses the messages": (_tokenizer_config(chat_template=f"{{{{ raise_exception('{TEMPLATE_REFUSAL}') }}}}"),
+                                      "the chat template refused these messages: " + TEMPLATE_REFUSAL),
+    "template reads an undefined name": (_tokenizer_config(chat_template="{{ foo.bar }}"),
+                                         "chat template failed: 'foo' is undefined"),
+    "template reads a missing attribute": (_tokenizer_config(chat_template="{{ messages[0].x.y }}"),
+                                           "chat template failed: 'dict object' has no attribute 'x'"),
+    "template not closed": (_tokenizer_config(chat_template="{% for m in messages %}x"),
+                            "chat template syntax error at line 1: Unexpected end of template. Jinja was looking"),
+    "template unknown tag": (_tokenizer_config(chat_template="{{ x }}\n{% endif %}"),
+                             "chat template syntax error at line 2: Encountered unknown tag 'endif'."),
+    "template unexpected token": (_tokenizer_config(chat_template="{{ x ) }}"),
+                                  "chat template syntax error at line 1: unexpected ')'"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(TOKENIZER_MISTAKES))
+def test_a_tokenizer_error_reads_in_chinese_with_its_facts(tiny_folder, tmp_path, mistake):
+    from core.tokenizer import Tokenizer, TokenizerError
+    change, words = TOKENIZER_MISTAKES[mistake]
+    folder = _spoilt(tiny_folder, tmp_path, change)
+    with pytest.raises(TokenizerError) as raised:  # what the data preview and the data check run (core.data)
+        Tokenizer.from_dir(folder).apply_chat_template(CHAT)
+    english = str(raised.value)
+    assert words in english, english
+    chinese = problem_text(english, "zh")
+    if mistake == "template refuses the messages":  # the template's own words stay as its author wrote them
+        assert chinese.endswith("：对话模板拒绝了这些消息：" + TEMPLATE_REFUSAL), chinese
+        assert english_words(chinese) == english_words(TEMPLATE_REFUSAL)
+        return
+    assert_chinese(english, chinese)
+    assert data_preview_error(english, "zh") == f'<div class="mt-error">{html.escape(chinese)}</div>'
+
+
+def data_preview_error(message: str, lang: str) -> str:
+    from app.data_preview import error_html
+    return error_html(message, lang)
+
+
+def test_a_path_glued_to_a_full_width_colon_hides_no_english_after_it():
+    assert english_words("/m/tokenizer_config.json：Conversation roles must alternate") == [
+        "Conversation", "roles", "must", "alternate"]
+    assert english_words("/m/config.json：必须是 JSON 对象。") == []
+    assert english_words("配置是各节（run:、model:、train:……）的映射") == []
