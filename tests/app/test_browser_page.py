@@ -137,17 +137,27 @@ def wait_chinese(page, where: str, timeout_s: float = 30) -> None:
     assert not found, f"English in 中文 mode ({where}):\n" + "\n".join(found)
 
 
-def test_in_chinese_no_english_only_text_reaches_the_page(console_server, browser, screenshot):
-    runs = make_runs(console_server.runs_dir)
-    # a Chinese browser: Gradio's own words (the upload box's "Drop File Here") follow its locale
+def open_in_chinese(browser, url: str):
+    """A Chinese browser (Gradio's own words, such as the upload box's "Drop File Here", follow its
+    locale) on the console, with 中文 clicked once the page is up, as a person switches."""
     context = browser.new_context(viewport=VIEWPORT, locale="zh-CN")
     context.set_default_timeout(30_000)
-    page = context.new_page()
     try:
-        page.goto(console_server.url)
+        page = context.new_page()
+        page.goto(url)
         page.wait_for_selector("#start-button")
         wait_for(lambda: "MB" in page.inner_text("#memory-estimate"), "the memory estimate", timeout_s=120)
-        page.locator("#lang-toggle label", has_text="中文").click()  # as a person switches
+        page.locator("#lang-toggle label", has_text="中文").click()
+    except BaseException:
+        context.close()
+        raise
+    return context, page
+
+
+def test_in_chinese_no_english_only_text_reaches_the_page(console_server, browser, screenshot):
+    runs = make_runs(console_server.runs_dir)
+    context, page = open_in_chinese(browser, console_server.url)
+    try:
         open_every_fold(page)
         wait_chinese(page, "Train tab, every section open")
         screenshot(page, "train_tab_zh")
@@ -206,14 +216,8 @@ def test_in_chinese_the_answers_to_bad_input_and_to_actions_reach_the_page_in_ch
     good one), and a Runs resume and delete. Every answer is in 中文 with its facts (line 5, the key);
     no English-only text reaches the page at any step."""
     runs = make_runs(console_server.runs_dir)
-    context = browser.new_context(viewport=VIEWPORT, locale="zh-CN")
-    context.set_default_timeout(30_000)
-    page = context.new_page()
+    context, page = open_in_chinese(browser, console_server.url)
     try:
-        page.goto(console_server.url)
-        page.wait_for_selector("#start-button")
-        wait_for(lambda: "MB" in page.inner_text("#memory-estimate"), "the memory estimate", timeout_s=120)
-        page.locator("#lang-toggle label", has_text="中文").click()
         wait_for(lambda: "开始训练" in page.inner_text("#start-button"), "the page in 中文", timeout_s=60)
 
         # a bad field value: its line under the field, then a refused Start
