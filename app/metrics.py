@@ -23,6 +23,8 @@ import pandas as pd
 from core.rundir import (ControlEvent, EndEvent, EvalRecord, MetricRecord, MetricsReader, RunDir, RunDirError,
                          SetupEvent, TrainRecord, resume_point, value_key)
 
+from app.sessions import most_recent
+
 CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale")
 # chart -> (train record field, series name) for the one-line train charts
 _TRAIN_SERIES = {"tokens_per_s": ("tokens_per_s", "tokens/s"), "lr": ("lr", "learning rate"),
@@ -236,11 +238,7 @@ class SharedCharts:
     def get(self, path: Path, workers: int = 1) -> RunCharts:
         key = os.path.realpath(path)
         with self._lock:
-            charts = self._charts.pop(key, None) or RunCharts(Path(path), workers=workers)
-            self._charts[key] = charts
-            while len(self._charts) > self.max_runs:
-                self._charts.popitem(last=False)
-            return charts
+            return most_recent(self._charts, key, lambda: RunCharts(Path(path), workers=workers), self.max_runs)
 
     def __len__(self) -> int:
         return len(self._charts)

@@ -29,7 +29,7 @@ from core.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
 from app.access import SINGLE_USER, Viewer
 from app.background import run_with_ticks
 from app.context import Console
-from app.sessions import session_lock
+from app.sessions import most_recent, session_lock
 from app.exports import FORMATS, ExportFailed, export_target, run_export
 from app.i18n import text
 from app.metrics import RunCharts
@@ -365,11 +365,8 @@ class FeedPages:
         with self._lock:
             for old in [t for t, p in self._pages.items() if now - p.seen > self.idle_s]:
                 del self._pages[old]
-            page = self._pages.pop(key, None) or FeedPage(MonitorSession(viewer=viewer))
+            page = most_recent(self._pages, key, lambda: FeedPage(MonitorSession(viewer=viewer)), self.max_pages)
             page.seen = now
-            self._pages[key] = page
-            while len(self._pages) > self.max_pages:
-                self._pages.popitem(last=False)
             return page
 
     def __len__(self) -> int:

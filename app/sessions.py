@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from collections import OrderedDict
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
 
 _LOCKS: "weakref.WeakKeyDictionary[Any, threading.Lock]" = weakref.WeakKeyDictionary()
 _GUARD = threading.Lock()
@@ -20,3 +23,13 @@ def session_lock(session: Any) -> threading.Lock:
     it goes away with the state."""
     with _GUARD:
         return _LOCKS.setdefault(session, threading.Lock())
+
+
+def most_recent(entries: "OrderedDict[Any, T]", key: Any, make: Callable[[], T], limit: int) -> T:
+    """The entry under `key` (made by `make()` when there is none), moved to the newest end of
+    `entries`; the oldest ones beyond `limit` are dropped. The caller holds the lock of `entries`."""
+    entry = entries.pop(key, None) or make()
+    entries[key] = entry
+    while len(entries) > limit:
+        entries.popitem(last=False)
+    return entry

@@ -67,6 +67,12 @@ def wait_until(predicate, what: str, timeout_s: float = 240.0):
     return wait_for(predicate, what, timeout_s)
 
 
+def newest_run(workspace: Path) -> RunDir:
+    """The run that `python -m core.train --config workspace` made last (older versions' symlinks aside)."""
+    runs = Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"])
+    return RunDir(max((p for p in runs.iterdir() if not p.is_symlink()), key=os.path.getmtime))
+
+
 def trained(run: RunDir, steps: int = 1) -> bool:
     if not run.metrics_path.exists():
         return False
@@ -184,8 +190,7 @@ def test_resume_refuses_a_flipped_byte_and_names_the_good_checkpoint(workspace):
     target.write_bytes(bytes(data))
     code = train_main(["--config", str(workspace), f"run.resume={done.checkpoints_dir / 'step-4'}", "train.max_steps=6"])
     assert code == 1
-    runs = Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"])
-    resumed = RunDir(max((p for p in runs.iterdir() if not p.is_symlink()), key=os.path.getmtime))
+    resumed = newest_run(workspace)
     status = resumed.read_status()
     print(f"\ncorrupt checkpoint: {status.reason}")
     assert status.state == "failed" and status.failure_kind == "checkpoint"
@@ -225,8 +230,7 @@ def test_fp16_gradients_overflowing_every_step_say_so(workspace):
                        "precision.initial_loss_scale=1e30", "train.max_steps=60", "train.eval_every=1000",
                        "eval.downstream=false"])
     assert code == 1
-    runs = Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"])
-    run = RunDir(max((p for p in runs.iterdir() if not p.is_symlink()), key=os.path.getmtime))
+    run = newest_run(workspace)
     status = run.read_status()
     print(f"\nloss scale: {status.reason}")
     assert status.state == "failed" and status.failure_kind == "loss_scale"
