@@ -42,15 +42,14 @@ import numpy as np
 
 from core.atomic import atomic_symlink, fsync_dir, fsync_path
 from core.model_args import CheckpointError
+from core.rundir import POINTERS, parse_step_folder
 
 WEIGHTS_FILE = "weights.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "trainer_state.json"
 MANIFEST_FILE = "manifest.json"
 CHECKPOINT_FILES = (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE)
-POINTERS = ("best", "last")
 MANIFEST_FORMAT = "mindtune-checkpoint/1"
-STEP_FOLDER = re.compile(r"step-(\d+)(?:-r(\d+))?")
 _LEFTOVER = re.compile(r"\.(tmp|old)-.*|\.(best|last)-\d+(\.tmp)?")
 _PID_SUFFIX = re.compile(r"-(\d+)(?:\.tmp)?$")
 _CHUNK = 1 << 20
@@ -182,14 +181,8 @@ def file_digest(path: str | os.PathLike) -> str:
 
 # ---- folders and pointers ------------------------------------------------------------------
 
-def parse_folder(name: str) -> tuple[int, int] | None:
-    """'step-8' -> (8, 1), 'step-8-r3' -> (8, 3), anything else -> None."""
-    match = STEP_FOLDER.fullmatch(name)
-    return (int(match.group(1)), int(match.group(2) or 1)) if match else None
-
-
 def step_of(folder: str | os.PathLike) -> int | None:
-    parsed = parse_folder(Path(folder).name)
+    parsed = parse_step_folder(Path(folder).name)
     return parsed[0] if parsed else None
 
 
@@ -201,7 +194,7 @@ def checkpoint_folders(checkpoints_dir: str | os.PathLike) -> dict[int, list[Pat
     except (FileNotFoundError, NotADirectoryError):
         return {}
     for entry in entries:
-        parsed = parse_folder(entry.name)
+        parsed = parse_step_folder(entry.name)
         if parsed and entry.is_dir(follow_symlinks=False):
             found.setdefault(parsed[0], []).append((parsed[1], Path(entry.path)))
     return {step: [p for _, p in sorted(revs)] for step, revs in sorted(found.items())}
@@ -239,7 +232,7 @@ def _new_folder_name(root: Path, step: int) -> str:
     folders = checkpoint_folders(root).get(step, [])
     if not folders and not os.path.lexists(root / f"step-{step}"):
         return f"step-{step}"
-    revision = max([parse_folder(p.name)[1] for p in folders] + [1]) + 1
+    revision = max([parse_step_folder(p.name)[1] for p in folders] + [1]) + 1
     while os.path.lexists(root / f"step-{step}-r{revision}"):
         revision += 1
     return f"step-{step}-r{revision}"
@@ -425,7 +418,7 @@ def verified_folder(path: str | os.PathLike) -> Path:
     try:
         verify_checkpoint(folder)
     except CheckpointCorrupt as err:
-        others = good_checkpoints(folder.parent, exclude=[folder]) if parse_folder(folder.name) else []
+        others = good_checkpoints(folder.parent, exclude=[folder]) if parse_step_folder(folder.name) else []
         hint = (f" Checkpoints that verify: {', '.join(f.name for f in others)}; to resume from one, name it "
                 f"exactly: run.resume={others[0]}" if others else " No other checkpoint of this run verifies.")
         raise CheckpointCorrupt(f"{err}{hint}") from None
@@ -524,7 +517,7 @@ def recover(checkpoints_dir: str | os.PathLike) -> list[str]:
                 actions.append(f"removed {folder.name}: {keep.name} is the committed revision of step {step}")
     for pointer, target in pointer_targets(root).items():
         if not (root / target).is_dir():
-            parsed = parse_folder(target)
+            parsed = parse_step_folder(target)
             folders = checkpoint_folders(root).get(parsed[0], []) if parsed else []
             if folders and _folder_ok(folders[-1]):
                 atomic_symlink(root / pointer, folders[-1].name)

@@ -473,7 +473,8 @@ def reconcile(run_dir: RunDir | str | os.PathLike) -> Status:
         return status
     if is_alive(status) or _RunProcesses(run, status).scan():
         return status
-    verdict = _user_stop_verdict(run, status) or _rank_death_verdict(run, status, settle_s=0.0)
+    verdict = (_user_stop_verdict(run, status) or ranks.judge_abandoned_hang(run, status.attempt)
+               or _rank_death_verdict(run, status, settle_s=0.0))
     if verdict is not None:
         return verdict
     lines = _error_lines(run.log_path)
@@ -549,8 +550,8 @@ def watch(run_dir: RunDir | str | os.PathLike) -> Status:
         return status
     if state not in TERMINAL_STATES:
         hung = ranks.hung_rank(run, status.attempt, now=time.time() - HANG_BACKSTOP_S)
-        if hung is not None:
-            ranks.judge_hang(run, hung)
+        if hung is not None:  # also when a judge claimed the hang and died before writing it
+            ranks.judge_hang(run, hung, takeover_after_s=ranks.CLAIM_TAKEOVER_S)
         else:
             _rank_death_verdict(run, status)
         status = reconcile(run)

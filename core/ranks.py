@@ -25,18 +25,18 @@ from __future__ import annotations
 import json
 import os
 import psutil
-import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script by msrun: make `core` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.rundir import TERMINAL_STATES, RunDir, RunDirError, Status, atomic_write_json
+from core.rundir import TERMINAL_STATES, RunDir, RunDirError, Status, atomic_write_json, parse_step_folder
 
 REPO_ROOT = Path(os.path.abspath(__file__)).parents[1]  # not resolved: a linked copy runs its own train.py
 POLL_S = 0.2
@@ -119,6 +119,7 @@ class Heartbeat:
 
     def __init__(self, run: RunDir, rank: int, attempt: int, timeout_s: float):
         self.path = beat_file(run, rank)
+        self.tmp = self.path.with_name(f".{self.path.name}.tmp")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fields = {"rank": rank, "attempt": attempt, "pid": os.getpid(), "timeout_s": float(timeout_s)}
         self.last_write, self.phase = 0.0, None
@@ -128,17 +129,19 @@ class Heartbeat:
         if phase == self.phase and now - self.last_write < BEAT_EVERY_S:
             return
         self.phase, self.last_write = phase, now
-        try:  # in place: a reader that catches it half-written reads no beat this once, which is harmless
-            self.path.write_text(json.dumps({**self.fields, "step": int(step), "phase": phase, "time": now}),
-                                 encoding="utf-8")
+        try:  # a temp name and a rename (no fsync: only timing matters), so a worker stopped (SIGSTOP)
+            # in the middle of a write never leaves a half-written beat for its judges to read forever
+            self.tmp.write_text(json.dumps({**self.fields, "step": int(step), "phase": phase, "time": now}),
+                                encoding="utf-8")
+            os.replace(self.tmp, self.path)
         except OSError:
             pass  # a full disk must not kill training here; the save will say so
 
 
-def stale_beat(beat: dict | None, now: float | None = None) -> float | None:
+def stale_beat(beat: dict | None, now: float | None = None, stopped: bool = False) -> float | None:
     """Seconds without progress if the heartbeat is older than its timeout in a phase that should
-    keep beating, else None."""
-    if not beat or beat.get("phase") not in HANG_PHASES:
+    keep beating (in any phase when the process is `stopped`: SIGSTOP or a debugger), else None."""
+    if not beat or (beat.get("phase") not in HANG_PHASES and not stopped):
         return None
     age = (now or time.time()) - float(beat.get("time") or 0)
     return age if age > float(beat.get("timeout_s") or 120.0) else None
@@ -287,10 +290,14 @@ def write_verdict(run: RunDir, state: str, reason: str, **fields) -> dict | None
             return None
     except RunDirError:
         return None
-    note = resumable_note(run)
-    saved = re.fullmatch(r"step-(\d+)", note["resumable_checkpoint"] or "")
-    if saved and int(saved.group(1)) > (status.step or 0):
-        fields.setdefault("step", int(saved.group(1)))
+    try:
+        note = resumable_note(run)
+    except Exception as exc:  # noqa: BLE001 — e.g. a checkpoint being pruned while it is read
+        note = {"resumable_checkpoint": None,
+                "note": f"the newest resumable checkpoint could not be determined ({type(exc).__name__}: {exc})"}
+    saved = parse_step_folder(note["resumable_checkpoint"] or "")
+    if saved and saved[0] > (status.step or 0):
+        fields.setdefault("step", saved[0])
     try:
         return run.write_status(state=state, reason=f"{reason.rstrip('.')}; {note['note']}",
                                 resumable_checkpoint=note["resumable_checkpoint"], ended_at=time.time(), **fields)
@@ -329,27 +336,64 @@ def hung_rank(run: RunDir, attempt: int, now: float | None = None) -> dict | Non
     supervisor, the console's watcher) picks the same one."""
     now = now or time.time()
     records = [r for r in rank_records(run, attempt).values() if r.get("state") == "running" and r.get("beat")]
-    if not any(stale_beat(r["beat"], now) is not None for r in records):
-        return None
     local = socket.gethostname()
+    stopped = {r["rank"] for r in records if r.get("hostname") == local and isinstance(r.get("pid"), int)
+               and process_state(r["pid"]).startswith("stopped")}
+    stale = [r for r in records if stale_beat(r["beat"], now, stopped=r["rank"] in stopped) is not None]
+    if not stale:
+        return None
     for record in records:
-        if record.get("hostname") == local and isinstance(record.get("pid"), int) \
-                and process_state(record["pid"]).startswith("stopped"):
+        if record["rank"] in stopped:
             return record
-    stale = [r for r in records if stale_beat(r["beat"], now) is not None]
     return min(stale, key=lambda r: (r["beat"].get("step", 0), r["beat"].get("time", 0), r["rank"]))
 
 
-def _claim(run: RunDir, what: str, attempt) -> bool:
-    """True for the first process that claims `what` for this attempt (several judges may see the
-    same hang at once; one of them kills and reports)."""
+def _claim(run: RunDir, what: str, attempt, about: int | None = None,
+           takeover_after_s: float | None = None) -> tuple[bool, dict | None]:
+    """(True, None) for the first process that claims `what` for this attempt (several judges may
+    see the same hang at once; one of them kills and reports); the claim file names the claimer's
+    pid and the rank it is `about`. With `takeover_after_s`, a claim whose claimer is gone, or that
+    is older than that and still has no verdict, is abandoned: one caller takes it over (the one
+    whose rename of it wins) and gets (True, the abandoned claim)."""
+    path = ranks_dir(run) / f".{what}-{attempt}"
     try:
-        os.close(os.open(ranks_dir(run) / f".{what}-{attempt}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-        return True
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
-        return False
+        previous = _abandoned(path, takeover_after_s) if takeover_after_s is not None else None
+        if previous is None:
+            return False, None
+        try:
+            os.rename(path, path.with_name(f"{path.name}.abandoned-{os.getpid()}-{time.time():.3f}"))
+        except OSError:
+            return False, None  # another taker won
+        return _claim(run, what, attempt, about)[0], previous
     except OSError:
-        return True
+        return True, None
+    try:
+        os.write(fd, json.dumps({"pid": os.getpid(), "rank": about}).encode())
+    finally:
+        os.close(fd)
+    return True, None
+
+
+def _abandoned(claim: Path, after_s: float) -> dict | None:
+    """The claim's contents if its claimer is gone or it is older than `after_s`, else None."""
+    try:
+        age = time.time() - claim.stat().st_mtime
+        data = json.loads(claim.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return None
+    data = data if isinstance(data, dict) else {}
+    claimer = data.get("pid")
+    gone = isinstance(claimer, int) and not psutil.pid_exists(claimer) and age > 1.0
+    return data if age > after_s or gone else None
+
+
+def _release(run: RunDir, what: str, attempt) -> None:
+    try:
+        os.unlink(ranks_dir(run) / f".{what}-{attempt}")
+    except OSError:
+        pass
 
 
 def hang_claimed(run: RunDir, attempt) -> bool:
@@ -358,22 +402,51 @@ def hang_claimed(run: RunDir, attempt) -> bool:
     return (ranks_dir(run) / f".hang-verdict-{attempt}").exists()
 
 
-def judge_hang(run: RunDir, record: dict) -> dict | None:
-    """Fail the run as `record`'s rank having stopped making progress (if nothing else ended it)."""
-    if not _claim(run, "hang-verdict", record.get("attempt")):
+CLAIM_TAKEOVER_S = 10.0  # a hang's judge that wrote no verdict this long after its claim is presumed dead
+
+
+def judge_hang(run: RunDir, record: dict, takeover_after_s: float | None = None) -> dict | None:
+    """Fail the run as `record`'s rank having stopped making progress (if nothing else ended it).
+    `takeover_after_s`: also judge when another judge claimed the hang but wrote nothing for that
+    long (it died: msrun tears a group down when one of its processes ends)."""
+    attempt = record.get("attempt")
+    claimed, abandoned = _claim(run, "hang-verdict", attempt, record.get("rank"), takeover_after_s)
+    if not claimed:
         return None
-    beat = record["beat"]
-    age = time.time() - float(beat.get("time") or 0)
-    state = process_state(record["pid"]) if record.get("hostname") == socket.gethostname() else "on another host"
-    world = int(record.get("world") or 1)
-    reason = hang_verdict(record["rank"], world, beat, age, state)
-    if record.get("hostname") == socket.gethostname():
-        _kill(record.get("pid"), record.get("create_time"))  # first: it may hold the run's lock, frozen
-    written = write_verdict(run, "failed", reason, failure_kind="hang", failed_rank=record["rank"],
-                            error_lines=log_tail(log_of(run, record["rank"], world)))
+    if abandoned and isinstance(abandoned.get("rank"), int) and abandoned["rank"] != record.get("rank"):
+        # the dead judge had already killed the rank it blamed: that one is still the culprit
+        record = {**record, **(rank_records(run, attempt).get(abandoned["rank"]) or {})}
+    try:
+        beat = record["beat"]
+        age = time.time() - float(beat.get("time") or 0)
+        local = record.get("hostname") == socket.gethostname()
+        state = process_state(record["pid"]) if local else "on another host"
+        world = int(record.get("world") or 1)
+        reason = hang_verdict(record["rank"], world, beat, age, state)
+        if local:
+            _kill(record.get("pid"), record.get("create_time"))  # first: it may hold the run's lock, frozen
+        written = write_verdict(run, "failed", reason, failure_kind="hang", failed_rank=record["rank"],
+                                error_lines=log_tail(log_of(run, record["rank"], world)))
+    except Exception:  # noqa: BLE001 — a judge that fails must not keep the claim: others judge instead
+        _release(run, "hang-verdict", attempt)
+        raise
     if written is not None:
         print(f"mindtune: {reason}", file=sys.stderr, flush=True)
     return written
+
+
+def judge_abandoned_hang(run: RunDir, attempt) -> dict | None:
+    """Write the hang a judge claimed and died before reporting (msrun ended the whole group after
+    that judge's process ended), once nothing of the run is left to judge it again."""
+    claim = ranks_dir(run) / f".hang-verdict-{attempt}"
+    try:
+        data = json.loads(claim.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return None
+    record = rank_records(run, attempt).get(data.get("rank")) if isinstance(data, dict) else None
+    if not record or not record.get("beat"):
+        return None
+    return judge_hang(run, record, takeover_after_s=0.0)
 
 
 def _kill(pid, create_time) -> None:
@@ -433,6 +506,7 @@ class Supervisor:
         self.rank, self.world = env_rank(), env_world()
         self.attempt = self._status().attempt
         self.record: dict = {}
+        self.check_failed = False
 
     def _status(self) -> Status:
         try:
@@ -513,8 +587,17 @@ class Supervisor:
         write_verdict(self.run, state, reason, **fields)
 
     def _check_progress(self, child: subprocess.Popen) -> None:
+        try:
+            self._judge_progress(child)
+        except Exception:  # noqa: BLE001 — the supervisor must outlive its own checks: if it ended,
+            if not self.check_failed:  # msrun would tear the group down with no account of why
+                self.check_failed = True
+                traceback.print_exc()
+
+    def _judge_progress(self, child: subprocess.Popen) -> None:
         beat = read_json(beat_file(self.run, self.rank))
-        if not beat or beat.get("pid") != child.pid or stale_beat(beat) is None:
+        if not beat or beat.get("pid") != child.pid \
+                or stale_beat(beat, stopped=process_state(child.pid).startswith("stopped")) is None:
             return
         culprit = hung_rank(self.run, self.attempt)
         if culprit is not None:

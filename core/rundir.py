@@ -44,7 +44,7 @@ __all__ = [
     "Record", "Status", "BestSoFar", "FinalFigures", "Attempt", "ControlRequest",
     "MetricRecord", "TrainRecord", "ValidationFigures", "EvalRecord", "EventRecord", "SetupEvent",
     "BaselineEvent", "ResumeEvent", "ForkEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
-    "parse_metric", "resume_point", "current_records", "atomic_write_json", "POINTERS", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
+    "parse_metric", "resume_point", "current_records", "atomic_write_json", "POINTERS", "STEP_FOLDER", "parse_step_folder", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
     "make_run_id", "display_name", "next_free_run_id", "list_runs", "resolve_inside",
 ]
 
@@ -514,7 +514,14 @@ def _read_json_object(path: Path, what: str) -> dict:
 _CONTROL_KEYS = ("stop", "early_stopping")
 _RUN_ID = re.compile(r"[A-Za-z0-9._-]+")
 POINTERS = ("best", "last")
-_STEP_DIR = re.compile(r"step-(\d+)")
+# a checkpoint folder: `step-N`, or `step-N-rK` (revision K >= 2) when step N was saved again
+STEP_FOLDER = re.compile(r"step-(\d+)(?:-r(\d+))?")
+
+
+def parse_step_folder(name: str) -> tuple[int, int] | None:
+    """'step-8' -> (8, 1), 'step-8-r3' -> (8, 3), anything else -> None."""
+    match = STEP_FOLDER.fullmatch(name)
+    return (int(match.group(1)), int(match.group(2) or 1)) if match else None
 LOG_TAIL_BYTES = 16 * 1024
 
 
@@ -581,9 +588,11 @@ class RunDir:
     # -- checkpoints and exports --
 
     def checkpoint(self, which: str | int) -> Path:
-        """`checkpoints/best` or `checkpoints/last` (the pointers), or `checkpoints/step-<N>`."""
+        """`checkpoints/best` or `checkpoints/last` (the pointers), or step N's folder: its newest
+        revision (`step-N-rK` when step N was saved again), `checkpoints/step-<N>` when none exists."""
         if isinstance(which, int) and not isinstance(which, bool):
-            return self.checkpoints_dir / f"step-{which}"
+            revisions = self._step_folders().get(which)
+            return self.checkpoints_dir / (max(revisions)[1] if revisions else f"step-{which}")
         if which not in POINTERS:
             raise RunDirError(f"{self.checkpoints_dir}: no checkpoint {which!r}; use "
                               f"{' or '.join(POINTERS)} or a step number")
@@ -597,17 +606,25 @@ class RunDir:
             target = os.readlink(pointer) if pointer.is_symlink() else pointer.resolve().name
         except OSError:
             return None
-        match = _STEP_DIR.fullmatch(Path(target).name)
-        return int(match.group(1)) if match and pointer.is_dir() else None
+        parsed = parse_step_folder(Path(target).name)
+        return parsed[0] if parsed and pointer.is_dir() else None
 
     def checkpoint_steps(self) -> list[int]:
-        """The steps of the checkpoints kept (`checkpoints/step-<N>` folders), oldest first."""
+        """The steps of the checkpoints kept (`step-<N>` / `step-<N>-r<K>` folders), oldest first."""
+        return sorted(self._step_folders())
+
+    def _step_folders(self) -> dict[int, list[tuple[int, str]]]:
+        """{step: [(revision, folder name)]} of the checkpoint folders."""
         try:
             entries = list(os.scandir(self.checkpoints_dir))
         except OSError:
-            return []
-        return sorted(int(m.group(1)) for e in entries
-                      if (m := _STEP_DIR.fullmatch(e.name)) and e.is_dir(follow_symlinks=False))
+            return {}
+        found: dict[int, list[tuple[int, str]]] = {}
+        for entry in entries:
+            parsed = parse_step_folder(entry.name)
+            if parsed and entry.is_dir(follow_symlinks=False):
+                found.setdefault(parsed[0], []).append((parsed[1], entry.name))
+        return found
 
     def export_path(self, which: str, step: int, fmt: str) -> Path:
         """Where the `fmt` export of `which` (at `step`) goes: `export/<which>-step-<N>-<fmt>/`."""

@@ -174,7 +174,6 @@ class Trainer:
         self.heartbeat = ranks.Heartbeat(run, ranks.env_rank(), 1, config.parallel.hang_timeout_s)
         self._streak: dict | None = None  # the current run of skipped (overflowed) steps
         self.started = time.time()
-        self.generation: int | None = None  # status.json's attempt, set when the run starts
         self.tokens_per_s_history: list[float] = []
 
     # ---- logging --------------------------------------------------------------------------
@@ -610,8 +609,10 @@ class Trainer:
                 self.save(("last",))
                 return "stopped", "stopped by the user" + (" (forced)" if self.stop_forced else "")
             profiler.before_step(self.state.step + 1)
+            if not self.steps_here:  # this process's first step compiles its graph: no hang watch yet
+                self.heartbeat.beat(self.state.step, "compile")
             out = self.train_one_step()
-            self.heartbeat.beat(self.state.step + 1, "train" if self.steps_here else "compile")
+            self.heartbeat.beat(self.state.step + 1, "train")
             self.steps_here += 1
             consecutive = self.agree_on_step(out, consecutive)
             self.state.step += 1

@@ -490,6 +490,22 @@ def test_checkpoint_pointers_are_parsed_in_one_place(run):
     assert run.export_zip("best", 8, "peft") == run.export_dir / "best-step-8-peft.zip"
 
 
+def test_a_step_saved_again_is_found_under_its_revision_name(run):
+    """core.ckpt_store saves a step that exists again as `step-N-rK` (crash-safe overwrite) and
+    moves the pointers there: the console's readers (Runs tab, Monitor downloads, export) must
+    see that folder, not miss it because it is not named `step-N`."""
+    from core import ckpt_store
+    (run.checkpoints_dir / "step-4").mkdir()
+    (run.checkpoints_dir / "step-8-r2").mkdir()
+    (run.checkpoints_dir / "step-8-r3").mkdir()
+    (run.checkpoints_dir / ".tmp-step-12-r2-999").mkdir()  # an interrupted save is not a checkpoint
+    os.symlink("step-8-r3", run.checkpoint("last"))
+    assert run.checkpoint_step("last") == 8
+    assert run.checkpoint_steps() == [4, 8] == ckpt_store.checkpoint_steps(run.checkpoints_dir)
+    assert run.checkpoint(8) == run.checkpoints_dir / "step-8-r3" == run.checkpoint("last").resolve()
+    assert run.checkpoint(4) == run.checkpoints_dir / "step-4"
+
+
 def test_last_metric_and_log_tail_read_only_the_end(run):
     run.append_metrics([TrainRecord(step=1, loss=3.0), EvalRecord(step=2, val_loss=2.0), TrainRecord(step=3)])
     with open(run.metrics_path, "a") as handle:
