@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.config import ConfigError, EarlyStoppingSettings, load_config
-from core.profiling import read_summary
 from core.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
 
 from app.access import SINGLE_USER, Viewer
@@ -464,20 +463,18 @@ def controls(session: MonitorSession, wanted: str | None, console: Console, lang
 def profile_view(run: RunDir, lang: str) -> tuple[str, str | None]:
     """The top operators of a profiled run as an HTML table (time, share, forward or backward),
     and its trace file (chrome://tracing / Perfetto) for the download button; ("", None) else."""
-    summary = read_summary(run.path)
+    summary = run.read_profile_summary()
     if summary is None:
         return "", None
-    first, last = summary["steps"]
-    phases = summary["phases"]
-    rows = "".join(f"<tr><td>{html.escape(t['op_type'])}</td><td>{html.escape(t['phase'])}</td>"
-                   f"<td>{t['ms']:.1f}</td><td>{100 * t['share']:.1f}%</td><td>{t['calls']}</td></tr>"
-                   for t in summary["top"])
-    phase_text = ", ".join(f"{html.escape(name)} {ms:.0f} ms" for name, ms in phases.items())
-    table = (f"<div class='mt-profile'><b>{html.escape(text('mon.profile', lang))}</b> · steps {first}–{last}: "
-             f"{summary['total_ms']:.0f} ms of kernels ({phase_text})"
+    rows = "".join(f"<tr><td>{html.escape(t.op_type)}</td><td>{html.escape(t.phase)}</td>"
+                   f"<td>{t.ms:.1f}</td><td>{100 * t.share:.1f}%</td><td>{t.calls}</td></tr>"
+                   for t in summary.top)
+    phase_text = ", ".join(f"{html.escape(name)} {ms:.0f} ms" for name, ms in summary.phases.items())
+    table = (f"<div class='mt-profile'><b>{html.escape(text('mon.profile', lang))}</b> · steps "
+             f"{'–'.join(str(step) for step in summary.steps)}: {summary.total_ms:.0f} ms of kernels ({phase_text})"
              f"<table><tr><th>operator</th><th>phase</th><th>ms</th><th>share</th><th>calls</th></tr>{rows}</table>"
-             f"<small>{html.escape(summary.get('note', ''))}</small></div>")
-    trace = next((run.path / "profile" / f for f in summary["files"] if f.endswith("trace_view.json")), None)
+             f"<small>{html.escape(summary.note)}</small></div>")
+    trace = next((run.profile_dir / f for f in summary.files if f.endswith("trace_view.json")), None)
     return table, str(trace) if trace is not None and trace.is_file() else None
 
 

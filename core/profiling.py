@@ -9,16 +9,17 @@ only, and a summary a person can read in the Monitor.
 On the CPU MindSpore records every kernel launch with its scope: kernels of the backward pass are
 under `Gradients/`; the forward pass and the optimizer update share the `Default/` scope (the
 layers run as shared per-layer graphs, so no module path survives), so the summary says
-"backward" and "forward + update". `summarize` reads MindSpore's tables only (no MindSpore import):
-the console calls it too.
+"backward" and "forward + update". The summary is a `core.rundir.ProfileSummary`, which the
+Monitor reads back (`RunDir.read_profile_summary`); `summarize` reads MindSpore's tables only (no
+MindSpore import: only `StepProfiler.before_step` imports it).
 """
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
-SUMMARY_FILE = "summary.json"
+from core.rundir import ProfiledOperator, ProfileSummary, RunDir
+
 DETAIL_GLOB = "*/FRAMEWORK/cpu_op_detail_info_*.csv"
 TRACE_GLOB = "*/ASCEND_PROFILER_OUTPUT/trace_view.json"
 TOP = 15
@@ -27,14 +28,15 @@ BACKWARD, FORWARD = "backward", "forward + update"
 
 class StepProfiler:
     """Starts MindSpore's profiler before step `start` and stops it after step `end` (1-based
-    optimizer steps), on the main rank only; writes `summary.json` when it stops. Inactive when
-    `steps` is None or this is not the main rank."""
+    optimizer steps), on the main rank only, into the run's profile folder; writes its summary
+    when it stops. Inactive when `steps` is None or this is not the main rank."""
 
-    def __init__(self, steps: list[int] | None, folder: Path, is_main: bool):
+    def __init__(self, steps: list[int] | None, run: RunDir, is_main: bool):
         self.steps = steps if is_main else None
-        self.folder = Path(folder)
+        self.run = run
+        self.folder = run.profile_dir
         self._profiler = None
-        self.summary: dict | None = None
+        self.summary: ProfileSummary | None = None
 
     def before_step(self, step: int) -> None:
         """`step`: the number of the step about to run."""
@@ -46,7 +48,7 @@ class StepProfiler:
                                  on_trace_ready=tensorboard_trace_handler(str(self.folder)))
         self._profiler.start()
 
-    def after_step(self, step: int, last: bool = False) -> dict | None:
+    def after_step(self, step: int, last: bool = False) -> ProfileSummary | None:
         """Stops (and analyses) after the end step, or at the run's last step; returns the summary then."""
         if self._profiler is None:
             return None
@@ -55,12 +57,18 @@ class StepProfiler:
             return None
         self._profiler.stop()
         self._profiler = None
-        self.summary = summarize(self.folder, [self.steps[0], step])
-        (self.folder / SUMMARY_FILE).write_text(json.dumps(self.summary, indent=1), encoding="utf-8")
+        self.summary = write_summary(self.run, [self.steps[0], step])
         return self.summary
 
 
-def summarize(folder: Path, steps: list[int]) -> dict:
+def write_summary(run: RunDir, steps: list[int]) -> ProfileSummary:
+    """Summarize the tables in the run's profile folder and write the summary there."""
+    summary = summarize(run.profile_dir, steps)
+    run.write_profile_summary(summary)
+    return summary
+
+
+def summarize(folder: Path, steps: list[int]) -> ProfileSummary:
     """Operator time by type and phase from MindSpore's cpu_op_detail_info tables under `folder`."""
     folder = Path(folder)
     totals: dict[tuple[str, str], list[float]] = {}
@@ -74,31 +82,22 @@ def summarize(folder: Path, steps: list[int]) -> dict:
     total = sum(ms for ms, _ in totals.values())
     phases = {phase: round(sum(v[0] for (_, p), v in totals.items() if p == phase), 3) for phase in (FORWARD, BACKWARD)}
     top = sorted(totals.items(), key=lambda item: -item[1][0])[:TOP]
-    return {
-        "steps": steps, "total_ms": round(total, 3), "phases": phases,
-        "top": [{"op_type": op, "phase": phase, "ms": round(ms, 3), "share": round(ms / total, 4) if total else 0.0,
-                 "calls": calls} for (op, phase), (ms, calls) in top],
-        "files": [str(p.relative_to(folder)) for p in sorted(folder.glob(TRACE_GLOB))] +
-                 [str(p.relative_to(folder)) for p in sorted(folder.glob(DETAIL_GLOB))],
-        "note": "CPU kernels as MindSpore's profiler timed them; 'Custom' are mindtune's fused kernels "
-                "(attention, norms, gates, loss, LoRA).",
-    }
+    return ProfileSummary(
+        steps=list(steps), total_ms=round(total, 3), phases=phases,
+        top=[ProfiledOperator(op_type=op, phase=phase, ms=round(ms, 3), share=round(ms / total, 4) if total else 0.0,
+                              calls=calls) for (op, phase), (ms, calls) in top],
+        files=[str(p.relative_to(folder)) for p in sorted(folder.glob(TRACE_GLOB))] +
+              [str(p.relative_to(folder)) for p in sorted(folder.glob(DETAIL_GLOB))],
+        note="CPU kernels as MindSpore's profiler timed them; 'Custom' are mindtune's fused kernels "
+             "(attention, norms, gates, loss, LoRA).",
+    )
 
 
-def profile_message(summary: dict) -> str:
+def profile_message(summary: ProfileSummary) -> str:
     """One line for train.log and the Monitor's events."""
-    first, last = summary["steps"]
-    top = ", ".join(f"{t['op_type']} ({t['phase']}) {100 * t['share']:.0f}%" for t in summary["top"][:3])
-    phases = summary["phases"]
-    return (f"profiled steps {first}-{last}: {summary['total_ms']:.0f} ms of CPU kernels, "
+    first, last = summary.steps
+    top = ", ".join(f"{t.op_type} ({t.phase}) {100 * t.share:.0f}%" for t in summary.top[:3])
+    phases = summary.phases
+    return (f"profiled steps {first}-{last}: {summary.total_ms:.0f} ms of CPU kernels, "
             f"backward {phases[BACKWARD]:.0f} ms, forward + update {phases[FORWARD]:.0f} ms; top: {top} "
             f"(runs/<id>/profile/)")
-
-
-def read_summary(run_dir: Path) -> dict | None:
-    """A run's profile summary, or None when it was not profiled (or is still being profiled)."""
-    path = Path(run_dir) / "profile" / SUMMARY_FILE
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None

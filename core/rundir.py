@@ -8,6 +8,7 @@
       train.log       stdout/stderr of the worker(s)
       checkpoints/    step-<N>/, best -> step-<N>, last -> step-<N>
       export/         <which>-step-<N>-<format>/ and .zip
+      profile/        MindSpore's profiler output (train.profile_steps) and summary.json, a `ProfileSummary`
 
 Every record is a typed dataclass defined here, which the worker writes and the console reads;
 `RunDir` owns every file name and the checkpoint pointers.
@@ -44,6 +45,7 @@ __all__ = [
     "Record", "Status", "BestSoFar", "FinalFigures", "Attempt", "ControlRequest",
     "MetricRecord", "TrainRecord", "ValidationFigures", "EvalRecord", "EventRecord", "SetupEvent",
     "BaselineEvent", "ResumeEvent", "ForkEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
+    "ProfiledOperator", "ProfileSummary",
     "parse_metric", "resume_point", "current_records", "atomic_write_json", "POINTERS", "STEP_FOLDER", "parse_step_folder", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
     "make_run_id", "display_name", "next_free_run_id", "list_runs", "resolve_inside",
 ]
@@ -87,10 +89,11 @@ def _transition_error(path: Path, old: str | None, new: str) -> RunDirError:
 #
 # Every record in the run directory is one frozen dataclass below: status.json is a `Status`,
 # control.json a `ControlRequest`, each line of metrics.jsonl a `TrainRecord`, an `EvalRecord` or
-# an event (`SetupEvent`, `EndEvent`, ...). Both the worker and the console use them, so a field is
-# named once. Reading tolerates other versions: a key this code does not know (a newer writer's)
-# is kept in `extra` and written back unchanged, a missing key (an older run) reads as the field's
-# default, and so does a value of the wrong type. Building a record checks each value's type.
+# an event (`SetupEvent`, `EndEvent`, ...), profile/summary.json a `ProfileSummary`. Both the
+# worker and the console use them, so a field is named once. Reading tolerates other versions: a
+# key this code does not know (a newer writer's) is kept in `extra` and written back unchanged, a
+# missing key (an older run) reads as the field's default, and so does a value of the wrong type.
+# Building a record checks each value's type.
 # To add a field: one line in the dataclass, with a default (None for "not written by older runs").
 
 _INVALID = object()
@@ -106,8 +109,8 @@ def _plain(value: Any) -> Any:
 
 def _decode(value: Any, hint: Any, reading: bool = False) -> Any:
     """`value` as the field type `hint` wants, or _INVALID. Ints widen to floats and integral
-    floats narrow to ints; when `reading` a file, a mapping becomes its Record and list items of
-    the wrong type are left out (a writer must pass records and right lists)."""
+    floats narrow to ints; when `reading` a file, a mapping becomes its Record and list items (and
+    dict values) of the wrong type are left out (a writer must pass records and right lists)."""
     value = _plain(value)
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         if value is None and type(None) in typing.get_args(hint):
@@ -129,7 +132,13 @@ def _decode(value: Any, hint: Any, reading: bool = False) -> Any:
             return _INVALID
         return [v for v in items if v is not _INVALID]
     if origin is dict:
-        return dict(value) if isinstance(value, Mapping) else _INVALID
+        if not isinstance(value, Mapping):
+            return _INVALID
+        item = (typing.get_args(hint) or (str, Any))[1]
+        items = {k: _decode(v, item, reading) for k, v in value.items()}
+        if not reading and any(v is _INVALID for v in items.values()):
+            return _INVALID
+        return {k: v for k, v in items.items() if v is not _INVALID}
     if isinstance(value, bool) or hint is bool:
         return value if isinstance(value, bool) and hint is bool else _INVALID
     if hint is int:
@@ -448,6 +457,31 @@ def parse_metric(data: Mapping[str, Any]) -> MetricRecord:
     return METRIC_KINDS.get(kind, MetricRecord).from_json(data)
 
 
+# -- profile/summary.json --
+
+@dataclass(frozen=True, kw_only=True)
+class ProfiledOperator(Record):
+    """One operator type of a profile in one phase, over the profiled steps."""
+    op_type: str = ""
+    phase: str = ""                      # core.profiling's BACKWARD or FORWARD
+    ms: float = 0.0
+    share: float = 0.0                   # of the kernels' total time
+    calls: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileSummary(Record):
+    """profile/summary.json (train.profile_steps), written by core.profiling on rank 0 and shown
+    by the Monitor: the steps profiled ([first, last]), the kernels' time in all and by phase, the
+    operators that took most of it, and the files MindSpore wrote (relative to profile/)."""
+    steps: list[int] = field(default_factory=list)
+    total_ms: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
+    top: list[ProfiledOperator] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    note: str = ""
+
+
 # ---- JSON files ----------------------------------------------------------------------------
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
@@ -522,6 +556,7 @@ def parse_step_folder(name: str) -> tuple[int, int] | None:
     """'step-8' -> (8, 1), 'step-8-r3' -> (8, 3), anything else -> None."""
     match = STEP_FOLDER.fullmatch(name)
     return (int(match.group(1)), int(match.group(2) or 1)) if match else None
+
 LOG_TAIL_BYTES = 16 * 1024
 
 
@@ -580,6 +615,15 @@ class RunDir:
     def logs_dir(self) -> Path:
         """Per-worker logs that msrun writes for a data-parallel run."""
         return self.path / "logs"
+
+    @property
+    def profile_dir(self) -> Path:
+        """MindSpore's profiler output for `train.profile_steps`, and the summary."""
+        return self.path / "profile"
+
+    @property
+    def profile_summary_path(self) -> Path:
+        return self.profile_dir / "summary.json"
 
     def exists(self) -> bool:
         """Whether this is a run folder (it has a status.json)."""
@@ -751,6 +795,21 @@ class RunDir:
     def log_tail(self, max_bytes: int = LOG_TAIL_BYTES) -> str:
         """The last `max_bytes` of train.log (from a line boundary), '' when there is none."""
         return _tail(self.log_path, max_bytes)
+
+    # -- profile --
+
+    def read_profile_summary(self) -> ProfileSummary | None:
+        """The profile's summary, or None when the run was not profiled (or is still being
+        profiled, or the file cannot be read)."""
+        try:
+            return ProfileSummary.from_json(_read_json_object(self.profile_summary_path, "profile summary"))
+        except RunDirError:
+            return None
+
+    def write_profile_summary(self, summary: ProfileSummary) -> None:
+        """Write profile/summary.json (atomically: the Monitor may be reading it)."""
+        self.profile_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.profile_summary_path, summary.to_json())
 
     # -- control --
 

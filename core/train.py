@@ -602,7 +602,7 @@ class Trainer:
         cfg = self.cfg
         window, consecutive = [], 0
         self.model.set_train(True)
-        profiler = StepProfiler(cfg.train.profile_steps, self.run.path / "profile", self.cluster.is_main)
+        profiler = StepProfiler(cfg.train.profile_steps, self.run, self.cluster.is_main)
         while self.state.step < self.total_steps:
             if self.poll_control():
                 self.heartbeat.beat(self.state.step, "save")

@@ -2,9 +2,10 @@
 file, sent to the page once (and again only when they change)."""
 from __future__ import annotations
 
-import json
+import html
 
-from core.profiling import BACKWARD, FORWARD, summarize
+from core.profiling import BACKWARD, FORWARD, write_summary
+from core.rundir import ProfileSummary
 
 from app import monitor_callbacks as cb
 from tests.app.test_monitor_callbacks import make_run
@@ -18,14 +19,13 @@ DETAIL = ("op_side,op_type,op_name,full_op_name,op_occurrences,op_total_time(ms)
           "Host,Adam,Adam-op1,Default/Adam-op1,2,0.5,0.25,0.02,Default,1\n")
 
 
-def _profile(run, steps=(2, 3)) -> None:
+def _profile(run, steps=(2, 3)) -> ProfileSummary:
     folder = run.path / "profile" / "vm_1_2_ascend_ms"
     (folder / "FRAMEWORK").mkdir(parents=True)
     (folder / "ASCEND_PROFILER_OUTPUT").mkdir()
     (folder / "FRAMEWORK" / "cpu_op_detail_info_0.csv").write_text(DETAIL)
     (folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").write_text("[]")
-    summary = summarize(run.path / "profile", list(steps))
-    (run.path / "profile" / "summary.json").write_text(json.dumps(summary))
+    return write_summary(run, list(steps))  # the worker's code (core.profiling), read with the console's
 
 
 def test_the_profile_shows_once_with_its_trace(console):
@@ -51,6 +51,14 @@ def test_operator_names_are_escaped(console):
     folder = run.path / "profile" / "x" / "FRAMEWORK"
     folder.mkdir(parents=True)
     (folder / "cpu_op_detail_info_0.csv").write_text(DETAIL.replace("MatMul", "<script>"))
-    (run.path / "profile" / "summary.json").write_text(json.dumps(summarize(run.path / "profile", [1, 1])))
+    write_summary(run, [1, 1])
     table, trace = cb.profile_view(run, "en")
     assert "<script>" not in table and "&lt;script&gt;" in table and trace is None
+
+
+def test_the_console_reads_the_summary_the_worker_wrote(console):
+    run = make_run(console)
+    written = _profile(run)
+    assert run.read_profile_summary() == written and written.extra == {}
+    table, _ = cb.profile_view(run, "en")
+    assert html.escape(written.note) in table and all(f"<td>{t.calls}</td>" in table for t in written.top)

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from core.config import ConfigError, load_config
-from core.profiling import BACKWARD, FORWARD, read_summary
+from core.profiling import BACKWARD, FORWARD
+from core.rundir import RunDir
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace
 
@@ -15,14 +16,14 @@ def test_profiled_steps_leave_a_summary_and_the_trace_files(tmp_path):
     assert train_main(["--config", str(config), "train.max_steps=4", "train.warmup_steps=0", "train.eval_every=4",
                        "eval.downstream=false", "eval.baseline=false", "train.profile_steps=[2, 3]"]) == 0
     run = next(p for p in (tmp_path / "runs").iterdir() if not p.is_symlink())
-    summary = read_summary(run)
-    assert summary["steps"] == [2, 3]
-    assert summary["phases"][BACKWARD] > 0 and summary["phases"][FORWARD] > 0
-    assert summary["total_ms"] == pytest.approx(sum(summary["phases"].values()), rel=1e-3)
-    top = summary["top"]
-    assert top and all(a["ms"] >= b["ms"] for a, b in zip(top, top[1:]))
-    assert {"MatMul", "Custom"} & {t["op_type"] for t in top}  # the projections or the fused kernels
-    trace = next(f for f in summary["files"] if f.endswith("trace_view.json"))
+    summary = RunDir(run).read_profile_summary()
+    assert summary.steps == [2, 3]
+    assert summary.phases[BACKWARD] > 0 and summary.phases[FORWARD] > 0
+    assert summary.total_ms == pytest.approx(sum(summary.phases.values()), rel=1e-3)
+    top = summary.top
+    assert top and all(a.ms >= b.ms for a, b in zip(top, top[1:]))
+    assert {"MatMul", "Custom"} & {t.op_type for t in top}  # the projections or the fused kernels
+    trace = next(f for f in summary.files if f.endswith("trace_view.json"))
     events = json.loads((run / "profile" / trace).read_text())
     assert isinstance(events, list) and any(e.get("ph") == "X" for e in events)
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -514,3 +514,33 @@ def test_last_metric_and_log_tail_read_only_the_end(run):
     assert run.last_metric(rundir.EndEvent) is None
     run.log_path.write_text("".join(f"line {i}\n" for i in range(5000)))
     assert run.log_tail(100).startswith("line ") and run.log_tail(100).endswith("line 4999\n")
+
+
+def test_a_profile_summary_of_any_version_reads_in_full(run):
+    """profile/summary.json as core.profiling wrote it before the typed record (a plain dict), a
+    newer writer's keys (kept and written back), an older one's missing keys (defaults)."""
+    assert run.read_profile_summary() is None  # not profiled
+    before = {"steps": [2, 3], "total_ms": 12.5, "phases": {"forward + update": 7.5, "backward": 5.0},
+              "top": [{"op_type": "Custom", "phase": "forward + update", "ms": 6.0, "share": 0.48, "calls": 2}],
+              "files": ["vm_1_2_ascend_ms/ASCEND_PROFILER_OUTPUT/trace_view.json"], "note": "CPU kernels"}
+    run.profile_dir.mkdir()
+    run.profile_summary_path.write_text(json.dumps(before, indent=1))
+    summary = run.read_profile_summary()
+    assert summary.steps == [2, 3] and summary.phases == {"forward + update": 7.5, "backward": 5.0}
+    assert summary.top == [rundir.ProfiledOperator(op_type="Custom", phase="forward + update", ms=6.0, share=0.48,
+                                                   calls=2)]
+    assert summary.to_json() == before and summary.extra == {}
+    newer = {"steps": [1, 1], "top": [{"op_type": "MatMul", "device": "gpu"}], "ranks": 2,
+             "phases": {"backward": "slow", "forward + update": 2}}
+    atomic_write_json(run.profile_summary_path, newer)
+    summary = run.read_profile_summary()
+    assert summary.extra == {"ranks": 2} and summary.top[0].extra == {"device": "gpu"} and summary.top[0].ms == 0.0
+    assert summary.phases == {"forward + update": 2.0}  # a value of the wrong type is left out
+    assert (summary.total_ms, summary.files, summary.note) == (0.0, [], "")
+    run.write_profile_summary(summary)
+    on_disk = json.loads(run.profile_summary_path.read_text())
+    assert on_disk["ranks"] == 2 and on_disk["top"][0]["device"] == "gpu"
+    with pytest.raises(RunDirError, match=r"ProfileSummary.phases .* must be dict\[str, float\]"):
+        rundir.ProfileSummary(phases={"backward": "slow"})
+    run.profile_summary_path.write_text('{"steps": [1, ')  # being written by an older worker
+    assert run.read_profile_summary() is None
