@@ -92,7 +92,7 @@ def prepare_adapter(exports: "BackgroundExports", run_path: Path, runs_root: Pat
     by the job manager when a run it watches ends, never from a page's poll: a read must not
     start work."""
     try:
-        method = load_config(Path(run_path) / "config.yaml").method
+        method = load_config(RunDir(run_path).config_path).method
     except (ConfigError, OSError):
         return
     if method == "lora":

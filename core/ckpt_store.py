@@ -42,7 +42,7 @@ import numpy as np
 
 from core.atomic import atomic_symlink, fsync_dir, fsync_path
 from core.model_args import CheckpointError
-from core.rundir import POINTERS, parse_step_folder
+from core.rundir import POINTERS, RunDir, parse_step_folder, step_folder_name
 
 WEIGHTS_FILE = "weights.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
@@ -230,12 +230,12 @@ def point(checkpoints_dir: str | os.PathLike, name: str, step: int) -> None:
 
 def _new_folder_name(root: Path, step: int) -> str:
     folders = checkpoint_folders(root).get(step, [])
-    if not folders and not os.path.lexists(root / f"step-{step}"):
-        return f"step-{step}"
+    if not folders and not os.path.lexists(root / step_folder_name(step)):
+        return step_folder_name(step)
     revision = max([parse_step_folder(p.name)[1] for p in folders] + [1]) + 1
-    while os.path.lexists(root / f"step-{step}-r{revision}"):
+    while os.path.lexists(root / step_folder_name(step, revision)):
         revision += 1
-    return f"step-{step}-r{revision}"
+    return step_folder_name(step, revision)
 
 
 def _retire_older_revisions(root: Path, step: int, keep: Path) -> None:
@@ -388,20 +388,25 @@ def good_checkpoints(checkpoints_dir: str | os.PathLike, exclude: Iterable[Path]
     return good
 
 
+def _checkpoints_of(path: Path) -> Path:
+    """A run folder -> its `checkpoints/` folder; any other folder as given."""
+    checkpoints = RunDir(path).checkpoints_dir
+    return checkpoints if checkpoints.is_dir() else path
+
+
 def resolve_checkpoint(path: str | os.PathLike) -> Path:
     """A run folder (-> its `checkpoints/last`), a `checkpoints/` folder, or a step folder /
     best / last -> the concrete step folder. Missing or incomplete checkpoints are errors (the
     content is checked by `verify_checkpoint`)."""
-    p = Path(path)
-    if (p / "checkpoints").is_dir():
-        p = p / "checkpoints"
-    if p.name == "checkpoints" and p.is_dir():
-        if not (p / "last").exists():
+    p = _checkpoints_of(Path(path))
+    run = RunDir(p.parent)
+    if p == run.checkpoints_dir and p.is_dir():
+        if not run.checkpoint("last").exists():
             saved = good_checkpoints(p)
             hint = f"; saved checkpoints that verify: {', '.join(f.name for f in saved)}" if saved else \
                 " (the run saved none)"
             raise CheckpointError(f"{p}: no 'last' checkpoint to resume from{hint}.")
-        p = p / "last"
+        p = run.checkpoint("last")
     if not p.is_dir():
         raise CheckpointError(f"{p}: checkpoint not found; give a run folder or runs/<id>/checkpoints/step-N.")
     p = p.resolve()
@@ -428,10 +433,8 @@ def verified_folder(path: str | os.PathLike) -> Path:
 def newest_resumable(run_or_checkpoints_dir: str | os.PathLike, contents: bool = True) -> Path | None:
     """The folder `last` names if it verifies, else the newest folder that does; None if none.
     `contents=False` checks sizes only (fast: for naming it in a status, not for loading it)."""
-    root = Path(run_or_checkpoints_dir)
-    if (root / "checkpoints").is_dir():
-        root = root / "checkpoints"
-    last = root / "last"
+    root = _checkpoints_of(Path(run_or_checkpoints_dir))
+    last = root / "last"  # the pointer inside a checkpoints folder (the checkpoint format; see `point`)
     if last.is_dir():
         try:
             verify_checkpoint(last, contents)

@@ -92,7 +92,7 @@ def build_argv(run_dir: RunDir | str | os.PathLike, data_parallel: int,
     port = master_port if master_port is not None else free_port()
     return [_msrun_next_to(python), f"--worker_num={data_parallel}",
             f"--local_worker_num={data_parallel}", f"--master_port={port}", "--join=True",
-            f"--log_dir={run}/logs", str(REPO_ROOT / "core" / "ranks.py"), "--run-dir", run]
+            f"--log_dir={RunDir(run).logs_dir}", str(REPO_ROOT / "core" / "ranks.py"), "--run-dir", run]
 
 
 def command_preview(argv: Sequence[str]) -> str:
@@ -114,7 +114,7 @@ def multi_host_commands(n_per_node: int, nodes: int, master_addr: str, port: int
     for rank in range(nodes):
         argv = ["msrun", f"--worker_num={n_per_node * nodes}", f"--local_worker_num={n_per_node}",
                 f"--master_addr={master_addr}", f"--master_port={port}", f"--node_rank={rank}",
-                "--join=True", f"--log_dir={run_dir}/logs", "core/ranks.py", "--run-dir", run_dir]
+                "--join=True", f"--log_dir={RunDir(run_dir).logs_dir}", "core/ranks.py", "--run-dir", run_dir]
         commands.append(command_preview(argv))
     return commands
 
@@ -188,7 +188,7 @@ def launch(run_dir: RunDir | str | os.PathLike, data_parallel: int | None = None
     if os.sep in argv[0] and not os.access(argv[0], os.X_OK):
         raise LaunchError(f"{argv[0]}: not found or not executable"
                           + (" (msrun comes with mindspore)" if data_parallel > 1 else ""))
-    shutil.rmtree(ranks.ranks_dir(run), ignore_errors=True)  # the previous attempt's rank records
+    shutil.rmtree(run.ranks_dir, ignore_errors=True)  # the previous attempt's rank records
     run.write_status(state="starting", pid=None, pgid=None, create_time=None, reason=None,
                      hostname=socket.gethostname(), command=argv, data_parallel=data_parallel)
     try:

@@ -50,16 +50,12 @@ LOG_TAIL_LINES = 20
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def ranks_dir(run: RunDir) -> Path:
-    return Path(run.path) / "ranks"
-
-
 def rank_file(run: RunDir, rank: int) -> Path:
-    return ranks_dir(run) / f"rank-{rank}.json"
+    return run.ranks_dir / f"rank-{rank}.json"
 
 
 def beat_file(run: RunDir, rank: int) -> Path:
-    return ranks_dir(run) / f"rank-{rank}.beat"
+    return run.ranks_dir / f"rank-{rank}.beat"
 
 
 def env_rank() -> int:
@@ -97,7 +93,7 @@ def read_json(path: Path) -> dict | None:
 def rank_records(run: RunDir, attempt: int | None = None) -> dict[int, dict]:
     """The rank records of the run (of `attempt` only, when given), by rank."""
     records = {}
-    folder = ranks_dir(run)
+    folder = run.ranks_dir
     if not folder.is_dir():
         return records
     for path in folder.glob("rank-*.json"):
@@ -248,7 +244,7 @@ def oom_evidence(before: dict, after: dict, last_rss: int | None) -> str | None:
 
 def log_of(run: RunDir, rank: int, world: int) -> Path:
     """Where a rank's output goes: msrun's per-worker log for a data-parallel run, else train.log."""
-    return Path(run.path) / "logs" / f"worker_{rank}.log" if world > 1 else Path(run.log_path)
+    return run.worker_log(rank) if world > 1 else run.log_path
 
 
 def read_tail(path: Path, max_bytes: int) -> str | None:
@@ -355,7 +351,7 @@ def _claim(run: RunDir, what: str, attempt, about: int | None = None,
     pid and the rank it is `about`. With `takeover_after_s`, a claim whose claimer is gone, or that
     is older than that and still has no verdict, is abandoned: one caller takes it over (the one
     whose rename of it wins) and gets (True, the abandoned claim)."""
-    path = ranks_dir(run) / f".{what}-{attempt}"
+    path = run.ranks_dir / f".{what}-{attempt}"
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
@@ -391,7 +387,7 @@ def _abandoned(claim: Path, after_s: float) -> dict | None:
 
 def _release(run: RunDir, what: str, attempt) -> None:
     try:
-        os.unlink(ranks_dir(run) / f".{what}-{attempt}")
+        os.unlink(run.ranks_dir / f".{what}-{attempt}")
     except OSError:
         pass
 
@@ -399,7 +395,7 @@ def _release(run: RunDir, what: str, attempt) -> None:
 def hang_claimed(run: RunDir, attempt) -> bool:
     """Whether a judge has claimed this attempt's hang (it kills the hung rank, then reports: that
     rank's death is its doing, not news)."""
-    return (ranks_dir(run) / f".hang-verdict-{attempt}").exists()
+    return (run.ranks_dir / f".hang-verdict-{attempt}").exists()
 
 
 CLAIM_TAKEOVER_S = 10.0  # a hang's judge that wrote no verdict this long after its claim is presumed dead
@@ -438,7 +434,7 @@ def judge_hang(run: RunDir, record: dict, takeover_after_s: float | None = None)
 def judge_abandoned_hang(run: RunDir, attempt) -> dict | None:
     """Write the hang a judge claimed and died before reporting (msrun ended the whole group after
     that judge's process ended), once nothing of the run is left to judge it again."""
-    claim = ranks_dir(run) / f".hang-verdict-{attempt}"
+    claim = run.ranks_dir / f".hang-verdict-{attempt}"
     try:
         data = json.loads(claim.read_text(encoding="utf-8") or "{}")
     except (OSError, ValueError):
@@ -517,7 +513,7 @@ class Supervisor:
     def _save_record(self, **fields) -> None:
         self.record.update(fields)
         try:
-            ranks_dir(self.run).mkdir(exist_ok=True)
+            self.run.ranks_dir.mkdir(exist_ok=True)
             atomic_write_json(rank_file(self.run, self.rank), self.record)
         except OSError:
             pass

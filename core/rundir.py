@@ -8,6 +8,8 @@
       train.log       stdout/stderr of the worker(s)
       checkpoints/    step-<N>/, best -> step-<N>, last -> step-<N>
       export/         <which>-step-<N>-<format>/ and .zip
+      logs/           worker_<rank>.log: msrun's log of each worker of a data-parallel run
+      ranks/          the rank supervisors' records, heartbeats and claims (core.ranks)
       profile/        MindSpore's profiler output (train.profile_steps) and summary.json, a `ProfileSummary`
 
 Every record is a typed dataclass defined here, which the worker writes and the console reads;
@@ -46,7 +48,7 @@ __all__ = [
     "MetricRecord", "TrainRecord", "ValidationFigures", "EvalRecord", "EventRecord", "SetupEvent",
     "BaselineEvent", "ResumeEvent", "ForkEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
     "ProfiledOperator", "ProfileSummary",
-    "parse_metric", "resume_point", "current_records", "atomic_write_json", "POINTERS", "STEP_FOLDER", "parse_step_folder", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
+    "parse_metric", "resume_point", "current_records", "atomic_write_json", "POINTERS", "STEP_FOLDER", "parse_step_folder", "step_folder_name", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
     "make_run_id", "display_name", "next_free_run_id", "list_runs", "resolve_inside",
 ]
 
@@ -557,6 +559,12 @@ def parse_step_folder(name: str) -> tuple[int, int] | None:
     match = STEP_FOLDER.fullmatch(name)
     return (int(match.group(1)), int(match.group(2) or 1)) if match else None
 
+
+def step_folder_name(step: int, revision: int = 1) -> str:
+    """(8, 1) -> 'step-8', (8, 3) -> 'step-8-r3': what `parse_step_folder` reads."""
+    return f"step-{step}" if revision == 1 else f"step-{step}-r{revision}"
+
+
 LOG_TAIL_BYTES = 16 * 1024
 
 
@@ -616,6 +624,15 @@ class RunDir:
         """Per-worker logs that msrun writes for a data-parallel run."""
         return self.path / "logs"
 
+    def worker_log(self, rank: int) -> Path:
+        """msrun's log of data-parallel worker `rank`."""
+        return self.logs_dir / f"worker_{rank}.log"
+
+    @property
+    def ranks_dir(self) -> Path:
+        """The rank supervisors' records, heartbeats and claims (core.ranks names the files)."""
+        return self.path / "ranks"
+
     @property
     def profile_dir(self) -> Path:
         """MindSpore's profiler output for `train.profile_steps`, and the summary."""
@@ -636,7 +653,7 @@ class RunDir:
         revision (`step-N-rK` when step N was saved again), `checkpoints/step-<N>` when none exists."""
         if isinstance(which, int) and not isinstance(which, bool):
             revisions = self._step_folders().get(which)
-            return self.checkpoints_dir / (max(revisions)[1] if revisions else f"step-{which}")
+            return self.checkpoints_dir / (max(revisions)[1] if revisions else step_folder_name(which))
         if which not in POINTERS:
             raise RunDirError(f"{self.checkpoints_dir}: no checkpoint {which!r}; use "
                               f"{' or '.join(POINTERS)} or a step number")

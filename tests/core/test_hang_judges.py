@@ -50,7 +50,7 @@ def rank_record(run: RunDir, rank: int, process: subprocess.Popen | None, *, pha
     """What rank `rank`'s supervisor and worker would have written: its record and its last beat."""
     pid = process.pid if process is not None else 999_999_999
     created = psutil.Process(pid).create_time() if process is not None else 1.0
-    ranks.ranks_dir(run).mkdir(exist_ok=True)
+    run.ranks_dir.mkdir(exist_ok=True)
     record = {"rank": rank, "world": 2, "attempt": 1, "pid": pid, "supervisor_pid": 999_999_998,
               "hostname": socket.gethostname(), "create_time": created, "started_at": time.time() - 60,
               "state": state}
@@ -105,7 +105,7 @@ def test_a_beat_is_replaced_whole(tmp_path):
     # in between would leave empty for good)
     assert ranks.beat_file(run, 0).stat().st_ino != first
     assert json.loads(ranks.beat_file(run, 0).read_text())["step"] == 4
-    assert sorted(p.name for p in ranks.ranks_dir(run).iterdir()) == ["rank-0.beat"]  # no temp left
+    assert sorted(p.name for p in run.ranks_dir.iterdir()) == ["rank-0.beat"]  # no temp left
 
 
 def test_a_judge_that_died_after_claiming_is_taken_over_by_the_watcher(run, sleepers):
@@ -115,7 +115,7 @@ def test_a_judge_that_died_after_claiming_is_taken_over_by_the_watcher(run, slee
     waiting = sleepers()
     rank_record(run, 0, waiting, phase="train", beat_age_s=TIMEOUT_S + 10)
     rank_record(run, 1, None, phase="train", beat_age_s=TIMEOUT_S + 10, state="exited", step=5)
-    claim = ranks.ranks_dir(run) / ".hang-verdict-1"
+    claim = run.ranks_dir / ".hang-verdict-1"
     claim.write_text(json.dumps({"pid": dead_pid(), "rank": 1}))
     os.utime(claim, (time.time() - 3, time.time() - 3))
     assert launcher._rank_death_verdict(run, run.read_status()) is None  # claimed: not a death to report
@@ -128,7 +128,7 @@ def test_a_judge_that_died_after_claiming_is_taken_over_by_the_watcher(run, slee
 def test_a_live_judge_keeps_its_claim_until_the_takeover_time(run, sleepers):
     waiting = sleepers()
     rank_record(run, 0, waiting, phase="train", beat_age_s=TIMEOUT_S + 10)
-    claim = ranks.ranks_dir(run) / ".hang-verdict-1"
+    claim = run.ranks_dir / ".hang-verdict-1"
     claim.write_text(json.dumps({"pid": os.getpid(), "rank": 0}))  # alive, and just now
     launcher.watch(run)
     assert run.read_status().state == "running"
@@ -141,7 +141,7 @@ def test_when_everything_is_gone_an_abandoned_claim_is_still_the_verdict(run):
     claimed hang, not "rank 0 is gone and left no exit status"."""
     rank_record(run, 0, None, phase="train", beat_age_s=40)
     rank_record(run, 1, None, phase="train", beat_age_s=40, state="exited", step=5)
-    (ranks.ranks_dir(run) / ".hang-verdict-1").write_text(json.dumps({"pid": dead_pid(), "rank": 1}))
+    (run.ranks_dir / ".hang-verdict-1").write_text(json.dumps({"pid": dead_pid(), "rank": 1}))
     run.write_status(pid=999_999_999, create_time=1.0)
     status = launcher.reconcile(run)
     assert status.state == "failed" and status.failure_kind == "hang" and status.failed_rank == 1, status
