@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from core.atomic import atomic_folder
 from core.data import DATA_EXTENSIONS as CORE_DATA_EXTENSIONS
 from core.data_files import (DATASET_DICT_FILE, SPLIT_SEPARATOR, STATE_FILE, DataError, data_extension,
                              dataset_splits, role_split)
@@ -221,17 +222,13 @@ def extract_zip(source: Path, uploads_dir: Path, stem: str, max_bytes: int) -> P
         target, done = _unpack_target(uploads_dir, stem, digest)
         if done:
             return target
-        partial = uploads_dir / f".{target.name}.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir()
-        for member, parts in zip(members, names):
-            path = partial.joinpath(*parts[strip:])
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(member) as src, path.open("wb") as dst:
-                shutil.copyfileobj(src, dst)
-        (partial / ZIP_MARKER).write_text(digest)
-        shutil.rmtree(target, ignore_errors=True)
-        partial.rename(target)
+        with atomic_folder(target) as partial:  # a stale folder there (no or another marker) is replaced
+            for member, parts in zip(members, names):
+                path = partial.joinpath(*parts[strip:])
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(member) as src, path.open("wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            (partial / ZIP_MARKER).write_text(digest)
     return target
 
 

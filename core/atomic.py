@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Iterator
 
 __all__ = ["atomic_path", "atomic_open", "atomic_write", "atomic_folder", "atomic_symlink",
-           "fsync_path", "fsync_dir"]
+           "durable_rename", "fsync_path", "fsync_dir"]
 
 
 def fsync_path(path: str | os.PathLike) -> None:
@@ -32,6 +32,20 @@ def fsync_dir(folder: str | os.PathLike) -> None:
     """Make a rename inside `folder` durable (a no-op where the filesystem cannot do it)."""
     with contextlib.suppress(OSError):
         fsync_path(folder)
+
+
+def durable_rename(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Give a complete file or folder `src` (a writer's own temporary, already filled) the new
+    name `dst`, durably: `src` is fsynced (a file's data, a folder's entries), renamed, and the
+    folder is fsynced (both folders when it moves between them). For a name nothing holds
+    (`os.rename` silently replaces a file or an empty folder there); to replace, use the helpers
+    below."""
+    src, dst = Path(src), Path(dst)
+    fsync_path(src)
+    os.rename(src, dst)
+    fsync_dir(dst.parent)
+    if src.parent != dst.parent:
+        fsync_dir(src.parent)
 
 
 @contextlib.contextmanager

@@ -40,7 +40,7 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
-from core.atomic import atomic_symlink, fsync_dir, fsync_path
+from core.atomic import atomic_symlink, durable_rename, fsync_dir, fsync_path
 from core.model_args import CheckpointError
 from core.rundir import POINTERS, RunDir, parse_step_folder, step_folder_name
 
@@ -291,9 +291,7 @@ def save_train_checkpoint(checkpoints_dir: str | os.PathLike, step: int, weights
                  STATE_FILE: _write_bytes(tmp / STATE_FILE, state_bytes)}
         manifest = {"format": MANIFEST_FORMAT, "step": int(step), "created_at": round(time.time(), 3), "files": files}
         _write_bytes(tmp / MANIFEST_FILE, json.dumps(manifest, indent=1, sort_keys=True).encode())
-        fsync_path(tmp)
-        os.rename(tmp, root / name)  # `name` is new: nothing is replaced
-        fsync_dir(root)
+        durable_rename(tmp, root / name)  # `name` is new: nothing is replaced
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -500,8 +498,7 @@ def recover(checkpoints_dir: str | os.PathLike) -> list[str]:
             rf"\.(tmp|old)-{re.escape(match.group(2))}-\d+", p.name)), key=lambda p: not p.name.startswith(".tmp-"))
         for candidate in newer_first:
             if _folder_ok(candidate):
-                os.rename(candidate, root / match.group(2))
-                fsync_dir(root)
+                durable_rename(candidate, root / match.group(2))
                 actions.append(f"recovered {match.group(2)} from {candidate.name} (a save interrupted between its renames)")
                 break
     for step, folders in checkpoint_folders(root).items():
