@@ -62,6 +62,15 @@ def rank_record(run: RunDir, rank: int, process: subprocess.Popen | None, *, pha
                                                       "timeout_s": TIMEOUT_S}))
 
 
+def freeze(process: subprocess.Popen) -> None:
+    """SIGSTOP, and wait until the kernel shows it stopped (the signal is delivered asynchronously)."""
+    os.kill(process.pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 5
+    while not ranks.process_state(process.pid).startswith("stopped"):
+        assert time.monotonic() < deadline, ranks.process_state(process.pid)
+        time.sleep(0.005)
+
+
 def dead_pid() -> int:
     process = subprocess.Popen(["true"])
     process.wait()
@@ -75,7 +84,7 @@ def test_a_stopped_rank_is_hung_in_any_phase_a_running_one_only_in_a_watched_pha
     rank_record(run, 0, one, phase="compile", beat_age_s=30)
     rank_record(run, 1, two, phase="setup", beat_age_s=30)
     assert ranks.hung_rank(run, 1) is None  # long compile / setup: no verdict
-    os.kill(two.pid, signal.SIGSTOP)
+    freeze(two)
     hung = ranks.hung_rank(run, 1)
     assert hung is not None and hung["rank"] == 1
     rank_record(run, 1, two, phase="setup", beat_age_s=TIMEOUT_S - 2)
@@ -154,7 +163,7 @@ def test_a_verdict_is_written_when_the_newest_checkpoint_cannot_be_named(run, sl
     monkeypatch.setattr(ranks, "resumable_note", listing_changed)
     stopped = sleepers()
     rank_record(run, 1, stopped, phase="train", beat_age_s=TIMEOUT_S + 1)
-    os.kill(stopped.pid, signal.SIGSTOP)
+    freeze(stopped)
     status = ranks.judge_hang(run, ranks.hung_rank(run, 1))
     assert status is not None and status.failure_kind == "hang" and status.failed_rank == 1
     assert "the newest resumable checkpoint could not be determined (FileNotFoundError" in status.reason
