@@ -344,13 +344,13 @@ def hung_rank(run: RunDir, attempt: int, now: float | None = None) -> dict | Non
     return min(stale, key=lambda r: (r["beat"].get("step", 0), r["beat"].get("time", 0), r["rank"]))
 
 
-def _claim(run: RunDir, what: str, attempt, about: int | None = None,
+def _claim(run: RunDir, what: str, attempt, about: dict | None = None,
            takeover_after_s: float | None = None) -> tuple[bool, dict | None]:
     """(True, None) for the first process that claims `what` for this attempt (several judges may
-    see the same hang at once; one of them kills and reports); the claim file names the claimer's
-    pid and the rank it is `about`. With `takeover_after_s`, a claim whose claimer is gone, or that
-    is older than that and still has no verdict, is abandoned: one caller takes it over (the one
-    whose rename of it wins) and gets (True, the abandoned claim)."""
+    see the same hang at once; one of them kills and reports); the claim file holds the claimer's
+    pid and `about` (the rank blamed and the verdict's text). With `takeover_after_s`, a claim whose
+    claimer is gone, or that is older than that and still has no verdict, is abandoned: one caller
+    takes it over (the one whose rename of it wins) and gets (True, the abandoned claim)."""
     path = run.ranks_dir / f".{what}-{attempt}"
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -366,7 +366,7 @@ def _claim(run: RunDir, what: str, attempt, about: int | None = None,
     except OSError:
         return True, None
     try:
-        os.write(fd, json.dumps({"pid": os.getpid(), "rank": about}).encode())
+        os.write(fd, json.dumps({**(about or {}), "pid": os.getpid()}).encode())
     finally:
         os.close(fd)
     return True, None
@@ -406,20 +406,21 @@ def judge_hang(run: RunDir, record: dict, takeover_after_s: float | None = None)
     `takeover_after_s`: also judge when another judge claimed the hang but wrote nothing for that
     long (it died: msrun tears a group down when one of its processes ends)."""
     attempt = record.get("attempt")
-    claimed, abandoned = _claim(run, "hang-verdict", attempt, record.get("rank"), takeover_after_s)
+    claimed, abandoned = _claim(run, "hang-verdict", attempt, {"rank": record.get("rank"), "reason": _hang_reason(record)},
+                                takeover_after_s)
     if not claimed:
         return None
-    if abandoned and isinstance(abandoned.get("rank"), int) and abandoned["rank"] != record.get("rank"):
-        # the dead judge had already killed the rank it blamed: that one is still the culprit
-        record = {**record, **(rank_records(run, attempt).get(abandoned["rank"]) or {})}
+    reason = None
+    if abandoned and isinstance(abandoned.get("rank"), int):
+        # the dead judge may have killed the rank it blamed already: that one is still the culprit,
+        # in the words it had for it (its process state then, not "gone" now)
+        if abandoned["rank"] != record.get("rank"):
+            record = {**record, **(rank_records(run, attempt).get(abandoned["rank"]) or {})}
+        reason = abandoned.get("reason") if isinstance(abandoned.get("reason"), str) else None
     try:
-        beat = record["beat"]
-        age = time.time() - float(beat.get("time") or 0)
-        local = record.get("hostname") == socket.gethostname()
-        state = process_state(record["pid"]) if local else "on another host"
+        reason = reason or _hang_reason(record)
         world = int(record.get("world") or 1)
-        reason = hang_verdict(record["rank"], world, beat, age, state)
-        if local:
+        if record.get("hostname") == socket.gethostname():
             _kill(record.get("pid"), record.get("create_time"))  # first: it may hold the run's lock, frozen
         written = write_verdict(run, "failed", reason, failure_kind="hang", failed_rank=record["rank"],
                                 error_lines=log_tail(log_of(run, record["rank"], world)))
@@ -429,6 +430,14 @@ def judge_hang(run: RunDir, record: dict, takeover_after_s: float | None = None)
     if written is not None:
         print(f"mindtune: {reason}", file=sys.stderr, flush=True)
     return written
+
+
+def _hang_reason(record: dict) -> str:
+    """The verdict on `record`'s rank as it is now: the age of its last beat, its process state."""
+    beat = record.get("beat") or {}
+    age = time.time() - float(beat.get("time") or 0)
+    state = process_state(record.get("pid")) if record.get("hostname") == socket.gethostname() else "on another host"
+    return hang_verdict(record["rank"], int(record.get("world") or 1), beat, age, state)
 
 
 def judge_abandoned_hang(run: RunDir, attempt) -> dict | None:

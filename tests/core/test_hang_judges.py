@@ -134,6 +134,23 @@ def test_a_judge_that_died_after_claiming_is_taken_over_by_the_watcher(run, slee
     assert "its last step was 5 (train)" in status.reason
 
 
+def test_a_taken_over_verdict_is_in_the_dead_judges_words(run, sleepers):
+    """The claim holds the verdict as its judge saw it (rank 1 stopped by SIGSTOP, 6 s without a
+    step): the taker writes that, not rank 1's state after the judge killed it ("gone")."""
+    waiting = sleepers()
+    rank_record(run, 0, waiting, phase="train", beat_age_s=TIMEOUT_S + 10)
+    rank_record(run, 1, None, phase="train", beat_age_s=TIMEOUT_S + 10, state="exited", step=5)
+    words = ranks.hang_verdict(1, 2, {"step": 5, "phase": "train", "timeout_s": TIMEOUT_S}, 6.2,
+                               "stopped (SIGSTOP or a debugger)")
+    claim = run.ranks_dir / ".hang-verdict-1"
+    claim.write_text(json.dumps({"pid": dead_pid(), "rank": 1, "reason": words}))
+    os.utime(claim, (time.time() - 3, time.time() - 3))
+    status = launcher.watch(run)
+    assert status.failure_kind == "hang" and status.failed_rank == 1, status
+    assert status.reason.startswith("rank 1 stopped making progress: no step for 6 s (parallel.hang_timeout_s = 6)")
+    assert "process state: stopped (SIGSTOP or a debugger)" in status.reason
+
+
 def test_a_live_judge_keeps_its_claim_until_the_takeover_time(run, sleepers):
     waiting = sleepers()
     rank_record(run, 0, waiting, phase="train", beat_age_s=TIMEOUT_S + 10)
