@@ -228,10 +228,12 @@ def test_family_units_count_what_a_family_adds_to_a_llama_layer(changes, norm_wi
     assert (estimate_memory(config(), tiny_args(**changes), 8).activations_mb > llama) == bool(norm_width)
 
 
-@pytest.mark.parametrize("rows", ["memory_fit_rows_families.json", "memory_fit_rows_families_composed.json"])
+@pytest.mark.parametrize("rows", ["memory_fit_rows_families.json", "memory_fit_rows_families_composed.json",
+                                  "memory_fit_rows_moe.json", "memory_fit_rows_moe_composed.json"])
 def test_family_rows_measured_are_within_15_percent_of_the_estimate(rows, tmp_path, monkeypatch):
     """bench/memory_fit.py's family rows (peak RSS of real core.train runs, with the base Llama
-    rows of the same session), estimated again with today's constants."""
+    rows of the same session) and its mixture-of-experts rows (tiny Mixtral-layout models, LoRA on
+    the experts and full), estimated again with today's constants."""
     sys.path.insert(0, str(ROOT / "bench"))
     import memory_fit
     from core.config import load_config
@@ -241,7 +243,7 @@ def test_family_rows_measured_are_within_15_percent_of_the_estimate(rows, tmp_pa
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps(memory_fit.model_config(tuple(row["shape"]), row.get("family"))))
         cfg = load_config(ROOT / "configs" / "defaults.yaml", memory_fit.overrides(
-            folder, tmp_path / "text.txt", row["method"], row["batch"], row["seq"]))
+            folder, tmp_path / "text.txt", row["method"], row["batch"], row["seq"], tuple(row.get("extra") or ())))
         if "composed" not in rows and memory.cpu_fit(cfg) is not memory.CPU_FUSED:
             pytest.skip("no C++ compiler: the worker would run composed ops")
         estimate = estimate_memory(cfg, ModelArgs.from_dir(folder), row["seq"]).total_mb
