@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from core import moe_args
 from core.model_args import (INDEX_NAME, PROJECTION_NAMES, CheckpointError, read_model_args,
                              weight_files)
 
@@ -106,7 +105,7 @@ def describe(folder: Path) -> ModelEntry:
         return ModelEntry(folder, name, reason=f"unreadable weights: {err}", architecture=args.architecture)
     names = names or args.spec.projections
     if args.moe is not None:  # the router is no LoRA target; the expert stacks are (core/moe_args.py)
-        names = moe_args.lora_target_names(args)
+        names = args.lora_target_names()
     defaults = tuple(n for n in args.spec.default_lora_targets if n in names) or names
     return ModelEntry(folder, name, None, args.architecture, args.family, args.num_parameters(),
                       args.stored_dtype or _dtype_from_header(files[0]), args.max_position_embeddings,

@@ -234,6 +234,12 @@ class ModelArgs:
         counts its routed top-k experts only (`moe.active_parameters(args)`)."""
         return self.num_parameters() if self.moe is None else self.moe.active_parameters(self)
 
+    def lora_target_names(self) -> tuple[str, ...]:
+        """The module names LoRA can target, in model order: the family's projections; a mixture of
+        experts has its expert stacks instead of the sparse layers' MLP projections, and no router
+        (`moe.lora_target_names(args)`)."""
+        return self.spec.projections if self.moe is None else self.moe.lora_target_names(self)
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -438,7 +444,7 @@ def run_problems(args: ModelArgs, max_seq_len: int, method: str, target_modules)
             what = (f"names {', '.join(unmatched)} match" if unmatched else "matches")
             problems.append(("lora.target_modules", target_modules,
                              f"{what} no projection of this {args.family} model; its projections are "
-                             f"{', '.join(args.spec.projections)} (or '{ALL_LINEAR}' for all of them)"))
+                             f"{', '.join(args.lora_target_names())} (or '{ALL_LINEAR}' for all of them)"))
     return problems
 
 

@@ -57,6 +57,10 @@ class MoeArgs:
         """ModelArgs.active_parameters of a mixture of experts: see `active_parameters`."""
         return active_parameters(args)
 
+    def lora_target_names(self, args) -> tuple[str, ...]:
+        """ModelArgs.lora_target_names of a mixture of experts: see `lora_target_names`."""
+        return lora_target_names(args)
+
 
 def _int(cfg: dict, key: str, source: str, default=None) -> int:
     value = cfg.get(key, default)

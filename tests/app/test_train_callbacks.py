@@ -318,25 +318,30 @@ def test_the_dry_run_reports_the_measured_peak_beside_the_estimate(console):
     assert failed.error == "lora.target_modules: nope matches nothing" and "dry run failed" in shown
 
 
-@pytest.mark.parametrize("fixture, foreign", [("qwen3-untied", "gate_up_proj"), ("glm4", "gate_proj"),
-                                              ("mistral-window", "qkv_proj"), ("olmo2", "qkv_proj")])
+@pytest.mark.parametrize("fixture, foreign", [
+    ("qwen3-untied", "gate_up_proj"), ("glm4", "gate_proj"), ("mistral-window", "qkv_proj"), ("olmo2", "qkv_proj"),
+    ("gemma2", "qkv_proj"), ("gemma3", "gate_up_proj"), ("gemma3-vision", "qkv_proj"), ("phi3", "q_proj"),
+    ("phi4-mini", "gate_proj"), ("mixtral", "w1"), ("qwen3-moe-dense-layer", "qkv_proj")])
 def test_a_family_checkpoint_passes_the_gate_and_its_limits_are_field_errors(fixture, foreign, workspace,
                                                                              fake_launcher, tmp_path):
-    """A checkpoint of each dense family in the console's models folder, as transformers saves it:
-    the form with it passes; its context (128) and a projection name of another family are errors on
-    their fields, naming what this family has."""
+    """A checkpoint of each family in the console's models folder, as transformers saves it: the
+    form with it passes; its context (128) and a projection name of another family (Mixtral: its
+    hub expert name w1, which LoRA names gate_up_proj) are errors on their fields, naming what this
+    family has. A mixture of experts' router is no default target."""
     pytest.importorskip("torch")
     from dataclasses import replace
     from app.context import Console
-    from tests.core.hf_fixtures import make_hf_model, save_hf_model
+    from tests.core.family_fixtures import make_any_model
+    from tests.core.hf_fixtures import save_hf_model
     from tests.core.tiny_setup import make_tokenizer
     root = tmp_path / "family-models"
-    folder = save_hf_model(make_hf_model(fixture), root / fixture)
+    folder = save_hf_model(make_any_model(fixture), root / fixture)
     make_tokenizer(folder, ["a b c d"] * 8)
     console = Console.create(replace(workspace, models_dirs=(root,)), create_run=fake_launcher.create_run,
                              launch=fake_launcher.launch, stop=fake_launcher.stop, reconcile=fake_launcher.reconcile)
     entry = cb.catalog.find(console.models(), str(folder))
     assert entry is not None and entry.loadable, entry and entry.reason
+    assert "gate" not in entry.default_targets
     base = dict(model__path=str(folder), data__max_seq_len=128,
                 **{"lora.target_names": list(entry.default_targets), "lora.target_regex": ""})
     check = cb.check_form(form_values(console, **base), console)
@@ -345,7 +350,8 @@ def test_a_family_checkpoint_passes_the_gate_and_its_limits_are_field_errors(fix
     assert "above the model's context of 128 tokens" in check.errors["data.max_seq_len"]
     check = cb.check_form(form_values(console, **{**base, "lora.target_names": [foreign]}), console)
     assert f"{foreign} match no projection" in check.errors["lora.target_regex"]
-    assert all(name in check.errors["lora.target_regex"] for name in entry.default_targets)
+    # the names it offers instead are the picker's boxes (a mixture of experts: its expert stacks)
+    assert f"its projections are {', '.join(entry.projection_names)} (" in check.errors["lora.target_regex"]
 
 
 def test_the_baseline_and_profiler_fields_are_in_the_train_tab_and_reach_the_runs_config(console, fake_launcher):

@@ -207,5 +207,12 @@ class FamilyRuns:
         return self._runs[kind]
 
 
+def make_any_model(name: str):
+    """The fixture `name` of MODELS (Gemma 3's text + vision wrapper among them) or of
+    hf_fixtures.ARCHITECTURES as a transformers model with random weights."""
+    from tests.core.hf_fixtures import make_hf_model
+    return make_model(name) if name in MODELS else make_hf_model(name)
+
+
 def run_records(run: Path, kind: str) -> list[dict]:
     return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r["kind"] == kind]
