@@ -113,33 +113,58 @@ def test_lora_boxes_are_the_family_names_and_its_defaults(tmp_path):
     assert entry.stored_dtype == "bfloat16" and entry.context_length == 256 and "Glm4ForCausalLM" in entry.label
 
 
-FAMILY_ROWS = {  # fixture -> (architecture, family, the LoRA boxes in the family's order)
-    "qwen3-untied": ("Qwen3ForCausalLM", "qwen3", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                                   "down_proj")),
-    "mistral-window": ("MistralForCausalLM", "mistral", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                                         "up_proj", "down_proj")),
-    "glm4": ("Glm4ForCausalLM", "glm4", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj")),
-    "olmo2": ("Olmo2ForCausalLM", "olmo2", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                            "down_proj")),
+_LLAMA_BOXES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+_PHI_BOXES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+FAMILY_ROWS = {  # fixture -> (architecture, family, the LoRA boxes in the family's order, the checked ones)
+    "qwen3-untied": ("Qwen3ForCausalLM", "qwen3", _LLAMA_BOXES, _LLAMA_BOXES),
+    "mistral-window": ("MistralForCausalLM", "mistral", _LLAMA_BOXES, _LLAMA_BOXES),
+    "glm4": ("Glm4ForCausalLM", "glm4", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj"),
+             ("q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj")),
+    "olmo2": ("Olmo2ForCausalLM", "olmo2", _LLAMA_BOXES, _LLAMA_BOXES),
+    "gemma2": ("Gemma2ForCausalLM", "gemma2", _LLAMA_BOXES, _LLAMA_BOXES),
+    "gemma3": ("Gemma3ForCausalLM", "gemma3", _LLAMA_BOXES, _LLAMA_BOXES),
+    "gemma3-vision": ("Gemma3ForConditionalGeneration", "gemma3", _LLAMA_BOXES, _LLAMA_BOXES),
+    "phi3": ("Phi3ForCausalLM", "phi3", _PHI_BOXES, _PHI_BOXES),
+    "phi4-mini": ("Phi3ForCausalLM", "phi3", _PHI_BOXES, _PHI_BOXES),
+    # mixtures of experts: the expert stacks are boxes, the router (mlp.gate) is none
+    "mixtral": ("MixtralForCausalLM", "mixtral", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj",
+                                                  "down_proj"),
+                ("q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj")),
+    "qwen3-moe-dense-layer": ("Qwen3MoeForCausalLM", "qwen3_moe", _LLAMA_BOXES + ("gate_up_proj",),
+                              ("q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj")),
 }
 
 
 @pytest.mark.parametrize("fixture", sorted(FAMILY_ROWS))
 def test_family_checkpoint_rows_as_transformers_saves_them(fixture, tmp_path):
-    """A bf16 folder of each dense family, as transformers writes it: the picker's row has the
-    architecture, transformers' parameter count, the context, the stored dtype; the LoRA boxes are
-    the family's projections (QK-norm weights under self_attn are not), all checked by default."""
+    """A bf16 folder of each family, as transformers writes it: the picker's row has the
+    architecture, transformers' parameter count (a mixture of experts: the total and the active
+    one, the top-k of its experts; Gemma 3 with vision: its language model's), the context, the
+    stored dtype; the LoRA boxes are the family's projections (QK-norm weights under self_attn and
+    the vision tower's layers are not), the family's defaults checked."""
     torch = pytest.importorskip("torch")
-    from tests.core.hf_fixtures import COMMON, make_hf_model, save_hf_model
-    hf = make_hf_model(fixture)
-    count = hf.num_parameters()
+    from tests.core.family_fixtures import make_any_model
+    from tests.core.hf_fixtures import COMMON, save_hf_model
+    hf = make_any_model(fixture)
+    text = hf.model.language_model if fixture == "gemma3-vision" else hf
+    count = text.num_parameters()
+    cfg = text.config
+    experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None)
+    idle = 0
+    if experts:  # the experts a token does not go through, in every sparse layer
+        stacked = sum(p.numel() for name, p in hf.named_parameters() if ".experts." in name)
+        idle = stacked * (experts - cfg.num_experts_per_tok) // experts
+        assert idle > 0
     folder = save_hf_model(hf, tmp_path / fixture, dtype=torch.bfloat16)
     (folder / "tokenizer.json").write_text("{}")
     entry = describe(folder)
-    architecture, family, boxes = FAMILY_ROWS[fixture]
+    architecture, family, boxes, checked = FAMILY_ROWS[fixture]
     assert entry.loadable, entry.reason
     assert (entry.architecture, entry.family, entry.stored_dtype) == (architecture, family, "bfloat16")
-    assert entry.num_parameters == entry.active_parameters == count
+    assert (entry.num_parameters, entry.active_parameters) == (count, count - idle)
     assert entry.context_length == COMMON["max_position_embeddings"]
-    assert entry.projection_names == entry.default_targets == boxes
+    assert (entry.projection_names, entry.default_targets) == (boxes, checked)
+    assert "gate" not in entry.projection_names  # the router is a target only when named in the YAML
     assert architecture in entry.label and f"ctx {entry.context_length}" in entry.label
+    if experts:
+        assert f"{human_count(entry.active_parameters)} active of {human_count(entry.num_parameters)}" in entry.label
