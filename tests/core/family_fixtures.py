@@ -181,9 +181,12 @@ class FamilyRuns:
         runs = self.root / "runs"
         return set(runs.iterdir()) if runs.is_dir() else set()
 
+    FULL = ("method=full", "train.learning_rate=0.003", "train.max_steps=4", "train.eval_every=4",
+            "train.save_every=2")
+
     def run(self, kind: str) -> Path:
-        """'lora' (8 steps, evaluated at 0, 4 and 8), 'resumed' (the LoRA run from step 4) or 'full'
-        (4 steps)."""
+        """'lora' (8 steps, evaluated at 0, 4 and 8), 'resumed' (the LoRA run from step 4), 'full'
+        (4 steps, saved at 2 and 4) or 'full-resumed' (the full run from step 2)."""
         if kind in self._runs:
             return self._runs[kind]
         import subprocess
@@ -195,14 +198,13 @@ class FamilyRuns:
             done = subprocess.run([sys.executable, "-m", "core.train", "--config", str(self.config), *self.overrides],
                                   cwd=root, capture_output=True, text=True)
             assert done.returncode == 0, done.stderr[-3000:]
-        elif kind == "resumed":
-            lora = self.run("lora")
+        elif kind in ("resumed", "full-resumed"):
+            first, method, step = ("lora", (), 4) if kind == "resumed" else ("full", self.FULL, 2)
+            start = self.run(first) / "checkpoints" / f"step-{step}"
             before = self._existing()
-            assert train_main(["--config", str(self.config), *self.overrides,
-                               f"run.resume={lora / 'checkpoints' / 'step-4'}"]) == 0
+            assert train_main(["--config", str(self.config), *self.overrides, *method, f"run.resume={start}"]) == 0
         else:
-            assert train_main(["--config", str(self.config), *self.overrides, "method=full",
-                               "train.learning_rate=0.003", "train.max_steps=4", "train.eval_every=4"]) == 0
+            assert train_main(["--config", str(self.config), *self.overrides, *self.FULL]) == 0
         self._runs[kind] = self._new_run(before)
         return self._runs[kind]
 

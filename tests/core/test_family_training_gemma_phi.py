@@ -1,7 +1,8 @@
 """Each new family end to end on a tiny checkpoint made by transformers: LoRA and full fine-tuning
-through `python -m core.train` (validation loss falls, the kernels that ran are named, resume is
-exact, the memory estimate holds), the PEFT adapter in peft and the merged folder in transformers
-with mindtune's logits, and the console's catalog row with the family's LoRA target names.
+through `python -m core.train` (validation loss falls, the kernels that ran are named, either
+resumes exactly, the memory estimate holds), the PEFT adapter in peft and the merged folder in
+transformers with mindtune's logits, and the console's catalog row with the family's LoRA target
+names.
 
 Families: Gemma 2, Gemma 3 text (Gemma3ForCausalLM) and as Gemma3ForConditionalGeneration (its
 language model; the vision tower is carried through the export), Phi-3 (sliding window) and
@@ -86,10 +87,18 @@ def test_memory_estimate_is_within_15_percent_of_the_peak(runs):
     assert abs(estimate.total_mb - measured) <= 0.15 * measured, (estimate.total_mb, measured)
 
 
-def test_resume_matches_the_uninterrupted_run(runs):
-    full = {r["step"]: r["loss"] for r in run_records(runs.run("lora"), "train")}
-    tail = {r["step"]: r["loss"] for r in run_records(runs.run("resumed"), "train")}
-    assert sorted(tail) == [5, 6, 7, 8]
+# method -> (the uninterrupted run, the run resumed from its checkpoint, the steps resumed)
+RESUMES = {"lora": ("lora", "resumed", [5, 6, 7, 8]), "full": ("full", "full-resumed", [3, 4])}
+
+
+@pytest.mark.parametrize("method", sorted(RESUMES))
+def test_resume_matches_the_uninterrupted_run(runs, method):
+    """LoRA resumed from step 4 of 8, a full fine-tune from step 2 of 4 (every weight and AdamW's
+    moments come back): the resumed steps repeat the uninterrupted run's losses."""
+    first, resumed, steps = RESUMES[method]
+    full = {r["step"]: r["loss"] for r in run_records(runs.run(first), "train")}
+    tail = {r["step"]: r["loss"] for r in run_records(runs.run(resumed), "train")}
+    assert sorted(tail) == steps
     for step in tail:
         assert abs(tail[step] - full[step]) <= 1e-5, (step, tail[step], full[step])
 

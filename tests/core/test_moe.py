@@ -472,13 +472,22 @@ def test_lora_run_peak_memory_is_within_15_percent_of_the_estimate(moe_lora):
     assert abs(estimate.total_mb - measured) <= 0.15 * measured, (estimate.total_mb, measured)
 
 
+MOE_FULL = ("method=full", "train.learning_rate=0.003", "train.save_every=2")
+
+
+@pytest.fixture(scope="module")
+def moe_full(tmp_path_factory):
+    """A Qwen3-MoE full fine-tune of 8 steps, saved every 2. Mixtral's full fine-tune (and its
+    resume) runs in tests/core/test_family_training.py (FAMILIES)."""
+    config = moe_workspace(tmp_path_factory.mktemp("moe-full"), "qwen3_moe")
+    return config, run_once(config, *MOE_FULL)
+
+
 @pytest.mark.slow
-def test_full_finetune_of_qwen3_moe_lowers_validation_loss_and_merges(tmp_path):
-    """Mixtral's full fine-tune runs in tests/core/test_family_training.py (FAMILIES)."""
+def test_full_finetune_of_qwen3_moe_lowers_validation_loss_and_merges(moe_full):
     transformers = transformers_module()
     from core.export import export_run, load_trained_model
-    config = moe_workspace(tmp_path, "qwen3_moe")
-    run = run_once(config, "method=full", "train.learning_rate=0.003")
+    _, run = moe_full
     evals = train_records(run, "eval")
     assert evals[-1]["val_loss"] < evals[0]["val_loss"]
     setup = next(r for r in train_records(run, "event") if r.get("event") == "setup")
@@ -489,6 +498,19 @@ def test_full_finetune_of_qwen3_moe_lowers_validation_loss_and_merges(tmp_path):
     merged = transformers.AutoModelForCausalLM.from_pretrained(str(export_run(run.path, "best", "merged"))).eval()
     with torch.no_grad():
         assert np.abs(merged(torch.tensor(ids, dtype=torch.long)).logits.numpy() - ours).max() <= 1e-4
+
+
+@pytest.mark.slow
+def test_full_finetune_of_qwen3_moe_resumes_exactly(moe_full):
+    """Resumed from step 6: every weight (router and expert stacks included) and AdamW's moments
+    come back, so steps 7 and 8 repeat the uninterrupted run's losses."""
+    config, run = moe_full
+    resumed = run_once(config, *MOE_FULL, f"run.resume={run.checkpoints_dir / 'step-6'}")
+    first = {r["step"]: r["loss"] for r in train_records(run, "train")}
+    tail = {r["step"]: r["loss"] for r in train_records(resumed, "train")}
+    assert sorted(tail) == [7, 8]
+    for step in tail:
+        assert abs(tail[step] - first[step]) <= 1e-5, (step, tail[step], first[step])
 
 
 def test_peft_export_refuses_what_peft_would_map_elsewhere(tmp_path):
