@@ -140,9 +140,14 @@ def test_lora_on_experts_grouped_equals_composed_and_merges():
         assert close(d_g[name], d_c[name]), name
     before = grouped.mlp(x)[0].asnumpy()
     plain = ms_block(hf_block("qwen3_moe"), True, "qwen", False)(x)[0].asnumpy()
-    assert np.abs(before - plain).max() > 1e-3  # the adapter changes the output
+    effect = np.abs(before - plain).max()
+    assert effect > 1e-3  # the adapter changes the output
     assert merge_lora(grouped) == names
-    assert np.abs(grouped.mlp(x)[0].asnumpy() - before).max() <= 1e-5
+    # W + s·B·A rounds differently from W·x + s·B·(A·x): float32 noise on outputs of magnitude ~20
+    # (measured 2.3e-05 on an AVX2 CPU, below 1e-05 on AVX-512), far below the adapter's own effect
+    error = np.abs(grouped.mlp(x)[0].asnumpy() - before).max()
+    print(f"merge error {error:.2e}, adapter effect {effect:.2e}, output scale {np.abs(before).max():.1f}")
+    assert error <= 1e-4 and error <= 0.01 * effect
 
 
 def test_lora_on_experts_refuses_dropout():
