@@ -42,7 +42,7 @@ import numpy as np
 
 from core.atomic import atomic_symlink, durable_rename, fsync_dir, fsync_path
 from core.model_args import CheckpointError
-from core.rundir import POINTERS, RunDir, parse_step_folder, step_folder_name
+from core.rundir import POINTERS, RunDir, checkpoint_folders, parse_step_folder, step_folder_name
 
 WEIGHTS_FILE = "weights.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
@@ -184,20 +184,6 @@ def file_digest(path: str | os.PathLike) -> str:
 def step_of(folder: str | os.PathLike) -> int | None:
     parsed = parse_step_folder(Path(folder).name)
     return parsed[0] if parsed else None
-
-
-def checkpoint_folders(checkpoints_dir: str | os.PathLike) -> dict[int, list[Path]]:
-    """Each saved step's folders, oldest revision first."""
-    found: dict[int, list[tuple[int, Path]]] = {}
-    try:
-        entries = list(os.scandir(checkpoints_dir))
-    except (FileNotFoundError, NotADirectoryError):
-        return {}
-    for entry in entries:
-        parsed = parse_step_folder(entry.name)
-        if parsed and entry.is_dir(follow_symlinks=False):
-            found.setdefault(parsed[0], []).append((parsed[1], Path(entry.path)))
-    return {step: [p for _, p in sorted(revs)] for step, revs in sorted(found.items())}
 
 
 def checkpoint_steps(checkpoints_dir: str | os.PathLike) -> list[int]:

@@ -143,6 +143,18 @@ def stale_beat(beat: dict | None, now: float | None = None, stopped: bool = Fals
     return age if age > float(beat.get("timeout_s") or 120.0) else None
 
 
+def overdue(beat: dict | None, pid, local: bool = True, now: float | None = None) -> bool:
+    """Whether a rank with this heartbeat stopped making progress: `stale_beat`, where the process
+    state (`pid` on this host) is read only once the beat is older than its timeout."""
+    if stale_beat(beat, now, stopped=True) is None:
+        return False
+    return stale_beat(beat, now) is not None or (local and _stopped(pid))
+
+
+def _stopped(pid) -> bool:
+    return isinstance(pid, int) and process_state(pid).startswith("stopped")
+
+
 # ---- memory evidence ------------------------------------------------------------------------------
 
 def _cgroup_dirs(pid: int) -> tuple[Path | None, Path | None]:
@@ -333,15 +345,17 @@ def hung_rank(run: RunDir, attempt: int, now: float | None = None) -> dict | Non
     now = now or time.time()
     records = [r for r in rank_records(run, attempt).values() if r.get("state") == "running" and r.get("beat")]
     local = socket.gethostname()
-    stopped = {r["rank"] for r in records if r.get("hostname") == local and isinstance(r.get("pid"), int)
-               and process_state(r["pid"]).startswith("stopped")}
-    stale = [r for r in records if stale_beat(r["beat"], now, stopped=r["rank"] in stopped) is not None]
+    stale = [r for r in records if overdue(r["beat"], r.get("pid"), r.get("hostname") == local, now)]
     if not stale:
         return None
     for record in records:
-        if record["rank"] in stopped:
+        if record.get("hostname") == local and _stopped(record.get("pid")):
             return record
     return min(stale, key=lambda r: (r["beat"].get("step", 0), r["beat"].get("time", 0), r["rank"]))
+
+
+def _claim_path(run: RunDir, what: str, attempt) -> Path:
+    return run.ranks_dir / f".{what}-{attempt}"
 
 
 def _claim(run: RunDir, what: str, attempt, about: dict | None = None,
@@ -351,7 +365,7 @@ def _claim(run: RunDir, what: str, attempt, about: dict | None = None,
     pid and `about` (the rank blamed and the verdict's text). With `takeover_after_s`, a claim whose
     claimer is gone, or that is older than that and still has no verdict, is abandoned: one caller
     takes it over (the one whose rename of it wins) and gets (True, the abandoned claim)."""
-    path = run.ranks_dir / f".{what}-{attempt}"
+    path = _claim_path(run, what, attempt)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
@@ -387,7 +401,7 @@ def _abandoned(claim: Path, after_s: float) -> dict | None:
 
 def _release(run: RunDir, what: str, attempt) -> None:
     try:
-        os.unlink(run.ranks_dir / f".{what}-{attempt}")
+        os.unlink(_claim_path(run, what, attempt))
     except OSError:
         pass
 
@@ -395,7 +409,7 @@ def _release(run: RunDir, what: str, attempt) -> None:
 def hang_claimed(run: RunDir, attempt) -> bool:
     """Whether a judge has claimed this attempt's hang (it kills the hung rank, then reports: that
     rank's death is its doing, not news)."""
-    return (run.ranks_dir / f".hang-verdict-{attempt}").exists()
+    return _claim_path(run, "hang-verdict", attempt).exists()
 
 
 CLAIM_TAKEOVER_S = 10.0  # a hang's judge that wrote no verdict this long after its claim is presumed dead
@@ -406,19 +420,20 @@ def judge_hang(run: RunDir, record: dict, takeover_after_s: float | None = None)
     `takeover_after_s`: also judge when another judge claimed the hang but wrote nothing for that
     long (it died: msrun tears a group down when one of its processes ends)."""
     attempt = record.get("attempt")
-    claimed, abandoned = _claim(run, "hang-verdict", attempt, {"rank": record.get("rank"), "reason": _hang_reason(record)},
+    reason = _hang_reason(record)
+    claimed, abandoned = _claim(run, "hang-verdict", attempt, {"rank": record.get("rank"), "reason": reason},
                                 takeover_after_s)
     if not claimed:
         return None
-    reason = None
-    if abandoned and isinstance(abandoned.get("rank"), int):
-        # the dead judge may have killed the rank it blamed already: that one is still the culprit,
-        # in the words it had for it (its process state then, not "gone" now)
-        if abandoned["rank"] != record.get("rank"):
-            record = {**record, **(rank_records(run, attempt).get(abandoned["rank"]) or {})}
-        reason = abandoned.get("reason") if isinstance(abandoned.get("reason"), str) else None
     try:
-        reason = reason or _hang_reason(record)
+        if abandoned and isinstance(abandoned.get("rank"), int):
+            # the dead judge may have killed the rank it blamed already: that one is still the culprit,
+            # in the words it had for it (its process state then, not "gone" now)
+            if abandoned["rank"] != record.get("rank"):
+                record = {**record, **(rank_records(run, attempt).get(abandoned["rank"]) or {})}
+                reason = _hang_reason(record)
+            if isinstance(abandoned.get("reason"), str):
+                reason = abandoned["reason"]
         world = int(record.get("world") or 1)
         if record.get("hostname") == socket.gethostname():
             _kill(record.get("pid"), record.get("create_time"))  # first: it may hold the run's lock, frozen
@@ -443,9 +458,8 @@ def _hang_reason(record: dict) -> str:
 def judge_abandoned_hang(run: RunDir, attempt) -> dict | None:
     """Write the hang a judge claimed and died before reporting (msrun ended the whole group after
     that judge's process ended), once nothing of the run is left to judge it again."""
-    claim = run.ranks_dir / f".hang-verdict-{attempt}"
     try:
-        data = json.loads(claim.read_text(encoding="utf-8") or "{}")
+        data = json.loads(_claim_path(run, "hang-verdict", attempt).read_text(encoding="utf-8") or "{}")
     except (OSError, ValueError):
         return None
     record = rank_records(run, attempt).get(data.get("rank")) if isinstance(data, dict) else None
@@ -601,8 +615,7 @@ class Supervisor:
 
     def _judge_progress(self, child: subprocess.Popen) -> None:
         beat = read_json(beat_file(self.run, self.rank))
-        if not beat or beat.get("pid") != child.pid \
-                or stale_beat(beat, stopped=process_state(child.pid).startswith("stopped")) is None:
+        if not beat or beat.get("pid") != child.pid or not overdue(beat, child.pid):
             return
         culprit = hung_rank(self.run, self.attempt)
         if culprit is not None:

@@ -48,7 +48,7 @@ __all__ = [
     "MetricRecord", "TrainRecord", "ValidationFigures", "EvalRecord", "EventRecord", "SetupEvent",
     "BaselineEvent", "ResumeEvent", "ForkEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
     "ProfiledOperator", "ProfileSummary",
-    "parse_metric", "resume_point", "current_records", "atomic_write_json", "POINTERS", "STEP_FOLDER", "parse_step_folder", "step_folder_name", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
+    "parse_metric", "resume_point", "current_records", "atomic_write_json", "POINTERS", "STEP_FOLDER", "parse_step_folder", "step_folder_name", "checkpoint_folders", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
     "make_run_id", "display_name", "next_free_run_id", "list_runs", "resolve_inside",
 ]
 
@@ -565,6 +565,20 @@ def step_folder_name(step: int, revision: int = 1) -> str:
     return f"step-{step}" if revision == 1 else f"step-{step}-r{revision}"
 
 
+def checkpoint_folders(checkpoints_dir: str | os.PathLike) -> dict[int, list[Path]]:
+    """Each saved step's folders in a checkpoints folder, steps in order, oldest revision first."""
+    found: dict[int, list[tuple[int, Path]]] = {}
+    try:
+        entries = list(os.scandir(checkpoints_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    for entry in entries:
+        parsed = parse_step_folder(entry.name)
+        if parsed and entry.is_dir(follow_symlinks=False):
+            found.setdefault(parsed[0], []).append((parsed[1], Path(entry.path)))
+    return {step: [p for _, p in sorted(revs)] for step, revs in sorted(found.items())}
+
+
 LOG_TAIL_BYTES = 16 * 1024
 
 
@@ -652,8 +666,8 @@ class RunDir:
         """`checkpoints/best` or `checkpoints/last` (the pointers), or step N's folder: its newest
         revision (`step-N-rK` when step N was saved again), `checkpoints/step-<N>` when none exists."""
         if isinstance(which, int) and not isinstance(which, bool):
-            revisions = self._step_folders().get(which)
-            return self.checkpoints_dir / (max(revisions)[1] if revisions else step_folder_name(which))
+            folders = self._checkpoint_folders().get(which)
+            return folders[-1] if folders else self.checkpoints_dir / step_folder_name(which)
         if which not in POINTERS:
             raise RunDirError(f"{self.checkpoints_dir}: no checkpoint {which!r}; use "
                               f"{' or '.join(POINTERS)} or a step number")
@@ -672,20 +686,13 @@ class RunDir:
 
     def checkpoint_steps(self) -> list[int]:
         """The steps of the checkpoints kept (`step-<N>` / `step-<N>-r<K>` folders), oldest first."""
-        return sorted(self._step_folders())
+        return list(self._checkpoint_folders())
 
-    def _step_folders(self) -> dict[int, list[tuple[int, str]]]:
-        """{step: [(revision, folder name)]} of the checkpoint folders."""
+    def _checkpoint_folders(self) -> dict[int, list[Path]]:
         try:
-            entries = list(os.scandir(self.checkpoints_dir))
-        except OSError:
+            return checkpoint_folders(self.checkpoints_dir)
+        except OSError:  # an unreadable folder: no checkpoints to show
             return {}
-        found: dict[int, list[tuple[int, str]]] = {}
-        for entry in entries:
-            parsed = parse_step_folder(entry.name)
-            if parsed and entry.is_dir(follow_symlinks=False):
-                found.setdefault(parsed[0], []).append((parsed[1], entry.name))
-        return found
 
     def export_path(self, which: str, step: int, fmt: str) -> Path:
         """Where the `fmt` export of `which` (at `step`) goes: `export/<which>-step-<N>-<fmt>/`."""
