@@ -436,10 +436,12 @@ class FusedGroupedMatmul:
                 dx, dw = backward(x, w, ids, dout)
                 return dx, dw, zeros_like(ids)
         else:
-            backward = _aot(kernel, "grouped_matmul_backward_input", lambda x, w, ids, dy: x, 1)
+            # no x: an input of the backward is held from the forward on (the rows are needed by
+            # nothing else when the experts have no LoRA of their own)
+            backward = _aot(kernel, "grouped_matmul_backward_input", lambda dy, w, ids: [dy[0], w[2]], 1)
 
             def bprop(x, w, ids, out, dout):
-                return backward(x, w, ids, dout), zeros_like(w), zeros_like(ids)
+                return backward(dout, w, ids), zeros_like(w), zeros_like(ids)
 
         # a second name for the frozen variant: MindSpore keys a Custom op's bprop by its function
         forward = "grouped_matmul_forward" if weight_grad else "grouped_matmul_forward_frozen"
@@ -493,11 +495,12 @@ class FusedLoRA:
 
     def __init__(self, kernel: Kernel):
         from mindspore import ops
-        backward = _aot(kernel, "lora_backward", lambda base, x, a, b, s, h, dy: (x, a, b), 3)
+        # the backward takes no `base`: an input of the backward is held from the forward on
+        backward = _aot(kernel, "lora_backward", lambda x, a, b, s, h, dy: (x, a, b), 3)
         zeros_like = ops.ZerosLike()
 
         def bprop(base, x, a, b, s, out, dout):
-            dx, da, db = backward(base, x, a, b, s, out[1], dout[0])
+            dx, da, db = backward(x, a, b, s, out[1], dout[0])
             return dout[0], dx, da, db, zeros_like(s)
 
         self.op = _aot(kernel, "lora_forward", lambda base, x, a, b, s: (base, [x[0], a[0]]), 2, bprop)

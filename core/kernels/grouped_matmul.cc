@@ -141,15 +141,23 @@ extern "C" int mindtune_grouped_matmul_backward(int nparam, void **params, int *
   return 0;
 }
 
-// inputs x, w, ids, dy; output dx (M, K): the backward for frozen expert weights (LoRA), which
-// skips dW, a third of the products
+// inputs dy (M, N), w (E, N, K), ids (M); output dx (M, K): the backward for frozen expert weights
+// (LoRA), which skips dW, a third of the products. x is not an input: MindSpore holds a backward's
+// inputs from the forward on, and a frozen expert's input rows are needed by nothing else.
 extern "C" int mindtune_grouped_matmul_backward_input(int nparam, void **params, int *ndims, int64_t **shapes,
                                                       const char **dtypes, void *stream, void *extra) {
-  if (nparam != 5) return 1;
+  if (nparam != 4) return 1;
+  if (ndims[0] != 2 || ndims[1] != 3) return 10;
+  if (shapes[0][1] != shapes[1][1]) return 30;
+  // the shapes as the forward saw them: x (M, K), w, ids
+  int64_t x_shape[2] = {shapes[0][0], shapes[1][2]};
+  int x_ndims[3] = {2, ndims[1], ndims[2]};
+  int64_t *x_shapes[3] = {x_shape, shapes[1], shapes[2]};
+  const char *x_dtypes[3] = {dtypes[0], dtypes[1], dtypes[2]};
   Groups g;
-  if (int err = read_groups(ndims, shapes, dtypes, params[2], &g)) return err;
-  input_grad(g, static_cast<const float *>(params[3]), static_cast<const float *>(params[1]),
-             static_cast<float *>(params[4]));
+  if (int err = read_groups(x_ndims, x_shapes, x_dtypes, params[2], &g)) return err;
+  input_grad(g, static_cast<const float *>(params[0]), static_cast<const float *>(params[1]),
+             static_cast<float *>(params[3]));
   return 0;
 }
 
