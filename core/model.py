@@ -715,6 +715,11 @@ def _layer_signature(layer: nn.Cell) -> str:
     return "\n".join(parts)
 
 
+def _recomputed(cell: nn.Cell) -> bool:
+    """Whether `cell.recompute()` was called on this cell itself (MindSpore marks the cell)."""
+    return bool(vars(cell).get("_has_config_recompute", False))
+
+
 def share_layer_graphs(model: CausalLM) -> int:
     """Let MindSpore compile one graph per distinct decoder layer and reuse it for every identical
     layer, instead of inlining every layer into the step's graph (`mindspore.lazy_inline`,
@@ -726,10 +731,15 @@ def share_layer_graphs(model: CausalLM) -> int:
     full) with 100 MB less peak RSS and identical losses.
 
     Not done when a layer draws random numbers (dropout > 0): a shared graph shares its dropout
-    kernels' random state, so every layer would draw the same mask (measured). Returns the number
+    kernels' random state, so every layer would draw the same mask (measured). Nor when a layer's
+    attention block alone is recomputed (`recompute.policy: attention`): MindSpore 2.10 fails to
+    compile that step ("The pointer[manager] is null", parameter_eliminate.h), with the fused
+    kernels or without; recomputing the MLP or the whole layer compiles shared. Returns the number
     of distinct layer graphs, or 0 when the layers are left inlined."""
     layers = list(model.model.layers)
     for layer in layers:
+        if _recomputed(layer.self_attn) and not _recomputed(layer):
+            return 0
         for _, cell in layer.cells_and_names():
             if isinstance(cell, nn.Dropout) and cell.p > 0:
                 return 0
