@@ -371,8 +371,9 @@ MEMORY_NOTES_ZH: list[tuple[str, str]] = [
      r"AMP and a C\+\+ compiler\), which keep score tensors",
      "CPU：注意力、归一化、MLP 门控和损失以组合的 MindSpore 算子运行（融合算子需要 float32、不开 AMP 且有 C++ 编译器），"
      "会保留注意力分数张量"),
-    (r"CPU: recompute moves the peak of a compiled step a little \(measured: full (\S+), MLP (\S+), attention (\S+)\); "
-     r"it saves more on GPU/Ascend", r"CPU：重计算只让编译后单步的峰值略有变化（实测：full \1，MLP \2，attention \3）；"
+    (r"CPU: recompute moves the peak of a compiled step a little \(measured: full (\S+), MLP (\S+); attention (\S+), "
+     r"as its layers cannot share one compiled graph\); it saves more on GPU/Ascend",
+     r"CPU：重计算只让编译后单步的峰值略有变化（实测：full \1，MLP \2；attention \3，因为其各层无法共用一个编译图）；"
      r"在 GPU/Ascend 上省得更多"),
     (r"AMP (\S+): parameters are cast to (\S+) at every call \(no persistent copy\); the cast copies are counted "
      r"with the weights", r"AMP \1：参数在每次调用时转换为 \2（不保留副本）；转换出的副本计入权重"),

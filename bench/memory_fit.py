@@ -12,8 +12,10 @@ every real run). The estimate's target is the worker's `final.peak_mem_mb`.
     .venv/bin/python bench/memory_fit.py --fit           # also fit the CPU constants to the grid
     .venv/bin/python bench/memory_fit.py --only 25m-lora,25m-full
     .venv/bin/python bench/memory_fit.py --only qwen3-lora,qwen3-full,mistral-lora,mistral-full,glm4-lora,glm4-full,olmo2-lora,olmo2-full
-    .venv/bin/python bench/memory_fit.py --rows bench/memory_fit_rows.json --fit   # no runs
-    .venv/bin/python bench/memory_fit.py --only qwen0.5b-lora,qwen1.5b-lora,qwen0.5b-full  # real sizes
+    .venv/bin/python bench/memory_fit.py --only qwen0.5b-lora,qwen0.5b-lora-fp32,qwen0.5b-full,qwen1.5b-lora \
+        --json bench/memory_fit_rows_real.json                       # real sizes (~20 min, 11 GB)
+    .venv/bin/python bench/memory_fit.py --rows bench/memory_fit_rows.json --rows bench/memory_fit_rows_real.json \
+        --fit                                                        # the fit of core.memory.CPU_FUSED, no runs
     .venv/bin/python bench/memory_fit.py --only moe-lora,moe-full,moe-e16,moe-k4-i512,moe-s256-full,moe-attn-only \
         --fit-moe --json bench/memory_fit_rows_moe.json              # the mixtures of experts (~8 min)
 
@@ -44,7 +46,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 # name: model shape (hidden, intermediate, layers, heads, kv heads, vocab), method, batch, sequence
 # [, extra overrides]. Shapes vary one factor at a time around a small base so the fit can tell the
 # unit shapes apart; "25m-*" are config (b) of bench/train_step.py (25M, batch 8 × 256). Rows with
-# extra overrides (recompute, AMP) are checked against the estimate but not fitted: their own
+# extra overrides (recompute, AMP; model.dtype aside) are checked against the estimate but not fitted: their own
 # factors (CpuFit.recompute_growth, CPU_AMP_ACTIVATION_FACTOR) scale the fitted counts.
 GRID = {
     "base-lora":      ((256, 688, 4, 8, 8, 1024), "lora", 8, 128),
@@ -72,7 +74,8 @@ GRID = {
 }
 # Real sizes (issue 19): bench/real_models.py's Qwen2.5-0.5B / 1.5B-shaped checkpoints (hub config,
 # vocab 151,936, 24 / 28 layers, random bf16 weights), micro batch 2 x 128. Not in the default grid
-# (minutes and GBs each; 0.5b-full peaks at ~10 GB): name them with --only. Never fitted.
+# (minutes and GBs each; 0.5b-full peaks at ~10 GB): name them with --only. Fitted with the grid
+# when passed with --rows (their model.dtype changes only the weights, a fixed part).
 REAL = {
     "qwen0.5b-lora":      ("0.5b", "lora", 2, 128, ("model.dtype=bfloat16",)),  # bf16 frozen weights
     "qwen0.5b-lora-fp32": ("0.5b", "lora", 2, 128, ("model.dtype=float32",)),   # frozen weights upcast at load
@@ -201,7 +204,7 @@ def parts(model: Path, text: Path, method: str, batch: int, seq: int, extra: tup
     args = read_model_args(model)
     estimate = memory.estimate_memory(config, args, seq)
     lora = memory.lora_targets(config, args) if method == "lora" else {}
-    units = memory.activation_units(args, batch, seq, lora, memory.cpu_fit(config) is memory.CPU_FUSED)
+    units = memory.cpu_activation_units(config, args, seq, lora, memory.cpu_fit(config))
     fixed = estimate.weights_mb + estimate.gradients_mb + estimate.optimizer_mb + memory.CPU_BASELINE_RSS_MB
     return estimate, units, args.num_layers, estimate.trainable_parameters, fixed
 
@@ -215,7 +218,8 @@ def fit(rows) -> dict:
     names = [n for n in memory.CPU_FUSED.activation_copies  # FAMILY_UNITS: zero on a Llama
              if n not in memory.EXPERT_UNITS and n not in FAMILY_UNITS]
     matrix, target = [], []
-    rows = [r for r in rows if not r.get("extra") and not r.get("family")]
+    # the grid and the real sizes (whose model.dtype only changes the fixed part: weights)
+    rows = [r for r in rows if all(e.startswith("model.dtype=") for e in r.get("extra", ())) and not r.get("family")]
     for r in rows:
         matrix.append([1.0, r["layers"], r["trainable"] * 4 / memory.MB] +
                       [r["units"][n] * 4 / memory.MB for n in names])

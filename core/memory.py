@@ -29,41 +29,41 @@ one compiled graph (`core.model.share_layer_graphs`), so the graph memory per la
 Attention, the norms, the MLP gates and the loss run as fused kernels when the CPU has a C++
 compiler (`core.fused`), which keep no (B, heads, T, T) tensors, no broadcast copies, no gate
 intermediates and one float per row of logits; otherwise, and under AMP, as MindSpore's composed
-ops: two sets of constants (`CPU_FUSED`, `CPU_COMPOSED`), chosen by `cpu_fit`. Recompute moves the
-CPU peak a little (fused: full -8%, MLP -3%, attention -1%); AMP raises it (casts keep both
-copies); both save more memory on GPU/Ascend.
+ops: two sets of constants (`CPU_FUSED`, `CPU_COMPOSED`), chosen by `cpu_fit`. With 16-bit frozen
+weights (LoRA) the head and its loss are one kernel on the hidden states: no logits at all
+(`head_loss_on_hidden`). Recompute moves the CPU peak a little (fused: full -8%, MLP -4%;
+attention +11%, its layers compiled one by one); AMP raises it (casts keep both copies); both save
+more memory on GPU/Ascend.
 
 Calibration: `python bench/memory_fit.py --fit` runs `python -m core.train` (fp32, 10 steps with an
 evaluation at step 10, 256+-token text) over a grid of 15 shapes (layers 2-8, hidden 256-512,
 intermediate 688-2752, heads 8-16, grouped-query, vocab 1k-16k, batch 4-8, sequence 64-256, LoRA
-and full) and fits the `CpuFit` counts. With the fused kernels (bench/memory_fit_rows.json) every
-row is within ±1.5% (mean 0.6%); config (b) of bench/train_step.py (Llama 25M, h512 L6 vocab 8k,
-batch 8 × 256): LoRA r8 measured 1,289 MB against 1,309 MB estimated (+1.5%), full 1,625 against
-1,620 MB (-0.3%). Before the attention kernel read the heads in place the same runs peaked at
-1,901 and 2,228 MB; with the fused attention kernel alone (norms, gates and loss composed) at
-2,409 and 2,795 MB; with the composed ops (bench/memory_fit_rows_composed.json, ±1.0%)
-at 2,500 and 2,905 MB; before the layers shared one graph at 2,607 and 3,001 MB, before the
-train step's tuple work went through HyperMap (core/train_step.py) at 2,960 and 3,204 MB, and
-before the explicit broadcasts at 6,561 and 6,800 MB. Outside the fit (growth and AMP factors from
-these rows):
+and full) and the real sizes (Qwen2.5-0.5B LoRA with bf16 and float32 frozen weights and full,
+1.5B LoRA: vocab 151,936, 24-28 layers; bench/memory_fit_rows_real.json), and fits the `CpuFit`
+counts over all 19 rows. Refitted 2026-12-02 on an AMD EPYC (AVX2, 2 cores) after the LoRA
+backward stopped holding the base projections' outputs (core/kernels/lora.cc): every row within
+±3.6% (mean 1.0%); 0.5B LoRA bf16 2,374 MB measured vs 2,347 estimated, float32 frozen 3,567 vs
+3,644, full 10,477 vs 10,457 (the final save included), 1.5B LoRA 5,052 vs 5,057; the 25M
+(bench/train_step.py's config (b), h512 L6 vocab 8k, 8 × 256) LoRA 1,297 vs 1,322, full 1,451
+vs 1,447. Earlier the 25M peaked at 1,901 / 2,228 MB before the attention kernel read the heads in
+place, 2,500 / 2,905 MB composed (bench/memory_fit_rows_composed.json, ±1.0%), 2,607 / 3,001 MB
+before the layers shared one graph, and 6,561 / 6,800 MB before the explicit broadcasts. Outside
+the fit (growth and inlined-layer figures read off them; AMP rows composed):
 
-    run (peak RSS, final.peak_mem_mb)                  measured   estimate
-    grid base (h256 L4, LoRA: 861 MB), recompute full    790 MB     790 MB  +0%
-      recompute mlp / attention                   812 / 886 MB    812 / 885 MB  +0% / -0%
-    grid base, AMP O2 (composed), LoRA / full  2339 / 2082 MB    2271 / 2068 MB  -3% / -1%
-    grid base, AMP O1 (composed), LoRA / full  1345 / 1016 MB    1345 / 1016 MB  (factor read off them)
-    configs/lora_demo.yaml, 300 steps (r16, 128 tokens)  863 MB     864 MB  +0%   (composed: 903 / 902 MB)
+    run (peak RSS, final.peak_mem_mb)                    measured         estimate
+    grid base (h256 L4, LoRA: 711 MB), recompute full    653 MB           652 MB    -0%
+      recompute mlp / attention (layers inlined)         686 / 790 MB     686 / 790 MB
+    grid base, AMP O2 (composed), LoRA / full            2444 / 2128 MB   2271 / 2068 MB  -7% / -3%
+    grid base, AMP O1, LoRA / full                       1321 / 989 MB    1344 / 1016 MB  +2% / +3%
 
 Families: what a family adds to a Llama layer is counted in two more units, `norm_extra` (the
 width of norms beyond two hidden-wide ones: GLM-4's and Gemma's extra norms, QK-norm) and
 `q_extra` (q wider than hidden: an explicit head_dim). Their counts come from the family rows of
 bench/memory_fit.py (Qwen3 with head_dim 48, Mistral with a 64-token window at sequence 128,
-GLM-4, OLMo 2, at the grid base shape, LoRA and full), each against the base Llama row measured in
-the same session (bench/memory_fit_rows_families*.json): fused 2.43 / 3.42, composed 7.26 / 15.24
-(q_extra from Qwen3 alone). Every family row is then as close as its session's base row (fused:
-LoRA -6%, full -1%; composed -2% to -4%); the window costs nothing measurable (Mistral = base).
-The base LoRA row measured 730 MB in that session against 687 MB in the grid's: the fused
-constants want a refit on today's engine (`--fit`, in a quiet phase).
+GLM-4, OLMo 2, at the grid base shape, LoRA and full; bench/memory_fit_rows_families*.json), by
+non-negative least squares on what the dense constants leave: fused 1.69 / 0.00 (re-measured with
+the grid, every family row within ±0.9%), composed 7.26 / 15.24 (q_extra from Qwen3 alone). The
+window costs nothing measurable (Mistral = base).
 
 Mixtures of experts (core/moe.py): the weights are every expert's; a sparse layer's activations
 are counted in units of its token copies through the experts (tokens·top_k with the grouped kernel,
@@ -71,7 +71,7 @@ tokens·experts composed, every expert on every token) times the hidden size (`e
 rows, outputs and their gradients; the router's sort and scatter) and times the expert width
 (`expert_i`). Their counts are fitted on the moe-* rows of bench/memory_fit.py over the dense
 constants' residual (a tiny Mixtral, h256 L4, 8-16 experts, top 2-4, LoRA with and without the
-experts, full; bench/memory_fit_rows_moe.json, every row within ±1.7%; composed:
+experts, full; bench/memory_fit_rows_moe.json, every row within ±2.6%; composed:
 bench/memory_fit_rows_moe_composed.json, ±1.8%).
 
 Not measured: GPU and Ascend (textbook figures, no such device here).
@@ -105,19 +105,23 @@ class CpuFit:
     graph_per_layer_mb: graph memory that does not grow with the batch (compiled kernels,
     workspaces). grad_work_copies: gradient work buffers of the compiled train step (squared-norm
     inputs, clipped copies) in float32 gradient-sized buffers. recompute_growth: what recompute does
-    to a recomputed layer's activations (bench/memory_fit.py base-recompute* rows, 4 layers, LoRA)."""
+    to a recomputed layer's activations (bench/memory_fit.py base-recompute* rows, 4 layers, LoRA).
+    inlined_layer_mb: graph memory each decoder layer adds when the layers' graphs are not shared
+    (`layers_inlined`: `core.model.share_layer_graphs` leaves them inlined), read off the
+    base-recompute-attn row."""
     activation_copies: dict[str, float]
     graph_fixed_mb: float
     graph_per_layer_mb: float
     grad_work_copies: float
     recompute_growth: dict[str, float]
+    inlined_layer_mb: float = 0.0
 
 
 # Mixtures of experts (core/moe.py), per sparse layer: expert_h is (token copies through the experts,
 # hidden) and expert_i (token copies, expert width), where the token copies are tokens·top_k with the
 # grouped kernel and tokens·experts composed (every expert on every token). Fitted apart from the
 # dense grid, on its residuals (bench/memory_fit.py --fit-moe, the moe-* rows).
-CPU_FUSED_EXPERTS = {"expert_h": 10.46, "expert_i": 2.12}  # bench/memory_fit_rows_moe.json: rows within ±1.7%
+CPU_FUSED_EXPERTS = {"expert_h": 3.04, "expert_i": 2.44}  # bench/memory_fit_rows_moe.json: rows within ±2.6%
 CPU_COMPOSED_EXPERTS = {"expert_h": 14.81, "expert_i": 0.0}  # bench/memory_fit_rows_moe_composed.json: ±1.8%
 EXPERT_UNITS = tuple(CPU_FUSED_EXPERTS)
 
@@ -128,12 +132,15 @@ EXPERT_UNITS = tuple(CPU_FUSED_EXPERTS)
 # bench/memory_fit.py family rows (Qwen3, GLM-4, OLMo 2 at the base shape, LoRA and full), each
 # against the base row measured in the same session (see the module docstring).
 CPU_FUSED = CpuFit(
-    activation_copies={"hidden": 4.57, "kv": 1.80, "mlp": 4.05, "scores": 0.05, "logits": 2.31, "lora": 0.0,
-                       "norm_extra": 2.43, "q_extra": 3.42, **CPU_FUSED_EXPERTS},
-    graph_fixed_mb=124.0, graph_per_layer_mb=9.1, grad_work_copies=0.40,
-    recompute_growth={"mlp": -0.27, "attention": -0.08, "full": -0.77})
+    activation_copies={"hidden": 0.04, "kv": 0.0, "mlp": 2.31, "scores": 0.48, "logits": 2.39, "lora": 0.84,
+                       "norm_extra": 1.69, "q_extra": 0.0, **CPU_FUSED_EXPERTS},
+    graph_fixed_mb=147.2, graph_per_layer_mb=8.9, grad_work_copies=0.79,
+    # attention: its layers cannot share a graph, and that row cannot tell the recompute's own
+    # effect from the inlined layers' graph memory: all of it is counted as the latter
+    recompute_growth={"mlp": -0.29, "attention": 0.0, "full": -0.78}, inlined_layer_mb=21.1)
 # MindSpore's composed ops (no C++ compiler, MINDTUNE_FUSED_KERNELS=0, AMP): the fit of
-# bench/memory_fit_rows_composed.json, measured before the kernels existed.
+# bench/memory_fit_rows_composed.json, measured before the kernels existed and before the layers
+# shared graphs (its per-layer graph memory is the inlined layers').
 CPU_COMPOSED = CpuFit(
     activation_copies={"hidden": 27.06, "kv": 9.97, "mlp": 5.87, "scores": 1.38, "logits": 5.14, "lora": 0.0,
                        "norm_extra": 7.26, "q_extra": 15.24, **CPU_COMPOSED_EXPERTS},
@@ -316,6 +323,32 @@ def _element_bytes(config: Config) -> float:
 
 # ---- the estimate ----------------------------------------------------------------------------
 
+def layers_inlined(config: Config) -> bool:
+    """Whether the decoder layers compile one by one instead of sharing a graph (as
+    `core.model.share_layer_graphs` decides): the attention block recomputed alone (MindSpore 2.10
+    cannot compile it shared), or LoRA dropout (a shared graph would share its masks)."""
+    return config.recompute.policy == "attention" or (config.method == "lora" and config.lora.dropout > 0)
+
+
+def cpu_activation_units(config: Config, args: ModelArgs, seq_len: int, lora: dict, fit: CpuFit) -> dict[str, float]:
+    """`activation_units` of one micro batch as a CPU worker of `config` makes them: with the fused
+    kernels and the head loss on the hidden states (`head_loss_on_hidden`) there are no logits."""
+    units = activation_units(args, config.train.micro_batch_size, seq_len, lora, fit is CPU_FUSED)
+    if fit is CPU_FUSED and head_loss_on_hidden(config, args, lora):
+        units["logits"] = 0.0  # two floats per row: the logits are never materialised
+    return units
+
+
+def head_loss_on_hidden(config: Config, args: ModelArgs, lora: dict) -> bool:
+    """Whether the LM head and its loss run as one kernel on the final hidden states, with no
+    (B, T, vocab) logits tensor (core.fused.FusedFrozenWeights.head_loss, as
+    `CausalLM.use_frozen_kernels` routes it): LoRA with 16-bit frozen weights on the CPU, a head
+    that is frozen, without soft-capping. At 0.5B (vocab 151,936, 2 × 128) the logits would be
+    ~340 MB of the estimate."""
+    return config.frozen_weights_16bit and args.final_softcap is None and not any(
+        name == "lm_head" or name.endswith(".lm_head") for name in lora)
+
+
 def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
                     device_memory_mb: float | None = None) -> MemoryEstimate:
     """Memory per worker for `config` on a model of `model_args`, every batch padded to `seq_len`
@@ -331,10 +364,11 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
     optimizer = 2 * trainable * FP32 + OPTIMIZER_STEP_BYTES
     if device == "cpu":
         fit = cpu_fit(config)
-        units = activation_units(args, config.train.micro_batch_size, seq_len, lora, fit is CPU_FUSED)
+        units = cpu_activation_units(config, args, seq_len, lora, fit)
         activations = cpu_activation_bytes(config, args, units, _element_bytes(config), fit)
         activations += fit.grad_work_copies * trainable * FP32
-        runtime = (CPU_BASELINE_RSS_MB + fit.graph_fixed_mb + fit.graph_per_layer_mb * args.num_layers
+        inlined = fit.inlined_layer_mb * args.num_layers if layers_inlined(config) else 0.0
+        runtime = (CPU_BASELINE_RSS_MB + fit.graph_fixed_mb + fit.graph_per_layer_mb * args.num_layers + inlined
                    + (CPU_GENERATION_MB if config.eval.downstream and config.data.test_file else 0.0)) * MB
         notes.append("CPU: the peak is the worker's resident set size; the compiled train and eval "
                      "graphs share one memory pool")
@@ -344,7 +378,8 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
                      "need float32, no AMP and a C++ compiler), which keep score tensors")
         if config.recompute.policy != "none":
             notes.append("CPU: recompute moves the peak of a compiled step a little (measured: full -8%, "
-                         "MLP -3%, attention -1%); it saves more on GPU/Ascend")
+                         "MLP -4%; attention +11%, as its layers cannot share one compiled graph); it saves "
+                         "more on GPU/Ascend")
     else:  # the composed experts (core/moe.py): the grouped kernel is the CPU's
         units = activation_units(args, config.train.micro_batch_size, seq_len, lora, grouped_experts=False)
         activations = textbook_activation_bytes(config, args, units, _element_bytes(config))
