@@ -345,8 +345,7 @@ def head_loss_on_hidden(config: Config, args: ModelArgs, lora: dict) -> bool:
     `CausalLM.use_frozen_kernels` routes it): LoRA with 16-bit frozen weights on the CPU, a head
     that is frozen, without soft-capping. At 0.5B (vocab 151,936, 2 × 128) the logits would be
     ~340 MB of the estimate."""
-    return config.frozen_weights_16bit and args.final_softcap is None and not any(
-        name == "lm_head" or name.endswith(".lm_head") for name in lora)
+    return config.frozen_weights_16bit and args.final_softcap is None and "lm_head" not in lora
 
 
 def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,

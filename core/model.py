@@ -715,6 +715,13 @@ def _layer_signature(layer: nn.Cell) -> str:
     return "\n".join(parts)
 
 
+def recompute_blocks(model: CausalLM, policy: str, layers: int) -> None:
+    """Mark `policy`'s block of the first `layers` decoder layers for recompute, as
+    `recompute.policy` names them: "mlp", "attention" (self_attn) or "full" (the whole layer)."""
+    for layer in list(model.model.layers)[:layers]:
+        {"mlp": layer.mlp, "attention": layer.self_attn, "full": layer}[policy].recompute()
+
+
 def _recomputed(cell: nn.Cell) -> bool:
     """Whether `cell.recompute()` was called on this cell itself (MindSpore marks the cell)."""
     return bool(vars(cell).get("_has_config_recompute", False))

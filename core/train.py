@@ -39,7 +39,8 @@ from core.data import DataError, BatchIterator, eval_batches, load_splits, packe
 from core.fused import enable as enable_fused_kernels
 from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
-from core.model import share_layer_graphs, use_amp_o1
+from core.memory import recomputed_layers
+from core.model import recompute_blocks, share_layer_graphs, use_amp_o1
 from core.profiling import StepProfiler, profile_message
 from core.model_args import check_run_settings
 from core.rundir import (TERMINAL_STATES, BaselineEvent, BestSoFar, ControlEvent, ControlPoller, EndEvent, EvalRecord,
@@ -272,13 +273,8 @@ class Trainer:
         return coef
 
     def _apply_recompute(self):
-        rc = self.cfg.recompute
-        if rc.policy == "none":
-            return
-        layers = list(self.model.model.layers)
-        count = max(1, math.ceil(rc.layer_fraction * len(layers)))
-        for layer in layers[:count]:
-            {"mlp": layer.mlp, "attention": layer.self_attn, "full": layer}[rc.policy].recompute()
+        if self.cfg.recompute.policy != "none":  # as many layers as core.memory's estimate counts
+            recompute_blocks(self.model, self.cfg.recompute.policy, recomputed_layers(self.cfg, self.model.args))
 
     def _apply_amp(self):
         p = self.cfg.precision

@@ -6,7 +6,7 @@ import pytest
 import mindspore as ms
 
 from core.checkpoint import load_hf_model
-from core.model import share_layer_graphs
+from core.model import recompute_blocks, share_layer_graphs
 from core.lora import inject_lora, lora_state_dict, mark_only_lora_trainable
 from core.train_step import TrainStep, WarmupDecaySchedule, adamw, causal_lm_loss_sum, lr_at
 from tests.core.hf_fixtures import make_hf_model, save_hf_model
@@ -191,7 +191,7 @@ def test_shared_layer_graphs_train_exactly_as_inlined_layers(tmp_path, targets):
 
 def _lora_losses_with_recompute(tmp_path, policy: str) -> tuple[list[float], int]:
     """Three LoRA steps (every projection, non-zero B) with `policy`'s block of every layer
-    recomputed, as core.train applies it, then the layers' graphs shared where they can be."""
+    recomputed (core.model.recompute_blocks, as core.train applies it), then the layers' graphs shared where they can be."""
     ms.set_seed(0)
     model = _three_layer_model(tmp_path / policy)
     inject_lora(model, 4, 8.0, 0.0, TARGETS)
@@ -199,8 +199,8 @@ def _lora_losses_with_recompute(tmp_path, policy: str) -> tuple[list[float], int
     for p in params:
         if "lora_b" in p.name:
             p.set_data(ms.Tensor(np.random.default_rng(len(p.name)).normal(0, 0.05, p.shape).astype(np.float32)))
-    for layer in model.model.layers if policy != "none" else []:
-        {"mlp": layer.mlp, "attention": layer.self_attn, "full": layer}[policy].recompute()
+    if policy != "none":
+        recompute_blocks(model, policy, len(model.model.layers))
     kinds = share_layer_graphs(model)
     model.set_train(True)
     step = TrainStep(model, adamw(params, WarmupDecaySchedule(1e-2, 0, 100, "constant", 1.0), 0.0), 1.0, None)
