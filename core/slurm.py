@@ -386,8 +386,14 @@ class SlurmBackend:
         return status
 
     def _ended(self, run: RunDir, status: Status, info: JobInfo) -> Status:
-        """The job is over: the run's own verdict stands; else say what Slurm says happened."""
+        """The job is over: the run's own verdict stands (except that workers stopped by Slurm's
+        SIGTERM say why Slurm sent it); else say what Slurm says happened."""
         if status.state in TERMINAL_STATES:
+            if (status.state == "stopped" and info.state in ("CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL")
+                    and not _stop_request(run) and not (status.reason or "").startswith(f"Slurm job {info.job_id}")):
+                cause = _job_verdict(run, status, info)[1]
+                saved = f" and saved {status.resumable_checkpoint}" if status.resumable_checkpoint else ""
+                return run.write_status(reason=f"{cause} (the workers took Slurm's SIGTERM as a stop{saved})")
             return status
         if status.state == "queued":
             if info.state == "CANCELLED":
@@ -432,6 +438,7 @@ class SlurmBackend:
             return status
         info = job_info(job.job_id)
         if info is not None and info.state == "PENDING" or status.state == "queued":
+            run.write_control(stop="now")  # the user's: not "cancelled outside the console"
             _scancel(job.job_id)
             _wait(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S)
             if _read(run).state == "queued":
