@@ -165,6 +165,8 @@ TEXTS: dict[str, tuple[str, str]] = {
     "failure.hang": ("A worker stopped making progress (see which rank below).", "有 worker 不再推进（见下方 rank）。"),
     "failure.rank_died": ("A data-parallel worker died (see which rank, its exit signal and log below).",
                           "有数据并行 worker 退出（见下方 rank、退出信号与日志）。"),
+    "failure.cluster": ("The Slurm job ended without the run's own account: its time limit, a node failure, or a job that died (see Slurm's words below).",
+                        "Slurm 作业在运行给出说明前结束：时间限制、节点故障或作业异常终止（见下方 Slurm 的说明）。"),
     "failure.reason": ("Reason", "原因"),
     "state.queued": ("queued", "排队中"), "state.starting": ("starting", "启动中"), "state.running": ("running", "运行中"),
     "state.stopping": ("stopping", "停止中"), "state.finished": ("finished", "已完成"),

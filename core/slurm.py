@@ -270,11 +270,30 @@ def _hostnames(nodelist: str) -> tuple[str, ...]:
     """node[1-2] -> ('node1', 'node2'), by `scontrol show hostnames` (the one who knows the syntax)."""
     if not nodelist or nodelist in ("(null)", "None"):
         return ()
+    if nodelist in _HOSTNAMES:
+        return _HOSTNAMES[nodelist]
     try:
         result = _slurm(["scontrol", "show", "hostnames", nodelist], timeout_s=10.0)
     except SlurmError:
         return (nodelist,)
-    return tuple(result.stdout.split()) if result.returncode == 0 else (nodelist,)
+    if result.returncode != 0:
+        return (nodelist,)
+    _HOSTNAMES[nodelist] = tuple(result.stdout.split())
+    return _HOSTNAMES[nodelist]
+
+
+_HOSTNAMES: dict[str, tuple[str, ...]] = {}
+_RECENT: dict[str, tuple[float, JobInfo | None]] = {}
+RECENT_S = 2.0  # a console polling many runs twice a second asks Slurm about each at most this often
+
+
+def _recent_info(job_id: str) -> JobInfo | None:
+    """job_info, reused for RECENT_S (refresh is polled; the stop path asks afresh)."""
+    now = time.monotonic()
+    cached = _RECENT.get(job_id)
+    if cached is None or now - cached[0] > RECENT_S:
+        cached = _RECENT[job_id] = (now, job_info(job_id))
+    return cached[1]
 
 
 def job_info(job_id: str) -> JobInfo | None:
@@ -373,7 +392,7 @@ class SlurmBackend:
         job = status.cluster
         if job is None or not job.job_id or job.state in ENDED_STATES:
             return status
-        info = job_info(job.job_id)
+        info = _recent_info(job.job_id)
         if info is None:
             if status.state in TERMINAL_STATES:
                 return run.write_status(cluster=job.replace(state="COMPLETED", checked_at=time.time()))
@@ -444,6 +463,7 @@ class SlurmBackend:
             if _read(run).state == "queued":
                 run.write_status(state="stopped", reason=f"{CANCELLED_REASON}: Slurm job {job.job_id} was "
                                  "cancelled while pending (scancel)")
+            _RECENT.pop(job.job_id, None)
             return self.refresh(run)
         if status.state not in TERMINAL_STATES:
             run.write_control(stop="graceful" if graceful else "now")
@@ -464,6 +484,7 @@ class SlurmBackend:
             _wait(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S)
         if socket.gethostname() == status.hostname or not status.hostname:
             teardown(run)  # a node on this machine: anything that escaped Slurm's process tracking
+        _RECENT.pop(job.job_id, None)
         final = self.refresh(run)
         if final.state not in TERMINAL_STATES:  # Slurm forgot the job already: the user stopped it
             reason = FORCED_STOP_REASON if not graceful else "stopped by the user"

@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "configs" / "lora_demo.yaml"
 COMMON = ["launch.backend=slurm", "launch.nodes=2", "launch.workers_per_node=1", f"launch.partition={PARTITION}",
-          "parallel.data_parallel=2", "train.micro_batch_size=4", "train.warmup_steps=1", "eval.downstream=false",
+          "parallel.data_parallel=2", "train.micro_batch_size=4", "train.warmup_steps=1", "train.log_every=1", "eval.downstream=false",
           "eval.baseline=false"]
 PARITY = ["train.max_steps=4", "train.eval_every=2"]
 LONG = ["train.max_steps=60", "train.eval_every=1000", "train.save_every=1000"]
@@ -185,6 +185,8 @@ def test_graceful_stop_checkpoints_then_resume_on_the_cluster_and_stop_now(jobs)
     refreshed_until(run, lambda s: [r for r in train_records(run) if r.get("generation") == 2] or s.state in TERMINAL_STATES,
                     START_S, "a resumed step")
     assert min(r["step"] for r in train_records(run) if r.get("generation") == 2) == stopped_at + 1
+    resumed = [json.loads(line) for line in run.metrics_path.read_text().splitlines() if '"resume"' in line]
+    assert [(r["step"], r["generation"]) for r in resumed] == [(stopped_at, 2)]
     final = SlurmBackend().stop(run, graceful=False)
     assert final.state == "stopped" and final.reason.startswith(launcher.FORCED_STOP_REASON), final.reason
     assert final.cluster.state in ("CANCELLED", "COMPLETED") and nothing_left(run)
