@@ -382,12 +382,12 @@ def run_processes(run_dir: RunDir | str | os.PathLike) -> list[psutil.Process]:
     return _RunProcesses(run, _read_status(run)).scan()
 
 
-def _wait_until(done: Callable[[], bool], timeout_s: float) -> bool:
+def _wait_until(done: Callable[[], bool], timeout_s: float, poll_s: float = _POLL_S) -> bool:
     deadline = time.monotonic() + timeout_s
     while not done():
         if time.monotonic() >= deadline:
             return False
-        time.sleep(_POLL_S)
+        time.sleep(poll_s)
     return True
 
 

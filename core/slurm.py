@@ -30,6 +30,7 @@ from typing import Iterator, Mapping
 from core import ranks
 from core.atomic import atomic_write
 from core.config import Config, ConfigError, Problem, load_config, time_limit_minutes
+from core.launcher import _read_status as _read, _wait_until  # noqa: PLC2701 (the launcher's own helpers)
 from core.launcher import (
     CANCELLED_REASON, ENV_RUN_DIR, FORCED_STOP_REASON, REPO_ROOT, LaunchError, command_preview, free_port,
     log_header, teardown,
@@ -45,7 +46,7 @@ SCRIPT_NAME = "job.sbatch"
 GRACEFUL_TIMEOUT_S = 120.0   # a graceful stop waits this long for the checkpoint before scancel --signal=TERM
 TERM_TIMEOUT_S = 30.0        # ... and this long after it before scancel
 JOB_GONE_TIMEOUT_S = 90.0    # how long stop waits for Slurm to end the job
-POLL_S = 0.5
+POLL_S = 0.5                 # how often stop asks Slurm
 # Slurm's final job states and what they mean for the run (when its folder has no verdict)
 ENDED_STATES = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                 "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT")
@@ -459,7 +460,7 @@ class SlurmBackend:
         if info is not None and info.state == "PENDING" or status.state == "queued":
             run.write_control(stop="now")  # the user's: not "cancelled outside the console"
             _scancel(job.job_id)
-            _wait(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S)
+            _wait_until(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S, POLL_S)
             if _read(run).state == "queued":
                 run.write_status(state="stopped", reason=f"{CANCELLED_REASON}: Slurm job {job.job_id} was "
                                  "cancelled while pending (scancel)")
@@ -473,15 +474,15 @@ class SlurmBackend:
                 pass  # the worker changed state first
         if graceful:
             over = lambda: _read(run).state in TERMINAL_STATES or _job_over(job.job_id)  # noqa: E731
-            if not _wait(over, timeout_s):
+            if not _wait_until(over, timeout_s, POLL_S):
                 _scancel(job.job_id, "--signal=TERM", "--full")
-                if not _wait(over, TERM_TIMEOUT_S):
+                if not _wait_until(over, TERM_TIMEOUT_S, POLL_S):
                     _scancel(job.job_id)
         else:
             _scancel(job.job_id)
-        if not _wait(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S):
+        if not _wait_until(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S, POLL_S):
             _scancel(job.job_id, "--signal=KILL", "--full")
-            _wait(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S)
+            _wait_until(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S, POLL_S)
         if socket.gethostname() == status.hostname or not status.hostname:
             teardown(run)  # a node on this machine: anything that escaped Slurm's process tracking
         _RECENT.pop(job.job_id, None)
@@ -491,12 +492,6 @@ class SlurmBackend:
             final = ranks.write_verdict(run, "stopped", reason) or _read(run)
         return final
 
-
-def _read(run: RunDir) -> Status:
-    try:
-        return run.read_status()
-    except RunDirError as err:
-        raise LaunchError(str(err)) from None
 
 
 def _note(run: RunDir, status: Status, info: JobInfo) -> Status:
@@ -580,15 +575,6 @@ def _job_over(job_id: str) -> bool:
     except SlurmError:
         return False
     return info is None or info.state not in SLURM_ACTIVE_STATES
-
-
-def _wait(done, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(POLL_S)
-    return True
 
 
 
