@@ -138,3 +138,14 @@ def test_cluster_job_round_trips_in_status(tmp_path):
     assert (job.job_id, job.state, job.reason, job.nodes, job.backend) == ("12", "PENDING", "Resources", ["node1"], "slurm")
     run.write_status(state="stopped")
     assert run.restart_for_resume().cluster is None  # a resume is submitted afresh
+
+
+def test_local_watcher_leaves_a_cluster_run_to_its_backend(tmp_path):
+    """A console still polling launcher.watch/reconcile must not call a cluster run crashed because
+    no process of it lives on this machine (its nodes are elsewhere)."""
+    run = launcher.create_run(Config().with_updates({"run.runs_dir": str(tmp_path)}))
+    run.write_status(state="starting", pid=4_000_000, create_time=1.0, cluster=ClusterJob(partition="debug"))
+    assert launcher.reconcile(run).state == "starting" and launcher.watch(run).state == "starting"
+    local = launcher.create_run(Config().with_updates({"run.runs_dir": str(tmp_path), "run.name": "local"}))
+    local.write_status(state="starting", pid=4_000_000, create_time=1.0)
+    assert launcher.reconcile(local).state == "failed"  # the same on this machine is a crash
