@@ -12,7 +12,7 @@ What is compared is chosen per answer from its reference text:
   non-ASCII character, so Chinese would score nothing).
 
 All figures are shares in [0, 1] (BLEU too: sacrebleu's 0-100 score / 100), like exact match.
-Imports nothing else from core; sacrebleu and rouge-score are imported when first used.
+Imports only core.rundir (the metric names); sacrebleu and rouge-score are imported when first used.
 """
 from __future__ import annotations
 
@@ -21,9 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-# the metrics of a downstream evaluation, as named in metrics.jsonl and early_stopping.monitor
-GENERATION_METRICS = ("exact_match", "bleu", "rouge1", "rouge2", "rougeL")
-METRIC_LABELS = {"exact_match": "EM", "bleu": "BLEU", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L"}
+from core.rundir import GENERATION_FIELDS, GenerationFigures
+
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
 # CJK ideographs (with extension A and compatibility ideographs), hiragana, katakana
@@ -43,8 +42,10 @@ class GenerationScores:
     count: int
     segmentation: str
 
-    def values(self) -> dict[str, float]:
-        return {name: getattr(self, name) for name in GENERATION_METRICS}
+    def figures(self) -> GenerationFigures:
+        """As run records carry them (metrics.jsonl, status.json)."""
+        return GenerationFigures(**{name: getattr(self, name) for name in GENERATION_FIELDS},
+                                 segmentation=self.segmentation)
 
 
 def is_unsegmented(text: str) -> bool:

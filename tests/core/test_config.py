@@ -58,7 +58,7 @@ def test_defaults_yaml_lists_every_field_with_its_default():
 
 def test_defaults_yaml_has_a_comment_on_every_field():
     lines = (ROOT / "configs" / "defaults.yaml").read_text().splitlines()
-    field_lines = [ln for ln in lines if ln.startswith("  ") or ln.startswith("method:")]
+    field_lines = [ln for ln in lines if ln.startswith("  ") or ln.startswith(("method:", "tracking:"))]
     assert len(field_lines) == len(describe_fields())
     assert all("  # " in ln for ln in field_lines)
 
