@@ -635,6 +635,9 @@ def _yaml_line(key: str, value: Any, help: str | bool) -> str:
     return f"{key}: {text}".ljust(34) + f"  # {help}" if help else f"{key}: {text}"
 
 
+_ANSWER_SCORES = ("exact_match", "bleu", "rouge1", "rouge2", "rougeL")  # core.rundir.GENERATION_FIELDS
+
+
 def _cross_field_problems(c: Config) -> list[Problem]:
     """Rules that involve more than one field (the single-field ranges are checked on construction)."""
     t, problems = c.train, []
@@ -652,6 +655,10 @@ def _cross_field_problems(c: Config) -> list[Problem]:
     if c.data.packing and c.data.group_by_length:
         problems.append(Problem("data.group_by_length", True, "packing already removes the padding; "
                                 "set data.packing or data.group_by_length, not both"))
+    if c.early_stopping.monitor in _ANSWER_SCORES and not (c.eval.downstream and c.data.test_file):
+        problems.append(Problem("early_stopping.monitor", c.early_stopping.monitor,
+                                "scores the generated test answers: needs eval.downstream true and a "
+                                "data.test_file (or watch val_loss)"))
     if c.data.validation_file is None and c.data.validation_fraction == 0:
         problems.append(Problem("data.validation_file", None, "no validation data: set "
                                 "data.validation_file or data.validation_fraction in (0, 0.5]"))

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
 from core.config import Config
-from core.rundir import EndEvent, EvalRecord, EventRecord, MetricRecord, RunDir, TrackerEvent, TrainRecord
+from core.rundir import (GENERATION_FIELDS, BaselineEvent, EndEvent, EvalRecord, EventRecord, MetricRecord, RunDir,
+                         TrackerEvent, TrainRecord)
 
 # what each tracker needs installed (pip names, as in requirements-tracking.txt)
 PACKAGES = {"tensorboard": ("tensorboardX", "tensorboardX"), "mlflow": ("mlflow", "mlflow"),
@@ -38,7 +39,7 @@ PACKAGES = {"tensorboard": ("tensorboardX", "tensorboardX"), "mlflow": ("mlflow"
 SKIPPED_FIELDS = {"step", "time", "generation", "total_steps", "epoch", "best_step", "patience_left"}
 PROBE_TIMEOUT_S = 5.0
 # an MLflow server that stops answering must not hold the training loop for minutes of retries
-MLFLOW_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+MLFLOW_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
 
 
 class TrackerUnavailable(Exception):
@@ -159,7 +160,9 @@ class SwanlabTracker:
         self.run.log({name: self.swanlab.Text(text)}, step=step)
 
     def close(self, state: str) -> None:
-        self.swanlab.finish(state="success" if state in ("finished", "early_stopped") else "crashed")
+        done = state in ("finished", "early_stopped")
+        self.swanlab.finish(state=self.swanlab.State.SUCCESS if done else self.swanlab.State.CRASHED,
+                            **({} if done else {"error": f"the run ended {state}"}))
 
 
 # ---- opening them ------------------------------------------------------------------------------
@@ -217,17 +220,21 @@ def open_tracker(name: str, config: Config, run: RunDir, resumed: bool, params: 
 def record_scalars(record: MetricRecord) -> tuple[str, dict[str, float]] | None:
     """A record's figures as tracker scalars: (section, {name: value}), or None for one with none.
     Train records go under `train/`, evaluations under `eval/` (the model before training under
-    `baseline/`), the end of the run under `final/`; counters and bookkeeping fields are left out."""
+    `baseline/`: its validation figures from its eval record, its answer scores from the baseline
+    event), the end of the run under `final/`; counters and bookkeeping fields are left out."""
+    keep = None
     if isinstance(record, TrainRecord):
         section = "train"
     elif isinstance(record, EvalRecord):
         section = "baseline" if record.base else "eval"
     elif isinstance(record, EndEvent):
         section = "final"
+    elif isinstance(record, BaselineEvent):
+        section, keep = "baseline", GENERATION_FIELDS
     else:
         return None
     values = {f"{section}/{k}": float(v) for k, v in record.values().items()
-              if k not in SKIPPED_FIELDS and isinstance(v, (int, float)) and not isinstance(v, bool)
+              if k not in SKIPPED_FIELDS and (keep is None or k in keep) and isinstance(v, (int, float)) and not isinstance(v, bool)
               and math.isfinite(v)}
     return (section, values) if values else None
 

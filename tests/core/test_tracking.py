@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -46,8 +47,12 @@ def mlflow_server(tmp_path_factory):
     server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     yield server, uri, root
-    os.killpg(server.pid, 15)
-    server.wait(timeout=30)
+    os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=15)
+    except subprocess.TimeoutExpired:  # uvicorn's job runners can outlive a polite stop
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=15)
     log.close()
 
 
