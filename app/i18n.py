@@ -748,6 +748,12 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"^give the number of steps or epochs \(the field is empty\)$", "请填写步数或轮数（该字段为空）"),
     (r"\(the field is empty\)", "（该字段为空）"), (r" \(got ([^()]*|\[.*\]|\(.*\))\)$", r"（当前值 \1）"),
     (r"^steps (?=must|is)", "步数"), (r"^epochs (?=must|is)", "轮数"), (r"^target modules (?=must|is|names|matches)", "目标模块"),
+    # core.tracking / core.config: trackers, answer scores
+    (r"tracking: (\w+) needs the (\S+) package, which is not installed \(pip install -r requirements-tracking\.txt\), "
+     r"or take \w+ out of tracking", r"tracking：\1 需要 \2 包，但尚未安装（pip install -r requirements-tracking.txt），"
+     r"或从 tracking 中去掉 \1"),
+    (r"scores the generated test answers: needs eval\.downstream true and a data\.test_file \(or watch val_loss\)",
+     "要给生成的测试回答评分：需要 eval.downstream 为 true 并设置 data.test_file（或改为监控 val_loss）"),
     # core.config: rules across fields
     (r"set run\.resume \(continue this run\) or run\.fork_from \(start a new run from a checkpoint\), not both",
      "只能设置 run.resume（继续此运行）或 run.fork_from（从检查点开始新运行）之一"),
