@@ -674,6 +674,13 @@ class Trainer:
         if self.cluster.is_main:
             self.recover_leftovers()
             self.trackers = Trackers.open(self.cfg, self.run, resumed=bool(resume), report=self.event)
+        try:
+            self._execute(resume)
+        except BaseException:  # a run that fails ends its trackers' runs as failed (finish() closes the others)
+            self.trackers.close("failed")
+            raise
+
+    def _execute(self, resume: str | None) -> None:
         self.setup()
         if resume:
             self.restore(resume)
