@@ -71,7 +71,7 @@ TEXTS: dict[str, tuple[str, str]] = {
     "field.lora.target_regex": ("…or a regular expression (overrides the boxes)", "……或正则表达式（优先于勾选）"),
     "field.data.train_file": ("Training file", "训练文件"),
     "field.data.validation_file": ("Validation file (empty: split off train)", "验证文件（留空则从训练集划分）"),
-    "field.data.test_file": ("Test file (exact-match scoring)", "测试文件（精确匹配评分）"),
+    "field.data.test_file": ("Test file (answer scoring: EM, BLEU, ROUGE)", "测试文件（回答评分：精确匹配、BLEU、ROUGE）"),
     "field.data.format": ("Record format", "数据格式"),
     "field.data.validation_fraction": ("Validation share of train", "验证集比例"),
     "field.data.max_seq_len": ("Max sequence length", "最大序列长度"),
@@ -115,6 +115,14 @@ TEXTS: dict[str, tuple[str, str]] = {
     "field.early_stopping.monitor": ("Monitored metric", "监控指标"),
     "field.early_stopping.patience": ("Patience (evaluations)", "耐心值（评估次数）"),
     "field.early_stopping.min_delta": ("Min improvement", "最小改进量"),
+    "field.eval.downstream_every_eval": ("Score answers at every evaluation", "每次评估都给回答评分"),
+    "field.tracking": ("Mirror metrics to trackers", "同步指标到实验跟踪工具"),
+    "field.mlflow.tracking_uri": ("MLflow tracking URI (empty: $MLFLOW_TRACKING_URI or runs/mlflow.db)",
+                                  "MLflow 跟踪 URI（留空：$MLFLOW_TRACKING_URI 或 runs/mlflow.db）"),
+    "field.mlflow.experiment": ("MLflow experiment", "MLflow 实验名"),
+    "field.swanlab.mode": ("SwanLab mode", "SwanLab 模式"),
+    "field.swanlab.project": ("SwanLab project", "SwanLab 项目名"),
+    "sec.tracking": ("Tracking (TensorBoard, MLflow, SwanLab)", "实验跟踪（TensorBoard、MLflow、SwanLab）"),
     # monitor tab
     "mon.run": ("Run", "运行"), "mon.state": ("State", "状态"),
     "mon.log_scale": ("Log scale for the loss charts", "损失曲线使用对数坐标"),
@@ -133,6 +141,7 @@ TEXTS: dict[str, tuple[str, str]] = {
                                                                           "峰值内存（每 worker，MB）"),
     "chart.tokens_per_s": ("Tokens per second", "每秒 token 数"), "chart.lr": ("Learning rate", "学习率"),
     "chart.grad_norm": ("Gradient norm", "梯度范数"), "chart.loss_scale": ("Loss scale", "损失缩放值"),
+    "chart.answers": ("Answer scores on the test set (×100)", "测试集回答得分（×100）"),
     "download.peft": ("PEFT adapter (zip)", "PEFT 适配器（zip）"),
     "download.merged": ("Merged Hugging Face model (zip)", "合并后的 Hugging Face 模型（zip）"),
     "download.mindspore": ("MindSpore checkpoint (zip)", "MindSpore 检查点（zip）"),
@@ -242,7 +251,7 @@ FIELD_HELP_ZH: dict[str, str] = {
     "parallel.optimizer_shard": "在 worker 之间切分优化器状态（仅昇腾）",
     "parallel.device": "MindSpore 设备类型",
     "eval.ema_alpha": "EMA 平滑指标中最新值的权重",
-    "eval.downstream": "在测试集上生成并给回答评分",
+    "eval.downstream": "在测试集上生成并给回答评分（精确匹配、BLEU-4、ROUGE-1/2/L），训练前后各一次",
     "eval.max_new_tokens": "下游评测的生成长度",
     "eval.max_eval_samples": "评估样本上限；留空则全部",
     "train.router_aux_loss": "混合专家模型：加入路由器的负载均衡损失",
@@ -252,9 +261,8 @@ FIELD_HELP_ZH: dict[str, str] = {
     "eval.baseline_max_tokens": "基线评估读取的词元上限（整批，至少一批）；留空则读取整个验证集",
     "train.profile_steps": "[起, 止]：在 rank 0 上对这些步运行 MindSpore 性能分析器（runs/<id>/profile/；监控页显示耗时最多的算子）",
     "early_stopping.enabled": "监控指标不再改进时提前停止",
-    "early_stopping.monitor": "监控的指标",
+    "early_stopping.monitor": "监控的指标：验证损失或困惑度（越低越好），或测试集回答的得分（越高越好）",
     "early_stopping.patience": "停止前允许的无改进评估次数",
-    "early_stopping.min_delta": "算作改进的最小下降量",
     "launch.backend": "local 在本机运行；slurm 提交批处理作业",
     "launch.nodes": "Slurm 节点数（每个节点一个 msrun）；节点数 x 每节点 worker 数 = parallel.data_parallel",
     "launch.workers_per_node": "msrun 在每个 Slurm 节点上启动的 worker 数",
@@ -263,6 +271,13 @@ FIELD_HELP_ZH: dict[str, str] = {
     "launch.time_limit": "Slurm 时间限制（30、1:30:00、2-12 等）；留空则用分区的限制",
     "launch.sbatch_options": "额外的 sbatch 选项，每项一个 '--名称=值'",
     "launch.env": "在每个节点上为作业设置的环境变量",
+    "early_stopping.min_delta": "算作改进的最小变化量（损失下降、得分上升）",
+    "eval.downstream_every_eval": "每次评估时也给生成的回答评分（BLEU/ROUGE 曲线；早停监控回答得分时自动开启）",
+    "tracking": "同步运行指标的实验跟踪工具：tensorboard、mlflow、swanlab（可选安装包：requirements-tracking.txt）",
+    "mlflow.tracking_uri": "MLflow 跟踪 URI（http://host:5000、sqlite:///file.db）；留空：$MLFLOW_TRACKING_URI，否则 sqlite:///<run.runs_dir>/mlflow.db",
+    "mlflow.experiment": "运行记录所属的 MLflow 实验",
+    "swanlab.mode": "offline/local：文件保存在运行目录（swanlab watch 可查看）；cloud：SwanLab 服务器（先 swanlab login）",
+    "swanlab.project": "运行记录所属的 SwanLab 项目",
 }
 # Read-outs the callbacks write (tables, notes, the Train tab's "Before launch" column).
 TEXTS.update({
@@ -280,6 +295,8 @@ TEXTS.update({
     "runs.col.best val ppl": ("best val ppl", "最佳验证困惑度"), "runs.col.tokens/s": ("tokens/s", "token/秒"),
     "runs.col.peak MB": ("peak MB", "峰值内存 MB"), "runs.col.duration": ("duration", "用时"),
     "runs.col.reason": ("reason", "原因"),
+    "runs.col.EM %": ("EM %", "精确匹配 %"), "runs.col.BLEU": ("BLEU", "BLEU"), "runs.col.ROUGE-1": ("ROUGE-1", "ROUGE-1"),
+    "runs.col.ROUGE-2": ("ROUGE-2", "ROUGE-2"), "runs.col.ROUGE-L": ("ROUGE-L", "ROUGE-L"),
     "runs.queue_empty": ("no run is waiting: Start launches at once while a device is free",
                          "没有排队的运行：设备空闲时点击“开始训练”会立即启动"),
     "runs.queued_n": ("queued #{n}", "排队中 #{n}"),
@@ -360,6 +377,7 @@ TEXTS.update({
     "ytitle.val_ppl": ("perplexity", "困惑度"), "ytitle.memory": ("MB per worker", "每 worker MB"),
     "ytitle.tokens_per_s": ("tokens/s", "token/秒"), "ytitle.lr": ("learning rate", "学习率"),
     "ytitle.grad_norm": ("grad norm", "梯度范数"), "ytitle.loss_scale": ("loss scale", "损失缩放"),
+    "ytitle.answers": ("score ×100", "得分 ×100"),
     "es.best": ("best {monitor} {value} at step {step}", "最佳 {monitor} {value}（第 {step} 步）"),
     "es.patience": ("patience left {n}", "剩余耐心 {n}"), "es.off": (" (early stopping off)", "（早停已关闭）"),
 })
@@ -613,6 +631,8 @@ TEXTS.update({
     "runs.delta_changed": ("changed settings", "改动的设置"), "runs.delta_same": ("(same settings)", "（设置相同）"),
     "runs.delta_against": ("against {run}", "对比 {run}"),
     "delta.val_ppl": ("ΔPPL", "ΔPPL"), "delta.exact_match": ("Δexact match", "Δ精确匹配"),
+    "delta.bleu": ("ΔBLEU", "ΔBLEU"), "delta.rouge1": ("ΔROUGE-1", "ΔROUGE-1"), "delta.rouge2": ("ΔROUGE-2", "ΔROUGE-2"),
+    "delta.rougeL": ("ΔROUGE-L", "ΔROUGE-L"),
     "delta.tokens_per_s": ("Δtokens/s", "Δtoken/秒"), "delta.peak_mem_mb": ("Δpeak MB", "Δ峰值 MB"),
 })
 
@@ -738,6 +758,12 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"^give the number of steps or epochs \(the field is empty\)$", "请填写步数或轮数（该字段为空）"),
     (r"\(the field is empty\)", "（该字段为空）"), (r" \(got ([^()]*|\[.*\]|\(.*\))\)$", r"（当前值 \1）"),
     (r"^steps (?=must|is)", "步数"), (r"^epochs (?=must|is)", "轮数"), (r"^target modules (?=must|is|names|matches)", "目标模块"),
+    # core.tracking / core.config: trackers, answer scores
+    (r"tracking: (\w+) needs the (\S+) package, which is not installed \(pip install -r requirements-tracking\.txt\), "
+     r"or take \w+ out of tracking", r"tracking：\1 需要 \2 包，但尚未安装（pip install -r requirements-tracking.txt），"
+     r"或从 tracking 中去掉 \1"),
+    (r"scores the generated test answers: needs eval\.downstream true and a data\.test_file \(or watch val_loss\)",
+     "要给生成的测试回答评分：需要 eval.downstream 为 true 并设置 data.test_file（或改为监控 val_loss）"),
     # core.config: rules across fields
     (r"set run\.resume \(continue this run\) or run\.fork_from \(start a new run from a checkpoint\), not both",
      "只能设置 run.resume（继续此运行）或 run.fork_from（从检查点开始新运行）之一"),

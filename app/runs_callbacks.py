@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 
 from core import launcher
-from core.rundir import (POINTERS, TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, TrainRecord, display_name,
-                         resolve_inside)
+from core.rundir import (GENERATION_FIELDS, POINTERS, TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status,
+                         TrainRecord, display_name, resolve_inside)
 
 from app.access import SINGLE_USER, Viewer
 from app.changes import Change, applies, changes, changes_text, differing_keys, flat_config, show
@@ -25,7 +25,8 @@ from app.metrics import RunCharts
 from app.run_status import fmt_duration, reached_step, total_elapsed_s
 from app.svg_chart import line_chart
 
-TABLE_HEADERS = ["run", "state", "step", "best val ppl", "tokens/s", "peak MB", "duration", "reason"]
+TABLE_HEADERS = ["run", "state", "step", "best val ppl", "EM %", "BLEU", "ROUGE-1", "ROUGE-2", "ROUGE-L", "tokens/s",
+                 "peak MB", "duration", "reason"]
 OVERLAY_METRICS = {"train loss": ("loss", "loss"), "train loss EMA": ("loss", "loss EMA"),
                    "val loss": ("val_loss", "val loss"), "val ppl": ("val_ppl", "val ppl"),
                    "tokens/s": ("tokens_per_s", "tokens/s")}
@@ -52,9 +53,12 @@ def table_row(summary: RunSummary, now: float | None = None, lang: str = "en") -
     else:
         ppl = best.val_ppl if best else None
         tokens_per_s, peak_mem_mb = (latest.tokens_per_s, latest.peak_mem_mb) if latest else (None, None)
+    # the best checkpoint's answer scores (x100, as BLEU and ROUGE are usually quoted) once the run is over
+    scores = [_number(100 * getattr(final, name), 3) if final and getattr(final, name) is not None else "-"
+              for name in GENERATION_FIELDS]
     return [summary.run_id, summary.state,
             f"{step}/{total}" if step is not None and total else _number(step),
-            _number(ppl, 4), _number(tokens_per_s, 4), _number(peak_mem_mb, 5),
+            _number(ppl, 4), *scores, _number(tokens_per_s, 4), _number(peak_mem_mb, 5),
             fmt_duration(total_elapsed_s(status, now)), reason]
 
 
@@ -282,12 +286,17 @@ class Figures:
     exact_match: float | None
     tokens_per_s: float | None
     peak_mem_mb: float | None
+    bleu: float | None = None
+    rouge1: float | None = None
+    rouge2: float | None = None
+    rougeL: float | None = None  # noqa: N815
 
 
 def run_figures(run: RunDir, status: Status) -> Figures:
     final, best = status.final, status.best
     if final is not None:
-        return Figures(final.best_val_ppl, final.exact_match, final.tokens_per_s, final.peak_mem_mb)
+        return Figures(final.best_val_ppl, final.exact_match, final.tokens_per_s, final.peak_mem_mb,
+                       final.bleu, final.rouge1, final.rouge2, final.rougeL)
     latest = run.last_metric(TrainRecord)
     return Figures(best.val_ppl if best else None, None, latest.tokens_per_s if latest else None,
                    latest.peak_mem_mb if latest else None)
@@ -303,7 +312,9 @@ class Delta:
     reference_figures: Figures
 
 
-DELTA_FIGURES = (("val_ppl", "ΔPPL", 3), ("exact_match", "Δexact match", 3), ("tokens_per_s", "Δtokens/s", 4),
+DELTA_FIGURES = (("val_ppl", "ΔPPL", 3), ("exact_match", "Δexact match", 3), ("bleu", "ΔBLEU", 3),
+                 ("rouge1", "ΔROUGE-1", 3), ("rouge2", "ΔROUGE-2", 3), ("rougeL", "ΔROUGE-L", 3),
+                 ("tokens_per_s", "Δtokens/s", 4),
                  ("peak_mem_mb", "Δpeak MB", 4))
 
 
@@ -344,7 +355,7 @@ def result_deltas(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_
 
 
 def delta_text(new: float | None, old: float | None, digits: int, percent_points: bool = False) -> str:
-    """'-0.15 (-4.9%)'; for a share (exact match) the difference in points: '+12.5 pts'."""
+    """'-0.15 (-4.9%)'; for a share (exact match, BLEU, ROUGE) the difference in points: '+12.5 pts'."""
     if new is None or old is None:
         return "-"
     if percent_points:
@@ -355,7 +366,8 @@ def delta_text(new: float | None, old: float | None, digits: int, percent_points
 
 
 def deltas_html(deltas: list[Delta], lang: str = "en") -> str:
-    """A table: each run's changed settings beside ΔPPL, Δexact match, Δtokens/s and Δpeak memory."""
+    """A table: each run's changed settings beside ΔPPL, Δexact match, ΔBLEU, ΔROUGE-1/2/L, Δtokens/s
+    and Δpeak memory."""
     if not deltas:
         return ""
     head = "".join(f"<th>{html.escape(text(h, lang))}</th>" for h in
@@ -366,7 +378,7 @@ def deltas_html(deltas: list[Delta], lang: str = "en") -> str:
         cells = [f"<td><code>{html.escape(delta.run_id)}</code></td>", f"<td>{html.escape(changed)}</td>"]
         for name, _, digits in DELTA_FIGURES:
             shown = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), digits,
-                               percent_points=name == "exact_match")
+                               percent_points=name in GENERATION_FIELDS)
             cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(shown)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
     caption = html.escape(text("runs.delta_against", lang)).format(run=f"<code>{html.escape(deltas[0].reference)}</code>")

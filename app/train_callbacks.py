@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from core import launcher
+from core import launcher, tracking
 from core.config import Config, ConfigError, deep_merge, load_config, read_config_file
 from core.data import DataError, run_seq_len
 from core.data_files import split_path
@@ -113,7 +113,18 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
         launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
     except ConfigError as err:
         errors.update(form.errors_by_widget(err.errors))
+    missing = [str(err) for err in map(_tracker_missing, config.tracking) if err]
+    if missing:  # the worker would only report it and go on: said here, before the run starts
+        errors["tracking"] = "; ".join(missing)
     return errors
+
+
+def _tracker_missing(name: str) -> tracking.TrackerUnavailable | None:
+    try:
+        tracking.check_installed(name)
+    except tracking.TrackerUnavailable as err:
+        return err
+    return None
 
 
 def _data_file_error(name: str, console: Console) -> str | None:

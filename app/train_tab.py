@@ -69,6 +69,7 @@ def build(console: Console, labels: Labels, initial: Config) -> TrainTab:
             _precision_section(tab, labels, values, info)
             _training_section(tab, labels, values, info)
             _eval_section(tab, labels, values, info)
+            _tracking_section(tab, labels, values, info)
         with gr.Column(scale=2):
             _launch_section(tab, labels)
             _config_io_section(tab, console, labels)
@@ -221,11 +222,21 @@ def _eval_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> No
             for key in ("eval.downstream", "eval.max_new_tokens", "eval.max_eval_samples", "eval.ema_alpha"):
                 _widget(tab, key, values, info, labels)
         with gr.Row():
-            for key in ("eval.baseline", "eval.baseline_max_tokens"):
+            for key in ("eval.baseline", "eval.baseline_max_tokens", "eval.downstream_every_eval"):
                 _widget(tab, key, values, info, labels)
         with gr.Row():
             for key in ("early_stopping.enabled", "early_stopping.monitor", "early_stopping.patience",
                         "early_stopping.min_delta"):
+                _widget(tab, key, values, info, labels)
+
+
+def _tracking_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
+    """Experiment trackers the worker mirrors the metrics to (core.tracking), off by default."""
+    with _accordion(labels, "sec.tracking", elem_id="sec-tracking"):
+        with gr.Row():
+            _widget(tab, "tracking", values, info, labels)
+        with gr.Row():
+            for key in ("mlflow.tracking_uri", "mlflow.experiment", "swanlab.mode", "swanlab.project"):
                 _widget(tab, key, values, info, labels)
 
 

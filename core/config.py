@@ -28,7 +28,8 @@ import yaml
 __all__ = [
     "ConfigError", "Config", "RunSettings", "ModelSettings", "LoraSettings", "DataSettings",
     "TrainSettings", "PrecisionSettings", "RecomputeSettings", "ParallelSettings",
-    "EvalSettings", "EarlyStoppingSettings", "LaunchSettings", "FieldInfo", "describe_fields", "load_config", "main",
+    "EvalSettings", "EarlyStoppingSettings", "LaunchSettings", "MlflowSettings", "SwanlabSettings", "TRACKERS",
+    "FieldInfo", "describe_fields", "load_config", "main",
 ]
 
 _NO_VALUE = object()  # a problem that is about a file or a field pair, not one value
@@ -111,10 +112,12 @@ class _Invalid(Exception):
     """Raised by a custom coercer with the full reason."""
 
 
-def _field(default: Any, help: str, *, gt=None, ge=None, lt=None, le=None, coerce=None, rule=None, kind=None):
+def _field(default: Any, help: str, *, gt=None, ge=None, lt=None, le=None, coerce=None, rule=None, kind=None,
+           choices=()):
     """A dataclass field with its help line and valid range (bounds apply when not null);
-    `kind` names the FieldInfo kind of a field with its own coercer."""
-    meta = {"help": help, "gt": gt, "ge": ge, "lt": lt, "le": le, "coerce": coerce, "rule": rule, "kind": kind}
+    `kind` names the FieldInfo kind of a field with its own coercer (and `choices` its options)."""
+    meta = {"help": help, "gt": gt, "ge": ge, "lt": lt, "le": le, "coerce": coerce, "rule": rule, "kind": kind,
+            "choices": tuple(choices)}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -250,6 +253,27 @@ def _coerce_step_range(value: Any) -> list[int] | None:
             not all(isinstance(v, int) and not isinstance(v, bool) for v in value) or not 1 <= value[0] <= value[1]):
         raise _Invalid(f"must be {_STEPS_RULE}")
     return [int(value[0]), int(value[1])]
+
+# the experiment trackers a run can mirror its metrics to (core.tracking)
+TRACKERS = ("tensorboard", "mlflow", "swanlab")
+_TRACKING_RULE = "a list of " + ", ".join(TRACKERS) + " (each at most once), or []"
+
+
+def _coerce_trackers(value: Any) -> list[str]:
+    """A list of tracker names, or their text ('tensorboard, mlflow'); null or '' is none."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [part.strip() for part in value.strip().strip("[]").split(",") if part.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise _Invalid(f"must be {_TRACKING_RULE}")
+    unknown = [v for v in value if v not in TRACKERS]
+    if unknown:
+        raise _Invalid(f"has unknown tracker {unknown[0]!r}{_suggest(unknown[0], TRACKERS)}; must be {_TRACKING_RULE}")
+    if len(set(value)) != len(value):
+        raise _Invalid(f"names a tracker twice; must be {_TRACKING_RULE}")
+    return [t for t in TRACKERS if t in value]  # one order, whatever the order given
+
 
 # data.columns keys: a format's fields and ShareGPT's tags (core.data_formats.MAPPING_KEYS; config
 # imports nothing else of core, so they are repeated here and a test keeps the two equal)
@@ -456,7 +480,10 @@ class EvalSettings(_Section):
     """Evaluation during and after training."""
     KEY: ClassVar[str] = "eval"
     ema_alpha: float = _field(0.3, "weight of the newest value in EMA-smoothed metrics", gt=0, le=1)
-    downstream: bool = _field(True, "generate on the test set and score the answers")
+    downstream: bool = _field(True, "generate on the test set and score the answers (exact match, BLEU-4, "
+                              "ROUGE-1/2/L) before and after training")
+    downstream_every_eval: bool = _field(False, "score the generated answers at every evaluation too (charts of "
+                                         "BLEU/ROUGE; on by itself when early stopping watches one)")
     max_new_tokens: int = _field(16, "generation length for downstream eval", ge=1)
     max_eval_samples: int | None = _field(None, "cap on eval examples; null uses all", ge=1)
     baseline: bool = _field(True, "evaluate the base model before the first step (the Monitor's reference "
@@ -471,10 +498,31 @@ class EarlyStoppingSettings(_Section):
     """Stop when the monitored validation metric stops improving."""
     KEY: ClassVar[str] = "early_stopping"
     enabled: bool = _field(True, "stop early when the monitor stops improving")
-    monitor: Literal["val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema"] = _field("val_loss",
-                                                                                    "metric watched")
+    monitor: Literal["val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema", "exact_match", "bleu", "rouge1", "rouge2",
+                     "rougeL"] = _field("val_loss", "metric watched: a validation loss or perplexity (lower is "
+                                        "better) or a score of the generated test answers (higher is better)")
     patience: int = _field(3, "evaluations without improvement before stopping", ge=1)
-    min_delta: float = _field(0.0, "smallest decrease that counts as an improvement", ge=0)
+    min_delta: float = _field(0.0, "smallest improvement that counts (a decrease of a loss, an increase of a "
+                              "score)", ge=0)
+
+
+@dataclass
+class MlflowSettings(_Section):
+    """Where `tracking: [mlflow]` sends a run."""
+    KEY: ClassVar[str] = "mlflow"
+    tracking_uri: str | None = _field(None, "MLflow tracking URI (http://host:5000, sqlite:///file.db); null: "
+                                      "$MLFLOW_TRACKING_URI, else sqlite:///<run.runs_dir>/mlflow.db")
+    experiment: str = _field("mindtune", "MLflow experiment the runs go to")
+
+
+@dataclass
+class SwanlabSettings(_Section):
+    """How `tracking: [swanlab]` records a run."""
+    KEY: ClassVar[str] = "swanlab"
+    mode: Literal["offline", "local", "cloud"] = _field("offline", "offline/local: files in the run folder "
+                                                        "(swanlab watch shows them); cloud: SwanLab's server, "
+                                                        "logged in with swanlab login")
+    project: str = _field("mindtune", "SwanLab project the runs go to")
 
 
 # launch: where a run runs (this machine, or a Slurm cluster). The Slurm forms are checked here;
@@ -637,6 +685,11 @@ class Config:
     eval: EvalSettings = field(default_factory=EvalSettings)
     early_stopping: EarlyStoppingSettings = field(default_factory=EarlyStoppingSettings)
     launch: LaunchSettings = field(default_factory=LaunchSettings)
+    tracking: list[str] = _field([], "experiment trackers that mirror the run's metrics: tensorboard, mlflow, "
+                                 "swanlab (optional packages: requirements-tracking.txt)",
+                                 coerce=_coerce_trackers, rule=_TRACKING_RULE, kind="checks", choices=TRACKERS)
+    mlflow: MlflowSettings = field(default_factory=MlflowSettings)
+    swanlab: SwanlabSettings = field(default_factory=SwanlabSettings)
 
     def __post_init__(self) -> None:
         problems = _check_fields(self, "")
@@ -734,6 +787,9 @@ def _yaml_line(key: str, value: Any, help: str | bool) -> str:
     return f"{key}: {text}".ljust(34) + f"  # {help}" if help else f"{key}: {text}"
 
 
+_ANSWER_SCORES = ("exact_match", "bleu", "rouge1", "rouge2", "rougeL")  # core.rundir.GENERATION_FIELDS
+
+
 def _cross_field_problems(c: Config) -> list[Problem]:
     """Rules that involve more than one field (the single-field ranges are checked on construction)."""
     t, problems = c.train, []
@@ -751,6 +807,10 @@ def _cross_field_problems(c: Config) -> list[Problem]:
     if c.data.packing and c.data.group_by_length:
         problems.append(Problem("data.group_by_length", True, "packing already removes the padding; "
                                 "set data.packing or data.group_by_length, not both"))
+    if c.early_stopping.monitor in _ANSWER_SCORES and not (c.eval.downstream and c.data.test_file):
+        problems.append(Problem("early_stopping.monitor", c.early_stopping.monitor,
+                                "scores the generated test answers: needs eval.downstream true and a "
+                                "data.test_file (or watch val_loss)"))
     if c.data.validation_file is None and c.data.validation_fraction == 0:
         problems.append(Problem("data.validation_file", None, "no validation data: set "
                                 "data.validation_file or data.validation_fraction in (0, 0.5]"))
@@ -800,7 +860,7 @@ def _sections() -> dict[str, type[_Section]]:
 class FieldInfo(NamedTuple):
     """What the console needs to draw one field: its kind, default, choices, rule and help line."""
     key: str
-    kind: str  # "str", "int", "float", "bool", "choice", "modules" (names or a regex), "mapping" or "list"
+    kind: str  # "str", "int", "float", "bool", "choice", "modules" (names or a regex), "mapping", "list" or "checks"
     optional: bool
     default: Any
     choices: tuple[str, ...]
@@ -825,7 +885,7 @@ def _field_table() -> dict[str, FieldInfo]:
                 continue
             key = f"{prefix}.{f.name}".lstrip(".")
             inner, optional = _split_optional(hints[f.name])
-            choices = typing.get_args(inner) if typing.get_origin(inner) is Literal else ()
+            choices = (typing.get_args(inner) if typing.get_origin(inner) is Literal else ()) or f.metadata["choices"]
             kind = f.metadata["kind"] or ("modules" if f.metadata["coerce"] else "choice" if choices
                                           else inner.__name__)
             out[key] = FieldInfo(key, kind, optional, defaults[key], choices,

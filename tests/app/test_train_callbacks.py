@@ -387,3 +387,15 @@ def test_the_baseline_and_profiler_fields_are_in_the_train_tab_and_reach_the_run
     # and back: the run's config shown in the form again (New run from this one, Load a config)
     values = form.to_values(Config.from_dict(written))
     assert (values["eval.baseline"], values["eval.baseline_max_tokens"], values["train.profile_steps"]) == (False, 256, "2,3")
+
+
+def test_a_tracker_not_installed_blocks_start_naming_the_setting(console, monkeypatch):
+    from core import tracking
+    from app.i18n import problem_text
+    monkeypatch.setitem(tracking.PACKAGES, "swanlab", ("swanlab_missing_module", "swanlab"))
+    config = cb.starter_config(console).with_updates({"tracking": ["tensorboard", "swanlab"]})
+    errors = cb.console_errors(config, console, data=False)
+    assert errors == {"tracking": "tracking: swanlab needs the swanlab package, which is not installed "
+                                  "(pip install -r requirements-tracking.txt), or take swanlab out of tracking"}
+    assert problem_text(errors["tracking"], "zh").startswith("tracking：swanlab 需要 swanlab 包，但尚未安装")
+    assert cb.console_errors(config.with_updates({"tracking": ["tensorboard"]}), console, data=False) == {}
