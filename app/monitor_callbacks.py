@@ -27,6 +27,7 @@ from core.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
 
 from app.access import SINGLE_USER, Viewer
 from app.background import run_with_ticks
+from app.cluster import cancelled, cluster_html, is_cluster, rank_node, shown_state
 from app.context import Console
 from app.sessions import most_recent, session_lock
 from app.exports import FORMATS, ExportFailed, export_target, run_export
@@ -151,8 +152,9 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
     es_values = None
     if session.es_loaded_for != run_id:
         es_values, session.es_loaded_for = early_stopping_settings(run), run_id
-    return Tick(run_id, choices, svgs, state_html(status.state or "unknown", lang),
-                _status_text(status, session.charts, lang), failure_html(status, log or "", lang),
+    failure = "" if cancelled(status) else failure_html(status, log or "", lang, rank_node(status, status.failed_rank))
+    return Tick(run_id, choices, svgs, state_html(shown_state(status), lang),
+                _status_text(status, session.charts, lang), failure,
                 text("mon.no_log", lang) if log == "" else log, session.es_caption or "", es_values,
                 _downloads_if_changed(session, console, run, lang), status.state not in TERMINAL_STATES)
 
@@ -200,7 +202,9 @@ def _status_text(status: Status, charts: RunCharts, lang: str) -> str:
         status = status.replace(total_steps=charts.setup.total_steps)
     line = status_line(status, charts.progress.seconds_per_step())
     busy = phase(line.state, charts.setup is not None, charts.last_eval is not None, charts.last_train is not None)
-    return status_html(line, lang, busy)
+    if busy == "phase.queued" and is_cluster(status):
+        busy = "phase.pending"
+    return status_html(line, lang, busy) + cluster_html(status, lang)
 
 
 def _no_run(run_id: str | None, choices: list[str] | None, lang: str) -> Tick:
