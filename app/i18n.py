@@ -261,7 +261,7 @@ FIELD_HELP_ZH: dict[str, str] = {
     "early_stopping.patience": "停止前允许的无改进评估次数",
     "early_stopping.min_delta": "算作改进的最小下降量",
     "launch.backend": "local 在本机运行；slurm 提交批处理作业",
-    "launch.nodes": "Slurm 节点数（每个节点运行 msrun）；节点数 × 每节点 worker 数 = parallel.data_parallel",
+    "launch.nodes": "Slurm 节点数（每个节点一个 msrun）；节点数 x 每节点 worker 数 = parallel.data_parallel",
     "launch.workers_per_node": "msrun 在每个 Slurm 节点上启动的 worker 数",
     "launch.partition": "Slurm 分区；留空则用集群默认分区",
     "launch.account": "计费的 Slurm 账户；留空则用你的默认账户",

@@ -28,7 +28,7 @@ import yaml
 __all__ = [
     "ConfigError", "Config", "RunSettings", "ModelSettings", "LoraSettings", "DataSettings",
     "TrainSettings", "PrecisionSettings", "RecomputeSettings", "ParallelSettings",
-    "EvalSettings", "EarlyStoppingSettings", "FieldInfo", "describe_fields", "load_config", "main",
+    "EvalSettings", "EarlyStoppingSettings", "LaunchSettings", "FieldInfo", "describe_fields", "load_config", "main",
 ]
 
 _NO_VALUE = object()  # a problem that is about a file or a field pair, not one value
@@ -470,6 +470,160 @@ class EarlyStoppingSettings(_Section):
     min_delta: float = _field(0.0, "smallest decrease that counts as an improvement", ge=0)
 
 
+# launch: where a run runs (this machine, or a Slurm cluster). The Slurm forms are checked here;
+# whether Slurm knows the partition/account is asked at submission (core.slurm).
+_SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_TIME_LIMIT_FORMS = ("MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS")
+_TIME_LIMIT = re.compile(r"(?:(?P<d>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"
+                         r"|(?P<h>\d+):(?P<hm>\d+):(?P<hs>\d+)|(?P<m>\d+)(?::(?P<ms>\d+))?)")
+_TIME_RULE = f"a Slurm time limit ({', '.join(_TIME_LIMIT_FORMS)}, e.g. 30, 1:30:00, 2-12), or null"
+# sbatch options the launcher sets itself (and those that would break it): the field to use instead
+SBATCH_RESERVED = {
+    "output": "", "error": "", "input": "", "chdir": "", "wrap": "", "parsable": "", "open-mode": "",
+    "export": "launch.env", "export-file": "launch.env", "array": "", "wait": "", "test-only": "",
+    "nodes": "launch.nodes", "ntasks": "launch.nodes and launch.workers_per_node",
+    "ntasks-per-node": "launch.workers_per_node", "partition": "launch.partition",
+    "account": "launch.account", "time": "launch.time_limit", "job-name": "", "uid": "", "gid": "",
+}
+_SHELL_CHARS = set(";&|$`<>\\'\"\n\r\t\x00(){}*?!~#")
+_SBATCH_OPTION = re.compile(r"--(?P<name>[A-Za-z][A-Za-z0-9-]*)(?:=(?P<value>.+))?")
+_SBATCH_RULE = ("a list of sbatch options, each one item '--name=value' or '--name' (long form; no shell "
+                "characters; not the ones the launcher sets: --output, --error, --chdir, --nodes, ...)")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_RULE = "a mapping of environment variable names ([A-Za-z_][A-Za-z0-9_]*) to values, e.g. {HF_HOME: /data/hf}"
+_SLURM_NAME_RULE = "a Slurm name (letters, digits, '_', '.', '-'), or null"
+
+
+def _coerce_slurm_name(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    text = _to_str(value).strip() if not isinstance(value, bool) else None
+    if text is None or not _SLURM_NAME.fullmatch(text):
+        raise _Invalid(f"must be {_SLURM_NAME_RULE}")
+    return text
+
+
+def time_limit_minutes(text: str) -> float:
+    """Minutes of a Slurm time limit ('30', '1:30:00', '2-12', ...); raises ValueError for a bad form."""
+    m = _TIME_LIMIT.fullmatch(text.strip())
+    if not m:
+        raise ValueError(text)
+    g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+    if "d" in g:
+        if g["dh"] > 23 or g.get("dm", 0) > 59 or g.get("ds", 0) > 59:
+            raise ValueError(text)
+        return g["d"] * 1440 + g["dh"] * 60 + g.get("dm", 0) + g.get("ds", 0) / 60
+    if "h" in g:
+        if g["hm"] > 59 or g["hs"] > 59:
+            raise ValueError(text)
+        return g["h"] * 60 + g["hm"] + g["hs"] / 60
+    if g.get("ms", 0) > 59:
+        raise ValueError(text)
+    return g["m"] + g.get("ms", 0) / 60
+
+
+def _coerce_time_limit(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise _Invalid(f"must be {_TIME_RULE}")
+    text = str(value).strip()
+    if text.upper() in ("UNLIMITED", "INFINITE"):
+        return text.upper()
+    try:
+        minutes = time_limit_minutes(text)
+    except ValueError:
+        raise _Invalid(f"must be {_TIME_RULE}") from None
+    if minutes <= 0:
+        raise _Invalid("must be a time limit above zero")
+    return text
+
+
+def sbatch_option_problem(item: Any) -> str | None:
+    """Why one extra sbatch option is refused, or None when it may be passed to sbatch."""
+    if not isinstance(item, str) or not item:
+        return f"{item!r} is not an option string"
+    bad = sorted({c for c in item if c in _SHELL_CHARS or not c.isprintable()})
+    if bad:
+        return f"{item!r} contains {', '.join(repr(c) for c in bad)}: no shell characters or newlines"
+    m = _SBATCH_OPTION.fullmatch(item)
+    if not m:
+        return (f"{item!r} is not one '--name=value' item (use the long form, one option per item, "
+                "e.g. --mem=4G)")
+    name = m["name"].lower()
+    # sbatch accepts unambiguous abbreviations (--out = --output): refuse any prefix of a reserved name
+    hit = next((r for r in SBATCH_RESERVED if r == name or (len(name) >= 2 and r.startswith(name))), None)
+    if hit is not None:
+        instead = SBATCH_RESERVED[hit]
+        return (f"{item!r} sets --{hit}, which the launcher sets itself"
+                + (f"; use {instead}" if instead else ""))
+    return None
+
+
+def _coerce_sbatch_options(value: Any) -> list[str]:
+    """A list of '--name=value' items, or one text of them separated by spaces."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.split()
+    if not isinstance(value, (list, tuple)):
+        raise _Invalid(f"must be {_SBATCH_RULE}")
+    items = [v.strip() if isinstance(v, str) else v for v in value]
+    for item in items:
+        problem = sbatch_option_problem(item)
+        if problem:
+            raise _Invalid(problem)
+    return list(items)
+
+
+def _coerce_env(value: Any) -> dict[str, str]:
+    """{NAME: value}, from a mapping or its YAML text ('A: 1, B: x', braces optional)."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return {}
+        try:
+            value = yaml.safe_load(text if text.startswith("{") else "{" + text + "}")
+        except yaml.YAMLError:
+            raise _Invalid(f"must be {_ENV_RULE}") from None
+    if not isinstance(value, Mapping):
+        raise _Invalid(f"must be {_ENV_RULE}")
+    out: dict[str, str] = {}
+    for name, val in value.items():
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise _Invalid(f"has the name {name!r}; a variable name is letters, digits and '_', not starting "
+                           "with a digit")
+        if isinstance(val, (dict, list)) or val is None:
+            raise _Invalid(f"gives {name} the value {val!r}; a value must be a string or a number")
+        text = "true" if val is True else "false" if val is False else str(val)
+        if "\n" in text or "\r" in text or "\x00" in text:
+            raise _Invalid(f"gives {name} a value with a newline; values are one line")
+        out[name] = text
+    return out
+
+
+@dataclass
+class LaunchSettings(_Section):
+    """Where the run runs: this machine (local) or a Slurm cluster."""
+    KEY: ClassVar[str] = "launch"
+    backend: Literal["local", "slurm"] = _field("local", "local runs on this machine; slurm submits a batch job")
+    nodes: int = _field(1, "Slurm nodes (msrun on each); nodes x workers_per_node = parallel.data_parallel",
+                        ge=1)
+    workers_per_node: int = _field(1, "workers msrun starts on each Slurm node", ge=1)
+    partition: str | None = _field(None, "Slurm partition; null uses the cluster's default",
+                                   coerce=_coerce_slurm_name, rule=_SLURM_NAME_RULE, kind="str")
+    account: str | None = _field(None, "Slurm account to charge; null uses yours by default",
+                                 coerce=_coerce_slurm_name, rule=_SLURM_NAME_RULE, kind="str")
+    time_limit: str | None = _field(None, "Slurm time limit (30, 1:30:00, 2-12, ...); null uses the partition's",
+                                    coerce=_coerce_time_limit, rule=_TIME_RULE, kind="str")
+    sbatch_options: list[str] = _field([], "extra sbatch options, one '--name=value' item each",
+                                       coerce=_coerce_sbatch_options, rule=_SBATCH_RULE, kind="list")
+    env: dict[str, str] = _field({}, "environment variables set for the job on every node",
+                                 coerce=_coerce_env, rule=_ENV_RULE, kind="mapping")
+
+
 # ---- the whole config ------------------------------------------------------------------------
 
 @dataclass
@@ -486,6 +640,7 @@ class Config:
     parallel: ParallelSettings = field(default_factory=ParallelSettings)
     eval: EvalSettings = field(default_factory=EvalSettings)
     early_stopping: EarlyStoppingSettings = field(default_factory=EarlyStoppingSettings)
+    launch: LaunchSettings = field(default_factory=LaunchSettings)
 
     def __post_init__(self) -> None:
         problems = _check_fields(self, "")
@@ -624,6 +779,12 @@ def _cross_field_problems(c: Config) -> list[Problem]:
         problems.append(Problem("parallel.optimizer_shard", True,
                                 f"MindSpore's parallel optimizer is Ascend-only (device is "
                                 f"{c.parallel.device!r}); set it to false or use parallel.device=ascend"))
+    launch = c.launch
+    if launch.backend == "slurm" and launch.nodes * launch.workers_per_node != c.parallel.data_parallel:
+        problems.append(Problem("launch.nodes", launch.nodes,
+                                f"launch.nodes x launch.workers_per_node ({launch.nodes} x {launch.workers_per_node} "
+                                f"= {launch.nodes * launch.workers_per_node}) must equal parallel.data_parallel "
+                                f"({c.parallel.data_parallel}): every worker is one data-parallel rank"))
     return problems
 
 
@@ -643,7 +804,7 @@ def _sections() -> dict[str, type[_Section]]:
 class FieldInfo(NamedTuple):
     """What the console needs to draw one field: its kind, default, choices, rule and help line."""
     key: str
-    kind: str  # "str", "int", "float", "bool", "choice", "modules" (names or a regex) or "mapping"
+    kind: str  # "str", "int", "float", "bool", "choice", "modules" (names or a regex), "mapping" or "list"
     optional: bool
     default: Any
     choices: tuple[str, ...]

@@ -44,7 +44,7 @@ from core.config import ConfigError, EarlyStoppingSettings
 
 __all__ = [
     "RunDirError", "STATES", "TERMINAL_STATES", "can_transition", "FAILURE_KINDS", "STOP_REQUESTS",
-    "Record", "Status", "BestSoFar", "FinalFigures", "Attempt", "ControlRequest",
+    "Record", "Status", "ClusterJob", "SLURM_ACTIVE_STATES", "BestSoFar", "FinalFigures", "Attempt", "ControlRequest",
     "MetricRecord", "TrainRecord", "ValidationFigures", "EvalRecord", "EventRecord", "SetupEvent",
     "BaselineEvent", "ResumeEvent", "ForkEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
     "ProfiledOperator", "ProfileSummary",
@@ -252,6 +252,27 @@ FAILURE_KINDS = ("data", "config", "nonfinite", "oom", "crash", "disk_full", "ch
                  "rank_died")
 
 
+# cluster job states as Slurm reports them (squeue/scontrol/sacct), for Status.cluster.state
+SLURM_ACTIVE_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterJob(Record):
+    """status.json's `cluster`: the scheduler job a cluster run is (None for a local run).
+    `state` and `reason` are the scheduler's words (Slurm: PENDING / Resources, RUNNING, CANCELLED,
+    TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, ...); `script` is the batch script's file name in the run folder."""
+    backend: str = "slurm"
+    job_id: str | None = None
+    state: str | None = None
+    reason: str | None = None
+    nodes: list[str] = field(default_factory=list)
+    partition: str | None = None
+    submitted_at: float | None = None
+    script: str | None = None
+    exit_code: str | None = None         # Slurm's ExitCode, e.g. "0:0" or "1:0"
+    checked_at: float | None = None      # when the scheduler was last asked
+
+
 @dataclass(frozen=True, kw_only=True)
 class Status(Record):
     """status.json: where a run is (`state`, one of STATES), its processes, progress and results.
@@ -291,6 +312,8 @@ class Status(Record):
     # a fork: the run and checkpoint step this run started from (its curve continues the parent's)
     parent_run: str | None = None
     parent_step: int | None = None
+    # a cluster run: its scheduler job (core.slurm); None for a run on this machine
+    cluster: ClusterJob | None = None
 
 
 # -- control.json --
@@ -643,6 +666,16 @@ class RunDir:
         return self.logs_dir / f"worker_{rank}.log"
 
     @property
+    def sbatch_script(self) -> Path:
+        """The Slurm batch script a cluster run was submitted with (core.slurm writes it)."""
+        return self.path / "job.sbatch"
+
+    @property
+    def slurm_output(self) -> Path:
+        """Slurm's own output file of the batch job (srun's and the node entries' lines)."""
+        return self.path / "slurm.out"
+
+    @property
     def ranks_dir(self) -> Path:
         """The rank supervisors' records, heartbeats and claims (core.ranks names the files)."""
         return self.path / "ranks"
@@ -769,7 +802,7 @@ class RunDir:
                                ended_at=current.ended_at, step=current.step)
             cleared = {name: _default_of(Status, name) for name in (
                 "pid", "pgid", "create_time", "worker_pids", "started_at", "ended_at", "reason",
-                "failure_kind", "error_lines", "hostname")}
+                "failure_kind", "error_lines", "hostname", "cluster")}
             status = current.replace(**cleared, state="queued", attempt=current.attempt + 1,
                                      history=[*current.history, previous], updated_at=time.time())
             atomic_write_json(self.status_path, status.to_json())
