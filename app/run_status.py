@@ -69,7 +69,8 @@ def failure_html(status: Status, log_tail: str, lang: str, node: str | None = No
     if node and status.failed_rank is not None:
         where = f"{where} on {node}"
         on_node = (f'<p class="mt-failure-node" id="failure-node" data-node="{html.escape(node)}">'
-                   f'{html.escape(text("cluster.rank_on", lang).format(rank=status.failed_rank, node=node))}</p>')    tail = (f'<pre class="mt-failure-log" data-rank="{html.escape(where)}">{html.escape(chr(10).join(lines))}</pre>'
+                   f'{html.escape(text("cluster.rank_on", lang).format(rank=status.failed_rank, node=node))}</p>')
+    tail = (f'<pre class="mt-failure-log" data-rank="{html.escape(where)}">{html.escape(chr(10).join(lines))}</pre>'
             if lines else "")  # the failed rank's own log tail (a data-parallel rank logs to logs/worker_N.log)
     return (f'<h3 class="mt-failure">{ICON_FAILED} {html.escape(text(f"failure.{kind}", lang))}</h3>'
             f'<p>{html.escape(text("failure.reason", lang))}: <code>{first}</code></p>{on_node}{tail}')
