@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from core.rundir import TERMINAL_STATES, Status
+from core.config import ConfigError
+from core.rundir import TERMINAL_STATES, RunDir, RunDirError, Status
 
 from app.form import LOCAL, SLURM, SLURM_PREFIX, parse_where
 from app.i18n import problem_text, text
@@ -87,6 +88,7 @@ class ClusterOffers:
     runs_dir: Path
     shared_dir: Path | None
     reader: Callable[..., ClusterOffer] = read_offer
+    check_submission: Callable | None = None  # what Slurm would refuse (None: core.slurm.check_submission)
     ttl_s: float = OFFER_TTL_S
     _cached: tuple[float, ClusterOffer] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -126,20 +128,24 @@ def where_note(offer: ClusterOffer, lang: str = "en") -> str:
     return text("help.where", lang)
 
 
-def where_errors(backend: str, partition: str | None, nodes: int | None, offer: ClusterOffer) -> dict[str, str]:
-    """What stops a Slurm run before it is submitted, by config key: Slurm is not offered here
-    (naming --cluster-shared-dir when that is why), a partition Slurm does not list, more nodes
-    than the partition has."""
-    if backend != SLURM:
-        return {}
+def cluster_errors(config: Any, offer: ClusterOffer, ask_slurm: bool = True,
+                   check_submission: Callable | None = None) -> dict[str, str]:
+    """What stops a cluster run before it is submitted, by config key: Slurm is not offered here
+    (naming --cluster-shared-dir when that is why); with `ask_slurm`, what Slurm would refuse
+    (core.slurm.check_submission: a partition or account it does not know, more nodes than the
+    partition has, a time limit over the partition's)."""
     if offer.refusal:
         return {"launch.backend": offer.refusal}
-    part = offer.partition(partition) if partition else None
-    if partition and part is None:
-        names = ", ".join(p.name for p in offer.partitions)
-        return {"launch.partition": f"Slurm has no partition {partition!r} (it has: {names})"}
-    if part is not None and nodes and nodes > part.nodes:
-        return {"launch.nodes": f"{nodes} nodes asked; partition {part.name} has {part.nodes}"}
+    if not ask_slurm:
+        return {}
+    if check_submission is None:
+        from core.slurm import check_submission
+    try:
+        check_submission(config)
+    except ConfigError as err:
+        return dict(err.errors)
+    except RuntimeError as err:  # LaunchError: Slurm did not answer
+        return {"launch.backend": str(err)}
     return {}
 
 
@@ -155,10 +161,12 @@ def is_cluster(status: Status) -> bool:
 
 
 def cancelled(status: Status) -> bool:
-    """A job cancelled in Slurm (scancel, from the console or outside it): shown as cancelled,
-    never as a crash."""
+    """A job cancelled in Slurm by scancel (while pending, or from outside the console): shown as
+    cancelled, never as a crash. A Stop pressed in the console also ends in scancel, and stays
+    'stopped' as a local run's would (core.slurm's reason then names no scancel)."""
     job = cluster_of(status)
-    return job is not None and (job.state or "").split(" ")[0] == "CANCELLED" and status.state in TERMINAL_STATES
+    return (job is not None and (job.state or "").split(" ")[0] == "CANCELLED" and status.state == "stopped"
+            and "scancel" in (status.reason or ""))
 
 
 def shown_state(status: Status) -> str:
@@ -175,11 +183,22 @@ def reason_words(reason: str | None, lang: str = "en") -> str:
     return f"{reason} ({meaning})" if meaning != key else reason
 
 
-def rank_node(status: Status, rank: int | None) -> str | None:
-    """The node a data-parallel rank ran on: msrun numbers ranks node by node (node_rank ×
-    workers per node + local rank), and the job's node list is in Slurm's node order."""
+def rank_node(status: Status, rank: int | None, run: RunDir | None = None) -> str | None:
+    """The node a data-parallel rank ran on: its own record in ranks/ (core.ranks writes the
+    Slurm node name), else from its number (msrun numbers ranks node by node: node_rank × workers
+    per node + local rank, nodes in Slurm's order)."""
     job = cluster_of(status)
-    if job is None or rank is None or not job.nodes:
+    if job is None or rank is None:
+        return None
+    if run is not None:
+        from core import ranks
+        try:
+            node = ranks.rank_records(run, status.attempt).get(rank, {}).get("node")
+        except (OSError, RunDirError, ValueError):
+            node = None
+        if node:
+            return str(node)
+    if not job.nodes:
         return None
     world = status.rank_count or status.data_parallel or len(job.nodes)
     per_node = max(world // len(job.nodes), 1)

@@ -171,6 +171,7 @@ TEXTS: dict[str, tuple[str, str]] = {
     "failure.hang": ("A worker stopped making progress (see which rank below).", "有 worker 不再推进（见下方 rank）。"),
     "failure.rank_died": ("A data-parallel worker died (see which rank, its exit signal and log below).",
                           "有数据并行 worker 退出（见下方 rank、退出信号与日志）。"),
+    "failure.cluster": ("The cluster ended the job (see Slurm's words below).", "集群结束了作业（见下方 Slurm 的说明）。"),
     "failure.reason": ("Reason", "原因"),
     "state.queued": ("queued", "排队中"), "state.starting": ("starting", "启动中"), "state.running": ("running", "运行中"),
     "state.stopping": ("stopping", "停止中"), "state.finished": ("finished", "已完成"),

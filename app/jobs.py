@@ -350,17 +350,17 @@ class JobManager:
         pending = [s for s in list_runs(self.runs_dir) if s.state == "queued" and self._backend_name(s) != LOCAL]
         if not pending:
             return []
-        by_job = {cluster_of(s.status).job_id: s for s in pending if cluster_of(s.status) is not None}
+        by_id = {s.run_id: s for s in pending}
         try:
-            order = list(self.backend("slurm").queue())
-        except (launcher.LaunchError, OSError) as err:
+            order = [e.run_id for e in self.backend("slurm").queue(self.runs_dir) if e.state == "PENDING"]
+        except (launcher.LaunchError, OSError) as err:  # Slurm does not answer: the order they were submitted in
             print(f"mindtune: Slurm queue: {err}", flush=True)
-            order = sorted(by_job, key=lambda j: (by_job[j].status.cluster.submitted_at or 0.0, j))
+            order = sorted(by_id, key=lambda r: (by_id[r].status.cluster.submitted_at or 0.0, r))
         entries = []
-        for place, job_id in enumerate(order, start=1):
-            summary = by_job.get(job_id)
+        for place, run_id in enumerate(order, start=1):
+            summary = by_id.get(run_id)
             if summary is not None and viewer.may_see(summary.status):
-                entries.append(QueueEntry(summary.run_id, place, "slurm", summary.status.owner))
+                entries.append(QueueEntry(run_id, place, "slurm", summary.status.owner))
         return entries
 
     def move(self, run_id: str, offset: int, viewer: Viewer = SINGLE_USER) -> str:

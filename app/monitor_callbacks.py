@@ -152,7 +152,7 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
     es_values = None
     if session.es_loaded_for != run_id:
         es_values, session.es_loaded_for = early_stopping_settings(run), run_id
-    failure = "" if cancelled(status) else failure_html(status, log or "", lang, rank_node(status, status.failed_rank))
+    failure = "" if cancelled(status) else failure_html(status, log or "", lang, rank_node(status, status.failed_rank, run))
     return Tick(run_id, choices, svgs, state_html(shown_state(status), lang),
                 _status_text(status, session.charts, lang), failure,
                 text("mon.no_log", lang) if log == "" else log, session.es_caption or "", es_values,

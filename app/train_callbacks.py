@@ -28,7 +28,7 @@ from core.tokenizer import TokenizerError
 from app import catalog, data_preview, devices, form
 from app.access import SINGLE_USER, Viewer
 from app.background import run_with_ticks
-from app.cluster import where_errors
+from app.cluster import cluster_errors
 from app.changes import Change, applies, changes, changes_text, flatten, same, show
 from app.context import Console
 from app.i18n import memory_note, problem_text, text
@@ -111,9 +111,9 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
         from app.data_callbacks import data_problems
         errors.update(data_problems(config, console))
     if config.launch.backend != form.LOCAL:  # its workers are on the cluster's nodes, not here
-        launch = config.launch
-        errors.update(form.errors_by_widget(where_errors(launch.backend, launch.partition, launch.nodes,
-                                                         console.cluster_offer())))
+        offer = console.cluster_offer()
+        errors.update(form.errors_by_widget(cluster_errors(config, offer, ask_slurm=data,
+                                                           check_submission=console.cluster.check_submission)))
         return errors
     try:
         launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
@@ -174,7 +174,7 @@ def sbatch_text(config: Config, console: Console) -> str:
     from core import slurm
 
     try:
-        return slurm.batch_script(preview_run_dir(config, console), config, master_port=PREVIEW_MASTER_PORT)
+        return slurm.build_script(preview_run_dir(config, console), config, master_port=PREVIEW_MASTER_PORT)
     except (launcher.LaunchError, ConfigError, OSError) as err:
         return f"# no batch script: {err}"
 
