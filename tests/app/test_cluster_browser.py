@@ -1,0 +1,144 @@
+"""Issue 25 in a real browser against the real two-node Slurm cluster (scripts/slurm_cluster.sh):
+the Train tab's "Where to run" offers partition debug, its Slurm fields fold out, the preview is the
+sbatch script; a double-clicked Start with `--hold` submits one job, which the Monitor shows pending
+with Slurm's reason (JobHeldUser) and the Runs tab lists in Slurm's queue; Cancel there is scancel,
+and the Monitor says cancelled, not crashed. Then a 2-node × 1-worker run is submitted from the form
+and watched to the end: job id, nodes node1 and node2, Slurm's state, the loss chart.
+
+Screenshots in test-artifacts/: slurm-train-tab, slurm-pending-reason, slurm-cancelled,
+slurm-running, slurm-finished. Skips without the cluster, the console, Playwright or Chromium;
+fails instead under MINDTUNE_REQUIRE_SLURM=1 (and MINDTUNE_REQUIRE_BROWSER=1).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from core.rundir import RunDir, list_runs
+
+from tests.app.test_browser import choose, plot_points, reveal, run_state, set_number, wait_for
+
+pytest_plugins = ["tests.app.browser_fixtures"]
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.slurm]
+
+STEPS, LOG_EVERY, EVAL_EVERY = 6, 2, 3
+RUN_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster() -> None:
+    """The test cluster answers with partition debug of two nodes; else skip (fail when required)."""
+    from core import slurm
+    reason = slurm.available()
+    if reason is None:
+        found = {p.name: p.nodes for p in slurm.partitions()}
+        if found.get("debug", 0) < 2:
+            reason = f"Slurm has no partition debug with 2 nodes (it has {found})"
+    if reason and os.environ.get("MINDTUNE_REQUIRE_SLURM") == "1":
+        pytest.fail(f"MINDTUNE_REQUIRE_SLURM=1 but {reason}")
+    if reason:
+        pytest.skip(f"no Slurm test cluster ({reason}); start it with: sudo bash scripts/slurm_cluster.sh start")
+
+
+@pytest.fixture
+def console_extra_args(tmp_path: Path, slurm_cluster) -> list[str]:
+    return ["--cluster-shared-dir", str(tmp_path)]  # the runs folder (tmp_path/runs) is under it
+
+
+@pytest.fixture
+def cancel_jobs_after(console_server):
+    """No Slurm job of the test outlives it (the console fixture stops only local processes)."""
+    yield
+    from core.slurm import SlurmBackend
+    backend = SlurmBackend()
+    for run in backend.active(console_server.runs_dir):
+        backend.stop(run, graceful=False)
+
+
+def fill_slurm_form(page, sbatch_options: str) -> None:
+    choose(page, "model-picker", "tiny-demo")
+    choose(page, "dataset-picker", "demo")
+    choose(page, "method", "lora")
+    set_number(page, "train-length", STEPS)
+    set_number(page, "cfg-train-warmup-steps", 1)
+    set_number(page, "cfg-train-log-every", LOG_EVERY)
+    set_number(page, "cfg-train-eval-every", EVAL_EVERY)
+    set_number(page, "cfg-train-save-every", EVAL_EVERY)
+    set_number(page, "cfg-eval-max-eval-samples", 16)
+    reveal(page, "#cfg-eval-downstream")
+    page.locator("#cfg-eval-downstream input[type=checkbox]").set_checked(False)
+    page.locator("#where-to-run label", has_text="Slurm partition debug (2 nodes)").click()
+    page.locator("#sec-slurm").wait_for(state="visible", timeout=30_000)
+    page.locator("#sec-slurm .label-wrap").first.click()  # the folded Slurm job settings
+    page.locator("#cfg-launch-nodes").wait_for(state="visible", timeout=30_000)
+    set_number(page, "cfg-launch-nodes", 2)
+    set_number(page, "cfg-launch-workers-per-node", 1)
+    set_options(page, sbatch_options)
+    wait_for(lambda: all(s in page.inner_text("#config-yaml") for s in (
+        "backend: slurm", "partition: debug", "nodes: 2", "data_parallel: 2", f"max_steps: {STEPS}")),
+        "the YAML preview to follow the Slurm fields", timeout_s=60)
+
+
+def set_options(page, text: str) -> None:
+    box = page.locator("#cfg-launch-sbatch-options textarea, #cfg-launch-sbatch-options input").first
+    box.fill(text)
+    box.press("Tab")
+
+
+def monitor_text(page, selector: str) -> str:
+    element = page.query_selector(selector)
+    return element.inner_text().strip() if element else ""
+
+
+def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, cancel_jobs_after, page, screenshot):
+    runs_dir = console_server.runs_dir
+    page.goto(console_server.url)
+    page.wait_for_selector("#start-button", timeout=180_000)
+    fill_slurm_form(page, "--hold")
+    wait_for(lambda: "#SBATCH --nodes=2" in page.inner_text("#command-preview")
+             and "core.slurm_node" in page.inner_text("#command-preview"),
+             "the preview to show the sbatch script", timeout_s=60)
+    screenshot(page, "slurm-train-tab")
+
+    # ---- held: pending with Slurm's reason; a double-click is one job; cancel is scancel
+    page.dblclick("#start-button")
+    wait_for(lambda: page.is_visible("#tab-monitor") and monitor_text(page, "#cluster-job-id") not in ("", "-"),
+             "the Monitor to show the Slurm job", timeout_s=90)
+    wait_for(lambda: "JobHeldUser" in monitor_text(page, "#cluster-reason"), "Slurm's pending reason", timeout_s=60)
+    assert run_state(page).startswith("queued") and "PENDING" in monitor_text(page, "#cluster-state")
+    screenshot(page, "slurm-pending-reason")
+    held = [s for s in list_runs(runs_dir)]
+    assert len(held) == 1, f"two clicks made {[s.run_id for s in held]}"
+    held_run = RunDir(held[0].path)
+    job_id = held_run.read_status().cluster.job_id
+    assert monitor_text(page, "#cluster-job-id") == job_id and held_run.sbatch_script.is_file()
+
+    page.click("#tab-runs-button")
+    wait_for(lambda: held_run.run_id in monitor_text(page, "#slurm-queue"), "the Slurm queue in the Runs tab", timeout_s=30)
+    page.locator("#runs-select label", has_text=held_run.run_id).locator("input").set_checked(True)
+    page.click("#queue-cancel")
+    wait_for(lambda: "scancel" in monitor_text(page, "#runs-message"), "the cancel message", timeout_s=60)
+    page.click("#tab-monitor-button")
+    wait_for(lambda: run_state(page).startswith("cancelled"), "the Monitor to say cancelled", timeout_s=60)
+    assert "CANCELLED" in monitor_text(page, "#cluster-state") and not monitor_text(page, "#run-failure")
+    screenshot(page, "slurm-cancelled")
+
+    # ---- a 2-node x 1-worker run, watched to the end
+    page.click("#tab-train-button")
+    set_options(page, "")
+    wait_for(lambda: "--hold" not in page.inner_text("#command-preview"), "the preview without --hold", timeout_s=60)
+    page.click("#start-button")
+    wait_for(lambda: monitor_text(page, "#cluster-job-id") not in ("", "-", job_id), "the second job", timeout_s=90)
+    wait_for(lambda: "node1, node2" in monitor_text(page, "#cluster-nodes"), "the job's two nodes", timeout_s=RUN_TIMEOUT_S)
+    wait_for(lambda: len(plot_points(page, "loss-plot").get("loss", {})) >= 1, "a point in the loss chart",
+             timeout_s=RUN_TIMEOUT_S)
+    screenshot(page, "slurm-running")
+    wait_for(lambda: run_state(page).startswith("finished"), "the run to finish", timeout_s=RUN_TIMEOUT_S)
+    screenshot(page, "slurm-finished")
+    run = RunDir(next(s.path for s in list_runs(runs_dir) if s.run_id != held_run.run_id))
+    status = run.read_status()
+    assert status.state == "finished" and status.cluster.nodes == ["node1", "node2"]
+    assert status.cluster.state in ("COMPLETED", "COMPLETING", "RUNNING")  # Slurm may lag the run's own end
+    assert status.step == STEPS and run.sbatch_script.is_file()
