@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from core import slurm
 from core.config import ConfigError
+from core.launcher import LaunchError
 from core.rundir import TERMINAL_STATES, RunDir, RunDirError, Status
 
-from app.form import LOCAL, SLURM, SLURM_PREFIX, parse_where
+from app.form import LOCAL, SLURM_PREFIX, parse_where
 from app.i18n import problem_text, text
 
 OFFER_TTL_S = 30.0        # sinfo is asked at most this often for the choices
@@ -26,59 +28,40 @@ SLURM_ENDS = ("CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
 
 
 @dataclass(frozen=True)
-class Partition:
-    """A partition as the Train tab offers it."""
-    name: str
-    nodes: int
-    state: str = "up"
-
-
-@dataclass(frozen=True)
 class ClusterOffer:
     """What the Train tab may offer: Slurm's partitions, or why Slurm is not offered (English;
     `problem_text` translates it)."""
-    partitions: tuple[Partition, ...] = ()
+    partitions: tuple[slurm.Partition, ...] = ()
     refusal: str | None = None
 
     @property
     def offered(self) -> bool:
         return self.refusal is None and bool(self.partitions)
 
-    def partition(self, name: str | None) -> Partition | None:
-        return next((p for p in self.partitions if p.name == name), None)
 
-
-def shared_dir_refusal(runs_dir: Path, shared_dir: Path | None, check_shared: Callable | None = None) -> str | None:
+def shared_dir_refusal(runs_dir: Path, shared_dir: Path | None) -> str | None:
     """Why a cluster run cannot use `runs_dir` (every node must see it, so it must lie under the
-    console's --cluster-shared-dir), or None when it can."""
-    if shared_dir is None:
-        return ("cluster runs need a runs folder every node sees: start the console with "
-                "--cluster-shared-dir DIR (a folder on shared storage) and a --runs-dir inside it")
-    if check_shared is None:
-        from core.slurm import check_shared
+    console's --cluster-shared-dir; core.slurm's message names the option), or None when it can."""
     try:
-        check_shared(runs_dir, shared_dir)
-    except (ValueError, RuntimeError) as err:  # ConfigError, LaunchError
-        return str(err) if "--cluster-shared-dir" in str(err) else f"--cluster-shared-dir {shared_dir}: {err}"
+        slurm.check_shared(runs_dir, shared_dir)
+    except LaunchError as err:
+        return str(err)
     return None
 
 
-def read_offer(runs_dir: Path, shared_dir: Path | None, available: Callable[[], str | None] | None = None,
-               partitions: Callable[[], list] | None = None, check_shared: Callable | None = None) -> ClusterOffer:
+def read_offer(runs_dir: Path, shared_dir: Path | None, available: Callable[[], str | None] = slurm.available,
+               partitions: Callable[[], list[slurm.Partition]] = slurm.partitions) -> ClusterOffer:
     """Ask Slurm (core.slurm) once: its partitions, or why none is offered (the runs folder is not
     shared; no controller answers; no partition)."""
-    refusal = shared_dir_refusal(runs_dir, shared_dir, check_shared)
+    refusal = shared_dir_refusal(runs_dir, shared_dir)
     if refusal:
         return ClusterOffer(refusal=refusal)
-    if available is None or partitions is None:
-        from core import slurm
-        available, partitions = available or slurm.available, partitions or slurm.partitions
     why = available()
     if why:
         return ClusterOffer(refusal=f"Slurm does not answer: {why}")
-    found = tuple(Partition(str(p.name), int(p.nodes), str(getattr(p, "state", "up") or "up")) for p in partitions())
+    found = tuple(partitions())
     if not found:
-        return ClusterOffer(refusal="Slurm answers but has no partition this user may submit to")
+        return ClusterOffer(refusal="Slurm answers but has no partition")
     return ClusterOffer(found)
 
 
@@ -99,7 +82,7 @@ class ClusterOffers:
             if refresh or self._cached is None or now - self._cached[0] > self.ttl_s:
                 try:
                     offer = self.reader(self.runs_dir, self.shared_dir)
-                except (OSError, ValueError) as err:  # sinfo missing or unreadable: local runs still work
+                except (OSError, LaunchError) as err:  # Slurm missing or unreadable: local runs still work
                     offer = ClusterOffer(refusal=f"Slurm does not answer: {err}")
                 self._cached = (now, offer)
             return self._cached[1]
@@ -138,13 +121,11 @@ def cluster_errors(config: Any, offer: ClusterOffer, ask_slurm: bool = True,
         return {"launch.backend": offer.refusal}
     if not ask_slurm:
         return {}
-    if check_submission is None:
-        from core.slurm import check_submission
     try:
-        check_submission(config)
+        (check_submission or slurm.check_submission)(config)
     except ConfigError as err:
         return dict(err.errors)
-    except RuntimeError as err:  # LaunchError: Slurm did not answer
+    except LaunchError as err:  # Slurm did not answer
         return {"launch.backend": str(err)}
     return {}
 

@@ -32,6 +32,7 @@ from core import launcher
 from core.config import Config, ConfigError, load_config
 from core.atomic import atomic_write
 from core.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, list_runs
+from core.slurm import ENDED_STATES
 
 from app.access import SINGLE_USER, Viewer, read_owner, visible
 from app.cluster import LOCAL, cluster_of
@@ -433,6 +434,9 @@ class JobManager:
                 time.sleep(self._cluster_every_s)
                 continue
             over = status.state in TERMINAL_STATES
+            if refresh is not None:  # a cluster run is over once its job is: until then its ranks may still exit
+                job = cluster_of(status)
+                over = over and (job is None or not job.job_id or job.state in ENDED_STATES)
             if over and (process is None or exited) and (refresh is not None or not self._processes_left(run)):
                 self._ended(run, status)
                 return

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import time
-from pathlib import Path
 
 import pytest
 
