@@ -470,6 +470,12 @@ ACTIONS_ZH: list[tuple[str, Any]] = [
     (r"(\S+): stopping now", r"\1：正在立即停止"),
     (r"(\S+): a stop is already under way", r"\1：已在停止中"),
     (r"cancelled (\S+) \(it never started\)", r"已取消 \1（尚未启动）"),
+    (r"cancelled (\S+) \(scancel of Slurm job (\S+); it never started\)", r"已取消 \1（scancel Slurm 作业 \2；尚未启动）"),
+    (r"(⚠ |✓ )?submitted (\S+) as Slurm job (\S+) \(pending: (.+)\)", r"\1已提交 \2：Slurm 作业 \3（排队中：\4）"),
+    (r"(⚠ |✓ )?submitted (\S+) as Slurm job (\S+) \((\w+)\)",
+     lambda m: f"{m.group(1) or ''}已提交 {m.group(2)}：Slurm 作业 {m.group(3)}（{_STATE_ZH.get(m.group(4), m.group(4))}）"),
+    (r"(⚠ |✓ )?resumed (\S+) from (\S+) as Slurm job (\S+)", r"\1已恢复 \2（从 \3）：Slurm 作业 \4"),
+    (r"(⚠ |✓ )?not submitted: (.+)", lambda m: f"{m.group(1) or ''}未提交：{problem_text(m.group(2), 'zh')}"),
     (r"moved (\S+) (up|down) to place (\d+) of your queued runs", None),
     (r"(\S+) is already (first|last) in the queue", None),
     (r"⚠ select exactly one queued run", "⚠ 请只选择一个排队中的运行"),
@@ -482,6 +488,7 @@ ACTIONS_ZH: list[tuple[str, Any]] = [
     (r"⚠ export failed: (.+)", lambda m: f"⚠ 导出失败：{problem_text(m.group(1), 'zh')}"),
     (r"⚠ (.+)", lambda m: f"⚠ {problem_text(m.group(1), 'zh')}"),  # a problem (core's, the console's)
 ]
+_STATE_ZH = {"pending": "排队中", "starting": "启动中", "running": "运行中"}
 _WORDS_ZH = {"queued to resume": "已排队等待恢复", "resumed": "已恢复", "up": "上移", "down": "下移",
              "first": "第一个", "last": "最后一个"}
 

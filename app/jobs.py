@@ -188,7 +188,7 @@ class JobManager:
         its devices are free."""
         run = self.run_dir(run_id, viewer)
         with self._lock:
-            state = self._reconcile(run).state
+            state = self._refresh(run).state
             if state not in ("stopped", "failed"):
                 raise JobError(f"{run_id} is {state}; only a stopped or failed run can be resumed")
             name = checkpoint or "last"
@@ -205,8 +205,9 @@ class JobManager:
             if config.launch.backend != LOCAL:  # a cluster run resumes as a new job of its backend
                 self._cluster_runs[run.run_id] = config.launch.backend
                 result = self._submit(run, config.launch.backend)
-                return StartResult(run.run_id, True, f"resumed {run.run_id} from {last.resolve().name}; "
-                                   + result.message, queued=result.queued)
+                job = cluster_of(run.read_status())
+                return StartResult(run.run_id, True, f"resumed {run.run_id} from {last.resolve().name} as Slurm job "
+                                   f"{job.job_id if job else '?'}", queued=result.queued)
             run.write_status(queue_position=self._next_position(), device=config.parallel.device, device_ids=[])
             self._schedule()
             queued = run.read_status().state == "queued"
@@ -411,6 +412,22 @@ class JobManager:
         if process is not None:
             self._start_watching(run, process)
 
+    def follow(self, run: RunDir) -> None:
+        """Watch a cluster run this console did not submit (from a shell, or by another console)
+        while a page shows it, so its Slurm state and an end Slurm caused reach its folder."""
+        with self._lock:
+            worker = self._watching.get(run.run_id)
+            if self._closed or (worker is not None and worker.is_alive()):
+                return
+            try:
+                status = run.read_status()
+            except RunDirError:
+                return
+            job, name = cluster_of(status), self._backend_name(status)
+            if name == LOCAL or job is None or not job.job_id or job.state in ENDED_STATES:
+                return
+            self._start_watching(run, refresh=self.backend(name).refresh)
+
     def _start_watching(self, run: RunDir, process=None, refresh: Callable | None = None) -> None:
         """Watch a run until it is over: a local one with the launcher's watch, a cluster one
         with its backend's `refresh` (run folder first, Slurm second)."""
@@ -514,7 +531,10 @@ class JobManager:
     def current_status(self, run_id: str, viewer: Viewer = SINGLE_USER) -> Status:
         """The run's status after checking that an active run still has a process (a cluster
         run: its job, through its backend)."""
-        run = self.run_dir(run_id, viewer)
+        return self._refresh(self.run_dir(run_id, viewer))
+
+    def _refresh(self, run: RunDir) -> Status:
+        """A run's status reconciled by its backend: a local run's processes, a cluster run's job."""
         name = self._backend_name(run.read_status())
         return self._reconcile(run) if name == LOCAL else self.backend(name).refresh(run)
 

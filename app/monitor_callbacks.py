@@ -147,6 +147,8 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
     fresh = session.charts is None
     if fresh:  # another run than the charts showed: every chart is sent, empty ones too
         session.charts = console.charts.get(run.path, workers=_workers(run, status))
+        if is_cluster(status):
+            console.jobs.follow(RunDir(run.path.resolve()))  # a job submitted elsewhere is watched too
     svgs = _chart_updates(session, log_axes(log_scale, ppl_log_scale), everything=full or fresh, lang=lang)
     log = _log_if_changed(session, run)
     es_values = None

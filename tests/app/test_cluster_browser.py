@@ -12,6 +12,7 @@ fails instead under MINDTUNE_REQUIRE_SLURM=1 (and MINDTUNE_REQUIRE_BROWSER=1).
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ import pytest
 from core import launcher
 from core.rundir import RunDir, list_runs
 
-from tests.app.test_browser import plot_points, run_state, set_number, wait_for
+from tests.app.test_browser import choose, plot_points, run_state, set_number, wait_for
 from tests.app.test_browser_workflows import fill_form
 
 pytest_plugins = ["tests.app.browser_fixtures"]
@@ -137,3 +138,53 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
     assert status.state == "finished" and status.cluster.nodes == ["node1", "node2"]
     assert status.step == STEPS and run.sbatch_script.is_file()
     assert not launcher.run_processes(run.path), "a process of the finished cluster run is left"
+
+
+LONG_STEPS = 5000  # runs past a one-minute time limit, and past the kill of a rank
+
+
+def start_and_get_job(page, runs_dir: Path, before: set[str]) -> RunDir:
+    page.click("#tab-train-button")
+    page.click("#start-button")
+    wait_for(lambda: set(s.run_id for s in list_runs(runs_dir)) - before, "a new run folder", timeout_s=60)
+    run = RunDir(next(s.path for s in list_runs(runs_dir) if s.run_id not in before))
+    wait_for(lambda: run.read_status().cluster is not None and run.read_status().cluster.job_id, "its Slurm job",
+             timeout_s=60)
+    return run
+
+
+def test_a_rank_killed_on_node2_and_a_job_past_its_time_limit(console_server, cancel_jobs_after, page, screenshot):
+    """Two 2-node runs at once: one whose rank 1 (on node2) is killed, which the Monitor names with
+    its node; one with a one-minute time limit, which Slurm ends (TIMEOUT) and the Monitor says so."""
+    runs_dir = console_server.runs_dir
+    page.goto(console_server.url)
+    page.wait_for_selector("#start-button", timeout=180_000)
+    fill_form(page, steps=LONG_STEPS)
+    page.locator("#where-to-run label", has_text="Slurm partition debug (2 nodes)").click()
+    page.locator("#sec-slurm .label-wrap").first.click()
+    set_number(page, "cfg-launch-nodes", 2)
+    time_box = page.locator("#cfg-launch-time-limit textarea, #cfg-launch-time-limit input").first
+    time_box.fill("1")
+    time_box.press("Tab")
+    wait_for(lambda: "time_limit: '1'" in page.inner_text("#config-yaml") or "time_limit: 1" in page.inner_text(
+        "#config-yaml"), "the time limit in the YAML", timeout_s=60)
+    timed = start_and_get_job(page, runs_dir, set())
+    time_box.fill("")
+    time_box.press("Tab")
+    wait_for(lambda: "time_limit: null" in page.inner_text("#config-yaml"), "no time limit", timeout_s=60)
+    killed = start_and_get_job(page, runs_dir, {timed.run_id})
+
+    from core import ranks
+    record = wait_for(lambda: ranks.rank_records(killed).get(1) if (ranks.rank_records(killed).get(1) or {}).get("pid")
+                      else None, "rank 1's record", timeout_s=RUN_TIMEOUT_S)
+    assert record.get("node") == "node2"
+    os.kill(record["pid"], signal.SIGKILL)
+    choose(page, "run-picker", killed.run_id)
+    wait_for(lambda: run_state(page).startswith("failed") and "node2" in monitor_text(page, "#run-failure"),
+             "the dead rank named with its node", timeout_s=RUN_TIMEOUT_S)
+    screenshot(page, "slurm-rank-died-node2")
+
+    choose(page, "run-picker", timed.run_id)
+    wait_for(lambda: "TIMEOUT" in monitor_text(page, "#cluster-state"), "Slurm's TIMEOUT", timeout_s=RUN_TIMEOUT_S)
+    assert run_state(page).startswith("failed") and "time limit" in monitor_text(page, "#run-status")
+    screenshot(page, "slurm-time-limit")

@@ -18,6 +18,7 @@ from app import form, monitor_callbacks, runs_callbacks
 from app import train_callbacks as cb
 from app.cluster import ClusterOffer, ClusterOffers, cluster_html, read_offer, shared_dir_refusal, where_choices
 from app.context import Console
+from app.i18n import action_text
 from app.jobs import JobManager
 from app.run_status import failure_html
 from app.settings import SettingsError, parse_settings
@@ -144,6 +145,7 @@ def test_two_quick_starts_submit_one_job_and_slurm_queues_it_not_the_console(clu
     assert first.run_id == second.run_id and slurm.submitted == [first.run_id]
     assert first.queued and "as Slurm job 101 (pending: Resources)" in first.message
     assert "already started" in second.message
+    assert "Slurm 作业 101（排队中：Resources）" in action_text(first.message, "zh")
     jobs = cluster_console.jobs
     assert jobs.queue() == [] and [(e.run_id, e.position) for e in jobs.cluster_queue()] == [(first.run_id, 1)]
     # a local run starts at once: the pending cluster job holds none of this machine's devices
@@ -224,3 +226,30 @@ def test_a_restarted_console_finds_the_running_cluster_job_and_watches_it_to_the
     run.write_status(state="finished", cluster=run.read_status().cluster.replace(state="COMPLETED"))
     restarted.wait_for_watchers(10)
     assert ended == [run_id]
+
+
+def test_a_cluster_job_submitted_from_a_shell_is_watched_once_a_page_shows_it(cluster_console, slurm):
+    run = RunDir.create(cluster_console.runs_dir, "20261202-080000_tiny_lora-r8_fp32_dp2", "run: {}\n")
+    slurm.launch(run)  # what `python -m core.train ... launch.backend=slurm` leaves in the folder
+    seen: list[str] = []
+    slurm.refresh = lambda r: seen.append(r.run_id) or r.read_status()
+    monitor_callbacks.tick(monitor_callbacks.MonitorSession(), run.run_id, cluster_console)
+    time.sleep(0.3)
+    assert run.run_id in seen  # its watcher asks Slurm
+    run.write_status(state="stopped", reason="Slurm job 101 cancelled (scancel)",
+                     cluster=run.read_status().cluster.replace(state="CANCELLED"))
+    cluster_console.jobs.wait_for_watchers(10)
+    assert not cluster_console.jobs._watching[run.run_id].is_alive()
+
+
+def test_a_stopped_cluster_run_resumes_as_a_new_job_from_its_checkpoint(cluster_console, slurm):
+    run_id = cb.start(slurm_values(cluster_console), cluster_console).run_id
+    run = RunDir(cluster_console.runs_dir / run_id)
+    (run.checkpoints_dir / "step-2").mkdir(parents=True)
+    (run.checkpoints_dir / "last").symlink_to("step-2")
+    slurm.stop(run, graceful=False)
+    result = cluster_console.jobs.resume(run_id)
+    assert result.message == f"resumed {run_id} from step-2 as Slurm job 102" and result.queued
+    status = run.read_status()
+    assert slurm.submitted == [run_id, run_id] and status.attempt == 2 and status.cluster.job_id == "102"
+    assert "resume: " in run.config_path.read_text() and cluster_console.jobs.queue() == []
