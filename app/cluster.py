@@ -198,7 +198,8 @@ def cluster_html(status: Status, lang: str = "en") -> str:
     parts = [f'{html.escape(text("cluster.job", lang))} <code id="cluster-job-id">{html.escape(job.job_id or "-")}</code>']
     if job.partition:
         parts.append(f'{html.escape(text("cluster.partition", lang))} <code>{html.escape(job.partition)}</code>')
-    nodes = ", ".join(job.nodes) if job.nodes else text("cluster.no_nodes", lang)
+    none = "cluster.never_ran" if status.state in TERMINAL_STATES else "cluster.no_nodes"
+    nodes = ", ".join(job.nodes) if job.nodes else text(none, lang)
     parts.append(f'{html.escape(text("cluster.nodes", lang))} <span id="cluster-nodes">{html.escape(nodes)}</span>')
     parts.append(f'{html.escape(text("cluster.state", lang))} <b id="cluster-state">{html.escape(slurm_state or "-")}</b>')
     line = " · ".join(parts)

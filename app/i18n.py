@@ -282,6 +282,7 @@ TEXTS.update({
                   "Slurm 作业设置：节点、worker、账户、时间限制、sbatch 选项、环境变量"),
     "cluster.job": ("Slurm job", "Slurm 作业"), "cluster.partition": ("partition", "分区"),
     "cluster.nodes": ("nodes", "节点"), "cluster.no_nodes": ("not allocated yet", "尚未分配"),
+    "cluster.never_ran": ("none (it never ran)", "无（未曾运行）"),
     "cluster.state": ("Slurm state", "Slurm 状态"), "cluster.reason": ("Pending because", "等待原因"),
     "cluster.queue_item": ("Slurm job {job} on {partition}", "Slurm 作业 {job}（分区 {partition}）"),
     "cluster.rank_on": ("rank {rank} on node {node}", "节点 {node} 上的 rank {rank}"),

@@ -169,6 +169,7 @@ def test_a_rank_killed_on_node2_and_a_job_past_its_time_limit(console_server, ca
     wait_for(lambda: "time_limit: '1'" in page.inner_text("#config-yaml") or "time_limit: 1" in page.inner_text(
         "#config-yaml"), "the time limit in the YAML", timeout_s=60)
     timed = start_and_get_job(page, runs_dir, set())
+    page.click("#tab-train-button")  # Start showed the Monitor
     time_box.fill("")
     time_box.press("Tab")
     wait_for(lambda: "time_limit: null" in page.inner_text("#config-yaml"), "no time limit", timeout_s=60)
