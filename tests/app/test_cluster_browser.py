@@ -2,11 +2,13 @@
 the Train tab's "Where to run" offers partition debug, its Slurm fields fold out, the preview is the
 sbatch script; a double-clicked Start with `--hold` submits one job, which the Monitor shows pending
 with Slurm's reason (JobHeldUser) and the Runs tab lists in Slurm's queue; Cancel there is scancel,
-and the Monitor says cancelled, not crashed. Then a 2-node × 1-worker run is submitted from the form
-and watched to the end: job id, nodes node1 and node2, Slurm's state, the loss chart.
+and the Monitor says cancelled, not crashed. Then three 2-node × 1-worker runs are submitted from
+the form at once: one watched to the end (job id, nodes node1 and node2, Slurm's state, the loss
+chart), one with a one-minute time limit (Slurm's TIMEOUT, said in words), one whose rank 1 is
+killed on node2 (named with its node).
 
 Screenshots in test-artifacts/: slurm-train-tab, slurm-pending-reason, slurm-cancelled,
-slurm-running, slurm-finished. Skips without the cluster, the console, Playwright or Chromium;
+slurm-running, slurm-finished, slurm-time-limit, slurm-rank-died-node2. Skips without the cluster, the console, Playwright or Chromium;
 fails instead under MINDTUNE_REQUIRE_SLURM=1 (and MINDTUNE_REQUIRE_BROWSER=1).
 """
 from __future__ import annotations
@@ -18,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from core import launcher
-from core.rundir import RunDir, list_runs
+from core.rundir import ClusterJob, RunDir, list_runs
+from core.slurm import ENDED_STATES
 
 from tests.app.test_browser import choose, plot_points, run_state, set_number, wait_for
 from tests.app.test_browser_workflows import fill_form
@@ -27,6 +30,7 @@ pytest_plugins = ["tests.app.browser_fixtures"]
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.slurm]
 
 STEPS = 6  # logged every 2 steps, evaluated at the end (fill_form's settings)
+LONG_STEPS = 5000  # runs past a one-minute time limit, and past the kill of a rank
 RUN_TIMEOUT_S = 300
 
 
@@ -119,12 +123,21 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
     assert "CANCELLED" in monitor_text(page, "#cluster-state") and not monitor_text(page, "#run-failure")
     screenshot(page, "slurm-cancelled")
 
-    # ---- a 2-node x 1-worker run, watched to the end
+    # ---- three 2-node x 1-worker runs at once: one watched to the end, one past a one-minute time
+    # limit, one whose rank 1 (on node2) is killed; two fit the cluster's CPUs, the third waits
     page.click("#tab-train-button")
     set_options(page, "")
     wait_for(lambda: "--hold" not in page.inner_text("#command-preview"), "the preview without --hold", timeout_s=60)
-    page.click("#start-button")
-    wait_for(lambda: monitor_text(page, "#cluster-job-id") not in ("", "-", job_id), "the second job", timeout_s=90)
+    main = start_and_get_job(page, runs_dir, {held_run.run_id})
+    page.click("#tab-train-button")
+    set_number(page, "train-length", LONG_STEPS)
+    set_time_limit(page, "1")
+    timed = start_and_get_job(page, runs_dir, {held_run.run_id, main.run_id})
+    page.click("#tab-train-button")
+    set_time_limit(page, "")
+    killed = start_and_get_job(page, runs_dir, {held_run.run_id, main.run_id, timed.run_id})
+
+    choose(page, "run-picker", main.run_id)
     wait_for(lambda: "node1, node2" in monitor_text(page, "#cluster-nodes"), "the job's two nodes", timeout_s=RUN_TIMEOUT_S)
     wait_for(lambda: len(plot_points(page, "loss-plot").get("loss", {})) >= 1, "a point in the loss chart",
              timeout_s=RUN_TIMEOUT_S)
@@ -133,59 +146,46 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
     # the console watches the job until Slurm says it ended too (its ranks exit after the run's own end)
     wait_for(lambda: "COMPLETED" in monitor_text(page, "#cluster-state"), "Slurm's COMPLETED", timeout_s=120)
     screenshot(page, "slurm-finished")
-    run = RunDir(next(s.path for s in list_runs(runs_dir) if s.run_id != held_run.run_id))
-    status = run.read_status()
+    status = main.read_status()
     assert status.state == "finished" and status.cluster.nodes == ["node1", "node2"]
-    assert status.step == STEPS and run.sbatch_script.is_file()
-    assert not launcher.run_processes(run.path), "a process of the finished cluster run is left"
-
-
-LONG_STEPS = 5000  # runs past a one-minute time limit, and past the kill of a rank
-
-
-def start_and_get_job(page, runs_dir: Path, before: set[str]) -> RunDir:
-    page.click("#tab-train-button")
-    page.click("#start-button")
-    wait_for(lambda: set(s.run_id for s in list_runs(runs_dir)) - before, "a new run folder", timeout_s=60)
-    run = RunDir(next(s.path for s in list_runs(runs_dir) if s.run_id not in before))
-    wait_for(lambda: run.read_status().cluster is not None and run.read_status().cluster.job_id, "its Slurm job",
-             timeout_s=60)
-    return run
-
-
-def test_a_rank_killed_on_node2_and_a_job_past_its_time_limit(console_server, cancel_jobs_after, page, screenshot):
-    """Two 2-node runs at once: one whose rank 1 (on node2) is killed, which the Monitor names with
-    its node; one with a one-minute time limit, which Slurm ends (TIMEOUT) and the Monitor says so."""
-    runs_dir = console_server.runs_dir
-    page.goto(console_server.url)
-    page.wait_for_selector("#start-button", timeout=180_000)
-    fill_form(page, steps=LONG_STEPS)
-    page.locator("#where-to-run label", has_text="Slurm partition debug (2 nodes)").click()
-    page.locator("#sec-slurm .label-wrap").first.click()
-    set_number(page, "cfg-launch-nodes", 2)
-    time_box = page.locator("#cfg-launch-time-limit textarea, #cfg-launch-time-limit input").first
-    time_box.fill("1")
-    time_box.press("Tab")
-    wait_for(lambda: "time_limit: '1'" in page.inner_text("#config-yaml") or "time_limit: 1" in page.inner_text(
-        "#config-yaml"), "the time limit in the YAML", timeout_s=60)
-    timed = start_and_get_job(page, runs_dir, set())
-    page.click("#tab-train-button")  # Start showed the Monitor
-    time_box.fill("")
-    time_box.press("Tab")
-    wait_for(lambda: "time_limit: null" in page.inner_text("#config-yaml"), "no time limit", timeout_s=60)
-    killed = start_and_get_job(page, runs_dir, {timed.run_id})
-
-    from core import ranks
-    record = wait_for(lambda: ranks.rank_records(killed).get(1) if (ranks.rank_records(killed).get(1) or {}).get("pid")
-                      else None, "rank 1's record", timeout_s=RUN_TIMEOUT_S)
-    assert record.get("node") == "node2"
-    os.kill(record["pid"], signal.SIGKILL)
-    choose(page, "run-picker", killed.run_id)
-    wait_for(lambda: run_state(page).startswith("failed") and "node2" in monitor_text(page, "#run-failure"),
-             "the dead rank named with its node", timeout_s=RUN_TIMEOUT_S)
-    screenshot(page, "slurm-rank-died-node2")
+    assert status.step == STEPS and main.sbatch_script.is_file()
+    assert not launcher.run_processes(main.path), "a process of the finished cluster run is left"
 
     choose(page, "run-picker", timed.run_id)
     wait_for(lambda: "TIMEOUT" in monitor_text(page, "#cluster-state"), "Slurm's TIMEOUT", timeout_s=RUN_TIMEOUT_S)
-    assert run_state(page).startswith("failed") and "time limit" in monitor_text(page, "#run-status")
+    wait_for(lambda: "at its time limit" in monitor_text(page, "#cluster-end"), "the time limit's words", timeout_s=30)
     screenshot(page, "slurm-time-limit")
+    status = timed.read_status()
+    print(f"time limit: the run is {status.state} ({status.reason}); Slurm says {status.cluster.state}")
+    assert status.state in ("stopped", "failed")  # Slurm's SIGTERM first: the worker may save a checkpoint
+
+    from core import ranks
+    record = wait_for(lambda: (ranks.rank_records(killed).get(1) or {}).get("pid") and ranks.rank_records(killed)[1],
+                      "rank 1 of the third run", timeout_s=RUN_TIMEOUT_S)
+    assert record.get("node") == "node2"
+    os.kill(record["pid"], signal.SIGKILL)
+    choose(page, "run-picker", killed.run_id)
+    wait_for(lambda: run_state(page).startswith("failed") and "node2" in monitor_text(page, "#failure-node"),
+             "the dead rank named with its node", timeout_s=RUN_TIMEOUT_S)
+    screenshot(page, "slurm-rank-died-node2")
+    print(f"rank killed: {killed.read_status().reason}")
+    # nothing of a failed cluster run keeps running on any node once Slurm ended its job
+    wait_for(lambda: killed.read_status().cluster.state in ENDED_STATES, "Slurm to end the third job", timeout_s=120)
+    wait_for(lambda: not launcher.run_processes(killed.path), "the third run's processes to exit", timeout_s=60)
+
+
+def set_time_limit(page, text: str) -> None:
+    box = page.locator("#cfg-launch-time-limit textarea, #cfg-launch-time-limit input").first
+    box.fill(text)
+    box.press("Tab")
+    shown = f"time_limit: '{text}'" if text else "time_limit: null"
+    wait_for(lambda: shown in page.inner_text("#config-yaml"), f"{shown} in the YAML", timeout_s=60)
+
+
+def start_and_get_job(page, runs_dir: Path, before: set[str]) -> RunDir:
+    """Start on the Train tab; the new run once it has its Slurm job."""
+    page.click("#start-button")
+    wait_for(lambda: {s.run_id for s in list_runs(runs_dir)} - before, "a new run folder", timeout_s=60)
+    run = RunDir(next(s.path for s in list_runs(runs_dir) if s.run_id not in before))
+    wait_for(lambda: (run.read_status().cluster or ClusterJob()).job_id, "its Slurm job", timeout_s=60)
+    return run
