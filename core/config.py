@@ -260,9 +260,9 @@ _COLUMNS_RULE = ("a mapping of format fields to the dataset's column names, e.g.
                  "{instruction: question, output: answer}")
 
 
-def _coerce_columns(value: Any) -> dict[str, str]:
-    """{field: column}, from a mapping or its YAML text ('instruction: question, output: answer',
-    braces optional); an empty text or null is no mapping."""
+def _mapping(value: Any, rule: str) -> Mapping:
+    """A mapping field's value: a mapping, or its YAML text ('a: 1, b: x', braces optional); an
+    empty text or null is {}. Raises _Invalid with `rule` for anything else."""
     if value is None:
         return {}
     if isinstance(value, str):
@@ -272,9 +272,16 @@ def _coerce_columns(value: Any) -> dict[str, str]:
         try:
             value = yaml.safe_load(text if text.startswith("{") else "{" + text + "}")
         except yaml.YAMLError:
-            raise _Invalid(f"must be {_COLUMNS_RULE}") from None
+            raise _Invalid(f"must be {rule}") from None
     if not isinstance(value, Mapping):
-        raise _Invalid(f"must be {_COLUMNS_RULE}")
+        raise _Invalid(f"must be {rule}")
+    return value
+
+
+def _coerce_columns(value: Any) -> dict[str, str]:
+    """{field: column}, from a mapping or its YAML text ('instruction: question, output: answer',
+    braces optional); an empty text or null is no mapping."""
+    value = _mapping(value, _COLUMNS_RULE)
     out: dict[str, str] = {}
     for key, column in value.items():
         if key not in DATA_COLUMN_KEYS:
@@ -578,18 +585,7 @@ def _coerce_sbatch_options(value: Any) -> list[str]:
 
 def _coerce_env(value: Any) -> dict[str, str]:
     """{NAME: value}, from a mapping or its YAML text ('A: 1, B: x', braces optional)."""
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return {}
-        try:
-            value = yaml.safe_load(text if text.startswith("{") else "{" + text + "}")
-        except yaml.YAMLError:
-            raise _Invalid(f"must be {_ENV_RULE}") from None
-    if not isinstance(value, Mapping):
-        raise _Invalid(f"must be {_ENV_RULE}")
+    value = _mapping(value, _ENV_RULE)
     out: dict[str, str] = {}
     for name, val in value.items():
         if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):

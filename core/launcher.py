@@ -382,12 +382,12 @@ def run_processes(run_dir: RunDir | str | os.PathLike) -> list[psutil.Process]:
     return _RunProcesses(run, _read_status(run)).scan()
 
 
-def _wait_until(done: Callable[[], bool], timeout_s: float) -> bool:
+def _wait_until(done: Callable[[], bool], timeout_s: float, poll_s: float = _POLL_S) -> bool:
     deadline = time.monotonic() + timeout_s
     while not done():
         if time.monotonic() >= deadline:
             return False
-        time.sleep(_POLL_S)
+        time.sleep(poll_s)
     return True
 
 
@@ -404,6 +404,8 @@ def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: 
     """
     run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
     status = _read_status(run)
+    if status.cluster is not None:  # a scheduler's job: its backend stops it (scancel, ...)
+        return backend_for(status).stop(run, graceful=graceful)
     if status.state == "queued":
         return run.write_status(state="stopped", reason=CANCELLED_REASON)
     if _on_other_host(status):  # shared run folder: only the control file reaches that worker
@@ -466,6 +468,8 @@ def reconcile(run_dir: RunDir | str | os.PathLike) -> Status:
     run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
     status = _read_status(run)
     state = status.state
+    if status.cluster is not None:  # a scheduler's job: its processes are not this machine's to judge
+        return backend_for(status).refresh(run)
     if state in TERMINAL_STATES or state == "queued" or _on_other_host(status):
         return status
     if (state == "starting" and status.pid is None
@@ -546,6 +550,8 @@ def watch(run_dir: RunDir | str | os.PathLike) -> Status:
     run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
     status = _read_status(run)
     state = status.state
+    if status.cluster is not None:
+        return backend_for(status).refresh(run)
     if state == "queued" or _on_other_host(status):
         return status
     if state not in TERMINAL_STATES:

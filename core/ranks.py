@@ -531,6 +531,7 @@ class Supervisor:
         self.argv_tail = argv_tail
         self.rank, self.world = env_rank(), env_world()
         self.node = os.environ.get(ENV_NODE) or None
+        self.signalled: int | None = None  # a signal this supervisor got (and forwarded to its worker)
         self.attempt = self._status().attempt
         self.record: dict = {}
         self.check_failed = False
@@ -567,8 +568,12 @@ class Supervisor:
 
     def supervise(self) -> int:
         child = self.start()
+        def forward(number, _frame):
+            self.signalled = number
+            _forward(child, number)
+
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, lambda number, _frame: _forward(child, number))
+            signal.signal(sig, forward)
         last_rss = peak_rss = None
         last_sample = 0.0
         while True:
@@ -610,6 +615,11 @@ class Supervisor:
         lines = log_tail(log_of(self.run, self.rank, self.world))
         fields = {"failure_kind": kind, "failed_rank": self.rank, "error_lines": lines,
                   "exit_signal": signal_name(exit_signal) or None, "exit_code": None if exit_signal else code}
+        if os.environ.get("SLURM_JOB_ID") and exit_signal and exit_signal == self.signalled and not stopping:
+            # a cluster run whose whole step got the signal from Slurm (scancel, a time limit,
+            # preemption): not this rank's crash; core.slurm says which it was
+            state, reason = "stopped", (f"{rank_label(self.rank, self.world, self.node)} was stopped by "
+                                        f"{signal_name(exit_signal)} from Slurm (job {os.environ['SLURM_JOB_ID']})")
         if state == "stopped":
             fields = {}
         write_verdict(self.run, state, reason, **fields)

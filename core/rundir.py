@@ -249,7 +249,7 @@ class Attempt(Record):
 
 # status.failure_kind, when the worker, a rank supervisor (core.ranks) or the launcher knew
 FAILURE_KINDS = ("data", "config", "nonfinite", "oom", "crash", "disk_full", "checkpoint", "loss_scale", "hang",
-                 "rank_died")
+                 "rank_died", "cluster")  # cluster: the scheduler ended the job (time limit, node failure; core.slurm)
 
 
 # cluster job states as Slurm reports them (squeue/scontrol/sacct), for Status.cluster.state

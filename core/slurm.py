@@ -30,6 +30,7 @@ from typing import Iterator, Mapping
 from core import ranks
 from core.atomic import atomic_write
 from core.config import Config, ConfigError, Problem, load_config, time_limit_minutes
+from core.launcher import _read_status as _read, _wait_until  # noqa: PLC2701 (the launcher's own helpers)
 from core.launcher import (
     CANCELLED_REASON, ENV_RUN_DIR, FORCED_STOP_REASON, REPO_ROOT, LaunchError, command_preview, free_port,
     log_header, teardown,
@@ -45,7 +46,7 @@ SCRIPT_NAME = "job.sbatch"
 GRACEFUL_TIMEOUT_S = 120.0   # a graceful stop waits this long for the checkpoint before scancel --signal=TERM
 TERM_TIMEOUT_S = 30.0        # ... and this long after it before scancel
 JOB_GONE_TIMEOUT_S = 90.0    # how long stop waits for Slurm to end the job
-POLL_S = 0.5
+POLL_S = 0.5                 # how often stop asks Slurm
 # Slurm's final job states and what they mean for the run (when its folder has no verdict)
 ENDED_STATES = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                 "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT")
@@ -270,11 +271,30 @@ def _hostnames(nodelist: str) -> tuple[str, ...]:
     """node[1-2] -> ('node1', 'node2'), by `scontrol show hostnames` (the one who knows the syntax)."""
     if not nodelist or nodelist in ("(null)", "None"):
         return ()
+    if nodelist in _HOSTNAMES:
+        return _HOSTNAMES[nodelist]
     try:
         result = _slurm(["scontrol", "show", "hostnames", nodelist], timeout_s=10.0)
     except SlurmError:
         return (nodelist,)
-    return tuple(result.stdout.split()) if result.returncode == 0 else (nodelist,)
+    if result.returncode != 0:
+        return (nodelist,)
+    _HOSTNAMES[nodelist] = tuple(result.stdout.split())
+    return _HOSTNAMES[nodelist]
+
+
+_HOSTNAMES: dict[str, tuple[str, ...]] = {}
+_RECENT: dict[str, tuple[float, JobInfo | None]] = {}
+RECENT_S = 2.0  # a console polling many runs twice a second asks Slurm about each at most this often
+
+
+def _recent_info(job_id: str) -> JobInfo | None:
+    """job_info, reused for RECENT_S (refresh is polled; the stop path asks afresh)."""
+    now = time.monotonic()
+    cached = _RECENT.get(job_id)
+    if cached is None or now - cached[0] > RECENT_S:
+        cached = _RECENT[job_id] = (now, job_info(job_id))
+    return cached[1]
 
 
 def job_info(job_id: str) -> JobInfo | None:
@@ -373,7 +393,7 @@ class SlurmBackend:
         job = status.cluster
         if job is None or not job.job_id or job.state in ENDED_STATES:
             return status
-        info = job_info(job.job_id)
+        info = _recent_info(job.job_id)
         if info is None:
             if status.state in TERMINAL_STATES:
                 return run.write_status(cluster=job.replace(state="COMPLETED", checked_at=time.time()))
@@ -386,8 +406,14 @@ class SlurmBackend:
         return status
 
     def _ended(self, run: RunDir, status: Status, info: JobInfo) -> Status:
-        """The job is over: the run's own verdict stands; else say what Slurm says happened."""
+        """The job is over: the run's own verdict stands (except that workers stopped by Slurm's
+        SIGTERM say why Slurm sent it); else say what Slurm says happened."""
         if status.state in TERMINAL_STATES:
+            if (status.state == "stopped" and info.state in ("CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL")
+                    and not _stop_request(run) and not (status.reason or "").startswith(f"Slurm job {info.job_id}")):
+                cause = _job_verdict(run, status, info)[1]
+                saved = f" and saved {status.resumable_checkpoint}" if status.resumable_checkpoint else ""
+                return run.write_status(reason=f"{cause} (the workers took Slurm's SIGTERM as a stop{saved})")
             return status
         if status.state == "queued":
             if info.state == "CANCELLED":
@@ -432,11 +458,13 @@ class SlurmBackend:
             return status
         info = job_info(job.job_id)
         if info is not None and info.state == "PENDING" or status.state == "queued":
+            run.write_control(stop="now")  # the user's: not "cancelled outside the console"
             _scancel(job.job_id)
-            _wait(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S)
+            _wait_until(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S, POLL_S)
             if _read(run).state == "queued":
                 run.write_status(state="stopped", reason=f"{CANCELLED_REASON}: Slurm job {job.job_id} was "
                                  "cancelled while pending (scancel)")
+            _RECENT.pop(job.job_id, None)
             return self.refresh(run)
         if status.state not in TERMINAL_STATES:
             run.write_control(stop="graceful" if graceful else "now")
@@ -446,29 +474,24 @@ class SlurmBackend:
                 pass  # the worker changed state first
         if graceful:
             over = lambda: _read(run).state in TERMINAL_STATES or _job_over(job.job_id)  # noqa: E731
-            if not _wait(over, timeout_s):
+            if not _wait_until(over, timeout_s, POLL_S):
                 _scancel(job.job_id, "--signal=TERM", "--full")
-                if not _wait(over, TERM_TIMEOUT_S):
+                if not _wait_until(over, TERM_TIMEOUT_S, POLL_S):
                     _scancel(job.job_id)
         else:
             _scancel(job.job_id)
-        if not _wait(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S):
+        if not _wait_until(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S, POLL_S):
             _scancel(job.job_id, "--signal=KILL", "--full")
-            _wait(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S)
+            _wait_until(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S, POLL_S)
         if socket.gethostname() == status.hostname or not status.hostname:
             teardown(run)  # a node on this machine: anything that escaped Slurm's process tracking
+        _RECENT.pop(job.job_id, None)
         final = self.refresh(run)
         if final.state not in TERMINAL_STATES:  # Slurm forgot the job already: the user stopped it
             reason = FORCED_STOP_REASON if not graceful else "stopped by the user"
             final = ranks.write_verdict(run, "stopped", reason) or _read(run)
         return final
 
-
-def _read(run: RunDir) -> Status:
-    try:
-        return run.read_status()
-    except RunDirError as err:
-        raise LaunchError(str(err)) from None
 
 
 def _note(run: RunDir, status: Status, info: JobInfo) -> Status:
@@ -554,11 +577,60 @@ def _job_over(job_id: str) -> bool:
     return info is None or info.state not in SLURM_ACTIVE_STATES
 
 
-def _wait(done, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(POLL_S)
-    return True
 
+# ---- the command line ----------------------------------------------------------------------------
+
+def describe(status: Status) -> str:
+    """One line about a cluster run: state, job, nodes, Slurm's reason, step."""
+    job = status.cluster
+    parts = [status.state or "?"]
+    if job is not None:
+        parts.append(f"Slurm job {job.job_id or '(not submitted)'} {job.state or ''}".rstrip())
+        if job.reason:
+            parts.append(f"reason: {job.reason}")
+        if job.nodes:
+            parts.append(f"nodes: {','.join(job.nodes)}")
+    if status.step is not None:
+        parts.append(f"step {status.step}/{status.total_steps or '?'}")
+    if status.reason and status.state in TERMINAL_STATES:
+        parts.append(status.reason)
+    return " · ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m core.slurm --run-dir runs/<id> [--follow | --stop | --stop-now]: a cluster run's
+    state (Slurm's job, nodes, pending reason), followed to its end, or stopped."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m core.slurm", description=main.__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", required=True, help="the run folder the submission printed")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--follow", action="store_true", help="print each change until the run is over")
+    what.add_argument("--stop", action="store_true", help="graceful stop: a checkpoint, then the end")
+    what.add_argument("--stop-now", action="store_true", help="scancel at once")
+    args = parser.parse_args(argv)
+    backend, run = SlurmBackend(), RunDir(os.path.abspath(args.run_dir))
+    try:
+        if args.stop or args.stop_now:
+            status = backend.stop(run, graceful=args.stop)
+        else:
+            status, last = backend.refresh(run), ""
+            while True:
+                line = describe(status)
+                if line != last:
+                    print(line, flush=True)
+                    last = line
+                if not args.follow or status.state in TERMINAL_STATES:
+                    break
+                time.sleep(2.0)
+                status = backend.refresh(run)
+            return 0 if status.state not in ("failed",) else 1
+    except LaunchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(describe(status))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,7 +7,7 @@ environment: `--node_rank` is SLURM_NODEID, the master is the first host of
 `scontrol show hostnames $SLURM_JOB_NODELIST` (its NodeAddr, resolved to an IP address, because
 msrun wants an address it can connect to), `--worker_num` is nodes x workers per node. It runs
 msrun as its child (so it can forward SIGTERM from `scancel` and clean up), with MINDTUNE_NODE set
-to Slurm's node name so every rank's record says which node it ran on. Stdlib only, except in
+to Slurm's node name so every rank's record says which node it ran on. No MindSpore, except in
 `--msrun` mode, which is msrun itself (see `run_msrun`).
 """
 from __future__ import annotations
@@ -135,8 +135,6 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda number, _frame: child.poll() is None and child.send_signal(number))
     started = time.time()
     code = child.wait()
-    while code is None:
-        code = child.wait()
     left = cleanup(run, node)
     print(f"mindtune node {node}: msrun exited with {code} after {time.time() - started:.1f} s"
           + (f"; {left} process(es) survived SIGKILL" if left else ""), flush=True)

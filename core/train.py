@@ -847,6 +847,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if config.launch.backend != "local":
+        return _submit(config)
     try:
         launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
     except ConfigError as exc:
@@ -862,6 +864,27 @@ def main(argv: list[str] | None = None) -> int:
     with _TeeToLog(run.log_path, ["python", "-m", "core.train", *(argv if argv is not None else sys.argv[1:])]):
         print(f"run directory: {run.path}", flush=True)
         return run_worker(str(run.path))
+
+
+def _submit(config: Config) -> int:
+    """launch.backend slurm: check what Slurm would refuse, create the run, submit it, print the job
+    id and the run folder, and return (the job runs on the cluster; the Monitor, or
+    `python -m core.slurm --run-dir <run>`, watches it)."""
+    from core import slurm
+
+    try:
+        slurm.check_submission(config)
+    except (ConfigError, launcher.LaunchError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    run = launcher.create_run(config)
+    try:
+        launcher.backend_for(config).launch(run)
+    except (ConfigError, launcher.LaunchError) as exc:
+        print(f"error: {exc}\nrun directory: {run.path}", file=sys.stderr)
+        return 1
+    print(f"submitted Slurm job {run.read_status().cluster.job_id}\nrun directory: {run.path}", flush=True)
+    return 0
 
 
 def memory_warning(config: Config) -> str | None:

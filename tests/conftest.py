@@ -19,3 +19,5 @@ import pytest  # noqa: E402
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than a few seconds (deselect with -m 'not slow')")
+    config.addinivalue_line("markers", "slurm: needs the Slurm test cluster (scripts/slurm_cluster.sh; "
+                            "tests/slurm_fixtures.py skips without it, or fails when MINDTUNE_REQUIRE_SLURM=1)")
