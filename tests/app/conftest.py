@@ -106,4 +106,3 @@ def console(workspace: Settings, fake_launcher: FakeLauncher) -> Console:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "browser: drives the console in headless Chromium (tests/app/test_browser.py)")
-    config.addinivalue_line("markers", "slurm: needs the Slurm test cluster (scripts/slurm_cluster.sh start)")

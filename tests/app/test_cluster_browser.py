@@ -23,6 +23,7 @@ from core import launcher
 from core.rundir import ClusterJob, RunDir, list_runs
 from core.slurm import ENDED_STATES
 
+from tests.slurm_fixtures import require_slurm
 from tests.app.test_browser import choose, plot_points, run_state, set_number, wait_for
 from tests.app.test_browser_workflows import fill_form
 
@@ -36,17 +37,7 @@ RUN_TIMEOUT_S = 300
 
 @pytest.fixture(scope="module")
 def slurm_cluster() -> None:
-    """The test cluster answers with partition debug of two nodes; else skip (fail when required)."""
-    from core import slurm
-    reason = slurm.available()
-    if reason is None:
-        found = {p.name: p.nodes for p in slurm.partitions()}
-        if found.get("debug", 0) < 2:
-            reason = f"Slurm has no partition debug with 2 nodes (it has {found})"
-    if reason and os.environ.get("MINDTUNE_REQUIRE_SLURM") == "1":
-        pytest.fail(f"MINDTUNE_REQUIRE_SLURM=1 but {reason}")
-    if reason:
-        pytest.skip(f"no Slurm test cluster ({reason}); start it with: sudo bash scripts/slurm_cluster.sh start")
+    require_slurm()  # partition debug of two nodes; else skip (fail under MINDTUNE_REQUIRE_SLURM=1)
 
 
 @pytest.fixture
