@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.config import ConfigError, EarlyStoppingSettings, load_config
+from core.launcher import LaunchError
 from core.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
 
 from app.access import SINGLE_USER, Viewer
@@ -333,7 +334,7 @@ def stop(console: Console, run_id: str | None, graceful: bool, viewer: Viewer = 
         return "⚠ no run selected"
     try:
         return console.jobs.request_stop(run_id, graceful, viewer)
-    except ValueError as err:
+    except (ValueError, LaunchError) as err:  # LaunchError: a pending cluster job's scancel refused
         return f"⚠ {err}"
 
 
