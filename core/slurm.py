@@ -308,6 +308,8 @@ def job_info(job_id: str) -> JobInfo | None:
         nodes = kv.get("NodeList") if kv.get("NodeList") not in (None, "(null)") else kv.get("SchedNodeList")
         return JobInfo(str(job_id), state, None if reason in (None, "None", "(null)") else reason,
                        _hostnames(nodes or ""), kv.get("ExitCode"), kv.get("Partition"))
+    if "invalid job id" not in (result.stderr or "").lower():  # the controller did not answer: no news
+        raise SlurmError(f"scontrol show job {job_id}: {_said(result)}")
     try:
         result = _slurm(["sacct", "-n", "-P", "-X", "-j", str(job_id), "-o", "JobID,State,Reason,NodeList,ExitCode,Partition"])
     except SlurmError:
@@ -393,7 +395,10 @@ class SlurmBackend:
         job = status.cluster
         if job is None or not job.job_id or job.state in ENDED_STATES:
             return status
-        info = _recent_info(job.job_id)
+        try:
+            info = _recent_info(job.job_id)
+        except SlurmError:
+            return status  # Slurm did not answer this time: the run folder is all there is to say
         if info is None:
             if status.state in TERMINAL_STATES:
                 return run.write_status(cluster=job.replace(state="COMPLETED", checked_at=time.time()))
