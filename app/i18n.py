@@ -40,7 +40,8 @@ TEXTS: dict[str, tuple[str, str]] = {
     "data.stats": ("Data statistics", "数据统计"),
     "launch.memory": ("Memory estimate per worker", "每个 worker 的显存/内存估算"),
     "launch.yaml": ("The exact config that will run (YAML)", "将要运行的完整配置（YAML）"),
-    "launch.command": ("The command that will run", "将要执行的命令"),
+    "launch.command": ("The command that will run (a Slurm run: its batch script, kept in the run folder as job.sbatch)",
+                       "将要执行的命令（Slurm 运行：其批处理脚本，保存在运行目录中的 job.sbatch）"),
     "launch.multihost": ("Several machines: one command per node", "多机运行：每个节点一条命令"),
     "launch.nodes": ("Nodes", "节点数"), "launch.master_addr": ("Master address (node 0)", "主节点地址（节点 0）"),
     "launch.master_port": ("Master port", "主节点端口"),
@@ -62,6 +63,11 @@ TEXTS: dict[str, tuple[str, str]] = {
     # form fields
     "field.run.name": ("Run name (optional prefix)", "运行名称（可选前缀）"),
     "field.run.seed": ("Seed", "随机种子"),
+    "field.launch.nodes": ("Nodes", "节点数"), "field.launch.workers_per_node": ("Workers per node", "每节点 worker 数"),
+    "field.launch.account": ("Slurm account (empty: your default)", "Slurm 账户（留空则用默认）"),
+    "field.launch.time_limit": ("Time limit", "时间限制"),
+    "field.launch.sbatch_options": ("Extra sbatch options", "额外的 sbatch 选项"),
+    "field.launch.env": ("Environment on every node", "每个节点上的环境变量"),
     "field.model.path": ("Base checkpoint", "基座检查点"),
     "field.model.dtype": ("Parameter dtype", "参数存储精度"),
     "field.method": ("Method", "微调方法"),
@@ -181,6 +187,7 @@ TEXTS: dict[str, tuple[str, str]] = {
     "state.stopping": ("stopping", "停止中"), "state.finished": ("finished", "已完成"),
     "state.early_stopped": ("early stopped", "已早停"), "state.stopped": ("stopped", "已停止"),
     "state.failed": ("failed", "失败"), "state.unknown": ("unknown", "未知"),
+    "state.cancelled": ("cancelled", "已取消"),
     # runs tab
     "runs.table": ("All runs (including those started from a shell)", "全部运行（包括命令行启动的）"),
     "runs.select": ("Select runs to compare, resume or delete", "选择要比较、恢复或删除的运行"),
@@ -281,6 +288,44 @@ FIELD_HELP_ZH: dict[str, str] = {
 }
 # Read-outs the callbacks write (tables, notes, the Train tab's "Before launch" column).
 TEXTS.update({
+    # cluster runs (app/cluster.py)
+    "where": ("Where to run", "运行位置"),
+    "where.local": ("This machine", "本机"),
+    "where.partition": ("Slurm partition {name} ({n} nodes)", "Slurm 分区 {name}（{n} 个节点）"),
+    "where.partition_unknown": ("Slurm partition {name} (not offered now)", "Slurm 分区 {name}（当前不可用）"),
+    "where.refused": ("Slurm not offered: {why}", "未提供 Slurm：{why}"),
+    "sec.slurm": ("Slurm job settings: nodes, workers, account, time limit, sbatch options, environment",
+                  "Slurm 作业设置：节点、worker、账户、时间限制、sbatch 选项、环境变量"),
+    "cluster.job": ("Slurm job", "Slurm 作业"), "cluster.partition": ("partition", "分区"),
+    "cluster.nodes": ("nodes", "节点"), "cluster.no_nodes": ("not allocated yet", "尚未分配"),
+    "cluster.never_ran": ("none (it never ran)", "无（未曾运行）"),
+    "cluster.state": ("Slurm state", "Slurm 状态"), "cluster.reason": ("Pending because", "等待原因"),
+    "cluster.queue_item": ("Slurm job {job} on {partition}", "Slurm 作业 {job}（分区 {partition}）"),
+    "cluster.rank_on": ("rank {rank} on node {node}", "节点 {node} 上的 rank {rank}"),
+    "phase.pending": ("pending in Slurm's queue (the reason is above)", "在 Slurm 队列中等待（原因见上方）"),
+    "runs.slurm_queue": ("**Slurm queue**: cluster runs pending in Slurm, in Slurm's order",
+                         "**Slurm 队列**：在 Slurm 中等待的集群运行（按 Slurm 的顺序）"),
+    "slurm.reason.Resources": ("waiting for nodes to be free", "等待节点空闲"),
+    "slurm.reason.Priority": ("jobs of higher priority are ahead", "前面有优先级更高的作业"),
+    "slurm.reason.QOSMaxNodePerJobLimit": ("more nodes than the QOS allows one job", "节点数超过 QOS 对单个作业的限制"),
+    "slurm.reason.PartitionNodeLimit": ("more nodes than the partition allows", "节点数超过分区上限"),
+    "slurm.reason.PartitionTimeLimit": ("a longer time limit than the partition allows", "时间限制超过分区上限"),
+    "slurm.reason.JobHeldUser": ("held by its user (scontrol release to let it run)", "被用户挂起（用 scontrol release 放行）"),
+    "slurm.reason.JobHeldAdmin": ("held by an administrator", "被管理员挂起"),
+    "slurm.reason.ReqNodeNotAvail": ("a node it needs is down or reserved", "所需节点不可用或已被预留"),
+    "slurm.reason.Dependency": ("waiting for another job to end", "等待其他作业结束"),
+    "slurm.reason.BeginTime": ("its start time has not come yet", "尚未到开始时间"),
+    "slurm.reason.AssocGrpNodeLimit": ("the account's node limit is reached", "账户的节点数限制已用满"),
+    "slurm.end.CANCELLED": ("Cancelled in Slurm (scancel): no rank crashed.", "已在 Slurm 中取消（scancel）：没有 rank 崩溃。"),
+    "slurm.end.TIMEOUT": ("Slurm ended the job at its time limit: resume it from its last checkpoint, with a longer limit.",
+                          "作业达到时间限制，被 Slurm 结束：可提高时间限制后从最后的检查点恢复。"),
+    "slurm.end.NODE_FAIL": ("A node of the job failed: Slurm ended the job; resume it from its last checkpoint.",
+                            "作业的某个节点故障，Slurm 结束了作业：可从最后的检查点恢复。"),
+    "slurm.end.PREEMPTED": ("Slurm preempted the job for another one; resume it from its last checkpoint.",
+                            "作业被 Slurm 抢占：可从最后的检查点恢复。"),
+    "slurm.end.OUT_OF_MEMORY": ("Slurm killed the job: out of memory on a node.", "Slurm 结束了作业：某节点内存不足。"),
+    "slurm.end.BOOT_FAIL": ("Slurm could not boot a node of the job.", "Slurm 无法启动作业的某个节点。"),
+    "slurm.end.DEADLINE": ("Slurm ended the job at its deadline.", "作业到达截止时间，被 Slurm 结束。"),
     "lang.toggle": ("Language · 语言", "语言 · Language"),
     "unit.steps": ("steps", "步数"), "unit.epochs": ("epochs", "轮数"),
     # model folders table (app.catalog.ROW_HEADERS)
@@ -300,6 +345,7 @@ TEXTS.update({
     "runs.queue_empty": ("no run is waiting: Start launches at once while a device is free",
                          "没有排队的运行：设备空闲时点击“开始训练”会立即启动"),
     "runs.queued_n": ("queued #{n}", "排队中 #{n}"),
+    "runs.pending_n": ("queued #{n} in Slurm", "Slurm 排队中 #{n}"),
     # global batch: 'Global batch 16 = micro 8 × accumulation 2 × workers 1'
     "batch.parts": ("= micro {micro} × accumulation {accum} × workers {workers}",
                     "= 微批 {micro} × 梯度累积 {accum} × worker {workers}"),
@@ -444,6 +490,12 @@ ACTIONS_ZH: list[tuple[str, Any]] = [
     (r"(\S+): stopping now", r"\1：正在立即停止"),
     (r"(\S+): a stop is already under way", r"\1：已在停止中"),
     (r"cancelled (\S+) \(it never started\)", r"已取消 \1（尚未启动）"),
+    (r"cancelled (\S+) \(scancel of Slurm job (\S+); it never started\)", r"已取消 \1（scancel Slurm 作业 \2；尚未启动）"),
+    (r"(⚠ |✓ )?submitted (\S+) as Slurm job (\S+) \(pending: (.+)\)", r"\1已提交 \2：Slurm 作业 \3（排队中：\4）"),
+    (r"(⚠ |✓ )?submitted (\S+) as Slurm job (\S+) \((\w+)\)",
+     lambda m: f"{m.group(1) or ''}已提交 {m.group(2)}：Slurm 作业 {m.group(3)}（{_STATE_ZH.get(m.group(4), m.group(4))}）"),
+    (r"(⚠ |✓ )?resumed (\S+) from (\S+) as Slurm job (\S+)", r"\1已恢复 \2（从 \3）：Slurm 作业 \4"),
+    (r"(⚠ |✓ )?not submitted: (.+)", lambda m: f"{m.group(1) or ''}未提交：{problem_text(m.group(2), 'zh')}"),
     (r"moved (\S+) (up|down) to place (\d+) of your queued runs", None),
     (r"(\S+) is already (first|last) in the queue", None),
     (r"⚠ select exactly one queued run", "⚠ 请只选择一个排队中的运行"),
@@ -456,6 +508,7 @@ ACTIONS_ZH: list[tuple[str, Any]] = [
     (r"⚠ export failed: (.+)", lambda m: f"⚠ 导出失败：{problem_text(m.group(1), 'zh')}"),
     (r"⚠ (.+)", lambda m: f"⚠ {problem_text(m.group(1), 'zh')}"),  # a problem (core's, the console's)
 ]
+_STATE_ZH = {"pending": "排队中", "starting": "启动中", "running": "运行中"}
 _WORDS_ZH = {"queued to resume": "已排队等待恢复", "resumed": "已恢复", "up": "上移", "down": "下移",
              "first": "第一个", "last": "最后一个"}
 
@@ -520,6 +573,10 @@ def reason_text(reason: str, lang: str) -> str:
 
 # Help lines of the widgets that stand for a config field in another shape, or for none.
 TEXTS.update({
+    "help.where": ("a Slurm partition: sbatch submits the run, srun starts msrun on every node; its folder is on "
+                   "shared storage", "Slurm 分区：由 sbatch 提交，srun 在每个节点上启动 msrun；运行目录位于共享存储上"),
+    "help.launch.workers": ("with Slurm: nodes × workers per node (set them under the Slurm job settings)",
+                            "使用 Slurm 时：节点数 × 每节点 worker 数（在“Slurm 作业设置”中设置）"),
     "help.model.picker": ("folders under --models-dir; ⚠ marks one that cannot be loaded (reason in the table)",
                           "--models-dir 下的目录；⚠ 表示无法加载（原因见模型目录表）"),
     "help.lora.targets": ("linear layers of this model's transformer blocks", "该模型 Transformer 块中的线性层"),

@@ -18,6 +18,7 @@ from core.rundir import (GENERATION_FIELDS, POINTERS, TERMINAL_STATES, RunDir, R
                          TrainRecord, display_name, resolve_inside)
 
 from app.access import SINGLE_USER, Viewer
+from app.cluster import queue_label, shown_state
 from app.changes import Change, applies, changes, changes_text, differing_keys, flat_config, show
 from app.context import Console
 from app.i18n import action_text, problem_text, reason_text, text
@@ -56,7 +57,7 @@ def table_row(summary: RunSummary, now: float | None = None, lang: str = "en") -
     # the best checkpoint's answer scores (x100, as BLEU and ROUGE are usually quoted) once the run is over
     scores = [_number(100 * getattr(final, name), 3) if final and getattr(final, name) is not None else "-"
               for name in GENERATION_FIELDS]
-    return [summary.run_id, summary.state,
+    return [summary.run_id, shown_state(summary.status) if summary.status.state == summary.state else summary.state,
             f"{step}/{total}" if step is not None and total else _number(step),
             _number(ppl, 4), *scores, _number(tokens_per_s, 4), _number(peak_mem_mb, 5),
             fmt_duration(total_elapsed_s(status, now)), reason]
@@ -89,23 +90,44 @@ def runs_table(console: Console, viewer: Viewer = SINGLE_USER, lang: str = "en")
     """Every run `viewer` may see, newest first; a queued run's state says its place in the queue.
     The headers are in `lang`; states stay the run directory contract's words."""
     places = {e.run_id: e.position for e in console.jobs.queue(viewer)}
+    slurm = {e.run_id: e.position for e in console.jobs.cluster_queue(viewer)}
     rows = []
     for summary in console.jobs.runs(viewer):
         row = table_row(summary, lang=lang)
         if summary.run_id in places:
             row[1] = text("runs.queued_n", lang).format(n=places[summary.run_id])
+        elif summary.run_id in slurm:
+            row[1] = text("runs.pending_n", lang).format(n=slurm[summary.run_id])
         rows.append(row)
     return pd.DataFrame(rows, columns=[text(f"runs.col.{h}", lang) for h in TABLE_HEADERS])
 
 
 def queue_html(console: Console, viewer: Viewer = SINGLE_USER, lang: str = "en") -> str:
-    """The queued runs in order (their place in their device's queue), or a note that there are none."""
+    """The queued runs in order (their place in their device's queue), or a note that there are
+    none; then the cluster runs pending in Slurm, in Slurm's order, each with Slurm's reason."""
     entries = console.jobs.queue(viewer)
-    if not entries:
+    pending = console.jobs.cluster_queue(viewer)
+    if not entries and not pending:
         return f'<div class="mt-note" id="queue-empty">{html.escape(text("runs.queue_empty", lang))}</div>'
-    items = "".join(f'<li data-run="{html.escape(e.run_id)}"><b>#{e.position}</b> <code>{html.escape(e.run_id)}</code>'
-                    f' ({html.escape(e.device)}{", " + html.escape(e.owner) if e.owner else ""})</li>' for e in entries)
-    return f'<ol class="mt-queue">{items}</ol>'
+    shown = ""
+    if entries:
+        items = "".join(f'<li data-run="{html.escape(e.run_id)}"><b>#{e.position}</b> <code>{html.escape(e.run_id)}</code>'
+                        f' ({html.escape(e.device)}{", " + html.escape(e.owner) if e.owner else ""})</li>' for e in entries)
+        shown = f'<ol class="mt-queue">{items}</ol>'
+    if pending:
+        items = "".join(f'<li data-run="{html.escape(e.run_id)}"><b>#{e.position}</b> <code>{html.escape(e.run_id)}</code>'
+                        f' ({html.escape(_pending_label(console, e.run_id, viewer, lang))}'
+                        f'{", " + html.escape(e.owner) if e.owner else ""})</li>' for e in pending)
+        shown += (f'<div class="mt-note">{html.escape(text("runs.slurm_queue", lang).replace("**", ""))}</div>'
+                  f'<ol class="mt-queue" id="slurm-queue">{items}</ol>')
+    return shown
+
+
+def _pending_label(console: Console, run_id: str, viewer: Viewer, lang: str) -> str:
+    try:
+        return queue_label(console.jobs.run_dir(run_id, viewer).read_status(), lang)
+    except (ValueError, RunDirError):
+        return "Slurm"
 
 
 def queue_action(console: Console, run_ids: list[str], action: str, viewer: Viewer = SINGLE_USER) -> str:
@@ -116,7 +138,7 @@ def queue_action(console: Console, run_ids: list[str], action: str, viewer: View
         if action == "cancel":
             return console.jobs.cancel(run_ids[0], viewer)
         return console.jobs.move(run_ids[0], -1 if action == "up" else +1, viewer)
-    except (ValueError, RunDirError) as err:
+    except (ValueError, RunDirError, launcher.LaunchError) as err:  # scancel of a pending cluster run refused
         return f"⚠ {err}"
 
 

@@ -157,7 +157,7 @@ def _wire_page_load(demo: gr.Blocks, train: train_tab.TrainTab, monitor: monitor
     """Fill the read-outs and the Monitor controls as soon as a page opens, instead of waiting for the
     first change; the dataset picker lists the datasets there are now (uploads included)."""
     for fn, inputs, outputs in (train.out["refresh"], train.out["details"], train.out["dataset_choices"],
-                                monitor.out["sync"]):
+                                train.out["where_choices"], monitor.out["sync"]):
         demo.load(fn, inputs, outputs, show_progress="hidden", api_visibility="private")
 
 

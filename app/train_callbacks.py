@@ -28,6 +28,7 @@ from core.tokenizer import TokenizerError
 from app import catalog, data_preview, devices, form
 from app.access import SINGLE_USER, Viewer
 from app.background import run_with_ticks
+from app.cluster import cluster_errors
 from app.changes import Change, applies, changes, changes_text, flatten, same, show
 from app.context import Console
 from app.i18n import memory_note, problem_text, text
@@ -109,6 +110,11 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
     if data and not errors:  # the files are there: can the worker read them? (a malformed line blocks Start)
         from app.data_callbacks import data_problems
         errors.update(data_problems(config, console))
+    if config.launch.backend != form.LOCAL:  # its workers are on the cluster's nodes, not here
+        offer = console.cluster_offer()
+        errors.update(form.errors_by_widget(cluster_errors(config, offer, ask_slurm=data,
+                                                           check_submission=console.cluster.check_submission)))
+        return errors
     try:
         launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
     except ConfigError as err:
@@ -167,7 +173,21 @@ def command_argv(config: Config, console: Console) -> list[str]:
 
 
 def command_text(config: Config, console: Console) -> str:
+    """What Start will run: the worker's command, or for a cluster run the batch script that will
+    be written into the run folder and submitted."""
+    if config.launch.backend != form.LOCAL:
+        return sbatch_text(config, console)
     return launcher.command_preview(command_argv(config, console))
+
+
+def sbatch_text(config: Config, console: Console) -> str:
+    """The sbatch script of a cluster run, from core.slurm's own writer (the port is chosen at Start)."""
+    from core import slurm
+
+    try:
+        return slurm.build_script(preview_run_dir(config, console), config, master_port=PREVIEW_MASTER_PORT)
+    except (launcher.LaunchError, ConfigError, OSError) as err:
+        return f"# no batch script: {err}"
 
 
 def multi_host_text(config: Config, nodes: int, master_addr: str, port: int) -> str:
@@ -545,7 +565,7 @@ def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
     if errors:
         return StartOutcome(None, "not started: fix the problems listed", errors)
     config = check.config
-    if not confirmed:
+    if not confirmed and config.launch.backend == form.LOCAL:  # a cluster run's memory is its nodes'
         too_big = does_not_fit(config, console, lang)
         if too_big:
             return StartOutcome(None, f"not started: {too_big}", needs_confirmation=True)
@@ -559,7 +579,8 @@ def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
     except ConfigError as err:
         return StartOutcome(None, "not started", form.errors_by_widget(err.errors))
     except (launcher.LaunchError, OSError) as err:
-        return StartOutcome(None, f"could not start: {err}")
+        how = "not submitted" if config.launch.backend != form.LOCAL else "could not start"
+        return StartOutcome(None, f"{how}: {err}")
     message = result.message
     if reference is not None:
         found = form_changes(check.config, reference)

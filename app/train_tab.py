@@ -13,6 +13,7 @@ import gradio as gr
 from core.config import Config
 
 from app import catalog, data_callbacks, devices, form
+from app.cluster import where_choices, where_note
 from app import train_callbacks as cb
 from app.context import Console
 from app.datasets import UploadError
@@ -27,7 +28,10 @@ PICKED_KEYS = ("data.train_file", "data.validation_file", "data.test_file", "dat
 # the help line of a widget whose text is not its config field's own help (app.i18n "help.<key>")
 HELP_KEYS = {"model.path": "help.model.picker", form.LENGTH: "help.train.length",
              form.TARGET_NAMES: "help.lora.targets", form.TARGET_REGEX: "help.lora.target_regex",
-             "parallel.data_parallel": "help.parallel.workers"}
+             "parallel.data_parallel": "help.parallel.workers", form.WHERE: "help.where"}
+# the Slurm job's fields, row by row, in the fold under "Where to run" (the partition is in that choice)
+SLURM_ROWS = (("launch.nodes", "launch.workers_per_node", "launch.time_limit"), ("launch.account",),
+              ("launch.sbatch_options",), ("launch.env",))
 
 
 def help_key(key: str) -> str | None:
@@ -71,6 +75,7 @@ def build(console: Console, labels: Labels, initial: Config) -> TrainTab:
             _eval_section(tab, labels, values, info)
             _tracking_section(tab, labels, values, info)
         with gr.Column(scale=2):
+            _where_section(tab, console, labels, values, info)
             _launch_section(tab, labels)
             _config_io_section(tab, console, labels)
     _wire(tab, console, labels)
@@ -240,6 +245,26 @@ def _tracking_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -
                 _widget(tab, key, values, info, labels)
 
 
+def _where_section(tab: TrainTab, console: Console, labels: Labels, values: dict, info: dict) -> None:
+    """"Where to run": this machine or a Slurm partition (offered only when Slurm answers and the
+    runs folder is under --cluster-shared-dir; else the note says why), and the Slurm job's
+    settings, folded, shown while a partition is chosen."""
+    offer = console.cluster_offer()
+    where = values[form.WHERE]
+    tab.fields[form.WHERE] = labels.bind(gr.Radio(
+        choices=where_choices(offer, labels.lang, where), value=where, elem_id="where-to-run",
+        info=labels(HELP_KEYS[form.WHERE])), label="where")
+    tab.out["where_note"] = gr.Markdown(where_note(offer, labels.lang) if offer.refusal else "", elem_id="where-note")
+    with _accordion(labels, "sec.slurm", visible=where != form.LOCAL, elem_id="sec-slurm") as box:
+        for row in SLURM_ROWS:
+            with gr.Row():
+                for key in row:
+                    _widget(tab, key, values, info, labels)
+        tab.fields["launch.sbatch_options"].placeholder = "--mem=4G --qos=normal"
+        tab.fields["launch.env"].placeholder = "HF_HOME: /shared/hf, OMP_NUM_THREADS: 4"
+    tab.out["slurm_box"] = box
+
+
 def _launch_section(tab: TrainTab, labels: Labels) -> None:
     labels.bind(gr.Markdown(), value="sec.launch")
     tab.out["errors"] = gr.HTML(elem_id="config-errors")
@@ -371,6 +396,7 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
                              api_visibility="private")
 
     _wire_model(tab, console, lang)
+    _wire_where(tab, console, lang)
     _wire_device_and_method(tab, lang)
     _wire_data(tab, console)
     _wire_config_io(tab, console)
@@ -399,6 +425,23 @@ def _wire_model(tab: TrainTab, console: Console, lang: Any) -> None:
     tab.out["rescan"].click(rescan, [picker, lang], [picker, tab.out["model_table"]], api_visibility="private")
     lang.change(lambda current, language: rescan(current, language, refresh=False), [picker, lang],
                 [picker, tab.out["model_table"]], show_progress="hidden", api_visibility="private")
+
+
+def _wire_where(tab: TrainTab, console: Console, lang: Any) -> None:
+    """The Slurm fold shows while a partition is chosen; the choices (Slurm's partitions, asked
+    again at most every 30 s) and the note follow the language."""
+    where = tab.fields[form.WHERE]
+    quiet = {"show_progress": "hidden", "api_visibility": "private"}
+    where.change(lambda value: gr.update(visible=(value or form.LOCAL) != form.LOCAL), where, tab.out["slurm_box"],
+                 **quiet)
+
+    def offered(value: str, language: str):
+        offer = console.cluster_offer()
+        return (gr.update(choices=where_choices(offer, language, value)),
+                where_note(offer, language) if offer.refusal else "")
+
+    lang.change(offered, [where, lang], [where, tab.out["where_note"]], **quiet)
+    tab.out["where_choices"] = (offered, [where, lang], [where, tab.out["where_note"]])
 
 
 def _wire_device_and_method(tab: TrainTab, lang: Any) -> None:
