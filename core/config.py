@@ -719,6 +719,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
         problems += err.located(origins, _display(path)).problems
     if problems:
         raise ConfigError(problems)
+    config.origins = origins  # which file set each key, for messages about a setting's value
     return config
 
 

@@ -480,6 +480,22 @@ def data_sources(settings: DataSettings, role: str = "train", seed: int = 0) -> 
     return [Source(data, resolve_format(data, settings.format, columns), columns)]
 
 
+def check_explicit_format(settings: DataSettings, origin: str | None) -> None:
+    """A data.format set explicitly (not auto) that the training data contradicts, as a DataError
+    that says where it was set ("data.format is 'alpaca' (set in configs/lora_demo.yaml); the data
+    looks like sharegpt"). Other problems are left to the run to report."""
+    if settings.format == "auto":
+        return
+    try:
+        data_sources(settings, "train")
+    except DataError as err:
+        said = f"data.format is {settings.format!r}"
+        if str(err).startswith(said) and origin:
+            raise DataError(str(err).replace(said, f"{said} (set in {origin})", 1)) from None
+        if str(err).startswith(said):
+            raise
+
+
 def _formats(sources: Sequence[Source]) -> str:
     return "+".join(dict.fromkeys(s.fmt for s in sources))
 
