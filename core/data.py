@@ -614,7 +614,7 @@ def cache_key(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> str:
         if not name:
             add(role, b"")
             continue
-        for path in _source_files(settings, name, split):
+        for path in source_files(settings, name, split):
             add(role, path.name.encode() + b"\0" + _file_bytes(path))
     add("tokenizer", _tokenizer_bytes(tokenizer))
     add("chat_templates", json.dumps(getattr(tokenizer, "_chat_templates", {}), sort_keys=True).encode())
@@ -628,7 +628,7 @@ def cache_key(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> str:
     return digest.hexdigest()[:32]
 
 
-def _source_files(settings: DataSettings, name: str, role: str) -> list[Path]:
+def source_files(settings: DataSettings, name: str, role: str) -> list[Path]:
     """The files a data setting reads: for a catalogue, its dataset_info.json and the files of the
     datasets data.dataset picks (broken picks are left to the build to report)."""
     path = split_path(name)[0]

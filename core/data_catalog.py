@@ -57,6 +57,7 @@ class CatalogEntry:
     preference: str | None = None  # "ranking" (chosen/rejected) or "kto" (a label column)
     num_samples: int | None = None
     problem: str | None = None
+    keys: dict[str, str] = field(default_factory=dict)  # format field -> where the catalogue maps it ('columns.prompt')
 
     @property
     def loadable(self) -> bool:
@@ -110,11 +111,13 @@ def _entry(folder: Path, name: str, spec: object) -> CatalogEntry:
 def _fill(entry: CatalogEntry, spec: dict) -> None:
     where = entry.where
     if "file_name" not in spec:
-        for key, place in (*HUB_KEYS.items(), ("script_url", "a loading script")):
+        for key, place in HUB_KEYS.items():
             if spec.get(key):
-                reason = ("loading scripts are not run here" if key == "script_url"
-                          else "this console reads local files only; download it and name it in 'file_name'")
-                raise DataError(f"{where}: field {key!r}: {spec[key]} is on {place}; {reason}")
+                raise DataError(f"{where}: field {key!r}: {spec[key]} is on {place}; this console reads local files "
+                                "only; download it and name it in 'file_name'")
+        if spec.get("script_url"):
+            raise DataError(f"{where}: field 'script_url': {spec['script_url']} is a loading script; scripts are not "
+                            "run here; convert its data to a file and name it in 'file_name'")
         raise DataError(f"{where}: no field 'file_name' (the data file inside {entry.catalog})")
     entry.formatting = spec.get("formatting", "alpaca")
     if entry.formatting not in FORMATTINGS:
@@ -151,11 +154,13 @@ def _mapping(entry: CatalogEntry, spec: object, names: dict[str, str], key: str)
     out = {}
     for name, column in spec.items():
         if name not in names:
-            raise DataError(f"{entry.where}: field '{key}.{name}' is not a {entry.formatting} {key[:-1]}; valid: "
+            raise DataError(f"{entry.where}: field '{key}.{name}' is not a {key[:-1]} name of {entry.formatting} "
+                            f"formatting; valid: "
                             f"{', '.join(names)}")
         if not isinstance(column, str) or not column:
             raise DataError(f"{entry.where}: field '{key}.{name}' must name a column, got {column!r}")
         out[names[name]] = column
+        entry.keys[names[name]] = f"{key}.{name}"
     return out
 
 
@@ -206,5 +211,5 @@ def check_columns(entry: CatalogEntry, data: DataFile) -> None:
         if name.endswith("_tag") or column in keys:
             continue
         files = ", ".join(str(p) for p in entry.files)
-        raise DataError(f"{entry.where}: field 'columns' maps {name} to {column!r}, which {files} lacks "
+        raise DataError(f"{entry.where}: field '{entry.keys.get(name, name)}' names the column {column!r}, which {files} lacks "
                         f"(fields: {', '.join(sorted(map(str, keys)))})")
