@@ -68,8 +68,9 @@ class Dataset:
         from app.i18n import problem_text, text
 
         if self.dataset is not None:
-            if self.reason:
-                return text("data.catalog_broken", lang).format(name=self.name, reason=problem_text(self.reason, lang))
+            if self.reason:  # without the catalogue's path and the entry's name, which the label has
+                reason = problem_text(self.reason, lang).split(f"dataset {self.dataset!r}: ", 1)[-1]
+                return text("data.catalog_broken", lang).format(name=self.name, reason=reason)
             size = human_size(self.size_bytes) + (", " + text("data.catalog_samples", lang).format(n=self.num_samples)
                                                   if self.num_samples else "")
             return text("data.catalog_entry", lang).format(name=self.name, formatting=self.formatting, size=size)

@@ -1,7 +1,8 @@
 """The dataset section in a real browser (issue 20 items 2-5, issue 17 item 6): upload a chat file
 and see its format detected and its preview without the loading overlay (timed), upload it again
 without a copy appearing, reload the page and find it still offered, map the columns of a
-question/answer file live, and see a malformed file block Start with its line number.
+question/answer file live, and see a malformed file block Start with its line number. Issue 27: pick
+a dataset of a dataset_info.json catalogue by name and start it (the worker reads it).
 
 Drives headless Chromium through Playwright (fixtures in `browser_fixtures`); skips when the
 console, the demo model, Playwright or Chromium is missing. Prints the measured times.
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.test_browser import choose  # noqa: F401  (the helpers the console test uses)
+from tests.app.test_browser import choose, wait_for  # noqa: F401  (the helpers the console test uses)
 
 pytest_plugins = ["tests.app.browser_fixtures"]
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -145,3 +146,40 @@ def test_dataset_uploads_preview_mapping_and_broken_data(console_server, page, t
     assert "line 5" in page.inner_text("#config-errors")
     assert not [p for p in console_server.runs_dir.iterdir() if (p / "status.json").exists()]
     screenshot(page, "data_broken_blocks_start")
+
+
+CATALOG_ROWS = [{"messages": [{"role": "user", "content": f"Who has the red kite {i}?"},
+                              {"role": "assistant", "content": f"Mia {i}"}]} for i in range(40)]
+CATALOG = {"kites": {"file_name": "kites.jsonl", "formatting": "sharegpt", "columns": {"messages": "messages"},
+                     "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
+                              "assistant_tag": "assistant"}},
+           "hub_only": {"hf_hub_url": "someone/kites"}}
+
+
+@pytest.fixture
+def console_extra_dirs(tmp_path):
+    """A data root holding a catalogue folder (dataset_info.json naming two datasets)."""
+    folder = tmp_path / "extra_data" / "field_catalog"
+    folder.mkdir(parents=True)
+    write_jsonl(folder / "kites.jsonl", CATALOG_ROWS)
+    (folder / "dataset_info.json").write_text(json.dumps(CATALOG), encoding="utf-8")
+    return {"data": [folder.parent]}
+
+
+def test_catalogue_dataset_is_picked_by_name_and_starts(console_server, page, screenshot):
+    page.goto(console_server.url)
+    page.wait_for_function(PREVIEW_READY_JS, arg="format:", timeout=TIMEOUT_MS)
+    assert picker_options(page, "field_catalog/hub_only (not loadable") == 1
+    choose(page, "dataset-picker", "field_catalog/kites (sharegpt")
+    wait_preview(page, "format: sharegpt (as set)", "catalogue dataset picked: its preview")
+    assert "Mia 0" in page.inner_text("#data-preview")
+    assert page.input_value("#cfg-data-dataset input, #cfg-data-dataset textarea") == "kites"
+    screenshot(page, "data_catalog_picked")
+    page.click("#start-button")
+    run = wait_for(lambda: next((p for p in console_server.runs_dir.iterdir() if (p / "status.json").is_file()), None),
+                   "the run to be created", timeout_s=TIMEOUT_MS / 1000)
+    config = (run / "config.yaml").read_text()
+    assert "dataset:\n  - kites" in config or "dataset: [kites]" in config or "- kites" in config, config
+    # the worker read the catalogue dataset: its setup record carries the data statistics
+    wait_for(lambda: "sharegpt" in (run / "metrics.jsonl").read_text() if (run / "metrics.jsonl").exists() else False,
+             "the worker's setup with the catalogue data", timeout_s=TIMEOUT_MS / 1000)
