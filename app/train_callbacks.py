@@ -67,7 +67,7 @@ def starter_config(console: Console) -> Config:
     if _data_file_error(config.data.train_file, console):
         datasets = console.datasets()
         if datasets:
-            updates.update(dataset_fields(datasets[0].train_file, console))
+            updates.update(dataset_fields(datasets[0].key, console))
     return config.with_updates(updates)
 
 

@@ -341,8 +341,8 @@ class SplitStats:
         """What happened to this split's records beyond plain tokenizing, one line each."""
         lines = []
         if self.overlong_records:
-            how = ("truncated (the starts of prompt and answer kept in proportion)" if self.overlong_policy == "truncate"
-                   else "skipped")
+            how = ("truncated (the starts of prompt and answer kept in proportion)"
+                   if self.overlong_policy == "truncate" else "skipped")
             lines.append(f"{name}: {self.overlong_records} of {self.records} records are longer than max_seq_len "
                          f"{max_seq_len} tokens and were {how} (data.overlong: {self.overlong_policy}): "
                          + listing([tuple(x) for x in self.overlong_listed], self.overlong_records))

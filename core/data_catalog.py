@@ -211,5 +211,5 @@ def check_columns(entry: CatalogEntry, data: DataFile) -> None:
         if name.endswith("_tag") or column in keys:
             continue
         files = ", ".join(str(p) for p in entry.files)
-        raise DataError(f"{entry.where}: field '{entry.keys.get(name, name)}' names the column {column!r}, which {files} lacks "
-                        f"(fields: {', '.join(sorted(map(str, keys)))})")
+        raise DataError(f"{entry.where}: field '{entry.keys.get(name, name)}' names the column {column!r}, which "
+                        f"{files} lacks (fields: {', '.join(sorted(map(str, keys)))})")

@@ -270,8 +270,8 @@ def _read_txt(path: Path, text_split: str = "line") -> DataFile:
             records.append(Record(f"{path} line {start}", {"text": "\n".join(lines)}))
             lines, start = [], 0
     if not records and text:
-        raise DataError(f"{path}: no records: no text left after splitting by {text_split} (data.text_split): the file holds "
-                        "only blank lines")
+        raise DataError(f"{path}: no records: no text left after splitting by {text_split} (data.text_split): "
+                        "the file holds only blank lines")
     return DataFile(path, records, ["text"])
 
 
