@@ -20,9 +20,10 @@ from app.paths import OutsideRootsError, absolute, inside_roots
 DATA_FILE_KEYS = ("data.train_file", "data.validation_file", "data.test_file")
 
 
-def dataset_choices(console: Console) -> list[tuple[str, str]]:
-    """(label, training file) pairs for the dataset picker, scanned now (uploads included)."""
-    return [(d.label, d.train_file) for d in console.datasets()]
+def dataset_choices(console: Console, lang: str = "en") -> list[tuple[str, str]]:
+    """(label, value) pairs for the dataset picker, scanned now (uploads included): the value is
+    the training file, or for a dataset of a catalogue the folder and the dataset's name."""
+    return [(d.label_in(lang), d.key) for d in console.datasets()]
 
 
 @dataclass
@@ -49,6 +50,8 @@ def upload(temp_path: str, original_name: str, console: Console) -> Upload:
     settings = console.settings
     saved = save_upload(temp_path, original_name, settings.uploads_dir, settings.max_upload_bytes)
     dataset = upload_dataset(saved)
+    if dataset.dataset is not None:  # a zipped catalogue: its first dataset, in its own formatting
+        return Upload(dataset, dataset.formatting or None, dataset.reason)
     try:
         detected = resolve_format(read_data_file(absolute(split_path(dataset.train_file)[0]),
                                                  split_path(dataset.train_file)[1]))
@@ -124,6 +127,10 @@ def _widget_of(message: str, config: Config) -> str:
     """The form field a data problem belongs to: the file it names, or the column mapping."""
     if message.startswith("data.columns") or "data.columns maps" in message:
         return "data.columns"
+    if message.startswith("data.format is"):
+        return "data.format"
+    if message.startswith("data.dataset") or "dataset_info.json: dataset" in message or "data.dataset (" in message:
+        return "data.dataset"
     for key in DATA_FILE_KEYS[1:]:
         name = config.to_flat()[key]
         if name and str(split_path(name)[0]) in message:

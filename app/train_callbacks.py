@@ -68,7 +68,7 @@ def starter_config(console: Console) -> Config:
     if _data_file_error(config.data.train_file, console):
         datasets = console.datasets()
         if datasets:
-            updates.update(dataset_fields(datasets[0].train_file, console))
+            updates.update(dataset_fields(datasets[0].key, console))
     return config.with_updates(updates)
 
 
@@ -150,12 +150,13 @@ def dataset_fields(train_file: str, console: Console) -> dict[str, Any]:
 
     dataset = find_by_train_file(console.datasets(), train_file)
     if dataset is None:
-        return {"data.train_file": train_file}
+        return {"data.train_file": train_file, "data.dataset": ""}
     fraction = 0.0 if dataset.validation_file else 0.1
     # another dataset: its format is detected afresh and the previous one's column mapping dropped
-    return {"data.train_file": dataset.train_file, "data.validation_file": dataset.validation_file,
-            "data.test_file": dataset.test_file, "data.validation_fraction": fraction,
-            "data.format": "auto", "data.columns": ""}
+    # (a catalogue's dataset brings its own formatting and columns)
+    return {"data.train_file": dataset.train_file, "data.dataset": dataset.dataset or "",
+            "data.validation_file": dataset.validation_file, "data.test_file": dataset.test_file,
+            "data.validation_fraction": fraction, "data.format": "auto", "data.columns": ""}
 
 
 # ---- what will run --------------------------------------------------------------------------

@@ -16,14 +16,14 @@ from app import catalog, data_callbacks, devices, form
 from app.cluster import where_choices, where_note
 from app import train_callbacks as cb
 from app.context import Console
-from app.datasets import UploadError
+from app.datasets import UploadError, picker_key
 from app.changes import show
 from app.i18n import TEXTS, Labels, problem_text, text
 from app.widgets import error_update, field_widget
 
 UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".parquet", ".arrow", ".txt", ".gz", ".zip"]
 # what an upload or a picked dataset sets (and so must be able to refresh)
-PICKED_KEYS = ("data.train_file", "data.validation_file", "data.test_file", "data.validation_fraction",
+PICKED_KEYS = ("data.train_file", "data.dataset", "data.validation_file", "data.test_file", "data.validation_fraction",
                "data.format", "data.columns")
 # the help line of a widget whose text is not its config field's own help (app.i18n "help.<key>")
 HELP_KEYS = {"model.path": "help.model.picker", form.LENGTH: "help.train.length",
@@ -111,7 +111,8 @@ def _essentials(tab: TrainTab, console: Console, labels: Labels, values: dict, i
     tab.out["lora_group"] = lora_group
     with gr.Row():
         tab.out["dataset_picker"] = labels.bind(gr.Dropdown(
-            choices=data_callbacks.dataset_choices(console), value=values["data.train_file"],
+            choices=data_callbacks.dataset_choices(console, labels.lang),
+            value=picker_key(values["data.train_file"], values.get("data.dataset")),
             allow_custom_value=True, elem_id="dataset-picker", scale=3), label="data.picker")
         tab.out["upload"] = labels.bind(gr.File(
             file_types=UPLOAD_TYPES, type="filepath", elem_id="dataset-upload", scale=2, height=110),
@@ -207,10 +208,13 @@ def _data_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> No
     labels.bind(preview_box, label="data.preview")
     with _accordion(labels, "sec.data", elem_id="sec-data"):
         with gr.Row():
-            for key in ("data.train_file", "data.validation_file", "data.test_file"):
+            for key in ("data.train_file", "data.dataset", "data.validation_file", "data.test_file"):
                 _widget(tab, key, values, info, labels)
         with gr.Row():
             for key in ("data.validation_fraction", "data.max_seq_len", "data.packing", "data.group_by_length"):
+                _widget(tab, key, values, info, labels)
+        with gr.Row():
+            for key in ("data.overlong", "data.text_split", "data.media"):
                 _widget(tab, key, values, info, labels)
         with gr.Row():
             with gr.Column():
@@ -463,6 +467,13 @@ def _wire_device_and_method(tab: TrainTab, lang: Any) -> None:
                   [tab.out["lora_group"], tab.out["lora_more"]], show_progress="hidden", api_visibility="private")
 
 
+def _names(text: str | list[str] | None) -> list[str]:
+    """data.dataset as the form holds it ('a, b') as a list of names."""
+    if isinstance(text, list):
+        return text
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
 def _wire_data(tab: TrainTab, console: Console) -> None:
     """Picking and uploading a dataset; its preview and statistics follow the form's own refresh
     (`_wire`). An upload answers with the preview itself, without dimming anything."""
@@ -473,16 +484,16 @@ def _wire_data(tab: TrainTab, console: Console) -> None:
     tab.out["dataset_choices"] = (lambda current: gr.update(choices=data_callbacks.dataset_choices(console),
                                                             value=current), picker, picker)
 
-    def pick(train_file: str, current: str):
+    def pick(train_file: str, current: str, current_dataset: str):
         """Another dataset: its files, format auto and no column mapping. The one the form already
         trains on: nothing changes (the dropdown also sends an input when it merely loses focus,
         which wiped a column mapping typed after an upload)."""
-        if train_file == current:
+        if train_file == picker_key(current, _names(current_dataset)):
             return [gr.skip()] * len(PICKED_KEYS)
         chosen = cb.dataset_fields(train_file, console)
         return [chosen.get(k, gr.skip()) for k in PICKED_KEYS]
 
-    picker.input(pick, [picker, tab.fields["data.train_file"]], picked, **quiet)
+    picker.input(pick, [picker, tab.fields["data.train_file"], tab.fields["data.dataset"]], picked, **quiet)
 
     def upload(data: dict):
         """Keep the file, pick it, show its preview; the upload box empties for the next one."""
@@ -493,10 +504,10 @@ def _wire_data(tab: TrainTab, console: Console) -> None:
             result = data_callbacks.upload(path, path, console)
         except UploadError as err:
             return gr.skip(), f"⚠ {problem_text(str(err), data[tab.lang])}", *[gr.skip()] * len(PICKED_KEYS), gr.skip(), None
-        chosen = cb.dataset_fields(result.dataset.train_file, console)
+        chosen = cb.dataset_fields(result.dataset.key, console)
         values = {**tab.values(data), **chosen}
         language = data[tab.lang]
-        return (gr.update(choices=data_callbacks.dataset_choices(console), value=result.dataset.train_file),
+        return (gr.update(choices=data_callbacks.dataset_choices(console, data[tab.lang]), value=result.dataset.key),
                 result.note_in(language), *[chosen.get(k, gr.skip()) for k in PICKED_KEYS],
                 data_callbacks.preview_view(values, console, language), None)
 

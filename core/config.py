@@ -278,8 +278,11 @@ def _coerce_trackers(value: Any) -> list[str]:
 # data.columns keys: a format's fields and ShareGPT's tags (core.data_formats.MAPPING_KEYS; config
 # imports nothing else of core, so they are repeated here and a test keeps the two equal)
 DATA_COLUMN_KEYS = ("instruction", "input", "output", "system", "history", "messages", "tools", "text",
+                    "images", "audios", "videos", "chosen", "rejected", "label",
                     "role_tag", "content_tag", "user_tag", "assistant_tag", "system_tag", "function_tag",
                     "observation_tag")
+# LLaMA-Factory's dataset_info.json names for alpaca's fields (core.data_formats.COLUMN_SYNONYMS)
+DATA_COLUMN_SYNONYMS = {"prompt": "instruction", "query": "input", "response": "output", "kto_tag": "label"}
 _COLUMNS_RULE = ("a mapping of format fields to the dataset's column names, e.g. "
                  "{instruction: question, output: answer}")
 
@@ -308,6 +311,7 @@ def _coerce_columns(value: Any) -> dict[str, str]:
     value = _mapping(value, _COLUMNS_RULE)
     out: dict[str, str] = {}
     for key, column in value.items():
+        key = DATA_COLUMN_SYNONYMS.get(key, key)
         if key not in DATA_COLUMN_KEYS:
             raise _Invalid(f"has unknown field {key!r}{_suggest(str(key), DATA_COLUMN_KEYS)}; valid fields: "
                            f"{', '.join(DATA_COLUMN_KEYS)}")
@@ -315,6 +319,21 @@ def _coerce_columns(value: Any) -> dict[str, str]:
             raise _Invalid(f"maps {key!r} to {column!r}; the column name must be a non-empty string")
         out[str(key)] = str(column).strip()
     return out
+
+
+_DATASET_RULE = "a dataset name of the dataset_info.json catalogue, a list of them (text: 'a, b'), or null"
+
+
+def _coerce_dataset_names(value: Any) -> list[str] | None:
+    """Names of catalogue datasets, from a name, a list, or their text ('a, b'); empty is none."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [part.strip() for part in value.strip().strip("[]").split(",")]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise _Invalid(f"must be {_DATASET_RULE}")
+    names = [v.strip() for v in value if v.strip()]
+    return names or None
 
 
 # ---- sections -----------------------------------------------------------------------------
@@ -407,12 +426,20 @@ class DataSettings(_Section):
     validation_file: str | None = _field("data/demo/validation.jsonl",
                                          "validation data; null splits it off train")
     test_file: str | None = _field("data/demo/test.jsonl", "held-out test data for downstream eval")
+    dataset: list[str] | None = _field(None, "datasets of a dataset_info.json catalogue in train_file, by name",
+                                       coerce=_coerce_dataset_names, rule=_DATASET_RULE, kind="str")
     format: Literal["auto", "alpaca", "sharegpt", "chat", "text"] = _field("auto", "record format; auto detects it")
     columns: dict[str, str] = _field({}, "the dataset's names for format fields, e.g. {instruction: question}",
                                      coerce=_coerce_columns, rule=_COLUMNS_RULE, kind="mapping")
     validation_fraction: float = _field(0.0, "share of train held out when validation_file is null",
                                         ge=0, le=0.5)
-    max_seq_len: int = _field(256, "tokens per example; longer ones are truncated", ge=8)
+    max_seq_len: int = _field(256, "tokens per example; see overlong for longer ones", ge=8)
+    overlong: Literal["truncate", "skip", "error"] = _field(
+        "truncate", "records over max_seq_len: cut (prompt and answer in proportion), drop, or refuse all")
+    text_split: Literal["line", "paragraph", "document"] = _field(
+        "line", ".txt files: one record per line, per blank-line paragraph, or the whole file")
+    media: Literal["refuse", "drop"] = _field(
+        "refuse", "records with images, audio or video: refuse, or drop the media and their placeholders")
     mask_prompt: bool = _field(True, "train on the response only (prompt tokens carry no loss)")
     train_on: Literal["all_assistant", "last"] = _field("all_assistant",
                                                         "assistant turns that carry loss: every one, or the last")
@@ -909,6 +936,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
         problems += err.located(origins, _display(path)).problems
     if problems:
         raise ConfigError(problems)
+    config.origins = origins  # which file set each key, for messages about a setting's value
     return config
 
 

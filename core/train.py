@@ -36,7 +36,8 @@ from core import launcher, ranks
 from core.checkpoint import CheckpointError, load_hf_model
 from core.config import Config, ConfigError, EarlyStoppingSettings, describe_fields, load_config
 from core.config import Problem as ConfigProblem
-from core.data import DataError, BatchIterator, eval_batches, load_splits, packed_length, padded_length
+from core.data import (DataError, BatchIterator, check_explicit_format, eval_batches, load_splits, packed_length,
+                       padded_length)
 from core.fused import enable as enable_fused_kernels
 from core.generation_metrics import GenerationScores, score_generations
 from core.generate import SamplingSettings, generate, use_device
@@ -897,6 +898,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
     except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:  # a data.format the data contradicts, named with the file that set it, before a run is made
+        check_explicit_format(config.data, getattr(config, "origins", {}).get("data.format"))
+    except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     warning = memory_warning(config)
