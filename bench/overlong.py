@@ -1,7 +1,7 @@
 """Issue 27's measure: a 1,000-record alpaca file with 1% over-long records at max_seq_len 256 —
 how many records and answer (trained) tokens each data.overlong policy keeps.
 
-    PYTHONPATH=. .venv/bin/python scripts/bench_overlong.py [model_dir]
+    .venv/bin/python bench/overlong.py [model_dir]
 
 Uses the shipped demo tokenizer (models/tiny-demo) unless another model folder is named. The
 records are generated: 990 short question/answer pairs and 10 whose prompt or answer alone is
@@ -16,9 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from core import data
-from core.data import IGNORE_INDEX, DataError
-from core.tokenizer import Tokenizer
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from core import data  # noqa: E402
+from core.data import IGNORE_INDEX, DataError  # noqa: E402
+from core.tokenizer import Tokenizer  # noqa: E402
 
 MAX_SEQ_LEN = 256
 WORDS = "the cat fox dog sleeps runs under over a small red blue kite story river hill".split()
@@ -43,7 +46,7 @@ def rows(n: int = 1000, long_every: int = 100) -> list[dict]:
 
 
 def main() -> None:
-    model = Path(sys.argv[1] if len(sys.argv) > 1 else "models/tiny-demo")
+    model = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "models" / "tiny-demo")
     tok = Tokenizer.from_dir(model)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "alpaca_1000.jsonl"
