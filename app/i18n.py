@@ -229,8 +229,8 @@ FIELD_HELP_ZH: dict[str, str] = {
     "lora.rank": "低秩更新的秩 r",
     "lora.alpha": "缩放分子：更新按 alpha / rank 缩放",
     "lora.dropout": "适配器输入上的 dropout（PEFT 默认 0；在 CPU 上 0.05 会使 LoRA 每步慢约 5 倍）",
-    "data.train_file": "训练数据：文件、数据集目录或 目录#划分",
-    "data.validation_file": "验证数据；留空则从训练集划分",
+    "data.train_file": "训练数据：文件、数据集目录、目录#划分或文件列表",
+    "data.validation_file": "验证数据（文件、目录或文件列表）；留空则从训练集划分",
     "data.test_file": "用于下游评测的留出测试数据",
     "data.format": "记录格式；auto 自动识别",
     "data.columns": "数据集中对应格式字段的列名，例如 {instruction: question}",
@@ -1083,6 +1083,10 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r" \(did you mean ('[^']*')\?\)", r"（是否想写 \1？）"),
     (r"must be a non-empty list of module names, 'q_proj,v_proj', or one regular expression",
      "必须是非空的模块名列表、'q_proj,v_proj' 形式的文本，或一个正则表达式"),
+    (r"must be a file, a dataset folder, folder#split, or a list of files \(text: '\[a\.jsonl, b\.jsonl\]' or "
+     r"'a\.jsonl, b\.jsonl'\)(; every item a non-empty file name)?",
+     lambda m: "必须是一个文件、数据集目录、目录#划分，或文件列表（文本形式：'[a.jsonl, b.jsonl]' 或 'a.jsonl, b.jsonl'）"
+     + ("；每一项都须是非空文件名" if m.group(1) else "")),
     (r"must be two step numbers \[start, end\] with 1 <= start <= end \(text: '3,5'\)",
      "必须是两个步数 [起, 止]，且 1 <= 起 <= 止（文本形式：'3,5'）"),
     (r"must be a mapping of format fields to the dataset's column names, e\.g\. ",

@@ -336,6 +336,33 @@ def _coerce_dataset_names(value: Any) -> list[str] | None:
     return names or None
 
 
+_DATA_FILES_RULE = "a file, a dataset folder, folder#split, or a list of files (text: '[a.jsonl, b.jsonl]' or 'a.jsonl, b.jsonl')"
+
+
+def _coerce_data_files(value: Any) -> str | list[str] | None:
+    """One data file (or folder, folder#split), or a list of them, from a YAML list or its text
+    ('[a.jsonl, b.jsonl]', 'a.jsonl, b.jsonl'); a list of one is that file."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("[") and text.endswith("]"):
+            try:
+                value = yaml.safe_load(text)
+            except yaml.YAMLError:
+                raise _Invalid(f"must be {_DATA_FILES_RULE}") from None
+        elif "," in text:
+            value = [part.strip() for part in text.split(",")]
+    if isinstance(value, (list, tuple)):
+        if not value or not all(isinstance(v, str) and v.strip() for v in value):
+            raise _Invalid(f"must be {_DATA_FILES_RULE}; every item a non-empty file name")
+        names = [v.strip() for v in value]
+        return names[0] if len(names) == 1 else names
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise _Invalid(f"must be {_DATA_FILES_RULE}")
+    return str(value).strip()
+
+
 # ---- sections -----------------------------------------------------------------------------
 
 class _Section:
@@ -422,9 +449,12 @@ class LoraSettings(_Section):
 class DataSettings(_Section):
     """Datasets and tokenisation."""
     KEY: ClassVar[str] = "data"
-    train_file: str = _field("data/demo/train.jsonl", "training data: a file, a dataset folder or folder#split")
-    validation_file: str | None = _field("data/demo/validation.jsonl",
-                                         "validation data; null splits it off train")
+    train_file: str | list[str] = _field("data/demo/train.jsonl",
+                                         "training data: a file, a dataset folder, folder#split or a list of files",
+                                         coerce=_coerce_data_files, rule=_DATA_FILES_RULE, kind="str")
+    validation_file: str | list[str] | None = _field("data/demo/validation.jsonl",
+                                                     "validation data (a file, folder or list); null splits it off train",
+                                                     coerce=_coerce_data_files, rule=_DATA_FILES_RULE, kind="str")
     test_file: str | None = _field("data/demo/test.jsonl", "held-out test data for downstream eval")
     dataset: list[str] | None = _field(None, "datasets of a dataset_info.json catalogue in train_file, by name",
                                        coerce=_coerce_dataset_names, rule=_DATASET_RULE, kind="str")

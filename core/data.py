@@ -29,8 +29,8 @@ import numpy as np
 
 from core.atomic import atomic_open
 from core.data_catalog import check_columns, is_catalog, load_entry, preference_refusal, read_catalog, select
-from core.data_files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, dataset_splits,  # noqa: F401
-                             read_data_file, split_files, split_path)
+from core.data_files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, concat_files,  # noqa: F401
+                             dataset_splits, read_data_file, split_files, split_path)
 from core.data_formats import (CHAT_ROLES, FORMAT_FIELDS, FORMATS, TAG_DEFAULTS, Columns, Conversation,  # noqa: F401
                                conversation, format_help, ignored_fields, resolve_format, text_of)
 from core.data_overlong import (LISTED, OVERLONG, check_policy, listing, overlong_error, text_chunks,  # noqa: F401
@@ -475,9 +475,23 @@ def data_sources(settings: DataSettings, role: str = "train", seed: int = 0) -> 
                 raise DataError(str(err).replace(f"data.format is {entry.formatting!r}",
                                                  f"{entry.where}: 'formatting' is {entry.formatting!r}")) from None
         return sources
-    data = read_data_file(name, role=role, text_split=text_split)
     columns = _columns(settings)
+    if isinstance(name, list):
+        return [_file_list(name, role, settings, columns, text_split)]
+    data = read_data_file(name, role=role, text_split=text_split)
     return [Source(data, resolve_format(data, settings.format, columns), columns)]
+
+
+def _file_list(names: list[str], role: str, settings: DataSettings, columns: Columns, text_split: str) -> Source:
+    """A list of files in data.{role}_file as one source: each read and its format resolved, the
+    formats agreeing, the records concatenated in order (each keeps its file and line)."""
+    parts = [read_data_file(name, role=role, text_split=text_split) for name in names]
+    formats = [resolve_format(part, settings.format, columns) for part in parts]
+    for part, fmt in zip(parts, formats):
+        if fmt != formats[0]:
+            raise DataError(f"{part.path}: the records are {fmt}, but {parts[0].path} (the first file of "
+                            f"data.{role}_file) is {formats[0]}; the files of one list must share a format")
+    return Source(concat_files(parts[0].path, parts), formats[0], columns)
 
 
 def check_explicit_format(settings: DataSettings, origin: str | None) -> None:
@@ -631,6 +645,8 @@ def cache_key(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> str:
 def source_files(settings: DataSettings, name: str, role: str) -> list[Path]:
     """The files a data setting reads: for a catalogue, its dataset_info.json and the files of the
     datasets data.dataset picks (broken picks are left to the build to report)."""
+    if isinstance(name, list):
+        return [path for item in name for path in split_files(item, role)]
     path = split_path(name)[0]
     if role != "train" or not is_catalog(path):
         return split_files(name, role)

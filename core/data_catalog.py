@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.data_files import CATALOG_FILE, DataError, DataFile, Record, is_catalog, read_data_file  # noqa: F401
+from core.data_files import (CATALOG_FILE, DataError, DataFile, Record, concat_files, is_catalog,  # noqa: F401
+                             read_data_file)
 
 FORMATTINGS = ("alpaca", "sharegpt")
 HUB_KEYS = {"hf_hub_url": "the Hugging Face hub", "ms_hub_url": "the ModelScope hub", "om_hub_url": "the Modelers hub",
@@ -192,9 +193,7 @@ def select(entries: list[CatalogEntry], names: list[str] | None, folder: Path) -
 
 def load_entry(entry: CatalogEntry, seed: int, text_split: str = "line") -> DataFile:
     """The records of an entry's files (in order), drawn down or up to `num_samples` (seeded)."""
-    records: list[Record] = []
-    for path in entry.files:
-        records += read_data_file(path, text_split=text_split).records
+    records = concat_files(entry.catalog, [read_data_file(path, text_split=text_split) for path in entry.files]).records
     if entry.num_samples is not None:
         rng = np.random.default_rng([SAMPLE_STREAM, seed])
         whole, rest = divmod(entry.num_samples, len(records))

@@ -301,9 +301,10 @@ def _reader(path: Path, text_split: str = "line"):
 # Dataset folders
 # ---------------------------------------------------------------------------------------------
 
-def split_path(name: str | Path) -> tuple[Path, str | None]:
-    """'data/ds#train_sft' -> (Path('data/ds'), 'train_sft'); a name without '#' has no split."""
-    text = str(name)
+def split_path(name: str | Path | list) -> tuple[Path, str | None]:
+    """'data/ds#train_sft' -> (Path('data/ds'), 'train_sft'); a name without '#' has no split;
+    a list of files (data.train_file) stands for its first."""
+    text = str(name[0] if isinstance(name, list) else name)
     if SPLIT_SEPARATOR in text:
         folder, split = text.rsplit(SPLIT_SEPARATOR, 1)
         return Path(folder), split or None
@@ -465,9 +466,14 @@ def _read_folder(folder: Path, requested: str | None, role: str, text_split: str
     files = splits[split]
     if len(files) == 1 and files[0].is_dir():
         files = _saved_dataset_files(files[0])
-    parts = [_reader(path, text_split)(path) for path in files]
-    columns = [c for c in (parts[0].columns or [])] if all(p.columns is not None for p in parts) else None
-    return DataFile(folder, [r for p in parts for r in p.records], columns, split)
+    return concat_files(folder, [_reader(path, text_split)(path) for path in files], split)
+
+
+def concat_files(path: Path, parts: list[DataFile], split: str | None = None) -> DataFile:
+    """Several files' records as one DataFile, in order (each record keeps its own file and
+    line): a folder's shards, a catalogue entry's `file_name` list, a list in data.train_file."""
+    columns = list(parts[0].columns or []) if all(p.columns is not None for p in parts) else None
+    return DataFile(path, [r for p in parts for r in p.records], columns, split)
 
 
 _DATASETS_INFO_KEYS = {"features", "splits", "builder_name", "dataset_size"}  # datasets' own dataset_info.json
