@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from core.config import Config, ConfigError, DataSettings
 from core.data import DataError, read_data_file, resolve_format
-from core.data_files import split_path
+from core.data_files import file_names, split_path
 from core.tokenizer import TokenizerError
 
 from app import catalog
@@ -118,8 +118,8 @@ def data_settings(values: Mapping[str, Any], console: Console) -> DataSettings:
     settings = DataSettings.from_dict(raw)
     for key in ("train_file", "validation_file", "test_file"):
         name = getattr(settings, key)
-        if name:
-            inside_roots(split_path(name)[0], console.settings.all_data_dirs)
+        for item in file_names(name) if name else []:
+            inside_roots(split_path(item)[0], console.settings.all_data_dirs)
     return settings
 
 
@@ -133,7 +133,7 @@ def _widget_of(message: str, config: Config) -> str:
         return "data.dataset"
     for key in DATA_FILE_KEYS[1:]:
         name = config.to_flat()[key]
-        if name and str(split_path(name)[0]) in message:
+        if name and any(str(split_path(item)[0]) in message for item in file_names(name)):
             return key
     return "data.train_file"
 

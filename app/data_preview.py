@@ -19,7 +19,7 @@ from typing import Sequence
 from core.config import DataSettings
 from core.data import (FORMAT_FIELDS, IGNORE_INDEX, TAG_DEFAULTS, Columns, DataError, DataFile, DataStats,
                        data_sources, ignored_fields, load_splits, source_files, tokenize_records)
-from core.data_files import is_catalog, split_path
+from core.data_files import file_names, is_catalog, split_path
 from core.tokenizer import Tokenizer, TokenizerError
 
 from app.i18n import TEXTS, problem_text, text
@@ -126,7 +126,7 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
         ignored = ignored_fields(data.records, resolved, columns)
     except (DataError, TokenizerError, OSError) as err:
         return error_html(str(err), lang)
-    catalog = is_catalog(absolute(split_path(settings.train_file)[0]))
+    catalog = is_catalog(absolute(split_path(file_names(settings.train_file)[0])[0]))
     how = text("dp.auto" if settings.format == "auto" and not catalog else "dp.as_set", lang)
     split = text("dp.split", lang).format(split=html.escape(data.split)) if data.split else ""
     line = text("dp.format", lang).format(fmt=f"<b>{html.escape(resolved)}</b>", how=how, split=split,
@@ -164,8 +164,10 @@ def error_html(message: str, lang: str = "en") -> str:
     return f'<div class="mt-error">{html.escape(problem_text(message, lang))}</div>'
 
 
-def _absolute_name(name: str) -> str:
-    """A data path (maybe 'folder#split') with the path part made absolute."""
+def _absolute_name(name: str | list[str]) -> str | list[str]:
+    """A data path (maybe 'folder#split', or a list of them) with the path part made absolute."""
+    if isinstance(name, list):
+        return [_absolute_name(item) for item in name]
     path, split = split_path(name)
     return str(absolute(path)) + (f"#{split}" if split else "")
 

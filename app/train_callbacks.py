@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from core import launcher, tracking
 from core.config import Config, ConfigError, deep_merge, load_config, read_config_file
 from core.data import DataError, run_seq_len
-from core.data_files import split_path
+from core.data_files import file_names, split_path
 from core.model_args import CheckpointError, check_run_settings, read_model_args
 from core.rundir import RunDir
 from core.tokenizer import TokenizerError
@@ -136,11 +136,14 @@ def _tracker_missing(name: str) -> tracking.TrackerUnavailable | None:
 def _data_file_error(name: str, console: Console) -> str | None:
     """Why a data path cannot be used (outside the data roots, missing), or None. A path may be a
     file, a dataset folder, or 'folder#split'."""
-    try:
-        path = inside_roots(split_path(name)[0], console.settings.all_data_dirs)
-    except OutsideRootsError as err:
-        return str(err)
-    return None if path.exists() else f"{name}: file not found"
+    for item in file_names(name):  # data.train_file may be a list of files (set in YAML or an override)
+        try:
+            path = inside_roots(split_path(item)[0], console.settings.all_data_dirs)
+        except OutsideRootsError as err:
+            return str(err)
+        if not path.exists():
+            return f"{item}: file not found"
+    return None
 
 
 def dataset_fields(train_file: str, console: Console) -> dict[str, Any]:

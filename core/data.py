@@ -460,6 +460,8 @@ def data_sources(settings: DataSettings, role: str = "train", seed: int = 0) -> 
     `data.dataset` picks, each with its own format and mapping."""
     name = getattr(settings, f"{role}_file")
     text_split = getattr(settings, "text_split", "line")
+    if isinstance(name, list):
+        return [_file_list(name, role, settings, _columns(settings), text_split)]
     path = split_path(name)[0]
     if role == "train" and is_catalog(path):
         sources = []
@@ -475,10 +477,8 @@ def data_sources(settings: DataSettings, role: str = "train", seed: int = 0) -> 
                 raise DataError(str(err).replace(f"data.format is {entry.formatting!r}",
                                                  f"{entry.where}: 'formatting' is {entry.formatting!r}")) from None
         return sources
-    columns = _columns(settings)
-    if isinstance(name, list):
-        return [_file_list(name, role, settings, columns, text_split)]
     data = read_data_file(name, role=role, text_split=text_split)
+    columns = _columns(settings)
     return [Source(data, resolve_format(data, settings.format, columns), columns)]
 
 

@@ -301,10 +301,14 @@ def _reader(path: Path, text_split: str = "line"):
 # Dataset folders
 # ---------------------------------------------------------------------------------------------
 
-def split_path(name: str | Path | list) -> tuple[Path, str | None]:
-    """'data/ds#train_sft' -> (Path('data/ds'), 'train_sft'); a name without '#' has no split;
-    a list of files (data.train_file) stands for its first."""
-    text = str(name[0] if isinstance(name, list) else name)
+def file_names(name: str | Path | list) -> list:
+    """The names a data setting holds: its list of files (data.train_file may be one), or itself."""
+    return list(name) if isinstance(name, (list, tuple)) else [name]
+
+
+def split_path(name: str | Path) -> tuple[Path, str | None]:
+    """'data/ds#train_sft' -> (Path('data/ds'), 'train_sft'); a name without '#' has no split."""
+    text = str(name)
     if SPLIT_SEPARATOR in text:
         folder, split = text.rsplit(SPLIT_SEPARATOR, 1)
         return Path(folder), split or None

@@ -399,3 +399,15 @@ def test_a_tracker_not_installed_blocks_start_naming_the_setting(console, monkey
                                   "(pip install -r requirements-tracking.txt), or take swanlab out of tracking"}
     assert problem_text(errors["tracking"], "zh").startswith("tracking：swanlab 需要 swanlab 包，但尚未安装")
     assert cb.console_errors(config.with_updates({"tracking": ["tensorboard"]}), console, data=False) == {}
+
+
+def test_every_file_of_a_train_file_list_must_lie_inside_the_roots(console, workspace, tmp_path):
+    """data.train_file as a list (YAML or an override; the picker holds one dataset): each file is
+    confined and checked, not only the first."""
+    inside = str(workspace.data_dirs[0] / "demo" / "train.jsonl")
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text("{}\n")
+    assert cb._data_file_error([inside, inside], console) is None
+    assert "outside the folders" in cb._data_file_error([inside, str(outside)], console)
+    missing = str(workspace.data_dirs[0] / "demo" / "gone.jsonl")
+    assert cb._data_file_error([inside, missing], console) == f"{missing}: file not found"
