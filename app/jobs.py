@@ -17,7 +17,8 @@ A cluster run (`launch.backend: slurm`) is submitted at Start through its backen
 (`core.launcher.backend_for`): the console's own queue is not used for it, since Slurm queues it
 (queued == pending in Slurm, in Slurm's order), and a thread per run refreshes its state from the
 run folder and Slurm (`Backend.refresh`) until it is over. Stop, cancel and reattach go through the
-same backend; the double-click guard is the same for both.
+same backend; the double-click guard is the same for both, and it also looks at the run folders
+made within the window, so a console restarted between two clicks submits no second Slurm job.
 """
 from __future__ import annotations
 
@@ -118,6 +119,9 @@ class JobManager:
             if key in self._recent:
                 run_id = self._recent[key][1]
                 return StartResult(run_id, False, f"already started as {run_id}")
+            made = self._made_just_now(config, owner, parent)
+            if made is not None:  # by a console before a restart: its memory is gone, the folder is not
+                return StartResult(made, False, f"already started as {made}")
             run = self._create_run(config)
             fields: dict = {"queue_position": self._next_position(), "device": config.parallel.device,
                             "data_parallel": config.parallel.data_parallel}
@@ -139,6 +143,27 @@ class JobManager:
                     raise
             self._schedule()
             return self._start_result(run)
+
+    def _made_just_now(self, config: Config, owner: str | None, parent: tuple[str, int | None] | None) -> str | None:
+        """A run folder of the same request (config, owner, parent) created within the dedupe window,
+        by this console or by one that was restarted since (a cluster job must not be submitted twice)."""
+        if self._window <= 0:
+            return None
+        text, now = config.to_yaml(), time.time()
+        for summary in list_runs(self.runs_dir):
+            status = summary.status
+            if now - summary.sort_time >= self._window:
+                break  # newest first
+            if summary.state == "failed":
+                continue  # a refused submission may be tried again at once
+            if (status.owner, status.parent_run, status.parent_step) != (owner, *(parent or (None, None))):
+                continue
+            try:
+                if RunDir(summary.path).config_path.read_text() == text:
+                    return summary.run_id
+            except OSError:
+                continue
+        return None
 
     def backend(self, name: str):
         """The launcher backend called `name` ("local", "slurm")."""
