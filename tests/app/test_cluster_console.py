@@ -11,6 +11,7 @@ real ones)."""
 from __future__ import annotations
 
 import functools
+import os
 import re
 import subprocess
 import threading
@@ -26,7 +27,7 @@ from app import train_callbacks as cb
 from app.cluster import ClusterOffer, ClusterOffers, cluster_html, read_offer, shared_dir_refusal, where_choices
 from app.context import Console
 from app.i18n import action_text
-from app.jobs import JobManager
+from app.jobs import JobError, JobManager
 from app.run_status import failure_html
 from app.settings import SettingsError, parse_settings
 
@@ -313,3 +314,33 @@ def test_a_stopped_cluster_run_resumes_as_a_new_job_from_its_checkpoint(cluster_
     status = run.read_status()
     assert slurm.submitted == [run_id, run_id] and status.attempt == 2 and status.cluster.job_id == "102"
     assert "resume: " in run.config_path.read_text() and cluster_console.jobs.queue() == []
+
+
+def test_a_stopped_cluster_run_resumes_on_this_machine_with_the_same_width_or_says_why_not(cluster_console, slurm,
+                                                                                            fake_launcher):
+    """Issue 25 item 7, "or locally": the same checkpoint files go on under the local launcher (verified by
+    hand on the real cluster: a 2-node run's step-2 checkpoint resumed locally at DP=2 gave step 4's loss
+    4.72381591796875, the very loss of the uninterrupted 2-node run)."""
+    run_id = cb.start(slurm_values(cluster_console), cluster_console).run_id
+    run = RunDir(cluster_console.runs_dir / run_id)
+    (run.checkpoints_dir / "step-2").mkdir(parents=True)
+    (run.checkpoints_dir / "last").symlink_to("step-2")
+    slurm.stop(run, graceful=False)
+    result = cluster_console.jobs.resume(run_id, backend="local")
+    assert result.message == f"resumed {run_id} from step-2" and not result.queued
+    assert slurm.submitted == [run_id] and [r.run_id for r in fake_launcher.launched] == [run_id]
+    status = run.read_status()
+    assert status.cluster is None and status.attempt == 2 and status.history[-1].state == "stopped"
+    from core.config import load_config
+    config = load_config(run.config_path)
+    assert (config.launch.backend, config.parallel.data_parallel) == ("local", 2) and config.run.resume.endswith("checkpoints/last")
+    # wider than this machine: refused before anything changes, naming the width and the cores
+    wide = cb.start(slurm_values(cluster_console, launch__workers_per_node=os.cpu_count()), cluster_console).run_id
+    wide_run = RunDir(cluster_console.runs_dir / wide)
+    (wide_run.checkpoints_dir / "step-2").mkdir(parents=True)
+    (wide_run.checkpoints_dir / "last").symlink_to("step-2")
+    slurm.stop(wide_run, graceful=False)
+    with pytest.raises(JobError, match=rf"ran on 2 node\(s\) x {os.cpu_count()} worker\(s\) \(data parallel "
+                                       rf"{2 * os.cpu_count()}\); resuming it on this machine needs .*CPU cores"):
+        cluster_console.jobs.resume(wide, backend="local")
+    assert wide_run.read_status().state == "stopped" and load_config(wide_run.config_path).launch.backend == "slurm"
