@@ -344,3 +344,6 @@ def test_a_stopped_cluster_run_resumes_on_this_machine_with_the_same_width_or_sa
                                        rf"{2 * os.cpu_count()}\); resuming it on this machine needs .*CPU cores"):
         cluster_console.jobs.resume(wide, backend="local")
     assert wide_run.read_status().state == "stopped" and load_config(wide_run.config_path).launch.backend == "slurm"
+    # the Runs tab's "Resume on this machine" says it in both languages
+    _, message = runs_callbacks.resume(cluster_console, [wide], lang="zh", backend="local")
+    assert message.startswith("⚠ ") and f"曾在 2 个节点 × 每节点 {os.cpu_count()} 个工作进程上运行" in message, message
