@@ -200,6 +200,7 @@ TEXTS: dict[str, tuple[str, str]] = {
     "runs.only_diff": ("Only settings that differ", "只显示不同的设置"),
     "runs.log_scale": ("Log scale", "对数坐标"),
     "runs.resume": ("Resume selected (stopped or failed)", "恢复所选（已停止或失败）"),
+    "runs.resume_here": ("Resume on this machine (a cluster run, same workers)", "在本机恢复（集群运行，工作进程数不变）"),
     "runs.delete": ("Delete selected…", "删除所选……"), "runs.delete_confirm": ("Yes, delete", "确认删除"),
     "runs.delete_cancel": ("Cancel", "取消"), "runs.refresh": ("Refresh", "刷新"),
     "runs.open": ("Open in Monitor", "在监控页打开"),
@@ -981,6 +982,8 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
      lambda m: f"{m.group(1)} 的状态为{text('state.' + m.group(2), 'zh')}；只有已停止或失败的运行可以恢复"),
     (r"^(\S+) has no checkpoint ('[^']*') \(its checkpoints/ holds (.*)\)$", r"\1 没有检查点 \2（其 checkpoints/ 中有：\3）"),
     (r"^(\S+) saved no checkpoint to resume from; start a new run instead$", r"\1 没有保存可恢复的检查点；请开始新的运行"),
+    (r"^(\S+) ran on (\d+) node\(s\) x (\d+) worker\(s\) \(data parallel (\d+)\); resuming it on this machine "
+     r"needs (\d+) workers: ", r"\1 曾在 \2 个节点 × 每节点 \3 个工作进程上运行（数据并行 \4）；在本机恢复需要 \5 个工作进程："),
     (r"^no answer within (\d+) s$", r"\1 秒内没有结果"), (r"^core\.dry_run exited with (-?\d+)$", r"core.dry_run 退出码为 \1"),
     (r"^no run (\S+) in (\S+)$", r"\2 中没有运行 \1"), (r"^('[^']*') is not a run id$", r"\1 不是运行 ID"),
     (r"^(\S+) is not a model folder under (.*)$", r"'\1' 不是 \2 下的模型目录"),

@@ -17,7 +17,8 @@ A cluster run (`launch.backend: slurm`) is submitted at Start through its backen
 (`core.launcher.backend_for`): the console's own queue is not used for it, since Slurm queues it
 (queued == pending in Slurm, in Slurm's order), and a thread per run refreshes its state from the
 run folder and Slurm (`Backend.refresh`) until it is over. Stop, cancel and reattach go through the
-same backend; the double-click guard is the same for both.
+same backend; the double-click guard is the same for both, and it also looks at the run folders
+made within the window, so a console restarted between two clicks submits no second Slurm job.
 """
 from __future__ import annotations
 
@@ -118,6 +119,9 @@ class JobManager:
             if key in self._recent:
                 run_id = self._recent[key][1]
                 return StartResult(run_id, False, f"already started as {run_id}")
+            made = self._made_just_now(config, owner, parent)
+            if made is not None:  # by a console before a restart: its memory is gone, the folder is not
+                return StartResult(made, False, f"already started as {made}")
             run = self._create_run(config)
             fields: dict = {"queue_position": self._next_position(), "device": config.parallel.device,
                             "data_parallel": config.parallel.data_parallel}
@@ -139,6 +143,27 @@ class JobManager:
                     raise
             self._schedule()
             return self._start_result(run)
+
+    def _made_just_now(self, config: Config, owner: str | None, parent: tuple[str, int | None] | None) -> str | None:
+        """A run folder of the same request (config, owner, parent) created within the dedupe window,
+        by this console or by one that was restarted since (a cluster job must not be submitted twice)."""
+        if self._window <= 0:
+            return None
+        text, now = config.to_yaml(), time.time()
+        for summary in list_runs(self.runs_dir):
+            status = summary.status
+            if now - summary.sort_time >= self._window:
+                break  # newest first
+            if summary.state == "failed":
+                continue  # a refused submission may be tried again at once
+            if (status.owner, status.parent_run, status.parent_step) != (owner, *(parent or (None, None))):
+                continue
+            try:
+                if RunDir(summary.path).config_path.read_text() == text:
+                    return summary.run_id
+            except OSError:
+                continue
+        return None
 
     def backend(self, name: str):
         """The launcher backend called `name` ("local", "slurm")."""
@@ -181,11 +206,14 @@ class JobManager:
         return StartResult(run.run_id, True, f"queued {run.run_id} ({place}; it starts when {busy} "
                                              "frees the device)", queued=True)
 
-    def resume(self, run_id: str, viewer: Viewer = SINGLE_USER, checkpoint: str | None = None) -> StartResult:
+    def resume(self, run_id: str, viewer: Viewer = SINGLE_USER, checkpoint: str | None = None,
+               backend: str | None = None) -> StartResult:
         """Start a new attempt of a stopped or failed run from its last checkpoint, or from the
         one the user names (`checkpoint`: a folder name in its checkpoints/, e.g. 'step-4'): a
         resume never falls back to another checkpoint by itself. Through the queue: at once when
-        its devices are free."""
+        its devices are free. `backend` ("local", "slurm") moves the run: a cluster run resumed
+        with "local" goes on on this machine with the same data-parallel width (its checkpoint
+        is the same files), refused with the reason when this machine cannot hold that many workers."""
         run = self.run_dir(run_id, viewer)
         with self._lock:
             state = self._refresh(run).state
@@ -198,7 +226,10 @@ class JobManager:
                     raise JobError(f"{run_id} has no checkpoint {checkpoint!r} (its checkpoints/ holds "
                                    f"{', '.join(sorted(p.name for p in run.checkpoints_dir.iterdir())) or 'nothing'})")
                 raise JobError(f"{run_id} saved no checkpoint to resume from; start a new run instead")
-            config = load_config(run.config_path).with_updates({"run.resume": str(last.absolute())})
+            config = load_config(run.config_path)
+            if backend is not None and backend != config.launch.backend:
+                config = self._moved(run_id, config, backend)
+            config = config.with_updates({"run.resume": str(last.absolute())})
             run.restart_for_resume()
             atomic_write(run.config_path, config.to_yaml())
             self._devices[run.run_id] = (config.parallel.device, config.parallel.data_parallel)
@@ -208,11 +239,26 @@ class JobManager:
                 job = cluster_of(run.read_status())
                 return StartResult(run.run_id, True, f"resumed {run.run_id} from {last.resolve().name} as Slurm job "
                                    f"{job.job_id if job else '?'}", queued=result.queued)
+            self._cluster_runs.pop(run.run_id, None)
             run.write_status(queue_position=self._next_position(), device=config.parallel.device, device_ids=[])
             self._schedule()
             queued = run.read_status().state == "queued"
         how = "queued to resume" if queued else "resumed"
         return StartResult(run.run_id, True, f"{how} {run.run_id} from {last.resolve().name}", queued=queued)
+
+    @staticmethod
+    def _moved(run_id: str, config: Config, backend: str) -> Config:
+        """`config` to go on under `backend`: the data-parallel width stays (a checkpoint holds no
+        layout of nodes), so this machine must hold that many workers for a local resume."""
+        width = config.parallel.data_parallel
+        if backend == LOCAL:
+            try:
+                launcher.check_workers_available(width, config.parallel.device)
+            except ConfigError as err:
+                raise JobError(f"{run_id} ran on {config.launch.nodes} node(s) x {config.launch.workers_per_node} "
+                               f"worker(s) (data parallel {width}); resuming it on this machine needs {width} "
+                               f"workers: {err}") from err
+        return config.with_updates({"launch.backend": backend})
 
     # -- the queue --
 

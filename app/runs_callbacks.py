@@ -419,12 +419,13 @@ def fork_choices(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_U
 
 
 def resume(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER,
-           lang: str = "en") -> tuple[str | None, str]:
-    """Resume the one selected run; returns (run id to watch, message in `lang`)."""
+           lang: str = "en", backend: str | None = None) -> tuple[str | None, str]:
+    """Resume the one selected run (`backend` "local": a cluster run on this machine); returns
+    (run id to watch, message in `lang`)."""
     if len(run_ids) != 1:
         return None, text("runs.msg.select_resume", lang)
     try:
-        result = console.jobs.resume(run_ids[0], viewer)
+        result = console.jobs.resume(run_ids[0], viewer, backend=backend)
     except (ValueError, RunDirError, launcher.LaunchError, OSError) as err:
         return None, f"⚠ {problem_text(str(err), lang)}"
     return result.run_id, action_text(result.message, lang)

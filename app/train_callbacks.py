@@ -207,6 +207,20 @@ def multi_host_text(config: Config, nodes: int, master_addr: str, port: int) -> 
     return "\n".join(lines) + "\n# the run folder must be on storage every node shares"
 
 
+def workers_field(where: str | None, nodes: Any, per_node: Any, workers: Any, device: str) -> dict[str, Any]:
+    """The data-parallel slider's settings for "Where to run": on a Slurm partition it shows the
+    job's width, nodes x workers per node (what the config gets), and is not edited by hand; on
+    this machine it is the user's again, up to this device's workers."""
+    def whole(value: Any) -> int:
+        return int(value) if isinstance(value, (int, float)) and value >= 1 else 1
+
+    top = devices.max_workers(device)
+    if (where or form.LOCAL) != form.LOCAL:
+        width = whole(nodes) * whole(per_node)
+        return {"value": width, "maximum": max(top, width), "interactive": False}
+    return {"value": min(whole(workers), top), "maximum": top, "interactive": True}
+
+
 def global_batch_text(values: Mapping[str, Any], lang: str) -> str:
     """'Global batch 16 = micro 8 × accumulation 2 × workers 1', from whatever the form holds."""
     def number(key: str) -> int | None:

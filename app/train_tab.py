@@ -438,6 +438,11 @@ def _wire_where(tab: TrainTab, console: Console, lang: Any) -> None:
     quiet = {"show_progress": "hidden", "api_visibility": "private"}
     where.change(lambda value: gr.update(visible=(value or form.LOCAL) != form.LOCAL), where, tab.out["slurm_box"],
                  **quiet)
+    slider = tab.fields["parallel.data_parallel"]
+    width_inputs = [where, tab.fields["launch.nodes"], tab.fields["launch.workers_per_node"], slider,
+                    tab.fields["parallel.device"]]
+    for source in width_inputs[:3]:  # a cluster job's width is nodes x workers per node, as the YAML says
+        source.change(lambda *args: gr.update(**cb.workers_field(*args)), width_inputs, slider, **quiet)
 
     def offered(value: str, language: str):
         offer = console.cluster_offer()
@@ -452,13 +457,13 @@ def _wire_device_and_method(tab: TrainTab, lang: Any) -> None:
     device = tab.fields["parallel.device"]
     dtype, slider = tab.fields["precision.compute_dtype"], tab.fields["parallel.data_parallel"]
 
-    def on_device(name: str, workers: float, language: str):
-        top = devices.max_workers(name)
+    def on_device(name: str, workers: float, language: str, where: str, nodes: float, per_node: float):
         return (gr.update(choices=devices.dtype_choices(name)),
-                gr.update(maximum=max(top, 1), value=min(int(workers or 1), top)),
+                gr.update(**cb.workers_field(where, nodes, per_node, workers, name)),
                 cb.device_notes(name, language))
 
-    device.change(on_device, [device, slider, lang], [dtype, slider, tab.out["device_note"]],
+    device.change(on_device, [device, slider, lang, tab.fields[form.WHERE], tab.fields["launch.nodes"],
+                              tab.fields["launch.workers_per_node"]], [dtype, slider, tab.out["device_note"]],
                   show_progress="hidden", api_visibility="private")
     lang.change(cb.device_notes, [device, lang], tab.out["device_note"], show_progress="hidden",
                 api_visibility="private")

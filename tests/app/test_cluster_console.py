@@ -2,11 +2,19 @@
 --cluster-shared-dir gate, "Where to run", the form's Slurm fields, Start through the backend (one
 job for two clicks, Slurm's queue instead of the console's), cancel = the backend's stop, the
 Monitor's job line (id, nodes, state, pending reason), a dead rank named with its node, cancelled
-shown as cancelled, and reattach. Slurm is the recording `FakeSlurm` below, which writes what
-core.slurm writes into the run folder (the real one is driven by tests/app/test_cluster_browser.py)."""
+shown as cancelled, and reattach. Two tabs' Starts, Slurm's queue, a console restarted while a job
+is pending and the cancel of that job run against the real test cluster with a held job (`--hold`:
+no CPU; marked `slurm`, skipped without the cluster). The other cases need states the cluster cannot
+give in seconds (running, a dead rank, a time limit): there Slurm is the recording `FakeSlurm` below,
+which writes what core.slurm writes into the run folder (tests/app/test_cluster_browser.py drives the
+real ones)."""
 from __future__ import annotations
 
 import functools
+import os
+import re
+import subprocess
+import threading
 import time
 
 import pytest
@@ -19,9 +27,11 @@ from app import train_callbacks as cb
 from app.cluster import ClusterOffer, ClusterOffers, cluster_html, read_offer, shared_dir_refusal, where_choices
 from app.context import Console
 from app.i18n import action_text
-from app.jobs import JobManager
+from app.jobs import JobError, JobManager
 from app.run_status import failure_html
 from app.settings import SettingsError, parse_settings
+
+from tests.slurm_fixtures import require_slurm, wait_for
 
 
 class FakeSlurm:
@@ -139,21 +149,72 @@ def test_bad_slurm_fields_are_refused_on_their_fields_before_submission(cluster_
 
 # ---- Start, the queue, cancel --------------------------------------------------------------------
 
-def test_two_quick_starts_submit_one_job_and_slurm_queues_it_not_the_console(cluster_console, slurm, fake_launcher):
-    values = slurm_values(cluster_console)
-    first, second = cb.start(values, cluster_console), cb.start(values, cluster_console)
-    assert first.run_id == second.run_id and slurm.submitted == [first.run_id]
-    assert first.queued and "as Slurm job 101 (pending: Resources)" in first.message
+@pytest.fixture
+def real_cluster_console(workspace, fake_launcher, tmp_path):
+    """A console on the real Slurm test cluster (local runs still go to the fake launcher), its runs
+    folder under --cluster-shared-dir; every Slurm job it made is cancelled at the end."""
+    require_slurm()
+    settings = workspace.__class__(**{**workspace.__dict__, "cluster_shared_dir": tmp_path})
+    make = functools.partial(Console.create, settings, create_run=fake_launcher.create_run, launch=fake_launcher.launch,
+                             stop=fake_launcher.stop, reconcile=fake_launcher.reconcile, cluster_every_s=0.2)
+    console = make()
+    console.restart = make
+    yield console
+    for summary in list_runs(settings.runs_dir):
+        if summary.status.cluster is not None and summary.status.cluster.job_id:
+            subprocess.run(["scancel", summary.status.cluster.job_id], check=False)
+
+
+def jobs_named(run_id: str) -> list[str]:
+    return subprocess.run(["squeue", "-h", "-n", f"mindtune-{run_id}", "-o", "%i"], capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+@pytest.mark.slurm
+def test_held_cluster_job_two_tabs_one_job_then_a_restarted_console_finds_it_pending_and_cancels_it(
+        real_cluster_console, fake_launcher):
+    """Held in Slurm (`--hold`: pending for JobHeldUser, costs no CPU): two tabs' Starts give one
+    job; Slurm queues it, not the console; a restarted console finds it (backend.active), shows it
+    queued with Slurm's reason, and a Start of the same form within the window gives no second job."""
+    console = real_cluster_console
+    values = slurm_values(console, launch__sbatch_options="--hold")
+    results: list = []
+    tabs = [threading.Thread(target=lambda: results.append(cb.start(values, console))) for _ in range(2)]
+    for tab in tabs:
+        tab.start()
+    for tab in tabs:
+        tab.join()
+    run_id = results[0].run_id
+    assert [r.run_id for r in results] == [run_id, run_id] and len(list_runs(console.runs_dir)) == 1
+    job_id = RunDir(console.runs_dir / run_id).read_status().cluster.job_id
+    assert jobs_named(run_id) == [job_id]
+    first, second = sorted(results, key=lambda r: "already started" in r.message)
+    assert first.queued and f"as Slurm job {job_id} (pending" in first.message, first.message
     assert "already started" in second.message
-    assert "Slurm 作业 101（排队中：Resources）" in action_text(first.message, "zh")
-    jobs = cluster_console.jobs
-    assert jobs.queue() == [] and [(e.run_id, e.position) for e in jobs.cluster_queue()] == [(first.run_id, 1)]
     # a local run starts at once: the pending cluster job holds none of this machine's devices
-    local = cb.start(form.to_values(cb.starter_config(cluster_console)), cluster_console)
+    local = cb.start(form.to_values(cb.starter_config(console)), console)
     assert not local.queued and [r.run_id for r in fake_launcher.launched] == [local.run_id]
-    table = runs_callbacks.runs_table(cluster_console)
-    assert table[table.iloc[:, 0] == first.run_id].iloc[0, 1] == "queued #1 in Slurm"
-    assert "Slurm job 101 on debug · Resources (waiting for nodes to be free)" in runs_callbacks.queue_html(cluster_console)
+    assert console.jobs.queue() == [] and [e.run_id for e in console.jobs.cluster_queue()] == [run_id]
+    wait_for(lambda: "JobHeldUser" in runs_callbacks.queue_html(console), 30, 0.5, "Slurm's reason in the queue")
+    table = runs_callbacks.runs_table(console)
+    assert re.fullmatch(r"queued #\d+ in Slurm", table[table.iloc[:, 0] == run_id].iloc[0, 1])
+
+    console.jobs.close()  # the console stops; the job stays held in Slurm
+    restarted = console.restart()
+    report = restarted.jobs.reattach()
+    assert sorted(report.alive) == sorted([run_id, local.run_id]) and report.queued == []  # the local one: a fake
+    tick = monitor_callbacks.tick(monitor_callbacks.MonitorSession(), run_id, restarted)
+    assert ">queued<" in tick.state and f'<code id="cluster-job-id">{job_id}</code>' in tick.status
+    assert "Pending because: <b>JobHeldUser" in tick.status, tick.status
+    again = cb.start(values, restarted)
+    assert again.run_id == run_id and "already started" in again.message and jobs_named(run_id) == [job_id]
+
+    message = runs_callbacks.queue_action(restarted, [run_id], "cancel")
+    assert f"scancel of Slurm job {job_id}" in message
+    wait_for(lambda: not jobs_named(run_id), 30, 0.5, "the job gone from squeue")
+    status = RunDir(console.runs_dir / run_id).read_status()
+    assert (status.state, status.cluster.state) == ("stopped", "CANCELLED") and "cancelled while pending" in status.reason
+    restarted.jobs.close()
 
 
 def test_cancel_of_a_pending_cluster_run_is_the_backends_stop_and_shows_cancelled(cluster_console, slurm):
@@ -253,3 +314,36 @@ def test_a_stopped_cluster_run_resumes_as_a_new_job_from_its_checkpoint(cluster_
     status = run.read_status()
     assert slurm.submitted == [run_id, run_id] and status.attempt == 2 and status.cluster.job_id == "102"
     assert "resume: " in run.config_path.read_text() and cluster_console.jobs.queue() == []
+
+
+def test_a_stopped_cluster_run_resumes_on_this_machine_with_the_same_width_or_says_why_not(cluster_console, slurm,
+                                                                                            fake_launcher):
+    """Issue 25 item 7, "or locally": the same checkpoint files go on under the local launcher (verified by
+    hand on the real cluster: a 2-node run's step-2 checkpoint resumed locally at DP=2 gave step 4's loss
+    4.72381591796875, the very loss of the uninterrupted 2-node run)."""
+    run_id = cb.start(slurm_values(cluster_console), cluster_console).run_id
+    run = RunDir(cluster_console.runs_dir / run_id)
+    (run.checkpoints_dir / "step-2").mkdir(parents=True)
+    (run.checkpoints_dir / "last").symlink_to("step-2")
+    slurm.stop(run, graceful=False)
+    result = cluster_console.jobs.resume(run_id, backend="local")
+    assert result.message == f"resumed {run_id} from step-2" and not result.queued
+    assert slurm.submitted == [run_id] and [r.run_id for r in fake_launcher.launched] == [run_id]
+    status = run.read_status()
+    assert status.cluster is None and status.attempt == 2 and status.history[-1].state == "stopped"
+    from core.config import load_config
+    config = load_config(run.config_path)
+    assert (config.launch.backend, config.parallel.data_parallel) == ("local", 2) and config.run.resume.endswith("checkpoints/last")
+    # wider than this machine: refused before anything changes, naming the width and the cores
+    wide = cb.start(slurm_values(cluster_console, launch__workers_per_node=os.cpu_count()), cluster_console).run_id
+    wide_run = RunDir(cluster_console.runs_dir / wide)
+    (wide_run.checkpoints_dir / "step-2").mkdir(parents=True)
+    (wide_run.checkpoints_dir / "last").symlink_to("step-2")
+    slurm.stop(wide_run, graceful=False)
+    with pytest.raises(JobError, match=rf"ran on 2 node\(s\) x {os.cpu_count()} worker\(s\) \(data parallel "
+                                       rf"{2 * os.cpu_count()}\); resuming it on this machine needs .*CPU cores"):
+        cluster_console.jobs.resume(wide, backend="local")
+    assert wide_run.read_status().state == "stopped" and load_config(wide_run.config_path).launch.backend == "slurm"
+    # the Runs tab's "Resume on this machine" says it in both languages
+    _, message = runs_callbacks.resume(cluster_console, [wide], lang="zh", backend="local")
+    assert message.startswith("⚠ ") and f"曾在 2 个节点 × 每节点 {os.cpu_count()} 个工作进程上运行" in message, message

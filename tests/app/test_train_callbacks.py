@@ -81,6 +81,48 @@ def test_preview_yaml_round_trips(console):
     assert Config.from_dict(__import__("yaml").safe_load(result.yaml_text)) == result.check.config
 
 
+def test_the_workers_slider_shows_nodes_times_workers_per_node_on_a_slurm_partition(monkeypatch):
+    from app import devices
+    monkeypatch.setattr(devices, "max_workers", lambda device: {"cpu": 2, "gpu": 8}[device])
+    assert cb.workers_field("slurm:debug", 3, 2, 1, "cpu") == {"value": 6, "maximum": 6, "interactive": False}
+    assert cb.workers_field("slurm:debug", 2, 4, 1, "gpu") == {"value": 8, "maximum": 8, "interactive": False}
+    assert cb.workers_field("slurm:debug", None, 2, 5, "cpu")["value"] == 2  # nodes being typed: 1 node
+    # back on this machine: the user's own value again, no more than the device holds
+    assert cb.workers_field(form.LOCAL, 3, 2, 6, "cpu") == {"value": 2, "maximum": 2, "interactive": True}
+    assert cb.workers_field(None, 3, 2, 1, "cpu") == {"value": 1, "maximum": 2, "interactive": True}
+    # what the slider then shows is what the YAML holds
+    values = {**form.to_values(Config()), form.WHERE: "slurm:debug", "launch.nodes": 3, "launch.workers_per_node": 2}
+    assert form.to_flat(values)["parallel.data_parallel"] == cb.workers_field("slurm:debug", 3, 2, 1, "cpu")["value"]
+
+
+def test_the_train_tab_wires_where_nodes_and_workers_per_node_to_the_workers_slider(console):
+    """As the page builds it: a change of "Where to run", nodes or workers per node updates the slider."""
+    import gradio as gr
+
+    from app import train_tab
+    from app.i18n import Labels
+
+    labels = Labels("en")
+    with gr.Blocks() as demo:
+        labels.toggle = gr.Radio(choices=["en", "zh"], value="en")
+        tab = train_tab.build(console, labels, cb.starter_config(console))
+    slider = tab.fields["parallel.data_parallel"]
+    sources = {tab.fields[k]._id: k for k in (form.WHERE, "launch.nodes", "launch.workers_per_node")}
+    wired = {}
+    for fn in demo.fns.values():
+        if [o._id for o in fn.outputs] == [slider._id]:
+            for target_id, _ in fn.targets:
+                if target_id in sources:
+                    wired[sources[target_id]] = fn
+    assert sorted(wired) == sorted(sources.values())
+    fn = wired["launch.nodes"]
+    assert [i._id for i in fn.inputs] == [tab.fields[k]._id for k in (form.WHERE, "launch.nodes", "launch.workers_per_node",
+                                                                      "parallel.data_parallel", "parallel.device")]
+    update = fn.fn("slurm:debug", 2, 3, 1, "cpu")
+    assert (update["value"], update["interactive"]) == (6, False)
+    assert fn.fn(form.LOCAL, 2, 3, 1, "cpu")["interactive"] is True
+
+
 def test_global_batch_is_the_product(console):
     text = cb.global_batch_text({"train.micro_batch_size": 4, "train.grad_accum_steps": 2,
                                  "parallel.data_parallel": 3}, "en")
