@@ -73,6 +73,9 @@ class LoRADense(nn.Dense):
         self.fused = None  # core.fused.enable: the CPU kernel for the update (dropout 0, float32)
         self.scaling_tensor = Tensor([self.scaling], ms.float32)
         self.amp = None  # AMP O1 (core.model.use_amp_o1): base and adapter products in this 16-bit dtype
+        # True while a reference pass runs (core.preference.adapters_off): the base layer alone. A
+        # Python constant of the graph: the reference pass is its own jit function, compiled with it set
+        self.adapter_off = False
 
     def construct(self, x):
         if self.amp is not None:  # both products in 16 bits, the sum back in x's dtype
@@ -93,6 +96,10 @@ class LoRADense(nn.Dense):
         out = self.matmul(x2, weight) if self.frozen is None else self.frozen(x2, self.weight)  # (N, out)
         if self.has_bias:
             out = self.bias_add(out, self.bias if self.amp is None else ops.cast(self.bias, self.amp))
+        if self.adapter_off:
+            if self.activation_flag:
+                out = self.activation(out)
+            return out.reshape(x_shape[:-1] + (self.out_channels,))
         if self.fused is not None and x.dtype == ms.float32:
             # one kernel each way for x·Aᵀ·(s·B)ᵀ added to the base output (core/kernels/lora.cc)
             out = self.fused(out, x2, self.lora_a, self.lora_b, self.scaling_tensor)[0]
