@@ -255,7 +255,7 @@ def _coerce_step_range(value: Any) -> list[int] | None:
 # imports nothing else of core, so they are repeated here and a test keeps the two equal)
 DATA_COLUMN_KEYS = ("instruction", "input", "output", "system", "history", "messages", "tools", "text",
                     "role_tag", "content_tag", "user_tag", "assistant_tag", "system_tag", "function_tag",
-                    "observation_tag")
+                    "observation_tag", "prompt", "completion", "chosen", "rejected", "label")
 _COLUMNS_RULE = ("a mapping of format fields to the dataset's column names, e.g. "
                  "{instruction: question, output: answer}")
 

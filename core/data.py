@@ -300,6 +300,7 @@ class DataStats:
     validation_in_train: int
     seq_len: int = 0
     packed_seq_len: int = 0
+    notes: list[str] = field(default_factory=list)  # e.g. preference data read as SFT (core.data_preference.sft_view)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -313,7 +314,7 @@ class DataStats:
         """'train: field `history` ignored in 12 of 40 records', one line per field and split."""
         return [f"{name}: field `{field_name}` ignored in {count} of {split.samples} records"
                 for name, split in (("train", self.train), ("validation", self.validation))
-                for field_name, count in split.ignored_fields.items()]
+                for field_name, count in split.ignored_fields.items()] + list(self.notes)
 
 
 @dataclass
@@ -379,12 +380,18 @@ def _tokenized_split(records: Sequence[Record], fmt: str, tokenizer: Tokenizer, 
 
 def _build_splits(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> DataSplits:
     """Read, split and tokenize every file named in `settings` (no cache)."""
+    from core.data_preference import sft_columns, sft_view  # (it imports this module)
     columns = _columns(settings)
-    train_file = read_data_file(settings.train_file, role="train")
-    train_fmt = resolve_format(train_file, settings.format, columns)
+    train_file, note = sft_view(read_data_file(settings.train_file, role="train"), columns)
+    notes = [note] if note else []
+    if note:  # preference data as chat records: only the chat format's mapping applies
+        columns = sft_columns(columns)
+    requested = "auto" if notes else settings.format
+    train_fmt = resolve_format(train_file, requested, columns)
     if settings.validation_file:
-        val_file = read_data_file(settings.validation_file, role="validation")
-        val_fmt = resolve_format(val_file, settings.format, columns)
+        val_file, note = sft_view(read_data_file(settings.validation_file, role="validation"), _columns(settings))
+        notes += [note] if note else []
+        val_fmt = resolve_format(val_file, requested, columns)
         train_records, val_records = train_file.records, val_file.records
     elif settings.validation_fraction > 0:
         val_fmt = train_fmt
@@ -396,8 +403,9 @@ def _build_splits(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> Da
     val, val_ignored = _tokenized_split(val_records, val_fmt, tokenizer, settings, columns)
     tests = []
     if settings.test_file:
-        test_file = read_data_file(settings.test_file, role="test")
-        tests = build_test_records(test_file, resolve_format(test_file, settings.format, columns), tokenizer, columns)
+        test_file, note = sft_view(read_data_file(settings.test_file, role="test"), _columns(settings))
+        tests = build_test_records(test_file, resolve_format(test_file, "auto" if note else requested, columns),
+                                   tokenizer, columns)
     seq_len = padded_length(settings.max_seq_len, train.samples, val.samples)
     packed_len = packed_length(settings.max_seq_len)
     stats = DataStats(
@@ -405,7 +413,7 @@ def _build_splits(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> Da
         validation=_with_efficiency(_split_stats(val_fmt, val, val_ignored), val.samples, seq_len, packed_len),
         validation_source="file" if settings.validation_file else "fraction",
         test_records=len(tests), validation_in_train=overlap_count(train.samples, val.samples),
-        seq_len=seq_len, packed_seq_len=packed_len,
+        seq_len=seq_len, packed_seq_len=packed_len, notes=notes,
     )
     return DataSplits(train.samples, val.samples, tests, stats)
 
