@@ -485,8 +485,8 @@ class EarlyStoppingSettings(_Section):
     """Stop when the monitored validation metric stops improving."""
     KEY: ClassVar[str] = "early_stopping"
     enabled: bool = _field(True, "stop early when the monitor stops improving")
-    monitor: Literal["val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema"] = _field("val_loss",
-                                                                                    "metric watched")
+    monitor: Literal["val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema", "reward_accuracy"] = _field(
+        "val_loss", "metric watched (reward_accuracy: preference objectives, higher is better)")
     patience: int = _field(3, "evaluations without improvement before stopping", ge=1)
     min_delta: float = _field(0.0, "smallest decrease that counts as an improvement", ge=0)
 
@@ -654,6 +654,9 @@ def _preference_problems(c: Config) -> list[Problem]:
     """train.objective against the other settings: packing, the MoE balancing loss, the reference."""
     objective, problems = c.train.objective, []
     if objective == "sft":
+        if c.early_stopping.monitor == "reward_accuracy":
+            problems.append(Problem("early_stopping.monitor", "reward_accuracy", "reward accuracy needs a preference "
+                                    "objective (train.objective dpo, simpo, orpo or kto)"))
         return problems
     if c.data.packing:
         problems.append(Problem("data.packing", True, f"train.objective {objective} scores whole answers; packed "

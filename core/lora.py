@@ -76,6 +76,9 @@ class LoRADense(nn.Dense):
         # True while a reference pass runs (core.preference.adapters_off): the base layer alone. A
         # Python constant of the graph: the reference pass is its own jit function, compiled with it set
         self.adapter_off = False
+        # (A (rank, in), scaling·B (out, rank)) Tensors: a frozen adapter the reference adds while
+        # adapter_off (a preference run forked from a LoRA checkpoint: the reference is that model)
+        self.reference_adapter = None
 
     def construct(self, x):
         if self.amp is not None:  # both products in 16 bits, the sum back in x's dtype
@@ -97,6 +100,9 @@ class LoRADense(nn.Dense):
         if self.has_bias:
             out = self.bias_add(out, self.bias if self.amp is None else ops.cast(self.bias, self.amp))
         if self.adapter_off:
+            if self.reference_adapter is not None:
+                ref_a, ref_b = self.reference_adapter
+                out = out + self.matmul(self.matmul(x2, ops.cast(ref_a, x2.dtype)), ops.cast(ref_b, x2.dtype))
             if self.activation_flag:
                 out = self.activation(out)
             return out.reshape(x_shape[:-1] + (self.out_channels,))

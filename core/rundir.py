@@ -222,6 +222,7 @@ class BestSoFar(Record):
     value: float | None = None
     step: int | None = None
     val_ppl: float | None = None
+    reward_accuracy: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,6 +230,7 @@ class FinalFigures(Record):
     """What a run came to (status.json's `final`, and the `end` event)."""
     exact_match: float | None = None
     best_val_ppl: float | None = None
+    reward_accuracy: float | None = None  # preference objectives: at the best evaluation
     tokens_per_s: float | None = None
     peak_mem_mb: float | None = None
     wall_s: float | None = None
@@ -369,6 +371,14 @@ class ValidationFigures(Record):
     val_loss_ema: float | None = None
     val_ppl_ema: float | None = None
     val_tokens: int | None = None
+    # preference objectives (core.preference.summarize) on the validation pairs; val_loss is the
+    # objective's loss there, val_ppl the perplexity of the chosen answers
+    reward_accuracy: float | None = None
+    reward_margin: float | None = None
+    chosen_logp: float | None = None
+    rejected_logp: float | None = None
+    chosen_reward: float | None = None
+    rejected_reward: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1081,6 +1091,8 @@ def display_name(run_id: str, final: FinalFigures | None) -> str:
         parts.append(f"ppl {_format_ppl(float(ppl))}")
     if final and final.exact_match is not None and math.isfinite(final.exact_match):
         parts.append(f"EM {100 * final.exact_match:.1f}%")
+    if final and final.reward_accuracy is not None and math.isfinite(final.reward_accuracy):
+        parts.append(f"reward acc {100 * final.reward_accuracy:.1f}%")
     tps = final.tokens_per_s if final else None
     if tps is not None and math.isfinite(tps) and tps >= 0:
         parts.append(f"{round(tps)} tok/s")

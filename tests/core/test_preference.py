@@ -145,3 +145,23 @@ def test_loss_and_lora_gradients_match_pytorch(setup, case):
             assert got["chosen_reward"] == pytest.approx(chosen, rel=1e-4)
         assert got["chosen_logp"] == pytest.approx(float(logps[:PAIRS].mean()), rel=1e-5)
         assert got["rejected_logp"] == pytest.approx(float(logps[PAIRS:].mean()), rel=1e-5)
+
+
+def test_memory_estimate_counts_the_reference_copy_and_the_pair_rows():
+    from core.config import Config
+    from core.memory import estimate_memory
+    from core.model_args import ModelArgs
+    args = ModelArgs.from_hf_config({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 1000,
+                                     "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                                     "num_attention_heads": 4, "num_key_value_heads": 2,
+                                     "max_position_embeddings": 128})
+
+    def estimate(**changes):
+        cfg = Config.from_dict({"method": "full", "data": {"packing": False}, **changes})
+        return estimate_memory(cfg, args, 64)
+    sft, dpo = estimate(), estimate(train={"objective": "dpo"})
+    assert dpo.weights_mb - sft.weights_mb == pytest.approx(args.num_parameters() * 4 / 2**20)
+    assert dpo.activations_mb == pytest.approx(2 * sft.activations_mb)
+    assert any("frozen reference copy" in n for n in dpo.notes)
+    lora = estimate(method="lora", train={"objective": "dpo"})
+    assert lora.weights_mb == pytest.approx(estimate(method="lora").weights_mb)
