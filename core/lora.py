@@ -76,9 +76,9 @@ class LoRADense(nn.Dense):
         # True while a reference pass runs (core.preference.adapters_off): the base layer alone. A
         # Python constant of the graph: the reference pass is its own jit function, compiled with it set
         self.adapter_off = False
-        # (A (rank, in), scaling·B (out, rank)) Tensors: a frozen adapter the reference adds while
-        # adapter_off (a preference run forked from a LoRA checkpoint: the reference is that model)
-        self.reference_adapter = None
+        # a frozen adapter the reference adds while adapter_off (a preference run forked from a LoRA
+        # checkpoint: the reference is that model): `set_reference_adapter`
+        self.has_reference = False
 
     def construct(self, x):
         if self.amp is not None:  # both products in 16 bits, the sum back in x's dtype
@@ -100,9 +100,9 @@ class LoRADense(nn.Dense):
         if self.has_bias:
             out = self.bias_add(out, self.bias if self.amp is None else ops.cast(self.bias, self.amp))
         if self.adapter_off:
-            if self.reference_adapter is not None:
-                ref_a, ref_b = self.reference_adapter
-                out = out + self.matmul(self.matmul(x2, ops.cast(ref_a, x2.dtype)), ops.cast(ref_b, x2.dtype))
+            if self.has_reference:
+                hidden = self.matmul(x2, ops.cast(self.reference_a, x2.dtype))  # (N, rank)
+                out = out + self.matmul(hidden, ops.cast(self.reference_b, x2.dtype))
             if self.activation_flag:
                 out = self.activation(out)
             return out.reshape(x_shape[:-1] + (self.out_channels,))
@@ -118,6 +118,16 @@ class LoRADense(nn.Dense):
         if self.activation_flag:
             out = self.activation(out)
         return out.reshape(x_shape[:-1] + (self.out_channels,))
+
+    def set_reference_adapter(self, name: str, lora_a: np.ndarray, lora_b: np.ndarray) -> None:
+        """Freeze a copy of an adapter (A (rank, in), B (out, rank)) as the reference's: frozen
+        Parameters (not constants: layers sharing one compiled graph take each its own), named after
+        the layer `name`. Call before the reference pass compiles."""
+        self.reference_a = Parameter(Tensor(np.asarray(lora_a, np.float32)), name=f"{name}.reference_a",
+                                     requires_grad=False)
+        self.reference_b = Parameter(Tensor(np.asarray(lora_b, np.float32) * self.scaling),
+                                     name=f"{name}.reference_b", requires_grad=False)
+        self.has_reference = True
 
     def extend_repr(self):
         return f"{super().extend_repr()}, rank={self.rank}, alpha={self.alpha}, merged={self.merged}"

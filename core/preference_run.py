@@ -5,7 +5,7 @@ core.preference, the data in core.data_preference.
 The reference (dpo, kto):
 - LoRA (`adapter_off`): the base with the adapter switched off. A run forked from a LoRA checkpoint
   (the usual path: SFT, then DPO from its best checkpoint) keeps training that adapter, and its
-  reference is the base plus a frozen copy of the forked adapter (`LoRADense.reference_adapter`: the
+  reference is the base plus a frozen copy of the forked adapter (`LoRADense.set_reference_adapter`: the
   adapter's size, not the model's), so the SFT model is the reference.
 - Full fine-tuning (`frozen_copy`): a second model with the starting weights (the base, or the
   fork's weights), frozen, in the model's dtype (float32 on the CPU); core.memory counts it.
@@ -15,8 +15,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from mindspore import Tensor
 
 from core import checkpoint as ckpt
 from core.data_preference import PreferenceBatches, load_preference_splits, pair_eval_batches
@@ -62,8 +60,7 @@ def set_reference_from_fork(cfg, step: PreferenceStep, model, path: str) -> str 
         a, b = weights.get(f"{name}.lora_a"), weights.get(f"{name}.lora_b")
         if a is None or b is None:
             return None
-        cell.reference_adapter = (Tensor(np.asarray(a, np.float32)),
-                                  Tensor(np.asarray(b, np.float32) * cell.scaling))
+        cell.set_reference_adapter(name, a, b)
     return "the reference is the fork point's model (the base plus a frozen copy of its adapter)"
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from core.checkpoint import load_hf_model
+from core.model import share_layer_graphs
 from core.lora import inject_lora, lora_modules, mark_only_lora_trainable, write_parameter
 from core.preference import Objective, PreferenceStep, summarize
 from core.train_step import WarmupDecaySchedule, adamw
@@ -165,3 +166,27 @@ def test_memory_estimate_counts_the_reference_copy_and_the_pair_rows():
     assert any("frozen reference copy" in n for n in dpo.notes)
     lora = estimate(method="lora", train={"objective": "dpo"})
     assert lora.weights_mb == pytest.approx(estimate(method="lora").weights_mb)
+
+
+def test_a_reference_adapter_makes_the_reference_that_model(setup):
+    """A run forked from a LoRA checkpoint: the reference is the base plus a frozen copy of the forked
+    adapter, so at the fork point the reference's log-probabilities are the policy's."""
+    from mindspore import Tensor
+    ours = load_hf_model(setup)
+    inject_lora(ours, 4, 8, 0.0, TARGETS)
+    rng = np.random.default_rng(7)
+    for cell in lora_modules(ours).values():
+        write_parameter(cell.lora_b, rng.normal(0, 0.05, cell.lora_b.shape).astype(np.float32))
+    params = mark_only_lora_trainable(ours)
+    step = PreferenceStep(ours, adamw(params, WarmupDecaySchedule(1e-3, 0, 10, "constant", 1.0), 0.0), None, None,
+                          Objective("dpo"))
+    share_layer_graphs(ours)  # as a run: each layer must take its own reference adapter
+    ids, labels, mask = _pair_batch()
+    without = step.reference_logps(ids, labels, mask).asnumpy()
+    for name, cell in lora_modules(ours).items():
+        cell.set_reference_adapter(name, cell.lora_a.asnumpy(), cell.lora_b.asnumpy())
+    step = PreferenceStep(ours, step.optimizer, None, None, Objective("dpo"))  # compiled afresh, as a run does
+    with_adapter = step.reference_logps(ids, labels, mask).asnumpy()
+    policy = step._policy(Tensor(ids), Tensor(labels), Tensor(mask))[0].asnumpy()
+    assert np.abs(without - policy).max() > 1e-2
+    np.testing.assert_allclose(with_adapter, policy, rtol=1e-5, atol=1e-5)
