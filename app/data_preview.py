@@ -20,10 +20,12 @@ from core.config import DataSettings
 from core.data import (FORMAT_FIELDS, IGNORE_INDEX, TAG_DEFAULTS, Columns, DataError, DataFile, DataStats,
                        ignored_fields, load_splits, read_data_file, resolve_format, split_files, tokenize_records)
 from core.data_files import split_path
+from core.data_preference import file_kind
 from core.tokenizer import Tokenizer, TokenizerError
 
 from app.i18n import TEXTS, problem_text, text
 from app.paths import absolute
+from app.preference_preview import pair_preview_html
 
 PREVIEW_SAMPLES = 3
 CACHE_DIR = Path(".mindtune-cache") / "data"  # the worker's cache: a preview warms it for the run
@@ -119,6 +121,9 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
     try:
         tokenizer = Tokenizer.from_dir(absolute(model_dir))
         data = read_data_file(_absolute_name(settings.train_file), role="train")
+        kind = file_kind(data, columns)
+        if kind is not None:  # preference pairs or KTO answers: side by side (app.preference_preview)
+            return pair_preview_html(data, kind, tokenizer, settings.max_seq_len, samples, columns, lang)
         resolved = resolve_format(data, settings.format, columns)
         records = data.records[:samples]
         tokenized = tokenize_records(records, resolved, tokenizer, settings.max_seq_len, settings.mask_prompt,

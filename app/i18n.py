@@ -140,7 +140,9 @@ TEXTS: dict[str, tuple[str, str]] = {
     "mon.profile_trace": ("⬇ profiler trace (trace_view.json)", "⬇ 性能分析 trace（trace_view.json）"),
     "mon.no_run": ("No run yet: start one in the Train tab.", "还没有运行：请在“训练”页开始一个。"),
     "chart.loss": ("Training loss", "训练损失"), "chart.val_loss": ("Validation loss", "验证损失"),
-    "chart.val_ppl": ("Validation perplexity", "验证困惑度"), "chart.memory": ("Peak memory (MB per worker)",
+    "chart.val_ppl": ("Validation perplexity", "验证困惑度"),
+    "chart.reward_accuracy": ("Reward accuracy (preference pairs)", "奖励准确率（偏好对）"),
+    "chart.reward_margin": ("Reward margin and rewards", "奖励间隔与奖励"), "chart.memory": ("Peak memory (MB per worker)",
                                                                           "峰值内存（每 worker，MB）"),
     "chart.tokens_per_s": ("Tokens per second", "每秒 token 数"), "chart.lr": ("Learning rate", "学习率"),
     "chart.grad_norm": ("Gradient norm", "梯度范数"), "chart.loss_scale": ("Loss scale", "损失缩放值"),
@@ -370,6 +372,7 @@ TEXTS.update({
     "ytitle.val_ppl": ("perplexity", "困惑度"), "ytitle.memory": ("MB per worker", "每 worker MB"),
     "ytitle.tokens_per_s": ("tokens/s", "token/秒"), "ytitle.lr": ("learning rate", "学习率"),
     "ytitle.grad_norm": ("grad norm", "梯度范数"), "ytitle.loss_scale": ("loss scale", "损失缩放"),
+    "ytitle.reward_accuracy": ("reward accuracy", "奖励准确率"), "ytitle.reward_margin": ("reward", "奖励"),
     "es.best": ("best {monitor} {value} at step {step}", "最佳 {monitor} {value}（第 {step} 步）"),
     "es.patience": ("patience left {n}", "剩余耐心 {n}"), "es.off": (" (early stopping off)", "（早停已关闭）"),
 })
@@ -623,6 +626,16 @@ TEXTS.update({
     "runs.delta_changed": ("changed settings", "改动的设置"), "runs.delta_same": ("(same settings)", "（设置相同）"),
     "runs.delta_against": ("against {run}", "对比 {run}"),
     "delta.val_ppl": ("ΔPPL", "ΔPPL"), "delta.exact_match": ("Δexact match", "Δ精确匹配"),
+    "dp.pairs": ("Preference pairs: the first {n} of {total}, chosen and rejected answers side by side (prompt "
+                 "masked, each answer trained); identical pairs among them: {identical} (dropped)",
+                 "偏好对：共 {total} 条中的前 {n} 条，chosen 与 rejected 回答并排显示（提示被屏蔽，各自训练回答）；"
+                 "其中完全相同的对：{identical}（丢弃）"),
+    "dp.kto": ("KTO answers: the first {n} of {total}, each with its label (prompt masked, answer trained)",
+               "KTO 回答：共 {total} 条中的前 {n} 条，各自带标签（提示被屏蔽，训练回答）"),
+    "dp.chosen": ("chosen", "chosen（选中）"), "dp.rejected": ("rejected", "rejected（拒绝）"),
+    "dp.desirable": ("desirable (label true)", "可取（label 为 true）"),
+    "dp.undesirable": ("undesirable (label false)", "不可取（label 为 false）"),
+    "delta.reward_accuracy": ("Δreward accuracy", "Δ奖励准确率"), "delta.reward_margin": ("Δmargin", "Δ奖励间隔"),
     "delta.tokens_per_s": ("Δtokens/s", "Δtoken/秒"), "delta.peak_mem_mb": ("Δpeak MB", "Δ峰值 MB"),
 })
 

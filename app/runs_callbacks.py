@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 
 from core import launcher
-from core.rundir import (POINTERS, TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, TrainRecord, display_name,
-                         resolve_inside)
+from core.rundir import (POINTERS, TERMINAL_STATES, EvalRecord, RunDir, RunDirError, RunSummary, Status, TrainRecord,
+                         display_name, resolve_inside)
 
 from app.access import SINGLE_USER, Viewer
 from app.changes import Change, applies, changes, changes_text, differing_keys, flat_config, show
@@ -282,15 +282,20 @@ class Figures:
     exact_match: float | None
     tokens_per_s: float | None
     peak_mem_mb: float | None
+    reward_accuracy: float | None = None  # preference objectives: at the best evaluation
+    reward_margin: float | None = None    # ... and the newest evaluation's margin
 
 
 def run_figures(run: RunDir, status: Status) -> Figures:
     final, best = status.final, status.best
+    evaluation = run.last_metric(EvalRecord)
+    margin = evaluation.reward_margin if evaluation else None
     if final is not None:
-        return Figures(final.best_val_ppl, final.exact_match, final.tokens_per_s, final.peak_mem_mb)
+        return Figures(final.best_val_ppl, final.exact_match, final.tokens_per_s, final.peak_mem_mb,
+                       final.reward_accuracy, margin)
     latest = run.last_metric(TrainRecord)
     return Figures(best.val_ppl if best else None, None, latest.tokens_per_s if latest else None,
-                   latest.peak_mem_mb if latest else None)
+                   latest.peak_mem_mb if latest else None, best.reward_accuracy if best else None, margin)
 
 
 @dataclass(frozen=True)
@@ -304,7 +309,8 @@ class Delta:
 
 
 DELTA_FIGURES = (("val_ppl", "ΔPPL", 3), ("exact_match", "Δexact match", 3), ("tokens_per_s", "Δtokens/s", 4),
-                 ("peak_mem_mb", "Δpeak MB", 4))
+                 ("peak_mem_mb", "Δpeak MB", 4), ("reward_accuracy", "Δreward accuracy", 3),
+                 ("reward_margin", "Δmargin", 3))
 
 
 def reference_run(console: Console, run_ids: list[str]) -> str:
@@ -366,7 +372,7 @@ def deltas_html(deltas: list[Delta], lang: str = "en") -> str:
         cells = [f"<td><code>{html.escape(delta.run_id)}</code></td>", f"<td>{html.escape(changed)}</td>"]
         for name, _, digits in DELTA_FIGURES:
             shown = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), digits,
-                               percent_points=name == "exact_match")
+                               percent_points=name in ("exact_match", "reward_accuracy"))
             cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(shown)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
     caption = html.escape(text("runs.delta_against", lang)).format(run=f"<code>{html.escape(deltas[0].reference)}</code>")

@@ -136,3 +136,14 @@ def test_batches_keep_pairs_whole_across_ranks(tmp_path, tokenizer):
             assert f"bad {k}" in rejected and f"q{k}" in rejected
             seen.append(k)
     assert len(set(seen)) == 4  # the two ranks took different pairs
+
+
+def test_the_console_preview_shows_a_pair_side_by_side(tmp_path):
+    from app.data_preview import preview_html
+    path = _write(tmp_path / "p.jsonl", SAME_PAIR[:2])
+    page = preview_html(str(ROOT / "models" / "tiny-demo"), DataSettings(train_file=str(path), validation_file=None,
+                                                                         validation_fraction=0.5), lang="en")
+    assert "Preference pairs: the first 2 of 2" in page and page.count('class="mt-pair"') == 2
+    chosen, rejected = page.split("mt-chosen", 1)[1].split("mt-rejected", 1)
+    assert '<span class="mt-trained"' in chosen and "blue" in chosen.split("mt-trained", 1)[1]
+    assert "red" in rejected.split("mt-trained", 1)[1].split("</span>", 1)[0]
