@@ -311,6 +311,7 @@ class Delta:
 DELTA_FIGURES = (("val_ppl", "ΔPPL", 3), ("exact_match", "Δexact match", 3), ("tokens_per_s", "Δtokens/s", 4),
                  ("peak_mem_mb", "Δpeak MB", 4), ("reward_accuracy", "Δreward accuracy", 3),
                  ("reward_margin", "Δmargin", 3))
+REWARD_FIGURES = ("reward_accuracy", "reward_margin")
 
 
 def reference_run(console: Console, run_ids: list[str]) -> str:
@@ -364,16 +365,19 @@ def deltas_html(deltas: list[Delta], lang: str = "en") -> str:
     """A table: each run's changed settings beside ΔPPL, Δexact match, Δtokens/s and Δpeak memory."""
     if not deltas:
         return ""
+    # the reward columns only where a run has reward figures (a preference objective)
+    shown = [d for d in DELTA_FIGURES if d[0] not in REWARD_FIGURES or any(
+        getattr(x.figures, d[0]) is not None or getattr(x.reference_figures, d[0]) is not None for x in deltas)]
     head = "".join(f"<th>{html.escape(text(h, lang))}</th>" for h in
-                   ("runs.col.run", "runs.delta_changed", *[f"delta.{d[0]}" for d in DELTA_FIGURES]))
+                   ("runs.col.run", "runs.delta_changed", *[f"delta.{d[0]}" for d in shown]))
     rows = []
     for delta in deltas:
         changed = changes_text(delta.changes) or text("runs.delta_same", lang)
         cells = [f"<td><code>{html.escape(delta.run_id)}</code></td>", f"<td>{html.escape(changed)}</td>"]
-        for name, _, digits in DELTA_FIGURES:
-            shown = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), digits,
+        for name, _, digits in shown:
+            value = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), digits,
                                percent_points=name in ("exact_match", "reward_accuracy"))
-            cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(shown)}</td>')
+            cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(value)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
     caption = html.escape(text("runs.delta_against", lang)).format(run=f"<code>{html.escape(deltas[0].reference)}</code>")
     return (f'<div class="mt-table-wrap mt-deltas"><p class="mt-note">{caption}</p>'

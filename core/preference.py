@@ -31,7 +31,7 @@ import mindspore as ms
 from mindspore import Tensor, nn, ops
 
 from core.lora import LORA_CELLS
-from core.train_step import IGNORE_INDEX, TrainStep, forward, head_on_hidden, next_token_targets
+from core.train_step import IGNORE_INDEX, CausalLMLoss, TrainStep, forward, head_on_hidden, next_token_targets
 
 OBJECTIVES = ("sft", "dpo", "simpo", "orpo", "kto")
 PAIRED = ("dpo", "simpo", "orpo")  # rows: B chosen, then B rejected
@@ -99,18 +99,11 @@ def adapters_off(model: nn.Cell):
             cell.adapter_off = False
 
 
-class TokenNLL(nn.Cell):
+class TokenNLL(CausalLMLoss):
     """Each position's negative log-likelihood of its next-token target: logits (R, T, V) float32,
     targets (R, T) int32 (below 0: ignored, NLL 0) -> (R, T). The gradient is written out,
-    (softmax − onehot)·dout on labelled positions, as core.train_step.CausalLMLoss does for the sum."""
-
-    def __init__(self):
-        super().__init__()
-        self.one_hot = ops.OneHot()
-        self.on, self.off = Tensor(1.0, ms.float32), Tensor(0.0, ms.float32)
-        self.softmax, self.cast = ops.Softmax(-1), ops.Cast()
-        self.not_equal, self.maximum, self.expand_dims = ops.NotEqual(), ops.Maximum(), ops.ExpandDims()
-        self.zeros_like = ops.ZerosLike()
+    (softmax − onehot)·dout on labelled positions, as core.train_step.CausalLMLoss (whose primitives
+    it uses) does for the sum."""
 
     def construct(self, logits, targets):
         valid = ops.cast(targets != IGNORE_INDEX, ms.float32)
