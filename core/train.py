@@ -541,7 +541,8 @@ class Trainer:
         loop = trainer_state.get("loop") or {}
         self.state.step = step
         self.state.tokens_seen = int(loop.get("tokens_seen") or 0)
-        self.state.loss_ema, self.state.val_loss_ema = loop.get("loss_ema"), loop.get("val_loss_ema")
+        if (_setting(parent_cfg, "train.objective") or "sft") == self.cfg.train.objective:  # else another loss
+            self.state.loss_ema, self.state.val_loss_ema = loop.get("loss_ema"), loop.get("val_loss_ema")
         if "rng_state" in trainer_state:
             ms.set_rng_state(Tensor(np.asarray(trainer_state["rng_state"], dtype=np.uint8)))
         parent = Path(path).resolve().parent.parent

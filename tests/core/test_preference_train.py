@@ -79,5 +79,6 @@ def test_dpo_forked_from_an_sft_checkpoint_takes_the_sft_model_as_reference(work
     assert base["step"] == 4 and base.get("base")
     # the policy starts as the SFT model and the reference is the SFT model: rewards exactly 0
     assert abs(base["chosen_reward"]) < 1e-6 and abs(base["rejected_reward"]) < 1e-6
+    assert base["val_loss_ema"] == base["val_loss"]  # the SFT run's loss EMA is another loss: not carried
     assert any("fork point's model" in r["message"] for r in records(fork, "event"))
     assert fork.read_status().state == "finished"
