@@ -24,13 +24,12 @@ def _pair_batch(seed=3):
     """3 pairs as 6 rows (chosen rows 0-2, rejected rows 3-5): shared prompts of 5-7 tokens masked,
     answers of different lengths, right padding (attention 0, label -100)."""
     rng = np.random.default_rng(seed)
-    rows = []
+    chosen_rows, rejected_rows = [], []
     for i in range(PAIRS):
         prompt = rng.integers(1, VOCAB, 5 + i)
-        chosen, rejected = rng.integers(1, VOCAB, 4 + 2 * i), rng.integers(1, VOCAB, 8 - 2 * i)
-        rows.append((prompt, chosen))
-        rows.insert(len(rows) // 2 if False else len(rows), (prompt, rejected))
-    rows = [rows[2 * i] for i in range(PAIRS)] + [rows[2 * i + 1] for i in range(PAIRS)]
+        chosen_rows.append((prompt, rng.integers(1, VOCAB, 4 + 2 * i)))
+        rejected_rows.append((prompt, rng.integers(1, VOCAB, 8 - 2 * i)))
+    rows = chosen_rows + rejected_rows
     length = max(len(p) + len(a) for p, a in rows)
     ids = np.zeros((len(rows), length), np.int32)
     labels = np.full((len(rows), length), -100, np.int32)
@@ -143,7 +142,7 @@ def test_loss_and_lora_gradients_match_pytorch(setup, case):
         chosen = float((logps[:PAIRS] - ref[:PAIRS]).mean()) * objective.beta if objective.name == "dpo" and \
             objective.loss_type == "sigmoid" else None
         if chosen is not None:
-            assert got["chosen_reward"] == pytest.approx(chosen, rel=1e-4)
+            assert got["chosen_reward"] == pytest.approx(chosen, abs=1e-5)  # a difference of two log-probs
         assert got["chosen_logp"] == pytest.approx(float(logps[:PAIRS].mean()), rel=1e-5)
         assert got["rejected_logp"] == pytest.approx(float(logps[PAIRS:].mean()), rel=1e-5)
 
@@ -168,6 +167,7 @@ def test_memory_estimate_counts_the_reference_copy_and_the_pair_rows():
     assert lora.weights_mb == pytest.approx(estimate(method="lora").weights_mb)
 
 
+@pytest.mark.slow
 def test_a_reference_adapter_makes_the_reference_that_model(setup):
     """A run forked from a LoRA checkpoint: the reference is the base plus a frozen copy of the forked
     adapter, so at the fork point the reference's log-probabilities are the policy's."""

@@ -12,6 +12,8 @@ from core.rundir import display_name
 from tests.core.test_train import losses, records, run_cli
 from tests.core.tiny_setup import make_rows, make_workspace, write_jsonl
 
+pytestmark = pytest.mark.slow  # three tiny runs and a resume: ~40 s each on a loaded 2-core machine
+
 
 def _pairs(n: int, seed: int) -> list[dict]:
     """The tiny task as pairs: the right word chosen, another word of the input rejected."""
