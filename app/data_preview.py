@@ -18,12 +18,14 @@ from typing import Sequence
 
 from core.config import DataSettings
 from core.data import (FORMAT_FIELDS, IGNORE_INDEX, TAG_DEFAULTS, Columns, DataError, DataFile, DataStats,
-                       data_sources, ignored_fields, load_splits, source_files, tokenize_records)
+                       data_sources, ignored_fields, load_splits, read_data_file, source_files, tokenize_records)
 from core.data_files import file_names, is_catalog, split_path
+from core.data_preference import file_kind
 from core.tokenizer import Tokenizer, TokenizerError
 
 from app.i18n import TEXTS, problem_text, text
 from app.paths import absolute
+from app.preference_preview import pair_preview_html
 
 PREVIEW_SAMPLES = 3
 CACHE_DIR = Path(".mindtune-cache") / "data"  # the worker's cache: a preview warms it for the run
@@ -115,8 +117,15 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
     the detected format, the mapping in effect, ignored fields, then each rendered sample with
     its trained tokens highlighted. Problems (unreadable file, bad record, a template that cannot
     render tools...) come back as a readable error block naming the file, record and field."""
+    columns = Columns(dict(settings.columns))
     try:
         tokenizer = Tokenizer.from_dir(absolute(model_dir))
+        first = file_names(settings.train_file)[0]
+        if not isinstance(settings.train_file, list) and not is_catalog(absolute(split_path(first)[0])):
+            raw = read_data_file(_absolute_name(settings.train_file), role="train", text_split=settings.text_split)
+            kind = file_kind(raw, columns)
+            if kind is not None:  # preference pairs or KTO answers: side by side (app.preference_preview)
+                return pair_preview_html(raw, kind, tokenizer, settings.max_seq_len, samples, columns, lang)
         source = data_sources(_resolved(settings), "train")[0]  # a catalogue: the first dataset chosen
         data, resolved, columns = source.data, source.fmt, source.columns
         records = data.records[:samples]

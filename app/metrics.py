@@ -26,12 +26,18 @@ from core.rundir import (GENERATION_FIELDS, SCORE_LABELS, BaselineEvent, Control
 
 from app.sessions import most_recent
 
-CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale", "answers")
+CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale", "answers",
+          "reward_accuracy", "reward_margin")
+# preference objectives (core.preference): chart -> the eval record's fields and their series names
+_REWARD_SERIES = {"reward_accuracy": (("reward_accuracy", "reward accuracy"),),
+                  "reward_margin": (("reward_margin", "reward margin"), ("chosen_reward", "chosen reward"),
+                                    ("rejected_reward", "rejected reward"))}
 # chart -> (train record field, series name) for the one-line train charts
 _TRAIN_SERIES = {"tokens_per_s": ("tokens_per_s", "tokens/s"), "lr": ("lr", "learning rate"),
                  "grad_norm": ("grad_norm", "grad norm"), "loss_scale": ("loss_scale", "loss scale")}
 _LOSS_MONITORS = ("val_loss", "val_loss_ema")
-_CHARTS_OF = {"train": ("loss", "memory", *_TRAIN_SERIES), "eval": ("val_loss", "val_ppl", "answers")}  # by record kind
+_CHARTS_OF = {"train": ("loss", "memory", *_TRAIN_SERIES),
+              "eval": ("val_loss", "val_ppl", "answers", *_REWARD_SERIES)}  # by record kind
 PARENT_SUFFIX = "(parent)"  # the series a fork's charts draw from its parent run
 
 
@@ -222,9 +228,14 @@ class RunCharts:
                     label = name.replace("_ema", " EMA").replace("_", " ")
                     rows[chart].append({"step": step, "value": getattr(record, name), "series": label})
         self._add_scores(record, rows)
+        for chart, fields in _REWARD_SERIES.items():
+            for name, label in fields:
+                if _finite(getattr(record, name)):
+                    rows[chart].append({"step": step, "value": getattr(record, name), "series": label})
         if _finite(record.best_value) and record.monitor:
             scale = 100 if record.monitor in GENERATION_FIELDS else 1
-            chart = ("answers" if scale == 100 else "val_loss" if record.monitor in _LOSS_MONITORS else "val_ppl")
+            chart = ("answers" if scale == 100 else "val_loss" if record.monitor in _LOSS_MONITORS else
+                     "reward_accuracy" if record.monitor == "reward_accuracy" else "val_ppl")
             rows[chart].append({"step": step, "value": scale * record.best_value, "series": f"best {record.monitor}"})
 
     @staticmethod

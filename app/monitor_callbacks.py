@@ -253,7 +253,8 @@ def _log_if_changed(session: MonitorSession, run: RunDir) -> str | None:
 
 # chart -> its y-axis title in English (app.i18n "ytitle.<chart>" holds both languages)
 Y_TITLES = {name: text(f"ytitle.{name}", "en") for name in ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s",
-                                                             "lr", "grad_norm", "loss_scale", "answers")}
+                                                             "lr", "grad_norm", "loss_scale", "answers",
+                                                             "reward_accuracy", "reward_margin")}
 
 
 LOSS_CHARTS = ("loss", "val_loss")  # what the loss log-scale box switches

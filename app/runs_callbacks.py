@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 
 from core import launcher
-from core.rundir import (GENERATION_FIELDS, POINTERS, TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status,
-                         TrainRecord, display_name, resolve_inside)
+from core.rundir import (GENERATION_FIELDS, POINTERS, TERMINAL_STATES, EvalRecord, RunDir, RunDirError, RunSummary,
+                         Status, TrainRecord, display_name, resolve_inside)
 
 from app.access import SINGLE_USER, Viewer
 from app.cluster import queue_label, shown_state
@@ -312,16 +312,21 @@ class Figures:
     rouge1: float | None = None
     rouge2: float | None = None
     rougeL: float | None = None  # noqa: N815
+    reward_accuracy: float | None = None  # preference objectives: at the best evaluation
+    reward_margin: float | None = None    # ... and the newest evaluation's margin
 
 
 def run_figures(run: RunDir, status: Status) -> Figures:
     final, best = status.final, status.best
+    evaluation = run.last_metric(EvalRecord)
+    margin = evaluation.reward_margin if evaluation else None
     if final is not None:
         return Figures(final.best_val_ppl, final.exact_match, final.tokens_per_s, final.peak_mem_mb,
-                       final.bleu, final.rouge1, final.rouge2, final.rougeL)
+                       final.bleu, final.rouge1, final.rouge2, final.rougeL, final.reward_accuracy, margin)
     latest = run.last_metric(TrainRecord)
     return Figures(best.val_ppl if best else None, None, latest.tokens_per_s if latest else None,
-                   latest.peak_mem_mb if latest else None)
+                   latest.peak_mem_mb if latest else None,
+                   reward_accuracy=best.reward_accuracy if best else None, reward_margin=margin)
 
 
 @dataclass(frozen=True)
@@ -336,8 +341,9 @@ class Delta:
 
 DELTA_FIGURES = (("val_ppl", "ΔPPL", 3), ("exact_match", "Δexact match", 3), ("bleu", "ΔBLEU", 3),
                  ("rouge1", "ΔROUGE-1", 3), ("rouge2", "ΔROUGE-2", 3), ("rougeL", "ΔROUGE-L", 3),
-                 ("tokens_per_s", "Δtokens/s", 4),
-                 ("peak_mem_mb", "Δpeak MB", 4))
+                 ("tokens_per_s", "Δtokens/s", 4), ("peak_mem_mb", "Δpeak MB", 4),
+                 ("reward_accuracy", "Δreward accuracy", 3), ("reward_margin", "Δmargin", 3))
+REWARD_FIGURES = ("reward_accuracy", "reward_margin")
 
 
 def reference_run(console: Console, run_ids: list[str]) -> str:
@@ -388,20 +394,23 @@ def delta_text(new: float | None, old: float | None, digits: int, percent_points
 
 
 def deltas_html(deltas: list[Delta], lang: str = "en") -> str:
-    """A table: each run's changed settings beside ΔPPL, Δexact match, ΔBLEU, ΔROUGE-1/2/L, Δtokens/s
-    and Δpeak memory."""
+    """A table: each run's changed settings beside ΔPPL, Δexact match, ΔBLEU, ΔROUGE-1/2/L, Δtokens/s,
+    Δpeak memory and, for preference objectives, Δreward accuracy and Δmargin."""
     if not deltas:
         return ""
+    # the reward columns only where a run has reward figures (a preference objective)
+    shown = [d for d in DELTA_FIGURES if d[0] not in REWARD_FIGURES or any(
+        getattr(x.figures, d[0]) is not None or getattr(x.reference_figures, d[0]) is not None for x in deltas)]
     head = "".join(f"<th>{html.escape(text(h, lang))}</th>" for h in
-                   ("runs.col.run", "runs.delta_changed", *[f"delta.{d[0]}" for d in DELTA_FIGURES]))
+                   ("runs.col.run", "runs.delta_changed", *[f"delta.{d[0]}" for d in shown]))
     rows = []
     for delta in deltas:
         changed = changes_text(delta.changes) or text("runs.delta_same", lang)
         cells = [f"<td><code>{html.escape(delta.run_id)}</code></td>", f"<td>{html.escape(changed)}</td>"]
-        for name, _, digits in DELTA_FIGURES:
-            shown = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), digits,
-                               percent_points=name in GENERATION_FIELDS)
-            cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(shown)}</td>')
+        for name, _, digits in shown:
+            value = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), digits,
+                               percent_points=name in GENERATION_FIELDS or name == "reward_accuracy")
+            cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(value)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
     caption = html.escape(text("runs.delta_against", lang)).format(run=f"<code>{html.escape(deltas[0].reference)}</code>")
     return (f'<div class="mt-table-wrap mt-deltas"><p class="mt-note">{caption}</p>'

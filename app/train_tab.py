@@ -71,6 +71,7 @@ def build(console: Console, labels: Labels, initial: Config) -> TrainTab:
             _data_section(tab, labels, values, info)
             _model_details(tab, console, labels, values, info)
             _precision_section(tab, labels, values, info)
+            _objective_section(tab, labels, values, info)
             _training_section(tab, labels, values, info)
             _eval_section(tab, labels, values, info)
             _tracking_section(tab, labels, values, info)
@@ -178,6 +179,18 @@ def _precision_fields(tab: TrainTab, labels: Labels, values: dict, info: dict) -
             info=labels(HELP_KEYS["parallel.data_parallel"])), label="field.parallel.data_parallel")
         _widget(tab, "parallel.optimizer_shard", values, info, labels)
     tab.out["global_batch_inline"] = gr.Markdown(elem_id="global-batch-inline")
+
+
+def _objective_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
+    """train.objective and the preference: settings (core.preference), open when not SFT."""
+    with _accordion(labels, "sec.objective", open=values["train.objective"] != "sft", elem_id="sec-objective"):
+        rows = (("train.objective", "preference.reference", "preference.beta"),
+                ("preference.loss_type", "preference.label_smoothing", "preference.simpo_gamma"),
+                ("preference.orpo_lambda", "preference.kto_desirable_weight", "preference.kto_undesirable_weight"))
+        for row in rows:
+            with gr.Row():
+                for key in row:
+                    _widget(tab, key, values, info, labels)
 
 
 def _training_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:

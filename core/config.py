@@ -278,9 +278,9 @@ def _coerce_trackers(value: Any) -> list[str]:
 # data.columns keys: a format's fields and ShareGPT's tags (core.data_formats.MAPPING_KEYS; config
 # imports nothing else of core, so they are repeated here and a test keeps the two equal)
 DATA_COLUMN_KEYS = ("instruction", "input", "output", "system", "history", "messages", "tools", "text",
-                    "images", "audios", "videos", "chosen", "rejected", "label",
+                    "images", "audios", "videos",
                     "role_tag", "content_tag", "user_tag", "assistant_tag", "system_tag", "function_tag",
-                    "observation_tag")
+                    "observation_tag", "prompt", "completion", "chosen", "rejected", "label")
 # LLaMA-Factory's dataset_info.json names for alpaca's fields (core.data_formats.COLUMN_SYNONYMS)
 DATA_COLUMN_SYNONYMS = {"prompt": "instruction", "query": "input", "response": "output", "kto_tag": "label"}
 _COLUMNS_RULE = ("a mapping of format fields to the dataset's column names, e.g. "
@@ -495,12 +495,33 @@ class TrainSettings(_Section):
     eval_every: int = _field(50, "steps between validation runs", ge=1)
     save_every: int = _field(100, "steps between checkpoints", ge=1)
     keep_last_n: int = _field(2, "step checkpoints kept (best is always kept)", ge=1)
+    objective: Literal["sft", "dpo", "simpo", "orpo", "kto"] = _field(
+        "sft", "sft: next-token loss on the answers; dpo/simpo/orpo: chosen vs rejected pairs; kto: answers "
+               "labelled desirable or undesirable (the preference: section holds their settings)")
     router_aux_loss: bool = _field(False, "mixture-of-experts models: add the router's load-balancing loss")
     router_aux_loss_coef: float | None = _field(
         None, "its weight; null: the model config.json's router_aux_loss_coef", ge=0)
     profile_steps: list[int] | None = _field(None, "[start, end]: run MindSpore's profiler for these steps on "
                                              "rank 0 (runs/<id>/profile/; the Monitor shows the top operators)",
                                              coerce=_coerce_step_range, rule=_STEPS_RULE, kind="str")
+
+
+@dataclass
+class PreferenceSettings(_Section):
+    """Preference tuning (train.objective dpo, simpo, orpo or kto); core.preference has the formulas."""
+    KEY: ClassVar[str] = "preference"
+    beta: float = _field(0.1, "dpo/kto: weight of the log-ratio to the reference; simpo: reward scale; "
+                              "orpo: unused", gt=0)
+    label_smoothing: float = _field(0.0, "dpo/simpo (sigmoid loss): assumed share of flipped labels", ge=0, lt=0.5)
+    loss_type: Literal["sigmoid", "ipo"] = _field("sigmoid", "dpo: sigmoid (Rafailov et al.) or ipo (squared "
+                                                             "loss on length-averaged log-ratios)")
+    simpo_gamma: float = _field(0.5, "simpo: target reward margin gamma", ge=0)
+    orpo_lambda: float = _field(0.1, "orpo: weight of the odds-ratio term added to the chosen answers' NLL", gt=0)
+    kto_desirable_weight: float = _field(1.0, "kto: weight of the desirable answers' loss", gt=0)
+    kto_undesirable_weight: float = _field(1.0, "kto: weight of the undesirable answers' loss", gt=0)
+    reference: Literal["auto", "adapter_off", "frozen_copy"] = _field(
+        "auto", "dpo/kto reference model: adapter_off (LoRA: the base with the adapter switched off, no second "
+                "copy), frozen_copy (a frozen copy of the starting weights; full fine-tuning), auto picks by method")
 
 
 @dataclass
@@ -556,8 +577,9 @@ class EarlyStoppingSettings(_Section):
     KEY: ClassVar[str] = "early_stopping"
     enabled: bool = _field(True, "stop early when the monitor stops improving")
     monitor: Literal["val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema", "exact_match", "bleu", "rouge1", "rouge2",
-                     "rougeL"] = _field("val_loss", "metric watched: a validation loss or perplexity (lower is "
-                                        "better) or a score of the generated test answers (higher is better)")
+                     "rougeL", "reward_accuracy"] = _field(
+        "val_loss", "metric watched: a validation loss or perplexity (lower is better), a score of the generated "
+                    "test answers, or reward_accuracy with a preference objective (higher is better)")
     patience: int = _field(3, "evaluations without improvement before stopping", ge=1)
     min_delta: float = _field(0.0, "smallest improvement that counts (a decrease of a loss, an increase of a "
                               "score)", ge=0)
@@ -736,6 +758,7 @@ class Config:
     lora: LoraSettings = field(default_factory=LoraSettings)
     data: DataSettings = field(default_factory=DataSettings)
     train: TrainSettings = field(default_factory=TrainSettings)
+    preference: PreferenceSettings = field(default_factory=PreferenceSettings)
     precision: PrecisionSettings = field(default_factory=PrecisionSettings)
     recompute: RecomputeSettings = field(default_factory=RecomputeSettings)
     parallel: ParallelSettings = field(default_factory=ParallelSettings)
@@ -871,6 +894,7 @@ def _cross_field_problems(c: Config) -> list[Problem]:
     if c.data.validation_file is None and c.data.validation_fraction == 0:
         problems.append(Problem("data.validation_file", None, "no validation data: set "
                                 "data.validation_file or data.validation_fraction in (0, 0.5]"))
+    problems += _preference_problems(c)
     p = c.precision
     if p.amp_level != "O0" and p.compute_dtype == "bfloat16" and c.parallel.device == "cpu":
         problems.append(Problem("precision.compute_dtype", "bfloat16",
@@ -898,6 +922,26 @@ def _cross_field_problems(c: Config) -> list[Problem]:
                                 f"launch.nodes x launch.workers_per_node ({launch.nodes} x {launch.workers_per_node} "
                                 f"= {launch.nodes * launch.workers_per_node}) must equal parallel.data_parallel "
                                 f"({c.parallel.data_parallel}): every worker is one data-parallel rank"))
+    return problems
+
+
+def _preference_problems(c: Config) -> list[Problem]:
+    """train.objective against the other settings: packing, the MoE balancing loss, the reference."""
+    objective, problems = c.train.objective, []
+    if objective == "sft":
+        if c.early_stopping.monitor == "reward_accuracy":
+            problems.append(Problem("early_stopping.monitor", "reward_accuracy", "reward accuracy needs a preference "
+                                    "objective (train.objective dpo, simpo, orpo or kto)"))
+        return problems
+    if c.data.packing:
+        problems.append(Problem("data.packing", True, f"train.objective {objective} scores whole answers; packed "
+                                "rows are not supported for preference data: set data.packing false"))
+    if c.train.router_aux_loss:
+        problems.append(Problem("train.router_aux_loss", True, f"the router's balancing loss is not combined with "
+                                f"train.objective {objective}: set it false"))
+    if objective in ("dpo", "kto") and c.preference.reference == "adapter_off" and c.method != "lora":
+        problems.append(Problem("preference.reference", "adapter_off", "needs method lora (full fine-tuning has no "
+                                "adapter to switch off): use frozen_copy or auto"))
     return problems
 
 

@@ -368,6 +368,7 @@ class DataStats:
     seq_len: int = 0
     packed_seq_len: int = 0
     max_seq_len: int = 0
+    notes: list[str] = field(default_factory=list)  # e.g. preference data read as SFT (core.data_preference.sft_view)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -382,7 +383,7 @@ class DataStats:
         splits = (("train", self.train), ("validation", self.validation))
         return [f"{name}: field `{field_name}` ignored in {count} of {split.records or split.samples} records"
                 for name, split in splits for field_name, count in split.ignored_fields.items()
-                ] + [line for name, split in splits for line in split.notes(name, self.max_seq_len)]
+                ] + [line for name, split in splits for line in split.notes(name, self.max_seq_len)] + list(self.notes)
 
 
 @dataclass
@@ -452,6 +453,7 @@ class Source:
     data: DataFile
     fmt: str
     columns: Columns
+    note: str | None = None  # preference data read for SFT: what was trained (core.data_preference.sft_view)
 
 
 def data_sources(settings: DataSettings, role: str = "train", seed: int = 0) -> list[Source]:
@@ -479,6 +481,11 @@ def data_sources(settings: DataSettings, role: str = "train", seed: int = 0) -> 
         return sources
     data = read_data_file(name, role=role, text_split=text_split)
     columns = _columns(settings)
+    from core.data_preference import sft_columns, sft_view  # (it imports this module)
+    data, note = sft_view(data, columns)
+    if note:  # preference data as chat records: only the chat format's mapping applies
+        columns = sft_columns(columns)
+        return [Source(data, resolve_format(data, "auto", columns), columns, note)]
     return [Source(data, resolve_format(data, settings.format, columns), columns)]
 
 
@@ -572,6 +579,7 @@ def _build_splits(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> Da
         validation_source="file" if settings.validation_file else "fraction",
         test_records=len(tests), validation_in_train=overlap_count(train.samples, val.samples),
         seq_len=seq_len, packed_seq_len=packed_len, max_seq_len=settings.max_seq_len,
+        notes=list(dict.fromkeys(s.note for s in (*train_sources, *val_sources) if s.note)),
     )
     return DataSplits(train.samples, val.samples, tests, stats)
 

@@ -33,14 +33,13 @@ FORMAT_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "chat": (("messages",), ("tools",)),
     "text": (("text",), ()),
 }
-COLUMN_KEYS = ("instruction", "input", "output", "system", "history", "messages", "tools", "text",
-               *MEDIA_COLUMNS, "chosen", "rejected", "label")
-PREFERENCE_KEYS = ("chosen", "rejected", "label")  # preference and KTO data: never trained as plain answers
+PREFERENCE_KEYS = ("prompt", "completion", "chosen", "rejected", "label")  # core.data_preference's fields
+COLUMN_KEYS = ("instruction", "input", "output", "system", "history", "messages", "tools", "text", *MEDIA_COLUMNS)
 # LLaMA-Factory's dataset_info.json names for alpaca's fields (core.config.DATA_COLUMN_SYNONYMS)
 COLUMN_SYNONYMS = {"prompt": "instruction", "query": "input", "response": "output", "kto_tag": "label"}
 TAG_DEFAULTS = {"role_tag": "from", "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt",
                 "system_tag": "system", "function_tag": "function_call", "observation_tag": "observation"}
-MAPPING_KEYS = COLUMN_KEYS + tuple(TAG_DEFAULTS)
+MAPPING_KEYS = COLUMN_KEYS + tuple(TAG_DEFAULTS) + PREFERENCE_KEYS
 SHAREGPT_TURNS = ("conversations", "messages")  # where a ShareGPT record keeps its turns, unmapped
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 # the names other datasets give alpaca's fields, for a hint when a format cannot be told
@@ -123,6 +122,19 @@ def detect_format(record: Record, columns: Columns) -> str | None:
         return "alpaca"
     if columns.source("text") in fields:
         return "text"
+    return None
+
+
+def preference_layout(record: Record, columns: Columns) -> str | None:
+    """'pairs' for a record with `chosen` and `rejected` answers, 'kto' for one with a boolean
+    `label` (or a `label` beside a `completion`), None for plain SFT data (core.data_preference
+    reads the first two)."""
+    f = record.fields
+    if columns.source("chosen") in f and columns.source("rejected") in f:
+        return "pairs"
+    label = columns.source("label")
+    if label in f and (isinstance(f[label], bool) or columns.source("completion") in f):
+        return "kto"
     return None
 
 

@@ -223,6 +223,7 @@ class BestSoFar(Record):
     value: float | None = None
     step: int | None = None
     val_ppl: float | None = None
+    reward_accuracy: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,6 +248,7 @@ class FinalFigures(GenerationFigures):
     the best checkpoint's, `monitor` the metric early stopping watched."""
     best_val_ppl: float | None = None
     monitor: str | None = None
+    reward_accuracy: float | None = None  # preference objectives: at the best evaluation
     tokens_per_s: float | None = None
     peak_mem_mb: float | None = None
     wall_s: float | None = None
@@ -410,6 +412,14 @@ class ValidationFigures(Record):
     val_loss_ema: float | None = None
     val_ppl_ema: float | None = None
     val_tokens: int | None = None
+    # preference objectives (core.preference.summarize) on the validation pairs; val_loss is the
+    # objective's loss there, val_ppl the perplexity of the chosen answers
+    reward_accuracy: float | None = None
+    reward_margin: float | None = None
+    chosen_logp: float | None = None
+    rejected_logp: float | None = None
+    chosen_reward: float | None = None
+    rejected_reward: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1154,6 +1164,8 @@ def display_name(run_id: str, final: FinalFigures | None) -> str:
     score = getattr(final, watched) if final else None
     if score is not None and math.isfinite(score):
         parts.append(f"{SCORE_LABELS[watched]} {100 * score:.1f}" + ("%" if watched == "exact_match" else ""))
+    if final and final.reward_accuracy is not None and math.isfinite(final.reward_accuracy):
+        parts.append(f"reward acc {100 * final.reward_accuracy:.1f}%")
     tps = final.tokens_per_s if final else None
     if tps is not None and math.isfinite(tps) and tps >= 0:
         parts.append(f"{round(tps)} tok/s")

@@ -46,6 +46,8 @@ from core.memory import recomputed_layers
 from core.model import recompute_blocks, share_layer_graphs, use_amp_o1
 from core.profiling import StepProfiler, profile_message
 from core.model_args import check_run_settings
+from core import preference_run
+from core.preference import PreferenceError, preference_inputs, reference_kind
 from core.rundir import (GENERATION_FIELDS, TERMINAL_STATES, BaselineEvent, BestSoFar, ControlEvent, ControlPoller,
                          EndEvent, EvalRecord, EventRecord, FinalFigures, ForkEvent, MetricRecord,
                          ResumeEvent, RunDir, SetupEvent, TrainRecord, ValidationFigures)
@@ -54,7 +56,7 @@ from core.tokenizer import Tokenizer, TokenizerError
 from core.train_step import (EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state,
                              step_inputs)
 
-USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError)
+USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError, PreferenceError)
 MONITORS = describe_fields()["early_stopping.monitor"].choices  # the validation metrics early stopping may watch
 MAX_CONSECUTIVE_OVERFLOWS = 25  # fp16: loss-scale retries before a non-finite loss fails the run
 
@@ -80,6 +82,7 @@ class LoopState:
     overflow_steps: int = 0
     tokens_seen: int = 0
     control_seq: int = 0
+    best_reward_accuracy: float | None = None  # preference objectives: at the best evaluation
     early_stopping: EarlyStoppingSettings = field(default_factory=EarlyStoppingSettings)
 
     def to_dict(self) -> dict:
@@ -209,10 +212,16 @@ class Trainer:
         check_run_settings(cfg)  # context length, LoRA targets: ConfigError before data or weights are read
         self.tokenizer = Tokenizer.from_dir(model_dir)
         t0 = time.time()
-        self.splits = load_splits(cfg.data, self.tokenizer, seed, cache_dir=Path(".mindtune-cache") / "data")
-        stats = self.splits.stats
-        self.length = (packed_length(cfg.data.max_seq_len) if cfg.data.packing else
-                       padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation))
+        self.preference = cfg.train.objective != "sft"  # core.preference_run: pairs, their step and figures
+        if self.preference:
+            self.splits = preference_run.load_data(cfg, self.tokenizer, seed)
+            stats = self.splits.stats
+            self.length = stats.seq_len
+        else:
+            self.splits = load_splits(cfg.data, self.tokenizer, seed, cache_dir=Path(".mindtune-cache") / "data")
+            stats = self.splits.stats
+            self.length = (packed_length(cfg.data.max_seq_len) if cfg.data.packing else
+                           padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation))
         # LoRA on the CPU with a 16-bit model.dtype: frozen weights stay 16-bit, compute is float32
         self.model = load_hf_model(model_dir, cfg.compute_dtype, storage_dtype=cfg.model.dtype)
         self.base_files = ckpt.weight_files(model_dir)
@@ -238,18 +247,26 @@ class Trainer:
                        "by MindSpore's Cast, which holds every layer's copy at once (no memory saved: the "
                        "fused kernels are off)"))
         pad_id = self.tokenizer.pad_token_id or 0
-        self.batches = BatchIterator(self.splits.train, cfg.train.micro_batch_size,
-                                     grad_accum_steps=cfg.train.grad_accum_steps, world_size=self.cluster.world,
-                                     rank=self.cluster.rank, seed=seed, length=self.length, pad_id=pad_id,
-                                     packing=cfg.data.packing, group_by_length=cfg.data.group_by_length)
+        if self.preference:
+            self.batches = preference_run.batches(cfg, self.splits, self.cluster, seed, pad_id)
+        else:
+            self.batches = BatchIterator(self.splits.train, cfg.train.micro_batch_size,
+                                         grad_accum_steps=cfg.train.grad_accum_steps, world_size=self.cluster.world,
+                                         rank=self.cluster.rank, seed=seed, length=self.length, pad_id=pad_id,
+                                         packing=cfg.data.packing, group_by_length=cfg.data.group_by_length)
         self.total_steps = self._total_steps()
         self.schedule = WarmupDecaySchedule(cfg.train.learning_rate, cfg.train.warmup_steps, self.total_steps,
                                             cfg.train.schedule, cfg.train.min_lr_ratio)
         self.optimizer = adamw(trainable, self.schedule, cfg.train.weight_decay)
         aux_coef = self._router_aux_loss_coef()
         self.model.output_router_logits = aux_coef > 0  # before the steps compile
-        self.train_step = TrainStep(self.compute_model, self.optimizer, cfg.train.max_grad_norm, self.loss_scaler,
-                                    self.cluster.reducer(self.optimizer.parameters), aux_coef, self.model.args.moe)
+        if self.preference:
+            self.train_step = preference_run.build_step(cfg, self.compute_model, self.optimizer, self.loss_scaler,
+                                                        self.cluster.reducer(self.optimizer.parameters))
+        else:
+            self.train_step = TrainStep(self.compute_model, self.optimizer, cfg.train.max_grad_norm, self.loss_scaler,
+                                        self.cluster.reducer(self.optimizer.parameters), aux_coef,
+                                        self.model.args.moe)
         self.eval_step = EvalStep(self.compute_model)
         trainable_count = sum(int(np.prod(p.shape)) for p in trainable)
         total_count = sum(int(np.prod(p.shape)) for p in self.model.get_parameters())
@@ -257,7 +274,9 @@ class Trainer:
             message=f"global batch {cfg.global_batch_size} = micro {cfg.train.micro_batch_size} × accum "
             f"{cfg.train.grad_accum_steps} × data parallel {self.cluster.world}; {self.total_steps} steps; "
             f"trainable {trainable_count:,} of {total_count:,} parameters; sequence length {self.length}; "
-            f"kernels {kernels}" + (f"; frozen weights {frozen}" if frozen else ""),
+            f"kernels {kernels}" + (f"; frozen weights {frozen}" if frozen else "") +
+            (f"; objective {cfg.train.objective}" + (f", reference {reference_kind(cfg)}" if reference_kind(cfg) else "")
+             if self.preference else ""),
             frozen_weights=frozen, global_batch_size=cfg.global_batch_size, total_steps=self.total_steps,
             trainable_params=trainable_count, total_params=total_count, seq_len=self.length,
             data=stats.to_dict(), lora_modules=len(self.lora_modules), layer_graphs=layer_graphs, kernels=kernels,
@@ -310,6 +329,8 @@ class Trainer:
     def evaluate(self, max_tokens: int | None = None) -> ValidationFigures:
         """One pass over the validation set (max_eval_samples of it); `max_tokens` stops after the
         batch whose real (unpadded) tokens reach it."""
+        if self.preference:
+            return self._evaluate_preference()
         self.model.set_train(False)
         nll, tokens, read = 0.0, 0.0, 0
         batch = self.cfg.train.micro_batch_size
@@ -333,6 +354,21 @@ class Trainer:
         self.state.val_loss_ema = _ema(self.state.val_loss_ema, loss, alpha)
         return ValidationFigures(val_loss=loss, val_ppl=_ppl(loss), val_loss_ema=self.state.val_loss_ema,
                                  val_ppl_ema=_ppl(self.state.val_loss_ema), val_tokens=int(tokens))
+
+    def _evaluate_preference(self) -> ValidationFigures:
+        """The objective's loss and reward figures on every validation pair (max_eval_samples of them)."""
+        self.model.set_train(False)
+        pairs = self.splits.validation[: self.cfg.eval.max_eval_samples or None]
+        phase = "eval" if self.evals_here else "compile"
+        figures = preference_run.evaluate(self.train_step, pairs, self.cfg.train.micro_batch_size, self.length,
+                                          self.tokenizer.pad_token_id or 0,
+                                          lambda: self.heartbeat.beat(self.state.step, phase))
+        self.evals_here += 1
+        self.model.set_train(True)
+        loss = figures.pop("val_loss")
+        self.state.val_loss_ema = _ema(self.state.val_loss_ema, loss, self.cfg.eval.ema_alpha)
+        return ValidationFigures(val_loss=loss, val_ppl=figures.pop("chosen_ppl"), val_loss_ema=self.state.val_loss_ema,
+                                 val_ppl_ema=_ppl(self.state.val_loss_ema), **figures)
 
     def downstream_scores(self, merge: bool = True) -> GenerationScores | None:
         """The greedy answers to the test prompts scored against their references: exact match
@@ -372,8 +408,9 @@ class Trainer:
         or perplexity improves by going down, an answer score (exact match, BLEU, ROUGE) by going up;
         a score this evaluation has not (no test set) changes nothing."""
         es = self.state.early_stopping
-        higher_is_better = es.monitor in GENERATION_FIELDS
-        value = getattr(scores, es.monitor) if higher_is_better and scores else getattr(metrics, es.monitor, None)
+        higher_is_better = es.monitor in GENERATION_FIELDS or es.monitor == "reward_accuracy"
+        value = (getattr(scores, es.monitor) if es.monitor in GENERATION_FIELDS and scores
+                 else getattr(metrics, es.monitor, None))
         if value is None:
             return False
         best = self.state.best_value
@@ -381,6 +418,7 @@ class Trainer:
             self.state.best_value, self.state.best_step, self.state.bad_evals = value, self.state.step, 0
             # the perplexity that goes with the monitor: smoothed for an EMA monitor (a run's `best_val_ppl`)
             self.state.best_val_ppl = metrics.val_ppl_ema if es.monitor.endswith("_ema") else metrics.val_ppl
+            self.state.best_reward_accuracy = metrics.reward_accuracy
             return True
         self.state.bad_evals += 1
         return False
@@ -525,7 +563,8 @@ class Trainer:
         loop = trainer_state.get("loop") or {}
         self.state.step = step
         self.state.tokens_seen = int(loop.get("tokens_seen") or 0)
-        self.state.loss_ema, self.state.val_loss_ema = loop.get("loss_ema"), loop.get("val_loss_ema")
+        if (_setting(parent_cfg, "train.objective") or "sft") == self.cfg.train.objective:  # else another loss
+            self.state.loss_ema, self.state.val_loss_ema = loop.get("loss_ema"), loop.get("val_loss_ema")
         if "rng_state" in trainer_state:
             ms.set_rng_state(Tensor(np.asarray(trainer_state["rng_state"], dtype=np.uint8)))
         parent = Path(path).resolve().parent.parent
@@ -547,11 +586,12 @@ class Trainer:
         micro = [next(self.batches) for _ in range(cfg.train.grad_accum_steps)]
         tokens = sum(int(b["attention_mask"].sum()) for b in micro)
         start = time.perf_counter()
-        loss, grad_norm, applied, scale = self.train_step([step_inputs(b) for b in micro])
+        inputs = [preference_inputs(b) if self.preference else step_inputs(b) for b in micro]
+        loss, grad_norm, applied, scale = self.train_step(inputs)
         step_time = time.perf_counter() - start
         out = {"loss": loss, "grad_norm": grad_norm, "applied": applied, "loss_scale": scale,
                "tokens": tokens, "step_time_s": step_time}
-        if self.train_step.last_aux_loss is not None:
+        if getattr(self.train_step, "last_aux_loss", None) is not None:
             out["aux_loss"] = self.train_step.last_aux_loss  # this rank's (the main rank logs it)
         return out
 
@@ -614,7 +654,8 @@ class Trainer:
                              monitor=es.monitor, patience_left=max(es.patience - self.state.bad_evals, 0),
                              early_stopping_enabled=es.enabled))
         self.status(step=self.state.step, best=BestSoFar(metric=es.monitor, value=self.state.best_value,
-                                                         step=self.state.best_step, val_ppl=self.state.best_val_ppl))
+                                                         step=self.state.best_step, val_ppl=self.state.best_val_ppl,
+                                                         reward_accuracy=self.state.best_reward_accuracy))
         if best and self.state.step > 0:
             self.save(("best", "last"))
         return self.should_stop_early()
@@ -687,6 +728,10 @@ class Trainer:
             self.restore(resume)
         elif self.cfg.run.fork_from:
             self.fork(self.cfg.run.fork_from)
+        if self.preference and self.cfg.run.fork_from:  # resumed or not: the fork point is the reference
+            said = preference_run.set_reference_from_fork(self.cfg, self.train_step, self.model, self.cfg.run.fork_from)
+            if said:
+                self.event(EventRecord(event="info", message=said))
         if not resume and self.cfg.eval.baseline:
             # the model this run starts from (the fork point's, for a fork); eval.baseline: false skips it
             base = self.evaluate(self.cfg.eval.baseline_max_tokens)
@@ -697,6 +742,7 @@ class Trainer:
             start = "fork point" if self.cfg.run.fork_from else "base model"
             self.event(BaselineEvent(
                 message=f"{start}: val_loss {base.val_loss:.4f}, val_ppl {base.val_ppl:.3f}"
+                + (f", reward accuracy {base.reward_accuracy:.3f}" if base.reward_accuracy is not None else "")
                 + (f", {_scores_text(base_scores)}" if base_scores is not None else ""),
                 **base.values(), **(base_scores.figures().values() if base_scores else {})))
         state, reason = self.loop()
@@ -718,6 +764,7 @@ class Trainer:
             tps = self.tokens_per_s_history[1:] or self.tokens_per_s_history  # the first includes compilation
             final = FinalFigures(**(scores.figures().values() if scores else {}), best_val_ppl=self._best_val_ppl(),
                                  monitor=self.state.early_stopping.monitor,
+                                 reward_accuracy=self.state.best_reward_accuracy,
                                  tokens_per_s=float(np.median(tps)) if tps else None,
                                  peak_mem_mb=round(peak_memory_mb(self.cfg.parallel.device), 1),
                                  wall_s=round(time.time() - self.started, 1), steps=self.state.step,
