@@ -365,6 +365,14 @@ MEMORY_NOTES_ZH: list[tuple[str, str]] = [
     (r"device memory unknown: the total is not checked against a limit", "设备内存未知：合计未与上限比较"),
     (r"CPU: the (\d+) workers share this machine's RAM \((.+)\)", r"CPU：\1 个 worker 共用本机内存（\2）"),
     (r"(\w+): activations are textbook figures, not measured on such a device", r"\1：激活值为理论估算，未在此类设备上实测"),
+    (r"(\w+) attention: FlashAttentionScore, causal mode: no score or mask tensors",
+     r"\1 注意力：FlashAttentionScore 因果模式，无注意力分数或掩码张量"),
+    (r"(\w+) attention composed \((.+)\): softmax per layer, one \(B, 1, T, T\) float32 mask per window, not "
+     r"broadcast to the heads", r"\1 注意力用组合算子（\2）：每层保留 softmax，每个窗口一个 (B, 1, T, T) float32 掩码，不按头广播"),
+    (r"(\w+) loss: LM head and cross-entropy in chunks of (\d+) tokens, no logits",
+     r"\1 损失：LM 头与交叉熵按每块 \2 个 token 分块计算，不生成 logits"),
+    (r"(\w+) loss: cross-entropy in chunks of (\d+) tokens on the logits \(no full softmax or one-hot\)",
+     r"\1 损失：在 logits 上按每块 \2 个 token 分块计算交叉熵（不生成完整的 softmax 或 one-hot）"),
     (r"needs (\S+) MB, the device has (\S+) MB: lower train\.micro_batch_size or data\.max_seq_len, or use LoRA",
      r"需要 \1 MB，设备只有 \2 MB：请减小 train.micro_batch_size 或 data.max_seq_len，或使用 LoRA"),
     (r"CPU: attention, norms, MLP gates and loss run as composed MindSpore ops \(the fused kernels need float32, no "
@@ -877,6 +885,8 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"^(\S+) has no checkpoint ('[^']*') \(its checkpoints/ holds (.*)\)$", r"\1 没有检查点 \2（其 checkpoints/ 中有：\3）"),
     (r"^(\S+) saved no checkpoint to resume from; start a new run instead$", r"\1 没有保存可恢复的检查点；请开始新的运行"),
     (r"^no answer within (\d+) s$", r"\1 秒内没有结果"), (r"^core\.dry_run exited with (-?\d+)$", r"core.dry_run 退出码为 \1"),
+    (r"^every (\S+) device \(([^)]*)\) is held by a run \(([^)]*)\); check memory when one is free$",
+     r"所有 \1 设备（\2）都被运行占用（\3）；请在有空闲设备时再检查内存"),
     (r"^no run (\S+) in (\S+)$", r"\2 中没有运行 \1"), (r"^('[^']*') is not a run id$", r"\1 不是运行 ID"),
     (r"^(\S+) is not a model folder under (.*)$", r"'\1' 不是 \2 下的模型目录"),
     (r"^(\S+) is not loadable: ", r"'\1' 无法加载："),

@@ -19,3 +19,5 @@ import pytest  # noqa: E402
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than a few seconds (deselect with -m 'not slow')")
+    config.addinivalue_line("markers", "device: needs a GPU or Ascend device (tests/device; skipped, with the "
+                            "reason, where MindSpore has none)")

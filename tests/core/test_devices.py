@@ -105,6 +105,7 @@ def test_gpu_runs_the_head_and_loss_in_chunks_with_no_logits(gpu_pair):
     assert kernels.startswith("gpu: LM head + loss chunked") and "no fused attention for GPU" in kernels
 
 
+@pytest.mark.slow
 def test_chunked_head_loss_trains_exactly_as_the_composed_loss(gpu_pair):
     """The device's jitted micro step (forward and backward through the chunked head loss, split into
     5-token chunks: 24 tokens, the last chunk partial, ignored rows among them) against the CPU's
@@ -235,8 +236,10 @@ def test_flash_attention_wiring_matches_the_composed_attention():
     dev.use_kernels(attention=lambda **needs: op)
     assert dev.mask_free
     ids, _, mask = batch()
-    np.testing.assert_allclose(dev(Tensor(ids), Tensor(mask)).asnumpy(), ref(Tensor(ids), Tensor(mask)).asnumpy(),
-                               atol=2e-5)
+    real = mask.astype(bool)  # right padding: the causal mode lets a padding query see padding keys, whose
+    # outputs no loss reads; every real position sees exactly the keys the composed mask allows
+    np.testing.assert_allclose(dev(Tensor(ids), Tensor(mask)).asnumpy()[real],
+                               ref(Tensor(ids), Tensor(mask)).asnumpy()[real], atol=2e-5)
     first = calls[0]
     assert (first["layout"], first["sparse_mode"], first["head_num"]) == ("BSND", 2, 4)
     assert first["mask"].shape == (2048, 2048) and first["mask"][0, 1] == 1 and first["mask"][1, 0] == 0
@@ -299,8 +302,8 @@ def test_a_peers_overflow_skips_this_ranks_step_too():
         assert isinstance(step.flag_reducer, devices.OverflowReducer)
         assert isinstance(step.flag_reducer.reduce, ops.AllReduce) and step.flag_reducer.reduce.op == "sum"
         step.flag_reducer = devices.OverflowReducer(peer)
-        _, _, applied, _ = step([(ids, labels, mask)])
-        results[name] = (applied, not np.array_equal(params[0].asnumpy(), before),
+        _, _, _, applied = step._single_step(*(Tensor(a) for a in (ids, labels, mask)))  # PyNative: no compile
+        results[name] = (bool(applied.asnumpy()), not np.array_equal(params[0].asnumpy(), before),
                          float(step.loss_scaler.scale_value.asnumpy()))
     assert results["peer overflowed"] == (False, False, 512.0)  # skipped, scale halved, as the peer did
     assert results["all finite"] == (True, True, 1024.0)
