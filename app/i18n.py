@@ -758,19 +758,19 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
      r"在 CPU 上用 LoRA 时，model.dtype \1 以 16 位保存冻结的基座权重并以 float32 计算；AMP 会改用 float16 计算"
      r"（在 CPU 上更慢）：请用 amp_level O0，或 model.dtype float32 配合 AMP"),
     (r"not supported: MindSpore shards optimizer state only for Lamb/AdamWeightDecay/AdaFactor \(its parallel "
-     r"optimizer, Ascend data parallel\), and this engine's optimizer is Adam with bias correction, which "
+     r"optimizer, Ascend data parallel\), and this engine's optimizer is nn\.Adam with bias correction, which "
      r"AdamWeightDecay lacks \(without it fine-tunes stalled\); set it to false\. To save memory use method lora, "
      r"recompute\.policy full or a smaller train\.micro_batch_size",
      r"不支持：MindSpore 只为 Lamb/AdamWeightDecay/AdaFactor 切分优化器状态（其并行优化器，昇腾数据并行），而本引擎的"
-     r"优化器是带偏差修正的 Adam，AdamWeightDecay 没有偏差修正（没有它微调会停滞）；请设为 false。要省内存请用 "
-     r"method lora、recompute.policy full 或更小的 train.micro_batch_size"),
-    (r"full fine-tuning would keep the trained weights in bf16 \(MindSpore's Adam writes each update back into a "
+     r"优化器是带偏差修正的 nn.Adam，AdamWeightDecay 没有偏差修正（没有它微调会停滞）；请设为 false。要省内存请用 "
+     r"method=lora、recompute.policy full 或更小的 train.micro_batch_size"),
+    (r"full fine-tuning would keep the trained weights in bf16 \(MindSpore's nn\.Adam writes each update back into a "
      r"bf16 parameter, losing the small ones\); keep float32 master weights with bf16 compute: model\.dtype float32 "
      r"\(a bf16 checkpoint loads exactly\) with precision\.amp_level O2 and precision\.compute_dtype bfloat16, "
      r"or method lora",
-     r"全量微调会把训练的权重保存为 bf16（MindSpore 的 Adam 把每次更新写回 bf16 参数，小的更新会丢失）；请保留 float32 "
+     r"全量微调会把训练的权重保存为 bf16（MindSpore 的 nn.Adam 把每次更新写回 bf16 参数，小的更新会丢失）；请保留 float32 "
      r"主权重、以 bf16 计算：model.dtype float32（bf16 检查点可精确加载）配合 precision.amp_level O2 与 "
-     r"precision.compute_dtype bfloat16，或使用 method lora"),
+     r"precision.compute_dtype bfloat16，或使用 method=lora"),
     (r"this machine has (\d+) CPU cores, so at most (\d+) CPU workers can run \(one process each\); set "
      r"parallel\.data_parallel to (\d+) or fewer",
      r"本机有 \1 个 CPU 核，最多可运行 \2 个 CPU worker（每个一个进程）；请把 parallel.data_parallel 设为 \3 或更少"),

@@ -621,7 +621,7 @@ def _cross_field_problems(c: Config) -> list[Problem]:
         # (mindspore/nn/optim/adam.py, _update_run_op: param_fp32 ... assign), so every update
         # smaller than bf16's precision of the weight is lost: no float32 master weights
         problems.append(Problem("model.dtype", "bfloat16",
-                                "full fine-tuning would keep the trained weights in bf16 (MindSpore's Adam writes "
+                                "full fine-tuning would keep the trained weights in bf16 (MindSpore's nn.Adam writes "
                                 "each update back into a bf16 parameter, losing the small ones); keep float32 master "
                                 "weights with bf16 compute: model.dtype float32 (a bf16 checkpoint loads exactly) "
                                 "with precision.amp_level O2 and precision.compute_dtype bfloat16, or method lora"))
@@ -644,7 +644,7 @@ def _cross_field_problems(c: Config) -> list[Problem]:
 # measured), so sharding would mean a different, worse optimizer; and nothing here could check it.
 OPTIMIZER_SHARD_REFUSAL = (
     "not supported: MindSpore shards optimizer state only for Lamb/AdamWeightDecay/AdaFactor (its parallel "
-    "optimizer, Ascend data parallel), and this engine's optimizer is Adam with bias correction, which "
+    "optimizer, Ascend data parallel), and this engine's optimizer is nn.Adam with bias correction, which "
     "AdamWeightDecay lacks (without it fine-tunes stalled); set it to false. To save memory use method lora, "
     "recompute.policy full or a smaller train.micro_batch_size")
 

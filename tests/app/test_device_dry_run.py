@@ -31,3 +31,15 @@ def test_check_memory_gets_the_device_a_launch_would_get(workspace, fake_launche
     refused, shown = cb.dry_run(form_values(console, parallel__device="gpu"), console, runner=runner)
     assert len(envs) == 1 and "every gpu device (0, 1) is held by a run" in refused.error
     console.jobs.close()
+
+
+def test_the_device_refusals_read_in_chinese_with_their_facts():
+    import pytest
+    from app.i18n import problem_text
+    from core.config import OPTIMIZER_SHARD_REFUSAL, ConfigError
+    from tests.app.test_problem_text import assert_chinese
+    with pytest.raises(ConfigError) as info:
+        Config().with_updates({"model.dtype": "bfloat16", "method": "full", "parallel.device": "ascend"})
+    for message in (OPTIMIZER_SHARD_REFUSAL, info.value.errors["model.dtype"],
+                    "every gpu device (0, 1) is held by a run (r1); check memory when one is free"):
+        assert_chinese(message, problem_text(message, "zh"))

@@ -81,9 +81,10 @@ def test_lora_needs_less_than_full():
 
 def test_bf16_parameters_halve_weight_bytes():
     fp32 = estimate_memory(config(method="full", parallel={"device": "gpu"}), tiny_args(), seq_len=16)
-    bf16 = estimate_memory(config(method="full", model={"dtype": "bfloat16"}, parallel={"device": "gpu"}),
+    # (full fine-tuning in bf16 is refused, issue 30: float16 has the same two bytes)
+    half = estimate_memory(config(method="full", model={"dtype": "float16"}, parallel={"device": "gpu"}),
                            tiny_args(), seq_len=16)
-    assert bf16.weights_mb * 2 == fp32.weights_mb
+    assert half.weights_mb * 2 == fp32.weights_mb
     # LoRA adapters stay float32 whatever the base model's dtype.
     lora = estimate_memory(config(model={"dtype": "bfloat16"}, parallel={"device": "gpu"}), tiny_args(), seq_len=16)
     assert lora.weights_mb * MB == TOTAL_PARAMS * 2 + ADAPTERS_QV * 4
