@@ -886,7 +886,7 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"^(\S+) saved no checkpoint to resume from; start a new run instead$", r"\1 没有保存可恢复的检查点；请开始新的运行"),
     (r"^no answer within (\d+) s$", r"\1 秒内没有结果"), (r"^core\.dry_run exited with (-?\d+)$", r"core.dry_run 退出码为 \1"),
     (r"^every (\S+) device \(([^)]*)\) is held by a run \(([^)]*)\); check memory when one is free$",
-     r"所有 \1 设备（\2）都被运行占用（\3）；请在有空闲设备时再检查内存"),
+     r"所有 parallel.device=\1 设备（\2）都被运行占用（\3）；请在有空闲设备时再检查内存"),
     (r"^no run (\S+) in (\S+)$", r"\2 中没有运行 \1"), (r"^('[^']*') is not a run id$", r"\1 不是运行 ID"),
     (r"^(\S+) is not a model folder under (.*)$", r"'\1' 不是 \2 下的模型目录"),
     (r"^(\S+) is not loadable: ", r"'\1' 无法加载："),
