@@ -139,10 +139,12 @@ class ChunkedHeadLoss(_Chunks):
     (N, 2): each row's NLL (0 where ignored) and log-sum-exp, as core.fused's head kernel returns
     them. The backward recomputes each chunk's logits: at most one (chunk, V) float32 block, its
     softmax and one-hot exist at a time, no (N, V) tensor at all. The product runs in the weight's
-    dtype, the logits in float32 (as transformers upcasts them). A frozen head: `FrozenHeadLoss`."""
+    dtype, the logits in float32 (as transformers upcasts them). `weight_grad=False` (a frozen head)
+    returns a zero gradient for the weight; compiled, the graph then drops its products."""
 
-    def __init__(self, chunk: int = LOSS_CHUNK_TOKENS):
+    def __init__(self, chunk: int = LOSS_CHUNK_TOKENS, weight_grad: bool = True):
         super().__init__(chunk)
+        self.weight_grad = weight_grad
 
     def construct(self, hidden, weight, targets):
         n, width = hidden.shape
@@ -175,30 +177,9 @@ class ChunkedHeadLoss(_Chunks):
             onehot = self.one_hot(self.maximum(picked, 0), logits.shape[-1], self.on, self.off)
             g = self.cast(self.softmax(logits) * (w + d_lse) - onehot * w, weight.dtype)
             dh = dh + (self.cast(self.matmul(g, weight), hidden.dtype),)
-            # (an `if` on a flag here fails to compile under jit, as above: a frozen head is FrozenHeadLoss)
+            # (an `if` here fails to compile under jit, as above; unused, the graph drops these products)
             dw = self.add(dw, self.matmul_at(g, self.cast(rows, weight.dtype)))  # (V, h)
-        return self.concat0(dh), dw, self.zeros_like(targets)
-
-
-class FrozenHeadLoss(ChunkedHeadLoss):
-    """ChunkedHeadLoss for a frozen head (LoRA): no gradient for the weight is computed."""
-
-    def bprop(self, hidden, weight, targets, out, dout):
-        n, width = hidden.shape
-        chunk = self.chunk
-        dh = ()
-        for start in range(0, n, chunk):
-            size = chunk if start + chunk <= n else n - start
-            rows = self.slice(hidden, (start, 0), (size, width))
-            picked = self.slice(targets, (start,), (size,))
-            d_nll = self.reshape(self.slice(dout, (start, 0), (size, 1)), (size,))
-            d_lse = self.slice(dout, (start, 1), (size, 1))
-            logits = self.cast(self.matmul_bt(self.cast(rows, weight.dtype), weight), ms.float32)
-            w = self.expand(d_nll * self.cast(self.ge(picked, 0), ms.float32), -1)
-            onehot = self.one_hot(self.maximum(picked, 0), logits.shape[-1], self.on, self.off)
-            g = self.cast(self.softmax(logits) * (w + d_lse) - onehot * w, weight.dtype)
-            dh = dh + (self.cast(self.matmul(g, weight), hidden.dtype),)
-        return self.concat0(dh), self.zeros_like(weight), self.zeros_like(targets)
+        return self.concat0(dh), dw if self.weight_grad else self.zeros_like(weight), self.zeros_like(targets)
 
 
 class ChunkedLogitsLoss(_Chunks):
@@ -269,7 +250,7 @@ def enable_kernels(model, threads: int | None = None, amp_level: str = "O0", pac
     head = _head_cell(model)
     parts = []
     if head_in_loss(device, model.final_softcap, hasattr(head, "lora_a"), False):
-        model.head_loss = ChunkedHeadLoss() if model.head_weight().requires_grad else FrozenHeadLoss()
+        model.head_loss = ChunkedHeadLoss(weight_grad=bool(model.head_weight().requires_grad))
         parts.append("LM head + loss chunked (no logits)")
     else:
         parts.append("loss chunked on the logits")

@@ -99,7 +99,7 @@ def gpu_pair():
 
 def test_gpu_runs_the_head_and_loss_in_chunks_with_no_logits(gpu_pair):
     _, dev, kernels = gpu_pair
-    assert type(dev.head_loss) is devices.ChunkedHeadLoss  # full fine-tuning: the tied head trains
+    assert isinstance(dev.head_loss, devices.ChunkedHeadLoss) and dev.head_loss.weight_grad  # full: the head trains
     assert isinstance(dev.fused_loss, devices.ChunkedLogitsLoss)
     assert not dev.fused_attention and not dev.mask_free
     assert kernels.startswith("gpu: LM head + loss chunked") and "no fused attention for GPU" in kernels
@@ -158,7 +158,7 @@ def test_chunked_losses_against_the_composed_gradient():
     g[targets < 0] = 0
     np.testing.assert_allclose(dh.asnumpy(), g @ weight, atol=1e-5)
     np.testing.assert_allclose(dw.asnumpy(), g.T @ hidden, atol=1e-5)
-    frozen = devices.FrozenHeadLoss(chunk=4)
+    frozen = devices.ChunkedHeadLoss(chunk=4, weight_grad=False)
     _, (dh2, dw2) = ms.value_and_grad(lambda h, w: frozen(h, w, Tensor(targets))[:, 0].sum(), (0, 1))(
         Tensor(hidden), Tensor(weight))
     np.testing.assert_allclose(dh2.asnumpy(), dh.asnumpy(), atol=1e-6)
