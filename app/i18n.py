@@ -122,7 +122,7 @@ TEXTS: dict[str, tuple[str, str]] = {
     "field.recompute.policy": ("Recompute", "重计算策略"),
     "field.recompute.layer_fraction": ("Share of layers recomputed", "重计算层比例"),
     "field.parallel.data_parallel": ("Data-parallel workers", "数据并行 worker 数"),
-    "field.parallel.optimizer_shard": ("Shard optimizer state (Ascend)", "优化器状态切分（仅昇腾）"),
+    "field.parallel.optimizer_shard": ("Shard optimizer state (not supported)", "优化器状态切分（不支持）"),
     "field.parallel.device": ("Device", "设备"),
     "field.parallel.hang_timeout_s": ("Hang timeout (s)", "无进展超时（秒）"),
     "field.eval.ema_alpha": ("EMA weight of the newest value", "EMA 新值权重"),
@@ -277,7 +277,7 @@ FIELD_HELP_ZH: dict[str, str] = {
     "recompute.policy": "重计算激活值的模块",
     "recompute.layer_fraction": "（从第一层起）做重计算的层的比例",
     "parallel.data_parallel": "数据并行 worker 数",
-    "parallel.optimizer_shard": "在 worker 之间切分优化器状态（仅昇腾）",
+    "parallel.optimizer_shard": "在 worker 之间切分优化器状态：不支持（必须保持 false；见指南的设备一节）",
     "parallel.device": "MindSpore 设备类型",
     "eval.ema_alpha": "EMA 平滑指标中最新值的权重",
     "eval.downstream": "在测试集上生成并给回答评分（精确匹配、BLEU-4、ROUGE-1/2/L），训练前后各一次",
@@ -485,6 +485,14 @@ MEMORY_NOTES_ZH: list[tuple[str, str]] = [
     (r"device memory unknown: the total is not checked against a limit", "设备内存未知：合计未与上限比较"),
     (r"CPU: the (\d+) workers share this machine's RAM \((.+)\)", r"CPU：\1 个 worker 共用本机内存（\2）"),
     (r"(\w+): activations are textbook figures, not measured on such a device", r"\1：激活值为理论估算，未在此类设备上实测"),
+    (r"(\w+) attention: FlashAttentionScore, causal mode: no score or mask tensors",
+     r"\1 注意力：FlashAttentionScore 因果模式，无注意力分数或掩码张量"),
+    (r"(\w+) attention composed \((.+)\): softmax per layer, one \(B, 1, T, T\) float32 mask per window, not "
+     r"broadcast to the heads", r"\1 注意力用组合算子（\2）：每层保留 softmax，每个窗口一个 (B, 1, T, T) float32 掩码，不按头广播"),
+    (r"(\w+) loss: LM head and cross-entropy in chunks of (\d+) tokens, no logits",
+     r"\1 损失：LM 头与交叉熵按每块 \2 个 token 分块计算，不生成 logits"),
+    (r"(\w+) loss: cross-entropy in chunks of (\d+) tokens on the logits \(no full softmax or one-hot\)",
+     r"\1 损失：在 logits 上按每块 \2 个 token 分块计算交叉熵（不生成完整的 softmax 或 one-hot）"),
     (r"needs (\S+) MB, the device has (\S+) MB: lower train\.micro_batch_size or data\.max_seq_len, or use LoRA",
      r"需要 \1 MB，设备只有 \2 MB：请减小 train.micro_batch_size 或 data.max_seq_len，或使用 LoRA"),
     (r"CPU: attention, norms, MLP gates and loss run as composed MindSpore ops \(the fused kernels need float32, no "
@@ -497,9 +505,8 @@ MEMORY_NOTES_ZH: list[tuple[str, str]] = [
      r"在 GPU/Ascend 上省得更多"),
     (r"AMP (\S+): parameters are cast to (\S+) at every call \(no persistent copy\); the cast copies are counted "
      r"with the weights", r"AMP \1：参数在每次调用时转换为 \2（不保留副本）；转换出的副本计入权重"),
-    (r"optimizer state sharded across (\d+) workers", r"优化器状态切分到 \1 个 worker 上"),
-    (r"each of the (\d+) workers holds all of this \(optimizer sharding is Ascend-only\)",
-     r"\1 个 worker 各自持有以上全部（优化器切分仅支持昇腾）"),
+    (r"each of the (\d+) workers holds all of this \(the optimizer state is not sharded\)",
+     r"\1 个 worker 各自持有以上全部（优化器状态不切分）"),
 ]
 
 
@@ -892,16 +899,27 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
      r"或在 parallel.device gpu/ascend 上运行"),
     (r"full fine-tuning on the CPU trains every weight, and MindSpore's CPU kernels have no bf16 compute, so the "
      r"master weights must be float32: use model\.dtype float32 \(a bf16 checkpoint loads exactly\), or method lora "
-     r"\(the frozen base weights then stay bf16\), or parallel\.device gpu/ascend",
+     r"\(the frozen base weights then stay bf16\)",
      "在 CPU 上全量微调会训练每个权重，而 MindSpore 的 CPU 算子没有 bf16 计算，所以主权重必须是 float32："
-     "请用 model.dtype float32（bf16 检查点可精确加载），或 method lora（冻结的基座权重保持 bf16），"
-     "或 parallel.device gpu/ascend"),
+     "请用 model.dtype float32（bf16 检查点可精确加载），或 method lora（冻结的基座权重保持 bf16）"),
     (r"with LoRA on the CPU, model\.dtype (\S+) keeps the frozen base weights in 16 bits and computes in float32; "
      r"AMP would compute in float16 instead \(slower on the CPU\): use amp_level O0, or model\.dtype float32 with AMP",
      r"在 CPU 上用 LoRA 时，model.dtype \1 以 16 位保存冻结的基座权重并以 float32 计算；AMP 会改用 float16 计算"
      r"（在 CPU 上更慢）：请用 amp_level O0，或 model.dtype float32 配合 AMP"),
-    (r"MindSpore's parallel optimizer is Ascend-only \(device is ('[^']*')\); set it to false or use "
-     r"parallel\.device=ascend", r"MindSpore 的并行优化器仅支持昇腾（当前设备为 \1）；请设为 false 或使用 parallel.device=ascend"),
+    (r"not supported: MindSpore shards optimizer state only for Lamb/AdamWeightDecay/AdaFactor \(its parallel "
+     r"optimizer, Ascend data parallel\), and this engine's optimizer is nn\.Adam with bias correction, which "
+     r"AdamWeightDecay lacks \(without it fine-tunes stalled\); set it to false\. To save memory use method lora, "
+     r"recompute\.policy full or a smaller train\.micro_batch_size",
+     r"不支持：MindSpore 只为 Lamb/AdamWeightDecay/AdaFactor 切分优化器状态（其并行优化器，昇腾数据并行），而本引擎的"
+     r"优化器是带偏差修正的 nn.Adam，AdamWeightDecay 没有偏差修正（没有它微调会停滞）；请设为 false。要省内存请用 "
+     r"method=lora、recompute.policy full 或更小的 train.micro_batch_size"),
+    (r"full fine-tuning would keep the trained weights in bf16 \(MindSpore's nn\.Adam writes each update back into a "
+     r"bf16 parameter, losing the small ones\); keep float32 master weights with bf16 compute: model\.dtype float32 "
+     r"\(a bf16 checkpoint loads exactly\) with precision\.amp_level O2 and precision\.compute_dtype bfloat16, "
+     r"or method lora",
+     r"全量微调会把训练的权重保存为 bf16（MindSpore 的 nn.Adam 把每次更新写回 bf16 参数，小的更新会丢失）；请保留 float32 "
+     r"主权重、以 bf16 计算：model.dtype float32（bf16 检查点可精确加载）配合 precision.amp_level O2 与 "
+     r"precision.compute_dtype bfloat16，或使用 method=lora"),
     (r"this machine has (\d+) CPU cores, so at most (\d+) CPU workers can run \(one process each\); set "
      r"parallel\.data_parallel to (\d+) or fewer",
      r"本机有 \1 个 CPU 核，最多可运行 \2 个 CPU worker（每个一个进程）；请把 parallel.data_parallel 设为 \3 或更少"),
@@ -1018,6 +1036,8 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"^(\S+) ran on (\d+) node\(s\) x (\d+) worker\(s\) \(data parallel (\d+)\); resuming it on this machine "
      r"needs (\d+) workers: ", r"\1 曾在 \2 个节点 × 每节点 \3 个工作进程上运行（数据并行 \4）；在本机恢复需要 \5 个工作进程："),
     (r"^no answer within (\d+) s$", r"\1 秒内没有结果"), (r"^core\.dry_run exited with (-?\d+)$", r"core.dry_run 退出码为 \1"),
+    (r"^every (\S+) device \(([^)]*)\) is held by a run \(([^)]*)\); check memory when one is free$",
+     r"所有 parallel.device=\1 设备（\2）都被运行占用（\3）；请在有空闲设备时再检查内存"),
     (r"^no run (\S+) in (\S+)$", r"\2 中没有运行 \1"), (r"^('[^']*') is not a run id$", r"\1 不是运行 ID"),
     (r"^(\S+) is not a model folder under (.*)$", r"'\1' 不是 \2 下的模型目录"),
     (r"^(\S+) is not loadable: ", r"'\1' 无法加载："),

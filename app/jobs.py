@@ -292,6 +292,11 @@ class JobManager:
             active.append(launcher.ActiveRun(summary.run_id, device, width, tuple(summary.status.device_ids)))
         return active
 
+    def dry_run_env(self, device: str) -> dict[str, str]:
+        """The device assignment a dry run gets now (core.launcher.dry_run_env)."""
+        with self._lock:
+            return launcher.dry_run_env(device, self._active(self._reconciled()), self.slots)
+
     def _active_ids(self, device: str) -> list[str]:
         summaries = list_runs(self.runs_dir)
         return [a.run_id for a in self._active(summaries) if a.device == device]

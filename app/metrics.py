@@ -213,7 +213,11 @@ class RunCharts:
         for name, series in (("loss", "loss"), ("loss_ema", "loss EMA")):
             if _finite(getattr(record, name)):
                 rows["loss"].append({"step": step, "value": getattr(record, name), "series": series})
-        if _finite(record.peak_mem_mb):
+        if record.peak_mem_ranks_mb:  # GPU/Ascend: the largest device's peak, each rank's on hover
+            rows["memory"].append({"step": step, "value": record.peak_mem_mb, "series": "peak MB, largest device"})
+            for rank, value in enumerate(record.peak_mem_ranks_mb):
+                rows["memory"].append({"step": step, "value": value, "series": f"rank {rank}"})
+        elif _finite(record.peak_mem_mb):
             rows["memory"].append({"step": step, "value": record.peak_mem_mb / max(self.workers, 1),
                                    "series": "peak MB per worker"})
         for chart, (name, series) in _TRAIN_SERIES.items():

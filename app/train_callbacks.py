@@ -653,6 +653,11 @@ def dry_run(values: Mapping[str, Any], console: Console, runner=subprocess.run,
         refused = DryRun(error=text("dry.fix_first", "en"))
         return refused, dry_run_html(refused, None, lang=lang)
     config = check.config
+    try:  # on GPU/Ascend the device a launch would get now, not device 0 (which a run may hold)
+        device_env = console.jobs.dry_run_env(config.parallel.device)
+    except launcher.LaunchError as err:
+        refused = DryRun(error=str(err))
+        return refused, dry_run_html(refused, None, lang=lang)
     with tempfile.TemporaryDirectory(prefix="mindtune-dry-run-config-") as folder:
         path = Path(folder) / "config.yaml"
         path.write_text(config.to_yaml(), encoding="utf-8")
@@ -660,7 +665,7 @@ def dry_run(values: Mapping[str, Any], console: Console, runner=subprocess.run,
         try:
             result = run_with_ticks(lambda: runner(dry_run_argv(path), cwd=launcher.REPO_ROOT, capture_output=True,
                                                    text=True, timeout=DRY_RUN_TIMEOUT_S,
-                                                   env={**os.environ, "GLOG_v": "3"}), on_wait)
+                                                   env={**os.environ, "GLOG_v": "3", **device_env}), on_wait)
         except subprocess.TimeoutExpired:
             measured = DryRun(error=text("dry.timeout", "en").format(s=DRY_RUN_TIMEOUT_S))
         except OSError as err:

@@ -547,7 +547,8 @@ class ParallelSettings(_Section):
     """Devices and data parallelism (msrun workers)."""
     KEY: ClassVar[str] = "parallel"
     data_parallel: int = _field(1, "data-parallel workers", ge=1)
-    optimizer_shard: bool = _field(False, "shard optimizer state across workers (Ascend only)")
+    optimizer_shard: bool = _field(False, "shard optimizer state across workers: not supported (must stay false; "
+                                          "see the guide's Devices section)")
     device: Literal["cpu", "gpu", "ascend"] = _field("cpu", "MindSpore device target")
     hang_timeout_s: float = _field(120.0, "fail the run when a worker makes no step progress for this long (s)",
                                    gt=0)
@@ -906,16 +907,23 @@ def _cross_field_problems(c: Config) -> list[Problem]:
                                 "full fine-tuning on the CPU trains every weight, and MindSpore's CPU kernels "
                                 "have no bf16 compute, so the master weights must be float32: use model.dtype "
                                 "float32 (a bf16 checkpoint loads exactly), or method lora (the frozen base "
-                                "weights then stay bf16), or parallel.device gpu/ascend"))
+                                "weights then stay bf16)"))
+    elif c.model.dtype == "bfloat16" and c.method == "full":
+        # nn.Adam updates in float32 but writes the result back into the bf16 parameter
+        # (mindspore/nn/optim/adam.py, _update_run_op: param_fp32 ... assign), so every update
+        # smaller than bf16's precision of the weight is lost: no float32 master weights
+        problems.append(Problem("model.dtype", "bfloat16",
+                                "full fine-tuning would keep the trained weights in bf16 (MindSpore's nn.Adam writes "
+                                "each update back into a bf16 parameter, losing the small ones); keep float32 master "
+                                "weights with bf16 compute: model.dtype float32 (a bf16 checkpoint loads exactly) "
+                                "with precision.amp_level O2 and precision.compute_dtype bfloat16, or method lora"))
     if c.frozen_weights_16bit and p.amp_level != "O0":
         problems.append(Problem("precision.amp_level", p.amp_level,
                                 f"with LoRA on the CPU, model.dtype {c.model.dtype} keeps the frozen base weights "
                                 "in 16 bits and computes in float32; AMP would compute in float16 instead (slower "
                                 "on the CPU): use amp_level O0, or model.dtype float32 with AMP"))
-    if c.parallel.optimizer_shard and c.parallel.device != "ascend":
-        problems.append(Problem("parallel.optimizer_shard", True,
-                                f"MindSpore's parallel optimizer is Ascend-only (device is "
-                                f"{c.parallel.device!r}); set it to false or use parallel.device=ascend"))
+    if c.parallel.optimizer_shard:
+        problems.append(Problem("parallel.optimizer_shard", True, OPTIMIZER_SHARD_REFUSAL))
     launch = c.launch
     if launch.backend == "slurm" and launch.nodes * launch.workers_per_node != c.parallel.data_parallel:
         problems.append(Problem("launch.nodes", launch.nodes,
@@ -943,6 +951,20 @@ def _preference_problems(c: Config) -> list[Problem]:
         problems.append(Problem("preference.reference", "adapter_off", "needs method lora (full fine-tuning has no "
                                 "adapter to switch off): use frozen_copy or auto"))
     return problems
+
+
+# Why parallel.optimizer_shard is refused (issue 30, item 2). MindSpore shards optimizer state only
+# through its parallel optimizer (set_auto_parallel_context(enable_parallel_optimizer=True)), which
+# supports Lamb, AdamWeightDecay and AdaFactor on Ascend in data-parallel mode
+# (mindspore/nn/optim/optimizer.py: "parallel optimizer only support optimizer 'Lamb' and
+# 'AdamWeightDecay' and 'AdaFactor'"; mindspore/context.py). This engine trains with nn.Adam, whose bias
+# correction AdamWeightDecay lacks (core.train_step.adamw: without it a LoRA fine-tune stalled,
+# measured), so sharding would mean a different, worse optimizer; and nothing here could check it.
+OPTIMIZER_SHARD_REFUSAL = (
+    "not supported: MindSpore shards optimizer state only for Lamb/AdamWeightDecay/AdaFactor (its parallel "
+    "optimizer, Ascend data parallel), and this engine's optimizer is nn.Adam with bias correction, which "
+    "AdamWeightDecay lacks (without it fine-tunes stalled); set it to false. To save memory use method lora, "
+    "recompute.policy full or a smaller train.micro_batch_size")
 
 
 @functools.cache

@@ -703,6 +703,21 @@ def plan_launches(queued: Sequence[QueuedRun], active: Sequence[ActiveRun], slot
     return launches
 
 
+def dry_run_env(device: str, active: Sequence[ActiveRun], slots: DeviceSlots) -> dict[str, str]:
+    """The environment of a dry run (`core.dry_run`, one worker) on `device`: the device id a
+    one-worker run launched now would get (`plan_launches`), so a dry run never lands on a device
+    a run holds ({} on the CPU, or where no ids are configured). LaunchError when every id is held."""
+    if device == "cpu" or not slots.ids(device):
+        return {}
+    probe = QueuedRun("dry-run", device, 1, 0.0)
+    plans = plan_launches([probe], active, DeviceSlots(slots.device_ids))  # the run cap does not apply
+    if not plans:
+        held = ", ".join(run.run_id for run in active if run.device == device)
+        raise LaunchError(f"every {device} device ({', '.join(map(str, slots.ids(device)))}) is held by a run "
+                          f"({held}); check memory when one is free")
+    return device_env(device, plans[0].device_ids)
+
+
 def device_env(device: str, device_ids: Sequence[int]) -> dict[str, str]:
     """The environment that confines a run's workers to its device ids ({} on the CPU)."""
     name = VISIBLE_DEVICES_ENV.get(device)

@@ -9,8 +9,8 @@ run as `core.config.Config`. Everything is per worker, in MB (2**20 bytes):
   every call (O1: `nn.Dense`, LoRA layers included; O2: everything outside the norm black list),
   and each cast copy lives until the backward pass has used it, so it counts once.
 - gradients: one float32 buffer per trainable parameter (LoRA: the adapters; full: every weight).
-- optimizer: AdamW's two float32 moments per trainable parameter and its step counter. Sharding
-  them across workers (`parallel.optimizer_shard`) is Ascend-only.
+- optimizer: AdamW's two float32 moments per trainable parameter and its step counter, on every
+  worker (`parallel.optimizer_shard` is refused: see core.config.OPTIMIZER_SHARD_REFUSAL).
 - activations: one micro batch's forward and backward. Counted in units of the tensor shapes this
   architecture makes (`activation_units`): hidden states B·T·h, key/value heads B·T·kv, SwiGLU
   B·T·intermediate, attention scores B·heads·T·T (softmax in float32), logits B·T·vocab in float32
@@ -82,6 +82,7 @@ import math
 from dataclasses import dataclass, field
 
 from core import fused
+from core.device_paths import LOSS_CHUNK_TOKENS, attention_dtype, attention_path, head_in_loss
 from core.config import Config
 from core.model_args import ModelArgs, match_lora_targets
 
@@ -348,6 +349,43 @@ def head_loss_on_hidden(config: Config, args: ModelArgs, lora: dict) -> bool:
     return config.frozen_weights_16bit and args.final_softcap is None and "lm_head" not in lora
 
 
+def device_activation_units(config: Config, args: ModelArgs, seq_len: int, lora: dict,
+                            units: dict[str, float]) -> tuple[dict[str, float], float, list[str]]:
+    """`activation_units` as a GPU/Ascend worker makes them, by the paths core.device_paths chooses
+    (and core.devices runs): FlashAttentionScore keeps no scores; composed attention keeps its
+    softmax per layer plus one float32 (B, 1, T, T) mask per distinct window (not broadcast to the
+    heads); the chunked loss keeps no logits when the head runs inside it, and a (chunk, vocab)
+    float32 workspace (logits, softmax, one-hot) either way. Returns the units, the extra bytes
+    (masks, workspace) and a note per path."""
+    device, batch = config.parallel.device, config.train.micro_batch_size
+    units = dict(units)
+    dtype = attention_dtype(config.precision.amp_level, config.precision.compute_dtype, config.compute_dtype)
+    needs = {}
+    if args.attn_softcap is not None:
+        needs["softcap"] = args.attn_softcap
+    windows = {args.layer_window(n) for n in range(args.num_layers)}
+    if windows != {None}:
+        needs["window"] = True
+    path, why = attention_path(device, dtype, needs, config.data.packing)
+    extra = 0.0
+    if path == "flash":
+        units["scores"] = 0.0
+        notes = [f"{device} attention: FlashAttentionScore, causal mode: no score or mask tensors"]
+    else:
+        extra += len(windows) * batch * seq_len * seq_len * FP32
+        notes = [f"{device} attention composed ({why}): softmax per layer, one (B, 1, T, T) float32 mask "
+                 "per window, not broadcast to the heads"]
+    rows = min(LOSS_CHUNK_TOKENS, batch * seq_len)
+    extra += 3 * rows * args.vocab_size * FP32
+    if head_in_loss(device, args.final_softcap, "lm_head" in lora, False):
+        units["logits"] = 0.0
+        notes.append(f"{device} loss: LM head and cross-entropy in chunks of {LOSS_CHUNK_TOKENS} tokens, no logits")
+    else:
+        notes.append(f"{device} loss: cross-entropy in chunks of {LOSS_CHUNK_TOKENS} tokens on the logits "
+                     "(no full softmax or one-hot)")
+    return units, extra, notes
+
+
 def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
                     device_memory_mb: float | None = None) -> MemoryEstimate:
     """Memory per worker for `config` on a model of `model_args`, every batch padded to `seq_len`
@@ -381,9 +419,11 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
                          "more on GPU/Ascend")
     else:  # the composed experts (core/moe.py): the grouped kernel is the CPU's
         units = activation_units(args, config.train.micro_batch_size, seq_len, lora, grouped_experts=False)
-        activations = textbook_activation_bytes(config, args, units, _element_bytes(config))
+        units, extra, path_notes = device_activation_units(config, args, seq_len, lora, units)
+        activations = textbook_activation_bytes(config, args, units, _element_bytes(config)) + extra
         runtime = GPU_RUNTIME_MB * MB
         notes.append(f"{device}: activations are textbook figures, not measured on such a device")
+        notes += path_notes
     reference, rows = _preference_terms(config, args, notes)
     weights += reference
     activations *= rows
@@ -393,8 +433,6 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
                      "at every call (no persistent copy); the cast copies are counted with the weights")
     if config.train.grad_accum_steps > 1:
         notes.append("gradient accumulation holds a second float32 gradient buffer (the running sum)")
-    if config.parallel.optimizer_shard and device == "ascend" and config.parallel.data_parallel > 1:
-        optimizer /= config.parallel.data_parallel
 
     mb = [weights / MB, gradients / MB, optimizer / MB, activations / MB, runtime / MB]
     total = sum(mb)
@@ -449,9 +487,7 @@ def _parallel_notes(config: Config) -> list[str]:
     p = config.parallel
     if p.data_parallel == 1:
         return []
-    if p.optimizer_shard and p.device == "ascend":
-        return [f"optimizer state sharded across {p.data_parallel} workers"]
-    return [f"each of the {p.data_parallel} workers holds all of this (optimizer sharding is Ascend-only)"]
+    return [f"each of the {p.data_parallel} workers holds all of this (the optimizer state is not sharded)"]
 
 
 def _amp_copies(config: Config, args: ModelArgs, lora: dict[str, tuple[int, int]]) -> float:

@@ -26,6 +26,8 @@ from mindspore.common.initializer import Initializer, Normal, initializer
 
 from core.model_args import (ARCHITECTURES, PROJECTION_NAMES, ModelArgs, ModelConfigError,  # noqa: F401
                              rope_attention_factor, rope_inverse_frequencies, rope_long_after)
+from core import devices
+from core.device_paths import explicit_broadcasts
 from core.ops import MASK_MIN, LastAxisMean, Softmax, apply_rotary, full, gelu_tanh, rope_table, soft_cap
 
 DTYPES = {"float32": ms.float32, "float16": ms.float16, "bfloat16": ms.bfloat16}
@@ -231,6 +233,7 @@ class Attention(nn.Cell):
         self.bmm = ops.BatchMatMul()
         self.softmax = Softmax()
         self.fused = None  # core.fused: the CPU kernel for the full-sequence forward (see kernel_needs)
+        self.explicit_broadcast = explicit_broadcasts(devices.target())  # core.ops.full: the CPU only
 
     def kernel_needs(self) -> dict:
         """What this layer asks of a fused attention kernel beyond causal softmax(q·kᵀ/√D + mask)·v
@@ -249,7 +252,9 @@ class Attention(nn.Cell):
         return needs
 
     def uses_kernel(self, dtype) -> bool:
-        return self.fused is not None and dtype == ms.float32
+        """Whether the fused op runs for inputs of `dtype`: core.fused's in float32, a device's in
+        the dtypes it lists (`core.devices.FlashAttention.dtypes`)."""
+        return self.fused is not None and dtype in getattr(self.fused, "dtypes", (ms.float32,))
 
     def project(self, x):
         """x (B, T, hidden) -> q (B, T, H·D), k and v (B, T, KV·D)."""
@@ -299,7 +304,7 @@ class Attention(nn.Cell):
         s = k.shape[2]
         q = (q * self.scale).reshape(b, self.num_kv_heads, self.n_rep * t, self.head_dim)
         scores = self.bmm_bt(q, k).reshape(b, self.num_heads, t, s)  # (B, H, T, S)
-        if expand:
+        if expand and self.explicit_broadcast:
             mask = full(mask, scores.shape)
         scores = ops.cast(scores, ms.float32)  # capped, masked and normalised in float32, as in HF eager
         if self.softcap is not None:
@@ -455,6 +460,9 @@ class CausalLM(nn.Cell):
         self.num_heads, self.head_dim, self.rotary_dim = args.num_heads, args.head_dim, args.rotary_dim
         self.same_kv_heads = args.num_kv_heads == args.num_heads
         self.fused_attention = False  # set by use_kernels: some layer's attention runs the kernel
+        self.mask_free = False  # set by use_kernels: every layer's kernel masks causally by itself (no mask)
+        # core.ops.full's broadcasts are a CPU workaround; on devices the (B|1, 1, T, S) mask stays that shape
+        self.explicit_broadcast = explicit_broadcasts(devices.target())
         self.fused_loss = None  # set by use_kernels: the cross-entropy kernel (core.train_step)
         # True: construct returns (logits, the sparse layers' router logits (B·T, experts) each), for
         # the router's load-balancing loss in training (core.train_step); compiled graphs keep the value
@@ -540,11 +548,15 @@ class CausalLM(nn.Cell):
         if segment_ids is not None:
             key_valid = ops.logical_and(key_valid, segment_ids != 0)
         tables = self.rope(positions, x.dtype)
-        masks = [self.attention_mask(index, key_valid, window, positions, positions, segment_ids)
-                 for window in self.windows]
+        if self.mask_free:  # core.devices.FlashAttention: the kernel's causal mode, no mask tensor
+            masks = [None for _ in self.windows]
+        else:
+            masks = [self.attention_mask(index, key_valid, window, positions, positions, segment_ids)
+                     for window in self.windows]
         # broadcast once here rather than in every layer (see core.ops.full); with grouped-query
-        # attention the layers broadcast cos/sin to the query and key shapes themselves
-        if not self.fused_attention:  # the fused kernel reads the mask and the tables as they are
+        # attention the layers broadcast cos/sin to the query and key shapes themselves. The CPU
+        # only: on devices a (B, H, T, T) mask held across the layers is what must not exist.
+        if not self.fused_attention and self.explicit_broadcast:  # the kernel reads them as they are
             if self.same_kv_heads:
                 shape = (b, self.num_heads, t, self.rotary_dim)
                 tables = [(full(cos, shape), full(sin, shape)) for cos, sin in tables]
@@ -665,6 +677,8 @@ class CausalLM(nn.Cell):
                 self.fused_loss = loss()
                 composed[f"final-logit soft-cap: {exc}"] = []
         self.fused_attention = any(layer.self_attn.fused is not None for layer in self.model.layers)
+        self.mask_free = all(layer.self_attn.fused is not None and not getattr(layer.self_attn.fused, "needs_mask", True)
+                             for layer in self.model.layers)
         return [f"{why} (layers {_ranges(layers)})" if layers else why for why, layers in composed.items()]
 
 

@@ -12,6 +12,13 @@ from mindspore import Tensor, nn, ops
 MASK_MIN = float(np.finfo(np.float32).min)  # masked scores: finite, so a fully masked row stays finite
 
 
+def _matmul_reductions() -> bool:
+    """Whether this process's device takes the MatMul workaround (read when a cell is built)."""
+    from core.device_paths import matmul_reductions
+    from core.devices import target
+    return matmul_reductions(target())
+
+
 def full(x, shape):
     """`x` broadcast to `shape` as a tensor of its own, before it meets a tensor of that shape.
     MindSpore 2.10's CPU kernels for a binary op whose inputs differ in shape (Mul, Add, Sub, ...)
@@ -29,15 +36,18 @@ class LastAxisMean(nn.Cell):
     """Mean over the last axis, keeping it (x (..., n) -> (..., 1)). In float32 it is a MatMul
     against a 1/n column: MindSpore's CPU ReduceMean (and its gradient) over the hidden axis cost
     ~4x more inside the train step. Under AMP, MindSpore casts a MatMul's inputs to the compute
-    dtype, so a float16 input takes ReduceMean and the mean stays in float32 when x is."""
+    dtype, so a float16 input takes ReduceMean and the mean stays in float32 when x is.
+    On GPU/Ascend ReduceMean always (`core.device_paths.matmul_reductions`): Ascend's default
+    precision mode may run a float32 MatMul in float16, where a mean of squares can overflow."""
 
     def __init__(self, width: int):
         super().__init__()
         self.matmul = ops.MatMul()
         self.column = Tensor(np.full((width, 1), 1.0 / width, np.float32))  # (n, 1)
+        self.by_matmul = _matmul_reductions()
 
     def construct(self, x, x_is_float32):
-        if x_is_float32:
+        if x_is_float32 and self.by_matmul:
             return self.matmul(x.reshape(-1, x.shape[-1]), self.column).reshape(x.shape[:-1] + (1,))
         return ops.mean(x, -1, keep_dims=True)
 
@@ -45,11 +55,14 @@ class LastAxisMean(nn.Cell):
 class Softmax(nn.Cell):
     """Softmax over the last axis; its backward, (dy − Σ dy·y)·y, takes the row sums as one MatMul
     against a ones column: MindSpore's CPU ReduceSum over a short last axis was the slowest part
-    of the attention backward (profiled: ~3× the MatMul)."""
+    of the attention backward (profiled: ~3× the MatMul). On GPU/Ascend a ReduceSum (see
+    LastAxisMean)."""
 
     def __init__(self):
         super().__init__()
         self.softmax, self.matmul, self.ones, self.reshape = ops.Softmax(-1), ops.MatMul(), ops.Ones(), ops.Reshape()
+        self.reduce_sum = ops.ReduceSum(keep_dims=True)
+        self.by_matmul = _matmul_reductions()
 
     def construct(self, x):
         return self.softmax(x)
@@ -57,8 +70,11 @@ class Softmax(nn.Cell):
     def bprop(self, x, out, dout):
         # primitives only: functional ops inside a bprop fail to compile under jit (MindSpore 2.10)
         width = x.shape[-1]
-        prod = self.reshape(out * dout, (-1, width))
-        row_sum = self.reshape(self.matmul(prod, self.ones((width, 1), prod.dtype)), x.shape[:-1] + (1,))
+        if self.by_matmul:
+            prod = self.reshape(out * dout, (-1, width))
+            row_sum = self.reshape(self.matmul(prod, self.ones((width, 1), prod.dtype)), x.shape[:-1] + (1,))
+        else:
+            row_sum = self.reduce_sum(out * dout, -1)
         return ((dout - full(row_sum, dout.shape)) * out,)
 
 

@@ -18,9 +18,13 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from core.device_paths import profiler_activities
 from core.rundir import ProfiledOperator, ProfileSummary, RunDir
 
 DETAIL_GLOB = "*/FRAMEWORK/cpu_op_detail_info_*.csv"
+# Ascend: the device kernels' table (mindspore/profiler/analysis/viewer/ascend_kernel_details_viewer.py:
+# columns "Name", "Type", "Duration(us)"); MindSpore writes no CPU tables when the target is not the CPU
+KERNEL_GLOB = "*/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
 TRACE_GLOB = "*/ASCEND_PROFILER_OUTPUT/trace_view.json"
 TOP = 15
 BACKWARD, FORWARD = "backward", "forward + update"
@@ -31,8 +35,9 @@ class StepProfiler:
     optimizer steps), on the main rank only, into the run's profile folder; writes its summary
     when it stops. Inactive when `steps` is None or this is not the main rank."""
 
-    def __init__(self, steps: list[int] | None, run: RunDir, is_main: bool):
+    def __init__(self, steps: list[int] | None, run: RunDir, is_main: bool, device: str = "cpu"):
         self.steps = steps if is_main else None
+        self.device = device
         self.run = run
         self.folder = run.profile_dir
         self._profiler = None
@@ -44,7 +49,8 @@ class StepProfiler:
             return
         from mindspore.profiler import ProfilerActivity, profile, tensorboard_trace_handler
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._profiler = profile(activities=[ProfilerActivity.CPU],
+        activities = [ProfilerActivity[name] for name in profiler_activities(self.device)]
+        self._profiler = profile(activities=activities,
                                  on_trace_ready=tensorboard_trace_handler(str(self.folder)))
         self._profiler.start()
 
@@ -79,6 +85,14 @@ def summarize(folder: Path, steps: list[int]) -> ProfileSummary:
                 entry = totals.setdefault((row["op_type"], phase), [0.0, 0])
                 entry[0] += float(row["op_total_time(ms)"])
                 entry[1] += int(row["op_occurrences"])
+    devices = sorted(folder.glob(KERNEL_GLOB))
+    for table in devices:  # one row per kernel launch
+        with open(table, newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                phase = BACKWARD if row["Name"].startswith("Gradients/") or "/Gradients/" in row["Name"] else FORWARD
+                entry = totals.setdefault((row["Type"], phase), [0.0, 0])
+                entry[0] += float(row["Duration(us)"]) / 1000.0
+                entry[1] += 1
     total = sum(ms for ms, _ in totals.values())
     phases = {phase: round(sum(v[0] for (_, p), v in totals.items() if p == phase), 3) for phase in (FORWARD, BACKWARD)}
     top = sorted(totals.items(), key=lambda item: -item[1][0])[:TOP]
@@ -87,9 +101,12 @@ def summarize(folder: Path, steps: list[int]) -> ProfileSummary:
         top=[ProfiledOperator(op_type=op, phase=phase, ms=round(ms, 3), share=round(ms / total, 4) if total else 0.0,
                               calls=calls) for (op, phase), (ms, calls) in top],
         files=[str(p.relative_to(folder)) for p in sorted(folder.glob(TRACE_GLOB))] +
-              [str(p.relative_to(folder)) for p in sorted(folder.glob(DETAIL_GLOB))],
-        note="CPU kernels as MindSpore's profiler timed them; 'Custom' are mindtune's fused kernels "
-             "(attention, norms, gates, loss, LoRA).",
+              [str(p.relative_to(folder)) for p in sorted(folder.glob(DETAIL_GLOB))] +
+              [str(p.relative_to(folder)) for p in devices],
+        note=("Ascend kernels (kernel_details.csv) and host-side CPU kernels as MindSpore's profiler timed them."
+              if devices else
+              "CPU kernels as MindSpore's profiler timed them; 'Custom' are mindtune's fused kernels "
+              "(attention, norms, gates, loss, LoRA)."),
     )
 
 

@@ -255,6 +255,29 @@ def oom_evidence(before: dict, after: dict, last_rss: int | None) -> str | None:
 
 # ---- verdicts ---------------------------------------------------------------------------------------
 
+# What MindSpore 2.10's device allocators put in the RuntimeError they raise when device memory runs
+# out (read from the wheel's libmindspore_ms_backend.so / libmindspore_memory_pool.so /
+# libmindspore_hardware_abstract.so strings): "Device(id:0) memory isn't enough and alloc failed,
+# kernel name: ..., alloc size: ...", "Memory not enough: ...", "Allocate memory failed ...".
+DEVICE_OOM_MARKERS = ("memory isn't enough", "memory not enough", "allocate memory failed", "out of memory",
+                      "malloc device memory failed")
+
+
+def device_oom_reason(exc: BaseException, device: str, figures: str = "") -> str | None:
+    """The `oom` account of an exception a GPU/Ascend worker raised, or None when it is not a device
+    out-of-memory (on the CPU a MemoryError is the only one, handled by the worker). `figures`: the
+    device allocator's peak and total (core.devices.memory_figures)."""
+    if device == "cpu" or isinstance(exc, MemoryError) or not isinstance(exc, RuntimeError):
+        return None
+    text = str(exc)
+    lowered = text.lower()
+    if not any(marker in lowered for marker in DEVICE_OOM_MARKERS):
+        return None
+    line = next((ln.strip() for ln in text.splitlines() if any(m in ln.lower() for m in DEVICE_OOM_MARKERS)),
+                text.strip())
+    return (f"out of {device} memory: {line[:300]}" + (f" ({figures})" if figures else ""))
+
+
 def log_of(run: RunDir, rank: int, world: int) -> Path:
     """Where a rank's output goes: msrun's per-worker log for a data-parallel run, else train.log."""
     return run.worker_log(rank) if world > 1 else run.log_path

@@ -397,7 +397,8 @@ class TrainRecord(MetricRecord):
     loss_scale: float | None = None
     tokens_per_s: float | None = None
     step_time_s: float | None = None
-    peak_mem_mb: float | None = None     # summed over the workers
+    peak_mem_mb: float | None = None     # CPU: summed over the workers; GPU/Ascend: the largest device's
+    peak_mem_ranks_mb: list[float] | None = None  # GPU/Ascend with several ranks: each rank's peak
     overflow_steps: int | None = None
     epoch: int | None = None
     total_steps: int | None = None

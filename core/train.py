@@ -32,16 +32,16 @@ import mindspore as ms
 from mindspore import Tensor, amp, nn, ops
 
 from core import checkpoint as ckpt
-from core import launcher, ranks
+from core import devices, launcher, ranks
 from core.checkpoint import CheckpointError, load_hf_model
 from core.config import Config, ConfigError, EarlyStoppingSettings, describe_fields, load_config
 from core.config import Problem as ConfigProblem
 from core.data import (DataError, BatchIterator, check_explicit_format, eval_batches, load_splits, packed_length,
                        padded_length)
-from core.fused import enable as enable_fused_kernels
 from core.generation_metrics import GenerationScores, score_generations
 from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
+from core.device_paths import peak_over_ranks
 from core.memory import recomputed_layers
 from core.model import recompute_blocks, share_layer_graphs, use_amp_o1
 from core.profiling import StepProfiler, profile_message
@@ -238,7 +238,8 @@ class Trainer:
         # the CPU's fused kernels for attention, norms, MLP gates and the loss (float32: AMP keeps the
         # composed ops), their threads split between the data-parallel workers msrun starts here
         threads = max(1, len(os.sched_getaffinity(0)) // self.cluster.world)
-        kernels = enable_fused_kernels(self.model, threads, cfg.precision.amp_level)
+        kernels = devices.enable_kernels(self.model, threads, cfg.precision.amp_level, cfg.data.packing,
+                                         cfg.precision.compute_dtype)
         layer_graphs = share_layer_graphs(self.model)  # compile time: one graph per kind of layer
         frozen = None
         if cfg.frozen_weights_16bit:
@@ -283,6 +284,9 @@ class Trainer:
             setup_s=round(time.time() - t0, 2)))
         for warning in stats.warnings():  # fields the data format does not read: reported, never dropped silently
             self.event(EventRecord(event="warning", message=warning))
+        fit = devices.fit_warning(cfg, self.model.args, self.length)  # GPU/Ascend: the estimate vs the device
+        if fit:
+            self.event(EventRecord(event="warning", message=fit))
 
     def _router_aux_loss_coef(self) -> float:
         """The weight of the router's load-balancing loss: 0 unless `train.router_aux_loss` (off by
@@ -633,14 +637,25 @@ class Trainer:
         tokens = sum(o["tokens"] for o in window) * self.cluster.world
         seconds = sum(o["step_time_s"] for o in window)
         self.tokens_per_s_history.append(tokens / max(seconds, 1e-9))
-        memory = self.cluster.sum([peak_memory_mb(self.cfg.parallel.device)])[0]
+        memory, per_rank = self.peak_memory()
         self.emit(TrainRecord(
             loss=out["loss"], loss_ema=self.state.loss_ema,
             lr=lr_at(self.schedule, max(int(self.optimizer.global_step.asnumpy().reshape(-1)[0]) - 1, 0)),
             grad_norm=out["grad_norm"], loss_scale=out["loss_scale"], tokens_per_s=tokens / max(seconds, 1e-9),
-            step_time_s=seconds / len(window), peak_mem_mb=round(memory, 1),
+            step_time_s=seconds / len(window), peak_mem_mb=round(memory, 1), peak_mem_ranks_mb=per_rank,
             overflow_steps=self.state.overflow_steps, epoch=self.batches.epoch, total_steps=self.total_steps,
             aux_loss=out.get("aux_loss")))
+
+    def peak_memory(self) -> tuple[float, list[float] | None]:
+        """The run's peak memory as the Monitor shows it (core.device_paths.peak_over_ranks: the
+        ranks' sum on the CPU, the largest device's elsewhere) and, on devices with several ranks,
+        each rank's peak (None otherwise)."""
+        device = self.cfg.parallel.device
+        mine = [0.0] * self.cluster.world
+        mine[self.cluster.rank] = peak_memory_mb(device)
+        per_rank = self.cluster.sum(mine)
+        shown = peak_over_ranks(device, per_rank)
+        return shown, ([round(v, 1) for v in per_rank] if device != "cpu" and self.cluster.world > 1 else None)
 
     def run_eval(self) -> bool:
         """Evaluate, log, checkpoint the best; True when early stopping says stop."""
@@ -664,7 +679,7 @@ class Trainer:
         cfg = self.cfg
         window, consecutive = [], 0
         self.model.set_train(True)
-        profiler = StepProfiler(cfg.train.profile_steps, self.run, self.cluster.is_main)
+        profiler = StepProfiler(cfg.train.profile_steps, self.run, self.cluster.is_main, cfg.parallel.device)
         while self.state.step < self.total_steps:
             if self.poll_control():
                 self.heartbeat.beat(self.state.step, "save")
@@ -820,10 +835,11 @@ def run_worker(run_dir: str) -> int:
     run = RunDir(run_dir)
     if os.environ.get("MS_ROLE") == "MS_SCHED":
         return run_scheduler(run)
-    cluster = None
+    cluster = config = None
     try:
         config = load_config(run.config_path)
         use_device(config.parallel.device)
+        devices.check_bf16(config)  # bf16 on a device without it (Ascend 910A): refused by name
         cluster = Cluster(config.parallel.data_parallel)
         trainer = Trainer(config, run, cluster)
         signal.signal(signal.SIGTERM, lambda *_: setattr(trainer, "stop_signal", True))
@@ -848,7 +864,12 @@ def run_worker(run_dir: str) -> int:
         return 1
     except Exception as exc:  # noqa: BLE001 — every crash must end in a readable status
         traceback.print_exc()
-        _fail(run, cluster, f"worker crashed: {type(exc).__name__}: {exc}", "crash")
+        device = config.parallel.device if config is not None else "cpu"
+        oom = ranks.device_oom_reason(exc, device, devices.memory_figures() if device != "cpu" else "")
+        if oom is not None:
+            _fail(run, cluster, f"{oom}. {OOM_ADVICE}", "oom")
+        else:
+            _fail(run, cluster, f"worker crashed: {type(exc).__name__}: {exc}", "crash")
         return 1
 
 

@@ -14,6 +14,8 @@ import mindspore as ms
 from mindspore import Parameter, Tensor, amp, nn, ops
 from mindspore.nn.learning_rate_schedule import LearningRateSchedule
 
+from core import devices
+from core.device_paths import matmul_reductions
 from core.model import full
 from core.moe import LoadBalancingLoss
 
@@ -201,10 +203,18 @@ def _decayed(factor, param):
     return ops.assign(param, param * ops.cast(factor, param.dtype))
 
 
-def global_norm(grads):
-    """sqrt(Σ g²) over every gradient. Each squared norm is a (1, n)·(n, 1) MatMul: on the CPU
-    that ran ~3× faster than Square + ReduceSum (measured on a 1536×512 gradient)."""
-    return ops.sqrt(_ADD_N(_MAP(_squared_norm, grads))).reshape(())
+def _squared_sum(grad):
+    return ops.square(ops.cast(grad, ms.float32)).sum().reshape(1, 1)
+
+
+def global_norm(grads, by_matmul: bool = True):
+    """sqrt(Σ g²) over every gradient. On the CPU each squared norm is a (1, n)·(n, 1) MatMul: it
+    ran ~3× faster than Square + ReduceSum (measured on a 1536×512 gradient). On devices
+    (`by_matmul` False, core.device_paths.matmul_reductions) Square + ReduceSum: Ascend's default
+    precision mode may run that float32 MatMul in float16, and a sum of squares overflows there."""
+    if by_matmul:
+        return ops.sqrt(_ADD_N(_MAP(_squared_norm, grads))).reshape(())
+    return ops.sqrt(_ADD_N(_MAP(_squared_sum, grads))).reshape(())
 
 
 class TrainStep:
@@ -233,6 +243,10 @@ class TrainStep:
         self.max_grad_norm = float(max_grad_norm) if max_grad_norm else 0.0
         self.loss_scaler = loss_scaler
         self.grad_reducer = grad_reducer
+        # data parallel with loss scaling: every rank skips or takes a step together (core.devices)
+        self.flag_reducer = (devices.overflow_reducer(2) if grad_reducer is not None and loss_scaler is not None
+                             else None)
+        self.norm_by_matmul = matmul_reductions(devices.target())
         self.loss = loss_cell(model)
         self.on_hidden = head_on_hidden(model)
         self._grad_fn = ms.value_and_grad(self._scaled_loss, None, weights=params, has_aux=True)
@@ -276,11 +290,13 @@ class TrainStep:
             grads = self.grad_reducer(grads)
         if self.loss_scaler is not None:
             grads = self.loss_scaler.unscale(grads)
-        norm = global_norm(grads)
+        norm = global_norm(grads, self.norm_by_matmul)
         # fp16: every gradient checked (an overflow is expected and skipped); fp32: an inf or NaN
         # in any gradient makes the norm non-finite, so the norm alone decides (one pass over all
         # gradients fewer per step; a finite gradient whose squares overflow float32 also counts).
         finite = amp.all_finite(grads) if self.loss_scaler is not None else ops.isfinite(norm)
+        if self.flag_reducer is not None:  # all_finite may read this device's status only (Ascend 910A)
+            finite = self.flag_reducer(finite)
         if self.max_grad_norm > 0:
             factor = ops.minimum(self.max_grad_norm / (norm + 1e-6), 1.0)
             grads = _MAP(ops.partial(_scaled, factor), grads)

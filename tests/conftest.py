@@ -22,6 +22,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than a few seconds (deselect with -m 'not slow')")
     config.addinivalue_line("markers", "slurm: needs the Slurm test cluster (scripts/slurm_cluster.sh; "
                             "tests/slurm_fixtures.py skips without it, or fails when MINDTUNE_REQUIRE_SLURM=1)")
+    config.addinivalue_line("markers", "device: needs a GPU or Ascend device (tests/device; skipped, with the "
+                            "reason, where MindSpore has none)")
 
 
 # Under .ci/run (MINDTUNE_REQUIRE_REFERENCES=1) a test that would skip because a reference package

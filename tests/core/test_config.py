@@ -353,11 +353,23 @@ def test_bf16_compute_on_cpu_is_rejected_with_advice():
     Config().with_updates({"precision.compute_dtype": "bfloat16"})
 
 
-def test_optimizer_shard_is_ascend_only():
-    err = updates_error({"parallel.optimizer_shard": True, "parallel.data_parallel": 2})
-    assert "Ascend" in err.errors["parallel.optimizer_shard"]
-    config = Config().with_updates({"parallel.optimizer_shard": True, "parallel.device": "ascend"})
-    assert config.parallel.optimizer_shard is True
+@pytest.mark.parametrize("device", ["cpu", "gpu", "ascend"])
+def test_optimizer_shard_is_refused_on_every_device_with_the_reason(device):
+    """Issue 30, item 2: MindSpore's parallel optimizer shards only Lamb/AdamWeightDecay/AdaFactor and
+    the engine trains with Adam; a setting that would only change the estimate is refused."""
+    err = updates_error({"parallel.optimizer_shard": True, "parallel.data_parallel": 2, "parallel.device": device})
+    message = err.errors["parallel.optimizer_shard"]
+    assert "AdamWeightDecay" in message and "bias correction" in message and "set it to false" in message
+
+
+def test_bf16_full_fine_tuning_is_refused_on_devices_with_the_mixed_precision_way():
+    """Issue 30, item 7: bf16 parameters would go to nn.Adam; fp32 master weights + bf16 compute is the way."""
+    for device in ("gpu", "ascend"):
+        err = updates_error({"model.dtype": "bfloat16", "method": "full", "parallel.device": device})
+        assert "master weights" in err.errors["model.dtype"] and "amp_level O2" in err.errors["model.dtype"]
+        Config().with_updates({"model.dtype": "float32", "method": "full", "parallel.device": device,
+                               "precision.amp_level": "O2", "precision.compute_dtype": "bfloat16"})
+        Config().with_updates({"model.dtype": "bfloat16", "method": "lora", "parallel.device": device})
 
 
 @pytest.mark.parametrize("max_steps,epochs", [(None, None), (100, 2.0)])

@@ -81,9 +81,10 @@ def test_lora_needs_less_than_full():
 
 def test_bf16_parameters_halve_weight_bytes():
     fp32 = estimate_memory(config(method="full", parallel={"device": "gpu"}), tiny_args(), seq_len=16)
-    bf16 = estimate_memory(config(method="full", model={"dtype": "bfloat16"}, parallel={"device": "gpu"}),
+    # (full fine-tuning in bf16 is refused, issue 30: float16 has the same two bytes)
+    half = estimate_memory(config(method="full", model={"dtype": "float16"}, parallel={"device": "gpu"}),
                            tiny_args(), seq_len=16)
-    assert bf16.weights_mb * 2 == fp32.weights_mb
+    assert half.weights_mb * 2 == fp32.weights_mb
     # LoRA adapters stay float32 whatever the base model's dtype.
     lora = estimate_memory(config(model={"dtype": "bfloat16"}, parallel={"device": "gpu"}), tiny_args(), seq_len=16)
     assert lora.weights_mb * MB == TOTAL_PARAMS * 2 + ADAPTERS_QV * 4
@@ -174,12 +175,8 @@ def test_cpu_workers_share_the_machine_memory():
 
 def test_notes_name_device_limits():
     dp = estimate_memory(config(parallel={"data_parallel": 2}), tiny_args(), seq_len=16)
-    assert any("Ascend-only" in n for n in dp.notes)
+    assert any("not sharded" in n for n in dp.notes)
     assert any("resident set" in n for n in dp.notes)
-    sharded = estimate_memory(config(parallel={"data_parallel": 2, "device": "ascend", "optimizer_shard": True}),
-                              tiny_args(), seq_len=16)
-    plain = estimate_memory(config(parallel={"data_parallel": 2, "device": "ascend"}), tiny_args(), seq_len=16)
-    assert sharded.optimizer_mb == pytest.approx(plain.optimizer_mb / 2)
 
 
 def test_device_memory_is_ram_on_cpu_and_unknown_elsewhere():
