@@ -118,7 +118,7 @@ def _wire_made_from(console: Console, runs: runs_tab.RunsTab, train: train_tab.T
     Train tab, which then highlights what the user changes and Start records where it came from."""
     keys = list(train.fields)
     outputs = [tabs, *[train.fields[k] for k in keys], train.out["reference"], train.out["reference_row"],
-               train.out["reference_banner"], runs.out["message"]]
+               train.out["reference_banner"], train.out["start_message"], runs.out["message"]]
 
     def fill(selected: list[str], step, language: str, request: gr.Request, fork: bool = False):
         if len(selected or []) != 1:
@@ -130,8 +130,9 @@ def _wire_made_from(console: Console, runs: runs_tab.RunsTab, train: train_tab.T
                                                              step=int(step) if fork else None)
         except (ValueError, OSError) as err:
             return [gr.skip()] * (len(outputs) - 1) + [f"⚠ {err}"]
+        # the previous launch's "✓ started …" is about another run: it goes (issue 31 item 4)
         return [gr.update(selected="train"), *[values.get(k, gr.skip()) for k in keys], reference.to_state(),
-                gr.update(visible=True), train_callbacks.reference_html(reference, language), ""]
+                gr.update(visible=True), train_callbacks.reference_html(reference, language), "", ""]
 
     def new_from(selected: list[str], step, language: str, request: gr.Request):
         return fill(selected, step, language, request)

@@ -308,6 +308,7 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
         if result.check.config is not None:
             errors.update(cb.fork_errors(result.check.config, reference))
         found = cb.form_changes(result.check.config, reference)
+        shown_yaml = cb.launch_config(result.check.config, reference).to_yaml() if result.check.config else result.yaml_text
         was = {k: f"{text('ref.was', language)} {show(v)}" for k, v in cb.changed_widgets(found).items()}
         shown = {k: [errors.get(k), was.get(k)] for k in fields if errors.get(k) or was.get(k)}
         old = data[previous_errors] or {}
@@ -317,7 +318,7 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
         shown["lang"] = language
         if not latest.current("refresh", data[stamp]):  # a newer one started meanwhile: it answers
             return [gr.skip()] * len(fast)
-        return [result.yaml_text, result.command, batch, batch, multihost,
+        return [shown_yaml, result.command, batch, batch, multihost,
                 data_callbacks.preview_view(values, console, language), shown, *updates,
                 cb.changes_html(found, reference, language)]
 
@@ -356,10 +357,14 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
     tab.out["details"] = (details, inputs, slow)
 
     def clear_reference():
-        return None, gr.update(visible=False), ""
+        """"Start fresh instead": the form the console opens with (not the run's values), and no
+        message of a previous launch."""
+        fresh = form.to_values(cb.starter_config(console))
+        return None, gr.update(visible=False), "", "", *[fresh.get(k, gr.skip()) for k in fields]
 
     tab.out["reference_clear"].click(clear_reference, None, [reference_state, tab.out["reference_row"],
-                                                             tab.out["reference_banner"]], **quiet)
+                                                             tab.out["reference_banner"], start_message,
+                                                             *fields.values()], **quiet)
 
     def check_memory(data: dict, progress=gr.Progress()):
         """Two training steps of the form's run in a subprocess: the measured peak beside the estimate."""

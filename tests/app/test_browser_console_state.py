@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.config import Config
+from core.config import Config, load_config
 from core.rundir import RunDir
 
 from tests.app.test_data_browser import PREVIEW_READY_JS, chat_rows, upload, write_jsonl
@@ -26,6 +26,7 @@ from tests.app.test_metrics import train
 pytest_plugins = ["tests.app.browser_fixtures"]
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_MS = float(os.environ.get("MINDTUNE_BROWSER_PHASE_TIMEOUT_S", 120)) * 1000
 UPLOADS = int(os.environ.get("MINDTUNE_UPLOAD_REPEATS", 6))
 SETTLE_S = 1.5  # after the preview answers: the form's own refresh has had time to land
@@ -132,11 +133,12 @@ def test_monitor_runs_and_layout_on_made_runs(console_server, browser, screensho
     the loss chart does. Item 8: ticks made in quick succession end on the comparison of the last
     selection. And the screenshots of Train, Monitor and Runs in both languages at 1366x900."""
     runs_dir = console_server.runs_dir
-    a = fake_run(runs_dir, "20261201-090000_tiny-demo_lora-r16_fp32_dp1", "finished", steps=20, **{"lora.rank": 16})
+    a = fake_run(runs_dir, "20261201-090000_tiny-demo_lora-r32_fp32_dp1", "finished", steps=20, **{"lora.rank": 32})
+    a.checkpoint(10).mkdir(parents=True)
     b = fake_run(runs_dir, "20261201-100000_tiny-demo_lora-r8_fp32_dp1", "finished", steps=20, **{"lora.rank": 8})
     c = fake_run(runs_dir, "20261201-110000_tiny-demo_lora-r4_fp32_dp1", "finished", steps=20, **{"lora.rank": 4})
     d = fake_run(runs_dir, "20261201-120000_tiny-demo_lora-r2_fp32_dp1", "finished", steps=20, **{"lora.rank": 2})
-    fake_run(runs_dir, "20261201-130000_tiny-demo_lora-r32_fp32_dp1", "cancelled")
+    fake_run(runs_dir, "20261201-130000_tiny-demo_lora-r64_fp32_dp1", "cancelled")
     context = browser.new_context(viewport=SCREEN)
     context.set_default_timeout(30_000)
     page = context.new_page()
@@ -175,7 +177,27 @@ def test_monitor_runs_and_layout_on_made_runs(console_server, browser, screensho
         settle(page)
         deltas = page.inner_text("#runs-config-diff .mt-delta-table")
         assert d.run_id in deltas and b.run_id not in deltas and c.run_id not in deltas, deltas
-        assert "lora.rank 16 → 2" in deltas
+        assert "lora.rank 32 → 2" in deltas
+
+        # item 4: fork a (rank 32) from its step-10 checkpoint: the YAML names the checkpoint the
+        # banner does; "Start fresh instead" brings the form the console opens with, not a's values
+        for run in (b, c, d):
+            box(run).set_checked(False)
+        page.wait_for_function("() => document.querySelector('#runs-fork-step input').value !== ''",
+                               timeout=TIMEOUT_MS)
+        page.click("#runs-fork")
+        page.wait_for_function("() => document.querySelector('#reference-banner').innerText.includes('step 10')",
+                               timeout=TIMEOUT_MS)
+        checkpoint = str(a.checkpoint(10))
+        page.wait_for_function(f"() => ({YAML_JS})().includes({json.dumps('fork_from: ' + checkpoint)})",
+                               timeout=TIMEOUT_MS)
+        assert page.input_value("#cfg-lora-rank input") == "32"
+        page.click("#reference-clear")
+        starter = load_config(REPO_ROOT / "configs" / "lora_demo.yaml")
+        page.wait_for_function(f"() => document.querySelector('#cfg-lora-rank input').value === '{starter.lora.rank}'",
+                               timeout=TIMEOUT_MS)
+        page.wait_for_function(f"() => ({YAML_JS})().includes('fork_from: null')", timeout=TIMEOUT_MS)
+        assert not page.is_visible("#reference-banner")
 
         # the screenshots, each tab in both languages
         for lang in ("en", "zh"):
