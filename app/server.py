@@ -103,13 +103,15 @@ def _wire_runs_navigation(console: Console, runs: runs_tab.RunsTab, monitor: mon
     def resume(selected: list[str], language: str, request: gr.Request):
         run_id, message = runs_callbacks.resume(console, selected or [], console.viewer(request), language)
         if run_id is None:
-            return gr.skip(), gr.skip(), message
-        return gr.update(selected="monitor"), gr.update(value=run_id), message
+            return gr.skip(), gr.skip(), message, gr.skip()
+        # the Monitor's message answers the resume: its "stopping (saving a checkpoint first)" was about
+        # the run before it stopped, and the run id, unchanged, does not clear it (issue 31 item 5)
+        return gr.update(selected="monitor"), gr.update(value=run_id), message, message
 
     outputs = [tabs, monitor.out["run"], runs.out["message"]]
     runs.out["open"].click(open_run, [runs.out["select"], runs.lang], outputs, api_visibility="private").then(**SHOW_NOW)
-    runs.out["resume"].click(resume, [runs.out["select"], runs.lang], outputs, concurrency_limit=1,
-                             api_visibility="private").then(**SHOW_NOW)
+    runs.out["resume"].click(resume, [runs.out["select"], runs.lang], [*outputs, monitor.out["message"]],
+                             concurrency_limit=1, api_visibility="private").then(**SHOW_NOW)
 
 
 def _wire_made_from(console: Console, runs: runs_tab.RunsTab, train: train_tab.TrainTab, tabs: gr.Tabs,
