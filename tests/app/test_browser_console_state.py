@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_MS = float(os.environ.get("MINDTUNE_BROWSER_PHASE_TIMEOUT_S", 120)) * 1000
 UPLOADS = int(os.environ.get("MINDTUNE_UPLOAD_REPEATS", 6))
+CPU_SLOWDOWN = 4
 SETTLE_S = 1.5  # after the preview answers: the form's own refresh has had time to land
 
 YAML_JS = "() => { const c = document.querySelector('#config-yaml .cm-content'); return c ? c.innerText : ''; }"
@@ -74,6 +75,8 @@ def test_repeated_uploads_keep_preview_yaml_and_launch_on_one_state(console_serv
     """Item 1: a chat upload over the demo data (format alpaca in the starter config), again and
     again, in the same tab and after reloads: the preview, the YAML and the Format field agree
     every time, and Start launches the config the YAML showed."""
+    # a slow page, as on a busy laptop: the six change events of an upload spread further apart
+    page.context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": CPU_SLOWDOWN})
     page.goto(console_server.url)
     page.wait_for_function(PREVIEW_READY_JS, arg="format:", timeout=TIMEOUT_MS)
     results = []
