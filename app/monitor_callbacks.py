@@ -107,11 +107,21 @@ def _follow_rename(console: Console, run_id: str) -> str:
 
 
 def _default_run(console: Console, viewer: Viewer = SINGLE_USER) -> str | None:
-    """The newest run that is still going, else the newest run (of those `viewer` may see)."""
+    """The newest run that is training (starting, running, stopping), else the newest run that has
+    points to draw, else the newest run (of those `viewer` may see). A queued run, or one cancelled
+    before it started, has empty charts: a reload opened it (issue 31 item 2)."""
     runs = console.jobs.runs(viewer)
-    active = [r for r in runs if r.state not in TERMINAL_STATES and r.state != "unknown"]
-    candidates = active or runs
+    active = [r for r in runs if r.state in ("starting", "running", "stopping")]
+    drawn = [r for r in runs if _has_points(r.path)]
+    candidates = active or drawn or runs
     return candidates[0].run_id if candidates else None
+
+
+def _has_points(path: Path) -> bool:
+    try:
+        return RunDir(path).metrics_path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def _select(session: MonitorSession, console: Console, wanted: str | None) -> str | None:
@@ -353,7 +363,6 @@ class FeedPage:
     controls_key: tuple | None = None
     controls_rev: int = 0
     seen: float = 0.0
-    offscreen_changed: set[str] = field(default_factory=set)  # charts that changed while off screen
 
 
 class FeedPages:
@@ -384,24 +393,21 @@ def feed(pages: FeedPages, request: Any, console: Console, viewer: Viewer = SING
     """One poll of a page: {"run", "slots": {slot: HTML that changed}, "controls": counter,
     "interval": seconds to the next poll}. `request` comes from the browser and is checked:
     {"token", "run" (the picker's text), "lang", "log_scale" (loss charts), "ppl_log_scale"
-    (perplexity chart, default true), "full" (resend everything),
-    "offscreen" (charts scrolled out of view: held back until they are in view again, since
-    redrawing them costs the browser as much as the ones on screen)}."""
+    (perplexity chart, default true), "full" (resend everything)}. Every chart that changed is
+    sent, in view or not: one held back while scrolled away was stale in view and in a screenshot."""
     if not isinstance(request, dict) or not isinstance(request.get("token"), str) \
             or not _TOKEN.fullmatch(request["token"]):
         return {"error": "bad request: a token of 8-64 letters, digits, - or _ is required"}
     wanted = request.get("run") if isinstance(request.get("run"), str) else None
     lang = request.get("lang") if request.get("lang") in _LANGS else "en"
     full = bool(request.get("full"))
-    offscreen = request.get("offscreen") if isinstance(request.get("offscreen"), list) else []
-    offscreen = {name for name in offscreen if name in Y_TITLES}
     page = pages.get(request["token"], viewer)
     with session_lock(page):
         session = page.monitor
         log_scale = bool(request.get("log_scale"))
         ppl_log_scale = bool(request.get("ppl_log_scale", True))
         result = tick(session, wanted, console, lang, log_scale, full, ppl_log_scale)
-        charts = _on_screen_charts(page, result.charts, offscreen, log_axes(log_scale, ppl_log_scale), lang)
+        charts = result.charts
         slots = {"state": result.state, "status": result.status, "failure": result.failure,
                  "es_status": html.escape(result.es_status)}
         if result.log is not None:
@@ -413,21 +419,6 @@ def feed(pages: FeedPages, request: Any, console: Console, viewer: Viewer = SING
             page.controls_key, page.controls_rev = key, page.controls_rev + 1
         return {"run": result.run_id, "slots": {**fresh, **charts}, "controls": page.controls_rev,
                 "interval": ACTIVE_POLL_S if result.active else IDLE_POLL_S}
-
-
-def _on_screen_charts(page: FeedPage, changed: dict[str, str], offscreen: set[str],
-                      log: frozenset[str], lang: str = "en") -> dict[str, str]:
-    """The changed charts that are on screen, plus those that changed while off screen and are back."""
-    page.offscreen_changed |= set(changed) & offscreen
-    back = page.offscreen_changed - offscreen
-    page.offscreen_changed -= back
-    charts = {name: svg for name, svg in changed.items() if name not in offscreen}
-    monitor = page.monitor
-    for name in back - set(charts):
-        if monitor.charts is not None:
-            with monitor.charts.lock:
-                charts[name] = drawn_chart(monitor.charts, name, log, monitor.es_caption or "", monitor.run_id, lang)
-    return charts
 
 
 @dataclass

@@ -10,16 +10,9 @@ const token = Array.from(crypto.getRandomValues(new Uint8Array(12)),
 let controls = null;
 let timer = null;
 let busy = false;
-const offscreen = new Set();  // slots scrolled out of view: their charts wait until they are back
-const watcher = new IntersectionObserver((entries) => {
-  let back = false;
-  for (const entry of entries) {
-    const name = entry.target.dataset.mtSlot;
-    if (entry.isIntersecting) back = offscreen.delete(name) || back;
-    else offscreen.add(name);
-  }
-  if (back) setTimeout(poll, 50);
-});
+// Every chart is drawn as its points come, in view or not (issue 31 item 3): charts held back while
+// scrolled out of view said "waiting for the first points…" or stopped at step 20 of 60 in a
+// whole-page screenshot, and came back only once scrolled to.
 const watched = new WeakSet();
 
 const slots = () => Array.from(document.querySelectorAll("[data-mt-slot]"));
@@ -31,7 +24,6 @@ function watchNewSlots() {  // slots appear when the tab first renders, or again
   for (const slot of slots()) {
     if (!watched.has(slot)) {
       watched.add(slot);
-      watcher.observe(slot);
       const svg = slot.querySelector("svg.mt-chart");
       if (svg && !svg.dataset.run && slot.dataset.mtEmpty === undefined) slot.dataset.mtEmpty = slot.innerHTML;
     }
@@ -63,8 +55,7 @@ function request(full) {
   const scale = document.querySelector("#loss-log-scale input");
   const pplScale = document.querySelector("#ppl-log-scale input");
   return {token, full, run: picker ? picker.value : "", lang: lang ? lang.value : "en",
-          log_scale: Boolean(scale && scale.checked), ppl_log_scale: pplScale ? pplScale.checked : true,
-          offscreen: full ? [] : Array.from(offscreen)};
+          log_scale: Boolean(scale && scale.checked), ppl_log_scale: pplScale ? pplScale.checked : true};
 }
 
 function show(reply, full) {

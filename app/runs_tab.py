@@ -13,6 +13,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from app import form_sync
 from app import runs_callbacks as cb
 from app.context import Console
 from app.i18n import Labels, action_text, text
@@ -122,6 +123,17 @@ def _wire(tab: RunsTab, console: Console) -> None:
                          trigger_mode="always_last", api_visibility="private")
     out["refresh"].click(refresh, inputs, outputs, api_visibility="private")
 
+    # Each tick sends its own comparison; they run at once and may finish in any order, so the one of
+    # an older selection could land last and stay (issue 31 item 8): only the newest tick answers.
+    stamp, latest = form_sync.stamp_box(), form_sync.Latest()
+
+    def compare_newest(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool,
+                       language: str, mark: str, request: gr.Request):
+        if not latest.admit("compare", mark):
+            return gr.skip(), gr.skip()
+        shown = compare(session, selected, metric, only_diff, log_y, language, request)
+        return shown if latest.current("compare", mark) else (gr.skip(), gr.skip())
+
     def compare(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool, language: str,
                 request: gr.Request):
         viewer = console.viewer(request)
@@ -131,7 +143,8 @@ def _wire(tab: RunsTab, console: Console) -> None:
                 cb.config_diff_html(console, selected or [], only_diff, viewer, language))
 
     for trigger in (out["select"].input, out["only_diff"].change, out["log_scale"].input):
-        trigger(compare, inputs, [out["overlay"], out["diff"]], show_progress="hidden", api_visibility="private")
+        trigger(compare_newest, [*inputs, stamp], [out["overlay"], out["diff"]], show_progress="hidden",
+                js=form_sync.STAMP_JS, concurrency_limit=1, concurrency_id="runs-compare", api_visibility="private")
 
     def steps_of(selected: list[str], request: gr.Request):
         """The checkpoints of the one selected run, newest first, for a fork."""

@@ -103,18 +103,20 @@ def _wire_runs_navigation(console: Console, runs: runs_tab.RunsTab, monitor: mon
     def resume(selected: list[str], language: str, request: gr.Request, backend: str | None = None):
         run_id, message = runs_callbacks.resume(console, selected or [], console.viewer(request), language, backend)
         if run_id is None:
-            return gr.skip(), gr.skip(), message
-        return gr.update(selected="monitor"), gr.update(value=run_id), message
+            return gr.skip(), gr.skip(), message, gr.skip()
+        # the Monitor's message answers the resume: its "stopping (saving a checkpoint first)" was about
+        # the run before it stopped, and the run id, unchanged, does not clear it (issue 31 item 5)
+        return gr.update(selected="monitor"), gr.update(value=run_id), message, message
 
     def resume_here(selected: list[str], language: str, request: gr.Request):
         return resume(selected, language, request, backend="local")
 
     outputs = [tabs, monitor.out["run"], runs.out["message"]]
     runs.out["open"].click(open_run, [runs.out["select"], runs.lang], outputs, api_visibility="private").then(**SHOW_NOW)
-    runs.out["resume"].click(resume, [runs.out["select"], runs.lang], outputs, concurrency_limit=1,
-                             api_visibility="private").then(**SHOW_NOW)
-    runs.out["resume_here"].click(resume_here, [runs.out["select"], runs.lang], outputs, concurrency_limit=1,
-                                  api_visibility="private").then(**SHOW_NOW)
+    runs.out["resume"].click(resume, [runs.out["select"], runs.lang], [*outputs, monitor.out["message"]],
+                             concurrency_limit=1, api_visibility="private").then(**SHOW_NOW)
+    runs.out["resume_here"].click(resume_here, [runs.out["select"], runs.lang], [*outputs, monitor.out["message"]],
+                                  concurrency_limit=1, api_visibility="private").then(**SHOW_NOW)
 
 
 def _wire_made_from(console: Console, runs: runs_tab.RunsTab, train: train_tab.TrainTab, tabs: gr.Tabs,
@@ -123,7 +125,7 @@ def _wire_made_from(console: Console, runs: runs_tab.RunsTab, train: train_tab.T
     Train tab, which then highlights what the user changes and Start records where it came from."""
     keys = list(train.fields)
     outputs = [tabs, *[train.fields[k] for k in keys], train.out["reference"], train.out["reference_row"],
-               train.out["reference_banner"], runs.out["message"]]
+               train.out["reference_banner"], train.out["start_message"], runs.out["message"]]
 
     def fill(selected: list[str], step, language: str, request: gr.Request, fork: bool = False):
         if len(selected or []) != 1:
@@ -135,8 +137,9 @@ def _wire_made_from(console: Console, runs: runs_tab.RunsTab, train: train_tab.T
                                                              step=int(step) if fork else None)
         except (ValueError, OSError) as err:
             return [gr.skip()] * (len(outputs) - 1) + [f"⚠ {err}"]
+        # the previous launch's "✓ started …" is about another run: it goes (issue 31 item 4)
         return [gr.update(selected="train"), *[values.get(k, gr.skip()) for k in keys], reference.to_state(),
-                gr.update(visible=True), train_callbacks.reference_html(reference, language), ""]
+                gr.update(visible=True), train_callbacks.reference_html(reference, language), "", ""]
 
     def new_from(selected: list[str], step, language: str, request: gr.Request):
         return fill(selected, step, language, request)

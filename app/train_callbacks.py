@@ -483,6 +483,12 @@ class Reference:
         return cls(state["run_id"], dict(state["flat"]), state.get("step"), state.get("checkpoint")) if state else None
 
 
+def launch_config(config: Config, reference: Reference | None) -> Config:
+    """What Start launches from the form's config: a fork's also names its checkpoint (the YAML
+    preview shows this one, so it never says `fork_from: null` under a fork's banner)."""
+    return config.with_updates({"run.fork_from": reference.checkpoint}) if reference and reference.is_fork else config
+
+
 # settings a fork must keep from its parent: the checkpoint holds weights of exactly these
 FORK_KEEPS = ("model.path", "method", "lora.rank", "lora.target_modules")
 
@@ -587,11 +593,8 @@ def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
         too_big = does_not_fit(config, console, lang)
         if too_big:
             return StartOutcome(None, f"not started: {too_big}", needs_confirmation=True)
-    parent = None
-    if reference is not None:
-        parent = (reference.run_id, reference.step)
-        if reference.is_fork:
-            config = config.with_updates({"run.fork_from": reference.checkpoint})
+    parent = (reference.run_id, reference.step) if reference is not None else None
+    config = launch_config(config, reference)
     try:
         result = console.jobs.start(config, owner=owner, parent=parent)
     except ConfigError as err:

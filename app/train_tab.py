@@ -12,7 +12,7 @@ import gradio as gr
 
 from core.config import Config
 
-from app import catalog, data_callbacks, devices, form
+from app import catalog, data_callbacks, devices, form, form_sync
 from app.cluster import where_choices, where_note
 from app import train_callbacks as cb
 from app.context import Console
@@ -342,10 +342,14 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
     lang = labels.toggle
 
     reference_state, start_message = tab.out["reference"], tab.out["start_message"]
+    # the newest event's answer only: one upload fires a refresh per field it sets (form_sync)
+    stamp, latest = form_sync.stamp_box(), form_sync.Latest()
 
     def refresh(data: dict) -> list:
         """What answers at once: the YAML, the command, field errors (and, for a run made from
         another one, the settings that differ, highlighted), and the sample preview."""
+        if not latest.admit("refresh", data[stamp]):
+            return [gr.skip()] * len(fast)
         values = tab.values(data)
         language = data[lang]
         reference = cb.Reference.from_state(data[reference_state])
@@ -357,6 +361,7 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
         if result.check.config is not None:
             errors.update(cb.fork_errors(result.check.config, reference))
         found = cb.form_changes(result.check.config, reference)
+        shown_yaml = cb.launch_config(result.check.config, reference).to_yaml() if result.check.config else result.yaml_text
         was = {k: f"{text('ref.was', language)} {show(v)}" for k, v in cb.changed_widgets(found).items()}
         shown = {k: [errors.get(k), was.get(k)] for k in fields if errors.get(k) or was.get(k)}
         old = data[previous_errors] or {}
@@ -364,7 +369,9 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
         updates = [error_update(problem_text(errors.get(k), language), help_keys[k] and text(help_keys[k], language), was.get(k))
                    if switched or shown.get(k) != old.get(k) else gr.skip() for k in fields]
         shown["lang"] = language
-        return [result.yaml_text, result.command, batch, batch, multihost,
+        if not latest.current("refresh", data[stamp]):  # a newer one started meanwhile: it answers
+            return [gr.skip()] * len(fast)
+        return [shown_yaml, result.command, batch, batch, multihost,
                 data_callbacks.preview_view(values, console, language), shown, *updates,
                 cb.changes_html(found, reference, language)]
 
@@ -372,6 +379,8 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
         """What reads every data file (once; then kept in memory): the data problems that block
         Start, the memory estimate at the run's sequence length, the histogram and statistics; a
         "not started" warning goes once the form it was about is fixed."""
+        if not latest.admit("details", data[stamp]):
+            return [gr.skip()] * len(slow)
         values = tab.values(data)
         reference = cb.Reference.from_state(data[reference_state])
         result = cb.preview(values, console, lang=data[lang])
@@ -380,26 +389,35 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
             errors.update(cb.fork_errors(result.check.config, reference))
         message = data[start_message] or ""
         stale = "" if message.startswith("⚠") and not errors else gr.skip()
+        if not latest.current("details", data[stamp]):
+            return [gr.skip()] * len(slow)
         return [result.memory, cb.errors_html(errors, data[lang]), *data_callbacks.stats_view(values, console, data[lang]), stale]
 
     # One change-triggered event, then the slow part chained to it. Two "always_last" change events
     # where one outputs a field the other reads re-trigger each other forever in Gradio 6.31 (a
     # 30-line repro looped 20 times in 8 s), which kept the data preview dimmed for minutes.
-    inputs = widgets | set(mh_inputs) | {previous_errors, lang, reference_state, start_message}
+    inputs = widgets | set(mh_inputs) | {previous_errors, lang, reference_state, start_message, stamp}
     triggers = [w.change for w in widgets] + [w.change for w in mh_inputs] + [lang.change, reference_state.change]
     quiet = {"show_progress": "hidden", "api_visibility": "private"}
     fast = [*fast_outputs, previous_errors, *fields.values(), tab.out["changes"]]
     slow = [*slow_outputs, start_message]
-    gr.on(triggers, refresh, inputs=inputs, outputs=fast, trigger_mode="always_last", **quiet).then(
-        details, inputs=inputs, outputs=slow, trigger_mode="always_last", **quiet)
+    # one at a time: answers leave in the order they are computed, so the newest is shown last
+    gr.on(triggers, refresh, inputs=inputs, outputs=fast, trigger_mode="always_last", js=form_sync.STAMP_JS,
+          concurrency_limit=1, concurrency_id="form-refresh", **quiet).then(
+        details, inputs=inputs, outputs=slow, trigger_mode="always_last", js=form_sync.STAMP_JS,
+        concurrency_limit=1, concurrency_id="form-details", **quiet)
     tab.out["refresh"] = (refresh, inputs, fast)
     tab.out["details"] = (details, inputs, slow)
 
     def clear_reference():
-        return None, gr.update(visible=False), ""
+        """"Start fresh instead": the form the console opens with (not the run's values), and no
+        message of a previous launch."""
+        fresh = form.to_values(cb.starter_config(console))
+        return None, gr.update(visible=False), "", "", *[fresh.get(k, gr.skip()) for k in fields]
 
     tab.out["reference_clear"].click(clear_reference, None, [reference_state, tab.out["reference_row"],
-                                                             tab.out["reference_banner"]], **quiet)
+                                                             tab.out["reference_banner"], start_message,
+                                                             *fields.values()], **quiet)
 
     def check_memory(data: dict, progress=gr.Progress()):
         """Two training steps of the form's run in a subprocess: the measured peak beside the estimate."""

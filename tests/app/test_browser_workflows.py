@@ -115,10 +115,10 @@ def select_runs(page, run_ids: list[str]) -> None:
     for run_id in run_ids:  # the selection is refreshed with the table: wait until each run is offered
         wait_for(lambda: page.locator("#runs-select label", has_text=run_id).count() > 0,
                  f"{run_id} in the Runs selection", timeout_s=30)
-    for label in page.locator("#runs-select label").all():
-        text = label.inner_text().strip()
+    # each box found by its run's id, not by its place: a refresh may re-render the list meanwhile
+    for text in [label.inner_text().strip() for label in page.locator("#runs-select label").all()]:
         wanted = any(re.match(rf"{re.escape(r)}( ·|$)", text) for r in run_ids)
-        box = label.locator("input")
+        box = page.locator("#runs-select label", has_text=text.split(" ·")[0]).first.locator("input")
         if box.is_checked() != wanted:
             box.set_checked(wanted)
 
@@ -252,7 +252,10 @@ def test_queue_new_run_from_this_one_fork_and_dry_run(console_server, page, scre
     wait_for(lambda: runs_by_state(runs_dir)[run_d] in ("starting", "running"), "D to start after C")
     wait_for(lambda: RunDir(runs_dir / run_d).read_status().best is not None, "D's first evaluation")
     select_runs(page, [run_a, run_d])
-    wait_for(lambda: page.query_selector("#runs-config-diff .mt-delta-table"), "the result deltas", timeout_s=30)
+    # the table of this selection (D against A), not any table: issue 31 item 8 read one that was there
+    wait_for(lambda: page.query_selector("#runs-config-diff .mt-delta-table")
+             and run_d in page.inner_text("#runs-config-diff .mt-delta-table"), "D's result deltas", timeout_s=30)
+    assert page.eval_on_selector_all("#runs-select input:checked", "boxes => boxes.length") == 2
     deltas = page.inner_text("#runs-config-diff .mt-delta-table")
     assert f"lora.rank {rank_a} → {new_rank}" in deltas and "ΔPPL" in deltas
     ppl = page.inner_text("#runs-config-diff [data-figure=val_ppl]")
