@@ -91,12 +91,17 @@ def resolve_tasks(names: list[str], include_paths: list[str]) -> tuple[list, obj
     local = local_tasks(include_paths)
     others = [n for n in names if n not in local]
     hint = f" Local tasks: {', '.join(sorted(local))}." if local else ""
-    unknown = [n for n in others if n not in _builtin_mentions(others)]
-    manager = TaskManager(include_path=[str(p) for p in include_paths] or None, include_defaults=bool(others))
-    unknown += [n for n in others if n not in unknown and n not in manager.all_tasks]
-    if unknown:
+
+    def refuse(unknown):
         raise EvalError(f"task {', '.join(repr(n) for n in unknown)}: lm-eval knows no task of that name "
                         f"(include paths: {', '.join(include_paths) or 'none'}).{hint}")
+
+    mentioned = _builtin_mentions(others) if others else set()
+    if set(others) - mentioned:
+        refuse([n for n in others if n not in mentioned])
+    manager = TaskManager(include_path=[str(p) for p in include_paths] or None, include_defaults=bool(others))
+    if [n for n in others if n not in manager.all_tasks]:
+        refuse([n for n in others if n not in manager.all_tasks])
     tasks = []
     for name in names:
         spec: str | dict = name
