@@ -189,15 +189,20 @@ def run_folder(run: RunDir, resolved=None) -> int:
     """The worker: evaluate the settings in `run`'s config.yaml, keeping its status."""
     from core.launcher import process_fields
     status = run.read_status()
-    if status.state in ("queued", "starting"):
-        if status.state == "queued":
-            run.write_status(state="starting")
-        run.write_status(state="running", **process_fields())
+    if status.state == "queued":
+        run.write_status(state="starting")
+    run.write_status(**({"state": "running"} if status.state in ("queued", "starting") else {}), **process_fields())
 
     def on_term(signum, frame):
-        raise StopRequested()
+        # end here rather than raise: an exception raised inside an import (MindSpore's C
+        # extension loads for seconds) would read as that import's failure
+        run.write_status(state="stopped", reason="stopped by the user")
+        print("stopped by the user (SIGTERM)", flush=True)
+        os._exit(0)
     signal.signal(signal.SIGTERM, on_term)
     try:
+        if run.read_control().stop:
+            raise StopRequested()
         settings = read_settings(run)
         results = evaluate(settings, run, resolved=resolved)
     except StopRequested:
