@@ -12,7 +12,7 @@ from pathlib import Path
 from core import launcher
 from core.config import ConfigError, load_config
 from core.eval_tasks import (EVALS_DIR, EvalError, EvalSettings, create_eval_run, eval_runs_dir, local_tasks,
-                             main_scores, read_results, read_settings)
+                             main_scores, read_results, read_settings, require_lm_eval)
 from core.rundir import TERMINAL_STATES, RunDir, RunDirError
 
 from app.access import SINGLE_USER, Viewer
@@ -66,6 +66,7 @@ def start(console: Console, run_ids: list[str], tasks: list[str], targets: list[
         return text("eval.msg.no_tasks", lang)
     targets = [t for t in (targets or TARGETS) if t in TARGETS]
     try:
+        require_lm_eval()
         run = console.jobs.run_dir(run_ids[0], viewer)
         known = local_tasks(task_dirs(console))
         missing = [t for t in tasks if t not in known]

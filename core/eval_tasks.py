@@ -72,6 +72,17 @@ class EvalSettings:
             raise EvalError(f"batch_size = {self.batch_size}: must be >= 1")
 
 
+NOT_INSTALLED = ("lm-eval is not installed (an optional install): "
+                 "pip install -r requirements-eval.txt, then evaluate again")
+
+
+def require_lm_eval() -> None:
+    """An EvalError saying how to install lm-eval when it is missing (checked without importing it)."""
+    import importlib.util
+    if importlib.util.find_spec("lm_eval") is None:
+        raise EvalError(NOT_INSTALLED)
+
+
 def local_tasks(folders) -> dict[str, Path]:
     """Task name -> its YAML, for every `*.yaml` with a `task:` key in `folders` (recursively).
     A YAML that does not parse is an EvalError naming it."""

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from core.eval_tasks import (DEFAULT_TASKS_DIR, RESULTS_FILE, EvalError, EvalSettings, create_eval_run,
-                             local_tasks, read_settings)
+                             local_tasks, read_settings, require_lm_eval)
 from core.rundir import RunDir
 
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -85,6 +85,7 @@ def resolve_tasks(names: list[str], include_paths: list[str]) -> tuple[list, obj
     unknown name or missing data is an EvalError naming the task. lm-eval's own task index is
     built only when a name is not a local task."""
     go_offline()
+    require_lm_eval()
     import warnings
     from lm_eval.tasks import TaskManager, get_task_dict
     from lm_eval.tasks._yaml_loader import load_yaml  # what TaskManager reads YAMLs with (include:, !function)
