@@ -70,6 +70,7 @@ class EvalSettings:
             raise EvalError(f"limit = {self.limit}: must be >= 1 (items per task)")
         if self.batch_size < 1:
             raise EvalError(f"batch_size = {self.batch_size}: must be >= 1")
+        resolve_source(self.model)
 
 
 NOT_INSTALLED = ("lm-eval is not installed (an optional install): "
@@ -81,6 +82,33 @@ def require_lm_eval() -> None:
     import importlib.util
     if importlib.util.find_spec("lm_eval") is None:
         raise EvalError(NOT_INSTALLED)
+
+
+def _is_train_checkpoint(folder: Path) -> bool:
+    from core.ckpt_store import STATE_FILE, WEIGHTS_FILE
+    return (folder / STATE_FILE).is_file() and (folder / WEIGHTS_FILE).is_file()
+
+
+def resolve_source(path: str | Path) -> tuple[str, Path]:
+    """(kind, folder) of the model an evaluation runs on: "checkpoint" (a training checkpoint, or
+    a run folder's best one), "peft" (an adapter export), "hf" (a model folder or a merged export)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise EvalError(f"model {folder}: not a folder; give a model folder, a checkpoint "
+                        "(runs/<id>/checkpoints/best), a run folder or an export.")
+    if (folder / "checkpoints" / "best").is_dir():  # a run folder
+        folder = folder / "checkpoints" / "best"
+    if _is_train_checkpoint(folder):
+        return "checkpoint", folder
+    if (folder / "adapter_config.json").is_file():
+        return "peft", folder
+    if (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file():
+        if (folder / "model.ckpt").is_file():
+            raise EvalError(f"model {folder}: a MindSpore (.ckpt) export; evaluate the checkpoint it came "
+                            "from, or its merged export.")
+        return "hf", folder
+    raise EvalError(f"model {folder}: neither a model folder (config.json, tokenizer.json, *.safetensors), "
+                    "a training checkpoint (trainer state and weights) nor a PEFT adapter export.")
 
 
 def local_tasks(folders) -> dict[str, Path]:

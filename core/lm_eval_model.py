@@ -27,6 +27,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 import mindspore as ms
 from mindspore import Tensor, ops
 
+from core.eval_tasks import EvalError as EvalModelError, resolve_source
 from core.generate import SamplingSettings, generate
 from core.tokenizer import Tokenizer
 
@@ -43,37 +44,6 @@ class _RowLogits:
 
     def chunk(self, n: int):
         return [None] * n
-
-
-class EvalModelError(ValueError):
-    """A model source lm-eval cannot run on: names the path and what was expected."""
-
-
-def _is_train_checkpoint(folder: Path) -> bool:
-    from core.ckpt_store import STATE_FILE, WEIGHTS_FILE
-    return (folder / STATE_FILE).is_file() and (folder / WEIGHTS_FILE).is_file()
-
-
-def resolve_source(path: str | Path) -> tuple[str, Path]:
-    """(kind, folder) of what `path` names: "checkpoint" (a training checkpoint, or a run folder's
-    best one), "peft" (an adapter export), "hf" (a model folder or a merged export)."""
-    folder = Path(path)
-    if not folder.is_dir():
-        raise EvalModelError(f"{folder}: not a folder; give a model folder, a checkpoint "
-                             "(runs/<id>/checkpoints/best), a run folder or an export.")
-    if (folder / "checkpoints" / "best").is_dir():  # a run folder
-        folder = folder / "checkpoints" / "best"
-    if _is_train_checkpoint(folder):
-        return "checkpoint", folder
-    if (folder / "adapter_config.json").is_file():
-        return "peft", folder
-    if (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file():
-        if (folder / "model.ckpt").is_file():
-            raise EvalModelError(f"{folder}: a MindSpore (.ckpt) export; evaluate the checkpoint it came "
-                                 "from, or its merged export.")
-        return "hf", folder
-    raise EvalModelError(f"{folder}: neither a model folder (config.json, tokenizer.json, *.safetensors), "
-                         "a training checkpoint (trainer state and weights) nor a PEFT adapter export.")
 
 
 def load_model(path: str | Path, dtype: str = "float32"):
@@ -93,7 +63,6 @@ def load_model(path: str | Path, dtype: str = "float32"):
         if not base.is_dir():
             raise EvalModelError(f"{folder}: its base model {base} (adapter_config.json) is not a folder here.")
         model = load_hf_model(base, dtype)
-        from core.lora import inject_lora  # noqa: F401  (load_peft_adapter injects as the config says)
         load_peft_adapter(model, folder)
         merge_lora(model)
         model.set_train(False)

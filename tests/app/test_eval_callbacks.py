@@ -47,7 +47,7 @@ def test_refusals_name_what_is_wrong(console, trained):
     assert not (console.runs_dir / "evals").exists() or not any((console.runs_dir / "evals").iterdir())
 
 
-def test_evaluate_runs_in_the_background_and_shows_base_vs_fine_tuned(console, trained):
+def test_evaluate_runs_in_the_background_and_shows_base_vs_fine_tuned(console, trained, model_root):
     message = ev.start(console, [trained.run_id], ["tiny_pick_mc"], ["base"], limit=4)
     assert message.startswith("Evaluation started: eval_tiny_base_"), message
     (base, settings), = ev.evaluations(console, trained.run_id)
@@ -58,7 +58,7 @@ def test_evaluate_runs_in_the_background_and_shows_base_vs_fine_tuned(console, t
     assert status.step == status.total_steps == 12  # 4 items x 3 choices
     base_acc = json.loads((base.path / "results.json").read_text())["tasks"]["tiny_pick_mc"]["acc"]
     # a fine-tuned evaluation's results beside it (written here: the run has no checkpoint to load)
-    best = create_eval_run(console.runs_dir, EvalSettings(model="x", tasks=["tiny_pick_mc"], label="best",
+    best = create_eval_run(console.runs_dir, EvalSettings(model=str(model_root / "tiny"), tasks=["tiny_pick_mc"], label="best",
                                                           source_run=trained.run_id))
     (best.path / "results.json").write_text(json.dumps({"tasks": {"tiny_pick_mc": {"acc": 1.0, "acc_stderr": 0.0}}}))
     best.write_status(state="starting")

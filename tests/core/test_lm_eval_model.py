@@ -136,7 +136,7 @@ def test_rolling_loglikelihood_and_chat_template_equal_hf(both):
     assert ours_lm.apply_chat_template(prefilled, False) == hf_lm.apply_chat_template(prefilled, False)
 
 
-def test_unknown_task_and_missing_data_are_refused_naming_the_task(tasks_dir, tmp_path):
+def test_unknown_task_and_missing_data_are_refused_naming_the_task(tasks_dir, tmp_path, capsys):
     with pytest.raises(EvalError, match=r"'no_such_task_xyz': lm-eval knows no task.*tiny_pick_mc"):
         resolve_tasks(["tiny_pick_mc", "no_such_task_xyz"], [str(tasks_dir)])
     broken = tmp_path / "broken"
@@ -146,7 +146,11 @@ def test_unknown_task_and_missing_data_are_refused_naming_the_task(tasks_dir, tm
         resolve_tasks(["gone_mc"], [str(broken)])
     assert evaluate_main(["--model", str(tasks_dir), "--tasks", "no_such_task_xyz", "--include-path", str(tasks_dir),
                           "--runs-dir", str(tmp_path / "runs")]) == 2
-    assert not (tmp_path / "runs").exists(), "a refused evaluation makes no folder"
+    assert evaluate_main(["--model", str(tmp_path / "nowhere"), "--tasks", "tiny_pick_mc", "--include-path",
+                          str(tasks_dir), "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert "model" in capsys.readouterr().err and not (tmp_path / "runs").exists(), "a refused evaluation makes no folder"
+    with pytest.raises(EvalError, match=r"model .*tasks_dir|neither a model folder"):
+        EvalSettings(model=str(tasks_dir), tasks=["tiny_pick_mc"]).check()
 
 
 def test_evaluation_run_folder_records_progress_and_results(lora_run, tasks_dir, tmp_path, both):
