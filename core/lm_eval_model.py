@@ -96,6 +96,7 @@ class MindtuneLM(TemplateLM):
         self.progress = progress  # called with (kind, done, total) after each batch
         self.eos_ids = set(self.tokenizer.eos_token_ids) | set(self.model.args.eos_token_ids)
         self.pad_id = self.tokenizer.pad_token_id or 0
+        self.generated_tokens = 0  # new tokens generated so far, up to each row's stop (bench/lm_eval_speed.py)
 
     # -- the properties lm-eval asks for -------------------------------------------------------
 
@@ -241,6 +242,7 @@ class MindtuneLM(TemplateLM):
             stops = [term for term in until if term]
             outputs = generate(self.model, prompts, settings, self.eos_ids, self.pad_id,
                                stop=lambda tokens: any(term in self.tokenizer.decode(tokens) for term in stops))
+            self.generated_tokens += sum(len(ids) for ids in outputs)
             for context, gen_kwargs, new_ids in zip(contexts, all_kwargs, outputs):
                 text = postprocess_generated_text(self.tok_decode(new_ids), until, None)
                 results.append(text)
