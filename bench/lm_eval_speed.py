@@ -109,6 +109,8 @@ def bench(name: str, limit: int, batch_size: int, threads: int) -> dict:
         "seconds": {"mindtune": {k: round(v, 2) for k, v in ours_t.seconds.items()},
                     "hf": {k: round(v, 2) for k, v in hf_t.seconds.items()}},
         "max_ll_diff": float(np.abs(ll_ours - ll_hf).max()),
+        "max_ll_rel_diff": float((np.abs(ll_ours - ll_hf) / np.maximum(np.abs(ll_hf), 1e-9)).max()),
+        "ll_range": [float(ll_hf.min()), float(ll_hf.max())],
         "scores_identical": all(ours["results"][t] == hf["results"][t] for t in TASKS),
         "answers_identical": answers(ours)["demo_story_gen"] == answers(hf)["demo_story_gen"]
         and [[r[0][1] for r in s["resps"]] for s in ours["samples"]["demo_story_mc"]]
