@@ -4,14 +4,14 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: console test test-fast test-browser demo-model demo-data
+.PHONY: console test test-fast test-browser demo-model demo-data cluster
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
-$(VENV)/.installed-dev: requirements.txt requirements-dev.txt requirements-eval.txt $(VENV)/.installed
+$(VENV)/.installed-dev: requirements.txt requirements-dev.txt requirements-tracking.txt requirements-eval.txt $(VENV)/.installed
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
@@ -21,8 +21,14 @@ console: $(VENV)/.installed
 # The whole suite, the real-browser test included. That test drives Debian's chromium
 # (/usr/bin/chromium: `sudo bash scripts/install_browser.sh`); without it the test is skipped, or
 # fails when MINDTUNE_REQUIRE_BROWSER=1 (as .ci/run sets). Screenshots land in test-artifacts/.
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev cluster
 	$(PY) -m pytest -q
+
+# The two-node Slurm cluster the Slurm backend's tests run against (scripts/slurm_cluster.sh), started
+# when make runs as root; otherwise those tests are skipped (or fail under MINDTUNE_REQUIRE_SLURM=1).
+cluster:
+	@if [ "$$(id -u)" -eq 0 ]; then bash scripts/slurm_cluster.sh start; \
+	else echo "not root: no Slurm test cluster started (sudo bash scripts/slurm_cluster.sh start)"; fi
 
 test-fast: $(VENV)/.installed-dev
 	$(PY) -m pytest -q -m "not slow and not browser"

@@ -13,6 +13,7 @@ from core.launcher import DeviceSlots
 
 from app.access import NOBODY, SINGLE_USER, Viewer, viewer_for
 from app.catalog import ModelEntry, scan_models
+from app.cluster import ClusterOffer, ClusterOffers
 from app.datasets import Dataset, scan_datasets
 from app.devices import detect
 from app.exports import BackgroundExports, prepare_adapter
@@ -37,6 +38,7 @@ class Console:
     exports: BackgroundExports = field(default_factory=BackgroundExports)
     charts: SharedCharts = field(default_factory=SharedCharts)  # the Monitor pages' live charts, one per run
     _models: list[ModelEntry] | None = field(default=None, repr=False)
+    cluster: ClusterOffers | None = field(default=None, repr=False)  # Slurm's partitions, asked lazily
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -51,6 +53,13 @@ class Console:
             if self._models is None or refresh:
                 self._models = scan_models(self.settings.models_dirs)
             return list(self._models)
+
+    def cluster_offer(self, refresh: bool = False) -> ClusterOffer:
+        """The Slurm partitions the Train tab may offer, or why none (cached; see app/cluster.py)."""
+        with self._lock:
+            if self.cluster is None:
+                self.cluster = ClusterOffers(self.settings.runs_dir, self.settings.cluster_shared_dir)
+        return self.cluster.get(refresh)
 
     def viewer(self, request) -> Viewer:
         """Who is behind a Gradio request (gr.Request, or the raw request a server function gets)."""

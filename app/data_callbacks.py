@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from core.config import Config, ConfigError, DataSettings
 from core.data import DataError, read_data_file, resolve_format
-from core.data_files import split_path
+from core.data_files import file_names, split_path
 from core.tokenizer import TokenizerError
 
 from app import catalog
@@ -20,9 +20,10 @@ from app.paths import OutsideRootsError, absolute, inside_roots
 DATA_FILE_KEYS = ("data.train_file", "data.validation_file", "data.test_file")
 
 
-def dataset_choices(console: Console) -> list[tuple[str, str]]:
-    """(label, training file) pairs for the dataset picker, scanned now (uploads included)."""
-    return [(d.label, d.train_file) for d in console.datasets()]
+def dataset_choices(console: Console, lang: str = "en") -> list[tuple[str, str]]:
+    """(label, value) pairs for the dataset picker, scanned now (uploads included): the value is
+    the training file, or for a dataset of a catalogue the folder and the dataset's name."""
+    return [(d.label_in(lang), d.key) for d in console.datasets()]
 
 
 @dataclass
@@ -49,6 +50,8 @@ def upload(temp_path: str, original_name: str, console: Console) -> Upload:
     settings = console.settings
     saved = save_upload(temp_path, original_name, settings.uploads_dir, settings.max_upload_bytes)
     dataset = upload_dataset(saved)
+    if dataset.dataset is not None:  # a zipped catalogue: its first dataset, in its own formatting
+        return Upload(dataset, dataset.formatting or None, dataset.reason)
     try:
         detected = resolve_format(read_data_file(absolute(split_path(dataset.train_file)[0]),
                                                  split_path(dataset.train_file)[1]))
@@ -115,8 +118,8 @@ def data_settings(values: Mapping[str, Any], console: Console) -> DataSettings:
     settings = DataSettings.from_dict(raw)
     for key in ("train_file", "validation_file", "test_file"):
         name = getattr(settings, key)
-        if name:
-            inside_roots(split_path(name)[0], console.settings.all_data_dirs)
+        for item in file_names(name) if name else []:
+            inside_roots(split_path(item)[0], console.settings.all_data_dirs)
     return settings
 
 
@@ -124,9 +127,13 @@ def _widget_of(message: str, config: Config) -> str:
     """The form field a data problem belongs to: the file it names, or the column mapping."""
     if message.startswith("data.columns") or "data.columns maps" in message:
         return "data.columns"
+    if message.startswith("data.format is"):
+        return "data.format"
+    if message.startswith("data.dataset") or "dataset_info.json: dataset" in message or "data.dataset (" in message:
+        return "data.dataset"
     for key in DATA_FILE_KEYS[1:]:
         name = config.to_flat()[key]
-        if name and str(split_path(name)[0]) in message:
+        if name and any(str(split_path(item)[0]) in message for item in file_names(name)):
             return key
     return "data.train_file"
 

@@ -18,12 +18,14 @@ from typing import Sequence
 
 from core.config import DataSettings
 from core.data import (FORMAT_FIELDS, IGNORE_INDEX, TAG_DEFAULTS, Columns, DataError, DataFile, DataStats,
-                       ignored_fields, load_splits, read_data_file, resolve_format, split_files, tokenize_records)
-from core.data_files import split_path
+                       data_sources, ignored_fields, load_splits, read_data_file, source_files, tokenize_records)
+from core.data_files import file_names, is_catalog, split_path
+from core.data_preference import file_kind
 from core.tokenizer import Tokenizer, TokenizerError
 
 from app.i18n import TEXTS, problem_text, text
 from app.paths import absolute
+from app.preference_preview import pair_preview_html
 
 PREVIEW_SAMPLES = 3
 CACHE_DIR = Path(".mindtune-cache") / "data"  # the worker's cache: a preview warms it for the run
@@ -118,29 +120,52 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
     columns = Columns(dict(settings.columns))
     try:
         tokenizer = Tokenizer.from_dir(absolute(model_dir))
-        data = read_data_file(_absolute_name(settings.train_file), role="train")
-        resolved = resolve_format(data, settings.format, columns)
+        first = file_names(settings.train_file)[0]
+        if not isinstance(settings.train_file, list) and not is_catalog(absolute(split_path(first)[0])):
+            raw = read_data_file(_absolute_name(settings.train_file), role="train", text_split=settings.text_split)
+            kind = file_kind(raw, columns)
+            if kind is not None:  # preference pairs or KTO answers: side by side (app.preference_preview)
+                return pair_preview_html(raw, kind, tokenizer, settings.max_seq_len, samples, columns, lang)
+        source = data_sources(_resolved(settings), "train")[0]  # a catalogue: the first dataset chosen
+        data, resolved, columns = source.data, source.fmt, source.columns
         records = data.records[:samples]
         tokenized = tokenize_records(records, resolved, tokenizer, settings.max_seq_len, settings.mask_prompt,
-                                     columns=columns, train_on=settings.train_on)
+                                     columns=columns, train_on=settings.train_on, overlong=settings.overlong,
+                                     media=settings.media)
         ignored = ignored_fields(data.records, resolved, columns)
     except (DataError, TokenizerError, OSError) as err:
         return error_html(str(err), lang)
-    how = text("dp.auto" if settings.format == "auto" else "dp.as_set", lang)
+    catalog = is_catalog(absolute(split_path(file_names(settings.train_file)[0])[0]))
+    how = text("dp.auto" if settings.format == "auto" and not catalog else "dp.as_set", lang)
     split = text("dp.split", lang).format(split=html.escape(data.split)) if data.split else ""
-    trained_on = text("dp.every_token" if not settings.mask_prompt else f"dp.{settings.train_on}", lang)
     line = text("dp.format", lang).format(fmt=f"<b>{html.escape(resolved)}</b>", how=how, split=split,
-                                          n=len(records), total=len(data.records), trained=trained_on)
+                                          n=len(records), total=len(data.records),
+                                          trained=trained_text(resolved, settings, lang))
     blocks = [legend(lang), f'<div class="mt-note" id="data-format">{line}</div>',
               mapping_html(data, resolved, columns, lang), warnings_html(ignored, len(data.records), resolved, lang)]
-    for record, sample, full in zip(records, tokenized.samples, tokenized.full_lengths):
-        runs = token_runs(tokenizer, sample.input_ids.tolist(), sample.labels.tolist())
-        trained = int((sample.labels != IGNORE_INDEX).sum())
+    for index, (record, full) in enumerate(zip(records, tokenized.full_lengths)):
         where = re.sub(r" line (\d+)$", lambda m: " " + text("dp.line", lang).format(n=m[1]), record.where)
-        about = text("dp.sample", lang).format(where=where, full=full, trained=trained)
-        blocks.append(f'<div class="mt-note">{html.escape(about)}</div>')
-        blocks.append(runs_html(runs, dropped_tokens=full - len(sample), lang=lang))
+        kept = [s for s, k in zip(tokenized.samples, tokenized.sources) if k == index]
+        if not kept:
+            skipped = text("dp.skipped_sample", lang).format(where=where, full=full)
+            blocks.append(f'<div class="mt-note">{html.escape(skipped)}</div>')
+        for sample in kept[:1]:  # a chunked text record: its first chunk
+            trained = int((sample.labels != IGNORE_INDEX).sum())
+            key = "dp.truncated_sample" if full > len(sample) and resolved != "text" else "dp.sample"
+            about = text(key, lang).format(where=where, full=full, trained=trained, kept=len(sample))
+            blocks.append(f'<div class="mt-note">{html.escape(about)}</div>')
+            runs = token_runs(tokenizer, sample.input_ids.tolist(), sample.labels.tolist())
+            blocks.append(runs_html(runs, dropped_tokens=full - len(sample), lang=lang))
     return "\n".join(b for b in blocks if b)
+
+
+def trained_text(fmt: str, settings: DataSettings, lang: str = "en") -> str:
+    """What the preview's format line says is trained: every token of raw text (and how .txt
+    files were split), or the assistant turns that carry loss."""
+    if fmt == "text":
+        return text("dp.text_trained", lang).format(split=text(f"dp.split.{settings.text_split}", lang),
+                                                    max=settings.max_seq_len)
+    return text("dp.every_token" if not settings.mask_prompt else f"dp.{settings.train_on}", lang)
 
 
 def error_html(message: str, lang: str = "en") -> str:
@@ -148,13 +173,16 @@ def error_html(message: str, lang: str = "en") -> str:
     return f'<div class="mt-error">{html.escape(problem_text(message, lang))}</div>'
 
 
-def _absolute_name(name: str) -> str:
-    """A data path (maybe 'folder#split') with the path part made absolute."""
+def _absolute_name(name: str | list[str]) -> str | list[str]:
+    """A data path (maybe 'folder#split', or a list of them) with the path part made absolute."""
+    if isinstance(name, list):
+        return [_absolute_name(item) for item in name]
     path, split = split_path(name)
     return str(absolute(path)) + (f"#{split}" if split else "")
 
 
 def _resolved(settings: DataSettings) -> DataSettings:
+    """`settings` with every data path made absolute."""
     return DataSettings.from_dict({**settings.to_dict(), **{k: _absolute_name(getattr(settings, k)) for k in
                                                             ("train_file", "validation_file", "test_file")
                                                             if getattr(settings, k)}})
@@ -172,7 +200,7 @@ class _StatsMemory:
         files = []
         for role, split in (("train_file", "train"), ("validation_file", "validation"), ("test_file", "test")):
             name = getattr(settings, role)
-            for path in (split_files(name, split) if name else []):
+            for path in (source_files(settings, name, split) if name else []):
                 stat = path.stat()
                 files.append((str(path), stat.st_size, stat.st_mtime_ns))
         tokenizer = [(p.name, p.stat().st_mtime_ns) for p in sorted(model_dir.glob("*.json*")) if p.is_file()]

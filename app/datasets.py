@@ -20,8 +20,9 @@ from typing import Iterable
 
 from core.atomic import atomic_folder
 from core.data import DATA_EXTENSIONS as CORE_DATA_EXTENSIONS
+from core.data_catalog import read_catalog
 from core.data_files import (DATASET_DICT_FILE, SPLIT_SEPARATOR, STATE_FILE, DataError, data_extension,
-                             dataset_splits, role_split)
+                             dataset_splits, is_catalog, role_split)
 
 from app.paths import for_config
 
@@ -36,18 +37,72 @@ class UploadError(ValueError):
     """An upload the console refuses (too large, wrong type); the message says what is accepted."""
 
 
+CATALOG_KEY = " :: "  # between a catalogue folder and a dataset's name in the picker's value
+
+
 @dataclass(frozen=True)
 class Dataset:
-    """Files of one dataset as they go into a config (paths relative to the repo root if inside)."""
+    """Files of one dataset as they go into a config (paths relative to the repo root if inside);
+    a dataset of a catalogue (dataset_info.json) also has its name there (`dataset`), its
+    formatting and size, or the reason it cannot load."""
     name: str
     train_file: str
     validation_file: str | None = None
     test_file: str | None = None
+    dataset: str | None = None
+    formatting: str = ""
+    size_bytes: int = 0
+    num_samples: int | None = None
+    reason: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The picker's value: the training file, with the dataset's name for a catalogue entry."""
+        return picker_key(self.train_file, self.dataset)
 
     @property
     def label(self) -> str:
+        return self.label_in("en")
+
+    def label_in(self, lang: str) -> str:
+        from app.i18n import problem_text, text
+
+        if self.dataset is not None:
+            if self.reason:  # without the catalogue's path and the entry's name, which the label has
+                reason = problem_text(self.reason, lang).split(f"dataset {self.dataset!r}: ", 1)[-1]
+                return text("data.catalog_broken", lang).format(name=self.name, reason=reason)
+            size = human_size(self.size_bytes) + (", " + text("data.catalog_samples", lang).format(n=self.num_samples)
+                                                  if self.num_samples else "")
+            return text("data.catalog_entry", lang).format(name=self.name, formatting=self.formatting, size=size)
         parts = ["train"] + (["validation"] if self.validation_file else []) + (["test"] if self.test_file else [])
         return f"{self.name} ({' + '.join(parts)})"
+
+
+def picker_key(train_file: str | None, dataset: str | list[str] | None) -> str:
+    """'data/catalog :: alpaca_demo' for one catalogue dataset, else the training file."""
+    names = [dataset] if isinstance(dataset, str) else list(dataset or [])
+    return f"{train_file}{CATALOG_KEY}{names[0]}" if len(names) == 1 else str(train_file or "")
+
+
+def human_size(size: int) -> str:
+    """'840 B', '12.3 kB', '4.1 MB'."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
+
+
+def catalog_datasets(folder: Path, root: Path) -> list[Dataset]:
+    """Every dataset of a catalogue folder, by name; a catalogue that cannot be read is one
+    entry with the reason."""
+    prefix = str(folder.relative_to(root)) if folder != root else folder.name
+    config_path = for_config(folder)
+    try:
+        entries = read_catalog(folder)
+    except DataError as err:
+        return [Dataset(f"{prefix}/dataset_info.json", config_path, dataset="", reason=str(err))]
+    return [Dataset(f"{prefix}/{e.name}", config_path, dataset=e.name, formatting=e.formatting,
+                    size_bytes=e.size_bytes, num_samples=e.num_samples, reason=e.problem) for e in entries]
 
 
 def _split_file(folder: Path, split: str) -> Path | None:
@@ -120,6 +175,9 @@ def scan_datasets(roots: Iterable[Path], depth: int = 2) -> list[Dataset]:
         if not root.is_dir():
             continue
         for folder in [root, *_subfolders(root, depth)]:
+            if is_catalog(folder):
+                folders += catalog_datasets(folder, root)
+                continue
             if folder != root and is_hf_dataset_folder(folder):
                 dataset = _hf_dataset(folder, root)
                 if dataset:
@@ -131,7 +189,7 @@ def scan_datasets(roots: Iterable[Path], depth: int = 2) -> list[Dataset]:
             elif folder.parent == root or folder == root:
                 files += [Dataset(str(p.relative_to(root)), for_config(p)) for p in sorted(folder.iterdir())
                           if p.is_file() and data_extension(p) in DATA_EXTENSIONS]
-    unique = {d.train_file: d for d in folders + files}
+    unique = {d.key: d for d in folders + files}
     return list(unique.values())
 
 
@@ -141,13 +199,16 @@ def _subfolders(root: Path, depth: int) -> list[Path]:
     for child in sorted(root.iterdir()):
         if child.is_dir() and not child.name.startswith((".", "__")):
             out.append(child)
-            if depth > 1 and not is_hf_dataset_folder(child):
+            if depth > 1 and not is_hf_dataset_folder(child) and not is_catalog(child):
                 out += _subfolders(child, depth - 1)
     return out
 
 
 def find_by_train_file(datasets: Iterable[Dataset], train_file: str | None) -> Dataset | None:
-    return next((d for d in datasets if d.train_file == train_file), None)
+    """The dataset whose picker value (`Dataset.key`) or training file is `train_file`."""
+    datasets = list(datasets)
+    return next((d for d in datasets if d.key == train_file), None) or next(
+        (d for d in datasets if d.train_file == train_file and d.dataset is None), None)
 
 
 def safe_name(name: str) -> str:
@@ -249,6 +310,8 @@ def _unpack_target(uploads_dir: Path, stem: str, digest: str) -> tuple[Path, boo
 def upload_dataset(saved: Path) -> Dataset:
     """The dataset an upload makes: a data file on its own, or an unpacked folder (its splits, or
     its train/validation/test files)."""
+    if saved.is_dir() and is_catalog(saved):
+        return catalog_datasets(saved, saved.parent)[0]
     if saved.is_dir():
         root = saved.parent
         dataset = _hf_dataset(saved, root) if is_hf_dataset_folder(saved) else _folder_dataset(saved, root)

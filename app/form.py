@@ -17,8 +17,12 @@ HIDDEN_KEYS = ("run.runs_dir", "run.resume", "run.fork_from")
 # widget keys that stand for a config key in a different shape
 TARGET_NAMES, TARGET_REGEX = "lora.target_names", "lora.target_regex"
 LENGTH_UNIT, LENGTH = "train.length_unit", "train.length"
+# "Where to run": this machine, or a Slurm partition (launch.backend and launch.partition in one choice)
+WHERE = "launch.where"
+LOCAL, SLURM, SLURM_PREFIX = "local", "slurm", "slurm:"   # its values: "local", "slurm:debug", "slurm" (default partition)
 PAIRED = {"lora.target_modules": (TARGET_NAMES, TARGET_REGEX),
-          "train.max_steps": (LENGTH_UNIT, LENGTH), "train.epochs": (LENGTH_UNIT, LENGTH)}
+          "train.max_steps": (LENGTH_UNIT, LENGTH), "train.epochs": (LENGTH_UNIT, LENGTH),
+          "launch.backend": (WHERE,), "launch.partition": (WHERE,)}
 GENERAL = ""  # errors that belong to no widget
 
 
@@ -46,6 +50,21 @@ def widget_for_error(config_key: str) -> str:
     return config_key if config_key in fields() else GENERAL
 
 
+def where_value(backend: str | None, partition: str | None) -> str:
+    """The "Where to run" value of a config's launch section."""
+    if backend != SLURM:
+        return LOCAL
+    return f"{SLURM_PREFIX}{partition}" if partition else SLURM
+
+
+def parse_where(value: str | None) -> tuple[str, str | None]:
+    """(launch.backend, launch.partition) of a "Where to run" value."""
+    value = (value or LOCAL).strip()
+    if value.startswith(SLURM_PREFIX):
+        return SLURM, value[len(SLURM_PREFIX):] or None
+    return value, None
+
+
 def mapping_text(mapping: Mapping[str, str] | None) -> str:
     """A mapping field as its text box shows it: 'instruction: question, output: answer'."""
     return ", ".join(f"{k}: {v}" for k, v in (mapping or {}).items())
@@ -59,6 +78,9 @@ def to_values(config: Config) -> dict[str, Any]:
     for key in info:  # a list in a text field (train.profile_steps [3, 5]) as its text: '3,5'
         if info[key].kind == "str" and isinstance(values[key], list):
             values[key] = ",".join(str(v) for v in values[key])
+        elif info[key].kind == "list":  # sbatch options: one argv item each, separated by spaces
+            values[key] = " ".join(str(v) for v in values[key] or [])
+    values[WHERE] = where_value(flat.get("launch.backend"), flat.get("launch.partition"))
     targets = flat["lora.target_modules"]
     values[TARGET_NAMES] = list(targets) if isinstance(targets, list) else []
     values[TARGET_REGEX] = targets if isinstance(targets, str) else ""
@@ -105,6 +127,10 @@ def to_flat(values: Mapping[str, Any]) -> dict[str, Any]:
         length = int(length)
     steps = values.get(LENGTH_UNIT) != "epochs"
     flat["train.max_steps"], flat["train.epochs"] = (length, None) if steps else (None, length)
+    flat["launch.backend"], flat["launch.partition"] = parse_where(values.get(WHERE))
+    nodes, per_node = flat.get("launch.nodes"), flat.get("launch.workers_per_node")
+    if flat["launch.backend"] == SLURM and isinstance(nodes, int) and isinstance(per_node, int):
+        flat["parallel.data_parallel"] = nodes * per_node  # a cluster run's workers are all its nodes'
     return flat
 
 
@@ -125,7 +151,8 @@ def to_config(values: Mapping[str, Any], runs_dir: str) -> tuple[Config | None, 
 
 
 # what a paired widget calls the config key behind it, in its own error line
-PAIRED_NAMES = {"train.max_steps": "steps", "train.epochs": "epochs", "lora.target_modules": "target modules"}
+PAIRED_NAMES = {"train.max_steps": "steps", "train.epochs": "epochs", "lora.target_modules": "target modules",
+                "launch.backend": "where to run", "launch.partition": "partition"}
 
 
 def form_message(config_key: str, message: str) -> str:

@@ -12,6 +12,13 @@ stays `queued` with a `queue_position` in its status, so the queue survives a co
 for runs this console did not start, when it sees them gone; it looks every `poll_s`), through
 `core.launcher.plan_launches`: on the CPU one run at a time by default, on GPU/Ascend one run per
 free set of `data_parallel` device ids, and never more than `--max-concurrent-runs`.
+
+A cluster run (`launch.backend: slurm`) is submitted at Start through its backend
+(`core.launcher.backend_for`): the console's own queue is not used for it, since Slurm queues it
+(queued == pending in Slurm, in Slurm's order), and a thread per run refreshes its state from the
+run folder and Slurm (`Backend.refresh`) until it is over. Stop, cancel and reattach go through the
+same backend; the double-click guard is the same for both, and it also looks at the run folders
+made within the window, so a console restarted between two clicks submits no second Slurm job.
 """
 from __future__ import annotations
 
@@ -26,8 +33,10 @@ from core import launcher
 from core.config import Config, ConfigError, load_config
 from core.atomic import atomic_write
 from core.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, list_runs
+from core.slurm import ENDED_STATES
 
 from app.access import SINGLE_USER, Viewer, read_owner, visible
+from app.cluster import LOCAL, cluster_of
 
 DEDUPE_WINDOW_S = 10.0  # the same config submitted again within this window is the same request
 
@@ -70,7 +79,7 @@ class JobManager:
                  reconcile: Callable = launcher.reconcile, dedupe_window_s: float = DEDUPE_WINDOW_S,
                  on_end: Callable[[RunDir], None] | None = None, watch: Callable | None = None,
                  watch_every_s: float = launcher.WATCH_EVERY_S, slots: launcher.DeviceSlots | None = None,
-                 poll_s: float = 2.0):
+                 poll_s: float = 2.0, backend_for: Callable | None = None, cluster_every_s: float = 2.0):
         self.runs_dir = Path(runs_dir)
         self._create_run, self._launch, self._stop, self._reconcile = create_run, launch, stop, reconcile
         self._watch_once = watch or (launcher.watch if reconcile is launcher.reconcile else reconcile)
@@ -87,6 +96,9 @@ class JobManager:
         self._scheduler: threading.Thread | None = None
         self._closed = False
         self._devices: dict[str, tuple[str, int]] = {}  # run id -> (device, data_parallel), from its config
+        self._backend_for = backend_for  # None: core.launcher.backend_for
+        self._cluster_every_s = cluster_every_s
+        self._cluster_runs: dict[str, str] = {}  # run id -> backend name, for runs submitted elsewhere than here
 
     # -- starting --
 
@@ -97,7 +109,9 @@ class JobManager:
         second one. `owner` (the logged-in user) and `parent` (the run, and checkpoint step of a
         fork, it was made from) are recorded in the run's status before the worker starts."""
         config.validate()
-        launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
+        cluster = config.launch.backend != LOCAL
+        if not cluster:  # a cluster run's workers are on its nodes, not here
+            launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
         key = hashlib.sha256(f"{owner}\n{parent}\n{config.to_yaml()}".encode()).hexdigest()
         with self._lock:
             now = time.monotonic()
@@ -105,6 +119,9 @@ class JobManager:
             if key in self._recent:
                 run_id = self._recent[key][1]
                 return StartResult(run_id, False, f"already started as {run_id}")
+            made = self._made_just_now(config, owner, parent)
+            if made is not None:  # by a console before a restart: its memory is gone, the folder is not
+                return StartResult(made, False, f"already started as {made}")
             run = self._create_run(config)
             fields: dict = {"queue_position": self._next_position(), "device": config.parallel.device,
                             "data_parallel": config.parallel.data_parallel}
@@ -112,11 +129,72 @@ class JobManager:
                 fields["owner"] = owner
             if parent is not None:
                 fields.update(parent_run=parent[0], parent_step=parent[1])
+            if cluster:
+                del fields["queue_position"]  # Slurm queues it
+                self._cluster_runs[run.run_id] = config.launch.backend
             run.write_status(**fields)
             self._devices[run.run_id] = (config.parallel.device, config.parallel.data_parallel)
             self._recent[key] = (now, run.run_id)
+            if cluster:
+                try:
+                    return self._submit(run, config.launch.backend)
+                except (launcher.LaunchError, ConfigError, OSError):
+                    del self._recent[key]  # a refused submission may be corrected and tried again at once
+                    raise
             self._schedule()
             return self._start_result(run)
+
+    def _made_just_now(self, config: Config, owner: str | None, parent: tuple[str, int | None] | None) -> str | None:
+        """A run folder of the same request (config, owner, parent) created within the dedupe window,
+        by this console or by one that was restarted since (a cluster job must not be submitted twice)."""
+        if self._window <= 0:
+            return None
+        text, now = config.to_yaml(), time.time()
+        for summary in list_runs(self.runs_dir):
+            status = summary.status
+            if now - summary.sort_time >= self._window:
+                break  # newest first
+            if summary.state == "failed":
+                continue  # a refused submission may be tried again at once
+            if (status.owner, status.parent_run, status.parent_step) != (owner, *(parent or (None, None))):
+                continue
+            try:
+                if RunDir(summary.path).config_path.read_text() == text:
+                    return summary.run_id
+            except OSError:
+                continue
+        return None
+
+    def backend(self, name: str):
+        """The launcher backend called `name` ("local", "slurm")."""
+        return (self._backend_for or launcher.backend_for)(name)
+
+    def _backend_name(self, summary_or_status) -> str:
+        """The backend a run on disk belongs to: its Slurm job record, or what this console submitted."""
+        status = getattr(summary_or_status, "status", summary_or_status)
+        job = cluster_of(status)
+        if job is not None:
+            return job.backend or "slurm"
+        return self._cluster_runs.get(status.run_id or "", LOCAL)
+
+    def _submit(self, run: RunDir, backend_name: str) -> StartResult:
+        """Hand a new run to its cluster backend (sbatch), then watch it. A refused submission
+        leaves the run failed with the scheduler's own words, never half-made."""
+        backend = self.backend(backend_name)
+        try:
+            backend.launch(run)
+        except (launcher.LaunchError, ConfigError, OSError) as err:
+            self._fail_queued(run, f"not submitted: {err}")
+            raise
+        self._start_watching(run, refresh=backend.refresh)
+        status = run.read_status()
+        job = cluster_of(status)
+        job_id = job.job_id if job is not None else "?"
+        if status.state == "queued":
+            reason = f": {job.reason}" if job is not None and job.reason else ""
+            return StartResult(run.run_id, True, f"submitted {run.run_id} as Slurm job {job_id} (pending{reason})",
+                               queued=True)
+        return StartResult(run.run_id, True, f"submitted {run.run_id} as Slurm job {job_id} ({status.state})")
 
     def _start_result(self, run: RunDir) -> StartResult:
         status = run.read_status()
@@ -128,14 +206,17 @@ class JobManager:
         return StartResult(run.run_id, True, f"queued {run.run_id} ({place}; it starts when {busy} "
                                              "frees the device)", queued=True)
 
-    def resume(self, run_id: str, viewer: Viewer = SINGLE_USER, checkpoint: str | None = None) -> StartResult:
+    def resume(self, run_id: str, viewer: Viewer = SINGLE_USER, checkpoint: str | None = None,
+               backend: str | None = None) -> StartResult:
         """Start a new attempt of a stopped or failed run from its last checkpoint, or from the
         one the user names (`checkpoint`: a folder name in its checkpoints/, e.g. 'step-4'): a
         resume never falls back to another checkpoint by itself. Through the queue: at once when
-        its devices are free."""
+        its devices are free. `backend` ("local", "slurm") moves the run: a cluster run resumed
+        with "local" goes on on this machine with the same data-parallel width (its checkpoint
+        is the same files), refused with the reason when this machine cannot hold that many workers."""
         run = self.run_dir(run_id, viewer)
         with self._lock:
-            state = self._reconcile(run).state
+            state = self._refresh(run).state
             if state not in ("stopped", "failed"):
                 raise JobError(f"{run_id} is {state}; only a stopped or failed run can be resumed")
             name = checkpoint or "last"
@@ -145,15 +226,39 @@ class JobManager:
                     raise JobError(f"{run_id} has no checkpoint {checkpoint!r} (its checkpoints/ holds "
                                    f"{', '.join(sorted(p.name for p in run.checkpoints_dir.iterdir())) or 'nothing'})")
                 raise JobError(f"{run_id} saved no checkpoint to resume from; start a new run instead")
-            config = load_config(run.config_path).with_updates({"run.resume": str(last.absolute())})
+            config = load_config(run.config_path)
+            if backend is not None and backend != config.launch.backend:
+                config = self._moved(run_id, config, backend)
+            config = config.with_updates({"run.resume": str(last.absolute())})
             run.restart_for_resume()
             atomic_write(run.config_path, config.to_yaml())
-            run.write_status(queue_position=self._next_position(), device=config.parallel.device, device_ids=[])
             self._devices[run.run_id] = (config.parallel.device, config.parallel.data_parallel)
+            if config.launch.backend != LOCAL:  # a cluster run resumes as a new job of its backend
+                self._cluster_runs[run.run_id] = config.launch.backend
+                result = self._submit(run, config.launch.backend)
+                job = cluster_of(run.read_status())
+                return StartResult(run.run_id, True, f"resumed {run.run_id} from {last.resolve().name} as Slurm job "
+                                   f"{job.job_id if job else '?'}", queued=result.queued)
+            self._cluster_runs.pop(run.run_id, None)
+            run.write_status(queue_position=self._next_position(), device=config.parallel.device, device_ids=[])
             self._schedule()
             queued = run.read_status().state == "queued"
         how = "queued to resume" if queued else "resumed"
         return StartResult(run.run_id, True, f"{how} {run.run_id} from {last.resolve().name}", queued=queued)
+
+    @staticmethod
+    def _moved(run_id: str, config: Config, backend: str) -> Config:
+        """`config` to go on under `backend`: the data-parallel width stays (a checkpoint holds no
+        layout of nodes), so this machine must hold that many workers for a local resume."""
+        width = config.parallel.data_parallel
+        if backend == LOCAL:
+            try:
+                launcher.check_workers_available(width, config.parallel.device)
+            except ConfigError as err:
+                raise JobError(f"{run_id} ran on {config.launch.nodes} node(s) x {config.launch.workers_per_node} "
+                               f"worker(s) (data parallel {width}); resuming it on this machine needs {width} "
+                               f"workers: {err}") from err
+        return config.with_updates({"launch.backend": backend})
 
     # -- the queue --
 
@@ -181,6 +286,8 @@ class JobManager:
         for summary in summaries:
             if summary.state in TERMINAL_STATES or summary.state in ("queued", "unknown"):
                 continue
+            if self._backend_name(summary) != LOCAL:  # its devices are the cluster's
+                continue
             device, width = self._device_of(summary)
             active.append(launcher.ActiveRun(summary.run_id, device, width, tuple(summary.status.device_ids)))
         return active
@@ -192,7 +299,7 @@ class JobManager:
     def _queued(self, summaries: list[RunSummary]) -> list[tuple[RunSummary, launcher.QueuedRun]]:
         out = []
         for summary in summaries:
-            if summary.state != "queued":
+            if summary.state != "queued" or self._backend_name(summary) != LOCAL:  # Slurm queues its own
                 continue
             device, width = self._device_of(summary)
             position = summary.status.queue_position
@@ -205,7 +312,7 @@ class JobManager:
         died, or one started from a shell that ended, frees its devices)."""
         summaries = list_runs(self.runs_dir)
         for summary in summaries:
-            if summary.state in ("starting", "running", "stopping"):
+            if summary.state in ("starting", "running", "stopping") and self._backend_name(summary) == LOCAL:
                 try:
                     self._reconcile(RunDir(summary.path))
                 except (RunDirError, launcher.LaunchError, OSError):
@@ -285,6 +392,25 @@ class JobManager:
                 entries.append(QueueEntry(summary.run_id, places[queued.device], queued.device, summary.status.owner))
         return entries
 
+    def cluster_queue(self, viewer: Viewer = SINGLE_USER) -> list[QueueEntry]:
+        """The cluster runs `viewer` may see that are pending in Slurm, in Slurm's order (its
+        `queue`: by priority, then submission), each with its place among every pending job."""
+        pending = [s for s in list_runs(self.runs_dir) if s.state == "queued" and self._backend_name(s) != LOCAL]
+        if not pending:
+            return []
+        by_id = {s.run_id: s for s in pending}
+        try:
+            order = [e.run_id for e in self.backend("slurm").queue(self.runs_dir) if e.state == "PENDING"]
+        except (launcher.LaunchError, OSError) as err:  # Slurm does not answer: the order they were submitted in
+            print(f"mindtune: Slurm queue: {err}", flush=True)
+            order = sorted(by_id, key=lambda r: (by_id[r].status.cluster.submitted_at or 0.0, r))
+        entries = []
+        for place, run_id in enumerate(order, start=1):
+            summary = by_id.get(run_id)
+            if summary is not None and viewer.may_see(summary.status):
+                entries.append(QueueEntry(run_id, place, "slurm", summary.status.owner))
+        return entries
+
     def move(self, run_id: str, offset: int, viewer: Viewer = SINGLE_USER) -> str:
         """Move a queued run `offset` places earlier (-1) or later (+1) among the queued runs
         `viewer` may see (a user reorders their own runs; an admin every run)."""
@@ -293,6 +419,8 @@ class JobManager:
             mine = [s for s, _ in self._queued(list_runs(self.runs_dir)) if viewer.may_see(s.status)]
             ids = [s.run_id for s in mine]
             if run_id not in ids:
+                if run_id in [e.run_id for e in self.cluster_queue(viewer)]:
+                    raise JobError(f"{run_id} is pending in Slurm, which orders its own queue (by priority)")
                 raise JobError(f"{run_id} is not queued")
             index = ids.index(run_id)
             target = min(max(index + offset, 0), len(ids) - 1)
@@ -307,12 +435,19 @@ class JobManager:
         return f"moved {run_id} {'up' if offset < 0 else 'down'} to place {target + 1} of your queued runs"
 
     def cancel(self, run_id: str, viewer: Viewer = SINGLE_USER) -> str:
-        """Take a queued run out of the queue (it ends `stopped`, 'cancelled before it started')."""
+        """Take a queued run out of the queue (it ends `stopped`, 'cancelled before it started');
+        a cluster run pending in Slurm is cancelled there (the backend's stop: scancel)."""
         run = self.run_dir(run_id, viewer)
         with self._lock:
-            state = run.read_status().state
+            status = run.read_status()
+            state = status.state
             if state != "queued":
                 raise JobError(f"{run_id} is not queued (it is {state}); stop it instead")
+            name = self._backend_name(status)
+            if name != LOCAL:
+                self.backend(name).stop(run, graceful=False)
+                job = cluster_of(run.read_status())
+                return f"cancelled {run_id} (scancel of Slurm job {job.job_id if job else '?'}; it never started)"
             run.write_status(state="stopped", reason=launcher.CANCELLED_REASON, queue_position=None)
         self.poke()
         return f"cancelled {run_id} (it never started)"
@@ -323,26 +458,52 @@ class JobManager:
         if process is not None:
             self._start_watching(run, process)
 
-    def _start_watching(self, run: RunDir, process=None) -> None:
-        worker = threading.Thread(target=self._watch, args=(run, process), daemon=True, name=f"watch-{run.run_id}")
+    def follow(self, run: RunDir) -> None:
+        """Watch a cluster run this console did not submit (from a shell, or by another console)
+        while a page shows it, so its Slurm state and an end Slurm caused reach its folder."""
+        with self._lock:
+            worker = self._watching.get(run.run_id)
+            if self._closed or (worker is not None and worker.is_alive()):
+                return
+            try:
+                status = run.read_status()
+            except RunDirError:
+                return
+            job, name = cluster_of(status), self._backend_name(status)
+            if name == LOCAL or job is None or not job.job_id or job.state in ENDED_STATES:
+                return
+            self._start_watching(run, refresh=self.backend(name).refresh)
+
+    def _start_watching(self, run: RunDir, process=None, refresh: Callable | None = None) -> None:
+        """Watch a run until it is over: a local one with the launcher's watch, a cluster one
+        with its backend's `refresh` (run folder first, Slurm second)."""
+        worker = threading.Thread(target=self._watch, args=(run, process, refresh), daemon=True,
+                                  name=f"watch-{run.run_id}")
         self._watching[run.run_id] = worker
         worker.start()
 
-    def _watch(self, run: RunDir, process=None) -> None:
+    def _watch(self, run: RunDir, process=None, refresh: Callable | None = None) -> None:
         """The console's watcher of one run, every watch_every_s until it is over and nothing of it
         is left: reaps our child (no zombie), sees a rank that died or hung (core.launcher.watch)
         and tears down what a finished run left; then the end-of-run hook."""
         while True:
             exited = process is not None and process.poll() is not None
             try:
-                status = self._watch_once(RunDir(run.path.resolve()))
-            except (RunDirError, launcher.LaunchError, OSError):
-                return
+                status = (refresh or self._watch_once)(RunDir(run.path.resolve()))
+            except (RunDirError, launcher.LaunchError, OSError) as err:
+                if refresh is None:
+                    return
+                print(f"mindtune: watching {run.run_id}: {err}", flush=True)  # Slurm may answer next time
+                time.sleep(self._cluster_every_s)
+                continue
             over = status.state in TERMINAL_STATES
-            if over and (process is None or exited) and not self._processes_left(run):
+            if refresh is not None:  # a cluster run is over once its job is: until then its ranks may still exit
+                job = cluster_of(status)
+                over = over and (job is None or not job.job_id or job.state in ENDED_STATES)
+            if over and (process is None or exited) and (refresh is not None or not self._processes_left(run)):
                 self._ended(run, status)
                 return
-            time.sleep(self._watch_every_s)
+            time.sleep(self._cluster_every_s if refresh is not None else self._watch_every_s)
 
     def _processes_left(self, run: RunDir) -> bool:
         if self._watch_once is self._reconcile:  # no real launcher (tests): no processes to wait for
@@ -372,20 +533,23 @@ class JobManager:
         status shows the progress. A second request while one is under way is ignored."""
         run = self.run_dir(run_id, viewer)
         with self._lock:
-            if run.read_status().state == "queued":  # not started: leaves the queue at once
+            status = run.read_status()
+            if status.state == "queued":  # not started: leaves the queue at once (Slurm's: scancel)
                 return self.cancel(run_id, viewer)
+            name = self._backend_name(status)
             worker = self._stopping.get(run_id)
             if worker is not None and worker.is_alive() and graceful:
                 return f"{run_id}: a stop is already under way"
-            worker = threading.Thread(target=self._stop_quietly, args=(run, graceful), daemon=True,
+            stop = self._stop if name == LOCAL else self.backend(name).stop
+            worker = threading.Thread(target=self._stop_quietly, args=(run, graceful, stop), daemon=True,
                                       name=f"stop-{run_id}")
             self._stopping[run_id] = worker
             worker.start()
         return f"{run_id}: {'stopping (saving a checkpoint first)' if graceful else 'stopping now'}"
 
-    def _stop_quietly(self, run: RunDir, graceful: bool) -> None:
+    def _stop_quietly(self, run: RunDir, graceful: bool, stop: Callable | None = None) -> None:
         try:
-            self._stop(run, graceful=graceful)
+            (stop or self._stop)(run, graceful=graceful)
         except (launcher.LaunchError, RunDirError, OSError) as err:
             print(f"mindtune: stopping {run.run_id} failed: {err}", flush=True)
 
@@ -411,15 +575,23 @@ class JobManager:
         return visible(viewer, list_runs(self.runs_dir))
 
     def current_status(self, run_id: str, viewer: Viewer = SINGLE_USER) -> Status:
-        """The run's status after checking that an active run still has a process."""
-        return self._reconcile(self.run_dir(run_id, viewer))
+        """The run's status after checking that an active run still has a process (a cluster
+        run: its job, through its backend)."""
+        return self._refresh(self.run_dir(run_id, viewer))
+
+    def _refresh(self, run: RunDir) -> Status:
+        """A run's status reconciled by its backend: a local run's processes, a cluster run's job."""
+        name = self._backend_name(run.read_status())
+        return self._reconcile(run) if name == LOCAL else self.backend(name).refresh(run)
 
     def reattach(self) -> ReattachReport:
         """At startup: reconcile every run that says it is active; keep watching the live ones
         (through their files), mark the dead ones failed, and list orphan processes."""
-        alive, failed = [], []
+        alive, failed = self._reattach_cluster()
         for summary in list_runs(self.runs_dir):
             if summary.state in TERMINAL_STATES or summary.state in ("unknown", "queued"):
+                continue
+            if self._backend_name(summary) != LOCAL:
                 continue
             try:
                 status = self._reconcile(RunDir(summary.path))
@@ -430,8 +602,35 @@ class JobManager:
             if status.state not in TERMINAL_STATES:
                 self._start_watching(RunDir(summary.path))
         orphans = [f"pid {o.pid} of {o.run_dir.name} ({o.state})" for o in launcher.find_orphans(self.runs_dir)]
-        queued = [s.run_id for s in list_runs(self.runs_dir) if s.state == "queued"]
+        queued = [s.run_id for s in list_runs(self.runs_dir) if s.state == "queued" and self._backend_name(s) == LOCAL]
         if queued:  # the queue survives a restart: carry on with it
             self._schedule()
         return ReattachReport(alive, failed, orphans, queued)
+
+    def _reattach_cluster(self) -> tuple[list[str], list[str]]:
+        """Cluster jobs that are pending or running (their job id is in their run folder; the
+        backend's `active` finds them): watched again, through their backend. Slurm not answering
+        leaves them as they are (the next console finds them again)."""
+        alive: list[str] = []
+        failed: list[str] = []
+        names = {self._backend_name(s) for s in list_runs(self.runs_dir)} - {LOCAL}
+        for name in sorted(names):
+            backend = self.backend(name)
+            try:
+                runs = backend.active(self.runs_dir)
+            except (launcher.LaunchError, OSError) as err:
+                print(f"mindtune: cannot ask {name} for its jobs: {err}", flush=True)
+                continue
+            for run in runs:
+                if run.run_id in self._watching and self._watching[run.run_id].is_alive():
+                    continue
+                try:
+                    status = backend.refresh(run)
+                except (RunDirError, launcher.LaunchError, OSError) as err:
+                    print(f"mindtune: cannot check {run.run_id}: {err}", flush=True)
+                    continue
+                (failed if status.state == "failed" else alive).append(run.run_id)
+                if status.state not in TERMINAL_STATES:
+                    self._start_watching(run, refresh=backend.refresh)
+        return alive, failed
 

@@ -20,17 +20,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.rundir import (ControlEvent, EndEvent, EvalRecord, MetricRecord, MetricsReader, RunDir, RunDirError,
-                         SetupEvent, TrainRecord, resume_point, value_key)
+from core.rundir import (GENERATION_FIELDS, SCORE_LABELS, BaselineEvent, ControlEvent, EndEvent, EvalRecord,
+                         MetricRecord, MetricsReader, RunDir, RunDirError, SetupEvent, TrainRecord, resume_point,
+                         value_key)
 
 from app.sessions import most_recent
 
-CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale")
+CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale", "answers",
+          "reward_accuracy", "reward_margin")
+# preference objectives (core.preference): chart -> the eval record's fields and their series names
+_REWARD_SERIES = {"reward_accuracy": (("reward_accuracy", "reward accuracy"),),
+                  "reward_margin": (("reward_margin", "reward margin"), ("chosen_reward", "chosen reward"),
+                                    ("rejected_reward", "rejected reward"))}
 # chart -> (train record field, series name) for the one-line train charts
 _TRAIN_SERIES = {"tokens_per_s": ("tokens_per_s", "tokens/s"), "lr": ("lr", "learning rate"),
                  "grad_norm": ("grad_norm", "grad norm"), "loss_scale": ("loss_scale", "loss scale")}
 _LOSS_MONITORS = ("val_loss", "val_loss_ema")
-_CHARTS_OF = {"train": ("loss", "memory", *_TRAIN_SERIES), "eval": ("val_loss", "val_ppl")}  # by record kind
+_CHARTS_OF = {"train": ("loss", "memory", *_TRAIN_SERIES),
+              "eval": ("val_loss", "val_ppl", "answers", *_REWARD_SERIES)}  # by record kind
 PARENT_SUFFIX = "(parent)"  # the series a fork's charts draw from its parent run
 
 
@@ -192,6 +199,8 @@ class RunCharts:
             self._add_eval(record, rows)
         elif isinstance(record, SetupEvent):
             self.setup = record
+        elif isinstance(record, BaselineEvent):
+            self._add_scores(record, rows)  # the model before training: the answers chart's first points
         elif isinstance(record, EndEvent):
             self.end = record
         elif isinstance(record, ControlEvent):
@@ -218,9 +227,24 @@ class RunCharts:
                 if _finite(getattr(record, name)):
                     label = name.replace("_ema", " EMA").replace("_", " ")
                     rows[chart].append({"step": step, "value": getattr(record, name), "series": label})
+        self._add_scores(record, rows)
+        for chart, fields in _REWARD_SERIES.items():
+            for name, label in fields:
+                if _finite(getattr(record, name)):
+                    rows[chart].append({"step": step, "value": getattr(record, name), "series": label})
         if _finite(record.best_value) and record.monitor:
-            chart = "val_loss" if record.monitor in _LOSS_MONITORS else "val_ppl"
-            rows[chart].append({"step": step, "value": record.best_value, "series": f"best {record.monitor}"})
+            scale = 100 if record.monitor in GENERATION_FIELDS else 1
+            chart = ("answers" if scale == 100 else "val_loss" if record.monitor in _LOSS_MONITORS else
+                     "reward_accuracy" if record.monitor == "reward_accuracy" else "val_ppl")
+            rows[chart].append({"step": step, "value": scale * record.best_value, "series": f"best {record.monitor}"})
+
+    @staticmethod
+    def _add_scores(record: EvalRecord | BaselineEvent, rows: dict[str, list[dict]]) -> None:
+        """Exact match, BLEU and ROUGE of an evaluation that scored the test answers, x100."""
+        for name in GENERATION_FIELDS:
+            if _finite(getattr(record, name)):
+                rows["answers"].append({"step": record.step, "value": 100 * getattr(record, name),
+                                        "series": SCORE_LABELS[name]})
 
 
 class SharedCharts:

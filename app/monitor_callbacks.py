@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.config import ConfigError, EarlyStoppingSettings, load_config
+from core.launcher import LaunchError
 from core.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
 
 from app.access import SINGLE_USER, Viewer
 from app.background import run_with_ticks
+from app.cluster import cancelled, cluster_html, is_cluster, rank_node, shown_state
 from app.context import Console
 from app.sessions import most_recent, session_lock
 from app.exports import FORMATS, ExportFailed, export_target, run_export
@@ -146,13 +148,16 @@ def tick(session: MonitorSession, wanted: str | None, console: Console, lang: st
     fresh = session.charts is None
     if fresh:  # another run than the charts showed: every chart is sent, empty ones too
         session.charts = console.charts.get(run.path, workers=_workers(run, status))
+        if is_cluster(status):
+            console.jobs.follow(RunDir(run.path.resolve()))  # a job submitted elsewhere is watched too
     svgs = _chart_updates(session, log_axes(log_scale, ppl_log_scale), everything=full or fresh, lang=lang)
     log = _log_if_changed(session, run)
     es_values = None
     if session.es_loaded_for != run_id:
         es_values, session.es_loaded_for = early_stopping_settings(run), run_id
-    return Tick(run_id, choices, svgs, state_html(status.state or "unknown", lang),
-                _status_text(status, session.charts, lang), failure_html(status, log or "", lang),
+    failure = "" if cancelled(status) else failure_html(status, log or "", lang, rank_node(status, status.failed_rank, run))
+    return Tick(run_id, choices, svgs, state_html(shown_state(status), lang),
+                _status_text(status, session.charts, lang), failure,
                 text("mon.no_log", lang) if log == "" else log, session.es_caption or "", es_values,
                 _downloads_if_changed(session, console, run, lang), status.state not in TERMINAL_STATES)
 
@@ -200,7 +205,9 @@ def _status_text(status: Status, charts: RunCharts, lang: str) -> str:
         status = status.replace(total_steps=charts.setup.total_steps)
     line = status_line(status, charts.progress.seconds_per_step())
     busy = phase(line.state, charts.setup is not None, charts.last_eval is not None, charts.last_train is not None)
-    return status_html(line, lang, busy)
+    if busy == "phase.queued" and is_cluster(status):
+        busy = "phase.pending"
+    return status_html(line, lang, busy) + cluster_html(status, lang)
 
 
 def _no_run(run_id: str | None, choices: list[str] | None, lang: str) -> Tick:
@@ -246,7 +253,8 @@ def _log_if_changed(session: MonitorSession, run: RunDir) -> str | None:
 
 # chart -> its y-axis title in English (app.i18n "ytitle.<chart>" holds both languages)
 Y_TITLES = {name: text(f"ytitle.{name}", "en") for name in ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s",
-                                                             "lr", "grad_norm", "loss_scale")}
+                                                             "lr", "grad_norm", "loss_scale", "answers",
+                                                             "reward_accuracy", "reward_margin")}
 
 
 LOSS_CHARTS = ("loss", "val_loss")  # what the loss log-scale box switches
@@ -327,7 +335,7 @@ def stop(console: Console, run_id: str | None, graceful: bool, viewer: Viewer = 
         return "⚠ no run selected"
     try:
         return console.jobs.request_stop(run_id, graceful, viewer)
-    except ValueError as err:
+    except (ValueError, LaunchError) as err:  # LaunchError: a pending cluster job's scancel refused
         return f"⚠ {err}"
 
 

@@ -36,7 +36,9 @@ FEED_JS = Path(__file__).with_name("monitor_feed.js").read_text(encoding="utf-8"
 SHOW_NOW_JS = "() => { if (window.mindtuneMonitorNow) window.mindtuneMonitorNow(); }"
 # chart -> elem_id; the charts are server-drawn SVG (see app/svg_chart.py for why)
 CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot", "memory": "memory-plot",
-          "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot"}
+          "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot",
+          "answers": "answers-plot", "reward_accuracy": "reward-accuracy-plot",
+          "reward_margin": "reward-margin-plot"}
 DOWNLOAD_IDS = {"peft": "download-adapter", "merged": "download-merged", "mindspore": "download-mindspore"}
 # The download the page starts itself once the export is made (from the file's URL: clicking the
 # button again could meet it disabled by a controls update that crossed this answer)
@@ -111,14 +113,17 @@ def build(console: Console, labels: Labels) -> MonitorTab:
         tab.plots["loss"] = _plot("loss", labels)
         tab.plots["val_loss"] = _plot("val_loss", labels)
         tab.plots["val_ppl"] = _plot("val_ppl", labels)
+    with gr.Row():  # preference objectives (train.objective dpo/simpo/orpo/kto); empty for SFT
+        for name in ("reward_accuracy", "reward_margin"):
+            tab.plots[name] = _plot(name, labels)
+        gr.Column()
     _early_stopping_box(tab, labels)
     with gr.Row():
         for name in ("memory", "tokens_per_s", "lr"):
             tab.plots[name] = _plot(name, labels)
     with gr.Row():
-        for name in ("grad_norm", "loss_scale"):
+        for name in ("grad_norm", "loss_scale", "answers"):
             tab.plots[name] = _plot(name, labels)
-        gr.Column()  # keeps these two charts the size of the others
     labels.bind(gr.Markdown(), value="mon.downloads")
     with gr.Row():
         for fmt in FORMATS:

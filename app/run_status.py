@@ -55,8 +55,9 @@ def failure_kind(status: Status, log_tail: str = "") -> str | None:
     return "other"
 
 
-def failure_html(status: Status, log_tail: str, lang: str) -> str:
-    """The failure in plain words above the raw log ('' when the run did not fail)."""
+def failure_html(status: Status, log_tail: str, lang: str, node: str | None = None) -> str:
+    """The failure in plain words above the raw log ('' when the run did not fail); `node`: the
+    cluster node the failed rank ran on (named beside the rank)."""
     kind = failure_kind(status, log_tail)
     if kind is None:
         return ""
@@ -64,10 +65,15 @@ def failure_html(status: Status, log_tail: str, lang: str) -> str:
     first = html.escape(reason[0] if reason else "")
     lines = [str(line) for line in status.error_lines]
     where = f"rank {status.failed_rank}" if status.failed_rank is not None else ""
+    on_node = ""
+    if node and status.failed_rank is not None:
+        where = f"{where} on {node}"
+        on_node = (f'<p class="mt-failure-node" id="failure-node" data-node="{html.escape(node)}">'
+                   f'{html.escape(text("cluster.rank_on", lang).format(rank=status.failed_rank, node=node))}</p>')
     tail = (f'<pre class="mt-failure-log" data-rank="{html.escape(where)}">{html.escape(chr(10).join(lines))}</pre>'
             if lines else "")  # the failed rank's own log tail (a data-parallel rank logs to logs/worker_N.log)
     return (f'<h3 class="mt-failure">{ICON_FAILED} {html.escape(text(f"failure.{kind}", lang))}</h3>'
-            f'<p>{html.escape(text("failure.reason", lang))}: <code>{first}</code></p>{tail}')
+            f'<p>{html.escape(text("failure.reason", lang))}: <code>{first}</code></p>{on_node}{tail}')
 
 
 def fmt_duration(seconds: float | None) -> str:

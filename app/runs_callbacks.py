@@ -14,10 +14,11 @@ from typing import Any
 import pandas as pd
 
 from core import launcher
-from core.rundir import (POINTERS, TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, TrainRecord, display_name,
-                         resolve_inside)
+from core.rundir import (GENERATION_FIELDS, POINTERS, TERMINAL_STATES, EvalRecord, RunDir, RunDirError, RunSummary,
+                         Status, TrainRecord, display_name, resolve_inside)
 
 from app.access import SINGLE_USER, Viewer
+from app.cluster import queue_label, shown_state
 from app.changes import Change, applies, changes, changes_text, differing_keys, flat_config, show
 from app.context import Console
 from app.i18n import action_text, problem_text, reason_text, text
@@ -25,7 +26,8 @@ from app.metrics import RunCharts
 from app.run_status import fmt_duration, reached_step, total_elapsed_s
 from app.svg_chart import line_chart
 
-TABLE_HEADERS = ["run", "state", "step", "best val ppl", "tokens/s", "peak MB", "duration", "reason"]
+TABLE_HEADERS = ["run", "state", "step", "best val ppl", "EM %", "BLEU", "ROUGE-1", "ROUGE-2", "ROUGE-L", "tokens/s",
+                 "peak MB", "duration", "reason"]
 OVERLAY_METRICS = {"train loss": ("loss", "loss"), "train loss EMA": ("loss", "loss EMA"),
                    "val loss": ("val_loss", "val loss"), "val ppl": ("val_ppl", "val ppl"),
                    "tokens/s": ("tokens_per_s", "tokens/s")}
@@ -52,9 +54,12 @@ def table_row(summary: RunSummary, now: float | None = None, lang: str = "en") -
     else:
         ppl = best.val_ppl if best else None
         tokens_per_s, peak_mem_mb = (latest.tokens_per_s, latest.peak_mem_mb) if latest else (None, None)
-    return [summary.run_id, summary.state,
+    # the best checkpoint's answer scores (x100, as BLEU and ROUGE are usually quoted) once the run is over
+    scores = [_number(100 * getattr(final, name), 3) if final and getattr(final, name) is not None else "-"
+              for name in GENERATION_FIELDS]
+    return [summary.run_id, shown_state(summary.status) if summary.status.state == summary.state else summary.state,
             f"{step}/{total}" if step is not None and total else _number(step),
-            _number(ppl, 4), _number(tokens_per_s, 4), _number(peak_mem_mb, 5),
+            _number(ppl, 4), *scores, _number(tokens_per_s, 4), _number(peak_mem_mb, 5),
             fmt_duration(total_elapsed_s(status, now)), reason]
 
 
@@ -85,23 +90,44 @@ def runs_table(console: Console, viewer: Viewer = SINGLE_USER, lang: str = "en")
     """Every run `viewer` may see, newest first; a queued run's state says its place in the queue.
     The headers are in `lang`; states stay the run directory contract's words."""
     places = {e.run_id: e.position for e in console.jobs.queue(viewer)}
+    slurm = {e.run_id: e.position for e in console.jobs.cluster_queue(viewer)}
     rows = []
     for summary in console.jobs.runs(viewer):
         row = table_row(summary, lang=lang)
         if summary.run_id in places:
             row[1] = text("runs.queued_n", lang).format(n=places[summary.run_id])
+        elif summary.run_id in slurm:
+            row[1] = text("runs.pending_n", lang).format(n=slurm[summary.run_id])
         rows.append(row)
     return pd.DataFrame(rows, columns=[text(f"runs.col.{h}", lang) for h in TABLE_HEADERS])
 
 
 def queue_html(console: Console, viewer: Viewer = SINGLE_USER, lang: str = "en") -> str:
-    """The queued runs in order (their place in their device's queue), or a note that there are none."""
+    """The queued runs in order (their place in their device's queue), or a note that there are
+    none; then the cluster runs pending in Slurm, in Slurm's order, each with Slurm's reason."""
     entries = console.jobs.queue(viewer)
-    if not entries:
+    pending = console.jobs.cluster_queue(viewer)
+    if not entries and not pending:
         return f'<div class="mt-note" id="queue-empty">{html.escape(text("runs.queue_empty", lang))}</div>'
-    items = "".join(f'<li data-run="{html.escape(e.run_id)}"><b>#{e.position}</b> <code>{html.escape(e.run_id)}</code>'
-                    f' ({html.escape(e.device)}{", " + html.escape(e.owner) if e.owner else ""})</li>' for e in entries)
-    return f'<ol class="mt-queue">{items}</ol>'
+    shown = ""
+    if entries:
+        items = "".join(f'<li data-run="{html.escape(e.run_id)}"><b>#{e.position}</b> <code>{html.escape(e.run_id)}</code>'
+                        f' ({html.escape(e.device)}{", " + html.escape(e.owner) if e.owner else ""})</li>' for e in entries)
+        shown = f'<ol class="mt-queue">{items}</ol>'
+    if pending:
+        items = "".join(f'<li data-run="{html.escape(e.run_id)}"><b>#{e.position}</b> <code>{html.escape(e.run_id)}</code>'
+                        f' ({html.escape(_pending_label(console, e.run_id, viewer, lang))}'
+                        f'{", " + html.escape(e.owner) if e.owner else ""})</li>' for e in pending)
+        shown += (f'<div class="mt-note">{html.escape(text("runs.slurm_queue", lang).replace("**", ""))}</div>'
+                  f'<ol class="mt-queue" id="slurm-queue">{items}</ol>')
+    return shown
+
+
+def _pending_label(console: Console, run_id: str, viewer: Viewer, lang: str) -> str:
+    try:
+        return queue_label(console.jobs.run_dir(run_id, viewer).read_status(), lang)
+    except (ValueError, RunDirError):
+        return "Slurm"
 
 
 def queue_action(console: Console, run_ids: list[str], action: str, viewer: Viewer = SINGLE_USER) -> str:
@@ -112,7 +138,7 @@ def queue_action(console: Console, run_ids: list[str], action: str, viewer: View
         if action == "cancel":
             return console.jobs.cancel(run_ids[0], viewer)
         return console.jobs.move(run_ids[0], -1 if action == "up" else +1, viewer)
-    except (ValueError, RunDirError) as err:
+    except (ValueError, RunDirError, launcher.LaunchError) as err:  # scancel of a pending cluster run refused
         return f"⚠ {err}"
 
 
@@ -282,15 +308,25 @@ class Figures:
     exact_match: float | None
     tokens_per_s: float | None
     peak_mem_mb: float | None
+    bleu: float | None = None
+    rouge1: float | None = None
+    rouge2: float | None = None
+    rougeL: float | None = None  # noqa: N815
+    reward_accuracy: float | None = None  # preference objectives: at the best evaluation
+    reward_margin: float | None = None    # ... and the newest evaluation's margin
 
 
 def run_figures(run: RunDir, status: Status) -> Figures:
     final, best = status.final, status.best
+    evaluation = run.last_metric(EvalRecord)
+    margin = evaluation.reward_margin if evaluation else None
     if final is not None:
-        return Figures(final.best_val_ppl, final.exact_match, final.tokens_per_s, final.peak_mem_mb)
+        return Figures(final.best_val_ppl, final.exact_match, final.tokens_per_s, final.peak_mem_mb,
+                       final.bleu, final.rouge1, final.rouge2, final.rougeL, final.reward_accuracy, margin)
     latest = run.last_metric(TrainRecord)
     return Figures(best.val_ppl if best else None, None, latest.tokens_per_s if latest else None,
-                   latest.peak_mem_mb if latest else None)
+                   latest.peak_mem_mb if latest else None,
+                   reward_accuracy=best.reward_accuracy if best else None, reward_margin=margin)
 
 
 @dataclass(frozen=True)
@@ -303,8 +339,11 @@ class Delta:
     reference_figures: Figures
 
 
-DELTA_FIGURES = (("val_ppl", "ΔPPL", 3), ("exact_match", "Δexact match", 3), ("tokens_per_s", "Δtokens/s", 4),
-                 ("peak_mem_mb", "Δpeak MB", 4))
+DELTA_FIGURES = (("val_ppl", "ΔPPL", 3), ("exact_match", "Δexact match", 3), ("bleu", "ΔBLEU", 3),
+                 ("rouge1", "ΔROUGE-1", 3), ("rouge2", "ΔROUGE-2", 3), ("rougeL", "ΔROUGE-L", 3),
+                 ("tokens_per_s", "Δtokens/s", 4), ("peak_mem_mb", "Δpeak MB", 4),
+                 ("reward_accuracy", "Δreward accuracy", 3), ("reward_margin", "Δmargin", 3))
+REWARD_FIGURES = ("reward_accuracy", "reward_margin")
 
 
 def reference_run(console: Console, run_ids: list[str]) -> str:
@@ -344,7 +383,7 @@ def result_deltas(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_
 
 
 def delta_text(new: float | None, old: float | None, digits: int, percent_points: bool = False) -> str:
-    """'-0.15 (-4.9%)'; for a share (exact match) the difference in points: '+12.5 pts'."""
+    """'-0.15 (-4.9%)'; for a share (exact match, BLEU, ROUGE) the difference in points: '+12.5 pts'."""
     if new is None or old is None:
         return "-"
     if percent_points:
@@ -355,19 +394,23 @@ def delta_text(new: float | None, old: float | None, digits: int, percent_points
 
 
 def deltas_html(deltas: list[Delta], lang: str = "en") -> str:
-    """A table: each run's changed settings beside ΔPPL, Δexact match, Δtokens/s and Δpeak memory."""
+    """A table: each run's changed settings beside ΔPPL, Δexact match, ΔBLEU, ΔROUGE-1/2/L, Δtokens/s,
+    Δpeak memory and, for preference objectives, Δreward accuracy and Δmargin."""
     if not deltas:
         return ""
+    # the reward columns only where a run has reward figures (a preference objective)
+    shown = [d for d in DELTA_FIGURES if d[0] not in REWARD_FIGURES or any(
+        getattr(x.figures, d[0]) is not None or getattr(x.reference_figures, d[0]) is not None for x in deltas)]
     head = "".join(f"<th>{html.escape(text(h, lang))}</th>" for h in
-                   ("runs.col.run", "runs.delta_changed", *[f"delta.{d[0]}" for d in DELTA_FIGURES]))
+                   ("runs.col.run", "runs.delta_changed", *[f"delta.{d[0]}" for d in shown]))
     rows = []
     for delta in deltas:
         changed = changes_text(delta.changes) or text("runs.delta_same", lang)
         cells = [f"<td><code>{html.escape(delta.run_id)}</code></td>", f"<td>{html.escape(changed)}</td>"]
-        for name, _, digits in DELTA_FIGURES:
-            shown = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), digits,
-                               percent_points=name == "exact_match")
-            cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(shown)}</td>')
+        for name, _, digits in shown:
+            value = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), digits,
+                               percent_points=name in GENERATION_FIELDS or name == "reward_accuracy")
+            cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(value)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
     caption = html.escape(text("runs.delta_against", lang)).format(run=f"<code>{html.escape(deltas[0].reference)}</code>")
     return (f'<div class="mt-table-wrap mt-deltas"><p class="mt-note">{caption}</p>'
@@ -385,12 +428,13 @@ def fork_choices(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_U
 
 
 def resume(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER,
-           lang: str = "en") -> tuple[str | None, str]:
-    """Resume the one selected run; returns (run id to watch, message in `lang`)."""
+           lang: str = "en", backend: str | None = None) -> tuple[str | None, str]:
+    """Resume the one selected run (`backend` "local": a cluster run on this machine); returns
+    (run id to watch, message in `lang`)."""
     if len(run_ids) != 1:
         return None, text("runs.msg.select_resume", lang)
     try:
-        result = console.jobs.resume(run_ids[0], viewer)
+        result = console.jobs.resume(run_ids[0], viewer, backend=backend)
     except (ValueError, RunDirError, launcher.LaunchError, OSError) as err:
         return None, f"⚠ {problem_text(str(err), lang)}"
     return result.run_id, action_text(result.message, lang)

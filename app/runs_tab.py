@@ -52,6 +52,7 @@ def build(console: Console, labels: Labels) -> RunsTab:
     with gr.Row():
         out["open"] = labels.bind(gr.Button(elem_id="runs-open"), value="runs.open")
         out["resume"] = labels.bind(gr.Button(elem_id="resume-button"), value="runs.resume")
+        out["resume_here"] = labels.bind(gr.Button(elem_id="resume-here-button"), value="runs.resume_here")
         out["delete"] = labels.bind(gr.Button(variant="stop", elem_id="delete-button"), value="runs.delete")
     with gr.Row(equal_height=True):
         out["new_from"] = labels.bind(gr.Button(elem_id="runs-new-from"), value="runs.new_from")

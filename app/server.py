@@ -100,16 +100,21 @@ def _wire_runs_navigation(console: Console, runs: runs_tab.RunsTab, monitor: mon
             return gr.skip(), gr.skip(), f"⚠ {problem_text(str(err), language)}"
         return gr.update(selected="monitor"), gr.update(value=selected[0]), ""
 
-    def resume(selected: list[str], language: str, request: gr.Request):
-        run_id, message = runs_callbacks.resume(console, selected or [], console.viewer(request), language)
+    def resume(selected: list[str], language: str, request: gr.Request, backend: str | None = None):
+        run_id, message = runs_callbacks.resume(console, selected or [], console.viewer(request), language, backend)
         if run_id is None:
             return gr.skip(), gr.skip(), message
         return gr.update(selected="monitor"), gr.update(value=run_id), message
+
+    def resume_here(selected: list[str], language: str, request: gr.Request):
+        return resume(selected, language, request, backend="local")
 
     outputs = [tabs, monitor.out["run"], runs.out["message"]]
     runs.out["open"].click(open_run, [runs.out["select"], runs.lang], outputs, api_visibility="private").then(**SHOW_NOW)
     runs.out["resume"].click(resume, [runs.out["select"], runs.lang], outputs, concurrency_limit=1,
                              api_visibility="private").then(**SHOW_NOW)
+    runs.out["resume_here"].click(resume_here, [runs.out["select"], runs.lang], outputs, concurrency_limit=1,
+                                  api_visibility="private").then(**SHOW_NOW)
 
 
 def _wire_made_from(console: Console, runs: runs_tab.RunsTab, train: train_tab.TrainTab, tabs: gr.Tabs,
@@ -157,7 +162,7 @@ def _wire_page_load(demo: gr.Blocks, train: train_tab.TrainTab, monitor: monitor
     """Fill the read-outs and the Monitor controls as soon as a page opens, instead of waiting for the
     first change; the dataset picker lists the datasets there are now (uploads included)."""
     for fn, inputs, outputs in (train.out["refresh"], train.out["details"], train.out["dataset_choices"],
-                                monitor.out["sync"]):
+                                train.out["where_choices"], monitor.out["sync"]):
         demo.load(fn, inputs, outputs, show_progress="hidden", api_visibility="private")
 
 

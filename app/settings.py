@@ -3,6 +3,7 @@
     python -m app [--host 127.0.0.1] [--port 7860] [--models-dir DIR ...] [--data-dir DIR ...]
                   [--runs-dir runs] [--auth user:pass | --auth-file FILE] [--admin USER ...]
                   [--max-upload-mb 50] [--lang en|zh] [--max-concurrent-runs N]
+                  [--cluster-shared-dir DIR]
 
 Binding to anything but a loopback address without a password is refused: the console starts
 processes and serves checkpoints, so on a shared network it must not be open to everyone. A public
@@ -47,6 +48,9 @@ class Settings:
     # runs at once (the job queue holds the others): None = one on the CPU, one per free set of
     # GPU/Ascend ids on accelerators
     max_concurrent_runs: int | None = None
+    # storage every Slurm node sees: the Train tab offers a Slurm partition only when the runs
+    # folder lies under it (None: cluster runs are not offered)
+    cluster_shared_dir: Path | None = None
 
     @property
     def uploads_dir(self) -> Path:
@@ -118,6 +122,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-concurrent-runs", type=int, default=None, metavar="N",
                         help="runs training at once; Start queues the others (default: one on the CPU, "
                              "one per free set of GPU/Ascend device ids)")
+    parser.add_argument("--cluster-shared-dir", default=None, metavar="DIR",
+                        help="a folder every Slurm node sees at the same path; the Train tab offers "
+                             "Slurm partitions only when --runs-dir lies under it")
     return parser
 
 
@@ -132,13 +139,18 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         raise SettingsError(f"--max-upload-mb {args.max_upload_mb:g}: must be > 0")
     if args.max_concurrent_runs is not None and args.max_concurrent_runs < 1:
         raise SettingsError(f"--max-concurrent-runs {args.max_concurrent_runs}: must be >= 1")
+    shared = None
+    if args.cluster_shared_dir is not None:
+        shared = Path(args.cluster_shared_dir).resolve()
+        if not shared.is_dir():
+            raise SettingsError(f"--cluster-shared-dir {args.cluster_shared_dir}: not a folder")
     settings = Settings(
         host=args.host, port=args.port,
         models_dirs=tuple(Path(d).resolve() for d in args.models_dir or [DEFAULT_MODELS_DIR]),
         data_dirs=tuple(Path(d).resolve() for d in args.data_dir or [DEFAULT_DATA_DIR]),
         runs_dir=Path(args.runs_dir).resolve(), auth=auth, admins=tuple(args.admin or ()),
         share=share_requested(), max_upload_mb=args.max_upload_mb, lang=args.lang,
-        max_concurrent_runs=args.max_concurrent_runs)
+        max_concurrent_runs=args.max_concurrent_runs, cluster_shared_dir=shared)
     check_safe(settings)
     return settings
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from core import launcher
+from core import launcher, tracking
 from core.config import Config, ConfigError, deep_merge, load_config, read_config_file
 from core.data import DataError, run_seq_len
-from core.data_files import split_path
+from core.data_files import file_names, split_path
 from core.model_args import CheckpointError, check_run_settings, read_model_args
 from core.rundir import RunDir
 from core.tokenizer import TokenizerError
@@ -28,6 +28,7 @@ from core.tokenizer import TokenizerError
 from app import catalog, data_preview, devices, form
 from app.access import SINGLE_USER, Viewer
 from app.background import run_with_ticks
+from app.cluster import cluster_errors
 from app.changes import Change, applies, changes, changes_text, flatten, same, show
 from app.context import Console
 from app.i18n import memory_note, problem_text, text
@@ -67,7 +68,7 @@ def starter_config(console: Console) -> Config:
     if _data_file_error(config.data.train_file, console):
         datasets = console.datasets()
         if datasets:
-            updates.update(dataset_fields(datasets[0].train_file, console))
+            updates.update(dataset_fields(datasets[0].key, console))
     return config.with_updates(updates)
 
 
@@ -109,21 +110,40 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
     if data and not errors:  # the files are there: can the worker read them? (a malformed line blocks Start)
         from app.data_callbacks import data_problems
         errors.update(data_problems(config, console))
+    if config.launch.backend != form.LOCAL:  # its workers are on the cluster's nodes, not here
+        offer = console.cluster_offer()
+        errors.update(form.errors_by_widget(cluster_errors(config, offer, ask_slurm=data,
+                                                           check_submission=console.cluster.check_submission)))
+        return errors
     try:
         launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
     except ConfigError as err:
         errors.update(form.errors_by_widget(err.errors))
+    missing = [str(err) for err in map(_tracker_missing, config.tracking) if err]
+    if missing:  # the worker would only report it and go on: said here, before the run starts
+        errors["tracking"] = "; ".join(missing)
     return errors
+
+
+def _tracker_missing(name: str) -> tracking.TrackerUnavailable | None:
+    try:
+        tracking.check_installed(name)
+    except tracking.TrackerUnavailable as err:
+        return err
+    return None
 
 
 def _data_file_error(name: str, console: Console) -> str | None:
     """Why a data path cannot be used (outside the data roots, missing), or None. A path may be a
     file, a dataset folder, or 'folder#split'."""
-    try:
-        path = inside_roots(split_path(name)[0], console.settings.all_data_dirs)
-    except OutsideRootsError as err:
-        return str(err)
-    return None if path.exists() else f"{name}: file not found"
+    for item in file_names(name):  # data.train_file may be a list of files (set in YAML or an override)
+        try:
+            path = inside_roots(split_path(item)[0], console.settings.all_data_dirs)
+        except OutsideRootsError as err:
+            return str(err)
+        if not path.exists():
+            return f"{item}: file not found"
+    return None
 
 
 def dataset_fields(train_file: str, console: Console) -> dict[str, Any]:
@@ -133,12 +153,13 @@ def dataset_fields(train_file: str, console: Console) -> dict[str, Any]:
 
     dataset = find_by_train_file(console.datasets(), train_file)
     if dataset is None:
-        return {"data.train_file": train_file}
+        return {"data.train_file": train_file, "data.dataset": ""}
     fraction = 0.0 if dataset.validation_file else 0.1
     # another dataset: its format is detected afresh and the previous one's column mapping dropped
-    return {"data.train_file": dataset.train_file, "data.validation_file": dataset.validation_file,
-            "data.test_file": dataset.test_file, "data.validation_fraction": fraction,
-            "data.format": "auto", "data.columns": ""}
+    # (a catalogue's dataset brings its own formatting and columns)
+    return {"data.train_file": dataset.train_file, "data.dataset": dataset.dataset or "",
+            "data.validation_file": dataset.validation_file, "data.test_file": dataset.test_file,
+            "data.validation_fraction": fraction, "data.format": "auto", "data.columns": ""}
 
 
 # ---- what will run --------------------------------------------------------------------------
@@ -156,7 +177,21 @@ def command_argv(config: Config, console: Console) -> list[str]:
 
 
 def command_text(config: Config, console: Console) -> str:
+    """What Start will run: the worker's command, or for a cluster run the batch script that will
+    be written into the run folder and submitted."""
+    if config.launch.backend != form.LOCAL:
+        return sbatch_text(config, console)
     return launcher.command_preview(command_argv(config, console))
+
+
+def sbatch_text(config: Config, console: Console) -> str:
+    """The sbatch script of a cluster run, from core.slurm's own writer (the port is chosen at Start)."""
+    from core import slurm
+
+    try:
+        return slurm.build_script(preview_run_dir(config, console), config, master_port=PREVIEW_MASTER_PORT)
+    except (launcher.LaunchError, ConfigError, OSError) as err:
+        return f"# no batch script: {err}"
 
 
 def multi_host_text(config: Config, nodes: int, master_addr: str, port: int) -> str:
@@ -170,6 +205,20 @@ def multi_host_text(config: Config, nodes: int, master_addr: str, port: int) -> 
         return f"# {err}"
     lines = [f"# node {rank}\n{cmd}" for rank, cmd in enumerate(commands)]
     return "\n".join(lines) + "\n# the run folder must be on storage every node shares"
+
+
+def workers_field(where: str | None, nodes: Any, per_node: Any, workers: Any, device: str) -> dict[str, Any]:
+    """The data-parallel slider's settings for "Where to run": on a Slurm partition it shows the
+    job's width, nodes x workers per node (what the config gets), and is not edited by hand; on
+    this machine it is the user's again, up to this device's workers."""
+    def whole(value: Any) -> int:
+        return int(value) if isinstance(value, (int, float)) and value >= 1 else 1
+
+    top = devices.max_workers(device)
+    if (where or form.LOCAL) != form.LOCAL:
+        width = whole(nodes) * whole(per_node)
+        return {"value": width, "maximum": max(top, width), "interactive": False}
+    return {"value": min(whole(workers), top), "maximum": top, "interactive": True}
 
 
 def global_batch_text(values: Mapping[str, Any], lang: str) -> str:
@@ -534,7 +583,7 @@ def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
     if errors:
         return StartOutcome(None, "not started: fix the problems listed", errors)
     config = check.config
-    if not confirmed:
+    if not confirmed and config.launch.backend == form.LOCAL:  # a cluster run's memory is its nodes'
         too_big = does_not_fit(config, console, lang)
         if too_big:
             return StartOutcome(None, f"not started: {too_big}", needs_confirmation=True)
@@ -548,7 +597,8 @@ def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
     except ConfigError as err:
         return StartOutcome(None, "not started", form.errors_by_widget(err.errors))
     except (launcher.LaunchError, OSError) as err:
-        return StartOutcome(None, f"could not start: {err}")
+        how = "not submitted" if config.launch.backend != form.LOCAL else "could not start"
+        return StartOutcome(None, f"{how}: {err}")
     message = result.message
     if reference is not None:
         found = form_changes(check.config, reference)

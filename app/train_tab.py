@@ -13,21 +13,25 @@ import gradio as gr
 from core.config import Config
 
 from app import catalog, data_callbacks, devices, form
+from app.cluster import where_choices, where_note
 from app import train_callbacks as cb
 from app.context import Console
-from app.datasets import UploadError
+from app.datasets import UploadError, picker_key
 from app.changes import show
 from app.i18n import TEXTS, Labels, problem_text, text
 from app.widgets import error_update, field_widget
 
 UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".parquet", ".arrow", ".txt", ".gz", ".zip"]
 # what an upload or a picked dataset sets (and so must be able to refresh)
-PICKED_KEYS = ("data.train_file", "data.validation_file", "data.test_file", "data.validation_fraction",
+PICKED_KEYS = ("data.train_file", "data.dataset", "data.validation_file", "data.test_file", "data.validation_fraction",
                "data.format", "data.columns")
 # the help line of a widget whose text is not its config field's own help (app.i18n "help.<key>")
 HELP_KEYS = {"model.path": "help.model.picker", form.LENGTH: "help.train.length",
              form.TARGET_NAMES: "help.lora.targets", form.TARGET_REGEX: "help.lora.target_regex",
-             "parallel.data_parallel": "help.parallel.workers"}
+             "parallel.data_parallel": "help.parallel.workers", form.WHERE: "help.where"}
+# the Slurm job's fields, row by row, in the fold under "Where to run" (the partition is in that choice)
+SLURM_ROWS = (("launch.nodes", "launch.workers_per_node", "launch.time_limit"), ("launch.account",),
+              ("launch.sbatch_options",), ("launch.env",))
 
 
 def help_key(key: str) -> str | None:
@@ -67,9 +71,12 @@ def build(console: Console, labels: Labels, initial: Config) -> TrainTab:
             _data_section(tab, labels, values, info)
             _model_details(tab, console, labels, values, info)
             _precision_section(tab, labels, values, info)
+            _objective_section(tab, labels, values, info)
             _training_section(tab, labels, values, info)
             _eval_section(tab, labels, values, info)
+            _tracking_section(tab, labels, values, info)
         with gr.Column(scale=2):
+            _where_section(tab, console, labels, values, info)
             _launch_section(tab, labels)
             _config_io_section(tab, console, labels)
     _wire(tab, console, labels)
@@ -105,7 +112,8 @@ def _essentials(tab: TrainTab, console: Console, labels: Labels, values: dict, i
     tab.out["lora_group"] = lora_group
     with gr.Row():
         tab.out["dataset_picker"] = labels.bind(gr.Dropdown(
-            choices=data_callbacks.dataset_choices(console), value=values["data.train_file"],
+            choices=data_callbacks.dataset_choices(console, labels.lang),
+            value=picker_key(values["data.train_file"], values.get("data.dataset")),
             allow_custom_value=True, elem_id="dataset-picker", scale=3), label="data.picker")
         tab.out["upload"] = labels.bind(gr.File(
             file_types=UPLOAD_TYPES, type="filepath", elem_id="dataset-upload", scale=2, height=110),
@@ -173,6 +181,18 @@ def _precision_fields(tab: TrainTab, labels: Labels, values: dict, info: dict) -
     tab.out["global_batch_inline"] = gr.Markdown(elem_id="global-batch-inline")
 
 
+def _objective_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
+    """train.objective and the preference: settings (core.preference), open when not SFT."""
+    with _accordion(labels, "sec.objective", open=values["train.objective"] != "sft", elem_id="sec-objective"):
+        rows = (("train.objective", "preference.reference", "preference.beta"),
+                ("preference.loss_type", "preference.label_smoothing", "preference.simpo_gamma"),
+                ("preference.orpo_lambda", "preference.kto_desirable_weight", "preference.kto_undesirable_weight"))
+        for row in rows:
+            with gr.Row():
+                for key in row:
+                    _widget(tab, key, values, info, labels)
+
+
 def _training_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
     """Batch, schedule, logging and checkpoints (length and learning rate are in the essentials)."""
     rows = (("train.micro_batch_size", "train.grad_accum_steps", "train.schedule"),
@@ -201,10 +221,13 @@ def _data_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> No
     labels.bind(preview_box, label="data.preview")
     with _accordion(labels, "sec.data", elem_id="sec-data"):
         with gr.Row():
-            for key in ("data.train_file", "data.validation_file", "data.test_file"):
+            for key in ("data.train_file", "data.dataset", "data.validation_file", "data.test_file"):
                 _widget(tab, key, values, info, labels)
         with gr.Row():
             for key in ("data.validation_fraction", "data.max_seq_len", "data.packing", "data.group_by_length"):
+                _widget(tab, key, values, info, labels)
+        with gr.Row():
+            for key in ("data.overlong", "data.text_split", "data.media"):
                 _widget(tab, key, values, info, labels)
         with gr.Row():
             with gr.Column():
@@ -221,12 +244,42 @@ def _eval_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> No
             for key in ("eval.downstream", "eval.max_new_tokens", "eval.max_eval_samples", "eval.ema_alpha"):
                 _widget(tab, key, values, info, labels)
         with gr.Row():
-            for key in ("eval.baseline", "eval.baseline_max_tokens"):
+            for key in ("eval.baseline", "eval.baseline_max_tokens", "eval.downstream_every_eval"):
                 _widget(tab, key, values, info, labels)
         with gr.Row():
             for key in ("early_stopping.enabled", "early_stopping.monitor", "early_stopping.patience",
                         "early_stopping.min_delta"):
                 _widget(tab, key, values, info, labels)
+
+
+def _tracking_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
+    """Experiment trackers the worker mirrors the metrics to (core.tracking), off by default."""
+    with _accordion(labels, "sec.tracking", elem_id="sec-tracking"):
+        with gr.Row():
+            _widget(tab, "tracking", values, info, labels)
+        with gr.Row():
+            for key in ("mlflow.tracking_uri", "mlflow.experiment", "swanlab.mode", "swanlab.project"):
+                _widget(tab, key, values, info, labels)
+
+
+def _where_section(tab: TrainTab, console: Console, labels: Labels, values: dict, info: dict) -> None:
+    """"Where to run": this machine or a Slurm partition (offered only when Slurm answers and the
+    runs folder is under --cluster-shared-dir; else the note says why), and the Slurm job's
+    settings, folded, shown while a partition is chosen."""
+    offer = console.cluster_offer()
+    where = values[form.WHERE]
+    tab.fields[form.WHERE] = labels.bind(gr.Radio(
+        choices=where_choices(offer, labels.lang, where), value=where, elem_id="where-to-run",
+        info=labels(HELP_KEYS[form.WHERE])), label="where")
+    tab.out["where_note"] = gr.Markdown(where_note(offer, labels.lang) if offer.refusal else "", elem_id="where-note")
+    with _accordion(labels, "sec.slurm", visible=where != form.LOCAL, elem_id="sec-slurm") as box:
+        for row in SLURM_ROWS:
+            with gr.Row():
+                for key in row:
+                    _widget(tab, key, values, info, labels)
+        tab.fields["launch.sbatch_options"].placeholder = "--mem=4G --qos=normal"
+        tab.fields["launch.env"].placeholder = "HF_HOME: /shared/hf, OMP_NUM_THREADS: 4"
+    tab.out["slurm_box"] = box
 
 
 def _launch_section(tab: TrainTab, labels: Labels) -> None:
@@ -360,6 +413,7 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
                              api_visibility="private")
 
     _wire_model(tab, console, lang)
+    _wire_where(tab, console, lang)
     _wire_device_and_method(tab, lang)
     _wire_data(tab, console)
     _wire_config_io(tab, console)
@@ -390,23 +444,52 @@ def _wire_model(tab: TrainTab, console: Console, lang: Any) -> None:
                 [picker, tab.out["model_table"]], show_progress="hidden", api_visibility="private")
 
 
+def _wire_where(tab: TrainTab, console: Console, lang: Any) -> None:
+    """The Slurm fold shows while a partition is chosen; the choices (Slurm's partitions, asked
+    again at most every 30 s) and the note follow the language."""
+    where = tab.fields[form.WHERE]
+    quiet = {"show_progress": "hidden", "api_visibility": "private"}
+    where.change(lambda value: gr.update(visible=(value or form.LOCAL) != form.LOCAL), where, tab.out["slurm_box"],
+                 **quiet)
+    slider = tab.fields["parallel.data_parallel"]
+    width_inputs = [where, tab.fields["launch.nodes"], tab.fields["launch.workers_per_node"], slider,
+                    tab.fields["parallel.device"]]
+    for source in width_inputs[:3]:  # a cluster job's width is nodes x workers per node, as the YAML says
+        source.change(lambda *args: gr.update(**cb.workers_field(*args)), width_inputs, slider, **quiet)
+
+    def offered(value: str, language: str):
+        offer = console.cluster_offer()
+        return (gr.update(choices=where_choices(offer, language, value)),
+                where_note(offer, language) if offer.refusal else "")
+
+    lang.change(offered, [where, lang], [where, tab.out["where_note"]], **quiet)
+    tab.out["where_choices"] = (offered, [where, lang], [where, tab.out["where_note"]])
+
+
 def _wire_device_and_method(tab: TrainTab, lang: Any) -> None:
     device = tab.fields["parallel.device"]
     dtype, slider = tab.fields["precision.compute_dtype"], tab.fields["parallel.data_parallel"]
 
-    def on_device(name: str, workers: float, language: str):
-        top = devices.max_workers(name)
+    def on_device(name: str, workers: float, language: str, where: str, nodes: float, per_node: float):
         return (gr.update(choices=devices.dtype_choices(name)),
-                gr.update(maximum=max(top, 1), value=min(int(workers or 1), top)),
+                gr.update(**cb.workers_field(where, nodes, per_node, workers, name)),
                 cb.device_notes(name, language))
 
-    device.change(on_device, [device, slider, lang], [dtype, slider, tab.out["device_note"]],
+    device.change(on_device, [device, slider, lang, tab.fields[form.WHERE], tab.fields["launch.nodes"],
+                              tab.fields["launch.workers_per_node"]], [dtype, slider, tab.out["device_note"]],
                   show_progress="hidden", api_visibility="private")
     lang.change(cb.device_notes, [device, lang], tab.out["device_note"], show_progress="hidden",
                 api_visibility="private")
     method = tab.fields["method"]
     method.change(lambda m: (gr.update(visible=m == "lora"),) * 2, method,
                   [tab.out["lora_group"], tab.out["lora_more"]], show_progress="hidden", api_visibility="private")
+
+
+def _names(text: str | list[str] | None) -> list[str]:
+    """data.dataset as the form holds it ('a, b') as a list of names."""
+    if isinstance(text, list):
+        return text
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
 
 
 def _wire_data(tab: TrainTab, console: Console) -> None:
@@ -419,16 +502,16 @@ def _wire_data(tab: TrainTab, console: Console) -> None:
     tab.out["dataset_choices"] = (lambda current: gr.update(choices=data_callbacks.dataset_choices(console),
                                                             value=current), picker, picker)
 
-    def pick(train_file: str, current: str):
+    def pick(train_file: str, current: str, current_dataset: str):
         """Another dataset: its files, format auto and no column mapping. The one the form already
         trains on: nothing changes (the dropdown also sends an input when it merely loses focus,
         which wiped a column mapping typed after an upload)."""
-        if train_file == current:
+        if train_file == picker_key(current, _names(current_dataset)):
             return [gr.skip()] * len(PICKED_KEYS)
         chosen = cb.dataset_fields(train_file, console)
         return [chosen.get(k, gr.skip()) for k in PICKED_KEYS]
 
-    picker.input(pick, [picker, tab.fields["data.train_file"]], picked, **quiet)
+    picker.input(pick, [picker, tab.fields["data.train_file"], tab.fields["data.dataset"]], picked, **quiet)
 
     def upload(data: dict):
         """Keep the file, pick it, show its preview; the upload box empties for the next one."""
@@ -439,10 +522,10 @@ def _wire_data(tab: TrainTab, console: Console) -> None:
             result = data_callbacks.upload(path, path, console)
         except UploadError as err:
             return gr.skip(), f"⚠ {problem_text(str(err), data[tab.lang])}", *[gr.skip()] * len(PICKED_KEYS), gr.skip(), None
-        chosen = cb.dataset_fields(result.dataset.train_file, console)
+        chosen = cb.dataset_fields(result.dataset.key, console)
         values = {**tab.values(data), **chosen}
         language = data[tab.lang]
-        return (gr.update(choices=data_callbacks.dataset_choices(console), value=result.dataset.train_file),
+        return (gr.update(choices=data_callbacks.dataset_choices(console, data[tab.lang]), value=result.dataset.key),
                 result.note_in(language), *[chosen.get(k, gr.skip()) for k in PICKED_KEYS],
                 data_callbacks.preview_view(values, console, language), None)
 

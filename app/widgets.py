@@ -34,6 +34,8 @@ def field_widget(key: str, info: FieldInfo | None, value: Any, labels: Labels, h
         widget = gr.Dropdown(choices=list(info.choices), value=value, **common)
     elif kind == "bool":
         widget = gr.Checkbox(value=bool(value), **common)
+    elif kind == "checks":
+        widget = gr.CheckboxGroup(choices=list(info.choices), value=list(value or []), **common)
     elif kind in ("int", "float"):
         widget = gr.Number(value=value, precision=0 if kind == "int" else None, **common)
     else:

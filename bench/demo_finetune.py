@@ -1,4 +1,5 @@
-"""The demo fine-tune, measured: base vs fine-tuned validation perplexity and exact match, wall
+"""The demo fine-tune, measured: base vs fine-tuned validation perplexity and answer scores (exact
+match, BLEU-4, ROUGE-L), wall
 time, tokens/s and peak memory of LoRA and full fine-tuning, time from launch to the first logged
 step, and peak memory with and without recompute. Every run is a real `python -m core.train`
 process on the shipped demo model and data.
@@ -52,6 +53,7 @@ def summary(result: dict) -> dict:
         "base_val_ppl": round(baseline.val_ppl, 3), "best_val_ppl": round(best.val_ppl, 3) if best else None,
         "ppl_drop_pct": round(100 * (1 - best.val_ppl / baseline.val_ppl), 1) if best else None,
         "base_exact_match": baseline.exact_match, "exact_match": final.exact_match,
+        "base_bleu": baseline.bleu, "bleu": final.bleu, "base_rougeL": baseline.rougeL, "rougeL": final.rougeL,
         "tokens_per_s": round(final.tokens_per_s or 0, 1), "peak_mem_mb": final.peak_mem_mb,
     }
 
@@ -74,7 +76,8 @@ def main() -> None:
         rows["full, 30 steps, recompute full"] = summary(run_training(
             "configs/full_demo.yaml", runs, *short, "recompute.policy=full"))
     keys = ["state", "steps", "wall_s", "first_step_s", "base_val_ppl", "best_val_ppl", "ppl_drop_pct",
-            "base_exact_match", "exact_match", "tokens_per_s", "peak_mem_mb"]
+            "base_exact_match", "exact_match", "base_bleu", "bleu", "base_rougeL", "rougeL", "tokens_per_s",
+            "peak_mem_mb"]
     print("| run | " + " | ".join(keys) + " |")
     print("|---" * (len(keys) + 1) + "|")
     for name, row in rows.items():

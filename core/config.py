@@ -28,7 +28,8 @@ import yaml
 __all__ = [
     "ConfigError", "Config", "RunSettings", "ModelSettings", "LoraSettings", "DataSettings",
     "TrainSettings", "PrecisionSettings", "RecomputeSettings", "ParallelSettings",
-    "EvalSettings", "EarlyStoppingSettings", "FieldInfo", "describe_fields", "load_config", "main",
+    "EvalSettings", "EarlyStoppingSettings", "LaunchSettings", "MlflowSettings", "SwanlabSettings", "TRACKERS",
+    "FieldInfo", "describe_fields", "load_config", "main",
 ]
 
 _NO_VALUE = object()  # a problem that is about a file or a field pair, not one value
@@ -111,10 +112,12 @@ class _Invalid(Exception):
     """Raised by a custom coercer with the full reason."""
 
 
-def _field(default: Any, help: str, *, gt=None, ge=None, lt=None, le=None, coerce=None, rule=None, kind=None):
+def _field(default: Any, help: str, *, gt=None, ge=None, lt=None, le=None, coerce=None, rule=None, kind=None,
+           choices=()):
     """A dataclass field with its help line and valid range (bounds apply when not null);
-    `kind` names the FieldInfo kind of a field with its own coercer."""
-    meta = {"help": help, "gt": gt, "ge": ge, "lt": lt, "le": le, "coerce": coerce, "rule": rule, "kind": kind}
+    `kind` names the FieldInfo kind of a field with its own coercer (and `choices` its options)."""
+    meta = {"help": help, "gt": gt, "ge": ge, "lt": lt, "le": le, "coerce": coerce, "rule": rule, "kind": kind,
+            "choices": tuple(choices)}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -251,18 +254,42 @@ def _coerce_step_range(value: Any) -> list[int] | None:
         raise _Invalid(f"must be {_STEPS_RULE}")
     return [int(value[0]), int(value[1])]
 
+# the experiment trackers a run can mirror its metrics to (core.tracking)
+TRACKERS = ("tensorboard", "mlflow", "swanlab")
+_TRACKING_RULE = "a list of " + ", ".join(TRACKERS) + " (each at most once), or []"
+
+
+def _coerce_trackers(value: Any) -> list[str]:
+    """A list of tracker names, or their text ('tensorboard, mlflow'); null or '' is none."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [part.strip() for part in value.strip().strip("[]").split(",") if part.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise _Invalid(f"must be {_TRACKING_RULE}")
+    unknown = [v for v in value if v not in TRACKERS]
+    if unknown:
+        raise _Invalid(f"has unknown tracker {unknown[0]!r}{_suggest(unknown[0], TRACKERS)}; must be {_TRACKING_RULE}")
+    if len(set(value)) != len(value):
+        raise _Invalid(f"names a tracker twice; must be {_TRACKING_RULE}")
+    return [t for t in TRACKERS if t in value]  # one order, whatever the order given
+
+
 # data.columns keys: a format's fields and ShareGPT's tags (core.data_formats.MAPPING_KEYS; config
 # imports nothing else of core, so they are repeated here and a test keeps the two equal)
 DATA_COLUMN_KEYS = ("instruction", "input", "output", "system", "history", "messages", "tools", "text",
+                    "images", "audios", "videos",
                     "role_tag", "content_tag", "user_tag", "assistant_tag", "system_tag", "function_tag",
-                    "observation_tag")
+                    "observation_tag", "prompt", "completion", "chosen", "rejected", "label")
+# LLaMA-Factory's dataset_info.json names for alpaca's fields (core.data_formats.COLUMN_SYNONYMS)
+DATA_COLUMN_SYNONYMS = {"prompt": "instruction", "query": "input", "response": "output", "kto_tag": "label"}
 _COLUMNS_RULE = ("a mapping of format fields to the dataset's column names, e.g. "
                  "{instruction: question, output: answer}")
 
 
-def _coerce_columns(value: Any) -> dict[str, str]:
-    """{field: column}, from a mapping or its YAML text ('instruction: question, output: answer',
-    braces optional); an empty text or null is no mapping."""
+def _mapping(value: Any, rule: str) -> Mapping:
+    """A mapping field's value: a mapping, or its YAML text ('a: 1, b: x', braces optional); an
+    empty text or null is {}. Raises _Invalid with `rule` for anything else."""
     if value is None:
         return {}
     if isinstance(value, str):
@@ -272,11 +299,19 @@ def _coerce_columns(value: Any) -> dict[str, str]:
         try:
             value = yaml.safe_load(text if text.startswith("{") else "{" + text + "}")
         except yaml.YAMLError:
-            raise _Invalid(f"must be {_COLUMNS_RULE}") from None
+            raise _Invalid(f"must be {rule}") from None
     if not isinstance(value, Mapping):
-        raise _Invalid(f"must be {_COLUMNS_RULE}")
+        raise _Invalid(f"must be {rule}")
+    return value
+
+
+def _coerce_columns(value: Any) -> dict[str, str]:
+    """{field: column}, from a mapping or its YAML text ('instruction: question, output: answer',
+    braces optional); an empty text or null is no mapping."""
+    value = _mapping(value, _COLUMNS_RULE)
     out: dict[str, str] = {}
     for key, column in value.items():
+        key = DATA_COLUMN_SYNONYMS.get(key, key)
         if key not in DATA_COLUMN_KEYS:
             raise _Invalid(f"has unknown field {key!r}{_suggest(str(key), DATA_COLUMN_KEYS)}; valid fields: "
                            f"{', '.join(DATA_COLUMN_KEYS)}")
@@ -284,6 +319,48 @@ def _coerce_columns(value: Any) -> dict[str, str]:
             raise _Invalid(f"maps {key!r} to {column!r}; the column name must be a non-empty string")
         out[str(key)] = str(column).strip()
     return out
+
+
+_DATASET_RULE = "a dataset name of the dataset_info.json catalogue, a list of them (text: 'a, b'), or null"
+
+
+def _coerce_dataset_names(value: Any) -> list[str] | None:
+    """Names of catalogue datasets, from a name, a list, or their text ('a, b'); empty is none."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [part.strip() for part in value.strip().strip("[]").split(",")]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise _Invalid(f"must be {_DATASET_RULE}")
+    names = [v.strip() for v in value if v.strip()]
+    return names or None
+
+
+_DATA_FILES_RULE = "a file, a dataset folder, folder#split, or a list of files (text: '[a.jsonl, b.jsonl]' or 'a.jsonl, b.jsonl')"
+
+
+def _coerce_data_files(value: Any) -> str | list[str] | None:
+    """One data file (or folder, folder#split), or a list of them, from a YAML list or its text
+    ('[a.jsonl, b.jsonl]', 'a.jsonl, b.jsonl'); a list of one is that file."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("[") and text.endswith("]"):
+            try:
+                value = yaml.safe_load(text)
+            except yaml.YAMLError:
+                raise _Invalid(f"must be {_DATA_FILES_RULE}") from None
+        elif "," in text:
+            value = [part.strip() for part in text.split(",")]
+    if isinstance(value, (list, tuple)):
+        if not value or not all(isinstance(v, str) and v.strip() for v in value):
+            raise _Invalid(f"must be {_DATA_FILES_RULE}; every item a non-empty file name")
+        names = [v.strip() for v in value]
+        return names[0] if len(names) == 1 else names
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise _Invalid(f"must be {_DATA_FILES_RULE}")
+    return str(value).strip()
 
 
 # ---- sections -----------------------------------------------------------------------------
@@ -372,16 +449,27 @@ class LoraSettings(_Section):
 class DataSettings(_Section):
     """Datasets and tokenisation."""
     KEY: ClassVar[str] = "data"
-    train_file: str = _field("data/demo/train.jsonl", "training data: a file, a dataset folder or folder#split")
-    validation_file: str | None = _field("data/demo/validation.jsonl",
-                                         "validation data; null splits it off train")
+    train_file: str | list[str] = _field("data/demo/train.jsonl",
+                                         "training data: a file, a dataset folder, folder#split or a list of files",
+                                         coerce=_coerce_data_files, rule=_DATA_FILES_RULE, kind="str")
+    validation_file: str | list[str] | None = _field("data/demo/validation.jsonl",
+                                                     "validation data (a file, folder or list); null splits it off train",
+                                                     coerce=_coerce_data_files, rule=_DATA_FILES_RULE, kind="str")
     test_file: str | None = _field("data/demo/test.jsonl", "held-out test data for downstream eval")
+    dataset: list[str] | None = _field(None, "datasets of a dataset_info.json catalogue in train_file, by name",
+                                       coerce=_coerce_dataset_names, rule=_DATASET_RULE, kind="str")
     format: Literal["auto", "alpaca", "sharegpt", "chat", "text"] = _field("auto", "record format; auto detects it")
     columns: dict[str, str] = _field({}, "the dataset's names for format fields, e.g. {instruction: question}",
                                      coerce=_coerce_columns, rule=_COLUMNS_RULE, kind="mapping")
     validation_fraction: float = _field(0.0, "share of train held out when validation_file is null",
                                         ge=0, le=0.5)
-    max_seq_len: int = _field(256, "tokens per example; longer ones are truncated", ge=8)
+    max_seq_len: int = _field(256, "tokens per example; see overlong for longer ones", ge=8)
+    overlong: Literal["truncate", "skip", "error"] = _field(
+        "truncate", "records over max_seq_len: cut (prompt and answer in proportion), drop, or refuse all")
+    text_split: Literal["line", "paragraph", "document"] = _field(
+        "line", ".txt files: one record per line, per blank-line paragraph, or the whole file")
+    media: Literal["refuse", "drop"] = _field(
+        "refuse", "records with images, audio or video: refuse, or drop the media and their placeholders")
     mask_prompt: bool = _field(True, "train on the response only (prompt tokens carry no loss)")
     train_on: Literal["all_assistant", "last"] = _field("all_assistant",
                                                         "assistant turns that carry loss: every one, or the last")
@@ -407,12 +495,33 @@ class TrainSettings(_Section):
     eval_every: int = _field(50, "steps between validation runs", ge=1)
     save_every: int = _field(100, "steps between checkpoints", ge=1)
     keep_last_n: int = _field(2, "step checkpoints kept (best is always kept)", ge=1)
+    objective: Literal["sft", "dpo", "simpo", "orpo", "kto"] = _field(
+        "sft", "sft: next-token loss on the answers; dpo/simpo/orpo: chosen vs rejected pairs; kto: answers "
+               "labelled desirable or undesirable (the preference: section holds their settings)")
     router_aux_loss: bool = _field(False, "mixture-of-experts models: add the router's load-balancing loss")
     router_aux_loss_coef: float | None = _field(
         None, "its weight; null: the model config.json's router_aux_loss_coef", ge=0)
     profile_steps: list[int] | None = _field(None, "[start, end]: run MindSpore's profiler for these steps on "
                                              "rank 0 (runs/<id>/profile/; the Monitor shows the top operators)",
                                              coerce=_coerce_step_range, rule=_STEPS_RULE, kind="str")
+
+
+@dataclass
+class PreferenceSettings(_Section):
+    """Preference tuning (train.objective dpo, simpo, orpo or kto); core.preference has the formulas."""
+    KEY: ClassVar[str] = "preference"
+    beta: float = _field(0.1, "dpo/kto: weight of the log-ratio to the reference; simpo: reward scale; "
+                              "orpo: unused", gt=0)
+    label_smoothing: float = _field(0.0, "dpo/simpo (sigmoid loss): assumed share of flipped labels", ge=0, lt=0.5)
+    loss_type: Literal["sigmoid", "ipo"] = _field("sigmoid", "dpo: sigmoid (Rafailov et al.) or ipo (squared "
+                                                             "loss on length-averaged log-ratios)")
+    simpo_gamma: float = _field(0.5, "simpo: target reward margin gamma", ge=0)
+    orpo_lambda: float = _field(0.1, "orpo: weight of the odds-ratio term added to the chosen answers' NLL", gt=0)
+    kto_desirable_weight: float = _field(1.0, "kto: weight of the desirable answers' loss", gt=0)
+    kto_undesirable_weight: float = _field(1.0, "kto: weight of the undesirable answers' loss", gt=0)
+    reference: Literal["auto", "adapter_off", "frozen_copy"] = _field(
+        "auto", "dpo/kto reference model: adapter_off (LoRA: the base with the adapter switched off, no second "
+                "copy), frozen_copy (a frozen copy of the starting weights; full fine-tuning), auto picks by method")
 
 
 @dataclass
@@ -449,7 +558,10 @@ class EvalSettings(_Section):
     """Evaluation during and after training."""
     KEY: ClassVar[str] = "eval"
     ema_alpha: float = _field(0.3, "weight of the newest value in EMA-smoothed metrics", gt=0, le=1)
-    downstream: bool = _field(True, "generate on the test set and score the answers")
+    downstream: bool = _field(True, "generate on the test set and score the answers (exact match, BLEU-4, "
+                              "ROUGE-1/2/L) before and after training")
+    downstream_every_eval: bool = _field(False, "score the generated answers at every evaluation too (charts of "
+                                         "BLEU/ROUGE; on by itself when early stopping watches one)")
     max_new_tokens: int = _field(16, "generation length for downstream eval", ge=1)
     max_eval_samples: int | None = _field(None, "cap on eval examples; null uses all", ge=1)
     baseline: bool = _field(True, "evaluate the base model before the first step (the Monitor's reference "
@@ -464,10 +576,175 @@ class EarlyStoppingSettings(_Section):
     """Stop when the monitored validation metric stops improving."""
     KEY: ClassVar[str] = "early_stopping"
     enabled: bool = _field(True, "stop early when the monitor stops improving")
-    monitor: Literal["val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema"] = _field("val_loss",
-                                                                                    "metric watched")
+    monitor: Literal["val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema", "exact_match", "bleu", "rouge1", "rouge2",
+                     "rougeL", "reward_accuracy"] = _field(
+        "val_loss", "metric watched: a validation loss or perplexity (lower is better), a score of the generated "
+                    "test answers, or reward_accuracy with a preference objective (higher is better)")
     patience: int = _field(3, "evaluations without improvement before stopping", ge=1)
-    min_delta: float = _field(0.0, "smallest decrease that counts as an improvement", ge=0)
+    min_delta: float = _field(0.0, "smallest improvement that counts (a decrease of a loss, an increase of a "
+                              "score)", ge=0)
+
+
+@dataclass
+class MlflowSettings(_Section):
+    """Where `tracking: [mlflow]` sends a run."""
+    KEY: ClassVar[str] = "mlflow"
+    tracking_uri: str | None = _field(None, "MLflow tracking URI (http://host:5000, sqlite:///file.db); null: "
+                                      "$MLFLOW_TRACKING_URI, else sqlite:///<run.runs_dir>/mlflow.db")
+    experiment: str = _field("mindtune", "MLflow experiment the runs go to")
+
+
+@dataclass
+class SwanlabSettings(_Section):
+    """How `tracking: [swanlab]` records a run."""
+    KEY: ClassVar[str] = "swanlab"
+    mode: Literal["offline", "local", "cloud"] = _field("offline", "offline/local: files in the run folder "
+                                                        "(swanlab watch shows them); cloud: SwanLab's server, "
+                                                        "logged in with swanlab login")
+    project: str = _field("mindtune", "SwanLab project the runs go to")
+
+
+# launch: where a run runs (this machine, or a Slurm cluster). The Slurm forms are checked here;
+# whether Slurm knows the partition/account is asked at submission (core.slurm).
+_SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_TIME_LIMIT_FORMS = ("MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS")
+_TIME_LIMIT = re.compile(r"(?:(?P<d>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"
+                         r"|(?P<h>\d+):(?P<hm>\d+):(?P<hs>\d+)|(?P<m>\d+)(?::(?P<ms>\d+))?)")
+_TIME_RULE = f"a Slurm time limit ({', '.join(_TIME_LIMIT_FORMS)}, e.g. 30, 1:30:00, 2-12), or null"
+# sbatch options the launcher sets itself (and those that would break it): the field to use instead
+SBATCH_RESERVED = {
+    "output": "", "error": "", "input": "", "chdir": "", "wrap": "", "parsable": "", "open-mode": "",
+    "export": "launch.env", "export-file": "launch.env", "array": "", "wait": "", "test-only": "",
+    "nodes": "launch.nodes", "ntasks": "launch.nodes and launch.workers_per_node",
+    "ntasks-per-node": "launch.workers_per_node", "partition": "launch.partition",
+    "account": "launch.account", "time": "launch.time_limit", "job-name": "", "uid": "", "gid": "",
+}
+_SHELL_CHARS = set(";&|$`<>\\'\"\n\r\t\x00(){}*?!~#")
+_SBATCH_OPTION = re.compile(r"--(?P<name>[A-Za-z][A-Za-z0-9-]*)(?:=(?P<value>.+))?")
+_SBATCH_RULE = ("a list of sbatch options, each one item '--name=value' or '--name' (long form; no shell "
+                "characters; not the ones the launcher sets: --output, --error, --chdir, --nodes, ...)")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_RULE = "a mapping of environment variable names ([A-Za-z_][A-Za-z0-9_]*) to values, e.g. {HF_HOME: /data/hf}"
+_SLURM_NAME_RULE = "a Slurm name (letters, digits, '_', '.', '-'), or null"
+
+
+def _coerce_slurm_name(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    text = _to_str(value).strip() if not isinstance(value, bool) else None
+    if text is None or not _SLURM_NAME.fullmatch(text):
+        raise _Invalid(f"must be {_SLURM_NAME_RULE}")
+    return text
+
+
+def time_limit_minutes(text: str) -> float:
+    """Minutes of a Slurm time limit ('30', '1:30:00', '2-12', ...); raises ValueError for a bad form."""
+    m = _TIME_LIMIT.fullmatch(text.strip())
+    if not m:
+        raise ValueError(text)
+    g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+    if "d" in g:
+        if g["dh"] > 23 or g.get("dm", 0) > 59 or g.get("ds", 0) > 59:
+            raise ValueError(text)
+        return g["d"] * 1440 + g["dh"] * 60 + g.get("dm", 0) + g.get("ds", 0) / 60
+    if "h" in g:
+        if g["hm"] > 59 or g["hs"] > 59:
+            raise ValueError(text)
+        return g["h"] * 60 + g["hm"] + g["hs"] / 60
+    if g.get("ms", 0) > 59:
+        raise ValueError(text)
+    return g["m"] + g.get("ms", 0) / 60
+
+
+def _coerce_time_limit(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise _Invalid(f"must be {_TIME_RULE}")
+    text = str(value).strip()
+    if text.upper() in ("UNLIMITED", "INFINITE"):
+        return text.upper()
+    try:
+        minutes = time_limit_minutes(text)
+    except ValueError:
+        raise _Invalid(f"must be {_TIME_RULE}") from None
+    if minutes <= 0:
+        raise _Invalid("must be a time limit above zero")
+    return text
+
+
+def sbatch_option_problem(item: Any) -> str | None:
+    """Why one extra sbatch option is refused, or None when it may be passed to sbatch."""
+    if not isinstance(item, str) or not item:
+        return f"{item!r} is not an option string"
+    bad = sorted({c for c in item if c in _SHELL_CHARS or not c.isprintable()})
+    if bad:
+        return f"{item!r} contains {', '.join(repr(c) for c in bad)}: no shell characters or newlines"
+    m = _SBATCH_OPTION.fullmatch(item)
+    if not m:
+        return (f"{item!r} is not one '--name=value' item (use the long form, one option per item, "
+                "e.g. --mem=4G)")
+    name = m["name"].lower()
+    # sbatch accepts unambiguous abbreviations (--out = --output): refuse any prefix of a reserved name
+    hit = next((r for r in SBATCH_RESERVED if r == name or (len(name) >= 2 and r.startswith(name))), None)
+    if hit is not None:
+        instead = SBATCH_RESERVED[hit]
+        return (f"{item!r} sets --{hit}, which the launcher sets itself"
+                + (f"; use {instead}" if instead else ""))
+    return None
+
+
+def _coerce_sbatch_options(value: Any) -> list[str]:
+    """A list of '--name=value' items, or one text of them separated by spaces."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.split()
+    if not isinstance(value, (list, tuple)):
+        raise _Invalid(f"must be {_SBATCH_RULE}")
+    items = [v.strip() if isinstance(v, str) else v for v in value]
+    for item in items:
+        problem = sbatch_option_problem(item)
+        if problem:
+            raise _Invalid(problem)
+    return list(items)
+
+
+def _coerce_env(value: Any) -> dict[str, str]:
+    """{NAME: value}, from a mapping or its YAML text ('A: 1, B: x', braces optional)."""
+    value = _mapping(value, _ENV_RULE)
+    out: dict[str, str] = {}
+    for name, val in value.items():
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise _Invalid(f"has the name {name!r}; a variable name is letters, digits and '_', not starting "
+                           "with a digit")
+        if isinstance(val, (dict, list)) or val is None:
+            raise _Invalid(f"gives {name} the value {val!r}; a value must be a string or a number")
+        text = "true" if val is True else "false" if val is False else str(val)
+        if "\n" in text or "\r" in text or "\x00" in text:
+            raise _Invalid(f"gives {name} a value with a newline; values are one line")
+        out[name] = text
+    return out
+
+
+@dataclass
+class LaunchSettings(_Section):
+    """Where the run runs: this machine (local) or a Slurm cluster."""
+    KEY: ClassVar[str] = "launch"
+    backend: Literal["local", "slurm"] = _field("local", "local runs on this machine; slurm submits a batch job")
+    nodes: int = _field(1, "Slurm nodes (msrun on each); nodes x workers_per_node = parallel.data_parallel",
+                        ge=1)
+    workers_per_node: int = _field(1, "workers msrun starts on each Slurm node", ge=1)
+    partition: str | None = _field(None, "Slurm partition; null uses the cluster's default",
+                                   coerce=_coerce_slurm_name, rule=_SLURM_NAME_RULE, kind="str")
+    account: str | None = _field(None, "Slurm account to charge; null uses yours by default",
+                                 coerce=_coerce_slurm_name, rule=_SLURM_NAME_RULE, kind="str")
+    time_limit: str | None = _field(None, "Slurm time limit (30, 1:30:00, 2-12, ...); null uses the partition's",
+                                    coerce=_coerce_time_limit, rule=_TIME_RULE, kind="str")
+    sbatch_options: list[str] = _field([], "extra sbatch options, one '--name=value' item each",
+                                       coerce=_coerce_sbatch_options, rule=_SBATCH_RULE, kind="list")
+    env: dict[str, str] = _field({}, "environment variables set for the job on every node",
+                                 coerce=_coerce_env, rule=_ENV_RULE, kind="mapping")
 
 
 # ---- the whole config ------------------------------------------------------------------------
@@ -481,11 +758,18 @@ class Config:
     lora: LoraSettings = field(default_factory=LoraSettings)
     data: DataSettings = field(default_factory=DataSettings)
     train: TrainSettings = field(default_factory=TrainSettings)
+    preference: PreferenceSettings = field(default_factory=PreferenceSettings)
     precision: PrecisionSettings = field(default_factory=PrecisionSettings)
     recompute: RecomputeSettings = field(default_factory=RecomputeSettings)
     parallel: ParallelSettings = field(default_factory=ParallelSettings)
     eval: EvalSettings = field(default_factory=EvalSettings)
     early_stopping: EarlyStoppingSettings = field(default_factory=EarlyStoppingSettings)
+    launch: LaunchSettings = field(default_factory=LaunchSettings)
+    tracking: list[str] = _field([], "experiment trackers that mirror the run's metrics: tensorboard, mlflow, "
+                                 "swanlab (optional packages: requirements-tracking.txt)",
+                                 coerce=_coerce_trackers, rule=_TRACKING_RULE, kind="checks", choices=TRACKERS)
+    mlflow: MlflowSettings = field(default_factory=MlflowSettings)
+    swanlab: SwanlabSettings = field(default_factory=SwanlabSettings)
 
     def __post_init__(self) -> None:
         problems = _check_fields(self, "")
@@ -583,6 +867,9 @@ def _yaml_line(key: str, value: Any, help: str | bool) -> str:
     return f"{key}: {text}".ljust(34) + f"  # {help}" if help else f"{key}: {text}"
 
 
+_ANSWER_SCORES = ("exact_match", "bleu", "rouge1", "rouge2", "rougeL")  # core.rundir.GENERATION_FIELDS
+
+
 def _cross_field_problems(c: Config) -> list[Problem]:
     """Rules that involve more than one field (the single-field ranges are checked on construction)."""
     t, problems = c.train, []
@@ -600,9 +887,14 @@ def _cross_field_problems(c: Config) -> list[Problem]:
     if c.data.packing and c.data.group_by_length:
         problems.append(Problem("data.group_by_length", True, "packing already removes the padding; "
                                 "set data.packing or data.group_by_length, not both"))
+    if c.early_stopping.monitor in _ANSWER_SCORES and not (c.eval.downstream and c.data.test_file):
+        problems.append(Problem("early_stopping.monitor", c.early_stopping.monitor,
+                                "scores the generated test answers: needs eval.downstream true and a "
+                                "data.test_file (or watch val_loss)"))
     if c.data.validation_file is None and c.data.validation_fraction == 0:
         problems.append(Problem("data.validation_file", None, "no validation data: set "
                                 "data.validation_file or data.validation_fraction in (0, 0.5]"))
+    problems += _preference_problems(c)
     p = c.precision
     if p.amp_level != "O0" and p.compute_dtype == "bfloat16" and c.parallel.device == "cpu":
         problems.append(Problem("precision.compute_dtype", "bfloat16",
@@ -624,6 +916,32 @@ def _cross_field_problems(c: Config) -> list[Problem]:
         problems.append(Problem("parallel.optimizer_shard", True,
                                 f"MindSpore's parallel optimizer is Ascend-only (device is "
                                 f"{c.parallel.device!r}); set it to false or use parallel.device=ascend"))
+    launch = c.launch
+    if launch.backend == "slurm" and launch.nodes * launch.workers_per_node != c.parallel.data_parallel:
+        problems.append(Problem("launch.nodes", launch.nodes,
+                                f"launch.nodes x launch.workers_per_node ({launch.nodes} x {launch.workers_per_node} "
+                                f"= {launch.nodes * launch.workers_per_node}) must equal parallel.data_parallel "
+                                f"({c.parallel.data_parallel}): every worker is one data-parallel rank"))
+    return problems
+
+
+def _preference_problems(c: Config) -> list[Problem]:
+    """train.objective against the other settings: packing, the MoE balancing loss, the reference."""
+    objective, problems = c.train.objective, []
+    if objective == "sft":
+        if c.early_stopping.monitor == "reward_accuracy":
+            problems.append(Problem("early_stopping.monitor", "reward_accuracy", "reward accuracy needs a preference "
+                                    "objective (train.objective dpo, simpo, orpo or kto)"))
+        return problems
+    if c.data.packing:
+        problems.append(Problem("data.packing", True, f"train.objective {objective} scores whole answers; packed "
+                                "rows are not supported for preference data: set data.packing false"))
+    if c.train.router_aux_loss:
+        problems.append(Problem("train.router_aux_loss", True, f"the router's balancing loss is not combined with "
+                                f"train.objective {objective}: set it false"))
+    if objective in ("dpo", "kto") and c.preference.reference == "adapter_off" and c.method != "lora":
+        problems.append(Problem("preference.reference", "adapter_off", "needs method lora (full fine-tuning has no "
+                                "adapter to switch off): use frozen_copy or auto"))
     return problems
 
 
@@ -643,7 +961,7 @@ def _sections() -> dict[str, type[_Section]]:
 class FieldInfo(NamedTuple):
     """What the console needs to draw one field: its kind, default, choices, rule and help line."""
     key: str
-    kind: str  # "str", "int", "float", "bool", "choice", "modules" (names or a regex) or "mapping"
+    kind: str  # "str", "int", "float", "bool", "choice", "modules" (names or a regex), "mapping", "list" or "checks"
     optional: bool
     default: Any
     choices: tuple[str, ...]
@@ -668,7 +986,7 @@ def _field_table() -> dict[str, FieldInfo]:
                 continue
             key = f"{prefix}.{f.name}".lstrip(".")
             inner, optional = _split_optional(hints[f.name])
-            choices = typing.get_args(inner) if typing.get_origin(inner) is Literal else ()
+            choices = (typing.get_args(inner) if typing.get_origin(inner) is Literal else ()) or f.metadata["choices"]
             kind = f.metadata["kind"] or ("modules" if f.metadata["coerce"] else "choice" if choices
                                           else inner.__name__)
             out[key] = FieldInfo(key, kind, optional, defaults[key], choices,
@@ -692,6 +1010,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
         problems += err.located(origins, _display(path)).problems
     if problems:
         raise ConfigError(problems)
+    config.origins = origins  # which file set each key, for messages about a setting's value
     return config
 
 

@@ -28,10 +28,13 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from core.atomic import atomic_open
-from core.data_files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, dataset_splits,  # noqa: F401
-                             read_data_file, split_files)
+from core.data_catalog import check_columns, is_catalog, load_entry, preference_refusal, read_catalog, select
+from core.data_files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, concat_files,  # noqa: F401
+                             dataset_splits, read_data_file, split_files, split_path)
 from core.data_formats import (CHAT_ROLES, FORMAT_FIELDS, FORMATS, TAG_DEFAULTS, Columns, Conversation,  # noqa: F401
                                conversation, format_help, ignored_fields, resolve_format, text_of)
+from core.data_overlong import (LISTED, OVERLONG, check_policy, listing, overlong_error, text_chunks,  # noqa: F401
+                                truncate_pieces)
 from core.data_packing import (bucket_length, collate_packed, length_groups, pack_rows,  # noqa: F401
                                packing_efficiency, padding_efficiency)
 from core.tokenizer import Tokenizer, TokenizerError
@@ -41,7 +44,7 @@ if TYPE_CHECKING:  # for annotations only; core.data does not depend on core.con
 
 IGNORE_INDEX = -100  # label of a position that carries no loss (same value as core.train_step)
 DEFAULT_CACHE_DIR = Path(".mindtune-cache") / "data"
-CACHE_VERSION = 2  # bump when the tokenization or the cache layout changes
+CACHE_VERSION = 3  # bump when the tokenization or the cache layout changes
 HISTOGRAM_BINS = 16
 SPLIT_STREAM = 1  # random stream of the validation split, kept apart from the epoch shuffles
 TRAIN_ON = ("all_assistant", "last")
@@ -71,10 +74,32 @@ Pieces = list[tuple[list[int], bool]]  # one sample's (token ids, is_answer) pie
 
 @dataclass
 class TokenizedFile:
-    """A file's samples, how many were truncated, and every sample's length before truncation."""
-    samples: list[Sample]
-    truncated: int
-    full_lengths: list[int]
+    """A file's samples and what happened to its records: `full_lengths` is every record's length
+    before truncation, `sources` each sample's record index (a skipped record has none, a chunked
+    text record several); `overlong` lists (where, length) of every record over max_seq_len that
+    was truncated or skipped; `media_dropped` counts records whose media were dropped."""
+    samples: list[Sample] = field(default_factory=list)
+    truncated: int = 0
+    full_lengths: list[int] = field(default_factory=list)
+    sources: list[int] = field(default_factory=list)
+    skipped: int = 0
+    chunked: int = 0
+    overlong: list[tuple[str, int]] = field(default_factory=list)
+    media_dropped: int = 0
+
+    def add(self, source: int, sample: Sample) -> None:
+        self.samples.append(sample)
+        self.sources.append(source)
+
+    def extend(self, other: TokenizedFile) -> None:
+        """`other`'s samples and counts after these (its record indices shifted past these)."""
+        offset = len(self.full_lengths)
+        self.samples += other.samples
+        self.sources += [offset + i for i in other.sources]
+        self.full_lengths += other.full_lengths
+        self.overlong += other.overlong
+        for name in ("truncated", "skipped", "chunked", "media_dropped"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 def _consecutive_assistants(conv: Conversation) -> int | None:
@@ -188,39 +213,57 @@ def _text_ids(ids: list[int], eos_id: int | None) -> list[int]:
     return ids + [eos_id] if eos_id is not None and (not ids or ids[-1] != eos_id) else ids
 
 
-def _truncated_sample(ids: list[int], labels: list[int], max_seq_len: int, where: str) -> Sample:
-    """The sample cut to `max_seq_len` tokens (the beginning kept). Position 0 is never a target
-    (the loss predicts token t+1 from t), so at least one labelled token after it must remain."""
-    kept_labels = np.asarray(labels[:max_seq_len], dtype=np.int32)
+def _checked_sample(ids: list[int], labels: list[int], where: str, full: int, max_seq_len: int) -> Sample:
+    """A sample that trains something: position 0 is never a target (the loss predicts token t+1
+    from t), so at least one labelled token after it must remain."""
+    kept_labels = np.asarray(labels, dtype=np.int32)
     if not (kept_labels[1:] != IGNORE_INDEX).any():
-        raise DataError(f"{where}: the sample is {len(ids)} tokens; with max_seq_len={max_seq_len} nothing of "
+        raise DataError(f"{where}: the sample is {full} tokens; with max_seq_len={max_seq_len} nothing of "
                         "the answer remains — raise data.max_seq_len or shorten the prompt")
-    return Sample(np.asarray(ids[:max_seq_len], dtype=np.int32), kept_labels)
+    return Sample(np.asarray(ids, dtype=np.int32), kept_labels)
 
 
 def tokenize_records(records: Sequence[Record], fmt: str, tokenizer: Tokenizer, max_seq_len: int,
                      mask_prompt: bool = True, *, columns: Columns | Mapping[str, str] | None = None,
-                     train_on: str = "all_assistant") -> TokenizedFile:
+                     train_on: str = "all_assistant", overlong: str = "truncate",
+                     media: str = "refuse") -> TokenizedFile:
     """Samples of `records` in format `fmt`: alpaca/sharegpt/chat through the chat template with
-    the assistant turns labelled (`train_on`), text with all tokens labelled; truncated to
-    `max_seq_len`. `columns` is `data.columns`."""
+    the assistant turns labelled (`train_on`), text with all tokens labelled. Records over
+    `max_seq_len` follow `overlong` (core.data_overlong: truncate, skip or error); text longer than
+    that is cut into max_seq_len chunks. `columns` is `data.columns`; `media` is `data.media`."""
     if train_on not in TRAIN_ON:
         raise DataError(f"data.train_on: {train_on!r} is not valid; valid: {', '.join(TRAIN_ON)}")
+    check_policy(overlong)
     columns = columns if isinstance(columns, Columns) else Columns(dict(columns or {}))
+    out = TokenizedFile()
     if fmt == "text":
         texts = [text_of(r, columns) for r in records]
         encoded = [[(_text_ids(ids, tokenizer.eos_token_id), True)]
                    for ids in tokenizer.encode_batch(texts, add_special_tokens=True)]
     else:
-        segments = [_chat_segments(tokenizer, conversation(r, fmt, columns), mask_prompt, train_on) for r in records]
-        encoded = _encode_segments(tokenizer, segments)
-    samples, lengths, truncated = [], [], 0
-    for record, pieces in zip(records, encoded):
+        convs = [conversation(r, fmt, columns, media) for r in records]
+        out.media_dropped = sum(c.media_dropped > 0 for c in convs)
+        encoded = _encode_segments(tokenizer, [_chat_segments(tokenizer, c, mask_prompt, train_on) for c in convs])
+    for index, (record, pieces) in enumerate(zip(records, encoded)):
+        length = sum(len(ids) for ids, _ in pieces)
+        out.full_lengths.append(length)
+        if length > max_seq_len and fmt == "text":  # a long document: consecutive chunks, all trained
+            out.chunked += 1
+            for chunk in text_chunks(pieces[0][0], max_seq_len):
+                out.add(index, Sample(np.asarray(chunk, dtype=np.int32), np.asarray(chunk, dtype=np.int32)))
+            continue
+        if length > max_seq_len:
+            out.overlong.append((record.where, length))
+            if overlong != "truncate":
+                out.skipped += overlong == "skip"
+                continue
+            pieces = truncate_pieces(pieces, max_seq_len)
+            out.truncated += 1
         ids, labels = _join_pieces(pieces, tokenizer.eos_token_ids, mask_prompt and fmt != "text")
-        samples.append(_truncated_sample(ids, labels, max_seq_len, record.where))
-        lengths.append(len(ids))
-        truncated += len(ids) > max_seq_len
-    return TokenizedFile(samples, truncated, lengths)
+        out.add(index, _checked_sample(ids, labels, record.where, length, max_seq_len))
+    if out.overlong and overlong == "error":
+        raise overlong_error(out.overlong, max_seq_len)
+    return out
 
 
 def _encode_segments(tokenizer: Tokenizer, segments: list[list[tuple[str, bool]]]) -> list[Pieces]:
@@ -243,7 +286,7 @@ class TestRecord:
 
 
 def build_test_records(data: DataFile, fmt: str, tokenizer: Tokenizer,
-                       columns: Columns | Mapping[str, str] | None = None) -> list[TestRecord]:
+                       columns: Columns | Mapping[str, str] | None = None, media: str = "refuse") -> list[TestRecord]:
     """Prompt/answer pairs of a test file: the answer is the last assistant turn, the prompt all
     turns before it (with the conversation's tools)."""
     if fmt == "text":
@@ -252,7 +295,7 @@ def build_test_records(data: DataFile, fmt: str, tokenizer: Tokenizer,
     columns = columns if isinstance(columns, Columns) else Columns(dict(columns or {}))
     prompts, answers = [], []
     for record in data.records:
-        conv = conversation(record, fmt, columns)
+        conv = conversation(record, fmt, columns, media)
         last = max(i for i, m in enumerate(conv.messages) if m["role"] == "assistant")
         answer = conv.messages[last].get("content") or ""
         if not answer.strip():
@@ -286,6 +329,30 @@ class SplitStats:
     ignored_fields: dict[str, int] = field(default_factory=dict)
     padding_efficiency: float = 0.0
     packed_efficiency: float = 0.0
+    records: int = 0  # records read (a skipped record has no sample, a chunked text record several)
+    overlong_policy: str = "truncate"
+    overlong_records: int = 0  # records over max_seq_len (truncated or skipped by the policy)
+    overlong_listed: list[list] = field(default_factory=list)  # [where, tokens] of the first LISTED
+    skipped: int = 0
+    chunked: int = 0  # text records cut into max_seq_len chunks
+    media_dropped: int = 0  # records whose media were dropped (data.media: drop)
+
+    def notes(self, name: str, max_seq_len: int) -> list[str]:
+        """What happened to this split's records beyond plain tokenizing, one line each."""
+        lines = []
+        if self.overlong_records:
+            how = ("truncated (the starts of prompt and answer kept in proportion)"
+                   if self.overlong_policy == "truncate" else "skipped")
+            lines.append(f"{name}: {self.overlong_records} of {self.records} records are longer than max_seq_len "
+                         f"{max_seq_len} tokens and were {how} (data.overlong: {self.overlong_policy}): "
+                         + listing([tuple(x) for x in self.overlong_listed], self.overlong_records))
+        if self.chunked:
+            lines.append(f"{name}: {self.chunked} text records longer than max_seq_len {max_seq_len} were cut into "
+                         f"{max_seq_len}-token chunks ({self.samples} samples from {self.records} records)")
+        if self.media_dropped:
+            lines.append(f"{name}: media dropped in {self.media_dropped} records (data.media: drop), their "
+                         "<image>/<audio>/<video> placeholders removed")
+        return lines
 
 
 @dataclass
@@ -300,6 +367,8 @@ class DataStats:
     validation_in_train: int
     seq_len: int = 0
     packed_seq_len: int = 0
+    max_seq_len: int = 0
+    notes: list[str] = field(default_factory=list)  # e.g. preference data read as SFT (core.data_preference.sft_view)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -311,9 +380,10 @@ class DataStats:
 
     def warnings(self) -> list[str]:
         """'train: field `history` ignored in 12 of 40 records', one line per field and split."""
-        return [f"{name}: field `{field_name}` ignored in {count} of {split.samples} records"
-                for name, split in (("train", self.train), ("validation", self.validation))
-                for field_name, count in split.ignored_fields.items()]
+        splits = (("train", self.train), ("validation", self.validation))
+        return [f"{name}: field `{field_name}` ignored in {count} of {split.records or split.samples} records"
+                for name, split in splits for field_name, count in split.ignored_fields.items()
+                ] + [line for name, split in splits for line in split.notes(name, self.max_seq_len)] + list(self.notes)
 
 
 @dataclass
@@ -327,7 +397,7 @@ class DataSplits:
     from_cache: bool = False
 
 
-def _split_stats(fmt: str, tokenized: TokenizedFile, ignored: dict[str, int]) -> SplitStats:
+def _split_stats(fmt: str, tokenized: TokenizedFile, ignored: dict[str, int], policy: str = "truncate") -> SplitStats:
     lengths = np.asarray(tokenized.full_lengths)
     shortest = int(lengths.min())
     width = max(1, math.ceil((lengths.max() - shortest + 1) / HISTOGRAM_BINS))
@@ -338,6 +408,9 @@ def _split_stats(fmt: str, tokenized: TokenizedFile, ignored: dict[str, int]) ->
         labelled_tokens=int(sum((s.labels != IGNORE_INDEX).sum() for s in tokenized.samples)),
         min_length=shortest, mean_length=round(float(lengths.mean()), 2), max_length=int(lengths.max()),
         histogram_edges=edges.tolist(), histogram_counts=counts.tolist(), ignored_fields=ignored,
+        records=len(tokenized.full_lengths), overlong_policy=policy, overlong_records=len(tokenized.overlong),
+        overlong_listed=[[w, n] for w, n in tokenized.overlong[:LISTED]], skipped=tokenized.skipped,
+        chunked=tokenized.chunked, media_dropped=tokenized.media_dropped,
     )
 
 
@@ -357,55 +430,156 @@ def overlap_count(train: Sequence[Sample], validation: Sequence[Sample]) -> int:
 def split_records(data: DataFile, fraction: float, seed: int) -> tuple[list[Record], list[Record]]:
     """(train, validation): a seeded `fraction` of the records held out, the same on every run
     with the same seed; both keep file order."""
-    n = len(data.records)
-    n_val = int(fraction * n + 0.5)
-    if n_val == 0:
-        raise DataError(f"{data.path}: data.validation_fraction={fraction} of {n} records is 0 validation "
-                        "samples; raise data.validation_fraction or set data.validation_file")
-    if n_val >= n:
-        raise DataError(f"{data.path}: data.validation_fraction={fraction} of {n} records leaves nothing "
-                        "to train on; lower it or set data.validation_file")
-    held_out = set(np.random.default_rng([SPLIT_STREAM, seed]).permutation(n)[:n_val].tolist())
+    held_out = _held_out(len(data.records), fraction, seed, data.path)
     train = [r for i, r in enumerate(data.records) if i not in held_out]
     return train, [r for i, r in enumerate(data.records) if i in held_out]
 
 
-def _tokenized_split(records: Sequence[Record], fmt: str, tokenizer: Tokenizer, settings: DataSettings,
-                     columns: Columns) -> tuple[TokenizedFile, dict[str, int]]:
-    tokenized = tokenize_records(records, fmt, tokenizer, settings.max_seq_len, settings.mask_prompt,
-                                 columns=columns, train_on=getattr(settings, "train_on", "all_assistant"))
-    return tokenized, ignored_fields(records, fmt, columns)
+def _held_out(n: int, fraction: float, seed: int, path: Any) -> set[int]:
+    """The indices of the `fraction` of `n` records held out for validation (seeded)."""
+    n_val = int(fraction * n + 0.5)
+    if n_val == 0:
+        raise DataError(f"{path}: data.validation_fraction={fraction} of {n} records is 0 validation "
+                        "samples; raise data.validation_fraction or set data.validation_file")
+    if n_val >= n:
+        raise DataError(f"{path}: data.validation_fraction={fraction} of {n} records leaves nothing "
+                        "to train on; lower it or set data.validation_file")
+    return set(np.random.default_rng([SPLIT_STREAM, seed]).permutation(n)[:n_val].tolist())
+
+
+@dataclass
+class Source:
+    """Records to tokenize together: one file's (or catalogue dataset's), its format and mapping."""
+    data: DataFile
+    fmt: str
+    columns: Columns
+    note: str | None = None  # preference data read for SFT: what was trained (core.data_preference.sft_view)
+
+
+def data_sources(settings: DataSettings, role: str = "train", seed: int = 0) -> list[Source]:
+    """The data `settings` names for `role` ("train", "validation", "test"): its file or folder
+    read and its format resolved; for a dataset catalogue (core.data_catalog) the datasets
+    `data.dataset` picks, each with its own format and mapping."""
+    name = getattr(settings, f"{role}_file")
+    text_split = getattr(settings, "text_split", "line")
+    if isinstance(name, list):
+        return [_file_list(name, role, settings, _columns(settings), text_split)]
+    path = split_path(name)[0]
+    if role == "train" and is_catalog(path):
+        sources = []
+        for entry in select(read_catalog(path), getattr(settings, "dataset", None), path):
+            if entry.preference:
+                raise preference_refusal(entry)
+            data = load_entry(entry, seed, text_split)
+            check_columns(entry, data)
+            columns = Columns(entry.columns)
+            try:
+                sources.append(Source(data, resolve_format(data, entry.formatting, columns), columns))
+            except DataError as err:
+                raise DataError(str(err).replace(f"data.format is {entry.formatting!r}",
+                                                 f"{entry.where}: 'formatting' is {entry.formatting!r}")) from None
+        return sources
+    data = read_data_file(name, role=role, text_split=text_split)
+    columns = _columns(settings)
+    from core.data_preference import sft_columns, sft_view  # (it imports this module)
+    data, note = sft_view(data, columns)
+    if note:  # preference data as chat records: only the chat format's mapping applies
+        columns = sft_columns(columns)
+        return [Source(data, resolve_format(data, "auto", columns), columns, note)]
+    return [Source(data, resolve_format(data, settings.format, columns), columns)]
+
+
+def _file_list(names: list[str], role: str, settings: DataSettings, columns: Columns, text_split: str) -> Source:
+    """A list of files in data.{role}_file as one source: each read and its format resolved, the
+    formats agreeing, the records concatenated in order (each keeps its file and line)."""
+    parts = [read_data_file(name, role=role, text_split=text_split) for name in names]
+    formats = [resolve_format(part, settings.format, columns) for part in parts]
+    for part, fmt in zip(parts, formats):
+        if fmt != formats[0]:
+            raise DataError(f"{part.path}: the records are {fmt}, but {parts[0].path} (the first file of "
+                            f"data.{role}_file) is {formats[0]}; the files of one list must share a format")
+    return Source(concat_files(parts[0].path, parts), formats[0], columns)
+
+
+def check_explicit_format(settings: DataSettings, origin: str | None) -> None:
+    """A data.format set explicitly (not auto) that the training data contradicts, as a DataError
+    that says where it was set ("data.format is 'alpaca' (set in configs/lora_demo.yaml); the data
+    looks like sharegpt"). Other problems are left to the run to report."""
+    if settings.format == "auto":
+        return
+    try:
+        data_sources(settings, "train")
+    except DataError as err:
+        said = f"data.format is {settings.format!r}"
+        if str(err).startswith(said) and origin:
+            raise DataError(str(err).replace(said, f"{said} (set in {origin})", 1)) from None
+        if str(err).startswith(said):
+            raise
+
+
+def _formats(sources: Sequence[Source]) -> str:
+    return "+".join(dict.fromkeys(s.fmt for s in sources))
+
+
+def _tokenized_split(parts: Sequence[tuple[Source, Sequence[Record]]], tokenizer: Tokenizer,
+                     settings: DataSettings) -> tuple[TokenizedFile, dict[str, int]]:
+    """The records of every source tokenized (each with its format) and concatenated, and the
+    fields their formats ignore."""
+    tokenized, ignored = TokenizedFile(), {}
+    for source, records in parts:
+        tokenized.extend(tokenize_records(
+            records, source.fmt, tokenizer, settings.max_seq_len, settings.mask_prompt, columns=source.columns,
+            train_on=getattr(settings, "train_on", "all_assistant"), overlong=getattr(settings, "overlong", "truncate"),
+            media=getattr(settings, "media", "refuse")))
+        for name, count in ignored_fields(records, source.fmt, source.columns).items():
+            ignored[name] = ignored.get(name, 0) + count
+    return tokenized, ignored
+
+
+def _split_sources(sources: list[Source], fraction: float, seed: int):
+    """(train parts, validation parts): a seeded `fraction` of all the sources' records held out."""
+    held_out = _held_out(sum(len(s.data.records) for s in sources), fraction, seed,
+                         sources[0].data.path if len(sources) == 1 else "data.dataset")
+    train, val, offset = [], [], 0
+    for source in sources:
+        records = source.data.records
+        train.append((source, [r for i, r in enumerate(records) if offset + i not in held_out]))
+        val.append((source, [r for i, r in enumerate(records) if offset + i in held_out]))
+        offset += len(records)
+    return train, val
 
 
 def _build_splits(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> DataSplits:
     """Read, split and tokenize every file named in `settings` (no cache)."""
-    columns = _columns(settings)
-    train_file = read_data_file(settings.train_file, role="train")
-    train_fmt = resolve_format(train_file, settings.format, columns)
+    train_sources = data_sources(settings, "train", seed)
     if settings.validation_file:
-        val_file = read_data_file(settings.validation_file, role="validation")
-        val_fmt = resolve_format(val_file, settings.format, columns)
-        train_records, val_records = train_file.records, val_file.records
+        val_sources = data_sources(settings, "validation", seed)
+        train_parts = [(s, s.data.records) for s in train_sources]
+        val_parts = [(s, s.data.records) for s in val_sources]
     elif settings.validation_fraction > 0:
-        val_fmt = train_fmt
-        train_records, val_records = split_records(train_file, settings.validation_fraction, seed)
+        val_sources = train_sources
+        train_parts, val_parts = _split_sources(train_sources, settings.validation_fraction, seed)
     else:
         raise DataError("data.validation_file: no validation data; set data.validation_file or "
                         "data.validation_fraction in (0, 0.5]")
-    train, train_ignored = _tokenized_split(train_records, train_fmt, tokenizer, settings, columns)
-    val, val_ignored = _tokenized_split(val_records, val_fmt, tokenizer, settings, columns)
+    train, train_ignored = _tokenized_split(train_parts, tokenizer, settings)
+    val, val_ignored = _tokenized_split(val_parts, tokenizer, settings)
     tests = []
     if settings.test_file:
-        test_file = read_data_file(settings.test_file, role="test")
-        tests = build_test_records(test_file, resolve_format(test_file, settings.format, columns), tokenizer, columns)
+        test = data_sources(settings, "test", seed)[0]
+        tests = build_test_records(test.data, test.fmt, tokenizer, test.columns, getattr(settings, "media", "refuse"))
     seq_len = padded_length(settings.max_seq_len, train.samples, val.samples)
     packed_len = packed_length(settings.max_seq_len)
+    policy = getattr(settings, "overlong", "truncate")
     stats = DataStats(
-        train=_with_efficiency(_split_stats(train_fmt, train, train_ignored), train.samples, seq_len, packed_len),
-        validation=_with_efficiency(_split_stats(val_fmt, val, val_ignored), val.samples, seq_len, packed_len),
+        train=_with_efficiency(_split_stats(_formats(train_sources), train, train_ignored, policy), train.samples,
+                               seq_len, packed_len),
+        validation=_with_efficiency(_split_stats(_formats(val_sources), val, val_ignored, policy), val.samples,
+                                    seq_len, packed_len),
         validation_source="file" if settings.validation_file else "fraction",
         test_records=len(tests), validation_in_train=overlap_count(train.samples, val.samples),
-        seq_len=seq_len, packed_seq_len=packed_len,
+        seq_len=seq_len, packed_seq_len=packed_len, max_seq_len=settings.max_seq_len,
+        notes=list(dict.fromkeys(s.note for s in (*train_sources, *val_sources) if s.note)),
     )
     return DataSplits(train.samples, val.samples, tests, stats)
 
@@ -462,17 +636,37 @@ def cache_key(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> str:
         if not name:
             add(role, b"")
             continue
-        for path in split_files(name, split):
+        for path in source_files(settings, name, split):
             add(role, path.name.encode() + b"\0" + _file_bytes(path))
     add("tokenizer", _tokenizer_bytes(tokenizer))
     add("chat_templates", json.dumps(getattr(tokenizer, "_chat_templates", {}), sort_keys=True).encode())
     specials = [tokenizer.special_tokens, sorted(tokenizer.eos_token_ids)]
     add("special_tokens", json.dumps(specials, sort_keys=True).encode())
     knobs = {k: getattr(settings, k, None) for k in ("format", "validation_fraction", "max_seq_len", "mask_prompt",
-                                                      "columns", "train_on")}
+                                                      "columns", "train_on", "dataset", "overlong", "text_split",
+                                                      "media")}
     knobs["seed"] = None if settings.validation_file else seed
     add("settings", json.dumps(knobs, sort_keys=True).encode())
     return digest.hexdigest()[:32]
+
+
+def source_files(settings: DataSettings, name: str, role: str) -> list[Path]:
+    """The files a data setting reads: for a catalogue, its dataset_info.json and the files of the
+    datasets data.dataset picks (broken picks are left to the build to report)."""
+    if isinstance(name, list):
+        return [path for item in name for path in split_files(item, role)]
+    path = split_path(name)[0]
+    if role != "train" or not is_catalog(path):
+        return split_files(name, role)
+    files = [path / "dataset_info.json"]
+    try:
+        entries = select(read_catalog(path), getattr(settings, "dataset", None), path)
+    except DataError:
+        return files
+    for entry in entries:
+        for item in entry.files:
+            files += sorted(p for p in item.rglob("*") if p.is_file()) if item.is_dir() else [item]
+    return files
 
 
 def _ragged(prefix: str, arrays: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:

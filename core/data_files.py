@@ -33,6 +33,7 @@ SPLIT_SEPARATOR = "#"  # "data/my_dataset#train_sft" names a split of a folder
 SPLIT_KEYWORDS = {"train": ("train", "training"), "validation": ("validation", "valid", "val", "dev"),
                   "test": ("test", "testing", "eval", "evaluation")}
 STATE_FILE, DATASET_DICT_FILE = "state.json", "dataset_dict.json"  # written by datasets' save_to_disk
+CATALOG_FILE = "dataset_info.json"  # a LLaMA-Factory dataset catalogue (core.data_catalog)
 FOLDER_SCAN_DEPTH = 3
 _SHARD = re.compile(r"^(?P<split>.+?)-(?P<index>\d{5})-of-(?P<count>\d{5})(?:[-.].*)?$")
 
@@ -242,17 +243,35 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _read_txt(path: Path) -> DataFile:
-    """Plain text: one `text` record per paragraph (paragraphs are separated by blank lines),
-    named by the line the paragraph starts on."""
+TEXT_SPLITS = ("line", "paragraph", "document")
+
+
+def _read_txt(path: Path, text_split: str = "line") -> DataFile:
+    """Plain text as `text` records named by the line they start on (`data.text_split`): one per
+    non-blank line (`line`, the default, as toolkits read .txt), one per blank-line-separated
+    paragraph (`paragraph`), or the whole file as one (`document`). Empty after splitting is an
+    error naming the file."""
+    if text_split not in TEXT_SPLITS:
+        raise DataError(f"data.text_split: {text_split!r} is not valid; valid: {', '.join(TEXT_SPLITS)}")
+    text = _text(path)
     records, lines, start = [], [], 0
-    for number, line in enumerate(_text(path).split("\n") + [""], start=1):
-        if line.strip():
+    if text_split == "document":
+        if text.strip():
+            first = next(n for n, line in enumerate(text.split("\n"), start=1) if line.strip())
+            records.append(Record(f"{path} line {first}", {"text": text.strip("\n").replace("\r\n", "\n")}))
+    for number, line in enumerate(text.split("\n") + [""] if text_split != "document" else [], start=1):
+        if text_split == "line":
+            if line.strip():
+                records.append(Record(f"{path} line {number}", {"text": line.rstrip("\r")}))
+        elif line.strip():
             start = start or number
             lines.append(line.rstrip("\r"))
         elif lines:
             records.append(Record(f"{path} line {start}", {"text": "\n".join(lines)}))
             lines, start = [], 0
+    if not records and text:
+        raise DataError(f"{path}: no records: no text left after splitting by {text_split} (data.text_split): "
+                        "the file holds only blank lines")
     return DataFile(path, records, ["text"])
 
 
@@ -268,18 +287,24 @@ def data_extension(path: Path) -> str | None:
     return next((ext for ext in sorted(DATA_EXTENSIONS, key=len, reverse=True) if name.endswith(ext)), None)
 
 
-def _reader(path: Path):
+def _reader(path: Path, text_split: str = "line"):
     ext = data_extension(path)
     if ext is None:
         shown = "".join(path.suffixes[-2:]) or "(no extension)"
         raise DataError(f"{path}: unsupported file type {shown!r}; supported: {', '.join(DATA_EXTENSIONS)}, "
                         "or a Hugging Face dataset folder")
-    return READERS[ext.removesuffix(".gz")]
+    reader = READERS[ext.removesuffix(".gz")]
+    return (lambda p: _read_txt(p, text_split)) if reader is _read_txt else reader
 
 
 # ---------------------------------------------------------------------------------------------
 # Dataset folders
 # ---------------------------------------------------------------------------------------------
+
+def file_names(name: str | Path | list) -> list:
+    """The names a data setting holds: its list of files (data.train_file may be one), or itself."""
+    return list(name) if isinstance(name, (list, tuple)) else [name]
+
 
 def split_path(name: str | Path) -> tuple[Path, str | None]:
     """'data/ds#train_sft' -> (Path('data/ds'), 'train_sft'); a name without '#' has no split."""
@@ -436,7 +461,7 @@ def split_files(name: str | Path, role: str = "train") -> list[Path]:
     return files
 
 
-def _read_folder(folder: Path, requested: str | None, role: str) -> DataFile:
+def _read_folder(folder: Path, requested: str | None, role: str, text_split: str = "line") -> DataFile:
     splits = _folder_splits(folder)
     if not splits:
         raise DataError(f"{folder}: no data files in this folder (looked {FOLDER_SCAN_DEPTH} levels deep for "
@@ -445,17 +470,43 @@ def _read_folder(folder: Path, requested: str | None, role: str) -> DataFile:
     files = splits[split]
     if len(files) == 1 and files[0].is_dir():
         files = _saved_dataset_files(files[0])
-    parts = [_reader(path)(path) for path in files]
-    columns = [c for c in (parts[0].columns or [])] if all(p.columns is not None for p in parts) else None
-    return DataFile(folder, [r for p in parts for r in p.records], columns, split)
+    return concat_files(folder, [_reader(path, text_split)(path) for path in files], split)
 
 
-def read_data_file(path: str | Path, split: str | None = None, role: str = "train") -> DataFile:
+def concat_files(path: Path, parts: list[DataFile], split: str | None = None) -> DataFile:
+    """Several files' records as one DataFile, in order (each record keeps its own file and
+    line): a folder's shards, a catalogue entry's `file_name` list, a list in data.train_file."""
+    columns = list(parts[0].columns or []) if all(p.columns is not None for p in parts) else None
+    return DataFile(path, [r for p in parts for r in p.records], columns, split)
+
+
+_DATASETS_INFO_KEYS = {"features", "splits", "builder_name", "dataset_size"}  # datasets' own dataset_info.json
+
+
+def is_catalog(folder: str | Path) -> bool:
+    """Whether `folder` is a dataset catalogue: a `dataset_info.json` that is not the one
+    `datasets` writes next to its Arrow shards (that one describes features and splits)."""
+    folder = Path(folder)
+    path = folder / CATALOG_FILE
+    if not path.is_file() or (folder / STATE_FILE).is_file() or (folder / DATASET_DICT_FILE).is_file():
+        return False
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return True  # a broken catalogue: reading it says why
+    return not (isinstance(value, dict) and _DATASETS_INFO_KEYS & set(value))
+
+
+def read_data_file(path: str | Path, split: str | None = None, role: str = "train",
+                   text_split: str = "line") -> DataFile:
     """The records of a data file or dataset folder ('folder#split' picks a split; `role` picks
-    one by name otherwise); never empty."""
+    one by name otherwise; `text_split` is how .txt files become records); never empty."""
     path, named = split_path(path)
     split = split or named
-    data = _read_folder(path, split, role) if path.is_dir() else _reader(path)(path)
+    if is_catalog(path):
+        raise DataError(f"{path}: a dataset catalogue ({CATALOG_FILE}); choose its datasets with data.dataset "
+                        f"(a name or a list of names) and name the folder as data.train_file")
+    data = _read_folder(path, split, role, text_split) if path.is_dir() else _reader(path, text_split)(path)
     if not data.records:
         raise DataError(f"{path}: no records (the file is empty); expected records with the fields of a format "
                         "(alpaca: instruction, output; sharegpt: conversations; chat: messages; text: text)")

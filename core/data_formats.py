@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from core.data_content import MEDIA_COLUMNS, content_text, media_columns, media_fields, strip_placeholders
 from core.data_files import DataError, DataFile, Record, json_type
 
 FORMATS = ("alpaca", "sharegpt", "chat", "text")
@@ -32,10 +33,13 @@ FORMAT_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "chat": (("messages",), ("tools",)),
     "text": (("text",), ()),
 }
-COLUMN_KEYS = ("instruction", "input", "output", "system", "history", "messages", "tools", "text")
+PREFERENCE_KEYS = ("prompt", "completion", "chosen", "rejected", "label")  # core.data_preference's fields
+COLUMN_KEYS = ("instruction", "input", "output", "system", "history", "messages", "tools", "text", *MEDIA_COLUMNS)
+# LLaMA-Factory's dataset_info.json names for alpaca's fields (core.config.DATA_COLUMN_SYNONYMS)
+COLUMN_SYNONYMS = {"prompt": "instruction", "query": "input", "response": "output", "kto_tag": "label"}
 TAG_DEFAULTS = {"role_tag": "from", "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt",
                 "system_tag": "system", "function_tag": "function_call", "observation_tag": "observation"}
-MAPPING_KEYS = COLUMN_KEYS + tuple(TAG_DEFAULTS)
+MAPPING_KEYS = COLUMN_KEYS + tuple(TAG_DEFAULTS) + PREFERENCE_KEYS
 SHAREGPT_TURNS = ("conversations", "messages")  # where a ShareGPT record keeps its turns, unmapped
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 # the names other datasets give alpaca's fields, for a hint when a format cannot be told
@@ -85,6 +89,7 @@ class Conversation:
     fields: list[str]
     tools: list[dict] | None = None
     tools_field: str | None = None
+    media_dropped: int = 0  # media parts and column items dropped (data.media: drop)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,6 +125,19 @@ def detect_format(record: Record, columns: Columns) -> str | None:
     return None
 
 
+def preference_layout(record: Record, columns: Columns) -> str | None:
+    """'pairs' for a record with `chosen` and `rejected` answers, 'kto' for one with a boolean
+    `label` (or a `label` beside a `completion`), None for plain SFT data (core.data_preference
+    reads the first two)."""
+    f = record.fields
+    if columns.source("chosen") in f and columns.source("rejected") in f:
+        return "pairs"
+    label = columns.source("label")
+    if label in f and (isinstance(f[label], bool) or columns.source("completion") in f):
+        return "kto"
+    return None
+
+
 def _mapping_hint(keys: Sequence[str]) -> str:
     found = {name: next((k for k in keys if k.lower() in aliases), None) for name, aliases in COLUMN_ALIASES.items()}
     if all(found.values()):
@@ -137,6 +155,8 @@ def resolve_format(data: DataFile, requested: str = "auto", columns: Columns | N
     _check_mapped_columns_exist(data, columns)
     first = data.records[0]
     fmt = detect_format(first, columns) if requested == "auto" else requested
+    if requested != "auto":
+        _check_requested(first, requested, columns)
     if fmt is None:
         what, where = ("columns", data.path) if data.columns is not None else ("keys", first.where)
         keys = list(first.fields)
@@ -155,11 +175,27 @@ def resolve_format(data: DataFile, requested: str = "auto", columns: Columns | N
     return fmt
 
 
+def _check_requested(first: Record, requested: str, columns: Columns) -> None:
+    """A format set explicitly whose fields the first record lacks, while it has another format's:
+    say what auto-detection would have chosen."""
+    detected = detect_format(first, columns)
+    lacks = [columns.source(n, first.fields) for n in FORMAT_FIELDS[requested][0]
+             if columns.source(n, first.fields) not in first.fields]
+    if detected is not None and detected != requested and lacks:
+        raise DataError(f"data.format is {requested!r}; the data looks like {detected} ({first.where} has the fields "
+                        f"{', '.join(map(str, first.fields))}, not {', '.join(lacks)}). Set data.format to auto "
+                        f"(or {detected})")
+
+
 def check_mapping(data: DataFile, fmt: str, columns: Columns) -> None:
     """Every key of `data.columns` is one format `fmt` uses, and names a column that exists."""
     required, optional = FORMAT_FIELDS[fmt]
-    used = set(required) | set(optional) | (set(TAG_DEFAULTS) if fmt == "sharegpt" else set())
+    used = set(required) | set(optional) | (set(TAG_DEFAULTS) if fmt == "sharegpt" else set()) | set(MEDIA_COLUMNS)
     for name in columns.mapping:
+        if name in PREFERENCE_KEYS:
+            raise DataError(f"data.columns.{name}: {name} is a column of preference data (chosen/rejected) or KTO "
+                            "data (label), which trains with train.objective dpo, simpo, orpo or kto, never as "
+                            "plain answers")
         if name not in used:
             raise DataError(f"data.columns.{name}: format {fmt} does not use {name!r} (it reads "
                             f"{', '.join(sorted(used))})")
@@ -251,7 +287,7 @@ def _tools(record: Record, columns: Columns) -> tuple[list[dict] | None, str | N
     return tools, source
 
 
-def alpaca_conversation(record: Record, columns: Columns | None = None) -> Conversation:
+def alpaca_conversation(record: Record, columns: Columns | None = None, media: str = "refuse") -> Conversation:
     """system (if any), each `history` pair as a user and an assistant turn, then the user turn
     (instruction, and "\\n\\n" + input if any) and the assistant turn (output)."""
     columns = columns or Columns()
@@ -341,14 +377,14 @@ def _sharegpt_roles(columns: Columns) -> dict[str, str]:
     return roles
 
 
-def sharegpt_conversation(record: Record, columns: Columns | None = None) -> Conversation:
+def sharegpt_conversation(record: Record, columns: Columns | None = None, media: str = "refuse") -> Conversation:
     """`conversations` turns as chat messages; the top-level `system` leads unless the first turn
     is a system turn; `tools` are passed to the template."""
     columns = columns or Columns()
     source, turns = _turn_list(record, columns, "sharegpt")
     role_tag, content_tag = columns.tag("role_tag"), columns.tag("content_tag")
     roles = _sharegpt_roles(columns)
-    messages, fields = [], []
+    messages, fields, media_dropped = [], [], 0
     for index, turn in enumerate(turns):
         name = f"{source}[{index}]"
         if not isinstance(turn, dict):
@@ -359,7 +395,8 @@ def sharegpt_conversation(record: Record, columns: Columns | None = None) -> Con
             raise DataError(f"{record.where}: field '{name}.{role_tag}' is {turn.get(role_tag)!r}; valid roles: "
                             f"{', '.join(dict.fromkeys(roles))} (map other names with data.columns "
                             "user_tag, assistant_tag, system_tag, function_tag, observation_tag)")
-        value = turn.get(content_tag)
+        value, dropped = content_text(record, f"{name}.{content_tag}", turn.get(content_tag), media)
+        media_dropped += dropped
         if not isinstance(value, str):
             raise DataError(f"{record.where}: field '{name}.{content_tag}' must be a string, got {json_type(value)}")
         if role == "function":
@@ -374,10 +411,10 @@ def sharegpt_conversation(record: Record, columns: Columns | None = None) -> Con
         fields.insert(0, columns.source("system"))
     _check_turn_order(record, messages, fields)
     tools, tools_field = _tools(record, columns)
-    return Conversation(record.where, messages, fields, tools, tools_field)
+    return Conversation(record.where, messages, fields, tools, tools_field, media_dropped)
 
 
-def _checked_message(record: Record, name: str, message: Any) -> dict:
+def _checked_message(record: Record, name: str, message: Any, media: str = "refuse") -> tuple[dict, int]:
     if not isinstance(message, dict):
         raise DataError(f"{record.where}: field '{name}' must be an object with 'role' and 'content', "
                         f"got {json_type(message)}")
@@ -387,32 +424,42 @@ def _checked_message(record: Record, name: str, message: Any) -> dict:
     calls = message.get("tool_calls")
     if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
         raise DataError(f"{record.where}: field '{name}.tool_calls' must be a list of objects, got {json_type(calls)}")
-    content = message.get("content")
+    content, dropped = content_text(record, f"{name}.content", message.get("content"), media)
     if not isinstance(content, str) and not (content is None and calls):
         raise DataError(f"{record.where}: field '{name}.content' must be a string"
                         f"{' (or null with tool_calls)' if message['role'] == 'assistant' else ''}, "
                         f"got {json_type(content)}")
-    return dict(message)
+    return {**message, "content": content}, dropped
 
 
-def chat_conversation(record: Record, columns: Columns | None = None) -> Conversation:
+def chat_conversation(record: Record, columns: Columns | None = None, media: str = "refuse") -> Conversation:
     """A chat record's messages, checked (roles, string content or tool calls, a user turn before
     the first assistant turn, at least one assistant turn) and otherwise passed on as written."""
     columns = columns or Columns()
     source, turns = _turn_list(record, columns, "chat")
     fields = [f"{source}[{i}]" for i in range(len(turns))]
-    messages = [_checked_message(record, name, m) for name, m in zip(fields, turns)]
+    checked = [_checked_message(record, name, m, media) for name, m in zip(fields, turns)]
+    messages = [m for m, _ in checked]
     _check_turn_order(record, messages, fields)
     tools, tools_field = _tools(record, columns)
-    return Conversation(record.where, messages, fields, tools, tools_field)
+    return Conversation(record.where, messages, fields, tools, tools_field, sum(n for _, n in checked))
 
 
 CONVERTERS = {"alpaca": alpaca_conversation, "sharegpt": sharegpt_conversation, "chat": chat_conversation}
 
 
-def conversation(record: Record, fmt: str, columns: Columns | None = None) -> Conversation:
-    """A record of a chat-like format (alpaca, sharegpt, chat) as a Conversation."""
-    return CONVERTERS[fmt](record, columns or Columns())
+def conversation(record: Record, fmt: str, columns: Columns | None = None, media: str = "refuse") -> Conversation:
+    """A record of a chat-like format (alpaca, sharegpt, chat) as a Conversation; media (content
+    parts, `images`/`audios`/`videos` columns) refused by name, or with `media="drop"` dropped with
+    their placeholders and counted in `media_dropped` (core.data_content)."""
+    columns = columns or Columns()
+    in_columns = media_columns(record, columns.mapping, media)
+    conv = CONVERTERS[fmt](record, columns, media)
+    conv.media_dropped += in_columns
+    if conv.media_dropped:
+        conv.messages = [{**m, "content": strip_placeholders(m["content"])} if isinstance(m.get("content"), str)
+                         else m for m in conv.messages]
+    return conv
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,7 +483,7 @@ def ignored_fields(records: Sequence[Record], fmt: str, columns: Columns | None 
 
     turn_keys = {columns.tag("role_tag"), columns.tag("content_tag")}
     for record in records:
-        used = used_fields(record, fmt, columns)
+        used = used_fields(record, fmt, columns) | media_fields(record.fields, columns.mapping)
         for name in record.fields:
             if name not in used and record.fields[name] is not None:
                 count(name)

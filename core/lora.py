@@ -73,6 +73,12 @@ class LoRADense(nn.Dense):
         self.fused = None  # core.fused.enable: the CPU kernel for the update (dropout 0, float32)
         self.scaling_tensor = Tensor([self.scaling], ms.float32)
         self.amp = None  # AMP O1 (core.model.use_amp_o1): base and adapter products in this 16-bit dtype
+        # True while a reference pass runs (core.preference.adapters_off): the base layer alone. A
+        # Python constant of the graph: the reference pass is its own jit function, compiled with it set
+        self.adapter_off = False
+        # a frozen adapter the reference adds while adapter_off (a preference run forked from a LoRA
+        # checkpoint: the reference is that model): `set_reference_adapter`
+        self.has_reference = False
 
     def construct(self, x):
         if self.amp is not None:  # both products in 16 bits, the sum back in x's dtype
@@ -93,6 +99,13 @@ class LoRADense(nn.Dense):
         out = self.matmul(x2, weight) if self.frozen is None else self.frozen(x2, self.weight)  # (N, out)
         if self.has_bias:
             out = self.bias_add(out, self.bias if self.amp is None else ops.cast(self.bias, self.amp))
+        if self.adapter_off:
+            if self.has_reference:
+                hidden = self.matmul(x2, ops.cast(self.reference_a, x2.dtype))  # (N, rank)
+                out = out + self.matmul(hidden, ops.cast(self.reference_b, x2.dtype))
+            if self.activation_flag:
+                out = self.activation(out)
+            return out.reshape(x_shape[:-1] + (self.out_channels,))
         if self.fused is not None and x.dtype == ms.float32:
             # one kernel each way for x·Aᵀ·(s·B)ᵀ added to the base output (core/kernels/lora.cc)
             out = self.fused(out, x2, self.lora_a, self.lora_b, self.scaling_tensor)[0]
@@ -105,6 +118,16 @@ class LoRADense(nn.Dense):
         if self.activation_flag:
             out = self.activation(out)
         return out.reshape(x_shape[:-1] + (self.out_channels,))
+
+    def set_reference_adapter(self, name: str, lora_a: np.ndarray, lora_b: np.ndarray) -> None:
+        """Freeze a copy of an adapter (A (rank, in), B (out, rank)) as the reference's: frozen
+        Parameters (not constants: layers sharing one compiled graph take each its own), named after
+        the layer `name`. Call before the reference pass compiles."""
+        self.reference_a = Parameter(Tensor(np.asarray(lora_a, np.float32)), name=f"{name}.reference_a",
+                                     requires_grad=False)
+        self.reference_b = Parameter(Tensor(np.asarray(lora_b, np.float32) * self.scaling),
+                                     name=f"{name}.reference_b", requires_grad=False)
+        self.has_reference = True
 
     def extend_repr(self):
         return f"{super().extend_repr()}, rank={self.rank}, alpha={self.alpha}, merged={self.merged}"

@@ -384,6 +384,9 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
         activations = textbook_activation_bytes(config, args, units, _element_bytes(config))
         runtime = GPU_RUNTIME_MB * MB
         notes.append(f"{device}: activations are textbook figures, not measured on such a device")
+    reference, rows = _preference_terms(config, args, notes)
+    weights += reference
+    activations *= rows
     notes += _parallel_notes(config)
     if config.precision.amp_level != "O0":
         notes.append(f"AMP {config.precision.amp_level}: parameters are cast to {config.precision.compute_dtype} "
@@ -419,6 +422,27 @@ def _weight_bytes(config: Config, args: ModelArgs) -> float:
     matrices = sum(math.prod(s) for s in shapes.values() if len(s) >= 2)
     vectors = sum(math.prod(s) for s in shapes.values() if len(s) < 2)
     return matrices * DTYPE_BYTES[config.model.dtype] + vectors * FP32
+
+
+def _preference_terms(config: Config, args: ModelArgs, notes: list[str]) -> tuple[float, float]:
+    """A preference objective's extra weight bytes (the frozen reference copy of full fine-tuning)
+    and its activation factor (dpo/simpo/orpo: a micro batch of B pairs runs 2·B rows)."""
+    objective = config.train.objective
+    if objective == "sft":
+        return 0.0, 1.0
+    rows = 1.0 if objective == "kto" else 2.0
+    if rows > 1:
+        notes.append(f"{objective}: train.micro_batch_size counts pairs, each micro batch runs the chosen and the "
+                     "rejected answers (2 × the rows, activations counted twice)")
+    reference = config.preference.reference
+    if objective in ("dpo", "kto") and (reference == "frozen_copy" or (reference == "auto" and config.method == "full")):
+        notes.append(f"{objective}: the frozen reference copy holds the starting weights a second time "
+                     f"({config.model.dtype}), counted with the weights")
+        return args.num_parameters() * DTYPE_BYTES[config.model.dtype], rows
+    if objective in ("dpo", "kto"):
+        notes.append(f"{objective}: the reference is the base with the adapter switched off: no second copy of the "
+                     "weights, one more forward pass per step")
+    return 0.0, rows
 
 
 def _parallel_notes(config: Config) -> list[str]:

@@ -76,11 +76,12 @@ class LoRAStackedLinear(StackedLinear):
         self.lora_a = Parameter(a.reshape(e, self.rank, self.in_features), name="lora_a")
         self.lora_b = Parameter(initializer("zeros", (e, self.out_features, self.rank), ms.float32), name="lora_b")
         self.merged = False
+        self.adapter_off = False  # a reference pass (core.preference.adapters_off): the base alone
         self.grouped, self.grouped_trained = base.grouped, base.grouped_trained
 
     def construct(self, x, ids):
         out = self.product(x, self.weight, ids, self.grouped)
-        if self.merged:
+        if self.merged or self.adapter_off:
             return out
         hidden = self.product(x, ops.cast(self.lora_a, x.dtype), ids, self.grouped_trained)  # (M, rank) | (E, n, rank)
         # scaling folded into B, not applied to the (rows, out) product

@@ -12,7 +12,7 @@ supervisor writes the run's failure itself, naming the rank, the signal and the 
 the tail of that rank's log; it then exits the way the worker did (same signal), so msrun sees
 the same death. The first verdict wins: a status that is already terminal is never overwritten.
 
-    ranks/rank-<R>.json   {rank, world, attempt, pid, supervisor_pid, hostname, create_time,
+    ranks/rank-<R>.json   {rank, world, attempt, pid, supervisor_pid, hostname, node, create_time,
                            started_at, state: running|exited, exit_code, exit_signal, ended_at,
                            last_rss_mb, peak_rss_mb, memory_limit_mb, memory: {...}}
     ranks/rank-<R>.beat   {rank, attempt, pid, step, phase, time, timeout_s}  (the worker's heartbeat)
@@ -47,6 +47,7 @@ OOM_ADVICE = ("To fit in memory, lower train.micro_batch_size (and raise train.g
               "global batch) or data.max_seq_len, turn on recompute (recompute.policy), or train LoRA "
               "(method=lora) instead of a full fine-tune.")
 LOG_TAIL_LINES = 20
+ENV_NODE = "MINDTUNE_NODE"  # the cluster node a rank runs on (core.slurm_node sets Slurm's node name)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -313,10 +314,16 @@ def write_verdict(run: RunDir, state: str, reason: str, **fields) -> dict | None
         return None
 
 
-def death_verdict(rank: int, world: int, exit_code: int | None, exit_signal: int | None,
-                  evidence: str | None, stopping: bool) -> tuple[str, str, str]:
-    """(state, failure_kind, reason) for a worker that ended without writing a final status."""
+def rank_label(rank: int, world: int, node: str | None = None) -> str:
+    """'rank 1', 'rank 1 on node node2' (a cluster run), or 'the worker' (one process)."""
     who = f"rank {rank}" if world > 1 else "the worker"
+    return f"{who} on node {node}" if node else who
+
+
+def death_verdict(rank: int, world: int, exit_code: int | None, exit_signal: int | None,
+                  evidence: str | None, stopping: bool, node: str | None = None) -> tuple[str, str, str]:
+    """(state, failure_kind, reason) for a worker that ended without writing a final status."""
+    who = rank_label(rank, world, node)
     if stopping:
         return "stopped", "", "stopped by the user (forced)"
     if exit_signal:
@@ -330,8 +337,8 @@ def death_verdict(rank: int, world: int, exit_code: int | None, exit_signal: int
     return "failed", kind, f"{who} exited with code {exit_code} without a final status"
 
 
-def hang_verdict(rank: int, world: int, beat: dict, age: float, process_state: str) -> str:
-    who = f"rank {rank}" if world > 1 else "the worker"
+def hang_verdict(rank: int, world: int, beat: dict, age: float, process_state: str, node: str | None = None) -> str:
+    who = rank_label(rank, world, node)
     return (f"{who} stopped making progress: no step for {age:.0f} s (parallel.hang_timeout_s = "
             f"{float(beat.get('timeout_s') or 0):g}); its last step was {beat.get('step')} ({beat.get('phase')}), "
             f"process state: {process_state}. The run was ended so it does not wait forever")
@@ -452,7 +459,7 @@ def _hang_reason(record: dict) -> str:
     beat = record.get("beat") or {}
     age = time.time() - float(beat.get("time") or 0)
     state = process_state(record.get("pid")) if record.get("hostname") == socket.gethostname() else "on another host"
-    return hang_verdict(record["rank"], int(record.get("world") or 1), beat, age, state)
+    return hang_verdict(record["rank"], int(record.get("world") or 1), beat, age, state, record.get("node"))
 
 
 def judge_abandoned_hang(run: RunDir, attempt) -> dict | None:
@@ -523,6 +530,8 @@ class Supervisor:
         self.run = RunDir(os.path.abspath(run_dir))
         self.argv_tail = argv_tail
         self.rank, self.world = env_rank(), env_world()
+        self.node = os.environ.get(ENV_NODE) or None
+        self.signalled: int | None = None  # a signal this supervisor got (and forwarded to its worker)
         self.attempt = self._status().attempt
         self.record: dict = {}
         self.check_failed = False
@@ -551,15 +560,20 @@ class Supervisor:
             created = None
         self.memory_before = memory_snapshot(child.pid)
         self._save_record(rank=self.rank, world=self.world, attempt=self.attempt, pid=child.pid,
-                          supervisor_pid=os.getpid(), hostname=socket.gethostname(), create_time=created,
+                          supervisor_pid=os.getpid(), hostname=socket.gethostname(), node=self.node,
+                          create_time=created,
                           started_at=time.time(), state="running", exit_code=None, exit_signal=None,
                           memory_limit_mb=_mb(self.memory_before.get("limit_bytes")))
         return child
 
     def supervise(self) -> int:
         child = self.start()
+        def forward(number, _frame):
+            self.signalled = number
+            _forward(child, number)
+
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, lambda number, _frame: _forward(child, number))
+            signal.signal(sig, forward)
         last_rss = peak_rss = None
         last_sample = 0.0
         while True:
@@ -597,10 +611,15 @@ class Supervisor:
             return  # the worker (or another rank's supervisor) already said how the run ended
         stopping = status.state == "stopping" and _stop_requested(self.run)
         state, kind, reason = death_verdict(self.rank, self.world, None if exit_signal else code, exit_signal,
-                                            evidence, stopping)
+                                            evidence, stopping, self.node)
         lines = log_tail(log_of(self.run, self.rank, self.world))
         fields = {"failure_kind": kind, "failed_rank": self.rank, "error_lines": lines,
                   "exit_signal": signal_name(exit_signal) or None, "exit_code": None if exit_signal else code}
+        if os.environ.get("SLURM_JOB_ID") and exit_signal and exit_signal == self.signalled and not stopping:
+            # a cluster run whose whole step got the signal from Slurm (scancel, a time limit,
+            # preemption): not this rank's crash; core.slurm says which it was
+            state, reason = "stopped", (f"{rank_label(self.rank, self.world, self.node)} was stopped by "
+                                        f"{signal_name(exit_signal)} from Slurm (job {os.environ['SLURM_JOB_ID']})")
         if state == "stopped":
             fields = {}
         write_verdict(self.run, state, reason, **fields)

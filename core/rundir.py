@@ -44,9 +44,10 @@ from core.config import ConfigError, EarlyStoppingSettings
 
 __all__ = [
     "RunDirError", "STATES", "TERMINAL_STATES", "can_transition", "FAILURE_KINDS", "STOP_REQUESTS",
-    "Record", "Status", "BestSoFar", "FinalFigures", "Attempt", "ControlRequest",
+    "Record", "Status", "ClusterJob", "SLURM_ACTIVE_STATES", "BestSoFar", "GenerationFigures", "GENERATION_FIELDS",
+    "SCORE_LABELS", "FinalFigures", "Attempt", "ControlRequest",
     "MetricRecord", "TrainRecord", "ValidationFigures", "EvalRecord", "EventRecord", "SetupEvent",
-    "BaselineEvent", "ResumeEvent", "ForkEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
+    "BaselineEvent", "TrackerEvent", "ResumeEvent", "ForkEvent", "ControlEvent", "EndEvent", "METRIC_KINDS", "EVENT_KINDS",
     "ProfiledOperator", "ProfileSummary",
     "parse_metric", "resume_point", "current_records", "atomic_write_json", "POINTERS", "STEP_FOLDER", "parse_step_folder", "step_folder_name", "checkpoint_folders", "RunDir", "MetricsReader", "ControlPoller", "RunSummary",
     "make_run_id", "display_name", "next_free_run_id", "list_runs", "resolve_inside",
@@ -222,13 +223,32 @@ class BestSoFar(Record):
     value: float | None = None
     step: int | None = None
     val_ppl: float | None = None
+    reward_accuracy: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
-class FinalFigures(Record):
-    """What a run came to (status.json's `final`, and the `end` event)."""
+class GenerationFigures(Record):
+    """Scores of the greedy answers to the test prompts against their references, each a share in
+    [0, 1] (core.generation_metrics): exact match, corpus BLEU-4 (sacrebleu), mean ROUGE-1/2/L F1
+    (rouge-score), on words or, for Chinese/Japanese references, characters (`segmentation`)."""
     exact_match: float | None = None
+    bleu: float | None = None
+    rouge1: float | None = None
+    rouge2: float | None = None
+    rougeL: float | None = None  # noqa: N815 — rouge-score's name
+    segmentation: str | None = None      # "words", "characters" or "words+characters"
+
+
+GENERATION_FIELDS = ("exact_match", "bleu", "rouge1", "rouge2", "rougeL")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinalFigures(GenerationFigures):
+    """What a run came to (status.json's `final`, and the `end` event); the generation figures are
+    the best checkpoint's, `monitor` the metric early stopping watched."""
     best_val_ppl: float | None = None
+    monitor: str | None = None
+    reward_accuracy: float | None = None  # preference objectives: at the best evaluation
     tokens_per_s: float | None = None
     peak_mem_mb: float | None = None
     wall_s: float | None = None
@@ -249,7 +269,28 @@ class Attempt(Record):
 
 # status.failure_kind, when the worker, a rank supervisor (core.ranks) or the launcher knew
 FAILURE_KINDS = ("data", "config", "nonfinite", "oom", "crash", "disk_full", "checkpoint", "loss_scale", "hang",
-                 "rank_died")
+                 "rank_died", "cluster")  # cluster: the scheduler ended the job (time limit, node failure; core.slurm)
+
+
+# cluster job states as Slurm reports them (squeue/scontrol/sacct), for Status.cluster.state
+SLURM_ACTIVE_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterJob(Record):
+    """status.json's `cluster`: the scheduler job a cluster run is (None for a local run).
+    `state` and `reason` are the scheduler's words (Slurm: PENDING / Resources, RUNNING, CANCELLED,
+    TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, ...); `script` is the batch script's file name in the run folder."""
+    backend: str = "slurm"
+    job_id: str | None = None
+    state: str | None = None
+    reason: str | None = None
+    nodes: list[str] = field(default_factory=list)
+    partition: str | None = None
+    submitted_at: float | None = None
+    script: str | None = None
+    exit_code: str | None = None         # Slurm's ExitCode, e.g. "0:0" or "1:0"
+    checked_at: float | None = None      # when the scheduler was last asked
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -291,6 +332,8 @@ class Status(Record):
     # a fork: the run and checkpoint step this run started from (its curve continues the parent's)
     parent_run: str | None = None
     parent_step: int | None = None
+    # a cluster run: its scheduler job (core.slurm); None for a run on this machine
+    cluster: ClusterJob | None = None
 
 
 # -- control.json --
@@ -369,11 +412,21 @@ class ValidationFigures(Record):
     val_loss_ema: float | None = None
     val_ppl_ema: float | None = None
     val_tokens: int | None = None
+    # preference objectives (core.preference.summarize) on the validation pairs; val_loss is the
+    # objective's loss there, val_ppl the perplexity of the chosen answers
+    reward_accuracy: float | None = None
+    reward_margin: float | None = None
+    chosen_logp: float | None = None
+    rejected_logp: float | None = None
+    chosen_reward: float | None = None
+    rejected_reward: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
-class EvalRecord(MetricRecord, ValidationFigures):
-    """An evaluation and where early stopping stands after it (`base`: the model before training)."""
+class EvalRecord(MetricRecord, ValidationFigures, GenerationFigures):
+    """An evaluation and where early stopping stands after it (`base`: the model before training);
+    the generation figures when this evaluation scored the test answers (eval.downstream_every_eval,
+    or early stopping watching one of them)."""
     kind: ClassVar[str] = "eval"
     base: bool = False
     best_value: float | None = None
@@ -415,10 +468,18 @@ class SetupEvent(EventRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
-class BaselineEvent(EventRecord, ValidationFigures):
-    """The base model's validation figures and exact match, before training."""
+class BaselineEvent(EventRecord, ValidationFigures, GenerationFigures):
+    """The base model's validation figures and answer scores, before training."""
     event: str = "baseline"
-    exact_match: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrackerEvent(EventRecord):
+    """An experiment tracker (core.tracking) could not start or stopped working; the run goes on
+    without it. `setting` names what to change (`tracking`, `mlflow.tracking_uri`, ...)."""
+    event: str = "tracker"
+    tracker: str | None = None
+    setting: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -643,9 +704,25 @@ class RunDir:
         return self.logs_dir / f"worker_{rank}.log"
 
     @property
+    def sbatch_script(self) -> Path:
+        """The Slurm batch script a cluster run was submitted with (core.slurm writes it)."""
+        return self.path / "job.sbatch"
+
+    @property
+    def slurm_output(self) -> Path:
+        """Slurm's own output file of the batch job (srun's and the node entries' lines)."""
+        return self.path / "slurm.out"
+
+    @property
     def ranks_dir(self) -> Path:
         """The rank supervisors' records, heartbeats and claims (core.ranks names the files)."""
         return self.path / "ranks"
+
+    @property
+    def tracking_dir(self) -> Path:
+        """What the experiment trackers keep in the run (core.tracking): TensorBoard event files,
+        SwanLab's offline log, the MLflow run id a resumed run continues."""
+        return self.path / "tracking"
 
     @property
     def profile_dir(self) -> Path:
@@ -769,7 +846,7 @@ class RunDir:
                                ended_at=current.ended_at, step=current.step)
             cleared = {name: _default_of(Status, name) for name in (
                 "pid", "pgid", "create_time", "worker_pids", "started_at", "ended_at", "reason",
-                "failure_kind", "error_lines", "hostname")}
+                "failure_kind", "error_lines", "hostname", "cluster")}
             status = current.replace(**cleared, state="queued", attempt=current.attempt + 1,
                                      history=[*current.history, previous], updated_at=time.time())
             atomic_write_json(self.status_path, status.to_json())
@@ -1071,16 +1148,24 @@ def _format_ppl(value: float) -> str:
     return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 1000 else f"{value:.0f}"
 
 
+SCORE_LABELS = {"exact_match": "EM", "bleu": "BLEU", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L"}
+
+
 def display_name(run_id: str, final: FinalFigures | None) -> str:
     """What a run is shown as: its id, which never changes, followed by what came out when it
-    ended, e.g. '20261129-101500_tiny-demo_lora-r8_fp32_dp1 · ppl 12.3 · 850 tok/s' (a part is
-    left out when its figure is missing or not finite; no results: the id alone)."""
+    ended, e.g. '20261129-101500_tiny-demo_lora-r8_fp32_dp1 · ppl 12.3 · EM 39.5% · 850 tok/s' (a part
+    is left out when its figure is missing or not finite; no results: the id alone). The answer score
+    shown is the one early stopping watched (e.g. 'BLEU 23.4'), else exact match."""
     parts = [run_id]
     ppl = final.best_val_ppl if final else None
     if ppl is not None and math.isfinite(ppl) and ppl >= 0:
         parts.append(f"ppl {_format_ppl(float(ppl))}")
-    if final and final.exact_match is not None and math.isfinite(final.exact_match):
-        parts.append(f"EM {100 * final.exact_match:.1f}%")
+    watched = final.monitor if final and final.monitor in GENERATION_FIELDS else "exact_match"
+    score = getattr(final, watched) if final else None
+    if score is not None and math.isfinite(score):
+        parts.append(f"{SCORE_LABELS[watched]} {100 * score:.1f}" + ("%" if watched == "exact_match" else ""))
+    if final and final.reward_accuracy is not None and math.isfinite(final.reward_accuracy):
+        parts.append(f"reward acc {100 * final.reward_accuracy:.1f}%")
     tps = final.tokens_per_s if final else None
     if tps is not None and math.isfinite(tps) and tps >= 0:
         parts.append(f"{round(tps)} tok/s")

@@ -10,6 +10,7 @@ through `msrun` (N workers; rank 0 writes metrics and checkpoints).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import math
 import os
@@ -35,22 +36,27 @@ from core import launcher, ranks
 from core.checkpoint import CheckpointError, load_hf_model
 from core.config import Config, ConfigError, EarlyStoppingSettings, describe_fields, load_config
 from core.config import Problem as ConfigProblem
-from core.data import DataError, BatchIterator, eval_batches, load_splits, packed_length, padded_length
+from core.data import (DataError, BatchIterator, check_explicit_format, eval_batches, load_splits, packed_length,
+                       padded_length)
 from core.fused import enable as enable_fused_kernels
+from core.generation_metrics import GenerationScores, score_generations
 from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
 from core.memory import recomputed_layers
 from core.model import recompute_blocks, share_layer_graphs, use_amp_o1
 from core.profiling import StepProfiler, profile_message
 from core.model_args import check_run_settings
-from core.rundir import (TERMINAL_STATES, BaselineEvent, BestSoFar, ControlEvent, ControlPoller, EndEvent, EvalRecord,
-                         EventRecord, FinalFigures, ForkEvent, MetricRecord, ResumeEvent, RunDir, SetupEvent,
-                         TrainRecord, ValidationFigures)
+from core import preference_run
+from core.preference import PreferenceError, preference_inputs, reference_kind
+from core.rundir import (GENERATION_FIELDS, TERMINAL_STATES, BaselineEvent, BestSoFar, ControlEvent, ControlPoller,
+                         EndEvent, EvalRecord, EventRecord, FinalFigures, ForkEvent, MetricRecord,
+                         ResumeEvent, RunDir, SetupEvent, TrainRecord, ValidationFigures)
+from core.tracking import Trackers
 from core.tokenizer import Tokenizer, TokenizerError
 from core.train_step import (EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state,
                              step_inputs)
 
-USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError)
+USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError, PreferenceError)
 MONITORS = describe_fields()["early_stopping.monitor"].choices  # the validation metrics early stopping may watch
 MAX_CONSECUTIVE_OVERFLOWS = 25  # fp16: loss-scale retries before a non-finite loss fails the run
 
@@ -71,10 +77,12 @@ class LoopState:
     val_loss_ema: float | None = None
     best_value: float | None = None
     best_step: int | None = None
+    best_val_ppl: float | None = None  # the validation perplexity of the best evaluation
     bad_evals: int = 0
     overflow_steps: int = 0
     tokens_seen: int = 0
     control_seq: int = 0
+    best_reward_accuracy: float | None = None  # preference objectives: at the best evaluation
     early_stopping: EarlyStoppingSettings = field(default_factory=EarlyStoppingSettings)
 
     def to_dict(self) -> dict:
@@ -176,12 +184,14 @@ class Trainer:
         self._streak: dict | None = None  # the current run of skipped (overflowed) steps
         self.started = time.time()
         self.tokens_per_s_history: list[float] = []
+        self.trackers = Trackers.none()  # execute() opens the configured ones (rank 0)
 
     # ---- logging --------------------------------------------------------------------------
     def emit(self, record: MetricRecord):
         if self.cluster.is_main:
-            self.run.append_metrics(record.replace(step=self.state.step, time=round(time.time(), 3),
-                                                   generation=self.generation))
+            record = record.replace(step=self.state.step, time=round(time.time(), 3), generation=self.generation)
+            self.run.append_metrics(record)
+            self.trackers.record(record)  # the same record to TensorBoard / MLflow / SwanLab, when configured
 
     def event(self, record: EventRecord):
         self.emit(record)
@@ -202,10 +212,16 @@ class Trainer:
         check_run_settings(cfg)  # context length, LoRA targets: ConfigError before data or weights are read
         self.tokenizer = Tokenizer.from_dir(model_dir)
         t0 = time.time()
-        self.splits = load_splits(cfg.data, self.tokenizer, seed, cache_dir=Path(".mindtune-cache") / "data")
-        stats = self.splits.stats
-        self.length = (packed_length(cfg.data.max_seq_len) if cfg.data.packing else
-                       padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation))
+        self.preference = cfg.train.objective != "sft"  # core.preference_run: pairs, their step and figures
+        if self.preference:
+            self.splits = preference_run.load_data(cfg, self.tokenizer, seed)
+            stats = self.splits.stats
+            self.length = stats.seq_len
+        else:
+            self.splits = load_splits(cfg.data, self.tokenizer, seed, cache_dir=Path(".mindtune-cache") / "data")
+            stats = self.splits.stats
+            self.length = (packed_length(cfg.data.max_seq_len) if cfg.data.packing else
+                           padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation))
         # LoRA on the CPU with a 16-bit model.dtype: frozen weights stay 16-bit, compute is float32
         self.model = load_hf_model(model_dir, cfg.compute_dtype, storage_dtype=cfg.model.dtype)
         self.base_files = ckpt.weight_files(model_dir)
@@ -231,18 +247,26 @@ class Trainer:
                        "by MindSpore's Cast, which holds every layer's copy at once (no memory saved: the "
                        "fused kernels are off)"))
         pad_id = self.tokenizer.pad_token_id or 0
-        self.batches = BatchIterator(self.splits.train, cfg.train.micro_batch_size,
-                                     grad_accum_steps=cfg.train.grad_accum_steps, world_size=self.cluster.world,
-                                     rank=self.cluster.rank, seed=seed, length=self.length, pad_id=pad_id,
-                                     packing=cfg.data.packing, group_by_length=cfg.data.group_by_length)
+        if self.preference:
+            self.batches = preference_run.batches(cfg, self.splits, self.cluster, seed, pad_id)
+        else:
+            self.batches = BatchIterator(self.splits.train, cfg.train.micro_batch_size,
+                                         grad_accum_steps=cfg.train.grad_accum_steps, world_size=self.cluster.world,
+                                         rank=self.cluster.rank, seed=seed, length=self.length, pad_id=pad_id,
+                                         packing=cfg.data.packing, group_by_length=cfg.data.group_by_length)
         self.total_steps = self._total_steps()
         self.schedule = WarmupDecaySchedule(cfg.train.learning_rate, cfg.train.warmup_steps, self.total_steps,
                                             cfg.train.schedule, cfg.train.min_lr_ratio)
         self.optimizer = adamw(trainable, self.schedule, cfg.train.weight_decay)
         aux_coef = self._router_aux_loss_coef()
         self.model.output_router_logits = aux_coef > 0  # before the steps compile
-        self.train_step = TrainStep(self.compute_model, self.optimizer, cfg.train.max_grad_norm, self.loss_scaler,
-                                    self.cluster.reducer(self.optimizer.parameters), aux_coef, self.model.args.moe)
+        if self.preference:
+            self.train_step = preference_run.build_step(cfg, self.compute_model, self.optimizer, self.loss_scaler,
+                                                        self.cluster.reducer(self.optimizer.parameters))
+        else:
+            self.train_step = TrainStep(self.compute_model, self.optimizer, cfg.train.max_grad_norm, self.loss_scaler,
+                                        self.cluster.reducer(self.optimizer.parameters), aux_coef,
+                                        self.model.args.moe)
         self.eval_step = EvalStep(self.compute_model)
         trainable_count = sum(int(np.prod(p.shape)) for p in trainable)
         total_count = sum(int(np.prod(p.shape)) for p in self.model.get_parameters())
@@ -250,7 +274,9 @@ class Trainer:
             message=f"global batch {cfg.global_batch_size} = micro {cfg.train.micro_batch_size} × accum "
             f"{cfg.train.grad_accum_steps} × data parallel {self.cluster.world}; {self.total_steps} steps; "
             f"trainable {trainable_count:,} of {total_count:,} parameters; sequence length {self.length}; "
-            f"kernels {kernels}" + (f"; frozen weights {frozen}" if frozen else ""),
+            f"kernels {kernels}" + (f"; frozen weights {frozen}" if frozen else "") +
+            (f"; objective {cfg.train.objective}" + (f", reference {reference_kind(cfg)}" if reference_kind(cfg) else "")
+             if self.preference else ""),
             frozen_weights=frozen, global_batch_size=cfg.global_batch_size, total_steps=self.total_steps,
             trainable_params=trainable_count, total_params=total_count, seq_len=self.length,
             data=stats.to_dict(), lora_modules=len(self.lora_modules), layer_graphs=layer_graphs, kernels=kernels,
@@ -303,6 +329,8 @@ class Trainer:
     def evaluate(self, max_tokens: int | None = None) -> ValidationFigures:
         """One pass over the validation set (max_eval_samples of it); `max_tokens` stops after the
         batch whose real (unpadded) tokens reach it."""
+        if self.preference:
+            return self._evaluate_preference()
         self.model.set_train(False)
         nll, tokens, read = 0.0, 0.0, 0
         batch = self.cfg.train.micro_batch_size
@@ -327,8 +355,25 @@ class Trainer:
         return ValidationFigures(val_loss=loss, val_ppl=_ppl(loss), val_loss_ema=self.state.val_loss_ema,
                                  val_ppl_ema=_ppl(self.state.val_loss_ema), val_tokens=int(tokens))
 
-    def exact_match(self) -> float | None:
-        """Share of test prompts whose greedy answer equals the reference exactly (stripped)."""
+    def _evaluate_preference(self) -> ValidationFigures:
+        """The objective's loss and reward figures on every validation pair (max_eval_samples of them)."""
+        self.model.set_train(False)
+        pairs = self.splits.validation[: self.cfg.eval.max_eval_samples or None]
+        phase = "eval" if self.evals_here else "compile"
+        figures = preference_run.evaluate(self.train_step, pairs, self.cfg.train.micro_batch_size, self.length,
+                                          self.tokenizer.pad_token_id or 0,
+                                          lambda: self.heartbeat.beat(self.state.step, phase))
+        self.evals_here += 1
+        self.model.set_train(True)
+        loss = figures.pop("val_loss")
+        self.state.val_loss_ema = _ema(self.state.val_loss_ema, loss, self.cfg.eval.ema_alpha)
+        return ValidationFigures(val_loss=loss, val_ppl=figures.pop("chosen_ppl"), val_loss_ema=self.state.val_loss_ema,
+                                 val_ppl_ema=_ppl(self.state.val_loss_ema), **figures)
+
+    def downstream_scores(self, merge: bool = True) -> GenerationScores | None:
+        """The greedy answers to the test prompts scored against their references: exact match
+        (stripped strings equal), BLEU-4 and ROUGE-1/2/L (core.generation_metrics). `merge` folds
+        LoRA adapters into the weights for speed: only before and after training (see lora_merged)."""
         self.heartbeat.beat(self.state.step, "generate")
         records = self.splits.test_records
         if not records or not self.cfg.eval.downstream:
@@ -341,24 +386,39 @@ class Trainer:
         # longest prompts first, so each chunk of 32 pads to nearly its own length (-10% time on the
         # demo's test set); greedy answers do not depend on the chunk (left padding is masked)
         records = sorted(records, key=lambda r: len(r.prompt_ids), reverse=True)
-        hits = 0
-        # called before training (B = 0: merging is exact) and after it, never between compiled steps
-        with lora_merged(self.model):
+        answers = []
+        # merged: called before training (B = 0: merging is exact) and after it, never between compiled steps
+        with lora_merged(self.model) if merge else contextlib.nullcontext():
             for start in range(0, len(records), 32):
                 chunk = records[start:start + 32]
                 outs = generate(self.model, [r.prompt_ids for r in chunk], settings, eos, self.tokenizer.pad_token_id or 0)
-                hits += sum(self.tokenizer.decode(o).strip() == r.answer.strip() for o, r in zip(outs, chunk))
+                answers += [self.tokenizer.decode(o) for o in outs]
         self.model.set_train(True)
-        return hits / len(records)
+        return score_generations(answers, [r.answer for r in records])
+
+    def scores_this_eval(self) -> GenerationScores | None:
+        """The answer scores at a training evaluation, when eval.downstream_every_eval asks for them or
+        early stopping watches one (every rank generates: they all decide on the same value)."""
+        wanted = self.cfg.eval.downstream_every_eval or self.state.early_stopping.monitor in GENERATION_FIELDS
+        return self.downstream_scores(merge=False) if wanted else None
 
     # ---- early stopping and control -------------------------------------------------------
-    def improved(self, metrics: ValidationFigures) -> bool:
-        """Update best/patience from an evaluation; True when this evaluation is the new best."""
+    def improved(self, metrics: ValidationFigures, scores: GenerationScores | None = None) -> bool:
+        """Update best/patience from an evaluation; True when this evaluation is the new best. A loss
+        or perplexity improves by going down, an answer score (exact match, BLEU, ROUGE) by going up;
+        a score this evaluation has not (no test set) changes nothing."""
         es = self.state.early_stopping
-        value = getattr(metrics, es.monitor)
+        higher_is_better = es.monitor in GENERATION_FIELDS or es.monitor == "reward_accuracy"
+        value = (getattr(scores, es.monitor) if es.monitor in GENERATION_FIELDS and scores
+                 else getattr(metrics, es.monitor, None))
+        if value is None:
+            return False
         best = self.state.best_value
-        if best is None or value < best - es.min_delta:
+        if (best is None or (value > best + es.min_delta if higher_is_better else value < best - es.min_delta)):
             self.state.best_value, self.state.best_step, self.state.bad_evals = value, self.state.step, 0
+            # the perplexity that goes with the monitor: smoothed for an EMA monitor (a run's `best_val_ppl`)
+            self.state.best_val_ppl = metrics.val_ppl_ema if es.monitor.endswith("_ema") else metrics.val_ppl
+            self.state.best_reward_accuracy = metrics.reward_accuracy
             return True
         self.state.bad_evals += 1
         return False
@@ -503,7 +563,8 @@ class Trainer:
         loop = trainer_state.get("loop") or {}
         self.state.step = step
         self.state.tokens_seen = int(loop.get("tokens_seen") or 0)
-        self.state.loss_ema, self.state.val_loss_ema = loop.get("loss_ema"), loop.get("val_loss_ema")
+        if (_setting(parent_cfg, "train.objective") or "sft") == self.cfg.train.objective:  # else another loss
+            self.state.loss_ema, self.state.val_loss_ema = loop.get("loss_ema"), loop.get("val_loss_ema")
         if "rng_state" in trainer_state:
             ms.set_rng_state(Tensor(np.asarray(trainer_state["rng_state"], dtype=np.uint8)))
         parent = Path(path).resolve().parent.parent
@@ -525,11 +586,12 @@ class Trainer:
         micro = [next(self.batches) for _ in range(cfg.train.grad_accum_steps)]
         tokens = sum(int(b["attention_mask"].sum()) for b in micro)
         start = time.perf_counter()
-        loss, grad_norm, applied, scale = self.train_step([step_inputs(b) for b in micro])
+        inputs = [preference_inputs(b) if self.preference else step_inputs(b) for b in micro]
+        loss, grad_norm, applied, scale = self.train_step(inputs)
         step_time = time.perf_counter() - start
         out = {"loss": loss, "grad_norm": grad_norm, "applied": applied, "loss_scale": scale,
                "tokens": tokens, "step_time_s": step_time}
-        if self.train_step.last_aux_loss is not None:
+        if getattr(self.train_step, "last_aux_loss", None) is not None:
             out["aux_loss"] = self.train_step.last_aux_loss  # this rank's (the main rank logs it)
         return out
 
@@ -583,13 +645,17 @@ class Trainer:
     def run_eval(self) -> bool:
         """Evaluate, log, checkpoint the best; True when early stopping says stop."""
         metrics = self.evaluate()
-        best = self.improved(metrics)
+        scores = self.scores_this_eval()
+        best = self.improved(metrics, scores)
         es = self.state.early_stopping
-        self.emit(EvalRecord(**metrics.values(), best_value=self.state.best_value, best_step=self.state.best_step,
+        generation = scores.figures().values() if scores else {}
+        self.emit(EvalRecord(**metrics.values(), **generation, best_value=self.state.best_value,
+                             best_step=self.state.best_step,
                              monitor=es.monitor, patience_left=max(es.patience - self.state.bad_evals, 0),
                              early_stopping_enabled=es.enabled))
         self.status(step=self.state.step, best=BestSoFar(metric=es.monitor, value=self.state.best_value,
-                                                         step=self.state.best_step, val_ppl=metrics.val_ppl))
+                                                         step=self.state.best_step, val_ppl=self.state.best_val_ppl,
+                                                         reward_accuracy=self.state.best_reward_accuracy))
         if best and self.state.step > 0:
             self.save(("best", "last"))
         return self.should_stop_early()
@@ -649,24 +715,36 @@ class Trainer:
         self.status(state="running", rank_count=self.cluster.world, **fields)
         if self.cluster.is_main:
             self.recover_leftovers()
+            self.trackers = Trackers.open(self.cfg, self.run, resumed=bool(resume), report=self.event)
+        try:
+            self._execute(resume)
+        except BaseException:  # a run that fails ends its trackers' runs as failed (finish() closes the others)
+            self.trackers.close("failed")
+            raise
+
+    def _execute(self, resume: str | None) -> None:
         self.setup()
         if resume:
             self.restore(resume)
         elif self.cfg.run.fork_from:
             self.fork(self.cfg.run.fork_from)
+        if self.preference and self.cfg.run.fork_from:  # resumed or not: the fork point is the reference
+            said = preference_run.set_reference_from_fork(self.cfg, self.train_step, self.model, self.cfg.run.fork_from)
+            if said:
+                self.event(EventRecord(event="info", message=said))
         if not resume and self.cfg.eval.baseline:
             # the model this run starts from (the fork point's, for a fork); eval.baseline: false skips it
             base = self.evaluate(self.cfg.eval.baseline_max_tokens)
             self.emit(EvalRecord(**base.values(), base=True))
             # a fork's adapters are not zero, so merging them for generation would not be exact
             # (core.lora.lora_merged); its starting exact match is the parent's concern
-            base_em = None if self.cfg.run.fork_from else self.exact_match()
-            self.base_exact_match = base_em
+            base_scores = None if self.cfg.run.fork_from else self.downstream_scores()
             start = "fork point" if self.cfg.run.fork_from else "base model"
             self.event(BaselineEvent(
                 message=f"{start}: val_loss {base.val_loss:.4f}, val_ppl {base.val_ppl:.3f}"
-                + (f", exact match {base_em:.3f}" if base_em is not None else ""),
-                **base.values(), exact_match=base_em))
+                + (f", reward accuracy {base.reward_accuracy:.3f}" if base.reward_accuracy is not None else "")
+                + (f", {_scores_text(base_scores)}" if base_scores is not None else ""),
+                **base.values(), **(base_scores.figures().values() if base_scores else {})))
         state, reason = self.loop()
         self.finish(state, reason)
 
@@ -679,15 +757,14 @@ class Trainer:
             print("checkpoints: no leftovers of interrupted saves", flush=True)
 
     def finish(self, state: str, reason: str) -> None:
-        exact_match = None
+        scores = None
         if self.state.best_step is not None and self.cluster.is_main and state != "stopped":
-            exact_match = self.best_exact_match()
+            scores = self.best_scores()
         if self.cluster.is_main:
-            ppl = None
             tps = self.tokens_per_s_history[1:] or self.tokens_per_s_history  # the first includes compilation
-            if self.state.best_value is not None:
-                ppl = _ppl(self.state.best_value) if "loss" in self.state.early_stopping.monitor else self.state.best_value
-            final = FinalFigures(exact_match=exact_match, best_val_ppl=ppl,
+            final = FinalFigures(**(scores.figures().values() if scores else {}), best_val_ppl=self._best_val_ppl(),
+                                 monitor=self.state.early_stopping.monitor,
+                                 reward_accuracy=self.state.best_reward_accuracy,
                                  tokens_per_s=float(np.median(tps)) if tps else None,
                                  peak_mem_mb=round(peak_memory_mb(self.cfg.parallel.device), 1),
                                  wall_s=round(time.time() - self.started, 1), steps=self.state.step,
@@ -695,20 +772,36 @@ class Trainer:
             note = ranks.resumable_note(self.run)
             if state == "stopped":
                 reason = f"{reason}; {note['note']}"
-            self.event(EndEvent(message=f"{state}: {reason}", **final.values()))
+            self.event(EndEvent(message=f"{state}: {reason}"
+                                + (f" (best checkpoint: {_scores_text(scores)})" if scores else ""), **final.values()))
+            self.trackers.close(state, best_checkpoint=self.run.checkpoint("best"))
             # the step the newest checkpoint holds (status.step is otherwise written every log_every steps)
             self.run.write_status(state=state, reason=reason, ended_at=time.time(), final=final,
                                   step=self.state.step, resumable_checkpoint=note["resumable_checkpoint"])
             print(f"run directory: {self.run.path}", flush=True)
 
-    def best_exact_match(self) -> float | None:
+    def _best_val_ppl(self) -> float | None:
+        """The best evaluation's perplexity (a checkpoint saved before it was kept: from the best loss)."""
+        if self.state.best_val_ppl is not None or self.state.best_value is None:
+            return self.state.best_val_ppl
+        monitor = self.state.early_stopping.monitor
+        return _ppl(self.state.best_value) if "loss" in monitor else self.state.best_value if "ppl" in monitor else None
+
+    def best_scores(self) -> GenerationScores | None:
+        """The best checkpoint's answer scores (its weights loaded into the model first)."""
         if not self.splits.test_records or not self.cfg.eval.downstream:
             return None
         best_dir = self.run.checkpoint("best")
         if best_dir.exists():
             with ckpt.train_checkpoint_file(best_dir) as weights:  # one tensor at a time
                 ckpt.set_parameters(self.trainable, weights, str(best_dir))
-        return self.exact_match()
+        return self.downstream_scores()
+
+
+def _scores_text(scores: GenerationScores) -> str:
+    """'exact match 0.395, BLEU 0.000, ROUGE-1 0.412, ROUGE-2 0.000, ROUGE-L 0.412 (200 answers, words)'."""
+    return (f"exact match {scores.exact_match:.3f}, BLEU {scores.bleu:.3f}, ROUGE-1 {scores.rouge1:.3f}, "
+            f"ROUGE-2 {scores.rouge2:.3f}, ROUGE-L {scores.rougeL:.3f} ({scores.count} answers, {scores.segmentation})")
 
 
 # ---- entry points --------------------------------------------------------------------------
@@ -847,9 +940,16 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if config.launch.backend != "local":
+        return _submit(config)
     try:
         launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
     except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:  # a data.format the data contradicts, named with the file that set it, before a run is made
+        check_explicit_format(config.data, getattr(config, "origins", {}).get("data.format"))
+    except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     warning = memory_warning(config)
@@ -862,6 +962,27 @@ def main(argv: list[str] | None = None) -> int:
     with _TeeToLog(run.log_path, ["python", "-m", "core.train", *(argv if argv is not None else sys.argv[1:])]):
         print(f"run directory: {run.path}", flush=True)
         return run_worker(str(run.path))
+
+
+def _submit(config: Config) -> int:
+    """launch.backend slurm: check what Slurm would refuse, create the run, submit it, print the job
+    id and the run folder, and return (the job runs on the cluster; the Monitor, or
+    `python -m core.slurm --run-dir <run>`, watches it)."""
+    from core import slurm
+
+    try:
+        slurm.check_submission(config)
+    except (ConfigError, launcher.LaunchError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    run = launcher.create_run(config)
+    try:
+        launcher.backend_for(config).launch(run)
+    except (ConfigError, launcher.LaunchError) as exc:
+        print(f"error: {exc}\nrun directory: {run.path}", file=sys.stderr)
+        return 1
+    print(f"submitted Slurm job {run.read_status().cluster.job_id}\nrun directory: {run.path}", flush=True)
+    return 0
 
 
 def memory_warning(config: Config) -> str | None:

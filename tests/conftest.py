@@ -1,6 +1,7 @@
 """Shared test setup: the repo root on sys.path, MindSpore's PyNative ops launched synchronously,
 and the `slow` marker."""
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -19,3 +20,36 @@ import pytest  # noqa: E402
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than a few seconds (deselect with -m 'not slow')")
+    config.addinivalue_line("markers", "slurm: needs the Slurm test cluster (scripts/slurm_cluster.sh; "
+                            "tests/slurm_fixtures.py skips without it, or fails when MINDTUNE_REQUIRE_SLURM=1)")
+
+
+# Under .ci/run (MINDTUNE_REQUIRE_REFERENCES=1) a test that would skip because a reference package
+# (torch, transformers, peft, ...) cannot be imported, or because the fused kernels did not build,
+# fails instead: a silent skip there would pass a broken install or a broken kernel build.
+REQUIRED_SKIPS = re.compile(r"could not import|fused kernels unavailable")
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    return str(longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else longrepr)
+
+
+def _fail_a_required_skip(report) -> None:
+    if report.skipped and os.environ.get("MINDTUNE_REQUIRE_REFERENCES") == "1":
+        reason = _skip_reason(report)
+        if REQUIRED_SKIPS.search(reason):
+            report.outcome = "failed"
+            report.longrepr = f"MINDTUNE_REQUIRE_REFERENCES=1 but this would skip: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _fail_a_required_skip(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _fail_a_required_skip(outcome.get_result())

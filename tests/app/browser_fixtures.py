@@ -156,7 +156,14 @@ def console_extra_dirs() -> dict[str, list[Path]]:
 
 
 @pytest.fixture
-def console_server(tmp_path: Path, console_extra_dirs: dict[str, list[Path]]) -> Iterator[ConsoleServer]:
+def console_extra_args(tmp_path: Path) -> list[str]:
+    """More command-line options for `console_server` (e.g. --cluster-shared-dir); none here."""
+    return []
+
+
+@pytest.fixture
+def console_server(tmp_path: Path, console_extra_dirs: dict[str, list[Path]],
+                   console_extra_args: list[str]) -> Iterator[ConsoleServer]:
     """Start the console on a free port with its own runs folder; stop it and every run it
     started afterwards (no worker survives the test)."""
     reason = console_missing_reason()
@@ -171,6 +178,7 @@ def console_server(tmp_path: Path, console_extra_dirs: dict[str, list[Path]]) ->
     for flag, key in (("--models-dir", "models"), ("--data-dir", "data")):
         for folder in console_extra_dirs.get(key, []):
             argv += [flag, str(folder)]
+    argv += console_extra_args
     env = {**os.environ, "GLOG_v": "3", "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
     with open(log_path, "wb") as log:
         process = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,

@@ -1,7 +1,8 @@
 """The dataset section in a real browser (issue 20 items 2-5, issue 17 item 6): upload a chat file
 and see its format detected and its preview without the loading overlay (timed), upload it again
 without a copy appearing, reload the page and find it still offered, map the columns of a
-question/answer file live, and see a malformed file block Start with its line number.
+question/answer file live, and see a malformed file block Start with its line number. Issue 27: pick
+a dataset of a dataset_info.json catalogue by name and start it (the worker reads it).
 
 Drives headless Chromium through Playwright (fixtures in `browser_fixtures`); skips when the
 console, the demo model, Playwright or Chromium is missing. Prints the measured times.
@@ -14,8 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.app.test_browser import choose  # noqa: F401  (the helpers the console test uses)
+from tests.app.test_browser import choose, reveal, wait_for  # noqa: F401  (the helpers the console test uses)
 
 pytest_plugins = ["tests.app.browser_fixtures"]
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -145,3 +147,46 @@ def test_dataset_uploads_preview_mapping_and_broken_data(console_server, page, t
     assert "line 5" in page.inner_text("#config-errors")
     assert not [p for p in console_server.runs_dir.iterdir() if (p / "status.json").exists()]
     screenshot(page, "data_broken_blocks_start")
+
+
+CATALOG_ROWS = [{"messages": [{"role": "user", "content": f"Who has the red kite {i}?"},
+                              {"role": "assistant", "content": f"Mia {i}"}]} for i in range(40)]
+CATALOG = {"kites": {"file_name": "kites.jsonl", "formatting": "sharegpt", "columns": {"messages": "messages"},
+                     "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
+                              "assistant_tag": "assistant"}},
+           "hub_only": {"hf_hub_url": "someone/kites"}}
+
+
+@pytest.fixture
+def console_extra_dirs(tmp_path):
+    """A data root holding a catalogue folder (dataset_info.json naming two datasets)."""
+    folder = tmp_path / "extra_data" / "field_catalog"
+    folder.mkdir(parents=True)
+    write_jsonl(folder / "kites.jsonl", CATALOG_ROWS)
+    (folder / "dataset_info.json").write_text(json.dumps(CATALOG), encoding="utf-8")
+    return {"data": [folder.parent]}
+
+
+def test_catalogue_dataset_is_picked_by_name_and_starts(console_server, page, screenshot):
+    page.goto(console_server.url)
+    page.wait_for_function(PREVIEW_READY_JS, arg="format:", timeout=TIMEOUT_MS)
+    page.click("#dataset-picker input")
+    kites = page.locator("[role=option]", has_text="field_catalog/kites (sharegpt").first
+    kites.wait_for(state="attached", timeout=TIMEOUT_MS)
+    labels = page.locator("[role=option]").all_inner_texts()
+    assert any(t.startswith("field_catalog/hub_only (not loadable: field 'hf_hub_url'") for t in labels), labels
+    kites.dispatch_event("mousedown")  # the dropdown picks on mousedown (a click waits for the list to settle)
+    wait_preview(page, "format: sharegpt (as set)", "catalogue dataset picked: its preview")
+    assert "Mia 0" in page.inner_text("#data-preview")
+    reveal(page, "#cfg-data-dataset")  # in the folded data section
+    assert page.input_value("#cfg-data-dataset input, #cfg-data-dataset textarea") == "kites"
+    screenshot(page, "data_catalog_picked")
+    page.click("#start-button")
+    run = wait_for(lambda: next((p for p in console_server.runs_dir.iterdir() if (p / "status.json").is_file()), None),
+                   "the run to be created", timeout_s=TIMEOUT_MS / 1000)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert config["data"]["dataset"] == ["kites"] and config["data"]["train_file"].endswith("field_catalog")
+    assert config["data"]["validation_file"] is None and config["data"]["validation_fraction"] == 0.1
+    # Start checked the data as the worker reads it (core.data.load_splits, tested with catalogues in
+    # tests/core/test_data_catalog.py); the worker's own setup takes ~100 s here, so it is not awaited
+    assert json.loads((run / "status.json").read_text())["state"] != "failed"

@@ -101,8 +101,13 @@ def test_truncation_is_announced(console):
     config = cb.starter_config(console)
     html = preview_html(config.model.path, settings_for(config, max_seq_len=24, mask_prompt=False), samples=1)
     assert "cut by max_seq_len" in html
-    masked_out = preview_html(config.model.path, settings_for(config, max_seq_len=24), samples=1)
-    assert "nothing of the answer remains" in masked_out  # the engine's own message, in place of the preview
+    cut = preview_html(config.model.path, settings_for(config, max_seq_len=24), samples=1)
+    assert re.search(r"line 1 · \d+ tokens, cut to 24 \([1-9]\d* trained; data.overlong: truncate\)", cut)
+    assert 'class="mt-trained"' in cut  # the start of the answer still trains
+    skipped = preview_html(config.model.path, settings_for(config, max_seq_len=24, overlong="skip"), samples=1)
+    assert re.search(r"line 1 · \d+ tokens: skipped \(over max_seq_len; data.overlong: skip\)", skipped)
+    refused = preview_html(config.model.path, settings_for(config, max_seq_len=24, overlong="error"), samples=1)
+    assert "1 record is longer than data.max_seq_len=24 tokens (data.overlong: error)" in refused
 
 
 def test_bad_data_is_shown_with_file_and_line(console):

@@ -197,3 +197,20 @@ def test_a_chart_revision_moves_only_when_its_points_change(run):
     run.append_metrics(train(2, 2.4, generation=2))  # a later value of step 2 replaces the first
     charts.update()
     assert charts.revision["loss"] == 3
+
+
+def test_answer_scores_chart_from_the_baseline_and_scored_evaluations(run):
+    from core.rundir import BaselineEvent
+    charts = RunCharts(run.path)
+    run.append_metrics([BaselineEvent(step=0, val_loss=5.0, exact_match=0.0, bleu=0.0, rouge1=0.05, rouge2=0.0,
+                                      rougeL=0.05),
+                        evaluation(10, 4.0, 4.0),  # an evaluation that did not score the answers: no points
+                        evaluation(20, 3.5, 0.4, monitor="rougeL", exact_match=0.375, bleu=0.125, rouge1=0.4,
+                                   rouge2=0.0, rougeL=0.4)])
+    assert "answers" in charts.update()
+    frame = charts.frames["answers"]
+    by_series = {s: dict(zip(g["step"], g["value"])) for s, g in frame.groupby("series")}
+    assert by_series["EM"] == {0: 0.0, 20: 37.5} and by_series["BLEU"] == {0: 0.0, 20: 12.5}
+    assert by_series["ROUGE-1"] == {0: 5.0, 20: 40.0} and by_series["ROUGE-L"] == {0: 5.0, 20: 40.0}
+    assert by_series["best rougeL"] == {20: 40.0}  # a score monitor's best line is on this chart, x100
+    assert "best rougeL" not in set(charts.frames["val_ppl"]["series"])

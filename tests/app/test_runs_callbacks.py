@@ -143,15 +143,20 @@ def test_comparison_puts_result_deltas_beside_the_changed_settings(console):
     """Issue 20 item 13: ΔPPL, Δexact match, Δtokens/s and Δpeak memory beside what changed, against
     the run the other was made from."""
     parent = make_run(console, "20261129-000001_a_lora-r8_fp32_dp1", **{"lora.rank": 8})
-    parent.write_status(state="finished", final=FinalFigures(best_val_ppl=3.2, exact_match=0.30,
+    parent.write_status(state="finished", final=FinalFigures(best_val_ppl=3.2, exact_match=0.30, bleu=0.12,
+                                                             rouge1=0.40, rouge2=0.20, rougeL=0.35,
                                                              tokens_per_s=2000.0, peak_mem_mb=800.0))
     child = make_run(console, "20261129-000002_b_lora-r16_fp32_dp1", **{"lora.rank": 16})
     child.write_status(state="finished", parent_run=parent.run_id,
-                       final=FinalFigures(best_val_ppl=2.88, exact_match=0.375, tokens_per_s=1800.0, peak_mem_mb=820.0))
+                       final=FinalFigures(best_val_ppl=2.88, exact_match=0.375, bleu=0.2, rouge1=0.45, rouge2=0.18,
+                                          rougeL=0.5, tokens_per_s=1800.0, peak_mem_mb=820.0))
     (delta,) = cb.result_deltas(console, [child.run_id, parent.run_id])
     assert delta.reference == parent.run_id and [c.text() for c in delta.changes] == ["lora.rank 8 → 16"]
     html = cb.config_diff_html(console, [child.run_id, parent.run_id])
     assert "lora.rank 8 → 16" in html
     cells = dict(re.findall(r'data-figure="(\w+)">([^<]+)<', html))
-    assert cells == {"val_ppl": "-0.32 (-10.0%)", "exact_match": "+7.5 pts", "tokens_per_s": "-200 (-10.0%)",
+    assert cells == {"val_ppl": "-0.32 (-10.0%)", "exact_match": "+7.5 pts", "bleu": "+8.0 pts", "rouge1": "+5.0 pts",
+                     "rouge2": "-2.0 pts", "rougeL": "+15.0 pts", "tokens_per_s": "-200 (-10.0%)",
                      "peak_mem_mb": "+20 (+2.5%)"}
+    row = dict(zip(cb.TABLE_HEADERS, cb.table_row(next(s for s in console.jobs.runs() if s.run_id == child.run_id))))
+    assert (row["EM %"], row["BLEU"], row["ROUGE-1"], row["ROUGE-2"], row["ROUGE-L"]) == ("37.5", "20", "45", "18", "50")

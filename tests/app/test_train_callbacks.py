@@ -81,6 +81,48 @@ def test_preview_yaml_round_trips(console):
     assert Config.from_dict(__import__("yaml").safe_load(result.yaml_text)) == result.check.config
 
 
+def test_the_workers_slider_shows_nodes_times_workers_per_node_on_a_slurm_partition(monkeypatch):
+    from app import devices
+    monkeypatch.setattr(devices, "max_workers", lambda device: {"cpu": 2, "gpu": 8}[device])
+    assert cb.workers_field("slurm:debug", 3, 2, 1, "cpu") == {"value": 6, "maximum": 6, "interactive": False}
+    assert cb.workers_field("slurm:debug", 2, 4, 1, "gpu") == {"value": 8, "maximum": 8, "interactive": False}
+    assert cb.workers_field("slurm:debug", None, 2, 5, "cpu")["value"] == 2  # nodes being typed: 1 node
+    # back on this machine: the user's own value again, no more than the device holds
+    assert cb.workers_field(form.LOCAL, 3, 2, 6, "cpu") == {"value": 2, "maximum": 2, "interactive": True}
+    assert cb.workers_field(None, 3, 2, 1, "cpu") == {"value": 1, "maximum": 2, "interactive": True}
+    # what the slider then shows is what the YAML holds
+    values = {**form.to_values(Config()), form.WHERE: "slurm:debug", "launch.nodes": 3, "launch.workers_per_node": 2}
+    assert form.to_flat(values)["parallel.data_parallel"] == cb.workers_field("slurm:debug", 3, 2, 1, "cpu")["value"]
+
+
+def test_the_train_tab_wires_where_nodes_and_workers_per_node_to_the_workers_slider(console):
+    """As the page builds it: a change of "Where to run", nodes or workers per node updates the slider."""
+    import gradio as gr
+
+    from app import train_tab
+    from app.i18n import Labels
+
+    labels = Labels("en")
+    with gr.Blocks() as demo:
+        labels.toggle = gr.Radio(choices=["en", "zh"], value="en")
+        tab = train_tab.build(console, labels, cb.starter_config(console))
+    slider = tab.fields["parallel.data_parallel"]
+    sources = {tab.fields[k]._id: k for k in (form.WHERE, "launch.nodes", "launch.workers_per_node")}
+    wired = {}
+    for fn in demo.fns.values():
+        if [o._id for o in fn.outputs] == [slider._id]:
+            for target_id, _ in fn.targets:
+                if target_id in sources:
+                    wired[sources[target_id]] = fn
+    assert sorted(wired) == sorted(sources.values())
+    fn = wired["launch.nodes"]
+    assert [i._id for i in fn.inputs] == [tab.fields[k]._id for k in (form.WHERE, "launch.nodes", "launch.workers_per_node",
+                                                                      "parallel.data_parallel", "parallel.device")]
+    update = fn.fn("slurm:debug", 2, 3, 1, "cpu")
+    assert (update["value"], update["interactive"]) == (6, False)
+    assert fn.fn(form.LOCAL, 2, 3, 1, "cpu")["interactive"] is True
+
+
 def test_global_batch_is_the_product(console):
     text = cb.global_batch_text({"train.micro_batch_size": 4, "train.grad_accum_steps": 2,
                                  "parallel.data_parallel": 3}, "en")
@@ -387,3 +429,27 @@ def test_the_baseline_and_profiler_fields_are_in_the_train_tab_and_reach_the_run
     # and back: the run's config shown in the form again (New run from this one, Load a config)
     values = form.to_values(Config.from_dict(written))
     assert (values["eval.baseline"], values["eval.baseline_max_tokens"], values["train.profile_steps"]) == (False, 256, "2,3")
+
+
+def test_a_tracker_not_installed_blocks_start_naming_the_setting(console, monkeypatch):
+    from core import tracking
+    from app.i18n import problem_text
+    monkeypatch.setitem(tracking.PACKAGES, "swanlab", ("swanlab_missing_module", "swanlab"))
+    config = cb.starter_config(console).with_updates({"tracking": ["tensorboard", "swanlab"]})
+    errors = cb.console_errors(config, console, data=False)
+    assert errors == {"tracking": "tracking: swanlab needs the swanlab package, which is not installed "
+                                  "(pip install -r requirements-tracking.txt), or take swanlab out of tracking"}
+    assert problem_text(errors["tracking"], "zh").startswith("tracking：swanlab 需要 swanlab 包，但尚未安装")
+    assert cb.console_errors(config.with_updates({"tracking": ["tensorboard"]}), console, data=False) == {}
+
+
+def test_every_file_of_a_train_file_list_must_lie_inside_the_roots(console, workspace, tmp_path):
+    """data.train_file as a list (YAML or an override; the picker holds one dataset): each file is
+    confined and checked, not only the first."""
+    inside = str(workspace.data_dirs[0] / "demo" / "train.jsonl")
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text("{}\n")
+    assert cb._data_file_error([inside, inside], console) is None
+    assert "outside the folders" in cb._data_file_error([inside, str(outside)], console)
+    missing = str(workspace.data_dirs[0] / "demo" / "gone.jsonl")
+    assert cb._data_file_error([inside, missing], console) == f"{missing}: file not found"

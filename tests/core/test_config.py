@@ -58,7 +58,7 @@ def test_defaults_yaml_lists_every_field_with_its_default():
 
 def test_defaults_yaml_has_a_comment_on_every_field():
     lines = (ROOT / "configs" / "defaults.yaml").read_text().splitlines()
-    field_lines = [ln for ln in lines if ln.startswith("  ") or ln.startswith("method:")]
+    field_lines = [ln for ln in lines if ln.startswith("  ") or ln.startswith(("method:", "tracking:"))]
     assert len(field_lines) == len(describe_fields())
     assert all("  # " in ln for ln in field_lines)
 
@@ -425,3 +425,20 @@ def test_cli_exits_2_for_a_bad_override():
     result = run_cli("--config", "configs/lora_demo.yaml", "train.learnig_rate=1")
     assert result.returncode == 2
     assert "did you mean 'train.learning_rate'" in result.stderr
+
+
+def test_an_answer_score_monitor_needs_the_test_answers():
+    assert Config.from_dict({"early_stopping": {"monitor": "bleu"}}).early_stopping.monitor == "bleu"
+    with pytest.raises(ConfigError) as info:
+        Config.from_dict({"early_stopping": {"monitor": "rougeL"}, "eval": {"downstream": False}})
+    assert "needs eval.downstream true" in info.value.errors["early_stopping.monitor"]
+    with pytest.raises(ConfigError) as info:
+        Config.from_dict({"early_stopping": {"monitor": "exact_match"}, "data": {"test_file": None}})
+    assert "early_stopping.monitor" in info.value.errors
+
+
+def test_answer_score_names_agree_with_the_run_records():
+    from core.rundir import GENERATION_FIELDS
+    from core.config import _ANSWER_SCORES
+    assert _ANSWER_SCORES == GENERATION_FIELDS
+    assert set(GENERATION_FIELDS) <= set(describe_fields()["early_stopping.monitor"].choices)

@@ -134,13 +134,24 @@ def test_every_reader_yields_the_same_alpaca_samples(tmp_path, tok, kind):
         np.testing.assert_array_equal(got.labels, want.labels)
 
 
-def test_txt_paragraphs_become_text_records_named_by_first_line(tmp_path):
+@pytest.mark.parametrize("split, texts, lines", [
+    ("line", ["First doc line one.", "line two.", "Second doc.", "Third."], ["1", "2", "6", "8"]),
+    ("paragraph", ["First doc line one.\nline two.", "Second doc.", "Third."], ["1", "6", "8"]),
+    ("document", ["First doc line one.\nline two.\n\n\n  \nSecond doc.\n\nThird."], ["1"]),
+])
+def test_txt_records_follow_text_split_named_by_first_line(tmp_path, split, texts, lines):
     path = tmp_path / "corpus.txt"
     path.write_text("First doc line one.\nline two.\n\n\n  \nSecond doc.\n\nThird.", encoding="utf-8")
-    file = data.read_data_file(path)
-    assert [r.fields["text"] for r in file.records] == ["First doc line one.\nline two.", "Second doc.", "Third."]
-    assert [r.where.split()[-1] for r in file.records] == ["1", "6", "8"]
+    file = data.read_data_file(path, text_split=split)
+    assert [r.fields["text"] for r in file.records] == texts
+    assert [r.where.split()[-1] for r in file.records] == lines
     assert data.resolve_format(file, "auto") == "text"
+
+
+def test_txt_of_blank_lines_only_is_named(tmp_path):
+    path = tmp_path / "blank.txt"
+    path.write_text("\n  \n\n", encoding="utf-8")
+    raises([str(path), "no text left after splitting by line", "data.text_split"], data.read_data_file, path)
 
 
 def test_chat_in_csv_cells_and_parquet_structs(tmp_path, tok):
@@ -193,7 +204,7 @@ def test_invalid_json_file_names_the_line_and_hints_at_jsonl(tmp_path):
     raises([str(path), "array of objects", "'rows'"], data.read_data_file, path)
 
 
-@pytest.mark.parametrize("name", ["e.jsonl", "e.json", "e.csv", "e.txt"])
+@pytest.mark.parametrize("name", ["e.jsonl", "e.json", "e.csv"])  # .txt: test_txt_of_blank_lines_only_is_named
 def test_empty_file_is_an_error(tmp_path, name):
     path = tmp_path / name
     path.write_text("\n  \n", encoding="utf-8")
@@ -367,25 +378,20 @@ def test_template_that_rewrites_the_prompt_is_a_clear_error(tmp_path):
 
 # --- truncation ----------------------------------------------------------------------------------
 
-def test_truncation_keeps_the_beginning_and_is_counted(tmp_path, tok):
+def test_long_text_is_cut_into_max_seq_len_chunks_not_truncated(tmp_path, tok):
     texts = ["The cat sleeps.", "What is the capital of France? " * 5, "A fox met a dog. " * 6]
     file = data.read_data_file(write_jsonl(tmp_path / "t.jsonl", [{"text": t} for t in texts]))
     full = data.tokenize_records(file.records, "text", tok, 512)
     cut = data.tokenize_records(file.records, "text", tok, 12)
-    assert full.truncated == 0
-    assert cut.truncated == sum(len(s) > 12 for s in full.samples) == 2
+    assert full.truncated == cut.truncated == 0
+    assert cut.chunked == sum(len(s) > 12 for s in full.samples) == 2
     assert cut.full_lengths == [len(s) for s in full.samples]
-    for short, whole in zip(cut.samples, full.samples):
-        assert short.input_ids.tolist() == whole.input_ids[:12].tolist()
-
-
-def test_prompt_longer_than_max_seq_len_is_nothing_left_to_learn(tmp_path, tok):
-    rows = [ROWS[0], {"instruction": "Summarise. " + "A fox met a dog. " * 10, "output": "Fox."}]
-    path = write_jsonl(tmp_path / "long.jsonl", rows)
-    file = data.read_data_file(path)
-    message = raises([str(path), "line 2", "max_seq_len=32", "nothing of the answer remains",
-                      "raise data.max_seq_len"], data.tokenize_records, file.records, "alpaca", tok, 32)
-    assert "the sample is" in message
+    for index, whole in enumerate(full.samples):  # the chunks of a record are the record, in order
+        chunks = [s for s, source in zip(cut.samples, cut.sources) if source == index]
+        ids = whole.input_ids.tolist()
+        kept = [t for c in chunks for t in c.input_ids.tolist()]
+        assert kept == ids[:len(kept)] and len(ids) - len(kept) <= 1  # a one-token tail trains nothing
+        assert all(len(c) <= 12 and (c.labels == c.input_ids).all() for c in chunks)
 
 
 # --- splits, stats, test records -----------------------------------------------------------------
@@ -434,6 +440,8 @@ def test_stats_count_lengths_labels_and_truncation(tmp_path, tok):
     every = splits.train + splits.validation
     assert stats.train.samples + stats.validation.samples == len(rows)
     assert stats.train.truncated + stats.validation.truncated == 1
+    split = stats.train if stats.train.truncated else stats.validation
+    assert split.overlong_records == 1 and split.overlong_listed[0][0].endswith("train.jsonl line 9")
     assert stats.train.labelled_tokens == sum(int((s.labels != IGNORE_INDEX).sum()) for s in splits.train)
     assert sum(stats.train.histogram_counts) == stats.train.samples
     train = stats.train

@@ -198,3 +198,56 @@ def test_unsupported_extension_mentions_folders(tmp_path):
     assert isinstance(message, str)
     with pytest.raises(DataError):
         data.read_data_file(tmp_path / "missing.jsonl")
+
+
+# --- a list of files in data.train_file ---------------------------------------------------------
+
+MORE_ROWS = [{"instruction": f"Count to {i}.", "input": "", "output": " ".join(map(str, range(1, i + 1)))}
+             for i in range(1, 4)]
+
+
+def test_a_list_of_train_files_trains_as_one_dataset_in_order(tmp_path, tok):
+    first, second = write_jsonl(tmp_path / "a.jsonl", ROWS), write_jsonl(tmp_path / "b.jsonl", MORE_ROWS)
+    settings = DataSettings(train_file=[str(first), str(second)], validation_file=str(first), test_file=None)
+    source, = data.data_sources(settings, "train")
+    assert source.fmt == "alpaca"
+    assert [r.fields for r in source.data.records] == ROWS + MORE_ROWS
+    assert source.data.records[4].where.startswith(f"{second} line 1")
+    splits = data.load_splits(settings, tok, 0, cache_dir=tmp_path / "cache")
+    assert (len(splits.train), len(splits.validation)) == (7, 4)
+    assert splits.stats.train.format == "alpaca"
+    before = data.cache_key(settings, tok, 0)
+    write_jsonl(second, MORE_ROWS[:2])  # the second file is hashed too
+    assert data.cache_key(settings, tok, 0) != before
+    assert len(data.load_splits(settings, tok, 0, cache_dir=tmp_path / "cache").train) == 6
+
+
+def test_a_list_of_files_from_yaml_and_from_an_override(tmp_path):
+    from core.config import load_config
+    config = tmp_path / "c.yaml"
+    config.write_text("data:\n  train_file: [a.jsonl, b.jsonl]\n  validation_file: [c.jsonl]\n", encoding="utf-8")
+    assert load_config(config).data.train_file == ["a.jsonl", "b.jsonl"]
+    assert load_config(config).data.validation_file == "c.jsonl"  # a list of one is that file
+    for text in ("[x.jsonl, y/z.jsonl]", "x.jsonl, y/z.jsonl"):
+        assert load_config(config, [f"data.train_file={text}"]).data.train_file == ["x.jsonl", "y/z.jsonl"]
+    assert load_config(config, ["data.train_file=data/ds#train"]).data.train_file == "data/ds#train"
+
+
+def test_a_list_of_files_names_the_file_whose_format_differs(tmp_path):
+    first = write_jsonl(tmp_path / "a.jsonl", ROWS)
+    chat = write_jsonl(tmp_path / "chat.jsonl", CHAT_ROWS)
+    settings = DataSettings(train_file=[str(first), str(chat)], validation_file=None, validation_fraction=0.2)
+    raises([f"{chat}: the records are sharegpt", f"{first} (the first file of data.train_file) is alpaca"],
+           data.data_sources, settings, "train")
+
+
+def test_a_list_of_files_names_a_missing_file_and_a_bad_line(tmp_path, tok):
+    first = write_jsonl(tmp_path / "a.jsonl", ROWS)
+    missing = tmp_path / "missing.jsonl"
+    settings = DataSettings(train_file=[str(first), str(missing)], validation_file=str(first), test_file=None)
+    raises([str(missing)], data.load_splits, settings, tok, 0, cache_dir=None)
+    raises([str(missing)], data.load_splits, settings, tok, 0, cache_dir=tmp_path / "cache")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(ROWS[0]) + "\n{not json\n", encoding="utf-8")
+    settings = DataSettings(train_file=[str(first), str(bad)], validation_file=str(first), test_file=None)
+    raises([f"{bad} line 2"], data.load_splits, settings, tok, 0, cache_dir=None)

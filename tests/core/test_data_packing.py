@@ -155,7 +155,7 @@ def test_packing_and_grouping_exclude_each_other():
         BatchIterator([sample(5)] * 8, 2, length=16, packing=True, group_by_length=True)
 
 
-def test_packing_truncates_a_long_sample_and_counts_it_as_without_packing(tmp_path_factory):
+def test_packing_chunks_a_long_text_and_counts_it_as_without_packing(tmp_path_factory):
     """A sample longer than max_seq_len is cut to max_seq_len at tokenization and counted in the
     stats, packed or not; the packed row then carries the cut sample (alone, since it fills it)."""
     from core.config import DataSettings
@@ -170,7 +170,7 @@ def test_packing_truncates_a_long_sample_and_counts_it_as_without_packing(tmp_pa
                 "max_seq_len": 32, "format": "text"}
     plain = data.load_splits(DataSettings(**settings), tok, 0, cache_dir=None)
     packed = data.load_splits(DataSettings(**settings, packing=True), tok, 0, cache_dir=None)
-    assert plain.stats.train.truncated == packed.stats.train.truncated == 1
+    assert plain.stats.train.chunked == packed.stats.train.chunked == 1  # long text: max_seq_len chunks
     whole = tok.encode(texts[-1]) + [tok.eos_token_id]
     assert len(whole) > 32
     long_sample = max(packed.train, key=len)

@@ -287,6 +287,10 @@ def test_display_name_shows_the_results_beside_the_stable_id():
     base = "20261129-101500_tiny-demo_lora-r8_fp32_dp1"
     final = FinalFigures(best_val_ppl=12.3456, tokens_per_s=850.4, exact_match=0.385)
     assert display_name(base, final) == base + " · ppl 12.3 · EM 38.5% · 850 tok/s"
+    # the answer score early stopping watched, when it watched one (x100, as BLEU is quoted)
+    watched = FinalFigures(best_val_ppl=12.3456, exact_match=0.385, bleu=0.2345, monitor="bleu")
+    assert display_name(base, watched) == base + " · ppl 12.3 · BLEU 23.4"
+    assert display_name(base, watched.replace(monitor="val_loss")) == base + " · ppl 12.3 · EM 38.5%"
     assert display_name(base, FinalFigures(best_val_ppl=3.14159)) == base + " · ppl 3.14"
     assert display_name(base, FinalFigures(best_val_ppl=float("nan"), tokens_per_s=12000)) == base + " · 12000 tok/s"
     assert display_name(base, None) == display_name(base, FinalFigures()) == base

@@ -1,0 +1,48 @@
+"""The data preview of preference data (core.data_preference): each pair's chosen and rejected
+samples side by side, rendered as the worker will see them (prompt masked, each answer trained), or
+each KTO answer with its label; pairs with identical answers are counted, never hidden."""
+from __future__ import annotations
+
+import html
+from typing import Sequence
+
+from core.data_files import DataFile
+from core.data_formats import Columns
+from core.data_preference import preference_record, tokenize_preference
+from core.tokenizer import Tokenizer
+
+from app.i18n import text
+
+
+def pair_preview_html(data: DataFile, kind: str, tokenizer: Tokenizer, max_seq_len: int, samples: int,
+                      columns: Columns, lang: str = "en") -> str:
+    """The first `samples` records of a preference file as HTML (raises DataError on a bad record)."""
+    from app.data_preview import legend, runs_html, token_runs
+    records = [preference_record(r, kind, columns) for r in data.records[:samples]]
+    pairs, stats = tokenize_preference(records, kind, tokenizer, max_seq_len)
+    head = text("dp.pairs" if kind == "pairs" else "dp.kto", lang).format(
+        n=len(records), total=len(data.records), identical=stats.identical_dropped)
+    blocks = [legend(lang), f'<div class="mt-note" id="data-format">{head}</div>']
+
+    def column(title: str, css: str, sample) -> str:
+        runs = token_runs(tokenizer, sample.input_ids.tolist(), sample.labels.tolist())
+        return (f'<div class="mt-pair-side {css}" style="flex:1;min-width:0"><div class="mt-note"><b>'
+                f'{html.escape(title)}</b></div>{runs_html(runs, lang=lang)}</div>')
+
+    for record, pair in zip(_kept(records, kind), pairs):
+        blocks.append(f'<div class="mt-note">{html.escape(record.where)}</div>')
+        if kind == "pairs":
+            sides = (column(text("dp.chosen", lang), "mt-chosen", pair.chosen) +
+                     column(text("dp.rejected", lang), "mt-rejected", pair.rejected))
+        else:
+            sides = column(text("dp.desirable" if pair.label > 0.5 else "dp.undesirable", lang),
+                           "mt-chosen" if pair.label > 0.5 else "mt-rejected", pair.chosen)
+        blocks.append(f'<div class="mt-pair" style="display:flex;gap:12px">{sides}</div>')
+    return "\n".join(blocks)
+
+
+def _kept(records: Sequence, kind: str) -> list:
+    """The records whose pairs were kept (identical pairs are dropped by tokenize_preference)."""
+    if kind != "pairs":
+        return list(records)
+    return [r for r in records if r.chosen.strip() != r.rejected.strip()]

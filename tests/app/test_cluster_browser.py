@@ -1,0 +1,182 @@
+"""Issue 25 in a real browser against the real two-node Slurm cluster (scripts/slurm_cluster.sh):
+the Train tab's "Where to run" offers partition debug, its Slurm fields fold out, the preview is the
+sbatch script; a double-clicked Start with `--hold` submits one job, which the Monitor shows pending
+with Slurm's reason (JobHeldUser) and the Runs tab lists in Slurm's queue; Cancel there is scancel,
+and the Monitor says cancelled, not crashed. Then three 2-node × 1-worker runs are submitted from
+the form at once: one watched to the end (job id, nodes node1 and node2, Slurm's state, the loss
+chart), one with a one-minute time limit (Slurm's TIMEOUT, said in words), one whose rank 1 is
+killed on node2 (named with its node).
+
+Screenshots in test-artifacts/: slurm-train-tab, slurm-pending-reason, slurm-cancelled,
+slurm-running, slurm-finished, slurm-time-limit, slurm-rank-died-node2. Skips without the cluster, the console, Playwright or Chromium;
+fails instead under MINDTUNE_REQUIRE_SLURM=1 (and MINDTUNE_REQUIRE_BROWSER=1).
+"""
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from core import launcher
+from core.rundir import ClusterJob, RunDir, list_runs
+from core.slurm import ENDED_STATES
+
+from tests.slurm_fixtures import require_slurm
+from tests.app.test_browser import choose, plot_points, run_state, set_number, wait_for
+from tests.app.test_browser_workflows import fill_form
+
+pytest_plugins = ["tests.app.browser_fixtures"]
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.slurm]
+
+STEPS = 6  # logged every 2 steps, evaluated at the end (fill_form's settings)
+LONG_STEPS = 5000  # runs past a one-minute time limit, and past the kill of a rank
+RUN_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster() -> None:
+    require_slurm()  # partition debug of two nodes; else skip (fail under MINDTUNE_REQUIRE_SLURM=1)
+
+
+@pytest.fixture
+def console_extra_args(tmp_path: Path, slurm_cluster) -> list[str]:
+    return ["--cluster-shared-dir", str(tmp_path)]  # the runs folder (tmp_path/runs) is under it
+
+
+@pytest.fixture
+def cancel_jobs_after(console_server):
+    """No Slurm job of the test outlives it (the console fixture stops only local processes)."""
+    yield
+    from core.slurm import SlurmBackend
+    backend = SlurmBackend()
+    for run in backend.active(console_server.runs_dir):
+        backend.stop(run, graceful=False)
+
+
+def fill_slurm_form(page, sbatch_options: str) -> None:
+    """The demo LoRA run of the workflow test, on partition debug: 2 nodes × 1 worker."""
+    fill_form(page, steps=STEPS)
+    page.locator("#where-to-run label", has_text="Slurm partition debug (2 nodes)").click()
+    page.locator("#sec-slurm").wait_for(state="visible", timeout=30_000)
+    page.locator("#sec-slurm .label-wrap").first.click()  # the folded Slurm job settings
+    page.locator("#cfg-launch-nodes").wait_for(state="visible", timeout=30_000)
+    set_number(page, "cfg-launch-nodes", 2)
+    set_number(page, "cfg-launch-workers-per-node", 1)
+    set_options(page, sbatch_options)
+    wait_for(lambda: all(s in page.inner_text("#config-yaml") for s in (
+        "backend: slurm", "partition: debug", "nodes: 2", "data_parallel: 2")),
+        "the YAML preview to follow the Slurm fields", timeout_s=60)
+
+
+def set_options(page, text: str) -> None:
+    box = page.locator("#cfg-launch-sbatch-options textarea, #cfg-launch-sbatch-options input").first
+    box.fill(text)
+    box.press("Tab")
+
+
+def monitor_text(page, selector: str) -> str:
+    element = page.query_selector(selector)
+    return element.inner_text().strip() if element else ""
+
+
+def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, cancel_jobs_after, page, screenshot):
+    runs_dir = console_server.runs_dir
+    page.goto(console_server.url)
+    page.wait_for_selector("#start-button", timeout=180_000)
+    fill_slurm_form(page, "--hold")
+    wait_for(lambda: "#SBATCH --nodes=2" in page.inner_text("#command-preview")
+             and "core.slurm_node" in page.inner_text("#command-preview"),
+             "the preview to show the sbatch script", timeout_s=60)
+    screenshot(page, "slurm-train-tab")
+
+    # ---- held: pending with Slurm's reason; a double-click is one job; cancel is scancel
+    page.dblclick("#start-button")
+    wait_for(lambda: page.is_visible("#tab-monitor") and monitor_text(page, "#cluster-job-id") not in ("", "-"),
+             "the Monitor to show the Slurm job", timeout_s=90)
+    wait_for(lambda: "JobHeldUser" in monitor_text(page, "#cluster-reason"), "Slurm's pending reason", timeout_s=60)
+    assert run_state(page).startswith("queued") and "PENDING" in monitor_text(page, "#cluster-state")
+    screenshot(page, "slurm-pending-reason")
+    held = [s for s in list_runs(runs_dir)]
+    assert len(held) == 1, f"two clicks made {[s.run_id for s in held]}"
+    held_run = RunDir(held[0].path)
+    job_id = held_run.read_status().cluster.job_id
+    assert monitor_text(page, "#cluster-job-id") == job_id and held_run.sbatch_script.is_file()
+
+    page.click("#tab-runs-button")
+    wait_for(lambda: held_run.run_id in monitor_text(page, "#slurm-queue"), "the Slurm queue in the Runs tab", timeout_s=30)
+    page.locator("#runs-select label", has_text=held_run.run_id).locator("input").set_checked(True)
+    page.click("#queue-cancel")
+    wait_for(lambda: "scancel" in monitor_text(page, "#runs-message"), "the cancel message", timeout_s=60)
+    page.click("#tab-monitor-button")
+    wait_for(lambda: run_state(page).startswith("cancelled"), "the Monitor to say cancelled", timeout_s=60)
+    assert "CANCELLED" in monitor_text(page, "#cluster-state") and not monitor_text(page, "#run-failure")
+    screenshot(page, "slurm-cancelled")
+
+    # ---- three 2-node x 1-worker runs at once: one watched to the end, one past a one-minute time
+    # limit, one whose rank 1 (on node2) is killed; two fit the cluster's CPUs, the third waits
+    page.click("#tab-train-button")
+    set_options(page, "")
+    wait_for(lambda: "--hold" not in page.inner_text("#command-preview"), "the preview without --hold", timeout_s=60)
+    main = start_and_get_job(page, runs_dir, {held_run.run_id})
+    page.click("#tab-train-button")
+    set_number(page, "train-length", LONG_STEPS)
+    set_time_limit(page, "1")
+    timed = start_and_get_job(page, runs_dir, {held_run.run_id, main.run_id})
+    page.click("#tab-train-button")
+    set_time_limit(page, "")
+    killed = start_and_get_job(page, runs_dir, {held_run.run_id, main.run_id, timed.run_id})
+
+    choose(page, "run-picker", main.run_id)
+    wait_for(lambda: "node1, node2" in monitor_text(page, "#cluster-nodes"), "the job's two nodes", timeout_s=RUN_TIMEOUT_S)
+    wait_for(lambda: len(plot_points(page, "loss-plot").get("loss", {})) >= 1, "a point in the loss chart",
+             timeout_s=RUN_TIMEOUT_S)
+    screenshot(page, "slurm-running")
+    wait_for(lambda: run_state(page).startswith("finished"), "the run to finish", timeout_s=RUN_TIMEOUT_S)
+    # the console watches the job until Slurm says it ended too (its ranks exit after the run's own end)
+    wait_for(lambda: "COMPLETED" in monitor_text(page, "#cluster-state"), "Slurm's COMPLETED", timeout_s=120)
+    screenshot(page, "slurm-finished")
+    status = main.read_status()
+    assert status.state == "finished" and status.cluster.nodes == ["node1", "node2"]
+    assert status.step == STEPS and main.sbatch_script.is_file()
+    assert not launcher.run_processes(main.path), "a process of the finished cluster run is left"
+
+    choose(page, "run-picker", timed.run_id)
+    wait_for(lambda: "TIMEOUT" in monitor_text(page, "#cluster-state"), "Slurm's TIMEOUT", timeout_s=RUN_TIMEOUT_S)
+    wait_for(lambda: "at its time limit" in monitor_text(page, "#cluster-end"), "the time limit's words", timeout_s=30)
+    screenshot(page, "slurm-time-limit")
+    status = timed.read_status()
+    print(f"time limit: the run is {status.state} ({status.reason}); Slurm says {status.cluster.state}")
+    assert status.state in ("stopped", "failed")  # Slurm's SIGTERM first: the worker may save a checkpoint
+
+    from core import ranks
+    record = wait_for(lambda: (ranks.rank_records(killed).get(1) or {}).get("pid") and ranks.rank_records(killed)[1],
+                      "rank 1 of the third run", timeout_s=RUN_TIMEOUT_S)
+    assert record.get("node") == "node2"
+    os.kill(record["pid"], signal.SIGKILL)
+    choose(page, "run-picker", killed.run_id)
+    wait_for(lambda: run_state(page).startswith("failed") and "node2" in monitor_text(page, "#failure-node"),
+             "the dead rank named with its node", timeout_s=RUN_TIMEOUT_S)
+    screenshot(page, "slurm-rank-died-node2")
+    print(f"rank killed: {killed.read_status().reason}")
+    # nothing of a failed cluster run keeps running on any node once Slurm ended its job
+    wait_for(lambda: killed.read_status().cluster.state in ENDED_STATES, "Slurm to end the third job", timeout_s=120)
+    wait_for(lambda: not launcher.run_processes(killed.path), "the third run's processes to exit", timeout_s=60)
+
+
+def set_time_limit(page, text: str) -> None:
+    box = page.locator("#cfg-launch-time-limit textarea, #cfg-launch-time-limit input").first
+    box.fill(text)
+    box.press("Tab")
+    shown = f"time_limit: '{text}'" if text else "time_limit: null"
+    wait_for(lambda: shown in page.inner_text("#config-yaml"), f"{shown} in the YAML", timeout_s=60)
+
+
+def start_and_get_job(page, runs_dir: Path, before: set[str]) -> RunDir:
+    """Start on the Train tab; the new run once it has its Slurm job."""
+    page.click("#start-button")
+    wait_for(lambda: {s.run_id for s in list_runs(runs_dir)} - before, "a new run folder", timeout_s=60)
+    run = RunDir(next(s.path for s in list_runs(runs_dir) if s.run_id not in before))
+    wait_for(lambda: (run.read_status().cluster or ClusterJob()).job_id, "its Slurm job", timeout_s=60)
+    return run

@@ -1,0 +1,149 @@
+"""Preference data (core.data_preference): every layout read into the same pair, the prompt masked and
+each answer labelled through the chat template, identical pairs dropped with a count, bad records
+named by file, record and field; preference data under train.objective sft trains on chosen answers."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.config import DataSettings
+from core.data import IGNORE_INDEX, load_splits
+from core.data_files import DataError, read_data_file
+from core.data_formats import Columns
+from core.data_preference import (PreferenceBatches, file_kind, load_preference_splits, preference_record,
+                                  tokenize_preference)
+from core.tokenizer import Tokenizer
+
+ROOT = Path(__file__).resolve().parents[2]
+Q, GOOD, BAD = "What color is Mia's kite?", "blue", "red"
+SAME_PAIR = [
+    {"prompt": Q, "chosen": GOOD, "rejected": BAD},
+    {"prompt": [{"role": "user", "content": Q}], "chosen": [{"role": "assistant", "content": GOOD}],
+     "rejected": [{"role": "assistant", "content": BAD}]},
+    {"chosen": [{"role": "user", "content": Q}, {"role": "assistant", "content": GOOD}],  # TRL implicit prompt
+     "rejected": [{"role": "user", "content": Q}, {"role": "assistant", "content": BAD}]},
+    {"conversations": [{"from": "human", "value": Q}], "chosen": {"from": "gpt", "value": GOOD},
+     "rejected": {"from": "gpt", "value": BAD}},  # LLaMA-Factory pairwise
+    {"messages": [{"role": "user", "content": Q}], "chosen": GOOD, "rejected": BAD},
+    {"instruction": Q, "chosen": GOOD, "rejected": BAD},
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return Tokenizer.from_dir(ROOT / "models" / "tiny-demo")
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def test_every_pair_layout_gives_the_same_masked_samples(tmp_path, tokenizer):
+    data = read_data_file(_write(tmp_path / "p.jsonl", SAME_PAIR))
+    assert file_kind(data, Columns()) == "pairs"
+    pairs, stats = tokenize_preference([preference_record(r, "pairs") for r in data.records], "pairs", tokenizer, 64)
+    assert stats.pairs == len(SAME_PAIR) and stats.identical_dropped == 0
+    first = pairs[0]
+    for pair in pairs[1:]:
+        np.testing.assert_array_equal(pair.chosen.input_ids, first.chosen.input_ids)
+        np.testing.assert_array_equal(pair.rejected.labels, first.rejected.labels)
+    for sample, answer in ((first.chosen, GOOD), (first.rejected, BAD)):
+        labelled = sample.labels != IGNORE_INDEX
+        prompt = int(np.argmax(labelled))
+        # the prompt is masked, identical on both sides; the answer and its end-of-turn are labelled
+        np.testing.assert_array_equal(first.chosen.input_ids[:prompt], first.rejected.input_ids[:prompt])
+        assert tokenizer.decode(sample.labels[labelled].tolist(), skip_special_tokens=True).strip() == answer
+        assert sample.labels[labelled][-1] in tokenizer.eos_token_ids
+    assert stats.chosen_max_length == len(first.chosen) and stats.rejected_max_length == len(first.rejected)
+
+
+def test_identical_pairs_are_dropped_and_counted(tmp_path, tokenizer):
+    data = read_data_file(_write(tmp_path / "p.jsonl", SAME_PAIR[:2] + [{"prompt": Q, "chosen": GOOD,
+                                                                          "rejected": " blue "}]))
+    pairs, stats = tokenize_preference([preference_record(r, "pairs") for r in data.records], "pairs", tokenizer, 64)
+    assert (len(pairs), stats.pairs, stats.identical_dropped) == (2, 2, 1)
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"prompt": Q, "chosen": GOOD, "rejected": "  "}, "line 2: field 'rejected': the answer is empty"),
+    ({"prompt": Q, "chosen": None, "rejected": BAD}, "line 2: field 'chosen': the answer is missing"),
+    ({"prompt": Q, "completion": GOOD, "label": "yes"}, "line 2: this record is a KTO answer"),
+    ({"prompt": Q, "chosen": [{"role": "user", "content": GOOD}], "rejected": BAD},
+     "line 2: field 'chosen': a message list must end with the assistant's answer"),
+    ({"text": "plain"}, "line 2: this record is a plain conversation but"),
+])
+def test_bad_pairs_name_file_record_and_field(tmp_path, tokenizer, record, message):
+    path = _write(tmp_path / "bad.jsonl", [SAME_PAIR[0], record])
+    with pytest.raises(DataError, match="bad.jsonl " + message.replace("(", r"\(").replace(")", r"\)")):
+        data = read_data_file(path)
+        kind = file_kind(data, Columns())
+        [preference_record(r, kind) for r in data.records]
+
+
+def test_kto_labels_must_be_booleans_and_a_prompt_alone_over_the_limit_is_refused(tmp_path, tokenizer):
+    kto = [{"prompt": Q, "completion": GOOD, "label": True},
+           {"conversations": [{"from": "human", "value": Q}, {"from": "gpt", "value": BAD}], "label": False}]
+    data = read_data_file(_write(tmp_path / "k.jsonl", kto))
+    assert file_kind(data, Columns()) == "kto"
+    pairs, stats = tokenize_preference([preference_record(r, "kto") for r in data.records], "kto", tokenizer, 64)
+    assert [p.label for p in pairs] == [1.0, 0.0] and stats.desirable == 1
+    with pytest.raises(DataError, match=r"k2.jsonl line 1: field 'label': a KTO label must be true or false, got 1"):
+        data = read_data_file(_write(tmp_path / "k2.jsonl", [{"prompt": Q, "completion": GOOD, "label": 1}]))
+        preference_record(data.records[0], "kto")
+    long = read_data_file(_write(tmp_path / "long.jsonl", [{"prompt": "word " * 80, "chosen": GOOD, "rejected": BAD}]))
+    with pytest.raises(DataError, match=r"long.jsonl line 1: field 'chosen': the prompt alone is \d+ tokens"):
+        tokenize_preference([preference_record(long.records[0], "pairs")], "pairs", tokenizer, 32)
+
+
+def test_objective_and_data_must_match_and_sft_trains_on_chosen_only(tmp_path, tokenizer):
+    pairs = _write(tmp_path / "pairs.jsonl", SAME_PAIR[:1] + [{"prompt": "Who has the red ball?", "chosen": "Tom",
+                                                                "rejected": "Ann"}])
+    kto = _write(tmp_path / "kto.jsonl", [{"prompt": Q, "completion": GOOD, "label": True},
+                                          {"prompt": Q, "completion": BAD, "label": False}])
+    settings = DataSettings(train_file=str(kto), validation_file=str(kto), test_file=None)
+    with pytest.raises(DataError, match=r"kto.jsonl line 1: field 'rejected': train.objective dpo needs preference "
+                                        r"pairs .* holds KTO answers"):
+        load_preference_splits(settings, tokenizer, 0, "dpo")
+    # SFT on KTO data: the desirable answer only, and the run says so
+    splits = load_splits(settings, tokenizer, 0, cache_dir=None)
+    assert len(splits.train) == 1
+    answer = splits.train[0].labels[splits.train[0].labels != IGNORE_INDEX]
+    assert tokenizer.decode(answer.tolist(), skip_special_tokens=True).strip() == GOOD
+    assert any("desirable answers only (1 undesirable" in w for w in splits.stats.warnings())
+    splits = load_splits(DataSettings(train_file=str(pairs), validation_file=str(pairs), test_file=None),
+                         tokenizer, 0, cache_dir=None)
+    assert any("chosen answers only" in w for w in splits.stats.warnings())
+    assert [tokenizer.decode(s.labels[s.labels != IGNORE_INDEX].tolist(), skip_special_tokens=True).strip()
+            for s in splits.train] == [GOOD, "Tom"]
+
+
+def test_batches_keep_pairs_whole_across_ranks(tmp_path, tokenizer):
+    records = [{"prompt": f"q{i}", "chosen": f"good {i}", "rejected": f"bad {i}"} for i in range(8)]
+    path = _write(tmp_path / "p.jsonl", records)
+    splits = load_preference_splits(DataSettings(train_file=str(path), validation_file=str(path), test_file=None),
+                                    tokenizer, 0, "dpo")
+    seen = []
+    for rank in range(2):
+        batches = PreferenceBatches(splits.train, 2, world_size=2, rank=rank, seed=0, length=splits.stats.seq_len)
+        batch = next(batches)
+        assert batch["input_ids"].shape == (4, splits.stats.seq_len) and batch["kto_labels"].shape == (4,)
+        for i in range(2):  # row i and row 2 + i: one pair, the same prompt
+            chosen = tokenizer.decode(batch["input_ids"][i][batch["attention_mask"][i] > 0].tolist())
+            rejected = tokenizer.decode(batch["input_ids"][2 + i][batch["attention_mask"][2 + i] > 0].tolist())
+            k = int(chosen.split("good ")[1][0])
+            assert f"bad {k}" in rejected and f"q{k}" in rejected
+            seen.append(k)
+    assert len(set(seen)) == 4  # the two ranks took different pairs
+
+
+def test_the_console_preview_shows_a_pair_side_by_side(tmp_path):
+    from app.data_preview import preview_html
+    path = _write(tmp_path / "p.jsonl", SAME_PAIR[:2])
+    page = preview_html(str(ROOT / "models" / "tiny-demo"), DataSettings(train_file=str(path), validation_file=None,
+                                                                         validation_fraction=0.5), lang="en")
+    assert "Preference pairs: the first 2 of 2" in page and page.count('class="mt-pair"') == 2
+    chosen, rejected = page.split("mt-chosen", 1)[1].split("mt-rejected", 1)
+    assert '<span class="mt-trained"' in chosen and "blue" in chosen.split("mt-trained", 1)[1]
+    assert "red" in rejected.split("mt-trained", 1)[1].split("</span>", 1)[0]

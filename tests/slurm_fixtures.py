@@ -1,0 +1,40 @@
+"""The Slurm test cluster for tests that need one (`scripts/slurm_cluster.sh start`, which `make test`
+runs as root): `require_slurm()` skips with the reason when no controller answers, or fails when
+MINDTUNE_REQUIRE_SLURM=1 (as .ci/run sets: a silent skip would hide a broken setup). Tests that use
+it are marked `slurm` (deselect with -m 'not slurm')."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+PARTITION = "debug"  # the test cluster's partition: node1 and node2, both on this machine
+
+
+def require_slurm() -> None:
+    from core import slurm
+
+    reason = slurm.available()
+    if reason is None:
+        found = {p.name: p for p in slurm.partitions()}
+        if PARTITION not in found or found[PARTITION].nodes < 2:
+            reason = f"the Slurm cluster has no 2-node partition {PARTITION!r} (partitions: {', '.join(found) or 'none'})"
+    if reason is None:
+        return
+    reason = f"no Slurm test cluster: {reason} (start one: sudo bash scripts/slurm_cluster.sh start)"
+    if os.environ.get("MINDTUNE_REQUIRE_SLURM") == "1":
+        pytest.fail(f"MINDTUNE_REQUIRE_SLURM=1 but {reason}")
+    pytest.skip(reason)
+
+
+def wait_for(what, timeout_s: float, every_s: float = 0.5, message: str = ""):
+    """Poll `what()` until it returns something truthy (returned), or fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = what()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:g} s waiting for {message or what}")
+        time.sleep(every_s)
