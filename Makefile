@@ -11,7 +11,7 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
-$(VENV)/.installed-dev: requirements.txt requirements-dev.txt requirements-tracking.txt $(VENV)/.installed
+$(VENV)/.installed-dev: requirements.txt requirements-dev.txt requirements-tracking.txt requirements-eval.txt $(VENV)/.installed
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 

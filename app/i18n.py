@@ -1188,3 +1188,27 @@ def problem_text(message: str | None, lang: str) -> str:
             line = re.sub(pattern, zh, line)
         lines.append(line)
     return "\n".join(lines)
+
+
+# the Runs tab's Evaluate action (lm-evaluation-harness; app/eval_callbacks.py)
+TEXTS.update({
+    "eval.title": ("**Evaluate** (lm-evaluation-harness): the selected run's best checkpoint and its base model, "
+                   "each in the background with its own folder under runs/evals/",
+                   "**评测**（lm-evaluation-harness）：所选运行的最佳检查点及其基础模型，各自在后台运行，"
+                   "结果保存在 runs/evals/ 下的独立目录"),
+    "eval.tasks": ("Tasks (local task folders: data/eval_tasks)", "任务（本地任务目录：data/eval_tasks）"),
+    "eval.targets": ("Models to evaluate", "要评测的模型"),
+    "eval.target.best": ("fine-tuned (best)", "微调后（最佳）"),
+    "eval.target.base": ("base", "基础模型"),
+    "eval.limit": ("Items per task (0 = all)", "每个任务的条目数（0 = 全部）"),
+    "eval.chat": ("Apply the chat template", "使用对话模板"),
+    "eval.start": ("Evaluate", "评测"),
+    "eval.stop": ("Stop evaluation", "停止评测"),
+    "eval.none": ("No evaluation of this run yet.", "该运行尚无评测。"),
+    "eval.col.metric": ("task / metric", "任务 / 指标"),
+    "eval.col.delta": ("Δ (fine-tuned − base)", "Δ（微调后 − 基础）"),
+    "eval.msg.select_one": ("Select exactly one run to evaluate.", "请只选择一个运行进行评测。"),
+    "eval.msg.no_tasks": ("Choose at least one task.", "请至少选择一个任务。"),
+    "eval.msg.started": ("Evaluation started: {runs}", "评测已开始：{runs}"),
+    "eval.msg.stopped": ("Stopped: {runs}", "已停止：{runs}"),
+})

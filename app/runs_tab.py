@@ -14,6 +14,7 @@ import gradio as gr
 import pandas as pd
 
 from app import form_sync
+from app import eval_callbacks as ev
 from app import runs_callbacks as cb
 from app.context import Console
 from app.i18n import Labels, action_text, text
@@ -73,6 +74,7 @@ def build(console: Console, labels: Labels) -> RunsTab:
         out["cancel"] = labels.bind(gr.Button(elem_id="delete-cancel"), value="runs.delete_cancel")
     out["confirm_row"] = confirm_row
     out["message"] = gr.Markdown(elem_id="runs-message")
+    _build_evaluate(out, console, labels)
     with gr.Row():
         out["metric"] = labels.bind(gr.Dropdown(choices=list(cb.OVERLAY_METRICS), value="val ppl",
                                                 elem_id="runs-metric", scale=3), label="runs.metric")
@@ -90,7 +92,52 @@ def build(console: Console, labels: Labels) -> RunsTab:
 
     out["watch"] = gr.HTML("", elem_id="runs-watch", js_on_load=WATCH_JS, server_functions=[key])
     _wire(tab, console)
+    _wire_evaluate(tab, console)
     return tab
+
+
+def _build_evaluate(out: dict, console: Console, labels: Labels) -> None:
+    """The Evaluate action (app/eval_callbacks.py): tasks, targets, start, stop, base vs best scores."""
+    with labels.bind(gr.Accordion(open=False, elem_id="eval-panel"), label="eval.start"):
+        labels.bind(gr.Markdown(), value="eval.title")
+        with gr.Row():
+            out["eval_tasks"] = labels.bind(gr.CheckboxGroup(choices=ev.task_choices(console), value=[],
+                                                             elem_id="eval-tasks", scale=3), label="eval.tasks")
+            out["eval_targets"] = labels.bind(gr.CheckboxGroup(value=list(ev.TARGETS), elem_id="eval-targets", scale=2),
+                                              label="eval.targets",
+                                              choices=[(f"eval.target.{t}", t) for t in ev.TARGETS])
+        with gr.Row():
+            out["eval_limit"] = labels.bind(gr.Number(value=0, minimum=0, precision=0, elem_id="eval-limit"),
+                                            label="eval.limit")
+            out["eval_chat"] = labels.bind(gr.Checkbox(value=False, elem_id="eval-chat"), label="eval.chat")
+            out["eval_start"] = labels.bind(gr.Button(elem_id="eval-start"), value="eval.start")
+            out["eval_stop"] = labels.bind(gr.Button(variant="stop", elem_id="eval-stop"), value="eval.stop")
+        out["eval_results"] = gr.HTML(elem_id="eval-results")
+
+
+def _wire_evaluate(tab: RunsTab, console: Console) -> None:
+    out = tab.out
+
+    def shown(selected: list[str], language: str, request: gr.Request):
+        return ev.results_html(console, selected or [], console.viewer(request), language)
+
+    def start(selected, tasks, targets, limit, chat, language, request: gr.Request):
+        viewer = console.viewer(request)
+        message = ev.start(console, selected or [], tasks or [], targets or [], limit, chat, viewer, language)
+        return message, ev.results_html(console, selected or [], viewer, language)
+
+    def stop(selected, language, request: gr.Request):
+        viewer = console.viewer(request)
+        return ev.stop(console, selected or [], viewer, language), ev.results_html(console, selected or [], viewer, language)
+
+    results = [out["select"], tab.lang]
+    for trigger in (out["select"].input, out["watch"].refresh, out["refresh"].click):
+        trigger(shown, results, out["eval_results"], show_progress="hidden", api_visibility="private")
+    out["eval_start"].click(start, [out["select"], out["eval_tasks"], out["eval_targets"], out["eval_limit"],
+                                    out["eval_chat"], tab.lang], [out["message"], out["eval_results"]],
+                            concurrency_limit=1, api_visibility="private")
+    out["eval_stop"].click(stop, results, [out["message"], out["eval_results"]], concurrency_limit=1,
+                           api_visibility="private")
 
 
 def _wire(tab: RunsTab, console: Console) -> None:

@@ -81,8 +81,9 @@ def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.nda
 
 def generate(model: CausalLM, prompts: list[list[int]], settings: SamplingSettings,
              eos_ids: set[int] | frozenset[int] = frozenset(), pad_id: int = 0,
-             use_cache: bool = True) -> list[list[int]]:
+             use_cache: bool = True, stop=None) -> list[list[int]]:
     """Continue each prompt (token ids); returns the new tokens of each, without the EOS that ended it.
+    `stop(new_tokens) -> bool` ends a row early too (a stop string seen), keeping its tokens.
     Prompts of different lengths are left-padded and masked. `use_cache=False` recomputes the whole
     sequence every step (a reference for tests and benchmarks)."""
     if not prompts or any(len(p) == 0 for p in prompts):
@@ -120,6 +121,8 @@ def generate(model: CausalLM, prompts: list[list[int]], settings: SamplingSettin
                 finished[row] = True
             else:
                 outputs[row].append(int(token))
+                if stop is not None and stop(outputs[row]):
+                    finished[row] = True
         if finished.all():
             break
         next_ids = np.where(finished, pad_id, next_ids).astype(np.int32)

@@ -167,10 +167,11 @@ class LaunchedRun:
 
 def launch(run_dir: RunDir | str | os.PathLike, data_parallel: int | None = None,
            env: Mapping[str, str] | None = None, python: str = sys.executable,
-           master_port: int | None = None) -> LaunchedRun:
+           master_port: int | None = None, worker: Sequence[str] | None = None) -> LaunchedRun:
     """Start a queued run's worker in its own process group, output appended to train.log.
 
-    `data_parallel` defaults to the run's config.yaml. Status goes to `starting` before the
+    `data_parallel` defaults to the run's config.yaml. `worker` runs another module instead of the
+    training worker, as `python -m <worker...>` (an evaluation: `core.evaluate --run-dir <run>`). Status goes to `starting` before the
     process exists (so a fast worker's `running` is never overwritten), then gets pid, pgid and
     the process create_time that `is_alive` checks.
     """
@@ -184,7 +185,7 @@ def launch(run_dir: RunDir | str | os.PathLike, data_parallel: int | None = None
         config = load_config(run.config_path)
         data_parallel, device = config.parallel.data_parallel, config.parallel.device
     check_workers_available(data_parallel, device)
-    argv = build_argv(run, data_parallel, master_port, python)
+    argv = [python, "-m", *worker] if worker else build_argv(run, data_parallel, master_port, python)
     if os.sep in argv[0] and not os.access(argv[0], os.X_OK):
         raise LaunchError(f"{argv[0]}: not found or not executable"
                           + (" (msrun comes with mindspore)" if data_parallel > 1 else ""))

@@ -1,0 +1,272 @@
+"""Benchmarks through lm-evaluation-harness on mindtune's MindSpore model (core.lm_eval_model).
+
+    python -m core.evaluate --model models/tiny-demo --tasks demo_story_mc,demo_story_gen \\
+        --include-path data/eval_tasks [--limit N] [--output FILE] [--apply-chat-template]
+    python -m core.evaluate --checkpoint runs/<id>/checkpoints/best --tasks ...
+    python -m core.evaluate --run-dir runs/evals/<id>     # a folder the console made (config.yaml)
+
+Every evaluation writes a run folder of its own (core.eval_tasks: status.json with progress,
+control.json for a stop, results.json), so the console runs it in the background like a training
+run. No hub at run time: HF_DATASETS_OFFLINE / HF_HUB_OFFLINE are set, a task name lm-eval does not
+know or a task whose data is not on disk is refused before the model loads, naming the task.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from core.eval_tasks import (DEFAULT_TASKS_DIR, RESULTS_FILE, EvalError, EvalSettings, create_eval_run,
+                             local_tasks, read_settings, require_lm_eval)
+from core.rundir import RunDir
+
+OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+STATUS_EVERY_S = 1.0
+
+
+class StopRequested(Exception):
+    """The console asked the evaluation to stop (control.json or SIGTERM)."""
+
+
+def go_offline() -> None:
+    """No hub at run time: datasets and huggingface_hub read only what is on disk."""
+    os.environ.update(OFFLINE_ENV)
+
+
+# ---- tasks ------------------------------------------------------------------------------------
+
+def _resolve_data_files(name: str, config: dict, folder: Path) -> None:
+    """Make a local json/csv task's data_files absolute (relative to its YAML's folder) and check
+    that each file is there."""
+    kwargs = config.get("dataset_kwargs") or {}
+    files = kwargs.get("data_files")
+    if files is None:
+        return
+
+    def resolve(path: str) -> str:
+        full = Path(path) if Path(path).is_absolute() else folder / path
+        if not full.is_file():
+            raise EvalError(f"task {name!r}: its data file {full} is not on disk "
+                            f"(dataset_kwargs.data_files in {folder})")
+        return str(full)
+
+    if isinstance(files, str):
+        kwargs["data_files"] = resolve(files)
+    elif isinstance(files, list):
+        kwargs["data_files"] = [resolve(f) for f in files]
+    elif isinstance(files, dict):
+        kwargs["data_files"] = {split: ([resolve(f) for f in v] if isinstance(v, list) else resolve(v))
+                                for split, v in files.items()}
+    config["dataset_kwargs"] = kwargs
+
+
+def _builtin_mentions(names: list[str]) -> set[str]:
+    """The names that appear in some YAML of lm-eval's own task folder: a name that appears in
+    none cannot be one of its tasks, groups or tags (a second's read, where indexing the folder
+    takes a minute)."""
+    import lm_eval
+    root = Path(lm_eval.__file__).parent / "tasks"
+    left, seen = set(names), set()
+    for path in root.rglob("*.yaml"):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        seen.update(n for n in left if n in text)
+        left -= seen
+        if not left:
+            break
+    return seen
+
+
+def resolve_tasks(names: list[str], include_paths: list[str]) -> tuple[list, object]:
+    """lm-eval's Task objects for `names` (and the TaskManager), each loaded with its data; an
+    unknown name or missing data is an EvalError naming the task. lm-eval's own task index is
+    built only when a name is not a local task."""
+    go_offline()
+    require_lm_eval()
+    import warnings
+    from lm_eval.tasks import TaskManager, get_task_dict
+    from lm_eval.tasks._yaml_loader import load_yaml  # what TaskManager reads YAMLs with (include:, !function)
+    local = local_tasks(include_paths)
+    others = [n for n in names if n not in local]
+    hint = f" Local tasks: {', '.join(sorted(local))}." if local else ""
+
+    def refuse(unknown):
+        raise EvalError(f"task {', '.join(repr(n) for n in unknown)}: lm-eval knows no task of that name "
+                        f"(include paths: {', '.join(include_paths) or 'none'}).{hint}")
+
+    mentioned = _builtin_mentions(others) if others else set()
+    if set(others) - mentioned:
+        refuse([n for n in others if n not in mentioned])
+    manager = TaskManager(include_path=[str(p) for p in include_paths] or None, include_defaults=bool(others))
+    if [n for n in others if n not in manager.all_tasks]:
+        refuse([n for n in others if n not in manager.all_tasks])
+    tasks = []
+    for name in names:
+        spec: str | dict = name
+        if name in local:
+            spec = load_yaml(local[name])
+            _resolve_data_files(name, spec, local[name].parent)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                tasks.extend(get_task_dict([spec], manager).values())
+        except Exception as exc:  # datasets' offline errors come in many classes
+            raise EvalError(f"task {name!r}: its data is not on disk (no hub at run time; download it "
+                            f"once, or point the task at local files): {type(exc).__name__}: {exc}") from exc
+    return tasks, manager
+
+
+# ---- the run ----------------------------------------------------------------------------------
+
+class Progress:
+    """Status updates (requests scored) at most once a second, and the stop check."""
+
+    def __init__(self, run: RunDir):
+        self.run = run
+        self.last = 0.0
+
+    def __call__(self, kind: str, done: int, total: int) -> None:
+        if self.run.read_control().stop:
+            raise StopRequested()
+        now = time.monotonic()
+        if now - self.last >= STATUS_EVERY_S or done == total:
+            self.last = now
+            self.run.write_status(step=done, total_steps=total, extra={"phase": kind})
+
+
+def _metric_name(key: str) -> str:
+    metric, _, filter_name = key.partition(",")
+    return metric if filter_name in ("", "none") else f"{metric}_{filter_name}"
+
+
+def summarize(output: dict) -> dict[str, dict[str, float]]:
+    """lm-eval's results -> {task: {metric: value}} (filter `none` left out of the names)."""
+    tasks = {}
+    for task, metrics in output["results"].items():
+        tasks[task] = {_metric_name(k): v for k, v in metrics.items()
+                       if k not in ("alias", "sample_len") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return tasks
+
+
+def evaluate(settings: EvalSettings, run: RunDir | None = None, log=print, resolved=None) -> dict:
+    """Run the tasks on the model; returns results.json's content (written into `run` if given)."""
+    settings.check()
+    tasks, manager = resolved or resolve_tasks(settings.tasks, settings.include_path)
+    from lm_eval.evaluator import simple_evaluate
+    from core.generate import use_device
+    from core.lm_eval_model import MindtuneLM
+    use_device("cpu")
+    started = time.perf_counter()
+    lm = MindtuneLM(settings.model, batch_size=settings.batch_size,
+                    progress=Progress(run) if run is not None else None)
+    log(f"model: {lm.description} ({lm.kernels}); tasks: {', '.join(settings.tasks)}")
+    loaded = time.perf_counter()
+    output = simple_evaluate(model=lm, tasks=tasks, task_manager=manager, limit=settings.limit,
+                             num_fewshot=settings.num_fewshot, apply_chat_template=settings.apply_chat_template,
+                             log_samples=True, bootstrap_iters=1000)
+    results = {
+        "model": settings.model, "source": lm.description, "label": settings.label,
+        "source_run": settings.source_run, "tasks": summarize(output),
+        "n_samples": {t: len(s) for t, s in output.get("samples", {}).items()},
+        "apply_chat_template": settings.apply_chat_template, "limit": settings.limit,
+        "load_s": round(loaded - started, 2), "eval_s": round(time.perf_counter() - loaded, 2),
+    }
+    if run is not None:
+        with open(run.path / "samples.jsonl", "w", encoding="utf-8") as handle:
+            for task, samples in output.get("samples", {}).items():
+                for sample in samples:
+                    handle.write(json.dumps({"task": task, "doc_id": sample["doc_id"], "target": sample["target"],
+                                             "resps": sample["resps"], "filtered_resps": sample["filtered_resps"]},
+                                            default=str, ensure_ascii=False) + "\n")
+        from core.rundir import atomic_write_json
+        atomic_write_json(run.path / RESULTS_FILE, results)
+    return results
+
+
+def run_folder(run: RunDir, resolved=None) -> int:
+    """The worker: evaluate the settings in `run`'s config.yaml, keeping its status."""
+    from core.launcher import process_fields
+    status = run.read_status()
+    if status.state == "queued":
+        run.write_status(state="starting")
+    run.write_status(**({"state": "running"} if status.state in ("queued", "starting") else {}), **process_fields())
+
+    def on_term(signum, frame):
+        # end here rather than raise: an exception raised inside an import (MindSpore's C
+        # extension loads for seconds) would read as that import's failure
+        run.write_status(state="stopped", reason="stopped by the user")
+        print("stopped by the user (SIGTERM)", flush=True)
+        os._exit(0)
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        if run.read_control().stop:
+            raise StopRequested()
+        settings = read_settings(run)
+        results = evaluate(settings, run, resolved=resolved)
+    except StopRequested:
+        run.write_status(state="stopped", reason="stopped by the user")
+        print("stopped by the user", flush=True)
+        return 0
+    except (EvalError, ValueError, OSError) as exc:
+        run.write_status(state="failed", reason=str(exc), failure_kind="config")
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except Exception as exc:
+        run.write_status(state="failed", reason=f"{type(exc).__name__}: {exc}")
+        raise
+    run.write_status(state="finished", reason=None, extra={"scores": results["tasks"]})
+    print(json.dumps(results["tasks"], indent=1), flush=True)
+    return 0
+
+
+def _parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m core.evaluate", description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="a Hugging Face model folder (a base model or a merged export)")
+    source.add_argument("--checkpoint", help="a training checkpoint (runs/<id>/checkpoints/best) or a run folder")
+    source.add_argument("--run-dir", help="an evaluation folder made by the console (its config.yaml)")
+    parser.add_argument("--tasks", help="comma-separated lm-eval task names")
+    parser.add_argument("--include-path", action="append", default=[],
+                        help=f"a folder of task YAMLs (repeatable; default {DEFAULT_TASKS_DIR} when it has the task)")
+    parser.add_argument("--limit", type=int, default=None, help="at most N items per task")
+    parser.add_argument("--num-fewshot", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--apply-chat-template", action="store_true", help="wrap prompts in the model's chat template")
+    parser.add_argument("--runs-dir", default="runs", help="the evaluation folder goes to <runs-dir>/evals/<id>/")
+    parser.add_argument("--output", help="also write results.json here")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    go_offline()
+    args = _parse_args(argv)
+    if args.run_dir:
+        return run_folder(RunDir(os.path.abspath(args.run_dir)))
+    if not args.tasks:
+        print("error: --tasks: name at least one lm-eval task", file=sys.stderr)
+        return 2
+    include = list(args.include_path)
+    if not include and DEFAULT_TASKS_DIR.is_dir():
+        include = [str(DEFAULT_TASKS_DIR)]
+    settings = EvalSettings(model=args.model or args.checkpoint, tasks=[t.strip() for t in args.tasks.split(",") if t.strip()],
+                            include_path=include, limit=args.limit, num_fewshot=args.num_fewshot,
+                            batch_size=args.batch_size, apply_chat_template=args.apply_chat_template)
+    try:
+        settings.check()
+        resolved = resolve_tasks(settings.tasks, settings.include_path)  # bad tasks refused before a folder is made
+        run = create_eval_run(args.runs_dir, settings)
+    except EvalError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"evaluation folder: {run.path}", flush=True)
+    code = run_folder(run, resolved)
+    if code == 0 and args.output and (run.path / RESULTS_FILE).is_file():
+        Path(args.output).write_text((run.path / RESULTS_FILE).read_text(encoding="utf-8"), encoding="utf-8")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
