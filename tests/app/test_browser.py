@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 pytest_plugins = ["tests.app.browser_fixtures"]
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -58,12 +59,16 @@ def reveal(page, selector: str) -> None:
     """Open the Train tab's folded sections that hold `selector` (issue 20 bug 11 folds the form):
     the ones around it, or, while it is not in the page yet, each closed one until it shows."""
     opened = page.evaluate(REVEAL_JS, selector)
-    for label in page.locator(CLOSED_SECTIONS).all() if opened == -1 else []:
-        if label.is_visible():
-            label.click()
-            if page.locator(selector).count():
-                opened = page.evaluate(REVEAL_JS, selector)
-                break
+    closed = page.locator(f"{CLOSED_SECTIONS}:visible")
+    # the first closed section each time: a section opened here no longer matches, so a list taken
+    # once and read by position would skip every other one
+    while opened == -1 and closed.count():
+        closed.first.click()
+        try:  # a section's content is rendered when it opens, a moment after the click
+            page.locator(selector).first.wait_for(state="attached", timeout=3_000)
+        except PlaywrightTimeoutError:
+            continue
+        opened = page.evaluate(REVEAL_JS, selector)
     if opened:
         page.locator(selector).first.wait_for(state="visible", timeout=30_000)
 
