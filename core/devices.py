@@ -289,8 +289,10 @@ def check_bf16(config, soc: str | None = None) -> None:
     """Refuse bf16 by name on a device without it (`core.device_paths.bf16_problem`); `soc`:
     default `soc_version()`."""
     from core.config import ConfigError
-    uses = config.model.dtype == "bfloat16" or (config.precision.amp_level != "O0"
-                                                and config.precision.compute_dtype == "bfloat16")
+    # what computes in bf16: the model's dtype, except LoRA's 16-bit frozen weights on the CPU, which
+    # are upcast to float32 (Config.compute_dtype), and AMP's low-precision dtype
+    uses = config.compute_dtype == "bfloat16" or (config.precision.amp_level != "O0"
+                                                  and config.precision.compute_dtype == "bfloat16")
     if not uses:
         return
     problem = bf16_problem(target(), soc if soc is not None else soc_version(), uses)
