@@ -197,7 +197,9 @@ def test_bf16_full_fine_tuning_on_the_cpu_is_refused_with_the_reason():
         Config.from_dict({"method": "full", "model": {"dtype": "bfloat16"}})
     message = str(err.value)
     assert "model.dtype" in message and "no bf16 compute" in message and "master weights must be float32" in message
-    assert Config.from_dict({"method": "full", "model": {"dtype": "bfloat16"}, "parallel": {"device": "gpu"}})
+    # on devices too (issue 30 item 7): nn.Adam would keep the trained weights in bf16
+    with pytest.raises(ConfigError, match="float32 master weights"):
+        Config.from_dict({"method": "full", "model": {"dtype": "bfloat16"}, "parallel": {"device": "gpu"}})
 
 
 def test_16_bit_frozen_weights_decide_the_compute_dtype():
