@@ -878,6 +878,15 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"^give the number of steps or epochs \(the field is empty\)$", "请填写步数或轮数（该字段为空）"),
     (r"\(the field is empty\)", "（该字段为空）"), (r" \(got ([^()]*|\[.*\]|\(.*\))\)$", r"（当前值 \1）"),
     (r"^steps (?=must|is)", "步数"), (r"^epochs (?=must|is)", "轮数"), (r"^target modules (?=must|is|names|matches)", "目标模块"),
+    # core.slurm.check_shared: where a Slurm run's folder must be
+    (r"^a Slurm run needs its run folder on storage every node sees: start the console with (--\S+) <a folder on "
+     r"shared storage> and a runs folder \(--runs-dir\) inside it$",
+     r"Slurm 运行的运行目录必须位于每个节点都能访问的存储上：用 \1 <共享存储上的文件夹> 启动控制台，"
+     r"并把运行目录（--runs-dir）放在其中"),
+    (r"^(--\S+) (\S+): no such folder$", r"\1 \2：没有这个文件夹"),
+    (r"^the runs folder (\S+) is not inside (--\S+) (\S+): the cluster's nodes would not see the run's files; use a "
+     r"runs folder \(--runs-dir\) inside (\S+)$",
+     r"运行目录 \1 不在 \2 \3 之内：集群节点看不到运行的文件；请使用位于 \4 之内的运行目录（--runs-dir）"),
     # core.tracking / core.config: trackers, answer scores
     (r"tracking: (\w+) needs the (\S+) package, which is not installed \(pip install -r requirements-tracking\.txt\), "
      r"or take \w+ out of tracking", r"tracking：\1 需要 \2 包，但尚未安装（pip install -r requirements-tracking.txt），"

@@ -12,6 +12,11 @@ KEPT_WORDS = {
     "chat", "text", "null", "english", "queued", "starting", "running", "stopping", "finished", "stopped",
     "failed", "early", "unknown", "micro", "ppl", "zip", "exact", "match", "true", "false", "python",
     "safetensors", "pickle", "transformers", "tokenizers", "jinja", "mixtral",
+    # preference objectives and their settings (config values and the papers' names)
+    "sft", "dpo", "simpo", "orpo", "kto", "ipo", "sigmoid", "beta", "gamma", "lambda", "chosen", "rejected",
+    "preference", "rafailov", "overlong",
+    # trackers and their modes, Slurm and its commands
+    "tensorboard", "mlflow", "swanlab", "offline", "local", "cloud", "login", "watch", "slurm", "sbatch", "srun",
 }
 ENGLISH_WORD = re.compile(r"[A-Za-z][A-Za-z'’]+")
 # identifiers: mappings, quoted values and names (what a user types: 'cosine', 'instruction'; not the
