@@ -38,7 +38,7 @@ from core.config import Config, ConfigError, EarlyStoppingSettings, describe_fie
 from core.config import Problem as ConfigProblem
 from core.data import (DataError, BatchIterator, check_explicit_format, eval_batches, load_splits, packed_length,
                        padded_length)
-from core.generation_metrics import GenerationScores, score_generations
+from core.generation_metrics import GenerationScores, score_apart
 from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
 from core.device_paths import peak_over_ranks
@@ -398,7 +398,7 @@ class Trainer:
                 outs = generate(self.model, [r.prompt_ids for r in chunk], settings, eos, self.tokenizer.pad_token_id or 0)
                 answers += [self.tokenizer.decode(o) for o in outs]
         self.model.set_train(True)
-        return score_generations(answers, [r.answer for r in records])
+        return score_apart(answers, [r.answer for r in records])
 
     def scores_this_eval(self) -> GenerationScores | None:
         """The answer scores at a training evaluation, when eval.downstream_every_eval asks for them or

@@ -68,3 +68,19 @@ def test_one_word_answers_and_edge_cases():
     assert score_generations([""], ["zoo"]).bleu == 0.0
     with pytest.raises(ValueError, match="2 predictions for 1 references"):
         score_generations(["a", "b"], ["a"])
+
+
+def test_scoring_apart_gives_the_same_figures_and_leaves_the_libraries_out_of_this_process():
+    """The worker scores in a process of its own (rouge-score's nltk is ~140 MB): same figures."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from core.generation_metrics import score_apart
+    apart = score_apart(EN_PREDS[:2] + ZH_PREDS[:2], EN_REFS[:2] + ZH_REFS[:2])
+    assert apart == score_generations(EN_PREDS[:2] + ZH_PREDS[:2], EN_REFS[:2] + ZH_REFS[:2])
+    assert score_apart([], []) is None
+    probe = subprocess.run([sys.executable, "-c", "import sys; from core.generation_metrics import score_apart; "
+                            "score_apart(['a cat'], ['a cat sat']); print('nltk' in sys.modules)"],
+                           cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
+    assert probe.stdout.strip() == "False", probe.stderr
