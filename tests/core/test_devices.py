@@ -398,6 +398,29 @@ def test_the_profiler_records_the_devices_activities_and_reads_its_kernel_table(
     assert "kernel_details.csv" in summary.files[-1] and "Ascend kernels" in summary.note
 
 
+GPU_DETAIL_HEADER = ("op_side,op_type,op_name,op_full_name,op_occurrences,op_total_time(us),op_avg_time(us),"
+                     "total_proportion,cuda_activity_cost_time(us),cuda_activity_call_count")  # core/profiling.py
+
+
+def test_the_profiler_reads_the_gpus_operator_table(tmp_path):
+    (tmp_path / "gpu_op_detail_info_0.csv").write_text(
+        GPU_DETAIL_HEADER + "\n"
+        "gpu,MatMul,MatMul-op1,Default/network/MatMul-op1,2,1500.0,750.0,0.3,1400.0,2\n"
+        "gpu,MatMul,MatMul-op2,Gradients/Default/network/MatMul-op2,2,2500.0,1250.0,0.5,2400.0,2\n"
+        "gpu,Softmax,Softmax-op3,Default/network/Softmax-op3,4,1000.0,250.0,0.2,900.0,4\n", encoding="utf-8")
+    summary = profiling.summarize(tmp_path, [3, 4], "gpu")
+    assert summary.total_ms == pytest.approx(5.0)
+    assert summary.phases == {"forward + update": 2.5, "backward": 2.5}
+    assert [(t.op_type, t.phase, t.ms, t.calls) for t in summary.top] == [
+        ("MatMul", "backward", 2.5, 2), ("MatMul", "forward + update", 1.5, 2), ("Softmax", "forward + update", 1.0, 4)]
+    assert summary.files == ["gpu_op_detail_info_0.csv"] and "gpu_op_detail_info" in summary.note
+    assert profiling.summarize(tmp_path, [3, 4]).top == summary.top  # device None: whichever table is there
+    # an Ascend run does not read a GPU table, and a GPU run without its table says so
+    assert profiling.summarize(tmp_path, [3, 4], "ascend").top == []
+    empty = profiling.summarize(tmp_path / "none", [3, 4], "gpu")
+    assert empty.top == [] and "no gpu_op_detail_info" in empty.note
+
+
 # ---- item 7: bf16 -------------------------------------------------------------------------------------
 
 def test_bf16_is_refused_by_name_on_an_ascend_910a():

@@ -105,10 +105,10 @@ def test_dry_run_on_the_device(workspace, device):
 
 
 def test_one_profiled_step_has_device_kernels(device_run, device):
-    if device == "gpu":
-        pytest.skip("the summary does not read MindSpore's GPU profiler tables yet (the guide's Devices section)")
     summary = device_run.read_profile_summary()
     assert summary is not None and summary.total_ms > 0 and summary.top, summary
+    table = "gpu_op_detail_info" if device == "gpu" else "kernel_details.csv"  # the device's own operators
+    assert any(table in name for name in summary.files) and table in summary.note, summary
 
 
 def test_data_parallel_two_devices(workspace, device, device_count, cpu_run):
