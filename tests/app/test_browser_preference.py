@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from core import launcher
 from core.rundir import TERMINAL_STATES, EvalRecord, MetricsReader
 from tests.app.test_browser import choose, only_run, plot_points, reveal, run_state, set_number, wait_for
 
@@ -64,7 +65,8 @@ def test_dpo_run_from_the_browser(console_server, page, screenshot):
              timeout_s=TIMEOUT_S)
     assert run_state(page) == "finished", run_state(page)
 
-    evals = [r for r in MetricsReader(only_run(console_server.runs_dir) / "metrics.jsonl").read_new()
+    run_dir = only_run(console_server.runs_dir)
+    evals = [r for r in MetricsReader(run_dir / "metrics.jsonl").read_new()
              if isinstance(r, EvalRecord)]
     drawn = plot_points(page, "reward-accuracy-plot")["reward accuracy"]
     assert sorted(drawn) == [r.step for r in evals] == [0, 5, 10, 15, 20][:len(evals)], (drawn, evals)
@@ -72,3 +74,4 @@ def test_dpo_run_from_the_browser(console_server, page, screenshot):
         assert float(drawn[record.step]) == pytest.approx(record.reward_accuracy, abs=1e-3)
     assert plot_points(page, "reward-margin-plot").get("reward margin"), "no reward margin drawn"
     screenshot(page, "dpo-monitor")
+    wait_for(lambda: not launcher.run_processes(run_dir), "the finished run's processes to exit", timeout_s=60)
