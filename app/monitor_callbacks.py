@@ -432,6 +432,20 @@ class Controls:
     profile: tuple[str, str | None] | None = None  # (HTML, trace file) of train.profile_steps, when it changed
 
 
+def picker_change(result: Controls, wanted: str | None) -> dict[str, Any]:
+    """What the run picker should change to after a sync that asked for `wanted`: new choices when
+    the run list changed, and a value only when the server shows another run than the one asked for
+    (a default for an empty pick, a run's final name). A sync answers a little later than it was
+    asked: re-sending `wanted` as the value would undo a pick made by hand meanwhile (under load,
+    the Monitor went back to the previously shown run and never drew the one picked)."""
+    change: dict[str, Any] = {}
+    if result.run_choices is not None:
+        change["choices"] = result.run_choices
+    if result.run_id != wanted:
+        change["value"] = result.run_id
+    return change
+
+
 def controls(session: MonitorSession, wanted: str | None, console: Console, lang: str = "en",
              viewer: Viewer | None = None) -> Controls:
     """The run picker (choices and the run shown), whether Stop applies, the download buttons and,

@@ -321,6 +321,21 @@ def test_controls_change_only_when_the_run_or_its_state_changes(console):
     assert picked.active is True and picked.es_values is not None and set(picked.downloads) == set(first.downloads)
 
 
+def test_a_sync_never_sends_back_the_run_it_was_asked_for(console):
+    """A sync answers after it was asked: sending its `wanted` back as the picker's value would undo a
+    pick made meanwhile (the Slurm browser test's Monitor went back to the previous run under load)."""
+    older = make_run(console)
+    session = cb.MonitorSession()
+    assert cb.picker_change(cb.controls(session, None, console), None) == {
+        "choices": [older.run_id], "value": older.run_id}  # an empty pick gets the default
+    newer = make_run(console, "20261129-120000_tiny_lora-r8_fp32_dp1")
+    stale = cb.controls(session, older.run_id, console)  # asked for the old run; the list grew meanwhile
+    assert cb.picker_change(stale, older.run_id) == {"choices": [newer.run_id, older.run_id]}
+    assert cb.picker_change(cb.controls(session, older.run_id, console), older.run_id) == {}
+    typed = cb.controls(session, "../elsewhere", console)  # a name the server refuses is replaced
+    assert cb.picker_change(typed, "../elsewhere")["value"] == older.run_id
+
+
 def test_every_chart_that_changed_is_sent_in_view_or_not(console):
     """Issue 31 item 3: the lower charts are sent with the loss, whatever the page says is off screen
     (an older page's "offscreen" list no longer holds them back)."""
