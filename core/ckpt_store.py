@@ -41,7 +41,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 
 from core.atomic import atomic_symlink, durable_rename, fsync_dir, fsync_path
-from core.model_args import CheckpointError
+from core.errors import CheckpointError
 from core.rundir import POINTERS, RunDir, checkpoint_folders, parse_step_folder, step_folder_name
 
 WEIGHTS_FILE = "weights.safetensors"

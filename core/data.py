@@ -35,6 +35,7 @@ from core.data_formats import (CHAT_ROLES, FORMAT_FIELDS, FORMATS, TAG_DEFAULTS,
                                conversation, format_help, ignored_fields, resolve_format, text_of)
 from core.data_overlong import (LISTED, OVERLONG, check_policy, listing, overlong_error, text_chunks,  # noqa: F401
                                 truncate_pieces)
+from core.data_pairs import sft_columns, sft_view
 from core.data_packing import (bucket_length, collate_packed, length_groups, pack_rows,  # noqa: F401
                                packing_efficiency, padding_efficiency)
 from core.tokenizer import Tokenizer, TokenizerError
@@ -481,7 +482,6 @@ def data_sources(settings: DataSettings, role: str = "train", seed: int = 0) -> 
         return sources
     data = read_data_file(name, role=role, text_split=text_split)
     columns = _columns(settings)
-    from core.data_preference import sft_columns, sft_view  # (it imports this module)
     data, note = sft_view(data, columns)
     if note:  # preference data as chat records: only the chat format's mapping applies
         columns = sft_columns(columns)

@@ -25,6 +25,9 @@ The rules, and why:
 """
 from __future__ import annotations
 
+import os
+import shutil
+
 DEVICES = ("cpu", "gpu", "ascend")
 TARGETS = {"cpu": "CPU", "gpu": "GPU", "ascend": "Ascend"}  # MindSpore's device_target names
 HALF_DTYPES = ("float16", "bfloat16")
@@ -56,7 +59,7 @@ def matmul_reductions(device: str) -> bool:
 
 def attention_dtype(amp_level: str, compute_dtype: str, model_dtype: str) -> str:
     """The dtype attention computes in: AMP O2/O3 cast every cell to the compute dtype; O1 casts the
-    projections only and casts back (`core.model.amp_dense`), so attention stays in the model's dtype."""
+    projections only and casts back (`core.layers.amp_dense`), so attention stays in the model's dtype."""
     return compute_dtype if amp_level in ("O2", "O3") else model_dtype
 
 
@@ -121,3 +124,26 @@ def bf16_problem(device: str, soc: str | None, uses_bf16: bool) -> str | None:
     if device == "ascend" and soc and soc.lower() in NO_BF16_SOCS:
         return f"this Ascend device ({soc}) has no bf16 compute (910A and 310 SoCs); use float16"
     return None
+
+
+# ---- the CPU's fused kernels (core.fused), judged without building or loading them ---------------
+
+KERNELS_ENV_SWITCH = "MINDTUNE_FUSED_KERNELS"  # 0 / false / off / no: the composed operators instead
+
+
+def kernels_switched_off() -> bool:
+    return os.environ.get(KERNELS_ENV_SWITCH, "1").strip().lower() in ("0", "false", "off", "no")
+
+
+def cxx_compiler() -> tuple[str, str | None]:
+    """The C++ compiler the kernels are built with: ($CXX or g++, its path or None if not on PATH)."""
+    cxx = os.environ.get("CXX") or "g++"
+    return cxx, shutil.which(cxx)
+
+
+def kernels_expected(device: str, dtype: str, amp_level: str) -> bool:
+    """Whether a worker for such a run will use the fused kernels, judged without importing MindSpore
+    (core.memory's estimate): the CPU, float32 weights and compute, the switch on, a C++ compiler."""
+    if kernels_switched_off() or device != "cpu" or dtype != "float32" or amp_level != "O0":
+        return False
+    return cxx_compiler()[1] is not None

@@ -19,40 +19,18 @@ What the devices get (`enable_kernels`, called by `core.train` where the CPU get
 """
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
 import mindspore as ms
 from mindspore import Tensor, nn, ops
 
 from core.device_paths import (LOSS_CHUNK_TOKENS, TARGETS, attention_dtype, attention_path, bf16_problem,
-                               device_of, head_in_loss)
+                               head_in_loss)
+from core.config import ConfigError
+from core.fused import enable as enable_fused
+from core.memory import estimate_memory
 from core.ops import apply_rotary
-
-_FAKED: list[str] = []  # faked(...) targets, innermost last
-
-
-def target() -> str:
-    """The device this process computes on: "cpu", "gpu" or "ascend" (MindSpore's device_target,
-    unless a test fakes it)."""
-    if _FAKED:
-        return _FAKED[-1]
-    return device_of(ms.get_context("device_target"))
-
-
-@contextlib.contextmanager
-def faked(device: str):
-    """Within the block `target()` answers `device`: CPU tests build a model or a step as it would be
-    built on a GPU or an Ascend device, and check which path was chosen."""
-    if device not in TARGETS:
-        raise ValueError(f"unknown device {device!r}")
-    _FAKED.append(device)
-    try:
-        yield
-    finally:
-        _FAKED.pop()
-
+from core.target import faked, target  # noqa: F401 (re-exported: core.devices is where the device is read)
 
 # ---- attention ------------------------------------------------------------------------------------
 
@@ -241,8 +219,7 @@ def enable_kernels(model, threads: int | None = None, amp_level: str = "O0", pac
     what runs and what stays composed and why, as core.fused.enable does."""
     device = target()
     if device == "cpu":
-        from core.fused import enable
-        return enable(model, threads, amp_level)
+        return enable_fused(model, threads, amp_level)
     model_dtype = {ms.float32: "float32", ms.float16: "float16", ms.bfloat16: "bfloat16"}[model.param_dtype]
     dtype = attention_dtype(amp_level, compute_dtype, model_dtype)
     attention = flash_variants(packed, dtype) if device == "ascend" else None
@@ -288,7 +265,6 @@ def soc_version() -> str | None:
 def check_bf16(config, soc: str | None = None) -> None:
     """Refuse bf16 by name on a device without it (`core.device_paths.bf16_problem`); `soc`:
     default `soc_version()`."""
-    from core.config import ConfigError
     # what computes in bf16: the model's dtype, except LoRA's 16-bit frozen weights on the CPU, which
     # are upcast to float32 (Config.compute_dtype), and AMP's low-precision dtype
     uses = config.compute_dtype == "bfloat16" or (config.precision.amp_level != "O0"
@@ -340,7 +316,6 @@ def fit_warning(config, model_args, seq_len: int, total_mb: float | None = None)
     when it fits, on the CPU (checked before launch) or when the device does not say."""
     if config.parallel.device == "cpu":
         return None
-    from core.memory import estimate_memory
     total = total_mb if total_mb is not None else total_memory_mb(config.parallel.device)
     if total is None:
         return None

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from core.ckpt_store import STATE_FILE, WEIGHTS_FILE
 from core.rundir import RunDir, RunDirError, next_free_run_id
 
 EVALS_DIR = "evals"
@@ -85,7 +86,6 @@ def require_lm_eval() -> None:
 
 
 def _is_train_checkpoint(folder: Path) -> bool:
-    from core.ckpt_store import STATE_FILE, WEIGHTS_FILE
     return (folder / STATE_FILE).is_file() and (folder / WEIGHTS_FILE).is_file()
 
 

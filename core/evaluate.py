@@ -22,7 +22,8 @@ from pathlib import Path
 
 from core.eval_tasks import (DEFAULT_TASKS_DIR, RESULTS_FILE, EvalError, EvalSettings, create_eval_run,
                              local_tasks, read_settings, require_lm_eval)
-from core.rundir import RunDir
+from core.launcher import process_fields
+from core.rundir import RunDir, atomic_write_json
 
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 STATUS_EVERY_S = 1.0
@@ -156,6 +157,8 @@ def evaluate(settings: EvalSettings, run: RunDir | None = None, log=print, resol
     settings.check()
     tasks, manager = resolved or resolve_tasks(settings.tasks, settings.include_path)
     from lm_eval.evaluator import simple_evaluate
+    # MindSpore and lm-evaluation-harness (optional: requirements-eval.txt) load only when tasks run:
+    # the CLI's argument and task errors, and the tests of the settings, answer without them
     from core.generate import use_device
     from core.lm_eval_model import MindtuneLM
     use_device("cpu")
@@ -181,14 +184,12 @@ def evaluate(settings: EvalSettings, run: RunDir | None = None, log=print, resol
                     handle.write(json.dumps({"task": task, "doc_id": sample["doc_id"], "target": sample["target"],
                                              "resps": sample["resps"], "filtered_resps": sample["filtered_resps"]},
                                             default=str, ensure_ascii=False) + "\n")
-        from core.rundir import atomic_write_json
         atomic_write_json(run.path / RESULTS_FILE, results)
     return results
 
 
 def run_folder(run: RunDir, resolved=None) -> int:
     """The worker: evaluate the settings in `run`'s config.yaml, keeping its status."""
-    from core.launcher import process_fields
     status = run.read_status()
     if status.state == "queued":
         run.write_status(state="starting")

@@ -132,7 +132,7 @@ def _write_peft_through_model(folder: Path, out: Path) -> None:
     """Families whose key map converts tensors (MoE: LoRA A (E, r, in) / B (E, out, r) on stacked
     experts): build the model and write PEFT's layout for it (core.lora.save_peft_adapter: the
     experts as `target_parameters`; what PEFT would map elsewhere is refused, naming it)."""
-    from core.lora import LoraError, save_peft_adapter
+    from core.lora import LoraError, save_peft_adapter  # MindSpore: only on this path (see the docstring)
     model, state = load_trained_model(folder)
     lora = state["lora"]
     try:
@@ -234,7 +234,7 @@ def _write_merged_through_model(folder: Path, state: dict, out: Path, dtype: str
     write one float32 file (core.checkpoint.save_hf_folder)."""
     if dtype not in ("stored", "float32"):
         raise ExportError(f"--dtype {dtype}: this family's merged export is written in float32 only.")
-    from core.checkpoint import save_hf_folder
+    from core.checkpoint import save_hf_folder  # MindSpore: only on the model-building paths
     from core.lora import merge_lora
     model, state = load_trained_model(folder)
     if state["method"] == "lora":
@@ -250,6 +250,7 @@ def _write_merged_through_model(folder: Path, state: dict, out: Path, dtype: str
 def load_trained_model(checkpoint_dir: str | Path):
     """(CausalLM, trainer state): the base model with the checkpoint's trained weights applied
     (LoRA injected, not merged). Imports MindSpore."""
+    # MindSpore: the streamed exports above never load it (the module is imported by them)
     from core.checkpoint import load_hf_model, load_train_checkpoint, set_parameters
     from core.lora import inject_lora, load_lora_state_dict
     weights, _, state = load_train_checkpoint(checkpoint_dir)
@@ -267,7 +268,7 @@ def load_trained_model(checkpoint_dir: str | Path):
 
 
 def write_mindspore(folder: Path, out: Path) -> None:
-    import mindspore as ms
+    import mindspore as ms  # MindSpore: only for the mindspore format
     from core.lora import merge_lora
     model, state = load_trained_model(folder)
     if state["method"] == "lora":

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from core import moe_args
+from core.errors import check
 
 # Our parameter names are transformers' module paths for the text model, so LoRA adapters keep
 # PEFT's names and most families map one to one.
@@ -229,9 +230,8 @@ register(FamilySpec("qwen3_moe", ("Qwen3MoeForCausalLM",), ("qwen3_moe",), qk_no
 
 
 def _positive_or_none(cfg: dict, key: str, source: str) -> float | None:
-    from core.model_args import _check
     value = cfg.get(key)
-    _check(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0),
+    check(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0),
            source, key, f"must be a positive number or null, got {value!r}")
     return None if value is None else float(value)
 
@@ -239,8 +239,7 @@ def _positive_or_none(cfg: dict, key: str, source: str) -> float | None:
 def _gemma_extra_args(cfg: dict, source: str) -> dict:
     """Gemma 2 / 3: scores scaled by query_pre_attn_scalar ** -0.5 (not head_dim's), tanh
     soft-capping of the scores and of the final logits where the config sets them."""
-    from core.model_args import _check
-    _check(not cfg.get("use_bidirectional_attention"), source, "use_bidirectional_attention",
+    check(not cfg.get("use_bidirectional_attention"), source, "use_bidirectional_attention",
            "bidirectional (encoder-style, EmbeddingGemma) attention is not supported; only causal language "
            "models can be fine-tuned")
     scalar = _positive_or_none(cfg, "query_pre_attn_scalar", source)

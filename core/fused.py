@@ -54,6 +54,8 @@ from pathlib import Path
 import numpy as np
 
 from core.atomic import atomic_path
+from core.device_paths import KERNELS_ENV_SWITCH as ENV_SWITCH, cxx_compiler, kernels_switched_off
+from core.device_paths import kernels_expected as expected  # noqa: F401 (the name callers know)
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 # every source in core/kernels/ goes into the one library (another engineer's kernel is a new .cc)
@@ -64,7 +66,6 @@ HEADERS = tuple(sorted(KERNELS.glob("*.h")))
 FLAGS = ("-O3", "-march=native", "-ffast-math", "-ffp-contract=off", "-fPIC", "-shared", "-std=c++17", "-pthread")
 DNNL = "libdnnl.so.3"  # oneDNN, shipped in mindspore/lib: the kernel's sgemm
 BUILD_TIMEOUT_S = 120
-ENV_SWITCH = "MINDTUNE_FUSED_KERNELS"
 ENV_CACHE = "MINDTUNE_KERNEL_CACHE"
 
 
@@ -90,8 +91,7 @@ def _mindspore_lib() -> Path:
 
 
 def _compiler() -> str:
-    cxx = os.environ.get("CXX") or "g++"
-    found = shutil.which(cxx)
+    cxx, found = cxx_compiler()
     if found is None:
         raise KernelUnavailable(f"no C++ compiler ({cxx!r} not on PATH; install g++ or set CXX)")
     return found
@@ -463,7 +463,7 @@ class FusedGluHalves:
 
 class FusedFrozenWeights:
     """Frozen 16-bit weights computed in float32 (core/kernels/frozen_weights.cc), for LoRA runs
-    whose base weights stay bfloat16 | float16 (core.model.FrozenMatmul, Embedding, CausalLM's
+    whose base weights stay bfloat16 | float16 (core.layers.FrozenMatmul, Embedding, CausalLM's
     head loss); the weight is converted a block at a time, so no float32 copy of it exists:
     `.matmul(x, w)` -> x · wᵀ and `.matmul_backward(dy, w)` -> dy · w (x (N, I), w (O, I));
     `.gather(table, ids)` -> float32 rows (ids..., h) of a (V, h) table; `.head_loss(h, w,
@@ -506,22 +506,6 @@ class FusedLoRA:
         self.op = _aot(kernel, "lora_forward", lambda base, x, a, b, s: (base, [x[0], a[0]]), 2, bprop)
 
 
-def switched_off() -> bool:
-    return os.environ.get(ENV_SWITCH, "1").strip().lower() in ("0", "false", "off", "no")
-
-
-def expected(device: str, dtype: str, amp_level: str) -> bool:
-    """Whether a worker for such a run will use the fused kernels, judged without importing MindSpore
-    (core.memory's estimate): the CPU, float32 weights and compute, the switch on, a C++ compiler."""
-    if switched_off() or device != "cpu" or dtype != "float32" or amp_level != "O0":
-        return False
-    try:
-        _compiler()
-    except KernelUnavailable:
-        return False
-    return True
-
-
 def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
     """Route `model`'s full-sequence attention, its norms and its loss (`core.train_step.loss_cell`)
     through the fused kernels, where they compute the model's maths (`CausalLM.use_kernels` asks
@@ -530,7 +514,7 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
     cannot be used here (the model is left unchanged). `threads`: each kernel's threads (a
     data-parallel worker's share)."""
     import mindspore as ms
-    if switched_off():
+    if kernels_switched_off():
         return f"composed: {ENV_SWITCH}=0"
     if amp_level != "O0":
         return f"composed: AMP {amp_level} computes in float16, the fused kernels in float32"

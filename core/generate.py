@@ -17,7 +17,11 @@ import numpy as np
 import mindspore as ms
 from mindspore import Tensor
 
+from core.checkpoint import CheckpointError, load_hf_model
+from core.export import load_trained_model
+from core.fused import enable as enable_fused_kernels
 from core.model import CausalLM
+from core.tokenizer import Tokenizer, TokenizerError
 
 
 DEVICE_TARGETS = {"cpu": "CPU", "gpu": "GPU", "ascend": "Ascend"}
@@ -153,15 +157,10 @@ def _parse_args(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from core.checkpoint import CheckpointError, load_hf_model
-    from core.fused import enable as enable_fused_kernels
-    from core.tokenizer import Tokenizer, TokenizerError
-
     args = _parse_args(argv)
     try:
         settings = SamplingSettings(args.max_new_tokens, args.temperature, args.top_p, args.seed)
         if args.checkpoint:
-            from core.export import load_trained_model
             model, state = load_trained_model(args.checkpoint)
             tokenizer = Tokenizer.from_dir(state["base_model"]["path"])
         else:

@@ -791,6 +791,8 @@ def backend_for(what: Config | RunDir | Status | str | None = None) -> Backend:
     if name in (None, "local"):
         return LocalBackend()
     if name == "slurm":
+        # a circle kept (issue 29): core.slurm uses this module's process helpers (teardown, log_header,
+        # _wait_until...) and this module hands a Slurm run to it; splitting those helpers out breaks it
         from core.slurm import SlurmBackend  # noqa: PLC0415 (core.slurm imports this module)
         return SlurmBackend()
     raise LaunchError(f"launch.backend {name!r}: unknown; use one of {', '.join(BACKENDS)}")

@@ -27,8 +27,12 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 import mindspore as ms
 from mindspore import Tensor, ops
 
+from core.checkpoint import load_hf_model
 from core.eval_tasks import EvalError as EvalModelError, resolve_source
+from core.export import checkpoint_folder, load_trained_model
+from core.fused import enable as enable_fused
 from core.generate import SamplingSettings, generate
+from core.lora import load_peft_adapter, merge_lora, read_peft_config
 from core.tokenizer import Tokenizer
 
 DEFAULT_BATCH_SIZE = 8
@@ -48,11 +52,8 @@ class _RowLogits:
 
 def load_model(path: str | Path, dtype: str = "float32"):
     """(CausalLM with any LoRA merged, Tokenizer, description) for `path` (see resolve_source)."""
-    from core.checkpoint import load_hf_model
-    from core.lora import load_peft_adapter, merge_lora, read_peft_config
     kind, folder = resolve_source(path)
     if kind == "checkpoint":
-        from core.export import checkpoint_folder, load_trained_model
         model, state = load_trained_model(checkpoint_folder(folder))
         if state["method"] == "lora":
             merge_lora(model)
@@ -87,8 +88,7 @@ class MindtuneLM(TemplateLM):
         self.model.set_train(False)
         self.kernels = "composed"
         if fused:
-            from core.fused import enable
-            self.kernels = enable(self.model)
+            self.kernels = enable_fused(self.model)
         self.pretrained = str(pretrained)
         self._max_length = int(max_length) if max_length else self.model.args.max_position_embeddings
         self._max_gen_toks = int(max_gen_toks)

@@ -22,8 +22,8 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import HeUniform, initializer
 
 from core.atomic import atomic_write
-from core.model import PROJECTION_NAMES, amp_dense
-from core.model_args import ALL_LINEAR, match_lora_targets
+from core.layers import amp_dense
+from core.model_args import ALL_LINEAR, PROJECTION_NAMES, match_lora_targets
 from core.moe import LoRAStackedLinear, MoeExportError, StackedLinear, peft_moe_adapter, sparse_blocks
 from core.peft_format import (ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, PEFT_PREFIX, PEFT_SUFFIXES,  # noqa: F401
                               peft_adapter_config, to_module_path)
@@ -59,7 +59,7 @@ class LoRADense(nn.Dense):
         self.in_channels, self.out_channels = base.in_channels, base.out_channels
         self.weight = base.weight  # (out, in)
         self.bias = base.bias  # (out,) or None
-        # a 16-bit frozen weight of a float32 model (core.model.Precision): upcast per call
+        # a 16-bit frozen weight of a float32 model (core.layers.Precision): upcast per call
         self.frozen = getattr(base, "frozen", None)
         self.rank = int(rank)
         self.alpha = float(alpha)
@@ -72,7 +72,7 @@ class LoRADense(nn.Dense):
         self.merged = False  # True while scaling·B·A is folded into `weight`
         self.fused = None  # core.fused.enable: the CPU kernel for the update (dropout 0, float32)
         self.scaling_tensor = Tensor([self.scaling], ms.float32)
-        self.amp = None  # AMP O1 (core.model.use_amp_o1): base and adapter products in this 16-bit dtype
+        self.amp = None  # AMP O1 (core.layers.use_amp_o1): base and adapter products in this 16-bit dtype
         # True while a reference pass runs (core.preference.adapters_off): the base layer alone. A
         # Python constant of the graph: the reference pass is its own jit function, compiled with it set
         self.adapter_off = False

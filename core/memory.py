@@ -81,8 +81,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from core import fused
-from core.device_paths import LOSS_CHUNK_TOKENS, attention_dtype, attention_path, head_in_loss
+from core.device_paths import LOSS_CHUNK_TOKENS, attention_dtype, attention_path, head_in_loss, kernels_expected
 from core.config import Config
 from core.model_args import ModelArgs, match_lora_targets
 
@@ -152,7 +151,7 @@ CPU_COMPOSED = CpuFit(
 CPU_GENERATION_MB = 26.0
 # AMP on the CPU: the inserted casts keep float16 and float32 copies side by side and the float16
 # kernels' own buffers; at O2 (MindSpore's casts on every cell) the activations came out 5.4x (full)
-# and 6.4x (LoRA) the float32 figure, at O1 (core.model.amp_dense: the Dense layers only) 1.26x and
+# and 6.4x (LoRA) the float32 figure, at O1 (core.layers.amp_dense: the Dense layers only) 1.26x and
 # 2.75x (measured, bench/memory_fit.py base-amp-o2* and base-amp-o1* rows; read off those rows).
 CPU_AMP_ACTIVATION_FACTOR = {"O2": {"full": 5.4, "lora": 6.4}, "O1": {"full": 1.26, "lora": 2.75}}
 
@@ -280,7 +279,7 @@ def _weighted(units: dict[str, float], copies: dict[str, float]) -> dict[str, fl
 
 def cpu_fit(config: Config) -> CpuFit:
     """The constants for the kernels a CPU worker of `config` will run (`core.fused`)."""
-    kernels = fused.expected(config.parallel.device, config.compute_dtype, config.precision.amp_level)
+    kernels = kernels_expected(config.parallel.device, config.compute_dtype, config.precision.amp_level)
     return CPU_FUSED if kernels else CPU_COMPOSED
 
 

@@ -16,189 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
-
-import numpy as np
 
 import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
-from mindspore.common.initializer import Initializer, Normal, initializer
 
-from core.model_args import (ARCHITECTURES, PROJECTION_NAMES, ModelArgs, ModelConfigError,  # noqa: F401
-                             rope_attention_factor, rope_inverse_frequencies, rope_long_after)
+from core.model_args import ModelArgs, rope_attention_factor, rope_inverse_frequencies, rope_long_after
 from core import devices
 from core.device_paths import explicit_broadcasts
-from core.ops import MASK_MIN, LastAxisMean, Softmax, apply_rotary, full, gelu_tanh, rope_table, soft_cap
-
-DTYPES = {"float32": ms.float32, "float16": ms.float16, "bfloat16": ms.bfloat16}
-
-
-class _SeedOnly(Initializer):
-    """Stands in for Normal(0.02) while a model whose every weight is about to be loaded is built
-    (`CausalLM(..., random_init=False)`): it draws the one seed Normal draws from NumPy's global
-    generator, so whatever is initialised afterwards (LoRA's A matrices) gets the values it always
-    got, and fills zeros instead of sampling (the 25M model: 0.85 s of a 1.4 s load)."""
-
-    def _initialize(self, arr):
-        np.random.randint(low=1, high=1 << 63, dtype=np.int64)  # as mindspore's initializer._numpy_seed
-        arr.fill(0)
-
-
-def _weight_init(random_init: bool) -> Initializer:
-    """Each weight's initializer: sampled, or (random_init=False) zeros that keep the seed draws."""
-    return Normal(0.02) if random_init else _SeedOnly()
-
-
-@dataclass(frozen=True)
-class Precision:
-    """Parameter dtypes of a model whose matrices are stored in a different dtype than it computes
-    in: LoRA on the CPU with model.dtype bfloat16 | float16 keeps the frozen Dense weights and the
-    embedding in 16 bits (`weights`) and computes in float32 (`compute`: activations, norms,
-    biases, LoRA adapters). The blocks pass it down where they pass a dtype; `compute_dtype` and
-    `weight_dtype` read either."""
-    compute: ms.Type
-    weights: ms.Type
-
-
-def compute_dtype(dtype):
-    """The dtype a block computes in and keeps its norms and biases in (a dtype or a Precision)."""
-    return dtype.compute if isinstance(dtype, Precision) else dtype
-
-
-def weight_dtype(dtype):
-    """The dtype of a block's matrices (a dtype or a Precision)."""
-    return dtype.weights if isinstance(dtype, Precision) else dtype
-
-
-class FrozenMatmul(nn.Cell):
-    """x (N, in) · Wᵀ for a frozen weight W (out, in) stored in 16 bits, in x's float32, with no
-    gradient for W. With core.fused's kernels (`fused`, set by `CausalLM.use_frozen_kernels`) W is
-    converted a block at a time inside the product and again inside its backward: no float32 copy
-    of W exists. Without them MindSpore's Cast upcasts W whole; the CPU runtime schedules a Cast of a
-    weight as soon as the step starts (it depends on nothing else), so every layer's copy is held
-    at once: correct, but no memory saved (measured)."""
-
-    def __init__(self):
-        super().__init__()
-        self.matmul_bt = ops.MatMul(transpose_b=True)
-        self.matmul = ops.MatMul()
-        self.cast = ops.Cast()
-        self.zeros_like = ops.ZerosLike()
-        self.fused = None  # core.fused.FusedFrozenWeights
-
-    def construct(self, x, w):
-        if self.fused is not None:
-            return self.fused.matmul(x, w)  # (N, out)
-        return self.matmul_bt(x, self.cast(w, ms.float32))
-
-    def bprop(self, x, w, out, dout):
-        if self.fused is not None:
-            return self.fused.matmul_backward(dout, w), self.zeros_like(w)  # dx (N, in); W frozen
-        return self.matmul(dout, self.cast(w, ms.float32)), self.zeros_like(w)
-
-
-class Dense(nn.Dense):
-    """nn.Dense (weight (out, in), bias (out,)) whose weight may be stored in 16 bits while it
-    computes in float32 (`Precision`): then the bias is float32 and the product a FrozenMatmul."""
-
-    def __init__(self, in_features: int, out_features: int, bias: bool, dtype, random_init: bool = True):
-        storage, compute = weight_dtype(dtype), compute_dtype(dtype)
-        super().__init__(in_features, out_features, weight_init=_weight_init(random_init), bias_init="zeros",
-                         has_bias=bias, dtype=storage)
-        self.frozen = None
-        self.amp = None  # AMP O1 (`use_amp_o1`): the 16-bit dtype this product runs in
-        if storage != compute:
-            self.frozen = FrozenMatmul()
-            if bias:
-                self.bias = Parameter(initializer("zeros", (out_features,), compute), name="bias")
-
-    def construct(self, x):
-        if self.amp is not None:
-            return amp_dense(self, x, self.amp)
-        if self.frozen is None:
-            return super().construct(x)
-        shape = x.shape
-        out = self.frozen(x.reshape(-1, shape[-1]), self.weight)  # (N, out)
-        if self.has_bias:
-            out = self.bias_add(out, self.bias)
-        return out.reshape(shape[:-1] + (self.out_channels,))
-
-
-def amp_dense(cell: nn.Dense, x, dtype):
-    """AMP O1 for one Dense layer: x and the weight cast to `dtype` (float16), the product (and
-    bias) in it, the result cast back to x's dtype, so everything around the projections (norms,
-    rotary, attention, the KV cache's concatenation, the loss) stays float32. MindSpore's own O1
-    rewrites every construct's source instead (mindspore.rewrite: it writes ./rewritten_network/,
-    hoists lazy imports, and failed on this model)."""
-    shape = x.shape
-    out = cell.matmul(ops.cast(x.reshape(-1, shape[-1]), dtype), ops.cast(cell.weight, dtype))
-    if cell.has_bias:
-        out = cell.bias_add(out, ops.cast(cell.bias, dtype))
-    return ops.cast(out, x.dtype).reshape(shape[:-1] + (cell.out_channels,))
-
-
-def use_amp_o1(model: nn.Cell, dtype) -> int:
-    """AMP O1: every Dense layer (the projections, LoRA layers and an untied LM head) computes in
-    `dtype`; returns how many. Call before the first compile."""
-    count = 0
-    for _, cell in model.cells_and_names():
-        if isinstance(cell, nn.Dense) and hasattr(cell, "amp"):
-            cell.amp = dtype
-            count += 1
-    return count
-
-
-def _dense(in_features: int, out_features: int, bias: bool, dtype, random_init: bool = True) -> nn.Dense:
-    return Dense(in_features, out_features, bias, dtype, random_init)
-
-
-class Embedding(nn.Cell):
-    """Token embedding whose parameter is called `weight`, as in Hugging Face. A 16-bit table of a
-    float32 model (`Precision`) returns float32 rows: MindSpore's CPU Gather has no bf16 kernel,
-    so core.fused's gather kernel reads the rows (`gather`, set by `CausalLM.use_upcast`), else the
-    table is cast whole (correct, a float32 copy of the vocabulary per call)."""
-
-    def __init__(self, vocab_size: int, hidden_size: int, dtype=ms.float32, random_init: bool = True):
-        super().__init__()
-        self.weight = Parameter(initializer(_weight_init(random_init), (vocab_size, hidden_size), weight_dtype(dtype)),
-                                name="weight")
-        self.compute = compute_dtype(dtype)
-        self.upcast_rows = weight_dtype(dtype) != self.compute
-        self.gather = None
-
-    def construct(self, input_ids):
-        if not self.upcast_rows:
-            return ops.gather(self.weight, input_ids, 0)
-        if self.gather is not None:
-            return self.gather(self.weight, input_ids)  # (B, T, hidden) float32
-        return ops.gather(ops.cast(self.weight, self.compute), input_ids, 0)
-
-
-class RMSNorm(nn.Cell):
-    """x / rms(x) · weight, normalised in float32 and cast back (as Hugging Face does). With
-    `offset` (Gemma) the weight is stored zero-centred and applied as 1 + weight."""
-
-    def __init__(self, size: int, eps: float, dtype=ms.float32, offset: bool = False):
-        super().__init__()
-        self.weight = Parameter(initializer("zeros" if offset else "ones", (size,), compute_dtype(dtype)),
-                                name="weight")
-        self.eps = eps
-        self.offset = offset
-        self.mean = LastAxisMean(size)
-        self.eps_tensor = Tensor([eps], ms.float32)
-        self.fused = None  # core.fused: the CPU kernel (forward and backward in one pass each)
-
-    def construct(self, x, expand=True):
-        """expand=False (decoding steps, op by op) leaves the broadcasts to the Mul kernels."""
-        dtype = x.dtype
-        weight = self.weight + 1 if self.offset else self.weight
-        if expand and self.fused is not None and dtype == ms.float32:
-            return self.fused(x, weight, self.eps_tensor)[0]
-        x32 = ops.cast(x, ms.float32)
-        scale = ops.rsqrt(self.mean(ops.square(x32), dtype == ms.float32) + self.eps)
-        if expand:  # explicit broadcasts (see core.ops.full), in the order Hugging Face computes: (x·r)·w
-            scale, weight = full(scale, x.shape), full(weight, x.shape)
-        return weight * ops.cast(x32 * scale, dtype)
+from core.layers import DTYPES, Embedding, FrozenMatmul, Precision, RMSNorm, dense
+from core.moe import SparseMoE
+from core.ops import MASK_MIN, Softmax, apply_rotary, full, gelu_tanh, rope_table, soft_cap
 
 
 class Attention(nn.Cell):
@@ -213,12 +40,12 @@ class Attention(nn.Cell):
         self.q_width, self.kv_width = q_width, kv_width
         self.fused_qkv = spec.fused_qkv
         if self.fused_qkv:
-            self.qkv_proj = _dense(h, q_width + 2 * kv_width, args.qkv_bias, dtype, random_init)
+            self.qkv_proj = dense(h, q_width + 2 * kv_width, args.qkv_bias, dtype, random_init)
         else:
-            self.q_proj = _dense(h, q_width, args.qkv_bias, dtype, random_init)
-            self.k_proj = _dense(h, kv_width, args.qkv_bias, dtype, random_init)
-            self.v_proj = _dense(h, kv_width, args.qkv_bias, dtype, random_init)
-        self.o_proj = _dense(q_width, h, args.o_bias, dtype, random_init)
+            self.q_proj = dense(h, q_width, args.qkv_bias, dtype, random_init)
+            self.k_proj = dense(h, kv_width, args.qkv_bias, dtype, random_init)
+            self.v_proj = dense(h, kv_width, args.qkv_bias, dtype, random_init)
+        self.o_proj = dense(q_width, h, args.o_bias, dtype, random_init)
         self.qk_norm = spec.qk_norm  # "none" | "head" (over head_dim) | "projection" (over all heads)
         if self.qk_norm != "none":
             per_head = self.qk_norm == "head"
@@ -325,11 +152,11 @@ class MLP(nn.Cell):
         self.intermediate = i
         self.fused_gate_up = args.spec.fused_gate_up
         if self.fused_gate_up:
-            self.gate_up_proj = _dense(h, 2 * i, args.mlp_bias, dtype, random_init)
+            self.gate_up_proj = dense(h, 2 * i, args.mlp_bias, dtype, random_init)
         else:
-            self.gate_proj = _dense(h, i, args.mlp_bias, dtype, random_init)
-            self.up_proj = _dense(h, i, args.mlp_bias, dtype, random_init)
-        self.down_proj = _dense(i, h, args.mlp_bias, dtype, random_init)
+            self.gate_proj = dense(h, i, args.mlp_bias, dtype, random_init)
+            self.up_proj = dense(h, i, args.mlp_bias, dtype, random_init)
+        self.down_proj = dense(i, h, args.mlp_bias, dtype, random_init)
         self.activation = args.activation
         self.fused = None  # core.fused: the CPU kernel for silu(gate) · up
 
@@ -353,7 +180,6 @@ def _mlp_class(args: ModelArgs, layer: int):
     """The MLP cell of decoder layer `layer`: a mixture of experts where the config makes it sparse
     (core/moe.py; its construct returns (out, router_logits)), else the gated MLP."""
     if args.is_sparse(layer):
-        from core.moe import SparseMoE
         return SparseMoE
     return MLP
 
@@ -434,7 +260,7 @@ class CausalLM(nn.Cell):
         self.model = DecoderModel(args, blocks_dtype, random_init)
         self.tied = args.tie_word_embeddings
         if not self.tied:
-            self.lm_head = _dense(args.hidden_size, args.vocab_size, False, blocks_dtype, random_init)
+            self.lm_head = dense(args.hidden_size, args.vocab_size, False, blocks_dtype, random_init)
         # logits against a 16-bit tied embedding: upcast per call (see FrozenMatmul)
         self.tied_frozen = FrozenMatmul() if self.tied and storage != self.param_dtype else None
         # the distinct windows and RoPE bases among the layers: one mask / table each per forward

@@ -20,15 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from core.config import ConfigError, Problem
+from core.errors import CheckpointError, ModelConfigError, check  # noqa: F401 (re-exported: raised here)
 from core.families import (ACTIVATIONS, FAMILIES, FULL, NOT_SUPPORTED, PROJECTION_NAMES, ROPE_TYPE_ALIASES,  # noqa: F401
                            ROPE_TYPES, SLIDING, FamilySpec, architectures, model_types)
 
 ARCHITECTURES = architectures()  # hub architecture name -> family (as registered when imported)
 MODEL_TYPES = model_types()
-
-
-class ModelConfigError(ValueError):
-    """A config.json that mindtune cannot build a model from; the message names file and key."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +102,7 @@ class ModelArgs:
             cfg = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ModelConfigError(f"{path}: not valid JSON ({exc}).") from exc
-        _check(isinstance(cfg, dict), str(path), "config.json", "must be a JSON object")
+        check(isinstance(cfg, dict), str(path), "config.json", "must be a JSON object")
         return cls.from_hf_config(cfg, source=str(path))
 
     @classmethod
@@ -114,11 +112,11 @@ class ModelArgs:
         required = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                     "num_attention_heads")
         for key in required:
-            _check(isinstance(cfg.get(key), int) and cfg[key] > 0, source, key,
+            check(isinstance(cfg.get(key), int) and cfg[key] > 0, source, key,
                    f"must be a positive integer, got {cfg.get(key)!r}")
         heads = cfg["num_attention_heads"]
         kv_heads = cfg.get("num_key_value_heads") or heads
-        _check(heads % kv_heads == 0, source, "num_key_value_heads",
+        check(heads % kv_heads == 0, source, "num_key_value_heads",
                f"{kv_heads} must divide num_attention_heads={heads}")
         head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
         rope = _rope_settings(cfg, spec, source)
@@ -161,7 +159,7 @@ class ModelArgs:
         for name in ("short_factor", "long_factor"):
             if name in scaling:
                 half = int(head_dim * rope["partial_rotary_factor"]) // 2
-                _check(len(scaling[name]) == half, source, f"rope_scaling.{name}",
+                check(len(scaling[name]) == half, source, f"rope_scaling.{name}",
                        f"must list one factor per rotary frequency ({half} = head_dim · partial_rotary_factor / 2), "
                        f"got {len(scaling[name])}")
         return cls(**fields)
@@ -253,11 +251,6 @@ def _dense_shapes(prefix: str, dense: list[tuple[str, int, int, bool]]) -> dict[
     return shapes
 
 
-def _check(ok: bool, source: str, key: str, message: str) -> None:
-    if not ok:
-        raise ModelConfigError(f"{source}: {key}: {message}.")
-
-
 def _family_of(cfg: dict, source: str) -> str:
     archs = cfg.get("architectures") or []
     if cfg.get("auto_map") and not _auto_map_is_native(cfg):
@@ -298,7 +291,7 @@ def _language_model_config(cfg: dict, spec: FamilySpec, source: str) -> dict:
     arch = next((a for a in cfg.get("architectures") or [] if a in spec.wrapped), None)
     if arch is not None:
         text = cfg.get("text_config")
-        _check(isinstance(text, dict), source, "text_config",
+        check(isinstance(text, dict), source, "text_config",
                f"{arch} keeps its language model's config there; expected an object, got {text!r}")
         top = {k: v for k, v in cfg.items() if not k.endswith("_config")}
         cfg = {**top, **text, "architectures": cfg["architectures"]}
@@ -308,7 +301,7 @@ def _language_model_config(cfg: dict, spec: FamilySpec, source: str) -> dict:
 def _activation(cfg: dict, spec: FamilySpec, source: str) -> str:
     key = next((k for k in spec.activation_keys if cfg.get(k) is not None), spec.activation_keys[0])
     name = cfg.get(key, "silu")
-    _check(name in ACTIVATIONS, source, key,
+    check(name in ACTIVATIONS, source, key,
            f"{name!r} is not supported; supported: {', '.join(ACTIVATIONS)}")
     return ACTIVATIONS[name]
 
@@ -325,13 +318,13 @@ def _rope_settings(cfg: dict, spec: FamilySpec, source: str) -> dict:
     scaling = dict(cfg.get("rope_scaling") or {})
     theta = float(params.pop("rope_theta", cfg.get("rope_theta", 10000.0)))
     factor = float(params.pop("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)))
-    _check(0 < factor <= 1, source, "partial_rotary_factor", f"must be in (0, 1], got {factor}")
+    check(0 < factor <= 1, source, "partial_rotary_factor", f"must be in (0, 1], got {factor}")
     merged = {**scaling, **params}
     where = "rope_parameters" if cfg.get("rope_parameters") else "rope_scaling"
     scaling_out = _rope_scaling(merged, spec, f"{where}.rope_type", source, cfg)
     local_theta = cfg.get("rope_local_base_freq")
     if local:
-        _check(_rope_scaling(local, spec, f"rope_parameters.{SLIDING}.rope_type", source) is None, source,
+        check(_rope_scaling(local, spec, f"rope_parameters.{SLIDING}.rope_type", source) is None, source,
                f"rope_parameters.{SLIDING}.rope_type", "only 'default' is supported for sliding layers")
         local_theta = local.get("rope_theta", local_theta)
     return {"theta": theta, "scaling": scaling_out, "partial_rotary_factor": factor,
@@ -341,7 +334,7 @@ def _rope_settings(cfg: dict, spec: FamilySpec, source: str) -> dict:
 def _rope_scaling(merged: dict, spec: FamilySpec, key: str, source: str, cfg: dict | None = None) -> dict | None:
     rope_type = merged.get("rope_type", merged.get("type", "default"))
     rope_type = ROPE_TYPE_ALIASES.get(rope_type, rope_type)
-    _check(rope_type in spec.rope_types, source, key,
+    check(rope_type in spec.rope_types, source, key,
            f"{rope_type!r} is not supported for {spec.name}; supported: {', '.join(spec.rope_types)}")
     if rope_type == "default":
         return None
@@ -351,7 +344,7 @@ def _rope_scaling(merged: dict, spec: FamilySpec, key: str, source: str, cfg: di
     need = ("factor",) if rope_type == "linear" else (
         "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
     for name in need:
-        _check(name in merged, source, f"{section}.{name}", f"required for rope_type {rope_type!r}")
+        check(name in merged, source, f"{section}.{name}", f"required for rope_type {rope_type!r}")
     return {"rope_type": rope_type, **{k: merged[k] for k in need}}
 
 
@@ -363,11 +356,11 @@ def _longrope(merged: dict, cfg: dict, section: str, source: str) -> dict:
     / original when the config gives none)."""
     for name in ("short_factor", "long_factor"):
         value = merged.get(name)
-        _check(isinstance(value, list) and value and all(isinstance(v, (int, float)) and v > 0 for v in value),
+        check(isinstance(value, list) and value and all(isinstance(v, (int, float)) and v > 0 for v in value),
                source, f"{section}.{name}", f"required for rope_type 'longrope': a list of positive numbers, got {value!r}")
     original = cfg.get("original_max_position_embeddings") or merged.get("original_max_position_embeddings") \
         or cfg.get("max_position_embeddings")
-    _check(isinstance(original, int) and original > 1, source, "original_max_position_embeddings",
+    check(isinstance(original, int) and original > 1, source, "original_max_position_embeddings",
            f"required for rope_type 'longrope' (an integer > 1), got {original!r}")
     factor = merged.get("factor") or cfg.get("max_position_embeddings", original) / original
     attention = merged.get("attention_factor")
@@ -386,11 +379,11 @@ def _windows(cfg: dict, spec: FamilySpec, layers: int, source: str) -> tuple[int
         window = None  # Qwen2/3 configs carry a sliding_window they do not use
     if window is None or spec.windows == "none":
         return None, ()
-    _check(isinstance(window, int) and window > 0, source, "sliding_window",
+    check(isinstance(window, int) and window > 0, source, "sliding_window",
            f"must be a positive integer or null, got {window!r}")
     given = cfg.get("layer_types")
     if given is not None:
-        _check(isinstance(given, list) and len(given) == layers and set(given) <= {FULL, SLIDING}, source,
+        check(isinstance(given, list) and len(given) == layers and set(given) <= {FULL, SLIDING}, source,
                "layer_types", f"must list {FULL!r} or {SLIDING!r} for each of the {layers} layers")
         types = tuple(given)
     elif spec.windows == "all":
@@ -452,7 +445,6 @@ def check_run_settings(config) -> ModelArgs:
     """The model's ModelArgs, after checking `config` (core.config.Config) against it; raises
     core.config.ConfigError naming each key (and CheckpointError for an unreadable model folder).
     The CLI, the console's form and the worker call it before any weight is read."""
-    from core.config import ConfigError, Problem
     args = read_model_args(config.model.path)
     problems = run_problems(args, config.data.max_seq_len, config.method, config.lora.target_modules)
     if problems:
@@ -509,10 +501,6 @@ INDEX_NAME = "model.safetensors.index.json"
 PICKLE_GLOBS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.bin")
 SUPPORTED = ("a Hugging Face folder with config.json and model.safetensors "
              "(or a sharded model.safetensors.index.json)")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded; the message names the file or tensor and what is supported."""
 
 
 def require_folder(model_dir: str | Path) -> Path:

@@ -27,8 +27,10 @@ import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import HeUniform, initializer
 
-import core.model as _model  # core.model builds these blocks: a module reference, read at call time
+from core.fused import FusedGluHalves, FusedGroupedMatmul
+from core.layers import dense, weight_init
 from core.moe_args import MoeArgs
+from core.ops import full
 
 
 class StackedLinear(nn.Cell):
@@ -45,7 +47,7 @@ class StackedLinear(nn.Cell):
         super().__init__()
         self.experts, self.in_features, self.out_features = experts, in_features, out_features
         if weight is None:
-            weight = Parameter(initializer(_model._weight_init(random_init), (experts, out_features, in_features), dtype), name="weight")
+            weight = Parameter(initializer(weight_init(random_init), (experts, out_features, in_features), dtype), name="weight")
         self.weight = weight
         self.bmm_bt = ops.BatchMatMul(transpose_b=True)
         self.grouped = None  # core.fused.FusedGroupedMatmul(...).op for this weight
@@ -120,7 +122,7 @@ class SparseMoE(nn.Cell):
         hidden, moe = args.hidden_size, args.moe
         self.num_experts, self.top_k, self.normalize = moe.num_experts, moe.top_k, moe.normalize_top_k
         self.hub_layout = moe.hub_layout
-        self.gate = _model._dense(hidden, moe.num_experts, False, dtype, random_init)  # the router; no LoRA by default
+        self.gate = dense(hidden, moe.num_experts, False, dtype, random_init)  # the router; no LoRA by default
         self.experts = Experts(moe.num_experts, hidden, moe.expert_intermediate_size, dtype, random_init)
         self.grouped = False
         self.bmm = ops.BatchMatMul()
@@ -131,7 +133,6 @@ class SparseMoE(nn.Cell):
         """Route the experts through the grouped CPU kernels (core.fused), after LoRA and freezing
         have shaped the model: the experts' own weights get a gradient only when they are trained
         then (`requires_grad`; full fine-tuning), LoRA's A and B always."""
-        from core.fused import FusedGluHalves, FusedGroupedMatmul
         trained, frozen = FusedGroupedMatmul(kernel, weight_grad=True).op, FusedGroupedMatmul(kernel, weight_grad=False).op
         for proj in (self.experts.gate_up_proj, self.experts.down_proj):
             proj.grouped = trained if proj.weight.requires_grad else frozen
@@ -171,15 +172,15 @@ class SparseMoE(nn.Cell):
         rows = ops.gather(x2, token, 0)  # (M, H)
         y = self.experts(rows, ids)  # (M, H)
         w = ops.gather(weights.reshape(-1), order, 0).reshape(pairs, 1)
-        return ops.unsorted_segment_sum(y * _model.full(w, y.shape), token, n)  # (n, H)
+        return ops.unsorted_segment_sum(y * full(w, y.shape), token, n)  # (n, H)
 
     def _composed(self, x2, weights, experts):
         """Every expert on every token, then the router's weights (n, E), zero where not chosen."""
         n, h = x2.shape
         e = self.num_experts
-        y = self.experts(_model.full(x2.reshape(1, n, h), (e, n, h)), None)  # (E, n, H)
+        y = self.experts(full(x2.reshape(1, n, h), (e, n, h)), None)  # (E, n, H)
         chosen = self.one_hot(experts, e, self.on, self.off)  # (n, k, E)
-        combine = (ops.cast(chosen, weights.dtype) * _model.full(weights.reshape(n, self.top_k, 1), chosen.shape)).sum(1)
+        combine = (ops.cast(chosen, weights.dtype) * full(weights.reshape(n, self.top_k, 1), chosen.shape)).sum(1)
         out = self.bmm(combine.reshape(n, 1, e), y.transpose(1, 0, 2))  # (n, 1, E) · (n, E, H)
         return out.reshape(n, h)
 
@@ -205,8 +206,8 @@ class LoadBalancingLoss(nn.Cell):
             p = ops.softmax(ops.cast(logits, ms.float32), -1)  # (n, E)
             _, chosen = ops.topk(p, self.top_k)
             hits = self.one_hot(chosen, e, self.on, self.off).sum(1)  # (n, E): 1 where chosen
-            counts = counts + (ops.stop_gradient(hits) * _model.full(mask, hits.shape)).sum(0)
-            probs = probs + (p * _model.full(mask, p.shape)).sum(0)
+            counts = counts + (ops.stop_gradient(hits) * full(mask, hits.shape)).sum(0)
+            probs = probs + (p * full(mask, p.shape)).sum(0)
             rows = rows + mask.sum()
         return (counts / rows * (probs / rows)).sum() * e
 

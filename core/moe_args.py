@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.errors import ModelConfigError
+
 
 class MoeConfigError(ValueError):
     """A config.json MoE setting mindtune cannot build; the message names the file and key."""
@@ -99,7 +101,6 @@ def qwen3_moe_extra_args(cfg: dict, source: str) -> dict:
 
 
 def _extra_args(read, cfg: dict, source: str) -> dict:
-    from core.model_args import ModelConfigError  # model_args imports this module (through families)
     try:
         return {"moe": read(cfg, source)}
     except MoeConfigError as exc:

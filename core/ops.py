@@ -9,13 +9,14 @@ import numpy as np
 import mindspore as ms
 from mindspore import Tensor, nn, ops
 
+from core.device_paths import matmul_reductions
+from core.target import target
+
 MASK_MIN = float(np.finfo(np.float32).min)  # masked scores: finite, so a fully masked row stays finite
 
 
 def _matmul_reductions() -> bool:
     """Whether this process's device takes the MatMul workaround (read when a cell is built)."""
-    from core.device_paths import matmul_reductions
-    from core.devices import target
     return matmul_reductions(target())
 
 

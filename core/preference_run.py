@@ -36,8 +36,7 @@ def build_step(cfg, model, optimizer, loss_scaler, reducer) -> PreferenceStep:
     """The train step; with full fine-tuning and a reference, a frozen copy of the starting model."""
     reference = None
     if reference_kind(cfg) == "frozen_copy":
-        from core.checkpoint import load_hf_model
-        reference = load_hf_model(cfg.model.path, cfg.compute_dtype, storage_dtype=cfg.model.dtype)
+        reference = ckpt.load_hf_model(cfg.model.path, cfg.compute_dtype, storage_dtype=cfg.model.dtype)
         for param in reference.get_parameters():
             param.requires_grad = False
         reference.set_train(False)

@@ -32,7 +32,7 @@ import mindspore as ms
 from mindspore import Tensor, amp, nn, ops
 
 from core import checkpoint as ckpt
-from core import devices, launcher, ranks
+from core import devices, launcher, memory, ranks, slurm
 from core.checkpoint import CheckpointError, load_hf_model
 from core.config import Config, ConfigError, EarlyStoppingSettings, describe_fields, load_config
 from core.config import Problem as ConfigProblem
@@ -43,9 +43,10 @@ from core.generate import SamplingSettings, generate, use_device
 from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
 from core.device_paths import peak_over_ranks
 from core.memory import recomputed_layers
-from core.model import recompute_blocks, share_layer_graphs, use_amp_o1
+from core.layers import use_amp_o1
+from core.model import recompute_blocks, share_layer_graphs
 from core.profiling import StepProfiler, profile_message
-from core.model_args import check_run_settings
+from core.model_args import check_run_settings, read_model_args
 from core import preference_run
 from core.preference import PreferenceError, preference_inputs, reference_kind
 from core.rundir import (GENERATION_FIELDS, TERMINAL_STATES, BaselineEvent, BestSoFar, ControlEvent, ControlPoller,
@@ -311,7 +312,7 @@ class Trainer:
         if p.amp_level == "O0":
             return self.model, None
         dtype = ms.float16 if p.compute_dtype == "float16" else ms.bfloat16
-        if p.amp_level == "O1":  # the projections in 16 bits, the rest float32 (core.model.amp_dense)
+        if p.amp_level == "O1":  # the projections in 16 bits, the rest float32 (core.layers.amp_dense)
             use_amp_o1(self.model, dtype)
             model = self.model
         else:
@@ -989,8 +990,6 @@ def _submit(config: Config) -> int:
     """launch.backend slurm: check what Slurm would refuse, create the run, submit it, print the job
     id and the run folder, and return (the job runs on the cluster; the Monitor, or
     `python -m core.slurm --run-dir <run>`, watches it)."""
-    from core import slurm
-
     try:
         slurm.check_submission(config)
     except (ConfigError, launcher.LaunchError) as exc:
@@ -1010,9 +1009,6 @@ def memory_warning(config: Config) -> str | None:
     """What to tell a shell user whose run is estimated not to fit this machine's memory (the
     console refuses such a run unless confirmed; here it only warns), or None. The estimate pads
     every batch to data.max_seq_len, the most a batch can take."""
-    from core import memory
-    from core.model_args import read_model_args
-
     try:
         estimate = memory.estimate_memory(config, read_model_args(config.model.path), config.data.max_seq_len,
                                           device_memory_mb=memory.device_memory_mb(config.parallel.device))

@@ -16,7 +16,7 @@ from mindspore.nn.learning_rate_schedule import LearningRateSchedule
 
 from core import devices
 from core.device_paths import matmul_reductions
-from core.model import full
+from core.ops import full
 from core.moe import LoadBalancingLoss
 
 IGNORE_INDEX = -100

@@ -12,7 +12,8 @@ from mindspore import nn
 
 from core import lora
 from core.lora import LoRADense, LoraError
-from core.model import PROJECTION_NAMES, CausalLM, ModelArgs
+from core.model import CausalLM, ModelArgs
+from core.model_args import PROJECTION_NAMES
 
 LLAMA = dict(architectures=["LlamaForCausalLM"], vocab_size=61, hidden_size=32, intermediate_size=48,
              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)

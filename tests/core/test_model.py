@@ -9,7 +9,8 @@ import pytest
 import mindspore as ms
 
 from core.checkpoint import load_hf_model
-from core.model import CausalLM, ModelArgs, ModelConfigError, rope_inverse_frequencies
+from core.errors import ModelConfigError
+from core.model import CausalLM, ModelArgs, rope_inverse_frequencies
 from tests.core.hf_fixtures import ARCHITECTURES, make_hf_model, random_ids, reference_logits, save_hf_model
 
 torch = pytest.importorskip("torch")
