@@ -1,11 +1,11 @@
-"""Benchmarks through lm-evaluation-harness on mindtune's MindSpore model (core.lm_eval_model).
+"""Benchmarks through lm-evaluation-harness on mindtune's MindSpore model (core.engine.lm_eval_model).
 
     python -m core.evaluate --model models/tiny-demo --tasks demo_story_mc,demo_story_gen \\
         --include-path data/eval_tasks [--limit N] [--output FILE] [--apply-chat-template]
     python -m core.evaluate --checkpoint runs/<id>/checkpoints/best --tasks ...
     python -m core.evaluate --run-dir runs/evals/<id>     # a folder the console made (config.yaml)
 
-Every evaluation writes a run folder of its own (core.eval_tasks: status.json with progress,
+Every evaluation writes a run folder of its own (core.eval.eval_tasks: status.json with progress,
 control.json for a stop, results.json), so the console runs it in the background like a training
 run. No hub at run time: HF_DATASETS_OFFLINE / HF_HUB_OFFLINE are set, a task name lm-eval does not
 know or a task whose data is not on disk is refused before the model loads, naming the task.
@@ -20,10 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-from core.eval_tasks import (DEFAULT_TASKS_DIR, RESULTS_FILE, EvalError, EvalSettings, create_eval_run,
+from core.eval.eval_tasks import (DEFAULT_TASKS_DIR, RESULTS_FILE, EvalError, EvalSettings, create_eval_run,
                              local_tasks, read_settings, require_lm_eval)
-from core.launcher import process_fields
-from core.rundir import RunDir, atomic_write_json
+from core.run.launcher import process_fields
+from core.run.rundir import RunDir, atomic_write_json
 
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 STATUS_EVERY_S = 1.0
@@ -159,8 +159,8 @@ def evaluate(settings: EvalSettings, run: RunDir | None = None, log=print, resol
     from lm_eval.evaluator import simple_evaluate
     # MindSpore and lm-evaluation-harness (optional: requirements-eval.txt) load only when tasks run:
     # the CLI's argument and task errors, and the tests of the settings, answer without them
-    from core.generate import use_device
-    from core.lm_eval_model import MindtuneLM
+    from core.engine.generate import use_device
+    from core.engine.lm_eval_model import MindtuneLM
     use_device("cpu")
     started = time.perf_counter()
     lm = MindtuneLM(settings.model, batch_size=settings.batch_size,
