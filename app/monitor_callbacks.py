@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from core.config import ConfigError, EarlyStoppingSettings, load_config
-from core.launcher import LaunchError
-from core.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
+from core.spec.config import ConfigError, EarlyStoppingSettings, load_config
+from core.run.launcher import LaunchError
+from core.run.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
 
 from app.access import SINGLE_USER, Viewer
 from app.background import run_with_ticks

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 import gradio as gr
 
-from core.config import describe_fields
+from core.spec.config import describe_fields
 
 from app import monitor_callbacks as cb
 from app.context import Console

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from core import launcher
-from core.rundir import ClusterJob, RunDir, list_runs
-from core.slurm import ENDED_STATES
+import core.run.launcher as launcher
+from core.run.rundir import ClusterJob, RunDir, list_runs
+from core.run.slurm import ENDED_STATES
 
 from tests.slurm_fixtures import require_slurm
 from tests.app.test_browser import choose, plot_points, run_state, set_number, wait_for
@@ -49,7 +49,7 @@ def console_extra_args(tmp_path: Path, slurm_cluster) -> list[str]:
 def cancel_jobs_after(console_server):
     """No Slurm job of the test outlives it (the console fixture stops only local processes)."""
     yield
-    from core.slurm import SlurmBackend
+    from core.run.slurm import SlurmBackend
     backend = SlurmBackend()
     for run in backend.active(console_server.runs_dir):
         backend.stop(run, graceful=False)
@@ -87,7 +87,7 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
     page.wait_for_selector("#start-button", timeout=180_000)
     fill_slurm_form(page, "--hold")
     wait_for(lambda: "#SBATCH --nodes=2" in page.inner_text("#command-preview")
-             and "core.slurm_node" in page.inner_text("#command-preview"),
+             and "core.run.slurm_node" in page.inner_text("#command-preview"),
              "the preview to show the sbatch script", timeout_s=60)
     screenshot(page, "slurm-train-tab")
 
@@ -152,7 +152,7 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
     print(f"time limit: the run is {status.state} ({status.reason}); Slurm says {status.cluster.state}")
     assert status.state in ("stopped", "failed")  # Slurm's SIGTERM first: the worker may save a checkpoint
 
-    from core import ranks
+    import core.run.ranks as ranks
     record = wait_for(lambda: (ranks.rank_records(killed).get(1) or {}).get("pid") and ranks.rank_records(killed)[1],
                       "rank 1 of the third run", timeout_s=RUN_TIMEOUT_S)
     assert record.get("node") == "node2"

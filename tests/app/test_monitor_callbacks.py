@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from core.config import Config
-from core.rundir import RunDir, Status
+from core.spec.config import Config
+from core.run.rundir import RunDir, Status
 
 from app import monitor_callbacks as cb
 from app.run_status import failure_kind
