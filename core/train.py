@@ -64,6 +64,9 @@ from core.engine.train_step import (EvalStep, TrainStep, WarmupDecaySchedule, ad
 USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError, PreferenceError)
 MONITORS = describe_fields()["early_stopping.monitor"].choices  # the validation metrics early stopping may watch
 MAX_CONSECUTIVE_OVERFLOWS = 25  # fp16: loss-scale retries before a non-finite loss fails the run
+# Fault injection for tests only (tests/core/test_hang_judges.py): with this set to N, the worker's
+# step N never returns (it sleeps, so the process is running, not stopped), as a deadlocked step would.
+ENV_TEST_HANG_AT_STEP = "MINDTUNE_TEST_HANG_AT_STEP"
 
 
 class TrainingFailed(RuntimeError):
@@ -592,6 +595,9 @@ class Trainer:
     # ---- the loop -------------------------------------------------------------------------
     def train_one_step(self) -> dict:
         cfg = self.cfg
+        if os.environ.get(ENV_TEST_HANG_AT_STEP) == str(self.state.step + 1):
+            while True:  # a step that never ends (the hang judges' test)
+                time.sleep(1)
         micro = [next(self.batches) for _ in range(cfg.train.grad_accum_steps)]
         tokens = sum(int(b["attention_mask"].sum()) for b in micro)
         start = time.perf_counter()

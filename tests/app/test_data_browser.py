@@ -127,7 +127,9 @@ def test_dataset_uploads_preview_mapping_and_broken_data(console_server, page, t
     page.keyboard.press("Escape")
     start = time.monotonic()
     type_mapping(page, "instruction: question, output: answer")
-    print(f"  {time.monotonic() - start:6.2f} s  preview after editing the column mapping")
+    mapping_s = time.monotonic() - start
+    print(f"  {mapping_s:6.2f} s  preview after editing the column mapping")
+    assert mapping_s < 5 * PREVIEW_TARGET_S, f"preview after editing the mapping took {mapping_s:.2f} s"
     page.wait_for_timeout(MAPPING_KEPT_S * 1000)
     assert page.locator(COLUMNS_FIELD).first.input_value() == "instruction: question, output: answer"
     assert "mapped by data.columns" in page.inner_text("#data-preview")

@@ -356,4 +356,7 @@ def test_steps_logged_again_after_a_kill_and_resume_count_once(workspace):
     lost = {r.step: r.loss for r in records if isinstance(r, TrainRecord) and r.generation == 1 and r.step in again}
     print(f"\nkilled at step {logged} (checkpoint step-{saved}); steps {again} logged twice; "
           f"max |loss difference| {max(abs(lost[s] - by_step[s]) for s in again):.2e}")
-    assert all(abs(lost[s] - by_step[s]) <= 1e-4 * max(1.0, abs(lost[s])) for s in again)
+    # to 1e-5, as every other resume test (tests/core/test_train.py): the same checkpoint, data
+    # position and compiled step give the same losses (measured: bit-identical; it held 1e-4 x |loss|
+    # before, with no reason)
+    assert all(abs(lost[s] - by_step[s]) <= 1e-5 for s in again)

@@ -13,7 +13,7 @@ from core.engine.generate import SamplingSettings, generate
 from core.spec.model_args import FULL, SLIDING, ModelArgs, ModelConfigError
 from tests.core.family_fixtures import (GEMMA2_2B, GEMMA3_1B, GEMMA3_4B, ID_LIMIT, make_model, rewrite_config,
                                         save_model, v4_spelling)
-from tests.core.hf_fixtures import random_ids, save_hf_model
+from tests.core.hf_fixtures import assert_logit_parity, random_ids, save_hf_model
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -41,7 +41,7 @@ def test_fp32_logits_match_transformers(name, tmp_path):
     ids = ids_for()
     ours, ref = ours_logits(folder, ids), hf_logits(hf, ids)
     assert ours.shape == ref.shape == (2, 24, 97)
-    assert np.abs(ours - ref).max() <= TOLERANCE
+    assert_logit_parity(ours, ref)
 
 
 @pytest.mark.parametrize("name, change", [
@@ -68,7 +68,7 @@ def test_transformers_4_config_spelling_reads_the_same(name, tmp_path):
     assert "layer_types" not in json.dumps(cfg) and "rope_parameters" not in json.dumps(cfg)
     assert ModelArgs.from_dir(folder) == v5
     ids = ids_for(batch=1)
-    assert np.abs(ours_logits(folder, ids) - hf_logits(hf, ids)).max() <= TOLERANCE
+    assert_logit_parity(ours_logits(folder, ids), hf_logits(hf, ids))
 
 
 def test_gemma_args_from_the_tiny_configs(tmp_path):
@@ -143,7 +143,7 @@ def test_half_precision_checkpoints_load(stored, tmp_path):
     # round its RoPE buffers)
     hf = transformers.AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
     ids = ids_for(batch=1)
-    assert np.abs(ours_logits(folder, ids) - hf_logits(hf, ids)).max() <= TOLERANCE
+    assert_logit_parity(ours_logits(folder, ids), hf_logits(hf, ids))
 
 
 @pytest.mark.parametrize("name", ["gemma3", "gemma3-vision"])
@@ -152,7 +152,7 @@ def test_sharded_checkpoints_load(name, tmp_path):
     index = json.loads((folder / "model.safetensors.index.json").read_text())
     assert len(set(index["weight_map"].values())) > 2
     ids = ids_for(batch=1)
-    assert np.abs(ours_logits(folder, ids) - hf_logits(hf, ids)).max() <= TOLERANCE
+    assert_logit_parity(ours_logits(folder, ids), hf_logits(hf, ids))
 
 
 @pytest.mark.parametrize("layout", ["transformers 4.50", "transformers 4.52+"])
@@ -172,7 +172,7 @@ def test_vision_checkpoint_key_layouts(layout, tmp_path):
     model = load_hf_model(folder)
     assert sorted(model.hub_names.values()) == sorted(k for k in tensors if "vision" not in k and "multi_modal" not in k)
     ids = ids_for(batch=1)
-    assert np.abs(model.construct(ms.Tensor(ids)).asnumpy() - hf_logits(hf, ids)).max() <= TOLERANCE
+    assert_logit_parity(model.construct(ms.Tensor(ids)).asnumpy(), hf_logits(hf, ids))
 
 
 def test_missing_text_tensor_is_named(tmp_path):
@@ -250,7 +250,7 @@ def test_fused_kernels_run_the_vision_checkpoints_language_model(tmp_path):
         pytest.skip(how)
     assert how == "fused"
     ids = ids_for()
-    assert np.abs(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy() - hf_logits(hf, ids)).max() <= TOLERANCE
+    assert_logit_parity(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy(), hf_logits(hf, ids))
 
 
 def _loss_and_grads(model, ids, labels, mask):
@@ -289,7 +289,7 @@ def test_loss_kernel_soft_caps_the_logits_itself(tmp_path):
                 if how.startswith("composed"):
                     pytest.skip(how)
                 assert how == "fused" and model.cap_in_loss == (name == "gemma2")
-                assert np.abs(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy() - hf_logits(hf, ids)).max() <= TOLERANCE
+                assert_logit_parity(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy(), hf_logits(hf, ids))
             results[mode] = _loss_and_grads(model, ids, labels, mask), EvalStep(model)(ids, labels, mask)
         (loss_c, grads_c), eval_c = results["composed"]
         (loss_f, grads_f), eval_f = results["fused"]

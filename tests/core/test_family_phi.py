@@ -13,7 +13,7 @@ from core.engine.generate import SamplingSettings, generate
 from core.spec.model_args import ModelArgs, ModelConfigError
 from tests.core.family_fixtures import (PHI3_MINI_4K, PHI4, PHI4_MINI_INSTRUCT, make_model, rewrite_config,
                                         save_model, v4_spelling)
-from tests.core.hf_fixtures import random_ids, save_hf_model
+from tests.core.hf_fixtures import assert_logit_parity, random_ids, save_hf_model
 from tests.core.test_family_gemma import fused_generations, hf_logits, ours_logits
 
 torch = pytest.importorskip("torch")
@@ -30,7 +30,7 @@ def test_fp32_logits_match_transformers(name, length, tmp_path):
     ids = random_ids(length=length)
     ours, ref = ours_logits(folder, ids), hf_logits(hf, ids)
     assert ours.shape == ref.shape == (2, length, 97)
-    assert np.abs(ours - ref).max() <= TOLERANCE
+    assert_logit_parity(ours, ref)
 
 
 def test_phi_layers_keep_the_hub_fused_projections(tmp_path):
@@ -71,7 +71,7 @@ def test_transformers_4_config_spelling_reads_the_same(name, rope_type, tmp_path
     assert "rope_parameters" not in cfg and cfg["original_max_position_embeddings"]
     assert ModelArgs.from_dir(folder) == v5
     ids = random_ids(batch=1, length=20)
-    assert np.abs(ours_logits(folder, ids) - hf_logits(hf, ids)).max() <= TOLERANCE
+    assert_logit_parity(ours_logits(folder, ids), hf_logits(hf, ids))
 
 
 def test_longrope_args(tmp_path):
@@ -127,14 +127,14 @@ def test_half_precision_checkpoints_load(stored, tmp_path):
     folder = save_hf_model(make_model("phi4-mini"), tmp_path, dtype=getattr(torch, stored))
     hf = transformers.AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
     ids = random_ids(batch=1)
-    assert np.abs(ours_logits(folder, ids) - hf_logits(hf, ids)).max() <= TOLERANCE
+    assert_logit_parity(ours_logits(folder, ids), hf_logits(hf, ids))
 
 
 def test_sharded_checkpoint_loads(tmp_path):
     hf, folder = save_model("phi3", tmp_path, max_shard_size="30KB")
     assert len(set(json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"].values())) > 2
     ids = random_ids(batch=1)
-    assert np.abs(ours_logits(folder, ids) - hf_logits(hf, ids)).max() <= TOLERANCE
+    assert_logit_parity(ours_logits(folder, ids), hf_logits(hf, ids))
 
 
 def _greedy(hf, ours, prompt, new_tokens):
@@ -199,7 +199,7 @@ def test_fused_and_compiled_longrope_picks_the_factors_per_forward(tmp_path):
     forward = ms.jit(model.construct)
     for length in (12, 24):
         ids = random_ids(length=length)
-        assert np.abs(forward(ms.Tensor(ids)).asnumpy() - hf_logits(hf, ids)).max() <= TOLERANCE
+        assert_logit_parity(forward(ms.Tensor(ids)).asnumpy(), hf_logits(hf, ids))
     # packed rows restart their positions: the largest position decides, as in transformers
     ids = random_ids(batch=1, length=24)
     positions = np.concatenate([np.arange(10), np.arange(14)]).astype(np.int32)[None]

@@ -2,7 +2,8 @@
 watcher) against what made one CI run report "rank 0 is gone" 34 s after rank 1 was stopped
 instead of rank 1's hang after 6 s: a judge that claimed the hang and died before writing it, a
 checkpoint listing that changes while a verdict names the newest one, a beat that names a phase
-without a hang watch. Real processes (a stopped `sleep`), hand-written rank records; no MindSpore."""
+without a hang watch. Real processes (a stopped `sleep`), hand-written rank records; no MindSpore,
+except in one slow test whose real worker hangs in its second step."""
 from __future__ import annotations
 
 import json
@@ -94,15 +95,38 @@ def test_a_stopped_rank_is_hung_in_any_phase_a_running_one_only_in_a_watched_pha
     assert ranks.hung_rank(run, 1)["rank"] == 1  # the stopped one is blamed, not the one waiting for it
 
 
+@pytest.mark.slow
 def test_the_second_step_is_watched(tmp_path):
-    """The worker beats `compile` before its first step and `train` after every step, so a hang in
-    the second step is seen (it beat `compile` until the second step ended)."""
-    source = (Path(__file__).parents[2] / "core" / "train.py").read_text()
-    loop = source[source.index("def loop(self)"):source.index("def execute(self")]
-    first = loop.index('self.heartbeat.beat(self.state.step, "compile")')
-    step = loop.index("out = self.train_one_step()")
-    after = loop.index('self.heartbeat.beat(self.state.step + 1, "train")')
-    assert first < step < after
+    """The worker beats `compile` before its first step (no hang watch while its graph compiles) and
+    `train` after every step, so a hang in the second step is seen. A real worker whose second step
+    never returns (core.train's test hook: it sleeps there, so the process is running, not stopped,
+    and only its beat's phase can get it judged) is ended as hung, its last beat step 1's `train`.
+    A build that kept beating `compile` into the second step would never judge it: the run would
+    still be running at the deadline."""
+    from core.spec.config import load_config
+    from core.run.rundir import TERMINAL_STATES
+    from core.train import ENV_TEST_HANG_AT_STEP
+    from tests.core.tiny_setup import make_workspace
+    config = load_config(make_workspace(tmp_path), ["train.max_steps=1000", "train.eval_every=1000",
+                                                    "eval.downstream=false", "train.log_every=1",
+                                                    f"parallel.hang_timeout_s={TIMEOUT_S:g}"])
+    run = launcher.create_run(config)
+    launched = launcher.launch(run, env={ENV_TEST_HANG_AT_STEP: "2"})
+    try:
+        deadline, status = time.monotonic() + 240, run.read_status()
+        while time.monotonic() < deadline and not (status.state in TERMINAL_STATES and launched.poll() is not None):
+            status = launcher.watch(run)  # as the console does, every half second
+            time.sleep(launcher.WATCH_EVERY_S)
+    finally:
+        left = launcher.run_processes(run)
+        if left:
+            launcher.teardown(run)
+    assert status.state == "failed" and status.failure_kind == "hang", (status, run.log_path.read_text()[-3000:])
+    assert status.reason.startswith("the worker stopped making progress: no step for ")
+    assert "its last step was 1 (train)" in status.reason and "process state: stopped" not in status.reason
+    steps = [json.loads(line)["step"] for line in run.metrics_path.read_text().splitlines() if '"kind":"train"' in line]
+    assert steps == [1]  # step 1 ran and was logged; step 2 never ended
+    assert not left, left
 
 
 def test_a_beat_is_replaced_whole(tmp_path):

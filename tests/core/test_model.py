@@ -11,11 +11,10 @@ import mindspore as ms
 from core.engine.checkpoint import load_hf_model
 from core.spec.errors import ModelConfigError
 from core.engine.model import CausalLM, ModelArgs, rope_inverse_frequencies
-from tests.core.hf_fixtures import ARCHITECTURES, make_hf_model, random_ids, reference_logits, save_hf_model
+from tests.core.hf_fixtures import (ARCHITECTURES, assert_logit_parity, make_hf_model, random_ids,
+                                    reference_logits, save_hf_model)
 
 torch = pytest.importorskip("torch")
-
-PARITY_TOLERANCE = 1e-4
 
 
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES))
@@ -26,7 +25,7 @@ def test_fp32_logits_match_transformers(name, tmp_path):
     ours = load_hf_model(tmp_path).construct(ms.Tensor(ids)).asnumpy()
     ref = reference_logits(hf, ids)
     assert ours.shape == ref.shape == (2, 24, 97)
-    assert np.abs(ours - ref).max() <= PARITY_TOLERANCE
+    assert_logit_parity(ours, ref, name)
 
 
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES))
@@ -42,7 +41,7 @@ def test_fused_kernels_serve_every_family_with_parity(name, tmp_path):
         pytest.skip(how)
     assert how == "fused"
     ids = random_ids()
-    assert np.abs(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy() - reference_logits(hf, ids)).max() <= PARITY_TOLERANCE
+    assert_logit_parity(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy(), reference_logits(hf, ids), f"{name} fused")
 
 
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES))
@@ -62,7 +61,7 @@ def test_half_precision_checkpoint_loads_into_fp32(stored, tmp_path):
     ids = random_ids()
     ours = load_hf_model(tmp_path, "float32").construct(ms.Tensor(ids)).asnumpy()
     # the reference upcasts the same rounded weights to fp32
-    assert np.abs(ours - reference_logits(hf, ids)).max() <= PARITY_TOLERANCE
+    assert_logit_parity(ours, reference_logits(hf, ids), f"{stored} stored")
 
 
 @pytest.mark.parametrize("name", ["qwen3-untied", "mistral-window", "glm4", "olmo2"])
@@ -75,7 +74,7 @@ def test_family_fp16_checkpoint_matches_transformers_on_the_same_weights(name, t
     reference = AutoModelForCausalLM.from_pretrained(str(tmp_path), dtype=torch.float32).eval()
     ids = random_ids()
     ours = load_hf_model(tmp_path, "float32").construct(ms.Tensor(ids)).asnumpy()
-    assert np.abs(ours - reference_logits(reference, ids)).max() <= PARITY_TOLERANCE
+    assert_logit_parity(ours, reference_logits(reference, ids), f"{name} fp16 folder")
 
 
 def test_sharded_checkpoint_matches_single_file(tmp_path):
@@ -85,7 +84,7 @@ def test_sharded_checkpoint_matches_single_file(tmp_path):
     assert len(set(index["weight_map"].values())) > 1
     ids = random_ids()
     ours = load_hf_model(tmp_path).construct(ms.Tensor(ids)).asnumpy()
-    assert np.abs(ours - reference_logits(hf, ids)).max() <= PARITY_TOLERANCE
+    assert_logit_parity(ours, reference_logits(hf, ids), "sharded")
 
 
 def test_fp16_compute_stays_close_to_fp32(tmp_path):
@@ -95,7 +94,14 @@ def test_fp16_compute_stays_close_to_fp32(tmp_path):
     model16 = load_hf_model(tmp_path, "float16")
     assert all(p.dtype == ms.float16 for p in model16.get_parameters())
     fp16 = model16.construct(ms.Tensor(ids)).asnumpy()
-    assert 0 < np.abs(fp16 - fp32).max() < 2e-2
+    difference = np.abs(fp16 - fp32).max()
+    print(f"\nfp16 vs fp32 logits: max |difference| {difference:.2e} on logits up to {np.abs(fp32).max():.3f}")
+    # float16 keeps 11 significant bits (unit roundoff u = 2^-11 = 4.9e-4): every weight and
+    # activation is rounded to it, through 2 layers of 64/96-wide dot products into the LM head's.
+    # Measured 4.8e-4 on logits up to 0.66 (the CPU sums the products in float32). A kernel that
+    # accumulates in float16 adds ~sqrt(n)·u ≈ 5e-3 of the values per n = 64..96-wide sum (n·u ≈ 5e-2
+    # at worst): 2e-2 admits that, and stays well below what a wrong op (a mask, a RoPE) does.
+    assert 0 < difference < 2e-2
 
 
 def test_right_padding_does_not_change_real_positions(tmp_path):
@@ -274,7 +280,7 @@ def test_transformers4_config_and_sharded_half_weights_load_alike(name, tmp_path
     ids = random_ids()
     for folder, reference in ((v5, hf), (v4, bf16)):
         ours = load_hf_model(folder).construct(ms.Tensor(ids)).asnumpy()
-        assert np.abs(ours - reference_logits(reference, ids)).max() <= PARITY_TOLERANCE
+        assert_logit_parity(ours, reference_logits(reference, ids), f"{name} {folder.name}")
 
 
 FAMILY_CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs" / "families").glob("*.yaml"))
