@@ -19,7 +19,7 @@ from core.rundir import (GENERATION_FIELDS, POINTERS, TERMINAL_STATES, EvalRecor
 
 from app.access import SINGLE_USER, Viewer
 from app.cluster import queue_label, shown_state
-from app.changes import Change, applies, changes, changes_text, differing_keys, flat_config, show
+from app.changes import BOOKKEEPING, Change, applies, changes, changes_text, differing_keys, flat_config, show
 from app.context import Console
 from app.i18n import action_text, problem_text, reason_text, text
 from app.metrics import RunCharts
@@ -27,7 +27,7 @@ from app.run_status import fmt_duration, reached_step, total_elapsed_s
 from app.svg_chart import line_chart
 
 TABLE_HEADERS = ["run", "state", "step", "best val ppl", "EM %", "BLEU", "ROUGE-1", "ROUGE-2", "ROUGE-L", "tokens/s",
-                 "peak MB", "duration", "reason"]
+                 "peak MB", "duration", "reason", "parent"]
 OVERLAY_METRICS = {"train loss": ("loss", "loss"), "train loss EMA": ("loss", "loss EMA"),
                    "val loss": ("val_loss", "val loss"), "val ppl": ("val_ppl", "val ppl"),
                    "tokens/s": ("tokens_per_s", "tokens/s")}
@@ -60,7 +60,16 @@ def table_row(summary: RunSummary, now: float | None = None, lang: str = "en") -
     return [summary.run_id, shown_state(summary.status) if summary.status.state == summary.state else summary.state,
             f"{step}/{total}" if step is not None and total else _number(step),
             _number(ppl, 4), *scores, _number(tokens_per_s, 4), _number(peak_mem_mb, 5),
-            fmt_duration(total_elapsed_s(status, now)), reason]
+            fmt_duration(total_elapsed_s(status, now)), reason, parent_text(status, lang)]
+
+
+def parent_text(status: Status, lang: str = "en") -> str:
+    """The run this one was forked or made from, with the fork's step: 'run-id · step 40' ('' for none)."""
+    if not status.parent_run:
+        return ""
+    if status.parent_step is None:
+        return status.parent_run
+    return text("runs.parent_step", lang).format(run=status.parent_run, step=status.parent_step)
 
 
 def folder_key(console: Console, viewer: Viewer = SINGLE_USER) -> str:
@@ -344,6 +353,8 @@ DELTA_FIGURES = (("val_ppl", "ΔPPL", 3), ("exact_match", "Δexact match", 3), (
                  ("tokens_per_s", "Δtokens/s", 4), ("peak_mem_mb", "Δpeak MB", 4),
                  ("reward_accuracy", "Δreward accuracy", 3), ("reward_margin", "Δmargin", 3))
 REWARD_FIGURES = ("reward_accuracy", "reward_margin")
+# the comparison names the checkpoint a fork started from: it is what made the fork differ (issue 31 item 4)
+COMPARED_BOOKKEEPING = tuple(k for k in BOOKKEEPING if k != "run.fork_from")
 
 
 def reference_run(console: Console, run_ids: list[str]) -> str:
@@ -377,7 +388,7 @@ def result_deltas(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_
         if run_id == reference:
             continue
         run = RunDir(console.runs_dir / run_id)
-        out.append(Delta(run_id, reference, changes(configs[reference], configs[run_id]),
+        out.append(Delta(run_id, reference, changes(configs[reference], configs[run_id], COMPARED_BOOKKEEPING),
                          run_figures(run, _status(console, run_id)), ref_figures))
     return out
 

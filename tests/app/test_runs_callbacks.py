@@ -160,3 +160,23 @@ def test_comparison_puts_result_deltas_beside_the_changed_settings(console):
                      "peak_mem_mb": "+20 (+2.5%)"}
     row = dict(zip(cb.TABLE_HEADERS, cb.table_row(next(s for s in console.jobs.runs() if s.run_id == child.run_id))))
     assert (row["EM %"], row["BLEU"], row["ROUGE-1"], row["ROUGE-2"], row["ROUGE-L"]) == ("37.5", "20", "45", "18", "50")
+
+
+def test_a_fork_names_its_checkpoint_in_the_comparison_and_its_parent_in_the_table(console):
+    """Issue 31 item 4: the comparison's changed settings name the checkpoint a fork started from
+    (`run.fork_from`), and the Runs table has a parent column (the run and the fork's step)."""
+    parent = make_run(console, "20261129-000001_a_lora-r8_fp32_dp1")
+    checkpoint = str(parent.checkpoints_dir / "step-10")
+    fork = make_run(console, "20261129-000002_a_lora-r8_fp32_dp1",
+                    **{"run.fork_from": checkpoint, "train.max_steps": 40})
+    fork.write_status(parent_run=parent.run_id, parent_step=10)
+    made = make_run(console, "20261129-000003_a_lora-r16_fp32_dp1", **{"lora.rank": 16})
+    made.write_status(parent_run=parent.run_id)
+    (delta,) = cb.result_deltas(console, [parent.run_id, fork.run_id])
+    assert delta.reference == parent.run_id
+    assert "run.fork_from null → " + checkpoint in [c.text() for c in delta.changes]
+    rows = {r["run"]: r for r in cb.runs_table(console).to_dict("records")}
+    assert rows[fork.run_id]["parent"] == f"{parent.run_id} · step 10"
+    assert rows[made.run_id]["parent"] == parent.run_id and rows[parent.run_id]["parent"] == ""
+    zh = cb.runs_table(console, lang="zh")
+    assert f"{parent.run_id} · 第 10 步" in list(zh["来源运行"])
