@@ -33,7 +33,7 @@ from app.svg_chart import line_chart
 from app.widgets import field_widget
 
 FEED_JS = Path(__file__).with_name("monitor_feed.js").read_text(encoding="utf-8")
-SHOW_NOW_JS = "() => { if (window.mindtuneMonitorNow) window.mindtuneMonitorNow(); }"
+SHOW_NOW_JS = "(run) => { if (window.mindtuneMonitorNow) window.mindtuneMonitorNow(run); }"
 # chart -> elem_id; the charts are server-drawn SVG (see app/svg_chart.py for why)
 CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot", "memory": "memory-plot",
           "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot",

@@ -138,14 +138,16 @@ def test_monitor_runs_and_layout_on_made_runs(console_server, browser, screensho
     """Item 2: a reload opens the newest run with points, not a newer one cancelled before it
     started. Item 3: with the page at the top, the lower charts (out of view) draw new points as
     the loss chart does. Item 8: ticks made in quick succession end on the comparison of the last
-    selection. And the screenshots of Train, Monitor and Runs in both languages at 1366x900."""
+    selection. Item 5: Open clears the previous run's badge and points at once; the Try tab lists the
+    checkpoints with their runs' states now. And the screenshots of Train, Monitor and Runs in both languages at 1366x900."""
     runs_dir = console_server.runs_dir
     a = fake_run(runs_dir, "20261201-090000_tiny-demo_lora-r32_fp32_dp1", "finished", steps=20, **{"lora.rank": 32})
     a.checkpoint(10).mkdir(parents=True)
+    os.symlink(a.checkpoint(10).name, a.checkpoint("last"))  # made after the console built its page
     b = fake_run(runs_dir, "20261201-100000_tiny-demo_lora-r8_fp32_dp1", "finished", steps=20, **{"lora.rank": 8})
     c = fake_run(runs_dir, "20261201-110000_tiny-demo_lora-r4_fp32_dp1", "finished", steps=20, **{"lora.rank": 4})
     d = fake_run(runs_dir, "20261201-120000_tiny-demo_lora-r2_fp32_dp1", "finished", steps=20, **{"lora.rank": 2})
-    fake_run(runs_dir, "20261201-130000_tiny-demo_lora-r64_fp32_dp1", "cancelled")
+    e = fake_run(runs_dir, "20261201-130000_tiny-demo_lora-r64_fp32_dp1", "cancelled")
     context = browser.new_context(viewport=SCREEN)
     context.set_default_timeout(30_000)
     page = context.new_page()
@@ -177,6 +179,19 @@ def test_monitor_runs_and_layout_on_made_runs(console_server, browser, screensho
         def box(run):
             return page.locator("#runs-select label", has_text=run.run_id).first.locator("input")
 
+        # item 5: Open (as Start) puts another run on the Monitor: d's "finished" badge and its loss
+        # points go at once, before any answer of the feed (held back here), not at its next poll 2 s on
+        page.route("**/component_server**", lambda route: route.abort())
+        box(e).set_checked(True)
+        page.click("#runs-open")
+        page.wait_for_function(f"() => document.querySelector('#run-picker input')?.value.trim() === '{e.run_id}'",
+                               timeout=TIMEOUT_MS)
+        page.wait_for_function(f"""() => !document.querySelector('#run-state').innerText.includes('finished')
+            && !document.querySelector('#loss-plot svg[data-run="{d.run_id}"]')""", timeout=3_000)
+        page.unroute("**/component_server**")
+        page.click("#tab-runs-button")
+        box(e).set_checked(False)
+
         for run, on in ((a, True), (b, True), (c, True), (b, False), (c, False), (d, True)):
             box(run).set_checked(on)
         page.wait_for_function("() => !!document.querySelector('#runs-config-diff .mt-delta-table')",
@@ -205,6 +220,11 @@ def test_monitor_runs_and_layout_on_made_runs(console_server, browser, screensho
                                timeout=TIMEOUT_MS)
         page.wait_for_function(f"() => ({YAML_JS})().includes('fork_from: null')", timeout=TIMEOUT_MS)
         assert not page.is_visible("#reference-banner")
+
+        # item 5: the Try tab lists a's checkpoint (made after the page was built) with a's state now
+        page.click("#tab-try-button")
+        page.wait_for_function("() => document.querySelector('#try-checkpoint input')?.value.includes('last (finished)')",
+                               timeout=TIMEOUT_MS)
 
         # the screenshots, each tab in both languages
         for lang in ("en", "zh"):
