@@ -38,7 +38,9 @@ function watchNewSlots() {  // slots appear when the tab first renders, or again
 // 5: at 1.2 s after a new Start the previous run's "stopped" badge was still shown).
 let clearedFor = null;  // once per picked name: a name the server does not know keeps the charts it sends
 let shownRun = null;  // the run the last answer drew
-let pickedNow = null;  // the run Start/Open/Resume picked, until the picker shows it (2 s at most)
+// The run Start/Open/Resume (or a pick by hand) picked, until the picker shows it (2 s at most): the
+// newest pick, so a pick by hand right after a Start is the one shown, not the Start's run.
+let pickedNow = null;
 let pickedAt = 0;
 function pickedRun() {
   const picker = document.querySelector("#run-picker input");

@@ -216,9 +216,21 @@ def launch_options(settings: Settings) -> dict:
                 share=bool(settings.share and settings.auth), enable_monitoring=False,
                 max_file_size=settings.max_upload_bytes,
                 allowed_paths=[str(settings.runs_dir), str(settings.uploads_dir / "configs")],
-                show_error=True, css_paths=[CSS_PATH], footer_links=["settings"], quiet=False,
+                show_error=True, css_paths=[CSS_PATH], theme=console_theme(), footer_links=["settings"], quiet=False,
                 app_kwargs={"middleware": [*access.middlewares(settings), status_timer_middleware()]},
                 **_NO_SELF_CHECK)
+
+
+def console_theme() -> gr.themes.Base:
+    """Gradio's default theme with whole bold faces. Its bundled semi-bold faces are subsets (Source
+    Sans Pro SemiBold holds "A" and "B" of the Latin letters, IBM Plex Mono SemiBold "a" and "b"),
+    so every semi-bold or bold word was drawn in two fonts: "ETA" and "MB" ended in a smaller letter
+    (issue 31 item 6). The bundled Bold files are complete; weight 600 maps to them. Nothing is
+    downloaded: Gradio serves these files itself (static/fonts)."""
+    sans = gr.themes.GoogleFont("Source Sans Pro", weights=(400, 700))
+    mono = gr.themes.GoogleFont("IBM Plex Mono", weights=(400, 700))
+    return gr.themes.Default(font=[sans, "ui-sans-serif", "system-ui", "sans-serif"],
+                             font_mono=[mono, "ui-monospace", "Consolas", "monospace"])
 
 
 # Gradio's launch() sends its own URL one HEAD request with a 3 s timeout and, when that times out,
