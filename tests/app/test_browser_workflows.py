@@ -152,6 +152,10 @@ def test_queue_new_run_from_this_one_fork_and_dry_run(console_server, page, scre
     measured = float(page.get_attribute("#dry-run-result b[data-mb]", "data-mb"))
     assert 300 < measured < 8000 and "estimate" in result and list_runs(runs_dir) == []
     print(f"  dry run: {result}")
+    # issue 31 item 6: after the dry run "Check memory" stays a button, not a tall grey block
+    button = page.locator("#dry-run-button").bounding_box()
+    assert button["height"] < 60, f"Check memory is {button['height']:.0f} px tall after the dry run"
+    screenshot(page, "dry_run_result")
 
     # ---- a double-click on Start launches one run; the first chart point is timed from the click
     page.click("#tab-train-button")
