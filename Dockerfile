@@ -7,7 +7,7 @@
 FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 GLOG_v=3
 WORKDIR /opt/mindtune
-# g++ builds the CPU's fused kernels on first use (core/fused.py)
+# g++ builds the CPU's fused kernels on first use (core/engine/fused.py)
 RUN apt-get update && apt-get install -y --no-install-recommends g++ && rm -rf /var/lib/apt/lists/*
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
-from core.rundir import RunDir, RunDirError, Status
+from core.run.rundir import RunDir, RunDirError, Status
 
 from app.settings import Settings, is_loopback
 

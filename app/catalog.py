@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from core.model_args import (INDEX_NAME, PROJECTION_NAMES, CheckpointError, read_model_args,
+from core.spec.model_args import (INDEX_NAME, PROJECTION_NAMES, CheckpointError, read_model_args,
                              weight_files)
 
 from app.paths import absolute, for_config
@@ -104,7 +104,7 @@ def describe(folder: Path) -> ModelEntry:
     except (OSError, ValueError) as err:
         return ModelEntry(folder, name, reason=f"unreadable weights: {err}", architecture=args.architecture)
     names = names or args.spec.projections
-    if args.moe is not None:  # the router is no LoRA target; the expert stacks are (core/moe_args.py)
+    if args.moe is not None:  # the router is no LoRA target; the expert stacks are (core/spec/moe_args.py)
         names = args.lora_target_names()
     defaults = tuple(n for n in args.spec.default_lora_targets if n in names) or names
     return ModelEntry(folder, name, None, args.architecture, args.family, args.num_parameters(),

@@ -27,7 +27,7 @@ _RULES: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
     ("precision.initial_loss_scale", lambda flat: flat.get("precision.amp_level", "O0") != "O0"
      and flat.get("precision.compute_dtype") == "float16" and flat.get("precision.loss_scale") != "none"),
     ("recompute.layer_fraction", lambda flat: flat.get("recompute.policy", "none") != "none"),
-    ("parallel.optimizer_shard", lambda flat: False),  # refused (core.config.OPTIMIZER_SHARD_REFUSAL)
+    ("parallel.optimizer_shard", lambda flat: False),  # refused (core.spec.config.OPTIMIZER_SHARD_REFUSAL)
     ("eval.max_new_tokens", lambda flat: bool(flat.get("eval.downstream", True))),
 )
 

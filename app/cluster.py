@@ -1,8 +1,8 @@
 """The console's side of cluster runs: whether the Train tab may offer a Slurm partition, the
 "Where to run" choices, and a Slurm job in words for the Monitor and Runs tabs.
 
-Slurm itself (sbatch, squeue, sacct, scancel, scontrol) is core.slurm's; the console only asks it
-what partitions there are and reads `Status.cluster` (core.rundir.ClusterJob) from the run folder.
+Slurm itself (sbatch, squeue, sacct, scancel, scontrol) is core.run.slurm's; the console only asks it
+what partitions there are and reads `Status.cluster` (core.run.rundir.ClusterJob) from the run folder.
 Plain values in and out, so the tests need neither a browser nor a cluster.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from core import slurm
-from core.config import ConfigError
-from core.launcher import LaunchError
-from core.rundir import TERMINAL_STATES, RunDir, RunDirError, Status
+import core.run.slurm as slurm
+from core.spec.config import ConfigError
+from core.run.launcher import LaunchError
+from core.run.rundir import TERMINAL_STATES, RunDir, RunDirError, Status
 
 from app.form import LOCAL, SLURM_PREFIX, parse_where
 from app.i18n import problem_text, text
@@ -41,7 +41,7 @@ class ClusterOffer:
 
 def shared_dir_refusal(runs_dir: Path, shared_dir: Path | None) -> str | None:
     """Why a cluster run cannot use `runs_dir` (every node must see it, so it must lie under the
-    console's --cluster-shared-dir; core.slurm's message names the option), or None when it can."""
+    console's --cluster-shared-dir; core.run.slurm's message names the option), or None when it can."""
     try:
         slurm.check_shared(runs_dir, shared_dir)
     except LaunchError as err:
@@ -51,7 +51,7 @@ def shared_dir_refusal(runs_dir: Path, shared_dir: Path | None) -> str | None:
 
 def read_offer(runs_dir: Path, shared_dir: Path | None, available: Callable[[], str | None] = slurm.available,
                partitions: Callable[[], list[slurm.Partition]] = slurm.partitions) -> ClusterOffer:
-    """Ask Slurm (core.slurm) once: its partitions, or why none is offered (the runs folder is not
+    """Ask Slurm (core.run.slurm) once: its partitions, or why none is offered (the runs folder is not
     shared; no controller answers; no partition)."""
     refusal = shared_dir_refusal(runs_dir, shared_dir)
     if refusal:
@@ -71,7 +71,7 @@ class ClusterOffers:
     runs_dir: Path
     shared_dir: Path | None
     reader: Callable[..., ClusterOffer] = read_offer
-    check_submission: Callable | None = None  # what Slurm would refuse (None: core.slurm.check_submission)
+    check_submission: Callable | None = None  # what Slurm would refuse (None: core.run.slurm.check_submission)
     ttl_s: float = OFFER_TTL_S
     _cached: tuple[float, ClusterOffer] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -115,7 +115,7 @@ def cluster_errors(config: Any, offer: ClusterOffer, ask_slurm: bool = True,
                    check_submission: Callable | None = None) -> dict[str, str]:
     """What stops a cluster run before it is submitted, by config key: Slurm is not offered here
     (naming --cluster-shared-dir when that is why); with `ask_slurm`, what Slurm would refuse
-    (core.slurm.check_submission: a partition or account it does not know, more nodes than the
+    (core.run.slurm.check_submission: a partition or account it does not know, more nodes than the
     partition has, a time limit over the partition's)."""
     if offer.refusal:
         return {"launch.backend": offer.refusal}
@@ -133,7 +133,7 @@ def cluster_errors(config: Any, offer: ClusterOffer, ask_slurm: bool = True,
 # ---- a Slurm job in words -----------------------------------------------------------------------
 
 def cluster_of(status: Status) -> Any | None:
-    """The run's Slurm job record (core.rundir.ClusterJob), or None for a run on this machine."""
+    """The run's Slurm job record (core.run.rundir.ClusterJob), or None for a run on this machine."""
     return getattr(status, "cluster", None)
 
 
@@ -144,7 +144,7 @@ def is_cluster(status: Status) -> bool:
 def cancelled(status: Status) -> bool:
     """A job cancelled in Slurm by scancel (while pending, or from outside the console): shown as
     cancelled, never as a crash. A Stop pressed in the console also ends in scancel, and stays
-    'stopped' as a local run's would (core.slurm's reason then names no scancel)."""
+    'stopped' as a local run's would (core.run.slurm's reason then names no scancel)."""
     job = cluster_of(status)
     return (job is not None and (job.state or "").split(" ")[0] == "CANCELLED" and status.state == "stopped"
             and "scancel" in (status.reason or ""))
@@ -165,14 +165,14 @@ def reason_words(reason: str | None, lang: str = "en") -> str:
 
 
 def rank_node(status: Status, rank: int | None, run: RunDir | None = None) -> str | None:
-    """The node a data-parallel rank ran on: its own record in ranks/ (core.ranks writes the
+    """The node a data-parallel rank ran on: its own record in ranks/ (core.run.ranks writes the
     Slurm node name), else from its number (msrun numbers ranks node by node: node_rank × workers
     per node + local rank, nodes in Slurm's order)."""
     job = cluster_of(status)
     if job is None or rank is None:
         return None
     if run is not None:
-        from core import ranks
+        import core.run.ranks as ranks
         try:
             node = ranks.rank_records(run, status.attempt).get(rank, {}).get("node")
         except (OSError, RunDirError, ValueError):

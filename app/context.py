@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.launcher import DeviceSlots
+from core.run.launcher import DeviceSlots
 
 from app.access import NOBODY, SINGLE_USER, Viewer, viewer_for
 from app.catalog import ModelEntry, scan_models

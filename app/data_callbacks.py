@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from core.config import Config, ConfigError, DataSettings
-from core.data import DataError, read_data_file, resolve_format
-from core.data_files import file_names, split_path
-from core.tokenizer import TokenizerError
+from core.spec.config import Config, ConfigError, DataSettings
+from core.data.pipeline import DataError, read_data_file, resolve_format
+from core.data.files import file_names, split_path
+from core.data.tokenizer import TokenizerError
 
 from app import catalog
 from app.context import Console

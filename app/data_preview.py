@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from core.config import DataSettings
-from core.data import (FORMAT_FIELDS, IGNORE_INDEX, TAG_DEFAULTS, Columns, DataError, DataFile, DataStats,
+from core.spec.config import DataSettings
+from core.data.pipeline import (FORMAT_FIELDS, IGNORE_INDEX, TAG_DEFAULTS, Columns, DataError, DataFile, DataStats,
                        data_sources, ignored_fields, load_splits, read_data_file, source_files, tokenize_records)
-from core.data_files import file_names, is_catalog, split_path
-from core.data_preference import file_kind
-from core.tokenizer import Tokenizer, TokenizerError
+from core.data.files import file_names, is_catalog, split_path
+from core.data.preference import file_kind
+from core.data.tokenizer import Tokenizer, TokenizerError
 
 from app.i18n import TEXTS, problem_text, text
 from app.paths import absolute

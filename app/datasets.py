@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from core.atomic import atomic_folder
-from core.data import DATA_EXTENSIONS as CORE_DATA_EXTENSIONS
-from core.data_catalog import read_catalog
-from core.data_files import (DATASET_DICT_FILE, SPLIT_SEPARATOR, STATE_FILE, DataError, data_extension,
+from core.run.atomic import atomic_folder
+from core.data.pipeline import DATA_EXTENSIONS as CORE_DATA_EXTENSIONS
+from core.data.catalog import read_catalog
+from core.data.files import (DATASET_DICT_FILE, SPLIT_SEPARATOR, STATE_FILE, DataError, data_extension,
                              dataset_splits, is_catalog, role_split)
 
 from app.paths import for_config

@@ -1,5 +1,5 @@
 """The Runs tab's Evaluate action: lm-eval tasks on a run's best checkpoint and on its base model,
-each an evaluation run of its own (core.eval_tasks: <runs_dir>/evals/<id>/) that core.launcher
+each an evaluation run of its own (core.eval.eval_tasks: <runs_dir>/evals/<id>/) that core.run.launcher
 starts as `python -m core.evaluate --run-dir ...` in its own process group (stoppable), and the
 comparison of their scores side by side with the Δ. Plain values in and out (no widgets).
 """
@@ -9,11 +9,11 @@ import html
 import threading
 from pathlib import Path
 
-from core import launcher
-from core.config import ConfigError, load_config
-from core.eval_tasks import (EVALS_DIR, EvalError, EvalSettings, create_eval_run, eval_runs_dir, local_tasks,
+import core.run.launcher as launcher
+from core.spec.config import ConfigError, load_config
+from core.eval.eval_tasks import (EVALS_DIR, EvalError, EvalSettings, create_eval_run, eval_runs_dir, local_tasks,
                              main_scores, read_results, read_settings, require_lm_eval)
-from core.rundir import TERMINAL_STATES, RunDir, RunDirError
+from core.run.rundir import TERMINAL_STATES, RunDir, RunDirError
 
 from app.access import SINGLE_USER, Viewer
 from app.context import Console

@@ -1,7 +1,7 @@
 """Downloads of a run's checkpoint, made by `python -m core.export` in a subprocess.
 
 Exporting needs MindSpore, which the console never imports, so it runs as its own process with an
-argv list. `core.export` writes the zip (`RunDir.export_zip`) atomically, so a zip that
+argv list. `core.engine.export` writes the zip (`RunDir.export_zip`) atomically, so a zip that
 exists is complete and is served as is; the same checkpoint is never exported twice.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.config import ConfigError, load_config
-from core.launcher import REPO_ROOT
-from core.rundir import POINTERS, RunDir, RunDirError, resolve_inside
+from core.spec.config import ConfigError, load_config
+from core.run.launcher import REPO_ROOT
+from core.run.rundir import POINTERS, RunDir, RunDirError, resolve_inside
 
 FORMATS = ("peft", "merged", "mindspore")
 EXPORT_TIMEOUT_S = 900
@@ -24,7 +24,7 @@ _locks_guard = threading.Lock()
 
 
 class ExportFailed(RuntimeError):
-    """core.export refused or crashed; the message is its last error line."""
+    """core.engine.export refused or crashed; the message is its last error line."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def run_export(run_path: Path, fmt: str, runs_root: Path, runner=subprocess.run)
             result = runner(export_argv(run_path, target.which, fmt), cwd=REPO_ROOT, capture_output=True,
                             text=True, timeout=EXPORT_TIMEOUT_S, env={**os.environ, "GLOG_v": "3"})
             if result.returncode != 0:
-                raise ExportFailed(_last_error(result.stderr) or f"core.export exited with {result.returncode}")
+                raise ExportFailed(_last_error(result.stderr) or f"core.engine.export exited with {result.returncode}")
             printed = Path(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else target.zip_path
             if printed.is_file():
                 target = ExportTarget(target.which, target.step, printed)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from core.config import Config, ConfigError, FieldInfo, describe_fields
+from core.spec.config import Config, ConfigError, FieldInfo, describe_fields
 
 # config keys the console sets itself rather than the user
 HIDDEN_KEYS = ("run.runs_dir", "run.resume", "run.fork_from")

@@ -232,7 +232,7 @@ TEXTS: dict[str, tuple[str, str]] = {
 }
 
 
-# Help lines under the form's fields: English is the field's own help in core.config (one source
+# Help lines under the form's fields: English is the field's own help in core.spec.config (one source
 # with `python -m core.config`), 简体中文 here; a test fails when a field has no translation.
 FIELD_HELP_ZH: dict[str, str] = {
     "run.name": "运行 ID 的可选前缀",
@@ -474,7 +474,7 @@ TEXTS.update({
     "es.best": ("best {monitor} {value} at step {step}", "最佳 {monitor} {value}（第 {step} 步）"),
     "es.patience": ("patience left {n}", "剩余耐心 {n}"), "es.off": (" (early stopping off)", "（早停已关闭）"),
 })
-# core.memory's notes are English sentences with figures in them; each pattern here gives its
+# core.spec.memory's notes are English sentences with figures in them; each pattern here gives its
 # 简体中文 (unmatched notes stay English, and the browser test names any that reach the page).
 MEMORY_NOTES_ZH: list[tuple[str, str]] = [
     (r"CPU: the peak is the worker's resident set size; the compiled train and eval graphs share one memory pool",
@@ -616,7 +616,7 @@ def _by_patterns(sentence: str, lang: str, patterns: list[tuple[str, str]]) -> s
 
 
 def memory_note(note: str, lang: str) -> str:
-    """One of core.memory's notes in `lang` (English when no pattern matches)."""
+    """One of core.spec.memory's notes in `lang` (English when no pattern matches)."""
     return _by_patterns(note, lang, MEMORY_NOTES_ZH)
 
 
@@ -642,7 +642,7 @@ TEXTS.update({
 
 
 def _field_help() -> None:
-    from app.form import fields  # the form's own fields (core.config's help; MindSpore-free)
+    from app.form import fields  # the form's own fields (core.spec.config's help; MindSpore-free)
 
     for key, info in fields().items():
         if info.help:
@@ -781,7 +781,7 @@ _JSON_MSGS_ZH = [  # Python's json module's own reasons
 _TYPE = r"(an array|a string|a boolean|a number|null|an object)"
 
 
-# core.families.NOT_SUPPORTED: why an architecture is refused
+# core.spec.families.NOT_SUPPORTED: why an architecture is refused
 NOT_IMPLEMENTED_ZH: list[tuple[str, str]] = [
     (r"(.+)'s multi-head latent attention \(MLA\) and its MoE routing are not implemented",
      r"\1 的多头潜在注意力（MLA）及其 MoE 路由尚未实现"),
@@ -879,7 +879,7 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"^give the number of steps or epochs \(the field is empty\)$", "请填写步数或轮数（该字段为空）"),
     (r"\(the field is empty\)", "（该字段为空）"), (r" \(got ([^()]*|\[.*\]|\(.*\))\)$", r"（当前值 \1）"),
     (r"^steps (?=must|is)", "步数"), (r"^epochs (?=must|is)", "轮数"), (r"^target modules (?=must|is|names|matches)", "目标模块"),
-    # core.slurm.check_shared: where a Slurm run's folder must be
+    # core.run.slurm.check_shared: where a Slurm run's folder must be
     (r"^a Slurm run needs its run folder on storage every node sees: start the console with (--\S+) <a folder on "
      r"shared storage> and a runs folder \(--runs-dir\) inside it$",
      r"Slurm 运行的运行目录必须位于每个节点都能访问的存储上：用 \1 <共享存储上的文件夹> 启动控制台，"
@@ -888,13 +888,13 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"^the runs folder (\S+) is not inside (--\S+) (\S+): the cluster's nodes would not see the run's files; use a "
      r"runs folder \(--runs-dir\) inside (\S+)$",
      r"运行目录 \1 不在 \2 \3 之内：集群节点看不到运行的文件；请使用位于 \4 之内的运行目录（--runs-dir）"),
-    # core.tracking / core.config: trackers, answer scores
+    # core.run.tracking / core.spec.config: trackers, answer scores
     (r"tracking: (\w+) needs the (\S+) package, which is not installed \(pip install -r requirements-tracking\.txt\), "
      r"or take \w+ out of tracking", r"tracking：\1 需要 \2 包，但尚未安装（pip install -r requirements-tracking.txt），"
      r"或从 tracking 中去掉 \1"),
     (r"scores the generated test answers: needs eval\.downstream true and a data\.test_file \(or watch val_loss\)",
      "要给生成的测试回答评分：需要 eval.downstream 为 true 并设置 data.test_file（或改为监控 val_loss）"),
-    # core.config: rules across fields
+    # core.spec.config: rules across fields
     (r"set run\.resume \(continue this run\) or run\.fork_from \(start a new run from a checkpoint\), not both",
      "只能设置 run.resume（继续此运行）或 run.fork_from（从检查点开始新运行）之一"),
     (r"set exactly one of train\.max_steps and train\.epochs \(epochs = (\S+)\)",
@@ -933,7 +933,7 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"this machine has (\d+) CPU cores, so at most (\d+) CPU workers can run \(one process each\); set "
      r"parallel\.data_parallel to (\d+) or fewer",
      r"本机有 \1 个 CPU 核，最多可运行 \2 个 CPU worker（每个一个进程）；请把 parallel.data_parallel 设为 \3 或更少"),
-    # core.config: files
+    # core.spec.config: files
     (r"must be a file name or a list of file names", "必须是文件名或文件名列表"),
     (r"inheritance cycle: ", "继承成环："),
     # PyYAML's own reasons, the common ones
@@ -952,7 +952,7 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
      "文件为空；配置是各节（run:、model:、train:……）的映射"),
     (r"override ('.*') must look like key=value, e\.g\. train\.learning_rate=1e-4",
      r"覆盖项 \1 必须写成 key=value，例如 train.learning_rate=1e-4"),
-    # the model: its limits (core.model_args.run_problems) and the loader's refusals
+    # the model: its limits (core.spec.model_args.run_problems) and the loader's refusals
     (r"is above the model's context of (\d+) tokens \((\S+), max_position_embeddings in its config\.json\); use at "
      r"most (\d+)", r"超过模型的上下文长度 \1 个 token（\2，见其 config.json 中的 max_position_embeddings）；最多用 \3"),
     (r"^names (.+) match no projection of this (\S+) model; ", r"名称 \1 不匹配该 '\2' 模型的任何投影层；"),
@@ -968,7 +968,7 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
      r"mindtune 从不运行这类代码；支持的架构：\2。"),
     (r"not found\. A model folder needs a Hugging Face config\.json \(supported architectures: (.*)\)\.$",
      r"未找到。模型目录需要 Hugging Face 的 config.json（支持的架构：\1）。"),
-    # core.model_args / core.families: a config.json's rarer checks (rope, windows, activations, Gemma)
+    # core.spec.model_args / core.spec.families: a config.json's rarer checks (rope, windows, activations, Gemma)
     (r"not valid JSON \((.*: line \d+ column \d+ \(char \d+\))\)\.$", lambda m: f"不是有效的 JSON（{_json_error(m.group(1))}）。"),
     (r"(?<![^\s:])must be a JSON object\.$", "必须是 JSON 对象。"),
     (r"must be a positive integer, got (.*)\.$", lambda m: f"必须是正整数，实际为 {_value(m.group(1))}。"),
@@ -999,7 +999,7 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r": not a valid safetensors index \(needs a 'weight_map'\): (.*)$",
      lambda m: f"：不是有效的 safetensors 索引（需要 'weight_map'）：{_json_error(m.group(1))}"),
     (r": shard (\S+) is listed but missing from (\S+)\.$", r"：索引列出了分片 \1，但 \2 中没有。"),
-    # core.moe_args: a mixture of experts' settings (Mixtral, Qwen3-MoE)
+    # core.spec.moe_args: a mixture of experts' settings (Mixtral, Qwen3-MoE)
     (r": missing \(the number of experts per MoE layer\)\.$", "：缺失（每个 MoE 层的专家数）。"),
     (r": (\d+) exceeds the (\d+) experts\.$", r"：\1 超过了专家数 \2。"),
     (r": must be a number >= 0, got (.*)\.$", lambda m: f"：必须是 >= 0 的数字，实际为 {_value(m.group(1))}。"),
@@ -1009,7 +1009,7 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
      r"：\1 不支持 true（模型中心没有检查点使用它）；请设为 false。"),
     (r": must be a list of layer indices in (\[0, \d+\)), got (.*)\.$",
      lambda m: f"：必须是 {m.group(1)} 内的层序号列表，实际为 {_value(m.group(2))}。"),
-    # core.tokenizer: a model folder's tokenizer files and its chat template
+    # core.data.tokenizer: a model folder's tokenizer files and its chat template
     (r": cannot read JSON \((.*)\)$", lambda m: f"：无法读取 JSON（{_json_error(m.group(1))}）"),
     (r": expected a JSON object, got (\w+)$", lambda m: f"：应为 JSON 对象，实际为{_PY_TYPES_ZH.get(m.group(1), ' ' + m.group(1))}"),
     (r": not a valid tokenizers file \((.*)\)$", lambda m: f"：不是有效的 tokenizers 文件（{_serde_error(m.group(1))}）"),
@@ -1058,7 +1058,7 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"steps must be more than (\d+): the fork counts on from the checkpoint's step \(e\.g\. (\d+)\)",
      r"步数必须大于 \1：分叉从检查点的步数接着计数（例如 \2）"),
     (r"(\S+) has no checkpoint (\S+) \(kept: (.*)\)", r"\1 没有检查点 \2（保留的：\3）"),
-    # core.data: the files and their records
+    # core.data.pipeline: the files and their records
     (r": file not found$", "：文件不存在"), (r": cannot read \((.*)\)$", r"：无法读取（\1）"),
     (r"not a readable (gzip|Parquet|Arrow) file \((.*)\)$", r"不是可读取的 \1 文件（\2）"),
     (r"not UTF-8 text \((.*)\); save the file as UTF-8", r"不是 UTF-8 文本（\1）；请把文件另存为 UTF-8"),
@@ -1140,7 +1140,7 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r": refused member ('.*') \(absolute path, '\.\.' or a link\)$", r"：拒绝成员 \1（绝对路径、'..' 或链接）"),
     (r": no dataset inside \(expected train\.<ext> files, a save_to_disk folder or Parquet shards\)$",
      r"：其中没有数据集（应为 train.<ext> 文件、save_to_disk 目录或 Parquet 分片）"),
-    # core.config: a field's rule ('must be an integer >= 8, or null', "must be one of 'O0', 'O1'")
+    # core.spec.config: a field's rule ('must be an integer >= 8, or null', "must be one of 'O0', 'O1'")
     (r"unknown key( \(did you mean ('[^']*')\?\))?; valid keys: (.*)",
      lambda m: "未知的键" + (f"（是否想写 {m.group(2)}？）" if m.group(1) else "") + f"；有效的键：{_names(m.group(3))}"),
     (r"has unknown field ('[^']*')( \(did you mean ('[^']*')\?\))?; valid fields: (.*?)(?=（当前值|$)",
@@ -1172,7 +1172,7 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
 
 
 def _format_help_text(listed: str) -> str:
-    """core.data_formats.format_help()'s 'alpaca: instruction, output (input, ... optional); text: text'."""
+    """core.data.formats.format_help()'s 'alpaca: instruction, output (input, ... optional); text: text'."""
     parts = []
     for part in listed.strip().removesuffix(";").split("; "):
         fmt, _, fields = part.partition(": ")

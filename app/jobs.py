@@ -1,6 +1,6 @@
 """Starting, queueing, resuming and stopping runs for every browser tab at once.
 
-The console owns no training process: it creates a run folder, hands it to `core.launcher`, and
+The console owns no training process: it creates a run folder, hands it to `core.run.launcher`, and
 from then on reads the folder. What it keeps in memory is only what keeps two clicks from doing
 the same thing twice: a lock around starting, the recent start requests (so a double-click on
 Start launches one run), and the stops under way. A thread per launched worker reaps it when it
@@ -10,11 +10,11 @@ The job queue lives in the run folders: a run that cannot start because its devi
 stays `queued` with a `queue_position` in its status, so the queue survives a console restart
 (`reattach` picks it up). A scheduler thread starts the next queued runs when a worker exits (or,
 for runs this console did not start, when it sees them gone; it looks every `poll_s`), through
-`core.launcher.plan_launches`: on the CPU one run at a time by default, on GPU/Ascend one run per
+`core.run.launcher.plan_launches`: on the CPU one run at a time by default, on GPU/Ascend one run per
 free set of `data_parallel` device ids, and never more than `--max-concurrent-runs`.
 
 A cluster run (`launch.backend: slurm`) is submitted at Start through its backend
-(`core.launcher.backend_for`): the console's own queue is not used for it, since Slurm queues it
+(`core.run.launcher.backend_for`): the console's own queue is not used for it, since Slurm queues it
 (queued == pending in Slurm, in Slurm's order), and a thread per run refreshes its state from the
 run folder and Slurm (`Backend.refresh`) until it is over. Stop, cancel and reattach go through the
 same backend; the double-click guard is the same for both, and it also looks at the run folders
@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from core import launcher
-from core.config import Config, ConfigError, load_config
-from core.atomic import atomic_write
-from core.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, list_runs
-from core.slurm import ENDED_STATES
+import core.run.launcher as launcher
+from core.spec.config import Config, ConfigError, load_config
+from core.run.atomic import atomic_write
+from core.run.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, list_runs
+from core.run.slurm import ENDED_STATES
 
 from app.access import SINGLE_USER, Viewer, read_owner, visible
 from app.cluster import LOCAL, cluster_of
@@ -96,7 +96,7 @@ class JobManager:
         self._scheduler: threading.Thread | None = None
         self._closed = False
         self._devices: dict[str, tuple[str, int]] = {}  # run id -> (device, data_parallel), from its config
-        self._backend_for = backend_for  # None: core.launcher.backend_for
+        self._backend_for = backend_for  # None: core.run.launcher.backend_for
         self._cluster_every_s = cluster_every_s
         self._cluster_runs: dict[str, str] = {}  # run id -> backend name, for runs submitted elsewhere than here
 
@@ -293,7 +293,7 @@ class JobManager:
         return active
 
     def dry_run_env(self, device: str) -> dict[str, str]:
-        """The device assignment a dry run gets now (core.launcher.dry_run_env)."""
+        """The device assignment a dry run gets now (core.run.launcher.dry_run_env)."""
         with self._lock:
             return launcher.dry_run_env(device, self._active(self._reconciled()), self.slots)
 
@@ -489,7 +489,7 @@ class JobManager:
 
     def _watch(self, run: RunDir, process=None, refresh: Callable | None = None) -> None:
         """The console's watcher of one run, every watch_every_s until it is over and nothing of it
-        is left: reaps our child (no zombie), sees a rank that died or hung (core.launcher.watch)
+        is left: reaps our child (no zombie), sees a rank that died or hung (core.run.launcher.watch)
         and tears down what a finished run left; then the end-of-run hook."""
         while True:
             exited = process is not None and process.poll() is not None

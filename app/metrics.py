@@ -1,11 +1,11 @@
 """A run's metrics as chart data, kept current by reading only what the worker appended.
 
-`RunCharts.update()` asks `core.rundir.MetricsReader` for the records written since the last call
+`RunCharts.update()` asks `core.run.rundir.MetricsReader` for the records written since the last call
 (it keeps the byte offset) and appends them to one small long-format DataFrame per chart
 (step, value, series). Nothing is re-read: the cost of a tick is the new bytes, not the file.
 
 A resumed run logs again the steps its previous attempt logged past its last checkpoint: the
-charts keep the latest value per step (`core.rundir.resume_point`/`value_key`, the rule
+charts keep the latest value per step (`core.run.rundir.resume_point`/`value_key`, the rule
 `current_records` applies to a whole file): a resume drops the points past the step it resumed
 from, and a record of a step seen before replaces that step's points.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.rundir import (GENERATION_FIELDS, SCORE_LABELS, BaselineEvent, ControlEvent, EndEvent, EvalRecord,
+from core.run.rundir import (GENERATION_FIELDS, SCORE_LABELS, BaselineEvent, ControlEvent, EndEvent, EvalRecord,
                          MetricRecord, MetricsReader, RunDir, RunDirError, SetupEvent, TrainRecord, resume_point,
                          value_key)
 
@@ -28,7 +28,7 @@ from app.sessions import most_recent
 
 CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale", "answers",
           "reward_accuracy", "reward_margin")
-# preference objectives (core.preference): chart -> the eval record's fields and their series names
+# preference objectives (core.engine.preference): chart -> the eval record's fields and their series names
 _REWARD_SERIES = {"reward_accuracy": (("reward_accuracy", "reward accuracy"),),
                   "reward_margin": (("reward_margin", "reward margin"), ("chosen_reward", "chosen reward"),
                                     ("rejected_reward", "rejected reward"))}

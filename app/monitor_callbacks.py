@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from core.config import ConfigError, EarlyStoppingSettings, load_config
-from core.launcher import LaunchError
-from core.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
+from core.spec.config import ConfigError, EarlyStoppingSettings, load_config
+from core.run.launcher import LaunchError
+from core.run.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
 
 from app.access import SINGLE_USER, Viewer
 from app.background import run_with_ticks
@@ -430,6 +430,20 @@ class Controls:
     downloads: dict[str, tuple[str, str | None, bool]]
     es_values: dict[str, Any] | None
     profile: tuple[str, str | None] | None = None  # (HTML, trace file) of train.profile_steps, when it changed
+
+
+def picker_change(result: Controls, wanted: str | None) -> dict[str, Any]:
+    """What the run picker should change to after a sync that asked for `wanted`: new choices when
+    the run list changed, and a value only when the server shows another run than the one asked for
+    (a default for an empty pick, a run's final name). A sync answers a little later than it was
+    asked: re-sending `wanted` as the value would undo a pick made by hand meanwhile (under load,
+    the Monitor went back to the previously shown run and never drew the one picked)."""
+    change: dict[str, Any] = {}
+    if result.run_choices is not None:
+        change["choices"] = result.run_choices
+    if result.run_id != wanted:
+        change["value"] = result.run_id
+    return change
 
 
 def controls(session: MonitorSession, wanted: str | None, console: Console, lang: str = "en",

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 import gradio as gr
 
-from core.config import describe_fields
+from core.spec.config import describe_fields
 
 from app import monitor_callbacks as cb
 from app.context import Console
@@ -166,8 +166,8 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
     def on_sync(state: cb.MonitorSession, wanted: str | None, language: str, request: gr.Request):
         with session_lock(state):
             result = cb.controls(state, wanted, console, language, console.viewer(request))
-        picker = (gr.update(choices=result.run_choices, value=result.run_id) if result.run_choices is not None
-                  else (gr.update(value=result.run_id) if result.run_id != wanted else gr.skip()))
+        change = cb.picker_change(result, wanted)
+        picker = gr.update(**change) if change else gr.skip()
         active = gr.skip() if result.active is None else gr.update(interactive=result.active)
         downloads = [gr.update(label=d[0], value=d[1], interactive=d[2]) if (d := result.downloads.get(fmt))
                      else gr.skip() for fmt in tab.downloads]

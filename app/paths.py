@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from core.launcher import REPO_ROOT
-from core.rundir import RunDirError, resolve_inside
+from core.run.launcher import REPO_ROOT
+from core.run.rundir import RunDirError, resolve_inside
 
 
 class OutsideRootsError(ValueError):

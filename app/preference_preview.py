@@ -1,4 +1,4 @@
-"""The data preview of preference data (core.data_preference): each pair's chosen and rejected
+"""The data preview of preference data (core.data.preference): each pair's chosen and rejected
 samples side by side, rendered as the worker will see them (prompt masked, each answer trained), or
 each KTO answer with its label; pairs with identical answers are counted, never hidden."""
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import html
 from typing import Sequence
 
-from core.data_files import DataFile
-from core.data_formats import Columns
-from core.data_preference import preference_record, tokenize_preference
-from core.tokenizer import Tokenizer
+from core.data.files import DataFile
+from core.data.formats import Columns
+from core.data.preference import preference_record, tokenize_preference
+from core.data.tokenizer import Tokenizer
 
 from app.i18n import text
 

@@ -1,6 +1,6 @@
 """A run's status in words: state, progress, elapsed time, ETA, best so far, and why it failed.
 
-Plain functions over a run's `Status` (core.rundir) and the chart data, so the Monitor and Runs tabs say the same
+Plain functions over a run's `Status` (core.run.rundir) and the chart data, so the Monitor and Runs tabs say the same
 thing and tests need no browser.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import re
 import time
 from dataclasses import dataclass
 
-from core.launcher import CRASH_REASON
-from core.rundir import FAILURE_KINDS, TERMINAL_STATES, Status
+from core.run.launcher import CRASH_REASON
+from core.run.rundir import FAILURE_KINDS, TERMINAL_STATES, Status
 
 from app.i18n import text
 

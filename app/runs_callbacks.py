@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from core import launcher
-from core.rundir import (GENERATION_FIELDS, POINTERS, TERMINAL_STATES, EvalRecord, RunDir, RunDirError, RunSummary,
+import core.run.launcher as launcher
+from core.run.rundir import (GENERATION_FIELDS, POINTERS, TERMINAL_STATES, EvalRecord, RunDir, RunDirError, RunSummary,
                          Status, TrainRecord, display_name, resolve_inside)
 
 from app.access import SINGLE_USER, Viewer

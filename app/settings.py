@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from core.launcher import REPO_ROOT
+from core.run.launcher import REPO_ROOT
 
 DEFAULT_MODELS_DIR = REPO_ROOT / "models"
 DEFAULT_DATA_DIR = REPO_ROOT / "data"

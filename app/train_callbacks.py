@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from core import launcher, tracking
-from core.config import Config, ConfigError, deep_merge, load_config, read_config_file
-from core.data import DataError, run_seq_len
-from core.data_files import file_names, split_path
-from core.model_args import CheckpointError, check_run_settings, read_model_args
-from core.rundir import RunDir
-from core.tokenizer import TokenizerError
+import core.run.launcher as launcher
+import core.run.tracking as tracking
+from core.spec.config import Config, ConfigError, deep_merge, load_config, read_config_file
+from core.data.pipeline import DataError, run_seq_len
+from core.data.files import file_names, split_path
+from core.spec.model_args import CheckpointError, check_run_settings, read_model_args
+from core.run.rundir import RunDir
+from core.data.tokenizer import TokenizerError
 
 from app import catalog, data_preview, devices, form
 from app.access import SINGLE_USER, Viewer
@@ -185,8 +186,8 @@ def command_text(config: Config, console: Console) -> str:
 
 
 def sbatch_text(config: Config, console: Console) -> str:
-    """The sbatch script of a cluster run, from core.slurm's own writer (the port is chosen at Start)."""
-    from core import slurm
+    """The sbatch script of a cluster run, from core.run.slurm's own writer (the port is chosen at Start)."""
+    import core.run.slurm as slurm
 
     try:
         return slurm.build_script(preview_run_dir(config, console), config, master_port=PREVIEW_MASTER_PORT)
@@ -236,19 +237,19 @@ def global_batch_text(values: Mapping[str, Any], lang: str) -> str:
 
 
 def memory_estimate(config: Config, console: Console, lang: str = "en") -> tuple[Any | None, str]:
-    """core.memory's estimate for `config` (None when there is none) and the sequence-length note,
+    """core.spec.memory's estimate for `config` (None when there is none) and the sequence-length note,
     or the reason there is no estimate."""
     entry = catalog.find(console.models(), config.model.path)
     if entry is None or not entry.loadable:
         return None, text("mem.pick_model", lang)
     try:
-        from core import memory  # written separately; the console works without it
+        import core.spec.memory as memory  # written separately; the console works without it
         args = read_model_args(entry.path)
         device_mb = memory.device_memory_mb(config.parallel.device)
         seq_len, seq_note = batch_seq_len(config, lang)
         return memory.estimate_memory(config, args, seq_len, device_memory_mb=device_mb), seq_note
     except (ImportError, AttributeError) as err:
-        return None, f"{type(err).__name__}: core.memory"
+        return None, f"{type(err).__name__}: core.spec.memory"
     except (CheckpointError, ValueError, TypeError) as err:
         return None, problem_text(str(err), lang)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import gradio as gr
 
-from core.config import Config
+from core.spec.config import Config
 
 from app import catalog, data_callbacks, devices, form, form_sync
 from app.cluster import where_choices, where_note
@@ -182,7 +182,7 @@ def _precision_fields(tab: TrainTab, labels: Labels, values: dict, info: dict) -
 
 
 def _objective_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
-    """train.objective and the preference: settings (core.preference), open when not SFT."""
+    """train.objective and the preference: settings (core.engine.preference), open when not SFT."""
     with _accordion(labels, "sec.objective", open=values["train.objective"] != "sft", elem_id="sec-objective"):
         rows = (("train.objective", "preference.reference", "preference.beta"),
                 ("preference.loss_type", "preference.label_smoothing", "preference.simpo_gamma"),
@@ -253,7 +253,7 @@ def _eval_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> No
 
 
 def _tracking_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
-    """Experiment trackers the worker mirrors the metrics to (core.tracking), off by default."""
+    """Experiment trackers the worker mirrors the metrics to (core.run.tracking), off by default."""
     with _accordion(labels, "sec.tracking", elem_id="sec-tracking"):
         with gr.Row():
             _widget(tab, "tracking", values, info, labels)

@@ -12,8 +12,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from core.launcher import REPO_ROOT
-from core.rundir import POINTERS, display_name
+from core.run.launcher import REPO_ROOT
+from core.run.rundir import POINTERS, display_name
 
 from app import catalog
 from app.access import SINGLE_USER, Viewer, read_owner
@@ -68,7 +68,7 @@ def generate_argv(source: str, is_checkpoint: bool, prompt: str, chat: bool, max
 
 
 def parse_output(stdout: str, stderr: str, returncode: int) -> Answer:
-    """The JSON line core.generate prints last; its error line when it failed."""
+    """The JSON line core.engine.generate prints last; its error line when it failed."""
     for line in reversed(stdout.strip().splitlines()):
         if line.startswith("{"):
             try:
@@ -78,7 +78,7 @@ def parse_output(stdout: str, stderr: str, returncode: int) -> Answer:
                 break
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     error = next((line.removeprefix("error: ") for line in reversed(lines) if line.startswith("error:")), None)
-    return Answer("", error=error or (lines[-1] if lines else f"core.generate exited with {returncode}"))
+    return Answer("", error=error or (lines[-1] if lines else f"core.engine.generate exited with {returncode}"))
 
 
 def _run(argv: list[str], runner=subprocess.run) -> Answer:

@@ -9,7 +9,7 @@ from typing import Any
 
 import gradio as gr
 
-from core.config import FieldInfo
+from core.spec.config import FieldInfo
 
 from app.i18n import Labels, text
 

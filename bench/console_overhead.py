@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 def train_tokens_per_s(run_dir: Path) -> float:
     """Median tokens/s of the logged train steps, the first (compilation) left out."""
-    from core.rundir import RunDir, TrainRecord
+    from core.run.rundir import RunDir, TrainRecord
     records = RunDir(run_dir).metrics_reader().read_new()
     values = [r.tokens_per_s for r in records if isinstance(r, TrainRecord)][1:]
     return statistics.median(values)
@@ -41,7 +41,7 @@ def headless(runs_dir: Path, steps: int, eval_every: int) -> Path:
 def with_console(runs_dir: Path, steps: int, eval_every: int) -> tuple[Path, float, float]:
     import psutil
     from playwright.sync_api import sync_playwright
-    from core.launcher import free_port
+    from core.run.launcher import free_port
     from tests.app.browser_fixtures import CHROMIUM, CHROMIUM_ARGS
     from tests.app.test_browser import choose, only_run, run_state, set_number, wait_for
 

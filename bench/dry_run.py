@@ -1,5 +1,5 @@
 """The console's "Check memory" against the real run: for each config, the dry run's measured peak
-(`python -m core.dry_run`: two training steps and one evaluation batch), core.memory's estimate,
+(`python -m core.dry_run`: two training steps and one evaluation batch), core.spec.memory's estimate,
 and the peak of a real `python -m core.train` run of the same config (final.peak_mem_mb), with
 the dry run's wall time.
 
@@ -23,10 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core import memory  # noqa: E402
-from core.config import load_config  # noqa: E402
-from core.model_args import read_model_args  # noqa: E402
-from core.rundir import RunDir  # noqa: E402
+import core.spec.memory as memory  # noqa: E402
+from core.spec.config import load_config  # noqa: E402
+from core.spec.model_args import read_model_args  # noqa: E402
+from core.run.rundir import RunDir  # noqa: E402
 
 ENV = {**os.environ, "GLOG_v": "3"}
 

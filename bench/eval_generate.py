@@ -26,18 +26,18 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64, help="tokens generated per prompt")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--async-launch", action="store_true",
-                        help="keep MindSpore's asynchronous PyNative op queue (core.generate.use_device "
+                        help="keep MindSpore's asynchronous PyNative op queue (core.engine.generate.use_device "
                              "launches ops synchronously on the CPU, as the engine does)")
     args = parser.parse_args()
 
     import mindspore as ms
-    from core.checkpoint import load_hf_model
-    from core.config import load_config
-    from core.data import eval_batches, load_splits, padded_length
-    from core.fused import enable as enable_fused_kernels
-    from core.generate import SamplingSettings, generate, use_device
-    from core.tokenizer import Tokenizer
-    from core.train_step import EvalStep
+    from core.engine.checkpoint import load_hf_model
+    from core.spec.config import load_config
+    from core.data.pipeline import eval_batches, load_splits, padded_length
+    from core.engine.fused import enable as enable_fused_kernels
+    from core.engine.generate import SamplingSettings, generate, use_device
+    from core.data.tokenizer import Tokenizer
+    from core.engine.train_step import EvalStep
     if args.async_launch:
         ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
     else:

@@ -2,7 +2,7 @@
 Gemma3ForConditionalGeneration checkpoint), Phi-3 and Phi-4-mini fixtures through `python -m core.train`,
 one worker process each (tests/core/family_fixtures.FamilyRuns, as the slow harness test runs them):
 validation loss before and after 8 steps, what the setup event says ran fused or composed, and the
-worker's peak RSS (VmHWM) against core.memory's estimate for the same config.
+worker's peak RSS (VmHWM) against core.spec.memory's estimate for the same config.
 
     .venv/bin/python bench/family_runs.py                      # fused kernels, as core.train runs
     MINDTUNE_FUSED_KERNELS=0 .venv/bin/python bench/family_runs.py --only gemma2   # composed ops
@@ -25,9 +25,9 @@ FAMILIES = {"gemma2": None, "gemma3": None, "gemma3-vision": None, "phi3": PHI_T
 
 
 def measure(name: str, root: Path) -> dict:
-    from core import memory
-    from core.config import load_config
-    from core.model_args import ModelArgs
+    import core.spec.memory as memory
+    from core.spec.config import load_config
+    from core.spec.model_args import ModelArgs
     runs = FamilyRuns(root, name, FAMILIES[name])
     start = time.time()
     run = runs.run("lora")

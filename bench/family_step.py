@@ -5,11 +5,11 @@ applied to the logits before the loss kernel) costs, measured as ratios inside o
 For each family a small model (random weights, built from a hub-style config.json: hidden 256,
 4 layers, GQA 4/2 heads of 64, intermediate 1024, vocabulary 32k, window 128 on the sliding
 layers), LoRA r=8 on every projection or full fine-tuning, micro batch 4 x 256, every token
-labelled. Variants, each its own compiled core.train_step.TrainStep, stepped in turn (A, B, C, A,
+labelled. Variants, each its own compiled core.engine.train_step.TrainStep, stepped in turn (A, B, C, A,
 B, C, ...) so that the machine's load hits all alike; each step's wall time and this process's CPU
 time (all its threads: what other processes on a loaded machine change least) are kept, medians
 printed, and the ratios of both:
-  fused     core.fused.enable as core.train runs it;
+  fused     core.engine.fused.enable as core.train runs it;
   composed  no kernels (what MINDTUNE_FUSED_KERNELS=0, AMP or a missing compiler give);
   cap-composed  fused, but the final-logit cap as MindSpore ops in front of the plain loss kernel
             (Gemma 2 only; how it ran before the loss kernel took the cap);
@@ -56,10 +56,10 @@ def build_step(cfg: dict, method: str, kernels: bool, cap_in_loss: bool = True):
     """A compiled train step for `cfg` (random weights, seed 0) and the kernels line it reports;
     cap_in_loss=False keeps the final-logit cap composed in front of the plain loss kernel."""
     import mindspore as ms
-    from core import fused
-    from core.lora import inject_lora, mark_only_lora_trainable
-    from core.model import CausalLM, ModelArgs, share_layer_graphs
-    from core.train_step import TrainStep, WarmupDecaySchedule, adamw
+    import core.engine.fused as fused
+    from core.engine.lora import inject_lora, mark_only_lora_trainable
+    from core.engine.model import CausalLM, ModelArgs, share_layer_graphs
+    from core.engine.train_step import TrainStep, WarmupDecaySchedule, adamw
     ms.set_seed(0)
     model = CausalLM(ModelArgs.from_hf_config(cfg))
     if method == "lora":
@@ -83,7 +83,7 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=6, help="timed steps per variant (after 2 warm-up)")
     args = parser.parse_args(argv)
     import numpy as np
-    from core.generate import use_device
+    from core.engine.generate import use_device
     use_device("cpu")
     rng = np.random.default_rng(0)
     ids = rng.integers(3, _SHAPE["vocab_size"], (BATCH, SEQ)).astype(np.int32)

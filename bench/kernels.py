@@ -1,4 +1,4 @@
-"""The fused CPU kernels (core/kernels/*.cc) timed as MindSpore ops, forward + backward, in one
+"""The fused CPU kernels (core/engine/kernels/*.cc) timed as MindSpore ops, forward + backward, in one
 process, the variants of each comparison interleaved (A B A B ...; the median of each):
 
 - `default`: today's path of every kernel, the library at a baseline commit (built here from git,
@@ -63,11 +63,11 @@ def causal_mask(t: int, window: int | None = None, segments=None):
 
 class AttentionCall:
     """One attention forward + backward through a library's kernels (`options`: None for the
-    baseline's six-input signature, else core.fused.attention_options' vector)."""
+    baseline's six-input signature, else core.engine.fused.attention_options' vector)."""
 
     def __init__(self, kernel, options, q, k, v, mask, cos, sin, segments=None):
         from mindspore import Tensor
-        from core import fused
+        import core.engine.fused as fused
         self.forward = fused._aot(kernel, "attention_forward", lambda q_, k_, *rest: (q_, [q_[0], q_[2], q_[1]], k_), 3)
         self.backward = fused._aot(kernel, "attention_backward", lambda q_, k_, v_, *rest: (q_, k_, v_), 3)
         self.inputs = [Tensor(a) for a in (q, k, v, mask, cos, sin)]
@@ -123,12 +123,12 @@ def report(title: str, medians: dict, base: str) -> None:
 
 def section_default(new, old, reps: int) -> None:
     from mindspore import Tensor
-    from core import fused
+    import core.engine.fused as fused
     options = fused.attention_options()
     for name, batch, t, heads, kv, d in (DEMO_LAYER, LAYER_25M):
         q, k, v = attention_inputs(batch, t, heads, kv, d)
         mask = np.broadcast_to(causal_mask(t), (batch, 1, t, t)).copy()
-        mask[1, :, :, t - 40:] = MASK_MIN  # a right-padded row, as core.data pads
+        mask[1, :, :, t - 40:] = MASK_MIN  # a right-padded row, as core.data.pipeline pads
         cos, sin = rope_tables(1, t, d)
         calls = {"baseline": AttentionCall(old, None, q, k, v, mask, cos, sin),
                  "new": AttentionCall(new, options, q, k, v, mask, cos, sin)}
@@ -167,7 +167,7 @@ def section_default(new, old, reps: int) -> None:
 
 
 def section_window(new, reps: int, window: int) -> None:
-    from core import fused
+    import core.engine.fused as fused
     t = 4 * window
     for name, _, _, heads, kv, d in (DEMO_LAYER, LAYER_25M):
         batch = 2
@@ -185,7 +185,7 @@ def section_window(new, reps: int, window: int) -> None:
 
 def section_softcap(new, reps: int) -> None:
     from mindspore import Tensor
-    from core import fused
+    import core.engine.fused as fused
     for name, batch, t, heads, kv, d in (DEMO_LAYER, LAYER_25M):
         q, k, v = attention_inputs(batch, t, heads, kv, d)
         cos, sin = rope_tables(1, t, d)
@@ -207,7 +207,7 @@ def section_softcap(new, reps: int) -> None:
 
 
 def section_packing(new, reps: int, length: int) -> None:
-    from core import fused
+    import core.engine.fused as fused
     samples, t = 4, 4 * length
     for name, _, _, heads, kv, d in (DEMO_LAYER, LAYER_25M):
         batch = 2
@@ -231,11 +231,11 @@ def section_packing(new, reps: int, length: int) -> None:
 def section_lora_step(reps: int, configs) -> None:
     import mindspore as ms
     from bench import train_step as tsb
-    from core import fused
-    from core.checkpoint import load_hf_model
-    from core.lora import inject_lora, mark_only_lora_trainable
-    from core.model import share_layer_graphs
-    from core.train_step import TrainStep, WarmupDecaySchedule, adamw
+    import core.engine.fused as fused
+    from core.engine.checkpoint import load_hf_model
+    from core.engine.lora import inject_lora, mark_only_lora_trainable
+    from core.engine.model import share_layer_graphs
+    from core.engine.train_step import TrainStep, WarmupDecaySchedule, adamw
 
     with tempfile.TemporaryDirectory() as tmp:
         for name in configs:
@@ -275,8 +275,8 @@ def main(argv=None) -> None:
     parser.add_argument("--sample-length", type=int, default=256, help="section packing: tokens per sample")
     parser.add_argument("--threads", type=int, default=0, help="kernel threads (0: every CPU allowed)")
     args = parser.parse_args(argv)
-    from core import fused
-    from core.generate import use_device
+    import core.engine.fused as fused
+    from core.engine.generate import use_device
     use_device("cpu")  # PyNative, ops launched synchronously
     new = fused.build()
     print(f"kernels: {new.path.name} (working tree)")
@@ -284,7 +284,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if "default" in args.sections:
             old = fused.build_revision(args.baseline, Path(tmp))
-            print(f"baseline: {old.path.name} (core/kernels at {args.baseline[:12]})")
+            print(f"baseline: {old.path.name} (core/engine/kernels at {args.baseline[:12]})")
             fused.set_threads(old, args.threads)
             section_default(new, old, args.reps)
         if "window" in args.sections:

@@ -1,4 +1,4 @@
-"""lm-eval's local demo tasks (data/eval_tasks) on mindtune's lm-eval model (core.lm_eval_model,
+"""lm-eval's local demo tasks (data/eval_tasks) on mindtune's lm-eval model (core.engine.lm_eval_model,
 MindSpore) against lm-eval's own Hugging Face backend (`hf`, PyTorch) on the same model folder and
 CPU threads, in one process: log-likelihood items per second (demo_story_mc), generated tokens per
 second (demo_story_gen), the ratio mindtune / hf (target >= 1.2x on both), and whether the scores
@@ -82,8 +82,8 @@ def bench(name: str, limit: int, batch_size: int, threads: int) -> dict:
     import torch
     from lm_eval.models.huggingface import HFLM
     from core.evaluate import go_offline
-    from core.generate import use_device
-    from core.lm_eval_model import MindtuneLM
+    from core.engine.generate import use_device
+    from core.engine.lm_eval_model import MindtuneLM
     go_offline()
     use_device("cpu")
     torch.set_num_threads(threads)

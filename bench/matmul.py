@@ -95,9 +95,9 @@ def worker_mindspore(shapes, reps: int) -> dict:
     import ctypes
     import mindspore as ms
     from mindspore import Tensor, ops
-    from core.generate import use_device
+    from core.engine.generate import use_device
     use_device("cpu")  # PyNative, ops launched synchronously, as core.train's worker and eval run ops
-    from core.fused import DNNL, _mindspore_lib
+    from core.engine.fused import DNNL, _mindspore_lib
     sgemm = ctypes.CDLL(str(_mindspore_lib() / DNNL)).dnnl_sgemm
     sgemm.argtypes = [ctypes.c_char, ctypes.c_char, *[ctypes.c_int64] * 3, ctypes.c_float, ctypes.c_void_p,
                       ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.c_int64]

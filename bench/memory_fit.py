@@ -1,5 +1,5 @@
 """The memory estimator against real runs: peak RSS of `python -m core.train` on a grid of model
-shapes, batch sizes, sequence lengths and methods, next to `core.memory.estimate_memory`'s total,
+shapes, batch sizes, sequence lengths and methods, next to `core.spec.memory.estimate_memory`'s total,
 and (with --fit) the CPU constants a non-negative least-squares fit of the grid gives.
 
 Each run is a real worker: a Llama-architecture model (the *-lora/-full family rows: Qwen3, Mistral
@@ -15,11 +15,11 @@ every real run). The estimate's target is the worker's `final.peak_mem_mb`.
     .venv/bin/python bench/memory_fit.py --only qwen0.5b-lora,qwen0.5b-lora-fp32,qwen0.5b-full,qwen1.5b-lora \
         --json bench/memory_fit_rows_real.json                       # real sizes (~20 min, 11 GB)
     .venv/bin/python bench/memory_fit.py --rows bench/memory_fit_rows.json --rows bench/memory_fit_rows_real.json \
-        --fit                                                        # the fit of core.memory.CPU_FUSED, no runs
+        --fit                                                        # the fit of core.spec.memory.CPU_FUSED, no runs
     .venv/bin/python bench/memory_fit.py --only moe-lora,moe-full,moe-e16,moe-k4-i512,moe-s256-full,moe-attn-only \
         --fit-moe --json bench/memory_fit_rows_moe.json              # the mixtures of experts (~8 min)
 
-bench/memory_fit_rows.json holds the rows behind core/memory.py's constants (measured on the
+bench/memory_fit_rows.json holds the rows behind core/spec/memory.py's constants (measured on the
 2-core CPU this project is developed on, MindSpore 2.10, with the fused attention kernel);
 bench/memory_fit_rows_composed.json those behind `CPU_COMPOSED` (MindSpore's composed attention
 ops, what runs without a C++ compiler: rerun with MINDTUNE_FUSED_KERNELS=0). With --rows they are
@@ -83,7 +83,7 @@ REAL = {
     "qwen1.5b-lora":      ("1.5b", "lora", 2, 128, ("model.dtype=bfloat16",)),
 }
 # Mixtures of experts (Mixtral layout, every layer sparse): the shape gains (experts, top_k) and its
-# intermediate is the experts' width. Their expert counts (core.memory CPU_*_EXPERTS) are fitted
+# intermediate is the experts' width. Their expert counts (core.spec.memory CPU_*_EXPERTS) are fitted
 # on what the dense constants leave unexplained (--fit-moe), so these rows stay out of the dense fit.
 MOE_TARGETS = "lora.target_modules=[q_proj,k_proj,v_proj,o_proj,gate_up_proj,down_proj]"
 GRID.update({
@@ -106,7 +106,7 @@ FAMILIES = {
              "attention_bias": True},
     "olmo2": {"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2"},
 }
-FAMILY_UNITS = ("norm_extra", "q_extra")  # core.memory units only the family rows have (not fitted here)
+FAMILY_UNITS = ("norm_extra", "q_extra")  # core.spec.memory units only the family rows have (not fitted here)
 for _family in FAMILIES:
     for _method in ("lora", "full"):
         GRID[f"{_family}-{_method}"] = ((256, 688, 4, 8, 8, 1024), _method, 8, 128, (), _family)
@@ -157,7 +157,7 @@ def make_model(folder: Path, shape: tuple[int, ...], family: str | None = None) 
                 tensors.update({q + "w1.weight": normal(inter, h), q + "w3.weight": normal(inter, h),
                                 q + "w2.weight": normal(h, inter)})
     else:
-        from core.model_args import ModelArgs
+        from core.spec.model_args import ModelArgs
         tensors = {name: np.ones(dims, np.float32) if name.endswith("norm.weight")
                    else rng.standard_normal(dims, dtype=np.float32) * 0.02
                    for name, dims in ModelArgs.from_hf_config(config).parameter_shapes().items()}
@@ -197,9 +197,9 @@ def measure(model: Path, text: Path, method: str, batch: int, seq: int, runs: Pa
 def parts(model: Path, text: Path, method: str, batch: int, seq: int, extra: tuple[str, ...]):
     """The estimate for one grid row, and what the fit needs: its activation units, layers, the
     trainable parameter count and the fixed components (weights, gradients, optimizer)."""
-    from core import memory
-    from core.config import load_config
-    from core.model_args import read_model_args
+    import core.spec.memory as memory
+    from core.spec.config import load_config
+    from core.spec.model_args import read_model_args
     config = load_config(ROOT / "configs" / "defaults.yaml", overrides(model, text, method, batch, seq, extra))
     args = read_model_args(model)
     estimate = memory.estimate_memory(config, args, seq)
@@ -214,7 +214,7 @@ def fit(rows) -> dict:
     gradient work copies, and the tensors held per activation unit shape (float32)."""
     import numpy as np
     from scipy.optimize import nnls
-    from core import memory
+    import core.spec.memory as memory
     names = [n for n in memory.CPU_FUSED.activation_copies  # FAMILY_UNITS: zero on a Llama
              if n not in memory.EXPERT_UNITS and n not in FAMILY_UNITS]
     matrix, target = [], []
@@ -232,12 +232,13 @@ def fit(rows) -> dict:
 
 
 def fit_moe(rows) -> dict:
-    """The experts' counts (core.memory CPU_*_EXPERTS): non-negative least squares, over the moe-*
+    """The experts' counts (core.spec.memory CPU_*_EXPERTS): non-negative least squares, over the moe-*
     rows, of what the estimate without them leaves (measured − estimate + their current share) on
     the expert_h and expert_i units (float32), rows weighted by 1/measured."""
     import numpy as np
     from scipy.optimize import nnls
-    from core import fused, memory
+    import core.engine.fused as fused
+    import core.spec.memory as memory
     current = (memory.CPU_FUSED_EXPERTS if fused.expected("cpu", "float32", "O0") else memory.CPU_COMPOSED_EXPERTS)
     rows = [r for r in rows if r["name"].startswith("moe-")]
     matrix = np.array([[r["units"][n] * 4 / memory.MB for n in memory.EXPERT_UNITS] for r in rows])
@@ -308,9 +309,9 @@ def main() -> None:
         Path(opts.json).write_text(json.dumps(rows, indent=1))
     if opts.fit:
         result = fit(rows)
-        from core import fused
+        import core.engine.fused as fused
         which = "CPU_FUSED" if fused.expected("cpu", "float32", "O0") else "CPU_COMPOSED"
-        print(f"\nfitted CPU constants (core/memory.py, {which}; the recompute growth is read off the "
+        print(f"\nfitted CPU constants (core/spec/memory.py, {which}; the recompute growth is read off the "
               "base-recompute* rows):")
         print(f"  graph_fixed_mb={result['graph_fixed_mb']:.1f}, graph_per_layer_mb={result['graph_per_layer_mb']:.1f}, "
               f"grad_work_copies={result['grad_work_copies']:.2f},")
@@ -323,7 +324,7 @@ def main() -> None:
         print(f"fitted: mean |error| {100 * sum(errors) / len(errors):.1f}%, max {100 * max(errors):.1f}%")
     if opts.fit_moe:
         result = fit_moe(rows)
-        print("\nfitted expert counts (core/memory.py CPU_FUSED_EXPERTS, or CPU_COMPOSED_EXPERTS with "
+        print("\nfitted expert counts (core/spec/memory.py CPU_FUSED_EXPERTS, or CPU_COMPOSED_EXPERTS with "
               "MINDTUNE_FUSED_KERNELS=0): {" + ", ".join(f'"{k}": {v:.2f}' for k, v in result["copies"].items()) + "}")
         for r, f in zip(result["rows"], result["fitted"]):
             print(f"  {r['name']:14s} measured {r['measured']:7,.0f} MB, fitted {f:7,.0f} MB ({(f / r['measured'] - 1) * 100:+.1f}%)")

@@ -22,8 +22,8 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import mindspore as ms  # noqa: E402
 
-from core import fused  # noqa: E402
-from core.checkpoint import load_hf_model  # noqa: E402
+import core.engine.fused as fused  # noqa: E402
+from core.engine.checkpoint import load_hf_model  # noqa: E402
 from tests.core.family_fixtures import ID_LIMIT, MODELS, make_model  # noqa: E402
 from tests.core.hf_fixtures import ARCHITECTURES, make_hf_model, random_ids, reference_logits, save_hf_model  # noqa: E402
 

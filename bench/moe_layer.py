@@ -1,5 +1,5 @@
-"""One sparse mixture-of-experts layer (core.moe.SparseMoE), forward + backward, on the CPU:
-the grouped kernel (core/kernels/grouped_matmul.cc: each expert's product over only the rows
+"""One sparse mixture-of-experts layer (core.engine.moe.SparseMoE), forward + backward, on the CPU:
+the grouped kernel (core/engine/kernels/grouped_matmul.cc: each expert's product over only the rows
 routed to it) against the composed path (every expert on every token as BatchMatMuls, weighted by
 the router), interleaved A/B in one process so that both see the same machine load.
 
@@ -29,10 +29,10 @@ def build(args, method: str, grouped: bool):
     import numpy as np
     import mindspore as ms
     from mindspore import Tensor
-    from core import fused
-    from core.lora import inject_lora, mark_only_lora_trainable
-    from core.moe import SparseMoE
-    from core.moe_args import MoeArgs
+    import core.engine.fused as fused
+    from core.engine.lora import inject_lora, mark_only_lora_trainable
+    from core.engine.moe import SparseMoE
+    from core.spec.moe_args import MoeArgs
     from mindspore import nn
 
     class Holder(nn.Cell):  # LoRA injection works on a model's dotted names

@@ -19,9 +19,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core import data  # noqa: E402
-from core.data import IGNORE_INDEX, DataError  # noqa: E402
-from core.tokenizer import Tokenizer  # noqa: E402
+import core.data.pipeline as data  # noqa: E402
+from core.data.pipeline import IGNORE_INDEX, DataError  # noqa: E402
+from core.data.tokenizer import Tokenizer  # noqa: E402
 
 MAX_SEQ_LEN = 256
 WORDS = "the cat fox dog sleeps runs under over a small red blue kite story river hill".split()

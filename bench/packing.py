@@ -47,8 +47,8 @@ class Dataset:
 
 
 def demo_dataset(tokenizer) -> Dataset:
-    from core.config import load_config
-    from core.data import load_splits
+    from core.spec.config import load_config
+    from core.data.pipeline import load_splits
     config = load_config(ROOT / "configs" / "lora_demo.yaml")
     splits = load_splits(config.data, tokenizer, config.run.seed, cache_dir=None)
     return Dataset("demo", splits.train, splits.validation, config.data.max_seq_len)
@@ -60,7 +60,7 @@ def long_tailed_dataset(tokenizer, n_train: int, n_val: int, seed: int = 0) -> D
     sys.path.insert(0, str(ROOT / "data"))
     from make_demo_data import generate_corpus  # noqa: E402 (the demo corpus generator)
 
-    from core.data import Sample
+    from core.data.pipeline import Sample
     rng = np.random.default_rng(seed)
     lengths = np.clip(rng.lognormal(math.log(100), 0.75, n_train + n_val).astype(int), 16, 1000)
     stream: list[int] = []
@@ -81,12 +81,12 @@ class Mode:
 
     def __init__(self, packing: bool, data: Dataset, micro_batch: int, seed: int, threads: int):
         import mindspore as ms
-        from core.checkpoint import load_hf_model
-        from core.data import BatchIterator, packed_length, padded_length
-        from core.fused import enable as enable_fused
-        from core.lora import inject_lora, mark_only_lora_trainable
-        from core.model import share_layer_graphs
-        from core.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw
+        from core.engine.checkpoint import load_hf_model
+        from core.data.pipeline import BatchIterator, packed_length, padded_length
+        from core.engine.fused import enable as enable_fused
+        from core.engine.lora import inject_lora, mark_only_lora_trainable
+        from core.engine.model import share_layer_graphs
+        from core.engine.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw
 
         ms.set_seed(seed)  # the same adapters on both sides
         self.packing = packing
@@ -110,7 +110,7 @@ class Mode:
         self.seconds = 0.0  # of the timed steps (the first, which compiles, is not timed)
 
     def train_steps(self, n: int) -> None:
-        from core.train_step import step_inputs
+        from core.engine.train_step import step_inputs
         for _ in range(n):
             batch = next(self.batches)
             start = time.perf_counter()
@@ -129,8 +129,8 @@ class Mode:
             self.trained_tokens += real
 
     def validation_loss(self, data: Dataset) -> float:
-        from core.data import eval_batches
-        from core.train_step import step_inputs
+        from core.data.pipeline import eval_batches
+        from core.engine.train_step import step_inputs
         self.model.set_train(False)
         nll = tokens = 0.0
         for batch in eval_batches(data.validation, 8, self.eval_length):
@@ -141,7 +141,7 @@ class Mode:
 
 
 def compare(data: Dataset, token_budget: int, micro_batch: int, seed: int, threads: int) -> dict:
-    from core.data import packed_length, packing_efficiency, padded_length, padding_efficiency
+    from core.data.pipeline import packed_length, packing_efficiency, padded_length, padding_efficiency
     lengths = [len(s) for s in data.train]
     plain_len = padded_length(data.max_seq_len, data.train, data.validation)
     pack_len = packed_length(data.max_seq_len)
@@ -189,8 +189,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
-    from core.generate import use_device
-    from core.tokenizer import Tokenizer
+    from core.engine.generate import use_device
+    from core.data.tokenizer import Tokenizer
     use_device("cpu")
     threads = len(os.sched_getaffinity(0))
     tokenizer = Tokenizer.from_dir(MODEL)

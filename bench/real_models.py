@@ -64,7 +64,7 @@ def tensor_shapes(config: dict) -> dict[str, tuple[int, ...]]:
 
 def _random_bf16(name: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """N(0, 0.02) matrices and biases, norms 1, as bfloat16 bits (float32 truncated to its high 16
-    bits; core.safetensors_io writes uint16 bits for a bfloat16 entry, no MindSpore needed)."""
+    bits; core.weights.safetensors_io writes uint16 bits for a bfloat16 entry, no MindSpore needed)."""
     if name.endswith("norm.weight"):
         values = np.ones(shape, np.float32)
     else:
@@ -75,9 +75,9 @@ def _random_bf16(name: str, shape: tuple[int, ...], rng: np.random.Generator) ->
 def make_model(folder: str | Path, name: str = "0.5b", shard_mb: int = 500, seed: int = 0) -> Path:
     """config.json, model-0000k-of-0000n.safetensors shards of about `shard_mb` each (one
     model.safetensors when it all fits) with model.safetensors.index.json, and the demo tokenizer.
-    Written tensor by tensor (core.safetensors_io): peak memory is one tensor. Reuses a complete
+    Written tensor by tensor (core.weights.safetensors_io): peak memory is one tensor. Reuses a complete
     folder made earlier with the same arguments."""
-    from core.safetensors_io import TensorEntry, write_file
+    from core.weights.safetensors_io import TensorEntry, write_file
     folder = Path(folder)
     config = CONFIGS[name]
     stamp = folder / ".made-by-real-models.json"

@@ -4,7 +4,7 @@ user runs it, then exported as PEFT and merged through `python -m core.export`. 
 
 - launch to the first logged step, split into start + setup (imports, model load, compile of
   nothing yet), baseline evaluation, and compile + first step (from metrics.jsonl's timestamps);
-- the worker's peak RSS (its VmHWM, in status.json) against the console's estimate (core.memory);
+- the worker's peak RSS (its VmHWM, in status.json) against the console's estimate (core.spec.memory);
 - each export's wall time and peak RSS (the export process's own maximum resident set).
 
     .venv/bin/python bench/scale.py                               # 0.5B LoRA, bf16 frozen weights
@@ -88,9 +88,9 @@ def launch_breakdown(run: Path, t_launch: float) -> dict:
 
 
 def estimate_mb(config_path: Path) -> float:
-    from core.config import load_config
-    from core.memory import estimate_memory
-    from core.model_args import read_model_args
+    from core.spec.config import load_config
+    from core.spec.memory import estimate_memory
+    from core.spec.model_args import read_model_args
     config = load_config(config_path)
     return estimate_memory(config, read_model_args(config.model.path), config.data.max_seq_len).total_mb
 

@@ -5,7 +5,7 @@ max) and errors, and the run's step. At the end: per console process, RSS and de
 last minute against its minute 5 (target: within 10%), the feed's p95 (target: < 1 s), how long the
 restart took, and whether the run kept going and the feed followed it after the restart.
 
-The run is started with core.launcher (as the console starts it, in its own session), so it lives
+The run is started with core.run.launcher (as the console starts it, in its own session), so it lives
 through the console's restart; the restarted console finds it through the run folder (reattach).
 
     .venv/bin/python bench/soak.py                       # the full hour, 10 clients, restart at 30 min
@@ -38,9 +38,9 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
-from core import launcher  # noqa: E402
-from core.config import load_config  # noqa: E402
-from core.rundir import TERMINAL_STATES, RunDir  # noqa: E402
+import core.run.launcher as launcher  # noqa: E402
+from core.spec.config import load_config  # noqa: E402
+from core.run.rundir import TERMINAL_STATES, RunDir  # noqa: E402
 
 RUN_OVERRIDES = ("train.max_steps=1000000", "train.learning_rate=3.0e-4",  # lr 3e-3 diverges near step 1,000
                  "train.eval_every=200", "train.save_every=200", "train.log_every=1",

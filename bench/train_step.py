@@ -7,7 +7,7 @@ hub's config.json with random bf16 weights, bench/real_models.py) and each metho
 projection of the family: on the MoE attention and both expert stacks, not the router; full
 fine-tuning), fp32 compute, micro batch 8 (0.5b: 2), sequence 256, every token labelled:
 
-- mindtune: `core.model.CausalLM` + `core.lora` + `core.train_step.TrainStep` (the engine's own
+- mindtune: `core.engine.model.CausalLM` + `core.engine.lora` + `core.engine.train_step.TrainStep` (the engine's own
   compiled step: loss, AdamW, clipping), exactly what `python -m core.train` runs;
 - PyTorch 2.13 eager: `transformers`' model of the family (LlamaForCausalLM, Qwen3ForCausalLM,
   Gemma2ForCausalLM, Qwen3MoeForCausalLM with transformers' default experts implementation, ...) on
@@ -109,11 +109,11 @@ SHAPES = {"0.5b": (2, 256)}  # config -> (micro batch, sequence); the others BAT
 
 def make_checkpoint(folder: Path, config: dict) -> Path:
     """config.json + model.safetensors with seeded N(0, 0.02) weights (norms 1; an MoE router
-    N(0, ROUTER_STD)), Hugging Face keys: every tensor `core.model_args.ModelArgs.parameter_shapes`
+    N(0, ROUTER_STD)), Hugging Face keys: every tensor `core.spec.model_args.ModelArgs.parameter_shapes`
     lists for the config's family, in the hub's layout (its key map: MoE experts one per tensor)."""
     import numpy as np
     from safetensors.numpy import save_file
-    from core.model_args import ModelArgs
+    from core.spec.model_args import ModelArgs
     rng = np.random.default_rng(0)
     args = ModelArgs.from_hf_config(config)
     tensors = {}
@@ -130,7 +130,7 @@ def make_checkpoint(folder: Path, config: dict) -> Path:
 
 def lora_targets(model_dir: Path) -> list[str]:
     """LoRA r=8 on every projection of the model's family (what 'all-linear' selects)."""
-    from core.model_args import read_model_args
+    from core.spec.model_args import read_model_args
     return list(read_model_args(model_dir).spec.default_lora_targets)
 
 
@@ -161,7 +161,7 @@ def matmul_flops(model_dir: Path, method: str, batch: int = BATCH, seq: int = SE
     backward twice that. LoRA's own matmuls (r = 8) are counted like dense weights that train. A
     mixture of experts' stacked experts count top_k times per token (the experts a token runs,
     its active parameters), their LoRA too."""
-    from core.model_args import read_model_args
+    from core.spec.model_args import read_model_args
     a = read_model_args(model_dir)
     shapes = a.dense_shapes()
     per_token = {name: a.moe.top_k if a.moe is not None and a.moe.experts_of(name) > 1 else 1 for name in shapes}
@@ -194,12 +194,12 @@ def worker_mindtune(model_dir: Path, method: str, steps: int, warmup: int, t_lau
     import numpy as np
     import mindspore as ms
     from mindspore import Tensor
-    from core.checkpoint import load_hf_model
-    from core.fused import enable as enable_fused_kernels
-    from core.generate import use_device
-    from core.lora import inject_lora, mark_only_lora_trainable
-    from core.model import share_layer_graphs
-    from core.train_step import TrainStep, WarmupDecaySchedule, adamw
+    from core.engine.checkpoint import load_hf_model
+    from core.engine.fused import enable as enable_fused_kernels
+    from core.engine.generate import use_device
+    from core.engine.lora import inject_lora, mark_only_lora_trainable
+    from core.engine.model import share_layer_graphs
+    from core.engine.train_step import TrainStep, WarmupDecaySchedule, adamw
     use_device("cpu")  # as core.train's worker
     ms.set_seed(0)
     phases["imports"] = time.time() - t
@@ -326,9 +326,9 @@ def run_worker(kind: str, **kwargs) -> dict:
 
 
 def estimate(model_dir: Path, method: str, batch: int = BATCH, seq: int = SEQ, storage: str | None = None) -> float:
-    from core.config import load_config
-    from core.memory import estimate_memory
-    from core.model_args import read_model_args
+    from core.spec.config import load_config
+    from core.spec.memory import estimate_memory
+    from core.spec.model_args import read_model_args
     config = load_config(ROOT / "configs" / "defaults.yaml", [
         f"model.path={model_dir}", f"method={method}", f"train.micro_batch_size={batch}",
         f"data.max_seq_len={seq}", "eval.downstream=false",

@@ -4,7 +4,7 @@ steps and one evaluation batch, and report the peak.
     python -m core.dry_run --config FILE [key=value ...] [--steps 2]
 
 Prints one JSON line last: {"peak_mem_mb", "steps", "step_time_s", "setup_s", "seq_len", "kernels",
-"device"}. The estimate of core.memory is fitted on a grid of shapes; this is the measurement, on
+"device"}. The estimate of core.spec.memory is fitted on a grid of shapes; this is the measurement, on
 this machine, of this config: the same model, data, sequence length, kernels and compiled steps as
 the real worker (the evaluation batch compiles the evaluation graph, which the worker holds too).
 A data-parallel run is measured with one worker: per-worker memory does not depend on the width
@@ -23,9 +23,9 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core import launcher
-from core.config import Config, ConfigError, load_config
-from core.rundir import SetupEvent
+import core.run.launcher as launcher
+from core.spec.config import Config, ConfigError, load_config
+from core.run.rundir import SetupEvent
 
 DEFAULT_STEPS = 2
 
@@ -42,7 +42,8 @@ def dry_run_config(config: Config, runs_dir: str, steps: int = DEFAULT_STEPS) ->
 def dry_run(config: Config, steps: int = DEFAULT_STEPS) -> dict:
     """Set up `config`'s worker in this process, train `steps` steps and evaluate one batch; return
     the measured peak memory (MB per worker) and timings."""
-    from core.generate import use_device
+    # MindSpore loads here, after main() has answered a config error without it (in ~1 s, not ~5)
+    from core.engine.generate import use_device
     from core.train import Cluster, Trainer, peak_memory_mb
 
     with tempfile.TemporaryDirectory(prefix="mindtune-dry-run-") as folder:
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from core.train import USER_ERRORS, TrainingFailed
+    from core.train import USER_ERRORS, TrainingFailed  # MindSpore: only once the config is valid
 
     try:
         result = dry_run(config, args.steps)

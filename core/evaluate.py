@@ -1,11 +1,11 @@
-"""Benchmarks through lm-evaluation-harness on mindtune's MindSpore model (core.lm_eval_model).
+"""Benchmarks through lm-evaluation-harness on mindtune's MindSpore model (core.engine.lm_eval_model).
 
     python -m core.evaluate --model models/tiny-demo --tasks demo_story_mc,demo_story_gen \\
         --include-path data/eval_tasks [--limit N] [--output FILE] [--apply-chat-template]
     python -m core.evaluate --checkpoint runs/<id>/checkpoints/best --tasks ...
     python -m core.evaluate --run-dir runs/evals/<id>     # a folder the console made (config.yaml)
 
-Every evaluation writes a run folder of its own (core.eval_tasks: status.json with progress,
+Every evaluation writes a run folder of its own (core.eval.eval_tasks: status.json with progress,
 control.json for a stop, results.json), so the console runs it in the background like a training
 run. No hub at run time: HF_DATASETS_OFFLINE / HF_HUB_OFFLINE are set, a task name lm-eval does not
 know or a task whose data is not on disk is refused before the model loads, naming the task.
@@ -20,9 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-from core.eval_tasks import (DEFAULT_TASKS_DIR, RESULTS_FILE, EvalError, EvalSettings, create_eval_run,
+from core.eval.eval_tasks import (DEFAULT_TASKS_DIR, RESULTS_FILE, EvalError, EvalSettings, create_eval_run,
                              local_tasks, read_settings, require_lm_eval)
-from core.rundir import RunDir
+from core.run.launcher import process_fields
+from core.run.rundir import RunDir, atomic_write_json
 
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 STATUS_EVERY_S = 1.0
@@ -156,8 +157,10 @@ def evaluate(settings: EvalSettings, run: RunDir | None = None, log=print, resol
     settings.check()
     tasks, manager = resolved or resolve_tasks(settings.tasks, settings.include_path)
     from lm_eval.evaluator import simple_evaluate
-    from core.generate import use_device
-    from core.lm_eval_model import MindtuneLM
+    # MindSpore and lm-evaluation-harness (optional: requirements-eval.txt) load only when tasks run:
+    # the CLI's argument and task errors, and the tests of the settings, answer without them
+    from core.engine.generate import use_device
+    from core.engine.lm_eval_model import MindtuneLM
     use_device("cpu")
     started = time.perf_counter()
     lm = MindtuneLM(settings.model, batch_size=settings.batch_size,
@@ -181,14 +184,12 @@ def evaluate(settings: EvalSettings, run: RunDir | None = None, log=print, resol
                     handle.write(json.dumps({"task": task, "doc_id": sample["doc_id"], "target": sample["target"],
                                              "resps": sample["resps"], "filtered_resps": sample["filtered_resps"]},
                                             default=str, ensure_ascii=False) + "\n")
-        from core.rundir import atomic_write_json
         atomic_write_json(run.path / RESULTS_FILE, results)
     return results
 
 
 def run_folder(run: RunDir, resolved=None) -> int:
     """The worker: evaluate the settings in `run`'s config.yaml, keeping its status."""
-    from core.launcher import process_fields
     status = run.read_status()
     if status.state == "queued":
         run.write_status(state="starting")

@@ -31,29 +31,34 @@ import numpy as np
 import mindspore as ms
 from mindspore import Tensor, amp, nn, ops
 
-from core import checkpoint as ckpt
-from core import devices, launcher, ranks
-from core.checkpoint import CheckpointError, load_hf_model
-from core.config import Config, ConfigError, EarlyStoppingSettings, describe_fields, load_config
-from core.config import Problem as ConfigProblem
-from core.data import (DataError, BatchIterator, check_explicit_format, eval_batches, load_splits, packed_length,
+import core.engine.checkpoint as ckpt
+import core.engine.devices as devices
+import core.run.launcher as launcher
+import core.spec.memory as memory
+import core.run.ranks as ranks
+import core.run.slurm as slurm
+from core.engine.checkpoint import CheckpointError, load_hf_model
+from core.spec.config import Config, ConfigError, EarlyStoppingSettings, describe_fields, load_config
+from core.spec.config import Problem as ConfigProblem
+from core.data.pipeline import (DataError, BatchIterator, check_explicit_format, eval_batches, load_splits, packed_length,
                        padded_length)
-from core.generation_metrics import GenerationScores, score_apart
-from core.generate import SamplingSettings, generate, use_device
-from core.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
-from core.device_paths import peak_over_ranks
-from core.memory import recomputed_layers
-from core.model import recompute_blocks, share_layer_graphs, use_amp_o1
-from core.profiling import StepProfiler, profile_message
-from core.model_args import check_run_settings
-from core import preference_run
-from core.preference import PreferenceError, preference_inputs, reference_kind
-from core.rundir import (GENERATION_FIELDS, TERMINAL_STATES, BaselineEvent, BestSoFar, ControlEvent, ControlPoller,
+from core.eval.generation_metrics import GenerationScores, score_apart
+from core.engine.generate import SamplingSettings, generate, use_device
+from core.engine.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
+from core.spec.device_paths import peak_over_ranks
+from core.spec.memory import recomputed_layers
+from core.engine.layers import use_amp_o1
+from core.engine.model import recompute_blocks, share_layer_graphs
+from core.engine.profiling import StepProfiler, profile_message
+from core.spec.model_args import check_run_settings, read_model_args
+import core.engine.preference_run as preference_run
+from core.engine.preference import PreferenceError, preference_inputs, reference_kind
+from core.run.rundir import (GENERATION_FIELDS, TERMINAL_STATES, BaselineEvent, BestSoFar, ControlEvent, ControlPoller,
                          EndEvent, EvalRecord, EventRecord, FinalFigures, ForkEvent, MetricRecord,
                          ResumeEvent, RunDir, SetupEvent, TrainRecord, ValidationFigures)
-from core.tracking import Trackers
-from core.tokenizer import Tokenizer, TokenizerError
-from core.train_step import (EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state,
+from core.run.tracking import Trackers
+from core.data.tokenizer import Tokenizer, TokenizerError
+from core.engine.train_step import (EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state,
                              step_inputs)
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError, PreferenceError)
@@ -212,7 +217,7 @@ class Trainer:
         check_run_settings(cfg)  # context length, LoRA targets: ConfigError before data or weights are read
         self.tokenizer = Tokenizer.from_dir(model_dir)
         t0 = time.time()
-        self.preference = cfg.train.objective != "sft"  # core.preference_run: pairs, their step and figures
+        self.preference = cfg.train.objective != "sft"  # core.engine.preference_run: pairs, their step and figures
         if self.preference:
             self.splits = preference_run.load_data(cfg, self.tokenizer, seed)
             stats = self.splits.stats
@@ -303,7 +308,7 @@ class Trainer:
         return coef
 
     def _apply_recompute(self):
-        if self.cfg.recompute.policy != "none":  # as many layers as core.memory's estimate counts
+        if self.cfg.recompute.policy != "none":  # as many layers as core.spec.memory's estimate counts
             recompute_blocks(self.model, self.cfg.recompute.policy, recomputed_layers(self.cfg, self.model.args))
 
     def _apply_amp(self):
@@ -311,7 +316,7 @@ class Trainer:
         if p.amp_level == "O0":
             return self.model, None
         dtype = ms.float16 if p.compute_dtype == "float16" else ms.bfloat16
-        if p.amp_level == "O1":  # the projections in 16 bits, the rest float32 (core.model.amp_dense)
+        if p.amp_level == "O1":  # the projections in 16 bits, the rest float32 (core.engine.layers.amp_dense)
             use_amp_o1(self.model, dtype)
             model = self.model
         else:
@@ -376,7 +381,7 @@ class Trainer:
 
     def downstream_scores(self, merge: bool = True) -> GenerationScores | None:
         """The greedy answers to the test prompts scored against their references: exact match
-        (stripped strings equal), BLEU-4 and ROUGE-1/2/L (core.generation_metrics). `merge` folds
+        (stripped strings equal), BLEU-4 and ROUGE-1/2/L (core.eval.generation_metrics). `merge` folds
         LoRA adapters into the weights for speed: only before and after training (see lora_merged)."""
         self.heartbeat.beat(self.state.step, "generate")
         records = self.splits.test_records
@@ -647,7 +652,7 @@ class Trainer:
             aux_loss=out.get("aux_loss")))
 
     def peak_memory(self) -> tuple[float, list[float] | None]:
-        """The run's peak memory as the Monitor shows it (core.device_paths.peak_over_ranks: the
+        """The run's peak memory as the Monitor shows it (core.spec.device_paths.peak_over_ranks: the
         ranks' sum on the CPU, the largest device's elsewhere) and, on devices with several ranks,
         each rank's peak (None otherwise)."""
         device = self.cfg.parallel.device
@@ -752,7 +757,7 @@ class Trainer:
             base = self.evaluate(self.cfg.eval.baseline_max_tokens)
             self.emit(EvalRecord(**base.values(), base=True))
             # a fork's adapters are not zero, so merging them for generation would not be exact
-            # (core.lora.lora_merged); its starting exact match is the parent's concern
+            # (core.engine.lora.lora_merged); its starting exact match is the parent's concern
             base_scores = None if self.cfg.run.fork_from else self.downstream_scores()
             start = "fork point" if self.cfg.run.fork_from else "base model"
             self.event(BaselineEvent(
@@ -902,7 +907,7 @@ def failure_kind_of(exc: BaseException) -> str:
 def run_scheduler(run: RunDir) -> int:
     """msrun runs this script for its scheduler too, which only hosts the workers' rendezvous. It
     never writes the run's status: when a rank dies the scheduler sees only a heartbeat timeout
-    ("worker N timed out") some 30 s later; that rank's supervisor (core.ranks) names the death."""
+    ("worker N timed out") some 30 s later; that rank's supervisor (core.run.ranks) names the death."""
     try:
         config = load_config(run.config_path)
         use_device(config.parallel.device)
@@ -989,8 +994,6 @@ def _submit(config: Config) -> int:
     """launch.backend slurm: check what Slurm would refuse, create the run, submit it, print the job
     id and the run folder, and return (the job runs on the cluster; the Monitor, or
     `python -m core.slurm --run-dir <run>`, watches it)."""
-    from core import slurm
-
     try:
         slurm.check_submission(config)
     except (ConfigError, launcher.LaunchError) as exc:
@@ -1010,9 +1013,6 @@ def memory_warning(config: Config) -> str | None:
     """What to tell a shell user whose run is estimated not to fit this machine's memory (the
     console refuses such a run unless confirmed; here it only warns), or None. The estimate pads
     every batch to data.max_seq_len, the most a batch can take."""
-    from core import memory
-    from core.model_args import read_model_args
-
     try:
         estimate = memory.estimate_memory(config, read_model_args(config.model.path), config.data.max_seq_len,
                                           device_memory_mb=memory.device_memory_mb(config.parallel.device))
@@ -1066,7 +1066,7 @@ class _Tee:
 
 def _follow(launched) -> int:
     """Run msrun in the background as the console would, watch it as the console does (a dead or
-    hung rank ends the run at once, core.launcher.watch), and echo train.log until it exits."""
+    hung rank ends the run at once, core.run.launcher.watch), and echo train.log until it exits."""
     offset = 0
     while True:
         done = launched.process.poll() is not None

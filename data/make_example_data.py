@@ -1,4 +1,4 @@
-"""The demo task in the other layouts core.data reads, for the example configs (configs/*_demo.yaml):
+"""The demo task in the other layouts core.data.pipeline reads, for the example configs (configs/*_demo.yaml):
 
     python data/make_example_data.py      # writes data/examples/{sharegpt,alpaca_history}.jsonl, qa{,_test}.csv
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs a C++ compiler (Debian's g++) for the CPU's fused kernels, which
-# core/fused.py builds on first use (run as root, e.g. by CI before `make test`). Without
+# core/engine/fused.py builds on first use (run as root, e.g. by CI before `make test`). Without
 # one, training still runs, on MindSpore's composed ops (slower). Does nothing when a
 # compiler is there.
 set -euo pipefail

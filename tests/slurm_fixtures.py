@@ -13,7 +13,7 @@ PARTITION = "debug"  # the test cluster's partition: node1 and node2, both on th
 
 
 def require_slurm() -> None:
-    from core import slurm
+    import core.run.slurm as slurm
 
     reason = slurm.available()
     if reason is None:

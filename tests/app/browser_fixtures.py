@@ -82,7 +82,7 @@ class ConsoleServer:
 
 
 def _free_port() -> int:
-    from core.launcher import free_port
+    from core.run.launcher import free_port
     return free_port()
 
 
@@ -108,7 +108,7 @@ def _wait_for_http_ok(console: ConsoleServer, timeout_s: float) -> None:
 def _stop_runs(runs_dir: Path) -> list[str]:
     """Stop every run under `runs_dir` that still has processes, and kill orphans; returns what
     was left over (so a test can be told its console leaked a worker)."""
-    from core import launcher
+    import core.run.launcher as launcher
     leftovers = []
     if not runs_dir.is_dir():
         return leftovers

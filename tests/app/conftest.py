@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from core.rundir import RunDir
-from core.tokenizer import Tokenizer
+from core.run.rundir import RunDir
+from core.data.tokenizer import Tokenizer
 from tests.core.tiny_setup import make_rows, make_tokenizer, write_jsonl
 
 from app.context import Console
@@ -44,13 +44,13 @@ def write_model(folder: Path, texts: list[str], **config_changes) -> Path:
 
 @dataclass
 class FakeLauncher:
-    """Stands in for core.launcher's create/launch/stop/reconcile; records every call."""
+    """Stands in for core.run.launcher's create/launch/stop/reconcile; records every call."""
     created: list[RunDir] = field(default_factory=list)
     launched: list[RunDir] = field(default_factory=list)
     stopped: list[tuple[str, bool]] = field(default_factory=list)
 
     def create_run(self, config):
-        from core import launcher
+        import core.run.launcher as launcher
         run = launcher.create_run(config)
         self.created.append(run)
         return run

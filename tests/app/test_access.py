@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from core.config import Config
+from core.spec.config import Config
 
 from app import monitor_callbacks as monitor
 from app import runs_callbacks as runs
@@ -154,7 +154,7 @@ def test_the_console_starts_when_its_self_check_times_out(tmp_path, monkeypatch)
     import urllib.request
     from gradio import networking
     from app.server import launch_options
-    from core.launcher import free_port
+    from core.run.launcher import free_port
     monkeypatch.setattr(networking, "url_ok", lambda url: False)
     settings = parse_settings(["--runs-dir", str(tmp_path / "runs"), "--port", str(free_port())])
     with gr.Blocks() as demo:

@@ -158,7 +158,7 @@ class ChartDelay:
 
     def delays(self, metrics_path: Path) -> dict[int, float]:
         seen = {int(float(step)): ms / 1000 for step, ms in self.page.evaluate("window.__chartSeen").items()}
-        from core.rundir import MetricsReader, TrainRecord
+        from core.run.rundir import MetricsReader, TrainRecord
         written = {r.step: r.time for r in MetricsReader(metrics_path).read_new()  # a half-written last line waits
                    if isinstance(r, TrainRecord) and r.loss is not None}
         return {step: seen[step] - written[step] for step in written if step in seen}
@@ -223,7 +223,7 @@ def wait_for_charts(page) -> None:
 
 def change_patience(page, runs_dir: Path) -> None:
     """A new patience, applied to the running job, reaches the worker through control.json."""
-    from core.rundir import RunDir
+    from core.run.rundir import RunDir
     set_number(page, "patience", NEW_PATIENCE)
     page.click("#es-apply")
     run = RunDir(only_run(runs_dir))
@@ -233,8 +233,8 @@ def change_patience(page, runs_dir: Path) -> None:
 
 def stop_run(page, runs_dir: Path) -> Path:
     """Stop (graceful): the state becomes stopped and no process of the run is left."""
-    from core import launcher
-    from core.rundir import RunDir
+    import core.run.launcher as launcher
+    from core.run.rundir import RunDir
     assert run_state(page) == "running", \
         f"state {run_state(page)!r} before Stop was pressed (the run ended on its own? raise MAX_STEPS)"
     page.click("#stop-button")

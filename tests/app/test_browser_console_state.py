@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.config import Config, load_config
-from core.rundir import FinalFigures, RunDir
+from core.spec.config import Config, load_config
+from core.run.rundir import FinalFigures, RunDir
 
 from tests.app.test_browser import choose, set_number, wait_for
 from tests.app.test_data_browser import PREVIEW_READY_JS, chat_rows, upload, write_jsonl

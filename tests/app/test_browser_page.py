@@ -6,7 +6,7 @@ failed run in the tables).
 
 Drives headless Chromium through Playwright (fixtures in `browser_fixtures`); skips without the
 console, the demo model, Playwright or Chromium. No training: the runs are written as a worker
-writes them (core.rundir), so both tests take seconds once the console is up.
+writes them (core.run.rundir), so both tests take seconds once the console is up.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from core.config import Config
-from core.rundir import FinalFigures, RunDir
+from core.spec.config import Config
+from core.run.rundir import FinalFigures, RunDir
 
 from tests.app.english import english_words
 from tests.app.test_browser import choose, reveal, set_number, wait_for

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core import launcher
-from core.rundir import TERMINAL_STATES, EvalRecord, MetricsReader
+import core.run.launcher as launcher
+from core.run.rundir import TERMINAL_STATES, EvalRecord, MetricsReader
 from tests.app.test_browser import choose, only_run, plot_points, reveal, run_state, set_number, wait_for
 
 pytest_plugins = ["tests.app.browser_fixtures"]

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from core.config import load_config
-from core.rundir import ForkEvent, RunDir, list_runs
+from core.spec.config import load_config
+from core.run.rundir import ForkEvent, RunDir, list_runs
 
 from tests.app.test_browser import PHASE_TIMEOUT_S, choose, plot_points, reveal, run_state, set_number, wait_for
 

@@ -93,7 +93,7 @@ def test_mixture_of_experts_lists_total_and_active_parameters_and_expert_targets
 def test_lora_boxes_are_the_family_names_and_its_defaults(tmp_path):
     """A GLM-4 folder: its fused MLP projection is a box, checked by default; a dense model's active
     parameters are all of them."""
-    from core.model_args import ModelArgs
+    from core.spec.model_args import ModelArgs
     folder = tmp_path / "glm4"
     folder.mkdir()
     config = {"architectures": ["Glm4ForCausalLM"], "model_type": "glm4", "vocab_size": 64, "hidden_size": 16,

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from core import launcher
-from core.rundir import ClusterJob, RunDir, list_runs
-from core.slurm import ENDED_STATES
+import core.run.launcher as launcher
+from core.run.rundir import ClusterJob, RunDir, list_runs
+from core.run.slurm import ENDED_STATES
 
 from tests.slurm_fixtures import require_slurm
 from tests.app.test_browser import choose, plot_points, run_state, set_number, wait_for
-from tests.app.test_browser_workflows import fill_form
+from tests.app.test_browser_workflows import fill_form, picker_value
 
 pytest_plugins = ["tests.app.browser_fixtures"]
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.slurm]
@@ -49,7 +49,7 @@ def console_extra_args(tmp_path: Path, slurm_cluster) -> list[str]:
 def cancel_jobs_after(console_server):
     """No Slurm job of the test outlives it (the console fixture stops only local processes)."""
     yield
-    from core.slurm import SlurmBackend
+    from core.run.slurm import SlurmBackend
     backend = SlurmBackend()
     for run in backend.active(console_server.runs_dir):
         backend.stop(run, graceful=False)
@@ -87,7 +87,7 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
     page.wait_for_selector("#start-button", timeout=180_000)
     fill_slurm_form(page, "--hold")
     wait_for(lambda: "#SBATCH --nodes=2" in page.inner_text("#command-preview")
-             and "core.slurm_node" in page.inner_text("#command-preview"),
+             and "core.run.slurm_node" in page.inner_text("#command-preview"),
              "the preview to show the sbatch script", timeout_s=60)
     screenshot(page, "slurm-train-tab")
 
@@ -115,7 +115,7 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
     screenshot(page, "slurm-cancelled")
 
     # ---- three 2-node x 1-worker runs at once: one watched to the end, one past a one-minute time
-    # limit, one whose rank 1 (on node2) is killed; two fit the cluster's CPUs, the third waits
+    # limit, one whose rank 1 (on node2) is killed; all three share the nodes (OverSubscribe=FORCE:4)
     page.click("#tab-train-button")
     set_options(page, "")
     wait_for(lambda: "--hold" not in page.inner_text("#command-preview"), "the preview without --hold", timeout_s=60)
@@ -130,7 +130,9 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
 
     choose(page, "run-picker", main.run_id)
     wait_for(lambda: "node1, node2" in monitor_text(page, "#cluster-nodes"), "the job's two nodes", timeout_s=RUN_TIMEOUT_S)
-    wait_for(lambda: len(plot_points(page, "loss-plot").get("loss", {})) >= 1, "a point in the loss chart",
+    # the pick holds while the Monitor syncs (a late sync once put the previously shown run back)
+    wait_for(lambda: picker_value(page) == main.run_id and len(plot_points(page, "loss-plot").get("loss", {})) >= 1,
+             "a point in the loss chart",
              timeout_s=RUN_TIMEOUT_S)
     screenshot(page, "slurm-running")
     wait_for(lambda: run_state(page).startswith("finished"), "the run to finish", timeout_s=RUN_TIMEOUT_S)
@@ -150,7 +152,7 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
     print(f"time limit: the run is {status.state} ({status.reason}); Slurm says {status.cluster.state}")
     assert status.state in ("stopped", "failed")  # Slurm's SIGTERM first: the worker may save a checkpoint
 
-    from core import ranks
+    import core.run.ranks as ranks
     record = wait_for(lambda: (ranks.rank_records(killed).get(1) or {}).get("pid") and ranks.rank_records(killed)[1],
                       "rank 1 of the third run", timeout_s=RUN_TIMEOUT_S)
     assert record.get("node") == "node2"
@@ -179,4 +181,5 @@ def start_and_get_job(page, runs_dir: Path, before: set[str]) -> RunDir:
     wait_for(lambda: {s.run_id for s in list_runs(runs_dir)} - before, "a new run folder", timeout_s=60)
     run = RunDir(next(s.path for s in list_runs(runs_dir) if s.run_id not in before))
     wait_for(lambda: (run.read_status().cluster or ClusterJob()).job_id, "its Slurm job", timeout_s=60)
+    wait_for(lambda: picker_value(page) == run.run_id, "the Monitor to show it", timeout_s=60)
     return run

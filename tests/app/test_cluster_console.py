@@ -6,7 +6,7 @@ shown as cancelled, and reattach. Two tabs' Starts, Slurm's queue, a console res
 is pending and the cancel of that job run against the real test cluster with a held job (`--hold`:
 no CPU; marked `slurm`, skipped without the cluster). The other cases need states the cluster cannot
 give in seconds (running, a dead rank, a time limit): there Slurm is the recording `FakeSlurm` below,
-which writes what core.slurm writes into the run folder (tests/app/test_cluster_browser.py drives the
+which writes what core.run.slurm writes into the run folder (tests/app/test_cluster_browser.py drives the
 real ones)."""
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from core.rundir import TERMINAL_STATES, ClusterJob, RunDir, list_runs
-from core.slurm import Partition, QueueEntry
+from core.run.rundir import TERMINAL_STATES, ClusterJob, RunDir, list_runs
+from core.run.slurm import Partition, QueueEntry
 
 from app import form, monitor_callbacks, runs_callbacks
 from app import train_callbacks as cb
@@ -35,7 +35,7 @@ from tests.slurm_fixtures import require_slurm, wait_for
 
 
 class FakeSlurm:
-    """Stands in for core.slurm.SlurmBackend: each submission is a job pending for Resources on
+    """Stands in for core.run.slurm.SlurmBackend: each submission is a job pending for Resources on
     partition debug; stop cancels it (scancel); records every call."""
     name, uses_own_queue = "slurm", False
 
@@ -331,7 +331,7 @@ def test_a_stopped_cluster_run_resumes_on_this_machine_with_the_same_width_or_sa
     assert slurm.submitted == [run_id] and [r.run_id for r in fake_launcher.launched] == [run_id]
     status = run.read_status()
     assert status.cluster is None and status.attempt == 2 and status.history[-1].state == "stopped"
-    from core.config import load_config
+    from core.spec.config import load_config
     config = load_config(run.config_path)
     assert (config.launch.backend, config.parallel.data_parallel) == ("local", 2) and config.run.resume.endswith("checkpoints/last")
     # wider than this machine: refused before anything changes, naming the width and the cores

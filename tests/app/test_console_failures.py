@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from core import launcher, ranks
-from core.config import load_config
-from core.rundir import TERMINAL_STATES, RunDir
+import core.run.launcher as launcher
+import core.run.ranks as ranks
+from core.spec.config import load_config
+from core.run.rundir import TERMINAL_STATES, RunDir
 
 from app.context import Console
 from app.settings import Settings

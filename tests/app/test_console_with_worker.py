@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core import launcher
+import core.run.launcher as launcher
 
 from app import form
 from app import monitor_callbacks as monitor

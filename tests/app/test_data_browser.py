@@ -187,6 +187,6 @@ def test_catalogue_dataset_is_picked_by_name_and_starts(console_server, page, sc
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["data"]["dataset"] == ["kites"] and config["data"]["train_file"].endswith("field_catalog")
     assert config["data"]["validation_file"] is None and config["data"]["validation_fraction"] == 0.1
-    # Start checked the data as the worker reads it (core.data.load_splits, tested with catalogues in
+    # Start checked the data as the worker reads it (core.data.pipeline.load_splits, tested with catalogues in
     # tests/core/test_data_catalog.py); the worker's own setup takes ~100 s here, so it is not awaited
     assert json.loads((run / "status.json").read_text())["state"] != "failed"

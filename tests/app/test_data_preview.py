@@ -7,8 +7,8 @@ import json
 import re
 import zipfile
 
-from core.config import DataSettings
-from core.tokenizer import Tokenizer
+from core.spec.config import DataSettings
+from core.data.tokenizer import Tokenizer
 from tests.core.tiny_setup import write_jsonl
 
 from app import data_callbacks, form

@@ -1,12 +1,12 @@
 """Issue 30, item 8: "Check memory" on a GPU/Ascend machine runs on the device a launch would get
-now, not on device 0 when a run holds it (core.launcher.dry_run_env; the rule itself:
+now, not on device 0 when a run holds it (core.run.launcher.dry_run_env; the rule itself:
 tests/core/test_devices.py)."""
 import types
 
 from app import train_callbacks as cb
 from app.context import Console
-from core import launcher
-from core.config import Config
+import core.run.launcher as launcher
+from core.spec.config import Config
 from tests.app.test_train_callbacks import form_values
 
 
@@ -36,7 +36,7 @@ def test_check_memory_gets_the_device_a_launch_would_get(workspace, fake_launche
 def test_the_device_refusals_read_in_chinese_with_their_facts():
     import pytest
     from app.i18n import problem_text
-    from core.config import OPTIMIZER_SHARD_REFUSAL, ConfigError
+    from core.spec.config import OPTIMIZER_SHARD_REFUSAL, ConfigError
     from tests.app.test_problem_text import assert_chinese
     with pytest.raises(ConfigError) as info:
         Config().with_updates({"model.dtype": "bfloat16", "method": "full", "parallel.device": "ascend"})

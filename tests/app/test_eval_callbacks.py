@@ -1,5 +1,5 @@
 """The Runs tab's Evaluate action (app/eval_callbacks.py): core.evaluate started through
-core.launcher in its own folder, its progress and results, stop, and base vs fine-tuned with Δ."""
+core.run.launcher in its own folder, its progress and results, stop, and base vs fine-tuned with Δ."""
 from __future__ import annotations
 
 import json
@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("lm_eval")
 
-from core import launcher  # noqa: E402
-from core.eval_tasks import EvalSettings, create_eval_run  # noqa: E402
-from core.rundir import TERMINAL_STATES, RunDir  # noqa: E402
+import core.run.launcher as launcher  # noqa: E402
+from core.eval.eval_tasks import EvalSettings, create_eval_run  # noqa: E402
+from core.run.rundir import TERMINAL_STATES, RunDir  # noqa: E402
 
 from app import eval_callbacks as ev  # noqa: E402
 from tests.app.test_monitor_callbacks import make_run  # noqa: E402

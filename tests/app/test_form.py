@@ -1,7 +1,7 @@
 """app.form: widget values <-> Config, with every problem attached to the widget that shows it."""
 from __future__ import annotations
 
-from core.config import Config
+from core.spec.config import Config
 
 from app import form
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from core.launcher import REPO_ROOT
+from core.run.launcher import REPO_ROOT
 
 from app.i18n import TEXTS, Labels, text
 

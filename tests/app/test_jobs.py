@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from core.config import Config, load_config
-from core.rundir import RunDir
+from core.spec.config import Config, load_config
+from core.run.rundir import RunDir
 
 from app.jobs import JobError, JobManager
 

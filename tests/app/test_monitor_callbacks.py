@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from core.config import Config
-from core.rundir import RunDir, Status
+from core.spec.config import Config
+from core.run.rundir import RunDir, Status
 
 from app import monitor_callbacks as cb
 from app.run_status import failure_kind
@@ -319,6 +319,21 @@ def test_controls_change_only_when_the_run_or_its_state_changes(console):
     picked = cb.controls(session, other.run_id, console)
     assert picked.run_id == other.run_id and picked.run_choices == [other.run_id, run.run_id]
     assert picked.active is True and picked.es_values is not None and set(picked.downloads) == set(first.downloads)
+
+
+def test_a_sync_never_sends_back_the_run_it_was_asked_for(console):
+    """A sync answers after it was asked: sending its `wanted` back as the picker's value would undo a
+    pick made meanwhile (the Slurm browser test's Monitor went back to the previous run under load)."""
+    older = make_run(console)
+    session = cb.MonitorSession()
+    assert cb.picker_change(cb.controls(session, None, console), None) == {
+        "choices": [older.run_id], "value": older.run_id}  # an empty pick gets the default
+    newer = make_run(console, "20261129-120000_tiny_lora-r8_fp32_dp1")
+    stale = cb.controls(session, older.run_id, console)  # asked for the old run; the list grew meanwhile
+    assert cb.picker_change(stale, older.run_id) == {"choices": [newer.run_id, older.run_id]}
+    assert cb.picker_change(cb.controls(session, older.run_id, console), older.run_id) == {}
+    typed = cb.controls(session, "../elsewhere", console)  # a name the server refuses is replaced
+    assert cb.picker_change(typed, "../elsewhere")["value"] == older.run_id
 
 
 def test_every_chart_that_changed_is_sent_in_view_or_not(console):

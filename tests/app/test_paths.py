@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from core.launcher import REPO_ROOT
+from core.run.launcher import REPO_ROOT
 
 from app.paths import OutsideRootsError, absolute, for_config, inside_roots, is_inside
 

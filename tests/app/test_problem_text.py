@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from core.config import Config, ConfigError
-from core.rundir import FinalFigures, RunDir
+from core.spec.config import Config, ConfigError
+from core.run.rundir import FinalFigures, RunDir
 
 from app import catalog, data_callbacks
 from app import runs_callbacks as runs_cb
@@ -317,7 +317,7 @@ def test_the_monitors_answers_read_in_chinese(console):
     assert "early_stopping.patience 7" in action_text(answers["sent"], "zh")
 
 
-# ---- the rarer config.json checks (core.model_args, core.families) and the tokenizer's errors -----------
+# ---- the rarer config.json checks (core.spec.model_args, core.spec.families) and the tokenizer's errors -----------
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
 PHI3 = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3"}
@@ -438,7 +438,7 @@ def _tokenizer_config(**changes):
     return change
 
 
-TOKENIZER_MISTAKES = {  # a tokenizer file's mistake -> the words of core.tokenizer's message
+TOKENIZER_MISTAKES = {  # a tokenizer file's mistake -> the words of core.data.tokenizer's message
     "tokenizer_config.json not JSON": (_file("tokenizer_config.json", "{"), "tokenizer_config.json: cannot read JSON"),
     "tokenizer_config.json not an object": (_file("tokenizer_config.json", "[1]"), "expected a JSON object, got list"),
     "tokenizer.json without a model": (_file("tokenizer.json", "{}"), "tokenizer.json: not a valid tokenizers file"),
@@ -471,10 +471,10 @@ TOKENIZER_MISTAKES = {  # a tokenizer file's mistake -> the words of core.tokeni
 
 @pytest.mark.parametrize("mistake", list(TOKENIZER_MISTAKES))
 def test_a_tokenizer_error_reads_in_chinese_with_its_facts(tiny_folder, tmp_path, mistake):
-    from core.tokenizer import Tokenizer, TokenizerError
+    from core.data.tokenizer import Tokenizer, TokenizerError
     change, words = TOKENIZER_MISTAKES[mistake]
     folder = _spoilt(tiny_folder, tmp_path, change)
-    with pytest.raises(TokenizerError) as raised:  # what the data preview and the data check run (core.data)
+    with pytest.raises(TokenizerError) as raised:  # what the data preview and the data check run (core.data.pipeline)
         Tokenizer.from_dir(folder).apply_chat_template(CHAT)
     english = str(raised.value)
     assert words in english, english

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import html
 
-from core.profiling import BACKWARD, FORWARD, write_summary
-from core.rundir import ProfileSummary
+from core.engine.profiling import BACKWARD, FORWARD, write_summary
+from core.run.rundir import ProfileSummary
 
 from app import monitor_callbacks as cb
 from tests.app.test_monitor_callbacks import make_run
@@ -25,7 +25,7 @@ def _profile(run, steps=(2, 3)) -> ProfileSummary:
     (folder / "ASCEND_PROFILER_OUTPUT").mkdir()
     (folder / "FRAMEWORK" / "cpu_op_detail_info_0.csv").write_text(DETAIL)
     (folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").write_text("[]")
-    return write_summary(run, list(steps))  # the worker's code (core.profiling), read with the console's
+    return write_summary(run, list(steps))  # the worker's code (core.engine.profiling), read with the console's
 
 
 def test_the_profile_shows_once_with_its_trace(console):

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from core import launcher
-from core.config import Config
-from core.launcher import ActiveRun, DeviceSlots, Launch, QueuedRun, device_env, plan_launches
-from core.rundir import RunDir
+import core.run.launcher as launcher
+from core.spec.config import Config
+from core.run.launcher import ActiveRun, DeviceSlots, Launch, QueuedRun, device_env, plan_launches
+from core.run.rundir import RunDir
 
 from app.access import Viewer
 from app.context import Console

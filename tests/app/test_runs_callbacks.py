@@ -6,7 +6,7 @@ import re
 
 import time
 
-from core.rundir import Attempt, FinalFigures
+from core.run.rundir import Attempt, FinalFigures
 
 from app import runs_callbacks as cb
 

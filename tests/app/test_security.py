@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from core.launcher import REPO_ROOT, free_port
-from core.rundir import RunDir
+from core.run.launcher import REPO_ROOT, free_port
+from core.run.rundir import RunDir
 
 pytestmark = pytest.mark.slow
 START_TIMEOUT_S = 180

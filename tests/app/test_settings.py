@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from core.launcher import REPO_ROOT
+from core.run.launcher import REPO_ROOT
 
 from app.settings import SettingsError, is_loopback, parse_settings, read_auth_file
 

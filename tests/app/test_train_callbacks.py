@@ -8,8 +8,8 @@ import pytest
 import threading
 import types
 
-from core import launcher
-from core.config import Config, ConfigError
+import core.run.launcher as launcher
+from core.spec.config import Config, ConfigError
 
 from app import form
 from app import train_callbacks as cb
@@ -139,14 +139,14 @@ def test_multi_host_commands_one_per_node(console):
 def test_memory_estimate_unavailable_without_core_memory(console, monkeypatch):
     import core
     monkeypatch.delattr(core, "memory", raising=False)
-    monkeypatch.setitem(sys.modules, "core.memory", None)  # import fails
+    monkeypatch.setitem(sys.modules, "core.spec.memory", None)  # import fails
     config = cb.check_form(form_values(console), console).config
     assert "estimate unavailable" in cb.memory_html(config, console)
 
 
 @pytest.fixture
 def fake_memory(monkeypatch) -> dict:
-    """Replace core.memory with a fake whose estimate_memory records the sequence length it got."""
+    """Replace core.spec.memory with a fake whose estimate_memory records the sequence length it got."""
     calls = {}
 
     def estimate_memory(config, model_args, seq_len, device_memory_mb=None):
@@ -155,8 +155,8 @@ def fake_memory(monkeypatch) -> dict:
                                      total_mb=10.0, device_memory_mb=device_memory_mb, fits=True, notes=["a note"])
 
     fake = types.SimpleNamespace(estimate_memory=estimate_memory, device_memory_mb=lambda device: 1000.0)
-    monkeypatch.setitem(sys.modules, "core.memory", fake)
-    monkeypatch.setattr("core.memory", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "core.spec.memory", fake)
+    monkeypatch.setattr("core.spec.memory", fake, raising=False)
     return calls
 
 
@@ -167,8 +167,8 @@ def test_memory_estimate_table_from_core_memory(console, fake_memory):
     assert "optimizer state" in html and "10.0 MB" in html and "fits" in html and "a note" in html
     assert "framework runtime" not in html  # a field the estimate does not have is left out
     # the worker's batch length: the longest sample (train or validation) rounded up to 16, not max_seq_len
-    from core.data import load_splits
-    from core.tokenizer import Tokenizer
+    from core.data.pipeline import load_splits
+    from core.data.tokenizer import Tokenizer
     samples = load_splits(config.data, Tokenizer.from_dir(config.model.path), config.run.seed)
     longest = max(len(s) for s in samples.train + samples.validation)
     assert longest < config.data.max_seq_len
@@ -267,7 +267,7 @@ def finished_parent(console, **changes):
     """A finished LoRA run made by the console, with checkpoints at steps 10 and 20."""
     import os
 
-    from core.rundir import RunDir
+    from core.run.rundir import RunDir
 
     outcome = cb.start(form_values(console, **changes), console)
     run = RunDir(console.runs_dir / outcome.run_id)
@@ -314,8 +314,8 @@ def test_a_fork_starts_from_the_checkpoint_and_keeps_what_its_weights_need(conso
     assert "more than 20" in cb.start({**values, "train.length": 20}, console, reference=reference).errors["train.length"]
     outcome = cb.start({**values, "train.learning_rate": 0.0001}, console, reference=reference)
     assert outcome.run_id and "forked from" in outcome.message and "train.learning_rate" in outcome.message
-    from core.config import load_config
-    from core.rundir import RunDir
+    from core.spec.config import load_config
+    from core.run.rundir import RunDir
     fork = RunDir(console.runs_dir / outcome.run_id)
     assert load_config(fork.config_path).run.fork_from == str(parent.checkpoint(20))
     status = fork.read_status()
@@ -432,7 +432,7 @@ def test_the_baseline_and_profiler_fields_are_in_the_train_tab_and_reach_the_run
 
 
 def test_a_tracker_not_installed_blocks_start_naming_the_setting(console, monkeypatch):
-    from core import tracking
+    import core.run.tracking as tracking
     from app.i18n import problem_text
     monkeypatch.setitem(tracking.PACKAGES, "swanlab", ("swanlab_missing_module", "swanlab"))
     config = cb.starter_config(console).with_updates({"tracking": ["tensorboard", "swanlab"]})

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from core import launcher
-from core.config import load_config
-from core.rundir import (BaselineEvent, ControlEvent, EndEvent, EvalRecord, RunDir, SetupEvent, TrainRecord,
+import core.run.launcher as launcher
+from core.spec.config import load_config
+from core.run.rundir import (BaselineEvent, ControlEvent, EndEvent, EvalRecord, RunDir, SetupEvent, TrainRecord,
                          list_runs)
 from core.train import run_worker
 

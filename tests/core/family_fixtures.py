@@ -139,7 +139,7 @@ def family_workspace(root: Path, name: str, **config_changes) -> Path:
     replaced by a transformers-made `name` of the tokenizer's vocabulary (weights drawn with std
     0.02, so that a few steps at lr 0.01 train). Returns the config path."""
     import shutil
-    from core.tokenizer import Tokenizer
+    from core.data.tokenizer import Tokenizer
     from tests.core.tiny_setup import make_workspace
     config = make_workspace(root, **config_changes)
     folder = root / "tiny-model"

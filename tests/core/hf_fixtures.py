@@ -41,7 +41,7 @@ ARCHITECTURES = {
         eos_token_id=1)),
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(num_key_value_heads=2, attention_bias=False, pad_token_id=0,
                                                        eos_token_id=1)),
-    # mixtures of experts (core/moe.py): Mixtral's renormalised top-2 of 4; Qwen3-MoE's plain top-2
+    # mixtures of experts (core/engine/moe.py): Mixtral's renormalised top-2 of 4; Qwen3-MoE's plain top-2
     # of 8 with QK-norm and a dense first layer (mlp_only_layers)
     "mixtral": ("MixtralConfig", "MixtralForCausalLM", dict(
         num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, sliding_window=None)),

@@ -14,7 +14,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import Tensor, ops
 
-from core import fused
+import core.engine.fused as fused
 
 N, IN, OUT, RANK, LAYERS = 1024, 64, 16384, 8, 16  # each base output 64 MB
 

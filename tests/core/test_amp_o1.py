@@ -1,5 +1,5 @@
 """AMP O1 (issue 19 item 9): every Dense layer (LoRA's included) computes in float16 and hands
-float32 back (core.model.amp_dense), the rest of the model stays float32. MindSpore's own O1
+float32 back (core.engine.layers.amp_dense), the rest of the model stays float32. MindSpore's own O1
 rewrote every construct's source (./rewritten_network/) and failed on this model."""
 import json
 from pathlib import Path
@@ -10,9 +10,9 @@ import pytest
 import mindspore as ms
 from mindspore import Tensor
 
-from core.checkpoint import load_hf_model
-from core.lora import inject_lora
-from core.model import Dense, use_amp_o1
+from core.engine.checkpoint import load_hf_model
+from core.engine.lora import inject_lora
+from core.engine.layers import Dense, use_amp_o1
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace
 

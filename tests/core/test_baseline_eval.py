@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from core.config import ConfigError, load_config
+from core.spec.config import ConfigError, load_config
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace
 

@@ -8,7 +8,7 @@ from safetensors.numpy import load_file, save_file
 
 import mindspore as ms
 
-from core.checkpoint import CheckpointError, check_dtype_supported, load_hf_model, weight_files
+from core.engine.checkpoint import CheckpointError, check_dtype_supported, load_hf_model, weight_files
 from tests.core.hf_fixtures import make_hf_model, save_hf_model
 
 
@@ -135,8 +135,8 @@ def test_bfloat16_compute_refused_on_cpu():
 
 def test_nothing_loaded_when_a_tensor_is_bad(good_folder, tmp_path):
     """Shapes are all checked before any parameter is written: no half-loaded model."""
-    from core.checkpoint import load_hf_weights, read_safetensors
-    from core.model import CausalLM, ModelArgs
+    from core.engine.checkpoint import load_hf_weights, read_safetensors
+    from core.engine.model import CausalLM, ModelArgs
     model = CausalLM(ModelArgs.from_dir(good_folder))
     before = {p.name: p.asnumpy().copy() for p in model.get_parameters()}
     tensors = read_safetensors(weight_files(good_folder))
@@ -147,7 +147,7 @@ def test_nothing_loaded_when_a_tensor_is_bad(good_folder, tmp_path):
 
 
 def test_failed_save_keeps_the_previous_checkpoint(tmp_path):
-    from core import checkpoint as ckpt
+    import core.engine.checkpoint as ckpt
     weights = {"w": np.ones((2, 2), np.float32)}
     ckpt.save_train_checkpoint(tmp_path, 4, weights, {"global_step": np.array([4], np.int32)}, {"step": 4},
                                pointers=("last",))
@@ -163,7 +163,7 @@ def test_failed_save_keeps_the_previous_checkpoint(tmp_path):
 
 
 def test_resaving_a_step_is_a_new_revision_and_retention_keeps_pointers(tmp_path):
-    from core import checkpoint as ckpt
+    import core.engine.checkpoint as ckpt
     for step in (2, 4, 6, 8):
         ckpt.save_train_checkpoint(tmp_path, step, {"w": np.full(3, step, np.float32)}, {}, {"step": step})
     ckpt.point(tmp_path, "best", 2)
@@ -177,7 +177,7 @@ def test_resaving_a_step_is_a_new_revision_and_retention_keeps_pointers(tmp_path
 
 
 def test_corrupt_or_incomplete_checkpoint_is_an_error(tmp_path):
-    from core import checkpoint as ckpt
+    import core.engine.checkpoint as ckpt
     folder = ckpt.save_train_checkpoint(tmp_path, 1, {"w": np.ones(3, np.float32)}, {}, {"step": 1})
     (folder / "weights.safetensors").write_bytes(b"garbage")
     with pytest.raises(CheckpointError, match=r"weights\.safetensors: 7 bytes, the manifest recorded \d+"):
@@ -194,10 +194,10 @@ def test_loading_skips_random_init_yet_later_draws_are_unchanged(good_folder):
     """load_hf_model builds the model without sampling its random weights (they are all loaded
     next): the loaded weights, and the LoRA A matrices drawn after loading under the same seed,
     equal those of a model that did sample them first."""
-    from core.checkpoint import load_hf_weights, read_safetensors
-    from core.lora import inject_lora
-    from core.model import CausalLM
-    from core.model_args import read_model_args
+    from core.engine.checkpoint import load_hf_weights, read_safetensors
+    from core.engine.lora import inject_lora
+    from core.engine.model import CausalLM
+    from core.spec.model_args import read_model_args
     results = {}
     for random_init in (True, False):
         ms.set_seed(0)

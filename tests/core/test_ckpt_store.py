@@ -1,4 +1,4 @@
-"""core.ckpt_store: saves written tensor by tensor with a manifest, a SIGKILL at every point of an
+"""core.run.ckpt_store: saves written tensor by tensor with a manifest, a SIGKILL at every point of an
 overwrite leaves a checkpoint that recovery makes whole, flipped bytes are named on load, leftovers
 are swept, and a full disk (a real tiny tmpfs) is `DiskFull` with the earlier checkpoints intact.
 MindSpore-free: the saves run in plain subprocesses that are killed for real."""
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from core import ckpt_store as cs
-from core.launcher import REPO_ROOT
-from core.model_args import CheckpointError
+import core.run.ckpt_store as cs
+from core.run.launcher import REPO_ROOT
+from core.spec.model_args import CheckpointError
 
 
 def save(root: Path, step: int, value: float, pointers=("last",), size: int = 64) -> Path:
@@ -125,7 +125,7 @@ KILLER = textwrap.dedent("""\
     import os, shutil, signal, sys
     sys.path.insert(0, {repo!r})
     import numpy as np
-    from core import atomic, ckpt_store as cs
+    import core.run.atomic as atomic, core.run.ckpt_store as cs
     kill_at = int(sys.argv[2])
     calls = [0]
     def deadly(fn):
@@ -186,7 +186,7 @@ def test_random_kills_while_saving_in_a_loop(tmp_path):
         import sys
         sys.path.insert(0, {str(REPO_ROOT)!r})
         import numpy as np
-        from core import ckpt_store as cs
+        import core.run.ckpt_store as cs
         i = 0
         while True:
             i += 1

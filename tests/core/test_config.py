@@ -1,4 +1,4 @@
-"""core.config: defaults, YAML inheritance, overrides, validation messages, shipped configs, CLI."""
+"""core.spec.config: defaults, YAML inheritance, overrides, validation messages, shipped configs, CLI."""
 from __future__ import annotations
 
 import subprocess
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.config import (
+from core.spec.config import (
     Config, ConfigError, LoraSettings, TrainSettings, describe_fields, load_config,
 )
 
@@ -450,7 +450,7 @@ def test_an_answer_score_monitor_needs_the_test_answers():
 
 
 def test_answer_score_names_agree_with_the_run_records():
-    from core.rundir import GENERATION_FIELDS
-    from core.config import _ANSWER_SCORES
+    from core.run.rundir import GENERATION_FIELDS
+    from core.spec.config import _ANSWER_SCORES
     assert _ANSWER_SCORES == GENERATION_FIELDS
     assert set(GENERATION_FIELDS) <= set(describe_fields()["early_stopping.monitor"].choices)

@@ -1,4 +1,4 @@
-"""core.data: readers, formats, prompt masking, truncation, splits, stats, cache and batching.
+"""core.data.pipeline: readers, formats, prompt masking, truncation, splits, stats, cache and batching.
 
 A tiny ChatML tokenizer folder is built here (byte-level BPE trained in well under a second), so
 no test depends on the shipped demo files except the one optional check at the end."""
@@ -12,10 +12,10 @@ import pytest
 from tokenizers import Tokenizer as BackendTokenizer
 from tokenizers import decoders, models, pre_tokenizers, processors, trainers
 
-from core import data
-from core.config import DataSettings
-from core.data import IGNORE_INDEX, BatchIterator, DataError, Sample
-from core.tokenizer import Tokenizer
+import core.data.pipeline as data
+from core.spec.config import DataSettings
+from core.data.pipeline import IGNORE_INDEX, BatchIterator, DataError, Sample
+from core.data.tokenizer import Tokenizer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHATML = (
@@ -614,7 +614,7 @@ def test_eval_batches_cover_every_sample_once_with_masked_padding_rows():
 # --- module rules and the shipped demo -----------------------------------------------------------
 
 def test_core_data_does_not_import_mindspore():
-    code = ("import sys, core.data; bad = [m for m in sys.modules if m.startswith('mindspore')]; "
+    code = ("import sys, core.data.pipeline; bad = [m for m in sys.modules if m.startswith('mindspore')]; "
             "print(bad); sys.exit(bool(bad))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core import data
-from core.config import DataSettings
-from core.data import DataError
-from core.data_catalog import read_catalog
-from core.tokenizer import Tokenizer
+import core.data.pipeline as data
+from core.spec.config import DataSettings
+from core.data.pipeline import DataError
+from core.data.catalog import read_catalog
+from core.data.tokenizer import Tokenizer
 from tests.core.test_data import make_tokenizer_dir, raises, write_jsonl
 
 QA = [{"question": f"Add {i} and 2.", "context": f"{i} apples", "answer": f"{i + 2}", "sys": "Be brief.",

@@ -4,10 +4,10 @@ the data contradicts."""
 import numpy as np
 import pytest
 
-from core import data
-from core.config import DataSettings
-from core.data import DataError
-from core.tokenizer import Tokenizer
+import core.data.pipeline as data
+from core.spec.config import DataSettings
+from core.data.pipeline import DataError
+from core.data.tokenizer import Tokenizer
 from tests.core.test_data import make_tokenizer_dir, raises, write_jsonl
 
 
@@ -107,7 +107,7 @@ def test_explicit_format_contradicted_by_the_data_says_what_auto_would_choose(tm
 
 
 def test_explicit_format_names_the_config_file_that_set_it(tmp_path):
-    from core.config import load_config
+    from core.spec.config import load_config
 
     train = write_jsonl(tmp_path / "sg.jsonl", [{"conversations": [{"from": "human", "value": "Hi"},
                                                                    {"from": "gpt", "value": "Hello"}]}])

@@ -1,4 +1,4 @@
-"""core.data_files: Hugging Face dataset folders and compressed files, read with pyarrow only.
+"""core.data.files: Hugging Face dataset folders and compressed files, read with pyarrow only.
 
 `datasets` is not installed here, so the folders are written with pyarrow exactly as its
 `save_to_disk` lays them out (huggingface/datasets, src/datasets/arrow_dataset.py `save_to_disk`
@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core import data
-from core.config import DataSettings
-from core.data import DataError
+import core.data.pipeline as data
+from core.spec.config import DataSettings
+from core.data.pipeline import DataError
 from tests.core.test_data import ROWS, make_tokenizer_dir, raises, write_jsonl
-from core.tokenizer import Tokenizer
+from core.data.tokenizer import Tokenizer
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -223,7 +223,7 @@ def test_a_list_of_train_files_trains_as_one_dataset_in_order(tmp_path, tok):
 
 
 def test_a_list_of_files_from_yaml_and_from_an_override(tmp_path):
-    from core.config import load_config
+    from core.spec.config import load_config
     config = tmp_path / "c.yaml"
     config.write_text("data:\n  train_file: [a.jsonl, b.jsonl]\n  validation_file: [c.jsonl]\n", encoding="utf-8")
     assert load_config(config).data.train_file == ["a.jsonl", "b.jsonl"]

@@ -1,4 +1,4 @@
-"""core.data_formats through core.data: ShareGPT (tool turns, top-level system and tools), alpaca
+"""core.data.formats through core.data.pipeline: ShareGPT (tool turns, top-level system and tools), alpaca
 with system and history, chat with tool calls, column mapping, ignored-field counts, the label
 masks of multi-turn conversations (`train_on`), and every bad input named by file, record and field.
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core import data
-from core.config import DATA_COLUMN_KEYS, DataSettings
-from core.data import IGNORE_INDEX, Columns
-from core.data_formats import MAPPING_KEYS
-from core.tokenizer import Tokenizer
+import core.data.pipeline as data
+from core.spec.config import DATA_COLUMN_KEYS, DataSettings
+from core.data.pipeline import IGNORE_INDEX, Columns
+from core.data.formats import MAPPING_KEYS
+from core.data.tokenizer import Tokenizer
 from tests.core.test_data import CHATML, make_tokenizer_dir, raises, write_csv, write_jsonl
 from tests.core.test_tokenizer import chatml_backend, make_folder
 
@@ -318,7 +318,7 @@ def test_mapping_a_field_the_format_does_not_use_is_an_error(tmp_path):
 
 
 def test_unknown_mapping_key_is_a_config_error():
-    from core.config import ConfigError
+    from core.spec.config import ConfigError
     with pytest.raises(ConfigError) as info:
         DataSettings(columns={"instrucion": "q"})
     assert "did you mean 'instruction'" in str(info.value) and "data.columns" in str(info.value)

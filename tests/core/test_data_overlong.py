@@ -3,11 +3,11 @@ skipped, or refused all at once; counted and listed (file, record, length) in th
 import numpy as np
 import pytest
 
-from core import data
-from core.config import DataSettings
-from core.data import IGNORE_INDEX, DataError
-from core.data_overlong import cutoff_lengths, truncate_pieces
-from core.tokenizer import Tokenizer
+import core.data.pipeline as data
+from core.spec.config import DataSettings
+from core.data.pipeline import IGNORE_INDEX, DataError
+from core.data.overlong import cutoff_lengths, truncate_pieces
+from core.data.tokenizer import Tokenizer
 from tests.core.test_data import make_tokenizer_dir, write_jsonl
 
 MAX = 48

@@ -1,12 +1,12 @@
-"""core.data_packing through core.data's iterators: packed rows (several samples per row,
+"""core.data.packing through core.data.pipeline's iterators: packed rows (several samples per row,
 position ids restarting at 0, segment ids, labels), resumable positions, data-parallel shards,
 packed evaluation, and length-grouped batches padded to a few bucket lengths."""
 import numpy as np
 import pytest
 
-from core import data
-from core.data import IGNORE_INDEX, BatchIterator, Sample
-from core.data_packing import bucket_length, pack_rows, packing_efficiency, padding_efficiency
+import core.data.pipeline as data
+from core.data.pipeline import IGNORE_INDEX, BatchIterator, Sample
+from core.data.packing import bucket_length, pack_rows, packing_efficiency, padding_efficiency
 
 
 def sample(n: int, start: int = 10, prompt: int = 2) -> Sample:
@@ -158,8 +158,8 @@ def test_packing_and_grouping_exclude_each_other():
 def test_packing_chunks_a_long_text_and_counts_it_as_without_packing(tmp_path_factory):
     """A sample longer than max_seq_len is cut to max_seq_len at tokenization and counted in the
     stats, packed or not; the packed row then carries the cut sample (alone, since it fills it)."""
-    from core.config import DataSettings
-    from core.tokenizer import Tokenizer
+    from core.spec.config import DataSettings
+    from core.data.tokenizer import Tokenizer
     from tests.core.test_data import make_tokenizer_dir, write_jsonl
     tok = Tokenizer.from_dir(make_tokenizer_dir(tmp_path_factory.mktemp("tok")))
     folder = tmp_path_factory.mktemp("long")

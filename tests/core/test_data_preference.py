@@ -1,4 +1,4 @@
-"""Preference data (core.data_preference): every layout read into the same pair, the prompt masked and
+"""Preference data (core.data.preference): every layout read into the same pair, the prompt masked and
 each answer labelled through the chat template, identical pairs dropped with a count, bad records
 named by file, record and field; preference data under train.objective sft trains on chosen answers."""
 import json
@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.config import DataSettings
-from core.data import IGNORE_INDEX, load_splits
-from core.data_files import DataError, read_data_file
-from core.data_formats import Columns
-from core.data_preference import (PreferenceBatches, file_kind, load_preference_splits, preference_record,
+from core.spec.config import DataSettings
+from core.data.pipeline import IGNORE_INDEX, load_splits
+from core.data.files import DataError, read_data_file
+from core.data.formats import Columns
+from core.data.preference import (PreferenceBatches, file_kind, load_preference_splits, preference_record,
                                   tokenize_preference)
-from core.tokenizer import Tokenizer
+from core.data.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 Q, GOOD, BAD = "What color is Mia's kite?", "blue", "red"

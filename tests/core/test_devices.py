@@ -1,4 +1,4 @@
-"""Issue 30: the GPU/Ascend paths, chosen where the device is read (core.devices.target, faked here)
+"""Issue 30: the GPU/Ascend paths, chosen where the device is read (core.engine.devices.target, faked here)
 and pinned on the CPU: attention and loss paths with their numbers against the composed CPU path,
 the reduction ops, the overflow flag reduced across ranks, the per-device peak, a device OOM, the
 profiler's activities and tables, the bf16 rule, the dry run's device and the estimate's device
@@ -11,13 +11,17 @@ import pytest
 import mindspore as ms
 from mindspore import Tensor, amp, nn, ops
 
-from core import device_paths, devices, launcher, profiling, ranks
-from core.config import Config, ConfigError
-from core.memory import estimate_memory
-from core.model import CausalLM, ModelArgs
-from core.ops import LastAxisMean, Softmax
-from core.rundir import TrainRecord
-from core.train_step import (CausalLMLoss, EvalStep, TrainStep, WarmupDecaySchedule, adamw, global_norm,
+import core.spec.device_paths as device_paths
+import core.engine.devices as devices
+import core.run.launcher as launcher
+import core.engine.profiling as profiling
+import core.run.ranks as ranks
+from core.spec.config import Config, ConfigError
+from core.spec.memory import estimate_memory
+from core.engine.model import CausalLM, ModelArgs
+from core.engine.ops import LastAxisMean, Softmax
+from core.run.rundir import TrainRecord
+from core.engine.train_step import (CausalLMLoss, EvalStep, TrainStep, WarmupDecaySchedule, adamw, global_norm,
                              next_token_targets)
 
 HF = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 61, "hidden_size": 32,
@@ -339,7 +343,7 @@ def test_peak_is_summed_on_the_cpu_and_the_largest_device_elsewhere():
 
 def test_the_monitor_charts_the_largest_device_and_each_rank(tmp_path):
     from app.metrics import RunCharts
-    from core.rundir import RunDir
+    from core.run.rundir import RunDir
     run = RunDir.create(tmp_path / "runs", "r1", "method: lora\n")
     run.append_metrics([TrainRecord(step=5, time=1.0, loss=1.0, peak_mem_mb=900.0, peak_mem_ranks_mb=[900.0, 850.0]),
                         TrainRecord(step=6, time=2.0, loss=1.0, peak_mem_mb=1400.0)])  # a CPU run: the sum
@@ -399,7 +403,7 @@ def test_the_profiler_records_the_devices_activities_and_reads_its_kernel_table(
 
 
 GPU_DETAIL_HEADER = ("op_side,op_type,op_name,op_full_name,op_occurrences,op_total_time(us),op_avg_time(us),"
-                     "total_proportion,cuda_activity_cost_time(us),cuda_activity_call_count")  # core/profiling.py
+                     "total_proportion,cuda_activity_cost_time(us),cuda_activity_call_count")  # core/engine/profiling.py
 
 
 def test_the_profiler_reads_the_gpus_operator_table(tmp_path):

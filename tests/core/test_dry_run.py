@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.config import load_config
+from core.spec.config import load_config
 from core.dry_run import dry_run_config
-from core.launcher import REPO_ROOT
+from core.run.launcher import REPO_ROOT
 from core.train import memory_warning
 
 from tests.core.tiny_setup import make_workspace

@@ -1,4 +1,4 @@
-"""Exports streamed without MindSpore (core/export.py): the PEFT adapter straight from the
+"""Exports streamed without MindSpore (core/engine/export.py): the PEFT adapter straight from the
 checkpoint's tensors, and the merged model written shard by shard in the base's stored dtype (bf16
 stays bf16, sharded like the base with its index), or in float32 with `--dtype float32`."""
 import json
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.export import ExportError, export_run, main as export_main
-from core.model_args import INDEX_NAME
+from core.engine.export import ExportError, export_run, main as export_main
+from core.spec.model_args import INDEX_NAME
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace
 
@@ -98,7 +98,7 @@ def test_merged_export_keeps_bf16_and_the_bases_shards(lora_run, ids):
     difference = np.abs(_logits(out, ids) - _logits(fp32, ids)).max()
     assert 0 < difference <= 1e-2
     # the float32 merge is mindtune's trained model (mindtune computes in float32 from the bf16 base)
-    from core.export import load_trained_model
+    from core.engine.export import load_trained_model
     import mindspore as ms
     model, _ = load_trained_model(lora_run / "checkpoints" / "best")
     ours = model.construct(ms.Tensor(ids.astype(np.int32))).asnumpy()
@@ -106,7 +106,7 @@ def test_merged_export_keeps_bf16_and_the_bases_shards(lora_run, ids):
 
 
 def test_peft_export_reads_the_checkpoint_without_mindspore(lora_run):
-    code = ("import sys; from core.export import export_run; "
+    code = ("import sys; from core.engine.export import export_run; "
             f"path = export_run({str(lora_run)!r}, 'best', 'peft'); "
             "assert 'mindspore' not in sys.modules, 'the PEFT export imported MindSpore'; print(path)")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)

@@ -2,7 +2,7 @@
 worker killed by the kernel's OOM killer in a memory cgroup, a full disk (a tiny tmpfs) during a
 save, a flipped byte in the checkpoint a resume loads, fp16 gradients that keep overflowing, Stop
 now, and a hung data-parallel rank. Every run is launched as the console launches it (under its
-rank supervisor) and watched with `core.launcher.watch` every half second, as the console does."""
+rank supervisor) and watched with `core.run.launcher.watch` every half second, as the console does."""
 from __future__ import annotations
 
 import json
@@ -19,9 +19,11 @@ import psutil
 import pytest
 import yaml
 
-from core import ckpt_store, launcher, ranks
-from core.config import load_config
-from core.rundir import TERMINAL_STATES, RunDir
+import core.run.ckpt_store as ckpt_store
+import core.run.launcher as launcher
+import core.run.ranks as ranks
+from core.spec.config import load_config
+from core.run.rundir import TERMINAL_STATES, RunDir
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace
 from tests.waiting import wait_for
@@ -199,7 +201,7 @@ def test_resume_refuses_a_flipped_byte_and_names_the_good_checkpoint(workspace):
            f"run.resume={done.checkpoints_dir / 'step-2'}" in status.reason
     assert not resumed.metrics_path.exists() or '"kind":"train"' not in resumed.metrics_path.read_text()
     # an export of it is refused alike, and leaves no export behind
-    from core.export import export_run
+    from core.engine.export import export_run
     for fmt in ("peft", "merged"):
         with pytest.raises(ckpt_store.CheckpointCorrupt, match=f"^{target}: sha256 "):
             export_run(done.path, "last", fmt)
@@ -302,8 +304,8 @@ def test_steps_logged_again_after_a_kill_and_resume_count_once(workspace):
     the console's Resume does): the lost steps are logged again by attempt 2; every record names its
     attempt, and the readers (the file's current records, the charts) hold each step once, attempt 2's."""
     from app.metrics import RunCharts
-    from core.atomic import atomic_write
-    from core.rundir import EvalRecord, ResumeEvent, TrainRecord, current_records
+    from core.run.atomic import atomic_write
+    from core.run.rundir import EvalRecord, ResumeEvent, TrainRecord, current_records
     run = create(workspace, "train.max_steps=40", "train.save_every=5", "train.eval_every=10", "train.log_every=1",
                  "eval.downstream=false", "early_stopping.enabled=false")
     launched = launcher.launch(run)

@@ -8,9 +8,9 @@ import pytest
 
 import mindspore as ms
 
-from core.checkpoint import load_hf_model
-from core.generate import SamplingSettings, generate
-from core.model_args import FULL, SLIDING, ModelArgs, ModelConfigError
+from core.engine.checkpoint import load_hf_model
+from core.engine.generate import SamplingSettings, generate
+from core.spec.model_args import FULL, SLIDING, ModelArgs, ModelConfigError
 from tests.core.family_fixtures import (GEMMA2_2B, GEMMA3_1B, GEMMA3_4B, ID_LIMIT, make_model, rewrite_config,
                                         save_model, v4_spelling)
 from tests.core.hf_fixtures import random_ids, save_hf_model
@@ -209,7 +209,7 @@ def fused_generations(name, tmp_path, prompt_length, new_tokens):
     kernel with its window, soft-cap and partial rotary; the cached decoding steps run composed, the
     uncached path runs the kernel at every step), the composed path's, and transformers'; and a
     left-padded batch with the kernels, cached and uncached, and each of its prompts alone."""
-    from core import fused
+    import core.engine.fused as fused
     hf, folder = save_model(name, tmp_path)
     model = load_hf_model(folder)
     prompt = ids_for(batch=1, length=prompt_length)[0].tolist()
@@ -242,7 +242,7 @@ def test_fused_generation_with_cache_equals_no_cache_and_transformers(name, tmp_
 def test_fused_kernels_run_the_vision_checkpoints_language_model(tmp_path):
     """All-fused (attention with its scale and window, (1 + w) norms and QK-norm, GeGLU) and
     compiled: the logits still equal transformers' (test_model covers the text-only fixtures)."""
-    from core import fused
+    import core.engine.fused as fused
     hf, folder = save_model("gemma3-vision", tmp_path)
     model = load_hf_model(folder)
     how = fused.enable(model)
@@ -254,7 +254,7 @@ def test_fused_kernels_run_the_vision_checkpoints_language_model(tmp_path):
 
 
 def _loss_and_grads(model, ids, labels, mask):
-    from core.train_step import forward, loss_cell
+    from core.engine.train_step import forward, loss_cell
     loss = loss_cell(model)
     params = list(model.trainable_params())
 
@@ -273,8 +273,8 @@ def test_loss_kernel_soft_caps_the_logits_itself(tmp_path):
     logits uncapped, and loss and gradients equal the composed path's; the model's own logits
     stay capped (generation, parity). Then a model without a cap trains alike in the same process
     (the capped and plain kernels share their forward symbol)."""
-    from core import fused
-    from core.train_step import EvalStep
+    import core.engine.fused as fused
+    from core.engine.train_step import EvalStep
     ids = ids_for(batch=2, length=20)
     mask = np.ones_like(ids)
     mask[1, 15:] = 0

@@ -8,9 +8,9 @@ import pytest
 
 import mindspore as ms
 
-from core.checkpoint import load_hf_model
-from core.generate import SamplingSettings, generate
-from core.model_args import ModelArgs, ModelConfigError
+from core.engine.checkpoint import load_hf_model
+from core.engine.generate import SamplingSettings, generate
+from core.spec.model_args import ModelArgs, ModelConfigError
 from tests.core.family_fixtures import (PHI3_MINI_4K, PHI4, PHI4_MINI_INSTRUCT, make_model, rewrite_config,
                                         save_model, v4_spelling)
 from tests.core.hf_fixtures import random_ids, save_hf_model
@@ -189,7 +189,7 @@ def test_fused_generation_with_cache_equals_no_cache_and_transformers(name, prom
 def test_fused_and_compiled_longrope_picks_the_factors_per_forward(tmp_path):
     """In a compiled graph the short/long choice is made from the positions at run time (one graph
     serves both lengths' shapes of the same model), with the fused attention's partial rotary."""
-    from core import fused
+    import core.engine.fused as fused
     hf, folder = save_model("phi4-mini", tmp_path)
     model = load_hf_model(folder)
     how = fused.enable(model)

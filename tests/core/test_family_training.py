@@ -14,9 +14,9 @@ import pytest
 
 import mindspore as ms
 
-from core import fused
-from core.export import export_run, load_trained_model
-from core.tokenizer import Tokenizer
+import core.engine.fused as fused
+from core.engine.export import export_run, load_trained_model
+from core.data.tokenizer import Tokenizer
 from core.train import main as train_main
 from tests.core.hf_fixtures import make_hf_model, save_hf_model
 from tests.core.tiny_setup import make_workspace

@@ -15,8 +15,8 @@ import pytest
 
 import mindspore as ms
 
-from core import fused
-from core.export import export_run, load_trained_model
+import core.engine.fused as fused
+from core.engine.export import export_run, load_trained_model
 from tests.core.family_fixtures import FamilyRuns, run_records
 
 torch = pytest.importorskip("torch")
@@ -76,9 +76,9 @@ def test_lora_fine_tune_lowers_validation_loss_and_names_its_kernels(runs):
 
 
 def test_memory_estimate_is_within_15_percent_of_the_peak(runs):
-    from core import memory
-    from core.config import load_config
-    from core.model_args import ModelArgs
+    import core.spec.memory as memory
+    from core.spec.config import load_config
+    from core.spec.model_args import ModelArgs
     run = runs.run("lora")
     setup = next(r for r in run_records(run, "event") if r["event"] == "setup")
     measured = json.loads((run / "status.json").read_text())["final"]["peak_mem_mb"]

@@ -1,5 +1,5 @@
 """LoRA with frozen base weights kept in 16 bits on the CPU (model.dtype bfloat16 | float16): the
-kernels of core/kernels/frozen_weights.cc against float64 NumPy, losses against the float32 run,
+kernels of core/engine/kernels/frozen_weights.cc against float64 NumPy, losses against the float32 run,
 frozen weights bit-for-bit unchanged by training, parameter dtypes, the composed fallback, and the
 settings that are refused."""
 import numpy as np
@@ -8,12 +8,12 @@ import pytest
 import mindspore as ms
 from mindspore import Tensor
 
-from core import fused
-from core.checkpoint import load_hf_model
-from core.config import Config, ConfigError
-from core.lora import inject_lora, mark_only_lora_trainable
-from core.model import share_layer_graphs
-from core.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw
+import core.engine.fused as fused
+from core.engine.checkpoint import load_hf_model
+from core.spec.config import Config, ConfigError
+from core.engine.lora import inject_lora, mark_only_lora_trainable
+from core.engine.model import share_layer_graphs
+from core.engine.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw
 from tests.core.hf_fixtures import make_hf_model, random_ids, save_hf_model
 
 torch = pytest.importorskip("torch")
@@ -181,7 +181,7 @@ def test_without_the_kernels_mindspore_cast_computes_the_same(bf16_checkpoint, m
 
 def test_merging_for_generation_skips_16_bit_weights(bf16_checkpoint):
     """lora_merged (generation during training) would round a 16-bit weight twice: it stays unmerged."""
-    from core.lora import lora_merged
+    from core.engine.lora import lora_merged
     model = load_hf_model(bf16_checkpoint, "float32", storage_dtype="bfloat16")
     inject_lora(model, 4, 8.0, 0.0, PROJECTIONS)
     before = {p.name: p.asnumpy().copy() for p in model.get_parameters()}

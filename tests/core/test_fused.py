@@ -1,4 +1,4 @@
-"""The CPU's fused kernels (core/kernels/*.cc): attention, RMSNorm and cross-entropy against float64
+"""The CPU's fused kernels (core/engine/kernels/*.cc): attention, RMSNorm and cross-entropy against float64
 NumPy references of their values and textbook gradients, the model with them against transformers
 and against its composed ops, training and evaluation with them, and their fallbacks."""
 import os
@@ -9,11 +9,11 @@ import pytest
 import mindspore as ms
 from mindspore import Tensor, ops
 
-from core import fused
-from core.checkpoint import load_hf_model
-from core.lora import inject_lora, mark_only_lora_trainable
-from core.model import MASK_MIN, share_layer_graphs
-from core.train_step import (CausalLMLoss, EvalStep, FusedCausalLMLoss, TrainStep, WarmupDecaySchedule, adamw,
+import core.engine.fused as fused
+from core.engine.checkpoint import load_hf_model
+from core.engine.lora import inject_lora, mark_only_lora_trainable
+from core.engine.model import MASK_MIN, share_layer_graphs
+from core.engine.train_step import (CausalLMLoss, EvalStep, FusedCausalLMLoss, TrainStep, WarmupDecaySchedule, adamw,
                               loss_cell)
 from tests.core.hf_fixtures import make_hf_model, random_ids, reference_logits, save_hf_model
 
@@ -37,7 +37,7 @@ def rotate_pairs(x):
 
 
 def rope_tables(batch, t, d, offsets=None, positions=None, base=10000):
-    """cos, sin (B|1, 1, T, d) as core.model.CausalLM.rope makes them, cat(freqs, freqs) (per-row
+    """cos, sin (B|1, 1, T, d) as core.engine.model.CausalLM.rope makes them, cat(freqs, freqs) (per-row
     offsets: left padding; positions (B, T): restarted per packed sample)."""
     inv = 1.0 / base ** (np.arange(0, d, 2) / d)
     if positions is None:
@@ -404,7 +404,7 @@ def test_unwritable_kernel_cache_is_reported(tmp_path, monkeypatch):
 def test_left_padded_generation_with_fused_prefill_matches_composed(tmp_path):
     """Prompts of different lengths are left-padded; the prefill rotates each row's keys from its
     own positions and caches them: the greedy answers equal the composed ops' answers."""
-    from core.generate import SamplingSettings, generate
+    from core.engine.generate import SamplingSettings, generate
     save_hf_model(make_hf_model("llama-gqa-llama3-rope"), tmp_path)
     prompts = [[5, 17, 33, 2, 9, 41, 8], [12, 4], [7, 7, 19, 60]]
     answers = {}
@@ -496,7 +496,7 @@ def test_cross_entropy_kernel_refuses_targets_of_another_shape():
 
 @needs_kernel
 def test_evaluation_with_fused_loss_equals_composed(tmp_path):
-    """The evaluation step's summed NLL and token count (right padding as core.data pads, a prompt
+    """The evaluation step's summed NLL and token count (right padding as core.data.pipeline pads, a prompt
     left unscored) with the kernels as with the composed ops."""
     save_hf_model(make_hf_model("qwen2-tied"), tmp_path)
     rng = np.random.default_rng(2)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from mindspore import Tensor
 
-from core.checkpoint import load_hf_model
-from core.generate import SamplingSettings, choose_next, generate
+from core.engine.checkpoint import load_hf_model
+from core.engine.generate import SamplingSettings, choose_next, generate
 from tests.core.hf_fixtures import make_hf_model, random_ids, save_hf_model
 
 torch = pytest.importorskip("torch")
@@ -100,7 +100,7 @@ def test_use_device_launches_cpu_ops_synchronously():
     """MindSpore's asynchronous PyNative queue cost 2-4 ms per op here; use_device turns it off on
     the CPU. A fresh process: the setting is global and cannot be undone."""
     code = ("from mindspore._c_expression import RuntimeConf\n"
-            "from core.generate import use_device\n"
+            "from core.engine.generate import use_device\n"
             "conf = RuntimeConf.get_instance(); before = conf.is_launch_blocking()\n"
             "use_device('cpu'); print(before, conf.is_launch_blocking())\n")
     env = {k: v for k, v in os.environ.items() if k != "MS_DEV_LAUNCH_BLOCKING"}

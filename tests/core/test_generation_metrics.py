@@ -1,12 +1,12 @@
 """BLEU-4 and ROUGE-1/2/L of generated answers equal sacrebleu's and rouge-score's own results on
-fixed English and Chinese strings (core.generation_metrics)."""
+fixed English and Chinese strings (core.eval.generation_metrics)."""
 from __future__ import annotations
 
 import pytest
 import sacrebleu
 from rouge_score import rouge_scorer
 
-from core.generation_metrics import CharacterTokenizer, is_unsegmented, score_generations
+from core.eval.generation_metrics import CharacterTokenizer, is_unsegmented, score_generations
 
 EN_REFS = ["the cat sat on the mat", "a quick brown fox jumps over the lazy dog", "zoo", "Paris is the capital"]
 EN_PREDS = ["the cat sat on a mat", "a quick brown fox jumped over a lazy dog", "zoo", "the capital is Paris"]
@@ -76,11 +76,11 @@ def test_scoring_apart_gives_the_same_figures_and_leaves_the_libraries_out_of_th
     import sys
     from pathlib import Path
 
-    from core.generation_metrics import score_apart
+    from core.eval.generation_metrics import score_apart
     apart = score_apart(EN_PREDS[:2] + ZH_PREDS[:2], EN_REFS[:2] + ZH_REFS[:2])
     assert apart == score_generations(EN_PREDS[:2] + ZH_PREDS[:2], EN_REFS[:2] + ZH_REFS[:2])
     assert score_apart([], []) is None
-    probe = subprocess.run([sys.executable, "-c", "import sys; from core.generation_metrics import score_apart; "
+    probe = subprocess.run([sys.executable, "-c", "import sys; from core.eval.generation_metrics import score_apart; "
                             "score_apart(['a cat'], ['a cat sat']); print('nltk' in sys.modules)"],
                            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
     assert probe.stdout.strip() == "False", probe.stderr

@@ -16,8 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core import launcher, ranks
-from core.rundir import RunDir
+import core.run.launcher as launcher
+import core.run.ranks as ranks
+from core.run.rundir import RunDir
 
 TIMEOUT_S = 6.0
 

@@ -1,4 +1,4 @@
-"""core.launcher: argv shapes, and a fake worker launched, stopped, crashed and reconciled for real."""
+"""core.run.launcher: argv shapes, and a fake worker launched, stopped, crashed and reconciled for real."""
 from __future__ import annotations
 
 import datetime as dt
@@ -14,13 +14,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core.config import Config, ConfigError
-from core.launcher import (
+from core.spec.config import Config, ConfigError
+from core.run.launcher import (
     CRASH_REASON, ENV_RUN_DIR, REPO_ROOT, LaunchError, build_argv, check_workers_available,
     command_preview, create_run, find_orphans, free_port, is_alive, launch, multi_host_commands,
     process_fields, reconcile, run_id_for, run_processes, stop,
 )
-from core.rundir import RunDir, Status, atomic_write_json
+from core.run.rundir import RunDir, Status, atomic_write_json
 
 # A stand-in for `python -m core.train`: launched as the "python" of build_argv, so its argv is
 # [fake, "-m", "core.train", "--run-dir", RUN]. It starts a child in its group and one that leaves
@@ -28,7 +28,7 @@ from core.rundir import RunDir, Status, atomic_write_json
 FAKE_WORKER = """\
 #!{python}
 import os, signal, subprocess, sys, time
-from core.rundir import ControlPoller, RunDir
+from core.run.rundir import ControlPoller, RunDir
 
 run = RunDir(sys.argv[sys.argv.index("--run-dir") + 1])
 mode = os.environ.get("FAKE_MODE", "obey")
@@ -130,7 +130,7 @@ def test_argv_data_parallel_uses_msrun_next_to_python(run):
     argv = build_argv(run, 2, master_port=29123)
     msrun = Path(sys.executable).parent / "msrun"
     assert argv == [str(msrun), "--worker_num=2", "--local_worker_num=2", "--master_port=29123",
-                    "--join=True", f"--log_dir={run.path}/logs", str(REPO_ROOT / "core" / "ranks.py"),
+                    "--join=True", f"--log_dir={run.path}/logs", str(REPO_ROOT / "core" / "run" / "ranks.py"),
                     "--run-dir", str(run.path)]
     assert msrun.exists()
 
@@ -277,7 +277,7 @@ def test_a_forced_stop_records_the_step_of_the_checkpoint_saved_after_the_last_s
     status.json said step 0 while the console showed the checkpoint's step 3."""
     import numpy as np
 
-    from core import ckpt_store
+    import core.run.ckpt_store as ckpt_store
 
     start(run, fake_python, "stubborn")  # its last status line: step 0
     weights = {"layer.w": np.ones((4, 4), np.float32)}
@@ -390,7 +390,7 @@ def test_find_orphans_only_lists_processes_of_runs_that_are_over(tmp_path):
 
 FAKE_DP_WORKER = """\
 import os, sys, time
-from core.rundir import RunDir
+from core.run.rundir import RunDir
 
 run = RunDir(sys.argv[sys.argv.index("--run-dir") + 1])
 if os.environ.get("MS_ROLE") == "MS_WORKER" and os.environ.get("RANK_ID") == "0":
@@ -407,10 +407,10 @@ def test_msrun_workers_in_their_own_sessions_are_stopped(tmp_path, run, monkeypa
     repo = tmp_path / "repo"
     (repo / "core").mkdir(parents=True)
     (repo / "core" / "__init__.py").write_text("")
-    for module in ("rundir.py", "atomic.py", "config.py", "ranks.py", "ckpt_store.py", "model_args.py", "families.py"):
+    for module in ("run", "spec"):  # core's packages used by the worker, linked whole
         (repo / "core" / module).symlink_to(REPO_ROOT / "core" / module)
     (repo / "core" / "train.py").write_text(FAKE_DP_WORKER)
-    monkeypatch.setattr("core.launcher.REPO_ROOT", repo)
+    monkeypatch.setattr("core.run.launcher.REPO_ROOT", repo)
     launched = launch(run, 2)
     assert Path(launched.argv[0]).name == "msrun"
     status = wait_for_state(run, "running", timeout_s=90)

@@ -1,4 +1,4 @@
-"""mindtune's lm-eval model (core.lm_eval_model) against lm-eval's own Hugging Face backend (`hf`):
+"""mindtune's lm-eval model (core.engine.lm_eval_model) against lm-eval's own Hugging Face backend (`hf`):
 a LoRA checkpoint trained for a few steps, evaluated on a local multiple-choice and a local
 generation task; `hf` runs on the merged export of the same checkpoint. Per-item log-likelihoods
 agree to 1e-4, accuracy and generations exactly. Also: core.evaluate's refusals and its run folder."""
@@ -12,9 +12,9 @@ lm_eval = pytest.importorskip("lm_eval")
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from core.eval_tasks import EvalError, EvalSettings, create_eval_run, read_results  # noqa: E402
+from core.eval.eval_tasks import EvalError, EvalSettings, create_eval_run, read_results  # noqa: E402
 from core.evaluate import go_offline, main as evaluate_main, resolve_tasks, run_folder  # noqa: E402
-from core.rundir import RunDir  # noqa: E402
+from core.run.rundir import RunDir  # noqa: E402
 from tests.core.tiny_setup import make_rows  # noqa: E402
 
 TOLERANCE = 1e-4
@@ -88,9 +88,9 @@ def _evaluate(lm, tasks_dir):
 def both(lora_run, tasks_dir):
     """(mindtune's output, lm-eval hf's output, mindtune's LM, hf's LM) on the same checkpoint."""
     from lm_eval.models.huggingface import HFLM
-    from core.export import export_run
-    from core.generate import use_device
-    from core.lm_eval_model import MindtuneLM
+    from core.engine.export import export_run
+    from core.engine.generate import use_device
+    from core.engine.lm_eval_model import MindtuneLM
     use_device("cpu")
     go_offline()
     merged = export_run(lora_run, "best", "merged")

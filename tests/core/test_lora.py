@@ -1,4 +1,4 @@
-"""core.lora: the LoRA layer's maths against numpy, injection, freezing, merge, graph modes, and the
+"""core.engine.lora: the LoRA layer's maths against numpy, injection, freezing, merge, graph modes, and the
 PEFT adapter layout (round trip here, and against peft + transformers when peft is installed)."""
 import json
 import re
@@ -10,9 +10,10 @@ import pytest
 import mindspore as ms
 from mindspore import nn
 
-from core import lora
-from core.lora import LoRADense, LoraError
-from core.model import PROJECTION_NAMES, CausalLM, ModelArgs
+import core.engine.lora as lora
+from core.engine.lora import LoRADense, LoraError
+from core.engine.model import CausalLM, ModelArgs
+from core.spec.model_args import PROJECTION_NAMES
 
 LLAMA = dict(architectures=["LlamaForCausalLM"], vocab_size=61, hidden_size=32, intermediate_size=48,
              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
@@ -418,7 +419,7 @@ def test_unsupported_or_inconsistent_adapters_are_errors(tmp_path):
 def test_adapter_loads_into_peft_with_the_same_logits(targets, tmp_path):
     peft = pytest.importorskip("peft")
     torch = pytest.importorskip("torch")
-    from core.checkpoint import load_hf_model
+    from core.engine.checkpoint import load_hf_model
     from tests.core.hf_fixtures import make_hf_model, random_ids, reference_logits, save_hf_model
 
     hf = make_hf_model("llama-gqa-llama3-rope")

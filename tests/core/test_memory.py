@@ -1,5 +1,5 @@
-"""core.memory: exact parameter/gradient/optimizer arithmetic on a tiny config, the direction of every
-knob (recompute, LoRA, dtype, AMP, batch), agreement with core.lora's target selection, no MindSpore
+"""core.spec.memory: exact parameter/gradient/optimizer arithmetic on a tiny config, the direction of every
+knob (recompute, LoRA, dtype, AMP, batch), agreement with core.engine.lora's target selection, no MindSpore
 import, and (slow) the CPU estimate against a real training run's measured peak."""
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from core import memory
-from core.config import Config
-from core.memory import FP32, MB, OPTIMIZER_STEP_BYTES, estimate_memory, lora_parameters, lora_targets
-from core.model_args import ModelArgs
+import core.spec.memory as memory
+from core.spec.config import Config
+from core.spec.memory import FP32, MB, OPTIMIZER_STEP_BYTES, estimate_memory, lora_parameters, lora_targets
+from core.spec.model_args import ModelArgs
 
 ROOT = Path(__file__).resolve().parents[2]
 H, I, LAYERS, HEADS, KV_HEADS, VOCAB = 32, 64, 2, 4, 2, 300
@@ -92,7 +92,7 @@ def test_bf16_parameters_halve_weight_bytes():
 
 def test_a_head_loss_on_the_hidden_states_counts_no_logits(monkeypatch):
     """LoRA with 16-bit frozen weights on the CPU runs the head and its loss as one kernel on the
-    hidden states (core.fused head_loss): the estimate drops the (B, T, vocab) logits, unless the
+    hidden states (core.engine.fused head_loss): the estimate drops the (B, T, vocab) logits, unless the
     head is soft-capped or trained, where the logits are made as before."""
     monkeypatch.setattr(memory, "cpu_fit", lambda config: memory.CPU_FUSED)
     fp32 = estimate_memory(config(), tiny_args(), seq_len=16)
@@ -134,7 +134,7 @@ def test_recompute_on_the_cpu_follows_the_measured_growth():
     by_policy = {policy: estimate_memory(config(recompute={"policy": policy}), tiny_args(), seq_len=64)
                  for policy in ("mlp", "attention", "full")}
     # measured (bench/memory_fit.py base-recompute* rows): full -8%, MLP -4% of the peak; attention
-    # +11%: its layers cannot share one compiled graph (core.model.share_layer_graphs), so each
+    # +11%: its layers cannot share one compiled graph (core.engine.model.share_layer_graphs), so each
     # layer's graph memory counts (inlined_layer_mb) and the activations stay as they are
     assert by_policy["full"].activations_mb < by_policy["mlp"].activations_mb < plain.activations_mb
     assert by_policy["attention"].activations_mb == plain.activations_mb
@@ -196,8 +196,8 @@ def test_to_rows_lists_components_total_and_device():
 @pytest.mark.parametrize("targets", [["q_proj", "v_proj"], ["down_proj"], r".*\.(k_proj|o_proj)",
                                      ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]])
 def test_lora_targets_match_core_lora(targets):
-    from core.lora import inject_lora, lora_parameters as model_lora_parameters
-    from core.model import CausalLM
+    from core.engine.lora import inject_lora, lora_parameters as model_lora_parameters
+    from core.engine.model import CausalLM
     import numpy as np
     args = tiny_args(tie_word_embeddings=False)
     model = CausalLM(args)
@@ -208,8 +208,8 @@ def test_lora_targets_match_core_lora(targets):
 
 
 def test_module_does_not_import_mindspore():
-    code = ("import sys; from core.config import Config; from core.model_args import ModelArgs; "
-            "from core.memory import estimate_memory; "
+    code = ("import sys; from core.spec.config import Config; from core.spec.model_args import ModelArgs; "
+            "from core.spec.memory import estimate_memory; "
             f"e = estimate_memory(Config(), ModelArgs.from_hf_config({TINY!r}), 64, 1000.0); "
             "assert e.total_mb > 0; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mindspore', 'gradio', 'torch')))")
@@ -220,7 +220,7 @@ def test_module_does_not_import_mindspore():
 def test_cpu_estimate_follows_the_kernels_the_worker_will_run(monkeypatch):
     """The fused kernels keep no score tensors: at a long sequence the composed ops' estimate (no
     compiler, switched off, AMP) is the larger one, and the notes say which ops are assumed."""
-    from core import fused
+    import core.engine.fused as fused
     monkeypatch.setattr(fused.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.delenv(fused.ENV_SWITCH, raising=False)
     with_kernels = estimate_memory(config(), tiny_args(), seq_len=1024)
@@ -257,7 +257,7 @@ def test_family_rows_measured_are_within_15_percent_of_the_estimate(rows, tmp_pa
     the experts and full), estimated again with today's constants."""
     sys.path.insert(0, str(ROOT / "bench"))
     import memory_fit
-    from core.config import load_config
+    from core.spec.config import load_config
     monkeypatch.setenv("MINDTUNE_FUSED_KERNELS", "0" if "composed" in rows else "1")
     for row in json.loads((ROOT / "bench" / rows).read_text()):
         folder = tmp_path / row["name"]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from core.config import Config
-from core.memory import estimate_memory
-from core.model_args import ModelArgs
+from core.spec.config import Config
+from core.spec.memory import estimate_memory
+from core.spec.model_args import ModelArgs
 
 ROWS = json.loads((Path(__file__).resolve().parents[2] / "bench" / "memory_fit_rows_real.json").read_text())
 

@@ -1,4 +1,4 @@
-"""Numerical parity of core.model with Hugging Face transformers (PyTorch) on tiny random checkpoints."""
+"""Numerical parity of core.engine.model with Hugging Face transformers (PyTorch) on tiny random checkpoints."""
 import dataclasses
 import json
 from pathlib import Path
@@ -8,8 +8,9 @@ import pytest
 
 import mindspore as ms
 
-from core.checkpoint import load_hf_model
-from core.model import CausalLM, ModelArgs, ModelConfigError, rope_inverse_frequencies
+from core.engine.checkpoint import load_hf_model
+from core.spec.errors import ModelConfigError
+from core.engine.model import CausalLM, ModelArgs, rope_inverse_frequencies
 from tests.core.hf_fixtures import ARCHITECTURES, make_hf_model, random_ids, reference_logits, save_hf_model
 
 torch = pytest.importorskip("torch")
@@ -32,7 +33,7 @@ def test_fp32_logits_match_transformers(name, tmp_path):
 def test_fused_kernels_serve_every_family_with_parity(name, tmp_path):
     """The fused CPU kernels compute each family's maths (windows, QK-norm, partial and interleaved
     RoPE, ...): every part runs fused, compiled logits equal transformers'."""
-    from core import fused
+    import core.engine.fused as fused
     hf = make_hf_model(name)
     save_hf_model(hf, tmp_path)
     model = load_hf_model(tmp_path)
@@ -189,7 +190,7 @@ def test_parameter_shapes_name_every_parameter(name, tmp_path):
 def test_packed_rows_equal_separate_forwards(name, kernels, tmp_path):
     """Two samples packed into one row (position_ids restart, segment_ids 1 and 2) and a sample
     followed by padding (segment 0) give each sample the logits it gets alone."""
-    from core import fused
+    import core.engine.fused as fused
     save_hf_model(make_hf_model(name), tmp_path)
     model = load_hf_model(tmp_path)
     if kernels == "fused" and not fused.enable(model).startswith("fused"):
@@ -231,7 +232,7 @@ def test_randomly_initialised_model_has_hf_parameter_names():
 
 
 def test_run_settings_beyond_the_model_are_named_before_weights_are_read():
-    from core.model_args import run_problems
+    from core.spec.model_args import run_problems
     args = ModelArgs.from_hf_config(_config(max_position_embeddings=64))
     assert run_problems(args, 64, "lora", "all-linear") == []
     (key, value, why), = run_problems(args, 65, "full", ["nothing"])  # targets only matter for LoRA
@@ -243,7 +244,7 @@ def test_run_settings_beyond_the_model_are_named_before_weights_are_read():
 
 
 def test_all_linear_targets_the_family_projections(tmp_path):
-    from core.lora import inject_lora
+    from core.engine.lora import inject_lora
     save_hf_model(make_hf_model("glm4"), tmp_path)
     model = load_hf_model(tmp_path)
     names = inject_lora(model, 2, 4.0, 0.0, "all-linear")
@@ -283,8 +284,8 @@ FAMILY_CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs" / "fami
 def test_family_example_configs_target_their_family_modules(path):
     """configs/families/<family>.yaml: its LoRA targets exist in a checkpoint of that family (a
     fixture's config), whatever its method."""
-    from core.config import load_config
-    from core.model_args import ARCHITECTURES as FAMILY_OF, run_problems
+    from core.spec.config import load_config
+    from core.spec.model_args import ARCHITECTURES as FAMILY_OF, run_problems
     from tests.core.hf_fixtures import COMMON
     fixture = next((n for n, (_, model_cls, _) in sorted(ARCHITECTURES.items())
                     if FAMILY_OF.get(model_cls) == path.stem), None)

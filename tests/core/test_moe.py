@@ -1,5 +1,5 @@
-"""The sparse mixture-of-experts block (core/moe.py), its grouped CPU kernel and the expert key
-mapping (core/moe_args.py) against transformers' Mixtral and Qwen3-MoE."""
+"""The sparse mixture-of-experts block (core/engine/moe.py), its grouped CPU kernel and the expert key
+mapping (core/spec/moe_args.py) against transformers' Mixtral and Qwen3-MoE."""
 from __future__ import annotations
 
 import json
@@ -12,10 +12,10 @@ import torch
 import mindspore as ms
 from mindspore import Tensor, nn
 
-from core import fused
-from core.lora import LoraError, inject_lora, mark_only_lora_trainable, merge_lora
-from core.moe import LoadBalancingLoss, LoRAStackedLinear, SparseMoE
-from core.moe_args import MoeArgs, MoeConfigError, experts_in, experts_out, mixtral_args, qwen3_moe_args
+import core.engine.fused as fused
+from core.engine.lora import LoraError, inject_lora, mark_only_lora_trainable, merge_lora
+from core.engine.moe import LoadBalancingLoss, LoRAStackedLinear, SparseMoE
+from core.spec.moe_args import MoeArgs, MoeConfigError, experts_in, experts_out, mixtral_args, qwen3_moe_args
 
 H, I, E, K = 32, 24, 6, 2
 
@@ -287,7 +287,7 @@ def save_stacked_layout(model, folder):
                                           ("qwen3-moe-dense-layer", {"norm_topk_prob": True, "mlp_only_layers": []})],
                          ids=["mixtral", "mixtral-window", "qwen3-moe", "qwen3-moe-norm-all-sparse"])
 def test_model_logits_match_transformers(name, changes, kernels, tmp_path):
-    from core.checkpoint import load_hf_model
+    from core.engine.checkpoint import load_hf_model
     from tests.core.hf_fixtures import random_ids, reference_logits, save_hf_model
     hf = moe_hf_model(name, **changes)
     save_hf_model(hf, tmp_path)
@@ -303,7 +303,7 @@ def test_model_logits_match_transformers(name, changes, kernels, tmp_path):
 
 @pytest.mark.parametrize("name", ["mixtral", "qwen3-moe-dense-layer"])
 def test_stacked_layout_checkpoint_loads_and_exports_per_expert(name, tmp_path):
-    from core.checkpoint import hf_state_dict, load_hf_model
+    from core.engine.checkpoint import hf_state_dict, load_hf_model
     from tests.core.hf_fixtures import random_ids, reference_logits, save_hf_model
     hf = moe_hf_model(name)
     hub = save_hf_model(hf, tmp_path / "hub")
@@ -327,8 +327,8 @@ def test_stacked_layout_checkpoint_loads_and_exports_per_expert(name, tmp_path):
                          ids=["qwen3-moe", "mixtral-window"])
 def test_greedy_generation_with_cache_equals_no_cache_and_transformers(name, changes, tmp_path):
     """17 tokens in all: past Mixtral's 5-token window, so the cached steps must apply it too."""
-    from core.checkpoint import load_hf_model
-    from core.generate import SamplingSettings, generate
+    from core.engine.checkpoint import load_hf_model
+    from core.engine.generate import SamplingSettings, generate
     from tests.core.hf_fixtures import save_hf_model
     hf = moe_hf_model(name, **changes)
     model = load_hf_model(save_hf_model(hf, tmp_path))
@@ -344,8 +344,8 @@ def test_greedy_generation_with_cache_equals_no_cache_and_transformers(name, cha
 def test_train_step_balancing_loss_matches_transformers(tmp_path):
     """One step's loss terms against transformers' forward with output_router_logits and labels:
     its loss is cross-entropy + router_aux_loss_coef · aux_loss (padding masked out of both)."""
-    from core.checkpoint import load_hf_model
-    from core.train_step import IGNORE_INDEX, TrainStep, WarmupDecaySchedule, adamw
+    from core.engine.checkpoint import load_hf_model
+    from core.engine.train_step import IGNORE_INDEX, TrainStep, WarmupDecaySchedule, adamw
     from tests.core.hf_fixtures import random_ids, save_hf_model
     hf = moe_hf_model("mixtral", router_aux_loss_coef=0.3)
     model = load_hf_model(save_hf_model(hf, tmp_path))
@@ -377,7 +377,7 @@ MOE_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_pro
 
 def moe_workspace(root, family: str, **changes):
     """tiny_setup's workspace (tokenizer, alpaca task, config) with a random tiny MoE as the base."""
-    from core.tokenizer import Tokenizer
+    from core.data.tokenizer import Tokenizer
     from tests.core.tiny_setup import make_model, make_workspace
     config = make_workspace(root, lora__target_modules=MOE_TARGETS, **changes)
     model = root / "tiny-model"
@@ -400,7 +400,7 @@ def run_worker(config, *overrides):
     import subprocess
     import sys
     from pathlib import Path
-    from core.rundir import RunDir
+    from core.run.rundir import RunDir
     runs = config.parent / "runs"
     before = set(runs.glob("*")) if runs.exists() else set()
     root = Path(__file__).resolve().parents[2]
@@ -440,7 +440,7 @@ def test_lora_on_experts_trains_with_balancing_loss_and_resumes_exactly(moe_lora
 def test_lora_export_loads_in_peft_and_merged_in_transformers(moe_lora):
     peft = pytest.importorskip("peft")
     transformers = transformers_module()
-    from core.export import export_run, load_trained_model
+    from core.engine.export import export_run, load_trained_model
     _, run = moe_lora
     ids = np.random.default_rng(0).integers(3, 250, (2, 20)).astype(np.int32)
     model, _ = load_trained_model(run.checkpoints_dir / "best")
@@ -464,11 +464,11 @@ def test_lora_export_loads_in_peft_and_merged_in_transformers(moe_lora):
 
 @pytest.mark.slow
 def test_lora_run_peak_memory_is_within_15_percent_of_the_estimate(moe_lora):
-    """The worker's measured peak RSS (its own process) against core.memory's estimate for the
+    """The worker's measured peak RSS (its own process) against core.spec.memory's estimate for the
     same config, model and padded length (all experts' weights, the routed tokens' activations)."""
-    from core import memory
-    from core.config import load_config
-    from core.model_args import read_model_args
+    import core.spec.memory as memory
+    from core.spec.config import load_config
+    from core.spec.model_args import read_model_args
     config, run = moe_lora
     setup = next(r for r in train_records(run, "event") if r.get("event") == "setup")
     loaded = load_config(config)
@@ -491,7 +491,7 @@ def moe_full(tmp_path_factory):
 @pytest.mark.slow
 def test_full_finetune_of_qwen3_moe_lowers_validation_loss_and_merges(moe_full):
     transformers = transformers_module()
-    from core.export import export_run, load_trained_model
+    from core.engine.export import export_run, load_trained_model
     _, run = moe_full
     evals = train_records(run, "eval")
     assert evals[-1]["val_loss"] < evals[0]["val_loss"]
@@ -521,8 +521,8 @@ def test_full_finetune_of_qwen3_moe_resumes_exactly(moe_full):
 def test_peft_export_refuses_what_peft_would_map_elsewhere(tmp_path):
     """PEFT 0.21 on transformers 5 reads gate_proj/up_proj/down_proj of a Qwen3-MoE as expert
     parameters, so LoRA on the dense layer's down_proj cannot round-trip: refused, naming it."""
-    from core.checkpoint import load_hf_model
-    from core.lora import save_peft_adapter
+    from core.engine.checkpoint import load_hf_model
+    from core.engine.lora import save_peft_adapter
     from tests.core.hf_fixtures import save_hf_model
     model = load_hf_model(save_hf_model(moe_hf_model("qwen3-moe-dense-layer"), tmp_path / "base"))
     inject_lora(model, 4, 8, 0.0, ["q_proj", "down_proj"])

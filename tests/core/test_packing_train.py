@@ -8,11 +8,11 @@ import pytest
 import mindspore as ms
 from mindspore import Tensor
 
-from core import fused
-from core.data import IGNORE_INDEX, Sample, collate, collate_packed, eval_batches, pack_rows
-from core.generate import use_device
-from core.model import CausalLM, ModelArgs
-from core.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, step_inputs
+import core.engine.fused as fused
+from core.data.pipeline import IGNORE_INDEX, Sample, collate, collate_packed, eval_batches, pack_rows
+from core.engine.generate import use_device
+from core.engine.model import CausalLM, ModelArgs
+from core.engine.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, step_inputs
 
 VOCAB, ROW = 61, 64
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": VOCAB, "hidden_size": 32,

@@ -1,15 +1,15 @@
-"""Preference objectives (core.preference) against PyTorch: on a tiny transformers-made model with
+"""Preference objectives (core.engine.preference) against PyTorch: on a tiny transformers-made model with
 LoRA (PEFT), a fixed batch of pairs gives the same loss and the same LoRA gradients as each published
 formula written out on transformers' log-probabilities, the reference being the PEFT model with its
 adapter disabled."""
 import numpy as np
 import pytest
 
-from core.checkpoint import load_hf_model
-from core.model import share_layer_graphs
-from core.lora import inject_lora, lora_modules, mark_only_lora_trainable, write_parameter
-from core.preference import Objective, PreferenceStep, summarize
-from core.train_step import WarmupDecaySchedule, adamw
+from core.engine.checkpoint import load_hf_model
+from core.engine.model import share_layer_graphs
+from core.engine.lora import inject_lora, lora_modules, mark_only_lora_trainable, write_parameter
+from core.engine.preference import Objective, PreferenceStep, summarize
+from core.engine.train_step import WarmupDecaySchedule, adamw
 from tests.core.hf_fixtures import VOCAB, make_hf_model, save_hf_model
 
 torch = pytest.importorskip("torch")
@@ -148,9 +148,9 @@ def test_loss_and_lora_gradients_match_pytorch(setup, case):
 
 
 def test_memory_estimate_counts_the_reference_copy_and_the_pair_rows():
-    from core.config import Config
-    from core.memory import estimate_memory
-    from core.model_args import ModelArgs
+    from core.spec.config import Config
+    from core.spec.memory import estimate_memory
+    from core.spec.model_args import ModelArgs
     args = ModelArgs.from_hf_config({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 1000,
                                      "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
                                      "num_attention_heads": 4, "num_key_value_heads": 2,

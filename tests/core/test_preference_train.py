@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from core.rundir import display_name
+from core.run.rundir import display_name
 from tests.core.test_train import losses, records, run_cli
 from tests.core.tiny_setup import make_rows, make_workspace, write_jsonl
 

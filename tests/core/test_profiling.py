@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from core.config import ConfigError, load_config
-from core.profiling import BACKWARD, FORWARD
-from core.rundir import RunDir
+from core.spec.config import ConfigError, load_config
+from core.engine.profiling import BACKWARD, FORWARD
+from core.run.rundir import RunDir
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace
 

@@ -1,4 +1,4 @@
-"""core.rundir: atomic files, status states, metrics reading, control requests, run ids, listing."""
+"""core.run.rundir: atomic files, status states, metrics reading, control requests, run ids, listing."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from core import rundir
-from core.atomic import atomic_write
-from core.config import ConfigError, EarlyStoppingSettings
-from core.rundir import (
+import core.run.rundir as rundir
+from core.run.atomic import atomic_write
+from core.spec.config import ConfigError, EarlyStoppingSettings
+from core.run.rundir import (
     TERMINAL_STATES, Attempt, BestSoFar, ControlPoller, ControlRequest, EvalRecord, EventRecord, FinalFigures,
     MetricRecord, MetricsReader, RunDir, RunDirError, Status, TrainRecord, atomic_write_json, can_transition,
     parse_metric, display_name, list_runs, make_run_id,
@@ -354,10 +354,10 @@ def test_resolve_inside_refuses_escapes(tmp_path, escape):
 
 
 def test_rundir_imports_nothing_else_of_core():
-    """Nothing but the stdlib-only atomic-write helper (core.atomic, checked in test_atomic)."""
+    """Nothing but the stdlib-only atomic-write helper (core.run.atomic, checked in test_atomic)."""
     source = Path(rundir.__file__).read_text()
     imports = re.findall(r"^\s*(?:from|import) (core[.\w]*)", source, re.M)
-    assert imports == ["core.atomic", "core.config"]
+    assert imports == ["core.run.atomic", "core.spec.config"]
 
 
 # ---- typed records: other versions, type checks, extension --------------------------------------
@@ -495,10 +495,10 @@ def test_checkpoint_pointers_are_parsed_in_one_place(run):
 
 
 def test_a_step_saved_again_is_found_under_its_revision_name(run):
-    """core.ckpt_store saves a step that exists again as `step-N-rK` (crash-safe overwrite) and
+    """core.run.ckpt_store saves a step that exists again as `step-N-rK` (crash-safe overwrite) and
     moves the pointers there: the console's readers (Runs tab, Monitor downloads, export) must
     see that folder, not miss it because it is not named `step-N`."""
-    from core import ckpt_store
+    import core.run.ckpt_store as ckpt_store
     (run.checkpoints_dir / "step-4").mkdir()
     (run.checkpoints_dir / "step-8-r2").mkdir()
     (run.checkpoints_dir / "step-8-r3").mkdir()
@@ -521,7 +521,7 @@ def test_last_metric_and_log_tail_read_only_the_end(run):
 
 
 def test_a_profile_summary_of_any_version_reads_in_full(run):
-    """profile/summary.json as core.profiling wrote it before the typed record (a plain dict), a
+    """profile/summary.json as core.engine.profiling wrote it before the typed record (a plain dict), a
     newer writer's keys (kept and written back), an older one's missing keys (defaults)."""
     assert run.read_profile_summary() is None  # not profiled
     before = {"steps": [2, 3], "total_ms": 12.5, "phases": {"forward + update": 7.5, "backward": 5.0},

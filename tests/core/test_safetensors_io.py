@@ -1,4 +1,4 @@
-"""Safetensors written and read one tensor at a time (core/safetensors_io.py): files the
+"""Safetensors written and read one tensor at a time (core/weights/safetensors_io.py): files the
 `safetensors` library reads back exactly, the library's files read back exactly, streaming (a tensor
 is produced only when its bytes are due, the earlier ones already released), and corrupt files named."""
 import gc
@@ -11,8 +11,8 @@ from safetensors.numpy import load_file, save_file
 import mindspore as ms  # noqa: F401  (registers numpy's bfloat16)
 from mindspore import Tensor
 
-from core.checkpoint import CheckpointError, SafetensorsFiles
-from core.safetensors_io import SafetensorsReader, TensorEntry, entry_of, write_file
+from core.engine.checkpoint import CheckpointError, SafetensorsFiles
+from core.weights.safetensors_io import SafetensorsReader, TensorEntry, entry_of, write_file
 
 
 def arrays():

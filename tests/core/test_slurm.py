@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from core import launcher
-from core.config import ConfigError, load_config
-from core.launcher import LaunchError
-from core.rundir import TERMINAL_STATES, RunDir, Status
-from core.slurm import SlurmBackend, check_submission, job_info
+import core.run.launcher as launcher
+from core.spec.config import ConfigError, load_config
+from core.run.launcher import LaunchError
+from core.run.rundir import TERMINAL_STATES, RunDir, Status
+from core.run.slurm import SlurmBackend, check_submission, job_info
 from tests.slurm_fixtures import PARTITION, require_slurm, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -213,7 +213,7 @@ def test_two_node_run_equals_local_data_parallel_2_and_exports(jobs):
     assert sorted(two_nodes) == sorted(one_node) == [1, 2, 3, 4]
     difference = max(abs(two_nodes[s] - one_node[s]) for s in one_node)
     assert difference <= 1e-5
-    from core.export import export_run
+    from core.engine.export import export_run
     exported = export_run(cluster.path, "best", "peft")
     assert (Path(exported) / "adapter_model.safetensors").is_file()
     submit_to_step = train_records(cluster)[0]["time"] - status.cluster.submitted_at

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from core import launcher, slurm
-from core.config import Config, ConfigError, load_config
-from core.launcher import LaunchError, LocalBackend, backend_for
-from core.rundir import ClusterJob, RunDir, Status
+import core.run.launcher as launcher
+import core.run.slurm as slurm
+from core.spec.config import Config, ConfigError, load_config
+from core.run.launcher import LaunchError, LocalBackend, backend_for
+from core.run.rundir import ClusterJob, RunDir, Status
 
 ROOT = Path(__file__).resolve().parents[2]
 SLURM2 = {"launch.backend": "slurm", "launch.nodes": 2, "parallel.data_parallel": 2}
@@ -36,7 +37,7 @@ def test_launch_defaults_are_local_and_slurm_fields_round_trip(tmp_path):
 @pytest.mark.parametrize("limit,minutes", [("30", 30), ("30:30", 30.5), ("1:30:00", 90), ("2-12", 3600),
                                            ("2-12:30", 3630), ("0-00:01:30", 1.5)])
 def test_time_limit_forms(limit, minutes):
-    from core.config import time_limit_minutes
+    from core.spec.config import time_limit_minutes
     assert Config().with_updates({"launch.time_limit": limit}).launch.time_limit == limit
     assert time_limit_minutes(limit) == minutes
 
@@ -110,7 +111,7 @@ def test_batch_script_runs_one_msrun_per_node(tmp_path):
 
 
 def test_msrun_per_node_command():
-    from core.slurm_node import msrun_argv
+    from core.run.slurm_node import msrun_argv
     argv = msrun_argv(RunDir("/shared/runs/r1"), 1, 2, 1, "10.0.0.5", 29500, python="py")
     assert argv[:4] == ["py", "-m", "core.slurm_node", "--msrun"]
     assert argv[5:11] == ["--worker_num=2", "--local_worker_num=1", "--node_rank=1", "--master_addr=10.0.0.5",

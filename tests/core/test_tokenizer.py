@@ -1,4 +1,4 @@
-"""core.tokenizer against transformers.AutoTokenizer on tiny tokenizer folders made in the test.
+"""core.data.tokenizer against transformers.AutoTokenizer on tiny tokenizer folders made in the test.
 
 Each folder holds a byte-level BPE trained here in well under a second plus a tokenizer config
 whose chat template mirrors a real model family (written out here, not downloaded)."""
@@ -14,7 +14,7 @@ import pytest
 from tokenizers import Tokenizer as BackendTokenizer
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from core.tokenizer import Tokenizer, TokenizerError
+from core.data.tokenizer import Tokenizer, TokenizerError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the reference must never reach for the hub
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -533,7 +533,7 @@ def test_template_syntax_error_names_the_line(tmp_path):
 
 
 def test_compiled_template_is_cached(tmp_path):
-    from core import tokenizer as module
+    import core.data.tokenizer as module
 
     ours = Tokenizer.from_dir(make_qwen2(tmp_path / "x"))
     ours.apply_chat_template(CONVERSATIONS[0])
@@ -659,7 +659,7 @@ def test_split_special_tokens_encodes_them_as_text(tmp_path, hf_auto):
 
 
 def test_imports_neither_transformers_nor_mindspore():
-    code = ("import sys, core.tokenizer; "
+    code = ("import sys, core.data.tokenizer; "
             "bad = [m for m in ('transformers', 'mindspore', 'torch') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core import tracking
-from core.config import Config, ConfigError, load_config
-from core.rundir import (GENERATION_FIELDS, EvalRecord, RunDir, TrackerEvent, TrainRecord, display_name,
+import core.run.tracking as tracking
+from core.spec.config import Config, ConfigError, load_config
+from core.run.rundir import (GENERATION_FIELDS, EvalRecord, RunDir, TrackerEvent, TrainRecord, display_name,
                          parse_metric)
 from core.train import main as train_main, run_worker
 from tests.core.tiny_setup import make_workspace

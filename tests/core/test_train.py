@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import yaml
 
-from core import fused, launcher
-from core.checkpoint import file_sha256, load_train_checkpoint
-from core.rundir import RunDir, display_name
+import core.engine.fused as fused
+import core.run.launcher as launcher
+from core.engine.checkpoint import file_sha256, load_train_checkpoint
+from core.run.rundir import RunDir, display_name
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace, write_jsonl
 from tests.waiting import wait_for
@@ -224,7 +225,7 @@ def test_too_many_workers_is_refused(workspace, capsys):
 
 
 def _launched_run(workspace: Path, *overrides: str):
-    from core.config import load_config
+    from core.spec.config import load_config
     config = load_config(workspace, list(overrides))
     run = launcher.create_run(config)
     return launcher.launch(run)

@@ -5,10 +5,10 @@ import pytest
 
 import mindspore as ms
 
-from core.checkpoint import load_hf_model
-from core.model import recompute_blocks, share_layer_graphs
-from core.lora import inject_lora, lora_state_dict, mark_only_lora_trainable
-from core.train_step import TrainStep, WarmupDecaySchedule, adamw, causal_lm_loss_sum, lr_at
+from core.engine.checkpoint import load_hf_model
+from core.engine.model import recompute_blocks, share_layer_graphs
+from core.engine.lora import inject_lora, lora_state_dict, mark_only_lora_trainable
+from core.engine.train_step import TrainStep, WarmupDecaySchedule, adamw, causal_lm_loss_sum, lr_at
 from tests.core.hf_fixtures import make_hf_model, save_hf_model
 
 torch = pytest.importorskip("torch")
@@ -191,7 +191,7 @@ def test_shared_layer_graphs_train_exactly_as_inlined_layers(tmp_path, targets):
 
 def _lora_losses_with_recompute(tmp_path, policy: str) -> tuple[list[float], int]:
     """Three LoRA steps (every projection, non-zero B) with `policy`'s block of every layer
-    recomputed (core.model.recompute_blocks, as core.train applies it), then the layers' graphs shared where they can be."""
+    recomputed (core.engine.model.recompute_blocks, as core.train applies it), then the layers' graphs shared where they can be."""
     ms.set_seed(0)
     model = _three_layer_model(tmp_path / policy)
     inject_lora(model, 4, 8.0, 0.0, TARGETS)

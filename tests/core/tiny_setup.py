@@ -44,8 +44,8 @@ def make_rows(n: int, seed: int) -> list[dict]:
 
 def make_model(folder: Path, vocab_size: int, seed: int = 0, **changes) -> None:
     import mindspore as ms
-    from core.checkpoint import save_hf_folder
-    from core.model import CausalLM, ModelArgs
+    from core.engine.checkpoint import save_hf_folder
+    from core.engine.model import CausalLM, ModelArgs
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab_size,
               "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
               "num_key_value_heads": 2, "max_position_embeddings": 128, "tie_word_embeddings": True,
@@ -69,7 +69,7 @@ def make_workspace(root: Path, **config_changes) -> Path:
     texts = [f"{r['instruction']} {r['input']} {r['output']}" for r in train] * 4
     model = root / "tiny-model"
     make_tokenizer(model, texts)
-    from core.tokenizer import Tokenizer
+    from core.data.tokenizer import Tokenizer
     make_model(model, Tokenizer.from_dir(model).vocab_size)
     config = {
         "run": {"runs_dir": str(root / "runs"), "seed": 7},

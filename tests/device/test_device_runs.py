@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.config import load_config
-from core.memory import estimate_memory
-from core.model_args import read_model_args
-from core.rundir import RunDir
+from core.spec.config import load_config
+from core.spec.memory import estimate_memory
+from core.spec.model_args import read_model_args
+from core.run.rundir import RunDir
 from tests.core.tiny_setup import make_workspace
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,214 @@
+"""Dataset catalogues: a folder with a `dataset_info.json` as LLaMA-Factory lays it out.
+
+    {"alpaca_en_demo": {"file_name": "alpaca_en_demo.json"},
+     "glaive_toolcall": {"file_name": "glaive.json", "formatting": "sharegpt",
+                         "columns": {"messages": "conversations", "tools": "tools"}},
+     "my_qa": {"file_name": ["qa_1.jsonl", "qa_2.jsonl"], "columns": {"prompt": "question", "response": "answer"},
+               "num_samples": 500}}
+
+`data.train_file` names the folder and `data.dataset` one or several of its datasets by name.
+Each entry's `formatting` (alpaca, the default, or sharegpt) is its format; its `columns`
+(alpaca: prompt, query, response, history, system, tools; sharegpt: messages, system, tools; both:
+images, videos, audios, and for preference data chosen, rejected, kto_tag) and `tags` (role_tag,
+content_tag, user_tag, assistant_tag, observation_tag, function_tag, system_tag) become the
+format's column mapping; `file_name` may be a file, a folder or a list of them (inside the
+catalogue folder); `num_samples` draws that many records (seeded; repeated when more than the
+file holds). Entries that live on a hub (`hf_hub_url`, `ms_hub_url`, `om_hub_url`) or in a
+loading script (`script_url`) are listed with the reason they cannot load here.
+
+A broken entry (unknown formatting, missing file, unknown column key) carries its problem, naming
+the entry, field and file; the other entries stay usable. Entries with `ranking: true` (chosen /
+rejected) or a `kto_tag` column are preference data: `preference_refusal` says so for supervised
+fine-tuning. Imports core.data.files only.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from core.data.files import (CATALOG_FILE, DataError, DataFile, Record, concat_files, is_catalog,  # noqa: F401
+                             read_data_file)
+
+FORMATTINGS = ("alpaca", "sharegpt")
+HUB_KEYS = {"hf_hub_url": "the Hugging Face hub", "ms_hub_url": "the ModelScope hub", "om_hub_url": "the Modelers hub",
+            "cloud_file_name": "cloud storage"}
+# dataset_info.json column names -> the format field names of core.data.formats
+COLUMN_NAMES = {"alpaca": {"prompt": "instruction", "query": "input", "response": "output", "history": "history",
+                           "system": "system", "tools": "tools"},
+                "sharegpt": {"messages": "messages", "system": "system", "tools": "tools"}}
+SHARED_COLUMNS = {"images": "images", "videos": "videos", "audios": "audios", "chosen": "chosen",
+                  "rejected": "rejected", "kto_tag": "label"}
+TAG_NAMES = ("role_tag", "content_tag", "user_tag", "assistant_tag", "observation_tag", "function_tag",
+             "system_tag")
+SAMPLE_STREAM = 2  # random stream of num_samples draws, apart from the validation split's
+
+
+@dataclass
+class CatalogEntry:
+    """One dataset of a catalogue: its files, format and column mapping, or the `problem` that
+    keeps it from loading."""
+    name: str
+    catalog: Path
+    files: list[Path] = field(default_factory=list)
+    formatting: str = "alpaca"
+    columns: dict[str, str] = field(default_factory=dict)
+    preference: str | None = None  # "ranking" (chosen/rejected) or "kto" (a label column)
+    num_samples: int | None = None
+    problem: str | None = None
+    keys: dict[str, str] = field(default_factory=dict)  # format field -> where the catalogue maps it ('columns.prompt')
+
+    @property
+    def loadable(self) -> bool:
+        return self.problem is None
+
+    @property
+    def where(self) -> str:
+        return f"{self.catalog / CATALOG_FILE}: dataset {self.name!r}"
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(_size(p) for p in self.files)
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
+
+
+def read_catalog(folder: str | Path) -> list[CatalogEntry]:
+    """Every entry of `folder`/dataset_info.json, in its order, each checked without reading its
+    data (a column the data lacks is found when the entry loads). A file that is not a JSON object
+    of entries is a DataError naming it."""
+    folder = Path(folder)
+    path = folder / CATALOG_FILE
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path} line {err.lineno}: not JSON ({err.msg} at column {err.colno}); a dataset "
+                        "catalogue is one object of named datasets") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"{path}: cannot read ({err})") from None
+    if not isinstance(value, dict):
+        raise DataError(f"{path}: expected an object of named datasets, got {type(value).__name__}")
+    return [_entry(folder, str(name), spec) for name, spec in value.items()]
+
+
+def _entry(folder: Path, name: str, spec: object) -> CatalogEntry:
+    entry = CatalogEntry(name, folder)
+    if not isinstance(spec, dict):
+        entry.problem = f"{entry.where}: expected an object with 'file_name', got {json.dumps(spec)[:60]}"
+        return entry
+    try:
+        _fill(entry, spec)
+    except DataError as err:
+        entry.problem = str(err)
+    return entry
+
+
+def _fill(entry: CatalogEntry, spec: dict) -> None:
+    where = entry.where
+    if "file_name" not in spec:
+        for key, place in HUB_KEYS.items():
+            if spec.get(key):
+                raise DataError(f"{where}: field {key!r}: {spec[key]} is on {place}; this console reads local files "
+                                "only; download it and name it in 'file_name'")
+        if spec.get("script_url"):
+            raise DataError(f"{where}: field 'script_url': {spec['script_url']} is a loading script; scripts are not "
+                            "run here; convert its data to a file and name it in 'file_name'")
+        raise DataError(f"{where}: no field 'file_name' (the data file inside {entry.catalog})")
+    entry.formatting = spec.get("formatting", "alpaca")
+    if entry.formatting not in FORMATTINGS:
+        raise DataError(f"{where}: field 'formatting' is {entry.formatting!r}; valid: {', '.join(FORMATTINGS)}")
+    names = spec["file_name"] if isinstance(spec["file_name"], list) else [spec["file_name"]]
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise DataError(f"{where}: field 'file_name' must be a file name or a list of them, got {name!r}")
+        path = (entry.catalog / name).resolve()
+        if not path.is_relative_to(entry.catalog.resolve()):
+            raise DataError(f"{where}: field 'file_name': {name} lies outside the catalogue folder {entry.catalog}")
+        if not path.exists():
+            raise DataError(f"{where}: field 'file_name': {entry.catalog / name} not found")
+        entry.files.append(entry.catalog / name)
+    entry.columns = _mapping(entry, spec.get("columns") or {}, COLUMN_NAMES[entry.formatting] | SHARED_COLUMNS,
+                             "columns")
+    if entry.formatting == "sharegpt":
+        entry.columns |= _mapping(entry, spec.get("tags") or {}, {t: t for t in TAG_NAMES}, "tags")
+    elif spec.get("tags"):
+        raise DataError(f"{where}: field 'tags' applies to sharegpt formatting only (this entry is alpaca)")
+    if spec.get("ranking"):
+        entry.preference = "ranking"
+    elif "label" in entry.columns:
+        entry.preference = "kto"
+    samples = spec.get("num_samples")
+    if samples is not None and (not isinstance(samples, int) or isinstance(samples, bool) or samples < 1):
+        raise DataError(f"{where}: field 'num_samples' must be a positive whole number, got {samples!r}")
+    entry.num_samples = samples
+
+
+def _mapping(entry: CatalogEntry, spec: object, names: dict[str, str], key: str) -> dict[str, str]:
+    if not isinstance(spec, dict):
+        raise DataError(f"{entry.where}: field {key!r} must be an object, got {json.dumps(spec)[:60]}")
+    out = {}
+    for name, column in spec.items():
+        if name not in names:
+            raise DataError(f"{entry.where}: field '{key}.{name}' is not a {key[:-1]} name of {entry.formatting} "
+                            f"formatting; valid: "
+                            f"{', '.join(names)}")
+        if not isinstance(column, str) or not column:
+            raise DataError(f"{entry.where}: field '{key}.{name}' must name a column, got {column!r}")
+        out[names[name]] = column
+        entry.keys[names[name]] = f"{key}.{name}"
+    return out
+
+
+def preference_refusal(entry: CatalogEntry) -> DataError:
+    """What supervised fine-tuning says of a preference entry: it is never trained as plain answers."""
+    what = ("chosen/rejected pairs (ranking: true)" if entry.preference == "ranking"
+            else f"KTO data (a {entry.columns['label']!r} label column)")
+    return DataError(f"{entry.where}: this is preference data, {what}; it trains with train.objective dpo, simpo, "
+                     "orpo or kto, not as supervised answers. Choose another dataset")
+
+
+def select(entries: list[CatalogEntry], names: list[str] | None, folder: Path) -> list[CatalogEntry]:
+    """The entries `names` picks (data.dataset), each loadable."""
+    known = {e.name: e for e in entries}
+    if not names:
+        listed = ", ".join(e.name for e in entries if e.loadable) or "none loadable"
+        raise DataError(f"{folder}: a dataset catalogue ({CATALOG_FILE}); choose its datasets with data.dataset "
+                        f"(a name or a list of names): {listed}")
+    chosen = []
+    for name in names:
+        if name not in known:
+            raise DataError(f"data.dataset: no dataset {name!r} in {folder / CATALOG_FILE}; datasets: "
+                            f"{', '.join(known) or 'none'}")
+        if known[name].problem:
+            raise DataError(known[name].problem)
+        chosen.append(known[name])
+    return chosen
+
+
+def load_entry(entry: CatalogEntry, seed: int, text_split: str = "line") -> DataFile:
+    """The records of an entry's files (in order), drawn down or up to `num_samples` (seeded)."""
+    records = concat_files(entry.catalog, [read_data_file(path, text_split=text_split) for path in entry.files]).records
+    if entry.num_samples is not None:
+        rng = np.random.default_rng([SAMPLE_STREAM, seed])
+        whole, rest = divmod(entry.num_samples, len(records))
+        picks = [i for _ in range(whole) for i in range(len(records))]
+        picks += sorted(rng.permutation(len(records))[:rest].tolist())
+        records = [records[i] for i in picks]
+    return DataFile(entry.catalog / CATALOG_FILE, records)
+
+
+def check_columns(entry: CatalogEntry, data: DataFile) -> None:
+    """Every column the entry maps exists in some record of its data."""
+    keys = set(data.columns or []) | {k for r in data.records for k in r.fields}
+    for name, column in entry.columns.items():
+        if name.endswith("_tag") or column in keys:
+            continue
+        files = ", ".join(str(p) for p in entry.files)
+        raise DataError(f"{entry.where}: field '{entry.keys.get(name, name)}' names the column {column!r}, which "
+                        f"{files} lacks (fields: {', '.join(sorted(map(str, keys)))})")

@@ -1,0 +1,216 @@
+"""Preference records: a data file's records read as pairs (a prompt, a chosen and a rejected
+answer) or KTO answers (a prompt, one answer and a boolean `label`), before any tokenizer: which
+layout a file has (`file_kind`), each record as a `PreferenceRecord` (`preference_record`), and
+preference data read as SFT chat records (`sft_view`). The layouts are listed in
+core.data.preference, which tokenizes these records; core.data.pipeline reads SFT data through `sft_view`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.data.files import DataError, DataFile, Record, json_type
+from core.data.formats import Columns, Conversation, _sharegpt_roles, preference_layout
+
+KINDS = ("pairs", "kto")
+
+
+@dataclass
+class PreferenceRecord:
+    """One record as a prompt conversation plus its answer(s): `chosen` / `rejected` for a pair, or
+    `chosen` with `label` for a KTO answer; `*_field` name where each came from."""
+    where: str
+    prompt: Conversation
+    chosen: str
+    rejected: str | None = None
+    label: bool | None = None
+    chosen_field: str = "chosen"
+    rejected_field: str = "rejected"
+
+
+# ---------------------------------------------------------------------------------------------
+# Records
+# ---------------------------------------------------------------------------------------------
+
+def _messages(value: list, record: Record, name: str, columns: Columns) -> list[dict]:
+    """A list of {role, content} or {from, value} turns as chat messages."""
+    roles = _sharegpt_roles(columns)
+    out = []
+    for i, turn in enumerate(value):
+        where = f"{record.where}: field '{name}[{i}]'"
+        if not isinstance(turn, dict):
+            raise DataError(f"{where}: expected a message object, got {json_type(turn)}")
+        if "role" in turn:
+            role, content = turn.get("role"), turn.get("content")
+        else:
+            role, content = roles.get(turn.get(columns.tag("role_tag"))), turn.get(columns.tag("content_tag"))
+        if role not in ("system", "user", "assistant"):
+            raise DataError(f"{where}: role {turn.get('role', turn.get(columns.tag('role_tag')))!r} is not "
+                            "system, user or assistant")
+        if not isinstance(content, str):
+            raise DataError(f"{where}: the content must be a string, got {json_type(content)}")
+        out.append({"role": role, "content": content})
+    return out
+
+
+def _answer(record: Record, name: str, columns: Columns) -> tuple[str, list[dict] | None]:
+    """An answer field as its text, and the messages before it when the field is a whole conversation."""
+    source = columns.source(name)
+    value = record.fields.get(source)
+    where = f"{record.where}: field '{source}'"
+    if value is None:
+        raise DataError(f"{where}: the answer is missing")
+    before = None
+    if isinstance(value, dict):
+        value = _messages([value], record, source, columns)[0]["content"]
+    elif isinstance(value, list):
+        messages = _messages(value, record, source, columns)
+        if not messages or messages[-1]["role"] != "assistant":
+            raise DataError(f"{where}: a message list must end with the assistant's answer")
+        value, before = messages[-1]["content"], messages[:-1]
+    if not isinstance(value, str):
+        raise DataError(f"{where}: expected a string or messages, got {json_type(value)}")
+    if not value.strip():
+        raise DataError(f"{where}: the answer is empty")
+    return value, before
+
+
+def _system(record: Record, columns: Columns) -> list[dict]:
+    system = record.fields.get(columns.source("system"))
+    return [{"role": "system", "content": system}] if isinstance(system, str) and system.strip() else []
+
+
+def _prompt(record: Record, columns: Columns, answer_before: list[dict] | None) -> tuple[list[dict], list[str]]:
+    """The prompt's messages and the field each came from."""
+    f = record.fields
+    prompt, turns = columns.source("prompt"), columns.source("messages", f)
+    if prompt in f and f[prompt] is not None:
+        value = f[prompt]
+        if isinstance(value, str):
+            if not value.strip():
+                raise DataError(f"{record.where}: field '{prompt}': the prompt is empty")
+            system = _system(record, columns)
+            return system + [{"role": "user", "content": value}], [columns.source("system")] * len(system) + [prompt]
+        if isinstance(value, list):
+            messages = _messages(value, record, prompt, columns)
+            return messages, [f"{prompt}[{i}]" for i in range(len(messages))]
+        raise DataError(f"{record.where}: field '{prompt}': expected a string or messages, got {json_type(value)}")
+    if turns in f and isinstance(f[turns], list):
+        messages = _messages(f[turns], record, turns, columns)
+        fields = [f"{turns}[{i}]" for i in range(len(messages))]
+        if not any(m["role"] == "system" for m in messages):
+            system = _system(record, columns)
+            messages, fields = system + messages, [columns.source("system")] * len(system) + fields
+        return messages, fields
+    instruction = columns.source("instruction")
+    if isinstance(f.get(instruction), str):
+        text = f[instruction]
+        extra = f.get(columns.source("input"))
+        if isinstance(extra, str) and extra.strip():
+            text = f"{text}\n\n{extra}"
+        system = _system(record, columns)
+        return system + [{"role": "user", "content": text}], [columns.source("system")] * len(system) + [instruction]
+    if answer_before:
+        return answer_before, [f"{columns.source('chosen')}[{i}]" for i in range(len(answer_before))]
+    raise DataError(f"{record.where}: no prompt: expected 'prompt', 'conversations'/'messages' or 'instruction' "
+                    "(map other names with data.columns)")
+
+
+def _conversation(record: Record, messages: list[dict], fields: list[str]) -> Conversation:
+    if not messages or messages[-1]["role"] != "user":
+        raise DataError(f"{record.where}: the prompt must end with a user turn (field "
+                        f"'{fields[-1] if fields else 'prompt'}')")
+    return Conversation(record.where, messages, fields)
+
+
+def preference_record(record: Record, kind: str, columns: Columns | None = None) -> PreferenceRecord:
+    """A pair (kind "pairs") or a KTO answer (kind "kto") of `record`, every field checked."""
+    columns = columns or Columns()
+    if kind == "pairs":
+        chosen, before_c = _answer(record, "chosen", columns)
+        rejected, before_r = _answer(record, "rejected", columns)
+        if before_c is not None and before_r is not None and before_c != before_r and \
+                columns.source("prompt") not in record.fields:
+            raise DataError(f"{record.where}: field '{columns.source('rejected')}': the conversation before the "
+                            f"answer differs from '{columns.source('chosen')}'s; a pair shares its prompt")
+        messages, fields = _prompt(record, columns, before_c)
+        return PreferenceRecord(record.where, _conversation(record, messages, fields), chosen, rejected,
+                                chosen_field=columns.source("chosen"), rejected_field=columns.source("rejected"))
+    label_field = columns.source("label")
+    label = record.fields.get(label_field)
+    if not isinstance(label, bool):
+        raise DataError(f"{record.where}: field '{label_field}': a KTO label must be true or false, got "
+                        f"{label!r} ({json_type(label)})")
+    f = record.fields
+    for name in ("completion", "output"):
+        if columns.source(name) in f:
+            answer, before = _answer(record, name, columns)
+            messages, fields = _prompt(record, columns, before)
+            return PreferenceRecord(record.where, _conversation(record, messages, fields), answer, label=label,
+                                    chosen_field=columns.source(name))
+    turns = columns.source("messages", f)
+    if isinstance(f.get(turns), list):
+        messages = _messages(f[turns], record, turns, columns)
+        if not messages or messages[-1]["role"] != "assistant" or not messages[-1]["content"].strip():
+            raise DataError(f"{record.where}: field '{turns}[{len(messages) - 1}]': a KTO conversation must end "
+                            "with a non-empty assistant answer")
+        answer = messages[-1]["content"]
+        fields = [f"{turns}[{i}]" for i in range(len(messages) - 1)]
+        messages = messages[:-1]
+        if not any(m["role"] == "system" for m in messages):
+            system = _system(record, columns)
+            messages, fields = system + messages, [columns.source("system")] * len(system) + fields
+        return PreferenceRecord(record.where, _conversation(record, messages, fields), answer, label=label,
+                                chosen_field=f"{turns}[{len(f[turns]) - 1}]")
+    raise DataError(f"{record.where}: a KTO record needs its answer: 'completion', 'output' or a conversation "
+                    "ending with the assistant's turn")
+
+
+def file_kind(data: DataFile, columns: Columns | None = None) -> str | None:
+    """'pairs', 'kto' or None (plain SFT data) for the whole file; a file that mixes them is an
+    error naming the first record that differs."""
+    columns = columns or Columns()
+    kinds = [preference_layout(r, columns) for r in data.records]
+    first = kinds[0]
+    for record, kind in zip(data.records, kinds):
+        if kind != first:
+            name = {"pairs": "a preference pair (chosen/rejected)", "kto": "a KTO answer (label)",
+                    None: "a plain conversation"}
+            raise DataError(f"{record.where}: this record is {name[kind]} but {data.records[0].where} is "
+                            f"{name[first]}; a file holds one kind of data (field "
+                            f"'{columns.source('rejected') if first == 'pairs' else columns.source('label')}')")
+    return first
+
+
+# ---------------------------------------------------------------------------------------------
+# Samples
+# ---------------------------------------------------------------------------------------------
+
+def sft_view(data: DataFile, columns: Columns) -> tuple[DataFile, str | None]:
+    """Preference data read for SFT: pairs as conversations ending with the chosen answer, KTO data
+    as its desirable answers only (the undesirable ones are never targets); plain data unchanged.
+    Returns the file (chat records, `messages`) and the note that says what was done, or None."""
+    kind = file_kind(data, columns)
+    if kind is None:
+        return data, None
+    records, skipped = [], 0
+    for record in data.records:
+        r = preference_record(record, kind, columns)
+        if kind == "kto" and not r.label:
+            skipped += 1
+            continue
+        messages = r.prompt.messages + [{"role": "assistant", "content": r.chosen}]
+        records.append(Record(record.where, {columns.source("messages", {"messages": None}): messages}))
+    if not records:
+        raise DataError(f"{data.path}: no desirable answer (label true) to train on with train.objective sft")
+    if kind == "pairs":
+        note = (f"{data.path}: preference pairs trained as SFT on the {len(records)} chosen answers only (the "
+                "rejected ones are not used); set train.objective dpo, simpo or orpo to learn the preference")
+    else:
+        note = (f"{data.path}: KTO data trained as SFT on the {len(records)} desirable answers only ({skipped} "
+                "undesirable answers not used); set train.objective kto to learn from both")
+    return DataFile(data.path, records, None, data.split), note
+
+
+def sft_columns(columns: Columns) -> Columns:
+    """`data.columns` for the chat records `sft_view` makes: only `messages` still applies."""
+    return Columns({k: v for k, v in columns.mapping.items() if k == "messages"})

@@ -1,0 +1,327 @@
+"""The device a worker runs on, in one place, and what runs there that the CPU does not (issue 30).
+
+`target()` is the one place the engine reads MindSpore's device target; the functions that choose a
+path take the device from it (or as an argument: `core.spec.device_paths`, MindSpore-free). Tests fake
+"gpu" or "ascend" with `faked(...)`, which changes what `target()` answers and nothing else, so a
+model built inside it takes the device's path on the CPU.
+
+What the devices get (`enable_kernels`, called by `core.train` where the CPU gets `core.engine.fused`):
+- Ascend: attention through MindSpore's FlashAttentionScore (`FlashAttention`), causal by its
+  sparse mode, no mask tensor, where `core.spec.device_paths.attention_path` allows it.
+- GPU and Ascend: the LM head and its cross-entropy in chunks (`ChunkedHeadLoss`), or the
+  cross-entropy alone in chunks on existing logits (`ChunkedLogitsLoss`): no (B, T, vocab)
+  softmax or one-hot.
+- data parallel with loss scaling: the overflow flag summed over the ranks before a step is skipped
+  (`overflow_reducer`), as MindSpore's own loss-scale cell does (mindspore/nn/wrap/loss_scale.py:
+  `self.allreduce(flag_sum)`); `amp.all_finite` alone reads this rank's status only.
+- the device's total memory (`total_memory_mb`), its SoC (`soc_version`) and an allocator's
+  out-of-memory figures (`memory_figures`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import mindspore as ms
+from mindspore import Tensor, nn, ops
+
+from core.spec.device_paths import (LOSS_CHUNK_TOKENS, TARGETS, attention_dtype, attention_path, bf16_problem,
+                               head_in_loss)
+from core.spec.config import ConfigError
+from core.engine.fused import enable as enable_fused
+from core.spec.memory import estimate_memory
+from core.engine.ops import apply_rotary
+from core.engine.target import faked, target  # noqa: F401 (re-exported: core.engine.devices is where the device is read)
+
+# ---- attention ------------------------------------------------------------------------------------
+
+# FlashAttentionScore's compressed causal mask: sparse_mode 2 (leftUpCausal) takes this (2048, 2048)
+# matrix, 1 = discard (mindspore/ops/operations/manually_defined/ops_def.py, flash_attention_score)
+CAUSAL_SPARSE_MODE = 2
+_CAUSAL_MASK = np.triu(np.ones((2048, 2048), np.uint8), 1)
+
+
+class FlashAttention(nn.Cell):
+    """A layer's attention through `ops.flash_attention_score`, with the interface of core.engine.fused's
+    attention op (`Attention.fused`): q (B, T, H, D), k and v (B, T, KV, D) as projected, the mask,
+    RoPE tables cos/sin (B|1, 1, T, R) -> out (B, T, H, D), None, rotated k (B, T, KV, D).
+
+    RoPE is applied here with `core.engine.ops.apply_rotary` (the tables moved to the heads' layout), then
+    the kernel runs in "BSND" layout with grouped-query heads as they are (N2 divides N1). Training
+    and evaluation pass mask None: the causal mode masks (right padding only ever hides keys after
+    a query, which the causal mode hides anyway). The cached prefill of generation passes its
+    additive mask (left padding), which goes in as the kernel's full attn_mask (sparse_mode 0).
+    `kernel`: the attention function (default MindSpore's, Ascend-only); a CPU test passes a
+    composed reference of the same signature to check everything around it."""
+
+    def __init__(self, scale: float | None = None, interleaved: bool = False, kernel=None,
+                 dtypes=(ms.float16, ms.bfloat16)):
+        super().__init__()
+        self.scale, self.interleaved = scale, interleaved
+        self.kernel = kernel if kernel is not None else ops.flash_attention_score
+        self.dtypes = tuple(dtypes)  # what Attention.uses_kernel accepts
+        self.causal = Tensor(_CAUSAL_MASK)
+        self.needs_mask = False  # CausalLM.construct builds no mask for a model whose layers all run this
+
+    def construct(self, q, k, v, mask, cos, sin, segment_ids=None):
+        heads, d = q.shape[2], q.shape[3]
+        scale = d ** -0.5 if self.scale is None else self.scale
+        cos, sin = cos.transpose(0, 2, 1, 3), sin.transpose(0, 2, 1, 3)  # (B|1, T, 1, R)
+        q = apply_rotary(q, cos, sin, self.interleaved, False)
+        k = apply_rotary(k, cos, sin, self.interleaved, False)
+        if mask is None:
+            out = self.kernel(q, k, v, heads, attn_mask=self.causal, scalar_value=scale, input_layout="BSND",
+                              sparse_mode=CAUSAL_SPARSE_MODE)
+        else:  # (B|1, 1, T, S) additive -> uint8, 1 where masked
+            out = self.kernel(q, k, v, heads, attn_mask=ops.cast(mask < 0, ms.uint8), scalar_value=scale,
+                              input_layout="BSND", sparse_mode=0)
+        return out, None, k
+
+
+def flash_variants(packed: bool, dtype: str):
+    """`CausalLM.use_kernels`' attention factory on Ascend: a FlashAttention per layer variant, or
+    LookupError with `core.spec.device_paths.attention_path`'s reason."""
+    def build(**needs):
+        path, why = attention_path("ascend", dtype, needs, packed)
+        if path != "flash":
+            raise LookupError(why)
+        return FlashAttention(needs.get("scale"), needs.get("rotary_style") == "interleaved")
+    return build
+
+
+# ---- the loss in chunks ---------------------------------------------------------------------------
+# A Cell with a bprop compiles under jit only when its construct and bprop call no methods of its own,
+# no sub-Cells and no functional ops, only primitives (MindSpore 2.10: "The parameters number of the
+# function is 3, but the number of provided arguments is 2"; "func graph is empty" for builtins such
+# as min()): the chunks are written out inline.
+
+class _Chunks(nn.Cell):
+    """The primitives of a chunked cross-entropy (see above)."""
+
+    def __init__(self, chunk: int):
+        super().__init__()
+        self.chunk = int(chunk)
+        self.cast, self.softmax, self.one_hot = ops.Cast(), ops.Softmax(-1), ops.OneHot()
+        self.matmul, self.matmul_bt, self.matmul_at = ops.MatMul(), ops.MatMul(transpose_b=True), ops.MatMul(transpose_a=True)
+        self.maximum, self.ge, self.expand = ops.Maximum(), ops.GreaterEqual(), ops.ExpandDims()
+        self.concat0, self.slice, self.reshape, self.add = ops.Concat(0), ops.Slice(), ops.Reshape(), ops.Add()
+        self.zeros_like = ops.ZerosLike()
+        self.on, self.off = Tensor(1.0, ms.float32), Tensor(0.0, ms.float32)
+        self.stack = ops.Stack(-1)
+        self.reduce_max, self.reduce_sum = ops.ReduceMax(keep_dims=True), ops.ReduceSum(keep_dims=True)
+        self.exp, self.log, self.gather = ops.Exp(), ops.Log(), ops.GatherD()
+
+
+class ChunkedHeadLoss(_Chunks):
+    """The LM head and its cross-entropy, `LOSS_CHUNK_TOKENS` rows at a time (the device's
+    `CausalLM.head_loss`): hidden (N, h), weight (V, h), targets (N,) int32 (below 0: ignored) ->
+    (N, 2): each row's NLL (0 where ignored) and log-sum-exp, as core.engine.fused's head kernel returns
+    them. The backward recomputes each chunk's logits: at most one (chunk, V) float32 block, its
+    softmax and one-hot exist at a time, no (N, V) tensor at all. The product runs in the weight's
+    dtype, the logits in float32 (as transformers upcasts them). `weight_grad=False` (a frozen head)
+    returns a zero gradient for the weight; compiled, the graph then drops its products."""
+
+    def __init__(self, chunk: int = LOSS_CHUNK_TOKENS, weight_grad: bool = True):
+        super().__init__(chunk)
+        self.weight_grad = weight_grad
+
+    def construct(self, hidden, weight, targets):
+        n, width = hidden.shape
+        chunk = self.chunk
+        parts = ()
+        for start in range(0, n, chunk):
+            size = chunk if start + chunk <= n else n - start
+            rows = self.slice(hidden, (start, 0), (size, width))
+            logits = self.cast(self.matmul_bt(self.cast(rows, weight.dtype), weight), ms.float32)
+            picked = self.slice(targets, (start,), (size,))
+            top = self.reduce_max(logits, -1)
+            lse = self.reshape(self.log(self.reduce_sum(self.exp(logits - top), -1)) + top, (size,))
+            chosen = self.reshape(self.gather(logits, 1, self.expand(self.maximum(picked, 0), -1)), (size,))
+            parts = parts + (self.stack(((lse - chosen) * self.cast(self.ge(picked, 0), ms.float32), lse)),)
+        return self.concat0(parts)
+
+    def bprop(self, hidden, weight, targets, out, dout):
+        # d(Σ d_nll·nll + d_lse·lse)/d logits = softmax·(d_nll·valid + d_lse) − onehot·d_nll·valid
+        n, width = hidden.shape
+        chunk = self.chunk
+        dh, dw = (), self.zeros_like(weight)
+        for start in range(0, n, chunk):
+            size = chunk if start + chunk <= n else n - start
+            rows = self.slice(hidden, (start, 0), (size, width))
+            picked = self.slice(targets, (start,), (size,))
+            d_nll = self.reshape(self.slice(dout, (start, 0), (size, 1)), (size,))
+            d_lse = self.slice(dout, (start, 1), (size, 1))  # (C, 1)
+            logits = self.cast(self.matmul_bt(self.cast(rows, weight.dtype), weight), ms.float32)
+            w = self.expand(d_nll * self.cast(self.ge(picked, 0), ms.float32), -1)
+            onehot = self.one_hot(self.maximum(picked, 0), logits.shape[-1], self.on, self.off)
+            g = self.cast(self.softmax(logits) * (w + d_lse) - onehot * w, weight.dtype)
+            dh = dh + (self.cast(self.matmul(g, weight), hidden.dtype),)
+            # (an `if` here fails to compile under jit, as above; unused, the graph drops these products)
+            dw = self.add(dw, self.matmul_at(g, self.cast(rows, weight.dtype)))  # (V, h)
+        return self.concat0(dh), dw if self.weight_grad else self.zeros_like(weight), self.zeros_like(targets)
+
+
+class ChunkedLogitsLoss(_Chunks):
+    """The cross-entropy of existing logits (B, T, V) float32 against targets (B, T) -> nll (B, T),
+    logsumexp (B, T), with the interface of core.engine.fused's loss op (`CausalLM.fused_loss`). Softmax
+    and one-hot exist for one chunk of rows at a time; only the gradient itself is logits-sized."""
+
+    def __init__(self, chunk: int = LOSS_CHUNK_TOKENS):
+        super().__init__(chunk)
+
+    def construct(self, logits, targets):
+        b, t, v = logits.shape
+        n, chunk = b * t, self.chunk
+        flat, labels = self.reshape(logits, (n, v)), self.reshape(targets, (n,))
+        parts = ()
+        for start in range(0, n, chunk):
+            size = chunk if start + chunk <= n else n - start
+            rows, picked = self.slice(flat, (start, 0), (size, v)), self.slice(labels, (start,), (size,))
+            top = self.reduce_max(rows, -1)
+            lse = self.reshape(self.log(self.reduce_sum(self.exp(rows - top), -1)) + top, (size,))
+            chosen = self.reshape(self.gather(rows, 1, self.expand(self.maximum(picked, 0), -1)), (size,))
+            parts = parts + (self.stack(((lse - chosen) * self.cast(self.ge(picked, 0), ms.float32), lse)),)
+        stats = self.concat0(parts)
+        return (self.reshape(self.slice(stats, (0, 0), (n, 1)), (b, t)),
+                self.reshape(self.slice(stats, (0, 1), (n, 1)), (b, t)))
+
+    def bprop(self, logits, targets, out, dout):
+        b, t, v = logits.shape
+        n, chunk = b * t, self.chunk
+        flat, labels = self.reshape(logits, (n, v)), self.reshape(targets, (n,))
+        d_nll, d_lse = self.reshape(dout[0], (n,)), self.reshape(dout[1], (n, 1))
+        parts = ()
+        for start in range(0, n, chunk):
+            size = chunk if start + chunk <= n else n - start
+            rows = self.slice(flat, (start, 0), (size, v))
+            picked = self.slice(labels, (start,), (size,))
+            w = self.expand(self.slice(d_nll, (start,), (size,)) * self.cast(self.ge(picked, 0), ms.float32), -1)
+            onehot = self.one_hot(self.maximum(picked, 0), v, self.on, self.off)
+            parts = parts + (self.softmax(rows) * (w + self.slice(d_lse, (start, 0), (size, 1))) - onehot * w,)
+        return self.reshape(self.concat0(parts), (b, t, v)), self.zeros_like(targets)
+
+
+def chunked_loss_variants(**needs):
+    """`CausalLM.use_kernels`' loss factory on devices: the final soft-cap stays composed."""
+    if needs:
+        raise LookupError(f"the chunked loss does not apply {', '.join(sorted(needs))}")
+    return ChunkedLogitsLoss()
+
+
+def _head_cell(model):
+    return model.model.embed_tokens if model.tied else model.lm_head
+
+
+def enable_kernels(model, threads: int | None = None, amp_level: str = "O0", packed: bool = False,
+                   compute_dtype: str = "float16") -> str:
+    """Route `model` through this device's kernels: on the CPU core.engine.fused's (its answer returned);
+    on GPU/Ascend the chunked loss, the head inside it where `core.spec.device_paths.head_in_loss`
+    allows, and on Ascend FlashAttention where `attention_path` allows. Returns one line saying
+    what runs and what stays composed and why, as core.engine.fused.enable does."""
+    device = target()
+    if device == "cpu":
+        return enable_fused(model, threads, amp_level)
+    model_dtype = {ms.float32: "float32", ms.float16: "float16", ms.bfloat16: "bfloat16"}[model.param_dtype]
+    dtype = attention_dtype(amp_level, compute_dtype, model_dtype)
+    attention = flash_variants(packed, dtype) if device == "ascend" else None
+    composed = model.use_kernels(attention=attention, loss=chunked_loss_variants)
+    head = _head_cell(model)
+    parts = []
+    if head_in_loss(device, model.final_softcap, hasattr(head, "lora_a"), False):
+        model.head_loss = ChunkedHeadLoss(weight_grad=bool(model.head_weight().requires_grad))
+        parts.append("LM head + loss chunked (no logits)")
+    else:
+        parts.append("loss chunked on the logits")
+    if model.fused_attention:
+        parts.append("attention: FlashAttentionScore")
+    else:
+        why = attention_path(device, dtype, {}, packed)[1]
+        composed = [why] + [c for c in composed if c != why and not c.startswith("final-logit")]
+    return f"{device}: " + ", ".join(parts) + ("; composed: " + "; ".join(composed) if composed else "")
+
+
+# ---- the device's figures --------------------------------------------------------------------------
+
+def total_memory_mb(device: str | None = None) -> float | None:
+    """The device's total memory in MB (GPU/Ascend: `mindspore.hal.get_device_properties`,
+    mindspore/hal/device.py; on Ascend it is 0 until the device is initialised, then None here),
+    or None on the CPU, whose RAM core.spec.memory reads itself."""
+    device = device or target()
+    if device == "cpu":
+        return None
+    props = ms.hal.get_device_properties(0, TARGETS[device])
+    total = getattr(props, "total_memory", 0) or 0
+    return total / 2**20 if total > 0 else None
+
+
+def soc_version() -> str | None:
+    """The Ascend SoC MindSpore reports ("ascend910" is the 910A, "ascend910b" ...), None elsewhere
+    (mindspore/train/model.py reads it the same way)."""
+    if target() != "ascend":
+        return None
+    from mindspore._c_expression import MSContext
+    return MSContext.get_instance().get_ascend_soc_version()
+
+
+def check_bf16(config, soc: str | None = None) -> None:
+    """Refuse bf16 by name on a device without it (`core.spec.device_paths.bf16_problem`); `soc`:
+    default `soc_version()`."""
+    # what computes in bf16: the model's dtype, except LoRA's 16-bit frozen weights on the CPU, which
+    # are upcast to float32 (Config.compute_dtype), and AMP's low-precision dtype
+    uses = config.compute_dtype == "bfloat16" or (config.precision.amp_level != "O0"
+                                                  and config.precision.compute_dtype == "bfloat16")
+    if not uses:
+        return
+    problem = bf16_problem(target(), soc if soc is not None else soc_version(), uses)
+    if problem:
+        raise ConfigError(f"bfloat16 (model.dtype {config.model.dtype}, precision.compute_dtype "
+                          f"{config.precision.compute_dtype}): {problem}")
+
+
+def memory_figures() -> str:
+    """This device's allocator figures for an out-of-memory report, or '' when unavailable."""
+    try:
+        used = ms.runtime.max_memory_allocated() / 2**20
+        reserved = ms.runtime.max_memory_reserved() / 2**20
+        total = total_memory_mb()
+    except Exception:  # noqa: BLE001 — the report must not fail on its figures
+        return ""
+    return (f"peak allocated {used:,.0f} MB, reserved {reserved:,.0f} MB"
+            + (f" of the device's {total:,.0f} MB" if total else ""))
+
+
+# ---- data parallel ---------------------------------------------------------------------------------
+
+class OverflowReducer(nn.Cell):
+    """finite (bool) on this rank -> finite on every rank: the ranks' overflow flags summed by an
+    AllReduce, finite only where no rank overflowed (mindspore/nn/wrap/loss_scale.py reduces its flag
+    the same way). `reduce` is the collective (ops.AllReduce(); a test passes another rank's view)."""
+
+    def __init__(self, reduce=None):
+        super().__init__()
+        self.reduce = reduce if reduce is not None else ops.AllReduce()
+
+    def construct(self, finite):
+        overflow = 1.0 - ops.cast(finite, ms.float32)
+        return self.reduce(overflow.reshape((1,))).reshape(()) < 0.5
+
+
+def overflow_reducer(world: int) -> OverflowReducer | None:
+    """The overflow flag's reducer for `world` ranks (None for one)."""
+    return OverflowReducer() if world > 1 else None
+
+
+def fit_warning(config, model_args, seq_len: int, total_mb: float | None = None) -> str | None:
+    """On GPU/Ascend, what to say when `core.spec.memory`'s estimate for this run is more than the
+    device's total memory (`total_memory_mb`), as the CPU's fit check says it against the RAM; None
+    when it fits, on the CPU (checked before launch) or when the device does not say."""
+    if config.parallel.device == "cpu":
+        return None
+    total = total_mb if total_mb is not None else total_memory_mb(config.parallel.device)
+    if total is None:
+        return None
+    estimate = estimate_memory(config, model_args, seq_len, device_memory_mb=total)
+    if estimate.fits:
+        return None
+    return (f"the memory estimate ({estimate.total_mb:,.0f} MB per device) is more than the "
+            f"{config.parallel.device} device's {total:,.0f} MB: the run may fail out of memory; lower "
+            "train.micro_batch_size or data.max_seq_len, set recompute.policy=full, or use method=lora")

@@ -1,0 +1,358 @@
+"""Export a run's checkpoint for download: a PEFT LoRA adapter, a merged Hugging Face model
+folder, or a MindSpore `.ckpt`; each also as a zip.
+
+    python -m core.export --run runs/<id> [--which best|last] --format peft|merged|mindspore [--zip]
+                          [--dtype stored|float32|bfloat16|float16]
+
+Outputs go to `runs/<id>/export/<which>-step-<N>-<format>/` (and `.zip`; `RunDir.export_path`),
+written under a temporary name and renamed when complete, so a download never sees half an export.
+
+The PEFT and merged exports never build the model and never import MindSpore (`import mindspore`
+alone is ~400 MB and seconds): they stream safetensors one tensor at a time (core.weights.safetensors_io).
+- peft: the checkpoint's adapter tensors (weights.safetensors of a LoRA run holds only A and B)
+  are copied under PEFT's key names; the base model is not read.
+- merged: each shard of the base is read tensor by tensor and written again under the same file
+  name with the same tensors (W + (alpha/r)·B·A for an adapted weight, the trained weight of a full
+  fine-tune, the base's bytes for the rest), in the base's stored dtype unless `--dtype` says
+  otherwise, with `model.safetensors.index.json` when the base has one. The peak memory is about
+  one tensor (the embedding) beside the interpreter, whatever the model's size.
+- mindspore: builds the model (MindSpore's own checkpoint writer needs its Parameters).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from core.run.atomic import atomic_folder, atomic_open
+from core.run.ckpt_store import verified_folder
+from core.spec.model_args import (ALL_LINEAR, INDEX_NAME, CheckpointError, copy_tokenizer_files, file_sha256,
+                             read_model_args, weight_files)
+from core.weights.peft_format import (ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, peft_adapter_config, to_module_path,
+                               to_peft_key)
+from core.run.rundir import POINTERS, RunDir
+from core.weights.safetensors_io import (FLOAT_DTYPES, SafetensorsReader, TensorEntry, from_float32, to_float32,
+                                 write_file)
+
+FORMATS = ("peft", "merged", "mindspore")
+EXPORT_DTYPES = ("stored", "float32", "bfloat16", "float16")
+WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE = "weights.safetensors", "optimizer.safetensors", "trainer_state.json"
+LORA_SUFFIXES = (".lora_a", ".lora_b")
+FULL = "full"  # the full fine-tuning method
+
+
+class ExportError(ValueError):
+    """An export that cannot be made; the message says why and what would work."""
+
+
+# ---- the checkpoint and its base, read without MindSpore ------------------------------------
+
+def checkpoint_folder(path: str | Path) -> Path:
+    """A step folder (or best/last pointer) -> the concrete folder; incomplete or corrupt ones are errors."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: checkpoint not found; give runs/<id>/checkpoints/step-N (or best/last).")
+    folder = folder.resolve()
+    for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE):
+        if not (folder / name).is_file():
+            raise CheckpointError(f"{folder}: incomplete checkpoint, {name} is missing.")
+    return verified_folder(folder)  # every file's sha256 against the manifest (a corrupt one is named)
+
+
+def read_state(folder: Path) -> dict:
+    try:
+        state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{folder / STATE_FILE}: not valid JSON ({exc}).") from exc
+    if not isinstance(state, dict) or "step" not in state or "method" not in state:
+        raise CheckpointError(f"{folder / STATE_FILE}: missing 'step' or 'method'.")
+    return state
+
+
+def base_folder(folder: Path, state: dict) -> Path:
+    """The base model the checkpoint was trained from, checked to be the same files."""
+    base = Path(state["base_model"]["path"])
+    if not base.is_dir():
+        raise ExportError(f"{folder}: base model {base} is gone; the checkpoint needs it.")
+    if state["base_model"].get("sha256") and file_sha256(weight_files(base)) != state["base_model"]["sha256"]:
+        raise ExportError(f"{base}: its weights changed since training (sha256 differs); "
+                          "exporting would combine the adapter with the wrong base.")
+    return base
+
+
+# ---- PEFT ----------------------------------------------------------------------------------
+
+def adapter_modules(names) -> list[str]:
+    """The adapted modules of a LoRA checkpoint's tensor names (`<module>.lora_a/.lora_b`)."""
+    return list(dict.fromkeys(name[: -len(".lora_a")] for name in names if name.endswith(LORA_SUFFIXES)))
+
+
+def write_peft(folder: Path, state: dict, out: Path) -> None:
+    """adapter_model.safetensors (PEFT's key names, float32) and adapter_config.json from the
+    checkpoint's own tensors; every tensor must be an adapter's A or B of the configured rank."""
+    lora = state.get("lora") or {}
+    base = Path(state["base_model"]["path"])
+    if base.is_dir() and read_model_args(base).spec.key_map.convert_out is not None:
+        return _write_peft_through_model(folder, out)  # MoE experts stacked: PEFT's own layout for them
+    with SafetensorsReader(folder / WEIGHTS_FILE) as weights:
+        names = sorted(weights.tensors)
+        foreign = [n for n in names if not n.endswith(LORA_SUFFIXES)]
+        if foreign or not names:
+            raise ExportError(f"{folder / WEIGHTS_FILE}: {foreign[0] if foreign else 'no tensor'} is not a LoRA "
+                              "adapter tensor (<module>.lora_a / .lora_b); a PEFT adapter cannot hold it.")
+        for name in names:
+            info = weights.tensors[name]
+            rank = info.shape[0] if name.endswith(".lora_a") else info.shape[-1]
+            if len(info.shape) != 2 or rank != lora.get("rank"):
+                raise ExportError(f"{folder / WEIGHTS_FILE}: {name} has shape {info.shape}, not rank "
+                                  f"{lora.get('rank')} as trainer_state.json's lora settings say.")
+
+        def reader(name):
+            return lambda: to_float32(weights.read(name, raw=True), weights.tensors[name].dtype)
+
+        prefix = _module_prefix(state)
+        write_file(out / ADAPTER_WEIGHTS_NAME,
+                   [TensorEntry(to_peft_key(name, prefix), weights.tensors[name].shape, "float32", reader(name))
+                    for name in names], metadata={"format": "pt"})
+    targets = lora["target_modules"]
+    if targets == ALL_LINEAR:  # the modules this run adapted, not PEFT's own reading of all-linear
+        targets = list(dict.fromkeys(module.rsplit(".", 1)[-1] for module in adapter_modules(names)))
+    if prefix:  # names like q_proj would also match a vision tower's layers: name each module
+        targets = [to_module_path(module, prefix) for module in adapter_modules(names)]
+    config = peft_adapter_config(state["base_model"]["path"], lora["rank"], lora["alpha"], lora["dropout"], targets)
+    (out / ADAPTER_CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
+def _write_peft_through_model(folder: Path, out: Path) -> None:
+    """Families whose key map converts tensors (MoE: LoRA A (E, r, in) / B (E, out, r) on stacked
+    experts): build the model and write PEFT's layout for it (core.engine.lora.save_peft_adapter: the
+    experts as `target_parameters`; what PEFT would map elsewhere is refused, naming it)."""
+    from core.engine.lora import LoraError, save_peft_adapter  # MindSpore: only on this path (see the docstring)
+    model, state = load_trained_model(folder)
+    lora = state["lora"]
+    try:
+        save_peft_adapter(model, out, state["base_model"]["path"], lora["rank"], lora["alpha"], lora["dropout"],
+                          lora["target_modules"])
+    except LoraError as exc:
+        raise ExportError(str(exc)) from exc
+
+
+def _module_prefix(state: dict) -> str | None:
+    """Where transformers keeps the decoder for the base's architecture (FamilySpec.wrapped), from
+    its config.json alone (the weights are not read)."""
+    base = Path(state["base_model"]["path"])
+    if not (base / "config.json").is_file():
+        return None
+    args = read_model_args(base)
+    return args.spec.wrapped.get(args.architecture)
+
+
+# ---- merged --------------------------------------------------------------------------------
+
+def _merged_tensor(name: str, info, base: SafetensorsReader, trained: SafetensorsReader, method: str,
+                   ours: str, scaling: float, dtype: str):
+    """A reader of one output tensor (called when its bytes are due)."""
+    def read():
+        if method == FULL and ours in trained.tensors:
+            values = to_float32(trained.read(ours, raw=True), trained.tensors[ours].dtype)
+        else:
+            module = ours[: -len(".weight")] if ours.endswith(".weight") else None
+            if module is None or f"{module}.lora_a" not in trained.tensors:
+                if dtype == info.dtype:
+                    return base.read(name, raw=True)  # untouched: the base's own bytes
+                values = to_float32(base.read(name, raw=True), info.dtype)
+            else:
+                lora_a = to_float32(trained.read(f"{module}.lora_a", raw=True), trained.tensors[f"{module}.lora_a"].dtype)
+                lora_b = to_float32(trained.read(f"{module}.lora_b", raw=True), trained.tensors[f"{module}.lora_b"].dtype)
+                values = to_float32(base.read(name, raw=True), info.dtype)
+                values += np.float32(scaling) * (lora_b @ lora_a)
+        return from_float32(values, dtype)
+    return read
+
+
+def write_merged(folder: Path, state: dict, out: Path, dtype: str = "stored") -> None:
+    """The base folder again with the training folded in, shard by shard (see the module doc)."""
+    if dtype not in EXPORT_DTYPES:
+        raise ExportError(f"--dtype {dtype!r}: use one of {', '.join(EXPORT_DTYPES)}.")
+    base_dir = base_folder(folder, state)
+    args = read_model_args(base_dir)
+    key_map = args.spec.key_map
+    if key_map.convert_out is not None:  # stacked tensors (MoE experts): the model-building path
+        return _write_merged_through_model(folder, state, out, dtype)
+    method = state["method"]
+    scaling = state["lora"]["alpha"] / state["lora"]["rank"] if method != FULL else 0.0
+    weight_map: dict[str, str] = {}
+    written_dtypes: set[str] = set()
+    total = 0
+    with SafetensorsReader(folder / WEIGHTS_FILE) as trained:
+        expected = set(trained.tensors) if method == FULL else set(adapter_modules(trained.tensors))
+        used: set[str] = set()
+        for shard in weight_files(base_dir):
+            with SafetensorsReader(shard) as base:
+                entries = []
+                for name, info in base.tensors.items():
+                    ours = key_map.our_name(name)
+                    if (key_map.is_ignored(name) and not key_map.is_passthrough(name)) or (
+                            method == FULL and args.tie_word_embeddings and ours == "lm_head.weight"
+                            and ours not in trained.tensors):
+                        continue  # not the model's (rotary buffers), or a stored copy of the tied embedding
+                    if key_map.is_passthrough(name):  # the checkpoint's, not ours (a vision tower): as stored
+                        entries.append(TensorEntry(name, info.shape, info.dtype, lambda n=name: base.read(n, raw=True)))
+                        weight_map[name] = shard.name
+                        continue
+                    used.add(ours if method == FULL else ours.removesuffix(".weight"))
+                    target = info.dtype if dtype == "stored" or info.dtype not in FLOAT_DTYPES else dtype
+                    if info.dtype in FLOAT_DTYPES:
+                        written_dtypes.add(target)
+                    entries.append(TensorEntry(name, info.shape, target, _merged_tensor(
+                        name, info, base, trained, method, ours, scaling, target)))
+                    weight_map[name] = shard.name
+                write_file(out / shard.name, entries, metadata={"format": "pt"})
+                total += sum(entry.nbytes for entry in entries)
+        unused = sorted(expected - used)
+        if unused:
+            raise ExportError(f"{folder / WEIGHTS_FILE}: {unused[0]} matches no tensor of the base {base_dir} "
+                              "(a different base model?).")
+    if (base_dir / INDEX_NAME).is_file():
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+        (out / INDEX_NAME).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    config = json.loads((base_dir / "config.json").read_text(encoding="utf-8"))
+    if dtype != "stored" or "dtype" not in config and "torch_dtype" not in config:
+        config.pop("torch_dtype", None)
+        config["dtype"] = dtype if dtype != "stored" else (sorted(written_dtypes) or ["float32"])[0]
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
+    copy_tokenizer_files(base_dir, out)
+
+
+def _write_merged_through_model(folder: Path, state: dict, out: Path, dtype: str) -> None:
+    """Families whose key map converts tensors (MoE experts stacked): build the model, merge, and
+    write one float32 file (core.engine.checkpoint.save_hf_folder)."""
+    if dtype not in ("stored", "float32"):
+        raise ExportError(f"--dtype {dtype}: this family's merged export is written in float32 only.")
+    from core.engine.checkpoint import save_hf_folder  # MindSpore: only on the model-building paths
+    from core.engine.lora import merge_lora
+    model, state = load_trained_model(folder)
+    if state["method"] == "lora":
+        merge_lora(model)
+    base = Path(state["base_model"]["path"])
+    hf_config = json.loads((base / "config.json").read_text(encoding="utf-8"))
+    shutil.rmtree(out)
+    save_hf_folder(model, hf_config, out, tokenizer_dir=base)
+
+
+# ---- the model-building path (MindSpore): the mindspore format and in-process use ----------
+
+def load_trained_model(checkpoint_dir: str | Path):
+    """(CausalLM, trainer state): the base model with the checkpoint's trained weights applied
+    (LoRA injected, not merged). Imports MindSpore."""
+    # MindSpore: the streamed exports above never load it (the module is imported by them)
+    from core.engine.checkpoint import load_hf_model, load_train_checkpoint, set_parameters
+    from core.engine.lora import inject_lora, load_lora_state_dict
+    weights, _, state = load_train_checkpoint(checkpoint_dir)
+    base = base_folder(Path(checkpoint_dir), state)
+    model = load_hf_model(base, "float32")
+    if state["method"] == "lora":
+        lora = state["lora"]
+        inject_lora(model, lora["rank"], lora["alpha"], lora["dropout"], lora["target_modules"])
+        load_lora_state_dict(model, weights, source=str(checkpoint_dir))
+    else:
+        params = {p.name: p for p in model.get_parameters()}
+        set_parameters(params, weights, str(checkpoint_dir))
+    model.set_train(False)
+    return model, state
+
+
+def write_mindspore(folder: Path, out: Path) -> None:
+    import mindspore as ms  # MindSpore: only for the mindspore format
+    from core.engine.lora import merge_lora
+    model, state = load_trained_model(folder)
+    if state["method"] == "lora":
+        merge_lora(model)
+    params = [{"name": p.name, "data": p} for p in model.get_parameters() if not p.name.endswith(LORA_SUFFIXES)]
+    ms.save_checkpoint(params, str(out / "model.ckpt"))
+    base = Path(state["base_model"]["path"])
+    shutil.copyfile(base / "config.json", out / "config.json")
+    copy_tokenizer_files(base, out)
+
+
+def export_checkpoint(checkpoint_dir: str | Path, fmt: str, out_dir: str | Path, dtype: str = "stored") -> Path:
+    """Write one export format of a training checkpoint into `out_dir` (atomically)."""
+    if fmt not in FORMATS:
+        raise ExportError(f"format {fmt!r} is not supported; use one of {', '.join(FORMATS)}.")
+    if dtype not in EXPORT_DTYPES:
+        raise ExportError(f"--dtype {dtype!r}: use one of {', '.join(EXPORT_DTYPES)}.")
+    if dtype != "stored" and fmt != "merged":
+        raise ExportError(f"--dtype applies to the merged export only ({fmt} is written in float32).")
+    folder = checkpoint_folder(checkpoint_dir)
+    state = read_state(folder)
+    if fmt == "peft" and state["method"] != "lora":
+        raise ExportError("a full fine-tune has no adapter: export it as 'merged' or 'mindspore'.")
+    with atomic_folder(out_dir) as tmp:
+        if fmt == "peft":
+            write_peft(folder, state, tmp)
+        elif fmt == "merged":
+            write_merged(folder, state, tmp, dtype)
+        else:
+            write_mindspore(folder, tmp)
+        (tmp / "mindtune_export.json").write_text(json.dumps({
+            "format": fmt, "step": state["step"], "method": state["method"], "base_model": state["base_model"],
+            "checkpoint": str(folder), **({"dtype": dtype} if fmt == "merged" else {})}, indent=1), encoding="utf-8")
+    return Path(out_dir)
+
+
+def zip_folder(folder: str | Path, target: str | Path) -> Path:
+    """`folder` zipped into `target` (its files under the folder's name), written atomically.
+    Weights are stored, not deflated (16/32-bit floats barely compress, and deflating a 1 GB model
+    takes longer than the export)."""
+    folder, target = Path(folder), Path(target)
+    with atomic_open(target, "wb") as handle, \
+            zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                stored = path.suffix in (".safetensors", ".ckpt")
+                archive.write(path, Path(folder.name) / path.relative_to(folder),
+                              compress_type=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED)
+    return target
+
+
+def export_run(run_dir: str | Path, which: str = "best", fmt: str = "peft", make_zip: bool = False,
+               dtype: str = "stored") -> Path:
+    """Export `runs/<id>/checkpoints/<which>` into `runs/<id>/export/` and return the result path."""
+    run = RunDir(run_dir)
+    if which not in POINTERS:
+        raise ExportError(f"--which {which!r}: use {' or '.join(repr(p) for p in POINTERS)}.")
+    step = run.checkpoint_step(which)
+    if step is None:
+        raise ExportError(f"{run.path}: no '{which}' checkpoint yet (checkpoints/{which} is missing).")
+    out_path = run.export_path(which, step, fmt)
+    if dtype != "stored":
+        out_path = out_path.with_name(f"{out_path.name}-{dtype}")
+    out = export_checkpoint(run.checkpoint(step), fmt, out_path, dtype)
+    return zip_folder(out, out.with_name(out.name + ".zip")) if make_zip else out  # = RunDir.export_zip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core.export", description=__doc__.splitlines()[0])
+    parser.add_argument("--run", required=True, help="run folder, e.g. runs/<id>")
+    parser.add_argument("--which", default="best", choices=list(POINTERS))
+    parser.add_argument("--format", default="peft", choices=FORMATS)
+    parser.add_argument("--dtype", default="stored", choices=EXPORT_DTYPES,
+                        help="merged export: the weights' dtype (default: as the base stores them)")
+    parser.add_argument("--zip", action="store_true", help="also write a .zip of the export")
+    args = parser.parse_args(argv)
+    try:
+        path = export_run(args.run, args.which, args.format, args.zip, args.dtype)
+    except (ExportError, CheckpointError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
