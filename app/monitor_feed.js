@@ -25,7 +25,7 @@ function watchNewSlots() {  // slots appear when the tab first renders, or again
     if (!watched.has(slot)) {
       watched.add(slot);
       const svg = slot.querySelector("svg.mt-chart");
-      if (svg && !svg.dataset.run && slot.dataset.mtEmpty === undefined) slot.dataset.mtEmpty = slot.innerHTML;
+      if (!(svg && svg.dataset.run) && slot.dataset.mtEmpty === undefined) slot.dataset.mtEmpty = slot.innerHTML;
     }
   }
 }
@@ -34,11 +34,32 @@ function watchNewSlots() {  // slots appear when the tab first renders, or again
 // still draws another run at once, scrolled out of view or not, before the server's answer arrives,
 // so no moment shows one run's curves under another run's name. Cleared slots lose their mark, so
 // the next poll asks for everything.
+// The state badge, status line, failure box and log of another run go the same way (issue 31 item
+// 5: at 1.2 s after a new Start the previous run's "stopped" badge was still shown).
 let clearedFor = null;  // once per picked name: a name the server does not know keeps the charts it sends
-function clearOtherRuns() {
+let shownRun = null;  // the run the last answer drew
+// The run Start/Open/Resume (or a pick by hand) picked, until the picker shows it (2 s at most): the
+// newest pick, so a pick by hand right after a Start is the one shown, not the Start's run.
+let pickedNow = null;
+let pickedAt = 0;
+function pickedRun() {
   const picker = document.querySelector("#run-picker input");
-  const wanted = picker ? picker.value.trim() : "";
+  const text = picker ? picker.value.trim() : "";
+  if (pickedNow !== null && text !== pickedNow && Date.now() - pickedAt < 2000) return pickedNow;
+  pickedNow = null;
+  return text;
+}
+function clearOtherRuns() {
+  const wanted = pickedRun();
   if (!wanted || wanted === clearedFor) return;
+  if (shownRun !== null && shownRun !== wanted) {
+    for (const slot of slots()) {
+      if (slot.querySelector("svg.mt-chart")) continue;  // the charts: by the run each one draws, below
+      slot.innerHTML = slot.dataset.mtEmpty || "";
+      delete slot.dataset.mtFilled;
+    }
+    clearedFor = wanted;
+  }
   for (const slot of slots()) {
     const svg = slot.querySelector("svg.mt-chart[data-run]");
     if (svg && svg.dataset.run !== wanted) {
@@ -54,11 +75,12 @@ function request(full) {
   const lang = document.querySelector("#lang-toggle input:checked");
   const scale = document.querySelector("#loss-log-scale input");
   const pplScale = document.querySelector("#ppl-log-scale input");
-  return {token, full, run: picker ? picker.value : "", lang: lang ? lang.value : "en",
+  return {token, full, run: picker ? pickedRun() : "", lang: lang ? lang.value : "en",
           log_scale: Boolean(scale && scale.checked), ppl_log_scale: pplScale ? pplScale.checked : true};
 }
 
 function show(reply, full) {
+  shownRun = reply.run || null;
   for (const [name, html] of Object.entries(reply.slots || {})) {
     const slot = document.querySelector(`[data-mt-slot="${name}"]`);
     if (!slot) continue;
@@ -82,9 +104,14 @@ async function poll() {
       watchNewSlots();
       clearOtherRuns();
       const full = slots().some((slot) => slot.dataset.mtFilled !== "1");
-      const reply = await server.feed(request(full));
-      show(reply, full);
-      wait = 1000 * (reply.interval || 0.5);
+      const asked = request(full);
+      const reply = await server.feed(asked);
+      if (asked.run === pickedRun()) {
+        show(reply, full);
+        wait = 1000 * (reply.interval || 0.5);
+      } else {
+        wait = 0;  // another run was picked while this answer came: it is the old run's, not shown
+      }
     } catch (err) {
       wait = 2000;
     } finally {
@@ -101,6 +128,12 @@ document.addEventListener("change", (event) => {
     setTimeout(poll, 50);
   }
 });
-// Start, Open and Resume set the picker from the server and then call this (app/server.py)
-window.mindtuneMonitorNow = () => { watchNewSlots(); clearOtherRuns(); setTimeout(poll, 0); };
+// Start, Open and Resume set the picker from the server and then call this with the run they picked
+// (app/server.py), which the page's picker may show only a moment later
+window.mindtuneMonitorNow = (run) => {
+  if (typeof run === "string" && run.trim()) [pickedNow, pickedAt] = [run.trim(), Date.now()];
+  watchNewSlots();
+  clearOtherRuns();
+  setTimeout(poll, 0);
+};
 poll();

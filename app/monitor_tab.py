@@ -33,7 +33,7 @@ from app.svg_chart import line_chart
 from app.widgets import field_widget
 
 FEED_JS = Path(__file__).with_name("monitor_feed.js").read_text(encoding="utf-8")
-SHOW_NOW_JS = "() => { if (window.mindtuneMonitorNow) window.mindtuneMonitorNow(); }"
+SHOW_NOW_JS = "(run) => { if (window.mindtuneMonitorNow) window.mindtuneMonitorNow(run); }"
 # chart -> elem_id; the charts are server-drawn SVG (see app/svg_chart.py for why)
 CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot", "memory": "memory-plot",
           "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot",
@@ -131,8 +131,9 @@ def build(console: Console, labels: Labels) -> MonitorTab:
                                                    value=None, interactive=False,
                                                    elem_id=DOWNLOAD_IDS[fmt])
     tab.out["profile"] = _slot("profile", elem_id="run-profile")
-    tab.out["profile_trace"] = labels.bind(gr.DownloadButton(value=None, interactive=False, elem_id="profile-trace"),
-                                           label="mon.profile_trace")
+    # shown only for a run that has a profiler trace (a greyed button on every run was noise: issue 31 item 6)
+    tab.out["profile_trace"] = labels.bind(gr.DownloadButton(value=None, interactive=False, visible=False,
+                                                             elem_id="profile-trace"), label="mon.profile_trace")
     tab.out["log"] = labels.bind(_slot("log", tag="pre", elem_id="run-log", show_label=True, container=True),
                                  label="mon.log")
     _wire(tab, console, labels)
@@ -152,7 +153,9 @@ def _early_stopping_box(tab: MonitorTab, labels: Labels) -> None:
                 bound = {"minimum": info.minimum} if info.kind in ("int", "float") else {}
                 tab.es[name] = field_widget(info.key, info, info.default, labels, elem_id=elem_id, help_line=False,
                                             **bound)
-            tab.out["es_apply"] = labels.bind(gr.Button(elem_id="es-apply"), value="mon.es_apply")
+            # a primary button: a secondary one inside the group's grey read as its heading (issue 31 item 6)
+            tab.out["es_apply"] = labels.bind(gr.Button(variant="primary", size="md", min_width=240, elem_id="es-apply"),
+                                              value="mon.es_apply")
 
 
 def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
@@ -170,15 +173,17 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
                      else gr.skip() for fmt in tab.downloads]
         es = [result.es_values.get(k, gr.skip()) if result.es_values else gr.skip() for k in tab.es]
         profile = ([gr.update(value=result.profile[0]),
-                    gr.update(value=result.profile[1], interactive=result.profile[1] is not None)]
+                    gr.update(value=result.profile[1], interactive=result.profile[1] is not None,
+                              visible=result.profile[1] is not None)]
                    if result.profile is not None else [gr.skip(), gr.skip()])
         return [picker, active, active, *downloads, *es, *profile]
 
     inputs = [session, run, labels.toggle]
     tab.out["state"].sync(on_sync, inputs, outputs, show_progress="hidden", concurrency_limit=4,
                           trigger_mode="always_last", api_visibility="private")
-    # a pick by hand clears the other run's charts in the page at once (app/monitor_feed.js), then syncs
-    run.input(None, js=SHOW_NOW_JS, show_progress="hidden", api_visibility="private")
+    # a pick by hand clears the other run's charts in the page at once (app/monitor_feed.js), then syncs;
+    # it passes the run picked, which replaces one a Start/Open/Resume just picked: the hand's choice wins
+    run.input(None, inputs=run, js=SHOW_NOW_JS, show_progress="hidden", api_visibility="private")
     run.input(on_sync, inputs, outputs, show_progress="hidden", api_visibility="private")
     tab.out["sync"] = (on_sync, inputs, outputs)
     _wire_controls(tab, console, labels)

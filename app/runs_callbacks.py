@@ -19,7 +19,7 @@ from core.run.rundir import (GENERATION_FIELDS, POINTERS, TERMINAL_STATES, EvalR
 
 from app.access import SINGLE_USER, Viewer
 from app.cluster import queue_label, shown_state
-from app.changes import Change, applies, changes, changes_text, differing_keys, flat_config, show
+from app.changes import BOOKKEEPING, Change, applies, changes, changes_text, differing_keys, flat_config, show
 from app.context import Console
 from app.i18n import action_text, problem_text, reason_text, text
 from app.metrics import RunCharts
@@ -27,16 +27,24 @@ from app.run_status import fmt_duration, reached_step, total_elapsed_s
 from app.svg_chart import line_chart
 
 TABLE_HEADERS = ["run", "state", "step", "best val ppl", "EM %", "BLEU", "ROUGE-1", "ROUGE-2", "ROUGE-L", "tokens/s",
-                 "peak MB", "duration", "reason"]
+                 "peak MB", "duration", "reason", "parent"]
+# share of the table's width per column (TABLE_HEADERS' order): the ids and the reason wrap
+TABLE_WIDTHS = ["19%", "7%", "5%", "6%", "4%", "5%", "6%", "6%", "6%", "6%", "5%", "6%", "10%", "9%"]
 OVERLAY_METRICS = {"train loss": ("loss", "loss"), "train loss EMA": ("loss", "loss EMA"),
                    "val loss": ("val_loss", "val loss"), "val ppl": ("val_ppl", "val ppl"),
                    "tokens/s": ("tokens_per_s", "tokens/s")}
 MAX_OVERLAY = 8
 
 
-def _number(value: Any, digits: int = 3) -> str:
+# One format per column, in the table and in the comparison's deltas (issue 31 item 6: "+486",
+# "+594.3" and "557.5" in one column of whole numbers): perplexity with two decimals, the answer
+# scores (x100) with one, tokens/s and megabytes whole.
+PPL, SCORE, WHOLE = ".2f", ".1f", ".0f"
+
+
+def _number(value: Any, spec: str = WHOLE) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
+        return format(value, spec)
     return "-"
 
 
@@ -55,12 +63,21 @@ def table_row(summary: RunSummary, now: float | None = None, lang: str = "en") -
         ppl = best.val_ppl if best else None
         tokens_per_s, peak_mem_mb = (latest.tokens_per_s, latest.peak_mem_mb) if latest else (None, None)
     # the best checkpoint's answer scores (x100, as BLEU and ROUGE are usually quoted) once the run is over
-    scores = [_number(100 * getattr(final, name), 3) if final and getattr(final, name) is not None else "-"
+    scores = [_number(100 * getattr(final, name), SCORE) if final and getattr(final, name) is not None else "-"
               for name in GENERATION_FIELDS]
     return [summary.run_id, shown_state(summary.status) if summary.status.state == summary.state else summary.state,
             f"{step}/{total}" if step is not None and total else _number(step),
-            _number(ppl, 4), *scores, _number(tokens_per_s, 4), _number(peak_mem_mb, 5),
-            fmt_duration(total_elapsed_s(status, now)), reason]
+            _number(ppl, PPL), *scores, _number(tokens_per_s), _number(peak_mem_mb),
+            fmt_duration(total_elapsed_s(status, now)), reason, parent_text(status, lang)]
+
+
+def parent_text(status: Status, lang: str = "en") -> str:
+    """The run this one was forked or made from, with the fork's step: 'run-id · step 40' ('' for none)."""
+    if not status.parent_run:
+        return ""
+    if status.parent_step is None:
+        return status.parent_run
+    return text("runs.parent_step", lang).format(run=status.parent_run, step=status.parent_step)
 
 
 def folder_key(console: Console, viewer: Viewer = SINGLE_USER) -> str:
@@ -339,11 +356,14 @@ class Delta:
     reference_figures: Figures
 
 
-DELTA_FIGURES = (("val_ppl", "ΔPPL", 3), ("exact_match", "Δexact match", 3), ("bleu", "ΔBLEU", 3),
-                 ("rouge1", "ΔROUGE-1", 3), ("rouge2", "ΔROUGE-2", 3), ("rougeL", "ΔROUGE-L", 3),
-                 ("tokens_per_s", "Δtokens/s", 4), ("peak_mem_mb", "Δpeak MB", 4),
-                 ("reward_accuracy", "Δreward accuracy", 3), ("reward_margin", "Δmargin", 3))
+# (figure, heading, format of its change); shares (exact match, BLEU, ROUGE, reward accuracy) in points
+DELTA_FIGURES = (("val_ppl", "ΔPPL", PPL), ("exact_match", "Δexact match", SCORE), ("bleu", "ΔBLEU", SCORE),
+                 ("rouge1", "ΔROUGE-1", SCORE), ("rouge2", "ΔROUGE-2", SCORE), ("rougeL", "ΔROUGE-L", SCORE),
+                 ("tokens_per_s", "Δtokens/s", WHOLE), ("peak_mem_mb", "Δpeak MB", WHOLE),
+                 ("reward_accuracy", "Δreward accuracy", SCORE), ("reward_margin", "Δmargin", ".3f"))
 REWARD_FIGURES = ("reward_accuracy", "reward_margin")
+# the comparison names the checkpoint a fork started from: it is what made the fork differ (issue 31 item 4)
+COMPARED_BOOKKEEPING = tuple(k for k in BOOKKEEPING if k != "run.fork_from")
 
 
 def reference_run(console: Console, run_ids: list[str]) -> str:
@@ -377,20 +397,21 @@ def result_deltas(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_
         if run_id == reference:
             continue
         run = RunDir(console.runs_dir / run_id)
-        out.append(Delta(run_id, reference, changes(configs[reference], configs[run_id]),
+        out.append(Delta(run_id, reference, changes(configs[reference], configs[run_id], COMPARED_BOOKKEEPING),
                          run_figures(run, _status(console, run_id)), ref_figures))
     return out
 
 
-def delta_text(new: float | None, old: float | None, digits: int, percent_points: bool = False) -> str:
-    """'-0.15 (-4.9%)'; for a share (exact match, BLEU, ROUGE) the difference in points: '+12.5 pts'."""
+def delta_text(new: float | None, old: float | None, spec: str, percent_points: bool = False) -> str:
+    """'-0.15 (-4.9%)' with the change in format `spec` (one per column: '.2f', '.0f'); for a share
+    (exact match, BLEU, ROUGE) the difference in points: '+12.5 pts'."""
     if new is None or old is None:
         return "-"
     if percent_points:
         return f"{100 * (new - old):+.1f} pts"
     change = new - old
     relative = f" ({100 * change / old:+.1f}%)" if old else ""
-    return f"{change:+.{digits}g}{relative}"
+    return f"{format(change, '+' + spec)}{relative}"
 
 
 def deltas_html(deltas: list[Delta], lang: str = "en") -> str:
@@ -407,8 +428,8 @@ def deltas_html(deltas: list[Delta], lang: str = "en") -> str:
     for delta in deltas:
         changed = changes_text(delta.changes) or text("runs.delta_same", lang)
         cells = [f"<td><code>{html.escape(delta.run_id)}</code></td>", f"<td>{html.escape(changed)}</td>"]
-        for name, _, digits in shown:
-            value = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), digits,
+        for name, _, spec in shown:
+            value = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), spec,
                                percent_points=name in GENERATION_FIELDS or name == "reward_accuracy")
             cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(value)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")

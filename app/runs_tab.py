@@ -44,8 +44,10 @@ def build(console: Console, labels: Labels) -> RunsTab:
     out["session"] = gr.State(RunsSession())
     tab.lang = labels.toggle
     table = cb.runs_table(console, console.page_viewer, labels.lang)
+    # every column within the page's width, the run id and the reason wrapped (issue 31 item 6: the
+    # table scrolled sideways and cut the reason column at 1366 px)
     out["table"] = labels.bind(gr.Dataframe(value=table, interactive=False, wrap=True, elem_id="runs-table",
-                                            max_height=360), label="runs.table")
+                                            max_height=360, column_widths=cb.TABLE_WIDTHS), label="runs.table")
     with gr.Row():
         out["select"] = labels.bind(gr.CheckboxGroup(choices=cb.run_choices(console, console.page_viewer), value=[],
                                                      elem_id="runs-select", scale=4), label="runs.select")

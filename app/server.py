@@ -47,18 +47,21 @@ def build_app(console: Console) -> gr.Blocks:
                 runs = runs_tab.build(console, labels)
             labels.bind(tab, label="tab.runs")
             with gr.Tab(labels("tab.try"), id="try", elem_id=TAB_IDS["try"]) as tab:
-                try_tab.build(console, labels)
+                tried = try_tab.build(console, labels)
             labels.bind(tab, label="tab.try")
+            fn, inputs, outputs = tried["refresh"]
+            tab.select(fn, inputs, outputs, show_progress="hidden", api_visibility="private")
         _wire_start(console, train, monitor, tabs)
         _wire_runs_navigation(console, runs, monitor, tabs)
         _wire_made_from(console, runs, train, tabs, labels)
         _wire_language(labels)
-        _wire_page_load(demo, train, monitor)
+        _wire_page_load(demo, train, monitor, tried)
     return demo
 
 
-# After an event that points the Monitor at a run: the feed polls at once and clears another run's
-# charts from the page before the answer comes (app/monitor_feed.js), instead of at its next poll.
+# After an event that points the Monitor at a run (given the run it picked, which the page's picker
+# may show a moment later): the feed polls at once and clears another run's charts, badge and status
+# from the page before the answer comes (app/monitor_feed.js), instead of at its next poll.
 SHOW_NOW = {"fn": None, "js": monitor_tab.SHOW_NOW_JS,
             "show_progress": "hidden", "api_visibility": "private"}
 
@@ -84,9 +87,9 @@ def _wire_start(console: Console, train: train_tab.TrainTab, monitor: monitor_ta
 
     outputs = [tabs, monitor.out["run"], train.out["start_message"], train.out["errors"], train.out["start_anyway"]]
     train.out["start"].click(start, inputs, outputs, trigger_mode="once", concurrency_limit=1,
-                             api_visibility="private").then(**SHOW_NOW)
+                             api_visibility="private").then(inputs=monitor.out["run"], **SHOW_NOW)
     train.out["start_anyway"].click(start_anyway, inputs, outputs, trigger_mode="once", concurrency_limit=1,
-                                    api_visibility="private").then(**SHOW_NOW)
+                                    api_visibility="private").then(inputs=monitor.out["run"], **SHOW_NOW)
 
 
 def _wire_runs_navigation(console: Console, runs: runs_tab.RunsTab, monitor: monitor_tab.MonitorTab,
@@ -112,11 +115,12 @@ def _wire_runs_navigation(console: Console, runs: runs_tab.RunsTab, monitor: mon
         return resume(selected, language, request, backend="local")
 
     outputs = [tabs, monitor.out["run"], runs.out["message"]]
-    runs.out["open"].click(open_run, [runs.out["select"], runs.lang], outputs, api_visibility="private").then(**SHOW_NOW)
+    runs.out["open"].click(open_run, [runs.out["select"], runs.lang], outputs,
+                           api_visibility="private").then(inputs=monitor.out["run"], **SHOW_NOW)
     runs.out["resume"].click(resume, [runs.out["select"], runs.lang], [*outputs, monitor.out["message"]],
-                             concurrency_limit=1, api_visibility="private").then(**SHOW_NOW)
+                             concurrency_limit=1, api_visibility="private").then(inputs=monitor.out["run"], **SHOW_NOW)
     runs.out["resume_here"].click(resume_here, [runs.out["select"], runs.lang], [*outputs, monitor.out["message"]],
-                                  concurrency_limit=1, api_visibility="private").then(**SHOW_NOW)
+                                  concurrency_limit=1, api_visibility="private").then(inputs=monitor.out["run"], **SHOW_NOW)
 
 
 def _wire_made_from(console: Console, runs: runs_tab.RunsTab, train: train_tab.TrainTab, tabs: gr.Tabs,
@@ -161,11 +165,13 @@ def _wire_language(labels: Labels) -> None:
     labels.toggle.change(switch, labels.toggle, components, show_progress="hidden", api_visibility="private")
 
 
-def _wire_page_load(demo: gr.Blocks, train: train_tab.TrainTab, monitor: monitor_tab.MonitorTab) -> None:
+def _wire_page_load(demo: gr.Blocks, train: train_tab.TrainTab, monitor: monitor_tab.MonitorTab,
+                    tried: dict) -> None:
     """Fill the read-outs and the Monitor controls as soon as a page opens, instead of waiting for the
-    first change; the dataset picker lists the datasets there are now (uploads included)."""
+    first change; the dataset picker lists the datasets there are now (uploads included), the Try
+    tab's checkpoint picker the runs' checkpoints and states now."""
     for fn, inputs, outputs in (train.out["refresh"], train.out["details"], train.out["dataset_choices"],
-                                train.out["where_choices"], monitor.out["sync"]):
+                                train.out["where_choices"], monitor.out["sync"], tried["refresh"]):
         demo.load(fn, inputs, outputs, show_progress="hidden", api_visibility="private")
 
 
@@ -210,9 +216,21 @@ def launch_options(settings: Settings) -> dict:
                 share=bool(settings.share and settings.auth), enable_monitoring=False,
                 max_file_size=settings.max_upload_bytes,
                 allowed_paths=[str(settings.runs_dir), str(settings.uploads_dir / "configs")],
-                show_error=True, css_paths=[CSS_PATH], footer_links=["settings"], quiet=False,
+                show_error=True, css_paths=[CSS_PATH], theme=console_theme(), footer_links=["settings"], quiet=False,
                 app_kwargs={"middleware": [*access.middlewares(settings), status_timer_middleware()]},
                 **_NO_SELF_CHECK)
+
+
+def console_theme() -> gr.themes.Base:
+    """Gradio's default theme with whole bold faces. Its bundled semi-bold faces are subsets (Source
+    Sans Pro SemiBold holds "A" and "B" of the Latin letters, IBM Plex Mono SemiBold "a" and "b"),
+    so every semi-bold or bold word was drawn in two fonts: "ETA" and "MB" ended in a smaller letter
+    (issue 31 item 6). The bundled Bold files are complete; weight 600 maps to them. Nothing is
+    downloaded: Gradio serves these files itself (static/fonts)."""
+    sans = gr.themes.GoogleFont("Source Sans Pro", weights=(400, 700))
+    mono = gr.themes.GoogleFont("IBM Plex Mono", weights=(400, 700))
+    return gr.themes.Default(font=[sans, "ui-sans-serif", "system-ui", "sans-serif"],
+                             font_mono=[mono, "ui-monospace", "Consolas", "monospace"])
 
 
 # Gradio's launch() sends its own URL one HEAD request with a 3 s timeout and, when that times out,

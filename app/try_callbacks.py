@@ -50,6 +50,16 @@ def checkpoint_choices(console: Console, viewer: Viewer = SINGLE_USER) -> list[t
     return choices
 
 
+def checkpoint_picker(console: Console, viewer: Viewer = SINGLE_USER,
+                      current: str | None = None) -> tuple[list[tuple[str, str]], str | None]:
+    """The checkpoint picker as the runs are now: its choices, labelled with each run's current state
+    (a label made when the page was built said "(running)" long after the run finished: issue 31
+    item 5), and its value: the checkpoint picked before if it is still there, else the newest."""
+    choices = checkpoint_choices(console, viewer)
+    folders = [folder for _, folder in choices]
+    return choices, current if current in folders else (folders[0] if folders else None)
+
+
 def generate_argv(source: str, is_checkpoint: bool, prompt: str, chat: bool, max_new_tokens: int,
                   python: str = sys.executable) -> list[str]:
     argv = [python, "-m", "core.generate", "--checkpoint" if is_checkpoint else "--model", source,

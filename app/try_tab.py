@@ -39,10 +39,15 @@ def build(console: Console, labels: Labels) -> dict:
     def choices(request: gr.Request):
         return gr.update(choices=cb.checkpoint_choices(console, console.viewer(request)))
 
+    def refresh(current: str | None, request: gr.Request):
+        choices, value = cb.checkpoint_picker(console, console.viewer(request), current)
+        return gr.update(choices=choices, value=value)
 
     out["generate"].click(generate, [out["base"], out["checkpoint"], out["prompt"], out["chat"],
                                      out["max_new_tokens"]], [out["base_out"], out["tuned_out"]],
                           concurrency_limit=2, api_visibility="private")
     out["checkpoint"].focus(choices, None, out["checkpoint"],
                             show_progress="hidden", api_visibility="private")
+    # the page load and the tab's selection (app/server.py) list the checkpoints with their runs' states now
+    out["refresh"] = (refresh, out["checkpoint"], out["checkpoint"])
     return out

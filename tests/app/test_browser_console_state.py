@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from core.spec.config import Config, load_config
-from core.run.rundir import RunDir
+from core.run.rundir import FinalFigures, RunDir
 
-from tests.app.test_browser import choose, wait_for
+from tests.app.test_browser import choose, set_number, wait_for
 from tests.app.test_data_browser import PREVIEW_READY_JS, chat_rows, upload, write_jsonl
 from tests.app.test_metrics import train
 
@@ -103,6 +103,38 @@ def test_repeated_uploads_keep_preview_yaml_and_launch_on_one_state(console_serv
     assert len(runs) == 1
     launched = yaml.safe_load((runs[0] / "config.yaml").read_text())
     assert launched["data"] == shown_yaml["data"]
+    check_start_message_goes(page, runs[0].name)
+
+
+def check_start_message_goes(page, run_id: str) -> None:
+    """Item 4: the launch's "✓ started …" is about that launch: it goes with "New run from this one"
+    (and a fork, the same event with a step) and with "Start fresh instead", which brings the form the
+    console opens with, not the values of the run it was filled from."""
+    page.click("#tab-runs-button")
+    page.wait_for_selector(f"#runs-select label:has-text('{run_id}')", timeout=TIMEOUT_MS)
+    page.locator("#runs-select label", has_text=run_id).first.locator("input").set_checked(True)
+    page.click("#runs-new-from")
+    page.wait_for_function("run => document.querySelector('#reference-banner')?.innerText.includes(run)", arg=run_id,
+                           timeout=TIMEOUT_MS)
+    assert "✓" not in page.inner_text("#start-message"), page.inner_text("#start-message")
+    set_number(page, "cfg-lora-rank", 4)
+    set_number(page, "cfg-train-learning-rate", 0.0123)
+    set_number(page, "train-length", 77)
+    page.wait_for_function(f"""() => {{ const y = ({YAML_JS})();
+        return y.includes('rank: 4') && y.includes('learning_rate: 0.0123') && y.includes('max_steps: 77'); }}""",
+                           timeout=TIMEOUT_MS)
+    page.click("#start-button")  # a second run (queued behind the first)
+    page.wait_for_function("() => document.querySelector('#start-message')?.innerText.includes('✓')",
+                           timeout=TIMEOUT_MS)
+    page.click("#tab-train-button")
+    page.click("#reference-clear")
+    starter = load_config(REPO_ROOT / "configs" / "lora_demo.yaml")
+    page.wait_for_function("""s => document.querySelector('#cfg-lora-rank input')?.value === String(s.rank)
+        && Number(document.querySelector('#cfg-train-learning-rate input')?.value) === s.lr
+        && Number(document.querySelector('#train-length input')?.value) === s.steps""",
+                           arg={"rank": starter.lora.rank, "lr": starter.train.learning_rate,
+                                "steps": starter.train.max_steps}, timeout=TIMEOUT_MS)
+    assert "✓" not in page.inner_text("#start-message") and not page.is_visible("#reference-banner")
 
 
 # ---- runs made without training: the Monitor, the Runs comparison, the screenshots ---------------
@@ -134,20 +166,118 @@ def settle(page, seconds: float = 1.5) -> None:
     page.wait_for_timeout(seconds * 1000)
 
 
+# Every question the Monitor's feed sends (a POST to a server function), with the browser's clock.
+RECORD_FEED_JS = """
+(() => {
+  window.__asks = [];
+  const fetched = window.fetch;
+  window.fetch = function (url, options) {
+    if (String(url).includes('component_server') && options && typeof options.body === 'string')
+      window.__asks.push([Date.now(), options.body]);
+    return fetched.apply(this, arguments);
+  };
+})();
+"""
+# When the picker first shows `run` (sampled every 10 ms from now on).
+WATCH_PICKER_JS = """
+run => { window.__pickedAt = null;
+  const timer = setInterval(() => {
+    if (document.querySelector('#run-picker input')?.value.trim() === run) { window.__pickedAt = Date.now(); clearInterval(timer); }
+  }, 10); }
+"""
+
+
+def platform_fonts(page, selector: str) -> dict[str, list[str]]:
+    """{text: the fonts Chromium drew it with} for each element of `selector` that has text of its own
+    (Chromium's DevTools protocol: what was drawn, not what the CSS asked for)."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    drawn = {}
+    for node in cdp.send("DOM.querySelectorAll", {"nodeId": root, "selector": selector})["nodeIds"]:
+        fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+        if fonts:
+            html = cdp.send("DOM.getOuterHTML", {"nodeId": node})["outerHTML"]
+            drawn[re.sub(r"<[^>]+>", "", html).strip()] = [f["familyName"] for f in fonts]
+    cdp.detach()
+    return drawn
+
+
+def check_monitor_layout(page) -> None:
+    """Item 6 on the Monitor (a finished run, not profiled): the bold words of the status line in one
+    font each ("ETA" ended in a smaller A drawn by another font), no profiler trace button, and
+    "Apply to the running job" a button of its own height, not a block the group's height."""
+    page.wait_for_function("() => document.querySelector('#run-status')?.innerText.includes('ETA')", timeout=TIMEOUT_MS)
+    fonts = platform_fonts(page, "#run-status b")
+    assert "ETA" in fonts and all(len(f) == 1 for f in fonts.values()), fonts
+    assert not page.is_visible("#profile-trace")
+    apply_box = page.locator("#es-apply").bounding_box()
+    assert "primary" in (page.get_attribute("#es-apply", "class") or "") and apply_box["height"] < 50, apply_box
+
+
+def check_runs_table(page, finished_run: str, parent_run: str) -> None:
+    """Item 6 on the Runs tab: every column inside the page (the reason and parent columns were cut and
+    the table scrolled sideways), headers in one font each ("MB" ended in a smaller B), tokens/s and
+    megabytes whole numbers (557.5 stood among whole ones), and (item 4) the parent column."""
+    page.wait_for_function("run => document.querySelector('#runs-table')?.innerText.includes(run)", arg=finished_run,
+                           timeout=TIMEOUT_MS)
+    overflow = page.evaluate("""() => { const box = document.querySelector('#runs-table').getBoundingClientRect();
+        return Array.from(document.querySelectorAll('#runs-table th')).filter(th => th.getBoundingClientRect().right > box.right + 1)
+                    .map(th => th.innerText.trim()); }""")
+    assert overflow == [], f"headers past the table's right edge: {overflow}"
+    fonts = platform_fonts(page, "#runs-table th *")
+    assert "peak MB" in fonts and all(len(f) == 1 for f in fonts.values()), fonts
+    heads = page.evaluate("() => Array.from(document.querySelectorAll('#runs-table thead th')).map(th => th.innerText.trim())")
+    rows = [[row.get(str(i), "") for i in range(len(heads))] for row in page.evaluate(TABLE_CELLS_JS).values()]
+    columns = {name: [row[i] for row in rows] for i, name in enumerate(heads)}
+    assert "557.5" not in str(columns) and all(re.fullmatch(r"\d+|-", v) for v in columns["tokens/s"] + columns["peak MB"]), columns
+    assert "558" in columns["tokens/s"], columns["tokens/s"]
+    parent = {row[0]: row[-1] for row in rows}
+    assert parent[finished_run] == f"{parent_run} · step 10" and heads[-1] == "parent", (heads, parent)
+
+
+# The runs table's cells {row: {column: text}}: Gradio draws only the rows in view, so the table is
+# scrolled through from top to bottom (and back).
+TABLE_CELLS_JS = """
+async () => {
+  const cells = {};
+  const grab = () => document.querySelectorAll('#runs-table [role=gridcell]').forEach(c => {
+    (cells[c.dataset.row] = cells[c.dataset.row] || {})[c.dataset.col] = c.innerText.trim(); });
+  const boxes = Array.from(document.querySelectorAll('#runs-table *')).filter(e => e.scrollHeight > e.clientHeight + 2
+    && ['auto', 'scroll'].includes(getComputedStyle(e).overflowY));
+  grab();
+  for (const box of boxes) {
+    for (let top = 0; top <= box.scrollHeight; top += 40) {
+      box.scrollTop = top; await new Promise(r => setTimeout(r, 30)); grab();
+    }
+    box.scrollTop = 0;
+  }
+  return cells;
+}
+"""
+
+
 def test_monitor_runs_and_layout_on_made_runs(console_server, browser, screenshot):
     """Item 2: a reload opens the newest run with points, not a newer one cancelled before it
     started. Item 3: with the page at the top, the lower charts (out of view) draw new points as
     the loss chart does. Item 8: ticks made in quick succession end on the comparison of the last
-    selection. And the screenshots of Train, Monitor and Runs in both languages at 1366x900."""
+    selection. Item 5: Open clears the previous run's badge and points at once; the Try tab lists the
+    checkpoints with their runs' states now. And the screenshots of Train, Monitor and Runs in both languages at 1366x900."""
     runs_dir = console_server.runs_dir
     a = fake_run(runs_dir, "20261201-090000_tiny-demo_lora-r32_fp32_dp1", "finished", steps=20, **{"lora.rank": 32})
     a.checkpoint(10).mkdir(parents=True)
+    os.symlink(a.checkpoint(10).name, a.checkpoint("last"))  # made after the console built its page
     b = fake_run(runs_dir, "20261201-100000_tiny-demo_lora-r8_fp32_dp1", "finished", steps=20, **{"lora.rank": 8})
+    # a fork of a at step 10, ended with figures of the kind the issue saw (557.5 tokens/s)
+    b.write_status(parent_run=a.run_id, parent_step=10,
+                   final=FinalFigures(best_val_ppl=12.0, tokens_per_s=557.5, peak_mem_mb=700.25))
     c = fake_run(runs_dir, "20261201-110000_tiny-demo_lora-r4_fp32_dp1", "finished", steps=20, **{"lora.rank": 4})
     d = fake_run(runs_dir, "20261201-120000_tiny-demo_lora-r2_fp32_dp1", "finished", steps=20, **{"lora.rank": 2})
-    fake_run(runs_dir, "20261201-130000_tiny-demo_lora-r64_fp32_dp1", "cancelled")
+    e = fake_run(runs_dir, "20261201-130000_tiny-demo_lora-r64_fp32_dp1", "cancelled")
     context = browser.new_context(viewport=SCREEN)
     context.set_default_timeout(30_000)
+    context.add_init_script(RECORD_FEED_JS)
     page = context.new_page()
     try:
         page.goto(console_server.url)
@@ -169,6 +299,7 @@ def test_monitor_runs_and_layout_on_made_runs(console_server, browser, screensho
         drawn = {name: page.evaluate(DRAWN_STEPS_JS, elem) for name, elem in hidden.items()}
         assert all(n >= 40 for n in drawn.values()), f"lower charts out of view drew {drawn} of 40 points"
         assert "waiting for the first points" not in page.inner_text("#grad-norm-plot")
+        check_monitor_layout(page)
 
         # item 8: quick ticks; the comparison shown is the last selection's (d against a)
         page.click("#tab-runs-button")
@@ -176,6 +307,38 @@ def test_monitor_runs_and_layout_on_made_runs(console_server, browser, screensho
 
         def box(run):
             return page.locator("#runs-select label", has_text=run.run_id).first.locator("input")
+
+        # item 5: Open (as Start) puts another run on the Monitor: d's "finished" badge and its loss
+        # points go at once, before any answer of the feed (held back here), not at its next poll 2 s on
+        page.route("**/component_server**", lambda route: route.abort())
+        box(e).set_checked(True)
+        page.click("#runs-open")
+        page.wait_for_function(f"() => document.querySelector('#run-picker input')?.value.trim() === '{e.run_id}'",
+                               timeout=TIMEOUT_MS)
+        page.wait_for_function(f"""() => !document.querySelector('#run-state').innerText.includes('finished')
+            && !document.querySelector('#loss-plot svg[data-run="{d.run_id}"]')""", timeout=3_000)
+        page.unroute("**/component_server**")
+
+        # item 5, the feed's rule that the newest pick wins: a Start's run the picker does not show yet
+        # (c here) is asked for until the picker shows it (2 s at most), but a pick by hand (d) in that
+        # moment replaces it at once; the feed never goes back to the Start's run
+        page.click("#run-picker input")  # the list open first: the pick is one click after the Start's run
+        mark = page.evaluate("window.__asks.length")
+        page.evaluate(f"window.mindtuneMonitorNow({json.dumps(c.run_id)})")
+        page.evaluate(WATCH_PICKER_JS, d.run_id)
+        page.locator("[role=option]", has_text=d.run_id).first.click()
+        page.keyboard.press("Escape")
+        page.wait_for_function(f"() => !!document.querySelector('#loss-plot svg[data-run=\"{d.run_id}\"]')",
+                               timeout=TIMEOUT_MS)
+        picked_at, asks = page.evaluate("[window.__pickedAt, window.__asks]")
+        asks = asks[mark:]
+        first_d = min(t for t, body in asks if d.run_id in body)
+        assert first_d - picked_at < 500, f"the feed asked for the picked run {first_d - picked_at} ms after the pick"
+        assert not [t for t, body in asks if t > first_d and c.run_id in body], "the feed went back to the Start's run"
+
+        page.click("#tab-runs-button")
+        box(e).set_checked(False)
+        check_runs_table(page, b.run_id, a.run_id)
 
         for run, on in ((a, True), (b, True), (c, True), (b, False), (c, False), (d, True)):
             box(run).set_checked(on)
@@ -205,6 +368,11 @@ def test_monitor_runs_and_layout_on_made_runs(console_server, browser, screensho
                                timeout=TIMEOUT_MS)
         page.wait_for_function(f"() => ({YAML_JS})().includes('fork_from: null')", timeout=TIMEOUT_MS)
         assert not page.is_visible("#reference-banner")
+
+        # item 5: the Try tab lists a's checkpoint (made after the page was built) with a's state now
+        page.click("#tab-try-button")
+        page.wait_for_function("() => document.querySelector('#try-checkpoint input')?.value.includes('last (finished)')",
+                               timeout=TIMEOUT_MS)
 
         # the screenshots, each tab in both languages
         for lang in ("en", "zh"):

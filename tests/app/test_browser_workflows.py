@@ -162,6 +162,10 @@ def test_queue_new_run_from_this_one_fork_and_dry_run(console_server, page, scre
     # DRY_VS_ESTIMATE of the measurement (tests/core/test_dry_run.py says why the dry run reads lower)
     gap = float(re.search(r"estimate [\d,]+ MB \(([+-][\d.]+)% of the measured\)", result).group(1))
     assert abs(gap) <= 100 * DRY_VS_ESTIMATE, result
+    # issue 31 item 6: after the dry run "Check memory" stays a button, not a tall grey block
+    button = page.locator("#dry-run-button").bounding_box()
+    assert button["height"] < 60, f"Check memory is {button['height']:.0f} px tall after the dry run"
+    screenshot(page, "dry_run_result")
 
     # ---- a double-click on Start launches one run; the first chart point is timed from the click
     page.click("#tab-train-button")

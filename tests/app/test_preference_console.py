@@ -35,7 +35,7 @@ def test_reward_charts_and_deltas(console):
     assert margin[margin.series == "rejected reward"].value.tolist() == [0.0, -0.3]
     html = cb.config_diff_html(console, [child.run_id, parent.run_id])
     cells = dict(re.findall(r'data-figure="(\w+)">([^<]+)<', html))
-    assert cells["reward_accuracy"] == "+25.0 pts" and cells["reward_margin"] == "+0.3 (+300.0%)"
+    assert cells["reward_accuracy"] == "+25.0 pts" and cells["reward_margin"] == "+0.300 (+300.0%)"
     assert "preference.beta 0.1 → 0.5" in html and "Δreward accuracy" in html
     # an SFT comparison has no reward columns
     sft = [make_run(console, f"20261202-00001{i}_sft_lora-r8_fp32_dp1") for i in range(2)]

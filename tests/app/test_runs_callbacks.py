@@ -159,4 +159,49 @@ def test_comparison_puts_result_deltas_beside_the_changed_settings(console):
                      "rouge2": "-2.0 pts", "rougeL": "+15.0 pts", "tokens_per_s": "-200 (-10.0%)",
                      "peak_mem_mb": "+20 (+2.5%)"}
     row = dict(zip(cb.TABLE_HEADERS, cb.table_row(next(s for s in console.jobs.runs() if s.run_id == child.run_id))))
-    assert (row["EM %"], row["BLEU"], row["ROUGE-1"], row["ROUGE-2"], row["ROUGE-L"]) == ("37.5", "20", "45", "18", "50")
+    assert (row["EM %"], row["BLEU"], row["ROUGE-1"], row["ROUGE-2"], row["ROUGE-L"]) == ("37.5", "20.0", "45.0", "18.0", "50.0")
+
+
+def test_one_format_per_column_in_the_table_and_the_deltas(console):
+    """Issue 31 item 6: one table mixed "+486", "+594.3" and "557.5" in a column of whole numbers.
+    Tokens/s and megabytes are whole everywhere, perplexity has two decimals, scores one."""
+    parent = make_run(console, "20261129-000001_a_lora-r8_fp32_dp1", **{"lora.rank": 8})
+    parent.write_status(state="finished", final=FinalFigures(best_val_ppl=12.0, tokens_per_s=557.5, peak_mem_mb=700.25,
+                                                             bleu=0.2))
+    children = []
+    for n, (tps, mb, ppl) in enumerate(((1043.5, 1294.55, 3.5), (1151.8, 701.0, 123.456))):
+        child = make_run(console, f"20261129-00000{n + 2}_b_lora-r16_fp32_dp1", **{"lora.rank": 16 + n})
+        child.write_status(state="finished", parent_run=parent.run_id,
+                           final=FinalFigures(best_val_ppl=ppl, tokens_per_s=tps, peak_mem_mb=mb, bleu=0.25))
+        children.append(child.run_id)
+    rows = {r["run"]: r for r in cb.runs_table(console).to_dict("records")}
+    assert [rows[r]["tokens/s"] for r in [parent.run_id, *children]] == ["558", "1044", "1152"]
+    assert [rows[r]["peak MB"] for r in [parent.run_id, *children]] == ["700", "1295", "701"]
+    assert [rows[r]["best val ppl"] for r in [parent.run_id, *children]] == ["12.00", "3.50", "123.46"]
+    assert [rows[r]["BLEU"] for r in [parent.run_id, *children]] == ["20.0", "25.0", "25.0"]
+    html = cb.config_diff_html(console, [parent.run_id, *children])
+    cells = re.findall(r'data-figure="(\w+)">([^<]+)<', html)
+    column = lambda name: [v for k, v in cells if k == name]  # noqa: E731
+    assert column("tokens_per_s") == ["+486 (+87.2%)", "+594 (+106.6%)"]
+    assert column("peak_mem_mb") == ["+594 (+84.9%)", "+1 (+0.1%)"]
+    assert column("val_ppl") == ["-8.50 (-70.8%)", "+111.46 (+928.8%)"]
+
+
+def test_a_fork_names_its_checkpoint_in_the_comparison_and_its_parent_in_the_table(console):
+    """Issue 31 item 4: the comparison's changed settings name the checkpoint a fork started from
+    (`run.fork_from`), and the Runs table has a parent column (the run and the fork's step)."""
+    parent = make_run(console, "20261129-000001_a_lora-r8_fp32_dp1")
+    checkpoint = str(parent.checkpoints_dir / "step-10")
+    fork = make_run(console, "20261129-000002_a_lora-r8_fp32_dp1",
+                    **{"run.fork_from": checkpoint, "train.max_steps": 40})
+    fork.write_status(parent_run=parent.run_id, parent_step=10)
+    made = make_run(console, "20261129-000003_a_lora-r16_fp32_dp1", **{"lora.rank": 16})
+    made.write_status(parent_run=parent.run_id)
+    (delta,) = cb.result_deltas(console, [parent.run_id, fork.run_id])
+    assert delta.reference == parent.run_id
+    assert "run.fork_from null → " + checkpoint in [c.text() for c in delta.changes]
+    rows = {r["run"]: r for r in cb.runs_table(console).to_dict("records")}
+    assert rows[fork.run_id]["parent"] == f"{parent.run_id} · step 10"
+    assert rows[made.run_id]["parent"] == parent.run_id and rows[parent.run_id]["parent"] == ""
+    zh = cb.runs_table(console, lang="zh")
+    assert f"{parent.run_id} · 第 10 步" in list(zh["来源运行"])

@@ -107,3 +107,19 @@ def test_export_failure_reports_the_error_line(tmp_path):
     background.ensure(run, "peft", tmp_path)
     background.join()
     assert "no adapter" in background.failure(run, "peft")
+
+
+def test_the_checkpoint_picker_labels_each_run_with_its_state_now(console):
+    """Issue 31 item 5: the picker said "(running)" for a run that had finished long before; it is
+    refilled from the runs' states now and keeps the checkpoint picked before while it is there."""
+    older = make_run(console, "20261129-000001_a_lora-r8_fp32_dp1")
+    newer = make_run(console, "20261129-000002_b_lora-r8_fp32_dp1")
+    for run in (older, newer):
+        (run.checkpoints_dir / "step-4").mkdir()
+        os.symlink("step-4", run.checkpoints_dir / "last")
+    choices, value = cb.checkpoint_picker(console)
+    assert value == str(newer.checkpoint("last")) and choices[0][0].endswith("· last (running)")
+    newer.write_status(state="finished")
+    choices, value = cb.checkpoint_picker(console, current=str(older.checkpoint("last")))
+    assert value == str(older.checkpoint("last")) and choices[0][0].endswith("· last (finished)")
+    assert cb.checkpoint_picker(console, current="gone")[1] == str(newer.checkpoint("last"))
