@@ -1,7 +1,7 @@
 """The Runs tab's Evaluate panel in a real browser (issue 28): pick a finished run, choose the
 local test tasks (tests/core/test_lm_eval_model.py's tiny_pick_mc and tiny_pick_gen, in a data
-folder of the test's own), start; the panel shows the base evaluation running while the
-fine-tuned one waits queued behind it, then both finished, and the comparison gives base vs
+folder of the test's own), start; the panel shows one evaluation running while the
+other waits queued behind it, then both finished, and the comparison gives base vs
 fine-tuned scores with Δ = fine-tuned − base as results.json has them.
 
 The run's `best` checkpoint here is a model folder (the demo model with its MLP weights scaled:
@@ -83,10 +83,9 @@ def test_evaluate_panel_runs_base_then_best_and_shows_the_delta(console_server, 
         # progress: one evaluation at a time, the other waiting in the queue
         page.wait_for_function(f"() => /(running|starting)/.test(({PANEL_JS})()) && ({PANEL_JS})().includes('queued')",
                                timeout=TIMEOUT_MS, polling=100)
-        page.wait_for_function(f"() => /running \\d+\\/\\d+/.test(({PANEL_JS})())", timeout=TIMEOUT_MS, polling=100)
         screenshot(page, "evaluate_running_en")
-        # both finish; the comparison's table appears with a row per task metric
-        page.wait_for_function(f"() => (({PANEL_JS})().match(/finished/g) || []).length === 2 "
+        # both finish, each showing its requests scored of all; the comparison's table appears
+        page.wait_for_function(f"() => (({PANEL_JS})().match(/finished \\d+\\/\\d+/g) || []).length === 2 "
                                "&& !!document.querySelector('#eval-results table')", timeout=TIMEOUT_MS)
         evals = sorted((console_server.runs_dir / "evals").iterdir())
         results = {json.loads((e / "results.json").read_text())["label"]: json.loads((e / "results.json").read_text())
@@ -97,6 +96,9 @@ def test_evaluate_panel_runs_base_then_best_and_shows_the_delta(console_server, 
                   ((json.loads((e / "results.json").read_text())["label"], e) for e in evals)}
         first, second = sorted(status.values(), key=lambda s: s.started_at)
         assert second.started_at >= first.ended_at  # one after the other
+        panel = page.evaluate(PANEL_JS)
+        for one in (first, second):
+            assert one.step == one.total_steps > 0 and f"finished {one.step}/{one.total_steps}" in panel, panel
         rows = page.locator("#eval-results table tr").all_inner_texts()
         shown = {r.split("\t")[0]: r.split("\t")[1:] for r in rows[1:]}
         for metric, key in (("tiny_pick_mc/acc", ("tiny_pick_mc", "acc")),
