@@ -92,9 +92,9 @@ def test_base_and_best_run_one_after_the_other_in_one_worker(console, trained, m
     seen_together = []
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and second.read_status().state not in TERMINAL_STATES:
-        states = (first.read_status().state, second.read_status().state)
-        if states[0] == "running":
-            seen_together.append(states[1])
+        waiting = second.read_status().state  # read before the first: if the first still runs
+        if first.read_status().state == "running":  # now, it ran when `waiting` was read
+            seen_together.append(waiting)
         time.sleep(0.2)
     assert _wait(first) == "finished" and _wait(second) == "finished", second.log_tail()
     assert seen_together and set(seen_together) == {"queued"}  # the second waited while the first ran
