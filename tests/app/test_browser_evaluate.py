@@ -71,12 +71,14 @@ def test_evaluate_panel_runs_base_then_best_and_shows_the_delta(console_server, 
         page.click("#tab-runs-button")
         page.wait_for_selector(f"#runs-select label:has-text('{RUN_ID}')", timeout=TIMEOUT_MS)
         page.locator("#runs-select label", has_text=RUN_ID).first.locator("input").set_checked(True)
-        page.click("#eval-panel button:has-text('Evaluate')")  # opens the accordion
+        page.locator("#eval-panel button.label-wrap").first.click()  # opens the folded panel
         page.wait_for_selector("#eval-tasks label:has-text('tiny_pick_mc')", timeout=TIMEOUT_MS)
         page.wait_for_function(f"() => ({PANEL_JS})().includes('No evaluation of this run yet')", timeout=TIMEOUT_MS)
         for task in ("tiny_pick_mc", "tiny_pick_gen"):
             page.locator("#eval-tasks label", has_text=task).first.locator("input").set_checked(True)
-        page.fill("#eval-limit input", "6")
+        limit = page.locator("#eval-limit input[type=number]")
+        limit.fill("6")
+        limit.press("Tab")
         page.click("#eval-start")
         page.wait_for_function("() => document.querySelector('#runs-message')?.innerText.includes('Evaluation started')",
                                timeout=TIMEOUT_MS)
