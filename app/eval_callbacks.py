@@ -1,7 +1,8 @@
 """The Runs tab's Evaluate action: lm-eval tasks on a run's best checkpoint and on its base model,
-each an evaluation run of its own (core.eval.eval_tasks: <runs_dir>/evals/<id>/) that core.run.launcher
-starts as `python -m core.evaluate --run-dir ...` in its own process group (stoppable), and the
-comparison of their scores side by side with the Δ. Plain values in and out (no widgets).
+each an evaluation run of its own (core.eval.eval_tasks: <runs_dir>/evals/<id>/), queued one after the
+other in one worker that core.run.launcher starts as `python -m core.evaluate --run-dir A --run-dir B`
+in its own process group (stoppable), and the comparison of their scores side by side with the Δ.
+Plain values in and out (no widgets).
 """
 from __future__ import annotations
 
@@ -46,13 +47,37 @@ def _model_of(run: RunDir, target: str) -> str:
         raise EvalError(f"run {run.run_id}: its config.yaml names no base model ({exc})") from exc
 
 
-def _reap(launched) -> None:
-    """Wait for an evaluation's process and record a crash (no final status) in its folder."""
+def _queue_argv(runs: list[RunDir]) -> list[str]:
+    """The worker that evaluates `runs` one after the other (core.evaluate's queue)."""
+    argv = ["core.evaluate"]
+    for run in runs:
+        argv += ["--run-dir", str(run.path)]
+    return argv
+
+
+def _launch_queue(runs: list[RunDir], launch=launcher.launch) -> None:
+    """One worker for the queue `runs` (the first starts now, the others wait `queued` in it);
+    a thread reaps it."""
+    launched = launch(runs[0], data_parallel=1, worker=_queue_argv(runs))
+    if getattr(launched, "process", None) is not None:
+        threading.Thread(target=_reap, args=(launched, runs, launch), daemon=True).start()
+
+
+def _reap(launched, runs: list[RunDir], launch=launcher.launch) -> None:
+    """Wait for a queue's worker, record a crash (no final status) in the folder it was on, and
+    start a new worker for what it left queued (a crash must not strand the rest)."""
     launched.process.wait()
-    try:
-        launcher.reconcile(launched.run_dir)
-    except (RunDirError, launcher.LaunchError, OSError):
-        pass
+    for run in runs:
+        try:
+            launcher.reconcile(run)
+        except (RunDirError, launcher.LaunchError, OSError):
+            pass
+    left = [r for r in runs if r.read_status().state == "queued"]
+    if left:
+        try:
+            _launch_queue(left, launch)
+        except (RunDirError, launcher.LaunchError, OSError):
+            pass
 
 
 def start(console: Console, run_ids: list[str], tasks: list[str], targets: list[str] | None = None,
@@ -73,17 +98,17 @@ def start(console: Console, run_ids: list[str], tasks: list[str], targets: list[
         if missing:
             raise EvalError(f"task {', '.join(missing)}: not in the local task folders "
                             f"({', '.join(str(d) for d in task_dirs(console)) or 'none'})")
-        started = []
+        models = {target: _model_of(run, target) for target in targets}  # all refusals before any folder
+        queue = []
         for target in targets:
-            settings = EvalSettings(model=_model_of(run, target), tasks=list(tasks),
+            settings = EvalSettings(model=models[target], tasks=list(tasks),
                                     include_path=[str(d) for d in task_dirs(console)],
                                     limit=int(limit) if limit else None, apply_chat_template=bool(chat_template),
                                     label=target, source_run=run.run_id)
-            eval_run = create_eval_run(console.runs_dir, settings)
-            launched = launch(eval_run, data_parallel=1, worker=["core.evaluate", "--run-dir", str(eval_run.path)])
-            if getattr(launched, "process", None) is not None:
-                threading.Thread(target=_reap, args=(launched,), daemon=True).start()
-            started.append(eval_run.run_id)
+            queue.append(create_eval_run(console.runs_dir, settings))
+        # one after the other in one worker: side by side they would only compete for the CPU
+        _launch_queue(queue, launch)
+        started = [r.run_id for r in queue]
     except (EvalError, RunDirError, ValueError, launcher.LaunchError, OSError) as exc:
         return f"⚠ {problem_text(str(exc), lang)}"
     return text("eval.msg.started", lang).format(runs=", ".join(started))
@@ -111,10 +136,11 @@ def stop(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER, lan
         return text("eval.msg.select_one", lang)
     console.jobs.run_dir(run_ids[0], viewer)  # the viewer may see the run
     stopped = []
-    for run, _ in evaluations(console, run_ids[0]):
-        if run.read_status().state not in TERMINAL_STATES:
-            stop_run(run, graceful=True, timeout_s=10.0)
-            stopped.append(run.run_id)
+    going = [run for run, _ in evaluations(console, run_ids[0]) if run.read_status().state not in TERMINAL_STATES]
+    # the waiting ones first, so the worker does not go on to them when the running one ends
+    for run in sorted(going, key=lambda r: r.read_status().state != "queued"):
+        stop_run(run, graceful=True, timeout_s=10.0)
+        stopped.append(run.run_id)
     return text("eval.msg.stopped", lang).format(runs=", ".join(stopped) or "-")
 
 

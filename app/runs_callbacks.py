@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 import core.run.launcher as launcher
+from core.eval.eval_tasks import EVALS_DIR, RESULTS_FILE
 from core.run.rundir import (GENERATION_FIELDS, POINTERS, TERMINAL_STATES, EvalRecord, RunDir, RunDirError, RunSummary,
                          Status, TrainRecord, display_name, resolve_inside)
 
@@ -95,12 +96,24 @@ def folder_key(console: Console, viewer: Viewer = SINGLE_USER) -> str:
         parts.append(entry.name)
         run = RunDir(entry.path)
         for path in (run.status_path, run.metrics_path):
-            try:
-                st = os.stat(path)
-                parts.append(f"{st.st_size}:{st.st_mtime_ns}")
-            except OSError:
-                parts.append("-")
+            parts.append(_stat_key(path))
+    # the evaluations (<runs_dir>/evals/<id>/): their progress and results redraw the Evaluate panel
+    try:
+        evals = sorted(os.scandir(os.path.join(console.runs_dir, EVALS_DIR)), key=lambda e: e.name)
+    except OSError:
+        evals = []
+    for entry in evals:
+        parts += [entry.name, _stat_key(os.path.join(entry.path, "status.json")),
+                  _stat_key(os.path.join(entry.path, RESULTS_FILE))]
     return str(hash("|".join(parts)))
+
+
+def _stat_key(path) -> str:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "-"
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def runs_table(console: Console, viewer: Viewer = SINGLE_USER, lang: str = "en") -> pd.DataFrame:

@@ -4,11 +4,15 @@
         --include-path data/eval_tasks [--limit N] [--output FILE] [--apply-chat-template]
     python -m core.evaluate --checkpoint runs/<id>/checkpoints/best --tasks ...
     python -m core.evaluate --run-dir runs/evals/<id>     # a folder the console made (config.yaml)
+    python -m core.evaluate --run-dir A --run-dir B       # a queue: B starts when A has ended
 
 Every evaluation writes a run folder of its own (core.eval.eval_tasks: status.json with progress,
 control.json for a stop, results.json), so the console runs it in the background like a training
 run. No hub at run time: HF_DATASETS_OFFLINE / HF_HUB_OFFLINE are set, a task name lm-eval does not
 know or a task whose data is not on disk is refused before the model loads, naming the task.
+Several `--run-dir`s run one after the other in this one process (the console's base and best
+evaluations: they would only compete for the CPU side by side); each waits `queued` until its turn,
+its output goes to its own train.log, and one stopped by the user while it waits is skipped.
 """
 from __future__ import annotations
 
@@ -22,8 +26,8 @@ from pathlib import Path
 
 from core.eval.eval_tasks import (DEFAULT_TASKS_DIR, RESULTS_FILE, EvalError, EvalSettings, create_eval_run,
                              local_tasks, read_settings, require_lm_eval)
-from core.run.launcher import process_fields
-from core.run.rundir import RunDir, atomic_write_json
+from core.run.launcher import log_header, process_fields
+from core.run.rundir import RunDir, RunDirError, atomic_write_json
 
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 STATUS_EVERY_S = 1.0
@@ -188,8 +192,9 @@ def evaluate(settings: EvalSettings, run: RunDir | None = None, log=print, resol
     return results
 
 
-def run_folder(run: RunDir, resolved=None) -> int:
-    """The worker: evaluate the settings in `run`'s config.yaml, keeping its status."""
+def run_folder(run: RunDir, resolved=None, queued_after: tuple[RunDir, ...] = ()) -> int:
+    """The worker: evaluate the settings in `run`'s config.yaml, keeping its status.
+    `queued_after`: the evaluations waiting behind it in this process (a SIGTERM stops them too)."""
     status = run.read_status()
     if status.state == "queued":
         run.write_status(state="starting")
@@ -199,6 +204,8 @@ def run_folder(run: RunDir, resolved=None) -> int:
         # end here rather than raise: an exception raised inside an import (MindSpore's C
         # extension loads for seconds) would read as that import's failure
         run.write_status(state="stopped", reason="stopped by the user")
+        for waiting in queued_after:  # the rest of a queue ends with it
+            _cancel_queued(waiting)
         print("stopped by the user (SIGTERM)", flush=True)
         os._exit(0)
     signal.signal(signal.SIGTERM, on_term)
@@ -223,12 +230,55 @@ def run_folder(run: RunDir, resolved=None) -> int:
     return 0
 
 
+def _cancel_queued(run: RunDir) -> None:
+    try:
+        if run.read_status().state == "queued":
+            run.write_status(state="stopped", reason="stopped by the user")
+    except (RunDirError, OSError, ValueError):
+        pass
+
+
+def _output_to(run: RunDir) -> None:
+    """Send this process's output (stdout and stderr, Python's and native code's) to `run`'s
+    train.log from here on: each evaluation of a queue keeps its own log."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with open(run.log_path, "ab") as log:
+        log.write(log_header(sys.argv).encode())
+        log.flush()
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+
+
+def run_queue(runs: list[RunDir]) -> int:
+    """Evaluate `runs` one after the other (a queue); returns the first non-zero exit code (else 0).
+    A run no longer `queued` when its turn comes (the user stopped it) is skipped; a failure of
+    one does not keep the next from running."""
+    code = 0
+    for index, run in enumerate(runs):
+        if index > 0:
+            if run.read_status().state != "queued":
+                continue
+            print(f"next in the queue: {run.run_id}", flush=True)
+            _output_to(run)
+        try:
+            result = run_folder(run, queued_after=tuple(runs[index + 1:]))
+        except Exception:  # run_folder wrote `failed` with the reason; the queue goes on
+            import traceback
+            traceback.print_exc()
+            result = 1
+        code = code or result
+    return code
+
+
 def _parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m core.evaluate", description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="a Hugging Face model folder (a base model or a merged export)")
     source.add_argument("--checkpoint", help="a training checkpoint (runs/<id>/checkpoints/best) or a run folder")
-    source.add_argument("--run-dir", help="an evaluation folder made by the console (its config.yaml)")
+    source.add_argument("--run-dir", action="append",
+                        help="an evaluation folder made by the console (its config.yaml); "
+                             "repeated: a queue, run one after the other")
     parser.add_argument("--tasks", help="comma-separated lm-eval task names")
     parser.add_argument("--include-path", action="append", default=[],
                         help=f"a folder of task YAMLs (repeatable; default {DEFAULT_TASKS_DIR} when it has the task)")
@@ -245,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     go_offline()
     args = _parse_args(argv)
     if args.run_dir:
-        return run_folder(RunDir(os.path.abspath(args.run_dir)))
+        return run_queue([RunDir(os.path.abspath(d)) for d in args.run_dir])
     if not args.tasks:
         print("error: --tasks: name at least one lm-eval task", file=sys.stderr)
         return 2

@@ -48,6 +48,10 @@ LAZY = {
     ("core.dry_run", "core.engine.generate"): "MindSpore loads only after a config error is answered",
     ("core.evaluate", "core.engine.generate"): "MindSpore and lm-eval load only when tasks run",
     ("core.evaluate", "core.engine.lm_eval_model"): "MindSpore and lm-eval load only when tasks run",
+    ("core.lm_eval_cli", "core.eval.eval_tasks"): "lm-eval's own CLI: a missing lm-eval is said before MindSpore loads",
+    ("core.lm_eval_cli", "core.evaluate"): "lm-eval's own CLI: a missing lm-eval is said before MindSpore loads",
+    ("core.lm_eval_cli", "core.engine.generate"): "lm-eval's own CLI: MindSpore loads only when it runs",
+    ("core.lm_eval_cli", "core.engine.lm_eval_model"): "lm-eval's own CLI: MindSpore loads only when it runs",
     ("core.engine.export", "core.engine.lora"): "the streamed PEFT and merged exports never load MindSpore",
     ("core.engine.export", "core.engine.checkpoint"): "the streamed PEFT and merged exports never load MindSpore",
     ("core.run.ranks", "core.run.ckpt_store"): "NumPy in a rank's supervisor only when a verdict is written",
@@ -182,7 +186,7 @@ def test_the_packages_exist_and_nothing_of_core_is_left_flat_but_the_entry_point
     assert packages == sorted(ALLOWED.keys() - {"entry", "app"})
     flat = sorted(p.stem for p in (ROOT / "core").glob("*.py")
                   if p.stem != "__init__" and "PKGMOVE-ALIAS" not in p.read_text(encoding="utf-8"))
-    assert flat == ["dry_run", "evaluate", "train"]
+    assert flat == ["dry_run", "evaluate", "lm_eval_cli", "train"]
 
 
 def test_every_import_follows_the_layers():

@@ -75,3 +75,51 @@ def test_stop_ends_a_running_evaluation(console, trained):
     assert ev.stop(console, [trained.run_id]) == f"Stopped: {run.run_id}"
     assert run.read_status().state == "stopped"
     assert not launcher.run_processes(run)
+
+
+def _two_queued(console, trained, model_root, tasks):
+    """Two evaluations of the run queued in one worker, as start() queues base and best."""
+    runs = [create_eval_run(console.runs_dir, EvalSettings(
+        model=str(model_root / "tiny"), tasks=tasks, include_path=[str(d) for d in ev.task_dirs(console)],
+        label=label, source_run=trained.run_id)) for label in ("base", "best")]
+    ev._launch_queue(runs)
+    return runs
+
+
+def test_base_and_best_run_one_after_the_other_in_one_worker(console, trained, model_root):
+    first, second = _two_queued(console, trained, model_root, ["tiny_pick_mc"])
+    assert first.read_status().command[3:] == ["--run-dir", str(first.path), "--run-dir", str(second.path)]
+    seen_together = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and second.read_status().state not in TERMINAL_STATES:
+        waiting = second.read_status().state  # read before the first: if the first still runs
+        if first.read_status().state == "running":  # now, it ran when `waiting` was read
+            seen_together.append(waiting)
+        time.sleep(0.2)
+    assert _wait(first) == "finished" and _wait(second) == "finished", second.log_tail()
+    assert seen_together and set(seen_together) == {"queued"}  # the second waited while the first ran
+    a, b = first.read_status(), second.read_status()
+    assert b.started_at >= a.ended_at
+    assert a.pid == b.pid  # the same worker: MindSpore and lm-eval load once
+    assert a.step == a.total_steps == b.step == b.total_steps == 36  # 12 items x 3 choices each
+    # each keeps its own output
+    assert "next in the queue: " + second.run_id in first.log_path.read_text()
+    assert '"tiny_pick_mc"' in second.log_path.read_text() and '"tiny_pick_mc"' not in first.log_path.read_text().split(
+        "next in the queue")[-1]
+    assert json.loads((first.path / "results.json").read_text())["tasks"] == \
+        json.loads((second.path / "results.json").read_text())["tasks"]  # the same model twice
+
+
+def test_stop_ends_the_running_evaluation_and_the_one_queued_behind_it(console, trained, model_root):
+    first, second = _two_queued(console, trained, model_root, ["tiny_pick_mc", "tiny_pick_gen"])
+    deadline = time.monotonic() + 120
+    while first.read_status().state not in ("running", *TERMINAL_STATES) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert second.read_status().state == "queued"
+    message = ev.stop(console, [trained.run_id])
+    assert message == f"Stopped: {second.run_id}, {first.run_id}"  # the waiting one first
+    assert first.read_status().state == second.read_status().state == "stopped"
+    assert second.read_status().pid is None  # it never started
+    assert not launcher.run_processes(first) and not launcher.run_processes(second)
+    time.sleep(1.0)  # the reaper starts nothing for a stopped queue
+    assert second.read_status().state == "stopped"

@@ -6,7 +6,7 @@ import re
 
 import time
 
-from core.run.rundir import Attempt, FinalFigures
+from core.run.rundir import Attempt, FinalFigures, RunDir
 
 from app import runs_callbacks as cb
 
@@ -48,7 +48,17 @@ def test_the_folder_key_changes_when_a_run_or_its_curves_change(console):
     grown = cb.folder_key(console)
     assert grown != started
     run.write_status(state="finished")
-    assert cb.folder_key(console) != grown
+    finished = cb.folder_key(console)
+    assert finished != grown
+    # an evaluation's progress and results (runs/evals/<id>/) redraw the Evaluate panel too
+    evaluation = RunDir.create(console.runs_dir / "evals", "eval_a_base_20261129-000002", "model: x\n")
+    queued = cb.folder_key(console)
+    assert queued != finished
+    evaluation.write_status(state="starting")
+    progressed = cb.folder_key(console)
+    assert progressed != queued
+    (evaluation.path / "results.json").write_text("{}")
+    assert cb.folder_key(console) != progressed
 
 
 def test_config_diff_highlights_differing_settings(console):

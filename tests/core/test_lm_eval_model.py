@@ -167,3 +167,33 @@ def test_evaluation_run_folder_records_progress_and_results(lora_run, tasks_dir,
         np.mean([s["acc"] for s in ours["samples"]["tiny_pick_mc"][:5]]))
     assert results["label"] == "best" and results["n_samples"] == {"tiny_pick_mc": 5}
     assert len((run.path / "samples.jsonl").read_text().splitlines()) == 5
+
+
+def test_lm_evals_own_cli_runs_the_mindtune_model(lora_run, tasks_dir, tmp_path, both):
+    """`python -m core.lm_eval_cli` is lm-eval's CLI (`lm-eval run ...`) with `--model mindtune`
+    registered: on the same checkpoint it gives the in-process run's accuracy and log-likelihoods.
+    lm-eval reads the tasks' relative data_files from the working directory: run it there."""
+    import os
+    import subprocess
+    import sys
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    done = subprocess.run([sys.executable, "-m", "core.lm_eval_cli", "run", "--model", "mindtune", "--model_args",
+                           f"pretrained={lora_run / 'checkpoints' / 'best'}", "--batch_size", "4", "--tasks", "tiny_pick_mc",
+                           "--include_path", str(tasks_dir), "--output_path", str(out), "--log_samples"],
+                          cwd=tasks_dir, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(next(out.rglob("results_*.json")).read_text())
+    ours, _, _, _ = both
+    assert results["results"]["tiny_pick_mc"]["acc,none"] == ours["results"]["tiny_pick_mc"]["acc,none"]
+    samples = [json.loads(line) for line in next(out.rglob("samples_tiny_pick_mc_*.jsonl")).read_text().splitlines()]
+    cli_ll = np.array([[r[0][0] for r in s["resps"]] for s in sorted(samples, key=lambda s: s["doc_id"])], dtype=float)
+    in_process = np.array([[r[0][0] for r in s["resps"]] for s in ours["samples"]["tiny_pick_mc"]])
+    assert cli_ll.shape == (12, 3) and np.abs(cli_ll - in_process).max() <= TOLERANCE
+    # without the wrapper, lm-eval's own entry point does not know the model (no entry points in 0.4.13)
+    plain = subprocess.run([sys.executable, "-c", "import sys; from lm_eval.__main__ import cli_evaluate; "
+                            "sys.argv = ['lm-eval', 'run', '--model', 'mindtune', '--tasks', 'tiny_pick_mc', "
+                            f"'--include_path', {str(tasks_dir)!r}]; cli_evaluate()"],
+                           cwd=tasks_dir, env=env, capture_output=True, text=True, timeout=300)
+    assert plain.returncode != 0 and "mindtune" in plain.stderr
