@@ -490,8 +490,8 @@ TEXTS.update({
     "ytitle.answers": ("score ×100", "得分 ×100"),
     "ytitle.reward_accuracy": ("reward accuracy", "奖励准确率"), "ytitle.reward_margin": ("reward", "奖励"),
     "ytitle.logps": ("log-prob of the answers", "回答的对数概率"),
-    "chart.ppl_preference": ("no perplexity for a preference objective: see reward accuracy, reward and log-probs",
-                             "偏好目标不画困惑度：请看奖励准确率、奖励与对数概率"),
+    "chart.ppl_preference": ("no perplexity for a preference objective: see the reward charts",
+                             "偏好目标没有困惑度：请看奖励准确率、奖励与对数概率图"),
     "es.best": ("best {monitor} {value} at step {step}", "最佳 {monitor} {value}（第 {step} 步）"),
     "es.patience": ("patience left {n}", "剩余耐心 {n}"), "es.off": (" (early stopping off)", "（早停已关闭）"),
 })

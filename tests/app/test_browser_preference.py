@@ -83,6 +83,6 @@ def test_dpo_run_from_the_browser(console_server, page, screenshot):
     for record in evals:
         assert float(logps["chosen log-prob"][record.step]) == pytest.approx(record.chosen_logp, abs=1e-2)
     # no perplexity for DPO: the chart is empty and says so
-    assert not plot_points(page, "ppl-plot") and "no perplexity" in page.inner_text("#ppl-plot")
+    assert not plot_points(page, "ppl-plot") and "no perplexity" in (page.locator("#ppl-plot").text_content() or "")
     screenshot(page, "dpo-monitor")
     wait_for(lambda: not launcher.run_processes(run_dir), "the finished run's processes to exit", timeout_s=60)

@@ -131,3 +131,15 @@ def test_a_catalogue_preference_dataset_previews_and_counts_as_pairs(console):
     assert preview.count('class="mt-pair"') == 3 and "mt-rejected" in preview, preview[:500]
     stats = data_callbacks.stats_view(values, console)[1]
     assert "- **train**: 4 pairs" in stats and "- **validation**: 1 pairs" in stats
+
+
+def test_the_dry_run_line_names_a_preference_runs_reference():
+    from app.train_callbacks import DryRun, dry_run_html
+    frozen = DryRun(812.0, 31.0, {"steps": 2, "objective": "dpo", "reference": "frozen_copy", "reference_mb": 94.25})
+    shown = dry_run_html(frozen, None)
+    assert "measured <b data-mb=\"812.0\">812 MB</b>" in shown
+    assert "dpo: the frozen reference copy held and measured (94.2 MB of weights)" in shown
+    lora = dry_run_html(DryRun(700.0, 20.0, {"steps": 2, "objective": "kto", "reference": "adapter_off",
+                                             "reference_mb": 0.0}), None, lang="zh")
+    assert "kto：参考模型为关闭适配器的基座" in lora
+    assert "reference" not in dry_run_html(DryRun(700.0, 20.0, {"steps": 2}), None)  # SFT: nothing added
