@@ -12,7 +12,8 @@ from core.data.tokenizer import TokenizerError
 
 from app import catalog
 from app.context import Console
-from app.data_preview import data_stats, error_html, histogram_html, preview_html, stats_markdown
+from app.data_preview import (data_stats, error_html, histogram_html, preference_stats_markdown, preview_html,
+                              stats_markdown)
 from app.datasets import Dataset, UploadError, save_upload, upload_dataset
 from app.i18n import problem_text, text
 from app.paths import OutsideRootsError, absolute, inside_roots
@@ -86,17 +87,21 @@ def preview_view(values: Mapping[str, Any], console: Console, lang: str = "en") 
 
 
 def stats_view(values: Mapping[str, Any], console: Console, lang: str = "en") -> tuple[str, str]:
-    """(histogram, statistics) of every file (tokenizes them all once; then kept in memory)."""
+    """(histogram, statistics) of every file (tokenizes them all once; then kept in memory). With a
+    preference objective (train.objective), the pairs' statistics and no histogram."""
     model = _model(values, console)
     if model is None:
         return "", ""
+    objective = values.get("train.objective") or "sft"
     try:
         settings = data_settings(values, console)
-        stats = data_stats(str(model.path), settings, int(values.get("run.seed") or 0))
+        stats = data_stats(str(model.path), settings, int(values.get("run.seed") or 0), objective)
     except (ConfigError, OutsideRootsError):
         return "", ""
     except (DataError, TokenizerError, OSError) as err:
         return "", text("dp.stats_unavailable", lang).format(err=problem_text(str(err), lang))
+    if objective != "sft":
+        return "", preference_stats_markdown(stats, settings.max_seq_len, objective, lang)
     return histogram_html(stats, settings.max_seq_len, lang), stats_markdown(stats, settings.max_seq_len, lang)
 
 
@@ -146,7 +151,7 @@ def data_problems(config: Config, console: Console) -> dict[str, str]:
     if model is None or not model.loadable:
         return {}
     try:
-        data_stats(str(model.path), config.data, config.run.seed)
+        data_stats(str(model.path), config.data, config.run.seed, config.train.objective)
     except (DataError, TokenizerError) as err:
         return {_widget_of(str(err), config): str(err)}
     except OSError as err:

@@ -19,8 +19,9 @@ from typing import Sequence
 from core.spec.config import DataSettings
 from core.data.pipeline import (FORMAT_FIELDS, IGNORE_INDEX, TAG_DEFAULTS, Columns, DataError, DataFile, DataStats,
                        data_sources, ignored_fields, load_splits, read_data_file, source_files, tokenize_records)
+from core.data.catalog import read_catalog
 from core.data.files import file_names, is_catalog, split_path
-from core.data.preference import file_kind
+from core.data.preference import PreferenceStats, file_kind, load_preference_splits, preference_sources
 from core.data.tokenizer import Tokenizer, TokenizerError
 
 from app.i18n import TEXTS, problem_text, text
@@ -126,6 +127,10 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
             kind = file_kind(raw, columns)
             if kind is not None:  # preference pairs or KTO answers: side by side (app.preference_preview)
                 return pair_preview_html(raw, kind, tokenizer, settings.max_seq_len, samples, columns, lang)
+        elif _catalog_preference(settings):  # a catalogue's preference dataset (ranking: true or a kto_tag)
+            source = preference_sources(_resolved(settings), "train")[0]
+            return pair_preview_html(source.data, file_kind(source.data, source.columns), tokenizer,
+                                     settings.max_seq_len, samples, source.columns, lang)
         source = data_sources(_resolved(settings), "train")[0]  # a catalogue: the first dataset chosen
         data, resolved, columns = source.data, source.fmt, source.columns
         records = data.records[:samples]
@@ -157,6 +162,17 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
             runs = token_runs(tokenizer, sample.input_ids.tolist(), sample.labels.tolist())
             blocks.append(runs_html(runs, dropped_tokens=full - len(sample), lang=lang))
     return "\n".join(b for b in blocks if b)
+
+
+def _catalog_preference(settings: DataSettings) -> bool:
+    """Whether the first dataset data.dataset picks of a catalogue is preference data."""
+    if isinstance(settings.train_file, list) or not settings.dataset:
+        return False
+    folder = absolute(split_path(settings.train_file)[0])
+    if not is_catalog(folder):
+        return False
+    entry = next((e for e in read_catalog(folder) if e.name == settings.dataset[0]), None)
+    return entry is not None and entry.preference is not None
 
 
 def trained_text(fmt: str, settings: DataSettings, lang: str = "en") -> str:
@@ -224,21 +240,48 @@ class _StatsMemory:
 _MEMORY = _StatsMemory(STATS_MEMORY)
 
 
-def data_stats(model_dir: str, settings: DataSettings, seed: int) -> DataStats:
+def data_stats(model_dir: str, settings: DataSettings, seed: int, objective: str = "sft") -> DataStats | PreferenceStats:
     """Length histograms, truncation counts, ignored fields, padding efficiency and the
     train/validation overlap for `settings` (tokenizes every file once; the result is kept in
-    memory and cached on disk where the worker looks for it)."""
+    memory and cached on disk where the worker looks for it). For a preference objective
+    (train.objective dpo, simpo, orpo, kto) the pairs' statistics instead, read as the worker reads
+    them (core.data.preference.load_preference_splits)."""
     folder = absolute(model_dir)
     resolved = _resolved(settings)
     try:
-        key = _MEMORY.key(folder, resolved, seed)
+        key = (*_MEMORY.key(folder, resolved, seed), objective)
     except OSError as err:
         raise DataError(f"cannot read the data files ({err})") from None
     stats = _MEMORY.get(key)
     if stats is None:
-        stats = load_splits(resolved, Tokenizer.from_dir(folder), seed, cache_dir=absolute(CACHE_DIR)).stats
+        tokenizer = Tokenizer.from_dir(folder)
+        if objective != "sft":
+            stats = load_preference_splits(resolved, tokenizer, seed, objective).stats
+        else:
+            stats = load_splits(resolved, tokenizer, seed, cache_dir=absolute(CACHE_DIR)).stats
         _MEMORY.put(key, stats)
     return stats
+
+
+def preference_stats_markdown(stats: PreferenceStats, max_seq_len: int, objective: str, lang: str = "en") -> str:
+    """The figures of a preference objective's data: pairs (or KTO answers, desirable and not), the
+    lengths of both sides, identical pairs dropped, answers cut, and the rows each pair costs."""
+    kto = stats.train.kind == "kto"
+    lines = []
+    for name, split in (("train", stats.train), ("validation", stats.validation)):
+        lines.append(text("dp.pst_kto" if kto else "dp.pst_pairs", lang).format(
+            split=text(f"dp.pst_split.{name}", lang), n=split.pairs, good=split.desirable,
+            bad=split.pairs - split.desirable, c_mean=f"{split.chosen_mean_length:g}", c_max=split.chosen_max_length,
+            r_mean=f"{split.rejected_mean_length:g}", r_max=split.rejected_max_length))
+    if not kto:
+        lines.append(text("dp.pst_dropped", lang).format(train=stats.train.identical_dropped,
+                                                         validation=stats.validation.identical_dropped))
+    lines.append(text("dp.pst_truncated", lang).format(max=max_seq_len, train=stats.train.truncated,
+                                                       validation=stats.validation.truncated))
+    lines.append(text("dp.pst_rows_kto", lang).format(seq=stats.seq_len) if kto else
+                 text("dp.pst_rows", lang).format(rows=2, seq=stats.seq_len, objective=objective))
+    lines += [f"- ⚠ {w}" for w in stats.warnings()]
+    return "\n".join(lines)
 
 
 def histogram_html(stats: DataStats, max_seq_len: int, lang: str = "en") -> str:

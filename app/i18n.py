@@ -160,8 +160,9 @@ TEXTS: dict[str, tuple[str, str]] = {
     "chart.loss": ("Training loss", "训练损失"), "chart.val_loss": ("Validation loss", "验证损失"),
     "chart.val_ppl": ("Validation perplexity", "验证困惑度"),
     "chart.reward_accuracy": ("Reward accuracy (preference pairs)", "奖励准确率（偏好对）"),
-    "chart.reward_margin": ("Reward margin and rewards", "奖励间隔与奖励"), "chart.memory": ("Peak memory (MB per worker)",
-                                                                          "峰值内存（每 worker，MB）"),
+    "chart.reward_margin": ("Reward margin and rewards", "奖励间隔与奖励"),
+    "chart.logps": ("Log-probabilities of the chosen and rejected answers", "chosen 与 rejected 回答的对数概率"),
+    "chart.memory": ("Peak memory (MB per worker)", "峰值内存（每 worker，MB）"),
     "chart.tokens_per_s": ("Tokens per second", "每秒 token 数"), "chart.lr": ("Learning rate", "学习率"),
     "chart.grad_norm": ("Gradient norm", "梯度范数"), "chart.loss_scale": ("Loss scale", "损失缩放值"),
     "chart.answers": ("Answer scores on the test set (×100)", "测试集回答得分（×100）"),
@@ -457,6 +458,24 @@ TEXTS.update({
                       "- **重叠**：{n} 条验证样本中有 {overlap} 条也出现在训练集中"),
     "dp.st_overlap_warn": (" ⚠ validation loss will look better than it is", " ⚠ 验证损失会显得比实际更好"),
     "dp.st_test": ("- **test**: {n} records for exact-match scoring", "- **测试集**：{n} 条记录用于精确匹配评分"),
+    # preference objectives (train.objective dpo/simpo/orpo/kto): app.data_preview.preference_stats_markdown
+    "dp.pst_pairs": ("- **{split}**: {n} pairs; chosen {c_mean} tokens on average (longest {c_max}), rejected "
+                     "{r_mean} (longest {r_max}), prompt included",
+                     "- **{split}**：{n} 对；chosen 平均 {c_mean} 个 token（最长 {c_max}），rejected 平均 {r_mean}"
+                     "（最长 {r_max}），含提示"),
+    "dp.pst_kto": ("- **{split}**: {n} KTO answers: {good} desirable ({c_mean} tokens on average, longest {c_max}), "
+                   "{bad} undesirable ({r_mean}, longest {r_max}), prompt included",
+                   "- **{split}**：{n} 条 KTO 回答：{good} 条可取（平均 {c_mean} 个 token，最长 {c_max}），"
+                   "{bad} 条不可取（平均 {r_mean}，最长 {r_max}），含提示"),
+    "dp.pst_split.train": ("train", "训练集"), "dp.pst_split.validation": ("validation", "验证集"),
+    "dp.pst_dropped": ("- **identical pairs dropped** (no preference to learn): {train} train, {validation} validation",
+                       "- **丢弃的相同对**（无偏好可学）：训练集 {train} 对，验证集 {validation} 对"),
+    "dp.pst_truncated": ("- **answers cut** at max_seq_len {max}: {train} train, {validation} validation",
+                         "- **被截断的回答**（max_seq_len {max}）：训练集 {train} 条，验证集 {validation} 条"),
+    "dp.pst_rows": ("- **rows**: {rows} per pair, {seq} tokens each ({objective}: train.micro_batch_size counts "
+                    "pairs)",
+                    "- **行**：每对 {rows} 行，每行 {seq} 个 token（{objective}：train.micro_batch_size 按对计）"),
+    "dp.pst_rows_kto": ("- **rows**: one per answer, {seq} tokens each", "- **行**：每条回答一行，每行 {seq} 个 token"),
     "dp.saved": ("saved as `{file}`; {found}", "已保存为 `{file}`；{found}"),
     "dp.detected": ("format **{fmt}** (detected)", "格式 **{fmt}**（自动识别）"),
 })
@@ -471,6 +490,9 @@ TEXTS.update({
     "ytitle.grad_norm": ("grad norm", "梯度范数"), "ytitle.loss_scale": ("loss scale", "损失缩放"),
     "ytitle.answers": ("score ×100", "得分 ×100"),
     "ytitle.reward_accuracy": ("reward accuracy", "奖励准确率"), "ytitle.reward_margin": ("reward", "奖励"),
+    "ytitle.logps": ("log-prob of the answers", "回答的对数概率"),
+    "chart.ppl_preference": ("no perplexity for a preference objective: see the reward charts",
+                             "偏好目标没有困惑度：请看奖励准确率、奖励与对数概率图"),
     "es.best": ("best {monitor} {value} at step {step}", "最佳 {monitor} {value}（第 {step} 步）"),
     "es.patience": ("patience left {n}", "剩余耐心 {n}"), "es.off": (" (early stopping off)", "（早停已关闭）"),
 })
@@ -723,6 +745,10 @@ TEXTS.update({
     "dry.measured": ("measured {mb} per worker ({steps} training steps and one evaluation batch, {s} s)",
                      "实测每个 worker {mb}（{steps} 个训练步和一个评估批，{s} 秒）"),
     "dry.estimate": ("estimate {mb} MB ({gap}% of the measured)", "估算 {mb} MB（相对实测 {gap}%）"),
+    "dry.reference.frozen_copy": ("{objective}: the frozen reference copy held and measured ({mb} MB of weights)",
+                                  "{objective}：冻结的参考模型副本已计入实测（权重 {mb} MB）"),
+    "dry.reference.adapter_off": ("{objective}: the reference is the base with the adapter off (no second copy)",
+                                  "{objective}：参考模型为关闭适配器的基座（无第二份副本）"),
     "dry.machine": ("{mb} MB on this machine: ", "本机 {mb} MB："),
     "config.loaded": ("loaded `{file}`", "已加载 `{file}`"), "config.saved": ("saved `{file}`", "已保存 `{file}`"),
     "config.not_saved": ("⚠ not saved: {why}", "⚠ 未保存：{why}"),

@@ -27,11 +27,12 @@ from core.run.rundir import (GENERATION_FIELDS, SCORE_LABELS, BaselineEvent, Con
 from app.sessions import most_recent
 
 CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale", "answers",
-          "reward_accuracy", "reward_margin")
+          "reward_accuracy", "reward_margin", "logps")
 # preference objectives (core.engine.preference): chart -> the eval record's fields and their series names
 _REWARD_SERIES = {"reward_accuracy": (("reward_accuracy", "reward accuracy"),),
                   "reward_margin": (("reward_margin", "reward margin"), ("chosen_reward", "chosen reward"),
-                                    ("rejected_reward", "rejected reward"))}
+                                    ("rejected_reward", "rejected reward")),
+                  "logps": (("chosen_logp", "chosen log-prob"), ("rejected_logp", "rejected log-prob"))}
 # chart -> (train record field, series name) for the one-line train charts
 _TRAIN_SERIES = {"tokens_per_s": ("tokens_per_s", "tokens/s"), "lr": ("lr", "learning rate"),
                  "grad_norm": ("grad_norm", "grad norm"), "loss_scale": ("loss_scale", "loss scale")}
@@ -86,6 +87,7 @@ class RunCharts:
     progress: Progress = field(default_factory=Progress)
     generation: int | None = None      # of the newest record read
     seen: set = field(default_factory=set)   # value_key of every train/eval record charted
+    preference: bool = False  # a preference objective's evaluations (reward figures, no perplexity) were read
 
     parent: tuple[str, int] | None = None  # (run id, step) of a fork's parent, drawn up to that step
     # per chart, a counter that moves whenever its points change: pages that share these charts
@@ -134,6 +136,7 @@ class RunCharts:
         records = self.reader.read_new()
         rows: dict[str, list[dict]] = {name: [] for name in CHARTS}
         fresh: set[str] = set()
+        preferred = self.preference
         for record in records:
             point, key = resume_point(record), value_key(record)
             if point is not None and self.seen:
@@ -146,6 +149,8 @@ class RunCharts:
                 self.generation = record.generation
             self._add(record, rows)
         fresh |= self._flush(rows)
+        if self.preference and not preferred:  # the perplexity chart now says why it stays empty
+            fresh.add("val_ppl")
         self.changed |= fresh
         for name in fresh:
             self.revision[name] += 1
@@ -226,7 +231,11 @@ class RunCharts:
 
     def _add_eval(self, record: EvalRecord, rows: dict[str, list[dict]]) -> None:
         self.last_eval, step = record, record.step
+        if _finite(record.reward_accuracy):  # a preference objective: its loss is no language-model loss
+            self.preference = True
         for chart, names in (("val_loss", ("val_loss", "val_loss_ema")), ("val_ppl", ("val_ppl", "val_ppl_ema"))):
+            if chart == "val_ppl" and self.preference:
+                continue
             for name in names:
                 if _finite(getattr(record, name)):
                     label = name.replace("_ema", " EMA").replace("_", " ")

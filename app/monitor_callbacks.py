@@ -264,7 +264,7 @@ def _log_if_changed(session: MonitorSession, run: RunDir) -> str | None:
 # chart -> its y-axis title in English (app.i18n "ytitle.<chart>" holds both languages)
 Y_TITLES = {name: text(f"ytitle.{name}", "en") for name in ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s",
                                                              "lr", "grad_norm", "loss_scale", "answers",
-                                                             "reward_accuracy", "reward_margin")}
+                                                             "reward_accuracy", "reward_margin", "logps")}
 
 
 LOSS_CHARTS = ("loss", "val_loss")  # what the loss log-scale box switches
@@ -282,8 +282,11 @@ def chart_svg(charts: RunCharts, name: str, log: frozenset[str] = DEFAULT_LOG_AX
     """One chart of the run as SVG (on a log axis when `name` is in `log`), the validation
     charts with the early-stopping caption (current best, patience left). The <svg> names the run
     it draws (`data-run`), so the page can tell another run's drawings from this one's."""
+    words = chart_words(lang)
+    if name == "val_ppl" and charts.preference:
+        words["empty_text"] = text("chart.ppl_preference", lang)
     svg = line_chart(charts.frames[name], chart_title(name, lang), log_y=name in log,
-                     caption=caption if name in ("val_loss", "val_ppl") else "", **chart_words(lang))
+                     caption=caption if name in ("val_loss", "val_ppl") else "", **words)
     return svg.replace("<svg ", f'<svg data-run="{html.escape(run_id or charts.path.name)}" ', 1)
 
 

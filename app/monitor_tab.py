@@ -38,7 +38,7 @@ SHOW_NOW_JS = "(run) => { if (window.mindtuneMonitorNow) window.mindtuneMonitorN
 CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot", "memory": "memory-plot",
           "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot",
           "answers": "answers-plot", "reward_accuracy": "reward-accuracy-plot",
-          "reward_margin": "reward-margin-plot"}
+          "reward_margin": "reward-margin-plot", "logps": "logps-plot"}
 DOWNLOAD_IDS = {"peft": "download-adapter", "merged": "download-merged", "mindspore": "download-mindspore"}
 # The download the page starts itself once the export is made (from the file's URL: clicking the
 # button again could meet it disabled by a controls update that crossed this answer)
@@ -114,9 +114,8 @@ def build(console: Console, labels: Labels) -> MonitorTab:
         tab.plots["val_loss"] = _plot("val_loss", labels)
         tab.plots["val_ppl"] = _plot("val_ppl", labels)
     with gr.Row():  # preference objectives (train.objective dpo/simpo/orpo/kto); empty for SFT
-        for name in ("reward_accuracy", "reward_margin"):
+        for name in ("reward_accuracy", "reward_margin", "logps"):
             tab.plots[name] = _plot(name, labels)
-        gr.Column()
     _early_stopping_box(tab, labels)
     with gr.Row():
         for name in ("memory", "tokens_per_s", "lr"):

@@ -701,6 +701,10 @@ def dry_run_html(measured: DryRun, estimate: Any | None, workers: int = 1, lang:
         return f'<div class="mt-error" id="dry-run-result">{html.escape(text("dry.failed", lang).format(error=why))}</div>'
     mb = f'<b data-mb="{measured.peak_mem_mb:.1f}">{measured.peak_mem_mb:,.0f} MB</b>'
     parts = [text("dry.measured", lang).format(mb=mb, steps=measured.detail.get("steps", 2), s=f"{measured.seconds:.0f}")]
+    reference = measured.detail.get("reference")
+    if reference in ("frozen_copy", "adapter_off"):  # a preference run's reference, counted in the peak
+        parts.append(text(f"dry.reference.{reference}", lang).format(
+            objective=measured.detail.get("objective"), mb=f"{measured.detail.get('reference_mb', 0):,.1f}"))
     if estimate is not None:
         gap = 100 * (estimate.total_mb - measured.peak_mem_mb) / measured.peak_mem_mb
         parts.append(text("dry.estimate", lang).format(mb=f"{estimate.total_mb:,.0f}", gap=f"{gap:+.1f}"))

@@ -4,7 +4,8 @@ steps and one evaluation batch, and report the peak.
     python -m core.dry_run --config FILE [key=value ...] [--steps 2]
 
 Prints one JSON line last: {"peak_mem_mb", "steps", "step_time_s", "setup_s", "seq_len", "kernels",
-"device"}. The estimate of core.spec.memory is fitted on a grid of shapes; this is the measurement, on
+"device"}, and for a preference objective its "objective", "reference" and "reference_mb" (the frozen
+reference copy, held and measured as in the run). The estimate of core.spec.memory is fitted on a grid of shapes; this is the measurement, on
 this machine, of this config: the same model, data, sequence length, kernels and compiled steps as
 the real worker (the evaluation batch compiles the evaluation graph, which the worker holds too).
 A data-parallel run is measured with one worker: per-worker memory does not depend on the width
@@ -61,7 +62,20 @@ def dry_run(config: Config, steps: int = DEFAULT_STEPS) -> dict:
         return {"peak_mem_mb": round(peak_memory_mb(trial.parallel.device), 1), "steps": steps,
                 "step_time_s": [round(t, 3) for t in times], "setup_s": round(setup_s, 2),
                 "seq_len": trainer.length, "kernels": setup.kernels if setup else None,
-                "device": trial.parallel.device}
+                "device": trial.parallel.device, **_reference(trial, trainer)}
+
+
+def _reference(config: Config, trainer) -> dict:
+    """A preference run's objective and reference as the dry run held it (the measured peak includes
+    it): `reference` (adapter_off, frozen_copy or None) and `reference_mb`, the bytes of a frozen
+    reference copy's weights (0 for the adapter switched off: no second copy exists)."""
+    if config.train.objective == "sft":
+        return {}
+    from core.engine.preference import reference_kind
+    model = getattr(trainer.train_step, "reference_model", None)
+    size = sum(p.nbytes for p in model.get_parameters()) if model is not None else 0
+    return {"objective": config.train.objective, "reference": reference_kind(config),
+            "reference_mb": round(size / 2**20, 3)}
 
 
 def _parse(argv):

@@ -379,8 +379,9 @@ class Trainer:
         self.model.set_train(True)
         loss = figures.pop("val_loss")
         self.state.val_loss_ema = _ema(self.state.val_loss_ema, loss, self.cfg.eval.ema_alpha)
+        # val_ppl: the chosen answers' perplexity; no val_ppl_ema (exp of the objective's loss means nothing)
         return ValidationFigures(val_loss=loss, val_ppl=figures.pop("chosen_ppl"), val_loss_ema=self.state.val_loss_ema,
-                                 val_ppl_ema=_ppl(self.state.val_loss_ema), **figures)
+                                 **figures)
 
     def downstream_scores(self, merge: bool = True) -> GenerationScores | None:
         """The greedy answers to the test prompts scored against their references: exact match
@@ -766,10 +767,10 @@ class Trainer:
             # (core.engine.lora.lora_merged); its starting exact match is the parent's concern
             base_scores = None if self.cfg.run.fork_from else self.downstream_scores()
             start = "fork point" if self.cfg.run.fork_from else "base model"
+            said = (preference_run.baseline_text(self.cfg, base) if self.preference
+                    else f"val_loss {base.val_loss:.4f}, val_ppl {base.val_ppl:.3f}")
             self.event(BaselineEvent(
-                message=f"{start}: val_loss {base.val_loss:.4f}, val_ppl {base.val_ppl:.3f}"
-                + (f", reward accuracy {base.reward_accuracy:.3f}" if base.reward_accuracy is not None else "")
-                + (f", {_scores_text(base_scores)}" if base_scores is not None else ""),
+                message=f"{start}: {said}" + (f", {_scores_text(base_scores)}" if base_scores is not None else ""),
                 **base.values(), **(base_scores.figures().values() if base_scores else {})))
         state, reason = self.loop()
         self.finish(state, reason)

@@ -26,9 +26,10 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from core.data.pipeline import (IGNORE_INDEX, BatchIterator, Sample, _chat_segments, _columns, _encode_segments, _join_pieces,
-                       collate, padded_length, split_records)
-from core.data.files import DataError, read_data_file
+from core.data.catalog import check_columns, is_catalog, load_entry, read_catalog, select
+from core.data.pipeline import (IGNORE_INDEX, BatchIterator, Sample, _chat_segments, _columns, _encode_segments, _held_out,
+                                _join_pieces, collate, padded_length)
+from core.data.files import DataError, DataFile, Record, concat_files, read_data_file, split_path
 from core.data.formats import Columns, Conversation
 from core.data.pairs import (KINDS, PreferenceRecord, file_kind, preference_record,  # noqa: F401 (re-exported)
                              sft_columns, sft_view)
@@ -139,8 +140,44 @@ def objective_kind(objective: str) -> str:
     return "kto" if objective == "kto" else "pairs"
 
 
-def _read_records(path: str, role: str, objective: str, columns: Columns) -> tuple[list[PreferenceRecord], str]:
-    data = read_data_file(path, role=role)
+@dataclass
+class PreferenceSource:
+    """Records to read as pairs or KTO answers: one file's (or a list's, or a catalogue dataset's),
+    with the column mapping that applies to them and `where` to name them (a path or a catalogue
+    dataset)."""
+    data: DataFile
+    columns: Columns
+    where: str
+
+
+def preference_sources(settings, role: str, seed: int = 0) -> list[PreferenceSource]:
+    """The data `settings` names for `role` ("train", "validation"): a file, a list of files, or the
+    datasets of a `dataset_info.json` catalogue that `data.dataset` picks (each a preference entry,
+    `ranking: true` or a `kto_tag` column, read with its own mapping)."""
+    name = getattr(settings, f"{role}_file")
+    columns = _columns(settings)
+    if isinstance(name, list):
+        parts = [read_data_file(item, role=role) for item in name]
+        return [PreferenceSource(concat_files(parts[0].path, parts), columns, str(parts[0].path))]
+    path = split_path(name)[0]
+    if role == "train" and is_catalog(path):
+        sources = []
+        for entry in select(read_catalog(path), getattr(settings, "dataset", None), path):
+            if not entry.preference:
+                raise DataError(f"{entry.where}: this dataset is supervised data (no 'ranking: true', no "
+                                "'kto_tag' column); train.objective dpo, simpo, orpo or kto needs preference data. "
+                                "Choose a preference dataset or set train.objective sft")
+            data = load_entry(entry, seed)
+            check_columns(entry, data)
+            sources.append(PreferenceSource(data, Columns(entry.columns), entry.where))
+        return sources
+    data = read_data_file(name, role=role)
+    return [PreferenceSource(data, columns, str(data.path))]
+
+
+def _source_kind(source: PreferenceSource, objective: str) -> str:
+    """The kind of a source's records ('pairs' or 'kto'), which the objective must want."""
+    data, columns = source.data, source.columns
     kind = file_kind(data, columns)
     want = objective_kind(objective)
     if kind != want:
@@ -148,26 +185,36 @@ def _read_records(path: str, role: str, objective: str, columns: Columns) -> tup
                 None: "plain conversations without 'chosen'/'rejected' or 'label'"}
         field_name = columns.source("label" if want == "kto" else "rejected")
         raise DataError(f"{data.records[0].where}: field '{field_name}': train.objective {objective} needs "
-                        f"{what[want]}, but {data.path} holds {what[kind]}")
-    return [preference_record(r, kind, columns) for r in data.records], kind
+                        f"{what[want]}, but {source.where} holds {what[kind]}")
+    return kind
+
+
+def _read_records(settings, role: str, objective: str, seed: int) -> list[tuple[Record, Columns]]:
+    """Every record of `role`'s sources with its mapping, each source's kind checked."""
+    out = []
+    for source in preference_sources(settings, role, seed):
+        _source_kind(source, objective)
+        out += [(record, source.columns) for record in source.data.records]
+    return out
 
 
 def load_preference_splits(settings, tokenizer: Tokenizer, seed: int, objective: str) -> PreferenceSplits:
     """Train and validation pairs (or KTO answers) of a DataSettings for a preference objective."""
-    columns = _columns(settings)
-    train, kind = _read_records(settings.train_file, "train", objective, columns)
+    kind = objective_kind(objective)
+    train = _read_records(settings, "train", objective, seed)
     if settings.validation_file:
-        val, _ = _read_records(settings.validation_file, "validation", objective, columns)
-    elif settings.validation_fraction > 0:
-        data = read_data_file(settings.train_file, role="train")
-        train_raw, val_raw = split_records(data, settings.validation_fraction, seed)
-        train = [preference_record(r, kind, columns) for r in train_raw]
-        val = [preference_record(r, kind, columns) for r in val_raw]
+        val = _read_records(settings, "validation", objective, seed)
+    elif settings.validation_fraction > 0:  # the same seeded hold-out as core.data.pipeline.split_records
+        held_out = _held_out(len(train), settings.validation_fraction, seed, settings.train_file)
+        train, val = ([r for i, r in enumerate(train) if i not in held_out],
+                      [r for i, r in enumerate(train) if i in held_out])
     else:
         raise DataError("data.validation_file: no validation data; set data.validation_file or "
                         "data.validation_fraction in (0, 0.5]")
-    train_pairs, train_stats = tokenize_preference(train, kind, tokenizer, settings.max_seq_len)
-    val_pairs, val_stats = tokenize_preference(val, kind, tokenizer, settings.max_seq_len)
+    train_pairs, train_stats = tokenize_preference([preference_record(r, kind, c) for r, c in train], kind,
+                                                   tokenizer, settings.max_seq_len)
+    val_pairs, val_stats = tokenize_preference([preference_record(r, kind, c) for r, c in val], kind,
+                                               tokenizer, settings.max_seq_len)
     if not train_pairs or not val_pairs:
         raise DataError(f"{settings.train_file if not train_pairs else settings.validation_file}: no pairs left "
                         "after dropping the identical ones")

@@ -81,3 +81,15 @@ def evaluate(step: PreferenceStep, pairs, batch_size: int, length: int, pad_id: 
     values = summarize(step.objective, np.concatenate(figures, axis=1))
     loss = float(np.average(losses, weights=weights))
     return {"val_loss": loss, "chosen_ppl": math.exp(min(nll / max(tokens, 1.0), 50.0)), **values}
+
+
+def baseline_text(cfg, figures) -> str:
+    """The baseline event's words for a preference run: the objective's loss and the reward figures
+    (no perplexity: the objective is not a language-model loss). When the policy is the reference
+    (dpo, kto before training) every reward is 0, so reward accuracy starts at 0, and it says so."""
+    text = (f"{cfg.train.objective} loss {figures.val_loss:.4f}, reward accuracy {figures.reward_accuracy:.3f}, "
+            f"margin {figures.reward_margin:+.4f}, chosen log-prob {figures.chosen_logp:.2f}, "
+            f"rejected log-prob {figures.rejected_logp:.2f}")
+    if reference_kind(cfg) is not None and abs(figures.chosen_reward) < 1e-6 and abs(figures.rejected_reward) < 1e-6:
+        text += " (the policy is the reference: every reward is 0, so no pair is ranked yet)"
+    return text

@@ -941,6 +941,10 @@ def _preference_problems(c: Config) -> list[Problem]:
             problems.append(Problem("early_stopping.monitor", "reward_accuracy", "reward accuracy needs a preference "
                                     "objective (train.objective dpo, simpo, orpo or kto)"))
         return problems
+    if c.early_stopping.monitor in ("val_ppl", "val_ppl_ema"):
+        problems.append(Problem("early_stopping.monitor", c.early_stopping.monitor, f"train.objective {objective} "
+                                "has no perplexity to watch (its loss is not a language-model loss): watch "
+                                "reward_accuracy, val_loss or val_loss_ema"))
     if c.data.packing:
         problems.append(Problem("data.packing", True, f"train.objective {objective} scores whole answers; packed "
                                 "rows are not supported for preference data: set data.packing false"))

@@ -1,6 +1,7 @@
 """Preference tuning in a real browser (issue 26): pick the demo model and the demo preference pairs,
-see a pair side by side in the preview, set Objective = dpo, start a short LoRA run and watch the
-Monitor's reward-accuracy chart get its baseline and evaluation points until the run finishes.
+see a pair side by side in the preview, set Objective = dpo (the statistics then count pairs), start
+a short LoRA run and watch the Monitor's reward-accuracy chart get its baseline and evaluation points
+until the run finishes; the log-probs are drawn, the perplexity chart says it has none.
 
 Reuses test_browser's page helpers and browser_fixtures' console and page; skips as they do.
 """
@@ -42,6 +43,10 @@ def test_dpo_run_from_the_browser(console_server, page, screenshot):
     assert first["rejected"] in pair.locator(".mt-rejected").inner_text()
 
     choose(page, "cfg-train-objective", "dpo")
+    # the statistics follow the objective: pairs and both sides' lengths, not the SFT view
+    wait_for(lambda: "pairs; chosen" in page.inner_text("#data-stats"), "the statistics to count pairs",
+             timeout_s=120)
+    assert "chosen answers only" not in page.inner_text("#data-stats")
     set_number(page, "train-length", MAX_STEPS)
     set_number(page, "cfg-train-eval-every", EVAL_EVERY)
     set_number(page, "cfg-train-log-every", LOG_EVERY)
@@ -73,5 +78,11 @@ def test_dpo_run_from_the_browser(console_server, page, screenshot):
     for record in evals:  # each point is the worker's figure
         assert float(drawn[record.step]) == pytest.approx(record.reward_accuracy, abs=1e-3)
     assert plot_points(page, "reward-margin-plot").get("reward margin"), "no reward margin drawn"
+    logps = plot_points(page, "logps-plot")
+    assert sorted(logps.get("chosen log-prob", {})) == sorted(drawn), logps
+    for record in evals:
+        assert float(logps["chosen log-prob"][record.step]) == pytest.approx(record.chosen_logp, abs=1e-2)
+    # no perplexity for DPO: the chart is empty and says so
+    assert not plot_points(page, "ppl-plot") and "no perplexity" in (page.locator("#ppl-plot").text_content() or "")
     screenshot(page, "dpo-monitor")
     wait_for(lambda: not launcher.run_processes(run_dir), "the finished run's processes to exit", timeout_s=60)

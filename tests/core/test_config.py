@@ -454,3 +454,14 @@ def test_answer_score_names_agree_with_the_run_records():
     from core.spec.config import _ANSWER_SCORES
     assert _ANSWER_SCORES == GENERATION_FIELDS
     assert set(GENERATION_FIELDS) <= set(describe_fields()["early_stopping.monitor"].choices)
+
+
+@pytest.mark.parametrize("monitor", ["val_ppl", "val_ppl_ema"])
+def test_a_preference_objective_has_no_perplexity_to_watch(monitor):
+    """Issue 26: exp of a DPO loss is no perplexity; early stopping watches the loss or reward accuracy."""
+    with pytest.raises(ConfigError) as info:
+        Config().with_updates({"train.objective": "dpo", "early_stopping.monitor": monitor})
+    assert "train.objective dpo has no perplexity to watch" in info.value.errors["early_stopping.monitor"]
+    for fine in ("reward_accuracy", "val_loss", "val_loss_ema"):
+        assert Config().with_updates({"train.objective": "dpo", "early_stopping.monitor": fine}).train.objective == "dpo"
+    assert Config().with_updates({"early_stopping.monitor": monitor}).early_stopping.monitor == monitor  # sft: fine

@@ -147,3 +147,79 @@ def test_the_console_preview_shows_a_pair_side_by_side(tmp_path):
     chosen, rejected = page.split("mt-chosen", 1)[1].split("mt-rejected", 1)
     assert '<span class="mt-trained"' in chosen and "blue" in chosen.split("mt-trained", 1)[1]
     assert "red" in rejected.split("mt-trained", 1)[1].split("</span>", 1)[0]
+
+
+def _catalog(folder: Path) -> Path:
+    """A dataset_info.json catalogue as LLaMA-Factory ships its demo preference sets: a sharegpt
+    ranking entry (dpo_en_demo's layout), an alpaca ranking entry under other column names, a sharegpt
+    KTO entry (kto_en_demo's layout) and a plain SFT entry."""
+    folder.mkdir()
+    _write(folder / "dpo.jsonl", [
+        {"conversations": [{"from": "human", "value": Q}], "chosen": {"from": "gpt", "value": GOOD},
+         "rejected": {"from": "gpt", "value": BAD}},
+        {"conversations": [{"from": "human", "value": "Who has the red ball?"}], "chosen": {"from": "gpt", "value": "Tom"},
+         "rejected": {"from": "gpt", "value": "Ann"}}])
+    _write(folder / "ranked.jsonl", [{"question": Q, "good": GOOD, "bad": BAD},
+                                     {"question": "Who has the red ball?", "good": "Tom", "bad": "Ann"}])
+    _write(folder / "kto.jsonl", [
+        {"messages": [{"role": "user", "content": Q}, {"role": "assistant", "content": GOOD}], "label": True},
+        {"messages": [{"role": "user", "content": Q}, {"role": "assistant", "content": BAD}], "label": False},
+        {"messages": [{"role": "user", "content": "Who has it?"}, {"role": "assistant", "content": "Tom"}],
+         "label": True}])
+    _write(folder / "sft.jsonl", [{"instruction": Q, "input": "", "output": GOOD}])
+    (folder / "dataset_info.json").write_text(json.dumps({
+        "dpo_demo": {"file_name": "dpo.jsonl", "ranking": True, "formatting": "sharegpt",
+                     "columns": {"messages": "conversations", "chosen": "chosen", "rejected": "rejected"}},
+        "ranked": {"file_name": "ranked.jsonl", "ranking": True,
+                   "columns": {"prompt": "question", "chosen": "good", "rejected": "bad"}},
+        "kto_demo": {"file_name": "kto.jsonl", "formatting": "sharegpt",
+                     "columns": {"messages": "messages", "kto_tag": "label"},
+                     "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
+                              "assistant_tag": "assistant"}},
+        "plain": {"file_name": "sft.jsonl"}}))
+    return folder
+
+
+def _answers(pairs, tokenizer, side: str = "chosen") -> list[str]:
+    samples = [getattr(p, side) for p in pairs]
+    return [tokenizer.decode(s.labels[s.labels != IGNORE_INDEX].tolist(), skip_special_tokens=True).strip()
+            for s in samples]
+
+
+def test_catalogue_preference_entries_feed_dpo_and_kto(tmp_path, tokenizer):
+    """Issue 26: dataset_info.json entries with ranking: true (either formatting, mapped columns)
+    read as pairs for DPO, a kto_tag entry as KTO answers; the same pair reads the same whatever the
+    layout; a plain entry or a pairs entry under KTO is refused naming the entry."""
+    folder = _catalog(tmp_path / "catalog")
+    val = _write(tmp_path / "val.jsonl", SAME_PAIR[:1])
+
+    def splits(names, objective="dpo", validation=str(val), fraction=0.0):
+        settings = DataSettings(train_file=str(folder), dataset=names, validation_file=validation, test_file=None,
+                                validation_fraction=fraction)
+        return load_preference_splits(settings, tokenizer, 0, objective)
+
+    both = splits(["dpo_demo", "ranked"])
+    assert both.stats.train.pairs == 4 and both.stats.train.kind == "pairs"
+    assert _answers(both.train, tokenizer) == [GOOD, "Tom", GOOD, "Tom"]
+    assert _answers(both.train, tokenizer, "rejected") == [BAD, "Ann", BAD, "Ann"]
+    for a, b in ((0, 2), (1, 3)):  # sharegpt {from, value} answers and mapped alpaca columns: the same samples
+        np.testing.assert_array_equal(both.train[a].chosen.input_ids, both.train[b].chosen.input_ids)
+        np.testing.assert_array_equal(both.train[a].rejected.labels, both.train[b].rejected.labels)
+    reference = load_preference_splits(DataSettings(train_file=str(val), validation_file=str(val), test_file=None),
+                                       tokenizer, 0, "dpo")
+    np.testing.assert_array_equal(both.train[0].chosen.labels, reference.train[0].chosen.labels)
+    held = splits(["dpo_demo", "ranked"], validation=None, fraction=0.25)
+    assert (held.stats.train.pairs, held.stats.validation.pairs) == (3, 1)
+
+    kto = splits(["kto_demo"], "kto", validation=None, fraction=0.34)
+    assert kto.stats.train.kind == "kto" and kto.stats.train.pairs + kto.stats.validation.pairs == 3
+    assert sorted(p.label for p in kto.train + kto.validation) == [0.0, 1.0, 1.0]
+    with pytest.raises(DataError, match=r"dataset 'plain': this dataset is supervised data .* needs preference data"):
+        splits(["plain"])
+    with pytest.raises(DataError, match=r"field 'label': train.objective kto needs KTO answers .*dataset 'ranked' "
+                                        r"holds preference pairs"):
+        splits(["ranked"], "kto")
+    # under SFT a catalogue's preference entry is still refused, never trained as plain answers
+    with pytest.raises(DataError, match=r"dataset 'dpo_demo': this is preference data"):
+        load_splits(DataSettings(train_file=str(folder), dataset=["dpo_demo"], validation_file=str(val),
+                                 test_file=None), tokenizer, 0, cache_dir=None)

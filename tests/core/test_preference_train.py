@@ -3,13 +3,19 @@ the adapter off), its validation figures every eval, resume exactness, and a DPO
 SFT checkpoint, whose reference is the SFT model (rewards exactly 0 at the fork point)."""
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
-from core.run.rundir import display_name
-from tests.core.test_train import losses, records, run_cli
+from core.run.rundir import RunDir, display_name
+from core.train import main as train_main
+from tests.core.test_train import assert_same_losses, losses, records, run_cli
 from tests.core.tiny_setup import make_rows, make_workspace, write_jsonl
 
 pytestmark = pytest.mark.slow  # three tiny runs and a resume: ~40 s each on a loaded 2-core machine
@@ -60,14 +66,17 @@ def test_dpo_run_logs_reward_figures_and_raises_reward_accuracy(dpo_run):
     setup = next(r for r in records(dpo_run, "event") if r["event"] == "setup")
     assert "objective dpo, reference adapter_off" in setup["message"]
     assert setup["data"]["train"]["pairs"] == 48
+    # the baseline names the objective's loss and the reward figures, never a perplexity of it
+    baseline = next(r for r in records(dpo_run, "event") if r["event"] == "baseline")["message"]
+    assert baseline.startswith(f"base model: dpo loss {np.log(2):.4f}, reward accuracy 0.000, margin +0.0000, "
+                               f"chosen log-prob {base['chosen_logp']:.2f}, rejected log-prob "
+                               f"{base['rejected_logp']:.2f} (the policy is the reference")
+    assert "ppl" not in baseline and all(r.get("val_ppl_ema") is None for r in evals)
 
 
 def test_dpo_resume_matches_uninterrupted_run(dpo_run, workspace):
     resumed = _dpo(workspace, f"run.resume={dpo_run.checkpoints_dir / 'step-4'}")
-    full, tail = losses(dpo_run), losses(resumed)
-    assert sorted(tail) == [5, 6, 7, 8]
-    for step in tail:
-        assert abs(tail[step] - full[step]) <= 1e-6, (step, tail[step], full[step])
+    assert_same_losses(dpo_run, resumed, [5, 6, 7, 8], 1e-6)
     last_full, last_resumed = records(dpo_run, "eval")[-1], records(resumed, "eval")[-1]
     assert last_resumed["reward_accuracy"] == last_full["reward_accuracy"]
     assert last_resumed["reward_margin"] == pytest.approx(last_full["reward_margin"], abs=1e-6)
@@ -84,3 +93,125 @@ def test_dpo_forked_from_an_sft_checkpoint_takes_the_sft_model_as_reference(work
     assert base["val_loss_ema"] == base["val_loss"]  # the SFT run's loss EMA is another loss: not carried
     assert any("fork point's model" in r["message"] for r in records(fork, "event"))
     assert fork.read_status().state == "finished"
+
+
+def _losses_close(a, b, steps, tolerance):
+    one, two = losses(a), losses(b)
+    assert sorted(one) == sorted(two) == steps
+    return max(abs(one[s] - two[s]) for s in steps) <= tolerance, (one, two)
+
+
+def test_catalogue_preference_entry_trains_as_the_same_pairs(dpo_run, workspace):
+    """Issue 26: a dataset_info.json entry with ranking: true feeds DPO: the same pairs under other
+    column names give the same losses as the plain file."""
+    data = workspace.parent / "data"
+    folder = data / "catalog"
+    folder.mkdir(exist_ok=True)
+    rows = [json.loads(line) for line in (data / "pairs-train.jsonl").read_text().splitlines()]
+    write_jsonl(folder / "ranked.jsonl", [{"q": r["instruction"], "ctx": r["input"], "good": r["chosen"],
+                                           "bad": r["rejected"]} for r in rows])
+    (folder / "dataset_info.json").write_text(json.dumps({"ranked": {
+        "file_name": "ranked.jsonl", "ranking": True,
+        "columns": {"prompt": "q", "query": "ctx", "chosen": "good", "rejected": "bad"}}}))
+    run = _dpo(workspace, f"data.train_file={folder}", "data.dataset=ranked", "train.max_steps=3",
+               "train.eval_every=3")
+    assert run.read_status().state == "finished"
+    setup = next(r for r in records(run, "event") if r["event"] == "setup")
+    assert setup["data"]["train"]["pairs"] == 48
+    full = losses(dpo_run)
+    assert all(abs(loss - full[step]) <= 1e-6 for step, loss in losses(run).items()), (losses(run), full)
+
+
+def test_dry_run_with_pairs_holds_and_counts_the_reference(workspace):
+    """Check memory on a DPO config: full fine-tuning holds the frozen reference copy in the measured
+    peak (its weights' bytes reported: the model's own size), LoRA switches the adapter off (no copy)."""
+    from core.spec.config import load_config
+    from core.dry_run import dry_run
+    data = workspace.parent / "data"
+    common = ["train.objective=dpo", f"data.train_file={data / 'pairs-train.jsonl'}",
+              f"data.validation_file={data / 'pairs-val.jsonl'}", "data.test_file=null"]
+    full = dry_run(load_config(workspace, [*common, "method=full"]))
+    model = workspace.parent / "tiny-model" / "model.safetensors"
+    raw = model.read_bytes()
+    header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
+    weights_bytes = sum(end - start for name, spec in header.items() if name != "__metadata__"
+                        for start, end in [spec["data_offsets"]])
+    assert full["reference"] == "frozen_copy" and full["reference_mb"] == round(weights_bytes / 2**20, 3)
+    assert full["peak_mem_mb"] > 0 and full["steps"] == 2
+    lora = dry_run(load_config(workspace, common))
+    assert (lora["reference"], lora["reference_mb"]) == ("adapter_off", 0.0)
+
+
+def test_dpo_with_fp16_amp_trains_close_to_fp32(dpo_run, workspace):
+    run = _dpo(workspace, "precision.amp_level=O2", "precision.compute_dtype=float16", "train.max_steps=3",
+               "train.eval_every=3")
+    assert run.read_status().state == "finished"
+    train = records(run, "train")
+    assert train[0]["loss_scale"] == 65536.0 and "_fp16-O2_" in run.run_id
+    assert train[0]["loss"] == pytest.approx(np.log(2), abs=1e-3)  # policy = reference at the first step
+    full = losses(dpo_run)
+    assert all(abs(r["loss"] - full[r["step"]]) < 2e-2 for r in train), (train, full)
+    assert records(run, "eval")[-1]["reward_accuracy"] is not None
+
+
+DP_COMMON = ("train.max_steps=4", "train.eval_every=4", "eval.downstream=false", "train.micro_batch_size=2",
+             "train.save_every=100")
+
+
+@pytest.fixture(scope="module")
+def dpo_dp2(workspace):
+    """A DPO run on two workers (msrun, each its own pairs) and the same global batch of 4 pairs on one."""
+    single = _dpo(workspace, *DP_COMMON, "train.grad_accum_steps=2")
+    code = train_main(["--config", str(workspace), "train.objective=dpo", "preference.beta=0.5",
+                       f"data.train_file={workspace.parent / 'data' / 'pairs-train.jsonl'}",
+                       f"data.validation_file={workspace.parent / 'data' / 'pairs-val.jsonl'}", "data.test_file=null",
+                       *DP_COMMON, "parallel.data_parallel=2"])
+    assert code == 0
+    runs_dir = Path(yaml.safe_load(workspace.read_text())["run"]["runs_dir"])
+    double = RunDir(max((p for p in runs_dir.iterdir() if "_dp2" in p.name and not p.is_symlink()),
+                        key=os.path.getmtime))
+    return single, double
+
+
+def test_dpo_on_two_workers_matches_one(dpo_dp2):
+    """Same global batch (4 pairs) and seed: DP=2 × 2 pairs vs DP=1 × 2 pairs × accumulation 2; the pair is
+    never split across workers (core.data.preference.PreferenceBatches)."""
+    single, double = dpo_dp2
+    assert double.read_status().state == "finished"
+    ok, detail = _losses_close(single, double, [1, 2, 3, 4], 1e-5)
+    assert ok, detail
+    one, two = records(single, "eval")[-1], records(double, "eval")[-1]
+    assert two["reward_accuracy"] == one["reward_accuracy"]
+    assert two["reward_margin"] == pytest.approx(one["reward_margin"], abs=1e-5)
+
+
+@pytest.mark.slurm
+def test_dpo_on_the_slurm_cluster_matches_local_data_parallel(dpo_dp2, workspace):
+    """A DPO run with pairs submitted to the two-node Slurm cluster (one worker per node) logs the
+    losses of the local DP=2 run of the same config."""
+    import core.run.launcher as launcher
+    from core.spec.config import load_config
+    from core.run.slurm import SlurmBackend
+    from core.run.rundir import TERMINAL_STATES
+    from tests.slurm_fixtures import PARTITION, require_slurm, wait_for
+    require_slurm()
+    _, local = dpo_dp2
+    data = workspace.parent / "data"
+    config = load_config(workspace, [
+        "train.objective=dpo", "preference.beta=0.5", f"data.train_file={data / 'pairs-train.jsonl'}",
+        f"data.validation_file={data / 'pairs-val.jsonl'}", "data.test_file=null", *DP_COMMON,
+        "parallel.data_parallel=2", "launch.backend=slurm", "launch.nodes=2", "launch.workers_per_node=1",
+        f"launch.partition={PARTITION}"])
+    run = launcher.create_run(config)
+    backend = SlurmBackend()
+    backend.launch(run)
+    try:
+        status = wait_for(lambda: (lambda s: s if s.state in TERMINAL_STATES and s.cluster.state == "COMPLETED"
+                                   else None)(backend.refresh(run)), 700, 1.0, "the 2-node DPO run")
+    finally:
+        job = run.read_status().cluster
+        if job is not None and job.job_id and run.read_status().state not in TERMINAL_STATES:
+            subprocess.run(["scancel", job.job_id], check=False)
+    assert status.state == "finished" and status.cluster.nodes == ["node1", "node2"], status.reason
+    ok, detail = _losses_close(local, run, [1, 2, 3, 4], 1e-5)
+    assert ok, detail

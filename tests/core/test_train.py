@@ -42,6 +42,15 @@ def losses(run: RunDir) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in records(run, "train")}
 
 
+def assert_same_losses(reference: RunDir, run: RunDir, steps: list[int], tolerance: float) -> None:
+    """`run` logged exactly `steps`, each loss within `tolerance` of `reference`'s at that step (a resume
+    or a fork against the uninterrupted run; shared by the SFT and the preference tests)."""
+    expected, tail = losses(reference), losses(run)
+    assert sorted(tail) == steps
+    for step in tail:
+        assert abs(tail[step] - expected[step]) <= tolerance, (step, tail[step], expected[step])
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
     return make_workspace(tmp_path_factory.mktemp("ws"))
@@ -93,10 +102,7 @@ def test_lora_checkpoint_holds_adapter_weights_and_base_identity(lora_run, works
 
 def test_resume_matches_uninterrupted_run(lora_run, workspace):
     resumed = run_cli(workspace, f"run.resume={lora_run.checkpoints_dir / 'step-4'}")
-    full, tail = losses(lora_run), losses(resumed)
-    assert sorted(tail) == [5, 6, 7, 8]
-    for step in tail:
-        assert abs(tail[step] - full[step]) <= 1e-5, (step, tail[step], full[step])
+    assert_same_losses(lora_run, resumed, [5, 6, 7, 8], 1e-5)
 
 
 def test_a_fork_continues_from_the_checkpoint_as_a_new_run(lora_run, workspace):
@@ -109,10 +115,7 @@ def test_a_fork_continues_from_the_checkpoint_as_a_new_run(lora_run, workspace):
     assert status.state == "finished" and (status.parent_run, status.parent_step) == (lora_run.run_id, 4)
     event = next(r for r in records(fork, "event") if r["event"] == "fork")
     assert event["optimizer_state"] is True and event["data_position"] is True and event["parent_step"] == 4
-    parent, tail = losses(lora_run), losses(fork)
-    assert sorted(tail) == [5, 6, 7, 8]
-    for step in tail:
-        assert abs(tail[step] - parent[step]) <= 1e-5, (step, tail[step], parent[step])
+    assert_same_losses(lora_run, fork, [5, 6, 7, 8], 1e-5)
     assert [(r["step"], r.get("base", False)) for r in records(fork, "eval")] == [(4, True), (8, False)]
     assert fork.checkpoint_step("last") == 8 and status.final.steps == 8
 
