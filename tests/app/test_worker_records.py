@@ -63,7 +63,7 @@ def test_the_console_reads_what_the_worker_wrote(finished_run):
     row = runs_callbacks.table_row(list_runs(finished_run.path.parent)[0])
     assert row[:3] == [finished_run.run_id, "finished", "6/6"]
     cells = dict(zip(runs_callbacks.TABLE_HEADERS, row))
-    assert cells["best val ppl"] == f"{status.final.best_val_ppl:.4g}"
-    assert cells["tokens/s"] == f"{status.final.tokens_per_s:.4g}"
+    assert cells["best val ppl"] == f"{status.final.best_val_ppl:.2f}"  # one format per column (issue 31 item 6)
+    assert cells["tokens/s"] == f"{status.final.tokens_per_s:.0f}"
     if status.final.exact_match is not None:  # the best checkpoint's answers, x100
-        assert cells["EM %"] == f"{100 * status.final.exact_match:.3g}" and cells["BLEU"] == f"{100 * status.final.bleu:.3g}"
+        assert cells["EM %"] == f"{100 * status.final.exact_match:.1f}" and cells["BLEU"] == f"{100 * status.final.bleu:.1f}"
