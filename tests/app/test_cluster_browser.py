@@ -87,7 +87,7 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
     page.wait_for_selector("#start-button", timeout=180_000)
     fill_slurm_form(page, "--hold")
     wait_for(lambda: "#SBATCH --nodes=2" in page.inner_text("#command-preview")
-             and "core.run.slurm_node" in page.inner_text("#command-preview"),
+             and "-m core.slurm_node" in page.inner_text("#command-preview"),
              "the preview to show the sbatch script", timeout_s=60)
     screenshot(page, "slurm-train-tab")
 
