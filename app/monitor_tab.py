@@ -183,7 +183,7 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
     # a pick by hand clears the other run's charts in the page at once (app/monitor_feed.js), then syncs;
     # it passes the run picked, which replaces one a Start/Open/Resume just picked: the hand's choice wins
     run.input(None, inputs=run, js=SHOW_NOW_JS, show_progress="hidden", api_visibility="private")
-    run.input(on_sync, inputs, outputs, show_progress="hidden", api_visibility="private")
+    run.input(on_sync, inputs, outputs, show_progress="hidden", trigger_mode="always_last", api_visibility="private")
     tab.out["sync"] = (on_sync, inputs, outputs)
     _wire_controls(tab, console, labels)
 

@@ -134,7 +134,8 @@ def _wire_evaluate(tab: RunsTab, console: Console) -> None:
 
     results = [out["select"], tab.lang]
     for trigger in (out["select"].input, out["watch"].refresh, out["refresh"].click):
-        trigger(shown, results, out["eval_results"], show_progress="hidden", api_visibility="private")
+        trigger(shown, results, out["eval_results"], show_progress="hidden", trigger_mode="always_last",
+                api_visibility="private")
     out["eval_start"].click(start, [out["select"], out["eval_tasks"], out["eval_targets"], out["eval_limit"],
                                     out["eval_chat"], tab.lang], [out["message"], out["eval_results"]],
                             concurrency_limit=1, api_visibility="private")
@@ -192,15 +193,19 @@ def _wire(tab: RunsTab, console: Console) -> None:
                 cb.config_diff_html(console, selected or [], only_diff, viewer, language))
 
     for trigger in (out["select"].input, out["only_diff"].change, out["log_scale"].input):
+        # always_last, not .input's default "once": a tick made while the previous tick's comparison is
+        # on its way must still get its own (with "once" it was dropped and the older selection stayed)
         trigger(compare_newest, [*inputs, stamp], [out["overlay"], out["diff"]], show_progress="hidden",
-                js=form_sync.STAMP_JS, concurrency_limit=1, concurrency_id="runs-compare", api_visibility="private")
+                js=form_sync.STAMP_JS, trigger_mode="always_last", concurrency_limit=1,
+                concurrency_id="runs-compare", api_visibility="private")
 
     def steps_of(selected: list[str], request: gr.Request):
         """The checkpoints of the one selected run, newest first, for a fork."""
         choices = cb.fork_choices(console, selected or [], console.viewer(request))
         return gr.update(choices=choices, value=choices[0][1] if choices else None)
 
-    out["select"].input(steps_of, out["select"], out["fork_step"], show_progress="hidden", api_visibility="private")
+    out["select"].input(steps_of, out["select"], out["fork_step"], show_progress="hidden", trigger_mode="always_last",
+                        api_visibility="private")
 
     def metric_changed(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool, language: str,
                        request: gr.Request):

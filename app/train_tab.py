@@ -529,7 +529,8 @@ def _wire_data(tab: TrainTab, console: Console) -> None:
         chosen = cb.dataset_fields(train_file, console)
         return [chosen.get(k, gr.skip()) for k in PICKED_KEYS]
 
-    picker.input(pick, [picker, tab.fields["data.train_file"], tab.fields["data.dataset"]], picked, **quiet)
+    picker.input(pick, [picker, tab.fields["data.train_file"], tab.fields["data.dataset"]], picked,
+                 trigger_mode="always_last", **quiet)
 
     def upload(data: dict):
         """Keep the file, pick it, show its preview; the upload box empties for the next one."""
@@ -562,7 +563,8 @@ def _wire_config_io(tab: TrainTab, console: Console) -> None:
         return [values.get(k, gr.skip()) for k in keys] + [message]
 
     tab.out["shipped"].input(lambda name, language: apply(cb.load_shipped, name, language),
-                             [tab.out["shipped"], tab.lang], outputs, api_visibility="private")
+                             [tab.out["shipped"], tab.lang], outputs, trigger_mode="always_last",
+                             api_visibility="private")
     # the upload box empties for the next file (a file shown in it hides the drop zone)
     tab.out["config_upload"].upload(lambda path, language: [*apply(cb.load_yaml, path, language), None],
                                     [tab.out["config_upload"], tab.lang], [*outputs, tab.out["config_upload"]],

@@ -274,8 +274,13 @@ def test_queue_new_run_from_this_one_fork_and_dry_run(console_server, page, scre
     wait_for(lambda: RunDir(runs_dir / run_d).read_status().best is not None, "D's first evaluation")
     select_runs(page, [run_a, run_d])
     # the table of this selection (D against A), not any table: issue 31 item 8 read one that was there
-    wait_for(lambda: page.query_selector("#runs-config-diff .mt-delta-table")
-             and run_d in page.inner_text("#runs-config-diff .mt-delta-table"), "D's result deltas", timeout_s=30)
+    try:
+        wait_for(lambda: page.query_selector("#runs-config-diff .mt-delta-table")
+                 and run_d in page.inner_text("#runs-config-diff .mt-delta-table"), "D's result deltas", timeout_s=30)
+    except AssertionError as err:  # what the page showed: the ticks and the comparison's first lines
+        ticked = page.eval_on_selector_all("#runs-select label", "ls => ls.filter(l => l.querySelector('input')"
+                                           ".checked).map(l => l.innerText)")
+        raise AssertionError(f"{err}; ticked {ticked}; shown: {page.inner_text('#runs-config-diff')[:400]!r}") from None
     assert page.eval_on_selector_all("#runs-select input:checked", "boxes => boxes.length") == 2
     deltas = page.inner_text("#runs-config-diff .mt-delta-table")
     assert f"lora.rank {rank_a} → {new_rank}" in deltas and "ΔPPL" in deltas

@@ -113,3 +113,23 @@ def test_the_messages_that_answer_an_action_read_in_chinese():
         zh = action_text(message, "zh")
         assert english_words(zh) == [], (message, zh)
     assert "lora.rank 8 → 16" in action_text(messages[2], "zh") and "#2" not in action_text(messages[2], "zh")
+
+
+PICKS = {"dropdown", "checkboxgroup", "radio", "checkbox", "number", "textbox", "slider"}
+
+
+def test_every_pick_answers_its_newest_value(console):
+    """An event a pick triggers (a tick in the Runs selection, a run or a dataset picked) must not be
+    Gradio's "once" (`.input`'s default): with it, a second tick made while the first one's answer was
+    on its way was dropped, and the page kept showing the older selection (CI's 'D's result deltas')."""
+    from app.server import build_app
+
+    config = build_app(console).get_config_file()
+    types = {c["id"]: (c.get("type"), c.get("props", {}).get("elem_id")) for c in config["components"]}
+    once = sorted({f"{types[target][1] or target}.{event}" for dep in config["dependencies"]
+                   if dep.get("backend_fn") and dep.get("trigger_mode") == "once"
+                   for target, event in dep["targets"]
+                   if event in ("input", "change", "select") and types.get(target, (None,))[0] in PICKS})
+    assert once == []
+    picked = {types[t][1] for dep in config["dependencies"] for t, e in dep["targets"] if e == "input" and t in types}
+    assert {"runs-select", "run-picker", "dataset-picker"} <= picked  # the test looks at the real events
