@@ -6,6 +6,7 @@ memory estimate, YAML, command) and the Start button, visible while the form is 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -23,6 +24,8 @@ from app.widgets import error_update, field_widget
 
 UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".parquet", ".arrow", ".txt", ".gz", ".zip"]
 # what an upload or a picked dataset sets (and so must be able to refresh)
+# the data preview folds itself on page loads after a browser's first look (see _data_section)
+PREVIEW_FOLD_JS = Path(__file__).with_name("data_preview_fold.js").read_text(encoding="utf-8")
 PICKED_KEYS = ("data.train_file", "data.dataset", "data.validation_file", "data.test_file", "data.validation_fraction",
                "data.format", "data.columns")
 # the help line of a widget whose text is not its config field's own help (app.i18n "help.<key>")
@@ -208,17 +211,20 @@ def _training_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -
 
 
 def _data_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
-    """The dataset's preview (open: it answers an upload), then its files, split, length and
-    statistics (folded). The picker and the upload are in the essentials."""
-    with gr.Accordion(labels("data.preview"), open=True) as preview_box:
+    """The dataset's preview, then its files, split, length and statistics (folded). The picker and
+    the upload are in the essentials. The preview is open at a browser's first look; later page
+    loads show it folded (app/data_preview_fold.js), and a pick or an upload opens it again: it
+    answers them."""
+    with gr.Accordion(labels("data.preview"), open=True, elem_id="data-preview-box") as preview_box:
         with gr.Row():
             with gr.Column(scale=1, min_width=260):  # what decides the rendering, next to it
                 for key in ("data.format", "data.columns", "data.train_on", "data.mask_prompt"):
                     _widget(tab, key, values, info, labels)
                 tab.fields["data.columns"].placeholder = "instruction: question, output: answer"
             with gr.Column(scale=3):
-                tab.out["data_preview"] = gr.HTML(elem_id="data-preview")
+                tab.out["data_preview"] = gr.HTML(elem_id="data-preview", js_on_load=PREVIEW_FOLD_JS)
     labels.bind(preview_box, label="data.preview")
+    tab.out["preview_box"] = preview_box
     with _accordion(labels, "sec.data", elem_id="sec-data"):
         with gr.Row():
             for key in ("data.train_file", "data.dataset", "data.validation_file", "data.test_file"):
@@ -525,31 +531,34 @@ def _wire_data(tab: TrainTab, console: Console) -> None:
         trains on: nothing changes (the dropdown also sends an input when it merely loses focus,
         which wiped a column mapping typed after an upload)."""
         if train_file == picker_key(current, _names(current_dataset)):
-            return [gr.skip()] * len(PICKED_KEYS)
+            return [gr.skip()] * (len(PICKED_KEYS) + 1)
         chosen = cb.dataset_fields(train_file, console)
-        return [chosen.get(k, gr.skip()) for k in PICKED_KEYS]
+        # and the preview opens (folded on a later page load): it answers the pick
+        return [*[chosen.get(k, gr.skip()) for k in PICKED_KEYS], gr.update(open=True)]
 
-    picker.input(pick, [picker, tab.fields["data.train_file"], tab.fields["data.dataset"]], picked,
-                 trigger_mode="always_last", **quiet)
+    picker.input(pick, [picker, tab.fields["data.train_file"], tab.fields["data.dataset"]],
+                 [*picked, tab.out["preview_box"]], trigger_mode="always_last", **quiet)
 
     def upload(data: dict):
         """Keep the file, pick it, show its preview; the upload box empties for the next one."""
         path = data[tab.out["upload"]]
         if not path:
-            return gr.skip(), "", *[gr.skip()] * len(PICKED_KEYS), gr.skip(), gr.skip()
+            return gr.skip(), "", *[gr.skip()] * len(PICKED_KEYS), gr.skip(), gr.skip(), gr.skip()
         try:
             result = data_callbacks.upload(path, path, console)
         except UploadError as err:
-            return gr.skip(), f"⚠ {problem_text(str(err), data[tab.lang])}", *[gr.skip()] * len(PICKED_KEYS), gr.skip(), None
+            return (gr.skip(), f"⚠ {problem_text(str(err), data[tab.lang])}", *[gr.skip()] * len(PICKED_KEYS),
+                    gr.skip(), None, gr.skip())
         chosen = cb.dataset_fields(result.dataset.key, console)
         values = {**tab.values(data), **chosen}
         language = data[tab.lang]
         return (gr.update(choices=data_callbacks.dataset_choices(console, data[tab.lang]), value=result.dataset.key),
                 result.note_in(language), *[chosen.get(k, gr.skip()) for k in PICKED_KEYS],
-                data_callbacks.preview_view(values, console, language), None)
+                data_callbacks.preview_view(values, console, language), None, gr.update(open=True))
 
     tab.out["upload"].upload(upload, set(tab.fields.values()) | {tab.out["upload"], tab.lang},
-                             [picker, tab.out["upload_note"], *picked, preview, tab.out["upload"]], **quiet)
+                             [picker, tab.out["upload_note"], *picked, preview, tab.out["upload"],
+                              tab.out["preview_box"]], **quiet)
 
 
 def _wire_config_io(tab: TrainTab, console: Console) -> None:

@@ -256,6 +256,24 @@ def stop_run(page, runs_dir: Path) -> Path:
     return run_dir
 
 
+def resume_after_stop(page, run_dir: Path) -> None:
+    """Issue 31 item 5: Stop, then Resume from the Runs tab: the badge says running again and the
+    Monitor's message answers the resume; "stopping (saving a checkpoint first)" does not outlive it."""
+    assert "stopping (saving a checkpoint first)" in page.inner_text("#monitor-message")
+    page.click("#tab-runs-button")
+    page.wait_for_selector(f"#runs-select label:has-text('{run_dir.name}')", timeout=30_000)
+    box = page.locator("#runs-select label", has_text=run_dir.name).first.locator("input")
+    if not box.is_checked():
+        box.set_checked(True)
+    page.click("#resume-button")
+    wait_for(lambda: page.is_visible("#tab-monitor") and run_state(page) in ("starting", "running"),
+             "the Monitor to show the resumed run", timeout_s=60)
+    message = page.inner_text("#monitor-message")
+    assert f"resumed {run_dir.name}" in message and "stopping" not in message, message
+    wait_for(lambda: run_state(page) == "running", "the resumed run's badge to say running")
+    assert "stopping" not in page.inner_text("#monitor-message")
+
+
 def runs_table_shows(page, run_id: str, state: str) -> None:
     """The Runs tab's table (refreshed by its watcher when the runs folder changed) lists the run."""
     page.click("#tab-runs-button")  # Gradio gives a tab's button its elem_id + "-button"
@@ -321,6 +339,8 @@ def test_lora_run_from_the_browser(console_server, page, screenshot, artifacts_d
     cpu_summary = console_cpu.summary()
 
     change_patience(page, console_server.runs_dir)
+    run_dir = stop_run(page, console_server.runs_dir)
+    resume_after_stop(page, run_dir)
     run_dir = stop_run(page, console_server.runs_dir)
     runs_table_shows(page, run_dir.name, "stopped")
     names = download(page, "download-adapter", tmp_path / "adapter.zip")

@@ -169,9 +169,21 @@ def console_extra_dirs(tmp_path):
     return {"data": [folder.parent]}
 
 
+PREVIEW_OPEN = "#data-preview-box button.label-wrap.open"
+FOLDED_MAX_PX = 80  # the folded preview: its header only (open, it was ~30% of the Train tab)
+
+
 def test_catalogue_dataset_is_picked_by_name_and_starts(console_server, page, screenshot):
     page.goto(console_server.url)
     page.wait_for_function(PREVIEW_READY_JS, arg="format:", timeout=TIMEOUT_MS)
+    # issue 31 item 6: the preview is open at the first look, folded on a later load, and a pick opens it
+    assert page.query_selector(PREVIEW_OPEN) is not None
+    open_px = page.locator("#data-preview-box").bounding_box()["height"]
+    page.reload()
+    page.wait_for_function(PREVIEW_READY_JS, arg="format:", timeout=TIMEOUT_MS)
+    page.wait_for_function(f"() => !document.querySelector('{PREVIEW_OPEN}')", timeout=TIMEOUT_MS)
+    folded_px = page.locator("#data-preview-box").bounding_box()["height"]
+    assert folded_px < FOLDED_MAX_PX < open_px, (folded_px, open_px)
     page.click("#dataset-picker input")
     kites = page.locator("[role=option]", has_text="field_catalog/kites (sharegpt").first
     kites.wait_for(state="attached", timeout=TIMEOUT_MS)
@@ -180,6 +192,7 @@ def test_catalogue_dataset_is_picked_by_name_and_starts(console_server, page, sc
     kites.dispatch_event("mousedown")  # the dropdown picks on mousedown (a click waits for the list to settle)
     wait_preview(page, "format: sharegpt (as set)", "catalogue dataset picked: its preview")
     assert "Mia 0" in page.inner_text("#data-preview")
+    page.wait_for_selector(PREVIEW_OPEN, timeout=TIMEOUT_MS)  # the pick opened the folded preview
     reveal(page, "#cfg-data-dataset")  # in the folded data section
     assert page.input_value("#cfg-data-dataset input, #cfg-data-dataset textarea") == "kites"
     screenshot(page, "data_catalog_picked")
