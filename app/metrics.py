@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from core.spec.config import ConfigError, load_config
+
 from core.run.rundir import (GENERATION_FIELDS, SCORE_LABELS, BaselineEvent, ControlEvent, EndEvent, EvalRecord,
                          MetricRecord, MetricsReader, RunDir, RunDirError, SetupEvent, TrainRecord, resume_point,
                          value_key)
@@ -71,6 +73,14 @@ class Progress:
         return (self.last[1] - self.first[1]) / (self.last[0] - self.first[0])
 
 
+def _objective(run: RunDir) -> str | None:
+    """The run's training objective (sft, dpo...), None when its config cannot be read."""
+    try:
+        return load_config(run.config_path).train.objective
+    except (ConfigError, OSError):
+        return None
+
+
 @dataclass
 class RunCharts:
     """Chart data of one run and the latest records the status line needs."""
@@ -104,7 +114,9 @@ class RunCharts:
 
     def _add_parent(self) -> None:
         """A fork's charts begin with its parent's curves up to the fork step (series '… (parent)'),
-        so the new run reads as a continuation. Only a parent with the same owner is drawn."""
+        so the new run reads as a continuation. Only a parent with the same owner and the same
+        training objective is drawn: an SFT parent's language-model loss is another quantity than a
+        DPO fork's preference loss, and one axis would set them side by side."""
         run = RunDir(self.path)
         try:
             status = run.read_status()
@@ -115,6 +127,8 @@ class RunCharts:
         parent = RunDir(self.path.parent / status.parent_run)
         try:
             if not parent.exists() or parent.read_status().owner != status.owner:
+                return
+            if _objective(parent) != _objective(run):
                 return
         except RunDirError:
             return

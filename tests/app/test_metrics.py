@@ -214,3 +214,21 @@ def test_answer_scores_chart_from_the_baseline_and_scored_evaluations(run):
     assert by_series["ROUGE-1"] == {0: 5.0, 20: 40.0} and by_series["ROUGE-L"] == {0: 5.0, 20: 40.0}
     assert by_series["best rougeL"] == {20: 40.0}  # a score monitor's best line is on this chart, x100
     assert "best rougeL" not in set(charts.frames["val_ppl"]["series"])
+
+
+def test_a_fork_with_another_objective_draws_none_of_its_parents_curves(tmp_path):
+    """Issue 26: SFT, then DPO from its checkpoint: the SFT run's language-model loss is not the DPO
+    loss, so the fork's loss charts do not begin with it (a fork with the parent's objective does)."""
+    from core.spec.config import Config
+
+    runs = tmp_path / "runs"
+    sft = RunDir.create(runs, "sft", Config().with_updates({"train.objective": "sft"}).to_yaml())
+    sft.append_metrics([train(s, 5.0 - s / 2) for s in (1, 2, 3, 4)] + [evaluation(4, 2.0, 2.0)])
+    for name, objective, drawn in (("dpo", "dpo", False), ("sft-again", "sft", True)):
+        fork = RunDir.create(runs, name, Config().with_updates({"train.objective": objective}).to_yaml())
+        fork.write_status(parent_run="sft", parent_step=4)
+        charts = RunCharts(fork.path)
+        assert (charts.parent is not None) == drawn, name
+        loss = charts.frames["loss"]
+        parent_steps = sorted(set(loss[loss["series"].str.endswith("(parent)")]["step"]))
+        assert parent_steps == ([1, 2, 3, 4] if drawn else []), (name, parent_steps)
