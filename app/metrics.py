@@ -20,11 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.spec.config import ConfigError, load_config
-
 from core.run.rundir import (GENERATION_FIELDS, SCORE_LABELS, BaselineEvent, ControlEvent, EndEvent, EvalRecord,
                          MetricRecord, MetricsReader, RunDir, RunDirError, SetupEvent, TrainRecord, resume_point,
                          value_key)
+from core.spec.config import ConfigError, load_config
 
 from app.sessions import most_recent
 

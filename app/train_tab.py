@@ -23,9 +23,9 @@ from app.i18n import TEXTS, Labels, problem_text, text
 from app.widgets import error_update, field_widget
 
 UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".parquet", ".arrow", ".txt", ".gz", ".zip"]
-# what an upload or a picked dataset sets (and so must be able to refresh)
 # the data preview folds itself on page loads after a browser's first look (see _data_section)
 PREVIEW_FOLD_JS = Path(__file__).with_name("data_preview_fold.js").read_text(encoding="utf-8")
+# what an upload or a picked dataset sets (and so must be able to refresh)
 PICKED_KEYS = ("data.train_file", "data.dataset", "data.validation_file", "data.test_file", "data.validation_fraction",
                "data.format", "data.columns")
 # the help line of a widget whose text is not its config field's own help (app.i18n "help.<key>")
