@@ -511,7 +511,8 @@ def _alive(pid, create_time) -> bool:
 def _rank_death_verdict(run: RunDir, status: Status, settle_s: float = 2.0) -> Status | None:
     """End an active run whose rank died, from its rank record: what its supervisor would have
     written (it gets `settle_s` to do so itself), or, when the supervisor died too, that the rank
-    is gone without a record."""
+    is gone without a record. A run the user is stopping ends stopped: Stop now kills its ranks
+    (their supervisors too, before they can say so), which is the stop, not a crash."""
     attempt = status.attempt
     local = socket.gethostname()
     if ranks.hang_claimed(run, attempt) and settle_s > 0:
@@ -531,8 +532,9 @@ def _rank_death_verdict(run: RunDir, status: Status, settle_s: float = 2.0) -> S
                       "(its supervisor was killed too)")
         else:
             continue
-        return ranks.write_verdict(run, state, reason, failure_kind=kind, failed_rank=rank, error_lines=lines,
-                                   exit_signal=ranks.signal_name(record.get("exit_signal")) or None) or _read_status(run)
+        return _user_stop_verdict(run, status) or ranks.write_verdict(
+            run, state, reason, failure_kind=kind, failed_rank=rank, error_lines=lines,
+            exit_signal=ranks.signal_name(record.get("exit_signal")) or None) or _read_status(run)
     return None
 
 

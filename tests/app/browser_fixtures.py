@@ -251,7 +251,10 @@ def browser():
 def page(browser, request):
     """A fresh page (own context, downloads allowed); a screenshot is saved when the test fails."""
     context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
-    context.set_default_timeout(30_000)
+    # an action waits this long for its element: on a loaded machine (two suites at once, load 15)
+    # "New run from this one" answered after 18.6 s and the LoRA rank field took over 30 s to be
+    # actionable (then there, with A's value, in the failure's screenshot)
+    context.set_default_timeout(60_000)
     page = context.new_page()
     try:
         yield page

@@ -90,6 +90,6 @@ def test_stop_now_is_stopped_and_names_the_checkpoint(console):
     console.jobs.wait_for_watchers(30)
     status = run.read_status()
     last = os.readlink(run.checkpoints_dir / "last")
-    assert status.state == "stopped" and status.failure_kind is None
-    assert status.reason == f"stopped by the user (forced); newest resumable checkpoint: {last}"
+    assert (status.state, status.failure_kind, status.reason) == (
+        "stopped", None, f"stopped by the user (forced); newest resumable checkpoint: {last}")
     assert not launcher.run_processes(run)

@@ -234,3 +234,23 @@ def test_a_supervisor_outlives_a_failing_check(run, monkeypatch, capsys):
     supervisor._check_progress(None)
     assert supervisor.check_failed
     assert capsys.readouterr().err.count("ValueError: a beat from the future") == 1  # said once, not every poll
+
+
+@pytest.mark.parametrize("supervisor_wrote", [True, False], ids=["rank-exited", "rank-and-supervisor-gone"])
+def test_ranks_killed_by_stop_now_end_the_run_stopped(run, supervisor_wrote):
+    """Stop now SIGKILLs every process of the run; the console's watcher may look before the stop
+    writes its verdict, and find a rank killed by SIGKILL (its supervisor recorded it) or a rank gone
+    with its supervisor. Both are the user's stop, not a crash: a CI run once ended this 'failed'."""
+    run.write_control(stop="now")
+    run.write_status(state="stopping")
+    rank_record(run, 0, None, phase="train", beat_age_s=1, state="exited" if supervisor_wrote else "running")
+    status = launcher.watch(run)
+    assert (status.state, status.failure_kind, status.reason) == (
+        "stopped", None, "stopped by the user (forced); no checkpoint to resume from"), status
+    run.write_control(stop=None)
+
+
+def test_a_rank_that_dies_without_a_stop_request_is_still_a_failure(run):
+    rank_record(run, 0, None, phase="train", beat_age_s=1, state="exited")
+    status = launcher.watch(run)
+    assert (status.state, status.failure_kind, status.exit_signal) == ("failed", "rank_died", "SIGKILL"), status
