@@ -14,7 +14,7 @@ for runs this console did not start, when it sees them gone; it looks every `pol
 free set of `data_parallel` device ids, and never more than `--max-concurrent-runs`.
 
 A cluster run (`launch.backend: slurm`) is submitted at Start through its backend
-(`core.run.launcher.backend_for`): the console's own queue is not used for it, since Slurm queues it
+(`core.run.backends.backend_for`): the console's own queue is not used for it, since Slurm queues it
 (queued == pending in Slurm, in Slurm's order), and a thread per run refreshes its state from the
 run folder and Slurm (`Backend.refresh`) until it is over. Stop, cancel and reattach go through the
 same backend; the double-click guard is the same for both, and it also looks at the run folders
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import core.run.backends as backends
 import core.run.launcher as launcher
 from core.spec.config import Config, ConfigError, load_config
 from core.run.atomic import atomic_write
@@ -96,7 +97,7 @@ class JobManager:
         self._scheduler: threading.Thread | None = None
         self._closed = False
         self._devices: dict[str, tuple[str, int]] = {}  # run id -> (device, data_parallel), from its config
-        self._backend_for = backend_for  # None: core.run.launcher.backend_for
+        self._backend_for = backend_for  # None: core.run.backends.backend_for
         self._cluster_every_s = cluster_every_s
         self._cluster_runs: dict[str, str] = {}  # run id -> backend name, for runs submitted elsewhere than here
 
@@ -167,7 +168,7 @@ class JobManager:
 
     def backend(self, name: str):
         """The launcher backend called `name` ("local", "slurm")."""
-        return (self._backend_for or launcher.backend_for)(name)
+        return (self._backend_for or backends.backend_for)(name)
 
     def _backend_name(self, summary_or_status) -> str:
         """The backend a run on disk belongs to: its Slurm job record, or what this console submitted."""

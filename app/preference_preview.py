@@ -12,12 +12,12 @@ from core.data.preference import preference_record, tokenize_preference
 from core.data.tokenizer import Tokenizer
 
 from app.i18n import text
+from app.sample_html import legend, runs_html, token_runs
 
 
 def pair_preview_html(data: DataFile, kind: str, tokenizer: Tokenizer, max_seq_len: int, samples: int,
                       columns: Columns, lang: str = "en") -> str:
     """The first `samples` records of a preference file as HTML (raises DataError on a bad record)."""
-    from app.data_preview import legend, runs_html, token_runs
     records = [preference_record(r, kind, columns) for r in data.records[:samples]]
     pairs, stats = tokenize_preference(records, kind, tokenizer, max_seq_len)
     head = text("dp.pairs" if kind == "pairs" else "dp.kto", lang).format(

@@ -33,6 +33,7 @@ from mindspore import Tensor, amp, nn, ops
 
 import core.engine.checkpoint as ckpt
 import core.engine.devices as devices
+import core.run.backends as backends
 import core.run.launcher as launcher
 import core.spec.memory as memory
 import core.run.ranks as ranks
@@ -1008,7 +1009,7 @@ def _submit(config: Config) -> int:
         return 2
     run = launcher.create_run(config)
     try:
-        launcher.backend_for(config).launch(run)
+        backends.backend_for(config).launch(run)
     except (ConfigError, launcher.LaunchError) as exc:
         print(f"error: {exc}\nrun directory: {run.path}", file=sys.stderr)
         return 1

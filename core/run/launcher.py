@@ -27,7 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Callable, Mapping, Sequence
 
 import psutil
 
@@ -43,7 +43,7 @@ __all__ = [
     "free_port", "build_argv", "command_preview", "multi_host_commands", "check_workers_available",
     "run_id_for", "create_run", "launch", "process_fields", "is_alive", "run_processes", "stop",
     "reconcile", "find_orphans", "watch", "teardown", "DeviceSlots", "QueuedRun", "ActiveRun", "Launch", "plan_launches",
-    "device_env", "VISIBLE_DEVICES_ENV", "Backend", "LocalBackend", "BACKENDS", "backend_for", "ACTIVE_STATES",
+    "device_env", "VISIBLE_DEVICES_ENV",
 ]
 
 ENV_RUN_DIR = "MINDTUNE_RUN_DIR"
@@ -406,7 +406,8 @@ def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: 
     run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
     status = _read_status(run)
     if status.cluster is not None:  # a scheduler's job: its backend stops it (scancel, ...)
-        return backend_for(status).stop(run, graceful=graceful)
+        raise LaunchError(f"run {run.run_id} is a {status.cluster.backend} job: its backend stops it "
+                          "(core.run.backends.backend_for(run).stop)")
     if status.state == "queued":
         return run.write_status(state="stopped", reason=CANCELLED_REASON)
     if _on_other_host(status):  # shared run folder: only the control file reaches that worker
@@ -470,7 +471,7 @@ def reconcile(run_dir: RunDir | str | os.PathLike) -> Status:
     status = _read_status(run)
     state = status.state
     if status.cluster is not None:  # a scheduler's job: its processes are not this machine's to judge
-        return backend_for(status).refresh(run)
+        return status  # (its backend's refresh reconciles it with the scheduler)
     if state in TERMINAL_STATES or state == "queued" or _on_other_host(status):
         return status
     if (state == "starting" and status.pid is None
@@ -553,8 +554,8 @@ def watch(run_dir: RunDir | str | os.PathLike) -> Status:
     run = RunDir(run_dir) if not isinstance(run_dir, RunDir) else run_dir
     status = _read_status(run)
     state = status.state
-    if status.cluster is not None:
-        return backend_for(status).refresh(run)
+    if status.cluster is not None:  # its backend's refresh watches it
+        return status
     if state == "queued" or _on_other_host(status):
         return status
     if state not in TERMINAL_STATES:
@@ -725,76 +726,3 @@ def device_env(device: str, device_ids: Sequence[int]) -> dict[str, str]:
     """The environment that confines a run's workers to its device ids ({} on the CPU)."""
     name = VISIBLE_DEVICES_ENV.get(device)
     return {name: ",".join(str(i) for i in device_ids)} if name and device_ids else {}
-
-
-# ---- the backend seam: where a run runs ----------------------------------------------------------
-#
-# The console, the CLI and reattach talk to a Backend only: `local` runs the worker as processes of
-# this machine (everything above), `slurm` (core.run.slurm) submits a batch job that runs msrun on every
-# node. docs/launcher_backends.md says how a third one (Kubernetes) would fit.
-
-ACTIVE_STATES = ("starting", "running", "stopping")
-
-
-@runtime_checkable
-class Backend(Protocol):
-    """One way of running a run folder's worker(s). The run folder is the contract: every backend
-    starts from a `queued` run, and its workers write the same status, metrics, ranks/ and
-    checkpoints, so the Monitor, resume and fork do not care where a run ran."""
-    name: str                # "local" | "slurm"
-    uses_own_queue: bool     # True: the console's queue decides when a run starts; False: the scheduler's
-
-    def launch(self, run: RunDir, env: Mapping[str, str] | None = None) -> LaunchedRun | None:
-        """Start (or submit) a queued run; raises LaunchError (the run folder says why when it failed)."""
-
-    def refresh(self, run: RunDir) -> Status:
-        """The run's status, reconciled: its folder first, the processes / scheduler second."""
-
-    def stop(self, run: RunDir, graceful: bool = True) -> Status:
-        """Graceful: the control request every rank reads (a checkpoint, then the end), with the
-        backend's own fallback; not graceful: at once. Nothing of the run keeps running."""
-
-    def active(self, runs_dir: str | os.PathLike) -> list[RunDir]:
-        """This backend's runs that are pending or running (what a restarted console reattaches to)."""
-
-
-class LocalBackend:
-    """Today's processes on this machine (the functions above, unchanged)."""
-    name = "local"
-    uses_own_queue = True
-
-    def launch(self, run: RunDir, env: Mapping[str, str] | None = None) -> LaunchedRun:
-        return launch(run, env=env)
-
-    def refresh(self, run: RunDir) -> Status:
-        return watch(run)
-
-    def stop(self, run: RunDir, graceful: bool = True) -> Status:
-        return stop(run, graceful=graceful)
-
-    def active(self, runs_dir: str | os.PathLike) -> list[RunDir]:
-        return [RunDir(s.path) for s in list_runs(runs_dir)
-                if s.status.state in ACTIVE_STATES and s.status.cluster is None]
-
-
-BACKENDS = ("local", "slurm")
-
-
-def backend_for(what: Config | RunDir | Status | str | None = None) -> Backend:
-    """The backend of a config (`launch.backend`), of a run folder or status (a run with a
-    `cluster` job is the scheduler's), or by name; None is local."""
-    name = what
-    if isinstance(what, Config):
-        name = what.launch.backend
-    elif isinstance(what, RunDir):
-        name = _read_status(what)
-    if isinstance(name, Status):
-        name = name.cluster.backend if name.cluster is not None else "local"
-    if name in (None, "local"):
-        return LocalBackend()
-    if name == "slurm":
-        # a circle kept (issue 29): core.run.slurm uses this module's process helpers (teardown, log_header,
-        # _wait_until...) and this module hands a Slurm run to it; splitting those helpers out breaks it
-        from core.run.slurm import SlurmBackend  # noqa: PLC0415 (core.run.slurm imports this module)
-        return SlurmBackend()
-    raise LaunchError(f"launch.backend {name!r}: unknown; use one of {', '.join(BACKENDS)}")

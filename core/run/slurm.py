@@ -1,4 +1,4 @@
-"""Runs on a Slurm cluster: the `slurm` launcher backend (core.run.launcher.Backend).
+"""Runs on a Slurm cluster: the `slurm` launcher backend (core.run.backends.Backend).
 
 A cluster run is a run folder like any other, on storage every node sees. Submitting it writes
 `job.sbatch` into the folder and runs `sbatch --parsable` (argv lists only, never a shell); the

@@ -13,7 +13,8 @@ from tests.core.tiny_setup import write_jsonl
 
 from app import data_callbacks, form
 from app import train_callbacks as cb
-from app.data_preview import data_stats, histogram_html, preview_html, stats_markdown, token_runs
+from app.data_preview import data_stats, histogram_html, preview_html, stats_markdown
+from app.sample_html import token_runs
 from app.datasets import UploadError, scan_datasets
 
 

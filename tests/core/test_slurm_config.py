@@ -9,7 +9,9 @@ import pytest
 import core.run.launcher as launcher
 import core.run.slurm as slurm
 from core.spec.config import Config, ConfigError, load_config
-from core.run.launcher import LaunchError, LocalBackend, backend_for
+import core.run.backends as backends
+from core.run.backends import LocalBackend, backend_for
+from core.run.launcher import LaunchError
 from core.run.rundir import ClusterJob, RunDir, Status
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,7 +124,7 @@ def test_backend_seam(tmp_path):
     assert isinstance(backend_for(Config()), LocalBackend) and backend_for(None).uses_own_queue
     cluster = backend_for(Config().with_updates(SLURM2))
     assert cluster.name == "slurm" and not cluster.uses_own_queue
-    assert isinstance(cluster, launcher.Backend) and isinstance(LocalBackend(), launcher.Backend)
+    assert isinstance(cluster, backends.Backend) and isinstance(LocalBackend(), backends.Backend)
     assert backend_for(Status(cluster=ClusterJob(job_id="7"))).name == "slurm"
     with pytest.raises(LaunchError, match="unknown"):
         backend_for("kubernetes")
