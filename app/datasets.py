@@ -75,7 +75,8 @@ class Dataset:
                                                   if self.num_samples else "")
             return text("data.catalog_entry", lang).format(name=self.name, formatting=self.formatting, size=size)
         parts = ["train"] + (["validation"] if self.validation_file else []) + (["test"] if self.test_file else [])
-        return f"{self.name} ({' + '.join(parts)})"
+        return text("data.files_label", lang).format(name=self.name,
+                                                     parts=" + ".join(text(f"data.part.{p}", lang) for p in parts))
 
 
 def picker_key(train_file: str | None, dataset: str | list[str] | None) -> str:

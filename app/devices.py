@@ -14,6 +14,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from app.i18n import text
+
 DEVICES = ("cpu", "gpu", "ascend")
 
 
@@ -78,13 +80,13 @@ def supports_dtype(device: str, dtype: str) -> bool:
     return info is not None and dtype in info.compute_dtypes
 
 
-def device_choices() -> list[tuple[str, str]]:
+def device_choices(lang: str = "en") -> list[tuple[str, str]]:
     """(label, value) pairs for the device dropdown; devices not found are still offered, marked."""
-    return [(f"{d.name} ({d.count} found)" if d.found else f"{d.name} (not found)", d.name)
+    return [(text("device.found" if d.found else "device.not_found", lang).format(name=d.name, n=d.count), d.name)
             for d in detect().values()]
 
 
-def dtype_choices(device: str) -> list[tuple[str, str]]:
+def dtype_choices(device: str, lang: str = "en") -> list[tuple[str, str]]:
     """(label, value) pairs for the compute dtype; an unsupported one is kept but marked."""
-    return [(dtype if supports_dtype(device, dtype) else f"{dtype} (not on {device})", dtype)
-            for dtype in ("float16", "bfloat16")]
+    return [(dtype if supports_dtype(device, dtype) else text("device.dtype_not_on", lang).format(dtype=dtype, device=device),
+             dtype) for dtype in ("float16", "bfloat16")]

@@ -32,8 +32,8 @@ from app.cluster import cancelled, cluster_html, is_cluster, rank_node, shown_st
 from app.context import Console
 from app.sessions import most_recent, session_lock
 from app.exports import FORMATS, ExportFailed, export_target, run_export
-from app.i18n import text
-from app.metrics import RunCharts
+from app.i18n import TEXTS, text
+from app.metrics import PARENT_SUFFIX, RunCharts
 from app.run_status import failure_html, phase, reached_step, state_html, status_html, status_line
 from app.svg_chart import line_chart
 
@@ -295,10 +295,31 @@ def chart_title(name: str, lang: str = "en") -> str:
     return text(f"ytitle.{name}", lang)
 
 
-def chart_words(lang: str = "en") -> dict[str, str]:
-    """The words every chart writes (x axis, log mark, the empty chart's line), for svg_chart.line_chart."""
+def chart_words(lang: str = "en") -> dict[str, Any]:
+    """The words every chart writes (x axis, log mark, the empty chart's line, the series' names
+    and the points' labels), for svg_chart.line_chart."""
     return {"x_title": text("chart.step", lang), "log_mark": text("chart.log", lang),
-            "empty_text": text("chart.empty", lang)}
+            "empty_text": text("chart.empty", lang), "series_word": text("chart.series", lang),
+            "series_text": lambda name: series_text(name, lang)}
+
+
+_SERIES = re.compile(r"(?P<best>best (?P<monitor>\S+))|rank (?P<rank>\d+)")
+
+
+def series_text(name: str, lang: str = "en") -> str:
+    """A Monitor chart's series (app.metrics: 'val loss EMA', 'best val_loss', 'rank 1', a fork's
+    'loss (parent)') in `lang`; a name no text knows is shown as it is."""
+    if name.endswith(f" {PARENT_SUFFIX}"):
+        own = series_text(name[:-len(PARENT_SUFFIX) - 1], lang)
+        return text("series.parent", lang).format(name=own)
+    if f"series.{name}" in TEXTS:
+        return text(f"series.{name}", lang)
+    match = _SERIES.fullmatch(name)
+    if match and match["best"]:
+        return text("series.best", lang).format(monitor=match["monitor"])
+    if match:
+        return text("series.rank", lang).format(n=match["rank"])
+    return name
 
 
 def es_caption(last_eval: EvalRecord | None, lang: str = "en") -> str:
@@ -482,13 +503,19 @@ def profile_view(run: RunDir, lang: str) -> tuple[str, str | None]:
     summary = run.read_profile_summary()
     if summary is None:
         return "", None
-    rows = "".join(f"<tr><td>{html.escape(t.op_type)}</td><td>{html.escape(t.phase)}</td>"
+    def phase_name(name: str) -> str:  # core.engine.profiling's phases: "backward", "forward + update"
+        return text(f"mon.profile_phase.{name}", lang) if f"mon.profile_phase.{name}" in TEXTS else name
+
+    rows = "".join(f"<tr><td>{html.escape(t.op_type)}</td><td>{html.escape(phase_name(t.phase))}</td>"
                    f"<td>{t.ms:.1f}</td><td>{100 * t.share:.1f}%</td><td>{t.calls}</td></tr>"
                    for t in summary.top)
-    phase_text = ", ".join(f"{html.escape(name)} {ms:.0f} ms" for name, ms in summary.phases.items())
-    table = (f"<div class='mt-profile'><b>{html.escape(text('mon.profile', lang))}</b> · steps "
-             f"{'–'.join(str(step) for step in summary.steps)}: {summary.total_ms:.0f} ms of kernels ({phase_text})"
-             f"<table><tr><th>operator</th><th>phase</th><th>ms</th><th>share</th><th>calls</th></tr>{rows}</table>"
+    phase_text = ", ".join(f"{html.escape(phase_name(name))} {ms:.0f} ms" for name, ms in summary.phases.items())
+    head = text("mon.profile_head", lang).format(steps="–".join(str(step) for step in summary.steps),
+                                                 ms=f"{summary.total_ms:.0f}", phases=phase_text)
+    columns = "".join(f"<th>{html.escape(text(f'mon.profile_col.{c}', lang))}</th>"
+                      for c in ("operator", "phase", "ms", "share", "calls"))
+    table = (f"<div class='mt-profile'><b>{html.escape(text('mon.profile', lang))}</b> · {head}"
+             f"<table><tr>{columns}</tr>{rows}</table>"
              f"<small>{html.escape(summary.note)}</small></div>")
     trace = next((run.profile_dir / f for f in summary.files if f.endswith("trace_view.json")), None)
     return table, str(trace) if trace is not None and trace.is_file() else None
@@ -502,13 +529,13 @@ def download_state(console: Console, run: RunDir, fmt: str, lang: str) -> tuple[
     target = export_target(run.path, fmt)
     if target is None:
         return f"{name} · {text('download.none', lang)}", None, False
-    where = f"{target.which} step {target.step}"
+    where = text("download.where", lang).format(which=text(f"try.pointer.{target.which}", lang), step=target.step)
     if target.ready:
         return f"⬇ {name} · {where}", str(target.zip_path), True
     if console.exports.busy(run.path, fmt):
         return f"{name} · {where} · {text('download.busy', lang)}", None, False
     failed = console.exports.failure(run.path, fmt)
-    suffix = f" (last try failed: {failed[:80]})" if failed else ""
+    suffix = text("download.failed", lang).format(error=failed[:80]) if failed else ""
     return f"{text('download.prepare', lang)} {name} · {where}{suffix}", None, True
 
 

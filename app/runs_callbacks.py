@@ -22,7 +22,7 @@ from app.access import SINGLE_USER, Viewer
 from app.cluster import queue_label, shown_state
 from app.changes import BOOKKEEPING, Change, applies, changes, changes_text, differing_keys, flat_config, show
 from app.context import Console
-from app.i18n import action_text, problem_text, reason_text, text
+from app.i18n import TEXTS, action_text, problem_text, reason_text, text
 from app.metrics import RunCharts
 from app.run_status import fmt_duration, reached_step, total_elapsed_s
 from app.svg_chart import line_chart
@@ -184,11 +184,11 @@ class OverlayCache:
     charts: dict[str, RunCharts] = field(default_factory=dict)
 
     def frame(self, console: Console, run_ids: list[str], metric: str,
-              viewer: Viewer = SINGLE_USER) -> pd.DataFrame:
-        """step, value, run (the run's short label, see `short_labels`) and run_id of each point."""
+              viewer: Viewer = SINGLE_USER, lang: str = "en") -> pd.DataFrame:
+        """step, value, run (the run's short label in `lang`, see `short_labels`) and run_id of each point."""
         chart, series = OVERLAY_METRICS.get(metric, OVERLAY_METRICS["train loss"])
         run_ids = [r for r in run_ids[:MAX_OVERLAY] if _sees(console, r, viewer)]
-        labels = short_labels(console, run_ids, viewer)
+        labels = short_labels(console, run_ids, viewer, lang)
         parts = []
         for run_id in run_ids:
             charts = self.charts.setdefault(run_id, RunCharts(console.jobs.run_dir(run_id, viewer).path))
@@ -222,28 +222,33 @@ def overlay_svg(frame: pd.DataFrame, metric: str, log_y: bool | None = None, lan
     if frame.empty:
         frame = _empty_overlay()
     titles = dict(zip(frame["run"], frame["run_id"])) if "run_id" in frame else {}
-    return line_chart(frame, metric, color_column="run", log_y=overlay_log_default(metric) if log_y is None else log_y,
+    return line_chart(frame, text(f"overlay.{metric}", lang), color_column="run",
+                      log_y=overlay_log_default(metric) if log_y is None else log_y,
                       legend_titles=titles, empty_text=text("chart.overlay_empty", lang), x_title=text("chart.step", lang),
-                      log_mark=text("chart.log", lang))
+                      log_mark=text("chart.log", lang), series_word=text("chart.series", lang))
 
 
-# what a short label calls a setting (the last part of its key otherwise)
-SHORT_KEYS = {"train.learning_rate": "lr", "train.micro_batch_size": "batch", "train.grad_accum_steps": "accum",
-              "data.max_seq_len": "seq", "parallel.data_parallel": "dp", "data.train_file": "data",
-              "model.path": "model", "precision.amp_level": "amp", "recompute.policy": "recompute",
-              "train.max_steps": "steps"}
 LABEL_IGNORED = ("run.name", "run.runs_dir", "run.resume", "run.fork_from")
 MAX_LABEL_SETTINGS = 3
 
 
-def short_labels(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> dict[str, str]:
+def short_key(key: str, lang: str = "en") -> str:
+    """What a run's short label calls a setting: its `short.<key>` text ('lr', '学习率'), else the
+    last part of its key in English and the whole key (what the YAML says) in 中文."""
+    if f"short.{key}" in TEXTS:
+        return text(f"short.{key}", lang)
+    return key if lang == "zh" else key.rsplit(".", 1)[-1]
+
+
+def short_labels(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER,
+                 lang: str = "en") -> dict[str, str]:
     """A short, distinct label per run for legends: the settings that set it apart from the other
     runs shown ('rank 16 · lr 0.0001'), else the time in its id; the full id stays on hover."""
     configs = _configs(console, run_ids)
     differing = [k for k in differing_keys(configs) if k not in LABEL_IGNORED][:MAX_LABEL_SETTINGS]
     labels = {}
     for run_id, flat in configs.items():
-        parts = [f"{SHORT_KEYS.get(k, k.rsplit('.', 1)[-1])} {_short_value(flat.get(k))}"
+        parts = [f"{short_key(k, lang)} {_short_value(flat.get(k))}"
                  for k in differing if applies(flat, k)]
         labels[run_id] = " · ".join(parts) or _id_time(run_id)
     totals = {label: list(labels.values()).count(label) for label in labels.values()}

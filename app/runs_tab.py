@@ -78,8 +78,9 @@ def build(console: Console, labels: Labels) -> RunsTab:
     out["message"] = gr.Markdown(elem_id="runs-message")
     _build_evaluate(out, console, labels)
     with gr.Row():
-        out["metric"] = labels.bind(gr.Dropdown(choices=list(cb.OVERLAY_METRICS), value="val ppl",
-                                                elem_id="runs-metric", scale=3), label="runs.metric")
+        out["metric"] = labels.bind(gr.Dropdown(choices=list(cb.OVERLAY_METRICS), value="val ppl", elem_id="runs-metric",
+                                                scale=3), label="runs.metric",
+                                    choices=[(f"overlay.{metric}", metric) for metric in cb.OVERLAY_METRICS])
         out["log_scale"] = labels.bind(gr.Checkbox(value=cb.overlay_log_default("val ppl"), elem_id="runs-log-scale",
                                                    scale=1), label="runs.log_scale")
     out["overlay"] = labels.bind(gr.HTML(cb.overlay_svg(pd.DataFrame(), "val ppl", lang=labels.lang), elem_id="runs-overlay-plot",
@@ -156,7 +157,8 @@ def _wire(tab: RunsTab, console: Console) -> None:
         choices = cb.run_choices(console, viewer)
         queue = cb.queue_html(console, viewer, language)
         key = table.to_json() + repr(choices) + queue
-        overlay = cb.overlay_svg(session.overlay.frame(console, selected or [], metric, viewer), metric, log_y, language)
+        overlay = cb.overlay_svg(session.overlay.frame(console, selected or [], metric, viewer, language), metric, log_y,
+                                 language)
         if key == session.table_key:
             return gr.skip(), gr.skip(), overlay, gr.skip()
         session.table_key = key
@@ -188,7 +190,7 @@ def _wire(tab: RunsTab, console: Console) -> None:
                 request: gr.Request):
         viewer = console.viewer(request)
         with session_lock(session):
-            frame = session.overlay.frame(console, selected or [], metric, viewer)
+            frame = session.overlay.frame(console, selected or [], metric, viewer, language)
         return (cb.overlay_svg(frame, metric, log_y, language),
                 cb.config_diff_html(console, selected or [], only_diff, viewer, language))
 

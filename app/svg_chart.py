@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -141,11 +141,14 @@ def _dot(px: float, py: float, r: float = 2.6) -> str:
     return f"M{px - r:.1f},{py:.1f}a{r},{r} 0 1,0 {2 * r},0a{r},{r} 0 1,0 {-2 * r},0"
 
 
-def _series(axes: _Axes, name: str, xs: np.ndarray, ys: np.ndarray, color: str, dashed: bool, y_title: str) -> str:
+def _series(axes: _Axes, name: str, xs: np.ndarray, ys: np.ndarray, color: str, dashed: bool, y_title: str,
+            shown: str, words: tuple[str, str] = ("step", "series")) -> str:
     """One series: its line, and a labelled symbol per drawn point (visible when there are few).
 
     The symbols follow the DOM contract of Gradio's Vega plots — `g.mark-symbol.role-mark >
-    path[aria-label="step: S; <y>: V; series: NAME"]` — so screen readers and tests read either."""
+    path[aria-label="step: S; <y>: V; series: NAME"]` — so screen readers and tests read either;
+    `shown` is the series' name in the page's language, `words` the words for "step" and "series"
+    (`data-series` keeps the name the data gives)."""
     count = len(xs)
     xs, ys = _thin(xs, ys)
     pxs, pys = axes.x_array(xs).tolist(), axes.y_array(ys).tolist()
@@ -153,10 +156,11 @@ def _series(axes: _Axes, name: str, xs: np.ndarray, ys: np.ndarray, color: str, 
     dash = ' stroke-dasharray="5 4"' if dashed else ""
     line = f'<path class="mt-line" d="{d}" stroke="{color}"{dash}/>' if count > 1 else ""
     visible = count <= MARKERS_UP_TO
-    label, series = html.escape(y_title), html.escape(name)
+    label, series, display = html.escape(y_title), html.escape(name), html.escape(shown)
+    step_word, series_word = (html.escape(w) for w in words)
     symbols = []
     for px, py, x, y in zip(pxs, pys, xs.tolist(), ys.tolist()):
-        text = f"step: {int(x)}; {label}: {fmt(y)}; series: {series}"
+        text = f"{step_word}: {int(x)}; {label}: {fmt(y)}; {series_word}: {display}"
         if visible:
             symbols.append(f'<path class="mt-dot" d="{_dot(px, py)}" fill="{color}" aria-label="{text}">'
                            f'<title>{text}</title></path>')
@@ -174,12 +178,12 @@ def _legend_width(name: str) -> int:
     return 24 + 7 * len(name)
 
 
-def _legend_rows(names: Sequence[str]) -> list[list[str]]:
+def _legend_rows(names: Sequence[str], display: Callable[[str], str]) -> list[list[str]]:
     """The legend's items row by row, each row within the plot's width."""
     rows: list[list[str]] = [[]]
     x = LEFT
     for name in names:
-        width = _legend_width(_cut(name))
+        width = _legend_width(_cut(display(name)))
         if rows[-1] and x + width > WIDTH - RIGHT + 20:
             rows.append([])
             x = LEFT
@@ -192,13 +196,14 @@ def _cut(name: str) -> str:
     return name if len(name) <= LEGEND_MAX_CHARS else name[:LEGEND_MAX_CHARS - 1] + "…"
 
 
-def _legend(rows: list[list[str]], colors: dict[str, str], titles: dict[str, str]) -> str:
+def _legend(rows: list[list[str]], colors: dict[str, str], titles: dict[str, str],
+            display: Callable[[str], str]) -> str:
     parts = []
     for row_index, row in enumerate(rows):
         x, y = LEFT, 8 + row_index * LEGEND_ROW_PX
         for name in row:
-            shown = _cut(name)
-            hover = titles.get(name, name)
+            shown = _cut(display(name))
+            hover = titles.get(name, display(name))
             parts.append(f'<g class="mt-legend-item" data-series="{html.escape(name)}"><title>{html.escape(hover)}</title>'
                          f'<rect x="{x}" y="{y}" width="10" height="10" rx="2" fill="{colors[name]}"/>'
                          f'<text class="mt-legend-text" x="{x + 14}" y="{y + 9}">{html.escape(shown)}</text></g>')
@@ -209,10 +214,14 @@ def _legend(rows: list[list[str]], colors: dict[str, str], titles: dict[str, str
 def line_chart(frame: pd.DataFrame, y_title: str, *, x_title: str = "step", log_y: bool = False,
                caption: str = "", color_column: str = "series",
                empty_text: str = "waiting for the first points…", legend_titles: dict[str, str] | None = None,
-               log_mark: str = " (log)") -> str:
+               log_mark: str = " (log)", series_text: Callable[[str], str] | None = None,
+               series_word: str = "series") -> str:
     """An SVG line chart of a long-format frame (step, value, <color_column>), one line per group.
     The legend wraps onto more rows when the names do not fit one (the plot moves down);
-    `legend_titles` gives a name's tooltip (e.g. a run's full id behind its short label)."""
+    `legend_titles` gives a name's tooltip (e.g. a run's full id behind its short label);
+    `series_text` a group's name in the page's language (legend and point labels), `x_title` and
+    `series_word` the point labels' words for "step" and "series"."""
+    display = series_text or (lambda name: name)
     steps = frame["step"].to_numpy(dtype=float) if len(frame) else np.zeros(0)
     values = frame["value"].to_numpy(dtype=float) if len(frame) else np.zeros(0)
     groups = frame[color_column].to_numpy(dtype=object) if len(frame) else np.zeros(0, dtype=object)
@@ -220,7 +229,7 @@ def line_chart(frame: pd.DataFrame, y_title: str, *, x_title: str = "step", log_
     steps, values, groups = steps[keep], values[keep], groups[keep]
     total = len(steps)
     names = [str(n) for n in dict.fromkeys(groups.tolist())]
-    rows = _legend_rows(names) if total else [[]]
+    rows = _legend_rows(names, display) if total else [[]]
     shift = LEGEND_ROW_PX * (len(rows) - 1)
     height = HEIGHT + shift + (16 if caption else 0)
     head = (f'<svg class="mt-chart" data-points="{total}" viewBox="0 0 {WIDTH} {height}" '
@@ -232,13 +241,14 @@ def line_chart(frame: pd.DataFrame, y_title: str, *, x_title: str = "step", log_
     own = [n for n in names if not n.endswith(PARENT_MARK)]
     colors = {n: (BEST_COLOR if n.startswith("best") else PALETTE[i % len(PALETTE)]) for i, n in enumerate(own)}
     colors.update({n: PARENT_COLOR for n in names if n.endswith(PARENT_MARK)})
-    parts = [head, _legend(rows, colors, legend_titles or {}), f'<g transform="translate(0,{shift})">',
+    parts = [head, _legend(rows, colors, legend_titles or {}, display), f'<g transform="translate(0,{shift})">',
              *_grid(axes, x_title, f"{y_title}{log_mark}" if log_y else y_title)]
     for name in names:
         mask = groups == name
         order = np.argsort(steps[mask], kind="stable")
         parts.append(_series(axes, name, steps[mask][order], values[mask][order], colors[name],
-                             dashed=name.startswith("best") or name.endswith(PARENT_MARK), y_title=y_title))
+                             dashed=name.startswith("best") or name.endswith(PARENT_MARK), y_title=y_title,
+                             shown=display(name), words=(x_title, series_word)))
     parts.append("</g>")
     if caption:
         parts.append(f'<text class="mt-caption" x="{LEFT}" y="{HEIGHT + shift + 8}">{html.escape(caption)}</text>')

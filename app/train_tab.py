@@ -163,10 +163,10 @@ def _precision_fields(tab: TrainTab, labels: Labels, values: dict, info: dict) -
     device = values["parallel.device"]
     with gr.Row():
         _widget(tab, "parallel.device", values, info, labels)
-        tab.fields["parallel.device"].choices = devices.device_choices()
+        tab.fields["parallel.device"].choices = devices.device_choices(labels.lang)
         _widget(tab, "precision.amp_level", values, info, labels)
         _widget(tab, "precision.compute_dtype", values, info, labels)
-        tab.fields["precision.compute_dtype"].choices = devices.dtype_choices(device)
+        tab.fields["precision.compute_dtype"].choices = devices.dtype_choices(device, labels.lang)
     with gr.Row():
         _widget(tab, "model.dtype", values, info, labels)
         _widget(tab, "precision.loss_scale", values, info, labels)
@@ -495,14 +495,18 @@ def _wire_device_and_method(tab: TrainTab, lang: Any) -> None:
     dtype, slider = tab.fields["precision.compute_dtype"], tab.fields["parallel.data_parallel"]
 
     def on_device(name: str, workers: float, language: str, where: str, nodes: float, per_node: float):
-        return (gr.update(choices=devices.dtype_choices(name)),
+        return (gr.update(choices=devices.dtype_choices(name, language)),
                 gr.update(**cb.workers_field(where, nodes, per_node, workers, name)),
                 cb.device_notes(name, language))
 
     device.change(on_device, [device, slider, lang, tab.fields[form.WHERE], tab.fields["launch.nodes"],
                               tab.fields["launch.workers_per_node"]], [dtype, slider, tab.out["device_note"]],
                   show_progress="hidden", api_visibility="private")
-    lang.change(cb.device_notes, [device, lang], tab.out["device_note"], show_progress="hidden",
+    def in_language(name: str, language: str):
+        return (gr.update(choices=devices.device_choices(language)), gr.update(choices=devices.dtype_choices(name, language)),
+                cb.device_notes(name, language))
+
+    lang.change(in_language, [device, lang], [device, dtype, tab.out["device_note"]], show_progress="hidden",
                 api_visibility="private")
     method = tab.fields["method"]
     method.change(lambda m: (gr.update(visible=m == "lora"),) * 2, method,
@@ -523,8 +527,9 @@ def _wire_data(tab: TrainTab, console: Console) -> None:
     picked = [tab.fields[k] for k in PICKED_KEYS]
     quiet = {"show_progress": "hidden", "api_visibility": "private"}
     picker = tab.out["dataset_picker"]
-    tab.out["dataset_choices"] = (lambda current: gr.update(choices=data_callbacks.dataset_choices(console),
-                                                            value=current), picker, picker)
+    tab.out["dataset_choices"] = (lambda current, language: gr.update(
+        choices=data_callbacks.dataset_choices(console, language), value=current), [picker, tab.lang], picker)
+    tab.lang.change(*tab.out["dataset_choices"], **quiet)
 
     def pick(train_file: str, current: str, current_dataset: str):
         """Another dataset: its files, format auto and no column mapping. The one the form already

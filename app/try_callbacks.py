@@ -18,6 +18,7 @@ from core.run.rundir import POINTERS, display_name
 from app import catalog
 from app.access import SINGLE_USER, Viewer, read_owner
 from app.context import Console
+from app.i18n import text
 from app.paths import OutsideRootsError, inside_roots
 
 GENERATE_TIMEOUT_S = 600
@@ -36,26 +37,29 @@ class Answer:
         return f"{self.text}\n\n[{self.new_tokens} tokens in {self.seconds:.2f} s]"
 
 
-def checkpoint_choices(console: Console, viewer: Viewer = SINGLE_USER) -> list[tuple[str, str]]:
+def checkpoint_choices(console: Console, viewer: Viewer = SINGLE_USER, lang: str = "en") -> list[tuple[str, str]]:
     """(label, checkpoint folder) of every run `viewer` may see with a best or last checkpoint,
-    newest first."""
+    newest first; the label says which checkpoint and the run's state in `lang`."""
     choices = []
     for summary in console.jobs.runs(viewer):
         for which in POINTERS:
             folder = summary.run.checkpoint(which)
             if folder.exists():
                 shown = display_name(summary.run_id, summary.status.final)
-                choices.append((f"{shown} · {which} ({summary.state})", str(folder)))
+                choices.append((text("try.checkpoint_choice", lang).format(
+                    run=shown, which=text(f"try.pointer.{which}", lang),
+                    state=text(f"state.{summary.state}", lang) if lang == "zh" else summary.state),
+                    str(folder)))
                 break
     return choices
 
 
-def checkpoint_picker(console: Console, viewer: Viewer = SINGLE_USER,
-                      current: str | None = None) -> tuple[list[tuple[str, str]], str | None]:
+def checkpoint_picker(console: Console, viewer: Viewer = SINGLE_USER, current: str | None = None,
+                      lang: str = "en") -> tuple[list[tuple[str, str]], str | None]:
     """The checkpoint picker as the runs are now: its choices, labelled with each run's current state
     (a label made when the page was built said "(running)" long after the run finished: issue 31
     item 5), and its value: the checkpoint picked before if it is still there, else the newest."""
-    choices = checkpoint_choices(console, viewer)
+    choices = checkpoint_choices(console, viewer, lang)
     folders = [folder for _, folder in choices]
     return choices, current if current in folders else (folders[0] if folders else None)
 

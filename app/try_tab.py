@@ -12,10 +12,10 @@ def build(console: Console, labels: Labels) -> dict:
     out: dict = {}
     models = [m for m in console.models() if m.loadable]
     with gr.Row():
-        out["base"] = labels.bind(gr.Dropdown(choices=[(m.label, m.name) for m in models],
+        out["base"] = labels.bind(gr.Dropdown(choices=[(m.label_in(labels.lang), m.name) for m in models],
                                               value=models[0].name if models else None, elem_id="try-base"),
                                   label="try.base")
-        checkpoints = cb.checkpoint_choices(console, console.page_viewer)
+        checkpoints = cb.checkpoint_choices(console, console.page_viewer, labels.lang)
         first = checkpoints[0][1] if checkpoints else None
         out["checkpoint"] = labels.bind(gr.Dropdown(choices=checkpoints, value=first, elem_id="try-checkpoint"),
                                         label="try.checkpoint")
@@ -36,18 +36,25 @@ def build(console: Console, labels: Labels) -> dict:
                                  viewer=console.viewer(request))
         return left.shown(), right.shown()
 
-    def choices(request: gr.Request):
-        return gr.update(choices=cb.checkpoint_choices(console, console.viewer(request)))
+    def choices(language: str, request: gr.Request):
+        return gr.update(choices=cb.checkpoint_choices(console, console.viewer(request), language))
 
-    def refresh(current: str | None, request: gr.Request):
-        choices, value = cb.checkpoint_picker(console, console.viewer(request), current)
+    def refresh(current: str | None, language: str, request: gr.Request):
+        choices, value = cb.checkpoint_picker(console, console.viewer(request), current, language)
         return gr.update(choices=choices, value=value)
+
+    def in_language(base: str | None, current: str | None, language: str, request: gr.Request):
+        models = [m for m in console.models() if m.loadable]
+        return (gr.update(choices=[(m.label_in(language), m.name) for m in models], value=base),
+                refresh(current, language, request))
 
     out["generate"].click(generate, [out["base"], out["checkpoint"], out["prompt"], out["chat"],
                                      out["max_new_tokens"]], [out["base_out"], out["tuned_out"]],
                           concurrency_limit=2, api_visibility="private")
-    out["checkpoint"].focus(choices, None, out["checkpoint"],
+    out["checkpoint"].focus(choices, labels.toggle, out["checkpoint"],
                             show_progress="hidden", api_visibility="private")
     # the page load and the tab's selection (app/server.py) list the checkpoints with their runs' states now
-    out["refresh"] = (refresh, out["checkpoint"], out["checkpoint"])
+    out["refresh"] = (refresh, [out["checkpoint"], labels.toggle], out["checkpoint"])
+    labels.toggle.change(in_language, [out["base"], out["checkpoint"], labels.toggle], [out["base"], out["checkpoint"]],
+                         show_progress="hidden", api_visibility="private")
     return out

@@ -17,6 +17,8 @@ KEPT_WORDS = {
     "preference", "rafailov", "overlong",
     # trackers and their modes, Slurm and its commands
     "tensorboard", "mlflow", "swanlab", "offline", "local", "cloud", "login", "watch", "slurm", "sbatch", "srun",
+    # device names as the config writes them (parallel.device)
+    "cpu", "gpu",
 }
 ENGLISH_WORD = re.compile(r"[A-Za-z][A-Za-z'’]+")
 # identifiers: mappings, quoted values and names (what a user types: 'cosine', 'instruction'; not the
