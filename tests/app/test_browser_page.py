@@ -179,6 +179,7 @@ CHART_AND_CHOICE_JS = """
   return out.filter(([, text]) => text);
 }
 """
+CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # Chinese characters and full-width punctuation
 CHOICE_IDS = ["model-picker", "dataset-picker", "cfg-parallel-device", "runs-metric", "try-base", "try-checkpoint"]
 
 
@@ -436,6 +437,9 @@ def test_a_run_picked_by_hand_shows_none_of_the_previous_runs_drawings(console_s
     # log-prob or answer-score points: those charts are A's empty ones)
     wait_for(lambda: all(run == a and (points > 0 or name in NO_POINTS_FOR_SFT)
                          for name, run, points in page.evaluate(CHARTS_JS)), "every chart to draw A")
+    # the English page the other way round: no 中文 in its text, its charts or its dropdowns
+    texts = [*page.evaluate(TEXT_NODES_JS), *page.evaluate(CHART_AND_CHOICE_JS, CHOICE_IDS)]
+    assert not [t for _, t in texts if CJK.search(t)], [t for _, t in texts if CJK.search(t)]
     page.evaluate(WATCH_SWITCH_JS)
     choose(page, "run-picker", b)
     wait_for(lambda: all(run in ("", b) for _, run, _ in page.evaluate(CHARTS_JS)), "no chart drawing A")
