@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
-from core.run.rundir import RunDir, RunDirError, Status
+from core.run.records import RunDirError, Status
+from core.run.rundir import RunDir
 
 from app.settings import Settings, is_loopback
 

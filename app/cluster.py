@@ -2,7 +2,7 @@
 "Where to run" choices, and a Slurm job in words for the Monitor and Runs tabs.
 
 Slurm itself (sbatch, squeue, sacct, scancel, scontrol) is core.run.slurm's; the console only asks it
-what partitions there are and reads `Status.cluster` (core.run.rundir.ClusterJob) from the run folder.
+what partitions there are and reads `Status.cluster` (core.run.records.ClusterJob) from the run folder.
 Plain values in and out, so the tests need neither a browser nor a cluster.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any, Callable
 import core.run.slurm as slurm
 from core.spec.config import ConfigError
 from core.run.launcher import LaunchError
-from core.run.rundir import TERMINAL_STATES, RunDir, RunDirError, Status
+from core.run.records import TERMINAL_STATES, RunDirError, Status
+from core.run.rundir import RunDir
 
 from app.form import LOCAL, SLURM_PREFIX, parse_where
 from app.i18n import problem_text, text
@@ -133,7 +134,7 @@ def cluster_errors(config: Any, offer: ClusterOffer, ask_slurm: bool = True,
 # ---- a Slurm job in words -----------------------------------------------------------------------
 
 def cluster_of(status: Status) -> Any | None:
-    """The run's Slurm job record (core.run.rundir.ClusterJob), or None for a run on this machine."""
+    """The run's Slurm job record (core.run.records.ClusterJob), or None for a run on this machine."""
     return getattr(status, "cluster", None)
 
 

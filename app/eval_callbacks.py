@@ -14,7 +14,8 @@ import core.run.launcher as launcher
 from core.spec.config import ConfigError, load_config
 from core.eval.eval_tasks import (EVALS_DIR, EvalError, EvalSettings, create_eval_run, eval_runs_dir, local_tasks,
                              main_scores, read_results, read_settings, require_lm_eval)
-from core.run.rundir import TERMINAL_STATES, RunDir, RunDirError
+from core.run.records import TERMINAL_STATES, RunDirError
+from core.run.rundir import RunDir
 
 from app.access import SINGLE_USER, Viewer
 from app.context import Console

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from core.spec.config import ConfigError, load_config
 from core.run.launcher import REPO_ROOT
-from core.run.rundir import POINTERS, RunDir, RunDirError, resolve_inside
+from core.run.records import RunDirError
+from core.run.rundir import POINTERS, RunDir, resolve_inside
 
 FORMATS = ("peft", "merged", "mindspore")
 EXPORT_TIMEOUT_S = 900

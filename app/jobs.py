@@ -33,7 +33,9 @@ import core.run.backends as backends
 import core.run.launcher as launcher
 from core.spec.config import Config, ConfigError, load_config
 from core.run.atomic import atomic_write
-from core.run.rundir import TERMINAL_STATES, RunDir, RunDirError, RunSummary, Status, list_runs
+from core.run.records import TERMINAL_STATES, RunDirError, Status
+from core.run.rundir import RunDir
+from core.run.runs import RunSummary, list_runs
 from core.run.slurm import ENDED_STATES
 
 from app.access import SINGLE_USER, Viewer, read_owner, visible

@@ -5,7 +5,7 @@
 (step, value, series). Nothing is re-read: the cost of a tick is the new bytes, not the file.
 
 A resumed run logs again the steps its previous attempt logged past its last checkpoint: the
-charts keep the latest value per step (`core.run.rundir.resume_point`/`value_key`, the rule
+charts keep the latest value per step (`core.run.records.resume_point`/`value_key`, the rule
 `current_records` applies to a whole file): a resume drops the points past the step it resumed
 from, and a record of a step seen before replaces that step's points.
 """
@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.run.rundir import (GENERATION_FIELDS, SCORE_LABELS, BaselineEvent, ControlEvent, EndEvent, EvalRecord,
-                         MetricRecord, MetricsReader, RunDir, RunDirError, SetupEvent, TrainRecord, resume_point,
-                         value_key)
+from core.run.records import (GENERATION_FIELDS, BaselineEvent, ControlEvent, EndEvent, EvalRecord, MetricRecord,
+    RunDirError, SetupEvent, TrainRecord, resume_point, value_key)
+from core.run.rundir import MetricsReader, RunDir
+from core.run.runs import SCORE_LABELS
 from core.spec.config import ConfigError, load_config
 
 from app.sessions import most_recent

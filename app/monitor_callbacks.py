@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 from core.spec.config import ConfigError, EarlyStoppingSettings, load_config
 from core.run.launcher import LaunchError
-from core.run.rundir import TERMINAL_STATES, EvalRecord, RunDir, RunDirError, Status
+from core.run.records import TERMINAL_STATES, EvalRecord, RunDirError, Status
+from core.run.rundir import RunDir
 
 from app.access import SINGLE_USER, Viewer
 from app.background import run_with_ticks

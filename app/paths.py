@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Iterable
 
 from core.run.launcher import REPO_ROOT
-from core.run.rundir import RunDirError, resolve_inside
+from core.run.records import RunDirError
+from core.run.rundir import resolve_inside
 
 
 class OutsideRootsError(ValueError):

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from core.run.launcher import CRASH_REASON
-from core.run.rundir import FAILURE_KINDS, TERMINAL_STATES, Status
+from core.run.records import FAILURE_KINDS, TERMINAL_STATES, Status
 
 from app.i18n import text
 

@@ -15,8 +15,9 @@ import pandas as pd
 
 import core.run.launcher as launcher
 from core.eval.eval_tasks import EVALS_DIR, RESULTS_FILE
-from core.run.rundir import (GENERATION_FIELDS, POINTERS, TERMINAL_STATES, EvalRecord, RunDir, RunDirError, RunSummary,
-                         Status, TrainRecord, display_name, resolve_inside)
+from core.run.records import GENERATION_FIELDS, TERMINAL_STATES, EvalRecord, RunDirError, Status, TrainRecord
+from core.run.rundir import POINTERS, RunDir, resolve_inside
+from core.run.runs import RunSummary, display_name
 
 from app.access import SINGLE_USER, Viewer
 from app.cluster import queue_label, shown_state

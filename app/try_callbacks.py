@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from core.run.launcher import REPO_ROOT
-from core.run.rundir import POINTERS, display_name
+from core.run.rundir import POINTERS
+from core.run.runs import display_name
 
 from app import catalog
 from app.access import SINGLE_USER, Viewer, read_owner

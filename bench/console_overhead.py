@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 def train_tokens_per_s(run_dir: Path) -> float:
     """Median tokens/s of the logged train steps, the first (compilation) left out."""
-    from core.run.rundir import RunDir, TrainRecord
+    from core.run.records import TrainRecord
+    from core.run.rundir import RunDir
     records = RunDir(run_dir).metrics_reader().read_new()
     values = [r.tokens_per_s for r in records if isinstance(r, TrainRecord)][1:]
     return statistics.median(values)

@@ -19,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.run.rundir import BaselineEvent, EvalRecord, RunDir, TrainRecord, current_records  # noqa: E402
+from core.run.records import BaselineEvent, EvalRecord, TrainRecord, current_records
+from core.run.rundir import RunDir
 
 
 def run_training(config: str, runs_dir: Path, *overrides: str) -> dict:

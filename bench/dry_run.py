@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 import core.spec.memory as memory  # noqa: E402
 from core.spec.config import load_config  # noqa: E402
 from core.spec.model_args import read_model_args  # noqa: E402
-from core.run.rundir import RunDir  # noqa: E402
+from core.run.rundir import RunDir
 
 ENV = {**os.environ, "GLOG_v": "3"}
 

@@ -40,7 +40,8 @@ import psutil  # noqa: E402
 
 import core.run.launcher as launcher  # noqa: E402
 from core.spec.config import load_config  # noqa: E402
-from core.run.rundir import TERMINAL_STATES, RunDir  # noqa: E402
+from core.run.records import TERMINAL_STATES
+from core.run.rundir import RunDir
 
 RUN_OVERRIDES = ("train.max_steps=1000000", "train.learning_rate=3.0e-4",  # lr 3e-3 diverges near step 1,000
                  "train.eval_every=200", "train.save_every=200", "train.log_every=1",

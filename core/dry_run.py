@@ -26,7 +26,7 @@ if __package__ in (None, ""):
 
 import core.run.launcher as launcher
 from core.spec.config import Config, ConfigError, load_config
-from core.run.rundir import SetupEvent
+from core.run.records import SetupEvent
 
 DEFAULT_STEPS = 2
 

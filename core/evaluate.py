@@ -27,7 +27,8 @@ from pathlib import Path
 from core.eval.eval_tasks import (DEFAULT_TASKS_DIR, RESULTS_FILE, EvalError, EvalSettings, create_eval_run,
                              local_tasks, read_settings, require_lm_eval)
 from core.run.launcher import log_header, process_fields
-from core.run.rundir import RunDir, RunDirError, atomic_write_json
+from core.run.records import RunDirError
+from core.run.rundir import RunDir, atomic_write_json
 
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 STATUS_EVERY_S = 1.0

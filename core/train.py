@@ -54,9 +54,10 @@ from core.engine.profiling import StepProfiler, profile_message
 from core.spec.model_args import check_run_settings, read_model_args
 import core.engine.preference_run as preference_run
 from core.engine.preference import PreferenceError, preference_inputs, reference_kind
-from core.run.rundir import (GENERATION_FIELDS, TERMINAL_STATES, BaselineEvent, BestSoFar, ControlEvent, ControlPoller,
-                         EndEvent, EvalRecord, EventRecord, FinalFigures, ForkEvent, MetricRecord,
-                         ResumeEvent, RunDir, SetupEvent, TrainRecord, ValidationFigures)
+from core.run.records import (GENERATION_FIELDS, TERMINAL_STATES, BaselineEvent, BestSoFar, ControlEvent, EndEvent,
+    EvalRecord, EventRecord, FinalFigures, ForkEvent, MetricRecord, ResumeEvent, SetupEvent, TrainRecord,
+    ValidationFigures)
+from core.run.rundir import ControlPoller, RunDir
 from core.run.tracking import Trackers
 from core.data.tokenizer import Tokenizer, TokenizerError
 from core.engine.train_step import (EvalStep, TrainStep, WarmupDecaySchedule, adamw, lr_at, optimizer_state,

@@ -11,7 +11,7 @@ only, and a summary a person can read in the Monitor.
 On the CPU MindSpore records every kernel launch with its scope: kernels of the backward pass are
 under `Gradients/`; the forward pass and the optimizer update share the `Default/` scope (the
 layers run as shared per-layer graphs, so no module path survives), so the summary says
-"backward" and "forward + update". The summary is a `core.run.rundir.ProfileSummary`, which the
+"backward" and "forward + update". The summary is a `core.run.records.ProfileSummary`, which the
 Monitor reads back (`RunDir.read_profile_summary`); `summarize` reads MindSpore's tables only (no
 MindSpore import: only `StepProfiler.before_step` imports it).
 """
@@ -21,7 +21,8 @@ import csv
 from pathlib import Path
 
 from core.spec.device_paths import profiler_activities
-from core.run.rundir import ProfiledOperator, ProfileSummary, RunDir
+from core.run.records import ProfiledOperator, ProfileSummary
+from core.run.rundir import RunDir
 
 DETAIL_GLOB = "*/FRAMEWORK/cpu_op_detail_info_*.csv"
 # Ascend: the device kernels' table (mindspore/profiler/analysis/viewer/ascend_kernel_details_viewer.py:

@@ -23,7 +23,9 @@ from pathlib import Path
 import yaml
 
 from core.run.ckpt_store import STATE_FILE, WEIGHTS_FILE
-from core.run.rundir import RunDir, RunDirError, next_free_run_id
+from core.run.records import RunDirError
+from core.run.rundir import RunDir
+from core.run.runs import next_free_run_id
 
 EVALS_DIR = "evals"
 RESULTS_FILE = "results.json"

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from core.run.rundir import GENERATION_FIELDS, GenerationFigures
+from core.run.records import GENERATION_FIELDS, GenerationFigures
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 

@@ -16,7 +16,9 @@ from typing import Mapping, Protocol, runtime_checkable
 
 import core.run.launcher as launcher
 from core.run.launcher import LaunchedRun, LaunchError
-from core.run.rundir import RunDir, RunDirError, Status, list_runs
+from core.run.records import RunDirError, Status
+from core.run.rundir import RunDir
+from core.run.runs import list_runs
 from core.run.slurm import SlurmBackend
 from core.spec.config import Config
 

@@ -34,9 +34,9 @@ import psutil
 import core.run.ranks as ranks
 from core.spec.config import Config, ConfigError, Problem, load_config
 from core.run.ranks import OOM_ADVICE  # noqa: F401  (re-exported for the worker and the console)
-from core.run.rundir import (
-    TERMINAL_STATES, RunDir, RunDirError, Status, can_transition, list_runs, make_run_id, next_free_run_id,
-)
+from core.run.records import TERMINAL_STATES, RunDirError, Status, can_transition
+from core.run.rundir import RunDir
+from core.run.runs import make_run_id, next_free_run_id
 
 __all__ = [
     "ENV_RUN_DIR", "REPO_ROOT", "CRASH_REASON", "FORCED_STOP_REASON", "CANCELLED_REASON", "LaunchError", "LaunchedRun", "Orphan",

@@ -36,7 +36,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script by msrun: make `core` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from core.run.rundir import TERMINAL_STATES, RunDir, RunDirError, Status, atomic_write_json, parse_step_folder
+from core.run.records import TERMINAL_STATES, RunDirError, Status
+from core.run.rundir import RunDir, atomic_write_json, parse_step_folder
 
 REPO_ROOT = Path(os.path.abspath(__file__)).parents[2]  # not resolved: a linked copy runs its own train.py
 POLL_S = 0.2

@@ -35,7 +35,9 @@ from core.run.launcher import (
     CANCELLED_REASON, ENV_RUN_DIR, FORCED_STOP_REASON, REPO_ROOT, LaunchError, command_preview, free_port,
     log_header, teardown,
 )
-from core.run.rundir import SLURM_ACTIVE_STATES, TERMINAL_STATES, ClusterJob, RunDir, RunDirError, Status, list_runs
+from core.run.records import SLURM_ACTIVE_STATES, TERMINAL_STATES, ClusterJob, RunDirError, Status
+from core.run.rundir import RunDir
+from core.run.runs import list_runs
 
 __all__ = ["SlurmBackend", "SlurmError", "Partition", "JobInfo", "QueueEntry", "available", "partitions",
            "check_shared", "check_submission", "job_info", "build_script", "sbatch_argv", "SHARED_DIR_OPTION"]

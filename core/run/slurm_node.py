@@ -27,7 +27,8 @@ if __package__ in (None, ""):
 import psutil
 
 from core.run.ranks import ENV_NODE
-from core.run.rundir import RunDir, RunDirError
+from core.run.records import RunDirError
+from core.run.rundir import RunDir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV_RUN_DIR = "MINDTUNE_RUN_DIR"

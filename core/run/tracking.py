@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
 from core.spec.config import Config
-from core.run.rundir import (GENERATION_FIELDS, BaselineEvent, EndEvent, EvalRecord, EventRecord, MetricRecord, RunDir,
-                         TrackerEvent, TrainRecord)
+from core.run.records import (GENERATION_FIELDS, BaselineEvent, EndEvent, EvalRecord, EventRecord, MetricRecord,
+    TrackerEvent, TrainRecord)
+from core.run.rundir import RunDir
 
 # what each tracker needs installed (pip names, as in requirements-tracking.txt)
 PACKAGES = {"tensorboard": ("tensorboardX", "tensorboardX"), "mlflow": ("mlflow", "mlflow"),

@@ -868,7 +868,7 @@ def _yaml_line(key: str, value: Any, help: str | bool) -> str:
     return f"{key}: {text}".ljust(34) + f"  # {help}" if help else f"{key}: {text}"
 
 
-_ANSWER_SCORES = ("exact_match", "bleu", "rouge1", "rouge2", "rougeL")  # core.run.rundir.GENERATION_FIELDS
+_ANSWER_SCORES = ("exact_match", "bleu", "rouge1", "rouge2", "rougeL")  # core.run.records.GENERATION_FIELDS
 
 
 def _cross_field_problems(c: Config) -> list[Problem]:

@@ -158,7 +158,8 @@ class ChartDelay:
 
     def delays(self, metrics_path: Path) -> dict[int, float]:
         seen = {int(float(step)): ms / 1000 for step, ms in self.page.evaluate("window.__chartSeen").items()}
-        from core.run.rundir import MetricsReader, TrainRecord
+        from core.run.records import TrainRecord
+        from core.run.rundir import MetricsReader
         written = {r.step: r.time for r in MetricsReader(metrics_path).read_new()  # a half-written last line waits
                    if isinstance(r, TrainRecord) and r.loss is not None}
         return {step: seen[step] - written[step] for step in written if step in seen}

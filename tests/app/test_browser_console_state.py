@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from core.spec.config import Config, load_config
-from core.run.rundir import FinalFigures, RunDir
+from core.run.records import FinalFigures
+from core.run.rundir import RunDir
 
 from tests.app.test_browser import choose, set_number, wait_for
 from tests.app.test_data_browser import PREVIEW_READY_JS, chat_rows, upload, write_jsonl

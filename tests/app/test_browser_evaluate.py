@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("lm_eval")
 
-from core.run.rundir import RunDir  # noqa: E402
+from core.run.rundir import RunDir
 from tests.app.browser_fixtures import MODELS_DIR  # noqa: E402
 from tests.app.test_browser_console_state import SCREEN, fake_run  # noqa: E402
 from tests.core.test_lm_eval_model import _write_tasks  # noqa: E402

@@ -21,7 +21,8 @@ import psutil
 import pytest
 
 from core.spec.config import Config
-from core.run.rundir import FinalFigures, RunDir
+from core.run.records import FinalFigures
+from core.run.rundir import RunDir
 
 from tests.app.english import english_words
 from tests.app.test_browser import choose, reveal, set_number, wait_for

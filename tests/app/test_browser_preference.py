@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import core.run.launcher as launcher
-from core.run.rundir import TERMINAL_STATES, EvalRecord, MetricsReader
+from core.run.records import TERMINAL_STATES, EvalRecord
+from core.run.rundir import MetricsReader
 from tests.app.test_browser import choose, only_run, plot_points, reveal, run_state, set_number, wait_for
 
 pytest_plugins = ["tests.app.browser_fixtures"]

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 from core.spec.config import load_config
-from core.run.rundir import ForkEvent, RunDir, list_runs
+from core.run.records import ForkEvent
+from core.run.rundir import RunDir
+from core.run.runs import list_runs
 
 from tests.app.test_browser import PHASE_TIMEOUT_S, choose, plot_points, reveal, run_state, set_number, wait_for
 

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 import core.run.launcher as launcher
-from core.run.rundir import ClusterJob, RunDir, list_runs
+from core.run.records import ClusterJob
+from core.run.rundir import RunDir
+from core.run.runs import list_runs
 from core.run.slurm import ENDED_STATES
 
 from tests.slurm_fixtures import require_slurm

@@ -19,7 +19,9 @@ import time
 
 import pytest
 
-from core.run.rundir import TERMINAL_STATES, ClusterJob, RunDir, list_runs
+from core.run.records import TERMINAL_STATES, ClusterJob
+from core.run.rundir import RunDir
+from core.run.runs import list_runs
 from core.run.slurm import Partition, QueueEntry
 
 from app import form, monitor_callbacks, runs_callbacks

@@ -14,7 +14,8 @@ import pytest
 import core.run.launcher as launcher
 import core.run.ranks as ranks
 from core.spec.config import load_config
-from core.run.rundir import TERMINAL_STATES, RunDir
+from core.run.records import TERMINAL_STATES
+from core.run.rundir import RunDir
 
 from app.context import Console
 from app.settings import Settings

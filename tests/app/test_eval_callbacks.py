@@ -12,7 +12,8 @@ pytest.importorskip("lm_eval")
 
 import core.run.launcher as launcher  # noqa: E402
 from core.eval.eval_tasks import EvalSettings, create_eval_run  # noqa: E402
-from core.run.rundir import TERMINAL_STATES, RunDir  # noqa: E402
+from core.run.records import TERMINAL_STATES
+from core.run.rundir import RunDir
 
 from app import eval_callbacks as ev  # noqa: E402
 from tests.app.test_monitor_callbacks import make_run  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.run.rundir import Status
+from core.run.records import Status
 
 from app.i18n import text
 from app.run_status import failure_html, failure_kind

@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from core.run.rundir import EvalRecord, RunDir, TrainRecord
+from core.run.records import EvalRecord, TrainRecord
+from core.run.rundir import RunDir
 
 from app.metrics import RunCharts
 
@@ -103,7 +104,7 @@ def test_read_tail_and_last_record(tmp_path, run):
 def test_a_resume_keeps_the_latest_value_per_step(run):
     """Attempt 1 logs steps 1-6 and dies; attempt 2 resumes from the step-4 checkpoint and logs 5-8.
     Read in pieces that split the attempts, the charts hold each step once, with attempt 2's values."""
-    from core.run.rundir import ResumeEvent, SetupEvent, current_records
+    from core.run.records import ResumeEvent, SetupEvent, current_records
     charts = RunCharts(run.path)
     first = [train(s, 10.0 - s, generation=1) for s in range(1, 7)] + [evaluation(4, 5.0, 5.0, generation=1)]
     run.append_metrics(first[:5])
@@ -200,7 +201,7 @@ def test_a_chart_revision_moves_only_when_its_points_change(run):
 
 
 def test_answer_scores_chart_from_the_baseline_and_scored_evaluations(run):
-    from core.run.rundir import BaselineEvent
+    from core.run.records import BaselineEvent
     charts = RunCharts(run.path)
     run.append_metrics([BaselineEvent(step=0, val_loss=5.0, exact_match=0.0, bleu=0.0, rouge1=0.05, rouge2=0.0,
                                       rougeL=0.05),

@@ -7,7 +7,8 @@ import time
 import pytest
 
 from core.spec.config import Config
-from core.run.rundir import RunDir, Status
+from core.run.records import Status
+from core.run.rundir import RunDir
 
 from app import monitor_callbacks as cb
 from app.run_status import failure_kind

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from core.run.rundir import FinalFigures
+from core.run.records import FinalFigures
 
 from app import runs_callbacks as cb
 from app.metrics import RunCharts

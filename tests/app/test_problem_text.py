@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from core.spec.config import Config, ConfigError
-from core.run.rundir import FinalFigures, RunDir
+from core.run.records import FinalFigures
+from core.run.rundir import RunDir
 
 from app import catalog, data_callbacks
 from app import runs_callbacks as runs_cb

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 
 from core.engine.profiling import BACKWARD, FORWARD, write_summary
-from core.run.rundir import ProfileSummary
+from core.run.records import ProfileSummary
 
 from app import monitor_callbacks as cb
 from tests.app.test_monitor_callbacks import make_run

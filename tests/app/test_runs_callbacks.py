@@ -6,7 +6,8 @@ import re
 
 import time
 
-from core.run.rundir import Attempt, FinalFigures, RunDir
+from core.run.records import Attempt, FinalFigures
+from core.run.rundir import RunDir
 
 from app import runs_callbacks as cb
 

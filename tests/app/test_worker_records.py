@@ -7,8 +7,9 @@ import pytest
 
 import core.run.launcher as launcher
 from core.spec.config import load_config
-from core.run.rundir import (BaselineEvent, ControlEvent, EndEvent, EvalRecord, RunDir, SetupEvent, TrainRecord,
-                         list_runs)
+from core.run.records import BaselineEvent, ControlEvent, EndEvent, EvalRecord, SetupEvent, TrainRecord
+from core.run.rundir import RunDir
+from core.run.runs import list_runs
 from core.train import run_worker
 
 from app import monitor_callbacks, runs_callbacks

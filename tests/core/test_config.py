@@ -450,7 +450,7 @@ def test_an_answer_score_monitor_needs_the_test_answers():
 
 
 def test_answer_score_names_agree_with_the_run_records():
-    from core.run.rundir import GENERATION_FIELDS
+    from core.run.records import GENERATION_FIELDS
     from core.spec.config import _ANSWER_SCORES
     assert _ANSWER_SCORES == GENERATION_FIELDS
     assert set(GENERATION_FIELDS) <= set(describe_fields()["early_stopping.monitor"].choices)

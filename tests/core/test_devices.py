@@ -20,7 +20,7 @@ from core.spec.config import Config, ConfigError
 from core.spec.memory import estimate_memory
 from core.engine.model import CausalLM, ModelArgs
 from core.engine.ops import LastAxisMean, Softmax
-from core.run.rundir import TrainRecord
+from core.run.records import TrainRecord
 from core.engine.train_step import (CausalLMLoss, EvalStep, TrainStep, WarmupDecaySchedule, adamw, global_norm,
                              next_token_targets)
 

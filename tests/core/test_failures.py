@@ -23,7 +23,8 @@ import core.run.ckpt_store as ckpt_store
 import core.run.launcher as launcher
 import core.run.ranks as ranks
 from core.spec.config import load_config
-from core.run.rundir import TERMINAL_STATES, RunDir
+from core.run.records import TERMINAL_STATES
+from core.run.rundir import RunDir
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace
 from tests.waiting import wait_for
@@ -305,7 +306,7 @@ def test_steps_logged_again_after_a_kill_and_resume_count_once(workspace):
     attempt, and the readers (the file's current records, the charts) hold each step once, attempt 2's."""
     from app.metrics import RunCharts
     from core.run.atomic import atomic_write
-    from core.run.rundir import EvalRecord, ResumeEvent, TrainRecord, current_records
+    from core.run.records import EvalRecord, ResumeEvent, TrainRecord, current_records
     run = create(workspace, "train.max_steps=40", "train.save_every=5", "train.eval_every=10", "train.log_every=1",
                  "eval.downstream=false", "early_stopping.enabled=false")
     launched = launcher.launch(run)

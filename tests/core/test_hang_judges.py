@@ -104,7 +104,7 @@ def test_the_second_step_is_watched(tmp_path):
     A build that kept beating `compile` into the second step would never judge it: the run would
     still be running at the deadline."""
     from core.spec.config import load_config
-    from core.run.rundir import TERMINAL_STATES
+    from core.run.records import TERMINAL_STATES
     from core.train import ENV_TEST_HANG_AT_STEP
     from tests.core.tiny_setup import make_workspace
     config = load_config(make_workspace(tmp_path), ["train.max_steps=1000", "train.eval_every=1000",

@@ -20,7 +20,8 @@ from core.run.launcher import (
     command_preview, create_run, find_orphans, free_port, is_alive, launch, multi_host_commands,
     process_fields, reconcile, run_id_for, run_processes, stop,
 )
-from core.run.rundir import RunDir, Status, atomic_write_json
+from core.run.records import Status
+from core.run.rundir import RunDir, atomic_write_json
 
 # A stand-in for `python -m core.train`: launched as the "python" of build_argv, so its argv is
 # [fake, "-m", "core.train", "--run-dir", RUN]. It starts a child in its group and one that leaves

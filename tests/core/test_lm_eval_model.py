@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 
 from core.eval.eval_tasks import EvalError, EvalSettings, create_eval_run, read_results  # noqa: E402
 from core.evaluate import go_offline, main as evaluate_main, resolve_tasks, run_folder  # noqa: E402
-from core.run.rundir import RunDir  # noqa: E402
+from core.run.rundir import RunDir
 from tests.core.tiny_setup import make_rows  # noqa: E402
 
 TOLERANCE = 1e-4

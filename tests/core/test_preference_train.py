@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from core.run.rundir import RunDir, display_name
+from core.run.rundir import RunDir
+from core.run.runs import display_name
 from core.train import main as train_main
 from tests.core.test_train import assert_same_losses, losses, records, run_cli
 from tests.core.tiny_setup import make_rows, make_workspace, write_jsonl
@@ -192,7 +193,7 @@ def test_dpo_on_the_slurm_cluster_matches_local_data_parallel(dpo_dp2, workspace
     import core.run.launcher as launcher
     from core.spec.config import load_config
     from core.run.slurm import SlurmBackend
-    from core.run.rundir import TERMINAL_STATES
+    from core.run.records import TERMINAL_STATES
     from tests.slurm_fixtures import PARTITION, require_slurm, wait_for
     require_slurm()
     _, local = dpo_dp2

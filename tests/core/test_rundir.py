@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
+import core.run.records as records
 import core.run.rundir as rundir
+import core.run.runs as runs
 from core.run.atomic import atomic_write
 from core.spec.config import ConfigError, EarlyStoppingSettings
-from core.run.rundir import (
-    TERMINAL_STATES, Attempt, BestSoFar, ControlPoller, ControlRequest, EvalRecord, EventRecord, FinalFigures,
-    MetricRecord, MetricsReader, RunDir, RunDirError, Status, TrainRecord, atomic_write_json, can_transition,
-    parse_metric, display_name, list_runs, make_run_id,
-    next_free_run_id, resolve_inside,
-)
+from core.run.records import (TERMINAL_STATES, Attempt, BestSoFar, ControlRequest, EvalRecord, EventRecord,
+    FinalFigures, MetricRecord, RunDirError, Status, TrainRecord, can_transition, parse_metric)
+from core.run.rundir import ControlPoller, MetricsReader, RunDir, atomic_write_json, resolve_inside
+from core.run.runs import display_name, list_runs, make_run_id, next_free_run_id
 
 CONFIG_YAML = "method: lora\n"
 
@@ -353,11 +353,17 @@ def test_resolve_inside_refuses_escapes(tmp_path, escape):
         resolve_inside(root, escape)
 
 
-def test_rundir_imports_nothing_else_of_core():
-    """Nothing but the stdlib-only atomic-write helper (core.run.atomic, checked in test_atomic)."""
-    source = Path(rundir.__file__).read_text()
+@pytest.mark.parametrize("module, allowed", [
+    (records, ["core.spec.config"]),
+    (rundir, ["core.run.atomic", "core.run.records", "core.spec.config"]),
+    (runs, ["core.run.records", "core.run.rundir"]),
+])
+def test_the_run_folder_modules_import_nothing_else_of_core(module, allowed):
+    """The records, the folder's files and the listing know each other, the stdlib-only atomic-write
+    helper (core.run.atomic, checked in test_atomic) and the config's early-stopping fields only."""
+    source = Path(module.__file__).read_text()
     imports = re.findall(r"^\s*(?:from|import) (core[.\w]*)", source, re.M)
-    assert imports == ["core.run.atomic", "core.spec.config"]
+    assert imports == allowed
 
 
 # ---- typed records: other versions, type checks, extension --------------------------------------
@@ -451,7 +457,7 @@ def test_lines_of_unknown_kinds_and_events_keep_their_names():
 
 
 def test_a_new_event_kind_is_one_subclass(monkeypatch):
-    monkeypatch.setattr(rundir, "EVENT_KINDS", dict(rundir.EVENT_KINDS))
+    monkeypatch.setattr(records, "EVENT_KINDS", dict(records.EVENT_KINDS))
 
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class HangEvent(EventRecord):
@@ -515,7 +521,7 @@ def test_last_metric_and_log_tail_read_only_the_end(run):
     with open(run.metrics_path, "a") as handle:
         handle.write('{"kind": "train", "step": 4, "lo')  # being written
     assert run.last_metric(TrainRecord).step == 3 and run.last_metric(EvalRecord).step == 2
-    assert run.last_metric(rundir.EndEvent) is None
+    assert run.last_metric(records.EndEvent) is None
     run.log_path.write_text("".join(f"line {i}\n" for i in range(5000)))
     assert run.log_tail(100).startswith("line ") and run.log_tail(100).endswith("line 4999\n")
 
@@ -531,7 +537,7 @@ def test_a_profile_summary_of_any_version_reads_in_full(run):
     run.profile_summary_path.write_text(json.dumps(before, indent=1))
     summary = run.read_profile_summary()
     assert summary.steps == [2, 3] and summary.phases == {"forward + update": 7.5, "backward": 5.0}
-    assert summary.top == [rundir.ProfiledOperator(op_type="Custom", phase="forward + update", ms=6.0, share=0.48,
+    assert summary.top == [records.ProfiledOperator(op_type="Custom", phase="forward + update", ms=6.0, share=0.48,
                                                    calls=2)]
     assert summary.to_json() == before and summary.extra == {}
     newer = {"steps": [1, 1], "top": [{"op_type": "MatMul", "device": "gpu"}], "ranks": 2,
@@ -545,6 +551,6 @@ def test_a_profile_summary_of_any_version_reads_in_full(run):
     on_disk = json.loads(run.profile_summary_path.read_text())
     assert on_disk["ranks"] == 2 and on_disk["top"][0]["device"] == "gpu"
     with pytest.raises(RunDirError, match=r"ProfileSummary.phases .* must be dict\[str, float\]"):
-        rundir.ProfileSummary(phases={"backward": "slow"})
+        records.ProfileSummary(phases={"backward": "slow"})
     run.profile_summary_path.write_text('{"steps": [1, ')  # being written by an older worker
     assert run.read_profile_summary() is None

@@ -20,7 +20,8 @@ import pytest
 import core.run.launcher as launcher
 from core.spec.config import ConfigError, load_config
 from core.run.launcher import LaunchError
-from core.run.rundir import TERMINAL_STATES, RunDir, Status
+from core.run.records import TERMINAL_STATES, Status
+from core.run.rundir import RunDir
 from core.run.slurm import SlurmBackend, check_submission, job_info
 from tests.slurm_fixtures import PARTITION, require_slurm, wait_for
 

@@ -12,7 +12,8 @@ from core.spec.config import Config, ConfigError, load_config
 import core.run.backends as backends
 from core.run.backends import LocalBackend, backend_for
 from core.run.launcher import LaunchError
-from core.run.rundir import ClusterJob, RunDir, Status
+from core.run.records import ClusterJob, Status
+from core.run.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[2]
 SLURM2 = {"launch.backend": "slurm", "launch.nodes": 2, "parallel.data_parallel": 2}

@@ -20,8 +20,9 @@ import yaml
 
 import core.run.tracking as tracking
 from core.spec.config import Config, ConfigError, load_config
-from core.run.rundir import (GENERATION_FIELDS, EvalRecord, RunDir, TrackerEvent, TrainRecord, display_name,
-                         parse_metric)
+from core.run.records import GENERATION_FIELDS, EvalRecord, TrackerEvent, TrainRecord, parse_metric
+from core.run.rundir import RunDir
+from core.run.runs import display_name
 from core.train import main as train_main, run_worker
 from tests.core.tiny_setup import make_workspace
 

@@ -14,7 +14,8 @@ import yaml
 import core.engine.fused as fused
 import core.run.launcher as launcher
 from core.engine.checkpoint import file_sha256, load_train_checkpoint
-from core.run.rundir import RunDir, display_name
+from core.run.rundir import RunDir
+from core.run.runs import display_name
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace, write_jsonl
 from tests.waiting import wait_for
