@@ -133,7 +133,7 @@ def open_every_fold(page) -> None:
                   ".forEach(b => b.checkVisibility() && b.click())")
 
 
-def wait_chinese(page, where: str, timeout_s: float = 30) -> None:
+def wait_chinese(page, where: str, timeout_s: float = 90) -> None:
     """Until no English-only text is shown (callbacks answer the switch asynchronously)."""
     deadline = time.monotonic() + timeout_s
     while (found := english_on_page(page)) and time.monotonic() < deadline:
@@ -196,7 +196,7 @@ def english_in_charts_and_choices(page, names: list[str]) -> list[str]:
     return found
 
 
-def wait_chinese_everywhere(page, where: str, names: list[str], timeout_s: float = 30) -> None:
+def wait_chinese_everywhere(page, where: str, names: list[str], timeout_s: float = 90) -> None:
     """wait_chinese, and the same of the charts and the dropdowns."""
     wait_chinese(page, where, timeout_s)
     deadline = time.monotonic() + timeout_s
