@@ -175,7 +175,9 @@ LEGEND_MAX_CHARS = 34  # longer names are cut (with …); the whole name is in t
 
 
 def _legend_width(name: str) -> int:
-    return 24 + 7 * len(name)
+    """The legend item's width in px: a swatch, then ~7 px a character, twice that for the wide
+    (CJK, full-width) characters of a 中文 name."""
+    return 24 + 7 * sum(2 if ord(c) >= 0x2E80 else 1 for c in name)
 
 
 def _legend_rows(names: Sequence[str], display: Callable[[str], str]) -> list[list[str]]:

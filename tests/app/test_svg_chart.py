@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from app.svg_chart import MARKERS_UP_TO, MAX_DRAWN_POINTS, fmt, line_chart, log_ticks, nice_ticks
+from app.svg_chart import MARKERS_UP_TO, MAX_DRAWN_POINTS, _legend_rows, fmt, line_chart, log_ticks, nice_ticks
 
 LABEL = re.compile(r'aria-label="step: (\d+); [^;"]+: ([^;"]+); series: ([^"]+)"')
 
@@ -86,3 +86,11 @@ def test_a_legend_of_long_names_wraps_and_keeps_each_name_on_hover():
     assert all(int(x) + 7 * len(t) <= width + 20 for x, t in texts), texts
     assert len({y for *_, y in items}) > 1 and all(t.endswith("…") and len(t) <= 34 for _, t in texts)
     assert set(points(svg)) == set(names)  # every series is still drawn, under its whole name
+
+
+def test_a_chinese_legend_counts_its_wide_characters():
+    """Five 8-character names fit one legend row in Latin letters; in 中文 each character takes about
+    twice the width, so the same count of characters needs more rows (they overlapped before)."""
+    latin, chinese = ["abcdefgh"] * 5, ["验证损失曲线一二"] * 5
+    assert len(_legend_rows(latin, str)) == 1
+    assert len(_legend_rows(chinese, str)) >= 2
