@@ -88,5 +88,6 @@ def device_choices(lang: str = "en") -> list[tuple[str, str]]:
 
 def dtype_choices(device: str, lang: str = "en") -> list[tuple[str, str]]:
     """(label, value) pairs for the compute dtype; an unsupported one is kept but marked."""
-    return [(dtype if supports_dtype(device, dtype) else text("device.dtype_not_on", lang).format(dtype=dtype, device=device),
-             dtype) for dtype in ("float16", "bfloat16")]
+    marked = text("device.dtype_not_on", lang)
+    return [(dtype if supports_dtype(device, dtype) else marked.format(dtype=dtype, device=device), dtype)
+            for dtype in ("float16", "bfloat16")]

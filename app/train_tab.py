@@ -502,9 +502,10 @@ def _wire_device_and_method(tab: TrainTab, lang: Any) -> None:
     device.change(on_device, [device, slider, lang, tab.fields[form.WHERE], tab.fields["launch.nodes"],
                               tab.fields["launch.workers_per_node"]], [dtype, slider, tab.out["device_note"]],
                   show_progress="hidden", api_visibility="private")
+
     def in_language(name: str, language: str):
-        return (gr.update(choices=devices.device_choices(language)), gr.update(choices=devices.dtype_choices(name, language)),
-                cb.device_notes(name, language))
+        return (gr.update(choices=devices.device_choices(language)),
+                gr.update(choices=devices.dtype_choices(name, language)), cb.device_notes(name, language))
 
     lang.change(in_language, [device, lang], [device, dtype, tab.out["device_note"]], show_progress="hidden",
                 api_visibility="private")
