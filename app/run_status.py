@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from core.run.launcher import CRASH_REASON
 from core.run.records import FAILURE_KINDS, TERMINAL_STATES, Status
 
-from app.i18n import text
+from app.i18n import TEXTS, text
 
 # (kind, pattern over the reason and the log's error lines); first match wins
 _FAILURES = (
@@ -150,11 +150,17 @@ def status_line(status: Status, seconds_per_step: float | None, now: float | Non
                       best_text(status))
 
 
+def state_word(state: str, lang: str) -> str:
+    """A run state as the page shows it: the state itself in English ('early_stopped', as the run
+    folder and the CLI say it), its word in 中文 ('已早停'); a state no text knows as it is."""
+    return text(f"state.{state}", lang) if lang != "en" and f"state.{state}" in TEXTS else state
+
+
 def state_html(state: str, lang: str) -> str:
-    """The state as a coloured badge; the raw state word is always in the text (tests read it)."""
-    local = text(f"state.{state}", lang) if lang != "en" else ""
-    suffix = f" · {html.escape(local)}" if local and local != state else ""
-    return f'<span class="mt-state mt-state-{html.escape(state)}">{html.escape(state)}{suffix}</span>'
+    """The state as a coloured badge in `lang`; the raw state word is always in its `data-state`
+    (and class), which the page's scripts and the tests may read."""
+    raw = html.escape(state)
+    return f'<span class="mt-state mt-state-{raw}" data-state="{raw}">{html.escape(state_word(state, lang))}</span>'
 
 
 def phase(state: str, has_setup: bool, has_eval: bool, has_train: bool) -> str | None:

@@ -25,7 +25,7 @@ from app.changes import BOOKKEEPING, Change, applies, changes, changes_text, dif
 from app.context import Console
 from app.i18n import TEXTS, action_text, problem_text, reason_text, text
 from app.metrics import RunCharts
-from app.run_status import fmt_duration, reached_step, total_elapsed_s
+from app.run_status import fmt_duration, reached_step, state_word, total_elapsed_s
 from app.svg_chart import line_chart
 
 TABLE_HEADERS = ["run", "state", "step", "best val ppl", "EM %", "BLEU", "ROUGE-1", "ROUGE-2", "ROUGE-L", "tokens/s",
@@ -67,7 +67,8 @@ def table_row(summary: RunSummary, now: float | None = None, lang: str = "en") -
     # the best checkpoint's answer scores (x100, as BLEU and ROUGE are usually quoted) once the run is over
     scores = [_number(100 * getattr(final, name), SCORE) if final and getattr(final, name) is not None else "-"
               for name in GENERATION_FIELDS]
-    return [summary.run_id, shown_state(summary.status) if summary.status.state == summary.state else summary.state,
+    state = shown_state(summary.status) if summary.status.state == summary.state else summary.state
+    return [summary.run_id, state_word(state, lang),
             f"{step}/{total}" if step is not None and total else _number(step),
             _number(ppl, PPL), *scores, _number(tokens_per_s), _number(peak_mem_mb),
             fmt_duration(total_elapsed_s(status, now)), reason, parent_text(status, lang)]

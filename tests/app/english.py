@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
-# Words a 中文 page keeps as they are: names of products, formats and libraries, the run directory
-# contract's state names and config values (what a user types into the YAML), and units.
+# Words a 中文 page keeps as they are: names of products, formats and libraries, config values (what
+# a user types into the YAML), and units. A run's state is a word of the page's
+# language (the badge, the Runs table): not kept.
 KEPT_WORDS = {
     "mindtune", "mindspore", "transformer", "hugging", "face", "ascend", "parquet", "arrow", "lora", "full",
     "alpha", "rank", "dropout", "token", "tokens", "worker", "workers", "msrun", "auto", "alpaca", "sharegpt",
-    "chat", "text", "null", "english", "queued", "starting", "running", "stopping", "finished", "stopped",
-    "failed", "early", "unknown", "micro", "ppl", "zip", "exact", "match", "true", "false", "python",
+    "chat", "text", "null", "english", "micro", "ppl", "zip", "exact", "match", "true", "false", "python",
     "safetensors", "pickle", "transformers", "tokenizers", "jinja", "mixtral",
     # preference objectives and their settings (config values and the papers' names)
     "sft", "dpo", "simpo", "orpo", "kto", "ipo", "sigmoid", "beta", "gamma", "lambda", "chosen", "rejected",
