@@ -22,6 +22,7 @@ from core.spec.config import ConfigError, load_config
 from core.run.launcher import LaunchError
 from core.run.records import TERMINAL_STATES, Status
 from core.run.rundir import RunDir
+from core.run.runs import list_runs
 from core.run.slurm import SlurmBackend, check_submission, job_info
 from tests.slurm_fixtures import PARTITION, require_slurm, wait_for
 
@@ -87,7 +88,7 @@ def jobs(runs_dir):
     yield started
     if started["local"][1].poll() is None:
         launcher.stop(local, graceful=False)
-    for summary in launcher.list_runs(runs_dir):
+    for summary in list_runs(runs_dir):
         job = summary.status.cluster
         if job is not None and job.job_id:
             subprocess.run(["scancel", job.job_id], check=False)
