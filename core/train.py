@@ -39,6 +39,7 @@ import core.spec.memory as memory
 import core.run.ranks as ranks
 import core.run.slurm as slurm
 from core.engine.checkpoint import CheckpointError, load_hf_model
+from core.spec.codec import CodecError, build, encode
 from core.spec.config import Config, ConfigError, EarlyStoppingSettings, describe_fields, load_config
 from core.spec.config import Problem as ConfigProblem
 from core.data.pipeline import (DataError, BatchIterator, check_explicit_format, eval_batches, load_splits, packed_length,
@@ -96,12 +97,13 @@ class LoopState:
     early_stopping: EarlyStoppingSettings = field(default_factory=EarlyStoppingSettings)
 
     def to_dict(self) -> dict:
-        return {**self.__dict__, "early_stopping": self.early_stopping.to_dict()}
+        return encode(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> LoopState:
-        """A checkpoint's `loop` (its early-stopping settings checked as the config checks them)."""
-        return cls(**{**data, "early_stopping": EarlyStoppingSettings.from_dict(data.get("early_stopping"))})
+    def from_checkpoint(cls, data: dict, where: str) -> LoopState:
+        """A checkpoint's `loop`, each field typed (core.spec.codec) and its early-stopping settings
+        checked as the config checks them; a problem names `where` and the field."""
+        return build(cls, data, where)
 
 
 def _ema(previous: float | None, value: float, alpha: float) -> float:
@@ -290,7 +292,7 @@ class Trainer:
              if self.preference else ""),
             frozen_weights=frozen, global_batch_size=cfg.global_batch_size, total_steps=self.total_steps,
             trainable_params=trainable_count, total_params=total_count, seq_len=self.length,
-            data=stats.to_dict(), lora_modules=len(self.lora_modules), layer_graphs=layer_graphs, kernels=kernels,
+            data=stats, lora_modules=len(self.lora_modules), layer_graphs=layer_graphs, kernels=kernels,
             setup_s=round(time.time() - t0, 2)))
         for warning in stats.warnings():  # fields the data format does not read: reported, never dropped silently
             self.event(EventRecord(event="warning", message=warning))
@@ -521,7 +523,11 @@ class Trainer:
             ckpt.set_parameters(opt_params, opt_state.only(k for k in opt_state if not k.startswith("loss_scale.")),
                                 f"{path} (optimizer)")
         self._restore_loss_scale(scaler_state)
-        self.state = LoopState.from_dict({**trainer_state["loop"], "control_seq": self.state.control_seq})
+        try:
+            self.state = LoopState.from_checkpoint({**trainer_state["loop"], "control_seq": self.state.control_seq},
+                                                   f"{ckpt.resolve_checkpoint(path) / ckpt.STATE_FILE}: loop")
+        except (CodecError, ConfigError) as exc:
+            raise CheckpointError(str(exc)) from None
         self.batches.load_state(trainer_state["data_position"])
         ms.set_rng_state(Tensor(np.asarray(trainer_state["rng_state"], dtype=np.uint8)))
         self.event(ResumeEvent(message=f"resumed from {path} at step {self.state.step}", source=str(path)))

@@ -16,9 +16,9 @@ Pieces are a sample's (token ids, is_answer) runs in order, as core.data.pipelin
 from __future__ import annotations
 
 from core.data.files import DataError
+from core.spec.stats import LISTED, listing  # noqa: F401 (re-exported)
 
 OVERLONG = ("truncate", "skip", "error")
-LISTED = 20  # over-long records named in a message or kept in the statistics
 
 Pieces = list[tuple[list[int], bool]]
 
@@ -65,12 +65,6 @@ def text_chunks(ids: list[int], max_len: int) -> list[list[int]]:
     dropped (position 0 of a row is never a target, so it would train nothing)."""
     chunks = [ids[k:k + max_len] for k in range(0, len(ids), max_len)]
     return [c for c in chunks if len(c) > 1] or chunks[:1]
-
-
-def listing(records: list[tuple[str, int]], total: int) -> str:
-    """'data/a.jsonl line 160 (463 tokens), ... and 3 more' for the first LISTED records."""
-    shown = ", ".join(f"{where} ({length} tokens)" for where, length in records[:LISTED])
-    return shown + (f", and {total - LISTED} more" if total > LISTED else "")
 
 
 def overlong_error(records: list[tuple[str, int]], max_len: int) -> DataError:

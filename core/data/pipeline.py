@@ -21,13 +21,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from core.run.atomic import atomic_open
+from core.spec.codec import build
+from core.spec.stats import DataStats, SplitStats
 from core.data.catalog import check_columns, is_catalog, load_entry, preference_refusal, read_catalog, select
 from core.data.files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, concat_files,  # noqa: F401
                              dataset_splits, read_data_file, split_files, split_path)
@@ -311,81 +313,6 @@ def build_test_records(data: DataFile, fmt: str, tokenizer: Tokenizer,
 # ---------------------------------------------------------------------------------------------
 # Splits and statistics
 # ---------------------------------------------------------------------------------------------
-
-@dataclass
-class SplitStats:
-    """One split: format, samples, truncated samples, labelled tokens, token lengths before
-    truncation (min/mean/max and a histogram with integer bin edges, to help choose max_seq_len),
-    the fields its format ignored ({field: records}), and the padding efficiency (real tokens /
-    padded tokens) one sample per row and packed."""
-    format: str
-    samples: int
-    truncated: int
-    labelled_tokens: int
-    min_length: int
-    mean_length: float
-    max_length: int
-    histogram_edges: list[int]
-    histogram_counts: list[int]
-    ignored_fields: dict[str, int] = field(default_factory=dict)
-    padding_efficiency: float = 0.0
-    packed_efficiency: float = 0.0
-    records: int = 0  # records read (a skipped record has no sample, a chunked text record several)
-    overlong_policy: str = "truncate"
-    overlong_records: int = 0  # records over max_seq_len (truncated or skipped by the policy)
-    overlong_listed: list[list] = field(default_factory=list)  # [where, tokens] of the first LISTED
-    skipped: int = 0
-    chunked: int = 0  # text records cut into max_seq_len chunks
-    media_dropped: int = 0  # records whose media were dropped (data.media: drop)
-
-    def notes(self, name: str, max_seq_len: int) -> list[str]:
-        """What happened to this split's records beyond plain tokenizing, one line each."""
-        lines = []
-        if self.overlong_records:
-            how = ("truncated (the starts of prompt and answer kept in proportion)"
-                   if self.overlong_policy == "truncate" else "skipped")
-            lines.append(f"{name}: {self.overlong_records} of {self.records} records are longer than max_seq_len "
-                         f"{max_seq_len} tokens and were {how} (data.overlong: {self.overlong_policy}): "
-                         + listing([tuple(x) for x in self.overlong_listed], self.overlong_records))
-        if self.chunked:
-            lines.append(f"{name}: {self.chunked} text records longer than max_seq_len {max_seq_len} were cut into "
-                         f"{max_seq_len}-token chunks ({self.samples} samples from {self.records} records)")
-        if self.media_dropped:
-            lines.append(f"{name}: media dropped in {self.media_dropped} records (data.media: drop), their "
-                         "<image>/<audio>/<video> placeholders removed")
-        return lines
-
-
-@dataclass
-class DataStats:
-    """What the console shows about the data; `validation_in_train` counts validation samples
-    whose token ids also occur in training (reported, not an error). `seq_len` is the row length
-    without packing, `packed_seq_len` with it."""
-    train: SplitStats
-    validation: SplitStats
-    validation_source: str  # "file" or "fraction"
-    test_records: int
-    validation_in_train: int
-    seq_len: int = 0
-    packed_seq_len: int = 0
-    max_seq_len: int = 0
-    notes: list[str] = field(default_factory=list)  # e.g. preference data read as SFT (core.data.preference.sft_view)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> DataStats:
-        splits = {name: SplitStats(**data[name]) for name in ("train", "validation")}
-        return cls(**{**data, **splits})
-
-    def warnings(self) -> list[str]:
-        """'train: field `history` ignored in 12 of 40 records', one line per field and split."""
-        splits = (("train", self.train), ("validation", self.validation))
-        return [f"{name}: field `{field_name}` ignored in {count} of {split.records or split.samples} records"
-                for name, split in splits for field_name, count in split.ignored_fields.items()
-                ] + [line for name, split in splits for line in split.notes(name, self.max_seq_len)] + list(self.notes)
-
 
 @dataclass
 class DataSplits:
@@ -710,7 +637,7 @@ def _load_cache(path: Path) -> DataSplits | None:
                           for name in ("train", "validation"))
             prompt_ids = [ids.tolist() for ids in _unragged(archive, "test_prompt_ids")]
         tests = [TestRecord(p, i, a) for p, i, a in zip(meta["test_prompts"], prompt_ids, meta["test_answers"])]
-        return DataSplits(train, val, tests, DataStats.from_dict(meta["stats"]), from_cache=True)
+        return DataSplits(train, val, tests, build(DataStats, meta["stats"], str(path)), from_cache=True)
     except Exception:  # a corrupt or outdated cache file is never fatal: tokenize again
         return None
 

@@ -21,11 +21,12 @@ error naming the file, the record and the field.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 import numpy as np
 
+from core.spec.stats import PreferenceSplitStats, PreferenceStats
 from core.data.catalog import check_columns, is_catalog, load_entry, read_catalog, select
 from core.data.pipeline import (IGNORE_INDEX, BatchIterator, Sample, _chat_segments, _columns, _encode_segments, _held_out,
                                 _join_pieces, collate, padded_length)
@@ -45,38 +46,6 @@ class PreferencePair:
 
     def __len__(self) -> int:
         return max(len(self.chosen), len(self.rejected) if self.rejected is not None else 0)
-
-
-@dataclass
-class PreferenceSplitStats:
-    """One split: its kind, pairs (or KTO answers), identical pairs dropped, truncated answers,
-    desirable answers (KTO), and the token lengths of both sides (prompt + answer)."""
-    kind: str
-    pairs: int
-    identical_dropped: int
-    truncated: int
-    desirable: int
-    chosen_mean_length: float
-    chosen_max_length: int
-    rejected_mean_length: float
-    rejected_max_length: int
-
-
-@dataclass
-class PreferenceStats:
-    train: PreferenceSplitStats
-    validation: PreferenceSplitStats
-    seq_len: int = 0
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def warnings(self) -> list[str]:
-        out = [f"{name}: {split.identical_dropped} pairs with identical chosen and rejected answers dropped "
-               "(no preference to learn)" for name, split in (("train", self.train), ("validation", self.validation))
-               if split.identical_dropped]
-        return out + list(self.notes)
 
 
 @dataclass

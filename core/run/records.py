@@ -2,23 +2,21 @@
 `ControlRequest`, each line of metrics.jsonl a `TrainRecord`, an `EvalRecord` or an event
 (`SetupEvent`, `EndEvent`, ...), profile/summary.json a `ProfileSummary`. Both the worker and the
 console use them, so a field is named once; `core.run.rundir` reads and writes them in a run folder,
-`core.run.runs` names and lists run folders. Knows `core.spec.config` only (the early-stopping
-fields a control request may change).
+`core.run.runs` names and lists run folders. Knows the spec package only: its codec (every record's
+JSON in and out), the config's early-stopping fields a control request may change, and the data
+statistics a setup event carries.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import math
-import re
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Mapping, Self
 
+from core.spec.codec import INVALID, decode, encode, field_hints, read, type_text
 from core.spec.config import EarlyStoppingSettings
+from core.spec.stats import DataStats, PreferenceStats
 
 __all__ = [
     "RunDirError", "STATES", "TERMINAL_STATES", "can_transition", "FAILURE_KINDS", "STOP_REQUESTS", "Record",
@@ -75,119 +73,40 @@ def transition_error(path: Path, old: str | None, new: str) -> RunDirError:
 # Building a record checks each value's type.
 # To add a field: one line in the dataclass, with a default (None for "not written by older runs").
 
-_INVALID = object()
-
-
-def _plain(value: Any) -> Any:
-    """NumPy / MindSpore scalars as Python numbers; everything else as it is."""
-    if hasattr(value, "item") and not isinstance(value, (list, dict, str, bytes)):
-        with contextlib.suppress(TypeError, ValueError):
-            return value.item()
-    return value
-
-
-def _decode(value: Any, hint: Any, reading: bool = False) -> Any:
-    """`value` as the field type `hint` wants, or _INVALID. Ints widen to floats and integral
-    floats narrow to ints; when `reading` a file, a mapping becomes its Record and list items (and
-    dict values) of the wrong type are left out (a writer must pass records and right lists)."""
-    value = _plain(value)
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        if value is None and type(None) in typing.get_args(hint):
-            return None
-        hint = next(a for a in typing.get_args(hint) if a is not type(None))
-    origin = typing.get_origin(hint) or hint
-    if hint is Any:
-        return value
-    if isinstance(hint, type) and issubclass(hint, Record):
-        if isinstance(value, hint):
-            return value
-        return hint.from_json(value) if reading and isinstance(value, Mapping) else _INVALID
-    if origin is list:
-        if not isinstance(value, (list, tuple)):
-            return _INVALID
-        item = (typing.get_args(hint) or (Any,))[0]
-        items = [_decode(x, item, reading) for x in value]
-        if not reading and any(v is _INVALID for v in items):
-            return _INVALID
-        return [v for v in items if v is not _INVALID]
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            return _INVALID
-        item = (typing.get_args(hint) or (str, Any))[1]
-        items = {k: _decode(v, item, reading) for k, v in value.items()}
-        if not reading and any(v is _INVALID for v in items.values()):
-            return _INVALID
-        return {k: v for k, v in items.items() if v is not _INVALID}
-    if isinstance(value, bool) or hint is bool:
-        return value if isinstance(value, bool) and hint is bool else _INVALID
-    if hint is int:
-        integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-        return int(value) if integral else _INVALID
-    if hint is float:
-        return float(value) if isinstance(value, (int, float)) else _INVALID
-    return value if isinstance(value, hint) else _INVALID
-
-
-def _encode(value: Any) -> Any:
-    if isinstance(value, Record):
-        return value.to_json()
-    if isinstance(value, list):
-        return [_encode(v) for v in value]
-    return _plain(value)
-
-
-@functools.cache
-def _record_fields(cls: type) -> dict[str, Any]:
-    """A record class's fields -> resolved type hints (cached: resolving them is slow)."""
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name != "extra"}
-
 
 @dataclass(frozen=True, kw_only=True)
 class Record:
-    """Base of every run-directory record: typed fields, JSON in and out, unknown keys kept."""
+    """Base of every run-directory record: typed fields, JSON in and out, unknown keys kept
+    (core.spec.codec types the values both ways)."""
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        for name, hint in _record_fields(type(self)).items():
-            value = _decode(getattr(self, name), hint)
-            if value is _INVALID:
+        for name, hint in field_hints(type(self)).items():
+            value = decode(getattr(self, name), hint)
+            if value is INVALID:
                 raise RunDirError(f"{type(self).__name__}.{name} = {getattr(self, name)!r}: must be "
-                                  f"{_type_text(hint)}")
+                                  f"{type_text(hint)}")
             object.__setattr__(self, name, value)
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON object; keys from `extra` first, so a known field always wins."""
-        return {**self.extra, **{name: _encode(value) for name, value in self.values().items()}}
+        return encode(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
-        known = _record_fields(cls)
-        values, extra = {}, {}
-        for key, value in data.items():
-            if key not in known:
-                extra[key] = value
-            elif (decoded := _decode(value, known[key], reading=True)) is not _INVALID:
-                values[key] = decoded
-        return cls(**values, extra=extra)
+        return read(cls, data)
 
     def values(self) -> dict[str, Any]:
         """The fields' values by name (nested records as records, `extra` left out)."""
-        return {name: getattr(self, name) for name in _record_fields(type(self))}
+        return {name: getattr(self, name) for name in field_hints(type(self))}
 
     def replace(self, **changes: Any) -> Self:
         """A copy with `changes`; an unknown field name is an error that lists the valid ones."""
-        unknown = sorted(set(changes) - set(_record_fields(type(self))) - {"extra"})
+        unknown = sorted(set(changes) - set(field_hints(type(self))) - {"extra"})
         if unknown:
             raise RunDirError(f"{type(self).__name__} has no field {', '.join(unknown)}; valid fields: "
-                              f"{', '.join(_record_fields(type(self)))}")
+                              f"{', '.join(field_hints(type(self)))}")
         return dataclasses.replace(self, **changes)
-
-
-def _type_text(hint: Any) -> str:
-    """'FinalFigures | None', 'list[int]', 'float'."""
-    text = str(hint) if typing.get_args(hint) else getattr(hint, "__name__", str(hint))
-    return re.sub(r"\b(?:[A-Za-z_]\w*\.)+(\w+)", r"\1", text)
 
 
 # -- status.json --
@@ -436,7 +355,7 @@ class SetupEvent(EventRecord):
     trainable_params: int | None = None
     total_params: int | None = None
     seq_len: int | None = None
-    data: dict[str, Any] | None = None   # core.data.pipeline's DataStats.to_dict()
+    data: DataStats | PreferenceStats | None = None   # what core.data found in the dataset
     lora_modules: int | None = None
     layer_graphs: int | None = None
     kernels: str | None = None           # "fused", or "composed: <why>"

@@ -4,7 +4,7 @@ Every section is a dataclass whose fields carry their default, valid range and a
 values are coerced and range-checked on construction, `Config.validate()` adds the checks that
 span fields, and `load_config` resolves `base:` inheritance and `key=value` overrides. Every
 problem raises `ConfigError`, whose `errors` maps each dotted field to its message.
-Imports nothing else from `core` (stdlib and PyYAML only).
+Imports nothing else from `core` but the codec (stdlib and PyYAML only).
 
     python -m core.config --config configs/lora_demo.yaml train.learning_rate=1e-4
 """
@@ -14,16 +14,16 @@ import argparse
 import copy
 import difflib
 import functools
-import math
 import re
 import sys
-import types
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Mapping, NamedTuple, Sequence
 
 import yaml
+
+from core.spec.codec import INVALID, choices, decode, encode, split_optional
 
 __all__ = [
     "ConfigError", "Config", "RunSettings", "ModelSettings", "LoraSettings", "DataSettings",
@@ -141,73 +141,35 @@ def _in_bounds(x: float, meta: Mapping) -> bool:
             and (meta["lt"] is None or x < meta["lt"]) and (meta["le"] is None or x <= meta["le"]))
 
 
-def _split_optional(hint: Any) -> tuple[Any, bool]:
-    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint):
-        rest = [a for a in typing.get_args(hint) if a is not type(None)]
-        return rest[0], True
-    return hint, False
-
-
 def _describe(hint: Any, meta: Mapping) -> str:
     """What a field accepts, in words: 'an integer >= 8', "one of 'O0', 'O1', 'O2'", ..."""
-    inner, optional = _split_optional(hint)
+    inner, optional = split_optional(hint)
     if meta["rule"]:
         text = meta["rule"]
-    elif typing.get_origin(inner) is Literal:
-        text = "one of " + ", ".join(repr(c) for c in typing.get_args(inner))
+    elif choices(inner):
+        text = "one of " + ", ".join(repr(c) for c in choices(inner))
     else:
         text = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}[inner]
         text += _bounds_text(meta)
     return text + (", or null" if optional else "")
 
 
-def _to_int(v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        raise TypeError(v)
-    number = float(v) if not isinstance(v, int) else v
-    if isinstance(number, float) and not number.is_integer():
-        raise ValueError(v)
-    return int(number)
-
-
-def _to_float(v: Any) -> float:
-    # yaml.safe_load reads 1e-4 (no dot) as a string, so numeric strings are accepted.
-    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        raise TypeError(v)
-    number = float(v)
-    if not math.isfinite(number):
-        raise ValueError(v)
-    return number
-
-
-def _to_bool(v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise TypeError(v)
-    return v
-
-
-def _to_str(v: Any) -> str:
-    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-        raise TypeError(v)
-    return str(v)
-
-
 def _coerce(value: Any, hint: Any, meta: Mapping) -> Any:
     """`value` converted to the field's type; raises _Invalid with the reason when it cannot be."""
-    inner, optional = _split_optional(hint)
+    inner, optional = split_optional(hint)
     if value is None and optional:
         return None
     if meta["coerce"]:
         return meta["coerce"](value)
-    if typing.get_origin(inner) is Literal:
-        choices = typing.get_args(inner)
-        if value not in choices:
-            raise _Invalid(f"must be {_describe(hint, meta)}{_suggest(str(value), choices)}")
+    if choices(inner):
+        if value not in choices(inner):
+            raise _Invalid(f"must be {_describe(hint, meta)}{_suggest(str(value), choices(inner))}")
         return value
-    try:
-        converted = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}[inner](value)
-    except (TypeError, ValueError):
-        raise _Invalid(f"must be {_describe(hint, meta)}") from None
+    # core.spec.codec's text policy: yaml.safe_load reads 1e-4 (no dot) as a string, so numeric
+    # strings are numbers; a float must be finite; a bool is never a number
+    converted = decode(value, inner, text=True)
+    if converted is INVALID:
+        raise _Invalid(f"must be {_describe(hint, meta)}")
     if inner in (int, float) and not _in_bounds(converted, meta):
         raise _Invalid(f"must be {_describe(hint, meta)}")
     return converted
@@ -389,7 +351,7 @@ class _Section:
         return section
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
+        return {f.name: encode(getattr(self, f.name)) for f in fields(self)}
 
 
 def _check_fields(obj: Any, prefix: str) -> list[Problem]:
@@ -632,8 +594,8 @@ _SLURM_NAME_RULE = "a Slurm name (letters, digits, '_', '.', '-'), or null"
 def _coerce_slurm_name(value: Any) -> str | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    text = _to_str(value).strip() if not isinstance(value, bool) else None
-    if text is None or not _SLURM_NAME.fullmatch(text):
+    text = decode(value, str, text=True)
+    if text is INVALID or not _SLURM_NAME.fullmatch(text := text.strip()):
         raise _Invalid(f"must be {_SLURM_NAME_RULE}")
     return text
 
@@ -821,7 +783,7 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (getattr(self, f.name).to_dict() if f.name in _sections()
-                         else copy.deepcopy(getattr(self, f.name))) for f in fields(self)}
+                         else encode(getattr(self, f.name))) for f in fields(self)}
 
     def to_flat(self) -> dict[str, Any]:
         """{'train.learning_rate': 0.002, 'method': 'lora', ...}: the keys overrides and forms use."""
@@ -1011,11 +973,11 @@ def _field_table() -> dict[str, FieldInfo]:
             if "help" not in f.metadata:
                 continue
             key = f"{prefix}.{f.name}".lstrip(".")
-            inner, optional = _split_optional(hints[f.name])
-            choices = (typing.get_args(inner) if typing.get_origin(inner) is Literal else ()) or f.metadata["choices"]
-            kind = f.metadata["kind"] or ("modules" if f.metadata["coerce"] else "choice" if choices
+            inner, optional = split_optional(hints[f.name])
+            options = choices(inner) or f.metadata["choices"]
+            kind = f.metadata["kind"] or ("modules" if f.metadata["coerce"] else "choice" if options
                                           else inner.__name__)
-            out[key] = FieldInfo(key, kind, optional, defaults[key], choices,
+            out[key] = FieldInfo(key, kind, optional, defaults[key], options,
                                  _describe(hints[f.name], f.metadata), f.metadata["help"], f.metadata["ge"])
     return {k: out[k] for k in defaults}
 

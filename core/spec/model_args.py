@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -237,9 +237,6 @@ class ModelArgs:
         experts has its expert stacks instead of the sparse layers' MLP projections, and no router
         (`moe.lora_target_names(args)`)."""
         return self.spec.projections if self.moe is None else self.moe.lora_target_names(self)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _dense_shapes(prefix: str, dense: list[tuple[str, int, int, bool]]) -> dict[str, tuple[int, ...]]:

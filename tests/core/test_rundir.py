@@ -354,13 +354,14 @@ def test_resolve_inside_refuses_escapes(tmp_path, escape):
 
 
 @pytest.mark.parametrize("module, allowed", [
-    (records, ["core.spec.config"]),
+    (records, ["core.spec.codec", "core.spec.config", "core.spec.stats"]),
     (rundir, ["core.run.atomic", "core.run.records", "core.spec.config"]),
     (runs, ["core.run.records", "core.run.rundir"]),
 ])
 def test_the_run_folder_modules_import_nothing_else_of_core(module, allowed):
     """The records, the folder's files and the listing know each other, the stdlib-only atomic-write
-    helper (core.run.atomic, checked in test_atomic) and the config's early-stopping fields only."""
+    helper (core.run.atomic, checked in test_atomic), the one codec (core.spec.codec), the config's
+    early-stopping fields and the data statistics (core.spec.stats) only."""
     source = Path(module.__file__).read_text()
     imports = re.findall(r"^\s*(?:from|import) (core[.\w]*)", source, re.M)
     assert imports == allowed
@@ -389,7 +390,7 @@ def test_a_run_written_before_the_typed_records_reads_in_full(tmp_path):
         "SetupEvent", "EvalRecord", "BaselineEvent", "ControlEvent", "TrainRecord", "TrainRecord", "EvalRecord",
         "TrainRecord", "TrainRecord", "EvalRecord", "EndEvent"]
     setup, base, baseline, control, first_train = records[:5]
-    assert setup.kernels == "fused" and setup.seq_len == 48 and setup.data["train"]["samples"] == 96
+    assert setup.kernels == "fused" and setup.seq_len == 48 and setup.data.train.samples == 96
     assert base.base and base.best_value is None and base.monitor is None and base.val_tokens == 64
     assert baseline.exact_match == 0.0 and baseline.val_loss == base.val_loss
     assert control.early_stopping == {"enabled": False, "monitor": "val_loss", "patience": 4, "min_delta": 0.0}
@@ -398,8 +399,24 @@ def test_a_run_written_before_the_typed_records_reads_in_full(tmp_path):
     assert records[-1].tokens_seen == 950 and records[-1].message == "finished: reached 6 steps"
     assert all(r.extra == {} for r in records)  # every key of the old format has its field
     for line, record in zip((FIXTURE / "metrics.jsonl").read_text().splitlines(), records):
-        old = json.loads(line)
-        assert {k: record.to_json()[k] for k in old} == old  # nothing lost when written again
+        assert kept(json.loads(line), record.to_json()) == []  # nothing lost when written again
+
+
+def kept(old, new, path="") -> list[str]:
+    """Where `new` lost or changed a key of `old`, at any depth (keys it adds are defaults)."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return [] if old == new else [f"{path.rstrip('.')}: {old!r} -> {new!r}"]
+    problems = []
+    for key, value in old.items():
+        problems += kept(value, new[key], f"{path}{key}.") if key in new else [f"{path}{key}: missing"]
+    return problems
+
+
+def test_kept_finds_a_lost_or_changed_key_at_any_depth():
+    old = {"data": {"train": {"samples": 96}, "seq_len": 48}}
+    assert kept(old, {"data": {"train": {"samples": 96, "chunked": 0}, "seq_len": 48, "notes": []}}) == []
+    assert kept(old, {"data": {"train": {}, "seq_len": 48}}) == ["data.train.samples: missing"]
+    assert kept(old, {"data": {"train": {"samples": 95}, "seq_len": 48}}) == ["data.train.samples: 96 -> 95"]
 
 
 def test_a_failed_and_resumed_status_of_the_old_format_reads_in_full():

@@ -1,0 +1,125 @@
+"""What the data pipeline found in a dataset, as the console, the run's setup record and the data
+cache keep it: `DataStats` (supervised data, `SplitStats` per split) and `PreferenceStats`
+(preference pairs or KTO answers, `PreferenceSplitStats` per split). Plain dataclasses, read and
+written by core.spec.codec (`build(DataStats, mapping)`, `.to_dict()`); core.data fills them in,
+core.run.records names them in `SetupEvent.data`. Stdlib only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.spec.codec import encode
+
+__all__ = ["LISTED", "listing", "SplitStats", "DataStats", "PreferenceSplitStats", "PreferenceStats"]
+
+LISTED = 20  # over-long records named in a message or kept in the statistics
+
+
+def listing(records: list[tuple[str, int]], total: int) -> str:
+    """'data/a.jsonl line 160 (463 tokens), ... and 3 more' for the first LISTED records."""
+    shown = ", ".join(f"{where} ({length} tokens)" for where, length in records[:LISTED])
+    return shown + (f", and {total - LISTED} more" if total > LISTED else "")
+
+
+
+@dataclass
+class SplitStats:
+    """One split: format, samples, truncated samples, labelled tokens, token lengths before
+    truncation (min/mean/max and a histogram with integer bin edges, to help choose max_seq_len),
+    the fields its format ignored ({field: records}), and the padding efficiency (real tokens /
+    padded tokens) one sample per row and packed."""
+    format: str
+    samples: int
+    truncated: int
+    labelled_tokens: int
+    min_length: int
+    mean_length: float
+    max_length: int
+    histogram_edges: list[int]
+    histogram_counts: list[int]
+    ignored_fields: dict[str, int] = field(default_factory=dict)
+    padding_efficiency: float = 0.0
+    packed_efficiency: float = 0.0
+    records: int = 0  # records read (a skipped record has no sample, a chunked text record several)
+    overlong_policy: str = "truncate"
+    overlong_records: int = 0  # records over max_seq_len (truncated or skipped by the policy)
+    overlong_listed: list[list] = field(default_factory=list)  # [where, tokens] of the first LISTED
+    skipped: int = 0
+    chunked: int = 0  # text records cut into max_seq_len chunks
+    media_dropped: int = 0  # records whose media were dropped (data.media: drop)
+
+    def notes(self, name: str, max_seq_len: int) -> list[str]:
+        """What happened to this split's records beyond plain tokenizing, one line each."""
+        lines = []
+        if self.overlong_records:
+            how = ("truncated (the starts of prompt and answer kept in proportion)"
+                   if self.overlong_policy == "truncate" else "skipped")
+            lines.append(f"{name}: {self.overlong_records} of {self.records} records are longer than max_seq_len "
+                         f"{max_seq_len} tokens and were {how} (data.overlong: {self.overlong_policy}): "
+                         + listing([tuple(x) for x in self.overlong_listed], self.overlong_records))
+        if self.chunked:
+            lines.append(f"{name}: {self.chunked} text records longer than max_seq_len {max_seq_len} were cut into "
+                         f"{max_seq_len}-token chunks ({self.samples} samples from {self.records} records)")
+        if self.media_dropped:
+            lines.append(f"{name}: media dropped in {self.media_dropped} records (data.media: drop), their "
+                         "<image>/<audio>/<video> placeholders removed")
+        return lines
+
+
+@dataclass
+class DataStats:
+    """What the console shows about the data; `validation_in_train` counts validation samples
+    whose token ids also occur in training (reported, not an error). `seq_len` is the row length
+    without packing, `packed_seq_len` with it."""
+    train: SplitStats
+    validation: SplitStats
+    validation_source: str  # "file" or "fraction"
+    test_records: int
+    validation_in_train: int
+    seq_len: int = 0
+    packed_seq_len: int = 0
+    max_seq_len: int = 0
+    notes: list[str] = field(default_factory=list)  # e.g. preference data read as SFT (core.data.preference.sft_view)
+
+    def to_dict(self) -> dict:
+        return encode(self)
+
+    def warnings(self) -> list[str]:
+        """'train: field `history` ignored in 12 of 40 records', one line per field and split."""
+        splits = (("train", self.train), ("validation", self.validation))
+        return [f"{name}: field `{field_name}` ignored in {count} of {split.records or split.samples} records"
+                for name, split in splits for field_name, count in split.ignored_fields.items()
+                ] + [line for name, split in splits for line in split.notes(name, self.max_seq_len)] + list(self.notes)
+
+
+
+@dataclass
+class PreferenceSplitStats:
+    """One split: its kind, pairs (or KTO answers), identical pairs dropped, truncated answers,
+    desirable answers (KTO), and the token lengths of both sides (prompt + answer)."""
+    kind: str
+    pairs: int
+    identical_dropped: int
+    truncated: int
+    desirable: int
+    chosen_mean_length: float
+    chosen_max_length: int
+    rejected_mean_length: float
+    rejected_max_length: int
+
+
+@dataclass
+class PreferenceStats:
+    train: PreferenceSplitStats
+    validation: PreferenceSplitStats
+    seq_len: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return encode(self)
+
+    def warnings(self) -> list[str]:
+        out = [f"{name}: {split.identical_dropped} pairs with identical chosen and rejected answers dropped "
+               "(no preference to learn)" for name, split in (("train", self.train), ("validation", self.validation))
+               if split.identical_dropped]
+        return out + list(self.notes)
