@@ -74,8 +74,15 @@ def field_hints(cls: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name != "extra"}
 
 
+@functools.cache
 def _has_extra(cls: type) -> bool:
     return any(f.name == "extra" for f in dataclasses.fields(cls))
+
+
+@functools.cache
+def _required(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls)
+                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
 
 
 def _scalar(value: Any, hint: type, text: bool) -> Any:
@@ -98,24 +105,53 @@ def _scalar(value: Any, hint: type, text: bool) -> Any:
     return value if isinstance(value, hint) else INVALID
 
 
+class _Shape(typing.NamedTuple):
+    """What `decode` needs to know of a hint, worked out once per hint."""
+    kind: str        # any, union, literal, dataclass, list, tuple, dict, scalar, other
+    inner: Any       # the hint without None
+    optional: bool
+    args: tuple      # union members, literal values, or the item hint (list/tuple/dict values)
+
+
+@functools.cache
+def _shape(hint: Any) -> _Shape:
+    if hint is Any:
+        return _Shape("any", hint, True, ())
+    inner, optional = split_optional(hint)
+    origin = typing.get_origin(inner) or inner
+    if origin in (typing.Union, types.UnionType):
+        return _Shape("union", inner, optional, typing.get_args(inner))
+    if origin is Literal:
+        return _Shape("literal", inner, optional, typing.get_args(inner))
+    if dataclasses.is_dataclass(inner) and isinstance(inner, type):
+        return _Shape("dataclass", inner, optional, ())
+    if origin in (list, tuple):
+        return _Shape(origin.__name__, inner, optional, ((typing.get_args(inner) or (Any,))[0],))
+    if origin is dict:
+        return _Shape("dict", inner, optional, ((typing.get_args(inner) or (str, Any))[1],))
+    return _Shape("scalar" if isinstance(inner, type) else "other", inner, optional, ())
+
+
 def decode(value: Any, hint: Any, *, text: bool = False, reading: bool = False, _member: bool = False) -> Any:
     """`value` as the type `hint` wants, or INVALID (see the module's docstring). A mapping read
     for a union of dataclasses becomes the first member whose fields it fits."""
     value = plain(value)
-    if hint is Any:
+    shape = _shape(hint)
+    kind, inner = shape.kind, shape.inner
+    if kind == "any":
         return value
-    inner, optional = split_optional(hint)
     if value is None:
-        return None if optional else INVALID
-    if typing.get_origin(inner) in (typing.Union, types.UnionType):  # the first member that fits
-        for member in typing.get_args(inner):
+        return None if shape.optional else INVALID
+    if kind == "scalar":
+        return _scalar(value, inner, text)
+    if kind == "union":  # the first member that fits
+        for member in shape.args:
             if (decoded := decode(value, member, text=text, reading=reading, _member=True)) is not INVALID:
                 return decoded
         return INVALID
-    origin = typing.get_origin(inner) or inner
-    if origin is Literal:
-        return value if value in typing.get_args(inner) else INVALID
-    if dataclasses.is_dataclass(inner) and isinstance(inner, type):
+    if kind == "literal":
+        return value if value in shape.args else INVALID
+    if kind == "dataclass":
         if isinstance(value, inner):
             return value
         if not (reading and isinstance(value, Mapping)):
@@ -124,37 +160,31 @@ def decode(value: Any, hint: Any, *, text: bool = False, reading: bool = False, 
             return read(inner, value, strict=_member)
         except (CodecError, ValueError, TypeError):
             return INVALID
-    if origin in (list, tuple):
+    if kind in ("list", "tuple"):
         if not isinstance(value, (list, tuple)):
             return INVALID
-        item = (typing.get_args(inner) or (Any,))[0]
-        items = [decode(x, item, text=text, reading=reading) for x in value]
+        items = [decode(x, shape.args[0], text=text, reading=reading) for x in value]
         if not reading and any(v is INVALID for v in items):
             return INVALID
         kept = [v for v in items if v is not INVALID]
-        return tuple(kept) if origin is tuple else kept
-    if origin is dict:
+        return tuple(kept) if kind == "tuple" else kept
+    if kind == "dict":
         if not isinstance(value, Mapping):
             return INVALID
-        item = (typing.get_args(inner) or (str, Any))[1]
-        values = {k: decode(v, item, text=text, reading=reading) for k, v in value.items()}
+        values = {k: decode(v, shape.args[0], text=text, reading=reading) for k, v in value.items()}
         if not reading and any(v is INVALID for v in values.values()):
             return INVALID
         return {k: v for k, v in values.items() if v is not INVALID}
-    if not isinstance(inner, type):
-        return value
-    return _scalar(value, inner, text)
+    return value
 
 
 def read(cls: type, data: Mapping[str, Any], *, strict: bool = False) -> Any:
     """A dataclass from what a file holds. Unknown keys go to `extra` (or are left out when the
     class has none); a value of the wrong type reads as the field's default. With `strict`
     (a member of a union being tried), a missing required field or a wrong type is an error."""
-    if hasattr(cls, "from_dict") and not _has_extra(cls):
+    if not _has_extra(cls) and hasattr(cls, "from_dict"):
         return cls.from_dict(data)
-    known = field_hints(cls)
-    required = {f.name for f in dataclasses.fields(cls)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    known, required = field_hints(cls), _required(cls)
     if strict and not required <= set(data):
         raise CodecError(f"{cls.__name__}: missing {', '.join(sorted(required - set(data)))}")
     values, extra = {}, {}
