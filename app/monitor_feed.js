@@ -49,6 +49,10 @@ function pickedRun() {
   pickedNow = null;
   return text;
 }
+function pickerOpen() {  // the run picker's list of runs is shown (Gradio renders it only while open)
+  const picker = document.querySelector("#run-picker");
+  return Boolean(picker && picker.querySelector("[role=listbox]"));
+}
 function clearOtherRuns() {
   const wanted = pickedRun();
   if (!wanted || wanted === clearedFor) return;
@@ -89,7 +93,9 @@ function show(reply, full) {
   }
   // a slot Gradio re-rendered (back to its initial HTML) has lost its mark: the next poll asks for everything
   if (full) for (const slot of slots()) slot.dataset.mtFilled = "1";
-  if (reply.controls !== undefined && reply.controls !== controls) {
+  // not while the picker's list is open: new choices replaced the list under the pointer, and the
+  // option clicked then was no option (a pick that did nothing); the sync fires once it closes
+  if (reply.controls !== undefined && reply.controls !== controls && !pickerOpen()) {
     controls = reply.controls;
     trigger("sync");
   }

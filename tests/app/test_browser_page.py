@@ -23,6 +23,7 @@ import pytest
 from core.spec.config import Config
 from core.run.records import FinalFigures
 from core.run.rundir import RunDir
+from app.monitor_callbacks import IDLE_POLL_S
 
 from tests.app.english import english_words
 from tests.app.test_browser import choose, reveal, set_number, wait_for
@@ -231,8 +232,10 @@ def make_more_runs(runs_dir: Path, process) -> dict[str, RunDir]:
 
 
 def show_in_monitor(page, run_id: str, attempts: int = 3) -> None:
-    """Pick `run_id` in the Monitor's run picker, again if the pick did not take: a pick made while
-    the picker's choices were being refreshed (new runs) can land on no option."""
+    """Pick `run_id` in the Monitor's run picker, again if the pick did not take. The race that lost
+    picks (new choices sent while the list was open) is fixed and pinned by
+    test_the_picker_list_holds_still_while_it_is_open_and_takes_the_pick; a pick can still miss when
+    the list opens in the moment the choices change, before it shows, as a person's can."""
     for attempt in range(attempts):
         choose(page, "run-picker", run_id)
         try:
@@ -448,3 +451,45 @@ def test_a_run_picked_by_hand_shows_none_of_the_previous_runs_drawings(console_s
     print(f"  previous run's drawings after a pick by hand: {stale_s:.2f} s")
     assert stale_s < 0.1, f"A's drawings stayed {stale_s:.2f} s after B was picked"
     assert all(points == 0 for _, _, points in page.evaluate(CHARTS_JS))
+
+
+PICKER_JS = """() => {
+  const picker = document.querySelector('#run-picker');
+  return {focused: Boolean(picker && picker.contains(document.activeElement)),
+          options: Array.from(document.querySelectorAll('[role=option]')).map((o) => o.innerText.trim())};
+}"""
+
+
+def test_the_picker_list_holds_still_while_it_is_open_and_takes_the_pick(console_server, page):
+    """A run that appeared while a person had the Monitor's run list open replaced the list under the
+    pointer (the feed's sync sent new choices), and the option clicked then took no option: a click
+    that did nothing. The new choices now wait until the list closes."""
+    runs = make_runs(console_server.runs_dir)
+    page.goto(console_server.url)
+    page.wait_for_selector("#start-button")
+    page.click("#tab-monitor-button")
+    finished, stopped = runs["finished"].run_id, runs["stopped"].run_id
+    choose(page, "run-picker", finished)
+    wait_for(lambda: finished in page.input_value("#run-picker input"), "the Monitor on the finished run")
+    page.click("body", position={"x": 5, "y": 5})  # the pick done, the picker let go
+    page.click("#run-picker input")
+    wait_for(lambda: len(page.evaluate(PICKER_JS)["options"]) == 2, "the open list of both runs")
+    listed = page.evaluate(PICKER_JS)["options"]
+    newer = make_failed_run(console_server.runs_dir)  # appears while the list is open
+    time.sleep(4 * IDLE_POLL_S)  # polls that find it (the feed's controls change)
+    still = page.evaluate(PICKER_JS)
+    assert still["focused"] and still["options"] == listed, f"the list changed while open: {listed} -> {still}"
+    page.locator("[role=option]", has_text=stopped).first.click()
+    page.keyboard.press("Escape")
+    wait_for(lambda: stopped in page.input_value("#run-picker input"), "the pick to take")
+    wait_for(lambda: all(run in ("", stopped) for _, run, _ in page.evaluate(CHARTS_JS)), "the charts of the pick")
+    page.click("body", position={"x": 5, "y": 5})
+    # closed: the new run is among the choices at the next polls
+    def newer_listed() -> bool:
+        page.click("#run-picker input")
+        found = any(newer.run_id in option for option in page.evaluate(PICKER_JS)["options"])
+        page.keyboard.press("Escape")
+        page.click("body", position={"x": 5, "y": 5})
+        return found
+    wait_for(newer_listed, "the new run in the picker once its list closed", timeout_s=30)
+    assert stopped in page.input_value("#run-picker input")
