@@ -17,12 +17,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from core.run.ckpt_store import STATE_FILE, WEIGHTS_FILE
+from core.spec.codec import CodecError, build, encode
 from core.run.records import RunDirError
 from core.run.rundir import RunDir
 from core.run.runs import next_free_run_id
@@ -52,7 +53,7 @@ class EvalSettings:
     source_run: str = ""     # the training run it belongs to (the console's comparison)
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(asdict(self), sort_keys=False, allow_unicode=True)
+        return yaml.safe_dump(encode(self), sort_keys=False, allow_unicode=True)
 
     @classmethod
     def from_yaml(cls, text: str, where: str = "config.yaml") -> EvalSettings:
@@ -62,7 +63,10 @@ class EvalSettings:
         unknown = sorted(set(data) - set(cls.__dataclass_fields__))
         if unknown:
             raise EvalError(f"{where}: unknown setting(s) {', '.join(unknown)}")
-        return cls(**data)
+        try:
+            return build(cls, data, where)  # each value of its field's type (core.spec.codec)
+        except CodecError as exc:
+            raise EvalError(str(exc)) from None
 
     def check(self) -> None:
         if not self.model:

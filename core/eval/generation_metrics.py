@@ -19,7 +19,6 @@ measured) that would otherwise stay in the worker for the rest of the run.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import re
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from core.run.records import GENERATION_FIELDS, GenerationFigures
+from core.spec.codec import encode
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
@@ -130,7 +130,7 @@ def main() -> int:
     """stdin {"predictions": [...], "references": [...]} -> stdout the scores as JSON."""
     request = json.load(sys.stdin)
     scores = score_generations(request["predictions"], request["references"])
-    json.dump(dataclasses.asdict(scores), sys.stdout)
+    json.dump(encode(scores), sys.stdout)
     return 0
 
 

@@ -119,3 +119,13 @@ def test_a_checkpoint_loop_state_with_a_bad_field_is_named():
 def test_any_passes_through():
     value: Any = {"x": [1, object]}
     assert decode(value, Any) is value
+
+
+def test_evaluation_settings_are_typed_and_a_bad_one_is_named():
+    from core.eval.eval_tasks import EvalError, EvalSettings
+    settings = EvalSettings(model="models/tiny-demo", tasks=["demo_story_mc"], limit=5)
+    assert EvalSettings.from_yaml(settings.to_yaml()) == settings
+    with pytest.raises(EvalError, match=r"^runs/e1/config.yaml: EvalSettings.limit = 'five': must be int \| None$"):
+        EvalSettings.from_yaml(settings.to_yaml().replace("limit: 5", "limit: five"), "runs/e1/config.yaml")
+    with pytest.raises(EvalError, match="unknown setting"):
+        EvalSettings.from_yaml(settings.to_yaml() + "shots: 3\n")
