@@ -28,7 +28,7 @@ from core.data.files import DataError, DataFile, Record, json_type
 FORMATS = ("alpaca", "sharegpt", "chat", "text")
 # format -> (required fields, optional fields), by their default names
 FORMAT_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "alpaca": (("instruction", "output"), ("input", "system", "history")),
+    "alpaca": (("instruction", "output"), ("input", "system", "history", "tools")),
     "sharegpt": (("messages",), ("system", "tools")),
     "chat": (("messages",), ("tools",)),
     "text": (("text",), ()),
@@ -289,7 +289,8 @@ def _tools(record: Record, columns: Columns) -> tuple[list[dict] | None, str | N
 
 def alpaca_conversation(record: Record, columns: Columns | None = None, media: str = "refuse") -> Conversation:
     """system (if any), each `history` pair as a user and an assistant turn, then the user turn
-    (instruction, and "\\n\\n" + input if any) and the assistant turn (output)."""
+    (instruction, and "\\n\\n" + input if any) and the assistant turn (output); `tools` (function
+    schemas, as LLaMA-Factory's alpaca reads them) go to the chat template as ShareGPT's do."""
     columns = columns or Columns()
     instruction = _string_field(record, "instruction", "alpaca", columns, required=True)
     output = _string_field(record, "output", "alpaca", columns, required=True, non_empty=True)
@@ -314,7 +315,8 @@ def alpaca_conversation(record: Record, columns: Columns | None = None, media: s
     messages += [{"role": "user", "content": instruction + ("\n\n" + extra if extra else "")},
                  {"role": "assistant", "content": output}]
     fields += [columns.source("instruction"), columns.source("output")]
-    return Conversation(record.where, messages, fields)
+    tools, tools_field = _tools(record, columns)
+    return Conversation(record.where, messages, fields, tools, tools_field)
 
 
 def _turn_list(record: Record, columns: Columns, fmt: str) -> tuple[str, list]:

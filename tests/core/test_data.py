@@ -300,7 +300,7 @@ def test_auto_detects_from_first_record_then_requires_all_to_match(tmp_path, tok
 def test_auto_with_unknown_keys_lists_what_is_expected(tmp_path):
     path = write_jsonl(tmp_path / "u.jsonl", [{"prompt": "p", "completion": "c"}])
     raises([str(path), "line 1", "['prompt', 'completion']",
-            "alpaca: instruction, output (input, system, history optional)", "sharegpt: conversations",
+            "alpaca: instruction, output (input, system, history, tools optional)", "sharegpt: conversations",
             "data.columns={instruction: prompt, output: completion}"],
            data.resolve_format, data.read_data_file(path), "auto")
 

@@ -148,3 +148,49 @@ def test_cache_follows_the_chosen_dataset(tmp_path, tok, catalog):
     again = data.load_splits(settings(catalog, "qa"), tok, 0, cache_dir=tmp_path)
     assert not other.from_cache and again.from_cache
     assert (first.stats.train.format, other.stats.train.format) == ("alpaca", "sharegpt")
+
+
+TOOLS = [{"name": "weather", "description": "today's weather", "parameters": {"type": "object"}}]
+CALL = {"name": "weather", "arguments": {"city": "Paris"}}
+TOOL_TEMPLATE = ("{% if tools %}<|im_start|>system\nTools: {{ tools | tojson }}<|im_end|>\n{% endif %}"
+                 "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m.get('tool_calls') %}"
+                 "{{ m['tool_calls'] | tojson }}{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def test_function_and_observation_tags_and_the_tools_column_train_as_the_plain_names_do(tmp_path):
+    """LLaMA-Factory's tool-calling layout under other names (a `tool_call` / `tool_result` role, the
+    tools in a `functions` column): the same tokens and labels as plain ShareGPT's `function_call`,
+    `observation` and `tools`; an alpaca entry's `tools` column reaches the template too."""
+    tok = Tokenizer.from_dir(make_tokenizer_dir(tmp_path / "tok", TOOL_TEMPLATE))
+    plain = [{"conversations": [{"from": "human", "value": f"Weather in city {i}?"},
+                                {"from": "function_call", "value": json.dumps(CALL)},
+                                {"from": "observation", "value": "sunny"}, {"from": "gpt", "value": "It is sunny."}],
+              "tools": json.dumps(TOOLS)} for i in range(5)]
+    mapped = [{"msgs": [{"role": "user", "content": f"Weather in city {i}?"},
+                        {"role": "tool_call", "content": json.dumps(CALL)}, {"role": "tool_result", "content": "sunny"},
+                        {"role": "assistant", "content": "It is sunny."}], "functions": json.dumps(TOOLS)}
+              for i in range(5)]
+    folder = tmp_path / "catalog"
+    folder.mkdir()
+    write_jsonl(folder / "calls.jsonl", mapped)
+    write_jsonl(folder / "qa.jsonl", [{"q": f"Weather {i}?", "a": "Sunny.", "functions": TOOLS} for i in range(5)])
+    (folder / "dataset_info.json").write_text(json.dumps({
+        "calls": {"file_name": "calls.jsonl", "formatting": "sharegpt",
+                  "columns": {"messages": "msgs", "tools": "functions"},
+                  "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
+                           "assistant_tag": "assistant", "function_tag": "tool_call", "observation_tag": "tool_result"}},
+        "qa_tools": {"file_name": "qa.jsonl", "columns": {"prompt": "q", "response": "a", "tools": "functions"}}}),
+        encoding="utf-8")
+    got, stats = train_samples(tok, settings(folder, "calls"))
+    expected, _ = train_samples(tok, DataSettings(train_file=str(write_jsonl(tmp_path / "plain.jsonl", plain)),
+                                                  validation_file=None, test_file=None, validation_fraction=0.2))
+    assert stats.train.ignored_fields == {} and len(got) == 5
+    assert all(np.array_equal(a.input_ids, b.input_ids) and np.array_equal(a.labels, b.labels)
+               for a, b in zip(got, expected))
+    shown = tok.decode(got[0].input_ids.tolist())
+    assert '"name": "weather", "arguments": {"city": "Paris"}' in shown and "tool\nsunny" in shown
+    assert 'Tools: [{"type": "function", "function": {"name": "weather"' in shown
+    qa, stats = train_samples(tok, settings(folder, "qa_tools"))
+    assert stats.train.format == "alpaca" and stats.train.ignored_fields == {}
+    assert tok.decode(qa[0].input_ids.tolist()).startswith('system\nTools: [{"type": "function"')
