@@ -17,6 +17,7 @@ KEPT_WORDS = {
     "preference", "rafailov", "overlong",
     # trackers and their modes, Slurm and its commands
     "tensorboard", "mlflow", "swanlab", "offline", "local", "cloud", "login", "watch", "slurm", "sbatch", "srun",
+    "scancel",
     # device names as the config writes them (parallel.device)
     "cpu", "gpu",
 }

@@ -19,14 +19,14 @@ import time
 
 import pytest
 
-from core.run.records import TERMINAL_STATES, ClusterJob
+from core.run.records import TERMINAL_STATES, ClusterJob, Status
 from core.run.rundir import RunDir
 from core.run.runs import list_runs
 from core.run.slurm import Partition, QueueEntry
 
 from app import form, monitor_callbacks, runs_callbacks
 from app import train_callbacks as cb
-from app.cluster import ClusterOffer, ClusterOffers, cluster_html, read_offer, shared_dir_refusal, where_choices
+from app.cluster import SLURM_ENDS, ClusterOffer, ClusterOffers, cluster_html, read_offer, shared_dir_refusal, where_choices
 from app.context import Console
 from app.i18n import action_text
 from app.jobs import JobError, JobManager
@@ -270,6 +270,19 @@ def test_a_job_slurm_ended_at_its_time_limit_says_so(cluster_console):
     shown = cluster_html(run.read_status())
     assert 'data-state="TIMEOUT"' in shown and "at its time limit" in shown
     assert "达到时间限制" in cluster_html(run.read_status(), "zh")
+
+
+@pytest.mark.parametrize("state", SLURM_ENDS)
+def test_every_way_slurm_ends_a_job_is_said_in_both_languages(state):
+    from app.i18n import text
+    from tests.app.english import english_words
+    status = Status(state="failed", cluster=ClusterJob(job_id="41", state=f"{state} by 0", nodes=["node1", "node2"]))
+    shown = {lang: cluster_html(status, lang) for lang in ("en", "zh")}
+    assert f'data-state="{state}"' in shown["en"] and text(f"slurm.end.{state}", "en") in shown["en"]
+    said = text(f"slurm.end.{state}", "zh")
+    assert said in shown["zh"] and said != text(f"slurm.end.{state}", "en") and english_words(said) == []
+    running = Status(state="running", cluster=ClusterJob(job_id="41", state="RUNNING", nodes=["node1"]))
+    assert 'id="cluster-end"' not in cluster_html(running)  # said only once the run is over
 
 
 # ---- reattach ------------------------------------------------------------------------------------

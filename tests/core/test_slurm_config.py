@@ -153,3 +153,80 @@ def test_local_watcher_leaves_a_cluster_run_to_its_backend(tmp_path):
     local = launcher.create_run(Config().with_updates({"run.runs_dir": str(tmp_path), "run.name": "local"}))
     local.write_status(state="starting", pid=4_000_000, create_time=1.0)
     assert launcher.reconcile(local).state == "failed"  # the same on this machine is a crash
+
+
+# ---- how a job Slurm ended is judged, and the partition's limits (no cluster: Slurm's own answers) ----
+
+def ended_run(tmp_path) -> RunDir:
+    run = launcher.create_run(Config().with_updates({"run.runs_dir": str(tmp_path), **SLURM2}))
+    run.write_status(state="starting", cluster=ClusterJob(job_id="41", state="RUNNING", nodes=["node1", "node2"]))
+    run.write_status(state="running", step=3)
+    run.slurm_output.write_text("step 3\nslurmstepd: error: *** JOB 41 ON node2 CANCELLED AT 12:00 ***\n")
+    return run
+
+
+@pytest.mark.parametrize("state, verdict, says, kind", [
+    ("TIMEOUT", "failed", "Slurm job 41 on node1, node2 reached its time limit and Slurm ended it (launch.time_limit)",
+     "cluster"),
+    ("NODE_FAIL", "failed", "Slurm job 41 on node1, node2: a node failed (NODE_FAIL) and Slurm ended the job", "cluster"),
+    ("OUT_OF_MEMORY", "failed", "out of memory: Slurm ended Slurm job 41 on node1, node2 (OUT_OF_MEMORY). To fit in "
+     "memory, lower train.micro_batch_size", "oom"),
+    ("PREEMPTED", "stopped", "Slurm job 41 on node1, node2 was preempted by Slurm (a higher-priority job took its "
+     "nodes)", None),
+    ("CANCELLED", "stopped", "Slurm job 41 on node1, node2 was cancelled outside the console (scancel); the run did "
+     "not crash", None),
+    ("FAILED", "failed", "Slurm job 41 on node1, node2 ended (FAILED, exit code 1:0) without the run's final status; "
+     "see slurm.out and logs/", "cluster"),
+])
+def test_each_way_slurm_ends_a_job_has_its_verdict(tmp_path, state, verdict, says, kind):
+    run = ended_run(tmp_path)
+    info = slurm.JobInfo("41", state, None, ("node1", "node2"), exit_code="1:0")
+    got, reason, fields = slurm._job_verdict(run, run.read_status(), info)
+    assert (got, fields.get("failure_kind")) == (verdict, kind)
+    assert reason.startswith(says)
+    if verdict == "failed":  # the job's own output says what Slurm did
+        assert fields["error_lines"] == ["slurmstepd: error: *** JOB 41 ON node2 CANCELLED AT 12:00 ***"]
+
+
+def test_a_cancel_the_user_asked_for_is_their_stop(tmp_path):
+    run = ended_run(tmp_path)
+    info = slurm.JobInfo("41", "CANCELLED", None, ("node1", "node2"))
+    run.write_control(stop="graceful")
+    assert slurm._job_verdict(run, run.read_status(), info)[:2] == ("stopped", "stopped by the user")
+    run.write_control(stop="now")
+    assert slurm._job_verdict(run, run.read_status(), info)[:2] == ("stopped", launcher.FORCED_STOP_REASON)
+
+
+SCONTROL = ("PartitionName=debug AllowGroups=ALL Default=YES MaxNodes=2 MaxTime=00:30:00 State=UP TotalNodes=2\n"
+            "PartitionName=long Default=NO MaxNodes=UNLIMITED MaxTime=2-00:00:00 State=UP TotalNodes=4\n"
+            "PartitionName=maint Default=NO MaxNodes=UNLIMITED MaxTime=UNLIMITED State=DOWN TotalNodes=1\n")
+
+
+def test_the_partitions_limits_are_checked_before_submission(monkeypatch):
+    """`scontrol show partition -o` as Slurm answers it: a time limit over the partition's MaxTime, more
+    nodes than it allows per job, and a partition that is down are refused naming the field."""
+    import subprocess
+
+    def scontrol(argv, *args, **kwargs):
+        assert argv == ["scontrol", "show", "partition", "-o"]
+        return subprocess.CompletedProcess(argv, 0, SCONTROL, "")
+
+    monkeypatch.setattr(slurm, "_slurm", scontrol)
+    assert [(p.name, p.max_time, p.max_nodes, p.default) for p in slurm.partitions()] == [
+        ("debug", "00:30:00", 2, True), ("long", "2-00:00:00", None, False), ("maint", "UNLIMITED", None, False)]
+
+    def errors(**launch) -> dict[str, str]:
+        config = Config().with_updates({**SLURM2, **{f"launch.{k}": v for k, v in launch.items()}})
+        with pytest.raises(ConfigError) as info:
+            slurm.check_submission(config)
+        return info.value.errors
+
+    assert errors(time_limit="45") == {"launch.time_limit": "is over partition debug's limit of 00:30:00 (got '45')"}
+    assert slurm.check_submission(Config().with_updates({**SLURM2, "launch.time_limit": "30"})).name == "debug"
+    assert slurm.check_submission(Config().with_updates({**SLURM2, "launch.partition": "long",
+                                                        "launch.time_limit": "1-12"})).name == "long"
+    assert errors(partition="long", time_limit="3-00") == {
+        "launch.time_limit": "is over partition long's limit of 2-00:00:00 (got '3-00')"}
+    assert errors(partition="maint") == {  # every refusal at once
+        "launch.partition": "the partition is DOWN in Slurm; jobs cannot start there (got 'maint')",
+        "launch.nodes": "partition maint has 1 node(s); ask for at most 1 (got 2)"}
