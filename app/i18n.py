@@ -588,81 +588,99 @@ REASONS_ZH: list[tuple[str, str]] = [
 ]
 
 
-# The messages that answer an action (Start, Stop, a queue move, Resume), as app.jobs and
-# app.train_callbacks write them; the run ids and settings in them stay as they are.
-ACTIONS_ZH: list[tuple[str, Any]] = [
-    (r"(⚠ |✓ )?not started: fix the problems listed", r"\1未开始：请先修正列出的问题"),
-    (r"(⚠ |✓ )?not started: (.+)", r"\1未开始：\2"),
-    (r"(⚠ |✓ )?not started", r"\1未开始"),
-    (r"(⚠ |✓ )?could not start: (.+)", lambda m: f"{m.group(1) or ''}无法启动：{problem_text(m.group(2), 'zh')}"),
-    (r"(⚠ |✓ )?started (\S+)", r"\1已启动 \2"),
-    (r"(⚠ |✓ )?already started as (\S+)", r"\1已作为 \2 启动"),
-    (r"(⚠ |✓ )?queued (\S+) \(#(\d+) in the (\w+) queue; it starts when (.+) frees the device\)",
-     r"\1\2 已排队（\4 队列第 \3 位；\5 释放设备后启动）"),
-    (r"(⚠ |✓ )?queued (\S+) \(in the queue; it starts when (.+) frees the device\)", r"\1\2 已排队（\3 释放设备后启动）"),
-    (r"(⚠ |✓ )?(queued to resume|resumed) (\S+) from (\S+)", None),
-    (r"(\S+): stopping \(saving a checkpoint first\)", r"\1：正在停止（先保存检查点）"),
-    (r"(\S+): stopping now", r"\1：正在立即停止"),
-    (r"(\S+): a stop is already under way", r"\1：已在停止中"),
-    (r"cancelled (\S+) \(it never started\)", r"已取消 \1（尚未启动）"),
-    (r"cancelled (\S+) \(scancel of Slurm job (\S+); it never started\)", r"已取消 \1（scancel Slurm 作业 \2；尚未启动）"),
-    (r"(⚠ |✓ )?submitted (\S+) as Slurm job (\S+) \(pending: (.+)\)", r"\1已提交 \2：Slurm 作业 \3（排队中：\4）"),
-    (r"(⚠ |✓ )?submitted (\S+) as Slurm job (\S+) \((\w+)\)",
-     lambda m: f"{m.group(1) or ''}已提交 {m.group(2)}：Slurm 作业 {m.group(3)}（{_STATE_ZH.get(m.group(4), m.group(4))}）"),
-    (r"(⚠ |✓ )?resumed (\S+) from (\S+) as Slurm job (\S+)", r"\1已恢复 \2（从 \3）：Slurm 作业 \4"),
-    (r"(⚠ |✓ )?not submitted: (.+)", lambda m: f"{m.group(1) or ''}未提交：{problem_text(m.group(2), 'zh')}"),
-    (r"moved (\S+) (up|down) to place (\d+) of your queued runs", None),
-    (r"(\S+) is already (first|last) in the queue", None),
-    (r"⚠ select exactly one queued run", "⚠ 请只选择一个排队中的运行"),
-    (r"⚠ no run selected", "⚠ 未选择运行"),
-    (r"⚠ (\S+) is over; early-stopping settings only apply to a running job", r"⚠ \1 已结束；早停设置只对正在运行的任务生效"),
-    (r"sent to the worker \(request (\d+)\): (.*); it applies at the next step",
-     lambda m: f"已发送给 worker（请求 {m.group(1)}）："
-     + ", ".join(f"early_stopping.{pair}" for pair in m.group(2).split(", ")) + "；下一步起生效"),
-    (r"ready: `(.+)`", r"已就绪：`\1`"),
-    (r"⚠ export failed: (.+)", lambda m: f"⚠ 导出失败：{problem_text(m.group(1), 'zh')}"),
-    (r"⚠ (.+)", lambda m: f"⚠ {problem_text(m.group(1), 'zh')}"),  # a problem (core's, the console's)
-]
-_STATE_ZH = {"pending": "排队中", "starting": "启动中", "running": "运行中"}
-_WORDS_ZH = {"queued to resume": "已排队等待恢复", "resumed": "已恢复", "up": "上移", "down": "下移",
-             "first": "第一个", "last": "最后一个"}
+# The console's own answers to an action (Start, Stop, a queue move, Resume, an export): each is a
+# `Said`, a key of TEXTS with its parameters, rendered in the page's language from the same table as
+# its English (issue 29 item 2: no regular expression over the rendered English).
+TEXTS.update({
+    "act.warn": ("⚠ {message}", "⚠ {message}"),
+    "act.done": ("✓ {message}", "✓ {message}"),
+    "act.not_started_fix": ("not started: fix the problems listed", "未开始：请先修正列出的问题"),
+    "act.not_started_because": ("not started: {problem}", "未开始：{problem}"),
+    "act.not_started": ("not started", "未开始"),
+    "act.could_not_start": ("could not start: {problem}", "无法启动：{problem}"),
+    "act.not_submitted": ("not submitted: {problem}", "未提交：{problem}"),
+    "act.started": ("started {run}", "已启动 {run}"),
+    "act.already_started": ("already started as {run}", "已作为 {run} 启动"),
+    "act.queued_place": ("queued {run} (#{place} in the {device} queue; it starts when {busy} frees the device)",
+                         "{run} 已排队（{device} 队列第 {place} 位；{busy} 释放设备后启动）"),
+    "act.queued": ("queued {run} (in the queue; it starts when {busy} frees the device)",
+                   "{run} 已排队（{busy} 释放设备后启动）"),
+    "act.another_run": ("another run", "另一个运行"),
+    "act.queue.cpu": ("cpu", "CPU"), "act.queue.gpu": ("gpu", "GPU"), "act.queue.ascend": ("ascend", "昇腾"),
+    "act.resumed": ("resumed {run} from {checkpoint}", "已恢复 {run}（自 {checkpoint}）"),
+    "act.queued_to_resume": ("queued to resume {run} from {checkpoint}", "已排队等待恢复 {run}（自 {checkpoint}）"),
+    "act.resumed_slurm": ("resumed {run} from {checkpoint} as Slurm job {job}", "已恢复 {run}（从 {checkpoint}）：Slurm 作业 {job}"),
+    "act.submitted_pending": ("submitted {run} as Slurm job {job} (pending)", "已提交 {run}：Slurm 作业 {job}（排队中）"),
+    "act.submitted_pending_reason": ("submitted {run} as Slurm job {job} (pending: {reason})",
+                                     "已提交 {run}：Slurm 作业 {job}（排队中：{reason}）"),
+    "act.submitted": ("submitted {run} as Slurm job {job} ({state})", "已提交 {run}：Slurm 作业 {job}（{state}）"),
+    "act.stopping": ("{run}: stopping (saving a checkpoint first)", "{run}：正在停止（先保存检查点）"),
+    "act.stopping_now": ("{run}: stopping now", "{run}：正在立即停止"),
+    "act.stop_under_way": ("{run}: a stop is already under way", "{run}：已在停止中"),
+    "act.cancelled": ("cancelled {run} (it never started)", "已取消 {run}（尚未启动）"),
+    "act.cancelled_slurm": ("cancelled {run} (scancel of Slurm job {job}; it never started)",
+                            "已取消 {run}（scancel Slurm 作业 {job}；尚未启动）"),
+    "act.moved_up": ("moved {run} up to place {place} of your queued runs", "{run} 已上移到你的排队运行中的第 {place} 位"),
+    "act.moved_down": ("moved {run} down to place {place} of your queued runs", "{run} 已下移到你的排队运行中的第 {place} 位"),
+    "act.already_first": ("{run} is already first in the queue", "{run} 已是队列中的第一个"),
+    "act.already_last": ("{run} is already last in the queue", "{run} 已是队列中的最后一个"),
+    "act.select_one_queued": ("⚠ select exactly one queued run", "⚠ 请只选择一个排队中的运行"),
+    "act.select_one": ("⚠ select exactly one run", "⚠ 请只选择一个运行"),
+    "act.pick_checkpoint": ("⚠ pick one of the run's checkpoints to fork from", "⚠ 请选择要分叉的运行检查点"),
+    "act.no_run": ("⚠ no run selected", "⚠ 未选择运行"),
+    "act.es_over": ("⚠ {run} is over; early-stopping settings only apply to a running job",
+                    "⚠ {run} 已结束；早停设置只对正在运行的任务生效"),
+    "act.es_sent": ("sent to the worker (request {seq}): {settings}; it applies at the next step",
+                    "已发送给 worker（请求 {seq}）：{settings}；下一步起生效"),
+    "act.ready": ("ready: `{file}`", "已就绪：`{file}`"),
+    "act.export_failed": ("⚠ export failed: {problem}", "⚠ 导出失败：{problem}"),
+    "act.with_origin": ("{message}; {origin}", "{message}；{origin}"),
+    "act.made_from": ("made from {run}: {changes}", "基于 {run}：{changes}"),
+    "act.forked_from": ("forked from {run} at step {step}: {changes}", "分叉自 {run} 第 {step} 步：{changes}"),
+    "act.no_change": ("no setting changed", "未改动任何设置"),
+})
 
 
-def _action_zh(match: Any, pattern: str) -> str:
-    g = match.groups()
-    if pattern.startswith(r"(⚠ |✓ )?(queued to resume"):
-        return f"{g[0] or ''}{_WORDS_ZH[g[1]]} {g[2]}（自 {g[3]}）"
-    if pattern.startswith("moved"):
-        return f"{g[0]} 已{_WORDS_ZH[g[1]]}到你的排队运行中的第 {g[2]} 位"
-    return f"{g[0]} 已是队列中的{_WORDS_ZH[g[1]]}"
+class Said(str):
+    """One of the console's own answers, e.g. `Said("act.started", run=run_id)`: the string is its
+    English, so logs, tests and callers that compare text keep working; `key` and `params` render it
+    in another language from TEXTS (`in_lang`), never by re-reading the English. A parameter that is
+    a Said renders in the same language; one named `problem` is core's message (problem_text); other
+    values (run ids, settings, numbers, Slurm's words) stay as they are."""
+
+    key: str
+    params: dict[str, Any]
+
+    def __new__(cls, key: str, **params: Any):
+        if key not in TEXTS:
+            raise KeyError(f"no text for {key!r} in app.i18n.TEXTS")
+        said = super().__new__(cls, _render(key, params, "en"))
+        said.key, said.params = key, params
+        return said
+
+    def __getnewargs_ex__(self):  # copies and pickles (Gradio's state) build it again from its key
+        return (self.key,), self.params
+
+    def in_lang(self, lang: str) -> str:
+        return _render(self.key, self.params, lang)
+
+
+def _render(key: str, params: dict[str, Any], lang: str) -> str:
+    values = {name: value.in_lang(lang) if isinstance(value, Said)
+              else problem_text(str(value), lang) if name == "problem" else value
+              for name, value in params.items()}
+    return text(key, lang).format(**values)
 
 
 def action_text(message: str, lang: str) -> str:
-    """A message that answers an action, in `lang`; the part that says what changed from the run a
-    new one was made from is matched on its own. Unmatched parts stay as written."""
-    if lang != "zh" or not message:
+    """An answer to an action in `lang`: a Said from its key; anything else is core's message (an
+    error the action met, '⚠ ' before it when marked so), said in `lang` by problem_text."""
+    if isinstance(message, Said):
+        return message.in_lang(lang)
+    if not message or lang != "zh":
         return message
-    import re
-
-    parts = []
-    for part in re.split(r"; (?=made from |forked from )", message):
-        for pattern, zh in ACTIONS_ZH:
-            match = re.fullmatch(pattern, part)
-            if match:
-                part = (zh(match) if callable(zh) else match.expand(zh)) if zh is not None else _action_zh(match, pattern)
-                for device, shown in (("cpu", "CPU"), ("gpu", "GPU"), ("ascend", "昇腾")):
-                    part = part.replace(f"（{device} 队列", f"（{shown} 队列")
-                break
-        else:
-            part = _by_patterns(part, lang, MADE_FROM_ZH).replace("no setting changed", "未改动任何设置")
-        parts.append(part)
-    return "；".join(parts)
-
-
-MADE_FROM_ZH: list[tuple[str, str]] = [
-    (r"forked from (\S+) at step (\d+): (.*)", r"分叉自 \1 第 \2 步：\3"),
-    (r"made from (\S+): (.*)", r"基于 \1：\2"),
-]
+    mark, rest = ("⚠ ", message[2:]) if message.startswith("⚠ ") else ("", message)
+    return mark + problem_text(rest, lang)
 
 
 def _by_patterns(sentence: str, lang: str, patterns: list[tuple[str, str]]) -> str:

@@ -40,6 +40,7 @@ from core.run.slurm import ENDED_STATES
 
 from app.access import SINGLE_USER, Viewer, read_owner, visible
 from app.cluster import LOCAL, cluster_of
+from app.i18n import Said
 
 DEDUPE_WINDOW_S = 10.0  # the same config submitted again within this window is the same request
 
@@ -121,10 +122,10 @@ class JobManager:
             self._recent = {k: v for k, v in self._recent.items() if now - v[0] < self._window}
             if key in self._recent:
                 run_id = self._recent[key][1]
-                return StartResult(run_id, False, f"already started as {run_id}")
+                return StartResult(run_id, False, Said("act.already_started", run=run_id))
             made = self._made_just_now(config, owner, parent)
             if made is not None:  # by a console before a restart: its memory is gone, the folder is not
-                return StartResult(made, False, f"already started as {made}")
+                return StartResult(made, False, Said("act.already_started", run=made))
             run = self._create_run(config)
             fields: dict = {"queue_position": self._next_position(), "device": config.parallel.device,
                             "data_parallel": config.parallel.data_parallel}
@@ -194,20 +195,21 @@ class JobManager:
         job = cluster_of(status)
         job_id = job.job_id if job is not None else "?"
         if status.state == "queued":
-            reason = f": {job.reason}" if job is not None and job.reason else ""
-            return StartResult(run.run_id, True, f"submitted {run.run_id} as Slurm job {job_id} (pending{reason})",
-                               queued=True)
-        return StartResult(run.run_id, True, f"submitted {run.run_id} as Slurm job {job_id} ({status.state})")
+            said = (Said("act.submitted_pending_reason", run=run.run_id, job=job_id, reason=job.reason)
+                    if job is not None and job.reason else Said("act.submitted_pending", run=run.run_id, job=job_id))
+            return StartResult(run.run_id, True, said, queued=True)
+        return StartResult(run.run_id, True, Said("act.submitted", run=run.run_id, job=job_id,
+                                                  state=Said(f"state.{status.state}")))
 
     def _start_result(self, run: RunDir) -> StartResult:
         status = run.read_status()
         if status.state != "queued":
-            return StartResult(run.run_id, True, f"started {run.run_id}")
+            return StartResult(run.run_id, True, Said("act.started", run=run.run_id))
         entry = next((e for e in self.queue() if e.run_id == run.run_id), None)
-        place = f"#{entry.position} in the {entry.device} queue" if entry else "in the queue"
-        busy = ", ".join(self._active_ids(status.device or "cpu")) or "another run"
-        return StartResult(run.run_id, True, f"queued {run.run_id} ({place}; it starts when {busy} "
-                                             "frees the device)", queued=True)
+        busy = ", ".join(self._active_ids(status.device or "cpu")) or Said("act.another_run")
+        said = (Said("act.queued_place", run=run.run_id, place=entry.position, device=Said(f"act.queue.{entry.device}"),
+                     busy=busy) if entry else Said("act.queued", run=run.run_id, busy=busy))
+        return StartResult(run.run_id, True, said, queued=True)
 
     def resume(self, run_id: str, viewer: Viewer = SINGLE_USER, checkpoint: str | None = None,
                backend: str | None = None) -> StartResult:
@@ -240,14 +242,14 @@ class JobManager:
                 self._cluster_runs[run.run_id] = config.launch.backend
                 result = self._submit(run, config.launch.backend)
                 job = cluster_of(run.read_status())
-                return StartResult(run.run_id, True, f"resumed {run.run_id} from {last.resolve().name} as Slurm job "
-                                   f"{job.job_id if job else '?'}", queued=result.queued)
+                return StartResult(run.run_id, True, Said("act.resumed_slurm", run=run.run_id, checkpoint=last.resolve().name,
+                                                          job=job.job_id if job else "?"), queued=result.queued)
             self._cluster_runs.pop(run.run_id, None)
             run.write_status(queue_position=self._next_position(), device=config.parallel.device, device_ids=[])
             self._schedule()
             queued = run.read_status().state == "queued"
-        how = "queued to resume" if queued else "resumed"
-        return StartResult(run.run_id, True, f"{how} {run.run_id} from {last.resolve().name}", queued=queued)
+        return StartResult(run.run_id, True, Said("act.queued_to_resume" if queued else "act.resumed", run=run.run_id,
+                                                  checkpoint=last.resolve().name), queued=queued)
 
     @staticmethod
     def _moved(run_id: str, config: Config, backend: str) -> Config:
@@ -433,14 +435,14 @@ class JobManager:
             index = ids.index(run_id)
             target = min(max(index + offset, 0), len(ids) - 1)
             if target == index:
-                return f"{run_id} is already {'first' if index == 0 else 'last'} in the queue"
+                return Said("act.already_first" if index == 0 else "act.already_last", run=run_id)
             positions = [s.status.queue_position or s.sort_time for s in mine]
             order = ids[:index] + ids[index + 1:]
             order.insert(target, run_id)
             for new_id, position in zip(order, sorted(positions)):  # the same slots, in the new order
                 RunDir(self.runs_dir / new_id).write_status(queue_position=position)
         self.poke()
-        return f"moved {run_id} {'up' if offset < 0 else 'down'} to place {target + 1} of your queued runs"
+        return Said("act.moved_up" if offset < 0 else "act.moved_down", run=run_id, place=target + 1)
 
     def cancel(self, run_id: str, viewer: Viewer = SINGLE_USER) -> str:
         """Take a queued run out of the queue (it ends `stopped`, 'cancelled before it started');
@@ -455,10 +457,10 @@ class JobManager:
             if name != LOCAL:
                 self.backend(name).stop(run, graceful=False)
                 job = cluster_of(run.read_status())
-                return f"cancelled {run_id} (scancel of Slurm job {job.job_id if job else '?'}; it never started)"
+                return Said("act.cancelled_slurm", run=run_id, job=job.job_id if job else "?")
             run.write_status(state="stopped", reason=launcher.CANCELLED_REASON, queue_position=None)
         self.poke()
-        return f"cancelled {run_id} (it never started)"
+        return Said("act.cancelled", run=run_id)
 
     def _launch_and_watch(self, run: RunDir, env: dict[str, str] | None = None) -> None:
         launched = self._launch(run, env=env) if env else self._launch(run)
@@ -547,13 +549,13 @@ class JobManager:
             name = self._backend_name(status)
             worker = self._stopping.get(run_id)
             if worker is not None and worker.is_alive() and graceful:
-                return f"{run_id}: a stop is already under way"
+                return Said("act.stop_under_way", run=run_id)
             stop = self._stop if name == LOCAL else self.backend(name).stop
             worker = threading.Thread(target=self._stop_quietly, args=(run, graceful, stop), daemon=True,
                                       name=f"stop-{run_id}")
             self._stopping[run_id] = worker
             worker.start()
-        return f"{run_id}: {'stopping (saving a checkpoint first)' if graceful else 'stopping now'}"
+        return Said("act.stopping" if graceful else "act.stopping_now", run=run_id)
 
     def _stop_quietly(self, run: RunDir, graceful: bool, stop: Callable | None = None) -> None:
         try:

@@ -33,7 +33,7 @@ from app.cluster import cancelled, cluster_html, is_cluster, rank_node, shown_st
 from app.context import Console
 from app.sessions import most_recent, session_lock
 from app.exports import FORMATS, ExportFailed, export_target, run_export
-from app.i18n import TEXTS, text
+from app.i18n import TEXTS, Said, text
 from app.metrics import PARENT_SUFFIX, RunCharts
 from app.run_status import failure_html, phase, reached_step, state_html, status_html, status_line
 from app.svg_chart import line_chart
@@ -352,22 +352,22 @@ def apply_early_stopping(console: Console, run_id: str | None, enabled: bool, mo
                          patience: float | None, min_delta: float | None, viewer: Viewer = SINGLE_USER) -> str:
     """Send new early-stopping settings to a running job through its control file."""
     if not run_id:
-        return "⚠ no run selected"
+        return Said("act.no_run")
     request = {"enabled": bool(enabled), "monitor": monitor, "patience": patience, "min_delta": min_delta}
     try:
         run = console.jobs.run_dir(run_id, viewer)
         if run.read_status().state in TERMINAL_STATES:
-            return f"⚠ {run_id} is over; early-stopping settings only apply to a running job"
+            return Said("act.es_over", run=run_id)
         control = run.write_control(early_stopping=request)  # checked by the config's rules
     except (ValueError, RunDirError) as err:
         return f"⚠ {err}"
-    shown = ", ".join(f"{k} {control.early_stopping[k]}" for k in request)
-    return f"sent to the worker (request {control.seq}): {shown}; it applies at the next step"
+    shown = ", ".join(f"early_stopping.{k} {control.early_stopping[k]}" for k in request)  # the keys as typed
+    return Said("act.es_sent", seq=control.seq, settings=shown)
 
 
 def stop(console: Console, run_id: str | None, graceful: bool, viewer: Viewer = SINGLE_USER) -> str:
     if not run_id:
-        return "⚠ no run selected"
+        return Said("act.no_run")
     try:
         return console.jobs.request_stop(run_id, graceful, viewer)
     except (ValueError, LaunchError) as err:  # LaunchError: a pending cluster job's scancel refused
@@ -557,7 +557,7 @@ def prepare_download(console: Console, run_id: str | None, fmt: str, lang: str,
     then starts the download itself: one click). `on_wait(seconds so far)` is called while the
     export runs, for a progress line."""
     if not run_id:
-        return ("", None, False), "⚠ no run selected"
+        return ("", None, False), Said("act.no_run")
     try:
         run = console.jobs.run_dir(run_id, viewer)
     except ValueError as err:
@@ -565,9 +565,9 @@ def prepare_download(console: Console, run_id: str | None, fmt: str, lang: str,
     try:
         run_with_ticks(lambda: run_export(run.path, fmt, console.runs_dir), on_wait, wait_every_s)
     except (ExportFailed, OSError) as err:
-        return download_state(console, run, fmt, lang), f"⚠ export failed: {err}"
+        return download_state(console, run, fmt, lang), Said("act.export_failed", problem=str(err))
     state = download_state(console, run, fmt, lang)
-    return state, f"ready: `{Path(state[1]).name}`"
+    return state, Said("act.ready", file=Path(state[1]).name)
 
 
 def download_ready(console: Console, run_id: str | None, fmt: str, held: str | None,

@@ -23,7 +23,7 @@ from app.access import SINGLE_USER, Viewer
 from app.cluster import queue_label, shown_state
 from app.changes import BOOKKEEPING, Change, applies, changes, changes_text, differing_keys, flat_config, show
 from app.context import Console
-from app.i18n import TEXTS, action_text, problem_text, reason_text, text
+from app.i18n import TEXTS, Said, action_text, problem_text, reason_text, text
 from app.metrics import RunCharts
 from app.run_status import fmt_duration, reached_step, state_word, total_elapsed_s
 from app.svg_chart import line_chart
@@ -165,7 +165,7 @@ def _pending_label(console: Console, run_id: str, viewer: Viewer, lang: str) -> 
 def queue_action(console: Console, run_ids: list[str], action: str, viewer: Viewer = SINGLE_USER) -> str:
     """Move the one selected queued run up or down, or cancel it."""
     if len(run_ids) != 1:
-        return "⚠ select exactly one queued run"
+        return Said("act.select_one_queued")
     try:
         if action == "cancel":
             return console.jobs.cancel(run_ids[0], viewer)

@@ -17,7 +17,7 @@ from app import runs_callbacks
 from app import train_callbacks
 from app.context import Console
 from app.early_script import status_timer_middleware
-from app.i18n import LANG_CHOICES, Labels, action_text, problem_text, text
+from app.i18n import LANG_CHOICES, Labels, Said, action_text, problem_text, text
 from app.settings import Settings, check_safe
 
 CSS_PATH = Path(__file__).with_name("style.css")
@@ -77,10 +77,10 @@ def _wire_start(console: Console, train: train_tab.TrainTab, monitor: monitor_ta
                                         confirmed=confirmed, lang=data[train.lang])
         language = data[train.lang]
         if outcome.run_id is None:
-            return (gr.skip(), gr.skip(), action_text(f"⚠ {outcome.message}", language),
+            return (gr.skip(), gr.skip(), action_text(Said("act.warn", message=outcome.message), language),
                     train_callbacks.errors_html(outcome.errors, language), gr.update(visible=outcome.needs_confirmation))
         return (gr.update(selected="monitor"), gr.update(value=outcome.run_id),
-                action_text(f"✓ {outcome.message}", language), "", gr.update(visible=False))
+                action_text(Said("act.done", message=outcome.message), language), "", gr.update(visible=False))
 
     def start_anyway(data: dict, request: gr.Request):
         return start(data, request, confirmed=True)
@@ -133,14 +133,14 @@ def _wire_made_from(console: Console, runs: runs_tab.RunsTab, train: train_tab.T
 
     def fill(selected: list[str], step, language: str, request: gr.Request, fork: bool = False):
         if len(selected or []) != 1:
-            return [gr.skip()] * (len(outputs) - 1) + ["⚠ select exactly one run"]
+            return [gr.skip()] * (len(outputs) - 1) + [action_text(Said("act.select_one"), language)]
         if fork and step is None:
-            return [gr.skip()] * (len(outputs) - 1) + ["⚠ pick one of the run's checkpoints to fork from"]
+            return [gr.skip()] * (len(outputs) - 1) + [action_text(Said("act.pick_checkpoint"), language)]
         try:
             values, reference = train_callbacks.new_from_run(console, selected[0], console.viewer(request),
                                                              step=int(step) if fork else None)
         except (ValueError, OSError) as err:
-            return [gr.skip()] * (len(outputs) - 1) + [f"⚠ {err}"]
+            return [gr.skip()] * (len(outputs) - 1) + [action_text(f"⚠ {err}", language)]
         # the previous launch's "✓ started …" is about another run: it goes (issue 31 item 4)
         return [gr.update(selected="train"), *[values.get(k, gr.skip()) for k in keys], reference.to_state(),
                 gr.update(visible=True), train_callbacks.reference_html(reference, language), "", ""]

@@ -32,7 +32,7 @@ from app.background import run_with_ticks
 from app.cluster import cluster_errors
 from app.changes import Change, applies, changes, changes_text, flatten, same, show
 from app.context import Console
-from app.i18n import memory_note, problem_text, text
+from app.i18n import Said, memory_note, problem_text, text
 from app.paths import OutsideRootsError, inside_roots
 
 PREVIEW_MASTER_PORT = 29500  # shown in previews; a free port is chosen at launch
@@ -588,27 +588,28 @@ def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
     check = check_form(values, console)
     errors = check.errors if not check.ok else fork_errors(check.config, reference)
     if errors:
-        return StartOutcome(None, "not started: fix the problems listed", errors)
+        return StartOutcome(None, Said("act.not_started_fix"), errors)
     config = check.config
     if not confirmed and config.launch.backend == form.LOCAL:  # a cluster run's memory is its nodes'
         too_big = does_not_fit(config, console, lang)
         if too_big:
-            return StartOutcome(None, f"not started: {too_big}", needs_confirmation=True)
+            return StartOutcome(None, Said("act.not_started_because", problem=too_big), needs_confirmation=True)
     parent = (reference.run_id, reference.step) if reference is not None else None
     config = launch_config(config, reference)
     try:
         result = console.jobs.start(config, owner=owner, parent=parent)
     except ConfigError as err:
-        return StartOutcome(None, "not started", form.errors_by_widget(err.errors))
+        return StartOutcome(None, Said("act.not_started"), form.errors_by_widget(err.errors))
     except (launcher.LaunchError, OSError) as err:
-        how = "not submitted" if config.launch.backend != form.LOCAL else "could not start"
-        return StartOutcome(None, f"{how}: {err}")
+        how = "act.not_submitted" if config.launch.backend != form.LOCAL else "act.could_not_start"
+        return StartOutcome(None, Said(how, problem=str(err)))
     message = result.message
     if reference is not None:
         found = form_changes(check.config, reference)
-        how = f"forked from {reference.run_id} at step {reference.step}" if reference.is_fork \
-            else f"made from {reference.run_id}"
-        message += f"; {how}: {changes_text(found) or 'no setting changed'}"
+        changed = changes_text(found) or Said("act.no_change")
+        origin = (Said("act.forked_from", run=reference.run_id, step=reference.step, changes=changed)
+                  if reference.is_fork else Said("act.made_from", run=reference.run_id, changes=changed))
+        message = Said("act.with_origin", message=message, origin=origin)
     return StartOutcome(result.run_id, message, queued=result.queued)
 
 

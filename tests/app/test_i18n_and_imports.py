@@ -96,23 +96,63 @@ def test_the_allowed_symbols_are_in_an_installed_font_when_fontconfig_is_here():
 
 def test_the_messages_that_answer_an_action_read_in_chinese():
     """Issue 20 bug 10: the message under Start, after a queue move or a stop, in 中文 mode; the run
-    ids and settings in them stay as written (checked with the browser test's English-word finder)."""
-    from app.i18n import action_text
+    ids and settings in them stay as written (checked with the browser test's English-word finder).
+    Issue 29 item 2: each is a Said (a key and its parameters), its English and its 中文 from the
+    same table; the English is what the console said before."""
+    from app.i18n import Said, action_text
     from tests.app.test_browser_page import english_words
 
-    messages = ["⚠ not started: fix the problems listed", "✓ started 20261201-120000_tiny-demo_lora-r8_fp32_dp1",
-                "✓ queued 20261201-120001_x (#2 in the cpu queue; it starts when 20261201-120000_y frees the device)"
-                "; made from 20261201-120000_y: lora.rank 8 → 16",
-                "✓ started 20261201-120002_z; forked from 20261201-120000_y at step 10: no setting changed",
-                "20261201-120000_y: stopping now", "20261201-120000_y: stopping (saving a checkpoint first)",
-                "moved 20261201-120001_x up to place 1 of your queued runs",
-                "20261201-120001_x is already last in the queue", "cancelled 20261201-120001_x (it never started)",
-                "queued to resume 20261201-120000_y from step-10", "⚠ select exactly one queued run"]
-    for message in messages:
-        assert action_text(message, "en") == message
-        zh = action_text(message, "zh")
-        assert english_words(zh) == [], (message, zh)
-    assert "lora.rank 8 → 16" in action_text(messages[2], "zh") and "#2" not in action_text(messages[2], "zh")
+    x, y, z = "20261201-120001_x", "20261201-120000_y", "20261201-120002_z"
+    messages = {
+        "⚠ not started: fix the problems listed": Said("act.warn", message=Said("act.not_started_fix")),
+        "✓ started 20261201-120000_tiny-demo_lora-r8_fp32_dp1":
+            Said("act.done", message=Said("act.started", run="20261201-120000_tiny-demo_lora-r8_fp32_dp1")),
+        f"✓ queued {x} (#2 in the cpu queue; it starts when {y} frees the device); made from {y}: lora.rank 8 → 16":
+            Said("act.done", message=Said("act.with_origin", message=Said(
+                "act.queued_place", run=x, place=2, device=Said("act.queue.cpu"), busy=y),
+                origin=Said("act.made_from", run=y, changes="lora.rank 8 → 16"))),
+        f"✓ started {z}; forked from {y} at step 10: no setting changed":
+            Said("act.done", message=Said("act.with_origin", message=Said("act.started", run=z), origin=Said(
+                "act.forked_from", run=y, step=10, changes=Said("act.no_change")))),
+        f"{y}: stopping now": Said("act.stopping_now", run=y),
+        f"{y}: stopping (saving a checkpoint first)": Said("act.stopping", run=y),
+        f"moved {x} up to place 1 of your queued runs": Said("act.moved_up", run=x, place=1),
+        f"{x} is already last in the queue": Said("act.already_last", run=x),
+        f"cancelled {x} (it never started)": Said("act.cancelled", run=x),
+        f"queued to resume {y} from step-10": Said("act.queued_to_resume", run=y, checkpoint="step-10"),
+        "⚠ select exactly one queued run": Said("act.select_one_queued"),
+        f"submitted {x} as Slurm job 7 (running)": Said("act.submitted", run=x, job="7", state=Said("state.running")),
+        "not started: the memory estimate does not fit": Said("act.not_started_because",
+                                                              problem="the memory estimate does not fit"),
+    }
+    for english, said in messages.items():
+        assert said == english and action_text(said, "en") == english
+        zh = action_text(said, "zh")
+        assert english_words(zh) == [] or said.key == "act.not_started_because", (english, zh)
+    queued = next(s for e, s in messages.items() if "#2" in e)
+    assert "lora.rank 8 → 16" in action_text(queued, "zh") and "CPU 队列第 2 位" in action_text(queued, "zh")
+    import copy
+    import pickle
+    for said in messages.values():  # Gradio's state copies values: a Said stays one
+        again = pickle.loads(pickle.dumps(said))
+        assert copy.deepcopy(said).in_lang("zh") == again.in_lang("zh") == said.in_lang("zh")
+    with pytest.raises(KeyError, match="act.nope"):
+        Said("act.nope")
+    # core's messages (an error the action met) are not the console's: said by problem_text
+    assert action_text("⚠ data.max_seq_len = 4: must be an integer >= 8", "zh").startswith("⚠ data.max_seq_len")
+
+
+def test_every_action_text_has_both_languages_with_the_same_parameters():
+    """A missing or mismatched translation fails here, not in a user's page."""
+    import string
+    from app.i18n import TEXTS
+
+    def names(template: str) -> set[str]:
+        return {field for _, field, _, _ in string.Formatter().parse(template) if field}
+
+    actions = {k: v for k, v in TEXTS.items() if k.startswith("act.")}
+    assert len(actions) > 35
+    assert [k for k, (en, zh) in actions.items() if not zh or names(en) != names(zh)] == []
 
 
 PICKS = {"dropdown", "checkboxgroup", "radio", "checkbox", "number", "textbox", "slider"}

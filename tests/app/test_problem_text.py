@@ -193,8 +193,8 @@ def test_a_run_that_does_not_fit_is_refused_in_chinese_with_what_to_change(conso
     assert fake_launcher.launched == []
     assert english.startswith("not started: the memory estimate (") and "To fit:" in english
     assert chinese.startswith("not started: 内存估算（")  # the prefix is the action's (action_text)
-    from app.i18n import action_text
-    shown = action_text(f"⚠ {chinese}", "zh")
+    from app.i18n import Said, action_text
+    shown = action_text(Said("act.warn", message=chinese), "zh")  # as the Train tab shows it
     assert shown.startswith("⚠ 未开始：内存估算（") and english_words(shown) == []
     for change in ("full → lora", "train.micro_batch_size 2000000 → 1000000", "recompute.policy full",
                    "data.max_seq_len 512 → 256"):
@@ -301,7 +301,7 @@ def test_uploads_refused_read_in_chinese(console, tmp_path):
 
 def test_the_monitors_answers_read_in_chinese(console):
     from app import monitor_callbacks
-    from app.i18n import action_text
+    from app.i18n import Said, action_text
 
     run = _run(console, "run1", finished=False)
     answers = {"sent": monitor_callbacks.apply_early_stopping(console, run.run_id, True, "val_ppl", 7.0, 0.01),
@@ -310,7 +310,8 @@ def test_the_monitors_answers_read_in_chinese(console):
                "no such run": monitor_callbacks.stop(console, "20261201-000000_nope", graceful=True)}
     run.write_status(state="finished", reason="reached 4 steps", step=4, ended_at=time.time())
     answers["over"] = monitor_callbacks.apply_early_stopping(console, run.run_id, True, "val_loss", 3, 0.0)
-    answers["ready"], answers["export failed"] = "ready: `x_peft.zip`", "⚠ export failed: /r/x: file not found"
+    answers["ready"] = Said("act.ready", file="x_peft.zip")
+    answers["export failed"] = Said("act.export_failed", problem="/r/x: file not found")
     for what, english in answers.items():
         chinese = action_text(english, "zh")
         assert_chinese(english, chinese)
