@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.spec.messages import Message, recognise
+
 LANGS = ("en", "zh")
 LANG_CHOICES = [("English", "en"), ("中文", "zh")]
 
@@ -574,18 +576,33 @@ MEMORY_NOTES_ZH: list[tuple[str, str]] = [
 
 # Why a run ended, as the worker and the launcher write it (status.json's `reason`); an error's
 # own text (a failed run's exception) is shown as it is.
-REASONS_ZH: list[tuple[str, str]] = [
-    (r"reached (\d+) steps", r"已达到 \1 步"),
-    (r"stopped by request", "按请求停止"),
-    (r"stopped by the user \(forced\); newest resumable checkpoint: (\S+)", r"用户强制停止；最新可恢复的检查点：\1"),
-    (r"stopped by the user \(forced\)", "用户强制停止"),
-    (r"stopped by the user", "用户停止"),
-    (r"stopped now by user", "用户立即停止"),
-    (r"cancelled before it started", "启动前已取消"),
-    (r"graceful stop timed out after (\S+) s; worker terminated by user", r"正常停止 \1 秒后超时；已强制结束 worker"),
-    (r"(\S+) did not improve by (\S+) for (\d+) evaluations \(best (\S+) at step (\d+)\)",
-     r"\1 连续 \3 次评估未改进 \2 以上（最佳 \4，第 \5 步）"),
-]
+# core's messages by id (core.spec.messages), in 中文; the English is the catalogue's own
+MESSAGES_ZH: dict[str, str] = {
+    "run.reached_steps": "已达到 {steps} 步",
+    "run.no_improvement": "{monitor} 连续 {patience} 次评估未改进 {min_delta} 以上（最佳 {best}，第 {step} 步）",
+    "run.stopped_by_user": "用户停止",
+    "run.stopped_forced": "用户强制停止",
+    "run.cancelled": "启动前已取消",
+    "run.stop_timed_out": "用户停止：正常停止 {seconds} 秒后超时，已强制结束 worker",
+    "run.stopped_before_status": "用户停止（worker 在写下状态前已结束）",
+    "run.with_note": "{reason}；{note}",
+    "run.resumable": "最新可恢复的检查点：{checkpoint}",
+    "run.no_resumable": "没有可恢复的检查点",
+    "slurm.cancelled_pending": "{reason}：{job} 在排队时被取消（scancel）",
+    "slurm.cancelled_outside": "{job} 在控制台之外被取消（scancel）；运行并未崩溃",
+    "slurm.preempted": "{job} 被 Slurm 抢占（更高优先级的作业占用了它的节点）",
+    "slurm.timeout": "{job} 达到时间限制，被 Slurm 结束（launch.time_limit）",
+    "slurm.node_fail": "{job}：节点故障（NODE_FAIL），Slurm 结束了作业",
+    "slurm.out_of_memory": "内存不足：Slurm 结束了 {job}（OUT_OF_MEMORY）。{advice}",
+    "slurm.ended": "{job} 已结束（{state}，退出码 {code}），但运行没有写下最终状态；请查看 slurm.out 和 logs/",
+    "slurm.job": "Slurm 作业 {id}",
+    "slurm.job_on": "Slurm 作业 {id}（节点 {nodes}）",
+    "legacy.stopped_by_request": "按请求停止",
+    "legacy.stopped_now": "用户立即停止",
+    "legacy.stop_timed_out": "正常停止 {seconds} 秒后超时；已强制结束 worker",
+    "advice.oom": ("要放进内存：调小 train.micro_batch_size（并调大 train.grad_accum_steps 以保持全局批量）或 "
+                   "data.max_seq_len，打开重计算（recompute.policy），或改用 LoRA（method=lora）代替全量微调。"),
+}
 
 
 # The console's own answers to an action (Start, Stop, a queue move, Resume, an export): each is a
@@ -699,9 +716,15 @@ def memory_note(note: str, lang: str) -> str:
     return _by_patterns(note, lang, MEMORY_NOTES_ZH)
 
 
-def reason_text(reason: str, lang: str) -> str:
-    """Why a run ended, in `lang` (an error's own text unchanged)."""
-    return _by_patterns(reason, lang, REASONS_ZH)
+def reason_text(reason: str | None, lang: str, message: dict | None = None) -> str:
+    """Why a run ended, in `lang`: from its message id and parameters (`Status.reason_message`, core.spec
+    .messages), or, for a run written before ids existed, the catalogue's message its English is;
+    anything else (an error's own text) as written."""
+    if not reason or lang != "zh":
+        return reason or ""
+    said = Message.from_json(message) if message else None
+    said = said or recognise(reason)
+    return said.render(MESSAGES_ZH) if said is not None else reason
 
 
 # Help lines of the widgets that stand for a config field in another shape, or for none.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from core.run.launcher import CRASH_REASON
 from core.run.records import FAILURE_KINDS, TERMINAL_STATES, Status
 
-from app.i18n import TEXTS, text
+from app.i18n import TEXTS, reason_text, text
 
 # (kind, pattern over the reason and the log's error lines); first match wins
 _FAILURES = (
@@ -61,7 +61,7 @@ def failure_html(status: Status, log_tail: str, lang: str, node: str | None = No
     kind = failure_kind(status, log_tail)
     if kind is None:
         return ""
-    reason = (status.reason or "").strip().splitlines()
+    reason = reason_text(status.reason, lang, status.reason_message).strip().splitlines()
     first = html.escape(reason[0] if reason else "")
     lines = [str(line) for line in status.error_lines]
     where = f"rank {status.failed_rank}" if status.failed_rank is not None else ""

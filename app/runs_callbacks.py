@@ -58,7 +58,8 @@ def table_row(summary: RunSummary, now: float | None = None, lang: str = "en") -
     if latest is not None and latest.generation not in (None, status.attempt):
         latest = None  # the previous attempt's, logged past the checkpoint this one resumed from
     step, total = status.step, status.total_steps
-    reason = reason_text((summary.reason or "").splitlines()[0][:120], lang) if summary.reason else ""
+    reason = (reason_text(summary.reason, lang, summary.status.reason_message).splitlines()[0][:120]
+              if summary.reason else "")
     if final:
         ppl, tokens_per_s, peak_mem_mb = final.best_val_ppl, final.tokens_per_s, final.peak_mem_mb
     else:

@@ -28,6 +28,7 @@ from core.eval.eval_tasks import (DEFAULT_TASKS_DIR, RESULTS_FILE, EvalError, Ev
                              local_tasks, read_settings, require_lm_eval)
 from core.run.launcher import log_header, process_fields
 from core.run.records import RunDirError
+from core.spec.messages import Message
 from core.run.rundir import RunDir, atomic_write_json
 
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -204,7 +205,7 @@ def run_folder(run: RunDir, resolved=None, queued_after: tuple[RunDir, ...] = ()
     def on_term(signum, frame):
         # end here rather than raise: an exception raised inside an import (MindSpore's C
         # extension loads for seconds) would read as that import's failure
-        run.write_status(state="stopped", reason="stopped by the user")
+        run.write_status(state="stopped", reason=Message("run.stopped_by_user"))
         for waiting in queued_after:  # the rest of a queue ends with it
             _cancel_queued(waiting)
         print("stopped by the user (SIGTERM)", flush=True)
@@ -216,7 +217,7 @@ def run_folder(run: RunDir, resolved=None, queued_after: tuple[RunDir, ...] = ()
         settings = read_settings(run)
         results = evaluate(settings, run, resolved=resolved)
     except StopRequested:
-        run.write_status(state="stopped", reason="stopped by the user")
+        run.write_status(state="stopped", reason=Message("run.stopped_by_user"))
         print("stopped by the user", flush=True)
         return 0
     except (EvalError, ValueError, OSError) as exc:
@@ -234,7 +235,7 @@ def run_folder(run: RunDir, resolved=None, queued_after: tuple[RunDir, ...] = ()
 def _cancel_queued(run: RunDir) -> None:
     try:
         if run.read_status().state == "queued":
-            run.write_status(state="stopped", reason="stopped by the user")
+            run.write_status(state="stopped", reason=Message("run.stopped_by_user"))
     except (RunDirError, OSError, ValueError):
         pass
 

@@ -40,6 +40,7 @@ import core.run.ranks as ranks
 import core.run.slurm as slurm
 from core.engine.checkpoint import CheckpointError, load_hf_model
 from core.spec.codec import CodecError, build, encode
+from core.spec.messages import Message
 from core.spec.config import Config, ConfigError, EarlyStoppingSettings, describe_fields, load_config
 from core.spec.config import Problem as ConfigProblem
 from core.data.pipeline import (DataError, BatchIterator, check_explicit_format, eval_batches, load_splits, packed_length,
@@ -704,7 +705,7 @@ class Trainer:
             if self.poll_control():
                 self.heartbeat.beat(self.state.step, "save")
                 self.save(("last",))
-                return "stopped", "stopped by the user" + (" (forced)" if self.stop_forced else "")
+                return "stopped", Message("run.stopped_forced" if self.stop_forced else "run.stopped_by_user")
             profiler.before_step(self.state.step + 1)
             if not self.steps_here:  # this process's first step compiles its graph: no hang watch yet
                 self.heartbeat.beat(self.state.step, "compile")
@@ -728,13 +729,13 @@ class Trainer:
                 if self.run_eval():
                     self.save(("last",))
                     es = self.state.early_stopping
-                    return "early_stopped", (f"{es.monitor} did not improve by {es.min_delta} for "
-                                             f"{es.patience} evaluations (best {self.state.best_value:.4f} "
-                                             f"at step {self.state.best_step})")
+                    return "early_stopped", Message("run.no_improvement", monitor=es.monitor, min_delta=es.min_delta,
+                                                    patience=es.patience, best=f"{self.state.best_value:.4f}",
+                                                    step=self.state.best_step)
             if step % cfg.train.save_every == 0 and step != self.total_steps:
                 self.save(("last",))
         self.save(("last",))
-        return "finished", f"reached {self.total_steps} steps"
+        return "finished", Message("run.reached_steps", steps=self.total_steps)
 
     def execute(self, resume: str | None) -> None:
         status = self.run.read_status()

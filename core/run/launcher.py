@@ -33,6 +33,7 @@ import psutil
 
 import core.run.ranks as ranks
 from core.spec.config import Config, ConfigError, Problem, load_config
+from core.spec.messages import Message
 from core.run.ranks import OOM_ADVICE  # noqa: F401  (re-exported for the worker and the console)
 from core.run.records import TERMINAL_STATES, RunDirError, Status, can_transition
 from core.run.rundir import RunDir
@@ -49,8 +50,8 @@ __all__ = [
 ENV_RUN_DIR = "MINDTUNE_RUN_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRASH_REASON = "worker exited without a final status (crashed or killed); see train.log"
-FORCED_STOP_REASON = "stopped by the user (forced)"
-CANCELLED_REASON = "cancelled before it started"
+FORCED_STOP_REASON = Message("run.stopped_forced")
+CANCELLED_REASON = Message("run.cancelled")
 _POLL_S = 0.05
 _CREATE_TIME_TOLERANCE_S = 0.05  # psutil's create_time has clock-tick (10 ms) resolution
 _LAUNCH_GRACE_S = 30.0           # a `starting` status without a pid yet: launch still under way
@@ -431,8 +432,7 @@ def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: 
     if final.state in TERMINAL_STATES:
         return final
     if leader_was_alive and not ended_by_itself:
-        reason = (FORCED_STOP_REASON if not graceful else
-                  f"stopped by the user: the graceful stop timed out after {timeout_s:g} s and the worker was terminated")
+        reason = FORCED_STOP_REASON if not graceful else Message("run.stop_timed_out", seconds=f"{timeout_s:g}")
         return ranks.write_verdict(run, "stopped", reason) or _read_status(run)
     return reconcile(run)
 
@@ -499,7 +499,7 @@ def _user_stop_verdict(run: RunDir, status: Status) -> Status | None:
         request = None
     if not request:
         return None
-    reason = FORCED_STOP_REASON if request == "now" else "stopped by the user (the worker ended before writing its status)"
+    reason = FORCED_STOP_REASON if request == "now" else Message("run.stopped_before_status")
     return ranks.write_verdict(run, "stopped", reason) or _read_status(run)
 
 

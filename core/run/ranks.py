@@ -36,6 +36,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script by msrun: make `core` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from core.spec.messages import Message
 from core.run.records import TERMINAL_STATES, RunDirError, Status
 from core.run.rundir import RunDir, atomic_write_json, parse_step_folder
 
@@ -44,9 +45,7 @@ POLL_S = 0.2
 BEAT_EVERY_S = 1.0
 HANG_PHASES = ("train", "eval", "save")  # phases whose silence means a hang (setup, compiling, generating may be long)
 OOM_NEAR_LIMIT = 0.9              # last RSS at >= 90% of the memory limit counts as evidence of an OOM kill
-OOM_ADVICE = ("To fit in memory, lower train.micro_batch_size (and raise train.grad_accum_steps to keep the "
-              "global batch) or data.max_seq_len, turn on recompute (recompute.policy), or train LoRA "
-              "(method=lora) instead of a full fine-tune.")
+OOM_ADVICE = Message("advice.oom")
 LOG_TAIL_LINES = 20
 ENV_NODE = "MINDTUNE_NODE"  # the cluster node a rank runs on (core.run.slurm_node sets Slurm's node name)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -309,8 +308,8 @@ def resumable_note(run: RunDir) -> dict:
 
     folder = newest_resumable(run.checkpoints_dir, contents=False)
     if folder is None:
-        return {"resumable_checkpoint": None, "note": "no checkpoint to resume from"}
-    return {"resumable_checkpoint": folder.name, "note": f"newest resumable checkpoint: {folder.name}"}
+        return {"resumable_checkpoint": None, "note": Message("run.no_resumable")}
+    return {"resumable_checkpoint": folder.name, "note": Message("run.resumable", checkpoint=folder.name)}
 
 
 def write_verdict(run: RunDir, state: str, reason: str, **fields) -> dict | None:
@@ -332,7 +331,8 @@ def write_verdict(run: RunDir, state: str, reason: str, **fields) -> dict | None
     if saved and saved[0] > (status.step or 0):
         fields.setdefault("step", saved[0])
     try:
-        return run.write_status(state=state, reason=f"{reason.rstrip('.')}; {note['note']}",
+        reason = reason if isinstance(reason, Message) else reason.rstrip(".")
+        return run.write_status(state=state, reason=Message("run.with_note", reason=reason, note=note["note"]),
                                 resumable_checkpoint=note["resumable_checkpoint"], ended_at=time.time(), **fields)
     except RunDirError:
         return None
@@ -349,7 +349,7 @@ def death_verdict(rank: int, world: int, exit_code: int | None, exit_signal: int
     """(state, failure_kind, reason) for a worker that ended without writing a final status."""
     who = rank_label(rank, world, node)
     if stopping:
-        return "stopped", "", "stopped by the user (forced)"
+        return "stopped", "", Message("run.stopped_forced")
     if exit_signal:
         how = f"was killed by {signal_name(exit_signal)}"
         if exit_signal == signal.SIGKILL and evidence:

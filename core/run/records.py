@@ -200,6 +200,7 @@ class Status(Record):
     started_at: float | None = None
     ended_at: float | None = None
     reason: str | None = None
+    reason_message: dict[str, Any] | None = None  # the reason's id and parameters (core.spec.messages), when it has one
     failure_kind: str | None = None      # one of FAILURE_KINDS, written by the worker
     error_lines: list[str] = field(default_factory=list)   # from train.log, when the console found a crash
     pid: int | None = None

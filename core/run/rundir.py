@@ -19,8 +19,9 @@ run folders.
 Whole files are written atomically (temp file, fsync, rename, fsync the folder), so a reader never
 sees half a status; status and control updates are read-merge-write under a lock on `.lock`, so
 the console and the worker never lose each other's fields. Metrics are read incrementally by byte
-offset. Imports nothing else from `core` but the stdlib-only `core.run.atomic` and `core.spec.config`
-(whose early-stopping fields are what a control request may change, checked by the config's rules).
+offset. Imports nothing else from `core` but the stdlib-only `core.run.atomic`, `core.spec.config`
+(whose early-stopping fields are what a control request may change, checked by the config's rules)
+and `core.spec.messages` (a reason's id is kept beside its English).
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from core.run.atomic import atomic_write
 from core.run.records import (STOP_REQUESTS, TERMINAL_STATES, Attempt, ControlRequest, MetricRecord, ProfileSummary,
                               RunDirError, Status, can_transition, parse_metric, transition_error)
 from core.spec.config import ConfigError, EarlyStoppingSettings
+from core.spec.messages import Message
 
 __all__ = [
     "atomic_write_json", "POINTERS", "STEP_FOLDER", "parse_step_folder", "step_folder_name",
@@ -328,6 +330,9 @@ class RunDir:
                 stamps["ended_at"] = stamps["updated_at"]
             if "extra" in fields:
                 fields["extra"] = {**current.extra, **fields["extra"]}
+            if "reason" in fields and "reason_message" not in fields:  # the id beside the English, or none
+                reason = fields["reason"]
+                fields["reason_message"] = reason.to_json() if isinstance(reason, Message) else None
             status = current.replace(**{**fields, **stamps})
             atomic_write_json(self.status_path, status.to_json())
             return status
@@ -346,7 +351,7 @@ class RunDir:
             previous = Attempt(state=current.state, reason=current.reason, started_at=current.started_at,
                                ended_at=current.ended_at, step=current.step)
             cleared = {name: _default_of(Status, name) for name in (
-                "pid", "pgid", "create_time", "worker_pids", "started_at", "ended_at", "reason",
+                "pid", "pgid", "create_time", "worker_pids", "started_at", "ended_at", "reason", "reason_message",
                 "failure_kind", "error_lines", "hostname", "cluster")}
             status = current.replace(**cleared, state="queued", attempt=current.attempt + 1,
                                      history=[*current.history, previous], updated_at=time.time())

@@ -30,6 +30,7 @@ from typing import Iterator, Mapping
 import core.run.ranks as ranks
 from core.run.atomic import atomic_write
 from core.spec.config import Config, ConfigError, Problem, load_config, time_limit_minutes
+from core.spec.messages import Message
 from core.run.launcher import _read_status as _read, _wait_until  # noqa: PLC2701 (the launcher's own helpers)
 from core.run.launcher import (
     CANCELLED_REASON, ENV_RUN_DIR, FORCED_STOP_REASON, REPO_ROOT, LaunchError, command_preview, free_port,
@@ -469,8 +470,8 @@ class SlurmBackend:
             _scancel(job.job_id)
             _wait_until(lambda: _job_over(job.job_id), JOB_GONE_TIMEOUT_S, POLL_S)
             if _read(run).state == "queued":
-                run.write_status(state="stopped", reason=f"{CANCELLED_REASON}: Slurm job {job.job_id} was "
-                                 "cancelled while pending (scancel)")
+                run.write_status(state="stopped", reason=Message("slurm.cancelled_pending", reason=CANCELLED_REASON,
+                                                                    job=Message("slurm.job", id=job.job_id)))
             _RECENT.pop(job.job_id, None)
             return self.refresh(run)
         if status.state not in TERMINAL_STATES:
@@ -495,7 +496,7 @@ class SlurmBackend:
         _RECENT.pop(job.job_id, None)
         final = self.refresh(run)
         if final.state not in TERMINAL_STATES:  # Slurm forgot the job already: the user stopped it
-            reason = FORCED_STOP_REASON if not graceful else "stopped by the user"
+            reason = FORCED_STOP_REASON if not graceful else Message("run.stopped_by_user")
             final = ranks.write_verdict(run, "stopped", reason) or _read(run)
         return final
 
@@ -518,28 +519,28 @@ def _note(run: RunDir, status: Status, info: JobInfo) -> Status:
 
 def _job_verdict(run: RunDir, status: Status, info: JobInfo) -> tuple[str, str, dict]:
     """(state, reason, fields) for a run whose job ended before the run wrote how it ended."""
-    where = f"Slurm job {info.job_id}" + (f" on {', '.join(info.nodes)}" if info.nodes else "")
+    where = (Message("slurm.job_on", id=info.job_id, nodes=", ".join(info.nodes)) if info.nodes
+             else Message("slurm.job", id=info.job_id))
     stop_asked = _stop_request(run)
     if info.state == "CANCELLED":
         if stop_asked:
-            return "stopped", FORCED_STOP_REASON if stop_asked == "now" else "stopped by the user", {}
-        return "stopped", f"{where} was cancelled outside the console (scancel); the run did not crash", {}
+            return "stopped", FORCED_STOP_REASON if stop_asked == "now" else Message("run.stopped_by_user"), {}
+        return "stopped", Message("slurm.cancelled_outside", job=where), {}
     if info.state == "PREEMPTED":
-        return "stopped", f"{where} was preempted by Slurm (a higher-priority job took its nodes)", {}
+        return "stopped", Message("slurm.preempted", job=where), {}
     lines = _slurm_output_errors(run)
     fields = {"failure_kind": "cluster", "error_lines": lines}
     if info.state == "TIMEOUT":
-        return "failed", f"{where} reached its time limit and Slurm ended it (launch.time_limit)", fields
+        return "failed", Message("slurm.timeout", job=where), fields
     if info.state == "NODE_FAIL":
-        return "failed", f"{where}: a node failed (NODE_FAIL) and Slurm ended the job", fields
+        return "failed", Message("slurm.node_fail", job=where), fields
     if info.state == "OUT_OF_MEMORY":
-        return "failed", f"out of memory: Slurm ended {where} (OUT_OF_MEMORY). {ranks.OOM_ADVICE}", \
+        return "failed", Message("slurm.out_of_memory", job=where, advice=ranks.OOM_ADVICE), \
             {**fields, "failure_kind": "oom"}
     dead = _dead_rank(run, status)
     if dead is not None:
         return dead
-    return "failed", (f"{where} ended ({info.state}, exit code {info.exit_code or '?'}) without the run's final "
-                      "status; see slurm.out and logs/"), fields
+    return "failed", Message("slurm.ended", job=where, state=info.state, code=info.exit_code or "?"), fields
 
 
 def _dead_rank(run: RunDir, status: Status) -> tuple[str, str, dict] | None:

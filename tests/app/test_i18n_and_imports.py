@@ -173,3 +173,30 @@ def test_every_pick_answers_its_newest_value(console):
     assert once == []
     picked = {types[t][1] for dep in config["dependencies"] for t, e in dep["targets"] if e == "input" and t in types}
     assert {"runs-select", "run-picker", "dataset-picker"} <= picked  # the test looks at the real events
+
+
+def test_every_core_message_has_its_chinese_with_the_same_parameters():
+    """core.spec.messages' catalogue and the console's 中文 of it: a message without its translation,
+    or with other parameters, fails here (issue 29 item 2: at build time, not in a user's page)."""
+    from app.i18n import MESSAGES_ZH
+    from core.spec.messages import CATALOGUE, placeholders
+    from tests.app.english import english_words
+
+    assert sorted(MESSAGES_ZH) == sorted(CATALOGUE)
+    assert [k for k, zh in MESSAGES_ZH.items() if placeholders(zh) != placeholders(CATALOGUE[k])] == []
+    assert [k for k, zh in MESSAGES_ZH.items() if english_words(zh)] == []
+
+
+def test_why_a_run_ended_reads_in_chinese_by_its_id_and_old_runs_by_their_english():
+    from app.i18n import reason_text
+    from core.spec.messages import Message
+
+    reason = Message("run.no_improvement", monitor="val_loss", min_delta=0.0, patience=3, best="1.2345", step=40)
+    assert reason_text(reason, "en") == "val_loss did not improve by 0.0 for 3 evaluations (best 1.2345 at step 40)"
+    assert reason_text(reason, "zh", reason.to_json()) == "val_loss 连续 3 次评估未改进 0.0 以上（最佳 1.2345，第 40 步）"
+    # the id decides, not the English (an edited or reworded English still reads in 中文)
+    assert reason_text("reworded", "zh", Message("run.reached_steps", steps=6).to_json()) == "已达到 6 步"
+    # a run written before the ids: its English is the catalogue's
+    assert reason_text("stopped by the user (forced); newest resumable checkpoint: step-4", "zh") == \
+        "用户强制停止；最新可恢复的检查点：step-4"
+    assert reason_text("RuntimeError: Allocate memory failed", "zh") == "RuntimeError: Allocate memory failed"

@@ -355,7 +355,7 @@ def test_resolve_inside_refuses_escapes(tmp_path, escape):
 
 @pytest.mark.parametrize("module, allowed", [
     (records, ["core.spec.codec", "core.spec.config", "core.spec.stats"]),
-    (rundir, ["core.run.atomic", "core.run.records", "core.spec.config"]),
+    (rundir, ["core.run.atomic", "core.run.records", "core.spec.config", "core.spec.messages"]),
     (runs, ["core.run.records", "core.run.rundir"]),
 ])
 def test_the_run_folder_modules_import_nothing_else_of_core(module, allowed):

@@ -1,0 +1,134 @@
+"""Core's messages by id (issue 29 item 2): each has its English template here; the CLI and the logs
+print that English, and the console renders the same id in the page's language from its own table
+(app.i18n.MESSAGES_ZH), never by re-reading the English.
+
+A message is a `Message`: a str (its English) that also carries `key` and `params`, so every caller
+that prints, logs, joins or compares it keeps working. A parameter may itself be a Message (it is
+rendered in the same language). `RunDir.write_status(reason=Message(...))` records the id and the
+parameters beside the English (`Status.reason_id`, `reason_params`).
+
+Run folders written before the ids existed hold only the English: `recognise` finds the message in
+it by this catalogue's own templates (no pattern is written by hand), so an old run's reason still
+reads in the page's language. Stdlib only.
+
+So far the catalogue holds why a run ended (its `reason`); core's errors still reach the console
+as English (app.i18n.PROBLEMS_ZH), the next to move here.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import string
+from typing import Any
+
+__all__ = ["CATALOGUE", "Message", "recognise", "placeholders"]
+
+CATALOGUE: dict[str, str] = {
+    # why a run ended: the worker's own account (core.train)
+    "run.reached_steps": "reached {steps} steps",
+    "run.no_improvement": "{monitor} did not improve by {min_delta} for {patience} evaluations (best {best} at step {step})",
+    "run.stopped_by_user": "stopped by the user",
+    "run.stopped_forced": "stopped by the user (forced)",
+    # ... the console's or a rank supervisor's, when the worker could not say it (core.run.launcher, ranks)
+    "run.cancelled": "cancelled before it started",
+    "run.stop_timed_out": "stopped by the user: the graceful stop timed out after {seconds} s and the worker was terminated",
+    "run.stopped_before_status": "stopped by the user (the worker ended before writing its status)",
+    "run.with_note": "{reason}; {note}",
+    "run.resumable": "newest resumable checkpoint: {checkpoint}",
+    "run.no_resumable": "no checkpoint to resume from",
+    # ... Slurm's, for a job it ended (core.run.slurm)
+    "slurm.cancelled_pending": "{reason}: {job} was cancelled while pending (scancel)",
+    "slurm.cancelled_outside": "{job} was cancelled outside the console (scancel); the run did not crash",
+    "slurm.preempted": "{job} was preempted by Slurm (a higher-priority job took its nodes)",
+    "slurm.timeout": "{job} reached its time limit and Slurm ended it (launch.time_limit)",
+    "slurm.node_fail": "{job}: a node failed (NODE_FAIL) and Slurm ended the job",
+    "slurm.out_of_memory": "out of memory: Slurm ended {job} (OUT_OF_MEMORY). {advice}",
+    "slurm.ended": "{job} ended ({state}, exit code {code}) without the run's final status; see slurm.out and logs/",
+    "slurm.job": "Slurm job {id}",
+    "slurm.job_on": "Slurm job {id} on {nodes}",
+    # what earlier versions wrote (kept so that their run folders' reasons are recognised)
+    "legacy.stopped_by_request": "stopped by request",
+    "legacy.stopped_now": "stopped now by user",
+    "legacy.stop_timed_out": "graceful stop timed out after {seconds} s; worker terminated by user",
+    # advice that ends a reason
+    "advice.oom": ("To fit in memory, lower train.micro_batch_size (and raise train.grad_accum_steps to keep the "
+                   "global batch) or data.max_seq_len, turn on recompute (recompute.policy), or train LoRA "
+                   "(method=lora) instead of a full fine-tune."),
+}
+
+
+def placeholders(template: str) -> set[str]:
+    """The parameter names of a template: 'reached {steps} steps' -> {'steps'}."""
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+class Message(str):
+    """`Message("run.reached_steps", steps=20)` is the str 'reached 20 steps' with `key` and `params`."""
+
+    key: str
+    params: dict[str, Any]
+
+    def __new__(cls, key: str, **params: Any):
+        if key not in CATALOGUE:
+            raise KeyError(f"no message {key!r} in core.spec.messages.CATALOGUE")
+        missing = placeholders(CATALOGUE[key]) - set(params)
+        if missing:
+            raise KeyError(f"message {key!r} needs {', '.join(sorted(missing))}")
+        message = super().__new__(cls, CATALOGUE[key].format(**params))
+        message.key, message.params = key, params
+        return message
+
+    def __getnewargs_ex__(self):  # copies and pickles build it again from its key
+        return (self.key,), self.params
+
+    def render(self, templates: dict[str, str]) -> str:
+        """The message from `templates` (another language's, by key; English where one is missing),
+        its Message parameters rendered the same way."""
+        values = {name: value.render(templates) if isinstance(value, Message) else value
+                  for name, value in self.params.items()}
+        return templates.get(self.key, CATALOGUE[self.key]).format(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        """{"id", "params"} with Message parameters nested the same way (what a record keeps)."""
+        return {"id": self.key, "params": {name: value.to_json() if isinstance(value, Message) else value
+                                           for name, value in self.params.items()}}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Message | None:
+        """The message a record kept, or None when it does not fit the catalogue (a newer writer's)."""
+        if not isinstance(data, dict) or data.get("id") not in CATALOGUE or not isinstance(data.get("params"), dict):
+            return None
+        params = {name: (cls.from_json(value) or value) if isinstance(value, dict) else value
+                  for name, value in data["params"].items()}
+        try:
+            return cls(data["id"], **params)
+        except (KeyError, ValueError, IndexError):
+            return None
+
+
+@functools.cache
+def _patterns() -> list[tuple[str, re.Pattern]]:
+    """Each template as a pattern over its English, the most literal text first (so 'stopped by
+    the user (forced)' is found before the bare 'stopped by the user')."""
+    out = []
+    for key, template in CATALOGUE.items():
+        pattern = "".join(re.escape(literal) + (f"(?P<{name}>.+?)" if name else "")
+                          for literal, name, _, _ in string.Formatter().parse(template))
+        literal_size = sum(len(literal) for literal, _, _, _ in string.Formatter().parse(template))
+        out.append((literal_size, key, re.compile(pattern, re.S)))
+    return [(key, pattern) for _, key, pattern in sorted(out, key=lambda item: -item[0])]
+
+
+def recognise(text: str | None) -> Message | None:
+    """The catalogue's message whose English `text` is (a record written before ids existed), its
+    parameters recognised in turn where they are messages themselves; None when none fits."""
+    if not text:
+        return None
+    if isinstance(text, Message):
+        return text
+    for key, pattern in _patterns():
+        match = pattern.fullmatch(text)
+        if match:
+            params = {name: recognise(value) or value for name, value in match.groupdict().items()}
+            return Message(key, **params)
+    return None

@@ -1,0 +1,82 @@
+"""core.spec.messages: why a run ended is said by id and parameters (issue 29 item 2); the English is
+the catalogue's, the console renders the id in the page's language (app.i18n.MESSAGES_ZH)."""
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+import string
+
+import pytest
+
+from core.run.records import Status
+from core.run.rundir import RunDir
+from core.spec.config import Config
+from core.spec.messages import CATALOGUE, Message, placeholders, recognise
+
+SAMPLE = {"steps": 20, "monitor": "val_loss", "min_delta": 0.0, "patience": 3, "best": "1.2345", "step": 40,
+          "seconds": "120", "checkpoint": "step-4", "id": "41", "nodes": "node1, node2", "state": "FAILED",
+          "code": "1:0", "reason": Message("run.cancelled"), "note": Message("run.no_resumable"),
+          "job": Message("slurm.job_on", id="41", nodes="node1, node2"), "advice": Message("advice.oom")}
+
+
+def test_the_english_is_what_core_wrote_before_the_ids():
+    assert Message("run.reached_steps", steps=20) == "reached 20 steps"
+    assert Message("run.with_note", reason=Message("run.stopped_forced"),
+                   note=Message("run.resumable", checkpoint="step-4")) == \
+        "stopped by the user (forced); newest resumable checkpoint: step-4"
+    assert Message("slurm.timeout", job=Message("slurm.job_on", id="41", nodes="node1, node2")) == \
+        "Slurm job 41 on node1, node2 reached its time limit and Slurm ended it (launch.time_limit)"
+    with pytest.raises(KeyError, match="needs steps"):
+        Message("run.reached_steps")
+    with pytest.raises(KeyError, match="no message 'run.nope'"):
+        Message("run.nope")
+
+
+@pytest.mark.parametrize("key", sorted(CATALOGUE))
+def test_every_message_survives_json_copies_and_is_recognised_in_its_english(key):
+    message = Message(key, **{name: SAMPLE[name] for name in placeholders(CATALOGUE[key])})
+    again = Message.from_json(json.loads(json.dumps(message.to_json())))
+    assert again == message and again.key == key and again.to_json() == message.to_json()
+    assert pickle.loads(pickle.dumps(message)).to_json() == copy.deepcopy(message).to_json() == message.to_json()
+    found = recognise(str(message))  # a run folder written before the ids: its English only
+    assert found is not None and found == message and found.key == key
+    assert found.render({}) == str(message)  # no translation: the English
+
+
+def test_recognise_leaves_what_is_no_message_alone():
+    assert recognise("RuntimeError: Allocate memory failed") is None
+    assert recognise("") is None and recognise(None) is None
+    partial = recognise("rank 1 was killed by SIGKILL; newest resumable checkpoint: step-4")
+    assert partial.key == "run.with_note" and partial.params["reason"] == "rank 1 was killed by SIGKILL"
+    assert partial.params["note"].key == "run.resumable"
+    # the most specific template wins: the forced stop is not the bare stop plus text
+    assert recognise("stopped by the user (forced)").key == "run.stopped_forced"
+    assert Message.from_json({"id": "run.from_a_newer_version", "params": {}}) is None
+    assert Message.from_json({"id": "run.reached_steps", "params": {}}) is None  # its parameter missing
+
+
+def test_the_status_keeps_the_id_beside_the_english(tmp_path):
+    run = RunDir.create(tmp_path, "20261203-000000_x", Config().to_yaml())
+    run.write_status(state="starting")
+    reason = Message("run.with_note", reason=Message("run.stopped_forced"), note=Message("run.resumable",
+                                                                                          checkpoint="step-4"))
+    run.write_status(state="stopped", reason=reason)
+    on_disk = json.loads(run.status_path.read_text())
+    assert on_disk["reason"] == "stopped by the user (forced); newest resumable checkpoint: step-4"
+    assert on_disk["reason_message"] == {"id": "run.with_note", "params": {
+        "reason": {"id": "run.stopped_forced", "params": {}},
+        "note": {"id": "run.resumable", "params": {"checkpoint": "step-4"}}}}
+    status = run.read_status()
+    assert Message.from_json(status.reason_message).to_json() == reason.to_json()
+    run.restart_for_resume()
+    assert run.read_status().reason_message is None  # a new attempt has no reason yet
+    run.write_status(state="starting")
+    run.write_status(state="failed", reason="RuntimeError: boom")  # an error's own text: no id
+    assert run.read_status().reason_message is None
+    assert Status.from_json(on_disk).reason_message == on_disk["reason_message"]
+
+
+def test_placeholders_are_format_fields():
+    assert placeholders("{reason}; {note}") == {"reason", "note"}
+    assert all(isinstance(t, str) and list(string.Formatter().parse(t)) for t in CATALOGUE.values())
