@@ -539,45 +539,37 @@ TEXTS.update({
 })
 # core.spec.memory's notes are English sentences with figures in them; each pattern here gives its
 # 简体中文 (unmatched notes stay English, and the browser test names any that reach the page).
-MEMORY_NOTES_ZH: list[tuple[str, str]] = [
-    (r"CPU: the peak is the worker's resident set size; the compiled train and eval graphs share one memory pool",
-     "CPU：峰值是 worker 进程的常驻内存；编译后的训练图和评估图共用一个内存池"),
-    (r"CPU: attention, norms, MLP gates and loss run as fused kernels \(no score tensors kept\)",
-     "CPU：注意力、归一化、MLP 门控和损失以融合算子运行（不保留注意力分数张量）"),
-    (r"gradient accumulation holds a second float32 gradient buffer \(the running sum\)",
-     "梯度累积需要第二份 float32 梯度缓冲（累加和）"),
-    (r"device memory unknown: the total is not checked against a limit", "设备内存未知：合计未与上限比较"),
-    (r"CPU: the (\d+) workers share this machine's RAM \((.+)\)", r"CPU：\1 个 worker 共用本机内存（\2）"),
-    (r"(\w+): activations are textbook figures, not measured on such a device", r"\1：激活值为理论估算，未在此类设备上实测"),
-    (r"(\w+) attention: FlashAttentionScore, causal mode: no score or mask tensors",
-     r"\1 注意力：FlashAttentionScore 因果模式，无注意力分数或掩码张量"),
-    (r"(\w+) attention composed \((.+)\): softmax per layer, one \(B, 1, T, T\) float32 mask per window, not "
-     r"broadcast to the heads", r"\1 注意力用组合算子（\2）：每层保留 softmax，每个窗口一个 (B, 1, T, T) float32 掩码，不按头广播"),
-    (r"(\w+) loss: LM head and cross-entropy in chunks of (\d+) tokens, no logits",
-     r"\1 损失：LM 头与交叉熵按每块 \2 个 token 分块计算，不生成 logits"),
-    (r"(\w+) loss: cross-entropy in chunks of (\d+) tokens on the logits \(no full softmax or one-hot\)",
-     r"\1 损失：在 logits 上按每块 \2 个 token 分块计算交叉熵（不生成完整的 softmax 或 one-hot）"),
-    (r"needs (\S+) MB, the device has (\S+) MB: lower train\.micro_batch_size or data\.max_seq_len, or use LoRA",
-     r"需要 \1 MB，设备只有 \2 MB：请减小 train.micro_batch_size 或 data.max_seq_len，或使用 LoRA"),
-    (r"CPU: attention, norms, MLP gates and loss run as composed MindSpore ops \(the fused kernels need float32, no "
-     r"AMP and a C\+\+ compiler\), which keep score tensors",
-     "CPU：注意力、归一化、MLP 门控和损失以组合的 MindSpore 算子运行（融合算子需要 float32、不开 AMP 且有 C++ 编译器），"
-     "会保留注意力分数张量"),
-    (r"CPU: recompute moves the peak of a compiled step a little \(measured: full (\S+), MLP (\S+); attention (\S+), "
-     r"as its layers cannot share one compiled graph\); it saves more on GPU/Ascend",
-     r"CPU：重计算只让编译后单步的峰值略有变化（实测：full \1，MLP \2；attention \3，因为其各层无法共用一个编译图）；"
-     r"在 GPU/Ascend 上省得更多"),
-    (r"AMP (\S+): parameters are cast to (\S+) at every call \(no persistent copy\); the cast copies are counted "
-     r"with the weights", r"AMP \1：参数在每次调用时转换为 \2（不保留副本）；转换出的副本计入权重"),
-    (r"each of the (\d+) workers holds all of this \(the optimizer state is not sharded\)",
-     r"\1 个 worker 各自持有以上全部（优化器状态不切分）"),
-]
 
 
-# Why a run ended, as the worker and the launcher write it (status.json's `reason`); an error's
-# own text (a failed run's exception) is shown as it is.
-# core's messages by id (core.spec.messages), in 中文; the English is the catalogue's own
+# core's messages by id (core.spec.messages), in 中文; the English is the catalogue's own: why a run
+# ended (status.json's `reason`; an error's own text is shown as it is) and the memory estimate's notes
 MESSAGES_ZH: dict[str, str] = {
+    "path.cpu_kernel": "CPU 的融合算子（能编译时；core.engine.fused）",
+    "path.gpu_composed": "GPU：MindSpore 2.10 没有 GPU 的融合注意力（FlashAttentionScore 只在昇腾上）",
+    "path.ascend_dtype": "昇腾：FlashAttentionScore 只接受 float16/bfloat16，而注意力以 {dtype} 计算（用 precision.amp_level O2 才能用融合算子）",
+    "path.ascend_unsupported": "昇腾：这里不给 FlashAttentionScore 传 {needs}",
+    "path.ascend_packed": "昇腾：打包的批次需要按样本分段，因果模式不支持",
+    "path.ascend_flash": "昇腾：ops.flash_attention_score，因果模式（sparse_mode 2），无掩码张量",
+    "memory.cpu_rss": "CPU：峰值是 worker 进程的常驻内存；编译后的训练图和评估图共用一个内存池",
+    "memory.cpu_fused": "CPU：注意力、归一化、MLP 门控和损失以融合算子运行（不保留注意力分数张量）",
+    "memory.cpu_composed": ("CPU：注意力、归一化、MLP 门控和损失以组合的 MindSpore 算子运行（融合算子需要 float32、不开 AMP 且有 "
+                            "C++ 编译器），会保留注意力分数张量"),
+    "memory.cpu_recompute": ("CPU：重计算只让编译后单步的峰值略有变化（实测：full -8%，MLP -4%；attention +11%，因为其各层无法共用"
+                             "一个编译图）；在 GPU/Ascend 上省得更多"),
+    "memory.textbook": "{device}：激活值为理论估算，未在此类设备上实测",
+    "memory.flash": "{device} 注意力：FlashAttentionScore 因果模式，无注意力分数或掩码张量",
+    "memory.composed_attention": "{device} 注意力用组合算子（{why}）：每层保留 softmax，每个窗口一个 (B, 1, T, T) float32 掩码，不按头广播",
+    "memory.head_loss": "{device} 损失：LM 头与交叉熵按每块 {tokens} 个 token 分块计算，不生成 logits",
+    "memory.chunked_loss": "{device} 损失：在 logits 上按每块 {tokens} 个 token 分块计算交叉熵（不生成完整的 softmax 或独热编码）",
+    "memory.pairs": "{objective}：train.micro_batch_size 按偏好对计数，每个微批同时运行 chosen 和 rejected 回答（行数 × 2，激活值计两次）",
+    "memory.frozen_reference": "{objective}：冻结的参考模型副本再保存一份初始权重（{dtype}），计入权重",
+    "memory.adapter_off": "{objective}：参考模型是关闭适配器的基座：不需要第二份权重，每步多一次前向计算",
+    "memory.parallel": "{workers} 个 worker 各自持有以上全部（优化器状态不切分）",
+    "memory.amp": "AMP {level}：参数在每次调用时转换为 {dtype}（不保留副本）；转换出的副本计入权重",
+    "memory.accumulation": "梯度累积需要第二份 float32 梯度缓冲（累加和）",
+    "memory.shared_ram": "CPU：{workers} 个 worker 共用本机内存（{workers} × {mb} MB）",
+    "memory.unknown_device": "设备内存未知：合计未与上限比较",
+    "memory.too_big": "需要 {needed} MB，设备只有 {has} MB：请减小 train.micro_batch_size 或 data.max_seq_len，或使用 LoRA",
     "run.reached_steps": "已达到 {steps} 步",
     "run.no_improvement": "{monitor} 连续 {patience} 次评估未改进 {min_delta} 以上（最佳 {best}，第 {step} 步）",
     "run.stopped_by_user": "用户停止",
@@ -712,8 +704,12 @@ def _by_patterns(sentence: str, lang: str, patterns: list[tuple[str, str]]) -> s
 
 
 def memory_note(note: str, lang: str) -> str:
-    """One of core.spec.memory's notes in `lang` (English when no pattern matches)."""
-    return _by_patterns(note, lang, MEMORY_NOTES_ZH)
+    """One of core.spec.memory's notes in `lang`: by its message id (a note that came as text, from
+    another process, by the catalogue's own English); as written when it is no message."""
+    if lang != "zh":
+        return note
+    said = recognise(note)
+    return said.render(MESSAGES_ZH) if said is not None else note
 
 
 def reason_text(reason: str | None, lang: str, message: dict | None = None) -> str:

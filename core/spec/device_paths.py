@@ -28,6 +28,8 @@ from __future__ import annotations
 import os
 import shutil
 
+from core.spec.messages import Message
+
 DEVICES = ("cpu", "gpu", "ascend")
 TARGETS = {"cpu": "CPU", "gpu": "GPU", "ascend": "Ascend"}  # MindSpore's device_target names
 HALF_DTYPES = ("float16", "bfloat16")
@@ -69,18 +71,17 @@ def attention_path(device: str, dtype: str, needs: dict | None = None, packed: b
     segment ids. "cpu-kernel" means core.engine.fused decides (it may still fall back)."""
     needs = needs or {}
     if device == "cpu":
-        return "cpu-kernel", "the CPU's fused kernel where it compiles (core.engine.fused)"
+        return "cpu-kernel", Message("path.cpu_kernel")
     if device == "gpu":
-        return "composed", "GPU: MindSpore 2.10 has no fused attention for GPU (FlashAttentionScore is Ascend-only)"
+        return "composed", Message("path.gpu_composed")
     if dtype not in HALF_DTYPES:
-        return "composed", (f"Ascend: FlashAttentionScore takes float16/bfloat16 and attention computes in {dtype} "
-                            "(use precision.amp_level O2 for the fused kernel)")
+        return "composed", Message("path.ascend_dtype", dtype=dtype)
     unsupported = sorted(k for k in needs if k in ("softcap", "window"))
     if unsupported:
-        return "composed", f"Ascend: FlashAttentionScore is not given {', '.join(unsupported)} here"
+        return "composed", Message("path.ascend_unsupported", needs=", ".join(unsupported))
     if packed:
-        return "composed", "Ascend: packed batches need per-sample segments, which the causal mode does not take"
-    return "flash", "Ascend: ops.flash_attention_score, causal (sparse_mode 2), no mask tensor"
+        return "composed", Message("path.ascend_packed")
+    return "flash", Message("path.ascend_flash")
 
 
 def head_in_loss(device: str, final_softcap: float | None, head_lora: bool, frozen_16bit: bool) -> bool:

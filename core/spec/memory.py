@@ -83,6 +83,7 @@ from dataclasses import dataclass, field
 
 from core.spec.device_paths import LOSS_CHUNK_TOKENS, attention_dtype, attention_path, head_in_loss, kernels_expected
 from core.spec.config import Config
+from core.spec.messages import Message
 from core.spec.model_args import ModelArgs, match_lora_targets
 
 MB = float(2**20)
@@ -369,19 +370,17 @@ def device_activation_units(config: Config, args: ModelArgs, seq_len: int, lora:
     extra = 0.0
     if path == "flash":
         units["scores"] = 0.0
-        notes = [f"{device} attention: FlashAttentionScore, causal mode: no score or mask tensors"]
+        notes = [Message("memory.flash", device=device)]
     else:
         extra += len(windows) * batch * seq_len * seq_len * FP32
-        notes = [f"{device} attention composed ({why}): softmax per layer, one (B, 1, T, T) float32 mask "
-                 "per window, not broadcast to the heads"]
+        notes = [Message("memory.composed_attention", device=device, why=why)]
     rows = min(LOSS_CHUNK_TOKENS, batch * seq_len)
     extra += 3 * rows * args.vocab_size * FP32
     if head_in_loss(device, args.final_softcap, "lm_head" in lora, False):
         units["logits"] = 0.0
-        notes.append(f"{device} loss: LM head and cross-entropy in chunks of {LOSS_CHUNK_TOKENS} tokens, no logits")
+        notes.append(Message("memory.head_loss", device=device, tokens=LOSS_CHUNK_TOKENS))
     else:
-        notes.append(f"{device} loss: cross-entropy in chunks of {LOSS_CHUNK_TOKENS} tokens on the logits "
-                     "(no full softmax or one-hot)")
+        notes.append(Message("memory.chunked_loss", device=device, tokens=LOSS_CHUNK_TOKENS))
     return units, extra, notes
 
 
@@ -406,32 +405,25 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
         inlined = fit.inlined_layer_mb * args.num_layers if layers_inlined(config) else 0.0
         runtime = (CPU_BASELINE_RSS_MB + fit.graph_fixed_mb + fit.graph_per_layer_mb * args.num_layers + inlined
                    + (CPU_GENERATION_MB if config.eval.downstream and config.data.test_file else 0.0)) * MB
-        notes.append("CPU: the peak is the worker's resident set size; the compiled train and eval "
-                     "graphs share one memory pool")
-        notes.append("CPU: attention, norms, MLP gates and loss run as fused kernels (no score tensors kept)"
-                     if fit is CPU_FUSED else
-                     "CPU: attention, norms, MLP gates and loss run as composed MindSpore ops (the fused kernels "
-                     "need float32, no AMP and a C++ compiler), which keep score tensors")
+        notes.append(Message("memory.cpu_rss"))
+        notes.append(Message("memory.cpu_fused" if fit is CPU_FUSED else "memory.cpu_composed"))
         if config.recompute.policy != "none":
-            notes.append("CPU: recompute moves the peak of a compiled step a little (measured: full -8%, "
-                         "MLP -4%; attention +11%, as its layers cannot share one compiled graph); it saves "
-                         "more on GPU/Ascend")
+            notes.append(Message("memory.cpu_recompute"))
     else:  # the composed experts (core/engine/moe.py): the grouped kernel is the CPU's
         units = activation_units(args, config.train.micro_batch_size, seq_len, lora, grouped_experts=False)
         units, extra, path_notes = device_activation_units(config, args, seq_len, lora, units)
         activations = textbook_activation_bytes(config, args, units, _element_bytes(config)) + extra
         runtime = GPU_RUNTIME_MB * MB
-        notes.append(f"{device}: activations are textbook figures, not measured on such a device")
+        notes.append(Message("memory.textbook", device=device))
         notes += path_notes
     reference, rows = _preference_terms(config, args, notes)
     weights += reference
     activations *= rows
     notes += _parallel_notes(config)
     if config.precision.amp_level != "O0":
-        notes.append(f"AMP {config.precision.amp_level}: parameters are cast to {config.precision.compute_dtype} "
-                     "at every call (no persistent copy); the cast copies are counted with the weights")
+        notes.append(Message("memory.amp", level=config.precision.amp_level, dtype=config.precision.compute_dtype))
     if config.train.grad_accum_steps > 1:
-        notes.append("gradient accumulation holds a second float32 gradient buffer (the running sum)")
+        notes.append(Message("memory.accumulation"))
 
     mb = [weights / MB, gradients / MB, optimizer / MB, activations / MB, runtime / MB]
     total = sum(mb)
@@ -439,12 +431,11 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
     sharing = config.parallel.data_parallel if device == "cpu" else 1
     fits = device_memory_mb is None or total * sharing <= device_memory_mb
     if sharing > 1:
-        notes.append(f"CPU: the {sharing} workers share this machine's RAM ({sharing} × {total:,.0f} MB)")
+        notes.append(Message("memory.shared_ram", workers=sharing, mb=f"{total:,.0f}"))
     if device_memory_mb is None:
-        notes.append("device memory unknown: the total is not checked against a limit")
+        notes.append(Message("memory.unknown_device"))
     elif not fits:
-        notes.append(f"needs {total * sharing:,.0f} MB, the device has {device_memory_mb:,.0f} MB: lower "
-                     "train.micro_batch_size or data.max_seq_len, or use LoRA")
+        notes.append(Message("memory.too_big", needed=f"{total * sharing:,.0f}", has=f"{device_memory_mb:,.0f}"))
     return MemoryEstimate(*mb, total_mb=total, device_memory_mb=device_memory_mb, fits=fits, notes=notes,
                           parameters=total_params + adapter_params, trainable_parameters=trainable)
 
@@ -469,16 +460,13 @@ def _preference_terms(config: Config, args: ModelArgs, notes: list[str]) -> tupl
         return 0.0, 1.0
     rows = 1.0 if objective == "kto" else 2.0
     if rows > 1:
-        notes.append(f"{objective}: train.micro_batch_size counts pairs, each micro batch runs the chosen and the "
-                     "rejected answers (2 × the rows, activations counted twice)")
+        notes.append(Message("memory.pairs", objective=objective))
     reference = config.preference.reference
     if objective in ("dpo", "kto") and (reference == "frozen_copy" or (reference == "auto" and config.method == "full")):
-        notes.append(f"{objective}: the frozen reference copy holds the starting weights a second time "
-                     f"({config.model.dtype}), counted with the weights")
+        notes.append(Message("memory.frozen_reference", objective=objective, dtype=config.model.dtype))
         return args.num_parameters() * DTYPE_BYTES[config.model.dtype], rows
     if objective in ("dpo", "kto"):
-        notes.append(f"{objective}: the reference is the base with the adapter switched off: no second copy of the "
-                     "weights, one more forward pass per step")
+        notes.append(Message("memory.adapter_off", objective=objective))
     return 0.0, rows
 
 
@@ -486,7 +474,7 @@ def _parallel_notes(config: Config) -> list[str]:
     p = config.parallel
     if p.data_parallel == 1:
         return []
-    return [f"each of the {p.data_parallel} workers holds all of this (the optimizer state is not sharded)"]
+    return [Message("memory.parallel", workers=p.data_parallel)]
 
 
 def _amp_copies(config: Config, args: ModelArgs, lora: dict[str, tuple[int, int]]) -> float:

@@ -46,6 +46,44 @@ CATALOGUE: dict[str, str] = {
     "slurm.ended": "{job} ended ({state}, exit code {code}) without the run's final status; see slurm.out and logs/",
     "slurm.job": "Slurm job {id}",
     "slurm.job_on": "Slurm job {id} on {nodes}",
+    # which attention a device runs (core.spec.device_paths), said in the memory estimate's notes
+    "path.cpu_kernel": "the CPU's fused kernel where it compiles (core.engine.fused)",
+    "path.gpu_composed": "GPU: MindSpore 2.10 has no fused attention for GPU (FlashAttentionScore is Ascend-only)",
+    "path.ascend_dtype": ("Ascend: FlashAttentionScore takes float16/bfloat16 and attention computes in {dtype} (use "
+                          "precision.amp_level O2 for the fused kernel)"),
+    "path.ascend_unsupported": "Ascend: FlashAttentionScore is not given {needs} here",
+    "path.ascend_packed": "Ascend: packed batches need per-sample segments, which the causal mode does not take",
+    "path.ascend_flash": "Ascend: ops.flash_attention_score, causal (sparse_mode 2), no mask tensor",
+    # the memory estimate's notes (core.spec.memory)
+    "memory.cpu_rss": "CPU: the peak is the worker's resident set size; the compiled train and eval graphs share one "
+                      "memory pool",
+    "memory.cpu_fused": "CPU: attention, norms, MLP gates and loss run as fused kernels (no score tensors kept)",
+    "memory.cpu_composed": ("CPU: attention, norms, MLP gates and loss run as composed MindSpore ops (the fused kernels "
+                            "need float32, no AMP and a C++ compiler), which keep score tensors"),
+    "memory.cpu_recompute": ("CPU: recompute moves the peak of a compiled step a little (measured: full -8%, MLP -4%; "
+                             "attention +11%, as its layers cannot share one compiled graph); it saves more on "
+                             "GPU/Ascend"),
+    "memory.textbook": "{device}: activations are textbook figures, not measured on such a device",
+    "memory.flash": "{device} attention: FlashAttentionScore, causal mode: no score or mask tensors",
+    "memory.composed_attention": ("{device} attention composed ({why}): softmax per layer, one (B, 1, T, T) float32 "
+                                  "mask per window, not broadcast to the heads"),
+    "memory.head_loss": "{device} loss: LM head and cross-entropy in chunks of {tokens} tokens, no logits",
+    "memory.chunked_loss": ("{device} loss: cross-entropy in chunks of {tokens} tokens on the logits (no full softmax "
+                            "or one-hot)"),
+    "memory.pairs": ("{objective}: train.micro_batch_size counts pairs, each micro batch runs the chosen and the "
+                     "rejected answers (2 × the rows, activations counted twice)"),
+    "memory.frozen_reference": ("{objective}: the frozen reference copy holds the starting weights a second time "
+                                "({dtype}), counted with the weights"),
+    "memory.adapter_off": ("{objective}: the reference is the base with the adapter switched off: no second copy of "
+                           "the weights, one more forward pass per step"),
+    "memory.parallel": "each of the {workers} workers holds all of this (the optimizer state is not sharded)",
+    "memory.amp": ("AMP {level}: parameters are cast to {dtype} at every call (no persistent copy); the cast copies "
+                   "are counted with the weights"),
+    "memory.accumulation": "gradient accumulation holds a second float32 gradient buffer (the running sum)",
+    "memory.shared_ram": "CPU: the {workers} workers share this machine's RAM ({workers} × {mb} MB)",
+    "memory.unknown_device": "device memory unknown: the total is not checked against a limit",
+    "memory.too_big": ("needs {needed} MB, the device has {has} MB: lower train.micro_batch_size or data.max_seq_len, "
+                       "or use LoRA"),
     # what earlier versions wrote (kept so that their run folders' reasons are recognised)
     "legacy.stopped_by_request": "stopped by request",
     "legacy.stopped_now": "stopped now by user",
@@ -112,8 +150,12 @@ def _patterns() -> list[tuple[str, re.Pattern]]:
     the user (forced)' is found before the bare 'stopped by the user')."""
     out = []
     for key, template in CATALOGUE.items():
-        pattern = "".join(re.escape(literal) + (f"(?P<{name}>.+?)" if name else "")
-                          for literal, name, _, _ in string.Formatter().parse(template))
+        pattern, seen = "", set()
+        for literal, name, _, _ in string.Formatter().parse(template):
+            pattern += re.escape(literal)
+            if name:  # a parameter said twice is the same text twice
+                pattern += f"(?P={name})" if name in seen else f"(?P<{name}>.+?)"
+                seen.add(name)
         literal_size = sum(len(literal) for literal, _, _, _ in string.Formatter().parse(template))
         out.append((literal_size, key, re.compile(pattern, re.S)))
     return [(key, pattern) for _, key, pattern in sorted(out, key=lambda item: -item[0])]

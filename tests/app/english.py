@@ -18,6 +18,8 @@ KEPT_WORDS = {
     # trackers and their modes, Slurm and its commands
     "tensorboard", "mlflow", "swanlab", "offline", "local", "cloud", "login", "watch", "slurm", "sbatch", "srun",
     "scancel",
+    # tensors and functions Chinese ML texts name in English
+    "softmax", "logits",
     # device names as the config writes them (parallel.device)
     "cpu", "gpu",
 }

@@ -200,3 +200,28 @@ def test_why_a_run_ended_reads_in_chinese_by_its_id_and_old_runs_by_their_englis
     assert reason_text("stopped by the user (forced); newest resumable checkpoint: step-4", "zh") == \
         "用户强制停止；最新可恢复的检查点：step-4"
     assert reason_text("RuntimeError: Allocate memory failed", "zh") == "RuntimeError: Allocate memory failed"
+
+
+@pytest.mark.parametrize("updates", [
+    {"parallel.device": "gpu", "train.objective": "dpo", "method": "full", "precision.amp_level": "O2",
+     "train.grad_accum_steps": 2},
+    {"train.objective": "kto", "recompute.policy": "full", "parallel.data_parallel": 2},
+    {"parallel.device": "ascend", "precision.amp_level": "O2", "precision.compute_dtype": "float16"},
+])
+def test_every_note_of_the_memory_estimate_reads_in_chinese(updates):
+    """The estimate's notes are core messages by id: each has its 中文 (the preference objectives'
+    and the devices' notes stayed English before)."""
+    from pathlib import Path
+    from app.i18n import memory_note
+    from core.spec.config import Config
+    from core.spec.memory import estimate_memory
+    from core.spec.model_args import ModelArgs
+    from tests.app.english import english_words
+
+    config = Config().with_updates(updates)
+    notes = estimate_memory(config, ModelArgs.from_dir(Path(config.model.path)), 256, device_memory_mb=100.0).notes
+    assert len(notes) >= 4
+    for note in notes:
+        zh = memory_note(note, "zh")
+        assert zh != note and english_words(zh) == [], (note, zh)
+        assert memory_note(note, "en") == note and memory_note(str(note), "zh") == zh  # as text, from elsewhere

@@ -17,7 +17,10 @@ from core.spec.messages import CATALOGUE, Message, placeholders, recognise
 SAMPLE = {"steps": 20, "monitor": "val_loss", "min_delta": 0.0, "patience": 3, "best": "1.2345", "step": 40,
           "seconds": "120", "checkpoint": "step-4", "id": "41", "nodes": "node1, node2", "state": "FAILED",
           "code": "1:0", "reason": Message("run.cancelled"), "note": Message("run.no_resumable"),
-          "job": Message("slurm.job_on", id="41", nodes="node1, node2"), "advice": Message("advice.oom")}
+          "job": Message("slurm.job_on", id="41", nodes="node1, node2"), "advice": Message("advice.oom"),
+          "objective": "dpo", "level": "O2", "dtype": "bfloat16", "device": "gpu", "why": "float32", "tokens": 1024,
+          "workers": 2, "mb": "1,234", "needed": "2,468", "has": "2,000",
+          "needs": "softcap, window"}
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():
