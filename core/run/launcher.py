@@ -49,7 +49,7 @@ __all__ = [
 
 ENV_RUN_DIR = "MINDTUNE_RUN_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CRASH_REASON = "worker exited without a final status (crashed or killed); see train.log"
+CRASH_REASON = Message("run.crash")
 FORCED_STOP_REASON = Message("run.stopped_forced")
 CANCELLED_REASON = Message("run.cancelled")
 _POLL_S = 0.05
@@ -484,7 +484,7 @@ def reconcile(run_dir: RunDir | str | os.PathLike) -> Status:
     if verdict is not None:
         return verdict
     lines = _error_lines(run.log_path)
-    reason = CRASH_REASON + ("; last error lines:\n" + "\n".join(lines) if lines else "")
+    reason = Message("run.crash_lines", reason=CRASH_REASON, lines="\n".join(lines)) if lines else CRASH_REASON
     return ranks.write_verdict(run, "failed", reason, error_lines=lines) or _read_status(run)
 
 
@@ -529,8 +529,7 @@ def _rank_death_verdict(run: RunDir, status: Status, settle_s: float = 2.0) -> S
         elif record.get("hostname") == local and not _alive(record.get("pid"), record.get("create_time")) \
                 and not (isinstance(record.get("supervisor_pid"), int) and psutil.pid_exists(record["supervisor_pid"])):
             state, kind = "failed", "rank_died" if world > 1 else "crash"
-            reason = (f"{'rank %d' % rank if world > 1 else 'the worker'} is gone and left no exit status "
-                      "(its supervisor was killed too)")
+            reason = Message("rank.gone", who=ranks.rank_label(rank, world))
         else:
             continue
         return _user_stop_verdict(run, status) or ranks.write_verdict(

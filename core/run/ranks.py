@@ -340,8 +340,8 @@ def write_verdict(run: RunDir, state: str, reason: str, **fields) -> dict | None
 
 def rank_label(rank: int, world: int, node: str | None = None) -> str:
     """'rank 1', 'rank 1 on node node2' (a cluster run), or 'the worker' (one process)."""
-    who = f"rank {rank}" if world > 1 else "the worker"
-    return f"{who} on node {node}" if node else who
+    who = Message("rank.rank", rank=rank) if world > 1 else Message("rank.worker")
+    return Message("rank.on_node", who=who, node=node) if node else who
 
 
 def death_verdict(rank: int, world: int, exit_code: int | None, exit_signal: int | None,
@@ -351,21 +351,20 @@ def death_verdict(rank: int, world: int, exit_code: int | None, exit_signal: int
     if stopping:
         return "stopped", "", Message("run.stopped_forced")
     if exit_signal:
-        how = f"was killed by {signal_name(exit_signal)}"
+        name = signal_name(exit_signal)
         if exit_signal == signal.SIGKILL and evidence:
-            return "failed", "oom", (f"out of memory: {who} {how}, by the kernel's out-of-memory killer "
-                                     f"({evidence}). {OOM_ADVICE}")
+            return "failed", "oom", Message("rank.oom_killed", who=who, signal=name, evidence=evidence, advice=OOM_ADVICE)
         kind = "rank_died" if world > 1 else "crash"
-        return "failed", kind, f"{who} {how}" + (" (no sign of the out-of-memory killer)" if exit_signal == signal.SIGKILL else "")
+        return "failed", kind, Message("rank.killed_no_oom" if exit_signal == signal.SIGKILL else "rank.killed",
+                                       who=who, signal=name)
     kind = "rank_died" if world > 1 else "crash"
-    return "failed", kind, f"{who} exited with code {exit_code} without a final status"
+    return "failed", kind, Message("rank.exited", who=who, code=exit_code)
 
 
 def hang_verdict(rank: int, world: int, beat: dict, age: float, process_state: str, node: str | None = None) -> str:
     who = rank_label(rank, world, node)
-    return (f"{who} stopped making progress: no step for {age:.0f} s (parallel.hang_timeout_s = "
-            f"{float(beat.get('timeout_s') or 0):g}); its last step was {beat.get('step')} ({beat.get('phase')}), "
-            f"process state: {process_state}. The run was ended so it does not wait forever")
+    return Message("rank.hung", who=who, age=f"{age:.0f}", timeout=f"{float(beat.get('timeout_s') or 0):g}",
+                   step=beat.get("step"), phase=beat.get("phase"), state=process_state)
 
 
 def hung_rank(run: RunDir, attempt: int, now: float | None = None) -> dict | None:
@@ -642,8 +641,8 @@ class Supervisor:
         if os.environ.get("SLURM_JOB_ID") and exit_signal and exit_signal == self.signalled and not stopping:
             # a cluster run whose whole step got the signal from Slurm (scancel, a time limit,
             # preemption): not this rank's crash; core.run.slurm says which it was
-            state, reason = "stopped", (f"{rank_label(self.rank, self.world, self.node)} was stopped by "
-                                        f"{signal_name(exit_signal)} from Slurm (job {os.environ['SLURM_JOB_ID']})")
+            state, reason = "stopped", Message("rank.stopped_by_slurm", who=rank_label(self.rank, self.world, self.node),
+                                               signal=signal_name(exit_signal), job_id=os.environ["SLURM_JOB_ID"])
         if state == "stopped":
             fields = {}
         write_verdict(self.run, state, reason, **fields)

@@ -21,7 +21,7 @@ import re
 import string
 from typing import Any
 
-__all__ = ["CATALOGUE", "Message", "recognise", "placeholders"]
+__all__ = ["CATALOGUE", "MESSAGE_PARAMS", "Message", "recognise", "placeholders"]
 
 CATALOGUE: dict[str, str] = {
     # why a run ended: the worker's own account (core.train)
@@ -36,6 +36,20 @@ CATALOGUE: dict[str, str] = {
     "run.with_note": "{reason}; {note}",
     "run.resumable": "newest resumable checkpoint: {checkpoint}",
     "run.no_resumable": "no checkpoint to resume from",
+    # ... or why it failed, when the worker could not say it (core.run.ranks, launcher)
+    "run.crash": "worker exited without a final status (crashed or killed); see train.log",
+    "run.crash_lines": "{reason}; last error lines:\n{lines}",
+    "rank.rank": "rank {rank}",
+    "rank.worker": "the worker",
+    "rank.on_node": "{who} on node {node}",
+    "rank.oom_killed": "out of memory: {who} was killed by {signal}, by the kernel's out-of-memory killer ({evidence}). {advice}",
+    "rank.killed": "{who} was killed by {signal}",
+    "rank.killed_no_oom": "{who} was killed by {signal} (no sign of the out-of-memory killer)",
+    "rank.exited": "{who} exited with code {code} without a final status",
+    "rank.gone": "{who} is gone and left no exit status (its supervisor was killed too)",
+    "rank.hung": ("{who} stopped making progress: no step for {age} s (parallel.hang_timeout_s = {timeout}); its last "
+                  "step was {step} ({phase}), process state: {state}. The run was ended so it does not wait forever"),
+    "rank.stopped_by_slurm": "{who} was stopped by {signal} from Slurm (job {job_id})",
     # ... Slurm's, for a job it ended (core.run.slurm)
     "slurm.cancelled_pending": "{reason}: {job} was cancelled while pending (scancel)",
     "slurm.cancelled_outside": "{job} was cancelled outside the console (scancel); the run did not crash",
@@ -95,6 +109,10 @@ CATALOGUE: dict[str, str] = {
 }
 
 
+# the parameters that hold a message themselves (the others are values: a step, a signal, a file)
+MESSAGE_PARAMS = frozenset({"reason", "note", "who", "job", "advice", "why"})
+
+
 def placeholders(template: str) -> set[str]:
     """The parameter names of a template: 'reached {steps} steps' -> {'steps'}."""
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
@@ -145,27 +163,53 @@ class Message(str):
 
 
 @functools.cache
-def _patterns() -> list[tuple[str, re.Pattern]]:
-    """Each template as a pattern over its English, the most literal text first (so 'stopped by
-    the user (forced)' is found before the bare 'stopped by the user')."""
+def _patterns() -> list[tuple[str, int, re.Pattern]]:
+    """Each template as a pattern over its English (a parameter said twice is the same text twice),
+    with the size of its literal text."""
     out = []
     for key, template in CATALOGUE.items():
-        pattern, seen = "", set()
+        pattern, seen, literal_size = "", set(), 0
         for literal, name, _, _ in string.Formatter().parse(template):
             pattern += re.escape(literal)
-            if name:  # a parameter said twice is the same text twice
+            literal_size += len(literal)
+            if name:
                 pattern += f"(?P={name})" if name in seen else f"(?P<{name}>.+?)"
                 seen.add(name)
-        literal_size = sum(len(literal) for literal, _, _, _ in string.Formatter().parse(template))
-        out.append((literal_size, key, re.compile(pattern, re.S)))
-    return [(key, pattern) for _, key, pattern in sorted(out, key=lambda item: -item[0])]
+        out.append((key, literal_size, re.compile(pattern, re.S)))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _best(text: str) -> tuple[int, Message | None]:
+    """(how much of `text` the catalogue's literal words explain, the message that explains the most):
+    'rank 1 was killed by SIGKILL; newest resumable checkpoint: step-4' fits 'rank.killed' (its signal
+    'SIGKILL; newest …') and 'run.with_note' (a killed rank, then a checkpoint note); the second
+    explains more of the text, so it is the one."""
+    best: tuple[int, Message | None] = (0, None)
+    best_top = 0  # a tie goes to the reading whose outer message says more ('{who} exited …' over 'rank {rank}')
+    for key, literal_size, pattern in _patterns():
+        match = pattern.fullmatch(text)
+        if not match:
+            continue
+        score, params = literal_size, {}
+        for name, value in match.groupdict().items():
+            inner_score, inner = _best(value) if name in MESSAGE_PARAMS else (0, None)
+            score += inner_score
+            params[name] = inner if inner is not None else value
+        if (score, literal_size) > (best[0], best_top):
+            best, best_top = (score, Message(key, **params)), literal_size
+    return best
 
 
 def recognise(text: str | None) -> Message | None:
-    """The catalogue's message whose English `text` is (a record written before ids existed), its
-    parameters recognised in turn where they are messages themselves; None when none fits."""
+    """The catalogue's message whose English `text` is (a record written before ids existed, a note
+    that came as text from another process), its parameters recognised in turn where they are
+    messages themselves (the reading that explains most of the text wins); None when none fits."""
     if not text:
         return None
+    if isinstance(text, Message):
+        return text
+    return _best(str(text))[1]
     if isinstance(text, Message):
         return text
     for key, pattern in _patterns():

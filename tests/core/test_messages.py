@@ -12,15 +12,17 @@ import pytest
 from core.run.records import Status
 from core.run.rundir import RunDir
 from core.spec.config import Config
-from core.spec.messages import CATALOGUE, Message, placeholders, recognise
+from core.spec.messages import CATALOGUE, MESSAGE_PARAMS, Message, placeholders, recognise
 
 SAMPLE = {"steps": 20, "monitor": "val_loss", "min_delta": 0.0, "patience": 3, "best": "1.2345", "step": 40,
           "seconds": "120", "checkpoint": "step-4", "id": "41", "nodes": "node1, node2", "state": "FAILED",
           "code": "1:0", "reason": Message("run.cancelled"), "note": Message("run.no_resumable"),
           "job": Message("slurm.job_on", id="41", nodes="node1, node2"), "advice": Message("advice.oom"),
-          "objective": "dpo", "level": "O2", "dtype": "bfloat16", "device": "gpu", "why": "float32", "tokens": 1024,
+          "objective": "dpo", "level": "O2", "dtype": "bfloat16", "device": "gpu", "why": Message("path.gpu_composed"), "tokens": 1024,
           "workers": 2, "mb": "1,234", "needed": "2,468", "has": "2,000",
-          "needs": "softcap, window"}
+          "needs": "softcap, window", "job_id": "41", "who": Message("rank.on_node", who=Message("rank.rank", rank=1), node="node2"),
+          "signal": "SIGKILL", "evidence": "oom-kill in dmesg", "rank": 1, "node": "node2", "age": "130",
+          "timeout": "120", "phase": "train", "lines": "Traceback (most recent call last):\nRuntimeError: boom"}
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():
@@ -78,6 +80,14 @@ def test_the_status_keeps_the_id_beside_the_english(tmp_path):
     run.write_status(state="failed", reason="RuntimeError: boom")  # an error's own text: no id
     assert run.read_status().reason_message is None
     assert Status.from_json(on_disk).reason_message == on_disk["reason_message"]
+
+
+def test_a_parameter_holds_a_message_only_where_the_catalogue_puts_one():
+    """So that a value's text cannot be read as a message: in every template, a parameter named in
+    MESSAGE_PARAMS is filled with a Message by its producers, the others with values."""
+    for key, template in CATALOGUE.items():
+        for name in placeholders(template):
+            assert isinstance(SAMPLE[name], Message) == (name in MESSAGE_PARAMS), (key, name)
 
 
 def test_placeholders_are_format_fields():
