@@ -717,18 +717,16 @@ def _by_patterns(sentence: str, lang: str, patterns: list[tuple[str, str]]) -> s
 
 
 def memory_note(note: str, lang: str) -> str:
-    """One of core.spec.memory's notes in `lang`: by its message id (a note that came as text, from
-    another process, by the catalogue's own English); as written when it is no message."""
-    if lang != "zh":
-        return note
-    said = recognise(note)
-    return said.render(MESSAGES_ZH) if said is not None else note
+    """One of core.spec.memory's notes in `lang` (a note that came as text, from another process,
+    by the catalogue's own English; as written when it is no message)."""
+    return reason_text(note, lang)
 
 
 def reason_text(reason: str | None, lang: str, message: dict | None = None) -> str:
-    """Why a run ended, in `lang`: from its message id and parameters (`Status.reason_message`, core.spec
-    .messages), or, for a run written before ids existed, the catalogue's message its English is;
-    anything else (an error's own text) as written."""
+    """A core message in `lang` — why a run ended, a memory note: from its message id and parameters
+    (`Status.reason_message`, core.spec.messages), or, for a text written before ids existed or
+    passed as text, the catalogue's message its English is; anything else (an error's own text) as
+    written."""
     if not reason or lang != "zh":
         return reason or ""
     said = Message.from_json(message) if message else None
