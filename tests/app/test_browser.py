@@ -106,7 +106,9 @@ def run_state(page) -> str:
     return element.inner_text().strip().lower() if element else ""
 
 
-def wait_for(condition, what: str, timeout_s: float = PHASE_TIMEOUT_S):
+def wait_for(condition, what: str, timeout_s: float = PHASE_TIMEOUT_S, explain=None):
+    """condition()'s first true value, polled until `timeout_s`; else an AssertionError naming `what`
+    and, when given, `explain()`: what the page and the run said at the end."""
     start = time.monotonic()
     deadline = start + timeout_s
     while time.monotonic() < deadline:
@@ -115,7 +117,8 @@ def wait_for(condition, what: str, timeout_s: float = PHASE_TIMEOUT_S):
             print(f"  {time.monotonic() - start:6.1f} s  {what}")
             return result
         time.sleep(POLL_S)
-    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+    said = f"; {explain()}" if explain is not None else ""
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}{said}")
 
 
 def only_run(runs_dir: Path) -> Path:

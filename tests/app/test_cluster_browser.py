@@ -26,7 +26,7 @@ from core.run.runs import list_runs
 from core.run.slurm import ENDED_STATES
 
 from tests.slurm_fixtures import require_slurm
-from tests.app.test_browser import choose, plot_points, run_state, set_number, wait_for
+from tests.app.test_browser import plot_points, run_state, set_number, wait_for
 from tests.app.test_browser_workflows import fill_form, picker_value
 
 pytest_plugins = ["tests.app.browser_fixtures"]
@@ -130,12 +130,11 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
     set_time_limit(page, "")
     killed = start_and_get_job(page, runs_dir, {held_run.run_id, main.run_id, timed.run_id})
 
-    choose(page, "run-picker", main.run_id)
+    pick_run(page, main.run_id, newest=killed.run_id)
     wait_for(lambda: "node1, node2" in monitor_text(page, "#cluster-nodes"), "the job's two nodes", timeout_s=RUN_TIMEOUT_S)
     # the pick holds while the Monitor syncs (a late sync once put the previously shown run back)
     wait_for(lambda: picker_value(page) == main.run_id and len(plot_points(page, "loss-plot").get("loss", {})) >= 1,
-             "a point in the loss chart",
-             timeout_s=RUN_TIMEOUT_S)
+             "a point in the loss chart", timeout_s=RUN_TIMEOUT_S, explain=lambda: explain(page, main))
     screenshot(page, "slurm-running")
     wait_for(lambda: run_state(page).startswith("finished"), "the run to finish", timeout_s=RUN_TIMEOUT_S)
     # the console watches the job until Slurm says it ended too (its ranks exit after the run's own end)
@@ -146,7 +145,7 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
     assert status.step == STEPS and main.sbatch_script.is_file()
     assert not launcher.run_processes(main.path), "a process of the finished cluster run is left"
 
-    choose(page, "run-picker", timed.run_id)
+    pick_run(page, timed.run_id, newest=killed.run_id)
     wait_for(lambda: "TIMEOUT" in monitor_text(page, "#cluster-state"), "Slurm's TIMEOUT", timeout_s=RUN_TIMEOUT_S)
     wait_for(lambda: "at its time limit" in monitor_text(page, "#cluster-end"), "the time limit's words", timeout_s=30)
     screenshot(page, "slurm-time-limit")
@@ -159,7 +158,7 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
                       "rank 1 of the third run", timeout_s=RUN_TIMEOUT_S)
     assert record.get("node") == "node2"
     os.kill(record["pid"], signal.SIGKILL)
-    choose(page, "run-picker", killed.run_id)
+    pick_run(page, killed.run_id, newest=killed.run_id)
     wait_for(lambda: run_state(page).startswith("failed") and "node2" in monitor_text(page, "#failure-node"),
              "the dead rank named with its node", timeout_s=RUN_TIMEOUT_S)
     screenshot(page, "slurm-rank-died-node2")
@@ -167,6 +166,33 @@ def test_a_two_node_run_from_the_train_tab_on_the_slurm_cluster(console_server, 
     # nothing of a failed cluster run keeps running on any node once Slurm ended its job
     wait_for(lambda: killed.read_status().cluster.state in ENDED_STATES, "Slurm to end the third job", timeout_s=120)
     wait_for(lambda: not launcher.run_processes(killed.path), "the third run's processes to exit", timeout_s=60)
+
+
+def pick_run(page, run_id: str, newest: str) -> None:
+    """Pick `run_id` in the Monitor's run picker once its list holds the `newest` run, and see that
+    the pick took. A Start's sync that lands while the list is open adds the new run at the top and
+    moves every option down under the pointer (the click then picks the run below the one meant):
+    a person sees the list settle before picking, and so does this."""
+    page.click("#run-picker input")
+    options = page.locator("#run-picker [role=option]")
+    wait_for(lambda: options.filter(has_text=newest).count() == 1, "the run picker to list the newest run",
+             timeout_s=60)
+    options.filter(has_text=run_id).first.click()
+    page.keyboard.press("Escape")
+    wait_for(lambda: picker_value(page) == run_id, f"the picker to show {run_id}", timeout_s=30,
+             explain=lambda: f"the picker shows {picker_value(page)!r}")
+
+
+def explain(page, run: RunDir) -> str:
+    """What the page and the run say, for a wait that timed out: which of the two kept it waiting."""
+    status = run.read_status()
+    cluster = status.cluster or ClusterJob()
+    logs = sorted(run.logs_dir.glob("*.log")) if run.logs_dir.is_dir() else []
+    tails = "".join(f"\n--- {log.name}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-12:])
+                    for log in logs[:4])
+    return (f"the picker shows {picker_value(page)!r}; the loss chart has {plot_points(page, 'loss-plot')}; "
+            f"{run.run_id} is {status.state} at step {status.step} ({status.reason}); Slurm job {cluster.job_id} "
+            f"{cluster.state} on {cluster.nodes}{tails}")
 
 
 def set_time_limit(page, text: str) -> None:
