@@ -99,7 +99,7 @@ def stats_view(values: Mapping[str, Any], console: Console, lang: str = "en") ->
     except (ConfigError, OutsideRootsError):
         return "", ""
     except (DataError, TokenizerError, OSError) as err:
-        return "", text("dp.stats_unavailable", lang).format(err=problem_text(str(err), lang))
+        return "", text("dp.stats_unavailable", lang).format(err=problem_text(err, lang))
     if objective != "sft":
         return "", preference_stats_markdown(stats, settings.max_seq_len, objective, lang)
     return histogram_html(stats, settings.max_seq_len, lang), stats_markdown(stats, settings.max_seq_len, lang)

@@ -111,7 +111,7 @@ def start(console: Console, run_ids: list[str], tasks: list[str], targets: list[
         _launch_queue(queue, launch)
         started = [r.run_id for r in queue]
     except (EvalError, RunDirError, ValueError, launcher.LaunchError, OSError) as exc:
-        return f"⚠ {problem_text(str(exc), lang)}"
+        return f"⚠ {problem_text(exc, lang)}"
     return text("eval.msg.started", lang).format(runs=", ".join(started))
 
 

@@ -11,6 +11,7 @@ import math
 from typing import Any, Mapping
 
 from core.spec.config import Config, ConfigError, FieldInfo, describe_fields
+from core.spec.messages import Message
 
 # config keys the console sets itself rather than the user
 HIDDEN_KEYS = ("run.runs_dir", "run.resume", "run.fork_from")
@@ -157,9 +158,14 @@ PAIRED_NAMES = {"train.max_steps": "steps", "train.epochs": "epochs", "lora.targ
 
 def form_message(config_key: str, message: str) -> str:
     """A config error as the form's widget says it: an empty widget is "empty", not YAML's
-    "null"; a paired widget names its part in words (steps, epochs), not a second dotted key."""
+    "null"; a paired widget names its part in words (steps, epochs), not a second dotted key.
+    A core message (core.spec.messages) stays one, so the page says it in its language."""
     if config_key in ("train.max_steps", "train.epochs") and "set exactly one of" in message:
         return "give the number of steps or epochs (the field is empty)"
+    if isinstance(message, Message):
+        if message.key == "problem.got" and message.params["value"] == "null":
+            return Message("problem.empty", reason=message.params["reason"])
+        return message
     message = message.replace("(got null)", "(the field is empty)")
     if config_key in PAIRED:
         message = message.replace(", or null", "")
@@ -172,6 +178,16 @@ def errors_by_widget(errors: Mapping[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, message in errors.items():
         widget = widget_for_error(key)
-        text = form_message(key, message) if widget == key or not key or key in PAIRED else f"{key}: {message}"
-        out[widget] = f"{out[widget]}; {text}" if widget in out else text
+        text = form_message(key, message) if widget == key or not key or key in PAIRED else _at(key, message)
+        out[widget] = _joined(out[widget], text) if widget in out else text
     return out
+
+
+def _at(key: str, message: str) -> str:
+    return Message("problem.at_key", setting=key, reason=message) if isinstance(message, Message) else f"{key}: {message}"
+
+
+def _joined(first: str, second: str) -> str:
+    if isinstance(first, Message) or isinstance(second, Message):
+        return Message("problem.and", reason=first, note=second)
+    return f"{first}; {second}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.spec.messages import Message, recognise
+from core.spec.messages import CATALOGUE, MESSAGE_PARAMS, Message, recognise
 
 LANGS = ("en", "zh")
 LANG_CHOICES = [("English", "en"), ("中文", "zh")]
@@ -607,6 +607,53 @@ MESSAGES_ZH: dict[str, str] = {
     "legacy.stop_timed_out": "正常停止 {seconds} 秒后超时；已强制结束 worker",
     "advice.oom": ("要放进内存：调小 train.micro_batch_size（并调大 train.grad_accum_steps 以保持全局批量）或 "
                    "data.max_seq_len，打开重计算（recompute.policy），或改用 LoRA（method=lora）代替全量微调。"),
+    "config.resume_and_fork": "只能设置 run.resume（继续此运行）或 run.fork_from（从检查点开始新运行）之一",
+    "config.steps_or_epochs": "train.max_steps 与 train.epochs 必须恰好设置一个（train.epochs = {epochs}）",
+    "config.below_max_steps": "必须 < train.max_steps（{steps}）",
+    "config.packing_and_grouping": "打包已经去掉了填充；data.packing 与 data.group_by_length 只能设置一个",
+    "config.score_needs_test": "要给生成的测试回答评分：需要 eval.downstream 为 true 并设置 data.test_file（或改为监控 val_loss）",
+    "config.no_validation": "没有验证数据：请设置 data.validation_file，或把 data.validation_fraction 设在 (0, 0.5] 内",
+    "config.cpu_bf16_compute": ("MindSpore 的 CPU 算子不支持 bf16 计算（amp_level {level}）；请用 float16 或 amp_level O0"
+                                "（fp32），或在 parallel.device gpu/ascend 上运行"),
+    "config.cpu_bf16_full": ("在 CPU 上全量微调会训练每个权重，而 MindSpore 的 CPU 算子没有 bf16 计算，所以主权重必须是 "
+                             "float32：请用 model.dtype float32（bf16 检查点可精确加载），或 method=lora（冻结的基座权重"
+                             "保持 bf16）"),
+    "config.bf16_full": ("全量微调会把训练的权重保存为 bf16（MindSpore 的 nn.Adam 把每次更新写回 bf16 参数，小的更新会"
+                         "丢失）；请保留 float32 主权重、以 bf16 计算：model.dtype float32（bf16 检查点可精确加载）配合 "
+                         "precision.amp_level O2 与 precision.compute_dtype bfloat16，或使用 method=lora"),
+    "config.lora_16bit_amp": ("在 CPU 上用 LoRA 时，model.dtype {dtype} 以 16 位保存冻结的基座权重并以 float32 计算；"
+                              "AMP 会改用 float16 计算（在 CPU 上更慢）：请用 amp_level O0，或 model.dtype float32 配合 AMP"),
+    "config.optimizer_shard": ("不支持：MindSpore 只为 Lamb/AdamWeightDecay/AdaFactor 切分优化器状态（其并行优化器，昇腾"
+                               "数据并行），而本引擎的优化器是带偏差修正的 nn.Adam，AdamWeightDecay 没有偏差修正（没有它"
+                               "微调会停滞）；请设为 false。要省内存请用 method=lora、recompute.policy full 或更小的 "
+                               "train.micro_batch_size"),
+    "config.slurm_workers": ("launch.nodes × launch.workers_per_node（{nodes} × {per_node} = {workers}）必须等于 "
+                             "parallel.data_parallel（{data_parallel}）：每个工作进程是一个数据并行的 rank"),
+    "config.reward_accuracy_sft": "奖励准确率需要偏好目标（train.objective dpo、simpo、orpo 或 kto）",
+    "config.no_ppl_to_watch": ("train.objective {objective} 没有可监控的困惑度（它的损失不是语言模型损失）：请监控 "
+                               "reward_accuracy、val_loss 或 val_loss_ema"),
+    "config.packing_preference": ("train.objective {objective} 按整个回答评分；偏好数据不支持打包的行：请把 data.packing "
+                                  "设为 false"),
+    "config.router_loss_preference": "路由器的均衡损失不能与 train.objective {objective} 一起使用：请设为 false",
+    "config.adapter_off_full": "需要 method=lora（全量微调没有可关闭的适配器）：请用 frozen_copy 或 auto",
+    "config.unreadable": "{file}：无法读取配置文件（{os_says}）",
+    "config.not_utf8": "{file}：无法读取配置文件（不是 UTF-8 文本：{codec_says}）",
+    "config.invalid_yaml": "{file}：YAML 无效：{yaml_says}",
+    "config.invalid_yaml_line": "{file} 第 {line} 行：YAML 无效：{yaml_says}",
+    "config.yaml_character": "{file} 第 {line} 行：YAML 无效：不允许控制字符 {character}",
+    "config.not_sections": "{file}：必须是各节（run:、model:、train:……）的映射，而不是{py_type}",
+    "config.empty_file": "{file}：文件为空；配置是各节（run:、model:、train:……）的映射",
+    "config.bad_override": "覆盖项 {text} 必须写成 key=value，例如 train.learning_rate=1e-4",
+    "config.bad_base": "必须是文件名或文件名列表",
+    "config.base_cycle": "继承成环：{cycle}",
+    "config.base_missing": "文件不存在：{file}",
+    "problem.got": "{reason}（当前值 {value}）",
+    "problem.empty": "{reason}（该字段为空）",
+    "problem.and": "{reason}；{note}",
+    "problem.at_key": "{setting}：{reason}",
+    "problem.at_value": "{setting} = {value}：{reason}",
+    "problem.at_key_in": "{setting}（{source} 中）：{reason}",
+    "problem.at_value_in": "{setting} = {value}（{source} 中）：{reason}",
 }
 
 
@@ -689,7 +736,7 @@ class Said(str):
 
 def _render(key: str, params: dict[str, Any], lang: str) -> str:
     values = {name: value.in_lang(lang) if isinstance(value, Said)
-              else problem_text(str(value), lang) if name == "problem" else value
+              else problem_text(value, lang) if name == "problem" else value
               for name, value in params.items()}
     return text(key, lang).format(**values)
 
@@ -980,6 +1027,31 @@ def _jinja_error(reason: str) -> str:
     return _rewritten(reason, JINJA_ZH)
 
 
+# PyYAML's own reasons for a file it cannot parse, the common ones (a config file's `yaml_says`)
+YAML_ZH: list[tuple[str, Any]] = [
+    (r"^mapping values are not allowed here", "此处不允许映射值"),
+    (r"^expected the node content, but found (.*)$", r"应为节点内容，实际为 \1"),
+    (r"^expected (<[^>]*>), but found (.*)$", r"应为 \1，实际为 \2"),
+    (r"^could not find expected (.*)$", r"找不到应有的 \1"),
+    (r"^did not find expected (key|node content|',' or '\]'|',' or '}')$",
+     lambda m: "找不到应有的" + {"key": "键", "node content": "节点内容"}.get(m.group(1), f" {m.group(1)}")),
+    (r"^found character (.*) that cannot start any token", r"发现不能作为记号开头的字符 \1"),
+    (r"^found undefined alias (.*)$", r"未定义的别名 \1"),
+]
+
+# the operating system's reasons (strerror) and the UTF-8 decoder's, the common ones; others stay as said
+OS_ZH = {"No such file or directory": "没有这个文件或目录", "Permission denied": "权限不足",
+         "Is a directory": "这是一个目录", "Not a directory": "不是目录", "Too many open files": "打开的文件过多",
+         "No space left on device": "设备上没有剩余空间", "Input/output error": "输入/输出错误"}
+CODEC_ZH = {"invalid start byte": "无效的起始字节", "invalid continuation byte": "无效的后续字节",
+            "unexpected end of data": "数据意外结束"}
+
+# a core message's parameters that hold a library's own words, in 中文 by that library's table
+LIBRARY_PARAMS_ZH = {"yaml_says": lambda said: _rewritten(said, YAML_ZH), "os_says": lambda said: OS_ZH.get(said, said),
+                     "codec_says": lambda said: CODEC_ZH.get(said, said),
+                     "py_type": lambda name: _PY_TYPES_ZH.get(name, f" {name}")}
+
+
 # (pattern, 简体中文) in the order they apply; a replacement is a template or a function of the match
 PROBLEMS_ZH: list[tuple[str, Any]] = [
     # a chat template's syntax error names a line of the template, not of a data file (before 'line N: ')
@@ -1005,66 +1077,11 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"tracking: (\w+) needs the (\S+) package, which is not installed \(pip install -r requirements-tracking\.txt\), "
      r"or take \w+ out of tracking", r"tracking：\1 需要 \2 包，但尚未安装（pip install -r requirements-tracking.txt），"
      r"或从 tracking 中去掉 \1"),
-    (r"scores the generated test answers: needs eval\.downstream true and a data\.test_file \(or watch val_loss\)",
-     "要给生成的测试回答评分：需要 eval.downstream 为 true 并设置 data.test_file（或改为监控 val_loss）"),
-    # core.spec.config: rules across fields
-    (r"set run\.resume \(continue this run\) or run\.fork_from \(start a new run from a checkpoint\), not both",
-     "只能设置 run.resume（继续此运行）或 run.fork_from（从检查点开始新运行）之一"),
-    (r"set exactly one of train\.max_steps and train\.epochs \(epochs = (\S+)\)",
-     r"train.max_steps 与 train.epochs 必须恰好设置一个（epochs = \1）"),
-    (r"packing already removes the padding; set data\.packing or data\.group_by_length, not both",
-     "打包已经去掉了填充；data.packing 与 data.group_by_length 只能设置一个"),
-    (r"no validation data: set data\.validation_file or data\.validation_fraction in \(0, 0\.5\]",
-     "没有验证数据：请设置 data.validation_file，或把 data.validation_fraction 设在 (0, 0.5] 内"),
-    (r"bf16 compute is not supported by MindSpore's CPU kernels \(amp_level (\S+)\); use float16 or amp_level O0 "
-     r"\(fp32\), or run on parallel\.device gpu/ascend",
-     r"MindSpore 的 CPU 算子不支持 bf16 计算（amp_level \1）；请用 float16 或 amp_level O0（fp32），"
-     r"或在 parallel.device gpu/ascend 上运行"),
-    (r"full fine-tuning on the CPU trains every weight, and MindSpore's CPU kernels have no bf16 compute, so the "
-     r"master weights must be float32: use model\.dtype float32 \(a bf16 checkpoint loads exactly\), or method lora "
-     r"\(the frozen base weights then stay bf16\)",
-     "在 CPU 上全量微调会训练每个权重，而 MindSpore 的 CPU 算子没有 bf16 计算，所以主权重必须是 float32："
-     "请用 model.dtype float32（bf16 检查点可精确加载），或 method lora（冻结的基座权重保持 bf16）"),
-    (r"with LoRA on the CPU, model\.dtype (\S+) keeps the frozen base weights in 16 bits and computes in float32; "
-     r"AMP would compute in float16 instead \(slower on the CPU\): use amp_level O0, or model\.dtype float32 with AMP",
-     r"在 CPU 上用 LoRA 时，model.dtype \1 以 16 位保存冻结的基座权重并以 float32 计算；AMP 会改用 float16 计算"
-     r"（在 CPU 上更慢）：请用 amp_level O0，或 model.dtype float32 配合 AMP"),
-    (r"not supported: MindSpore shards optimizer state only for Lamb/AdamWeightDecay/AdaFactor \(its parallel "
-     r"optimizer, Ascend data parallel\), and this engine's optimizer is nn\.Adam with bias correction, which "
-     r"AdamWeightDecay lacks \(without it fine-tunes stalled\); set it to false\. To save memory use method lora, "
-     r"recompute\.policy full or a smaller train\.micro_batch_size",
-     r"不支持：MindSpore 只为 Lamb/AdamWeightDecay/AdaFactor 切分优化器状态（其并行优化器，昇腾数据并行），而本引擎的"
-     r"优化器是带偏差修正的 nn.Adam，AdamWeightDecay 没有偏差修正（没有它微调会停滞）；请设为 false。要省内存请用 "
-     r"method=lora、recompute.policy full 或更小的 train.micro_batch_size"),
-    (r"full fine-tuning would keep the trained weights in bf16 \(MindSpore's nn\.Adam writes each update back into a "
-     r"bf16 parameter, losing the small ones\); keep float32 master weights with bf16 compute: model\.dtype float32 "
-     r"\(a bf16 checkpoint loads exactly\) with precision\.amp_level O2 and precision\.compute_dtype bfloat16, "
-     r"or method lora",
-     r"全量微调会把训练的权重保存为 bf16（MindSpore 的 nn.Adam 把每次更新写回 bf16 参数，小的更新会丢失）；请保留 float32 "
-     r"主权重、以 bf16 计算：model.dtype float32（bf16 检查点可精确加载）配合 precision.amp_level O2 与 "
-     r"precision.compute_dtype bfloat16，或使用 method=lora"),
+    # core.run.launcher.check_workers_available: the machine's cores
     (r"this machine has (\d+) CPU cores, so at most (\d+) CPU workers can run \(one process each\); set "
      r"parallel\.data_parallel to (\d+) or fewer",
      r"本机有 \1 个 CPU 核，最多可运行 \2 个 CPU worker（每个一个进程）；请把 parallel.data_parallel 设为 \3 或更少"),
     # core.spec.config: files
-    (r"must be a file name or a list of file names", "必须是文件名或文件名列表"),
-    (r"inheritance cycle: ", "继承成环："),
-    # PyYAML's own reasons, the common ones
-    (r"invalid YAML: mapping values are not allowed here", "YAML 无效：此处不允许映射值"),
-    (r"invalid YAML: expected the node content, but found (.*)$", r"YAML 无效：应为节点内容，实际为 \1"),
-    (r"invalid YAML: expected (<[^>]*>), but found (.*)$", r"YAML 无效：应为 \1，实际为 \2"),
-    (r"invalid YAML: could not find expected (.*)$", r"YAML 无效：找不到应有的 \1"),
-    (r"invalid YAML: did not find expected (key|node content|',' or '\]'|',' or '}')$",
-     lambda m: "YAML 无效：找不到应有的" + {"key": "键", "node content": "节点内容"}.get(m.group(1), f" {m.group(1)}")),
-    (r"invalid YAML: found character (.*) that cannot start any token", r"YAML 无效：发现不能作为记号开头的字符 \1"),
-    (r"invalid YAML: found undefined alias (.*)$", r"YAML 无效：未定义的别名 \1"), (r"cannot read config file \(not UTF-8 text: (.*)\)", r"无法读取配置文件（不是 UTF-8 文本：\1）"),
-    (r"cannot read config file \((.*)\)", r"无法读取配置文件（\1）"), (r"invalid YAML: ", "YAML 无效："),
-    (r"must be a mapping of sections \(run:, model:, train:, \.\.\.\), not a (\w+)",
-     r"必须是各节（run:、model:、train:……）的映射，而不是 \1"),
-    (r"empty; a config is a mapping of sections \(run:, model:, train:, \.\.\.\)",
-     "文件为空；配置是各节（run:、model:、train:……）的映射"),
-    (r"override ('.*') must look like key=value, e\.g\. train\.learning_rate=1e-4",
-     r"覆盖项 \1 必须写成 key=value，例如 train.learning_rate=1e-4"),
     # the model: its limits (core.spec.model_args.run_problems) and the loader's refusals
     (r"is above the model's context of (\d+) tokens \((\S+), max_position_embeddings in its config\.json\); use at "
      r"most (\d+)", r"超过模型的上下文长度 \1 个 token（\2，见其 config.json 中的 max_position_embeddings）；最多用 \3"),
@@ -1297,12 +1314,21 @@ def _format_help_text(listed: str) -> str:
     return "; ".join(parts)
 
 
-def problem_text(message: str | None, lang: str) -> str:
+def problem_text(message: str | BaseException | None, lang: str) -> str:
     """A problem message (core's ConfigError, DataError, the model loader's refusal, the console's
-    own checks) in `lang`: each known phrase translated, the facts in it (file, line, key, value,
-    valid values) kept as written. A phrase no pattern knows stays English."""
+    own checks) in `lang`, the facts in it (file, line, key, value, valid values) kept as written.
+    A core message (core.spec.messages.Message, and the lines of an error that keeps them: a
+    ConfigError's `said`) is rendered from its id; other text phrase by phrase (PROBLEMS_ZH), a
+    phrase no pattern knows staying English."""
+    if isinstance(message, BaseException):
+        said = getattr(message, "said", None)
+        if lang == "zh" and isinstance(said, list):
+            return "\n".join(problem_text(line, lang) for line in said)
+        message = str(message)
     if lang != "zh" or not message:
         return message or ""
+    if isinstance(message, Message):
+        return _problem_message_zh(message)
     import re
 
     lines = []
@@ -1311,6 +1337,16 @@ def problem_text(message: str | None, lang: str) -> str:
             line = re.sub(pattern, zh, line)
         lines.append(line)
     return "\n".join(lines)
+
+
+def _problem_message_zh(message: Message) -> str:
+    """A core message in 中文; a message parameter still written as English (a reason that has no id
+    yet, inside one that has) is translated phrase by phrase."""
+    values = {name: _problem_message_zh(value) if isinstance(value, Message)
+              else problem_text(value, "zh") if name in MESSAGE_PARAMS and isinstance(value, str)
+              else LIBRARY_PARAMS_ZH[name](value) if name in LIBRARY_PARAMS_ZH else value
+              for name, value in message.params.items()}
+    return MESSAGES_ZH.get(message.key, CATALOGUE[message.key]).format(**values)
 
 
 # the Runs tab's Evaluate action (lm-evaluation-harness; app/eval_callbacks.py)

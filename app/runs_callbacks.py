@@ -478,7 +478,7 @@ def resume(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER,
     try:
         result = console.jobs.resume(run_ids[0], viewer, backend=backend)
     except (ValueError, RunDirError, launcher.LaunchError, OSError) as err:
-        return None, f"⚠ {problem_text(str(err), lang)}"
+        return None, f"⚠ {problem_text(err, lang)}"
     return result.run_id, action_text(result.message, lang)
 
 
@@ -492,7 +492,7 @@ def delete_check(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_U
         try:
             status = console.jobs.current_status(run_id, viewer)
         except (ValueError, RunDirError, launcher.LaunchError) as err:
-            return False, f"⚠ {problem_text(str(err), lang)}"
+            return False, f"⚠ {problem_text(err, lang)}"
         if status.state not in TERMINAL_STATES:
             state = text(f"state.{status.state}", lang) if lang == "zh" else status.state
             return False, text("runs.msg.busy", lang).format(run=run_id, state=state)

@@ -100,7 +100,7 @@ def _wire_runs_navigation(console: Console, runs: runs_tab.RunsTab, monitor: mon
         try:
             console.jobs.run_dir(selected[0], console.viewer(request))
         except ValueError as err:
-            return gr.skip(), gr.skip(), f"⚠ {problem_text(str(err), language)}"
+            return gr.skip(), gr.skip(), f"⚠ {problem_text(err, language)}"
         return gr.update(selected="monitor"), gr.update(value=selected[0]), ""
 
     def resume(selected: list[str], language: str, request: gr.Request, backend: str | None = None):

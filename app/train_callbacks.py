@@ -20,6 +20,7 @@ from typing import Any, Mapping
 import core.run.launcher as launcher
 import core.run.tracking as tracking
 from core.spec.config import Config, ConfigError, deep_merge, load_config, read_config_file
+from core.spec.messages import Message
 from core.data.pipeline import DataError, run_seq_len
 from core.data.files import file_names, split_path
 from core.spec.model_args import CheckpointError, check_run_settings, read_model_args
@@ -251,7 +252,7 @@ def memory_estimate(config: Config, console: Console, lang: str = "en") -> tuple
     except (ImportError, AttributeError) as err:
         return None, f"{type(err).__name__}: core.spec.memory"
     except (CheckpointError, ValueError, TypeError) as err:
-        return None, problem_text(str(err), lang)
+        return None, problem_text(err, lang)
 
 
 def memory_html(config: Config, console: Console, lang: str = "en") -> str:
@@ -317,7 +318,7 @@ def batch_seq_len(config: Config, lang: str = "en") -> tuple[int, str]:
         stats = data_preview.data_stats(config.model.path, config.data, config.run.seed)
     except (DataError, TokenizerError, OSError, ValueError) as err:
         return config.data.max_seq_len, text("mem.seq_unreadable", lang).format(
-            seq=config.data.max_seq_len, err=problem_text(str(err), lang))
+            seq=config.data.max_seq_len, err=problem_text(err, lang))
     longest = max(stats.train.max_length, stats.validation.max_length)
     length = run_seq_len(config.data.max_seq_len, longest)
     grouped = text("mem.seq_grouped", lang) if config.data.group_by_length else ""
@@ -411,7 +412,7 @@ def save_config(values: Mapping[str, Any], console: Console, lang: str = "en") -
         path = save_yaml(values, console)
     except ValueError as err:
         errors = check_form(values, console).errors
-        why = "; ".join(f"{k}: {problem_text(v, lang)}" for k, v in errors.items()) or problem_text(str(err), lang)
+        why = "; ".join(f"{k}: {problem_text(v, lang)}" for k, v in errors.items()) or problem_text(err, lang)
         return None, text("config.not_saved", lang).format(why=why)
     return path, text("config.saved", lang).format(file=path.name)
 
@@ -422,7 +423,7 @@ def load_config_values(loader, source: str, console: Console, lang: str = "en") 
     try:
         values = loader(source, console)
     except (ValueError, OSError) as err:
-        return {}, f"⚠ {problem_text(str(err), lang)}"
+        return {}, f"⚠ {problem_text(err, lang)}"
     return values, text("config.loaded", lang).format(file=str(source).rsplit("/", 1)[-1])
 
 
@@ -432,7 +433,7 @@ def load_yaml(path: str | Path, console: Console) -> dict[str, Any]:
     cannot make the console read files outside the folders it serves."""
     data = read_config_file(Path(path))
     if not data:
-        raise ConfigError(f"{Path(path).name}: empty; a config is a mapping of sections (run:, model:, train:, ...)")
+        raise ConfigError(Message("config.empty_file", file=Path(path).name))
     bases = data.pop("base", None)
     merged: dict[str, Any] = {}
     for base in [bases] if isinstance(bases, str) else bases or []:

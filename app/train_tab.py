@@ -553,7 +553,7 @@ def _wire_data(tab: TrainTab, console: Console) -> None:
         try:
             result = data_callbacks.upload(path, path, console)
         except UploadError as err:
-            return (gr.skip(), f"⚠ {problem_text(str(err), data[tab.lang])}", *[gr.skip()] * len(PICKED_KEYS),
+            return (gr.skip(), f"⚠ {problem_text(err, data[tab.lang])}", *[gr.skip()] * len(PICKED_KEYS),
                     gr.skip(), None, gr.skip())
         chosen = cb.dataset_fields(result.dataset.key, console)
         values = {**tab.values(data), **chosen}

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal, Mapping, NamedTuple, Sequence
 import yaml
 
 from core.spec.codec import INVALID, choices, decode, encode, split_optional
+from core.spec.messages import NOT_RECOGNISED, Message
 
 __all__ = [
     "ConfigError", "Config", "RunSettings", "ModelSettings", "LoraSettings", "DataSettings",
@@ -36,7 +37,9 @@ _NO_VALUE = object()  # a problem that is about a file or a field pair, not one 
 
 
 class Problem(NamedTuple):
-    """One thing wrong with a config: the dotted key, the bad value, why, and where it was set."""
+    """One thing wrong with a config: the dotted key, the bad value, why, and where it was set.
+    `reason` is a core.spec.messages.Message where the catalogue has it (the console says it in the
+    page's language by its id), else its English."""
     key: str
     value: Any
     reason: str
@@ -56,11 +59,19 @@ class ConfigError(ValueError):
 
     @property
     def errors(self) -> dict[str, str]:
+        """{dotted key: why, with the value it has} (Messages where the reasons are)."""
         out: dict[str, str] = {}
         for p in self.problems:
-            message = p.reason if p.value is _NO_VALUE else f"{p.reason} (got {_show(p.value)})"
-            out[p.key] = f"{out[p.key]}; {message}" if p.key in out else message
+            message = p.reason if p.value is _NO_VALUE else _said(Message("problem.got", reason=p.reason,
+                                                                          value=_show(p.value)))
+            out[p.key] = _said(Message("problem.and", reason=out[p.key], note=message)) if p.key in out else message
         return out
+
+    @property
+    def said(self) -> list[str]:
+        """The lines of str(self), each a Message where its reason is one (what the console renders
+        in the page's language; str(self) is their English)."""
+        return [_said(_problem_message(p)) for p in self.problems]
 
     def located(self, origins: Mapping[str, str], default: str | None) -> ConfigError:
         """The same problems, each naming the file (or "overrides") that set its key."""
@@ -69,9 +80,29 @@ class ConfigError(ValueError):
 
 
 def _format_problem(p: Problem) -> str:
-    head = p.key + ("" if p.value is _NO_VALUE else f" = {_show(p.value)}")
-    head += f" in {p.source}" if p.source else ""
-    return f"{head}: {p.reason}" if head else p.reason
+    return str(_problem_message(p))
+
+
+def _problem_message(p: Problem) -> Message | str:
+    """'key = value in file: reason', each part there when the problem has it."""
+    if not p.key:
+        return p.reason
+    where = {"setting": p.key, "reason": p.reason}
+    if p.value is not _NO_VALUE:
+        where["value"] = _show(p.value)
+    if p.source:
+        where["source"] = p.source
+    shape = ("problem.at_value" if "value" in where else "problem.at_key") + ("_in" if p.source else "")
+    return Message(shape, **where)
+
+
+def _said(message: Message | str) -> Message | str:
+    """`message` where it is or holds a Message as its reason or note, else its English: a reason
+    still written as English keeps reaching the console as the text it was (app.i18n.problem_text)."""
+    if isinstance(message, Message) and (message.key not in NOT_RECOGNISED or any(
+            isinstance(message.params.get(name), Message) for name in ("reason", "note"))):
+        return message
+    return str(message)
 
 
 def _show(value: Any) -> str:
@@ -837,61 +868,40 @@ def _cross_field_problems(c: Config) -> list[Problem]:
     """Rules that involve more than one field (the single-field ranges are checked on construction)."""
     t, problems = c.train, []
     if c.run.resume and c.run.fork_from:
-        problems.append(Problem("run.fork_from", c.run.fork_from,
-                                "set run.resume (continue this run) or run.fork_from (start a new run from "
-                                "a checkpoint), not both"))
+        problems.append(Problem("run.fork_from", c.run.fork_from, Message("config.resume_and_fork")))
     if (t.max_steps is None) == (t.epochs is None):
         problems.append(Problem("train.max_steps", t.max_steps,
-                                "set exactly one of train.max_steps and train.epochs "
-                                f"(epochs = {_show(t.epochs)})"))
+                                Message("config.steps_or_epochs", epochs=_show(t.epochs))))
     if t.max_steps is not None and t.warmup_steps >= t.max_steps:
         problems.append(Problem("train.warmup_steps", t.warmup_steps,
-                                f"must be < train.max_steps ({t.max_steps})"))
+                                Message("config.below_max_steps", steps=t.max_steps)))
     if c.data.packing and c.data.group_by_length:
-        problems.append(Problem("data.group_by_length", True, "packing already removes the padding; "
-                                "set data.packing or data.group_by_length, not both"))
+        problems.append(Problem("data.group_by_length", True, Message("config.packing_and_grouping")))
     if c.early_stopping.monitor in _ANSWER_SCORES and not (c.eval.downstream and c.data.test_file):
-        problems.append(Problem("early_stopping.monitor", c.early_stopping.monitor,
-                                "scores the generated test answers: needs eval.downstream true and a "
-                                "data.test_file (or watch val_loss)"))
+        problems.append(Problem("early_stopping.monitor", c.early_stopping.monitor, Message("config.score_needs_test")))
     if c.data.validation_file is None and c.data.validation_fraction == 0:
-        problems.append(Problem("data.validation_file", None, "no validation data: set "
-                                "data.validation_file or data.validation_fraction in (0, 0.5]"))
+        problems.append(Problem("data.validation_file", None, Message("config.no_validation")))
     problems += _preference_problems(c)
     p = c.precision
     if p.amp_level != "O0" and p.compute_dtype == "bfloat16" and c.parallel.device == "cpu":
         problems.append(Problem("precision.compute_dtype", "bfloat16",
-                                f"bf16 compute is not supported by MindSpore's CPU kernels (amp_level "
-                                f"{p.amp_level}); use float16 or amp_level O0 (fp32), "
-                                "or run on parallel.device gpu/ascend"))
+                                Message("config.cpu_bf16_compute", level=p.amp_level)))
     if c.model.dtype == "bfloat16" and c.method == "full" and c.parallel.device == "cpu":
-        problems.append(Problem("model.dtype", "bfloat16",
-                                "full fine-tuning on the CPU trains every weight, and MindSpore's CPU kernels "
-                                "have no bf16 compute, so the master weights must be float32: use model.dtype "
-                                "float32 (a bf16 checkpoint loads exactly), or method lora (the frozen base "
-                                "weights then stay bf16)"))
+        problems.append(Problem("model.dtype", "bfloat16", Message("config.cpu_bf16_full")))
     elif c.model.dtype == "bfloat16" and c.method == "full":
         # nn.Adam updates in float32 but writes the result back into the bf16 parameter
         # (mindspore/nn/optim/adam.py, _update_run_op: param_fp32 ... assign), so every update
         # smaller than bf16's precision of the weight is lost: no float32 master weights
-        problems.append(Problem("model.dtype", "bfloat16",
-                                "full fine-tuning would keep the trained weights in bf16 (MindSpore's nn.Adam writes "
-                                "each update back into a bf16 parameter, losing the small ones); keep float32 master "
-                                "weights with bf16 compute: model.dtype float32 (a bf16 checkpoint loads exactly) "
-                                "with precision.amp_level O2 and precision.compute_dtype bfloat16, or method lora"))
+        problems.append(Problem("model.dtype", "bfloat16", Message("config.bf16_full")))
     if c.frozen_weights_16bit and p.amp_level != "O0":
-        problems.append(Problem("precision.amp_level", p.amp_level,
-                                f"with LoRA on the CPU, model.dtype {c.model.dtype} keeps the frozen base weights "
-                                "in 16 bits and computes in float32; AMP would compute in float16 instead (slower "
-                                "on the CPU): use amp_level O0, or model.dtype float32 with AMP"))
+        problems.append(Problem("precision.amp_level", p.amp_level, Message("config.lora_16bit_amp", dtype=c.model.dtype)))
     if c.parallel.optimizer_shard:
         problems.append(Problem("parallel.optimizer_shard", True, OPTIMIZER_SHARD_REFUSAL))
     launch = c.launch
     if launch.backend == "slurm" and launch.nodes * launch.workers_per_node != c.parallel.data_parallel:
-        problems.append(Problem("launch.nodes", launch.nodes,
-                                f"launch.nodes x launch.workers_per_node ({launch.nodes} x {launch.workers_per_node} "
-                                f"= {launch.nodes * launch.workers_per_node}) must equal parallel.data_parallel "
-                                f"({c.parallel.data_parallel}): every worker is one data-parallel rank"))
+        problems.append(Problem("launch.nodes", launch.nodes, Message(
+            "config.slurm_workers", nodes=launch.nodes, per_node=launch.workers_per_node,
+            workers=launch.nodes * launch.workers_per_node, data_parallel=c.parallel.data_parallel)))
     return problems
 
 
@@ -900,22 +910,18 @@ def _preference_problems(c: Config) -> list[Problem]:
     objective, problems = c.train.objective, []
     if objective == "sft":
         if c.early_stopping.monitor == "reward_accuracy":
-            problems.append(Problem("early_stopping.monitor", "reward_accuracy", "reward accuracy needs a preference "
-                                    "objective (train.objective dpo, simpo, orpo or kto)"))
+            problems.append(Problem("early_stopping.monitor", "reward_accuracy", Message("config.reward_accuracy_sft")))
         return problems
     if c.early_stopping.monitor in ("val_ppl", "val_ppl_ema"):
-        problems.append(Problem("early_stopping.monitor", c.early_stopping.monitor, f"train.objective {objective} "
-                                "has no perplexity to watch (its loss is not a language-model loss): watch "
-                                "reward_accuracy, val_loss or val_loss_ema"))
+        problems.append(Problem("early_stopping.monitor", c.early_stopping.monitor,
+                                Message("config.no_ppl_to_watch", objective=objective)))
     if c.data.packing:
-        problems.append(Problem("data.packing", True, f"train.objective {objective} scores whole answers; packed "
-                                "rows are not supported for preference data: set data.packing false"))
+        problems.append(Problem("data.packing", True, Message("config.packing_preference", objective=objective)))
     if c.train.router_aux_loss:
-        problems.append(Problem("train.router_aux_loss", True, f"the router's balancing loss is not combined with "
-                                f"train.objective {objective}: set it false"))
+        problems.append(Problem("train.router_aux_loss", True, Message("config.router_loss_preference",
+                                                                       objective=objective)))
     if objective in ("dpo", "kto") and c.preference.reference == "adapter_off" and c.method != "lora":
-        problems.append(Problem("preference.reference", "adapter_off", "needs method lora (full fine-tuning has no "
-                                "adapter to switch off): use frozen_copy or auto"))
+        problems.append(Problem("preference.reference", "adapter_off", Message("config.adapter_off_full")))
     return problems
 
 
@@ -926,11 +932,7 @@ def _preference_problems(c: Config) -> list[Problem]:
 # 'AdamWeightDecay' and 'AdaFactor'"; mindspore/context.py). This engine trains with nn.Adam, whose bias
 # correction AdamWeightDecay lacks (core.engine.train_step.adamw: without it a LoRA fine-tune stalled,
 # measured), so sharding would mean a different, worse optimizer; and nothing here could check it.
-OPTIMIZER_SHARD_REFUSAL = (
-    "not supported: MindSpore shards optimizer state only for Lamb/AdamWeightDecay/AdaFactor (its parallel "
-    "optimizer, Ascend data parallel), and this engine's optimizer is nn.Adam with bias correction, which "
-    "AdamWeightDecay lacks (without it fine-tunes stalled); set it to false. To save memory use method lora, "
-    "recompute.policy full or a smaller train.micro_batch_size")
+OPTIMIZER_SHARD_REFUSAL = Message("config.optimizer_shard")
 
 
 @functools.cache
@@ -1016,17 +1018,16 @@ def _read_tree(path: Path, chain: tuple[Path, ...]) -> tuple[dict, dict[str, str
     bases = raw.pop("base", None)
     bases = [bases] if isinstance(bases, str) else bases if bases is not None else []
     if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
-        raise ConfigError([Problem("base", bases, "must be a file name or a list of file names",
-                                   _display(path))])
+        raise ConfigError([Problem("base", bases, Message("config.bad_base"), _display(path))])
     merged: dict = {}
     origins: dict[str, str] = {}
     for base in bases:
         base_path = (path.parent / base).resolve()
         if base_path in chain + (path,):
             cycle = " -> ".join(_display(p) for p in chain + (path, base_path))
-            raise ConfigError([Problem("base", base, f"inheritance cycle: {cycle}", _display(path))])
+            raise ConfigError([Problem("base", base, Message("config.base_cycle", cycle=cycle), _display(path))])
         if not base_path.is_file():
-            raise ConfigError([Problem("base", base, f"file not found: {_display(base_path)}",
+            raise ConfigError([Problem("base", base, Message("config.base_missing", file=_display(base_path)),
                                        _display(path))])
         base_data, base_origins = _read_tree(base_path, chain + (path,))
         merged = deep_merge(merged, base_data)
@@ -1042,20 +1043,23 @@ def read_config_file(path: Path) -> dict:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
-        raise ConfigError(f"{name}: cannot read config file ({err.strerror or err})") from None
+        raise ConfigError(Message("config.unreadable", file=name, os_says=err.strerror or str(err))) from None
     except UnicodeDecodeError as err:
-        raise ConfigError(f"{name}: cannot read config file (not UTF-8 text: {err.reason})") from None
+        raise ConfigError(Message("config.not_utf8", file=name, codec_says=err.reason)) from None
     try:
         data = yaml.safe_load(text)
+    except yaml.reader.ReaderError as err:  # a control character: PyYAML says where only as an offset
+        line = text[:err.position].count("\n") + 1
+        character = f"#x{err.character:04x}" if isinstance(err.character, int) else repr(err.character)
+        raise ConfigError(Message("config.yaml_character", file=name, line=line, character=character)) from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}:" if mark else ""
-        raise ConfigError(f"{name}:{where} invalid YAML: {getattr(err, 'problem', None) or err}") from None
+        mark, says = getattr(err, "problem_mark", None), str(getattr(err, "problem", None) or err)
+        raise ConfigError(Message("config.invalid_yaml_line", file=name, line=mark.line + 1, yaml_says=says) if mark
+                          else Message("config.invalid_yaml", file=name, yaml_says=says)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{name}: must be a mapping of sections (run:, model:, train:, ...), "
-                          f"not a {type(data).__name__}")
+        raise ConfigError(Message("config.not_sections", file=name, py_type=type(data).__name__))
     return data
 
 
@@ -1084,8 +1088,7 @@ def _apply_override(data: dict, origins: dict[str, str], text: str) -> Problem |
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
-        return Problem("", _NO_VALUE, f"override {text!r} must look like key=value, "
-                                      "e.g. train.learning_rate=1e-4")
+        return Problem("", _NO_VALUE, Message("config.bad_override", text=repr(text)))
     try:
         value = yaml.safe_load(raw)
     except yaml.YAMLError:

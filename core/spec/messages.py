@@ -11,8 +11,10 @@ Run folders written before the ids existed hold only the English: `recognise` fi
 it by this catalogue's own templates (no pattern is written by hand), so an old run's reason still
 reads in the page's language. Stdlib only.
 
-So far the catalogue holds why a run ended (its `reason`); core's errors still reach the console
-as English (app.i18n.PROBLEMS_ZH), the next to move here.
+The catalogue holds why a run ended (its `reason`), the memory estimate's notes and a config's rules
+across fields (`Problem.reason`, with `problem.*` saying where: key, value, file); core's other errors
+(the data, the tokenizer, the model loader, a field's own rule) still reach the console as English
+(app.i18n.PROBLEMS_ZH), the next to move here.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import re
 import string
 from typing import Any
 
-__all__ = ["CATALOGUE", "MESSAGE_PARAMS", "Message", "recognise", "placeholders"]
+__all__ = ["CATALOGUE", "MESSAGE_PARAMS", "NOT_RECOGNISED", "Message", "recognise", "placeholders"]
 
 CATALOGUE: dict[str, str] = {
     # why a run ended: the worker's own account (core.train)
@@ -102,6 +104,65 @@ CATALOGUE: dict[str, str] = {
     "legacy.stopped_by_request": "stopped by request",
     "legacy.stopped_now": "stopped now by user",
     "legacy.stop_timed_out": "graceful stop timed out after {seconds} s; worker terminated by user",
+    # a config's rules across fields (core.spec.config); the key, value and file are said around them
+    "config.resume_and_fork": ("set run.resume (continue this run) or run.fork_from (start a new run from a "
+                               "checkpoint), not both"),
+    "config.steps_or_epochs": "set exactly one of train.max_steps and train.epochs (epochs = {epochs})",
+    "config.below_max_steps": "must be < train.max_steps ({steps})",
+    "config.packing_and_grouping": ("packing already removes the padding; set data.packing or data.group_by_length, "
+                                    "not both"),
+    "config.score_needs_test": ("scores the generated test answers: needs eval.downstream true and a data.test_file "
+                                "(or watch val_loss)"),
+    "config.no_validation": "no validation data: set data.validation_file or data.validation_fraction in (0, 0.5]",
+    "config.cpu_bf16_compute": ("bf16 compute is not supported by MindSpore's CPU kernels (amp_level {level}); use "
+                                "float16 or amp_level O0 (fp32), or run on parallel.device gpu/ascend"),
+    "config.cpu_bf16_full": ("full fine-tuning on the CPU trains every weight, and MindSpore's CPU kernels have no bf16 "
+                             "compute, so the master weights must be float32: use model.dtype float32 (a bf16 "
+                             "checkpoint loads exactly), or method lora (the frozen base weights then stay bf16)"),
+    "config.bf16_full": ("full fine-tuning would keep the trained weights in bf16 (MindSpore's nn.Adam writes each "
+                         "update back into a bf16 parameter, losing the small ones); keep float32 master weights with "
+                         "bf16 compute: model.dtype float32 (a bf16 checkpoint loads exactly) with precision.amp_level "
+                         "O2 and precision.compute_dtype bfloat16, or method lora"),
+    "config.lora_16bit_amp": ("with LoRA on the CPU, model.dtype {dtype} keeps the frozen base weights in 16 bits and "
+                              "computes in float32; AMP would compute in float16 instead (slower on the CPU): use "
+                              "amp_level O0, or model.dtype float32 with AMP"),
+    "config.optimizer_shard": ("not supported: MindSpore shards optimizer state only for Lamb/AdamWeightDecay/AdaFactor "
+                               "(its parallel optimizer, Ascend data parallel), and this engine's optimizer is nn.Adam "
+                               "with bias correction, which AdamWeightDecay lacks (without it fine-tunes stalled); set "
+                               "it to false. To save memory use method lora, recompute.policy full or a smaller "
+                               "train.micro_batch_size"),
+    "config.slurm_workers": ("launch.nodes x launch.workers_per_node ({nodes} x {per_node} = {workers}) must equal "
+                             "parallel.data_parallel ({data_parallel}): every worker is one data-parallel rank"),
+    "config.reward_accuracy_sft": ("reward accuracy needs a preference objective (train.objective dpo, simpo, orpo or "
+                                   "kto)"),
+    "config.no_ppl_to_watch": ("train.objective {objective} has no perplexity to watch (its loss is not a "
+                               "language-model loss): watch reward_accuracy, val_loss or val_loss_ema"),
+    "config.packing_preference": ("train.objective {objective} scores whole answers; packed rows are not supported "
+                                  "for preference data: set data.packing false"),
+    "config.router_loss_preference": ("the router's balancing loss is not combined with train.objective {objective}: "
+                                      "set it false"),
+    "config.adapter_off_full": "needs method lora (full fine-tuning has no adapter to switch off): use frozen_copy or auto",
+    # ... a config file that cannot be read (core.spec.config); `os_says`, `codec_says` and `yaml_says`
+    # are the operating system's, Python's UTF-8 decoder's and PyYAML's own reasons
+    "config.unreadable": "{file}: cannot read config file ({os_says})",
+    "config.not_utf8": "{file}: cannot read config file (not UTF-8 text: {codec_says})",
+    "config.invalid_yaml": "{file}: invalid YAML: {yaml_says}",
+    "config.invalid_yaml_line": "{file}: line {line}: invalid YAML: {yaml_says}",
+    "config.yaml_character": "{file}: line {line}: invalid YAML: the control character {character} is not allowed",
+    "config.not_sections": "{file}: must be a mapping of sections (run:, model:, train:, ...), not a {py_type}",
+    "config.empty_file": "{file}: empty; a config is a mapping of sections (run:, model:, train:, ...)",
+    "config.bad_override": "override {text} must look like key=value, e.g. train.learning_rate=1e-4",
+    "config.bad_base": "must be a file name or a list of file names",
+    "config.base_cycle": "inheritance cycle: {cycle}",
+    "config.base_missing": "file not found: {file}",
+    # ... and where a problem is: its setting (a dotted key), the value it has and the file that set it
+    "problem.got": "{reason} (got {value})",
+    "problem.empty": "{reason} (the field is empty)",
+    "problem.and": "{reason}; {note}",
+    "problem.at_key": "{setting}: {reason}",
+    "problem.at_value": "{setting} = {value}: {reason}",
+    "problem.at_key_in": "{setting} in {source}: {reason}",
+    "problem.at_value_in": "{setting} = {value} in {source}: {reason}",
     # advice that ends a reason
     "advice.oom": ("To fit in memory, lower train.micro_batch_size (and raise train.grad_accum_steps to keep the "
                    "global batch) or data.max_seq_len, turn on recompute (recompute.policy), or train LoRA "
@@ -111,6 +172,11 @@ CATALOGUE: dict[str, str] = {
 
 # the parameters that hold a message themselves (the others are values: a step, a signal, a file)
 MESSAGE_PARAMS = frozenset({"reason", "note", "who", "job", "advice", "why"})
+
+# templates made of parameters and punctuation only ("{key}: {reason}"): they fit almost any text, so
+# `recognise` never reads one into a text (an error's own 'RuntimeError: boom' is no message)
+NOT_RECOGNISED = frozenset({"problem.got", "problem.empty", "problem.and", "problem.at_key", "problem.at_value",
+                            "problem.at_key_in", "problem.at_value_in"})
 
 
 def placeholders(template: str) -> set[str]:
@@ -168,6 +234,8 @@ def _patterns() -> list[tuple[str, int, re.Pattern]]:
     with the size of its literal text."""
     out = []
     for key, template in CATALOGUE.items():
+        if key in NOT_RECOGNISED:
+            continue
         pattern, seen, literal_size = "", set(), 0
         for literal, name, _, _ in string.Formatter().parse(template):
             pattern += re.escape(literal)
@@ -210,11 +278,3 @@ def recognise(text: str | None) -> Message | None:
     if isinstance(text, Message):
         return text
     return _best(str(text))[1]
-    if isinstance(text, Message):
-        return text
-    for key, pattern in _patterns():
-        match = pattern.fullmatch(text)
-        if match:
-            params = {name: recognise(value) or value for name, value in match.groupdict().items()}
-            return Message(key, **params)
-    return None

@@ -22,6 +22,8 @@ KEPT_WORDS = {
     "softmax", "logits",
     # device names as the config writes them (parallel.device)
     "cpu", "gpu",
+    # a config file's own top-level key: the files it inherits from (`base: demo_lora.yaml`)
+    "base",
 }
 ENGLISH_WORD = re.compile(r"[A-Za-z][A-Za-z'’]+")
 # identifiers: mappings, quoted values and names (what a user types: 'cosine', 'instruction'; not the

@@ -12,7 +12,7 @@ import pytest
 from core.run.records import Status
 from core.run.rundir import RunDir
 from core.spec.config import Config
-from core.spec.messages import CATALOGUE, MESSAGE_PARAMS, Message, placeholders, recognise
+from core.spec.messages import CATALOGUE, MESSAGE_PARAMS, NOT_RECOGNISED, Message, placeholders, recognise
 
 SAMPLE = {"steps": 20, "monitor": "val_loss", "min_delta": 0.0, "patience": 3, "best": "1.2345", "step": 40,
           "seconds": "120", "checkpoint": "step-4", "id": "41", "nodes": "node1, node2", "state": "FAILED",
@@ -22,7 +22,12 @@ SAMPLE = {"steps": 20, "monitor": "val_loss", "min_delta": 0.0, "patience": 3, "
           "workers": 2, "mb": "1,234", "needed": "2,468", "has": "2,000",
           "needs": "softcap, window", "job_id": "41", "who": Message("rank.on_node", who=Message("rank.rank", rank=1), node="node2"),
           "signal": "SIGKILL", "evidence": "oom-kill in dmesg", "rank": 1, "node": "node2", "age": "130",
-          "timeout": "120", "phase": "train", "lines": "Traceback (most recent call last):\nRuntimeError: boom"}
+          "timeout": "120", "phase": "train", "lines": "Traceback (most recent call last):\nRuntimeError: boom",
+          "epochs": "null", "per_node": 1, "data_parallel": 4, "setting": "train.warmup_steps", "value": "10",
+          "source": "configs/demo_lora.yaml", "file": "configs/bad.yaml", "os_says": "Permission denied",
+          "codec_says": "invalid start byte",
+          "yaml_says": "mapping values are not allowed here", "line": 3, "py_type": "list", "text": "'lr'",
+          "cycle": "a.yaml -> b.yaml -> a.yaml", "character": "#x0007"}
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():
@@ -45,6 +50,9 @@ def test_every_message_survives_json_copies_and_is_recognised_in_its_english(key
     assert again == message and again.key == key and again.to_json() == message.to_json()
     assert pickle.loads(pickle.dumps(message)).to_json() == copy.deepcopy(message).to_json() == message.to_json()
     found = recognise(str(message))  # a run folder written before the ids: its English only
+    if key in NOT_RECOGNISED:  # punctuation around parameters: never read into a text
+        assert found is None or found.key != key
+        return
     assert found is not None and found == message and found.key == key
     assert found.render({}) == str(message)  # no translation: the English
 
