@@ -647,6 +647,13 @@ MESSAGES_ZH: dict[str, str] = {
     "config.bad_base": "必须是文件名或文件名列表",
     "config.base_cycle": "继承成环：{cycle}",
     "config.base_missing": "文件不存在：{file}",
+    # ---- area A: the data (core.data) ----
+
+    # ---- area B: the model folder (core.spec.model_args, families, moe_args, core.data.tokenizer) ----
+
+    # ---- area C: a field's own rule (core.spec.config), core.run's checks (Slurm's shared folder, trackers, cores) ----
+
+    # ---- where a problem is ----
     "problem.got": "{reason}（当前值 {value}）",
     "problem.empty": "{reason}（该字段为空）",
     "problem.and": "{reason}；{note}",
@@ -1081,7 +1088,6 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"this machine has (\d+) CPU cores, so at most (\d+) CPU workers can run \(one process each\); set "
      r"parallel\.data_parallel to (\d+) or fewer",
      r"本机有 \1 个 CPU 核，最多可运行 \2 个 CPU worker（每个一个进程）；请把 parallel.data_parallel 设为 \3 或更少"),
-    # core.spec.config: files
     # the model: its limits (core.spec.model_args.run_problems) and the loader's refusals
     (r"is above the model's context of (\d+) tokens \((\S+), max_position_embeddings in its config\.json\); use at "
      r"most (\d+)", r"超过模型的上下文长度 \1 个 token（\2，见其 config.json 中的 max_position_embeddings）；最多用 \3"),
@@ -1312,6 +1318,12 @@ def _format_help_text(listed: str) -> str:
             shown += f"（可选 {_names(optional.removesuffix(')').removesuffix(' optional'))}）"
         parts.append(shown)
     return "; ".join(parts)
+
+
+# ---- area A: the console's own words about uploads (app.datasets) ----
+
+
+# ---- area C: the console's own checks (app.train_callbacks, app.paths, app.jobs, app.runs_callbacks) ----
 
 
 def problem_text(message: str | BaseException | None, lang: str) -> str:

@@ -155,6 +155,12 @@ CATALOGUE: dict[str, str] = {
     "config.bad_base": "must be a file name or a list of file names",
     "config.base_cycle": "inheritance cycle: {cycle}",
     "config.base_missing": "file not found: {file}",
+    # ---- area A: the data (core.data) ----
+
+    # ---- area B: the model folder (core.spec.model_args, families, moe_args, core.data.tokenizer) ----
+
+    # ---- area C: a field's own rule (core.spec.config), core.run's checks (Slurm's shared folder, trackers, cores) ----
+
     # ... and where a problem is: its setting (a dotted key), the value it has and the file that set it
     "problem.got": "{reason} (got {value})",
     "problem.empty": "{reason} (the field is empty)",
@@ -177,6 +183,12 @@ MESSAGE_PARAMS = frozenset({"reason", "note", "who", "job", "advice", "why"})
 # `recognise` never reads one into a text (an error's own 'RuntimeError: boom' is no message)
 NOT_RECOGNISED = frozenset({"problem.got", "problem.empty", "problem.and", "problem.at_key", "problem.at_value",
                             "problem.at_key_in", "problem.at_value_in"})
+# area A's (the data's where: file, line, record):
+
+# area B's:
+
+# area C's:
+
 
 
 def placeholders(template: str) -> set[str]:

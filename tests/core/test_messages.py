@@ -28,6 +28,14 @@ SAMPLE = {"steps": 20, "monitor": "val_loss", "min_delta": 0.0, "patience": 3, "
           "codec_says": "invalid start byte",
           "yaml_says": "mapping values are not allowed here", "line": 3, "py_type": "list", "text": "'lr'",
           "cycle": "a.yaml -> b.yaml -> a.yaml", "character": "#x0007"}
+# area A (the data):
+SAMPLE.update({})
+
+# area B (the model folder):
+SAMPLE.update({})
+
+# area C (a field's own rule, core.run's checks):
+SAMPLE.update({})
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():
