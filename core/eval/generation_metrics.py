@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from core.run.records import GENERATION_FIELDS, GenerationFigures
-from core.spec.codec import encode
+from core.spec.codec import build, encode
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
@@ -123,7 +123,7 @@ def score_apart(predictions: Sequence[str], references: Sequence[str], timeout_s
     if done.returncode != 0:
         raise RuntimeError(f"scoring the answers failed (python -m core.generation_metrics, exit "
                            f"{done.returncode}): {done.stderr.strip()[-2000:]}")
-    return GenerationScores(**json.loads(done.stdout))
+    return build(GenerationScores, json.loads(done.stdout), "python -m core.generation_metrics's answer")
 
 
 def main() -> int:

@@ -84,3 +84,20 @@ def test_scoring_apart_gives_the_same_figures_and_leaves_the_libraries_out_of_th
                             "score_apart(['a cat'], ['a cat sat']); print('nltk' in sys.modules)"],
                            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
     assert probe.stdout.strip() == "False", probe.stderr
+
+
+def test_an_answer_of_the_scoring_process_that_is_not_the_scores_is_named(monkeypatch):
+    """The child's JSON is typed on the way in (it was GenerationScores(**data): a string score passed)."""
+    import json
+    import subprocess
+
+    from core.eval import generation_metrics
+    from core.spec.codec import CodecError
+    answer = {"exact_match": "half", "bleu": 0.1, "rouge1": 0.2, "rouge2": 0.1, "rougeL": 0.2, "count": 2,
+              "segmentation": "words"}
+    monkeypatch.setattr(generation_metrics.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a, 0, stdout=json.dumps(answer), stderr=""))
+    with pytest.raises(CodecError, match="core.generation_metrics's answer.*exact_match"):
+        generation_metrics.score_apart(["a"], ["a"])
+    answer["exact_match"] = 0.5
+    assert generation_metrics.score_apart(["a"], ["a"]).exact_match == 0.5
