@@ -1126,6 +1126,16 @@ LIBRARY_PARAMS_ZH["supported_names"] = LIBRARY_PARAMS_ZH["model_types"] = _names
 
 # (pattern, 简体中文) in the order they apply; a replacement is a template or a function of the match
 PROBLEMS_ZH: list[tuple[str, Any]] = [
+    # core.data.tokenizer's chat template errors as core.data.pipeline.render still wraps them, as text, in a
+    # DataError ('<file> line N: <folder>: ...'); a TokenizerError itself says them by id (tokenizer.*). The
+    # syntax error names a line of the template, not of a data file (before 'line N: ')
+    (r": chat template syntax error at line (\d+): (.*)$",
+     lambda m: f"：对话模板第 {m.group(1)} 行有语法错误：{_jinja_error(m.group(2))}"),
+    (r": the model has no chat template \(no 'chat_template' in (\S+) and no (\S+)\); use a raw-text data format or "
+     r"add a template$", r"：该模型没有对话模板（\1 中没有 'chat_template'，也没有 \2）；请用纯文本数据格式，或添加模板"),
+    (r": several chat templates but none named 'default' \(found (.*)\)$", r"：有多个对话模板，但没有名为 'default' 的（找到 \1）"),
+    (r": the chat template refused these messages: ", "：对话模板拒绝了这些消息："),  # the template's own words follow
+    (r": chat template failed: (.*)$", lambda m: f"：对话模板出错：{_jinja_error(m.group(1))}"),
     # where: 'file line 5: ...', 'file record data[3]: ...', 'file row index 4: ...'
     (r"(\S+) line (\d+): ", r"\1 第 \2 行："), (r"(\S+) record (\S*)\[(\d+)\]: ", r"\1 记录 \2[\3]："),
     (r"(\S+) row index (\d+): ", r"\1 第 \2 行（行号从 0 起）："),

@@ -257,3 +257,35 @@ def test_every_model_folder_id_is_made_by_a_case_above_and_has_chinese():
     made = set(FOLDER_MISTAKES) | set(TOKENIZER_MISTAKES) | set(MADE_ELSEWHERE)
     assert ours - made == set(), sorted(ours - made)
     assert made - ours == set(), sorted(made - ours)
+
+
+@pytest.mark.parametrize("key", ["tokenizer.no_template", "tokenizer.no_default", "tokenizer.failed", "tokenizer.syntax"])
+def test_a_template_error_inside_a_data_error_still_reads_in_chinese(tiny_folder, tmp_path, key):
+    """core.data.pipeline.render wraps a TokenizerError in a DataError as text ('<record>: <folder>: ...'):
+    until it keeps the message, PROBLEMS_ZH's fallback for the chat template's errors says it."""
+    from core.data.formats import Conversation
+    from core.data.pipeline import DataError, render
+    tokenizer = Tokenizer.from_dir(_spoilt(tiny_folder, tmp_path, TOKENIZER_MISTAKES[key]))
+    with pytest.raises(DataError) as raised:
+        render(tokenizer, Conversation("train.jsonl line 3", CHAT, ["messages[0]"]))
+    assert_chinese(str(raised.value), problem_text(raised.value, "zh"))
+
+
+def test_the_forms_data_check_says_a_broken_tokenizer_by_its_id(console, workspace):
+    """The form's data check (app.data_callbacks.data_problems) reads the data with the model's tokenizer:
+    a tokenizer file it cannot read blocks Start, said by its id."""
+    root = workspace.models_dirs[0]
+    folder = root / "broken-tokenizer"
+    if not folder.exists():
+        write_model(folder, ["a b c"] * 8)
+    (folder / "tokenizer_config.json").write_text("[1]", encoding="utf-8")
+    try:
+        entry = {m.path.name: m for m in console.models(refresh=True)}[folder.name]
+        assert entry.loadable  # the model table reads no tokenizer_config.json
+        errors = cb.check_form(form_values(console, model__path=entry.name), console).errors
+        said = errors["data.train_file"]
+        assert said.key == "model.at" and said.params["reason"].key == "tokenizer.not_object"
+        _said_in_chinese(said)
+    finally:
+        shutil.rmtree(folder)
+        console.models(refresh=True)
