@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from core.spec.messages import Message
 from core.spec.model_args import (INDEX_NAME, PROJECTION_NAMES, CheckpointError, read_model_args,
                              weight_files)
 
@@ -94,15 +95,17 @@ def describe(folder: Path) -> ModelEntry:
         args = read_model_args(folder)
         files = weight_files(folder)
     except CheckpointError as err:
-        return ModelEntry(folder, name, reason=_short_reason(str(err), folder))
+        return ModelEntry(folder, name, reason=_short_reason(err.message, folder))
     if not (folder / "tokenizer.json").is_file():
-        return ModelEntry(folder, name, reason="no tokenizer.json (a Hugging Face fast tokenizer is needed)",
+        return ModelEntry(folder, name, reason=Message("model.no_tokenizer"),
                           architecture=args.architecture, family=args.family)
     try:
         names = projection_names(files, folder, args.spec.projections + PROJECTION_NAMES,
                                  ignored=args.spec.key_map.is_ignored)
     except (OSError, ValueError) as err:
-        return ModelEntry(folder, name, reason=f"unreadable weights: {err}", architecture=args.architecture)
+        said = err.args[0] if len(err.args) == 1 and isinstance(err.args[0], Message) else str(err)
+        return ModelEntry(folder, name, reason=Message("model.unreadable_weights", reason=said),
+                          architecture=args.architecture)
     names = names or args.spec.projections
     if args.moe is not None:  # the router is no LoRA target; the expert stacks are (core/spec/moe_args.py)
         names = args.lora_target_names()
@@ -113,7 +116,12 @@ def describe(folder: Path) -> ModelEntry:
 
 
 def _short_reason(message: str, folder: Path) -> str:
-    """Core messages start with the path; the table already shows the folder."""
+    """Core messages start with the path; the table already shows the folder. A core message by id
+    (model.at: where, then why) keeps only its reason, so it stays one."""
+    if isinstance(message, Message):
+        if message.key == "model.at" and message.params["where"] in (str(folder / "config.json"), str(folder)):
+            return message.params["reason"]
+        return message
     for prefix in (f"{folder / 'config.json'}: ", f"{folder}: "):
         message = message.removeprefix(prefix)
     return message
@@ -124,10 +132,10 @@ def safetensors_header(path: Path) -> dict:
     with open(path, "rb") as handle:
         raw = handle.read(8)
         if len(raw) != 8:
-            raise ValueError(f"{path.name}: too short for a safetensors file")
+            raise ValueError(Message("model.short_weights", file=path.name))
         (length,) = struct.unpack("<Q", raw)
         if length > _HEADER_LIMIT:
-            raise ValueError(f"{path.name}: header of {length} bytes is implausible")
+            raise ValueError(Message("model.huge_header", file=path.name, size=length))
         return json.loads(handle.read(length))
 
 

@@ -152,8 +152,8 @@ def data_problems(config: Config, console: Console) -> dict[str, str]:
         return {}
     try:
         data_stats(str(model.path), config.data, config.run.seed, config.train.objective)
-    except (DataError, TokenizerError) as err:
-        return {_widget_of(str(err), config): str(err)}
+    except (DataError, TokenizerError) as err:  # a TokenizerError keeps its message by id (core.spec.errors)
+        return {_widget_of(str(err), config): getattr(err, "message", str(err))}
     except OSError as err:
         return {"data.train_file": f"cannot read the data: {err}"}
     return {}

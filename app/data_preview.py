@@ -98,7 +98,7 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
                                      media=settings.media)
         ignored = ignored_fields(data.records, resolved, columns)
     except (DataError, TokenizerError, OSError) as err:
-        return error_html(str(err), lang)
+        return error_html(err, lang)
     catalog = is_catalog(absolute(split_path(file_names(settings.train_file)[0])[0]))
     how = text("dp.auto" if settings.format == "auto" and not catalog else "dp.as_set", lang)
     split = text("dp.split", lang).format(split=html.escape(data.split)) if data.split else ""
@@ -143,8 +143,9 @@ def trained_text(fmt: str, settings: DataSettings, lang: str = "en") -> str:
     return text("dp.every_token" if not settings.mask_prompt else f"dp.{settings.train_on}", lang)
 
 
-def error_html(message: str, lang: str = "en") -> str:
-    """A problem (a DataError's message, ...) in `lang`, as an error block."""
+def error_html(message: str | BaseException, lang: str = "en") -> str:
+    """A problem (a DataError's message, an error that keeps a core message by id, ...) in `lang`,
+    as an error block."""
     return f'<div class="mt-error">{html.escape(problem_text(message, lang))}</div>'
 
 

@@ -165,6 +165,8 @@ def form_message(config_key: str, message: str) -> str:
     if isinstance(message, Message):
         if message.key == "problem.got" and message.params["value"] == "null":
             return Message("problem.empty", reason=message.params["reason"])
+        if config_key == "lora.target_modules":  # its paired widget names it in words, as below
+            return Message("model.targets_widget", reason=message)
         return message
     message = message.replace("(got null)", "(the field is empty)")
     if config_key in PAIRED:

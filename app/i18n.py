@@ -650,6 +650,74 @@ MESSAGES_ZH: dict[str, str] = {
     # ---- area A: the data (core.data) ----
 
     # ---- area B: the model folder (core.spec.model_args, families, moe_args, core.data.tokenizer) ----
+    "model.at": "{where}：{reason}",
+    "model.at_setting": "{setting}：{reason}。",
+    "model.no_config": "未找到。模型目录需要 Hugging Face 的 config.json（支持的架构：{architectures}）。",
+    "model.invalid_json": "不是有效的 JSON（{json_says}）。",
+    "model.not_object": "必须是 JSON 对象",
+    "model.remote_code": ("auto_map：该检查点需要运行它自带的 Python 代码（远程代码：{classes}），mindtune 从不运行这类"
+                          "代码；支持的架构：{architectures}。"),
+    "model.architecture_refused": "'architectures'：不支持 {architecture}（{why}）；支持的架构：{architectures}。",
+    "model.architecture_unknown": "不支持架构 {architecture}；支持的架构：{architectures}（model_type {model_types}）。",
+    "model.mla_moe": "{name} 的多头潜在注意力（MLA）及其 MoE 路由尚未实现",
+    "model.mla": "{name} 的多头潜在注意力（MLA）尚未实现",
+    "model.chunked_nope_moe": "{name} 的分块注意力、NoPE 层和 MoE 尚未实现",
+    "model.positive_int": "必须是正整数，实际为 {py_value}",
+    "model.positive_int_or_null": "必须是正整数或 null，实际为 {py_value}",
+    "model.positive_or_null": "必须是正数或 null，实际为 {py_value}",
+    "model.kv_heads": "{kv_heads} 必须能整除 num_attention_heads={heads}",
+    "model.text_config": "{architecture} 把其语言模型的配置放在这里；应为对象，实际为 {py_value}",
+    "model.not_supported": "不支持 {py_value}；支持：{supported_names}",
+    "model.rotary_factor": "必须在 (0, 1] 内，实际为 {factor}",
+    "model.rope_family": "'{family}' 不支持 {py_value}；支持：{supported_names}",
+    "model.sliding_rope": "滑动窗口层只支持 'default'",
+    "model.rope_required": "rope_type 为 {rope_type} 时必填",
+    "model.longrope_factors": "rope_type 为 'longrope' 时必填：正数列表，实际为 {py_value}",
+    "model.longrope_original": "rope_type 为 'longrope' 时必填（大于 1 的整数），实际为 {py_value}",
+    "model.factor_count": "必须为每个旋转频率列出一个因子（{half} = head_dim · partial_rotary_factor / 2），实际为 {count} 个",
+    "model.layer_types": "必须为 {layers} 层中的每一层列出 {full} 或 {sliding}",
+    "model.bidirectional": "不支持双向（编码器式，EmbeddingGemma）注意力；只有因果语言模型可以微调",
+    "model.above_context": ("超过模型的上下文长度 {tokens} 个 token（{architecture}，见其 config.json 中的 "
+                            "max_position_embeddings）；最多用 {tokens}"),
+    "model.targets_unmatched": "名称 {names} 不匹配该 '{family}' 模型的任何投影层；其投影层为 {projections}（或用 'all-linear' 表示全部）",
+    "model.targets_none": "不匹配该 '{family}' 模型的任何投影层；其投影层为 {projections}（或用 'all-linear' 表示全部）",
+    "model.targets_widget": "目标模块{reason}",
+    "model.not_a_folder": ("不是目录。需要含 config.json 与 model.safetensors（或分片的 model.safetensors.index.json）的 "
+                           "Hugging Face 目录。"),
+    "model.no_weights": ("没有 model.safetensors 或 model.safetensors.index.json。需要含 config.json 与 model.safetensors"
+                         "（或分片的 model.safetensors.index.json）的 Hugging Face 目录。"),
+    "model.pickle_only": ("只找到 pickle 权重（{files}）。mindtune 只加载 safetensors（pickle 文件在加载时可能运行代码）；"
+                          "请用 transformers 转换："
+                          "`AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir, safe_serialization=True)`。"),
+    "model.bad_index": "不是有效的 safetensors 索引（需要 'weight_map'）：{json_says}",
+    "model.shard_missing": "索引列出了分片 {shard}，但 {folder} 中没有。",
+    "model.no_tokenizer": "没有 tokenizer.json（需要 Hugging Face 快速分词器）",
+    "model.unreadable_weights": "权重无法读取：{reason}",
+    "model.short_weights": "{file}：太短，不是 safetensors 文件",
+    "model.huge_header": "{file}：文件头有 {size} 字节，不可信",
+    "model.not_loadable": "'{name}' 无法加载：{reason}",
+    "moe.experts_missing": "缺失（每个 MoE 层的专家数）",
+    "moe.top_k": "{top_k} 超过了专家数 {experts}",
+    "moe.aux_loss": "必须是 >= 0 的数字，实际为 {py_value}",
+    "moe.jitter": "不支持 {py_value}（只支持 0，与模型中心发布的 Mixtral 检查点一致）；请设为 0",
+    "moe.qwen_window": "Qwen3-MoE 不支持 true（模型中心没有检查点使用它）；请设为 false",
+    "moe.dense_layers": "必须是 [0, {layers}) 内的层序号列表，实际为 {py_value}",
+    "tokenizer.not_a_folder": "不是目录；需要含 tokenizer.json 的 Hugging Face 模型目录",
+    "tokenizer.no_file": "没有 tokenizer.json；需要 Hugging Face 快速分词器（tokenizer.json）",
+    "tokenizer.unreadable_json": "无法读取 JSON（{json_says}）",
+    "tokenizer.not_object": "应为 JSON 对象，实际为{py_type}",
+    "tokenizer.invalid_file": "不是有效的 tokenizers 文件（{serde_says}）",
+    "tokenizer.token": "记号必须是字符串，或含字符串 'content' 的对象，实际为 {py_value}",
+    "tokenizer.added_token": "应为含字符串 'content' 的对象，实际为 {py_value}",
+    "tokenizer.eos_ids": "应为整数或整数列表，实际为 {py_value}",
+    "tokenizer.template_entry": "应为含字符串 'name' 和 'template' 的对象",
+    "tokenizer.template_type": "应为字符串或 {{name, template}} 对象的列表，实际为{py_type}",
+    "tokenizer.no_template": ("该模型没有对话模板（tokenizer_config.json 中没有 'chat_template'，也没有 "
+                              "chat_template.jinja）；请用纯文本数据格式，或添加模板"),
+    "tokenizer.no_default": "有多个对话模板，但没有名为 'default' 的（找到 {names}）",
+    "tokenizer.refused": "对话模板拒绝了这些消息：{template_says}",
+    "tokenizer.failed": "对话模板出错：{jinja_says}",
+    "tokenizer.syntax": "对话模板第 {line} 行有语法错误：{jinja_says}",
 
     # ---- area C: a field's own rule (core.spec.config), core.run's checks (Slurm's shared folder, trackers, cores) ----
 
@@ -948,15 +1016,6 @@ _JSON_MSGS_ZH = [  # Python's json module's own reasons
 _TYPE = r"(an array|a string|a boolean|a number|null|an object)"
 
 
-# core.spec.families.NOT_SUPPORTED: why an architecture is refused
-NOT_IMPLEMENTED_ZH: list[tuple[str, str]] = [
-    (r"(.+)'s multi-head latent attention \(MLA\) and its MoE routing are not implemented",
-     r"\1 的多头潜在注意力（MLA）及其 MoE 路由尚未实现"),
-    (r"(.+)'s multi-head latent attention \(MLA\) is not implemented", r"\1 的多头潜在注意力（MLA）尚未实现"),
-    (r"(.+)'s chunked attention, NoPE layers and MoE are not implemented", r"\1 的分块注意力、NoPE 层和 MoE 尚未实现"),
-]
-
-
 def _json_reason(match: Any) -> str:
     import re
 
@@ -1057,13 +1116,26 @@ CODEC_ZH = {"invalid start byte": "无效的起始字节", "invalid continuation
 LIBRARY_PARAMS_ZH = {"yaml_says": lambda said: _rewritten(said, YAML_ZH), "os_says": lambda said: OS_ZH.get(said, said),
                      "codec_says": lambda said: CODEC_ZH.get(said, said),
                      "py_type": lambda name: _PY_TYPES_ZH.get(name, f" {name}")}
+# area B's library words
+LIBRARY_PARAMS_ZH["json_says"] = _json_error
+LIBRARY_PARAMS_ZH["serde_says"] = _serde_error
+LIBRARY_PARAMS_ZH["jinja_says"] = _jinja_error
+LIBRARY_PARAMS_ZH["py_value"] = _value
+LIBRARY_PARAMS_ZH["supported_names"] = LIBRARY_PARAMS_ZH["model_types"] = _names  # quoted, as values are
 
 
 # (pattern, 简体中文) in the order they apply; a replacement is a template or a function of the match
 PROBLEMS_ZH: list[tuple[str, Any]] = [
-    # a chat template's syntax error names a line of the template, not of a data file (before 'line N: ')
+    # core.data.tokenizer's chat template errors as core.data.pipeline.render still wraps them, as text, in a
+    # DataError ('<file> line N: <folder>: ...'); a TokenizerError itself says them by id (tokenizer.*). The
+    # syntax error names a line of the template, not of a data file (before 'line N: ')
     (r": chat template syntax error at line (\d+): (.*)$",
      lambda m: f"：对话模板第 {m.group(1)} 行有语法错误：{_jinja_error(m.group(2))}"),
+    (r": the model has no chat template \(no 'chat_template' in (\S+) and no (\S+)\); use a raw-text data format or "
+     r"add a template$", r"：该模型没有对话模板（\1 中没有 'chat_template'，也没有 \2）；请用纯文本数据格式，或添加模板"),
+    (r": several chat templates but none named 'default' \(found (.*)\)$", r"：有多个对话模板，但没有名为 'default' 的（找到 \1）"),
+    (r": the chat template refused these messages: ", "：对话模板拒绝了这些消息："),  # the template's own words follow
+    (r": chat template failed: (.*)$", lambda m: f"：对话模板出错：{_jinja_error(m.group(1))}"),
     # where: 'file line 5: ...', 'file record data[3]: ...', 'file row index 4: ...'
     (r"(\S+) line (\d+): ", r"\1 第 \2 行："), (r"(\S+) record (\S*)\[(\d+)\]: ", r"\1 记录 \2[\3]："),
     (r"(\S+) row index (\d+): ", r"\1 第 \2 行（行号从 0 起）："),
@@ -1088,91 +1160,10 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"this machine has (\d+) CPU cores, so at most (\d+) CPU workers can run \(one process each\); set "
      r"parallel\.data_parallel to (\d+) or fewer",
      r"本机有 \1 个 CPU 核，最多可运行 \2 个 CPU worker（每个一个进程）；请把 parallel.data_parallel 设为 \3 或更少"),
-    # the model: its limits (core.spec.model_args.run_problems) and the loader's refusals
-    (r"is above the model's context of (\d+) tokens \((\S+), max_position_embeddings in its config\.json\); use at "
-     r"most (\d+)", r"超过模型的上下文长度 \1 个 token（\2，见其 config.json 中的 max_position_embeddings）；最多用 \3"),
-    (r"^names (.+) match no projection of this (\S+) model; ", r"名称 \1 不匹配该 '\2' 模型的任何投影层；"),
-    (r"(^|目标模块)matches no projection of this (\S+) model; ", r"\1不匹配该 '\2' 模型的任何投影层；"),
-    (r"its projections are (.+) \(or ('[^']*') for all of them\)", r"其投影层为 \1（或用 \2 表示全部）"),
-    (r"(?<![\w/-])architectures: (\S+) is not supported \((.*)\); supported: (.*)\.$",
-     lambda m: f"'architectures'：不支持 {m.group(1)}（{_by_patterns(m.group(2), 'zh', NOT_IMPLEMENTED_ZH)}）；"
-     f"支持的架构：{m.group(3)}。"),
-    (r"(?<![\w/-])architecture (\[[^\]]*\]|'[^']*'|\S+) is not supported; supported: (.*) \(model_type (.*)\)\.$",
-     lambda m: f"不支持架构 {m.group(1)}；支持的架构：{m.group(2)}（model_type {_names(m.group(3))}）。"),
-    (r"auto_map: this checkpoint needs its own Python code \(remote code: (.*)\), which mindtune never runs; "
-     r"supported architectures: (.*)\.$", r"auto_map：该检查点需要运行它自带的 Python 代码（远程代码：\1），"
-     r"mindtune 从不运行这类代码；支持的架构：\2。"),
-    (r"not found\. A model folder needs a Hugging Face config\.json \(supported architectures: (.*)\)\.$",
-     r"未找到。模型目录需要 Hugging Face 的 config.json（支持的架构：\1）。"),
-    # core.spec.model_args / core.spec.families: a config.json's rarer checks (rope, windows, activations, Gemma)
+    # Python's json module's reason in a refusal still written as English: a checkpoint's trainer_state.json
+    # (core.engine.checkpoint, export) and a LoRA adapter's config (core.engine.lora)
     (r"not valid JSON \((.*: line \d+ column \d+ \(char \d+\))\)\.$", lambda m: f"不是有效的 JSON（{_json_error(m.group(1))}）。"),
-    (r"(?<![^\s:])must be a JSON object\.$", "必须是 JSON 对象。"),
-    (r"must be a positive integer, got (.*)\.$", lambda m: f"必须是正整数，实际为 {_value(m.group(1))}。"),
-    (r"must be a positive integer or null, got (.*)\.$", lambda m: f"必须是正整数或 null，实际为 {_value(m.group(1))}。"),
-    (r"must be a positive number or null, got (.*)\.$", lambda m: f"必须是正数或 null，实际为 {_value(m.group(1))}。"),
-    (r": (\d+) must divide (num_attention_heads=\d+)\.$", r"：\1 必须能整除 \2。"),
-    (r": must be in \(0, 1\], got (\S+)\.$", r"：必须在 (0, 1] 内，实际为 \1。"),
-    (r": ('[^']*') is not supported for (\S+); supported: (.*)\.$",
-     lambda m: f"：'{m.group(2)}' 不支持 {m.group(1)}；支持：{_names(m.group(3))}。"),
-    (r": ('[^']*') is not supported; supported: (.*)\.$", lambda m: f"：不支持 {m.group(1)}；支持：{_names(m.group(2))}。"),
-    (r": required for rope_type 'longrope': a list of positive numbers, got (.*)\.$",
-     lambda m: f"：rope_type 为 'longrope' 时必填：正数列表，实际为 {_value(m.group(1))}。"),
-    (r": required for rope_type 'longrope' \(an integer > 1\), got (.*)\.$",
-     lambda m: f"：rope_type 为 'longrope' 时必填（大于 1 的整数），实际为 {_value(m.group(1))}。"),
-    (r": required for rope_type ('[^']*')\.$", r"：rope_type 为 \1 时必填。"),
-    (r": must list one factor per rotary frequency \((\d+) = head_dim · partial_rotary_factor / 2\), got (\d+)\.$",
-     r"：必须为每个旋转频率列出一个因子（\1 = head_dim · partial_rotary_factor / 2），实际为 \2 个。"),
-    (r": must list ('[^']*') or ('[^']*') for each of the (\d+) layers\.$", r"：必须为 \3 层中的每一层列出 \1 或 \2。"),
-    (r": only 'default' is supported for sliding layers\.$", "：滑动窗口层只支持 'default'。"),
-    (r": (\S+) keeps its language model's config there; expected an object, got (.*)\.$",
-     lambda m: f"：{m.group(1)} 把其语言模型的配置放在这里；应为对象，实际为 {_value(m.group(2))}。"),
-    (r": bidirectional \(encoder-style, EmbeddingGemma\) attention is not supported; only causal language models can "
-     r"be fine-tuned\.$", "：不支持双向（编码器式，EmbeddingGemma）注意力；只有因果语言模型可以微调。"),
-    (r"(?:^|(?<=: ))only pickle weights found \((.*)\)\. mindtune loads safetensors only \(pickle files can run code when "
-     r"loaded\); convert with transformers: (`.*`)\.$",
-     r"只找到 pickle 权重（\1）。mindtune 只加载 safetensors（pickle 文件在加载时可能运行代码）；"
-     r"请用 transformers 转换：\2。"),
-    (r": not a valid safetensors index \(needs a 'weight_map'\): (.*)$",
-     lambda m: f"：不是有效的 safetensors 索引（需要 'weight_map'）：{_json_error(m.group(1))}"),
-    (r": shard (\S+) is listed but missing from (\S+)\.$", r"：索引列出了分片 \1，但 \2 中没有。"),
-    # core.spec.moe_args: a mixture of experts' settings (Mixtral, Qwen3-MoE)
-    (r": missing \(the number of experts per MoE layer\)\.$", "：缺失（每个 MoE 层的专家数）。"),
-    (r": (\d+) exceeds the (\d+) experts\.$", r"：\1 超过了专家数 \2。"),
-    (r": must be a number >= 0, got (.*)\.$", lambda m: f"：必须是 >= 0 的数字，实际为 {_value(m.group(1))}。"),
-    (r": (\S+) is not supported \(only 0, as the hub's Mixtral checkpoints ship\); set it to 0\.$",
-     r"：不支持 \1（只支持 0，与模型中心发布的 Mixtral 检查点一致）；请设为 0。"),
-    (r": true is not supported for (\S+) \(no hub checkpoint uses it\); set it to false\.$",
-     r"：\1 不支持 true（模型中心没有检查点使用它）；请设为 false。"),
-    (r": must be a list of layer indices in (\[0, \d+\)), got (.*)\.$",
-     lambda m: f"：必须是 {m.group(1)} 内的层序号列表，实际为 {_value(m.group(2))}。"),
-    # core.data.tokenizer: a model folder's tokenizer files and its chat template
-    (r": cannot read JSON \((.*)\)$", lambda m: f"：无法读取 JSON（{_json_error(m.group(1))}）"),
-    (r": expected a JSON object, got (\w+)$", lambda m: f"：应为 JSON 对象，实际为{_PY_TYPES_ZH.get(m.group(1), ' ' + m.group(1))}"),
-    (r": not a valid tokenizers file \((.*)\)$", lambda m: f"：不是有效的 tokenizers 文件（{_serde_error(m.group(1))}）"),
-    (r": a token must be a string or an object with a string 'content', got (.*)$",
-     lambda m: f"：记号必须是字符串，或含字符串 'content' 的对象，实际为 {_value(m.group(1))}"),
-    (r": expected an object with a string 'content', got (.*)$",
-     lambda m: f"：应为含字符串 'content' 的对象，实际为 {_value(m.group(1))}"),
-    (r"'eos_token_id': expected an int or a list of ints, got (.*)$",
-     lambda m: f"'eos_token_id'：应为整数或整数列表，实际为 {_value(m.group(1))}"),
-    (r": expected an object with string 'name' and 'template'$", "：应为含字符串 'name' 和 'template' 的对象"),
-    (r": expected a string or a list of \{name, template\} objects, got (\w+)$",
-     lambda m: f"：应为字符串或 {{name, template}} 对象的列表，实际为{_PY_TYPES_ZH.get(m.group(1), ' ' + m.group(1))}"),
-    (r": the model has no chat template \(no 'chat_template' in (\S+) and no (\S+)\); use a raw-text data format or "
-     r"add a template$", r"：该模型没有对话模板（\1 中没有 'chat_template'，也没有 \2）；请用纯文本数据格式，或添加模板"),
-    (r": several chat templates but none named 'default' \(found (.*)\)$", r"：有多个对话模板，但没有名为 'default' 的（找到 \1）"),
-    (r": the chat template refused these messages: ", "：对话模板拒绝了这些消息："),  # the template's own words follow
-    (r": chat template failed: (.*)$", lambda m: f"：对话模板出错：{_jinja_error(m.group(1))}"),
     (r"not valid JSON \((.*)\)\.$", r"不是有效的 JSON（\1）。"),
-    (r"no tokenizer\.json \(a Hugging Face fast tokenizer is needed\)", "没有 tokenizer.json（需要 Hugging Face 快速分词器）"),
-    (r"unreadable weights: ", "权重无法读取："),
-    (r"no model\.safetensors or model\.safetensors\.index\.json\. Expected a Hugging Face folder with config\.json "
-     r"and model\.safetensors \(or a sharded model\.safetensors\.index\.json\)\.",
-     "没有 model.safetensors 或 model.safetensors.index.json。需要含 config.json 与 model.safetensors"
-     "（或分片的 model.safetensors.index.json）的 Hugging Face 目录。"),
-    (r"not a folder\. Expected a Hugging Face folder with config\.json and model\.safetensors \(or a sharded "
-     r"model\.safetensors\.index\.json\)\.", "不是目录。需要含 config.json 与 model.safetensors"
-     "（或分片的 model.safetensors.index.json）的 Hugging Face 目录。"),
     # the console's checks (app.train_callbacks, app.paths, app.jobs)
     (r"^(\S+) = (.+?) in (\S+): ", r"\1 = \2（\3 中）："), (r"^(\S+) in (\S+): ", r"\1（\2 中）："),
     (r"^(\S+) is (\w+); only a stopped or failed run can be resumed$",

@@ -95,14 +95,14 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
         errors["model.path"] = (f"{config.model.path} is not a model folder under "
                                 f"{', '.join(str(r) for r in console.settings.models_dirs)}")
     elif not entry.loadable:
-        errors["model.path"] = f"{entry.name} is not loadable: {entry.reason}"
+        errors["model.path"] = Message("model.not_loadable", name=entry.name, reason=entry.reason)
     else:
         try:
             check_run_settings(config.with_updates({"model.path": str(entry.path)}))
         except ConfigError as err:  # data.max_seq_len above the context, LoRA targets the model lacks
             errors.update(form.errors_by_widget(err.errors))
         except CheckpointError as err:
-            errors["model.path"] = str(err)
+            errors["model.path"] = err.message  # a core message by id where it has one (core.spec.errors)
     for key in ("data.train_file", "data.validation_file", "data.test_file"):
         name = config.to_flat()[key]
         if name:

@@ -39,6 +39,9 @@ import tokenizers
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import AddedToken
 
+from core.spec.errors import MessageError
+from core.spec.messages import Message
+
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
@@ -58,9 +61,20 @@ EXTRA_SPECIAL_TOKEN_KEYS = ("additional_special_tokens", "extra_special_tokens")
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
 
-class TokenizerError(ValueError):
+class TokenizerError(MessageError):
     """A model folder's tokenizer files are missing, malformed or unsupported, or a chat cannot be
-    rendered. The message names the file (or message) and what would be valid."""
+    rendered. The message names the file (or message) and what would be valid; where it has an id,
+    it is a core message (`message`, `said`: model.at around a tokenizer.* message)."""
+
+
+def _at(where: Any, reason: Message) -> Message:
+    """'<where>: <reason>': a file, or a file and its 'key'."""
+    return Message("model.at", where=str(where), reason=reason)
+
+
+def _entry(path: Any, key: str) -> str:
+    """Where a value is: "<file> '<key>'"."""
+    return f"{path} '{key}'"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,9 +88,9 @@ def _read_json(path: Path) -> dict | None:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise TokenizerError(f"{path}: cannot read JSON ({err})") from err
+        raise TokenizerError(_at(path, Message("tokenizer.unreadable_json", json_says=str(err)))) from err
     if not isinstance(value, dict):
-        raise TokenizerError(f"{path}: expected a JSON object, got {type(value).__name__}")
+        raise TokenizerError(_at(path, Message("tokenizer.not_object", py_type=type(value).__name__)))
     return value
 
 
@@ -92,13 +106,11 @@ def _load_backend(model_dir: Path) -> tokenizers.Tokenizer:
                 f"AutoTokenizer.from_pretrained('{model_dir}').save_pretrained('{model_dir}')\" "
                 f"which writes {TOKENIZER_FILE}."
             )
-        raise TokenizerError(
-            f"{model_dir}: no {TOKENIZER_FILE}; a Hugging Face fast tokenizer ({TOKENIZER_FILE}) is required"
-        )
+        raise TokenizerError(_at(model_dir, Message("tokenizer.no_file")))
     try:
         return tokenizers.Tokenizer.from_file(str(path))
     except Exception as err:  # tokenizers raises a bare Exception for malformed files
-        raise TokenizerError(f"{path}: not a valid tokenizers file ({err})") from err
+        raise TokenizerError(_at(path, Message("tokenizer.invalid_file", serde_says=str(err)))) from err
 
 
 def _added_token(value: Any, where: str) -> AddedToken | None:
@@ -117,7 +129,7 @@ def _added_token(value: Any, where: str) -> AddedToken | None:
             normalized=bool(value.get("normalized", False)),
             special=True,
         )
-    raise TokenizerError(f"{where}: a token must be a string or an object with a string 'content', got {value!r}")
+    raise TokenizerError(_at(where, Message("tokenizer.token", py_value=repr(value))))
 
 
 def _is_token_value(value: Any) -> bool:
@@ -132,15 +144,15 @@ def _named_special_tokens(config: dict, special_map: dict | None, config_path: P
     named: dict[str, Any] = {}
     for key, value in config.items():
         if key in STANDARD_SPECIAL_TOKENS or (key.endswith("_token") and _is_token_value(value)):
-            named[key] = (value, f"{config_path} '{key}'")
+            named[key] = (value, _entry(config_path, key))
     extra = config.get("extra_special_tokens")
     if isinstance(extra, Mapping):  # newer layout: {"image_token": "<image>", ...}
         for key, value in extra.items():
-            named[key] = (value, f"{config_path} 'extra_special_tokens.{key}'")
+            named[key] = (value, _entry(config_path, f"extra_special_tokens.{key}"))
     if special_map is not None and "added_tokens_decoder" not in config:
         for key, value in special_map.items():
             if key in STANDARD_SPECIAL_TOKENS or (key.endswith("_token") and _is_token_value(value)):
-                named[key] = (value, f"{map_path} '{key}'")
+                named[key] = (value, _entry(map_path, key))
     return {key: _added_token(value, where) for key, (value, where) in named.items()}
 
 
@@ -155,7 +167,7 @@ def _extra_special_tokens(config: dict, special_map: dict | None, config_path: P
         for key in EXTRA_SPECIAL_TOKEN_KEYS:
             values = source.get(key)
             if isinstance(values, list):
-                tokens.extend(_added_token(v, f"{path} '{key}'") for v in values)
+                tokens.extend(_added_token(v, _entry(path, key)) for v in values)
     return [t for t in tokens if t is not None]
 
 
@@ -166,9 +178,9 @@ def _config_added_tokens(config: dict, config_path: Path) -> list[AddedToken]:
         return []
     tokens = []
     for index, value in sorted(decoder.items(), key=lambda item: int(item[0])):
-        where = f"{config_path} 'added_tokens_decoder.{index}'"
         if not _is_token_value(value):
-            raise TokenizerError(f"{where}: expected an object with a string 'content', got {value!r}")
+            raise TokenizerError(_at(_entry(config_path, f"added_tokens_decoder.{index}"),
+                                     Message("tokenizer.added_token", py_value=repr(value))))
         value = value if isinstance(value, Mapping) else {"content": value}
         tokens.append(AddedToken(
             value["content"],
@@ -206,7 +218,7 @@ def _generation_eos_ids(model_dir: Path) -> set[int]:
         return set()
     values = value if isinstance(value, list) else [value]
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        raise TokenizerError(f"{path} 'eos_token_id': expected an int or a list of ints, got {value!r}")
+        raise TokenizerError(_at(_entry(path, "eos_token_id"), Message("tokenizer.eos_ids", py_value=repr(value))))
     return set(values)
 
 
@@ -256,16 +268,12 @@ def _load_chat_templates(model_dir: Path, config: dict, config_path: Path) -> di
         for index, entry in enumerate(value):
             if not (isinstance(entry, Mapping) and isinstance(entry.get("name"), str)
                     and isinstance(entry.get("template"), str)):
-                raise TokenizerError(
-                    f"{config_path} 'chat_template[{index}]': expected an object with string "
-                    f"'name' and 'template'"
-                )
+                raise TokenizerError(_at(_entry(config_path, f"chat_template[{index}]"),
+                                         Message("tokenizer.template_entry")))
             templates[entry["name"]] = entry["template"]
         return templates
-    raise TokenizerError(
-        f"{config_path} 'chat_template': expected a string or a list of {{name, template}} objects, "
-        f"got {type(value).__name__}"
-    )
+    raise TokenizerError(_at(_entry(config_path, "chat_template"),
+                             Message("tokenizer.template_type", py_type=type(value).__name__)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,9 +379,7 @@ class Tokenizer:
         """Load `tokenizer.json` and the optional config files of a Hugging Face model folder."""
         model_dir = Path(model_dir)
         if not model_dir.is_dir():
-            raise TokenizerError(
-                f"{model_dir}: not a folder; expected a Hugging Face model folder with {TOKENIZER_FILE}"
-            )
+            raise TokenizerError(_at(model_dir, Message("tokenizer.not_a_folder")))
         backend = _load_backend(model_dir)
         config_path = model_dir / TOKENIZER_CONFIG_FILE
         map_path = model_dir / SPECIAL_TOKENS_MAP_FILE
@@ -383,7 +389,7 @@ class Tokenizer:
         named = _named_special_tokens(config, special_map, config_path, map_path)
         padding = backend.padding  # a pad token baked into tokenizer.json counts when the config has none
         if "pad_token" not in named and padding:
-            named["pad_token"] = _added_token(padding.get("pad_token"), f"{model_dir / TOKENIZER_FILE} 'padding'")
+            named["pad_token"] = _added_token(padding.get("pad_token"), _entry(model_dir / TOKENIZER_FILE, "padding"))
         extra = _extra_special_tokens(config, special_map, config_path, map_path)
         _register_tokens(backend, [*_config_added_tokens(config, config_path),
                                    *(t for t in named.values() if t is not None), *extra])
@@ -503,18 +509,12 @@ class Tokenizer:
         """The template source `apply_chat_template` uses: "default", or "tool_use" when tools are
         given and the folder has one."""
         if not self._chat_templates:
-            raise TokenizerError(
-                f"{self._source}: the model has no chat template (no 'chat_template' in {TOKENIZER_CONFIG_FILE} "
-                f"and no {CHAT_TEMPLATE_FILE}); use a raw-text data format or add a template"
-            )
+            raise TokenizerError(_at(self._source, Message("tokenizer.no_template")))
         if tools is not None and "tool_use" in self._chat_templates:
             return self._chat_templates["tool_use"]
         if "default" in self._chat_templates:
             return self._chat_templates["default"]
-        raise TokenizerError(
-            f"{self._source}: several chat templates but none named 'default' "
-            f"(found {sorted(self._chat_templates)})"
-        )
+        raise TokenizerError(_at(self._source, Message("tokenizer.no_default", names=str(sorted(self._chat_templates)))))
 
     def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = False,
                             tokenize: bool = False, **extra: Any) -> str | list[int]:
@@ -530,18 +530,17 @@ class Tokenizer:
         try:
             text = template.render(messages=messages, add_generation_prompt=add_generation_prompt, **variables)
         except _TemplateRefusal as err:
-            raise TokenizerError(f"{self._source}: the chat template refused these messages: {err}") from None
+            raise TokenizerError(_at(self._source, Message("tokenizer.refused", template_says=str(err)))) from None
         except jinja2.TemplateError as err:
-            raise TokenizerError(f"{self._source}: chat template failed: {err}") from err
+            raise TokenizerError(_at(self._source, Message("tokenizer.failed", jinja_says=str(err)))) from err
         return self.encode(text, add_special_tokens=False) if tokenize else text
 
     def _compiled(self, tools: Any) -> jinja2.Template:
         try:
             return _compile_template(self.chat_template(tools))
         except jinja2.TemplateSyntaxError as err:
-            raise TokenizerError(
-                f"{self._source}: chat template syntax error at line {err.lineno}: {err.message}"
-            ) from err
+            raise TokenizerError(_at(self._source, Message("tokenizer.syntax", line=err.lineno,
+                                                           jinja_says=str(err.message)))) from err
 
     def __repr__(self) -> str:
         return f"Tokenizer({self._source!r}, vocab_size={self.vocab_size}, special_tokens={self._special_tokens})"

@@ -17,6 +17,7 @@ from typing import Callable
 
 import core.spec.moe_args as moe_args
 from core.spec.errors import check
+from core.spec.messages import Message
 
 # Our parameter names are transformers' module paths for the text model, so LoRA adapters keep
 # PEFT's names and most families map one to one.
@@ -232,7 +233,7 @@ register(FamilySpec("qwen3_moe", ("Qwen3MoeForCausalLM",), ("qwen3_moe",), qk_no
 def _positive_or_none(cfg: dict, key: str, source: str) -> float | None:
     value = cfg.get(key)
     check(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0),
-           source, key, f"must be a positive number or null, got {value!r}")
+           source, key, Message("model.positive_or_null", py_value=repr(value)))
     return None if value is None else float(value)
 
 
@@ -240,8 +241,7 @@ def _gemma_extra_args(cfg: dict, source: str) -> dict:
     """Gemma 2 / 3: scores scaled by query_pre_attn_scalar ** -0.5 (not head_dim's), tanh
     soft-capping of the scores and of the final logits where the config sets them."""
     check(not cfg.get("use_bidirectional_attention"), source, "use_bidirectional_attention",
-           "bidirectional (encoder-style, EmbeddingGemma) attention is not supported; only causal language "
-           "models can be fine-tuned")
+           Message("model.bidirectional"))
     scalar = _positive_or_none(cfg, "query_pre_attn_scalar", source)
     return {"attention_scale": None if scalar is None else scalar ** -0.5,
             "attn_softcap": _positive_or_none(cfg, "attn_logit_softcapping", source),
@@ -305,8 +305,8 @@ def model_types() -> dict[str, str]:
 
 # Architectures people will try that mindtune does not build, and why (the error says so).
 NOT_SUPPORTED = {
-    "DeepseekV3ForCausalLM": "DeepSeek-V3's multi-head latent attention (MLA) and its MoE routing are not implemented",
-    "DeepseekV2ForCausalLM": "DeepSeek-V2's multi-head latent attention (MLA) is not implemented",
-    "Llama4ForCausalLM": "Llama 4's chunked attention, NoPE layers and MoE are not implemented",
-    "Llama4ForConditionalGeneration": "Llama 4's chunked attention, NoPE layers and MoE are not implemented",
+    "DeepseekV3ForCausalLM": Message("model.mla_moe", name="DeepSeek-V3"),
+    "DeepseekV2ForCausalLM": Message("model.mla", name="DeepSeek-V2"),
+    "Llama4ForCausalLM": Message("model.chunked_nope_moe", name="Llama 4"),
+    "Llama4ForConditionalGeneration": Message("model.chunked_nope_moe", name="Llama 4"),
 }

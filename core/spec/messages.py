@@ -158,6 +158,88 @@ CATALOGUE: dict[str, str] = {
     # ---- area A: the data (core.data) ----
 
     # ---- area B: the model folder (core.spec.model_args, families, moe_args, core.data.tokenizer) ----
+    # where a model folder's problem is: the file (a path, or a path and its 'key'), the config.json key
+    "model.at": "{where}: {reason}",
+    "model.at_setting": "{setting}: {reason}.",
+    # a model folder's config.json (core.spec.model_args, core.spec.families); `json_says` is Python's json
+    # module's own reason, `py_value` a value as Python shows it
+    "model.no_config": ("not found. A model folder needs a Hugging Face config.json (supported architectures: "
+                        "{architectures})."),
+    "model.invalid_json": "not valid JSON ({json_says}).",
+    "model.not_object": "must be a JSON object",
+    "model.remote_code": ("auto_map: this checkpoint needs its own Python code (remote code: {classes}), which "
+                          "mindtune never runs; supported architectures: {architectures}."),
+    "model.architecture_refused": "architectures: {architecture} is not supported ({why}); supported: {architectures}.",
+    "model.architecture_unknown": ("architecture {architecture} is not supported; supported: {architectures} "
+                                   "(model_type {model_types})."),
+    "model.mla_moe": "{name}'s multi-head latent attention (MLA) and its MoE routing are not implemented",
+    "model.mla": "{name}'s multi-head latent attention (MLA) is not implemented",
+    "model.chunked_nope_moe": "{name}'s chunked attention, NoPE layers and MoE are not implemented",
+    "model.positive_int": "must be a positive integer, got {py_value}",
+    "model.positive_int_or_null": "must be a positive integer or null, got {py_value}",
+    "model.positive_or_null": "must be a positive number or null, got {py_value}",
+    "model.kv_heads": "{kv_heads} must divide num_attention_heads={heads}",
+    "model.text_config": "{architecture} keeps its language model's config there; expected an object, got {py_value}",
+    "model.not_supported": "{py_value} is not supported; supported: {supported_names}",
+    "model.rotary_factor": "must be in (0, 1], got {factor}",
+    "model.rope_family": "{py_value} is not supported for {family}; supported: {supported_names}",
+    "model.sliding_rope": "only 'default' is supported for sliding layers",
+    "model.rope_required": "required for rope_type {rope_type}",
+    "model.longrope_factors": "required for rope_type 'longrope': a list of positive numbers, got {py_value}",
+    "model.longrope_original": "required for rope_type 'longrope' (an integer > 1), got {py_value}",
+    "model.factor_count": ("must list one factor per rotary frequency ({half} = head_dim · partial_rotary_factor / 2), "
+                           "got {count}"),
+    "model.layer_types": "must list {full} or {sliding} for each of the {layers} layers",
+    "model.bidirectional": ("bidirectional (encoder-style, EmbeddingGemma) attention is not supported; only causal "
+                            "language models can be fine-tuned"),
+    # ... what a run asks of it (core.spec.model_args.run_problems)
+    "model.above_context": ("is above the model's context of {tokens} tokens ({architecture}, max_position_embeddings "
+                            "in its config.json); use at most {tokens}"),
+    "model.targets_unmatched": ("names {names} match no projection of this {family} model; its projections are "
+                                "{projections} (or 'all-linear' for all of them)"),
+    "model.targets_none": ("matches no projection of this {family} model; its projections are {projections} (or "
+                           "'all-linear' for all of them)"),
+    "model.targets_widget": "target modules {reason}",
+    # ... its weight files (core.spec.model_args: the loader's refusals; app.catalog)
+    "model.not_a_folder": ("not a folder. Expected a Hugging Face folder with config.json and model.safetensors (or a "
+                           "sharded model.safetensors.index.json)."),
+    "model.no_weights": ("no model.safetensors or model.safetensors.index.json. Expected a Hugging Face folder with "
+                         "config.json and model.safetensors (or a sharded model.safetensors.index.json)."),
+    "model.pickle_only": ("only pickle weights found ({files}). mindtune loads safetensors only (pickle files can run "
+                          "code when loaded); convert with transformers: "
+                          "`AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir, safe_serialization=True)`."),
+    "model.bad_index": "not a valid safetensors index (needs a 'weight_map'): {json_says}",
+    "model.shard_missing": "shard {shard} is listed but missing from {folder}.",
+    "model.no_tokenizer": "no tokenizer.json (a Hugging Face fast tokenizer is needed)",
+    "model.unreadable_weights": "unreadable weights: {reason}",
+    "model.short_weights": "{file}: too short for a safetensors file",
+    "model.huge_header": "{file}: header of {size} bytes is implausible",
+    "model.not_loadable": "{name} is not loadable: {reason}",
+    # a mixture of experts' settings (core.spec.moe_args)
+    "moe.experts_missing": "missing (the number of experts per MoE layer)",
+    "moe.top_k": "{top_k} exceeds the {experts} experts",
+    "moe.aux_loss": "must be a number >= 0, got {py_value}",
+    "moe.jitter": "{py_value} is not supported (only 0, as the hub's Mixtral checkpoints ship); set it to 0",
+    "moe.qwen_window": "true is not supported for Qwen3-MoE (no hub checkpoint uses it); set it to false",
+    "moe.dense_layers": "must be a list of layer indices in [0, {layers}), got {py_value}",
+    # a model folder's tokenizer files and chat template (core.data.tokenizer); `serde_says` is the tokenizers
+    # library's reason, `jinja_says` jinja2's, `template_says` the template's own words (raise_exception)
+    "tokenizer.not_a_folder": "not a folder; expected a Hugging Face model folder with tokenizer.json",
+    "tokenizer.no_file": "no tokenizer.json; a Hugging Face fast tokenizer (tokenizer.json) is required",
+    "tokenizer.unreadable_json": "cannot read JSON ({json_says})",
+    "tokenizer.not_object": "expected a JSON object, got {py_type}",
+    "tokenizer.invalid_file": "not a valid tokenizers file ({serde_says})",
+    "tokenizer.token": "a token must be a string or an object with a string 'content', got {py_value}",
+    "tokenizer.added_token": "expected an object with a string 'content', got {py_value}",
+    "tokenizer.eos_ids": "expected an int or a list of ints, got {py_value}",
+    "tokenizer.template_entry": "expected an object with string 'name' and 'template'",
+    "tokenizer.template_type": "expected a string or a list of {{name, template}} objects, got {py_type}",
+    "tokenizer.no_template": ("the model has no chat template (no 'chat_template' in tokenizer_config.json and no "
+                              "chat_template.jinja); use a raw-text data format or add a template"),
+    "tokenizer.no_default": "several chat templates but none named 'default' (found {names})",
+    "tokenizer.refused": "the chat template refused these messages: {template_says}",
+    "tokenizer.failed": "chat template failed: {jinja_says}",
+    "tokenizer.syntax": "chat template syntax error at line {line}: {jinja_says}",
 
     # ---- area C: a field's own rule (core.spec.config), core.run's checks (Slurm's shared folder, trackers, cores) ----
 
@@ -186,6 +268,7 @@ NOT_RECOGNISED = frozenset({"problem.got", "problem.empty", "problem.and", "prob
 # area A's (the data's where: file, line, record):
 
 # area B's:
+NOT_RECOGNISED = NOT_RECOGNISED | frozenset({"model.at", "model.at_setting"})
 
 # area C's:
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from core.spec.config import ConfigError, Problem
+from core.spec.messages import Message
 from core.spec.errors import CheckpointError, ModelConfigError, check  # noqa: F401 (re-exported: raised here)
 from core.spec.families import (ACTIVATIONS, FAMILIES, FULL, NOT_SUPPORTED, PROJECTION_NAMES, ROPE_TYPE_ALIASES,  # noqa: F401
                            ROPE_TYPES, SLIDING, FamilySpec, architectures, model_types)
@@ -94,15 +95,12 @@ class ModelArgs:
     def from_dir(cls, model_dir: str | Path) -> "ModelArgs":
         path = Path(model_dir) / "config.json"
         if not path.is_file():
-            raise ModelConfigError(
-                f"{path}: not found. A model folder needs a Hugging Face config.json "
-                f"(supported architectures: {', '.join(ARCHITECTURES)})."
-            )
+            raise ModelConfigError(_at(path, Message("model.no_config", architectures=", ".join(ARCHITECTURES))))
         try:
             cfg = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ModelConfigError(f"{path}: not valid JSON ({exc}).") from exc
-        check(isinstance(cfg, dict), str(path), "config.json", "must be a JSON object")
+            raise ModelConfigError(_at(path, Message("model.invalid_json", json_says=str(exc)))) from exc
+        check(isinstance(cfg, dict), str(path), "config.json", Message("model.not_object"))
         return cls.from_hf_config(cfg, source=str(path))
 
     @classmethod
@@ -113,11 +111,11 @@ class ModelArgs:
                     "num_attention_heads")
         for key in required:
             check(isinstance(cfg.get(key), int) and cfg[key] > 0, source, key,
-                   f"must be a positive integer, got {cfg.get(key)!r}")
+                   Message("model.positive_int", py_value=repr(cfg.get(key))))
         heads = cfg["num_attention_heads"]
         kv_heads = cfg.get("num_key_value_heads") or heads
         check(heads % kv_heads == 0, source, "num_key_value_heads",
-               f"{kv_heads} must divide num_attention_heads={heads}")
+               Message("model.kv_heads", kv_heads=kv_heads, heads=heads))
         head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
         rope = _rope_settings(cfg, spec, source)
         layers = cfg["num_hidden_layers"]
@@ -160,8 +158,7 @@ class ModelArgs:
             if name in scaling:
                 half = int(head_dim * rope["partial_rotary_factor"]) // 2
                 check(len(scaling[name]) == half, source, f"rope_scaling.{name}",
-                       f"must list one factor per rotary frequency ({half} = head_dim · partial_rotary_factor / 2), "
-                       f"got {len(scaling[name])}")
+                       Message("model.factor_count", half=half, count=len(scaling[name])))
         return cls(**fields)
 
     def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -251,24 +248,26 @@ def _dense_shapes(prefix: str, dense: list[tuple[str, int, int, bool]]) -> dict[
 def _family_of(cfg: dict, source: str) -> str:
     archs = cfg.get("architectures") or []
     if cfg.get("auto_map") and not _auto_map_is_native(cfg):
-        raise ModelConfigError(
-            f"{source}: auto_map: this checkpoint needs its own Python code (remote code: "
-            f"{', '.join(sorted(cfg['auto_map']))}), which mindtune never runs; supported architectures: "
-            f"{', '.join(ARCHITECTURES)}.")
+        raise ModelConfigError(_at(source, Message("model.remote_code", classes=", ".join(sorted(cfg["auto_map"])),
+                                                   architectures=", ".join(ARCHITECTURES))))
     for arch in archs:
         if arch in ARCHITECTURES:
             return ARCHITECTURES[arch]
     for arch in archs:
         if arch in NOT_SUPPORTED:
-            raise ModelConfigError(f"{source}: architectures: {arch} is not supported ({NOT_SUPPORTED[arch]}); "
-                                   f"supported: {', '.join(ARCHITECTURES)}.")
+            raise ModelConfigError(_at(source, Message("model.architecture_refused", architecture=arch,
+                                                       why=NOT_SUPPORTED[arch], architectures=", ".join(ARCHITECTURES))))
     model_type = cfg.get("model_type")
     if not archs and model_type in MODEL_TYPES:
         return MODEL_TYPES[model_type]
-    raise ModelConfigError(
-        f"{source}: architecture {archs or model_type!r} is not supported; supported: "
-        f"{', '.join(ARCHITECTURES)} (model_type {', '.join(MODEL_TYPES)})."
-    )
+    raise ModelConfigError(_at(source, Message("model.architecture_unknown", architecture=repr(archs or model_type),
+                                               architectures=", ".join(ARCHITECTURES),
+                                               model_types=", ".join(MODEL_TYPES))))
+
+
+def _at(where, reason: Message) -> Message:
+    """'<where>: <reason>' (a file, or a file and its 'key'), the reason a message by id."""
+    return Message("model.at", where=str(where), reason=reason)
 
 
 def _auto_map_is_native(cfg: dict) -> bool:
@@ -289,7 +288,7 @@ def _language_model_config(cfg: dict, spec: FamilySpec, source: str) -> dict:
     if arch is not None:
         text = cfg.get("text_config")
         check(isinstance(text, dict), source, "text_config",
-               f"{arch} keeps its language model's config there; expected an object, got {text!r}")
+               Message("model.text_config", architecture=arch, py_value=repr(text)))
         top = {k: v for k, v in cfg.items() if not k.endswith("_config")}
         cfg = {**top, **text, "architectures": cfg["architectures"]}
     return {**spec.config_defaults, **cfg}
@@ -299,7 +298,7 @@ def _activation(cfg: dict, spec: FamilySpec, source: str) -> str:
     key = next((k for k in spec.activation_keys if cfg.get(k) is not None), spec.activation_keys[0])
     name = cfg.get(key, "silu")
     check(name in ACTIVATIONS, source, key,
-           f"{name!r} is not supported; supported: {', '.join(ACTIVATIONS)}")
+           Message("model.not_supported", py_value=repr(name), supported_names=", ".join(ACTIVATIONS)))
     return ACTIVATIONS[name]
 
 
@@ -315,14 +314,14 @@ def _rope_settings(cfg: dict, spec: FamilySpec, source: str) -> dict:
     scaling = dict(cfg.get("rope_scaling") or {})
     theta = float(params.pop("rope_theta", cfg.get("rope_theta", 10000.0)))
     factor = float(params.pop("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)))
-    check(0 < factor <= 1, source, "partial_rotary_factor", f"must be in (0, 1], got {factor}")
+    check(0 < factor <= 1, source, "partial_rotary_factor", Message("model.rotary_factor", factor=factor))
     merged = {**scaling, **params}
     where = "rope_parameters" if cfg.get("rope_parameters") else "rope_scaling"
     scaling_out = _rope_scaling(merged, spec, f"{where}.rope_type", source, cfg)
     local_theta = cfg.get("rope_local_base_freq")
     if local:
         check(_rope_scaling(local, spec, f"rope_parameters.{SLIDING}.rope_type", source) is None, source,
-               f"rope_parameters.{SLIDING}.rope_type", "only 'default' is supported for sliding layers")
+               f"rope_parameters.{SLIDING}.rope_type", Message("model.sliding_rope"))
         local_theta = local.get("rope_theta", local_theta)
     return {"theta": theta, "scaling": scaling_out, "partial_rotary_factor": factor,
             "local_theta": None if local_theta is None else float(local_theta)}
@@ -332,7 +331,8 @@ def _rope_scaling(merged: dict, spec: FamilySpec, key: str, source: str, cfg: di
     rope_type = merged.get("rope_type", merged.get("type", "default"))
     rope_type = ROPE_TYPE_ALIASES.get(rope_type, rope_type)
     check(rope_type in spec.rope_types, source, key,
-           f"{rope_type!r} is not supported for {spec.name}; supported: {', '.join(spec.rope_types)}")
+           Message("model.rope_family", py_value=repr(rope_type), family=spec.name,
+                   supported_names=", ".join(spec.rope_types)))
     if rope_type == "default":
         return None
     section = key.rsplit('.', 1)[0]
@@ -341,7 +341,7 @@ def _rope_scaling(merged: dict, spec: FamilySpec, key: str, source: str, cfg: di
     need = ("factor",) if rope_type == "linear" else (
         "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
     for name in need:
-        check(name in merged, source, f"{section}.{name}", f"required for rope_type {rope_type!r}")
+        check(name in merged, source, f"{section}.{name}", Message("model.rope_required", rope_type=repr(rope_type)))
     return {"rope_type": rope_type, **{k: merged[k] for k in need}}
 
 
@@ -354,11 +354,11 @@ def _longrope(merged: dict, cfg: dict, section: str, source: str) -> dict:
     for name in ("short_factor", "long_factor"):
         value = merged.get(name)
         check(isinstance(value, list) and value and all(isinstance(v, (int, float)) and v > 0 for v in value),
-               source, f"{section}.{name}", f"required for rope_type 'longrope': a list of positive numbers, got {value!r}")
+               source, f"{section}.{name}", Message("model.longrope_factors", py_value=repr(value)))
     original = cfg.get("original_max_position_embeddings") or merged.get("original_max_position_embeddings") \
         or cfg.get("max_position_embeddings")
     check(isinstance(original, int) and original > 1, source, "original_max_position_embeddings",
-           f"required for rope_type 'longrope' (an integer > 1), got {original!r}")
+           Message("model.longrope_original", py_value=repr(original)))
     factor = merged.get("factor") or cfg.get("max_position_embeddings", original) / original
     attention = merged.get("attention_factor")
     if attention is None:
@@ -377,11 +377,11 @@ def _windows(cfg: dict, spec: FamilySpec, layers: int, source: str) -> tuple[int
     if window is None or spec.windows == "none":
         return None, ()
     check(isinstance(window, int) and window > 0, source, "sliding_window",
-           f"must be a positive integer or null, got {window!r}")
+           Message("model.positive_int_or_null", py_value=repr(window)))
     given = cfg.get("layer_types")
     if given is not None:
         check(isinstance(given, list) and len(given) == layers and set(given) <= {FULL, SLIDING}, source,
-               "layer_types", f"must list {FULL!r} or {SLIDING!r} for each of the {layers} layers")
+               "layer_types", Message("model.layer_types", full=repr(FULL), sliding=repr(SLIDING), layers=layers))
         types = tuple(given)
     elif spec.windows == "all":
         types = (SLIDING,) * layers
@@ -424,17 +424,15 @@ def run_problems(args: ModelArgs, max_seq_len: int, method: str, target_modules)
     its context (no silent extrapolation), LoRA targets that name no projection of the family."""
     problems = []
     if max_seq_len > args.max_position_embeddings:
-        problems.append(("data.max_seq_len", max_seq_len,
-                         f"is above the model's context of {args.max_position_embeddings} tokens "
-                         f"({args.architecture}, max_position_embeddings in its config.json); use at most "
-                         f"{args.max_position_embeddings}"))
+        problems.append(("data.max_seq_len", max_seq_len, Message(
+            "model.above_context", tokens=args.max_position_embeddings, architecture=args.architecture)))
     if method == "lora":
         chosen, unmatched = match_lora_targets(args.dense_shapes(), target_modules, args.spec.default_lora_targets)
         if unmatched or not chosen:
-            what = (f"names {', '.join(unmatched)} match" if unmatched else "matches")
+            said = dict(family=args.family, projections=", ".join(args.lora_target_names()))
             problems.append(("lora.target_modules", target_modules,
-                             f"{what} no projection of this {args.family} model; its projections are "
-                             f"{', '.join(args.lora_target_names())} (or '{ALL_LINEAR}' for all of them)"))
+                             Message("model.targets_unmatched", names=", ".join(unmatched), **said) if unmatched
+                             else Message("model.targets_none", **said)))
     return problems
 
 
@@ -503,7 +501,7 @@ SUPPORTED = ("a Hugging Face folder with config.json and model.safetensors "
 def require_folder(model_dir: str | Path) -> Path:
     folder = Path(model_dir)
     if not folder.is_dir():
-        raise CheckpointError(f"{folder}: not a folder. Expected {SUPPORTED}.")
+        raise CheckpointError(_at(folder, Message("model.not_a_folder")))
     return folder
 
 
@@ -518,12 +516,8 @@ def weight_files(model_dir: str | Path) -> list[Path]:
         return [single]
     pickles = sorted({p.name for pattern in PICKLE_GLOBS for p in folder.glob(pattern)})
     if pickles:
-        raise CheckpointError(
-            f"{folder}: only pickle weights found ({', '.join(pickles)}). mindtune loads safetensors only "
-            f"(pickle files can run code when loaded); convert with transformers: "
-            f"`AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir, safe_serialization=True)`."
-        )
-    raise CheckpointError(f"{folder}: no {WEIGHTS_NAME} or {INDEX_NAME}. Expected {SUPPORTED}.")
+        raise CheckpointError(_at(folder, Message("model.pickle_only", files=", ".join(pickles))))
+    raise CheckpointError(_at(folder, Message("model.no_weights")))
 
 
 def file_sha256(paths: list[Path]) -> str:
@@ -552,12 +546,12 @@ def _shards_from_index(index: Path) -> list[Path]:
     try:
         weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise CheckpointError(f"{index}: not a valid safetensors index (needs a 'weight_map'): {exc}") from exc
+        raise CheckpointError(_at(index, Message("model.bad_index", json_says=str(exc)))) from exc
     shards = []
     for name in dict.fromkeys(weight_map.values()):
         shard = index.parent / name
         if not shard.is_file():
-            raise CheckpointError(f"{index}: shard {name} is listed but missing from {index.parent}.")
+            raise CheckpointError(_at(index, Message("model.shard_missing", shard=name, folder=str(index.parent))))
         shards.append(shard)
     return shards
 
@@ -568,4 +562,4 @@ def read_model_args(model_dir: str | Path) -> ModelArgs:
     try:
         return ModelArgs.from_dir(model_dir)
     except ModelConfigError as exc:
-        raise CheckpointError(str(exc)) from exc
+        raise CheckpointError(exc.message) from exc

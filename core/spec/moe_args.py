@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.spec.errors import ModelConfigError
+from core.spec.errors import MessageError, ModelConfigError
+from core.spec.messages import Message
 
 
-class MoeConfigError(ValueError):
+class MoeConfigError(MessageError):
     """A config.json MoE setting mindtune cannot build; the message names the file and key."""
 
 
@@ -67,7 +68,7 @@ class MoeArgs:
 def _int(cfg: dict, key: str, source: str, default=None) -> int:
     value = cfg.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise MoeConfigError(f"{source}: {key}: must be a positive integer, got {value!r}.")
+        raise _error(source, key, Message("model.positive_int", py_value=repr(value)))
     return value
 
 
@@ -77,16 +78,22 @@ def _experts(cfg: dict, source: str, *keys: str) -> int:
     for key in keys:
         if key in cfg:
             return _int(cfg, key, source)
-    raise MoeConfigError(f"{source}: {keys[0]}: missing (the number of experts per MoE layer).")
+    raise _error(source, keys[0], Message("moe.experts_missing"))
+
+
+def _error(source: str, key: str, reason: Message) -> MoeConfigError:
+    """'<source>: <key>: <reason>.' by id (as core.spec.errors.check says it)."""
+    return MoeConfigError(Message("model.at", where=source, reason=Message("model.at_setting", setting=key,
+                                                                           reason=reason)))
 
 
 def _router(cfg: dict, source: str, experts: int) -> tuple[int, float]:
     top_k = _int(cfg, "num_experts_per_tok", source, 2)
     if top_k > experts:
-        raise MoeConfigError(f"{source}: num_experts_per_tok: {top_k} exceeds the {experts} experts.")
+        raise _error(source, "num_experts_per_tok", Message("moe.top_k", top_k=top_k, experts=experts))
     coef = cfg.get("router_aux_loss_coef", 0.001)
     if not isinstance(coef, (int, float)) or isinstance(coef, bool) or coef < 0:
-        raise MoeConfigError(f"{source}: router_aux_loss_coef: must be a number >= 0, got {coef!r}.")
+        raise _error(source, "router_aux_loss_coef", Message("moe.aux_loss", py_value=repr(coef)))
     return top_k, float(coef)
 
 
@@ -104,7 +111,7 @@ def _extra_args(read, cfg: dict, source: str) -> dict:
     try:
         return {"moe": read(cfg, source)}
     except MoeConfigError as exc:
-        raise ModelConfigError(str(exc)) from exc
+        raise ModelConfigError(exc.message) from exc
 
 
 def mixtral_args(cfg: dict, source: str) -> MoeArgs:
@@ -113,8 +120,7 @@ def mixtral_args(cfg: dict, source: str) -> MoeArgs:
     top_k, coef = _router(cfg, source, experts)
     jitter = cfg.get("router_jitter_noise", 0.0) or 0.0
     if jitter:
-        raise MoeConfigError(f"{source}: router_jitter_noise: {jitter!r} is not supported (only 0, as the hub's "
-                             f"Mixtral checkpoints ship); set it to 0.")
+        raise _error(source, "router_jitter_noise", Message("moe.jitter", py_value=repr(jitter)))
     layers = _int(cfg, "num_hidden_layers", source)
     return MoeArgs(experts, top_k, _int(cfg, "intermediate_size", source), True, tuple(range(layers)), coef,
                    "mixtral")
@@ -128,13 +134,11 @@ def qwen3_moe_args(cfg: dict, source: str) -> MoeArgs:
     top_k, coef = _router(cfg, source, experts)
     layers = _int(cfg, "num_hidden_layers", source)
     if cfg.get("use_sliding_window"):  # transformers 5 would window every layer, whatever max_window_layers says
-        raise MoeConfigError(f"{source}: use_sliding_window: true is not supported for Qwen3-MoE (no hub "
-                             f"checkpoint uses it); set it to false.")
+        raise _error(source, "use_sliding_window", Message("moe.qwen_window"))
     step = _int(cfg, "decoder_sparse_step", source, 1)
     dense = cfg.get("mlp_only_layers") or []
     if not isinstance(dense, list) or not all(isinstance(i, int) and 0 <= i < layers for i in dense):
-        raise MoeConfigError(f"{source}: mlp_only_layers: must be a list of layer indices in [0, {layers}), "
-                             f"got {dense!r}.")
+        raise _error(source, "mlp_only_layers", Message("moe.dense_layers", layers=layers, py_value=repr(dense)))
     sparse = tuple(i for i in range(layers) if i not in dense and (i + 1) % step == 0)
     return MoeArgs(experts, top_k, _int(cfg, "moe_intermediate_size", source), bool(cfg.get("norm_topk_prob", False)),
                    sparse, coef, "qwen")

@@ -480,16 +480,17 @@ def test_a_tokenizer_error_reads_in_chinese_with_its_facts(tiny_folder, tmp_path
         Tokenizer.from_dir(folder).apply_chat_template(CHAT)
     english = str(raised.value)
     assert words in english, english
-    chinese = problem_text(english, "zh")
+    assert problem_text(raised.value, "en") == english
+    chinese = problem_text(raised.value, "zh")  # the error as the console gets it: its message by id
     if mistake == "template refuses the messages":  # the template's own words stay as its author wrote them
         assert chinese.endswith("：对话模板拒绝了这些消息：" + TEMPLATE_REFUSAL), chinese
         assert english_words(chinese) == english_words(TEMPLATE_REFUSAL)
         return
     assert_chinese(english, chinese)
-    assert data_preview_error(english, "zh") == f'<div class="mt-error">{html.escape(chinese)}</div>'
+    assert data_preview_error(raised.value, "zh") == f'<div class="mt-error">{html.escape(chinese)}</div>'
 
 
-def data_preview_error(message: str, lang: str) -> str:
+def data_preview_error(message: str | BaseException, lang: str) -> str:
     from app.data_preview import error_html
     return error_html(message, lang)
 

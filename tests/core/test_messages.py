@@ -32,7 +32,16 @@ SAMPLE = {"steps": 20, "monitor": "val_loss", "min_delta": 0.0, "patience": 3, "
 SAMPLE.update({})
 
 # area B (the model folder):
-SAMPLE.update({})
+SAMPLE.update({"architecture": "DeepseekV3ForCausalLM", "architectures": "LlamaForCausalLM, MistralForCausalLM",
+               "classes": "AutoConfig, AutoModelForCausalLM", "count": 3, "experts": 8, "factor": 2.0,
+               "size": 10 ** 12, "family": "llama",
+               "files": "pytorch_model.bin", "folder": "/models/tiny", "full": "'full_attention'", "half": 32,
+               "heads": 32, "kv_heads": 3, "layers": 2, "model_types": "llama, mistral", "name": "DeepSeek-V3",
+               "names": "qkv_proj", "projections": "q_proj, k_proj", "py_value": "None", "rope_type": "'llama3'",
+               "shard": "model-00001-of-00002.safetensors", "sliding": "'sliding_attention'",
+               "supported_names": "silu, swish", "top_k": 3, "where": "/models/tiny/config.json",
+               "json_says": "Expecting value: line 1 column 1 (char 0)", "serde_says": "expected value at line 1 column 1",
+               "jinja_says": "unexpected ')'", "template_says": "Conversation roles must alternate"})
 
 # area C (a field's own rule, core.run's checks):
 SAMPLE.update({})
