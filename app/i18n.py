@@ -652,6 +652,53 @@ MESSAGES_ZH: dict[str, str] = {
     # ---- area B: the model folder (core.spec.model_args, families, moe_args, core.data.tokenizer) ----
 
     # ---- area C: a field's own rule (core.spec.config), core.run's checks (Slurm's shared folder, trackers, cores) ----
+    "field.rule.bool": "true 或 false",
+    "field.rule.string": "字符串",
+    "field.rule.integer": "整数",
+    "field.rule.number": "数字",
+    "field.rule.integer_bound": "整数，且 {op} {bound}",
+    "field.rule.number_bound": "数字，且 {op} {bound}",
+    "field.rule.integer_in": "整数，取值范围 {range}",
+    "field.rule.number_in": "数字，取值范围 {range}",
+    "field.rule.one_of": "以下之一：{options}",
+    "field.rule.or_null": "{reason}，或 null",
+    "field.rule.target_modules": "非空的模块名列表、'q_proj,v_proj' 形式的文本，或一个正则表达式",
+    "field.rule.profile_steps": "两个步数 [起, 止]，且 1 <= 起 <= 止（文本形式：'3,5'）",
+    "field.rule.trackers": "由 {trackers} 组成的列表（每个至多一次），或 []",
+    "field.rule.columns": "格式字段到数据集列名的映射，例如 {{instruction: question, output: answer}}",
+    "field.rule.dataset": "dataset_info.json 目录中的数据集名称，或其列表（文本形式：'a, b'）",
+    "field.rule.data_files": ("一个文件、数据集目录、目录#划分，或文件列表（文本形式：'[a.jsonl, b.jsonl]' 或 "
+                              "'a.jsonl, b.jsonl'）"),
+    "field.rule.time_limit": "Slurm 时间限制（{forms}，例如 30、1:30:00、2-12）",
+    "field.rule.sbatch_options": ("sbatch 选项的列表，每项一个 '--name=value' 或 '--name'（长格式；不含命令行特殊字符；"
+                                  "不能是启动器自己设置的选项：--output、--error、--chdir、--nodes……）"),
+    "field.rule.env": "环境变量名（[A-Za-z_][A-Za-z0-9_]*）到值的映射，例如 {{HF_HOME: /data/hf}}",
+    "field.rule.slurm_name": "Slurm 名称（字母、数字、'_'、'.'、'-'）",
+    "field.must_be": "必须是{reason}",
+    "field.must_be_suggest": "必须是{reason}（是否想写 {suggestion}？）",
+    "field.not_empty": "不能为空",
+    "field.bad_regex": "不是有效的正则表达式：{re_says}",
+    "field.unknown_key": "未知的键；有效的键：{valid_names}",
+    "field.unknown_key_suggest": "未知的键（是否想写 {suggestion}？）；有效的键：{valid_names}",
+    "field.section_mapping": "必须是 {section} 设置的映射",
+    "field.unknown_tracker": "含未知的跟踪工具 {name}；必须是{reason}",
+    "field.unknown_tracker_suggest": "含未知的跟踪工具 {name}（是否想写 {suggestion}？）；必须是{reason}",
+    "field.tracker_twice": "同一个跟踪工具出现了两次；必须是{reason}",
+    "field.unknown_column_field": "含未知字段 {name}；有效字段：{valid_names}",
+    "field.unknown_column_field_suggest": "含未知字段 {name}（是否想写 {suggestion}？）；有效字段：{valid_names}",
+    "field.column_not_string": "把 {name} 映射到 {column}；列名必须是非空字符串",
+    "field.data_file_items": "必须是{reason}；每一项都须是非空文件名",
+    "field.time_limit_zero": "必须是大于零的时间限制",
+    "field.sbatch_not_text": "{item} 不是选项文本",
+    "field.sbatch_shell": "{item} 含有 {characters}：不能有命令行特殊字符或换行",
+    "field.sbatch_form": "{item} 不是单个 '--name=value' 项（请用长格式，每项一个选项，例如 --mem=4G）",
+    "field.sbatch_reserved": "{item} 设置了 {option}，而启动器会自己设置它",
+    "field.sbatch_reserved_use": "{item} 设置了 {option}，而启动器会自己设置它；请用 {instead}",
+    "field.env_name": "变量名为 {name}；变量名由字母、数字和 '_' 组成，且不能以数字开头",
+    "field.env_value": "给 {name} 的值为 {py_value}；值必须是字符串或数字",
+    "field.env_newline": "给 {name} 的值含换行；值只能是一行",
+    "field.named": "{widget}{reason}",
+    "field.give_length": "请填写步数或轮数",
 
     # ---- where a problem is ----
     "problem.got": "{reason}（当前值 {value}）",
@@ -1068,9 +1115,8 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"(\S+) line (\d+): ", r"\1 第 \2 行："), (r"(\S+) record (\S*)\[(\d+)\]: ", r"\1 记录 \2[\3]："),
     (r"(\S+) row index (\d+): ", r"\1 第 \2 行（行号从 0 起）："),
     # the form's own words
-    (r"^give the number of steps or epochs \(the field is empty\)$", "请填写步数或轮数（该字段为空）"),
     (r"\(the field is empty\)", "（该字段为空）"), (r" \(got ([^()]*|\[.*\]|\(.*\))\)$", r"（当前值 \1）"),
-    (r"^steps (?=must|is)", "步数"), (r"^epochs (?=must|is)", "轮数"), (r"^target modules (?=must|is|names|matches)", "目标模块"),
+    (r"^target modules (?=must|is|names|matches)", "目标模块"),
     # core.run.slurm.check_shared: where a Slurm run's folder must be
     (r"^a Slurm run needs its run folder on storage every node sees: start the console with (--\S+) <a folder on "
      r"shared storage> and a runs folder \(--runs-dir\) inside it$",
@@ -1276,32 +1322,6 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r": refused member ('.*') \(absolute path, '\.\.' or a link\)$", r"：拒绝成员 \1（绝对路径、'..' 或链接）"),
     (r": no dataset inside \(expected train\.<ext> files, a save_to_disk folder or Parquet shards\)$",
      r"：其中没有数据集（应为 train.<ext> 文件、save_to_disk 目录或 Parquet 分片）"),
-    # core.spec.config: a field's rule ('must be an integer >= 8, or null', "must be one of 'O0', 'O1'")
-    (r"unknown key( \(did you mean ('[^']*')\?\))?; valid keys: (.*)",
-     lambda m: "未知的键" + (f"（是否想写 {m.group(2)}？）" if m.group(1) else "") + f"；有效的键：{_names(m.group(3))}"),
-    (r"has unknown field ('[^']*')( \(did you mean ('[^']*')\?\))?; valid fields: (.*?)(?=（当前值|$)",
-     lambda m: f"含未知字段 {m.group(1)}" + (f"（是否想写 {m.group(3)}？）" if m.group(2) else "")
-     + f"；有效字段：{_names(m.group(4))}"),
-    (r" \(did you mean ('[^']*')\?\)", r"（是否想写 \1？）"),
-    (r"must be a non-empty list of module names, 'q_proj,v_proj', or one regular expression",
-     "必须是非空的模块名列表、'q_proj,v_proj' 形式的文本，或一个正则表达式"),
-    (r"must be a file, a dataset folder, folder#split, or a list of files \(text: '\[a\.jsonl, b\.jsonl\]' or "
-     r"'a\.jsonl, b\.jsonl'\)(; every item a non-empty file name)?",
-     lambda m: "必须是一个文件、数据集目录、目录#划分，或文件列表（文本形式：'[a.jsonl, b.jsonl]' 或 'a.jsonl, b.jsonl'）"
-     + ("；每一项都须是非空文件名" if m.group(1) else "")),
-    (r"must be two step numbers \[start, end\] with 1 <= start <= end \(text: '3,5'\)",
-     "必须是两个步数 [起, 止]，且 1 <= 起 <= 止（文本形式：'3,5'）"),
-    (r"must be a mapping of format fields to the dataset's column names, e\.g\. ",
-     "必须是格式字段到数据集列名的映射，例如 "),
-    (r"must be a mapping of (\w+) settings", r"必须是 \1 设置的映射"),
-    (r"maps ('[^']*') to ('[^']*'|\S+); the column name must be a non-empty string", r"把 \1 映射到 \2；列名必须是非空字符串"),
-    (r"must not be empty", "不能为空"), (r"is not a valid regular expression: ", "不是有效的正则表达式："),
-    (r"must be one of ", "必须是以下之一："), (r"must be an integer", "必须是整数"), (r"must be a number", "必须是数字"),
-    (r"must be a string", "必须是字符串"), (r"must be true or false", "必须是 true 或 false"),
-    (r"(必须是(?:整数|数字)) in ([\[(][^\])]*[\])])", r"\1，取值范围 \2"),
-    (r"(必须是(?:整数|数字)) ([<>]=?) (\S+)", r"\1，且 \2 \3"),
-    (r"^must be ([<>]=?) (\S+) \((\d+)\)", r"必须 \1 \2（\3）"),
-    (r", or null\b", "，或 null"),
     # a location left in English before a translated sentence
     (r"^(\S+): (?=[^\x00-\x7f])", r"\1："),
 ]
@@ -1324,6 +1344,26 @@ def _format_help_text(listed: str) -> str:
 
 
 # ---- area C: the console's own checks (app.train_callbacks, app.paths, app.jobs, app.runs_callbacks) ----
+# Python's re module's own reasons for a LoRA target regex it cannot compile, the common ones
+RE_ZH: list[tuple[str, Any]] = [
+    (r"^missing \), unterminated subpattern", "缺少 )，子模式未结束"), (r"^unbalanced parenthesis", "括号不配对"),
+    (r"^nothing to repeat", "没有可重复的内容"), (r"^multiple repeat", "重复限定符连用"),
+    (r"^unterminated character set", "字符集未结束"), (r"^bad escape (\S+)", r"错误的转义 \1"),
+    (r"^bad character range (\S+)", r"错误的字符范围 \1"), (r"^missing (\S+), unterminated name", r"缺少 \1，名称未结束"),
+    (r" at position (\d+)(?: \(line (\d+), column (\d+)\))?$",
+     lambda m: f"（位置 {m.group(1)}" + (f"，第 {m.group(2)} 行第 {m.group(3)} 列" if m.group(2) else "") + "）"),
+]
+LIBRARY_PARAMS_ZH["re_says"] = lambda said: _rewritten(said, RE_ZH)
+LIBRARY_PARAMS_ZH["valid_names"] = _names  # names a user types, quoted: 'input', 'output'
+LIBRARY_PARAMS_ZH["py_value"] = _value  # a Python repr (None, True) as the config file writes it (null, true)
+# the form's paired widgets by the name their error line gives them (app.form.PAIRED_NAMES)
+WIDGET_NAMES_ZH = {"steps": "步数", "epochs": "轮数", "target modules": "目标模块", "where to run": "运行位置",
+                   "partition": "分区"}
+LIBRARY_PARAMS_ZH["widget"] = lambda name: WIDGET_NAMES_ZH.get(name, name)
+TEXTS.update({
+    "check.warn": ("⚠ {problem}", "⚠ {problem}"),  # a core error (a Message, or an exception that keeps them)
+    "dry.exited": ("core.dry_run exited with {code}", "core.dry_run 退出码为 {code}"),
+})
 
 
 def problem_text(message: str | BaseException | None, lang: str) -> str:

@@ -360,7 +360,7 @@ def apply_early_stopping(console: Console, run_id: str | None, enabled: bool, mo
             return Said("act.es_over", run=run_id)
         control = run.write_control(early_stopping=request)  # checked by the config's rules
     except (ValueError, RunDirError) as err:
-        return f"⚠ {err}"
+        return Said("check.warn", problem=err)
     shown = ", ".join(f"early_stopping.{k} {control.early_stopping[k]}" for k in request)  # the keys as typed
     return Said("act.es_sent", seq=control.seq, settings=shown)
 

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import core.run.launcher as launcher
 import core.run.tracking as tracking
 from core.spec.config import Config, ConfigError, deep_merge, load_config, read_config_file
-from core.spec.messages import Message
+from core.spec.messages import Message, recognise
 from core.data.pipeline import DataError, run_seq_len
 from core.data.files import file_names, split_path
 from core.spec.model_args import CheckpointError, check_run_settings, read_model_args
@@ -603,7 +603,7 @@ def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
         return StartOutcome(None, Said("act.not_started"), form.errors_by_widget(err.errors))
     except (launcher.LaunchError, OSError) as err:
         how = "act.not_submitted" if config.launch.backend != form.LOCAL else "act.could_not_start"
-        return StartOutcome(None, Said(how, problem=str(err)))
+        return StartOutcome(None, Said(how, problem=err))
     message = result.message
     if reference is not None:
         found = form_changes(check.config, reference)
@@ -692,14 +692,33 @@ def _parse_dry_run(stdout: str, stderr: str, code: int, seconds: float) -> DryRu
                 break
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     error = next((line.removeprefix("error: ") for line in reversed(lines) if line.startswith("error:")), None)
-    return DryRun(error=error or (lines[-1] if lines else f"core.dry_run exited with {code}"))
+    return DryRun(error=_recognised(error or (lines[-1] if lines else Said("dry.exited", code=code))))
+
+
+def _recognised(line: str) -> str:
+    """A core message that came as text from the dry run's process ('lora.target_modules: must not be
+    empty'): the catalogue's message its English is, after the setting that names where, so the page
+    says it in its language; the line as written when it is none."""
+    if isinstance(line, Message):
+        return line
+    found = recognise(line)
+    if found is not None:
+        return found
+    start = 0
+    while (colon := line.find(": ", start)) > 0:
+        found = recognise(line[colon + 2:])
+        if found is not None:
+            return Message("problem.at_key", setting=line[:colon], reason=found)
+        start = colon + 1
+    return line
 
 
 def dry_run_html(measured: DryRun, estimate: Any | None, workers: int = 1, lang: str = "en") -> str:
     """'measured 693 MB per worker (2 training steps and one evaluation batch, 31 s) · estimate 702 MB (-1.3%)'."""
     if measured.error:
-        why = {text("dry.fix_first", "en"): text("dry.fix_first", lang)}.get(measured.error) or problem_text(
-            measured.error, lang)
+        why = (measured.error.in_lang(lang) if isinstance(measured.error, Said) else
+               {text("dry.fix_first", "en"): text("dry.fix_first", lang)}.get(measured.error) or problem_text(
+                   measured.error, lang))
         return f'<div class="mt-error" id="dry-run-result">{html.escape(text("dry.failed", lang).format(error=why))}</div>'
     mb = f'<b data-mb="{measured.peak_mem_mb:.1f}">{measured.peak_mem_mb:,.0f} MB</b>'
     parts = [text("dry.measured", lang).format(mb=mb, steps=measured.detail.get("steps", 2), s=f"{measured.seconds:.0f}")]

@@ -160,6 +160,60 @@ CATALOGUE: dict[str, str] = {
     # ---- area B: the model folder (core.spec.model_args, families, moe_args, core.data.tokenizer) ----
 
     # ---- area C: a field's own rule (core.spec.config), core.run's checks (Slurm's shared folder, trackers, cores) ----
+    # what a field accepts (core.spec.config's FieldInfo.rule), said after "must be"
+    "field.rule.bool": "true or false",
+    "field.rule.string": "a string",
+    "field.rule.integer": "an integer",
+    "field.rule.number": "a number",
+    "field.rule.integer_bound": "an integer {op} {bound}",
+    "field.rule.number_bound": "a number {op} {bound}",
+    "field.rule.integer_in": "an integer in {range}",
+    "field.rule.number_in": "a number in {range}",
+    "field.rule.one_of": "one of {options}",
+    "field.rule.or_null": "{reason}, or null",
+    "field.rule.target_modules": "a non-empty list of module names, 'q_proj,v_proj', or one regular expression",
+    "field.rule.profile_steps": "two step numbers [start, end] with 1 <= start <= end (text: '3,5')",
+    "field.rule.trackers": "a list of {trackers} (each at most once), or []",
+    "field.rule.columns": ("a mapping of format fields to the dataset's column names, e.g. "
+                           "{{instruction: question, output: answer}}"),
+    "field.rule.dataset": "a dataset name of the dataset_info.json catalogue, a list of them (text: 'a, b')",
+    "field.rule.data_files": ("a file, a dataset folder, folder#split, or a list of files (text: '[a.jsonl, b.jsonl]' "
+                              "or 'a.jsonl, b.jsonl')"),
+    "field.rule.time_limit": "a Slurm time limit ({forms}, e.g. 30, 1:30:00, 2-12)",
+    "field.rule.sbatch_options": ("a list of sbatch options, each one item '--name=value' or '--name' (long form; no "
+                                  "shell characters; not the ones the launcher sets: --output, --error, --chdir, "
+                                  "--nodes, ...)"),
+    "field.rule.env": ("a mapping of environment variable names ([A-Za-z_][A-Za-z0-9_]*) to values, e.g. "
+                       "{{HF_HOME: /data/hf}}"),
+    "field.rule.slurm_name": "a Slurm name (letters, digits, '_', '.', '-')",
+    # ... why a field's value is refused (`re_says`: Python's re module's own reason)
+    "field.must_be": "must be {reason}",
+    "field.must_be_suggest": "must be {reason} (did you mean {suggestion}?)",
+    "field.not_empty": "must not be empty",
+    "field.bad_regex": "is not a valid regular expression: {re_says}",
+    "field.unknown_key": "unknown key; valid keys: {valid_names}",
+    "field.unknown_key_suggest": "unknown key (did you mean {suggestion}?); valid keys: {valid_names}",
+    "field.section_mapping": "must be a mapping of {section} settings",
+    "field.unknown_tracker": "has unknown tracker {name}; must be {reason}",
+    "field.unknown_tracker_suggest": "has unknown tracker {name} (did you mean {suggestion}?); must be {reason}",
+    "field.tracker_twice": "names a tracker twice; must be {reason}",
+    "field.unknown_column_field": "has unknown field {name}; valid fields: {valid_names}",
+    "field.unknown_column_field_suggest": "has unknown field {name} (did you mean {suggestion}?); valid fields: {valid_names}",
+    "field.column_not_string": "maps {name} to {column}; the column name must be a non-empty string",
+    "field.data_file_items": "must be {reason}; every item a non-empty file name",
+    "field.time_limit_zero": "must be a time limit above zero",
+    "field.sbatch_not_text": "{item} is not an option string",
+    "field.sbatch_shell": "{item} contains {characters}: no shell characters or newlines",
+    "field.sbatch_form": "{item} is not one '--name=value' item (use the long form, one option per item, e.g. --mem=4G)",
+    "field.sbatch_reserved": "{item} sets {option}, which the launcher sets itself",
+    "field.sbatch_reserved_use": "{item} sets {option}, which the launcher sets itself; use {instead}",
+    "field.env_name": "has the name {name}; a variable name is letters, digits and '_', not starting with a digit",
+    "field.env_value": "gives {name} the value {py_value}; a value must be a string or a number",
+    "field.env_newline": "gives {name} a value with a newline; values are one line",
+    # ... as the console's form says it: a paired widget names its part ({widget}: steps, epochs, target modules,
+    # where to run, partition) before the reason
+    "field.named": "{widget} {reason}",
+    "field.give_length": "give the number of steps or epochs",
 
     # ... and where a problem is: its setting (a dotted key), the value it has and the file that set it
     "problem.got": "{reason} (got {value})",
@@ -188,6 +242,7 @@ NOT_RECOGNISED = frozenset({"problem.got", "problem.empty", "problem.and", "prob
 # area B's:
 
 # area C's:
+NOT_RECOGNISED = NOT_RECOGNISED | {"field.named"}  # "{widget} {reason}": a space between parameters
 
 
 
