@@ -182,7 +182,7 @@ def errors_by_widget(errors: Mapping[str, str]) -> dict[str, str]:
     for key, message in errors.items():
         widget = widget_for_error(key)
         text = form_message(key, message) if widget == key or not key or key in PAIRED else _at(key, message)
-        out[widget] = _joined(out[widget], text) if widget in out else text
+        out[widget] = joined(out[widget], text) if widget in out else text
     return out
 
 
@@ -190,7 +190,8 @@ def _at(key: str, message: str) -> str:
     return Message("problem.at_key", setting=key, reason=message) if isinstance(message, Message) else f"{key}: {message}"
 
 
-def _joined(first: str, second: str) -> str:
+def joined(first: str, second: str) -> str:
+    """Two problems of one widget as one: 'first; second' (a message when either is one)."""
     if isinstance(first, Message) or isinstance(second, Message):
         return Message("problem.and", reason=first, note=second)
     return f"{first}; {second}"

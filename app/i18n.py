@@ -699,6 +699,15 @@ MESSAGES_ZH: dict[str, str] = {
     "field.env_newline": "给 {name} 的值含换行；值只能是一行",
     "field.named": "{widget}{reason}",
     "field.give_length": "请填写步数或轮数",
+    "run.check.shared_needed": ("Slurm 运行的运行目录必须位于每个节点都能访问的存储上：用 {option} <共享存储上的文件夹> "
+                                "启动控制台，并把运行目录（--runs-dir）放在其中"),
+    "run.check.shared_missing": "{option} {folder}：没有这个文件夹",
+    "run.check.shared_outside": ("运行目录 {runs} 不在 {option} {shared} 之内：集群节点看不到运行的文件；请使用位于 {shared} "
+                                 "之内的运行目录（--runs-dir）"),
+    "run.check.tracker_missing": ("tracking：{tracker} 需要 {package} 包，但尚未安装（用 'pip install -r "
+                                  "requirements-tracking.txt' 安装），或从 'tracking' 中去掉 {tracker}"),
+    "run.check.cores": "本机有 {cores} 个 CPU 核，最多可运行 {cores} 个 CPU worker（每个一个进程）；请把 parallel.data_parallel 设为 {cores} 或更少",
+    "run.check.devices_held": "所有 parallel.device={device} 设备（{ids}）都被运行占用（{held}）；请在有空闲设备时再检查内存",
 
     # ---- where a problem is ----
     "problem.got": "{reason}（当前值 {value}）",
@@ -1117,23 +1126,6 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     # the form's own words
     (r"\(the field is empty\)", "（该字段为空）"), (r" \(got ([^()]*|\[.*\]|\(.*\))\)$", r"（当前值 \1）"),
     (r"^target modules (?=must|is|names|matches)", "目标模块"),
-    # core.run.slurm.check_shared: where a Slurm run's folder must be
-    (r"^a Slurm run needs its run folder on storage every node sees: start the console with (--\S+) <a folder on "
-     r"shared storage> and a runs folder \(--runs-dir\) inside it$",
-     r"Slurm 运行的运行目录必须位于每个节点都能访问的存储上：用 \1 <共享存储上的文件夹> 启动控制台，"
-     r"并把运行目录（--runs-dir）放在其中"),
-    (r"^(--\S+) (\S+): no such folder$", r"\1 \2：没有这个文件夹"),
-    (r"^the runs folder (\S+) is not inside (--\S+) (\S+): the cluster's nodes would not see the run's files; use a "
-     r"runs folder \(--runs-dir\) inside (\S+)$",
-     r"运行目录 \1 不在 \2 \3 之内：集群节点看不到运行的文件；请使用位于 \4 之内的运行目录（--runs-dir）"),
-    # core.run.tracking / core.spec.config: trackers, answer scores
-    (r"tracking: (\w+) needs the (\S+) package, which is not installed \(pip install -r requirements-tracking\.txt\), "
-     r"or take \w+ out of tracking", r"tracking：\1 需要 \2 包，但尚未安装（pip install -r requirements-tracking.txt），"
-     r"或从 tracking 中去掉 \1"),
-    # core.run.launcher.check_workers_available: the machine's cores
-    (r"this machine has (\d+) CPU cores, so at most (\d+) CPU workers can run \(one process each\); set "
-     r"parallel\.data_parallel to (\d+) or fewer",
-     r"本机有 \1 个 CPU 核，最多可运行 \2 个 CPU worker（每个一个进程）；请把 parallel.data_parallel 设为 \3 或更少"),
     # the model: its limits (core.spec.model_args.run_problems) and the loader's refusals
     (r"is above the model's context of (\d+) tokens \((\S+), max_position_embeddings in its config\.json\); use at "
      r"most (\d+)", r"超过模型的上下文长度 \1 个 token（\2，见其 config.json 中的 max_position_embeddings）；最多用 \3"),
@@ -1228,8 +1220,6 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"^(\S+) ran on (\d+) node\(s\) x (\d+) worker\(s\) \(data parallel (\d+)\); resuming it on this machine "
      r"needs (\d+) workers: ", r"\1 曾在 \2 个节点 × 每节点 \3 个工作进程上运行（数据并行 \4）；在本机恢复需要 \5 个工作进程："),
     (r"^no answer within (\d+) s$", r"\1 秒内没有结果"), (r"^core\.dry_run exited with (-?\d+)$", r"core.dry_run 退出码为 \1"),
-    (r"^every (\S+) device \(([^)]*)\) is held by a run \(([^)]*)\); check memory when one is free$",
-     r"所有 parallel.device=\1 设备（\2）都被运行占用（\3）；请在有空闲设备时再检查内存"),
     (r"^no run (\S+) in (\S+)$", r"\2 中没有运行 \1"), (r"^('[^']*') is not a run id$", r"\1 不是运行 ID"),
     (r"^(\S+) is not a model folder under (.*)$", r"'\1' 不是 \2 下的模型目录"),
     (r"^(\S+) is not loadable: ", r"'\1' 无法加载："),

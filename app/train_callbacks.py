@@ -5,6 +5,7 @@ launches, so an invalid config can neither be previewed as valid nor launched.
 """
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -121,9 +122,9 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
         launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
     except ConfigError as err:
         errors.update(form.errors_by_widget(err.errors))
-    missing = [str(err) for err in map(_tracker_missing, config.tracking) if err]
+    missing = [(err.said or [str(err)])[0] for err in map(_tracker_missing, config.tracking) if err]
     if missing:  # the worker would only report it and go on: said here, before the run starts
-        errors["tracking"] = "; ".join(missing)
+        errors["tracking"] = functools.reduce(form.joined, missing)
     return errors
 
 
@@ -662,7 +663,7 @@ def dry_run(values: Mapping[str, Any], console: Console, runner=subprocess.run,
     try:  # on GPU/Ascend the device a launch would get now, not device 0 (which a run may hold)
         device_env = console.jobs.dry_run_env(config.parallel.device)
     except launcher.LaunchError as err:
-        refused = DryRun(error=str(err))
+        refused = DryRun(error=(err.said or [str(err)])[0])
         return refused, dry_run_html(refused, None, lang=lang)
     with tempfile.TemporaryDirectory(prefix="mindtune-dry-run-config-") as folder:
         path = Path(folder) / "config.yaml"

@@ -214,6 +214,17 @@ CATALOGUE: dict[str, str] = {
     # where to run, partition) before the reason
     "field.named": "{widget} {reason}",
     "field.give_length": "give the number of steps or epochs",
+    # core.run's checks before a launch: Slurm's shared folder, a tracker's package, this machine's cores, held devices
+    "run.check.shared_needed": ("a Slurm run needs its run folder on storage every node sees: start the console with "
+                                "{option} <a folder on shared storage> and a runs folder (--runs-dir) inside it"),
+    "run.check.shared_missing": "{option} {folder}: no such folder",
+    "run.check.shared_outside": ("the runs folder {runs} is not inside {option} {shared}: the cluster's nodes would not "
+                                 "see the run's files; use a runs folder (--runs-dir) inside {shared}"),
+    "run.check.tracker_missing": ("tracking: {tracker} needs the {package} package, which is not installed (pip install "
+                                  "-r requirements-tracking.txt), or take {tracker} out of tracking"),
+    "run.check.cores": ("this machine has {cores} CPU cores, so at most {cores} CPU workers can run (one process each); "
+                        "set parallel.data_parallel to {cores} or fewer"),
+    "run.check.devices_held": "every {device} device ({ids}) is held by a run ({held}); check memory when one is free",
 
     # ... and where a problem is: its setting (a dotted key), the value it has and the file that set it
     "problem.got": "{reason} (got {value})",

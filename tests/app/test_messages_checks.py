@@ -14,6 +14,7 @@ from core.spec.messages import CATALOGUE, Message
 from app import form
 from app import train_callbacks as cb
 from app.i18n import problem_text
+from tests.app.english import english_words
 from tests.app.test_problem_text import assert_chinese
 from tests.app.test_train_callbacks import form_values
 
@@ -142,4 +143,74 @@ def _problems(updates):
 def test_every_id_of_area_c_is_made_here():
     made = set().union(*(ids for _, ids in FIELD_MISTAKES.values())) | set(FORM_MISTAKES) | {"field.section_mapping"}
     made |= set(FIELD_FALLBACKS)
-    assert made == {key for key in CATALOGUE if key.startswith("field.")}
+    made |= {"run.check.shared_needed", "run.check.shared_missing", "run.check.shared_outside",
+             "run.check.tracker_missing", "run.check.cores", "run.check.devices_held"}  # the tests below
+    assert made == {key for key in CATALOGUE if key.startswith(("field.", "run.check."))}
+
+
+# ---- core.run's checks before a launch ------------------------------------------------------------------
+
+def test_slurms_shared_folder_is_said_by_its_id(tmp_path):
+    from app import cluster
+    from core.run import slurm
+    from core.run.launcher import LaunchError
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    cases = {"run.check.shared_needed": (tmp_path / "runs", None),
+             "run.check.shared_missing": (tmp_path / "runs", tmp_path / "nowhere"),
+             "run.check.shared_outside": (tmp_path / "runs", shared)}
+    for key, (runs, shared_dir) in cases.items():
+        with pytest.raises(LaunchError) as info:
+            slurm.check_shared(runs, shared_dir)
+        assert info.value.said[0].key == key
+        assert problem_text(info.value, "en") == str(info.value)
+        assert_chinese(str(info.value), problem_text(info.value, "zh"))
+        offer = cluster.read_offer(runs, shared_dir)  # the "Where to run" choice says why Slurm is not offered
+        assert offer.refusal.key == key
+        errors = form.errors_by_widget(cluster.cluster_errors(Config(), offer))
+        assert errors[form.WHERE] == f"where to run {offer.refusal}"
+        assert_chinese(errors[form.WHERE], problem_text(errors[form.WHERE], "zh"))
+        assert problem_text(errors[form.WHERE], "zh").startswith("运行位置")
+
+
+def test_a_tracker_without_its_package_is_said_by_its_id(console, monkeypatch):
+    import core.run.tracking as tracking
+
+    monkeypatch.setattr(tracking.importlib.util, "find_spec", lambda name: None)
+    errors = cb.check_form(form_values(console, tracking=["mlflow", "swanlab"]), console).errors
+    english = errors["tracking"]
+    assert english.startswith("tracking: mlflow needs the ") and "; tracking: swanlab needs the " in english
+    assert ids_in(english) == {"problem.and", "run.check.tracker_missing"}
+    chinese = problem_text(english, "zh")
+    assert chinese.startswith("tracking：mlflow 需要 mlflow 包") and "；tracking：swanlab 需要 swanlab 包" in chinese
+    # the setting's own name leads, as the config file writes it; nothing else in English
+    assert set(english_words(chinese)) == {"tracking"} and "'pip install -r requirements-tracking.txt'" in chinese
+
+
+def test_more_cpu_workers_than_cores_is_said_by_its_id(console):
+    import os
+
+    errors = cb.check_form(form_values(console, parallel__data_parallel=(os.cpu_count() or 1) + 1), console).errors
+    english = errors["parallel.data_parallel"]
+    assert "run.check.cores" in ids_in(english)
+    assert_chinese(english, problem_text(english, "zh"))
+
+
+def test_every_held_device_is_said_by_its_id(workspace, fake_launcher):
+    import types
+
+    import core.run.launcher as launcher
+    from app.context import Console
+
+    console = Console.create(workspace, create_run=fake_launcher.create_run, launch=fake_launcher.launch,
+                             stop=fake_launcher.stop, reconcile=fake_launcher.reconcile,
+                             slots=launcher.DeviceSlots({"gpu": (0,)}))
+    config = cb.check_form(form_values(console, parallel__device="gpu"), console).config
+    console.jobs.start(config)  # holds the one device
+    refused, shown = cb.dry_run(form_values(console, parallel__device="gpu"), console, lang="zh",
+                                runner=lambda argv, **kw: types.SimpleNamespace(returncode=0, stderr="", stdout=""))
+    assert refused.error.key == "run.check.devices_held"
+    assert_chinese(refused.error, problem_text(refused.error, "zh"))
+    assert html.escape(problem_text(refused.error, "zh")) in shown
+    console.jobs.close()

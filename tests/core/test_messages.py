@@ -40,7 +40,10 @@ SAMPLE.update({"op": ">=", "bound": "8", "range": "(0, 1]", "options": "'cosine'
                "suggestion": "'cosine'", "re_says": "missing ), unterminated subpattern at position 0",
                "valid_names": "instruction, input, output", "section": "train", "name": "'foo'",
                "column": "''", "item": "'--output=x'", "characters": "';'", "option": "--output",
-               "instead": "launch.nodes", "widget": "steps", "py_value": "None"})
+               "instead": "launch.nodes", "widget": "steps", "py_value": "None",
+               "folder": "/shared", "runs": "/home/u/runs", "shared": "/shared",
+               "tracker": "mlflow", "package": "mlflow-skinny", "cores": 4, "ids": "0, 1",
+               "held": "20261201-000000_a"})
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():
