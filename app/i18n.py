@@ -1211,25 +1211,9 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"not a folder\. Expected a Hugging Face folder with config\.json and model\.safetensors \(or a sharded "
      r"model\.safetensors\.index\.json\)\.", "不是目录。需要含 config.json 与 model.safetensors"
      "（或分片的 model.safetensors.index.json）的 Hugging Face 目录。"),
-    # the console's checks (app.train_callbacks, app.paths, app.jobs)
+    # the console's checks (app.train_callbacks, app.paths, app.jobs): said by their keys (TEXTS, area C); where a
+    # problem is, for a reason still written as English (a ConfigError line whose reason has no id)
     (r"^(\S+) = (.+?) in (\S+): ", r"\1 = \2（\3 中）："), (r"^(\S+) in (\S+): ", r"\1（\2 中）："),
-    (r"^(\S+) is (\w+); only a stopped or failed run can be resumed$",
-     lambda m: f"{m.group(1)} 的状态为{text('state.' + m.group(2), 'zh')}；只有已停止或失败的运行可以恢复"),
-    (r"^(\S+) has no checkpoint ('[^']*') \(its checkpoints/ holds (.*)\)$", r"\1 没有检查点 \2（其 checkpoints/ 中有：\3）"),
-    (r"^(\S+) saved no checkpoint to resume from; start a new run instead$", r"\1 没有保存可恢复的检查点；请开始新的运行"),
-    (r"^(\S+) ran on (\d+) node\(s\) x (\d+) worker\(s\) \(data parallel (\d+)\); resuming it on this machine "
-     r"needs (\d+) workers: ", r"\1 曾在 \2 个节点 × 每节点 \3 个工作进程上运行（数据并行 \4）；在本机恢复需要 \5 个工作进程："),
-    (r"^no answer within (\d+) s$", r"\1 秒内没有结果"), (r"^core\.dry_run exited with (-?\d+)$", r"core.dry_run 退出码为 \1"),
-    (r"^no run (\S+) in (\S+)$", r"\2 中没有运行 \1"), (r"^('[^']*') is not a run id$", r"\1 不是运行 ID"),
-    (r"^(\S+) is not a model folder under (.*)$", r"'\1' 不是 \2 下的模型目录"),
-    (r"^(\S+) is not loadable: ", r"'\1' 无法加载："),
-    (r": outside the folders this console may read \((.*)\)$", r"：不在本控制台可读取的目录中（\1）"),
-    (r"cannot read the data: ", "无法读取数据："),
-    (r"a fork keeps (\S+) of (\S+) \((.*)\): its checkpoint holds weights of that shape",
-     r"分叉须保持 \2 的 \1（\3）：其检查点中的权重是这个形状"),
-    (r"steps must be more than (\d+): the fork counts on from the checkpoint's step \(e\.g\. (\d+)\)",
-     r"步数必须大于 \1：分叉从检查点的步数接着计数（例如 \2）"),
-    (r"(\S+) has no checkpoint (\S+) \(kept: (.*)\)", r"\1 没有检查点 \2（保留的：\3）"),
     # core.data.pipeline: the files and their records
     (r": file not found$", "：文件不存在"), (r": cannot read \((.*)\)$", r"：无法读取（\1）"),
     (r"not a readable (gzip|Parquet|Arrow) file \((.*)\)$", r"不是可读取的 \1 文件（\2）"),
@@ -1353,7 +1337,44 @@ LIBRARY_PARAMS_ZH["widget"] = lambda name: WIDGET_NAMES_ZH.get(name, name)
 TEXTS.update({
     "check.warn": ("⚠ {problem}", "⚠ {problem}"),  # a core error (a Message, or an exception that keeps them)
     "dry.exited": ("core.dry_run exited with {code}", "core.dry_run 退出码为 {code}"),
+    # a run id, resume's refusals (app.jobs)
+    "check.not_run_id": ("{run} is not a run id", "{run} 不是运行 ID"),
+    "check.no_run": ("no run {run} in {folder}", "{folder} 中没有运行 {run}"),
+    "check.not_resumable": ("{run} is {state}; only a stopped or failed run can be resumed",
+                            "{run} 的状态为{state}；只有已停止或失败的运行可以恢复"),
+    "check.state": ("{state}", "{state_zh}"),  # a run's state as status.json writes it, in 中文 as the badge says it
+    "check.no_such_checkpoint": ("{run} has no checkpoint {checkpoint} (its checkpoints/ holds {held})",
+                                 "{run} 没有检查点 {checkpoint}（其 checkpoints/ 中有：{held}）"),
+    "check.nothing": ("nothing", "无"), "check.none": ("none", "无"),
+    "check.no_checkpoint": ("{run} saved no checkpoint to resume from; start a new run instead",
+                            "{run} 没有保存可恢复的检查点；请开始新的运行"),
+    "check.resume_here": ("{run} ran on {nodes} node(s) x {per_node} worker(s) (data parallel {width}); resuming it on "
+                          "this machine needs {width} workers: {problem}",
+                          "{run} 曾在 {nodes} 个节点 × 每节点 {per_node} 个工作进程上运行（数据并行 {width}）；在本机恢复"
+                          "需要 {width} 个工作进程：{problem}"),
+    # the folders this console may read (app.paths), the model folder and the data (app.train_callbacks, app.data_callbacks)
+    "check.outside_roots": ("{path}: outside the folders this console may read ({roots})",
+                            "{path}：不在本控制台可读取的目录中（{roots}）"),
+    "check.none_configured": ("(none configured)", "（未配置）"),
+    "check.in_base": ("base: {problem}", "base：{problem}"),
+    "check.not_model_folder": ("{path} is not a model folder under {roots}", "'{path}' 不是 {roots} 下的模型目录"),
+    "check.not_loadable": ("{name} is not loadable: {problem}", "'{name}' 无法加载：{problem}"),
+    "check.cannot_read_data": ("cannot read the data: {problem}", "无法读取数据：{problem}"),
+    # a fork (app.train_callbacks.new_from_run, fork_errors)
+    "check.no_fork_checkpoint": ("{run} has no checkpoint step-{step} (kept: {kept})", "{run} 没有检查点 step-{step}（保留的：{kept}）"),
+    "check.fork_keeps": ("a fork keeps {setting} of {run} ({value}): its checkpoint holds weights of that shape",
+                         "分叉须保持 {run} 的 {setting}（{value}）：其检查点中的权重是这个形状"),
+    "check.fork_steps": ("steps must be more than {step}: the fork counts on from the checkpoint's step (e.g. {example})",
+                         "步数必须大于 {step}：分叉从检查点的步数接着计数（例如 {example}）"),
+    # the Try tab's generation (app.try_callbacks)
+    "check.no_answer": ("no answer within {s} s", "{s} 秒内没有结果"),
 })
+
+
+def said_of(err: BaseException) -> str:
+    """An error's first message as it was made (a core Message, the console's Said), else its text."""
+    said = getattr(err, "said", None)
+    return said[0] if isinstance(said, list) and said else str(err)
 
 
 def problem_text(message: str | BaseException | None, lang: str) -> str:
@@ -1367,6 +1388,8 @@ def problem_text(message: str | BaseException | None, lang: str) -> str:
         if lang == "zh" and isinstance(said, list):
             return "\n".join(problem_text(line, lang) for line in said)
         message = str(message)
+    if isinstance(message, Said):  # the console's own words (app.i18n.TEXTS)
+        return message.in_lang(lang)
     if lang != "zh" or not message:
         return message or ""
     if isinstance(message, Message):

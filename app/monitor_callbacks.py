@@ -371,7 +371,7 @@ def stop(console: Console, run_id: str | None, graceful: bool, viewer: Viewer = 
     try:
         return console.jobs.request_stop(run_id, graceful, viewer)
     except (ValueError, LaunchError) as err:  # LaunchError: a pending cluster job's scancel refused
-        return f"⚠ {err}"
+        return Said("check.warn", problem=err)
 
 
 # ---- the page's feed and its controls --------------------------------------------------------
@@ -561,7 +561,7 @@ def prepare_download(console: Console, run_id: str | None, fmt: str, lang: str,
     try:
         run = console.jobs.run_dir(run_id, viewer)
     except ValueError as err:
-        return ("", None, False), f"⚠ {err}"
+        return ("", None, False), Said("check.warn", problem=err)
     try:
         run_with_ticks(lambda: run_export(run.path, fmt, console.runs_dir), on_wait, wait_every_s)
     except (ExportFailed, OSError) as err:

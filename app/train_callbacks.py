@@ -34,11 +34,23 @@ from app.background import run_with_ticks
 from app.cluster import cluster_errors
 from app.changes import Change, applies, changes, changes_text, flatten, same, show
 from app.context import Console
-from app.i18n import Said, memory_note, problem_text, text
+from app.i18n import Said, memory_note, problem_text, said_of, text
 from app.paths import OutsideRootsError, inside_roots
 
 PREVIEW_MASTER_PORT = 29500  # shown in previews; a free port is chosen at launch
 STARTER_CONFIG = "lora_demo.yaml"
+
+
+class _SaidConfigError(ConfigError):
+    """A config the console refuses in its own words (app.i18n.Said), kept as `said` for the page."""
+
+    def __init__(self, said: Said):
+        super().__init__(str(said))
+        self._said = said
+
+    @property
+    def said(self) -> list[str]:
+        return [self._said]
 
 
 @dataclass
@@ -93,10 +105,10 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
     errors: dict[str, str] = {}
     entry = catalog.find(console.models(), config.model.path)
     if entry is None:
-        errors["model.path"] = (f"{config.model.path} is not a model folder under "
-                                f"{', '.join(str(r) for r in console.settings.models_dirs)}")
+        errors["model.path"] = Said("check.not_model_folder", path=config.model.path,
+                                    roots=", ".join(str(r) for r in console.settings.models_dirs))
     elif not entry.loadable:
-        errors["model.path"] = f"{entry.name} is not loadable: {entry.reason}"
+        errors["model.path"] = Said("check.not_loadable", name=entry.name, problem=entry.reason)
     else:
         try:
             check_run_settings(config.with_updates({"model.path": str(entry.path)}))
@@ -143,7 +155,7 @@ def _data_file_error(name: str, console: Console) -> str | None:
         try:
             path = inside_roots(split_path(item)[0], console.settings.all_data_dirs)
         except OutsideRootsError as err:
-            return str(err)
+            return said_of(err)
         if not path.exists():
             return f"{item}: file not found"
     return None
@@ -441,7 +453,7 @@ def load_yaml(path: str | Path, console: Console) -> dict[str, Any]:
         try:
             base_path = inside_roots(console.settings.configs_dir / str(base), [console.settings.configs_dir])
         except OutsideRootsError as err:
-            raise ConfigError(f"base: {err}") from None
+            raise _SaidConfigError(Said("check.in_base", problem=said_of(err))) from None
         merged = deep_merge(merged, load_config(base_path).to_dict())
     config = Config.from_dict(deep_merge(merged, data))
     return form.to_values(config.with_updates({"run.runs_dir": console.runs_dir_for_config, "run.resume": None}))
@@ -508,8 +520,8 @@ def new_from_run(console: Console, run_id: str, viewer: Viewer = SINGLE_USER,
     if step is not None:
         folder = run.checkpoint(int(step))
         if not folder.is_dir():
-            raise ConfigError(f"{run_id} has no checkpoint step-{step} (kept: "
-                              f"{', '.join(f'step-{n}' for n in run.checkpoint_steps()) or 'none'})")
+            kept = ", ".join(f"step-{n}" for n in run.checkpoint_steps()) or Said("check.none")
+            raise _SaidConfigError(Said("check.no_fork_checkpoint", run=run_id, step=step, kept=kept))
         checkpoint = str(folder)
     reference = Reference(run_id, flatten(config.to_dict()), step, checkpoint)
     if step is not None and config.train.max_steps is not None and config.train.max_steps <= step:
@@ -541,13 +553,11 @@ def fork_errors(config: Config, reference: Reference | None) -> dict[str, str]:
     flat, errors = flatten(config.to_dict()), {}
     for key in FORK_KEEPS:
         if applies(flat, key) and not same(flat.get(key), reference.flat.get(key)):
-            errors[form.widget_for_error(key) or key] = (
-                f"a fork keeps {key} of {reference.run_id} ({show(reference.flat.get(key))}): its checkpoint "
-                "holds weights of that shape")
+            errors[form.widget_for_error(key) or key] = Said(
+                "check.fork_keeps", setting=key, run=reference.run_id, value=show(reference.flat.get(key)))
     steps = config.train.max_steps
     if steps is not None and reference.step is not None and steps <= reference.step:
-        errors[form.LENGTH] = (f"steps must be more than {reference.step}: the fork counts on from the "
-                               f"checkpoint's step (e.g. {reference.step * 2})")
+        errors[form.LENGTH] = Said("check.fork_steps", step=reference.step, example=reference.step * 2)
     return errors
 
 

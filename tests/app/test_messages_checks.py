@@ -214,3 +214,183 @@ def test_every_held_device_is_said_by_its_id(workspace, fake_launcher):
     assert_chinese(refused.error, problem_text(refused.error, "zh"))
     assert html.escape(problem_text(refused.error, "zh")) in shown
     console.jobs.close()
+
+
+# ---- the console's own checks: TEXTS keys said with `Said` -------------------------------------------------
+
+def _said_keys(said) -> set[str]:
+    from app.i18n import Said
+
+    if not isinstance(said, Said):
+        return set()
+    return {said.key}.union(*(_said_keys(value) for value in said.params.values()))
+
+
+def _check_said(said, keys: set[str]) -> None:
+    """`said` is made of `keys`, its English as before, in 中文 with every fact kept."""
+    from app.i18n import Said
+
+    assert isinstance(said, Said) and keys <= _said_keys(said), (str(said), _said_keys(said))
+    assert problem_text(said, "en") == str(said)
+    assert_chinese(str(said), problem_text(said, "zh"))
+
+
+def _stopped_run(console, name: str, state: str = "stopped", checkpoints: tuple[str, ...] = ()):
+    from core.run.rundir import RunDir
+
+    run = RunDir.create(console.runs_dir, f"20261201-09000{len(name)}_tiny_lora-r8_fp32_dp1_{name}",
+                        Config().with_updates({"train.max_steps": 4, "train.warmup_steps": 1}).to_yaml())
+    run.write_status(state="starting")
+    run.write_status(state="running", step=0, total_steps=4, rank_count=1)
+    if state != "running":
+        run.write_status(state=state)
+    for checkpoint in checkpoints:
+        (run.checkpoints_dir / checkpoint).mkdir(parents=True)
+    return run
+
+
+def test_the_runs_and_resume_refusals_are_said_by_key(console):
+    from app import monitor_callbacks
+    from app import runs_callbacks as runs_cb
+    from app.jobs import JobError
+
+    made = {}
+    for run_id in ("../x", "20261201-000000_nope"):
+        with pytest.raises(JobError) as info:
+            console.jobs.run_dir(run_id)
+        made[run_id] = info.value.said[0]
+    _check_said(made["../x"], {"check.not_run_id"})
+    _check_said(made["20261201-000000_nope"], {"check.no_run"})
+    assert str(made["20261201-000000_nope"]) == f"no run 20261201-000000_nope in {console.runs_dir}"
+    running = _stopped_run(console, "a", state="running")
+    empty = _stopped_run(console, "bb", checkpoints=("step-2",))
+    bare = _stopped_run(console, "ccc")
+    (bare.checkpoints_dir).mkdir(parents=True, exist_ok=True)
+    cases = {(running.run_id, None): {"check.not_resumable", "check.state"},
+             (empty.run_id, "step-9"): {"check.no_such_checkpoint"},
+             (bare.run_id, "step-9"): {"check.no_such_checkpoint", "check.nothing"},
+             (bare.run_id, None): {"check.no_checkpoint"}}
+    for (run_id, checkpoint), keys in cases.items():
+        with pytest.raises(JobError) as info:
+            console.jobs.resume(run_id, checkpoint=checkpoint)
+        _check_said(info.value.said[0], keys)
+    assert str(JobError(made["../x"])) == "'../x' is not a run id"
+    _, answer = runs_cb.resume(console, [running.run_id], lang="zh")  # the Runs tab's answer
+    assert answer == f"⚠ {running.run_id} 的状态为运行中；只有已停止或失败的运行可以恢复"
+    warned = monitor_callbacks.stop(console, "20261201-000000_nope", graceful=True)  # the Monitor's
+    _check_said(warned, {"check.warn"})
+
+
+def test_a_cluster_run_resumed_here_on_too_few_cores_is_said_by_key():
+    import os
+
+    from app.jobs import JobError, JobManager
+
+    config = Config().with_updates({"launch.backend": "slurm", "launch.nodes": 2,
+                                    "launch.workers_per_node": os.cpu_count() or 1,
+                                    "parallel.data_parallel": 2 * (os.cpu_count() or 1)})
+    with pytest.raises(JobError) as info:
+        JobManager._moved("20261201-000000_wide", config, "local")
+    _check_said(info.value.said[0], {"check.resume_here"})
+    assert "run.check.cores" in ids_in(info.value.said[0].params["problem"].said[0].params["reason"])
+
+
+def test_the_folders_this_console_may_read_are_said_by_key(console, tmp_path):
+    from app.paths import OutsideRootsError, inside_roots
+
+    errors = cb.check_form(form_values(console, data__train_file="/etc/passwd"), console).errors
+    _check_said(errors["data.train_file"], {"check.outside_roots"})
+    with pytest.raises(OutsideRootsError) as info:
+        inside_roots("x", [])
+    _check_said(info.value.said[0], {"check.outside_roots", "check.none_configured"})
+    (tmp_path / "secret.yaml").write_text("train: {learning_rate: 0.5}\n")
+    upload = console.settings.configs_dir / "upload.yaml"
+    upload.write_text(f"base: {tmp_path / 'secret.yaml'}\n")
+    with pytest.raises(ConfigError) as refused:
+        cb.load_yaml(upload, console)
+    _check_said(refused.value.said[0], {"check.in_base", "check.outside_roots"})
+    _, message = cb.load_config_values(cb.load_yaml, str(upload), console, "zh")
+    assert message == f"⚠ {problem_text(refused.value.said[0], 'zh')}" and message.startswith("⚠ base：")
+
+
+def test_the_model_folder_checks_are_said_by_key(console, workspace, fake_launcher, tmp_path):
+    from dataclasses import replace
+
+    from app.context import Console
+
+    errors = cb.check_form(form_values(console, model__path="nope"), console).errors
+    _check_said(errors["model.path"], {"check.not_model_folder"})
+    assert html.escape(problem_text(errors["model.path"], "zh")) in cb.errors_html(errors, "zh")
+    broken = tmp_path / "more_models" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "config.json").write_text('{"architectures": ["NopeForCausalLM"], "model_type": "nope"}')
+    wider = Console.create(replace(workspace, models_dirs=(*workspace.models_dirs, broken.parent)),
+                           create_run=fake_launcher.create_run, launch=fake_launcher.launch,
+                           stop=fake_launcher.stop, reconcile=fake_launcher.reconcile)
+    entry = next(m for m in wider.models() if not m.loadable)
+    errors = cb.check_form(form_values(wider, model__path=str(entry.path)), wider).errors
+    said = errors["model.path"]
+    assert said.key == "check.not_loadable" and str(said).startswith(f"{entry.name} is not loadable: ")
+    chinese = problem_text(said, "zh")  # the loader's reason after it, in 中文 by its own messages
+    assert chinese.startswith(f"'{entry.name}' 无法加载：") and "NopeForCausalLM" in chinese
+
+
+def test_data_that_cannot_be_read_is_said_by_key(console, monkeypatch):
+    from app import data_callbacks
+
+    def unreadable(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(data_callbacks, "data_stats", unreadable)
+    config = cb.check_form(form_values(console), console, data=False).config
+    problems = data_callbacks.data_problems(config, console)
+    said = problems["data.train_file"]
+    assert str(said) == "cannot read the data: [Errno 13] Permission denied"
+    assert said.key == "check.cannot_read_data" and problem_text(said, "zh").startswith("无法读取数据：")
+
+
+def test_a_forks_checks_are_said_by_key(console):
+    from tests.app.test_train_callbacks import finished_parent
+
+    parent = finished_parent(console, lora__rank=8, train__length=20, train__warmup_steps=2)
+    with pytest.raises(ConfigError) as info:
+        cb.new_from_run(console, parent.run_id, step=9)
+    _check_said(info.value.said[0], {"check.no_fork_checkpoint"})
+    bare = _stopped_run(console, "dddd")
+    with pytest.raises(ConfigError) as info:
+        cb.new_from_run(console, bare.run_id, step=9)
+    _check_said(info.value.said[0], {"check.no_fork_checkpoint", "check.none"})
+    values, reference = cb.new_from_run(console, parent.run_id, step=20)
+    errors = cb.fork_errors(cb.check_form({**values, "lora.rank": 16, "train.length": 20}, console).config, reference)
+    _check_said(errors["lora.rank"], {"check.fork_keeps"})
+    _check_said(errors[form.LENGTH], {"check.fork_steps"})
+    assert html.escape(problem_text(errors[form.LENGTH], "zh")) in cb.errors_html(errors, "zh")
+
+
+def test_the_dry_run_and_the_try_tab_say_their_own_failures_by_key(console):
+    import subprocess
+    import types
+
+    from app import try_callbacks
+
+    measured, shown = cb.dry_run(form_values(console), console, lang="zh", runner=lambda argv, **kw: types.SimpleNamespace(
+        returncode=-9, stdout="", stderr=""))
+    _check_said(measured.error, {"dry.exited"})
+    assert "core.dry_run 退出码为 -9" in shown
+
+    def slow(argv, **kwargs):
+        raise subprocess.TimeoutExpired(argv, 1)
+
+    answer = try_callbacks._run(["x"], runner=slow)
+    _check_said(answer.error, {"check.no_answer"})
+
+
+def test_every_text_key_of_area_c_is_made_here():
+    from app.i18n import TEXTS
+
+    made = {"check.warn", "dry.exited", "check.not_run_id", "check.no_run", "check.not_resumable", "check.state",
+            "check.no_such_checkpoint", "check.nothing", "check.no_checkpoint", "check.resume_here",
+            "check.outside_roots", "check.none_configured", "check.in_base", "check.not_model_folder",
+            "check.not_loadable", "check.cannot_read_data", "check.no_fork_checkpoint", "check.none",
+            "check.fork_keeps", "check.fork_steps", "check.no_answer"}
+    assert made == {key for key in TEXTS if key.startswith("check.")} | {"dry.exited"}
