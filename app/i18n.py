@@ -1123,7 +1123,8 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     # where: 'file line 5: ...', 'file record data[3]: ...', 'file row index 4: ...'
     (r"(\S+) line (\d+): ", r"\1 第 \2 行："), (r"(\S+) record (\S*)\[(\d+)\]: ", r"\1 记录 \2[\3]："),
     (r"(\S+) row index (\d+): ", r"\1 第 \2 行（行号从 0 起）："),
-    # the form's own words
+    # the form's own words around a reason still written as English (the model's limits below reach the form as
+    # text: app.form.form_message's text path); a reason with an id is said by it (problem.got, field.named)
     (r"\(the field is empty\)", "（该字段为空）"), (r" \(got ([^()]*|\[.*\]|\(.*\))\)$", r"（当前值 \1）"),
     (r"^target modules (?=must|is|names|matches)", "目标模块"),
     # the model: its limits (core.spec.model_args.run_problems) and the loader's refusals
@@ -1211,9 +1212,6 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r"not a folder\. Expected a Hugging Face folder with config\.json and model\.safetensors \(or a sharded "
      r"model\.safetensors\.index\.json\)\.", "不是目录。需要含 config.json 与 model.safetensors"
      "（或分片的 model.safetensors.index.json）的 Hugging Face 目录。"),
-    # the console's checks (app.train_callbacks, app.paths, app.jobs): said by their keys (TEXTS, area C); where a
-    # problem is, for a reason still written as English (a ConfigError line whose reason has no id)
-    (r"^(\S+) = (.+?) in (\S+): ", r"\1 = \2（\3 中）："), (r"^(\S+) in (\S+): ", r"\1（\2 中）："),
     # core.data.pipeline: the files and their records
     (r": file not found$", "：文件不存在"), (r": cannot read \((.*)\)$", r"：无法读取（\1）"),
     (r"not a readable (gzip|Parquet|Arrow) file \((.*)\)$", r"不是可读取的 \1 文件（\2）"),
