@@ -46,7 +46,7 @@ def shared_dir_refusal(runs_dir: Path, shared_dir: Path | None) -> str | None:
     try:
         slurm.check_shared(runs_dir, shared_dir)
     except LaunchError as err:
-        return str(err)
+        return (err.said or [str(err)])[0]  # core's message, said in the page's language by its id
     return None
 
 
@@ -127,7 +127,7 @@ def cluster_errors(config: Any, offer: ClusterOffer, ask_slurm: bool = True,
     except ConfigError as err:
         return dict(err.errors)
     except LaunchError as err:  # Slurm did not answer
-        return {"launch.backend": str(err)}
+        return {"launch.backend": (err.said or [str(err)])[0]}
     return {}
 
 

@@ -15,7 +15,7 @@ from app.context import Console
 from app.data_preview import (data_stats, error_html, histogram_html, preference_stats_markdown, preview_html,
                               stats_markdown)
 from app.datasets import Dataset, UploadError, save_upload, upload_dataset
-from app.i18n import problem_text, text
+from app.i18n import Said, problem_text, text
 from app.paths import OutsideRootsError, absolute, inside_roots
 
 DATA_FILE_KEYS = ("data.train_file", "data.validation_file", "data.test_file")
@@ -82,7 +82,7 @@ def preview_view(values: Mapping[str, Any], console: Console, lang: str = "en") 
     try:
         settings = data_settings(values, console)
     except (ConfigError, OutsideRootsError) as err:
-        return error_html(str(err), lang)
+        return error_html(err, lang)
     return preview_html(str(model.path), settings, lang=lang)
 
 
@@ -155,7 +155,7 @@ def data_problems(config: Config, console: Console) -> dict[str, str]:
     except (DataError, TokenizerError) as err:  # a TokenizerError keeps its message by id (core.spec.errors)
         return {_widget_of(str(err), config): getattr(err, "message", str(err))}
     except OSError as err:
-        return {"data.train_file": f"cannot read the data: {err}"}
+        return {"data.train_file": Said("check.cannot_read_data", problem=str(err))}
     return {}
 
 

@@ -161,12 +161,13 @@ def form_message(config_key: str, message: str) -> str:
     "null"; a paired widget names its part in words (steps, epochs), not a second dotted key.
     A core message (core.spec.messages) stays one, so the page says it in its language."""
     if config_key in ("train.max_steps", "train.epochs") and "set exactly one of" in message:
-        return "give the number of steps or epochs (the field is empty)"
+        return Message("problem.empty", reason=Message("field.give_length"))
     if isinstance(message, Message):
         if message.key == "problem.got" and message.params["value"] == "null":
-            return Message("problem.empty", reason=message.params["reason"])
-        if config_key == "lora.target_modules":  # its paired widget names it in words, as below
-            return Message("model.targets_widget", reason=message)
+            message = Message("problem.empty", reason=message.params["reason"])
+        if config_key in PAIRED:
+            return Message("field.named", widget=PAIRED_NAMES.get(config_key, config_key),
+                           reason=_without_or_null(message))
         return message
     message = message.replace("(got null)", "(the field is empty)")
     if config_key in PAIRED:
@@ -181,7 +182,7 @@ def errors_by_widget(errors: Mapping[str, str]) -> dict[str, str]:
     for key, message in errors.items():
         widget = widget_for_error(key)
         text = form_message(key, message) if widget == key or not key or key in PAIRED else _at(key, message)
-        out[widget] = _joined(out[widget], text) if widget in out else text
+        out[widget] = joined(out[widget], text) if widget in out else text
     return out
 
 
@@ -189,7 +190,16 @@ def _at(key: str, message: str) -> str:
     return Message("problem.at_key", setting=key, reason=message) if isinstance(message, Message) else f"{key}: {message}"
 
 
-def _joined(first: str, second: str) -> str:
+def joined(first: str, second: str) -> str:
+    """Two problems of one widget as one: 'first; second' (a message when either is one)."""
     if isinstance(first, Message) or isinstance(second, Message):
         return Message("problem.and", reason=first, note=second)
     return f"{first}; {second}"
+
+
+def _without_or_null(message: Message) -> Message:
+    """`message` without its rules' ", or null" (a paired widget is never null: it is empty)."""
+    if message.key == "field.rule.or_null":
+        return _without_or_null(message.params["reason"])
+    return Message(message.key, **{name: _without_or_null(value) if isinstance(value, Message) else value
+                                   for name, value in message.params.items()})

@@ -681,7 +681,6 @@ MESSAGES_ZH: dict[str, str] = {
                             "max_position_embeddings）；最多用 {tokens}"),
     "model.targets_unmatched": "名称 {names} 不匹配该 '{family}' 模型的任何投影层；其投影层为 {projections}（或用 'all-linear' 表示全部）",
     "model.targets_none": "不匹配该 '{family}' 模型的任何投影层；其投影层为 {projections}（或用 'all-linear' 表示全部）",
-    "model.targets_widget": "目标模块{reason}",
     "model.not_a_folder": ("不是目录。需要含 config.json 与 model.safetensors（或分片的 model.safetensors.index.json）的 "
                            "Hugging Face 目录。"),
     "model.no_weights": ("没有 model.safetensors 或 model.safetensors.index.json。需要含 config.json 与 model.safetensors"
@@ -695,7 +694,6 @@ MESSAGES_ZH: dict[str, str] = {
     "model.unreadable_weights": "权重无法读取：{reason}",
     "model.short_weights": "{file}：太短，不是 safetensors 文件",
     "model.huge_header": "{file}：文件头有 {size} 字节，不可信",
-    "model.not_loadable": "'{name}' 无法加载：{reason}",
     "moe.experts_missing": "缺失（每个 MoE 层的专家数）",
     "moe.top_k": "{top_k} 超过了专家数 {experts}",
     "moe.aux_loss": "必须是 >= 0 的数字，实际为 {py_value}",
@@ -720,6 +718,62 @@ MESSAGES_ZH: dict[str, str] = {
     "tokenizer.syntax": "对话模板第 {line} 行有语法错误：{jinja_says}",
 
     # ---- area C: a field's own rule (core.spec.config), core.run's checks (Slurm's shared folder, trackers, cores) ----
+    "field.rule.bool": "true 或 false",
+    "field.rule.string": "字符串",
+    "field.rule.integer": "整数",
+    "field.rule.number": "数字",
+    "field.rule.integer_bound": "整数，且 {op} {bound}",
+    "field.rule.number_bound": "数字，且 {op} {bound}",
+    "field.rule.integer_in": "整数，取值范围 {range}",
+    "field.rule.number_in": "数字，取值范围 {range}",
+    "field.rule.one_of": "以下之一：{options}",
+    "field.rule.or_null": "{reason}，或 null",
+    "field.rule.target_modules": "非空的模块名列表、'q_proj,v_proj' 形式的文本，或一个正则表达式",
+    "field.rule.profile_steps": "两个步数 [起, 止]，且 1 <= 起 <= 止（文本形式：'3,5'）",
+    "field.rule.trackers": "由 {trackers} 组成的列表（每个至多一次），或 []",
+    "field.rule.columns": "格式字段到数据集列名的映射，例如 {{instruction: question, output: answer}}",
+    "field.rule.dataset": "dataset_info.json 目录中的数据集名称，或其列表（文本形式：'a, b'）",
+    "field.rule.data_files": ("一个文件、数据集目录、目录#划分，或文件列表（文本形式：'[a.jsonl, b.jsonl]' 或 "
+                              "'a.jsonl, b.jsonl'）"),
+    "field.rule.time_limit": "Slurm 时间限制（{forms}，例如 30、1:30:00、2-12）",
+    "field.rule.sbatch_options": ("sbatch 选项的列表，每项一个 '--name=value' 或 '--name'（长格式；不含命令行特殊字符；"
+                                  "不能是启动器自己设置的选项：--output、--error、--chdir、--nodes……）"),
+    "field.rule.env": "环境变量名（[A-Za-z_][A-Za-z0-9_]*）到值的映射，例如 {{HF_HOME: /data/hf}}",
+    "field.rule.slurm_name": "Slurm 名称（字母、数字、'_'、'.'、'-'）",
+    "field.must_be": "必须是{reason}",
+    "field.must_be_suggest": "必须是{reason}（是否想写 {suggestion}？）",
+    "field.not_empty": "不能为空",
+    "field.bad_regex": "不是有效的正则表达式：{re_says}",
+    "field.unknown_key": "未知的键；有效的键：{valid_names}",
+    "field.unknown_key_suggest": "未知的键（是否想写 {suggestion}？）；有效的键：{valid_names}",
+    "field.section_mapping": "必须是 {section} 设置的映射",
+    "field.unknown_tracker": "含未知的跟踪工具 {name}；必须是{reason}",
+    "field.unknown_tracker_suggest": "含未知的跟踪工具 {name}（是否想写 {suggestion}？）；必须是{reason}",
+    "field.tracker_twice": "同一个跟踪工具出现了两次；必须是{reason}",
+    "field.unknown_column_field": "含未知字段 {name}；有效字段：{valid_names}",
+    "field.unknown_column_field_suggest": "含未知字段 {name}（是否想写 {suggestion}？）；有效字段：{valid_names}",
+    "field.column_not_string": "把 {name} 映射到 {column}；列名必须是非空字符串",
+    "field.data_file_items": "必须是{reason}；每一项都须是非空文件名",
+    "field.time_limit_zero": "必须是大于零的时间限制",
+    "field.sbatch_not_text": "{item} 不是选项文本",
+    "field.sbatch_shell": "{item} 含有 {characters}：不能有命令行特殊字符或换行",
+    "field.sbatch_form": "{item} 不是单个 '--name=value' 项（请用长格式，每项一个选项，例如 --mem=4G）",
+    "field.sbatch_reserved": "{item} 设置了 {option}，而启动器会自己设置它",
+    "field.sbatch_reserved_use": "{item} 设置了 {option}，而启动器会自己设置它；请用 {instead}",
+    "field.env_name": "变量名为 {name}；变量名由字母、数字和 '_' 组成，且不能以数字开头",
+    "field.env_value": "给 {name} 的值为 {py_value}；值必须是字符串或数字",
+    "field.env_newline": "给 {name} 的值含换行；值只能是一行",
+    "field.named": "{widget}{reason}",
+    "field.give_length": "请填写步数或轮数",
+    "run.check.shared_needed": ("Slurm 运行的运行目录必须位于每个节点都能访问的存储上：用 {option} <共享存储上的文件夹> "
+                                "启动控制台，并把运行目录（--runs-dir）放在其中"),
+    "run.check.shared_missing": "{option} {folder}：没有这个文件夹",
+    "run.check.shared_outside": ("运行目录 {runs} 不在 {option} {shared} 之内：集群节点看不到运行的文件；请使用位于 {shared} "
+                                 "之内的运行目录（--runs-dir）"),
+    "run.check.tracker_missing": ("tracking：{tracker} 需要 {package} 包，但尚未安装（用 'pip install -r "
+                                  "requirements-tracking.txt' 安装），或从 'tracking' 中去掉 {tracker}"),
+    "run.check.cores": "本机有 {cores} 个 CPU 核，最多可运行 {cores} 个 CPU worker（每个一个进程）；请把 parallel.data_parallel 设为 {cores} 或更少",
+    "run.check.devices_held": "所有 parallel.device={device} 设备（{ids}）都被运行占用（{held}）；请在有空闲设备时再检查内存",
 
     # ---- where a problem is ----
     "problem.got": "{reason}（当前值 {value}）",
@@ -1139,52 +1193,13 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     # where: 'file line 5: ...', 'file record data[3]: ...', 'file row index 4: ...'
     (r"(\S+) line (\d+): ", r"\1 第 \2 行："), (r"(\S+) record (\S*)\[(\d+)\]: ", r"\1 记录 \2[\3]："),
     (r"(\S+) row index (\d+): ", r"\1 第 \2 行（行号从 0 起）："),
-    # the form's own words
-    (r"^give the number of steps or epochs \(the field is empty\)$", "请填写步数或轮数（该字段为空）"),
+    # the form's own words around a reason still written as English (the model's limits below reach the form as
+    # text: app.form.form_message's text path); a reason with an id is said by it (problem.got, field.named)
     (r"\(the field is empty\)", "（该字段为空）"), (r" \(got ([^()]*|\[.*\]|\(.*\))\)$", r"（当前值 \1）"),
-    (r"^steps (?=must|is)", "步数"), (r"^epochs (?=must|is)", "轮数"), (r"^target modules (?=must|is|names|matches)", "目标模块"),
-    # core.run.slurm.check_shared: where a Slurm run's folder must be
-    (r"^a Slurm run needs its run folder on storage every node sees: start the console with (--\S+) <a folder on "
-     r"shared storage> and a runs folder \(--runs-dir\) inside it$",
-     r"Slurm 运行的运行目录必须位于每个节点都能访问的存储上：用 \1 <共享存储上的文件夹> 启动控制台，"
-     r"并把运行目录（--runs-dir）放在其中"),
-    (r"^(--\S+) (\S+): no such folder$", r"\1 \2：没有这个文件夹"),
-    (r"^the runs folder (\S+) is not inside (--\S+) (\S+): the cluster's nodes would not see the run's files; use a "
-     r"runs folder \(--runs-dir\) inside (\S+)$",
-     r"运行目录 \1 不在 \2 \3 之内：集群节点看不到运行的文件；请使用位于 \4 之内的运行目录（--runs-dir）"),
-    # core.run.tracking / core.spec.config: trackers, answer scores
-    (r"tracking: (\w+) needs the (\S+) package, which is not installed \(pip install -r requirements-tracking\.txt\), "
-     r"or take \w+ out of tracking", r"tracking：\1 需要 \2 包，但尚未安装（pip install -r requirements-tracking.txt），"
-     r"或从 tracking 中去掉 \1"),
-    # core.run.launcher.check_workers_available: the machine's cores
-    (r"this machine has (\d+) CPU cores, so at most (\d+) CPU workers can run \(one process each\); set "
-     r"parallel\.data_parallel to (\d+) or fewer",
-     r"本机有 \1 个 CPU 核，最多可运行 \2 个 CPU worker（每个一个进程）；请把 parallel.data_parallel 设为 \3 或更少"),
     # Python's json module's reason in a refusal still written as English: a checkpoint's trainer_state.json
     # (core.engine.checkpoint, export) and a LoRA adapter's config (core.engine.lora)
     (r"not valid JSON \((.*: line \d+ column \d+ \(char \d+\))\)\.$", lambda m: f"不是有效的 JSON（{_json_error(m.group(1))}）。"),
     (r"not valid JSON \((.*)\)\.$", r"不是有效的 JSON（\1）。"),
-    # the console's checks (app.train_callbacks, app.paths, app.jobs)
-    (r"^(\S+) = (.+?) in (\S+): ", r"\1 = \2（\3 中）："), (r"^(\S+) in (\S+): ", r"\1（\2 中）："),
-    (r"^(\S+) is (\w+); only a stopped or failed run can be resumed$",
-     lambda m: f"{m.group(1)} 的状态为{text('state.' + m.group(2), 'zh')}；只有已停止或失败的运行可以恢复"),
-    (r"^(\S+) has no checkpoint ('[^']*') \(its checkpoints/ holds (.*)\)$", r"\1 没有检查点 \2（其 checkpoints/ 中有：\3）"),
-    (r"^(\S+) saved no checkpoint to resume from; start a new run instead$", r"\1 没有保存可恢复的检查点；请开始新的运行"),
-    (r"^(\S+) ran on (\d+) node\(s\) x (\d+) worker\(s\) \(data parallel (\d+)\); resuming it on this machine "
-     r"needs (\d+) workers: ", r"\1 曾在 \2 个节点 × 每节点 \3 个工作进程上运行（数据并行 \4）；在本机恢复需要 \5 个工作进程："),
-    (r"^no answer within (\d+) s$", r"\1 秒内没有结果"), (r"^core\.dry_run exited with (-?\d+)$", r"core.dry_run 退出码为 \1"),
-    (r"^every (\S+) device \(([^)]*)\) is held by a run \(([^)]*)\); check memory when one is free$",
-     r"所有 parallel.device=\1 设备（\2）都被运行占用（\3）；请在有空闲设备时再检查内存"),
-    (r"^no run (\S+) in (\S+)$", r"\2 中没有运行 \1"), (r"^('[^']*') is not a run id$", r"\1 不是运行 ID"),
-    (r"^(\S+) is not a model folder under (.*)$", r"'\1' 不是 \2 下的模型目录"),
-    (r"^(\S+) is not loadable: ", r"'\1' 无法加载："),
-    (r": outside the folders this console may read \((.*)\)$", r"：不在本控制台可读取的目录中（\1）"),
-    (r"cannot read the data: ", "无法读取数据："),
-    (r"a fork keeps (\S+) of (\S+) \((.*)\): its checkpoint holds weights of that shape",
-     r"分叉须保持 \2 的 \1（\3）：其检查点中的权重是这个形状"),
-    (r"steps must be more than (\d+): the fork counts on from the checkpoint's step \(e\.g\. (\d+)\)",
-     r"步数必须大于 \1：分叉从检查点的步数接着计数（例如 \2）"),
-    (r"(\S+) has no checkpoint (\S+) \(kept: (.*)\)", r"\1 没有检查点 \2（保留的：\3）"),
     # core.data.pipeline: the files and their records
     (r": file not found$", "：文件不存在"), (r": cannot read \((.*)\)$", r"：无法读取（\1）"),
     (r"not a readable (gzip|Parquet|Arrow) file \((.*)\)$", r"不是可读取的 \1 文件（\2）"),
@@ -1267,32 +1282,6 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     (r": refused member ('.*') \(absolute path, '\.\.' or a link\)$", r"：拒绝成员 \1（绝对路径、'..' 或链接）"),
     (r": no dataset inside \(expected train\.<ext> files, a save_to_disk folder or Parquet shards\)$",
      r"：其中没有数据集（应为 train.<ext> 文件、save_to_disk 目录或 Parquet 分片）"),
-    # core.spec.config: a field's rule ('must be an integer >= 8, or null', "must be one of 'O0', 'O1'")
-    (r"unknown key( \(did you mean ('[^']*')\?\))?; valid keys: (.*)",
-     lambda m: "未知的键" + (f"（是否想写 {m.group(2)}？）" if m.group(1) else "") + f"；有效的键：{_names(m.group(3))}"),
-    (r"has unknown field ('[^']*')( \(did you mean ('[^']*')\?\))?; valid fields: (.*?)(?=（当前值|$)",
-     lambda m: f"含未知字段 {m.group(1)}" + (f"（是否想写 {m.group(3)}？）" if m.group(2) else "")
-     + f"；有效字段：{_names(m.group(4))}"),
-    (r" \(did you mean ('[^']*')\?\)", r"（是否想写 \1？）"),
-    (r"must be a non-empty list of module names, 'q_proj,v_proj', or one regular expression",
-     "必须是非空的模块名列表、'q_proj,v_proj' 形式的文本，或一个正则表达式"),
-    (r"must be a file, a dataset folder, folder#split, or a list of files \(text: '\[a\.jsonl, b\.jsonl\]' or "
-     r"'a\.jsonl, b\.jsonl'\)(; every item a non-empty file name)?",
-     lambda m: "必须是一个文件、数据集目录、目录#划分，或文件列表（文本形式：'[a.jsonl, b.jsonl]' 或 'a.jsonl, b.jsonl'）"
-     + ("；每一项都须是非空文件名" if m.group(1) else "")),
-    (r"must be two step numbers \[start, end\] with 1 <= start <= end \(text: '3,5'\)",
-     "必须是两个步数 [起, 止]，且 1 <= 起 <= 止（文本形式：'3,5'）"),
-    (r"must be a mapping of format fields to the dataset's column names, e\.g\. ",
-     "必须是格式字段到数据集列名的映射，例如 "),
-    (r"must be a mapping of (\w+) settings", r"必须是 \1 设置的映射"),
-    (r"maps ('[^']*') to ('[^']*'|\S+); the column name must be a non-empty string", r"把 \1 映射到 \2；列名必须是非空字符串"),
-    (r"must not be empty", "不能为空"), (r"is not a valid regular expression: ", "不是有效的正则表达式："),
-    (r"must be one of ", "必须是以下之一："), (r"must be an integer", "必须是整数"), (r"must be a number", "必须是数字"),
-    (r"must be a string", "必须是字符串"), (r"must be true or false", "必须是 true 或 false"),
-    (r"(必须是(?:整数|数字)) in ([\[(][^\])]*[\])])", r"\1，取值范围 \2"),
-    (r"(必须是(?:整数|数字)) ([<>]=?) (\S+)", r"\1，且 \2 \3"),
-    (r"^must be ([<>]=?) (\S+) \((\d+)\)", r"必须 \1 \2（\3）"),
-    (r", or null\b", "，或 null"),
     # a location left in English before a translated sentence
     (r"^(\S+): (?=[^\x00-\x7f])", r"\1："),
 ]
@@ -1315,6 +1304,63 @@ def _format_help_text(listed: str) -> str:
 
 
 # ---- area C: the console's own checks (app.train_callbacks, app.paths, app.jobs, app.runs_callbacks) ----
+# Python's re module's own reasons for a LoRA target regex it cannot compile, the common ones
+RE_ZH: list[tuple[str, Any]] = [
+    (r"^missing \), unterminated subpattern", "缺少 )，子模式未结束"), (r"^unbalanced parenthesis", "括号不配对"),
+    (r"^nothing to repeat", "没有可重复的内容"), (r"^multiple repeat", "重复限定符连用"),
+    (r"^unterminated character set", "字符集未结束"), (r"^bad escape (\S+)", r"错误的转义 \1"),
+    (r"^bad character range (\S+)", r"错误的字符范围 \1"), (r"^missing (\S+), unterminated name", r"缺少 \1，名称未结束"),
+    (r" at position (\d+)(?: \(line (\d+), column (\d+)\))?$",
+     lambda m: f"（位置 {m.group(1)}" + (f"，第 {m.group(2)} 行第 {m.group(3)} 列" if m.group(2) else "") + "）"),
+]
+LIBRARY_PARAMS_ZH["re_says"] = lambda said: _rewritten(said, RE_ZH)
+LIBRARY_PARAMS_ZH["valid_names"] = _names  # names a user types, quoted: 'input', 'output'
+LIBRARY_PARAMS_ZH["py_value"] = _value  # a Python repr (None, True) as the config file writes it (null, true)
+# the form's paired widgets by the name their error line gives them (app.form.PAIRED_NAMES)
+WIDGET_NAMES_ZH = {"steps": "步数", "epochs": "轮数", "target modules": "目标模块", "where to run": "运行位置",
+                   "partition": "分区"}
+LIBRARY_PARAMS_ZH["widget"] = lambda name: WIDGET_NAMES_ZH.get(name, name)
+TEXTS.update({
+    "check.warn": ("⚠ {problem}", "⚠ {problem}"),  # a core error (a Message, or an exception that keeps them)
+    "dry.exited": ("core.dry_run exited with {code}", "core.dry_run 退出码为 {code}"),
+    # a run id, resume's refusals (app.jobs)
+    "check.not_run_id": ("{run} is not a run id", "{run} 不是运行 ID"),
+    "check.no_run": ("no run {run} in {folder}", "{folder} 中没有运行 {run}"),
+    "check.not_resumable": ("{run} is {state}; only a stopped or failed run can be resumed",
+                            "{run} 的状态为{state}；只有已停止或失败的运行可以恢复"),
+    "check.state": ("{state}", "{state_zh}"),  # a run's state as status.json writes it, in 中文 as the badge says it
+    "check.no_such_checkpoint": ("{run} has no checkpoint {checkpoint} (its checkpoints/ holds {held})",
+                                 "{run} 没有检查点 {checkpoint}（其 checkpoints/ 中有：{held}）"),
+    "check.nothing": ("nothing", "无"), "check.none": ("none", "无"),
+    "check.no_checkpoint": ("{run} saved no checkpoint to resume from; start a new run instead",
+                            "{run} 没有保存可恢复的检查点；请开始新的运行"),
+    "check.resume_here": ("{run} ran on {nodes} node(s) x {per_node} worker(s) (data parallel {width}); resuming it on "
+                          "this machine needs {width} workers: {problem}",
+                          "{run} 曾在 {nodes} 个节点 × 每节点 {per_node} 个工作进程上运行（数据并行 {width}）；在本机恢复"
+                          "需要 {width} 个工作进程：{problem}"),
+    # the folders this console may read (app.paths), the model folder and the data (app.train_callbacks, app.data_callbacks)
+    "check.outside_roots": ("{path}: outside the folders this console may read ({roots})",
+                            "{path}：不在本控制台可读取的目录中（{roots}）"),
+    "check.none_configured": ("(none configured)", "（未配置）"),
+    "check.in_base": ("base: {problem}", "base：{problem}"),
+    "check.not_model_folder": ("{path} is not a model folder under {roots}", "'{path}' 不是 {roots} 下的模型目录"),
+    "check.not_loadable": ("{name} is not loadable: {problem}", "'{name}' 无法加载：{problem}"),
+    "check.cannot_read_data": ("cannot read the data: {problem}", "无法读取数据：{problem}"),
+    # a fork (app.train_callbacks.new_from_run, fork_errors)
+    "check.no_fork_checkpoint": ("{run} has no checkpoint step-{step} (kept: {kept})", "{run} 没有检查点 step-{step}（保留的：{kept}）"),
+    "check.fork_keeps": ("a fork keeps {setting} of {run} ({value}): its checkpoint holds weights of that shape",
+                         "分叉须保持 {run} 的 {setting}（{value}）：其检查点中的权重是这个形状"),
+    "check.fork_steps": ("steps must be more than {step}: the fork counts on from the checkpoint's step (e.g. {example})",
+                         "步数必须大于 {step}：分叉从检查点的步数接着计数（例如 {example}）"),
+    # the Try tab's generation (app.try_callbacks)
+    "check.no_answer": ("no answer within {s} s", "{s} 秒内没有结果"),
+})
+
+
+def said_of(err: BaseException) -> str:
+    """An error's first message as it was made (a core Message, the console's Said), else its text."""
+    said = getattr(err, "said", None)
+    return said[0] if isinstance(said, list) and said else str(err)
 
 
 def problem_text(message: str | BaseException | None, lang: str) -> str:
@@ -1328,6 +1374,8 @@ def problem_text(message: str | BaseException | None, lang: str) -> str:
         if lang == "zh" and isinstance(said, list):
             return "\n".join(problem_text(line, lang) for line in said)
         message = str(message)
+    if isinstance(message, Said):  # the console's own words (app.i18n.TEXTS)
+        return message.in_lang(lang)
     if lang != "zh" or not message:
         return message or ""
     if isinstance(message, Message):

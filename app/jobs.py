@@ -40,13 +40,18 @@ from core.run.slurm import ENDED_STATES
 
 from app.access import SINGLE_USER, Viewer, read_owner, visible
 from app.cluster import LOCAL, cluster_of
-from app.i18n import Said
+from app.i18n import Said, text
 
 DEDUPE_WINDOW_S = 10.0  # the same config submitted again within this window is the same request
 
 
 class JobError(ValueError):
-    """A start, resume or stop the console refuses; the message says why."""
+    """A start, resume or stop the console refuses; the message says why (`said`: the console's own
+    words, app.i18n.Said, when it is one)."""
+
+    @property
+    def said(self) -> list[str] | None:
+        return [self.args[0]] if self.args and isinstance(self.args[0], Said) else None
 
 
 @dataclass(frozen=True)
@@ -223,14 +228,15 @@ class JobManager:
         with self._lock:
             state = self._refresh(run).state
             if state not in ("stopped", "failed"):
-                raise JobError(f"{run_id} is {state}; only a stopped or failed run can be resumed")
+                raise JobError(Said("check.not_resumable", run=run_id, state=Said(
+                    "check.state", state=state, state_zh=text(f"state.{state}", "zh"))))
             name = checkpoint or "last"
             last = run.checkpoints_dir / name
             if "/" in name or "\\" in name or name.startswith(".") or not last.is_dir():
                 if checkpoint:
-                    raise JobError(f"{run_id} has no checkpoint {checkpoint!r} (its checkpoints/ holds "
-                                   f"{', '.join(sorted(p.name for p in run.checkpoints_dir.iterdir())) or 'nothing'})")
-                raise JobError(f"{run_id} saved no checkpoint to resume from; start a new run instead")
+                    held = ", ".join(sorted(p.name for p in run.checkpoints_dir.iterdir())) or Said("check.nothing")
+                    raise JobError(Said("check.no_such_checkpoint", run=run_id, checkpoint=repr(checkpoint), held=held))
+                raise JobError(Said("check.no_checkpoint", run=run_id))
             config = load_config(run.config_path)
             if backend is not None and backend != config.launch.backend:
                 config = self._moved(run_id, config, backend)
@@ -260,9 +266,8 @@ class JobManager:
             try:
                 launcher.check_workers_available(width, config.parallel.device)
             except ConfigError as err:
-                raise JobError(f"{run_id} ran on {config.launch.nodes} node(s) x {config.launch.workers_per_node} "
-                               f"worker(s) (data parallel {width}); resuming it on this machine needs {width} "
-                               f"workers: {err}") from err
+                raise JobError(Said("check.resume_here", run=run_id, nodes=config.launch.nodes,
+                                    per_node=config.launch.workers_per_node, width=width, problem=err)) from err
         return config.with_updates({"launch.backend": backend})
 
     # -- the queue --
@@ -574,10 +579,10 @@ class JobManager:
         """The run folder of `run_id` inside the runs folder (a renamed run is followed), if
         `viewer` may see it; another user's run is answered as if it did not exist."""
         if not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
-            raise JobError(f"{run_id!r} is not a run id")
+            raise JobError(Said("check.not_run_id", run=repr(run_id)))
         run = RunDir(self.runs_dir / run_id)
         if not run.exists() or not viewer.may_see(read_owner(run.path)):
-            raise JobError(f"no run {run_id} in {self.runs_dir}")
+            raise JobError(Said("check.no_run", run=run_id, folder=str(self.runs_dir)))
         return RunDir(run.path.resolve())
 
     def runs(self, viewer: Viewer = SINGLE_USER) -> list[RunSummary]:

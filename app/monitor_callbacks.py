@@ -360,7 +360,7 @@ def apply_early_stopping(console: Console, run_id: str | None, enabled: bool, mo
             return Said("act.es_over", run=run_id)
         control = run.write_control(early_stopping=request)  # checked by the config's rules
     except (ValueError, RunDirError) as err:
-        return f"⚠ {err}"
+        return Said("check.warn", problem=err)
     shown = ", ".join(f"early_stopping.{k} {control.early_stopping[k]}" for k in request)  # the keys as typed
     return Said("act.es_sent", seq=control.seq, settings=shown)
 
@@ -371,7 +371,7 @@ def stop(console: Console, run_id: str | None, graceful: bool, viewer: Viewer = 
     try:
         return console.jobs.request_stop(run_id, graceful, viewer)
     except (ValueError, LaunchError) as err:  # LaunchError: a pending cluster job's scancel refused
-        return f"⚠ {err}"
+        return Said("check.warn", problem=err)
 
 
 # ---- the page's feed and its controls --------------------------------------------------------
@@ -561,7 +561,7 @@ def prepare_download(console: Console, run_id: str | None, fmt: str, lang: str,
     try:
         run = console.jobs.run_dir(run_id, viewer)
     except ValueError as err:
-        return ("", None, False), f"⚠ {err}"
+        return ("", None, False), Said("check.warn", problem=err)
     try:
         run_with_ticks(lambda: run_export(run.path, fmt, console.runs_dir), on_wait, wait_every_s)
     except (ExportFailed, OSError) as err:

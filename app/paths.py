@@ -16,7 +16,12 @@ from core.run.rundir import resolve_inside
 
 
 class OutsideRootsError(ValueError):
-    """A path that resolves outside every folder the console was told it may read."""
+    """A path that resolves outside every folder the console was told it may read (`said`: the
+    console's own words, app.i18n.Said)."""
+
+    @property
+    def said(self) -> list[str]:
+        return [self.args[0]]
 
 
 def absolute(path: str | os.PathLike) -> Path:
@@ -42,8 +47,10 @@ def inside_roots(path: str | os.PathLike, roots: Iterable[str | os.PathLike]) ->
             return resolve_inside(root, absolute(path))
         except RunDirError:
             continue
-    names = ", ".join(str(r) for r in roots) or "(none configured)"
-    raise OutsideRootsError(f"{path}: outside the folders this console may read ({names})")
+    from app.i18n import Said
+
+    names = ", ".join(str(r) for r in roots) or Said("check.none_configured")
+    raise OutsideRootsError(Said("check.outside_roots", path=str(path), roots=names))
 
 
 def is_inside(path: str | os.PathLike, roots: Iterable[str | os.PathLike]) -> bool:

@@ -172,7 +172,7 @@ def queue_action(console: Console, run_ids: list[str], action: str, viewer: View
             return console.jobs.cancel(run_ids[0], viewer)
         return console.jobs.move(run_ids[0], -1 if action == "up" else +1, viewer)
     except (ValueError, RunDirError, launcher.LaunchError) as err:  # scancel of a pending cluster run refused
-        return f"⚠ {err}"
+        return Said("check.warn", problem=err)
 
 
 def run_choices(console: Console, viewer: Viewer = SINGLE_USER) -> list[tuple[str, str]]:

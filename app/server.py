@@ -140,7 +140,7 @@ def _wire_made_from(console: Console, runs: runs_tab.RunsTab, train: train_tab.T
             values, reference = train_callbacks.new_from_run(console, selected[0], console.viewer(request),
                                                              step=int(step) if fork else None)
         except (ValueError, OSError) as err:
-            return [gr.skip()] * (len(outputs) - 1) + [action_text(f"⚠ {err}", language)]
+            return [gr.skip()] * (len(outputs) - 1) + [action_text(Said("check.warn", problem=err), language)]
         # the previous launch's "✓ started …" is about another run: it goes (issue 31 item 4)
         return [gr.update(selected="train"), *[values.get(k, gr.skip()) for k in keys], reference.to_state(),
                 gr.update(visible=True), train_callbacks.reference_html(reference, language), "", ""]

@@ -5,6 +5,7 @@ launches, so an invalid config can neither be previewed as valid nor launched.
 """
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -20,7 +21,7 @@ from typing import Any, Mapping
 import core.run.launcher as launcher
 import core.run.tracking as tracking
 from core.spec.config import Config, ConfigError, deep_merge, load_config, read_config_file
-from core.spec.messages import Message
+from core.spec.messages import Message, recognise
 from core.data.pipeline import DataError, run_seq_len
 from core.data.files import file_names, split_path
 from core.spec.model_args import CheckpointError, check_run_settings, read_model_args
@@ -33,11 +34,23 @@ from app.background import run_with_ticks
 from app.cluster import cluster_errors
 from app.changes import Change, applies, changes, changes_text, flatten, same, show
 from app.context import Console
-from app.i18n import Said, memory_note, problem_text, text
+from app.i18n import Said, memory_note, problem_text, said_of, text
 from app.paths import OutsideRootsError, inside_roots
 
 PREVIEW_MASTER_PORT = 29500  # shown in previews; a free port is chosen at launch
 STARTER_CONFIG = "lora_demo.yaml"
+
+
+class _SaidConfigError(ConfigError):
+    """A config the console refuses in its own words (app.i18n.Said), kept as `said` for the page."""
+
+    def __init__(self, said: Said):
+        super().__init__(str(said))
+        self._said = said
+
+    @property
+    def said(self) -> list[str]:
+        return [self._said]
 
 
 @dataclass
@@ -92,10 +105,10 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
     errors: dict[str, str] = {}
     entry = catalog.find(console.models(), config.model.path)
     if entry is None:
-        errors["model.path"] = (f"{config.model.path} is not a model folder under "
-                                f"{', '.join(str(r) for r in console.settings.models_dirs)}")
+        errors["model.path"] = Said("check.not_model_folder", path=config.model.path,
+                                    roots=", ".join(str(r) for r in console.settings.models_dirs))
     elif not entry.loadable:
-        errors["model.path"] = Message("model.not_loadable", name=entry.name, reason=entry.reason)
+        errors["model.path"] = Said("check.not_loadable", name=entry.name, problem=entry.reason)
     else:
         try:
             check_run_settings(config.with_updates({"model.path": str(entry.path)}))
@@ -121,9 +134,9 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
         launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
     except ConfigError as err:
         errors.update(form.errors_by_widget(err.errors))
-    missing = [str(err) for err in map(_tracker_missing, config.tracking) if err]
+    missing = [(err.said or [str(err)])[0] for err in map(_tracker_missing, config.tracking) if err]
     if missing:  # the worker would only report it and go on: said here, before the run starts
-        errors["tracking"] = "; ".join(missing)
+        errors["tracking"] = functools.reduce(form.joined, missing)
     return errors
 
 
@@ -142,7 +155,7 @@ def _data_file_error(name: str, console: Console) -> str | None:
         try:
             path = inside_roots(split_path(item)[0], console.settings.all_data_dirs)
         except OutsideRootsError as err:
-            return str(err)
+            return said_of(err)
         if not path.exists():
             return f"{item}: file not found"
     return None
@@ -440,7 +453,7 @@ def load_yaml(path: str | Path, console: Console) -> dict[str, Any]:
         try:
             base_path = inside_roots(console.settings.configs_dir / str(base), [console.settings.configs_dir])
         except OutsideRootsError as err:
-            raise ConfigError(f"base: {err}") from None
+            raise _SaidConfigError(Said("check.in_base", problem=said_of(err))) from None
         merged = deep_merge(merged, load_config(base_path).to_dict())
     config = Config.from_dict(deep_merge(merged, data))
     return form.to_values(config.with_updates({"run.runs_dir": console.runs_dir_for_config, "run.resume": None}))
@@ -507,8 +520,8 @@ def new_from_run(console: Console, run_id: str, viewer: Viewer = SINGLE_USER,
     if step is not None:
         folder = run.checkpoint(int(step))
         if not folder.is_dir():
-            raise ConfigError(f"{run_id} has no checkpoint step-{step} (kept: "
-                              f"{', '.join(f'step-{n}' for n in run.checkpoint_steps()) or 'none'})")
+            kept = ", ".join(f"step-{n}" for n in run.checkpoint_steps()) or Said("check.none")
+            raise _SaidConfigError(Said("check.no_fork_checkpoint", run=run_id, step=step, kept=kept))
         checkpoint = str(folder)
     reference = Reference(run_id, flatten(config.to_dict()), step, checkpoint)
     if step is not None and config.train.max_steps is not None and config.train.max_steps <= step:
@@ -540,13 +553,11 @@ def fork_errors(config: Config, reference: Reference | None) -> dict[str, str]:
     flat, errors = flatten(config.to_dict()), {}
     for key in FORK_KEEPS:
         if applies(flat, key) and not same(flat.get(key), reference.flat.get(key)):
-            errors[form.widget_for_error(key) or key] = (
-                f"a fork keeps {key} of {reference.run_id} ({show(reference.flat.get(key))}): its checkpoint "
-                "holds weights of that shape")
+            errors[form.widget_for_error(key) or key] = Said(
+                "check.fork_keeps", setting=key, run=reference.run_id, value=show(reference.flat.get(key)))
     steps = config.train.max_steps
     if steps is not None and reference.step is not None and steps <= reference.step:
-        errors[form.LENGTH] = (f"steps must be more than {reference.step}: the fork counts on from the "
-                               f"checkpoint's step (e.g. {reference.step * 2})")
+        errors[form.LENGTH] = Said("check.fork_steps", step=reference.step, example=reference.step * 2)
     return errors
 
 
@@ -603,7 +614,7 @@ def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
         return StartOutcome(None, Said("act.not_started"), form.errors_by_widget(err.errors))
     except (launcher.LaunchError, OSError) as err:
         how = "act.not_submitted" if config.launch.backend != form.LOCAL else "act.could_not_start"
-        return StartOutcome(None, Said(how, problem=str(err)))
+        return StartOutcome(None, Said(how, problem=err))
     message = result.message
     if reference is not None:
         found = form_changes(check.config, reference)
@@ -662,7 +673,7 @@ def dry_run(values: Mapping[str, Any], console: Console, runner=subprocess.run,
     try:  # on GPU/Ascend the device a launch would get now, not device 0 (which a run may hold)
         device_env = console.jobs.dry_run_env(config.parallel.device)
     except launcher.LaunchError as err:
-        refused = DryRun(error=str(err))
+        refused = DryRun(error=(err.said or [str(err)])[0])
         return refused, dry_run_html(refused, None, lang=lang)
     with tempfile.TemporaryDirectory(prefix="mindtune-dry-run-config-") as folder:
         path = Path(folder) / "config.yaml"
@@ -692,14 +703,33 @@ def _parse_dry_run(stdout: str, stderr: str, code: int, seconds: float) -> DryRu
                 break
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     error = next((line.removeprefix("error: ") for line in reversed(lines) if line.startswith("error:")), None)
-    return DryRun(error=error or (lines[-1] if lines else f"core.dry_run exited with {code}"))
+    return DryRun(error=_recognised(error or (lines[-1] if lines else Said("dry.exited", code=code))))
+
+
+def _recognised(line: str) -> str:
+    """A core message that came as text from the dry run's process ('lora.target_modules: must not be
+    empty'): the catalogue's message its English is, after the setting that names where, so the page
+    says it in its language; the line as written when it is none."""
+    if isinstance(line, Message):
+        return line
+    found = recognise(line)
+    if found is not None:
+        return found
+    start = 0
+    while (colon := line.find(": ", start)) > 0:
+        found = recognise(line[colon + 2:])
+        if found is not None:
+            return Message("problem.at_key", setting=line[:colon], reason=found)
+        start = colon + 1
+    return line
 
 
 def dry_run_html(measured: DryRun, estimate: Any | None, workers: int = 1, lang: str = "en") -> str:
     """'measured 693 MB per worker (2 training steps and one evaluation batch, 31 s) · estimate 702 MB (-1.3%)'."""
     if measured.error:
-        why = {text("dry.fix_first", "en"): text("dry.fix_first", lang)}.get(measured.error) or problem_text(
-            measured.error, lang)
+        why = (measured.error.in_lang(lang) if isinstance(measured.error, Said) else
+               {text("dry.fix_first", "en"): text("dry.fix_first", lang)}.get(measured.error) or problem_text(
+                   measured.error, lang))
         return f'<div class="mt-error" id="dry-run-result">{html.escape(text("dry.failed", lang).format(error=why))}</div>'
     mb = f'<b data-mb="{measured.peak_mem_mb:.1f}">{measured.peak_mem_mb:,.0f} MB</b>'
     parts = [text("dry.measured", lang).format(mb=mb, steps=measured.detail.get("steps", 2), s=f"{measured.seconds:.0f}")]

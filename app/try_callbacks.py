@@ -19,7 +19,7 @@ from core.run.runs import display_name
 from app import catalog
 from app.access import SINGLE_USER, Viewer, read_owner
 from app.context import Console
-from app.i18n import text
+from app.i18n import Said, said_of, text
 from app.paths import OutsideRootsError, inside_roots
 
 GENERATE_TIMEOUT_S = 600
@@ -91,7 +91,7 @@ def _run(argv: list[str], runner=subprocess.run) -> Answer:
         result = runner(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=GENERATE_TIMEOUT_S,
                         env={**os.environ, "GLOG_v": "3"})
     except subprocess.TimeoutExpired:
-        return Answer("", error=f"no answer within {GENERATE_TIMEOUT_S} s")
+        return Answer("", error=Said("check.no_answer", s=GENERATE_TIMEOUT_S))
     except OSError as err:
         return Answer("", error=str(err))
     return parse_output(result.stdout, result.stderr, result.returncode)
@@ -124,7 +124,7 @@ def _checkpoint_job(console: Console, checkpoint: str | None, prompt: str, chat:
     try:
         folder = inside_roots(checkpoint, [console.runs_dir])
     except OutsideRootsError as err:
-        return Answer("", error=str(err))
+        return Answer("", error=said_of(err))
     root = inside_roots(console.runs_dir, [console.runs_dir])
     run = root / folder.relative_to(root).parts[0] if folder != root else root
     if folder == root or not viewer.may_see(read_owner(run)):

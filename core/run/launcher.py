@@ -59,7 +59,12 @@ _LOG_HEADER = "=== mindtune launch"  # starts the line launch() writes to train.
 
 
 class LaunchError(RuntimeError):
-    """A run that cannot be started or stopped as asked; the message says why and what to do."""
+    """A run that cannot be started or stopped as asked; the message says why and what to do (a
+    core.spec.messages.Message where the catalogue has it: `said`)."""
+
+    @property
+    def said(self) -> list[Message] | None:
+        return [self.args[0]] if self.args and isinstance(self.args[0], Message) else None
 
 
 def log_header(argv: Sequence[str]) -> str:
@@ -123,13 +128,11 @@ def multi_host_commands(n_per_node: int, nodes: int, master_addr: str, port: int
 def check_workers_available(n: int, device: str = "cpu") -> None:
     """On the CPU each worker is a process of its own: refuse more workers than CPU cores."""
     if n < 1:
-        raise ConfigError([Problem("parallel.data_parallel", n, "must be an integer >= 1")])
+        raise ConfigError([Problem("parallel.data_parallel", n, Message(
+            "field.must_be", reason=Message("field.rule.integer_bound", op=">=", bound="1")))])
     cores = os.cpu_count() or 1
     if device == "cpu" and n > cores:
-        raise ConfigError([Problem(
-            "parallel.data_parallel", n,
-            f"this machine has {cores} CPU cores, so at most {cores} CPU workers can run "
-            f"(one process each); set parallel.data_parallel to {cores} or fewer")])
+        raise ConfigError([Problem("parallel.data_parallel", n, Message("run.check.cores", cores=cores))])
 
 
 # ---- creating and launching -----------------------------------------------------------------
@@ -716,8 +719,8 @@ def dry_run_env(device: str, active: Sequence[ActiveRun], slots: DeviceSlots) ->
     plans = plan_launches([probe], active, DeviceSlots(slots.device_ids))  # the run cap does not apply
     if not plans:
         held = ", ".join(run.run_id for run in active if run.device == device)
-        raise LaunchError(f"every {device} device ({', '.join(map(str, slots.ids(device)))}) is held by a run "
-                          f"({held}); check memory when one is free")
+        raise LaunchError(Message("run.check.devices_held", device=device, ids=", ".join(map(str, slots.ids(device))),
+                                  held=held))
     return device_env(device, plans[0].device_ids)
 
 

@@ -488,7 +488,10 @@ def _checked_control(path: Path, changes: Mapping[str, Any]) -> dict[str, Any]:
     try:
         settings = EarlyStoppingSettings.from_dict(early)
     except ConfigError as err:
-        raise RunDirError(f"{path}: {err}") from None
+        refused = RunDirError(f"{path}: {err}")
+        refused.said = [Message("problem.at_key", setting=str(path), reason=line) if i == 0 and isinstance(line, Message)
+                        else f"{path}: {line}" if i == 0 else line for i, line in enumerate(err.said)]
+        raise refused from None
     return {**changes, "early_stopping": {k: getattr(settings, k) for k in early}}
 
 

@@ -133,15 +133,13 @@ def check_shared(runs_dir: str | os.PathLike, shared_dir: str | os.PathLike | No
     """Refuse a runs folder the nodes may not see: it must be inside the folder the console was told
     is on shared storage (`--cluster-shared-dir`). Raises LaunchError naming the setting."""
     if not shared_dir:
-        raise LaunchError(f"a Slurm run needs its run folder on storage every node sees: start the console with "
-                          f"{SHARED_DIR_OPTION} <a folder on shared storage> and a runs folder (--runs-dir) inside it")
+        raise LaunchError(Message("run.check.shared_needed", option=SHARED_DIR_OPTION))
     shared = os.path.realpath(shared_dir)
     runs = os.path.realpath(runs_dir)
     if not os.path.isdir(shared):
-        raise LaunchError(f"{SHARED_DIR_OPTION} {shared_dir}: no such folder")
+        raise LaunchError(Message("run.check.shared_missing", option=SHARED_DIR_OPTION, folder=str(shared_dir)))
     if os.path.commonpath([runs, shared]) != shared:
-        raise LaunchError(f"the runs folder {runs} is not inside {SHARED_DIR_OPTION} {shared}: the cluster's nodes "
-                          f"would not see the run's files; use a runs folder (--runs-dir) inside {shared}")
+        raise LaunchError(Message("run.check.shared_outside", runs=runs, option=SHARED_DIR_OPTION, shared=shared))
 
 
 def check_submission(config: Config) -> Partition | None:

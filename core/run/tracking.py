@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
 from core.spec.config import Config
+from core.spec.messages import Message
 from core.run.records import (GENERATION_FIELDS, BaselineEvent, EndEvent, EvalRecord, EventRecord, MetricRecord,
     TrackerEvent, TrainRecord)
 from core.run.rundir import RunDir
@@ -44,11 +45,13 @@ MLFLOW_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_
 
 
 class TrackerUnavailable(Exception):
-    """A tracker that cannot start; the message names the setting to change."""
+    """A tracker that cannot start; the message names the setting to change (a
+    core.spec.messages.Message where the catalogue has it: `said`)."""
 
     def __init__(self, message: str, setting: str):
         super().__init__(message)
         self.setting = setting
+        self.said = [message] if isinstance(message, Message) else None
 
 
 class Tracker(Protocol):
@@ -179,9 +182,7 @@ def check_installed(name: str) -> None:
     """TrackerUnavailable naming `tracking` when the tracker's package is not installed."""
     module, package = PACKAGES[name]
     if importlib.util.find_spec(module) is None:
-        raise TrackerUnavailable(f"tracking: {name} needs the {package} package, which is not installed "
-                                 f"(pip install -r requirements-tracking.txt), or take {name} out of tracking",
-                                 "tracking")
+        raise TrackerUnavailable(Message("run.check.tracker_missing", tracker=name, package=package), "tracking")
 
 
 def check_mlflow_server(uri: str) -> None:

@@ -125,16 +125,22 @@ def _prefixes(key: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
 
 
-def _suggest(word: str, options: Sequence[str]) -> str:
-    """' (did you mean 'x'?)' when a close option exists; compares case-insensitively."""
+def _close(word: str, options: Sequence[str]) -> str | None:
+    """The option close to `word` as a user would quote it ('x'), or None; compares case-insensitively."""
     lowered = {o.lower(): o for o in options}
     close = difflib.get_close_matches(str(word).lower(), list(lowered), n=1, cutoff=0.5)
-    return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
+    return repr(lowered[close[0]]) if close else None
+
+
+def _suggesting(key: str, word: str, options: Sequence[str], **params: Any) -> Message:
+    """Message `key`, or its `key`_suggest twin that asks 'did you mean ...?' when a close option exists."""
+    close = _close(word, options)
+    return Message(f"{key}_suggest", suggestion=close, **params) if close else Message(key, **params)
 
 
 def _unknown_key(key: str, value: Any, valid: Sequence[str]) -> Problem:
     name = key.rsplit(".", 1)[-1]
-    return Problem(key, value, f"unknown key{_suggest(name, valid)}; valid keys: {', '.join(valid)}")
+    return Problem(key, value, _suggesting("field.unknown_key", name, valid, valid_names=", ".join(valid)))
 
 
 # ---- field specs: default, valid range, help ------------------------------------------------
@@ -154,17 +160,17 @@ def _field(default: Any, help: str, *, gt=None, ge=None, lt=None, le=None, coerc
     return field(default=default, metadata=meta)
 
 
-def _bounds_text(meta: Mapping) -> str:
-    """' > 0', ' >= 8', ' in [0, 1)', or '' for a field without bounds."""
+def _bounded(kind: str, meta: Mapping) -> Message:
+    """'an integer >= 8', 'a number in [0, 1)', 'an integer' (`kind`: integer or number) as a message."""
     lo = ("(", meta["gt"]) if meta["gt"] is not None else ("[", meta["ge"])
     hi = (")", meta["lt"]) if meta["lt"] is not None else ("]", meta["le"])
     if lo[1] is not None and hi[1] is not None:
-        return f" in {lo[0]}{lo[1]:g}, {hi[1]:g}{hi[0]}"
+        return Message(f"field.rule.{kind}_in", range=f"{lo[0]}{lo[1]:g}, {hi[1]:g}{hi[0]}")
     if lo[1] is not None:
-        return f" {'>' if lo[0] == '(' else '>='} {lo[1]:g}"
+        return Message(f"field.rule.{kind}_bound", op=">" if lo[0] == "(" else ">=", bound=f"{lo[1]:g}")
     if hi[1] is not None:
-        return f" {'<' if hi[0] == ')' else '<='} {hi[1]:g}"
-    return ""
+        return Message(f"field.rule.{kind}_bound", op="<" if hi[0] == ")" else "<=", bound=f"{hi[1]:g}")
+    return Message(f"field.rule.{kind}")
 
 
 def _in_bounds(x: float, meta: Mapping) -> bool:
@@ -172,17 +178,26 @@ def _in_bounds(x: float, meta: Mapping) -> bool:
             and (meta["lt"] is None or x < meta["lt"]) and (meta["le"] is None or x <= meta["le"]))
 
 
-def _describe(hint: Any, meta: Mapping) -> str:
-    """What a field accepts, in words: 'an integer >= 8', "one of 'O0', 'O1', 'O2'", ..."""
+def _describe(hint: Any, meta: Mapping) -> Message:
+    """What a field accepts (a message): 'an integer >= 8', "one of 'O0', 'O1', 'O2'", ..."""
     inner, optional = split_optional(hint)
     if meta["rule"]:
-        text = meta["rule"]
+        rule = meta["rule"]
     elif choices(inner):
-        text = "one of " + ", ".join(repr(c) for c in choices(inner))
+        rule = Message("field.rule.one_of", options=", ".join(repr(c) for c in choices(inner)))
+    elif inner in (int, float):
+        rule = _bounded("integer" if inner is int else "number", meta)
     else:
-        text = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}[inner]
-        text += _bounds_text(meta)
-    return text + (", or null" if optional else "")
+        rule = Message({bool: "field.rule.bool", str: "field.rule.string"}[inner])
+    return _or_null(rule) if optional else rule
+
+
+def _or_null(rule: Message) -> Message:
+    return Message("field.rule.or_null", reason=rule)
+
+
+def _must_be(rule: Message) -> _Invalid:
+    return _Invalid(Message("field.must_be", reason=rule))
 
 
 def _coerce(value: Any, hint: Any, meta: Mapping) -> Any:
@@ -194,15 +209,15 @@ def _coerce(value: Any, hint: Any, meta: Mapping) -> Any:
         return meta["coerce"](value)
     if choices(inner):
         if value not in choices(inner):
-            raise _Invalid(f"must be {_describe(hint, meta)}{_suggest(str(value), choices(inner))}")
+            raise _Invalid(_suggesting("field.must_be", str(value), choices(inner), reason=_describe(hint, meta)))
         return value
     # core.spec.codec's text policy: yaml.safe_load reads 1e-4 (no dot) as a string, so numeric
     # strings are numbers; a float must be finite; a bool is never a number
     converted = decode(value, inner, text=True)
     if converted is INVALID:
-        raise _Invalid(f"must be {_describe(hint, meta)}")
+        raise _must_be(_describe(hint, meta))
     if inner in (int, float) and not _in_bounds(converted, meta):
-        raise _Invalid(f"must be {_describe(hint, meta)}")
+        raise _must_be(_describe(hint, meta))
     return converted
 
 
@@ -214,19 +229,19 @@ def _coerce_target_modules(value: Any) -> list[str] | str:
             return parts
     if isinstance(value, str):
         if not value.strip():
-            raise _Invalid("must not be empty")
+            raise _Invalid(Message("field.not_empty"))
         try:
             re.compile(value)
         except re.error as err:
-            raise _Invalid(f"is not a valid regular expression: {err}") from None
+            raise _Invalid(Message("field.bad_regex", re_says=str(err))) from None
         return value
     if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
         return [v.strip() for v in value]
-    raise _Invalid(f"must be {_TARGET_RULE}")
+    raise _must_be(_TARGET_RULE)
 
 
-_TARGET_RULE = "a non-empty list of module names, 'q_proj,v_proj', or one regular expression"
-_STEPS_RULE = "two step numbers [start, end] with 1 <= start <= end (text: '3,5'), or null"
+_TARGET_RULE = Message("field.rule.target_modules")
+_STEPS_RULE = _or_null(Message("field.rule.profile_steps"))
 
 
 def _coerce_step_range(value: Any) -> list[int] | None:
@@ -241,15 +256,15 @@ def _coerce_step_range(value: Any) -> list[int] | None:
         try:
             value = [int(part) for part in text.replace(" ", "").split(",")]
         except ValueError:
-            raise _Invalid(f"must be {_STEPS_RULE}") from None
+            raise _must_be(_STEPS_RULE) from None
     if (not isinstance(value, (list, tuple)) or len(value) != 2 or
             not all(isinstance(v, int) and not isinstance(v, bool) for v in value) or not 1 <= value[0] <= value[1]):
-        raise _Invalid(f"must be {_STEPS_RULE}")
+        raise _must_be(_STEPS_RULE)
     return [int(value[0]), int(value[1])]
 
 # the experiment trackers a run can mirror its metrics to (core.run.tracking)
 TRACKERS = ("tensorboard", "mlflow", "swanlab")
-_TRACKING_RULE = "a list of " + ", ".join(TRACKERS) + " (each at most once), or []"
+_TRACKING_RULE = Message("field.rule.trackers", trackers=", ".join(TRACKERS))
 
 
 def _coerce_trackers(value: Any) -> list[str]:
@@ -259,12 +274,13 @@ def _coerce_trackers(value: Any) -> list[str]:
     if isinstance(value, str):
         value = [part.strip() for part in value.strip().strip("[]").split(",") if part.strip()]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise _Invalid(f"must be {_TRACKING_RULE}")
+        raise _must_be(_TRACKING_RULE)
     unknown = [v for v in value if v not in TRACKERS]
     if unknown:
-        raise _Invalid(f"has unknown tracker {unknown[0]!r}{_suggest(unknown[0], TRACKERS)}; must be {_TRACKING_RULE}")
+        raise _Invalid(_suggesting("field.unknown_tracker", unknown[0], TRACKERS, name=repr(unknown[0]),
+                                   reason=_TRACKING_RULE))
     if len(set(value)) != len(value):
-        raise _Invalid(f"names a tracker twice; must be {_TRACKING_RULE}")
+        raise _Invalid(Message("field.tracker_twice", reason=_TRACKING_RULE))
     return [t for t in TRACKERS if t in value]  # one order, whatever the order given
 
 
@@ -276,11 +292,10 @@ DATA_COLUMN_KEYS = ("instruction", "input", "output", "system", "history", "mess
                     "observation_tag", "prompt", "completion", "chosen", "rejected", "label")
 # LLaMA-Factory's dataset_info.json names for alpaca's fields (core.data.formats.COLUMN_SYNONYMS)
 DATA_COLUMN_SYNONYMS = {"prompt": "instruction", "query": "input", "response": "output", "kto_tag": "label"}
-_COLUMNS_RULE = ("a mapping of format fields to the dataset's column names, e.g. "
-                 "{instruction: question, output: answer}")
+_COLUMNS_RULE = Message("field.rule.columns")
 
 
-def _mapping(value: Any, rule: str) -> Mapping:
+def _mapping(value: Any, rule: Message) -> Mapping:
     """A mapping field's value: a mapping, or its YAML text ('a: 1, b: x', braces optional); an
     empty text or null is {}. Raises _Invalid with `rule` for anything else."""
     if value is None:
@@ -292,9 +307,9 @@ def _mapping(value: Any, rule: str) -> Mapping:
         try:
             value = yaml.safe_load(text if text.startswith("{") else "{" + text + "}")
         except yaml.YAMLError:
-            raise _Invalid(f"must be {rule}") from None
+            raise _must_be(rule) from None
     if not isinstance(value, Mapping):
-        raise _Invalid(f"must be {rule}")
+        raise _must_be(rule)
     return value
 
 
@@ -306,15 +321,15 @@ def _coerce_columns(value: Any) -> dict[str, str]:
     for key, column in value.items():
         key = DATA_COLUMN_SYNONYMS.get(key, key)
         if key not in DATA_COLUMN_KEYS:
-            raise _Invalid(f"has unknown field {key!r}{_suggest(str(key), DATA_COLUMN_KEYS)}; valid fields: "
-                           f"{', '.join(DATA_COLUMN_KEYS)}")
+            raise _Invalid(_suggesting("field.unknown_column_field", str(key), DATA_COLUMN_KEYS, name=repr(key),
+                                       valid_names=", ".join(DATA_COLUMN_KEYS)))
         if isinstance(column, bool) or not isinstance(column, (str, int)) or not str(column).strip():
-            raise _Invalid(f"maps {key!r} to {column!r}; the column name must be a non-empty string")
+            raise _Invalid(Message("field.column_not_string", name=repr(key), column=repr(column)))
         out[str(key)] = str(column).strip()
     return out
 
 
-_DATASET_RULE = "a dataset name of the dataset_info.json catalogue, a list of them (text: 'a, b'), or null"
+_DATASET_RULE = _or_null(Message("field.rule.dataset"))
 
 
 def _coerce_dataset_names(value: Any) -> list[str] | None:
@@ -324,12 +339,12 @@ def _coerce_dataset_names(value: Any) -> list[str] | None:
     if isinstance(value, str):
         value = [part.strip() for part in value.strip().strip("[]").split(",")]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise _Invalid(f"must be {_DATASET_RULE}")
+        raise _must_be(_DATASET_RULE)
     names = [v.strip() for v in value if v.strip()]
     return names or None
 
 
-_DATA_FILES_RULE = "a file, a dataset folder, folder#split, or a list of files (text: '[a.jsonl, b.jsonl]' or 'a.jsonl, b.jsonl')"
+_DATA_FILES_RULE = Message("field.rule.data_files")
 
 
 def _coerce_data_files(value: Any) -> str | list[str] | None:
@@ -343,16 +358,16 @@ def _coerce_data_files(value: Any) -> str | list[str] | None:
             try:
                 value = yaml.safe_load(text)
             except yaml.YAMLError:
-                raise _Invalid(f"must be {_DATA_FILES_RULE}") from None
+                raise _must_be(_DATA_FILES_RULE) from None
         elif "," in text:
             value = [part.strip() for part in text.split(",")]
     if isinstance(value, (list, tuple)):
         if not value or not all(isinstance(v, str) and v.strip() for v in value):
-            raise _Invalid(f"must be {_DATA_FILES_RULE}; every item a non-empty file name")
+            raise _Invalid(Message("field.data_file_items", reason=_DATA_FILES_RULE))
         names = [v.strip() for v in value]
         return names[0] if len(names) == 1 else names
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise _Invalid(f"must be {_DATA_FILES_RULE}")
+        raise _must_be(_DATA_FILES_RULE)
     return str(value).strip()
 
 
@@ -395,7 +410,7 @@ def _check_fields(obj: Any, prefix: str) -> list[Problem]:
         try:
             setattr(obj, f.name, _coerce(value, hints[f.name], f.metadata))
         except _Invalid as err:
-            problems.append(Problem(f"{prefix}.{f.name}".lstrip("."), value, str(err)))
+            problems.append(Problem(f"{prefix}.{f.name}".lstrip("."), value, err.args[0]))
     return problems
 
 
@@ -604,7 +619,7 @@ _SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _TIME_LIMIT_FORMS = ("MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS")
 _TIME_LIMIT = re.compile(r"(?:(?P<d>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"
                          r"|(?P<h>\d+):(?P<hm>\d+):(?P<hs>\d+)|(?P<m>\d+)(?::(?P<ms>\d+))?)")
-_TIME_RULE = f"a Slurm time limit ({', '.join(_TIME_LIMIT_FORMS)}, e.g. 30, 1:30:00, 2-12), or null"
+_TIME_RULE = _or_null(Message("field.rule.time_limit", forms=", ".join(_TIME_LIMIT_FORMS)))
 # sbatch options the launcher sets itself (and those that would break it): the field to use instead
 SBATCH_RESERVED = {
     "output": "", "error": "", "input": "", "chdir": "", "wrap": "", "parsable": "", "open-mode": "",
@@ -615,11 +630,10 @@ SBATCH_RESERVED = {
 }
 _SHELL_CHARS = set(";&|$`<>\\'\"\n\r\t\x00(){}*?!~#")
 _SBATCH_OPTION = re.compile(r"--(?P<name>[A-Za-z][A-Za-z0-9-]*)(?:=(?P<value>.+))?")
-_SBATCH_RULE = ("a list of sbatch options, each one item '--name=value' or '--name' (long form; no shell "
-                "characters; not the ones the launcher sets: --output, --error, --chdir, --nodes, ...)")
+_SBATCH_RULE = Message("field.rule.sbatch_options")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ENV_RULE = "a mapping of environment variable names ([A-Za-z_][A-Za-z0-9_]*) to values, e.g. {HF_HOME: /data/hf}"
-_SLURM_NAME_RULE = "a Slurm name (letters, digits, '_', '.', '-'), or null"
+_ENV_RULE = Message("field.rule.env")
+_SLURM_NAME_RULE = _or_null(Message("field.rule.slurm_name"))
 
 
 def _coerce_slurm_name(value: Any) -> str | None:
@@ -627,7 +641,7 @@ def _coerce_slurm_name(value: Any) -> str | None:
         return None
     text = decode(value, str, text=True)
     if text is INVALID or not _SLURM_NAME.fullmatch(text := text.strip()):
-        raise _Invalid(f"must be {_SLURM_NAME_RULE}")
+        raise _must_be(_SLURM_NAME_RULE)
     return text
 
 
@@ -654,37 +668,36 @@ def _coerce_time_limit(value: Any) -> str | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise _Invalid(f"must be {_TIME_RULE}")
+        raise _must_be(_TIME_RULE)
     text = str(value).strip()
     if text.upper() in ("UNLIMITED", "INFINITE"):
         return text.upper()
     try:
         minutes = time_limit_minutes(text)
     except ValueError:
-        raise _Invalid(f"must be {_TIME_RULE}") from None
+        raise _must_be(_TIME_RULE) from None
     if minutes <= 0:
-        raise _Invalid("must be a time limit above zero")
+        raise _Invalid(Message("field.time_limit_zero"))
     return text
 
 
-def sbatch_option_problem(item: Any) -> str | None:
+def sbatch_option_problem(item: Any) -> Message | None:
     """Why one extra sbatch option is refused, or None when it may be passed to sbatch."""
     if not isinstance(item, str) or not item:
-        return f"{item!r} is not an option string"
+        return Message("field.sbatch_not_text", item=repr(item))
     bad = sorted({c for c in item if c in _SHELL_CHARS or not c.isprintable()})
     if bad:
-        return f"{item!r} contains {', '.join(repr(c) for c in bad)}: no shell characters or newlines"
+        return Message("field.sbatch_shell", item=repr(item), characters=", ".join(repr(c) for c in bad))
     m = _SBATCH_OPTION.fullmatch(item)
     if not m:
-        return (f"{item!r} is not one '--name=value' item (use the long form, one option per item, "
-                "e.g. --mem=4G)")
+        return Message("field.sbatch_form", item=repr(item))
     name = m["name"].lower()
     # sbatch accepts unambiguous abbreviations (--out = --output): refuse any prefix of a reserved name
     hit = next((r for r in SBATCH_RESERVED if r == name or (len(name) >= 2 and r.startswith(name))), None)
     if hit is not None:
         instead = SBATCH_RESERVED[hit]
-        return (f"{item!r} sets --{hit}, which the launcher sets itself"
-                + (f"; use {instead}" if instead else ""))
+        return (Message("field.sbatch_reserved_use", item=repr(item), option=f"--{hit}", instead=instead) if instead
+                else Message("field.sbatch_reserved", item=repr(item), option=f"--{hit}"))
     return None
 
 
@@ -695,7 +708,7 @@ def _coerce_sbatch_options(value: Any) -> list[str]:
     if isinstance(value, str):
         value = value.split()
     if not isinstance(value, (list, tuple)):
-        raise _Invalid(f"must be {_SBATCH_RULE}")
+        raise _must_be(_SBATCH_RULE)
     items = [v.strip() if isinstance(v, str) else v for v in value]
     for item in items:
         problem = sbatch_option_problem(item)
@@ -710,13 +723,12 @@ def _coerce_env(value: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, val in value.items():
         if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
-            raise _Invalid(f"has the name {name!r}; a variable name is letters, digits and '_', not starting "
-                           "with a digit")
+            raise _Invalid(Message("field.env_name", name=repr(name)))
         if isinstance(val, (dict, list)) or val is None:
-            raise _Invalid(f"gives {name} the value {val!r}; a value must be a string or a number")
+            raise _Invalid(Message("field.env_value", name=name, py_value=repr(val)))
         text = "true" if val is True else "false" if val is False else str(val)
         if "\n" in text or "\r" in text or "\x00" in text:
-            raise _Invalid(f"gives {name} a value with a newline; values are one line")
+            raise _Invalid(Message("field.env_newline", name=name))
         out[name] = text
     return out
 
@@ -797,7 +809,7 @@ class Config:
         for name, section_cls in _sections().items():
             raw = data.get(name)
             if raw is not None and not isinstance(raw, Mapping):
-                problems.append(Problem(name, raw, f"must be a mapping of {name} settings"))
+                problems.append(Problem(name, raw, Message("field.section_mapping", section=name)))
                 continue
             try:
                 kwargs[name] = section_cls.from_dict(raw)
@@ -1108,8 +1120,7 @@ def _set_dotted(data: dict, key: str, value: Any) -> Problem | None:
         section = key.split(".")[0]
         siblings = [k for k in info if k.startswith(section + ".")]
         valid = siblings or list(dict.fromkeys(k.split(".")[0] for k in info))
-        return Problem(key, value,
-                       f"unknown key{_suggest(key, list(info))}; valid keys: {', '.join(valid)}")
+        return Problem(key, value, _suggesting("field.unknown_key", key, list(info), valid_names=", ".join(valid)))
     if "." not in key:
         data[key] = value
         return None

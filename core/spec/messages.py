@@ -199,7 +199,6 @@ CATALOGUE: dict[str, str] = {
                                 "{projections} (or 'all-linear' for all of them)"),
     "model.targets_none": ("matches no projection of this {family} model; its projections are {projections} (or "
                            "'all-linear' for all of them)"),
-    "model.targets_widget": "target modules {reason}",
     # ... its weight files (core.spec.model_args: the loader's refusals; app.catalog)
     "model.not_a_folder": ("not a folder. Expected a Hugging Face folder with config.json and model.safetensors (or a "
                            "sharded model.safetensors.index.json)."),
@@ -214,7 +213,6 @@ CATALOGUE: dict[str, str] = {
     "model.unreadable_weights": "unreadable weights: {reason}",
     "model.short_weights": "{file}: too short for a safetensors file",
     "model.huge_header": "{file}: header of {size} bytes is implausible",
-    "model.not_loadable": "{name} is not loadable: {reason}",
     # a mixture of experts' settings (core.spec.moe_args)
     "moe.experts_missing": "missing (the number of experts per MoE layer)",
     "moe.top_k": "{top_k} exceeds the {experts} experts",
@@ -242,6 +240,71 @@ CATALOGUE: dict[str, str] = {
     "tokenizer.syntax": "chat template syntax error at line {line}: {jinja_says}",
 
     # ---- area C: a field's own rule (core.spec.config), core.run's checks (Slurm's shared folder, trackers, cores) ----
+    # what a field accepts (core.spec.config's FieldInfo.rule), said after "must be"
+    "field.rule.bool": "true or false",
+    "field.rule.string": "a string",
+    "field.rule.integer": "an integer",
+    "field.rule.number": "a number",
+    "field.rule.integer_bound": "an integer {op} {bound}",
+    "field.rule.number_bound": "a number {op} {bound}",
+    "field.rule.integer_in": "an integer in {range}",
+    "field.rule.number_in": "a number in {range}",
+    "field.rule.one_of": "one of {options}",
+    "field.rule.or_null": "{reason}, or null",
+    "field.rule.target_modules": "a non-empty list of module names, 'q_proj,v_proj', or one regular expression",
+    "field.rule.profile_steps": "two step numbers [start, end] with 1 <= start <= end (text: '3,5')",
+    "field.rule.trackers": "a list of {trackers} (each at most once), or []",
+    "field.rule.columns": ("a mapping of format fields to the dataset's column names, e.g. "
+                           "{{instruction: question, output: answer}}"),
+    "field.rule.dataset": "a dataset name of the dataset_info.json catalogue, a list of them (text: 'a, b')",
+    "field.rule.data_files": ("a file, a dataset folder, folder#split, or a list of files (text: '[a.jsonl, b.jsonl]' "
+                              "or 'a.jsonl, b.jsonl')"),
+    "field.rule.time_limit": "a Slurm time limit ({forms}, e.g. 30, 1:30:00, 2-12)",
+    "field.rule.sbatch_options": ("a list of sbatch options, each one item '--name=value' or '--name' (long form; no "
+                                  "shell characters; not the ones the launcher sets: --output, --error, --chdir, "
+                                  "--nodes, ...)"),
+    "field.rule.env": ("a mapping of environment variable names ([A-Za-z_][A-Za-z0-9_]*) to values, e.g. "
+                       "{{HF_HOME: /data/hf}}"),
+    "field.rule.slurm_name": "a Slurm name (letters, digits, '_', '.', '-')",
+    # ... why a field's value is refused (`re_says`: Python's re module's own reason)
+    "field.must_be": "must be {reason}",
+    "field.must_be_suggest": "must be {reason} (did you mean {suggestion}?)",
+    "field.not_empty": "must not be empty",
+    "field.bad_regex": "is not a valid regular expression: {re_says}",
+    "field.unknown_key": "unknown key; valid keys: {valid_names}",
+    "field.unknown_key_suggest": "unknown key (did you mean {suggestion}?); valid keys: {valid_names}",
+    "field.section_mapping": "must be a mapping of {section} settings",
+    "field.unknown_tracker": "has unknown tracker {name}; must be {reason}",
+    "field.unknown_tracker_suggest": "has unknown tracker {name} (did you mean {suggestion}?); must be {reason}",
+    "field.tracker_twice": "names a tracker twice; must be {reason}",
+    "field.unknown_column_field": "has unknown field {name}; valid fields: {valid_names}",
+    "field.unknown_column_field_suggest": "has unknown field {name} (did you mean {suggestion}?); valid fields: {valid_names}",
+    "field.column_not_string": "maps {name} to {column}; the column name must be a non-empty string",
+    "field.data_file_items": "must be {reason}; every item a non-empty file name",
+    "field.time_limit_zero": "must be a time limit above zero",
+    "field.sbatch_not_text": "{item} is not an option string",
+    "field.sbatch_shell": "{item} contains {characters}: no shell characters or newlines",
+    "field.sbatch_form": "{item} is not one '--name=value' item (use the long form, one option per item, e.g. --mem=4G)",
+    "field.sbatch_reserved": "{item} sets {option}, which the launcher sets itself",
+    "field.sbatch_reserved_use": "{item} sets {option}, which the launcher sets itself; use {instead}",
+    "field.env_name": "has the name {name}; a variable name is letters, digits and '_', not starting with a digit",
+    "field.env_value": "gives {name} the value {py_value}; a value must be a string or a number",
+    "field.env_newline": "gives {name} a value with a newline; values are one line",
+    # ... as the console's form says it: a paired widget names its part ({widget}: steps, epochs, target modules,
+    # where to run, partition) before the reason
+    "field.named": "{widget} {reason}",
+    "field.give_length": "give the number of steps or epochs",
+    # core.run's checks before a launch: Slurm's shared folder, a tracker's package, this machine's cores, held devices
+    "run.check.shared_needed": ("a Slurm run needs its run folder on storage every node sees: start the console with "
+                                "{option} <a folder on shared storage> and a runs folder (--runs-dir) inside it"),
+    "run.check.shared_missing": "{option} {folder}: no such folder",
+    "run.check.shared_outside": ("the runs folder {runs} is not inside {option} {shared}: the cluster's nodes would not "
+                                 "see the run's files; use a runs folder (--runs-dir) inside {shared}"),
+    "run.check.tracker_missing": ("tracking: {tracker} needs the {package} package, which is not installed (pip install "
+                                  "-r requirements-tracking.txt), or take {tracker} out of tracking"),
+    "run.check.cores": ("this machine has {cores} CPU cores, so at most {cores} CPU workers can run (one process each); "
+                        "set parallel.data_parallel to {cores} or fewer"),
+    "run.check.devices_held": "every {device} device ({ids}) is held by a run ({held}); check memory when one is free",
 
     # ... and where a problem is: its setting (a dotted key), the value it has and the file that set it
     "problem.got": "{reason} (got {value})",
@@ -271,6 +334,7 @@ NOT_RECOGNISED = frozenset({"problem.got", "problem.empty", "problem.and", "prob
 NOT_RECOGNISED = NOT_RECOGNISED | frozenset({"model.at", "model.at_setting"})
 
 # area C's:
+NOT_RECOGNISED = NOT_RECOGNISED | {"field.named"}  # "{widget} {reason}": a space between parameters
 
 
 

@@ -40,6 +40,8 @@ def test_the_device_refusals_read_in_chinese_with_their_facts():
     from tests.app.test_problem_text import assert_chinese
     with pytest.raises(ConfigError) as info:
         Config().with_updates({"model.dtype": "bfloat16", "method": "full", "parallel.device": "ascend"})
-    for message in (OPTIMIZER_SHARD_REFUSAL, info.value.errors["model.dtype"],
-                    "every gpu device (0, 1) is held by a run (r1); check memory when one is free"):
-        assert_chinese(message, problem_text(message, "zh"))
+    with pytest.raises(launcher.LaunchError) as held:  # said by its id (run.check.devices_held), not its English
+        launcher.dry_run_env("gpu", [launcher.ActiveRun("r1", "gpu", 2, (0, 1))], launcher.DeviceSlots({"gpu": (0, 1)}))
+    assert str(held.value) == "every gpu device (0, 1) is held by a run (r1); check memory when one is free"
+    for message in (OPTIMIZER_SHARD_REFUSAL, info.value.errors["model.dtype"], held.value):
+        assert_chinese(str(message), problem_text(message, "zh"))

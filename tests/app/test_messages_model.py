@@ -140,10 +140,9 @@ MADE_ELSEWHERE = {
     "model.at": "every refusal: '<file>: <why>'", "model.at_setting": "a config.json key: '<file>: <key>: <why>.'",
     "model.no_tokenizer": "the model table", "model.unreadable_weights": "the model table",
     "model.short_weights": "the model table", "model.huge_header": "the model table",
-    "model.not_loadable": "the form's model picker", "model.not_a_folder": "the loader",
+    "model.not_a_folder": "the loader",
     "tokenizer.not_a_folder": "the tokenizer", "model.above_context": "run_problems",
     "model.targets_unmatched": "run_problems", "model.targets_none": "run_problems",
-    "model.targets_widget": "the form's target modules",
 }
 
 
@@ -186,7 +185,7 @@ def test_the_model_table_and_the_form_say_a_folder_they_cannot_use_by_its_id(con
             assert_chinese(str(entry.reason), entry.row("zh")[-1])
             errors = cb.check_form(form_values(console, model__path=entry.name), console).errors
             said = errors["model.path"]
-            assert said.key == "model.not_loadable" and said.params["reason"] == entry.reason
+            assert said.key == "check.not_loadable" and said.params["problem"] == entry.reason  # the console's words
             assert str(said) == f"{entry.name} is not loadable: {entry.reason}"
             _said_in_chinese(said)
     finally:
@@ -225,7 +224,7 @@ def test_what_a_run_asks_of_the_model_is_said_by_its_id(tiny_folder, console):
     assert_chinese(str(err), problem_text(err, "zh"))
     widgets = form.errors_by_widget(err.errors)
     said = widgets[form.TARGET_REGEX] if form.TARGET_REGEX in widgets else widgets[form.TARGET_NAMES]
-    assert said.key == "model.targets_widget" and str(said).startswith("target modules names qkv_proj match")
+    assert said.key == "field.named" and str(said).startswith("target modules names qkv_proj match")
     _said_in_chinese(said)
     errors = cb.check_form(form_values(console, data__max_seq_len=1024), console).errors
     assert "model.above_context" in _keys(errors["data.max_seq_len"])

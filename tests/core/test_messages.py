@@ -44,7 +44,15 @@ SAMPLE.update({"architecture": "DeepseekV3ForCausalLM", "architectures": "LlamaF
                "jinja_says": "unexpected ')'", "template_says": "Conversation roles must alternate"})
 
 # area C (a field's own rule, core.run's checks):
-SAMPLE.update({})
+SAMPLE.update({"op": ">=", "bound": "8", "range": "(0, 1]", "options": "'cosine', 'linear', 'constant'",
+               "trackers": "tensorboard, mlflow, swanlab", "forms": "MM, MM:SS, HH:MM:SS",
+               "suggestion": "'cosine'", "re_says": "missing ), unterminated subpattern at position 0",
+               "valid_names": "instruction, input, output", "section": "train", "name": "'foo'",
+               "column": "''", "item": "'--output=x'", "characters": "';'", "option": "--output",
+               "instead": "launch.nodes", "widget": "steps", "py_value": "None",
+               "folder": "/shared", "runs": "/home/u/runs", "shared": "/shared",
+               "tracker": "mlflow", "package": "mlflow-skinny", "cores": 4, "ids": "0, 1",
+               "held": "20261201-000000_a"})
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():
