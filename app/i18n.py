@@ -1193,9 +1193,6 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     # where: 'file line 5: ...', 'file record data[3]: ...', 'file row index 4: ...'
     (r"(\S+) line (\d+): ", r"\1 第 \2 行："), (r"(\S+) record (\S*)\[(\d+)\]: ", r"\1 记录 \2[\3]："),
     (r"(\S+) row index (\d+): ", r"\1 第 \2 行（行号从 0 起）："),
-    # the form's own words around a reason still written as English (the model's limits below reach the form as
-    # text: app.form.form_message's text path); a reason with an id is said by it (problem.got, field.named)
-    (r"\(the field is empty\)", "（该字段为空）"), (r" \(got ([^()]*|\[.*\]|\(.*\))\)$", r"（当前值 \1）"),
     # Python's json module's reason in a refusal still written as English: a checkpoint's trainer_state.json
     # (core.engine.checkpoint, export) and a LoRA adapter's config (core.engine.lora)
     (r"not valid JSON \((.*: line \d+ column \d+ \(char \d+\))\)\.$", lambda m: f"不是有效的 JSON（{_json_error(m.group(1))}）。"),
