@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from core.spec.config import Config, ConfigError, DataSettings
 from core.data.pipeline import DataError, read_data_file, resolve_format
-from core.data.files import file_names, split_path
+from core.data.files import file_names, said_of, split_path
 from core.data.tokenizer import TokenizerError
 
 from app import catalog
@@ -57,7 +57,7 @@ def upload(temp_path: str, original_name: str, console: Console) -> Upload:
         detected = resolve_format(read_data_file(absolute(split_path(dataset.train_file)[0]),
                                                  split_path(dataset.train_file)[1]))
     except DataError as err:
-        return Upload(dataset, None, str(err))
+        return Upload(dataset, None, said_of(err))
     return Upload(dataset, detected)
 
 
@@ -82,7 +82,7 @@ def preview_view(values: Mapping[str, Any], console: Console, lang: str = "en") 
     try:
         settings = data_settings(values, console)
     except (ConfigError, OutsideRootsError) as err:
-        return error_html(str(err), lang)
+        return error_html(err, lang)
     return preview_html(str(model.path), settings, lang=lang)
 
 
@@ -153,7 +153,7 @@ def data_problems(config: Config, console: Console) -> dict[str, str]:
     try:
         data_stats(str(model.path), config.data, config.run.seed, config.train.objective)
     except (DataError, TokenizerError) as err:
-        return {_widget_of(str(err), config): str(err)}
+        return {_widget_of(str(err), config): said_of(err)}
     except OSError as err:
         return {"data.train_file": f"cannot read the data: {err}"}
     return {}

@@ -144,7 +144,7 @@ def _data_file_error(name: str, console: Console) -> str | None:
         except OutsideRootsError as err:
             return str(err)
         if not path.exists():
-            return f"{item}: file not found"
+            return Message("data.file_not_found", file=item)
     return None
 
 

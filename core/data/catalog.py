@@ -31,6 +31,7 @@ import numpy as np
 
 from core.data.files import (CATALOG_FILE, DataError, DataFile, Record, concat_files, is_catalog,  # noqa: F401
                              read_data_file)
+from core.spec.messages import Message
 
 FORMATTINGS = ("alpaca", "sharegpt")
 HUB_KEYS = {"hf_hub_url": "the Hugging Face hub", "ms_hub_url": "the ModelScope hub", "om_hub_url": "the Modelers hub",
@@ -91,7 +92,7 @@ def read_catalog(folder: str | Path) -> list[CatalogEntry]:
         raise DataError(f"{path} line {err.lineno}: not JSON ({err.msg} at column {err.colno}); a dataset "
                         "catalogue is one object of named datasets") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: cannot read ({err})") from None
+        raise DataError(Message("data.unreadable", file=str(path), os_error=str(err))) from None
     if not isinstance(value, dict):
         raise DataError(f"{path}: expected an object of named datasets, got {type(value).__name__}")
     return [_entry(folder, str(name), spec) for name, spec in value.items()]

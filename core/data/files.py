@@ -28,6 +28,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from core.spec.messages import CATALOGUE, Message
+
 SPLIT_SEPARATOR = "#"  # "data/my_dataset#train_sft" names a split of a folder
 # split name keywords of each role, as `datasets` matches them in file and folder names
 SPLIT_KEYWORDS = {"train": ("train", "training"), "validation": ("validation", "valid", "val", "dev"),
@@ -40,7 +42,47 @@ _SHARD = re.compile(r"^(?P<split>.+?)-(?P<index>\d{5})-of-(?P<count>\d{5})(?:[-.
 
 class DataError(ValueError):
     """A data file cannot be used as given. The message names the file and line (or record/row
-    index, or field) and says what would be valid."""
+    index, or field) and says what would be valid. Where it is a core message (core.spec.messages,
+    ids data.*), `said` keeps it, so the console says it in the page's language by its id."""
+
+    @property
+    def said(self) -> list[Message] | None:
+        message = self.args[0] if self.args else None
+        return [message] if isinstance(message, Message) else None
+
+
+def said_of(err: BaseException) -> str:
+    """An error's message, the core Message it keeps where it keeps one (`said`, one line: a
+    DataError's, a TokenizerError's), else its text."""
+    said = getattr(err, "said", None)
+    return said[0] if isinstance(said, list) and len(said) == 1 else str(err)
+
+
+class Where(str):
+    """Where a record is, 'data/train.jsonl line 3', with the catalogue's message that says a
+    problem there ('data.at_line': '{file} line {line}: {reason}')."""
+
+    key: str
+    params: dict[str, Any]
+
+    def __new__(cls, key: str, **params: Any):
+        where = super().__new__(cls, CATALOGUE[key].removesuffix(": {reason}").format(**params))
+        where.key, where.params = key, params
+        return where
+
+    def __getnewargs_ex__(self):  # copies and pickles build it again from its key
+        return (self.key,), self.params
+
+
+def at(where: Any, reason: Message) -> Message:
+    """`reason` said at `where` (a record's Where, or a file, a setting, a catalogue entry)."""
+    if isinstance(where, Where):
+        return Message(where.key, **where.params, reason=reason)
+    return Message("data.at", file=str(where), reason=reason)
+
+
+def line_of(path: Any, line: int) -> Where:
+    return Where("data.at_line", file=str(path), line=line)
 
 
 class Record(NamedTuple):
@@ -67,16 +109,17 @@ class DataFile:
 def _read_bytes(path: Path) -> bytes:
     """The file's bytes, gunzipped for a `.gz` name."""
     if not path.is_file():
-        raise DataError(f"{path}: file not found")
+        raise DataError(Message("data.file_not_found", file=str(path)))
     try:
         raw = path.read_bytes()
     except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+        raise DataError(Message("data.unreadable", file=str(path), os_error=err.strerror or str(err))) from None
     if path.suffix.lower() == ".gz":
         try:
             return gzip.decompress(raw)
         except (OSError, EOFError, ValueError) as err:
-            raise DataError(f"{path}: not a readable gzip file ({err})") from None
+            raise DataError(Message("data.not_readable", file=str(path), file_type="gzip",
+                                    reader_says=str(err))) from None
     return raw
 
 
@@ -86,7 +129,7 @@ def _decode_utf8(path: Path, raw: bytes) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = raw[:err.start].count(b"\n") + 1
-        raise DataError(f"{path} line {line}: not UTF-8 text ({err.reason}); save the file as UTF-8") from None
+        raise DataError(at(line_of(path, line), Message("data.not_utf8", codec_says=err.reason))) from None
 
 
 def _text(path: Path) -> str:
@@ -102,7 +145,7 @@ def json_type(value: Any) -> str:
 
 def _object_record(value: Any, where: str) -> Record:
     if not isinstance(value, dict):
-        raise DataError(f"{where}: expected a JSON object with named fields, got {json_type(value)}")
+        raise DataError(at(where, Message("data.not_an_object", json_type=json_type(value))))
     return Record(where, value)
 
 
@@ -117,12 +160,11 @@ def _read_jsonl(path: Path) -> DataFile:
     for number, line in enumerate(_text(path).split("\n"), start=1):
         if not line.strip():
             continue
-        where = f"{path} line {number}"
+        where = line_of(path, number)
         try:
             value = json.loads(line)
         except json.JSONDecodeError as err:
-            raise DataError(f"{where}: invalid JSON ({err.msg} at column {err.colno}); "
-                            "each line must be one JSON object") from None
+            raise DataError(at(where, Message("data.invalid_json_line", json_says=err.msg, column=err.colno))) from None
         records.append(_object_record(value, where))
     return DataFile(path, records)
 
@@ -136,17 +178,17 @@ def _read_json(path: Path) -> DataFile:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
-        hint = "; one object per line is JSON Lines: name the file .jsonl" if err.msg == "Extra data" else ""
-        raise DataError(f"{path} line {err.lineno}: invalid JSON ({err.msg} at column {err.colno})"
-                        f"{hint}") from None
+        said = "data.invalid_json_lines" if err.msg == "Extra data" else "data.invalid_json"
+        raise DataError(at(line_of(path, err.lineno), Message(said, json_says=err.msg, column=err.colno))) from None
     prefix = ""
     if isinstance(value, dict) and isinstance(value.get("data"), list):
         value, prefix = value["data"], "data"
     if not isinstance(value, list):
-        found = f"an object with keys {sorted(value)}" if isinstance(value, dict) else json_type(value)
-        raise DataError(f"{path}: expected an array of objects, or an object with a list under \"data\"; "
-                        f"found {found}")
-    return DataFile(path, [_object_record(v, f"{path} record {prefix}[{i}]") for i, v in enumerate(value)])
+        raise DataError(Message("data.not_an_array_keys", file=str(path), keys=str(sorted(value)))
+                        if isinstance(value, dict) else Message("data.not_an_array", file=str(path),
+                                                                json_type=json_type(value)))
+    return DataFile(path, [_object_record(v, Where("data.at_record", file=str(path), prefix=prefix, index=i))
+                           for i, v in enumerate(value)])
 
 
 def _read_csv(path: Path) -> DataFile:
@@ -163,31 +205,31 @@ def _read_csv(path: Path) -> DataFile:
         _check_header(path, header)
         records, last_line = [], reader.line_num
         for row in reader:
-            where, last_line = f"{path} line {last_line + 1}", reader.line_num
+            where, last_line = line_of(path, last_line + 1), reader.line_num
             if not any(value.strip() for value in row):
                 continue  # a blank line
             if len(row) != len(header):
-                raise DataError(f"{where}: {len(row)} values but the header has {len(header)} columns "
-                                f"({', '.join(header)}); quote values that contain commas")
+                raise DataError(at(where, Message("data.csv_values", count=len(row), columns=len(header),
+                                                  header_names=", ".join(header))))
             records.append(Record(where, dict(zip(header, row))))
     except csv.Error as err:
-        raise DataError(f"{path} line {reader.line_num}: malformed CSV ({err})") from None
+        raise DataError(at(line_of(path, reader.line_num), Message("data.csv_malformed", csv_says=str(err)))) from None
     return DataFile(path, records, header)
 
 
 def _check_header(path: Path, header: list[str]) -> None:
     blank = [i + 1 for i, name in enumerate(header) if not name.strip()]
     if blank:
-        raise DataError(f"{path} line 1: column {blank[0]} of the header has no name; name every column")
+        raise DataError(at(line_of(path, 1), Message("data.csv_unnamed", column=blank[0])))
     duplicates = sorted({name for name in header if header.count(name) > 1})
     if duplicates:
-        raise DataError(f"{path} line 1: duplicate column names {duplicates}")
+        raise DataError(at(line_of(path, 1), Message("data.csv_duplicates", duplicates=str(duplicates))))
 
 
 def _table_file(path: Path, table: Any) -> DataFile:
     """A pyarrow table's rows as records named by their 0-based row index."""
     rows = table.to_pylist()
-    records = [Record(f"{path} row index {i}", _plain(row)) for i, row in enumerate(rows)]
+    records = [Record(Where("data.at_row", file=str(path), row=i), _plain(row)) for i, row in enumerate(rows)]
     return DataFile(path, records, [str(name) for name in table.column_names])
 
 
@@ -204,11 +246,12 @@ def _read_parquet(path: Path) -> DataFile:
     import pyarrow.parquet as pq
 
     if not path.is_file():
-        raise DataError(f"{path}: file not found")
+        raise DataError(Message("data.file_not_found", file=str(path)))
     try:
         table = pq.read_table(path)
     except Exception as err:  # pyarrow raises several unrelated types for unreadable files
-        raise DataError(f"{path}: not a readable Parquet file ({err})") from None
+        raise DataError(Message("data.not_readable", file=str(path), file_type="Parquet",
+                                reader_says=str(err))) from None
     return _table_file(path, table)
 
 
@@ -218,7 +261,7 @@ def _read_arrow(path: Path) -> DataFile:
     import pyarrow as pa
 
     if not path.is_file():
-        raise DataError(f"{path}: file not found")
+        raise DataError(Message("data.file_not_found", file=str(path)))
     errors = []
     for opener in (pa.ipc.open_stream, pa.ipc.open_file):
         try:
@@ -226,7 +269,7 @@ def _read_arrow(path: Path) -> DataFile:
                 return _table_file(path, opener(source).read_all())
         except Exception as err:  # noqa: BLE001 — try the other layout, report both
             errors.append(str(err))
-    raise DataError(f"{path}: not a readable Arrow file ({'; '.join(errors)})")
+    raise DataError(Message("data.not_readable", file=str(path), file_type="Arrow", reader_says="; ".join(errors)))
 
 
 def _plain(value: Any) -> Any:
@@ -252,22 +295,23 @@ def _read_txt(path: Path, text_split: str = "line") -> DataFile:
     paragraph (`paragraph`), or the whole file as one (`document`). Empty after splitting is an
     error naming the file."""
     if text_split not in TEXT_SPLITS:
-        raise DataError(f"data.text_split: {text_split!r} is not valid; valid: {', '.join(TEXT_SPLITS)}")
+        raise DataError(Message("data.not_valid", setting="data.text_split", value=repr(text_split),
+                                valid_names=", ".join(TEXT_SPLITS)))
     text = _text(path)
     records, lines, start = [], [], 0
     if text_split == "document":
         if text.strip():
             first = next(n for n, line in enumerate(text.split("\n"), start=1) if line.strip())
-            records.append(Record(f"{path} line {first}", {"text": text.strip("\n").replace("\r\n", "\n")}))
+            records.append(Record(line_of(path, first), {"text": text.strip("\n").replace("\r\n", "\n")}))
     for number, line in enumerate(text.split("\n") + [""] if text_split != "document" else [], start=1):
         if text_split == "line":
             if line.strip():
-                records.append(Record(f"{path} line {number}", {"text": line.rstrip("\r")}))
+                records.append(Record(line_of(path, number), {"text": line.rstrip("\r")}))
         elif line.strip():
             start = start or number
             lines.append(line.rstrip("\r"))
         elif lines:
-            records.append(Record(f"{path} line {start}", {"text": "\n".join(lines)}))
+            records.append(Record(line_of(path, start), {"text": "\n".join(lines)}))
             lines, start = [], 0
     if not records and text:
         raise DataError(f"{path}: no records: no text left after splitting by {text_split} (data.text_split): "
@@ -291,8 +335,8 @@ def _reader(path: Path, text_split: str = "line"):
     ext = data_extension(path)
     if ext is None:
         shown = "".join(path.suffixes[-2:]) or "(no extension)"
-        raise DataError(f"{path}: unsupported file type {shown!r}; supported: {', '.join(DATA_EXTENSIONS)}, "
-                        "or a Hugging Face dataset folder")
+        raise DataError(Message("data.unsupported_type", file=str(path), suffix=repr(shown),
+                                supported=", ".join(DATA_EXTENSIONS)))
     reader = READERS[ext.removesuffix(".gz")]
     return (lambda p: _read_txt(p, text_split)) if reader is _read_txt else reader
 
@@ -319,7 +363,7 @@ def _json_file(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DataError(f"{path}: cannot read ({err})") from None
+        raise DataError(Message("data.unreadable", file=str(path), os_error=str(err))) from None
 
 
 def _saved_dataset_files(folder: Path) -> list[Path]:
@@ -432,7 +476,8 @@ def choose_split(folder: Path, splits: list[str], requested: str | None, role: s
     """The split to read: `requested`, else the role's split, else the only one."""
     if requested is not None:
         if requested not in splits:
-            raise DataError(f"{folder}: no split {requested!r}; splits: {', '.join(splits) or 'none'}")
+            raise DataError(Message("data.no_split", file=str(folder), split=repr(requested),
+                                    split_names=", ".join(splits) or "none"))
         return requested
     picked = role_split(splits, role) or (splits[0] if len(splits) == 1 else None)
     if picked is not None:
@@ -508,6 +553,5 @@ def read_data_file(path: str | Path, split: str | None = None, role: str = "trai
                         f"(a name or a list of names) and name the folder as data.train_file")
     data = _read_folder(path, split, role, text_split) if path.is_dir() else _reader(path, text_split)(path)
     if not data.records:
-        raise DataError(f"{path}: no records (the file is empty); expected records with the fields of a format "
-                        "(alpaca: instruction, output; sharegpt: conversations; chat: messages; text: text)")
+        raise DataError(Message("data.no_records", file=str(path)))
     return data

@@ -16,6 +16,7 @@ Pieces are a sample's (token ids, is_answer) runs in order, as core.data.pipelin
 from __future__ import annotations
 
 from core.data.files import DataError
+from core.spec.messages import Message
 from core.spec.stats import LISTED, listing  # noqa: F401 (re-exported)
 
 OVERLONG = ("truncate", "skip", "error")
@@ -77,4 +78,5 @@ def overlong_error(records: list[tuple[str, int]], max_len: int) -> DataError:
 
 def check_policy(policy: str) -> None:
     if policy not in OVERLONG:
-        raise DataError(f"data.overlong: {policy!r} is not valid; valid: {', '.join(OVERLONG)}")
+        raise DataError(Message("data.not_valid", setting="data.overlong", value=repr(policy),
+                                valid_names=", ".join(OVERLONG)))

@@ -31,8 +31,9 @@ from core.run.atomic import atomic_open
 from core.spec.codec import build
 from core.spec.stats import DataStats, SplitStats
 from core.data.catalog import check_columns, is_catalog, load_entry, preference_refusal, read_catalog, select
-from core.data.files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, concat_files,  # noqa: F401
+from core.data.files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, at, concat_files,  # noqa: F401
                              dataset_splits, read_data_file, split_files, split_path)
+from core.spec.messages import Message
 from core.data.formats import (CHAT_ROLES, FORMAT_FIELDS, FORMATS, TAG_DEFAULTS, Columns, Conversation,  # noqa: F401
                                conversation, format_help, ignored_fields, resolve_format, text_of)
 from core.data.overlong import (LISTED, OVERLONG, check_policy, listing, overlong_error, text_chunks,  # noqa: F401
@@ -221,8 +222,7 @@ def _checked_sample(ids: list[int], labels: list[int], where: str, full: int, ma
     from t), so at least one labelled token after it must remain."""
     kept_labels = np.asarray(labels, dtype=np.int32)
     if not (kept_labels[1:] != IGNORE_INDEX).any():
-        raise DataError(f"{where}: the sample is {full} tokens; with max_seq_len={max_seq_len} nothing of "
-                        "the answer remains — raise data.max_seq_len or shorten the prompt")
+        raise DataError(at(where, Message("data.nothing_of_the_answer", tokens=full, max_seq_len=max_seq_len)))
     return Sample(np.asarray(ids, dtype=np.int32), kept_labels)
 
 
@@ -235,7 +235,8 @@ def tokenize_records(records: Sequence[Record], fmt: str, tokenizer: Tokenizer, 
     `max_seq_len` follow `overlong` (core.data.overlong: truncate, skip or error); text longer than
     that is cut into max_seq_len chunks. `columns` is `data.columns`; `media` is `data.media`."""
     if train_on not in TRAIN_ON:
-        raise DataError(f"data.train_on: {train_on!r} is not valid; valid: {', '.join(TRAIN_ON)}")
+        raise DataError(Message("data.not_valid", setting="data.train_on", value=repr(train_on),
+                                valid_names=", ".join(TRAIN_ON)))
     check_policy(overlong)
     columns = columns if isinstance(columns, Columns) else Columns(dict(columns or {}))
     out = TokenizedFile()
@@ -293,8 +294,7 @@ def build_test_records(data: DataFile, fmt: str, tokenizer: Tokenizer,
     """Prompt/answer pairs of a test file: the answer is the last assistant turn, the prompt all
     turns before it (with the conversation's tools)."""
     if fmt == "text":
-        raise DataError(f"{data.path}: a test file needs prompts and reference answers (alpaca, sharegpt or "
-                        "chat format); this one is raw text")
+        raise DataError(Message("data.test_raw_text", file=str(data.path)))
     columns = columns if isinstance(columns, Columns) else Columns(dict(columns or {}))
     prompts, answers = [], []
     for record in data.records:
@@ -367,11 +367,9 @@ def _held_out(n: int, fraction: float, seed: int, path: Any) -> set[int]:
     """The indices of the `fraction` of `n` records held out for validation (seeded)."""
     n_val = int(fraction * n + 0.5)
     if n_val == 0:
-        raise DataError(f"{path}: data.validation_fraction={fraction} of {n} records is 0 validation "
-                        "samples; raise data.validation_fraction or set data.validation_file")
+        raise DataError(Message("data.no_validation_samples", file=str(path), fraction=fraction, records=n))
     if n_val >= n:
-        raise DataError(f"{path}: data.validation_fraction={fraction} of {n} records leaves nothing "
-                        "to train on; lower it or set data.validation_file")
+        raise DataError(Message("data.nothing_to_train", file=str(path), fraction=fraction, records=n))
     return set(np.random.default_rng([SPLIT_STREAM, seed]).permutation(n)[:n_val].tolist())
 
 
@@ -487,8 +485,7 @@ def _build_splits(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> Da
         val_sources = train_sources
         train_parts, val_parts = _split_sources(train_sources, settings.validation_fraction, seed)
     else:
-        raise DataError("data.validation_file: no validation data; set data.validation_file or "
-                        "data.validation_fraction in (0, 0.5]")
+        raise DataError(Message("data.no_validation_data"))
     train, train_ignored = _tokenized_split(train_parts, tokenizer, settings)
     val, val_ignored = _tokenized_split(val_parts, tokenizer, settings)
     tests = []
@@ -545,7 +542,7 @@ def _file_bytes(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+        raise DataError(Message("data.unreadable", file=str(path), os_error=err.strerror or str(err))) from None
 
 
 def cache_key(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> str:
@@ -733,12 +730,10 @@ class BatchIterator:
         self._plans: dict[int, list[MicroBatch]] = {}
         self.steps_per_epoch = self._steps(0)
         if self.steps_per_epoch == 0:
-            unit = "packed rows" if packing else "samples"
+            said = "data.fewer_rows_than_a_batch" if packing else "data.fewer_samples_than_a_batch"
             count = len(self._plan(0)) * micro_batch_size if packing else len(self.samples)
-            raise DataError(f"train: {count} {unit} are fewer than one global batch of "
-                            f"{self.global_batch_size} (train.micro_batch_size {micro_batch_size} × "
-                            f"train.grad_accum_steps {grad_accum_steps} × data parallel {world_size}); "
-                            "lower them or add data")
+            raise DataError(Message(said, count=count, batch=self.global_batch_size, micro=micro_batch_size,
+                                    accum=grad_accum_steps, world=world_size))
         self.epoch, self.index = 0, 0
 
     # -- the plan of an epoch ------------------------------------------------------------------

@@ -27,6 +27,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from core.spec.stats import PreferenceSplitStats, PreferenceStats
+from core.spec.messages import Message
 from core.data.catalog import check_columns, is_catalog, load_entry, read_catalog, select
 from core.data.pipeline import (IGNORE_INDEX, BatchIterator, Sample, _chat_segments, _columns, _encode_segments, _held_out,
                                 _join_pieces, collate, padded_length)
@@ -178,8 +179,7 @@ def load_preference_splits(settings, tokenizer: Tokenizer, seed: int, objective:
         train, val = ([r for i, r in enumerate(train) if i not in held_out],
                       [r for i, r in enumerate(train) if i in held_out])
     else:
-        raise DataError("data.validation_file: no validation data; set data.validation_file or "
-                        "data.validation_fraction in (0, 0.5]")
+        raise DataError(Message("data.no_validation_data"))
     train_pairs, train_stats = tokenize_preference([preference_record(r, kind, c) for r, c in train], kind,
                                                    tokenizer, settings.max_seq_len)
     val_pairs, val_stats = tokenize_preference([preference_record(r, kind, c) for r, c in val], kind,

@@ -156,6 +156,91 @@ CATALOGUE: dict[str, str] = {
     "config.base_cycle": "inheritance cycle: {cycle}",
     "config.base_missing": "file not found: {file}",
     # ---- area A: the data (core.data) ----
+    # where in a data file (a record's line, its index in a JSON array or a table's row), around a reason
+    "data.at_line": "{file} line {line}: {reason}",
+    "data.at_record": "{file} record {prefix}[{index}]: {reason}",
+    "data.at_row": "{file} row index {row}: {reason}",
+    "data.at": "{file}: {reason}",
+    # a file that cannot be read (core.data.files); `os_error` is the operating system's reason (its
+    # strerror, or Python's "[Errno 2] No such file or directory: 'x'"), `codec_says` and `json_says`
+    # the UTF-8 decoder's and Python's json module's own reasons, `reader_says` gzip's or pyarrow's,
+    # `csv_says` Python's csv module's
+    "data.file_not_found": "{file}: file not found",
+    "data.unreadable": "{file}: cannot read ({os_error})",
+    "data.files_unreadable": "cannot read the data files ({os_error})",
+    "data.not_readable": "{file}: not a readable {file_type} file ({reader_says})",
+    "data.not_utf8": "not UTF-8 text ({codec_says}); save the file as UTF-8",
+    "data.invalid_json_line": "invalid JSON ({json_says} at column {column}); each line must be one JSON object",
+    "data.invalid_json": "invalid JSON ({json_says} at column {column})",
+    "data.invalid_json_lines": ("invalid JSON ({json_says} at column {column}); one object per line is JSON Lines: "
+                                "name the file .jsonl"),
+    "data.not_an_object": "expected a JSON object with named fields, got {json_type}",
+    "data.not_an_array": ("{file}: expected an array of objects, or an object with a list under \"data\"; found "
+                          "{json_type}"),
+    "data.not_an_array_keys": ("{file}: expected an array of objects, or an object with a list under \"data\"; found "
+                               "an object with keys {keys}"),
+    "data.csv_values": ("{count} values but the header has {columns} columns ({header_names}); quote values that "
+                        "contain commas"),
+    "data.csv_malformed": "malformed CSV ({csv_says})",
+    "data.csv_unnamed": "column {column} of the header has no name; name every column",
+    "data.csv_duplicates": "duplicate column names {duplicates}",
+    "data.unsupported_type": "{file}: unsupported file type {suffix}; supported: {supported}, or a Hugging Face dataset folder",
+    "data.no_split": "{file}: no split {split}; splits: {split_names}",
+    "data.no_records": ("{file}: no records (the file is empty); expected records with the fields of a format "
+                        "(alpaca: instruction, output; sharegpt: conversations; chat: messages; text: text)"),
+    # a setting of the data with a value it does not take (data.train_on, data.text_split, data.overlong)
+    "data.not_valid": "{setting}: {value} is not valid; valid: {valid_names}",
+    "data.not_a_format": "data.format: {value} is not a format; valid: {valid_names}",
+    # the records' format (core.data.formats); `formats` is format_help()'s list of each format's fields
+    "data.unknown_format_keys": "cannot tell the format from the keys {keys}; expected {formats}; {note}",
+    "data.unknown_format_columns": "cannot tell the format from the columns {keys}; expected {formats}; {note}",
+    "data.map_these": "map these columns with data.columns, e.g. data.columns={{{pairs}}}",
+    "data.map_others": "map other column names with data.columns, e.g. data.columns={{instruction: question, output: answer}}",
+    "data.missing_columns": ("{file}: found columns {found}; format {fmt} needs {required_names}, missing "
+                             "{missing_names}. Columns by format: {formats}; {note}"),
+    "data.missing_columns_optional": ("{file}: found columns {found}; format {fmt} needs {required_names} "
+                                      "({optional_names} optional), missing {missing_names}. Columns by format: "
+                                      "{formats}; {note}"),
+    "data.column_not_used": "data.columns.{column}: format {fmt} does not use {column_shown} (it reads {read_names})",
+    "data.mapped_column_missing": ("data.columns maps {column} to {source}, but no record has a field {source}; "
+                                   "fields: {field_names}"),
+    "data.mapped_column_missing_close": ("data.columns maps {column} to {source}, but no record has a field {source} "
+                                         "(did you mean {close}?); fields: {field_names}"),
+    # a record's fields (core.data.formats)
+    "data.missing_field": "missing field {field}; {fmt} records need {needs_fields} (strings)",
+    "data.missing_turns": "missing field {field}; {fmt} records need a list of {item} turns",
+    "data.not_a_string": "field {field} must be a string, got {json_type}",
+    "data.not_a_string_or_calls": "field {field} must be a string (or null with tool_calls), got {json_type}",
+    "data.not_turns": "field {field} must be a list of {item} objects, got {json_type}",
+    "data.not_tools": "field {field} must be a list of tool schemas (objects), got {json_type}",
+    "data.not_history": "field {field} must be a list of [prompt, response] pairs, got {json_type}",
+    "data.not_calls": "field {field} must be a list of objects, got {json_type}",
+    "data.not_a_turn": "field {field} must be an object with {role_tag} and {content_tag}, got {json_type}",
+    "data.empty_field": "field {field} is empty; nothing to learn from",
+    "data.empty_conversation": "field {field} is empty; a conversation needs a user turn and an assistant turn",
+    "data.assistant_first": ("field {field} is an assistant turn before any user turn; a conversation starts with a "
+                             "system or user turn"),
+    "data.no_assistant": "field {field} has no assistant turn; a conversation needs at least one to learn from",
+    "data.bad_role": "field {field} is {role}; valid roles: {role_names}",
+    "data.bad_role_tags": ("field {field} is {role}; valid roles: {role_names} (map other names with data.columns "
+                           "user_tag, assistant_tag, system_tag, function_tag, observation_tag)"),
+    # the samples, the split and the batches (core.data.pipeline)
+    "data.nothing_of_the_answer": ("the sample is {tokens} tokens; with max_seq_len={max_seq_len} nothing of the answer "
+                                   "remains — raise data.max_seq_len or shorten the prompt"),
+    "data.test_raw_text": ("{file}: a test file needs prompts and reference answers (alpaca, sharegpt or chat format); "
+                           "this one is raw text"),
+    "data.no_validation_samples": ("{file}: data.validation_fraction={fraction} of {records} records is 0 validation "
+                                   "samples; raise data.validation_fraction or set data.validation_file"),
+    "data.nothing_to_train": ("{file}: data.validation_fraction={fraction} of {records} records leaves nothing to "
+                              "train on; lower it or set data.validation_file"),
+    "data.no_validation_data": ("data.validation_file: no validation data; set data.validation_file or "
+                                "data.validation_fraction in (0, 0.5]"),
+    "data.fewer_samples_than_a_batch": ("train: {count} samples are fewer than one global batch of {batch} "
+                                        "(train.micro_batch_size {micro} × train.grad_accum_steps {accum} × data "
+                                        "parallel {world}); lower them or add data"),
+    "data.fewer_rows_than_a_batch": ("train: {count} packed rows are fewer than one global batch of {batch} "
+                                     "(train.micro_batch_size {micro} × train.grad_accum_steps {accum} × data "
+                                     "parallel {world}); lower them or add data"),
 
     # ---- area B: the model folder (core.spec.model_args, families, moe_args, core.data.tokenizer) ----
 
@@ -184,6 +269,7 @@ MESSAGE_PARAMS = frozenset({"reason", "note", "who", "job", "advice", "why"})
 NOT_RECOGNISED = frozenset({"problem.got", "problem.empty", "problem.and", "problem.at_key", "problem.at_value",
                             "problem.at_key_in", "problem.at_value_in"})
 # area A's (the data's where: file, line, record):
+NOT_RECOGNISED = NOT_RECOGNISED | frozenset({"data.at_line", "data.at_record", "data.at_row", "data.at"})
 
 # area B's:
 

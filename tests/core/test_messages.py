@@ -29,7 +29,20 @@ SAMPLE = {"steps": 20, "monitor": "val_loss", "min_delta": 0.0, "patience": 3, "
           "yaml_says": "mapping values are not allowed here", "line": 3, "py_type": "list", "text": "'lr'",
           "cycle": "a.yaml -> b.yaml -> a.yaml", "character": "#x0007"}
 # area A (the data):
-SAMPLE.update({})
+SAMPLE.update({"prefix": "data", "index": 3, "row": 4, "file_type": "Parquet",
+               "reader_says": "Parquet magic bytes not found in footer", "json_says": "Expecting value",
+               "column": 2, "json_type": "an array", "keys": "['foo', 'bar']", "count": 3, "columns": 2,
+               "header_names": "instruction, output", "csv_says": "new-line character seen in unquoted field",
+               "os_error": "Permission denied",
+               "duplicates": "['output']", "suffix": "'.xlsx'", "supported": ".jsonl, .json, .csv", "split": "'dev'",
+               "split_names": "train_sft, test_sft", "valid_names": "all_assistant, last_assistant",
+               "formats": "alpaca: instruction, output", "pairs": "instruction: question, output: answer",
+               "found": "['question', 'answer']", "fmt": "alpaca", "required_names": "instruction, output",
+               "missing_names": "output", "optional_names": "input, system", "column_shown": "'rejected'",
+               "read_names": "input, instruction, output", "field_names": "question, answer", "close": "'answer'",
+               "field": "'output'", "needs_fields": "'instruction' and 'output'", "item": "{role, content}",
+               "role_tag": "'from'", "content_tag": "'value'", "role": "'bot'", "role_names": "system, user, assistant",
+               "max_seq_len": 64, "fraction": 0.01, "records": 20, "batch": 16, "micro": 8, "accum": 2, "world": 1})
 
 # area B (the model folder):
 SAMPLE.update({})

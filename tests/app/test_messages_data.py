@@ -1,0 +1,292 @@
+"""Issue 29 item 2, the data's messages by id (core.data, ids data.*) and the console's own words
+about uploads (app.datasets, TEXTS keys upload.*): each one made by the code that makes it, from
+real files with the mistakes people make, then said in 中文 from MESSAGES_ZH (no pattern over the
+English) with every fact of the English kept (tests.app.test_problem_text.assert_chinese). The
+English is the catalogue's and stays what core wrote before the ids (the CLI, the logs, the tests
+of core.data read it)."""
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from core.data import files as data_files
+from core.data import formats, pipeline
+from core.data.files import DataError, read_data_file
+from core.data.formats import Columns, resolve_format
+from core.data.overlong import check_policy
+from core.spec.config import DataSettings
+from core.spec.messages import CATALOGUE, NOT_RECOGNISED, Message, recognise
+
+from app import data_callbacks, datasets
+from app import train_callbacks as cb
+from app.i18n import MESSAGES_ZH, TEXTS, action_text, problem_text, reason_text
+from tests.app.english import english_words
+from tests.app.test_problem_text import assert_chinese
+from tests.app.test_train_callbacks import form_values
+
+
+def _write(folder: Path, name: str, content: str | bytes) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def _jsonl(folder: Path, name: str, *records) -> Path:
+    return _write(folder, name, "\n".join(r if isinstance(r, str) else json.dumps(r) for r in records) + "\n")
+
+
+def _read(folder: Path, name: str, *records, fmt: str = "auto", columns: dict | None = None):
+    """Read a JSONL file of `records` and resolve its format (the reading the worker does)."""
+    data = read_data_file(_jsonl(folder, name, *records))
+    fmt = resolve_format(data, fmt, Columns(columns or {}))
+    return data, fmt
+
+
+def _convert(folder: Path, fmt: str, record: dict):
+    data = read_data_file(_jsonl(folder, f"{fmt}.jsonl", record))
+    return formats.conversation(data.records[0], fmt)
+
+
+def _parquet(folder: Path, name: str, rows: dict) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = folder / name
+    pq.write_table(pa.table(rows), path)
+    return path
+
+
+def _unreadable(folder: Path, monkeypatch: pytest.MonkeyPatch):
+    path = _jsonl(folder, "locked.jsonl", {"text": "x"})
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    return read_data_file(path)
+
+
+def _no_validation(folder: Path):
+    settings = DataSettings.from_dict({"train_file": str(_jsonl(folder, "t.jsonl", {"text": "x"})),
+                                       "validation_file": None, "validation_fraction": 0.0})
+    return pipeline._build_splits(settings, None, 0)
+
+
+def _files_unreadable(folder: Path):
+    from app import data_preview
+
+    settings = DataSettings.from_dict({"train_file": str(folder / "gone.jsonl"), "validation_fraction": 0.1})
+    return data_preview.data_stats(str(folder), settings, 0)
+
+
+def _few_samples(packing: bool):
+    samples = [pipeline.Sample(np.arange(8, dtype=np.int32), np.arange(8, dtype=np.int32)) for _ in range(3)]
+    return pipeline.BatchIterator(samples, 8, grad_accum_steps=2, max_seq_len=16, packing=packing)
+
+
+CHAT = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+
+# id -> how its real producer is made to say it (tmp folder, monkeypatch)
+MISTAKES: dict[str, Callable[[Path, pytest.MonkeyPatch], object]] = {
+    "data.file_not_found": lambda d, m: read_data_file(d / "nowhere.jsonl"),
+    "data.unreadable": _unreadable,
+    "data.files_unreadable": lambda d, m: _files_unreadable(d),
+    "data.not_readable": lambda d, m: read_data_file(_write(d, "broken.parquet", b"not parquet at all")),
+    "data.not_utf8": lambda d, m: read_data_file(_write(d, "latin1.jsonl", b'{"text": "caf\xe9"}\n')),
+    "data.invalid_json_line": lambda d, m: read_data_file(_jsonl(d, "broken.jsonl", {"text": "x"}, '{"text": ')),
+    "data.invalid_json": lambda d, m: read_data_file(_write(d, "broken.json", "[{'text': 'x'}]")),
+    "data.invalid_json_lines": lambda d, m: read_data_file(_write(d, "lines.json", '{"text": "a"}\n{"text": "b"}\n')),
+    "data.not_an_object": lambda d, m: read_data_file(_write(d, "numbers.json", '[{"text": "a"}, 3]')),
+    "data.not_an_array": lambda d, m: read_data_file(_write(d, "string.json", '"text"')),
+    "data.not_an_array_keys": lambda d, m: read_data_file(_write(d, "rows.json", '{"rows": [{"text": "a"}]}')),
+    "data.csv_values": lambda d, m: read_data_file(_write(d, "commas.csv", "instruction,output\nhi, there,x\n")),
+    "data.csv_malformed": lambda d, m: read_data_file(_write(d, "long.csv", 'text\n"' + "x" * 200_000 + '"\n')),
+    "data.csv_unnamed": lambda d, m: read_data_file(_write(d, "blank.csv", "instruction,,output\na,b,c\n")),
+    "data.csv_duplicates": lambda d, m: read_data_file(_write(d, "twice.csv", "output,output\na,b\n")),
+    "data.unsupported_type": lambda d, m: read_data_file(_write(d, "sheet.xlsx", "x")),
+    "data.no_split": lambda d, m: (_jsonl(d, "ds/train.jsonl", {"text": "x"}),
+                                   read_data_file(f"{d / 'ds'}#dev"))[1],
+    "data.no_records": lambda d, m: read_data_file(_write(d, "empty.jsonl", "\n")),
+    "data.not_valid": lambda d, m: check_policy("cut"),
+    "data.not_a_format": lambda d, m: _read(d, "xml.jsonl", {"text": "x"}, fmt="xml"),
+    "data.unknown_format_keys": lambda d, m: _read(d, "weird.jsonl", {"foo": 1, "bar": 2}),
+    "data.map_others": lambda d, m: _read(d, "weird.jsonl", {"foo": 1, "bar": 2}),
+    "data.unknown_format_columns": lambda d, m: resolve_format(read_data_file(
+        _write(d, "qa.csv", "question,answer\nhi,hello\n"))),
+    "data.map_these": lambda d, m: resolve_format(read_data_file(_write(d, "qa.csv", "question,answer\nhi,hello\n"))),
+    "data.missing_columns": lambda d, m: resolve_format(read_data_file(_write(d, "body.csv", "body\nhi\n")), "text"),
+    "data.missing_columns_optional": lambda d, m: resolve_format(read_data_file(
+        _write(d, "half.csv", "instruction,answer2\nhi,hello\n")), "alpaca"),
+    "data.column_not_used": lambda d, m: _read(d, "alpaca.jsonl", {"instruction": "a", "output": "b"},
+                                               fmt="alpaca", columns={"text": "instruction"}),
+    "data.mapped_column_missing": lambda d, m: _read(d, "alpaca.jsonl", {"instruction": "a", "output": "b"},
+                                                     columns={"instruction": "zzz"}),
+    "data.mapped_column_missing_close": lambda d, m: _read(d, "alpaca.jsonl", {"instruction": "a", "output": "b"},
+                                                           columns={"instruction": "instructio"}),
+    "data.missing_field": lambda d, m: _convert(d, "alpaca", {"instruction": "a"}),
+    "data.missing_turns": lambda d, m: _convert(d, "chat", {"turns": []}),
+    "data.not_a_string": lambda d, m: _convert(d, "alpaca", {"instruction": "a", "output": 3}),
+    "data.not_a_string_or_calls": lambda d, m: _convert(d, "chat", {"messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": 3}]}),
+    "data.not_turns": lambda d, m: _convert(d, "chat", {"messages": 5}),
+    "data.not_tools": lambda d, m: _convert(d, "chat", {**CHAT, "tools": 5}),
+    "data.not_history": lambda d, m: _convert(d, "alpaca", {"instruction": "a", "output": "b", "history": 5}),
+    "data.not_calls": lambda d, m: _convert(d, "chat", {"messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "tool_calls": 5}]}),
+    "data.not_a_turn": lambda d, m: _convert(d, "chat", {"messages": [5]}),
+    "data.empty_field": lambda d, m: _convert(d, "alpaca", {"instruction": "a", "output": " "}),
+    "data.empty_conversation": lambda d, m: _convert(d, "chat", {"messages": []}),
+    "data.assistant_first": lambda d, m: _convert(d, "chat", {"messages": CHAT["messages"][::-1]}),
+    "data.no_assistant": lambda d, m: _convert(d, "chat", {"messages": CHAT["messages"][:1]}),
+    "data.bad_role": lambda d, m: _convert(d, "chat", {"messages": [{"role": "bot", "content": "x"}]}),
+    "data.bad_role_tags": lambda d, m: _convert(d, "sharegpt", {"conversations": [{"from": "bot", "value": "x"}]}),
+    "data.nothing_of_the_answer": lambda d, m: pipeline._checked_sample(
+        [1, 2, 3], [pipeline.IGNORE_INDEX] * 3, read_data_file(_jsonl(d, "t.jsonl", {"text": "x"})).records[0].where,
+        40, 3),
+    "data.test_raw_text": lambda d, m: pipeline.build_test_records(
+        read_data_file(_jsonl(d, "test.jsonl", {"text": "x"})), "text", None),
+    "data.no_validation_samples": lambda d, m: pipeline.split_records(
+        read_data_file(_jsonl(d, "few.jsonl", *[{"text": str(i)} for i in range(20)])), 0.01, 0),
+    "data.nothing_to_train": lambda d, m: pipeline.split_records(
+        read_data_file(_jsonl(d, "few.jsonl", *[{"text": str(i)} for i in range(2)])), 0.9, 0),
+    "data.no_validation_data": lambda d, m: _no_validation(d),
+    "data.fewer_samples_than_a_batch": lambda d, m: _few_samples(packing=False),
+    "data.fewer_rows_than_a_batch": lambda d, m: _few_samples(packing=True),
+    # where: a record's line, its index in a JSON array, a table's row, or a file (a table's columns)
+    "data.at_line": lambda d, m: read_data_file(_jsonl(d, "broken.jsonl", {"text": "x"}, '{"text": ')),
+    "data.at_record": lambda d, m: read_data_file(_write(d, "numbers.json", '{"data": [{"text": "a"}, 3]}')),
+    "data.at_row": lambda d, m: formats.conversation(read_data_file(_parquet(
+        d, "rows.parquet", {"instruction": ["a"], "output": [""]})).records[0], "alpaca"),
+    "data.at": lambda d, m: resolve_format(read_data_file(_write(d, "qa.csv", "question,answer\nhi,hello\n"))),
+}
+# the library's own words that stay as it said them (no table of them): gzip's, pyarrow's, csv's
+LIBRARY_WORDS = {"data.not_readable": "reader_says", "data.csv_malformed": "csv_says"}
+
+
+def _ids(message: Message) -> set[str]:
+    """The ids of a message and of the messages it holds."""
+    return {message.key} | {key for value in message.params.values() if isinstance(value, Message)
+                            for key in _ids(value)}
+
+
+def _made(key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DataError:
+    with pytest.raises(DataError) as info:
+        MISTAKES[key](tmp_path, monkeypatch)
+    return info.value
+
+
+@pytest.mark.parametrize("key", sorted(MISTAKES))
+def test_every_data_message_is_said_by_its_id_in_chinese_with_its_facts(key, tmp_path, monkeypatch):
+    err = _made(key, tmp_path, monkeypatch)
+    message = err.said[0]
+    assert isinstance(message, Message) and key in _ids(message), (key, str(err))
+    assert str(message) == str(err)  # the English: what core.data wrote before the ids
+    chinese = problem_text(err, "zh")
+    assert chinese == problem_text(message, "zh") and problem_text(err, "en") == str(err)
+    library = LIBRARY_WORDS.get(key)
+    if library:  # the library's own words stay as it said them; the rest is 中文
+        inner = next(m for m in [message, *message.params.values()] if isinstance(m, Message) and m.key == key)
+        said = inner.params[library]
+        assert said in chinese
+        assert_chinese(str(err).replace(said, "…"), chinese.replace(said, "…"))
+    else:
+        assert_chinese(str(err), chinese)
+
+
+def test_every_data_id_of_the_catalogue_is_made_by_its_producer():
+    assert {key for key in CATALOGUE if key.startswith("data.")} == set(MISTAKES)
+    assert {key for key in CATALOGUE if key.startswith("data.")} <= set(MESSAGES_ZH)
+    assert {"data.at_line", "data.at_record", "data.at_row", "data.at"} <= NOT_RECOGNISED
+
+
+def test_the_english_is_what_core_data_wrote_before_the_ids(tmp_path):
+    broken = _jsonl(tmp_path, "broken.jsonl", {"text": "x"}, '{"text": ')
+    with pytest.raises(DataError) as info:
+        read_data_file(broken)
+    assert str(info.value) == (f"{broken} line 2: invalid JSON (Expecting value at column 10); each line must be "
+                               "one JSON object")
+    assert problem_text(info.value, "zh") == f"{broken} 第 2 行：JSON 无效（缺少值，第 10 列）；每行必须是一个 JSON 对象"
+    record = read_data_file(_write(tmp_path, "rows.json", '{"data": [{"text": "a"}]}')).records[0]
+    assert record.where == f"{tmp_path / 'rows.json'} record data[0]" and isinstance(record.where, data_files.Where)
+    import copy
+    import pickle
+
+    assert pickle.loads(pickle.dumps(record)).where.params == copy.deepcopy(record).where.params == record.where.params
+
+
+def test_a_data_error_keeps_its_id_on_the_way_to_the_page(console, workspace):
+    """The box above Start and the data preview receive the message itself."""
+    folder = workspace.data_dirs[0] / "demo"
+    values = form_values(console, data__train_file=str(_jsonl(folder, "weird.jsonl", {"foo": 1, "bar": 2})))
+    errors = cb.check_form(values, console).errors
+    said = errors["data.train_file"]
+    assert isinstance(said, Message) and said.key == "data.at_line", said
+    assert said.params["reason"].key == "data.unknown_format_keys"
+    assert_chinese(str(said), problem_text(said, "zh"))
+    preview = data_callbacks.preview_view(values, console, "zh")
+    assert problem_text(said, "zh").split("：", 1)[1].split("；")[0] in preview.replace("&#x27;", "'")
+    nowhere = str(folder / "nowhere.jsonl")
+    said = cb.check_form(form_values(console, data__train_file=nowhere), console).errors["data.train_file"]
+    assert said.key == "data.file_not_found" and problem_text(said, "zh") == f"{nowhere}：文件不存在"
+
+
+def test_a_data_error_that_fails_a_run_reads_in_chinese_from_its_english(tmp_path, monkeypatch):
+    """The worker records a data error's English as the run's reason (status.json): the console
+    finds the message in it by the catalogue's own templates (recognise)."""
+    for key in ("data.fewer_samples_than_a_batch", "data.no_validation_samples", "data.no_validation_data"):
+        err = _made(key, tmp_path, monkeypatch)
+        reason = str(err)  # what the worker writes
+        assert recognise(reason).key == key
+        assert reason_text(reason, "zh") == problem_text(err, "zh")
+        assert_chinese(reason, reason_text(reason, "zh"))
+
+
+def _zip(path: Path, members: dict[str, str]) -> Path:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, content in members.items():
+            archive.writestr(name, content)
+    return path
+
+
+UPLOAD_MISTAKES: dict[str, Callable[[Path, pytest.MonkeyPatch], tuple[Path, str, int]]] = {
+    "upload.unsupported": lambda d, m: (_write(d, "tool.sh", "echo hi"), "tool.sh", 1000),
+    "upload.no_extension": lambda d, m: (_write(d, "README", "hi"), "README", 1000),
+    "upload.too_big": lambda d, m: (_write(d, "big.jsonl", "x" * 2000), "big.jsonl", 1000),
+    "upload.not_zip": lambda d, m: (_write(d, "data.zip", "not a zip"), "data.zip", 1000),
+    "upload.zip.not_zip": lambda d, m: (_write(d, "data.zip", "not a zip"), "data.zip", 1000),
+    "upload.too_many_files": lambda d, m: (m.setattr(datasets, "MAX_ZIP_MEMBERS", 1),
+                                           _zip(d / "many.zip", {"a.jsonl": "1", "b.jsonl": "2"}), "many.zip", 1000)[1:],
+    "upload.unpacks_too_big": lambda d, m: (_zip(d / "bomb.zip", {"train.jsonl": "x" * 5000}), "bomb.zip", 1000),
+    "upload.refused_member": lambda d, m: (_zip(d / "evil.zip", {"../evil.jsonl": "x"}), "evil.zip", 1000),
+    "upload.no_dataset": lambda d, m: (_zip(d / "notes.zip", {"notes/readme.md": "hi"}), "notes.zip", 1000),
+}
+
+
+def _keys(said) -> set[str]:
+    return {said.key} | {key for value in said.params.values() if hasattr(value, "key") for key in _keys(value)}
+
+
+@pytest.mark.parametrize("key", sorted(UPLOAD_MISTAKES))
+def test_every_upload_refusal_is_the_consoles_own_words_in_chinese(key, tmp_path, monkeypatch):
+    path, name, limit = UPLOAD_MISTAKES[key](tmp_path, monkeypatch)
+    uploads = tmp_path / "uploads"
+    with pytest.raises(datasets.UploadError) as info:
+        saved = datasets.save_upload(path, name, uploads, limit)
+        datasets.upload_dataset(saved)
+    said = info.value.said
+    assert key in _keys(said) and str(said) == str(info.value)
+    assert_chinese(str(said), action_text(said, "zh"))
+
+
+def test_every_upload_text_is_made():
+    assert {key for key in TEXTS if key.startswith("upload.")} == set(UPLOAD_MISTAKES)
+    assert english_words(TEXTS["upload.zip.not_zip"][1]) == []
