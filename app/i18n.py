@@ -701,6 +701,64 @@ MESSAGES_ZH: dict[str, str] = {
     "data.bad_role": "字段 {field} 的值为 {role}；有效角色：{role_names}",
     "data.bad_role_tags": ("字段 {field} 的值为 {role}；有效角色：{role_names}（其他名称可用 data.columns 的 'user_tag', "
                            "'assistant_tag', 'system_tag', 'function_tag', 'observation_tag' 映射）"),
+    "data.needs_pyarrow": "{file}：读取 {file_type} 需要 'pyarrow' 包（安装 'pyarrow<26'）；或把文件转换为 JSONL（{reader_says}）",
+    "data.only_blank_lines": "{file}：没有记录：按 '{text_split}' 切分（data.text_split）后没有剩下文本：文件只有空行",
+    "data.catalogue_as_file": ("{file}：这是数据集目录（dataset_info.json）；请用 data.dataset 选择其中的数据集（一个名称或"
+                               "名称列表），并把该目录设为 data.train_file"),
+    "data.state_no_files": "{file}：没有 '_data_files' 列表；这是 'datasets' 的 save_to_disk? 写出的目录吗？",
+    "data.state_bad_name": "{file}：'_data_files[{index}].filename' 必须是文件名，实际为 {value}",
+    "data.shard_missing": "{file}：缺少分片 {shard}（state.json 列出了 {count} 个分片：{shard_names}）；请重新复制整个目录",
+    "data.split_shard_missing": "{file}：划分 {split} 缺少分片 {shard}（共 {total} 个，缺 {missing} 个）；请重新复制整个目录",
+    "data.bad_dataset_dict": "{file}：应为 {{\"splits\": [名称]}}",
+    "data.cannot_list": "{file}：无法列出目录内容（{os_error}）",
+    "data.which_split": "{file}：无法确定{split_role}数据用 {split_names} 中的哪个划分；请写成 {file}#<split> 指定一个",
+    "data.no_role_split": "{file}：没有{split_role}划分（已有划分：{split_names}）；请写成 {file}#<split> 指定一个",
+    "data.no_validation_split": ("{file}：没有验证划分（已有划分：{split_names}）；请写成 {file}#<split> 指定一个；或把 "
+                                 "data.validation_file 设为 null 并设置 data.validation_fraction"),
+    "data.no_data_files": ("{file}：该目录中没有数据文件（在 {depth} 层内查找 {supported}），也没有 state.json 或 "
+                           "dataset_dict.json"),
+    "data.looks_like": ("{reason}；数据看起来是 {detected} 格式（{record_at} 的字段为 {field_names}，没有 {lacks_names}）。"
+                        "请把 data.format 设为 auto（或 {detected}）"),
+    "data.format_is": "data.format 为 {value}",
+    "data.format_set_in": "data.format 为 {value}（在 {origin} 中设置）",
+    "data.formatting_is": "{entry}：'formatting' 为 {value}",
+    "data.preference_column": ("data.columns.{column}：'{column}' 是偏好数据（chosen/rejected）或 KTO 数据（'label'）的列，"
+                               "只能用 train.objective dpo、simpo、orpo 或 kto 训练，不能当作普通回答"),
+    "data.mixed_formats": ("{file}：记录是 {fmt} 格式，但 {first_file}（{setting} 的第一个文件）是 {first_fmt} 格式；同一"
+                           "列表中的文件必须是同一格式"),
+    "data.text_not_json_tools": "字段 {field} 是文本但不是 JSON（{json_says}）；应为工具定义的 JSON 列表",
+    "data.text_not_json_history": "字段 {field} 是文本但不是 JSON（{json_says}）；应为 [提示, 回答] 对的列表",
+    "data.text_not_json_turns": "字段 {field} 是文本但不是 JSON（{json_says}）；应为 {item} 对象的 JSON 列表",
+    "data.tool_no_name": ("字段 {field} 没有字符串 'name'；工具定义为 {{\"name\", \"description\", \"parameters\"}} 或 "
+                          "{{\"type\": \"function\", \"function\": {{...}}}}"),
+    "data.bad_history_pair": "字段 {field} 必须是由两个字符串组成的 [提示, 回答] 对，实际为 {got_json}",
+    "data.call_not_json": ("字段 {field}（function_call 轮次）不是 JSON（{json_says}）；应为 JSON "
+                           "{{\"name\": ..., \"arguments\": {{...}}}} 或其列表"),
+    "data.call_shape": "字段 {field}（function_call 轮次）必须是 JSON {{\"name\": ..., \"arguments\": {{...}}}} 或其列表",
+    "data.two_assistant_turns": ("字段 {field}：连续两个助手轮次（{first_field} 和 {field}），对话模板不允许（{reason}）；"
+                                 "请合并它们，或在中间插入用户轮次"),
+    "data.template_no_tools": ("字段 {field}：{model} 的对话模板不渲染工具（工具 {tool} 没有出现在渲染结果中）；请使用模板支持"
+                               "工具的模型，或不含工具的数据"),
+    "data.template_no_calls": ("字段 {field}：{model} 的对话模板不渲染工具调用（对 {tool} 的调用没有出现在渲染结果中）；请使用"
+                               "模板支持工具的模型"),
+    "data.template_drops_turns": "字段 {field}：{model} 的对话模板丢弃了{turn_role}轮次（该轮次的文本没有出现在渲染结果中）",
+    "data.template_rewrites": ("无法定位助手轮次 {field}：对话模板把{note}渲染成的文本不是整段对话的前缀（它改写了前面的轮次"
+                               "或生成提示）。请使用只在末尾追加的模板，或设置 data.mask_prompt=false 训练全部 token"),
+    "data.turns_before": " {field} 之前的轮次（含生成提示）",
+    "data.turns_through": "到 {field} 为止的轮次",
+    "data.test_answer_not_text": "字段 {field}：测试记录的最后一个助手轮次必须是可供比较的文本回答（这一个是工具调用或为空）",
+    "data.overlong_one": ("{count} 条记录超过 data.max_seq_len={max_seq_len} 个 token（data.overlong: error）：{listed}。"
+                          "请调大 data.max_seq_len，或把 data.overlong 设为 'truncate'（按比例截断提示和回答）或 "
+                          "'skip'（跳过这些记录）"),
+    "data.overlong_many": ("{count} 条记录超过 data.max_seq_len={max_seq_len} 个 token（data.overlong: error）：{listed}。"
+                           "请调大 data.max_seq_len，或把 data.overlong 设为 'truncate'（按比例截断提示和回答）或 "
+                           "'skip'（跳过这些记录）"),
+    "data.prompt_fills": ("字段 {field}：仅提示就有 {count} 个 token，占满了 data.max_seq_len={max_seq_len}；请调大 "
+                          "data.max_seq_len 或缩短提示"),
+    "data.supervised_not_preference": ("{entry}：这是监督数据（没有 'ranking: true'，也没有 'kto_tag' 列）；train.objective "
+                                       "dpo、simpo、orpo 或 kto 需要偏好数据。请选择偏好数据集，或设置 train.objective sft"),
+    "data.objective_needs": "字段 {field}：train.objective {objective} 需要{wanted}，但 {held_by} 中是{held}",
+    "data.no_pairs_left": "{file}：丢弃完全相同的对之后没有剩下偏好对",
     "data.nothing_of_the_answer": ("该样本有 {tokens} 个 token；max_seq_len={max_seq_len} 时回答部分全被截掉——请调大 "
                                    "data.max_seq_len 或缩短提示"),
     "data.test_raw_text": "{file}：测试文件需要提示和参考答案（alpaca、sharegpt 或 chat 格式）；这个文件是纯文本",
@@ -1311,11 +1369,48 @@ LIBRARY_PARAMS_ZH.update({
     "json_says": lambda said: _rewritten(said, _JSON_MSGS_ZH),
     "json_type": lambda kind: _JSON_TYPES_ZH.get(kind, f" {kind}"),
     **dict.fromkeys(("header_names", "read_names", "field_names", "role_names", "required_names", "missing_names",
-                     "valid_names", "split_names",
+                     "valid_names", "split_names", "lacks_names",
                      "optional_names"), _names),
     "needs_fields": lambda listed: listed.replace(" and ", ", "),
     "formats": _format_help_text,
+    "split_role": lambda role: {"train": "训练", "validation": "验证", "test": "测试"}.get(role, f" {role} "),
+    "turn_role": lambda role: {"system": "系统", "tool": "工具"}.get(role, f" {role} "),
+    **dict.fromkeys(("wanted", "held"), lambda said: _DATA_KINDS_ZH.get(said, said)),
+    "record_at": lambda where: _record_at(where),
+    "entry": lambda entry: _catalogue_entry(entry),
+    "listed": lambda listed: _listed_records(listed),
 })
+# what train.objective reads (core.data.preference._source_kind), in 中文
+_DATA_KINDS_ZH = {"preference pairs ('chosen' and 'rejected')": "偏好对（'chosen' 和 'rejected'）",
+                  "KTO answers (a boolean 'label')": " KTO 回答（布尔值 'label'）",
+                  "plain conversations without 'chosen'/'rejected' or 'label'":
+                      "不含 'chosen'/'rejected' 或 'label' 的普通对话"}
+
+
+def _record_at(where: Any) -> str:
+    """A record's place (core.data.files.Where: 'data/a.jsonl line 3') in 中文, by its message id."""
+    key, params = getattr(where, "key", None), getattr(where, "params", None)
+    if key in MESSAGES_ZH and isinstance(params, dict):
+        return MESSAGES_ZH[key].removesuffix("：{reason}").format(**params)
+    return _listed_records(str(where))
+
+
+def _catalogue_entry(entry: str) -> str:
+    """A catalogue's dataset (core.data.catalog: 'data/x/dataset_info.json: dataset 'name'') in 中文."""
+    import re
+
+    return re.sub(r"^(.*): dataset ('.*')$", r"\1：数据集 \2", entry)
+
+
+def _listed_records(listed: str) -> str:
+    """core.spec.stats.listing()'s 'data/a.jsonl line 160 (463 tokens), ... and 3 more' in 中文."""
+    import re
+
+    listed = re.sub(r" line (\d+)(?= \(|$)", r" 第 \1 行", listed)
+    listed = re.sub(r" row index (\d+)(?= \(|$)", r" 第 \1 行（行号从 0 起）", listed)
+    listed = re.sub(r" record (\S*)\[(\d+)\](?= \(|$)", r" 记录 \1[\2]", listed)
+    listed = re.sub(r" \((\d+) tokens\)", r"（\1 个 token）", listed)
+    return re.sub(r", and (\d+) more$", r"，另有 \1 条", listed)
 TEXTS.update({
     "upload.unsupported": ("{file}: unsupported file type {ext}; upload one of {accepted} (a .zip of a dataset folder)",
                            "{file}：不支持的文件类型 {ext}；请上传 {accepted} 之一（或数据集目录的 .zip）"),

@@ -237,8 +237,7 @@ def _pyarrow(path: Path, what: str):
     try:
         import pyarrow  # noqa: F401  (imported here: only tables need it)
     except ImportError as err:
-        raise DataError(f"{path}: reading {what} needs pyarrow (pip install 'pyarrow<26'); "
-                        f"or convert the file to JSONL ({err})") from None
+        raise DataError(Message("data.needs_pyarrow", file=str(path), file_type=what, reader_says=str(err))) from None
 
 
 def _read_parquet(path: Path) -> DataFile:
@@ -314,8 +313,7 @@ def _read_txt(path: Path, text_split: str = "line") -> DataFile:
             records.append(Record(line_of(path, start), {"text": "\n".join(lines)}))
             lines, start = [], 0
     if not records and text:
-        raise DataError(f"{path}: no records: no text left after splitting by {text_split} (data.text_split): "
-                        "the file holds only blank lines")
+        raise DataError(Message("data.only_blank_lines", file=str(path), text_split=text_split))
     return DataFile(path, records, ["text"])
 
 
@@ -372,17 +370,16 @@ def _saved_dataset_files(folder: Path) -> list[Path]:
     state = _json_file(state_path)
     entries = state.get("_data_files") if isinstance(state, dict) else None
     if not isinstance(entries, list) or not entries:
-        raise DataError(f"{state_path}: no '_data_files' list; is this a folder written by "
-                        "datasets' save_to_disk?")
+        raise DataError(Message("data.state_no_files", file=str(state_path)))
     files = []
     for index, entry in enumerate(entries):
         name = entry.get("filename") if isinstance(entry, dict) else None
         if not isinstance(name, str) or not name or Path(name).name != name:
-            raise DataError(f"{state_path}: '_data_files[{index}].filename' must be a file name, got {name!r}")
+            raise DataError(Message("data.state_bad_name", file=str(state_path), index=index, value=repr(name)))
         if not (folder / name).is_file():
-            raise DataError(f"{folder}: shard {name} is missing ({STATE_FILE} lists {len(entries)} shards: "
-                            f"{', '.join(e.get('filename', '?') for e in entries if isinstance(e, dict))}); "
-                            "copy the whole folder again")
+            raise DataError(Message("data.shard_missing", file=str(folder), shard=name, count=len(entries),
+                                    shard_names=", ".join(e.get("filename", "?") for e in entries
+                                                          if isinstance(e, dict))))
         files.append(folder / name)
     return files
 
@@ -414,8 +411,8 @@ def _check_shards(folder: Path, split: str, files: list[Path]) -> None:
         if missing:
             example = next(p for p in files if _SHARD.match(p.name))
             name = re.sub(r"-\d{5}-of-", f"-{missing[0]:05d}-of-", example.name, count=1)
-            raise DataError(f"{folder}: split {split!r} is missing shard {name} ({len(missing)} of {count} "
-                            "missing); copy the whole folder again")
+            raise DataError(Message("data.split_shard_missing", file=str(folder), split=repr(split), shard=name,
+                                    missing=len(missing), total=count))
 
 
 def _folder_splits(folder: Path) -> dict[str, list[Path]]:
@@ -425,7 +422,7 @@ def _folder_splits(folder: Path) -> dict[str, list[Path]]:
         value = _json_file(dict_file)
         splits = value.get("splits") if isinstance(value, dict) else None
         if not isinstance(splits, list) or not all(isinstance(s, str) for s in splits):
-            raise DataError(f"{dict_file}: expected {{\"splits\": [names]}}")
+            raise DataError(Message("data.bad_dataset_dict", file=str(dict_file)))
         return {s: [folder / s] for s in splits}  # each a save_to_disk folder, read on demand
     if (folder / STATE_FILE).is_file():
         state = _json_file(folder / STATE_FILE)
@@ -444,7 +441,7 @@ def _data_files_under(folder: Path, depth: int) -> list[Path]:
     try:
         children = sorted(folder.iterdir())
     except OSError as err:
-        raise DataError(f"{folder}: cannot list ({err.strerror or err})") from None
+        raise DataError(Message("data.cannot_list", file=str(folder), os_error=err.strerror or str(err))) from None
     for child in children:
         if child.name.startswith((".", "__")):
             continue
@@ -485,11 +482,11 @@ def choose_split(folder: Path, splits: list[str], requested: str | None, role: s
     keywords = SPLIT_KEYWORDS[role]
     candidates = [s for s in splits if any(s.lower().startswith(k) for k in keywords)]
     if candidates:
-        raise DataError(f"{folder}: cannot tell which split to use for {role} among {', '.join(candidates)}; "
-                        f"name one as {folder}{SPLIT_SEPARATOR}<split>")
-    hint = "; or set data.validation_file to null and data.validation_fraction" if role == "validation" else ""
-    raise DataError(f"{folder}: no {role} split (splits: {', '.join(splits)}); name one as "
-                    f"{folder}{SPLIT_SEPARATOR}<split>{hint}")
+        raise DataError(Message("data.which_split", file=str(folder), split_role=role,
+                                split_names=", ".join(candidates)))
+    if role == "validation":
+        raise DataError(Message("data.no_validation_split", file=str(folder), split_names=", ".join(splits)))
+    raise DataError(Message("data.no_role_split", file=str(folder), split_role=role, split_names=", ".join(splits)))
 
 
 def split_files(name: str | Path, role: str = "train") -> list[Path]:
@@ -509,8 +506,8 @@ def split_files(name: str | Path, role: str = "train") -> list[Path]:
 def _read_folder(folder: Path, requested: str | None, role: str, text_split: str = "line") -> DataFile:
     splits = _folder_splits(folder)
     if not splits:
-        raise DataError(f"{folder}: no data files in this folder (looked {FOLDER_SCAN_DEPTH} levels deep for "
-                        f"{', '.join(DATA_EXTENSIONS)}) and no {STATE_FILE} or {DATASET_DICT_FILE}")
+        raise DataError(Message("data.no_data_files", file=str(folder), depth=FOLDER_SCAN_DEPTH,
+                                supported=", ".join(DATA_EXTENSIONS)))
     split = choose_split(folder, list(splits), requested, role)
     files = splits[split]
     if len(files) == 1 and files[0].is_dir():
@@ -549,8 +546,7 @@ def read_data_file(path: str | Path, split: str | None = None, role: str = "trai
     path, named = split_path(path)
     split = split or named
     if is_catalog(path):
-        raise DataError(f"{path}: a dataset catalogue ({CATALOG_FILE}); choose its datasets with data.dataset "
-                        f"(a name or a list of names) and name the folder as data.train_file")
+        raise DataError(Message("data.catalogue_as_file", file=str(path)))
     data = _read_folder(path, split, role, text_split) if path.is_dir() else _reader(path, text_split)(path)
     if not data.records:
         raise DataError(Message("data.no_records", file=str(path)))

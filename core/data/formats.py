@@ -184,9 +184,9 @@ def _check_requested(first: Record, requested: str, columns: Columns) -> None:
     lacks = [columns.source(n, first.fields) for n in FORMAT_FIELDS[requested][0]
              if columns.source(n, first.fields) not in first.fields]
     if detected is not None and detected != requested and lacks:
-        raise DataError(f"data.format is {requested!r}; the data looks like {detected} ({first.where} has the fields "
-                        f"{', '.join(map(str, first.fields))}, not {', '.join(lacks)}). Set data.format to auto "
-                        f"(or {detected})")
+        raise DataError(Message("data.looks_like", reason=Message("data.format_is", value=repr(requested)),
+                                detected=detected, record_at=first.where, field_names=", ".join(map(str, first.fields)),
+                                lacks_names=", ".join(lacks)))
 
 
 def check_mapping(data: DataFile, fmt: str, columns: Columns) -> None:
@@ -195,9 +195,7 @@ def check_mapping(data: DataFile, fmt: str, columns: Columns) -> None:
     used = set(required) | set(optional) | (set(TAG_DEFAULTS) if fmt == "sharegpt" else set()) | set(MEDIA_COLUMNS)
     for name in columns.mapping:
         if name in PREFERENCE_KEYS:
-            raise DataError(f"data.columns.{name}: {name} is a column of preference data (chosen/rejected) or KTO "
-                            "data (label), which trains with train.objective dpo, simpo, orpo or kto, never as "
-                            "plain answers")
+            raise DataError(Message("data.preference_column", column=name))
         if name not in used:
             raise DataError(Message("data.column_not_used", column=name, fmt=fmt, column_shown=repr(name),
                                     read_names=", ".join(sorted(used))))
@@ -247,15 +245,16 @@ def _string_field(record: Record, name: str, fmt: str, columns: Columns, *, requ
     return value
 
 
-def _json_value(record: Record, source: str, value: Any, expected: str) -> Any:
-    """A field that may arrive as JSON text (CSV cells, `tools` columns) parsed."""
+def _json_value(record: Record, source: str, value: Any, expected: str, **said: Any) -> Any:
+    """A field that may arrive as JSON text (CSV cells, `tools` columns) parsed; `expected` names
+    what it should hold (the message data.text_not_json_<expected>)."""
     if not isinstance(value, str):
         return value
     try:
         return json.loads(value)
     except json.JSONDecodeError as err:
-        raise DataError(f"{record.where}: field {source!r} is text but not JSON ({err.msg}); expected "
-                        f"{expected}") from None
+        raise DataError(at(record.where, Message(f"data.text_not_json_{expected}", field=repr(source),
+                                                 json_says=err.msg, **said))) from None
 
 
 def text_of(record: Record, columns: Columns) -> str:
@@ -270,7 +269,7 @@ def _tools(record: Record, columns: Columns) -> tuple[list[dict] | None, str | N
     value = record.fields.get(source)
     if value is None or (isinstance(value, str) and not value.strip()):
         return None, None
-    value = _json_value(record, source, value, "a JSON list of tool schemas")
+    value = _json_value(record, source, value, "tools")
     if isinstance(value, dict):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
@@ -282,8 +281,7 @@ def _tools(record: Record, columns: Columns) -> tuple[list[dict] | None, str | N
         if "type" not in tool and "name" in tool:
             tool = {"type": "function", "function": tool}
         if not isinstance((tool.get("function") or tool).get("name"), str):
-            raise DataError(f"{record.where}: field '{source}[{index}]' has no string 'name'; a tool schema "
-                            'is {"name", "description", "parameters"} or {"type": "function", "function": {...}}')
+            raise DataError(at(record.where, Message("data.tool_no_name", field=f"'{source}[{index}]'")))
         tools.append(tool)
     return tools, source
 
@@ -302,15 +300,15 @@ def alpaca_conversation(record: Record, columns: Columns | None = None, media: s
         messages.append({"role": "system", "content": system})
         fields.append(columns.source("system"))
     history_key = columns.source("history")
-    history = _json_value(record, history_key, record.fields.get(history_key), "a list of [prompt, response] pairs")
+    history = _json_value(record, history_key, record.fields.get(history_key), "history")
     if history is not None:
         if not isinstance(history, list):
             raise DataError(at(record.where, Message("data.not_history", field=repr(history_key),
                                                      json_type=json_type(history))))
         for index, pair in enumerate(history):
             if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
-                raise DataError(f"{record.where}: field '{history_key}[{index}]' must be a [prompt, response] "
-                                f"pair of strings, got {json.dumps(pair, ensure_ascii=False)[:80]}")
+                raise DataError(at(record.where, Message("data.bad_history_pair", field=f"'{history_key}[{index}]'",
+                                                         got_json=json.dumps(pair, ensure_ascii=False)[:80])))
             messages += [{"role": "user", "content": pair[0]}, {"role": "assistant", "content": pair[1]}]
             fields += [f"{history_key}[{index}][0]", f"{history_key}[{index}][1]"]
     messages += [{"role": "user", "content": instruction + ("\n\n" + extra if extra else "")},
@@ -327,7 +325,7 @@ def _turn_list(record: Record, columns: Columns, fmt: str) -> tuple[str, list]:
     if turns is None:
         raise DataError(at(record.where, Message("data.missing_turns", field=columns.shown("messages", record.fields),
                                                  fmt=fmt, item=item)))
-    turns = _json_value(record, source, turns, f"a JSON list of {item} objects")
+    turns = _json_value(record, source, turns, "turns", item=item)
     if not isinstance(turns, list):
         raise DataError(at(record.where, Message("data.not_turns", field=repr(source), item=item,
                                                  json_type=json_type(turns))))
@@ -347,17 +345,16 @@ def _check_turn_order(record: Record, messages: list[dict], fields: list[str]) -
 
 def _function_calls(record: Record, where_field: str, value: str) -> list[dict]:
     """A ShareGPT function_call value as chat-template tool calls, arguments as objects."""
-    expected = 'JSON {"name": ..., "arguments": {...}} or a list of them'
     try:
         calls = json.loads(value)
     except json.JSONDecodeError as err:
-        raise DataError(f"{record.where}: field '{where_field}' (a function_call turn) is not JSON "
-                        f"({err.msg}); expected {expected}") from None
+        raise DataError(at(record.where, Message("data.call_not_json", field=f"'{where_field}'",
+                                                 json_says=err.msg))) from None
     calls = calls if isinstance(calls, list) else [calls]
     out = []
     for call in calls:
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-            raise DataError(f"{record.where}: field '{where_field}' (a function_call turn) must be {expected}")
+            raise DataError(at(record.where, Message("data.call_shape", field=f"'{where_field}'")))
         arguments = call.get("arguments", {})
         if isinstance(arguments, str):
             try:

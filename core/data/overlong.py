@@ -70,10 +70,8 @@ def text_chunks(ids: list[int], max_len: int) -> list[list[int]]:
 
 def overlong_error(records: list[tuple[str, int]], max_len: int) -> DataError:
     """Every record over `max_len` under data.overlong: error."""
-    return DataError(f"{len(records)} record{'s are' if len(records) != 1 else ' is'} longer than data.max_seq_len="
-                     f"{max_len} tokens (data.overlong: error): {listing(records, len(records))}. Raise "
-                     "data.max_seq_len, or set data.overlong to truncate (cut prompt and answer in proportion) "
-                     "or skip (leave them out)")
+    return DataError(Message("data.overlong_many" if len(records) != 1 else "data.overlong_one", count=len(records),
+                             max_seq_len=max_len, listed=listing(records, len(records))))
 
 
 def check_policy(policy: str) -> None:

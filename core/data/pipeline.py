@@ -32,7 +32,7 @@ from core.spec.codec import build
 from core.spec.stats import DataStats, SplitStats
 from core.data.catalog import check_columns, is_catalog, load_entry, preference_refusal, read_catalog, select
 from core.data.files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, at, concat_files,  # noqa: F401
-                             dataset_splits, read_data_file, split_files, split_path)
+                             dataset_splits, read_data_file, said_of, split_files, split_path)
 from core.spec.messages import Message
 from core.data.formats import (CHAT_ROLES, FORMAT_FIELDS, FORMATS, TAG_DEFAULTS, Columns, Conversation,  # noqa: F401
                                conversation, format_help, ignored_fields, resolve_format, text_of)
@@ -123,10 +123,10 @@ def render(tokenizer: Tokenizer, conv: Conversation, upto: int | None = None,
     except TokenizerError as err:
         second = _consecutive_assistants(conv)
         if second is not None and "refused" in str(err):
-            raise DataError(f"{conv.where}: field '{conv.fields[second]}': two assistant turns in a row "
-                            f"('{conv.fields[second - 1]}' and '{conv.fields[second]}'), which the chat template "
-                            f"forbids ({err}); merge them or insert the user turn between them") from None
-        raise DataError(f"{conv.where}: {err}") from None
+            raise DataError(at(conv.where, Message("data.two_assistant_turns", field=f"'{conv.fields[second]}'",
+                                                   first_field=f"'{conv.fields[second - 1]}'",
+                                                   reason=said_of(err)))) from None
+        raise DataError(at(conv.where, said_of(err))) from None
 
 
 def _appears(text: str, rendered: str) -> bool:
@@ -143,19 +143,17 @@ def check_rendered(tokenizer: Tokenizer, conv: Conversation, rendered: str) -> N
     for index, tool in enumerate(conv.tools or []):
         name = (tool.get("function") or tool).get("name")
         if name not in rendered:
-            raise DataError(f"{conv.where}: field '{conv.tools_field}[{index}]': the chat template of {model} "
-                            f"does not render tools (the tool {name!r} does not appear in its rendering); "
-                            "use a model whose template supports tools, or data without them")
+            raise DataError(at(conv.where, Message("data.template_no_tools", field=f"'{conv.tools_field}[{index}]'",
+                                                   model=model, tool=repr(name))))
     for message, name in zip(conv.messages, conv.fields):
         for call in message.get("tool_calls") or []:
             call_name = (call.get("function") or call).get("name")
             if isinstance(call_name, str) and call_name not in rendered:
-                raise DataError(f"{conv.where}: field '{name}': the chat template of {model} does not render "
-                                f"tool calls (the call to {call_name!r} does not appear in its rendering); "
-                                "use a model whose template supports tools")
+                raise DataError(at(conv.where, Message("data.template_no_calls", field=f"'{name}'", model=model,
+                                                       tool=repr(call_name))))
         if message["role"] in ("system", "tool") and not _appears(message.get("content") or "", rendered):
-            raise DataError(f"{conv.where}: field '{name}': the chat template of {model} drops {message['role']} "
-                            "turns (this turn's text does not appear in its rendering)")
+            raise DataError(at(conv.where, Message("data.template_drops_turns", field=f"'{name}'", model=model,
+                                                   turn_role=message["role"])))
 
 
 def _chat_segments(tokenizer: Tokenizer, conv: Conversation, mask_prompt: bool,
@@ -175,14 +173,11 @@ def _chat_segments(tokenizer: Tokenizer, conv: Conversation, mask_prompt: bool,
     for i in assistant if train_on == "all_assistant" else assistant[-1:]:
         prompt = render(tokenizer, conv, i, True)
         through = full if i == len(conv.messages) - 1 else render(tokenizer, conv, i + 1)
-        for text, rendering in ((prompt, f"the turns before '{conv.fields[i]}' with the generation prompt"),
-                                (through, f"the turns through '{conv.fields[i]}'")):
+        field = f"'{conv.fields[i]}'"
+        for text, rendering in ((prompt, Message("data.turns_before", field=field)),
+                                (through, Message("data.turns_through", field=field))):
             if not full.startswith(text) or len(text) < cursor:
-                raise DataError(
-                    f"{conv.where}: cannot locate the assistant turn '{conv.fields[i]}': the chat template "
-                    f"renders {rendering} as text that is not a prefix of the whole conversation (it rewrites "
-                    "earlier turns or the generation prompt). Use a template whose renderings only append, "
-                    "or set data.mask_prompt=false to train on every token")
+                raise DataError(at(conv.where, Message("data.template_rewrites", field=field, note=rendering)))
         segments += [(full[cursor:len(prompt)], False), (full[len(prompt):len(through)], True)]
         cursor = len(through)
     segments.append((full[cursor:], False))
@@ -302,8 +297,7 @@ def build_test_records(data: DataFile, fmt: str, tokenizer: Tokenizer,
         last = max(i for i, m in enumerate(conv.messages) if m["role"] == "assistant")
         answer = conv.messages[last].get("content") or ""
         if not answer.strip():
-            raise DataError(f"{record.where}: field '{conv.fields[last]}': the last assistant turn of a test "
-                            "record must be a text answer to compare with (this one is a tool call or empty)")
+            raise DataError(at(record.where, Message("data.test_answer_not_text", field=f"'{conv.fields[last]}'")))
         prompts.append(render(tokenizer, conv, last, True))
         answers.append(answer)
     ids = tokenizer.encode_batch(prompts, add_special_tokens=False)
@@ -401,9 +395,9 @@ def data_sources(settings: DataSettings, role: str = "train", seed: int = 0) -> 
             columns = Columns(entry.columns)
             try:
                 sources.append(Source(data, resolve_format(data, entry.formatting, columns), columns))
-            except DataError as err:
-                raise DataError(str(err).replace(f"data.format is {entry.formatting!r}",
-                                                 f"{entry.where}: 'formatting' is {entry.formatting!r}")) from None
+            except DataError as err:  # the entry's 'formatting' is what set the format
+                raise _format_said_by(err, Message("data.formatting_is", entry=str(entry.where),
+                                                   value=repr(entry.formatting))) from None
         return sources
     data = read_data_file(name, role=role, text_split=text_split)
     columns = _columns(settings)
@@ -421,8 +415,8 @@ def _file_list(names: list[str], role: str, settings: DataSettings, columns: Col
     formats = [resolve_format(part, settings.format, columns) for part in parts]
     for part, fmt in zip(parts, formats):
         if fmt != formats[0]:
-            raise DataError(f"{part.path}: the records are {fmt}, but {parts[0].path} (the first file of "
-                            f"data.{role}_file) is {formats[0]}; the files of one list must share a format")
+            raise DataError(Message("data.mixed_formats", file=str(part.path), fmt=fmt, first_file=str(parts[0].path),
+                                    setting=f"data.{role}_file", first_fmt=formats[0]))
     return Source(concat_files(parts[0].path, parts), formats[0], columns)
 
 
@@ -435,11 +429,24 @@ def check_explicit_format(settings: DataSettings, origin: str | None) -> None:
     try:
         data_sources(settings, "train")
     except DataError as err:
-        said = f"data.format is {settings.format!r}"
-        if str(err).startswith(said) and origin:
-            raise DataError(str(err).replace(said, f"{said} (set in {origin})", 1)) from None
-        if str(err).startswith(said):
+        if _contradicted(err) and origin:
+            raise _format_said_by(err, Message("data.format_set_in", value=repr(settings.format),
+                                               origin=origin)) from None
+        if _contradicted(err):
             raise
+
+
+def _contradicted(err: DataError) -> bool:
+    """Whether `err` is a format the data contradicts (data.looks_like)."""
+    return bool(err.said) and err.said[0].key == "data.looks_like"
+
+
+def _format_said_by(err: DataError, setting: Message) -> DataError:
+    """A format the data contradicts said with the setting that chose it; `err` itself when it is
+    another problem."""
+    if not _contradicted(err):
+        return err
+    return DataError(Message("data.looks_like", **{**err.said[0].params, "reason": setting}))
 
 
 def _formats(sources: Sequence[Source]) -> str:

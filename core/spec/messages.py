@@ -224,6 +224,84 @@ CATALOGUE: dict[str, str] = {
     "data.bad_role": "field {field} is {role}; valid roles: {role_names}",
     "data.bad_role_tags": ("field {field} is {role}; valid roles: {role_names} (map other names with data.columns "
                            "user_tag, assistant_tag, system_tag, function_tag, observation_tag)"),
+    "data.needs_pyarrow": ("{file}: reading {file_type} needs pyarrow (pip install 'pyarrow<26'); or convert the "
+                           "file to JSONL ({reader_says})"),
+    "data.only_blank_lines": ("{file}: no records: no text left after splitting by {text_split} (data.text_split): "
+                              "the file holds only blank lines"),
+    "data.catalogue_as_file": ("{file}: a dataset catalogue (dataset_info.json); choose its datasets with data.dataset "
+                               "(a name or a list of names) and name the folder as data.train_file"),
+    # a dataset folder (core.data.files): `datasets`' save_to_disk, its shards, its splits
+    "data.state_no_files": "{file}: no '_data_files' list; is this a folder written by datasets' save_to_disk?",
+    "data.state_bad_name": "{file}: '_data_files[{index}].filename' must be a file name, got {value}",
+    "data.shard_missing": ("{file}: shard {shard} is missing (state.json lists {count} shards: {shard_names}); copy "
+                           "the whole folder again"),
+    "data.split_shard_missing": ("{file}: split {split} is missing shard {shard} ({missing} of {total} missing); copy "
+                                 "the whole folder again"),
+    "data.bad_dataset_dict": "{file}: expected {{\"splits\": [names]}}",
+    "data.cannot_list": "{file}: cannot list ({os_error})",
+    "data.which_split": ("{file}: cannot tell which split to use for {split_role} among {split_names}; name one as "
+                         "{file}#<split>"),
+    "data.no_role_split": "{file}: no {split_role} split (splits: {split_names}); name one as {file}#<split>",
+    "data.no_validation_split": ("{file}: no validation split (splits: {split_names}); name one as {file}#<split>; or "
+                                 "set data.validation_file to null and data.validation_fraction"),
+    "data.no_data_files": ("{file}: no data files in this folder (looked {depth} levels deep for {supported}) and no "
+                           "state.json or dataset_dict.json"),
+    # a format the data contradicts; its setting said by `reason` (data.format, a catalogue's 'formatting')
+    "data.looks_like": ("{reason}; the data looks like {detected} ({record_at} has the fields {field_names}, not "
+                        "{lacks_names}). Set data.format to auto (or {detected})"),
+    "data.format_is": "data.format is {value}",
+    "data.format_set_in": "data.format is {value} (set in {origin})",
+    "data.formatting_is": "{entry}: 'formatting' is {value}",
+    "data.preference_column": ("data.columns.{column}: {column} is a column of preference data (chosen/rejected) or "
+                               "KTO data (label), which trains with train.objective dpo, simpo, orpo or kto, never as "
+                               "plain answers"),
+    "data.mixed_formats": ("{file}: the records are {fmt}, but {first_file} (the first file of {setting}) is "
+                           "{first_fmt}; the files of one list must share a format"),
+    # a field that holds JSON text, tools and function calls (core.data.formats)
+    "data.text_not_json_tools": "field {field} is text but not JSON ({json_says}); expected a JSON list of tool schemas",
+    "data.text_not_json_history": ("field {field} is text but not JSON ({json_says}); expected a list of [prompt, "
+                                   "response] pairs"),
+    "data.text_not_json_turns": "field {field} is text but not JSON ({json_says}); expected a JSON list of {item} objects",
+    "data.tool_no_name": ("field {field} has no string 'name'; a tool schema is {{\"name\", \"description\", "
+                          "\"parameters\"}} or {{\"type\": \"function\", \"function\": {{...}}}}"),
+    "data.bad_history_pair": "field {field} must be a [prompt, response] pair of strings, got {got_json}",
+    "data.call_not_json": ("field {field} (a function_call turn) is not JSON ({json_says}); expected JSON {{\"name\": "
+                           "..., \"arguments\": {{...}}}} or a list of them"),
+    "data.call_shape": ("field {field} (a function_call turn) must be JSON {{\"name\": ..., \"arguments\": {{...}}}} "
+                        "or a list of them"),
+    # the chat template and the data (core.data.pipeline); `reason` the template's own refusal
+    "data.two_assistant_turns": ("field {field}: two assistant turns in a row ({first_field} and {field}), which the "
+                                 "chat template forbids ({reason}); merge them or insert the user turn between them"),
+    "data.template_no_tools": ("field {field}: the chat template of {model} does not render tools (the tool {tool} "
+                               "does not appear in its rendering); use a model whose template supports tools, or data "
+                               "without them"),
+    "data.template_no_calls": ("field {field}: the chat template of {model} does not render tool calls (the call to "
+                               "{tool} does not appear in its rendering); use a model whose template supports tools"),
+    "data.template_drops_turns": ("field {field}: the chat template of {model} drops {turn_role} turns (this turn's "
+                                  "text does not appear in its rendering)"),
+    "data.template_rewrites": ("cannot locate the assistant turn {field}: the chat template renders {note} as "
+                               "text that is not a prefix of the whole conversation (it rewrites earlier turns or the "
+                               "generation prompt). Use a template whose renderings only append, or set "
+                               "data.mask_prompt=false to train on every token"),
+    "data.turns_before": "the turns before {field} with the generation prompt",
+    "data.turns_through": "the turns through {field}",
+    "data.test_answer_not_text": ("field {field}: the last assistant turn of a test record must be a text answer to "
+                                  "compare with (this one is a tool call or empty)"),
+    "data.overlong_one": ("{count} record is longer than data.max_seq_len={max_seq_len} tokens (data.overlong: error): "
+                          "{listed}. Raise data.max_seq_len, or set data.overlong to truncate (cut prompt and answer "
+                          "in proportion) or skip (leave them out)"),
+    "data.overlong_many": ("{count} records are longer than data.max_seq_len={max_seq_len} tokens (data.overlong: "
+                           "error): {listed}. Raise data.max_seq_len, or set data.overlong to truncate (cut prompt and "
+                           "answer in proportion) or skip (leave them out)"),
+    # preference data (core.data.preference)
+    "data.prompt_fills": ("field {field}: the prompt alone is {count} tokens, which fills data.max_seq_len="
+                          "{max_seq_len}; raise data.max_seq_len or shorten the prompt"),
+    "data.supervised_not_preference": ("{entry}: this dataset is supervised data (no 'ranking: true', no 'kto_tag' "
+                                       "column); train.objective dpo, simpo, orpo or kto needs preference data. Choose "
+                                       "a preference dataset or set train.objective sft"),
+    "data.objective_needs": ("field {field}: train.objective {objective} needs {wanted}, but {held_by} holds "
+                             "{held}"),
+    "data.no_pairs_left": "{file}: no pairs left after dropping the identical ones",
     # the samples, the split and the batches (core.data.pipeline)
     "data.nothing_of_the_answer": ("the sample is {tokens} tokens; with max_seq_len={max_seq_len} nothing of the answer "
                                    "remains — raise data.max_seq_len or shorten the prompt"),

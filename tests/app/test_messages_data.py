@@ -94,6 +94,65 @@ def _few_samples(packing: bool):
 
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+SHAREGPT = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}
+
+
+def _catalogue(folder: Path, records: list[dict], entry: dict | None = None) -> Path:
+    _jsonl(folder, "t.jsonl", *records)
+    _write(folder, "dataset_info.json", json.dumps({"demo": {"file_name": "t.jsonl", **(entry or {})}}))
+    return folder
+
+
+def _settings(train, **changes) -> DataSettings:
+    return DataSettings.from_dict({"train_file": train, "validation_file": None, "test_file": None,
+                                   "validation_fraction": 0.5, **changes})
+
+
+class _Template:
+    """A tokenizer whose chat template renders each turn's text, or refuses, as told."""
+
+    def __init__(self, refuse: str | None = None, rewrite_at: int | None = None):
+        self._source, self.refuse, self.rewrite_at = "models/tiny", refuse, rewrite_at
+
+    def apply_chat_template(self, messages, add_generation_prompt=False, **extra):
+        from core.data.tokenizer import TokenizerError
+
+        if self.refuse:
+            raise TokenizerError(self.refuse)
+        text = "".join(m.get("content") or "" for m in messages)
+        return text + ("!" if len(messages) == self.rewrite_at else "")  # no generation prompt
+
+
+def _segments(folder: Path, rewrite_at: int | None):
+    conv = _convert(folder, "chat", {"messages": CHAT["messages"] * 2})
+    return pipeline._chat_segments(_Template(rewrite_at=rewrite_at), conv, True, "all_assistant")
+
+
+def _rendered(folder: Path, record: dict):
+    conv = _convert(folder, "chat", record)
+    return pipeline.check_rendered(_Template(), conv, "")
+
+
+def _tokenizer(folder: Path):
+    from core.data.tokenizer import Tokenizer
+    from tests.core.test_data import make_tokenizer_dir
+
+    return Tokenizer.from_dir(make_tokenizer_dir(folder / "tok"))
+
+
+def _no_pairs(folder: Path):
+    from core.data.preference import load_preference_splits
+
+    same = {"prompt": "hi", "chosen": "hello", "rejected": "hello"}
+    settings = _settings(str(_jsonl(folder, "pairs.jsonl", same, same)))
+    return load_preference_splits(settings, _tokenizer(folder), 0, "dpo")
+
+
+def _prompt_fills(folder: Path):
+    from core.data.preference import _sample
+
+    where = read_data_file(_jsonl(folder, "pairs.jsonl", {"text": "x"})).records[0].where
+    return _sample([([5] * 10, False), ([6, 7], True)], frozenset({7}), 8, where, "chosen")
 
 # id -> how its real producer is made to say it (tmp folder, monkeypatch)
 MISTAKES: dict[str, Callable[[Path, pytest.MonkeyPatch], object]] = {
@@ -161,6 +220,77 @@ MISTAKES: dict[str, Callable[[Path, pytest.MonkeyPatch], object]] = {
     "data.no_validation_data": lambda d, m: _no_validation(d),
     "data.fewer_samples_than_a_batch": lambda d, m: _few_samples(packing=False),
     "data.fewer_rows_than_a_batch": lambda d, m: _few_samples(packing=True),
+    "data.needs_pyarrow": lambda d, m: (m.setitem(__import__("sys").modules, "pyarrow", None), read_data_file(
+        _write(d, "t.parquet", b"PAR1")))[1],
+    "data.only_blank_lines": lambda d, m: read_data_file(_write(d, "blank.txt", "  \n\n\t\n")),
+    "data.catalogue_as_file": lambda d, m: read_data_file(_catalogue(d / "cat", [{"text": "x"}])),
+    "data.state_no_files": lambda d, m: read_data_file(_write(d, "saved/state.json", "{}").parent),
+    "data.state_bad_name": lambda d, m: read_data_file(_write(d, "saved/state.json", '{"_data_files": [{"filename": 3}]}'
+                                                              ).parent),
+    "data.shard_missing": lambda d, m: read_data_file(_write(d, "saved/state.json", json.dumps(
+        {"_data_files": [{"filename": "data-00000-of-00001.arrow"}]})).parent),
+    "data.split_shard_missing": lambda d, m: read_data_file(_parquet(
+        d / "hub", "train-00000-of-00002.parquet", {"text": ["a"]}).parent) if (d / "hub").mkdir() is None else None,
+    "data.bad_dataset_dict": lambda d, m: read_data_file(_write(d, "dict/dataset_dict.json", '{"x": 1}').parent),
+    "data.cannot_list": lambda d, m: (_jsonl(d, "ds/train.jsonl", {"text": "x"}),
+                                      m.setattr(Path, "iterdir", lambda self: (_ for _ in ()).throw(
+                                          PermissionError(13, "Permission denied"))),
+                                      read_data_file(d / "ds"))[2],
+    "data.which_split": lambda d, m: (_jsonl(d, "ds/train_a.jsonl", {"text": "x"}),
+                                      _jsonl(d, "ds/train_b.jsonl", {"text": "x"}), read_data_file(d / "ds"))[2],
+    "data.no_role_split": lambda d, m: (_jsonl(d, "ds/foo.jsonl", {"text": "x"}), _jsonl(d, "ds/bar.jsonl", {"text": "x"}),
+                                        read_data_file(d / "ds"))[2],
+    "data.no_validation_split": lambda d, m: (_jsonl(d, "ds/foo.jsonl", {"text": "x"}),
+                                              _jsonl(d, "ds/bar.jsonl", {"text": "x"}),
+                                              read_data_file(d / "ds", role="validation"))[2],
+    "data.no_data_files": lambda d, m: read_data_file(_write(d, "notes/readme.md", "hi").parent),
+    "data.looks_like": lambda d, m: _read(d, "sharegpt.jsonl", SHAREGPT, fmt="alpaca"),
+    "data.format_is": lambda d, m: _read(d, "sharegpt.jsonl", SHAREGPT, fmt="alpaca"),
+    "data.format_set_in": lambda d, m: pipeline.check_explicit_format(
+        _settings(str(_jsonl(d, "sharegpt.jsonl", SHAREGPT)), format="alpaca"), "configs/mine.yaml"),
+    "data.formatting_is": lambda d, m: pipeline.data_sources(_settings(str(_catalogue(d / "cat", [SHAREGPT])),
+                                                                       dataset=["demo"]), "train"),
+    "data.preference_column": lambda d, m: _read(d, "alpaca.jsonl", {"instruction": "a", "output": "b"},
+                                                 columns={"chosen": "output"}),
+    "data.mixed_formats": lambda d, m: pipeline.data_sources(_settings([
+        str(_jsonl(d, "a.jsonl", {"instruction": "a", "output": "b"})), str(_jsonl(d, "b.jsonl", {"text": "x"}))]),
+        "train"),
+    "data.text_not_json_tools": lambda d, m: _convert(d, "chat", {**CHAT, "tools": "[oops"}),
+    "data.text_not_json_history": lambda d, m: _convert(d, "alpaca", {"instruction": "a", "output": "b",
+                                                                      "history": "[oops"}),
+    "data.text_not_json_turns": lambda d, m: _convert(d, "chat", {"messages": "[oops"}),
+    "data.tool_no_name": lambda d, m: _convert(d, "chat", {**CHAT, "tools": [{"description": "x"}]}),
+    "data.bad_history_pair": lambda d, m: _convert(d, "alpaca", {"instruction": "a", "output": "b", "history": [["a"]]}),
+    "data.call_not_json": lambda d, m: _convert(d, "sharegpt", {"conversations": [
+        {"from": "human", "value": "hi"}, {"from": "function_call", "value": "{oops"}]}),
+    "data.call_shape": lambda d, m: _convert(d, "sharegpt", {"conversations": [
+        {"from": "human", "value": "hi"}, {"from": "function_call", "value": "[1]"}]}),
+    "data.two_assistant_turns": lambda d, m: pipeline.render(
+        _Template(refuse="models/tiny/tokenizer_config.json: the chat template refused these messages: Conversation "
+                         "roles must alternate"),
+        _convert(d, "chat", {"messages": CHAT["messages"] + [{"role": "assistant", "content": "again"}]})),
+    "data.template_no_tools": lambda d, m: _rendered(d, {**CHAT, "tools": [{"name": "get_weather"}]}),
+    "data.template_no_calls": lambda d, m: _rendered(d, {"messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "get_weather"}}]},
+        {"role": "assistant", "content": "x"}]}),
+    "data.template_drops_turns": lambda d, m: _rendered(d, {"messages": [{"role": "system", "content": "be kind"},
+                                                                         *CHAT["messages"]]}),
+    "data.template_rewrites": lambda d, m: _segments(d, rewrite_at=2),
+    "data.turns_through": lambda d, m: _segments(d, rewrite_at=2),
+    "data.turns_before": lambda d, m: _segments(d, rewrite_at=1),
+    "data.test_answer_not_text": lambda d, m: pipeline.build_test_records(read_data_file(_jsonl(d, "test.jsonl", {
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": " "}]})), "chat", None),
+    "data.overlong_one": lambda d, m: (_ for _ in ()).throw(__import__("core.data.overlong").data.overlong.overlong_error(
+        [(read_data_file(_jsonl(d, "t.jsonl", {"text": "x"})).records[0].where, 300)], 256)),
+    "data.overlong_many": lambda d, m: (_ for _ in ()).throw(__import__("core.data.overlong").data.overlong.overlong_error(
+        [(r.where, 300) for r in read_data_file(_jsonl(d, "t.jsonl", *[{"text": "x"}] * 12)).records], 256)),
+    "data.prompt_fills": lambda d, m: _prompt_fills(d),
+    "data.supervised_not_preference": lambda d, m: __import__("core.data.preference").data.preference.preference_sources(
+        _settings(str(_catalogue(d / "cat", [{"instruction": "a", "output": "b"}])), dataset=["demo"]), "train"),
+    "data.objective_needs": lambda d, m: __import__("core.data.preference").data.preference.load_preference_splits(
+        _settings(str(_jsonl(d, "a.jsonl", {"instruction": "a", "output": "b"}))), None, 0, "dpo"),
+    "data.no_pairs_left": lambda d, m: _no_pairs(d),
     # where: a record's line, its index in a JSON array, a table's row, or a file (a table's columns)
     "data.at_line": lambda d, m: read_data_file(_jsonl(d, "broken.jsonl", {"text": "x"}, '{"text": ')),
     "data.at_record": lambda d, m: read_data_file(_write(d, "numbers.json", '{"data": [{"text": "a"}, 3]}')),
@@ -169,7 +299,8 @@ MISTAKES: dict[str, Callable[[Path, pytest.MonkeyPatch], object]] = {
     "data.at": lambda d, m: resolve_format(read_data_file(_write(d, "qa.csv", "question,answer\nhi,hello\n"))),
 }
 # the library's own words that stay as it said them (no table of them): gzip's, pyarrow's, csv's
-LIBRARY_WORDS = {"data.not_readable": "reader_says", "data.csv_malformed": "csv_says"}
+LIBRARY_WORDS = {"data.not_readable": "reader_says", "data.csv_malformed": "csv_says", "data.needs_pyarrow": "reader_says",
+                 "data.two_assistant_turns": "reason"}  # and the chat template's refusal (area B's words)
 
 
 def _ids(message: Message) -> set[str]:
@@ -196,8 +327,9 @@ def test_every_data_message_is_said_by_its_id_in_chinese_with_its_facts(key, tmp
     if library:  # the library's own words stay as it said them; the rest is 中文
         inner = next(m for m in [message, *message.params.values()] if isinstance(m, Message) and m.key == key)
         said = inner.params[library]
-        assert said in chinese
-        assert_chinese(str(err).replace(said, "…"), chinese.replace(said, "…"))
+        shown = problem_text(said, "zh")  # as said (a library's words), or by its own table (a template's refusal)
+        assert shown in chinese
+        assert_chinese(str(err).replace(said, "…"), chinese.replace(shown, "…"))
     else:
         assert_chinese(str(err), chinese)
 

@@ -42,7 +42,15 @@ SAMPLE.update({"prefix": "data", "index": 3, "row": 4, "file_type": "Parquet",
                "read_names": "input, instruction, output", "field_names": "question, answer", "close": "'answer'",
                "field": "'output'", "needs_fields": "'instruction' and 'output'", "item": "{role, content}",
                "role_tag": "'from'", "content_tag": "'value'", "role": "'bot'", "role_names": "system, user, assistant",
-               "max_seq_len": 64, "fraction": 0.01, "records": 20, "batch": 16, "micro": 8, "accum": 2, "world": 1})
+               "max_seq_len": 64, "fraction": 0.01, "records": 20, "batch": 16, "micro": 8, "accum": 2, "world": 1,
+               "text_split": "paragraph", "shard": "data-00001-of-00002.arrow",
+               "shard_names": "data-00000-of-00002.arrow, data-00001-of-00002.arrow", "missing": 1, "total": 2,
+               "split_role": "validation", "depth": 3, "detected": "sharegpt", "record_at": "data/a.jsonl line 3",
+               "lacks_names": "instruction", "origin": "configs/demo_lora.yaml", "first_file": "data/a.jsonl",
+               "first_fmt": "chat", "got_json": '["hi"]', "first_field": "'messages[1]'", "model": "models/tiny",
+               "tool": "'get_weather'", "turn_role": "system", "listed": "data/a.jsonl line 160 (463 tokens)",
+               "wanted": "preference pairs ('chosen' and 'rejected')", "held_by": "data/a.jsonl",
+               "held": "KTO answers (a boolean 'label')", "entry": "data/cat/dataset_info.json: dataset 'demo'"})
 
 # area B (the model folder):
 SAMPLE.update({})
