@@ -759,6 +759,27 @@ MESSAGES_ZH: dict[str, str] = {
                                        "dpo、simpo、orpo 或 kto 需要偏好数据。请选择偏好数据集，或设置 train.objective sft"),
     "data.objective_needs": "字段 {field}：train.objective {objective} 需要{wanted}，但 {held_by} 中是{held}",
     "data.no_pairs_left": "{file}：丢弃完全相同的对之后没有剩下偏好对",
+    "data.media_refused": ("{reason}；本控制台只训练纯文本模型。设置 data.media=drop 可去掉媒体及其 <image>/<audio>/<video> "
+                           "占位符后训练文本，或使用不含媒体的记录"),
+    "data.media_part": "字段 {field} 是{article}{media}内容",
+    "data.media_column": "字段 {field} 含 {count} 个{media}",
+    "data.bad_part": "字段 {field} 是类型为 {part_type} 的内容；应为 {{\"type\": \"text\", \"text\": ...}}（或图像、音频、视频内容）",
+    "data.pair_not_message": "字段 {field}：应为消息对象，实际为{json_type}",
+    "data.pair_bad_role": "字段 {field}：角色 {role} 不是 'system'、'user' 或 'assistant'",
+    "data.pair_content": "字段 {field}：内容必须是字符串，实际为{json_type}",
+    "data.answer_missing": "字段 {field}：缺少回答",
+    "data.answer_not_last": "字段 {field}：消息列表必须以助手的回答结尾",
+    "data.not_text_or_messages": "字段 {field}：应为字符串或消息列表，实际为{json_type}",
+    "data.answer_empty": "字段 {field}：回答为空",
+    "data.prompt_empty": "字段 {field}：提示为空",
+    "data.no_prompt": "没有提示：应有 'prompt'、'conversations'/'messages' 或 'instruction'（其他名称可用 data.columns 映射）",
+    "data.prompt_not_user": "提示必须以用户轮次结尾（字段 {field}）",
+    "data.prompts_differ": "字段 {field}：回答之前的对话与 '{chosen_field}' 的不同；一个偏好对共用同一个提示",
+    "data.kto_label": "字段 {field}：KTO 标签必须是 true 或 false，实际为 {value}（{json_type}）",
+    "data.kto_conversation_end": "字段 {field}：KTO 对话必须以非空的助手回答结尾",
+    "data.kto_no_answer": "KTO 记录需要回答：'completion'、'output'，或以助手轮次结尾的对话",
+    "data.mixed_kinds": "这条记录是{record_kind}，但 {record_at} 是{first_kind}；一个文件只能有一种数据（字段 {field}）",
+    "data.no_desirable": "{file}：没有可取的回答（'label' 为 true）可用 train.objective sft 训练",
     "data.nothing_of_the_answer": ("该样本有 {tokens} 个 token；max_seq_len={max_seq_len} 时回答部分全被截掉——请调大 "
                                    "data.max_seq_len 或缩短提示"),
     "data.test_raw_text": "{file}：测试文件需要提示和参考答案（alpaca、sharegpt 或 chat 格式）；这个文件是纯文本",
@@ -1378,6 +1399,12 @@ LIBRARY_PARAMS_ZH.update({
     **dict.fromkeys(("wanted", "held"), lambda said: _DATA_KINDS_ZH.get(said, said)),
     "record_at": lambda where: _record_at(where),
     "entry": lambda entry: _catalogue_entry(entry),
+    "article": lambda article: "",  # English's 'a'/'an' before a media kind
+    "media": lambda kind: {"image": "图像", "audio": "音频", "video": "视频", "images": "图像", "audios": "音频",
+                           "videos": "视频"}.get(kind, f" {kind} "),
+    **dict.fromkeys(("record_kind", "first_kind"), lambda kind: {
+        "a preference pair (chosen/rejected)": "偏好对（chosen/rejected）", "a KTO answer (label)": " KTO 回答（'label'）",
+        "a plain conversation": "普通对话"}.get(kind, f" {kind} ")),
     "listed": lambda listed: _listed_records(listed),
 })
 # what train.objective reads (core.data.preference._source_kind), in 中文

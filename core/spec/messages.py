@@ -302,6 +302,35 @@ CATALOGUE: dict[str, str] = {
     "data.objective_needs": ("field {field}: train.objective {objective} needs {wanted}, but {held_by} holds "
                              "{held}"),
     "data.no_pairs_left": "{file}: no pairs left after dropping the identical ones",
+    # media in a record (core.data.content): refused, `reason` saying which
+    "data.media_refused": ("{reason}; this console trains text-only models. Set data.media: drop to train on the text "
+                           "with the media and their <image>/<audio>/<video> placeholders removed, or use records "
+                           "without media"),
+    "data.media_part": "field {field} is {article} {media} part",
+    "data.media_column": "field {field} holds {count} {media}",
+    "data.bad_part": ("field {field} is a content part of type {part_type}; expected {{\"type\": \"text\", \"text\": "
+                      "...}} (or an image, audio or video part)"),
+    # preference pairs and KTO answers (core.data.pairs)
+    "data.pair_not_message": "field {field}: expected a message object, got {json_type}",
+    "data.pair_bad_role": "field {field}: role {role} is not system, user or assistant",
+    "data.pair_content": "field {field}: the content must be a string, got {json_type}",
+    "data.answer_missing": "field {field}: the answer is missing",
+    "data.answer_not_last": "field {field}: a message list must end with the assistant's answer",
+    "data.not_text_or_messages": "field {field}: expected a string or messages, got {json_type}",
+    "data.answer_empty": "field {field}: the answer is empty",
+    "data.prompt_empty": "field {field}: the prompt is empty",
+    "data.no_prompt": ("no prompt: expected 'prompt', 'conversations'/'messages' or 'instruction' (map other names "
+                       "with data.columns)"),
+    "data.prompt_not_user": "the prompt must end with a user turn (field {field})",
+    "data.prompts_differ": ("field {field}: the conversation before the answer differs from '{chosen_field}'s; a pair "
+                            "shares its prompt"),
+    "data.kto_label": "field {field}: a KTO label must be true or false, got {value} ({json_type})",
+    "data.kto_conversation_end": "field {field}: a KTO conversation must end with a non-empty assistant answer",
+    "data.kto_no_answer": ("a KTO record needs its answer: 'completion', 'output' or a conversation ending with the "
+                           "assistant's turn"),
+    "data.mixed_kinds": ("this record is {record_kind} but {record_at} is {first_kind}; a file holds one kind of data "
+                         "(field {field})"),
+    "data.no_desirable": "{file}: no desirable answer (label true) to train on with train.objective sft",
     # the samples, the split and the batches (core.data.pipeline)
     "data.nothing_of_the_answer": ("the sample is {tokens} tokens; with max_seq_len={max_seq_len} nothing of the answer "
                                    "remains — raise data.max_seq_len or shorten the prompt"),

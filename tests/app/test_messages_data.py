@@ -140,6 +140,12 @@ def _tokenizer(folder: Path):
     return Tokenizer.from_dir(make_tokenizer_dir(folder / "tok"))
 
 
+def _pair(folder: Path, record: dict, kind: str = "pairs"):
+    from core.data.pairs import preference_record
+
+    return preference_record(read_data_file(_jsonl(folder, "pairs.jsonl", record)).records[0], kind, Columns())
+
+
 def _no_pairs(folder: Path):
     from core.data.preference import load_preference_splits
 
@@ -291,6 +297,39 @@ MISTAKES: dict[str, Callable[[Path, pytest.MonkeyPatch], object]] = {
     "data.objective_needs": lambda d, m: __import__("core.data.preference").data.preference.load_preference_splits(
         _settings(str(_jsonl(d, "a.jsonl", {"instruction": "a", "output": "b"}))), None, 0, "dpo"),
     "data.no_pairs_left": lambda d, m: _no_pairs(d),
+    "data.media_refused": lambda d, m: _convert(d, "chat", {"messages": [
+        {"role": "user", "content": [{"type": "image_url", "image_url": "x.png"}]}, CHAT["messages"][1]]}),
+    "data.media_part": lambda d, m: _convert(d, "chat", {"messages": [
+        {"role": "user", "content": [{"type": "image_url", "image_url": "x.png"}]}, CHAT["messages"][1]]}),
+    "data.media_column": lambda d, m: _convert(d, "chat", {**CHAT, "images": ["a.png", "b.png"]}),
+    "data.bad_part": lambda d, m: _convert(d, "chat", {"messages": [
+        {"role": "user", "content": [{"type": "input_file", "file": "x"}]}, CHAT["messages"][1]]}),
+    "data.pair_not_message": lambda d, m: _pair(d, {"prompt": [5], "chosen": "a", "rejected": "b"}),
+    "data.pair_bad_role": lambda d, m: _pair(d, {"prompt": [{"role": "bot", "content": "x"}], "chosen": "a",
+                                                 "rejected": "b"}),
+    "data.pair_content": lambda d, m: _pair(d, {"prompt": [{"role": "user", "content": 5}], "chosen": "a",
+                                                "rejected": "b"}),
+    "data.answer_missing": lambda d, m: _pair(d, {"prompt": "hi", "chosen": "a", "rejected": None}),
+    "data.answer_not_last": lambda d, m: _pair(d, {"prompt": "hi", "chosen": [{"role": "user", "content": "x"}],
+                                                   "rejected": "b"}),
+    "data.not_text_or_messages": lambda d, m: _pair(d, {"prompt": "hi", "chosen": 5, "rejected": "b"}),
+    "data.answer_empty": lambda d, m: _pair(d, {"prompt": "hi", "chosen": " ", "rejected": "b"}),
+    "data.prompt_empty": lambda d, m: _pair(d, {"prompt": " ", "chosen": "a", "rejected": "b"}),
+    "data.no_prompt": lambda d, m: _pair(d, {"question": "hi", "chosen": "a", "rejected": "b"}),
+    "data.prompt_not_user": lambda d, m: _pair(d, {"prompt": [{"role": "system", "content": "x"}], "chosen": "a",
+                                                   "rejected": "b"}),
+    "data.prompts_differ": lambda d, m: _pair(d, {
+        "chosen": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a"}],
+        "rejected": [{"role": "user", "content": "ho"}, {"role": "assistant", "content": "b"}]}),
+    "data.kto_label": lambda d, m: _pair(d, {"prompt": "hi", "completion": "a", "label": "yes"}, "kto"),
+    "data.kto_conversation_end": lambda d, m: _pair(d, {"messages": [{"role": "user", "content": "hi"}],
+                                                        "label": True}, "kto"),
+    "data.kto_no_answer": lambda d, m: _pair(d, {"prompt": "hi", "label": True}, "kto"),
+    "data.mixed_kinds": lambda d, m: __import__("core.data.pairs").data.pairs.file_kind(read_data_file(_jsonl(
+        d, "mixed.jsonl", {"prompt": "hi", "chosen": "a", "rejected": "b"}, {"prompt": "hi", "completion": "a",
+                                                                              "label": True}))),
+    "data.no_desirable": lambda d, m: __import__("core.data.pairs").data.pairs.sft_view(read_data_file(_jsonl(
+        d, "kto.jsonl", {"prompt": "hi", "completion": "a", "label": False})), Columns()),
     # where: a record's line, its index in a JSON array, a table's row, or a file (a table's columns)
     "data.at_line": lambda d, m: read_data_file(_jsonl(d, "broken.jsonl", {"text": "x"}, '{"text": ')),
     "data.at_record": lambda d, m: read_data_file(_write(d, "numbers.json", '{"data": [{"text": "a"}, 3]}')),

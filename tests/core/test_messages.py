@@ -50,7 +50,9 @@ SAMPLE.update({"prefix": "data", "index": 3, "row": 4, "file_type": "Parquet",
                "first_fmt": "chat", "got_json": '["hi"]', "first_field": "'messages[1]'", "model": "models/tiny",
                "tool": "'get_weather'", "turn_role": "system", "listed": "data/a.jsonl line 160 (463 tokens)",
                "wanted": "preference pairs ('chosen' and 'rejected')", "held_by": "data/a.jsonl",
-               "held": "KTO answers (a boolean 'label')", "entry": "data/cat/dataset_info.json: dataset 'demo'"})
+               "held": "KTO answers (a boolean 'label')", "entry": "data/cat/dataset_info.json: dataset 'demo'",
+               "article": "an", "media": "image", "part_type": "'input_file'", "chosen_field": "chosen",
+               "record_kind": "a KTO answer (label)", "first_kind": "a preference pair (chosen/rejected)"})
 
 # area B (the model folder):
 SAMPLE.update({})
