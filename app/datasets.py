@@ -75,7 +75,10 @@ class Dataset:
 
         if self.dataset is not None:
             if self.reason:  # without the catalogue's path and the entry's name, which the label has
-                reason = problem_text(self.reason, lang).split(f"dataset {self.dataset!r}: ", 1)[-1]
+                said = getattr(self.reason, "params", {}).get("reason") if getattr(self.reason, "key", "") == \
+                    "data.at_entry" else None
+                reason = problem_text(said, lang) if said else \
+                    problem_text(self.reason, lang).split(f"dataset {self.dataset!r}: ", 1)[-1]
                 return text("data.catalog_broken", lang).format(name=self.name, reason=reason)
             size = human_size(self.size_bytes) + (", " + text("data.catalog_samples", lang).format(n=self.num_samples)
                                                   if self.num_samples else "")

@@ -759,6 +759,30 @@ MESSAGES_ZH: dict[str, str] = {
                                        "dpo、simpo、orpo 或 kto 需要偏好数据。请选择偏好数据集，或设置 train.objective sft"),
     "data.objective_needs": "字段 {field}：train.objective {objective} 需要{wanted}，但 {held_by} 中是{held}",
     "data.no_pairs_left": "{file}：丢弃完全相同的对之后没有剩下偏好对",
+    "data.at_entry": "{file}：数据集 {name}：{reason}",
+    "data.catalogue_not_json": "不是 JSON（{json_says}，第 {column} 列）；数据集目录是由命名数据集组成的一个对象",
+    "data.catalogue_not_object": "{file}：应为由命名数据集组成的对象，实际为{py_type}",
+    "data.catalogue_choose": ("{file}：这是数据集目录（dataset_info.json）；请用 data.dataset 选择其中的数据集（一个名称或"
+                              "名称列表）：{dataset_names}"),
+    "data.no_such_dataset": "data.dataset：{file} 中没有数据集 {name}；已有数据集：{dataset_names}",
+    "data.entry_not_object": "应为含 'file_name' 的对象，实际为 {got_json}",
+    "data.entry_on_hub": "字段 {field}：{url} 位于{hub_place}；本控制台只读取本地文件；请下载后在 'file_name' 中填写",
+    "data.entry_script": "字段 'script_url'：{url} 是加载脚本；这里不运行脚本；请把其数据转换为文件并在 'file_name' 中填写",
+    "data.entry_no_file": "没有字段 'file_name'（{folder} 中的数据文件）",
+    "data.entry_formatting": "字段 'formatting' 的值为 {value}；有效值：{valid_names}",
+    "data.entry_bad_file_name": "字段 'file_name' 必须是文件名或文件名列表，实际为 {value}",
+    "data.entry_outside": "字段 'file_name'：{given} 位于数据集目录 {folder} 之外",
+    "data.entry_file_missing": "字段 'file_name'：{file} 不存在",
+    "data.entry_tags_alpaca": "字段 'tags' 只适用于 sharegpt 格式（该条目是 alpaca）",
+    "data.entry_num_samples": "字段 'num_samples' 必须是正整数，实际为 {value}",
+    "data.entry_not_mapping": "字段 {field} 必须是对象，实际为 {got_json}",
+    "data.entry_unknown_name": "字段 {field} 不是 {fmt} 格式的{mapping_kind}名；有效值：{valid_names}",
+    "data.entry_not_column": "字段 {field} 必须是列名，实际为 {value}",
+    "data.entry_ranking": ("这是偏好数据，chosen/rejected 偏好对（'ranking: true'）；只能用 train.objective dpo、simpo、orpo 或 "
+                           "kto 训练，不能作为监督回答。请选择其他数据集"),
+    "data.entry_kto": ("这是偏好数据，KTO 数据（标签列 {column_shown}）；只能用 train.objective dpo、simpo、orpo 或 kto 训练，"
+                       "不能作为监督回答。请选择其他数据集"),
+    "data.entry_column_missing": "字段 {field} 指定的列 {column_shown} 在 {files} 中不存在（字段：{field_names}）",
     "data.media_refused": ("{reason}；本控制台只训练纯文本模型。设置 data.media=drop 可去掉媒体及其 <image>/<audio>/<video> "
                            "占位符后训练文本，或使用不含媒体的记录"),
     "data.media_part": "字段 {field} 是{article}{media}内容",
@@ -1195,9 +1219,6 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     # a chat template's syntax error names a line of the template, not of a data file (before 'line N: ')
     (r": chat template syntax error at line (\d+): (.*)$",
      lambda m: f"：对话模板第 {m.group(1)} 行有语法错误：{_jinja_error(m.group(2))}"),
-    # where: 'file line 5: ...', 'file record data[3]: ...', 'file row index 4: ...'
-    (r"(\S+) line (\d+): ", r"\1 第 \2 行："), (r"(\S+) record (\S*)\[(\d+)\]: ", r"\1 记录 \2[\3]："),
-    (r"(\S+) row index (\d+): ", r"\1 第 \2 行（行号从 0 起）："),
     # the form's own words
     (r"^give the number of steps or epochs \(the field is empty\)$", "请填写步数或轮数（该字段为空）"),
     (r"\(the field is empty\)", "（该字段为空）"), (r" \(got ([^()]*|\[.*\]|\(.*\))\)$", r"（当前值 \1）"),
@@ -1400,6 +1421,10 @@ LIBRARY_PARAMS_ZH.update({
     "record_at": lambda where: _record_at(where),
     "entry": lambda entry: _catalogue_entry(entry),
     "article": lambda article: "",  # English's 'a'/'an' before a media kind
+    "hub_place": lambda place: {"the Hugging Face hub": " Hugging Face 模型中心", "the ModelScope hub": " ModelScope 模型中心",
+                                "the Modelers hub": " Modelers 模型中心", "cloud storage": "云存储"}.get(place, f" {place}"),
+    "mapping_kind": lambda kind: {"column": "列", "tag": "标签"}.get(kind, f" {kind} "),
+    "dataset_names": lambda listed: {"none": "无", "none loadable": "无（没有可加载的）"}.get(listed) or _names(listed),
     "media": lambda kind: {"image": "图像", "audio": "音频", "video": "视频", "images": "图像", "audios": "音频",
                            "videos": "视频"}.get(kind, f" {kind} "),
     **dict.fromkeys(("record_kind", "first_kind"), lambda kind: {

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import core.run.launcher as launcher
 import core.run.tracking as tracking
 from core.spec.config import Config, ConfigError, deep_merge, load_config, read_config_file
-from core.spec.messages import Message
+from core.spec.messages import Message, recognise
 from core.data.pipeline import DataError, run_seq_len
 from core.data.files import file_names, split_path
 from core.spec.model_args import CheckpointError, check_run_settings, read_model_args
@@ -699,7 +699,7 @@ def dry_run_html(measured: DryRun, estimate: Any | None, workers: int = 1, lang:
     """'measured 693 MB per worker (2 training steps and one evaluation batch, 31 s) · estimate 702 MB (-1.3%)'."""
     if measured.error:
         why = {text("dry.fix_first", "en"): text("dry.fix_first", lang)}.get(measured.error) or problem_text(
-            measured.error, lang)
+            recognise(measured.error) or measured.error, lang)  # a core message that came as text: by its id
         return f'<div class="mt-error" id="dry-run-result">{html.escape(text("dry.failed", lang).format(error=why))}</div>'
     mb = f'<b data-mb="{measured.peak_mem_mb:.1f}">{measured.peak_mem_mb:,.0f} MB</b>'
     parts = [text("dry.measured", lang).format(mb=mb, steps=measured.detail.get("steps", 2), s=f"{measured.seconds:.0f}")]

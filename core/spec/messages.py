@@ -302,6 +302,33 @@ CATALOGUE: dict[str, str] = {
     "data.objective_needs": ("field {field}: train.objective {objective} needs {wanted}, but {held_by} holds "
                              "{held}"),
     "data.no_pairs_left": "{file}: no pairs left after dropping the identical ones",
+    # a dataset catalogue (core.data.catalog: LLaMA-Factory's dataset_info.json) and its entries
+    "data.at_entry": "{file}: dataset {name}: {reason}",
+    "data.catalogue_not_json": "not JSON ({json_says} at column {column}); a dataset catalogue is one object of named datasets",
+    "data.catalogue_not_object": "{file}: expected an object of named datasets, got {py_type}",
+    "data.catalogue_choose": ("{file}: a dataset catalogue (dataset_info.json); choose its datasets with data.dataset (a "
+                              "name or a list of names): {dataset_names}"),
+    "data.no_such_dataset": "data.dataset: no dataset {name} in {file}; datasets: {dataset_names}",
+    "data.entry_not_object": "expected an object with 'file_name', got {got_json}",
+    "data.entry_on_hub": ("field {field}: {url} is on {hub_place}; this console reads local files only; download it and "
+                          "name it in 'file_name'"),
+    "data.entry_script": ("field 'script_url': {url} is a loading script; scripts are not run here; convert its data to a "
+                          "file and name it in 'file_name'"),
+    "data.entry_no_file": "no field 'file_name' (the data file inside {folder})",
+    "data.entry_formatting": "field 'formatting' is {value}; valid: {valid_names}",
+    "data.entry_bad_file_name": "field 'file_name' must be a file name or a list of them, got {value}",
+    "data.entry_outside": "field 'file_name': {given} lies outside the catalogue folder {folder}",
+    "data.entry_file_missing": "field 'file_name': {file} not found",
+    "data.entry_tags_alpaca": "field 'tags' applies to sharegpt formatting only (this entry is alpaca)",
+    "data.entry_num_samples": "field 'num_samples' must be a positive whole number, got {value}",
+    "data.entry_not_mapping": "field {field} must be an object, got {got_json}",
+    "data.entry_unknown_name": "field {field} is not a {mapping_kind} name of {fmt} formatting; valid: {valid_names}",
+    "data.entry_not_column": "field {field} must name a column, got {value}",
+    "data.entry_ranking": ("this is preference data, chosen/rejected pairs (ranking: true); it trains with "
+                           "train.objective dpo, simpo, orpo or kto, not as supervised answers. Choose another dataset"),
+    "data.entry_kto": ("this is preference data, KTO data (a {column_shown} label column); it trains with "
+                       "train.objective dpo, simpo, orpo or kto, not as supervised answers. Choose another dataset"),
+    "data.entry_column_missing": "field {field} names the column {column_shown}, which {files} lacks (fields: {field_names})",
     # media in a record (core.data.content): refused, `reason` saying which
     "data.media_refused": ("{reason}; this console trains text-only models. Set data.media: drop to train on the text "
                            "with the media and their <image>/<audio>/<video> placeholders removed, or use records "
@@ -376,7 +403,7 @@ MESSAGE_PARAMS = frozenset({"reason", "note", "who", "job", "advice", "why"})
 NOT_RECOGNISED = frozenset({"problem.got", "problem.empty", "problem.and", "problem.at_key", "problem.at_value",
                             "problem.at_key_in", "problem.at_value_in"})
 # area A's (the data's where: file, line, record):
-NOT_RECOGNISED = NOT_RECOGNISED | frozenset({"data.at_line", "data.at_record", "data.at_row", "data.at"})
+NOT_RECOGNISED = NOT_RECOGNISED | frozenset({"data.at_line", "data.at_record", "data.at_row", "data.at", "data.at_entry"})
 
 # area B's:
 

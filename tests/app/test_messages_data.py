@@ -6,7 +6,9 @@ English is the catalogue's and stays what core wrote before the ids (the CLI, th
 of core.data read it)."""
 from __future__ import annotations
 
+import html
 import json
+import types
 import zipfile
 from pathlib import Path
 from typing import Callable
@@ -17,6 +19,7 @@ import pytest
 from core.data import files as data_files
 from core.data import formats, pipeline
 from core.data.files import DataError, read_data_file
+from core.data.catalog import read_catalog
 from core.data.formats import Columns, resolve_format
 from core.data.overlong import check_policy
 from core.spec.config import DataSettings
@@ -138,6 +141,26 @@ def _tokenizer(folder: Path):
     from tests.core.test_data import make_tokenizer_dir
 
     return Tokenizer.from_dir(make_tokenizer_dir(folder / "tok"))
+
+
+def _entry(folder: Path, spec, names: list[str] | None = ["demo"], files: dict | None = None):
+    """The catalogue's dataset 'demo' (`spec`) picked by data.dataset (core.data.catalog.select)."""
+    from core.data.catalog import read_catalog, select
+
+    cat = folder / "cat"
+    for name, records in (files or {"t.jsonl": [{"instruction": "a", "output": "b"}]}).items():
+        _jsonl(cat, name, *records)
+    _write(cat, "dataset_info.json", json.dumps({"demo": spec}))
+    return select(read_catalog(cat), names, cat)
+
+
+def _entry_loaded(folder: Path, spec: dict, records: list[dict]):
+    from core.data.catalog import check_columns, load_entry, preference_refusal
+
+    entry = _entry(folder, spec, files={"t.jsonl": records})[0]
+    if entry.preference:
+        raise preference_refusal(entry)
+    return check_columns(entry, load_entry(entry, 0))
 
 
 def _pair(folder: Path, record: dict, kind: str = "pairs"):
@@ -297,6 +320,30 @@ MISTAKES: dict[str, Callable[[Path, pytest.MonkeyPatch], object]] = {
     "data.objective_needs": lambda d, m: __import__("core.data.preference").data.preference.load_preference_splits(
         _settings(str(_jsonl(d, "a.jsonl", {"instruction": "a", "output": "b"}))), None, 0, "dpo"),
     "data.no_pairs_left": lambda d, m: _no_pairs(d),
+    "data.at_entry": lambda d, m: _entry(d, {"file_name": "t.jsonl", "formatting": "csv"}),
+    "data.catalogue_not_json": lambda d, m: read_catalog(_write(d, "cat/dataset_info.json", '{"demo": }').parent),
+    "data.catalogue_not_object": lambda d, m: read_catalog(_write(d, "cat/dataset_info.json", "[1]").parent),
+    "data.catalogue_choose": lambda d, m: _entry(d, {"file_name": "t.jsonl"}, names=None),
+    "data.no_such_dataset": lambda d, m: _entry(d, {"file_name": "t.jsonl"}, names=["other"]),
+    "data.entry_not_object": lambda d, m: _entry(d, "t.jsonl"),
+    "data.entry_on_hub": lambda d, m: _entry(d, {"hf_hub_url": "tatsu-lab/alpaca"}),
+    "data.entry_script": lambda d, m: _entry(d, {"script_url": "loader.py"}),
+    "data.entry_no_file": lambda d, m: _entry(d, {"formatting": "alpaca"}),
+    "data.entry_formatting": lambda d, m: _entry(d, {"file_name": "t.jsonl", "formatting": "csv"}),
+    "data.entry_bad_file_name": lambda d, m: _entry(d, {"file_name": 3}),
+    "data.entry_outside": lambda d, m: _entry(d, {"file_name": "../outside.jsonl"}),
+    "data.entry_file_missing": lambda d, m: _entry(d, {"file_name": "gone.jsonl"}),
+    "data.entry_tags_alpaca": lambda d, m: _entry(d, {"file_name": "t.jsonl", "tags": {"role_tag": "from"}}),
+    "data.entry_num_samples": lambda d, m: _entry(d, {"file_name": "t.jsonl", "num_samples": 0}),
+    "data.entry_not_mapping": lambda d, m: _entry(d, {"file_name": "t.jsonl", "columns": 5}),
+    "data.entry_unknown_name": lambda d, m: _entry(d, {"file_name": "t.jsonl", "columns": {"question": "q"}}),
+    "data.entry_not_column": lambda d, m: _entry(d, {"file_name": "t.jsonl", "columns": {"prompt": 3}}),
+    "data.entry_ranking": lambda d, m: _entry_loaded(d, {"file_name": "t.jsonl", "ranking": True},
+                                                     [{"instruction": "a", "chosen": "b", "rejected": "c"}]),
+    "data.entry_kto": lambda d, m: _entry_loaded(d, {"file_name": "t.jsonl", "columns": {"kto_tag": "ok"}},
+                                                 [{"instruction": "a", "output": "b", "ok": True}]),
+    "data.entry_column_missing": lambda d, m: _entry_loaded(d, {"file_name": "t.jsonl", "columns": {"prompt": "q"}},
+                                                            [{"instruction": "a", "output": "b"}]),
     "data.media_refused": lambda d, m: _convert(d, "chat", {"messages": [
         {"role": "user", "content": [{"type": "image_url", "image_url": "x.png"}]}, CHAT["messages"][1]]}),
     "data.media_part": lambda d, m: _convert(d, "chat", {"messages": [
@@ -376,7 +423,7 @@ def test_every_data_message_is_said_by_its_id_in_chinese_with_its_facts(key, tmp
 def test_every_data_id_of_the_catalogue_is_made_by_its_producer():
     assert {key for key in CATALOGUE if key.startswith("data.")} == set(MISTAKES)
     assert {key for key in CATALOGUE if key.startswith("data.")} <= set(MESSAGES_ZH)
-    assert {"data.at_line", "data.at_record", "data.at_row", "data.at"} <= NOT_RECOGNISED
+    assert {"data.at_line", "data.at_record", "data.at_row", "data.at", "data.at_entry"} <= NOT_RECOGNISED
 
 
 def test_the_english_is_what_core_data_wrote_before_the_ids(tmp_path):
@@ -419,6 +466,14 @@ def test_a_data_error_that_fails_a_run_reads_in_chinese_from_its_english(tmp_pat
         assert recognise(reason).key == key
         assert reason_text(reason, "zh") == problem_text(err, "zh")
         assert_chinese(reason, reason_text(reason, "zh"))
+
+
+def test_a_data_error_of_a_dry_run_reads_in_chinese(console, tmp_path, monkeypatch):
+    """A dry run's error comes as text from its process: a data message is found in it by its English."""
+    err = _made("data.fewer_samples_than_a_batch", tmp_path, monkeypatch)
+    _, failed = cb.dry_run(form_values(console), console, lang="zh", runner=lambda argv, **kw: types.SimpleNamespace(
+        returncode=1, stdout="", stderr=f"error: {err}\n"))
+    assert problem_text(err, "zh") in html.unescape(failed)
 
 
 def _zip(path: Path, members: dict[str, str]) -> Path:

@@ -52,7 +52,10 @@ SAMPLE.update({"prefix": "data", "index": 3, "row": 4, "file_type": "Parquet",
                "wanted": "preference pairs ('chosen' and 'rejected')", "held_by": "data/a.jsonl",
                "held": "KTO answers (a boolean 'label')", "entry": "data/cat/dataset_info.json: dataset 'demo'",
                "article": "an", "media": "image", "part_type": "'input_file'", "chosen_field": "chosen",
-               "record_kind": "a KTO answer (label)", "first_kind": "a preference pair (chosen/rejected)"})
+               "record_kind": "a KTO answer (label)", "first_kind": "a preference pair (chosen/rejected)",
+               "name": "'demo'", "dataset_names": "alpaca_demo, sharegpt_demo", "url": "tatsu-lab/alpaca",
+               "hub_place": "the Hugging Face hub", "folder": "data/cat", "given": "../outside.jsonl",
+               "mapping_kind": "column", "files": "data/cat/a.jsonl"})
 
 # area B (the model folder):
 SAMPLE.update({})
