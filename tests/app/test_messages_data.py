@@ -78,6 +78,17 @@ def _unreadable(folder: Path, monkeypatch: pytest.MonkeyPatch):
     return read_data_file(path)
 
 
+def _long_csv_field(folder: Path):
+    """A cell over Python's csv field limit (its default: Gradio raises it when imported)."""
+    import csv
+
+    limit = csv.field_size_limit(131_072)
+    try:
+        return read_data_file(_write(folder, "long.csv", 'text\n"' + "x" * 200_000 + '"\n'))
+    finally:
+        csv.field_size_limit(limit)
+
+
 def _no_validation(folder: Path):
     settings = DataSettings.from_dict({"train_file": str(_jsonl(folder, "t.jsonl", {"text": "x"})),
                                        "validation_file": None, "validation_fraction": 0.0})
@@ -197,7 +208,7 @@ MISTAKES: dict[str, Callable[[Path, pytest.MonkeyPatch], object]] = {
     "data.not_an_array": lambda d, m: read_data_file(_write(d, "string.json", '"text"')),
     "data.not_an_array_keys": lambda d, m: read_data_file(_write(d, "rows.json", '{"rows": [{"text": "a"}]}')),
     "data.csv_values": lambda d, m: read_data_file(_write(d, "commas.csv", "instruction,output\nhi, there,x\n")),
-    "data.csv_malformed": lambda d, m: read_data_file(_write(d, "long.csv", 'text\n"' + "x" * 200_000 + '"\n')),
+    "data.csv_malformed": lambda d, m: _long_csv_field(d),
     "data.csv_unnamed": lambda d, m: read_data_file(_write(d, "blank.csv", "instruction,,output\na,b,c\n")),
     "data.csv_duplicates": lambda d, m: read_data_file(_write(d, "twice.csv", "output,output\na,b\n")),
     "data.unsupported_type": lambda d, m: read_data_file(_write(d, "sheet.xlsx", "x")),
