@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from core.spec.config import Config, ConfigError, DataSettings
 from core.data.pipeline import DataError, read_data_file, resolve_format
 from core.data.files import file_names, split_path
+from core.spec.errors import said_of
 from core.data.tokenizer import TokenizerError
 
 from app import catalog
@@ -57,7 +58,7 @@ def upload(temp_path: str, original_name: str, console: Console) -> Upload:
         detected = resolve_format(read_data_file(absolute(split_path(dataset.train_file)[0]),
                                                  split_path(dataset.train_file)[1]))
     except DataError as err:
-        return Upload(dataset, None, str(err))
+        return Upload(dataset, None, said_of(err))
     return Upload(dataset, detected)
 
 
@@ -152,8 +153,8 @@ def data_problems(config: Config, console: Console) -> dict[str, str]:
         return {}
     try:
         data_stats(str(model.path), config.data, config.run.seed, config.train.objective)
-    except (DataError, TokenizerError) as err:  # a TokenizerError keeps its message by id (core.spec.errors)
-        return {_widget_of(str(err), config): getattr(err, "message", str(err))}
+    except (DataError, TokenizerError) as err:  # each keeps its message by id
+        return {_widget_of(str(err), config): said_of(err)}
     except OSError as err:
         return {"data.train_file": Said("check.cannot_read_data", problem=str(err))}
     return {}

@@ -15,10 +15,12 @@ from collections import OrderedDict
 from pathlib import Path
 
 from core.spec.config import DataSettings
+from core.spec.messages import Message
 from core.data.pipeline import (FORMAT_FIELDS, IGNORE_INDEX, TAG_DEFAULTS, Columns, DataError, DataFile, DataStats,
                        data_sources, ignored_fields, load_splits, read_data_file, source_files, tokenize_records)
 from core.data.catalog import read_catalog
 from core.data.files import file_names, is_catalog, split_path
+from core.spec.errors import said_of
 from core.data.preference import PreferenceStats, file_kind, load_preference_splits, preference_sources
 from core.data.tokenizer import Tokenizer, TokenizerError
 
@@ -98,7 +100,7 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
                                      media=settings.media)
         ignored = ignored_fields(data.records, resolved, columns)
     except (DataError, TokenizerError, OSError) as err:
-        return error_html(err, lang)
+        return error_html(said_of(err), lang)
     catalog = is_catalog(absolute(split_path(file_names(settings.train_file)[0])[0]))
     how = text("dp.auto" if settings.format == "auto" and not catalog else "dp.as_set", lang)
     split = text("dp.split", lang).format(split=html.escape(data.split)) if data.split else ""
@@ -211,7 +213,7 @@ def data_stats(model_dir: str, settings: DataSettings, seed: int, objective: str
     try:
         key = (*_MEMORY.key(folder, resolved, seed), objective)
     except OSError as err:
-        raise DataError(f"cannot read the data files ({err})") from None
+        raise DataError(Message("data.files_unreadable", os_error=str(err))) from None
     stats = _MEMORY.get(key)
     if stats is None:
         tokenizer = Tokenizer.from_dir(folder)

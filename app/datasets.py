@@ -16,13 +16,14 @@ import shutil
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from core.run.atomic import atomic_folder
 from core.data.pipeline import DATA_EXTENSIONS as CORE_DATA_EXTENSIONS
 from core.data.catalog import read_catalog
 from core.data.files import (DATASET_DICT_FILE, SPLIT_SEPARATOR, STATE_FILE, DataError, data_extension,
                              dataset_splits, is_catalog, role_split)
+from core.spec.errors import said_of
 
 from app.paths import for_config
 
@@ -34,7 +35,13 @@ HASH_CHARS = 8
 
 
 class UploadError(ValueError):
-    """An upload the console refuses (too large, wrong type); the message says what is accepted."""
+    """An upload the console refuses (too large, wrong type); the message says what is accepted. It
+    is one of the console's own answers (app.i18n.Said, keys upload.*): `said` renders it in the
+    page's language."""
+
+    @property
+    def said(self) -> Any:
+        return self.args[0] if self.args else ""
 
 
 CATALOG_KEY = " :: "  # between a catalogue folder and a dataset's name in the picker's value
@@ -69,7 +76,10 @@ class Dataset:
 
         if self.dataset is not None:
             if self.reason:  # without the catalogue's path and the entry's name, which the label has
-                reason = problem_text(self.reason, lang).split(f"dataset {self.dataset!r}: ", 1)[-1]
+                said = getattr(self.reason, "params", {}).get("reason") if getattr(self.reason, "key", "") == \
+                    "data.at_entry" else None
+                reason = problem_text(said, lang) if said else \
+                    problem_text(self.reason, lang).split(f"dataset {self.dataset!r}: ", 1)[-1]
                 return text("data.catalog_broken", lang).format(name=self.name, reason=reason)
             size = human_size(self.size_bytes) + (", " + text("data.catalog_samples", lang).format(n=self.num_samples)
                                                   if self.num_samples else "")
@@ -101,7 +111,7 @@ def catalog_datasets(folder: Path, root: Path) -> list[Dataset]:
     try:
         entries = read_catalog(folder)
     except DataError as err:
-        return [Dataset(f"{prefix}/dataset_info.json", config_path, dataset="", reason=str(err))]
+        return [Dataset(f"{prefix}/dataset_info.json", config_path, dataset="", reason=said_of(err))]
     return [Dataset(f"{prefix}/{e.name}", config_path, dataset=e.name, formatting=e.formatting,
                     size_bytes=e.size_bytes, num_samples=e.num_samples, reason=e.problem) for e in entries]
 
@@ -230,6 +240,12 @@ def _same_content(a: Path, b: Path) -> bool:
     return a.is_file() and b.is_file() and a.stat().st_size == b.stat().st_size and _digest(a) == _digest(b)
 
 
+def _said(key: str, **params: Any) -> str:
+    from app.i18n import Said  # as label_in: app.i18n is imported when it is needed
+
+    return Said(key, **params)
+
+
 def save_upload(temp_path: str | Path, original_name: str, uploads_dir: Path, max_bytes: int) -> Path:
     """Keep an uploaded file in `uploads_dir`: as `name.ext`, or when another file holds that name,
     as `name-<first 8 hex digits of its SHA-256>.ext`. The same content uploaded again returns the
@@ -238,12 +254,12 @@ def save_upload(temp_path: str | Path, original_name: str, uploads_dir: Path, ma
     source = Path(temp_path)
     ext = data_extension(Path(original_name.lower())) or Path(original_name).suffix.lower()
     if ext not in UPLOAD_EXTENSIONS:
-        raise UploadError(f"{original_name}: unsupported file type {ext or '(none)'}; upload one of "
-                          f"{', '.join(UPLOAD_EXTENSIONS)} (a .zip of a dataset folder)")
+        raise UploadError(_said("upload.unsupported", file=original_name, ext=ext or _said("upload.no_extension"),
+                                accepted=", ".join(UPLOAD_EXTENSIONS)))
     size = source.stat().st_size
     if size > max_bytes:
-        raise UploadError(f"{original_name}: {size / 2**20:.1f} MB is over the upload limit of "
-                          f"{max_bytes / 2**20:.0f} MB (start the console with --max-upload-mb to change it)")
+        raise UploadError(_said("upload.too_big", file=original_name, mb=f"{size / 2**20:.1f}",
+                                limit=f"{max_bytes / 2**20:.0f}"))
     uploads_dir.mkdir(parents=True, exist_ok=True)
     stem = safe_name(Path(original_name).name[:len(Path(original_name).name) - len(ext)])
     if ext == ".zip":
@@ -263,20 +279,22 @@ def extract_zip(source: Path, uploads_dir: Path, stem: str, max_bytes: int) -> P
     try:
         archive = zipfile.ZipFile(source)
     except zipfile.BadZipFile as err:
-        raise UploadError(f"{stem}.zip: not a readable zip archive ({err})") from None
+        known = _said("upload.zip.not_zip")
+        raise UploadError(_said("upload.not_zip", file=f"{stem}.zip",
+                                zip_says=known if str(err) == known else str(err))) from None
     with archive:
         members = [m for m in archive.infolist() if not m.is_dir()]
         if len(members) > MAX_ZIP_MEMBERS:
-            raise UploadError(f"{stem}.zip: {len(members)} files; at most {MAX_ZIP_MEMBERS}")
+            raise UploadError(_said("upload.too_many_files", file=f"{stem}.zip", n=len(members), limit=MAX_ZIP_MEMBERS))
         total = sum(m.file_size for m in members)
         if total > max_bytes:
-            raise UploadError(f"{stem}.zip: unpacks to {total / 2**20:.1f} MB, over the upload limit of "
-                              f"{max_bytes / 2**20:.0f} MB")
+            raise UploadError(_said("upload.unpacks_too_big", file=f"{stem}.zip", mb=f"{total / 2**20:.1f}",
+                                    limit=f"{max_bytes / 2**20:.0f}"))
         names = []
         for member in members:
             parts = Path(member.filename).parts
             if member.filename.startswith("/") or ".." in parts or (member.external_attr >> 16) & 0o170000 == 0o120000:
-                raise UploadError(f"{stem}.zip: refused member {member.filename!r} (absolute path, '..' or a link)")
+                raise UploadError(_said("upload.refused_member", file=f"{stem}.zip", member=repr(member.filename)))
             names.append(parts)
         top = {p[0] for p in names}
         strip = 1 if len(top) == 1 and all(len(p) > 1 for p in names) else 0
@@ -317,7 +335,6 @@ def upload_dataset(saved: Path) -> Dataset:
         root = saved.parent
         dataset = _hf_dataset(saved, root) if is_hf_dataset_folder(saved) else _folder_dataset(saved, root)
         if dataset is None:
-            raise UploadError(f"{saved.name}.zip: no dataset inside (expected train.<ext> files, a "
-                              "save_to_disk folder or Parquet shards)")
+            raise UploadError(_said("upload.no_dataset", file=f"{saved.name}.zip"))
         return dataset
     return Dataset(saved.name, for_config(saved))

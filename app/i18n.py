@@ -648,6 +648,175 @@ MESSAGES_ZH: dict[str, str] = {
     "config.base_cycle": "继承成环：{cycle}",
     "config.base_missing": "文件不存在：{file}",
     # ---- area A: the data (core.data) ----
+    "data.at_line": "{file} 第 {line} 行：{reason}",
+    "data.at_record": "{file} 记录 {prefix}[{index}]：{reason}",
+    "data.at_row": "{file} 第 {row} 行（行号从 0 起）：{reason}",
+    "data.at": "{file}：{reason}",
+    "data.file_not_found": "{file}：文件不存在",
+    "data.unreadable": "{file}：无法读取（{os_error}）",
+    "data.files_unreadable": "无法读取数据文件（{os_error}）",
+    "data.not_readable": "{file}：不是可读取的 {file_type} 文件（{reader_says}）",
+    "data.not_utf8": "不是 UTF-8 文本（{codec_says}）；请把文件另存为 UTF-8",
+    "data.invalid_json_line": "JSON 无效（{json_says}，第 {column} 列）；每行必须是一个 JSON 对象",
+    "data.invalid_json": "JSON 无效（{json_says}，第 {column} 列）",
+    "data.invalid_json_lines": "JSON 无效（{json_says}，第 {column} 列）；每行一个对象的是 JSONL 格式：请把文件命名为 .jsonl",
+    "data.not_an_object": "应为带命名字段的 JSON 对象，实际为{json_type}",
+    "data.not_an_array": "{file}：应为对象数组，或在 'data' 下含列表的对象；实际为{json_type}",
+    "data.not_an_array_keys": "{file}：应为对象数组，或在 'data' 下含列表的对象；实际为含键 {keys} 的对象",
+    "data.csv_values": "有 {count} 个值，但表头有 {columns} 列（{header_names}）；含逗号的值请加引号",
+    "data.csv_malformed": "CSV 格式有误（{csv_says}）",
+    "data.csv_unnamed": "表头第 {column} 列没有名称；请给每列命名",
+    "data.csv_duplicates": "列名重复：{duplicates}",
+    "data.unsupported_type": "{file}：不支持的文件类型 {suffix}；支持：{supported}，或 Hugging Face 数据集目录",
+    "data.no_split": "{file}：没有划分 {split}；已有划分：{split_names}",
+    "data.no_records": ("{file}：没有记录（文件为空）；应为带某种格式字段的记录（alpaca: 'instruction', 'output'; "
+                        "sharegpt: 'conversations'; chat: 'messages'; text: 'text'）"),
+    "data.not_valid": "{setting}：{value} 无效；有效值：{valid_names}",
+    "data.not_a_format": "data.format：{value} 不是一种格式；有效值：{valid_names}",
+    "data.unknown_format_keys": "无法从键 {keys} 判断格式；应为 {formats}；{note}",
+    "data.unknown_format_columns": "无法从列 {keys} 判断格式；应为 {formats}；{note}",
+    "data.map_these": "可用 data.columns 映射这些列，例如 data.columns={{{pairs}}}",
+    "data.map_others": "其他列名可用 data.columns 映射，例如 data.columns={{instruction: question, output: answer}}",
+    "data.missing_columns": ("{file}：找到的列 {found}；格式 {fmt} 需要 {required_names}，缺少 {missing_names}。"
+                             "各格式的列：{formats}；{note}"),
+    "data.missing_columns_optional": ("{file}：找到的列 {found}；格式 {fmt} 需要 {required_names}（可选 "
+                                      "{optional_names}），缺少 {missing_names}。各格式的列：{formats}；{note}"),
+    "data.column_not_used": "data.columns.{column}：格式 {fmt} 不使用 {column_shown}（它读取 {read_names}）",
+    "data.mapped_column_missing": "data.columns 把 '{column}' 映射到 {source}，但没有记录含字段 {source}；字段：{field_names}",
+    "data.mapped_column_missing_close": ("data.columns 把 '{column}' 映射到 {source}，但没有记录含字段 {source}"
+                                         "（是否想写 {close}？）；字段：{field_names}"),
+    "data.missing_field": "缺少字段 {field}；{fmt} 格式的记录需要 {needs_fields}（字符串）",
+    "data.missing_turns": "缺少字段 {field}；{fmt} 格式的记录需要 {item} 轮次的列表",
+    "data.not_a_string": "字段 {field} 必须是字符串，实际为{json_type}",
+    "data.not_a_string_or_calls": "字段 {field} 必须是字符串（有 tool_calls 时可为 null），实际为{json_type}",
+    "data.not_turns": "字段 {field} 必须是 {item} 对象的列表，实际为{json_type}",
+    "data.not_tools": "字段 {field} 必须是工具定义（对象）的列表，实际为{json_type}",
+    "data.not_history": "字段 {field} 必须是 [提示, 回答] 对的列表，实际为{json_type}",
+    "data.not_calls": "字段 {field} 必须是对象的列表，实际为{json_type}",
+    "data.not_a_turn": "字段 {field} 必须是含 {role_tag} 和 {content_tag} 的对象，实际为{json_type}",
+    "data.empty_field": "字段 {field} 为空；没有可学习的内容",
+    "data.empty_conversation": "字段 {field} 为空；对话至少需要一个用户轮次和一个助手轮次",
+    "data.assistant_first": "字段 {field} 是出现在任何用户轮次之前的助手轮次；对话应以系统或用户轮次开始",
+    "data.no_assistant": "字段 {field} 没有助手轮次；对话至少需要一个用于学习",
+    "data.bad_role": "字段 {field} 的值为 {role}；有效角色：{role_names}",
+    "data.bad_role_tags": ("字段 {field} 的值为 {role}；有效角色：{role_names}（其他名称可用 data.columns 的 'user_tag', "
+                           "'assistant_tag', 'system_tag', 'function_tag', 'observation_tag' 映射）"),
+    "data.needs_pyarrow": "{file}：读取 {file_type} 需要 'pyarrow' 包（安装 'pyarrow<26'）；或把文件转换为 JSONL（{reader_says}）",
+    "data.only_blank_lines": "{file}：没有记录：按 '{text_split}' 切分（data.text_split）后没有剩下文本：文件只有空行",
+    "data.catalogue_as_file": ("{file}：这是数据集目录（dataset_info.json）；请用 data.dataset 选择其中的数据集（一个名称或"
+                               "名称列表），并把该目录设为 data.train_file"),
+    "data.state_no_files": "{file}：没有 '_data_files' 列表；这是 'datasets' 的 save_to_disk? 写出的目录吗？",
+    "data.state_bad_name": "{file}：'_data_files[{index}].filename' 必须是文件名，实际为 {value}",
+    "data.shard_missing": "{file}：缺少分片 {shard}（state.json 列出了 {count} 个分片：{shard_names}）；请重新复制整个目录",
+    "data.split_shard_missing": "{file}：划分 {split} 缺少分片 {shard}（共 {total} 个，缺 {missing} 个）；请重新复制整个目录",
+    "data.bad_dataset_dict": "{file}：应为 {{\"splits\": [名称]}}",
+    "data.cannot_list": "{file}：无法列出目录内容（{os_error}）",
+    "data.which_split": "{file}：无法确定{split_role}数据用 {split_names} 中的哪个划分；请写成 {file}#<split> 指定一个",
+    "data.no_role_split": "{file}：没有{split_role}划分（已有划分：{split_names}）；请写成 {file}#<split> 指定一个",
+    "data.no_validation_split": ("{file}：没有验证划分（已有划分：{split_names}）；请写成 {file}#<split> 指定一个；或把 "
+                                 "data.validation_file 设为 null 并设置 data.validation_fraction"),
+    "data.no_data_files": ("{file}：该目录中没有数据文件（在 {depth} 层内查找 {supported}），也没有 state.json 或 "
+                           "dataset_dict.json"),
+    "data.looks_like": ("{reason}；数据看起来是 {detected} 格式（{record_at} 的字段为 {field_names}，没有 {lacks_names}）。"
+                        "请把 data.format 设为 auto（或 {detected}）"),
+    "data.format_is": "data.format 为 {value}",
+    "data.format_set_in": "data.format 为 {value}（在 {origin} 中设置）",
+    "data.formatting_is": "{entry}：'formatting' 为 {value}",
+    "data.preference_column": ("data.columns.{column}：'{column}' 是偏好数据（chosen/rejected）或 KTO 数据（'label'）的列，"
+                               "只能用 train.objective dpo、simpo、orpo 或 kto 训练，不能当作普通回答"),
+    "data.mixed_formats": ("{file}：记录是 {fmt} 格式，但 {first_file}（{setting} 的第一个文件）是 {first_fmt} 格式；同一"
+                           "列表中的文件必须是同一格式"),
+    "data.text_not_json_tools": "字段 {field} 是文本但不是 JSON（{json_says}）；应为工具定义的 JSON 列表",
+    "data.text_not_json_history": "字段 {field} 是文本但不是 JSON（{json_says}）；应为 [提示, 回答] 对的列表",
+    "data.text_not_json_turns": "字段 {field} 是文本但不是 JSON（{json_says}）；应为 {item} 对象的 JSON 列表",
+    "data.tool_no_name": ("字段 {field} 没有字符串 'name'；工具定义为 {{\"name\", \"description\", \"parameters\"}} 或 "
+                          "{{\"type\": \"function\", \"function\": {{...}}}}"),
+    "data.bad_history_pair": "字段 {field} 必须是由两个字符串组成的 [提示, 回答] 对，实际为 {got_json}",
+    "data.call_not_json": ("字段 {field}（function_call 轮次）不是 JSON（{json_says}）；应为 JSON "
+                           "{{\"name\": ..., \"arguments\": {{...}}}} 或其列表"),
+    "data.call_shape": "字段 {field}（function_call 轮次）必须是 JSON {{\"name\": ..., \"arguments\": {{...}}}} 或其列表",
+    "data.two_assistant_turns": ("字段 {field}：连续两个助手轮次（{first_field} 和 {field}），对话模板不允许（{reason}）；"
+                                 "请合并它们，或在中间插入用户轮次"),
+    "data.template_no_tools": ("字段 {field}：{model} 的对话模板不渲染工具（工具 {tool} 没有出现在渲染结果中）；请使用模板支持"
+                               "工具的模型，或不含工具的数据"),
+    "data.template_no_calls": ("字段 {field}：{model} 的对话模板不渲染工具调用（对 {tool} 的调用没有出现在渲染结果中）；请使用"
+                               "模板支持工具的模型"),
+    "data.template_drops_turns": "字段 {field}：{model} 的对话模板丢弃了{turn_role}轮次（该轮次的文本没有出现在渲染结果中）",
+    "data.template_rewrites": ("无法定位助手轮次 {field}：对话模板把{note}渲染成的文本不是整段对话的前缀（它改写了前面的轮次"
+                               "或生成提示）。请使用只在末尾追加的模板，或设置 data.mask_prompt=false 训练全部 token"),
+    "data.turns_before": " {field} 之前的轮次（含生成提示）",
+    "data.turns_through": "到 {field} 为止的轮次",
+    "data.test_answer_not_text": "字段 {field}：测试记录的最后一个助手轮次必须是可供比较的文本回答（这一个是工具调用或为空）",
+    "data.overlong_one": ("{count} 条记录超过 data.max_seq_len={max_seq_len} 个 token（data.overlong: error）：{listed}。"
+                          "请调大 data.max_seq_len，或把 data.overlong 设为 'truncate'（按比例截断提示和回答）或 "
+                          "'skip'（跳过这些记录）"),
+    "data.overlong_many": ("{count} 条记录超过 data.max_seq_len={max_seq_len} 个 token（data.overlong: error）：{listed}。"
+                           "请调大 data.max_seq_len，或把 data.overlong 设为 'truncate'（按比例截断提示和回答）或 "
+                           "'skip'（跳过这些记录）"),
+    "data.prompt_fills": ("字段 {field}：仅提示就有 {count} 个 token，占满了 data.max_seq_len={max_seq_len}；请调大 "
+                          "data.max_seq_len 或缩短提示"),
+    "data.supervised_not_preference": ("{entry}：这是监督数据（没有 'ranking: true'，也没有 'kto_tag' 列）；train.objective "
+                                       "dpo、simpo、orpo 或 kto 需要偏好数据。请选择偏好数据集，或设置 train.objective sft"),
+    "data.objective_needs": "字段 {field}：train.objective {objective} 需要{wanted}，但 {held_by} 中是{held}",
+    "data.no_pairs_left": "{file}：丢弃完全相同的对之后没有剩下偏好对",
+    "data.at_entry": "{file}：数据集 {name}：{reason}",
+    "data.catalogue_not_json": "不是 JSON（{json_says}，第 {column} 列）；数据集目录是由命名数据集组成的一个对象",
+    "data.catalogue_not_object": "{file}：应为由命名数据集组成的对象，实际为{py_type}",
+    "data.catalogue_choose": ("{file}：这是数据集目录（dataset_info.json）；请用 data.dataset 选择其中的数据集（一个名称或"
+                              "名称列表）：{dataset_names}"),
+    "data.no_such_dataset": "data.dataset：{file} 中没有数据集 {name}；已有数据集：{dataset_names}",
+    "data.entry_not_object": "应为含 'file_name' 的对象，实际为 {got_json}",
+    "data.entry_on_hub": "字段 {field}：{url} 位于{hub_place}；本控制台只读取本地文件；请下载后在 'file_name' 中填写",
+    "data.entry_script": "字段 'script_url'：{url} 是加载脚本；这里不运行脚本；请把其数据转换为文件并在 'file_name' 中填写",
+    "data.entry_no_file": "没有字段 'file_name'（{folder} 中的数据文件）",
+    "data.entry_formatting": "字段 'formatting' 的值为 {value}；有效值：{valid_names}",
+    "data.entry_bad_file_name": "字段 'file_name' 必须是文件名或文件名列表，实际为 {value}",
+    "data.entry_outside": "字段 'file_name'：{given} 位于数据集目录 {folder} 之外",
+    "data.entry_file_missing": "字段 'file_name'：{file} 不存在",
+    "data.entry_tags_alpaca": "字段 'tags' 只适用于 sharegpt 格式（该条目是 alpaca）",
+    "data.entry_num_samples": "字段 'num_samples' 必须是正整数，实际为 {value}",
+    "data.entry_not_mapping": "字段 {field} 必须是对象，实际为 {got_json}",
+    "data.entry_unknown_name": "字段 {field} 不是 {fmt} 格式的{mapping_kind}名；有效值：{valid_names}",
+    "data.entry_not_column": "字段 {field} 必须是列名，实际为 {value}",
+    "data.entry_ranking": ("这是偏好数据，chosen/rejected 偏好对（'ranking: true'）；只能用 train.objective dpo、simpo、orpo 或 "
+                           "kto 训练，不能作为监督回答。请选择其他数据集"),
+    "data.entry_kto": ("这是偏好数据，KTO 数据（标签列 {column_shown}）；只能用 train.objective dpo、simpo、orpo 或 kto 训练，"
+                       "不能作为监督回答。请选择其他数据集"),
+    "data.entry_column_missing": "字段 {field} 指定的列 {column_shown} 在 {files} 中不存在（字段：{field_names}）",
+    "data.media_refused": ("{reason}；本控制台只训练纯文本模型。设置 data.media=drop 可去掉媒体及其 <image>/<audio>/<video> "
+                           "占位符后训练文本，或使用不含媒体的记录"),
+    "data.media_part": "字段 {field} 是{article}{media}内容",
+    "data.media_column": "字段 {field} 含 {count} 个{media}",
+    "data.bad_part": "字段 {field} 是类型为 {part_type} 的内容；应为 {{\"type\": \"text\", \"text\": ...}}（或图像、音频、视频内容）",
+    "data.pair_not_message": "字段 {field}：应为消息对象，实际为{json_type}",
+    "data.pair_bad_role": "字段 {field}：角色 {role} 不是 'system'、'user' 或 'assistant'",
+    "data.pair_content": "字段 {field}：内容必须是字符串，实际为{json_type}",
+    "data.answer_missing": "字段 {field}：缺少回答",
+    "data.answer_not_last": "字段 {field}：消息列表必须以助手的回答结尾",
+    "data.not_text_or_messages": "字段 {field}：应为字符串或消息列表，实际为{json_type}",
+    "data.answer_empty": "字段 {field}：回答为空",
+    "data.prompt_empty": "字段 {field}：提示为空",
+    "data.no_prompt": "没有提示：应有 'prompt'、'conversations'/'messages' 或 'instruction'（其他名称可用 data.columns 映射）",
+    "data.prompt_not_user": "提示必须以用户轮次结尾（字段 {field}）",
+    "data.prompts_differ": "字段 {field}：回答之前的对话与 '{chosen_field}' 的不同；一个偏好对共用同一个提示",
+    "data.kto_label": "字段 {field}：KTO 标签必须是 true 或 false，实际为 {value}（{json_type}）",
+    "data.kto_conversation_end": "字段 {field}：KTO 对话必须以非空的助手回答结尾",
+    "data.kto_no_answer": "KTO 记录需要回答：'completion'、'output'，或以助手轮次结尾的对话",
+    "data.mixed_kinds": "这条记录是{record_kind}，但 {record_at} 是{first_kind}；一个文件只能有一种数据（字段 {field}）",
+    "data.no_desirable": "{file}：没有可取的回答（'label' 为 true）可用 train.objective sft 训练",
+    "data.nothing_of_the_answer": ("该样本有 {tokens} 个 token；max_seq_len={max_seq_len} 时回答部分全被截掉——请调大 "
+                                   "data.max_seq_len 或缩短提示"),
+    "data.test_raw_text": "{file}：测试文件需要提示和参考答案（alpaca、sharegpt 或 chat 格式）；这个文件是纯文本",
+    "data.no_validation_samples": ("{file}：data.validation_fraction={fraction} 在 {records} 条记录中得到 0 条验证样本；"
+                                   "请调大 data.validation_fraction 或设置 data.validation_file"),
+    "data.nothing_to_train": ("{file}：data.validation_fraction={fraction} 在 {records} 条记录中没有留下训练数据；"
+                              "请调小它或设置 data.validation_file"),
+    "data.no_validation_data": ("data.validation_file：没有验证数据；请设置 data.validation_file，或把 "
+                                "data.validation_fraction 设在 (0, 0.5] 内"),
+    "data.fewer_samples_than_a_batch": ("train：{count} 条样本不足一个全局批 {batch}（train.micro_batch_size {micro} × "
+                                        "train.grad_accum_steps {accum} × 数据并行 {world}）；请调小它们或增加数据"),
+    "data.fewer_rows_than_a_batch": ("train：{count} 个打包行不足一个全局批 {batch}（train.micro_batch_size {micro} × "
+                                     "train.grad_accum_steps {accum} × 数据并行 {world}）；请调小它们或增加数据"),
 
     # ---- area B: the model folder (core.spec.model_args, families, moe_args, core.data.tokenizer) ----
     "model.at": "{where}：{reason}",
@@ -1067,20 +1236,8 @@ _JSON_MSGS_ZH = [  # Python's json module's own reasons
     (r"Extra data", "多余的数据"), (r"Unterminated string starting at", "字符串未结束"),
     (r"Invalid control character at", "无效的控制字符"), (r"Invalid \\\\escape", "无效的转义"),
 ]
-_TYPE = r"(an array|a string|a boolean|a number|null|an object)"
 
 
-def _json_reason(match: Any) -> str:
-    import re
-
-    reason = match.group(1)
-    for pattern, zh in _JSON_MSGS_ZH:
-        reason = re.sub(pattern, zh, reason)
-    return f"JSON 无效（{reason}，第 {match.group(2)} 列）"
-
-
-def _got_type(match: Any) -> str:
-    return f"{match.group(1)}，实际为{_JSON_TYPES_ZH[match.group(2)]}"
 
 
 _PY_TYPES_ZH = {"list": "列表", "int": "整数", "float": "小数", "str": "字符串", "bool": "布尔值", "NoneType": "null",
@@ -1197,88 +1354,9 @@ PROBLEMS_ZH: list[tuple[str, Any]] = [
     # (core.engine.checkpoint, export) and a LoRA adapter's config (core.engine.lora)
     (r"not valid JSON \((.*: line \d+ column \d+ \(char \d+\))\)\.$", lambda m: f"不是有效的 JSON（{_json_error(m.group(1))}）。"),
     (r"not valid JSON \((.*)\)\.$", r"不是有效的 JSON（\1）。"),
-    # core.data.pipeline: the files and their records
-    (r": file not found$", "：文件不存在"), (r": cannot read \((.*)\)$", r"：无法读取（\1）"),
-    (r"not a readable (gzip|Parquet|Arrow) file \((.*)\)$", r"不是可读取的 \1 文件（\2）"),
-    (r"not UTF-8 text \((.*)\); save the file as UTF-8", r"不是 UTF-8 文本（\1）；请把文件另存为 UTF-8"),
-    (r"invalid JSON \((.*) at column (\d+)\)", _json_reason),
-    (r"; each line must be one JSON object", "；每行必须是一个 JSON 对象"),
-    (r"expected a JSON object with named fields, got " + _TYPE, lambda m: f"应为带命名字段的 JSON 对象，实际为{_JSON_TYPES_ZH[m.group(1)]}"),
-    (r"expected an array of objects, or an object with a list under \"data\"; found (.*)",
-     r"应为对象数组，或在 \"data\" 下含列表的对象；实际为 \1"),
-    (r"missing field (\S+); (\w+) records need (.+) \(strings\)",
-     lambda m: f"缺少字段 {m.group(1)}；{m.group(2)} 格式的记录需要 {m.group(3).replace(' and ', ', ')}（字符串）"),
-    (r"missing field (\S+); (\w+) records need a list of (\w+) turns", r"缺少字段 \1；\2 格式的记录需要 \3 轮次的列表"),
-    (r"(field \S+ must be a string(?: \(or null with tool_calls\))?), got " + _TYPE, _got_type),
-    (r"(field \S+ must be a list of (?:\w+ objects|objects|tool schemas \(objects\)|\[prompt, response\] pairs)), got "
-     + _TYPE, _got_type),
-    (r"(field \S+ must be an object with \S+ and \S+), got " + _TYPE, _got_type),
-    (r"field (\S+) is empty; nothing to learn from", r"字段 \1 为空；没有可学习的内容"),
-    (r"field (\S+) is empty; a conversation needs a user turn and an assistant turn", r"字段 \1 为空；对话至少需要一个用户轮次和一个助手轮次"),
-    (r"field (\S+) has no assistant turn; a conversation needs at least one to learn from", r"字段 \1 没有助手轮次；对话至少需要一个用于学习"),
-    (r"field (\S+) is an assistant turn before any user turn; a conversation starts with a system or user turn",
-     r"字段 \1 是出现在任何用户轮次之前的助手轮次；对话应以系统或用户轮次开始"),
-    (r"field (\S+) is (\S+); valid roles: ([^(]*?)( \(map other names with data\.columns (.*)\))?$",
-     lambda m: f"字段 {m.group(1)} 的值为 {m.group(2)}；有效角色：{_names(m.group(3))}"
-     + (f"（其他名称可用 data.columns 的 {_names(m.group(5))} 映射）" if m.group(4) else "")),
-    (r"^field (\S+) must be a list of |(?<=：)field (\S+) must be a list of ", lambda m: f"字段 {m.group(1) or m.group(2)} 必须是以下类型的列表："),
-    (r"(?<=[：；])field (\S+) must be an object with (\S+) and (\S+)", r"字段 \1 必须是含 \2 和 \3 的对象"),
-    (r"(?<=[：；])field (\S+) must be a string", r"字段 \1 必须是字符串"),
-    (r"^field (\S+) must be a string", r"字段 \1 必须是字符串"),
-    (r"cannot tell the format from the (keys|columns|fields) (.*?); expected (.*?)(?=; map |$)",
-     lambda m: f"无法从{ {'keys': '键', 'columns': '列', 'fields': '字段'}[m.group(1)]} {m.group(2)} "
-     f"判断格式；应为 {_format_help_text(m.group(3))}"),
-    (r"; map these columns with data\.columns, e\.g\. ", "；可用 data.columns 映射这些列，例如 "),
-    (r"; map other column names with data\.columns, e\.g\. ", "；其他列名可用 data.columns 映射，例如 "),
-    (r"no records \(the file is empty\); expected records with the fields of a format \((.*)\)$",
-     lambda m: f"没有记录（文件为空）；应为带某种格式字段的记录（{_format_help_text(m.group(1))}）"),
-    (r"found columns (\[.*?\]); format ('[^']*') needs (.*?), missing (.*?)\. Columns by format: (.*?)(?=; map|$)",
-     lambda m: f"找到的列 {m.group(1)}；格式 {m.group(2)} 需要 {_names(m.group(3))}，缺少 {_names(m.group(4))}。"
-     f"各格式的列：{_format_help_text(m.group(5))}"),
-    (r"data\.columns maps (\w+) to ('[^']*'), but no record has a field ('[^']*')(.*?); fields: (.*)$",
-     lambda m: f"data.columns 把 {m.group(1)} 映射到 {m.group(2)}，但没有记录含字段 {m.group(3)}{m.group(4)}；"
-     f"字段：{_names(m.group(5))}"),
-    (r"format (\w+) does not use ('[^']*') \(it reads (.*)\)$", lambda m: f"格式 {m.group(1)} 不使用 {m.group(2)}"
-     f"（它读取 {_names(m.group(3))}）"),
-    (r"data\.format: ('[^']*') is not a format; valid: (.*)$", r"data.format：\1 不是一种格式；有效值：\2"),
-    (r"unsupported file type ('[^']*'); supported: (.*), or a Hugging Face dataset folder",
-     r"不支持的文件类型 \1；支持：\2，或 Hugging Face 数据集目录"),
-    (r"(\d+) values but the header has (\d+) columns \((.*)\); quote values that contain commas",
-     lambda m: f"有 {m.group(1)} 个值，但表头有 {m.group(2)} 列（{_names(m.group(3))}）；含逗号的值请加引号"),
-    (r"malformed CSV \((.*)\)$", r"CSV 格式有误（\1）"),
-    (r"column (\d+) of the header has no name; name every column", r"表头第 \1 列没有名称；请给每列命名"),
-    (r"duplicate column names ", "列名重复："),
-    (r"data\.validation_fraction=(\S+) of (\d+) records is 0 validation samples; raise data\.validation_fraction or "
-     r"set data\.validation_file", r"data.validation_fraction=\1 在 \2 条记录中得到 0 条验证样本；请调大 "
-     r"data.validation_fraction 或设置 data.validation_file"),
-    (r"data\.validation_fraction=(\S+) of (\d+) records leaves nothing to train on; lower it or set data\.validation_file",
-     r"data.validation_fraction=\1 在 \2 条记录中没有留下训练数据；请调小它或设置 data.validation_file"),
-    (r"data\.validation_file: no validation data; set data\.validation_file or data\.validation_fraction in \(0, 0\.5\]",
-     "data.validation_file：没有验证数据；请设置 data.validation_file，或把 data.validation_fraction 设在 (0, 0.5] 内"),
-    (r"train: (\d+) (samples|packed rows) are fewer than one global batch of (\d+) \(train\.micro_batch_size (\d+) × "
-     r"train\.grad_accum_steps (\d+) × data parallel (\d+)\); lower them or add data",
-     lambda m: f"train：{m.group(1)} {'条样本' if m.group(2) == 'samples' else '个打包行'}不足一个全局批 {m.group(3)}"
-     f"（train.micro_batch_size {m.group(4)} × train.grad_accum_steps {m.group(5)} × 数据并行 {m.group(6)}）；"
-     "请调小它们或增加数据"),
-    (r"the sample is (\d+) tokens; with max_seq_len=(\d+) nothing of the answer remains — raise data\.max_seq_len "
-     r"or shorten the prompt", r"该样本有 \1 个 token；max_seq_len=\2 时回答部分全被截掉——请调大 data.max_seq_len 或缩短提示"),
-    (r"a test file needs prompts and reference answers \(alpaca, sharegpt or chat format\); this one is raw text",
-     "测试文件需要提示和参考答案（alpaca、sharegpt 或 chat 格式）；这个文件是纯文本"),
-    (r"data\.train_on: ('[^']*') is not valid; valid: (.*)$", r"data.train_on：\1 无效；有效值：\2"),
-    (r"no split ('[^']*'); splits: (.*)$", r"没有划分 \1；已有划分：\2"),
-    (r"cannot read the data files \((.*)\)$", r"无法读取数据文件（\1）"),
-    # uploads (app.datasets)
-    (r": unsupported file type (\S+); upload one of (.*) \(a \.zip of a dataset folder\)$",
-     r"：不支持的文件类型 \1；请上传 \2 之一（或数据集目录的 .zip）"),
-    (r": (\S+) MB is over the upload limit of (\S+) MB \(start the console with --max-upload-mb to change it\)$",
-     r"：\1 MB 超过上传上限 \2 MB（启动控制台时用 --max-upload-mb 修改）"),
-    (r": not a readable zip archive \((.*)\)$", r"：不是可读取的 zip 压缩包（\1）"),
-    (r"（File is not a zip file）$", "（文件不是 zip 格式）"),  # Python's zipfile's own reason
-    (r": (\d+) files; at most (\d+)$", r"：有 \1 个文件；最多 \2 个"),
-    (r": unpacks to (\S+) MB, over the upload limit of (\S+) MB$", r"：解压后 \1 MB，超过上传上限 \2 MB"),
-    (r": refused member ('.*') \(absolute path, '\.\.' or a link\)$", r"：拒绝成员 \1（绝对路径、'..' 或链接）"),
-    (r": no dataset inside \(expected train\.<ext> files, a save_to_disk folder or Parquet shards\)$",
-     r"：其中没有数据集（应为 train.<ext> 文件、save_to_disk 目录或 Parquet 分片）"),
+    # core.data: a missing file named in a text from another process (an export's failure, a dry run's
+    # error), which reaches the console without its message id
+    (r": file not found$", "：文件不存在"),
     # a location left in English before a translated sentence
     (r"^(\S+): (?=[^\x00-\x7f])", r"\1："),
 ]
@@ -1298,6 +1376,92 @@ def _format_help_text(listed: str) -> str:
 
 
 # ---- area A: the console's own words about uploads (app.datasets) ----
+# the data's messages (core.data, ids data.*): Python's json module's reasons and its value kinds by
+# their tables; a list of names (columns, fields, roles) quoted, as values are; format_help()'s list
+def _os_error(said: str) -> str:
+    """The OS's reason, 'Permission denied' or Python's "[Errno 13] Permission denied: 'x'", by OS_ZH."""
+    import re
+
+    errno = re.fullmatch(r"\[Errno (\d+)\] ([^:]*)(: .*)?", said, re.S)
+    if errno is None:
+        return OS_ZH.get(said, said)
+    return f"[错误码 {errno[1]}] " + OS_ZH.get(errno[2], errno[2]) + (f"：{errno[3][2:]}" if errno[3] else "")
+
+
+LIBRARY_PARAMS_ZH.update({
+    "os_error": _os_error,
+    "json_says": lambda said: _rewritten(said, _JSON_MSGS_ZH),
+    "json_type": lambda kind: _JSON_TYPES_ZH.get(kind, f" {kind}"),
+    **dict.fromkeys(("header_names", "read_names", "field_names", "role_names", "required_names", "missing_names",
+                     "valid_names", "split_names", "lacks_names",
+                     "optional_names"), _names),
+    "needs_fields": lambda listed: listed.replace(" and ", ", "),
+    "formats": _format_help_text,
+    "split_role": lambda role: {"train": "训练", "validation": "验证", "test": "测试"}.get(role, f" {role} "),
+    "turn_role": lambda role: {"system": "系统", "tool": "工具"}.get(role, f" {role} "),
+    **dict.fromkeys(("wanted", "held"), lambda said: _DATA_KINDS_ZH.get(said, said)),
+    "record_at": lambda where: _record_at(where),
+    "entry": lambda entry: _catalogue_entry(entry),
+    "article": lambda article: "",  # English's 'a'/'an' before a media kind
+    "hub_place": lambda place: {"the Hugging Face hub": " Hugging Face 模型中心", "the ModelScope hub": " ModelScope 模型中心",
+                                "the Modelers hub": " Modelers 模型中心", "cloud storage": "云存储"}.get(place, f" {place}"),
+    "mapping_kind": lambda kind: {"column": "列", "tag": "标签"}.get(kind, f" {kind} "),
+    "dataset_names": lambda listed: {"none": "无", "none loadable": "无（没有可加载的）"}.get(listed) or _names(listed),
+    "media": lambda kind: {"image": "图像", "audio": "音频", "video": "视频", "images": "图像", "audios": "音频",
+                           "videos": "视频"}.get(kind, f" {kind} "),
+    **dict.fromkeys(("record_kind", "first_kind"), lambda kind: {
+        "a preference pair (chosen/rejected)": "偏好对（chosen/rejected）", "a KTO answer (label)": " KTO 回答（'label'）",
+        "a plain conversation": "普通对话"}.get(kind, f" {kind} ")),
+    "listed": lambda listed: _listed_records(listed),
+})
+# what train.objective reads (core.data.preference._source_kind), in 中文
+_DATA_KINDS_ZH = {"preference pairs ('chosen' and 'rejected')": "偏好对（'chosen' 和 'rejected'）",
+                  "KTO answers (a boolean 'label')": " KTO 回答（布尔值 'label'）",
+                  "plain conversations without 'chosen'/'rejected' or 'label'":
+                      "不含 'chosen'/'rejected' 或 'label' 的普通对话"}
+
+
+def _record_at(where: Any) -> str:
+    """A record's place (core.data.files.Where: 'data/a.jsonl line 3') in 中文, by its message id."""
+    key, params = getattr(where, "key", None), getattr(where, "params", None)
+    if key in MESSAGES_ZH and isinstance(params, dict):
+        return MESSAGES_ZH[key].removesuffix("：{reason}").format(**params)
+    return _listed_records(str(where))
+
+
+def _catalogue_entry(entry: str) -> str:
+    """A catalogue's dataset (core.data.catalog: 'data/x/dataset_info.json: dataset 'name'') in 中文."""
+    import re
+
+    return re.sub(r"^(.*): dataset ('.*')$", r"\1：数据集 \2", entry)
+
+
+def _listed_records(listed: str) -> str:
+    """core.spec.stats.listing()'s 'data/a.jsonl line 160 (463 tokens), ... and 3 more' in 中文."""
+    import re
+
+    listed = re.sub(r" line (\d+)(?= \(|$)", r" 第 \1 行", listed)
+    listed = re.sub(r" row index (\d+)(?= \(|$)", r" 第 \1 行（行号从 0 起）", listed)
+    listed = re.sub(r" record (\S*)\[(\d+)\](?= \(|$)", r" 记录 \1[\2]", listed)
+    listed = re.sub(r" \((\d+) tokens\)", r"（\1 个 token）", listed)
+    return re.sub(r", and (\d+) more$", r"，另有 \1 条", listed)
+TEXTS.update({
+    "upload.unsupported": ("{file}: unsupported file type {ext}; upload one of {accepted} (a .zip of a dataset folder)",
+                           "{file}：不支持的文件类型 {ext}；请上传 {accepted} 之一（或数据集目录的 .zip）"),
+    "upload.no_extension": ("(none)", "（无）"),
+    "upload.too_big": ("{file}: {mb} MB is over the upload limit of {limit} MB (start the console with "
+                       "--max-upload-mb to change it)",
+                       "{file}：{mb} MB 超过上传上限 {limit} MB（启动控制台时用 --max-upload-mb 修改）"),
+    "upload.not_zip": ("{file}: not a readable zip archive ({zip_says})", "{file}：不是可读取的 zip 压缩包（{zip_says}）"),
+    "upload.too_many_files": ("{file}: {n} files; at most {limit}", "{file}：有 {n} 个文件；最多 {limit} 个"),
+    "upload.unpacks_too_big": ("{file}: unpacks to {mb} MB, over the upload limit of {limit} MB",
+                               "{file}：解压后 {mb} MB，超过上传上限 {limit} MB"),
+    "upload.refused_member": ("{file}: refused member {member} (absolute path, '..' or a link)",
+                              "{file}：拒绝成员 {member}（绝对路径、'..' 或链接）"),
+    "upload.zip.not_zip": ("File is not a zip file", "文件不是 zip 格式"),  # Python's zipfile's own reason
+    "upload.no_dataset": ("{file}: no dataset inside (expected train.<ext> files, a save_to_disk folder or Parquet "
+                          "shards)", "{file}：其中没有数据集（应为 train.<ext> 文件、save_to_disk 目录或 Parquet 分片）"),
+})
 
 
 # ---- area C: the console's own checks (app.train_callbacks, app.paths, app.jobs, app.runs_callbacks) ----
@@ -1352,12 +1516,6 @@ TEXTS.update({
     # the Try tab's generation (app.try_callbacks)
     "check.no_answer": ("no answer within {s} s", "{s} 秒内没有结果"),
 })
-
-
-def said_of(err: BaseException) -> str:
-    """An error's first message as it was made (a core Message, the console's Said), else its text."""
-    said = getattr(err, "said", None)
-    return said[0] if isinstance(said, list) and said else str(err)
 
 
 def problem_text(message: str | BaseException | None, lang: str) -> str:

@@ -34,7 +34,8 @@ from app.background import run_with_ticks
 from app.cluster import cluster_errors
 from app.changes import Change, applies, changes, changes_text, flatten, same, show
 from app.context import Console
-from app.i18n import Said, memory_note, problem_text, said_of, text
+from app.i18n import Said, memory_note, problem_text, text
+from core.spec.errors import said_of
 from app.paths import OutsideRootsError, inside_roots
 
 PREVIEW_MASTER_PORT = 29500  # shown in previews; a free port is chosen at launch
@@ -157,7 +158,7 @@ def _data_file_error(name: str, console: Console) -> str | None:
         except OutsideRootsError as err:
             return said_of(err)
         if not path.exists():
-            return f"{item}: file not found"
+            return Message("data.file_not_found", file=item)
     return None
 
 

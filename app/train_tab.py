@@ -19,7 +19,7 @@ from app import train_callbacks as cb
 from app.context import Console
 from app.datasets import UploadError, picker_key
 from app.changes import show
-from app.i18n import TEXTS, Labels, problem_text, text
+from app.i18n import TEXTS, Labels, action_text, problem_text, text
 from app.widgets import error_update, field_widget
 
 UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".parquet", ".arrow", ".txt", ".gz", ".zip"]
@@ -553,7 +553,7 @@ def _wire_data(tab: TrainTab, console: Console) -> None:
         try:
             result = data_callbacks.upload(path, path, console)
         except UploadError as err:
-            return (gr.skip(), f"⚠ {problem_text(err, data[tab.lang])}", *[gr.skip()] * len(PICKED_KEYS),
+            return (gr.skip(), f"⚠ {action_text(err.said, data[tab.lang])}", *[gr.skip()] * len(PICKED_KEYS),
                     gr.skip(), None, gr.skip())
         chosen = cb.dataset_fields(result.dataset.key, console)
         values = {**tab.values(data), **chosen}

@@ -19,7 +19,8 @@ from core.run.runs import display_name
 from app import catalog
 from app.access import SINGLE_USER, Viewer, read_owner
 from app.context import Console
-from app.i18n import Said, said_of, text
+from app.i18n import Said, text
+from core.spec.errors import said_of
 from app.paths import OutsideRootsError, inside_roots
 
 GENERATE_TIMEOUT_S = 600

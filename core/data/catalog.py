@@ -29,8 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from core.data.files import (CATALOG_FILE, DataError, DataFile, Record, concat_files, is_catalog,  # noqa: F401
-                             read_data_file)
+from core.data.files import (CATALOG_FILE, DataError, DataFile, Record, Where, at, concat_files, is_catalog,  # noqa: F401
+                             line_of, read_data_file)
+from core.spec.errors import said_of
+from core.spec.messages import Message
 
 FORMATTINGS = ("alpaca", "sharegpt")
 HUB_KEYS = {"hf_hub_url": "the Hugging Face hub", "ms_hub_url": "the ModelScope hub", "om_hub_url": "the Modelers hub",
@@ -57,7 +59,7 @@ class CatalogEntry:
     columns: dict[str, str] = field(default_factory=dict)
     preference: str | None = None  # "ranking" (chosen/rejected) or "kto" (a label column)
     num_samples: int | None = None
-    problem: str | None = None
+    problem: str | None = None  # a core Message (core.spec.messages), said at the entry
     keys: dict[str, str] = field(default_factory=dict)  # format field -> where the catalogue maps it ('columns.prompt')
 
     @property
@@ -65,8 +67,8 @@ class CatalogEntry:
         return self.problem is None
 
     @property
-    def where(self) -> str:
-        return f"{self.catalog / CATALOG_FILE}: dataset {self.name!r}"
+    def where(self) -> Where:
+        return Where("data.at_entry", file=str(self.catalog / CATALOG_FILE), name=repr(self.name))
 
     @property
     def size_bytes(self) -> int:
@@ -88,24 +90,24 @@ def read_catalog(folder: str | Path) -> list[CatalogEntry]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise DataError(f"{path} line {err.lineno}: not JSON ({err.msg} at column {err.colno}); a dataset "
-                        "catalogue is one object of named datasets") from None
+        raise DataError(at(line_of(path, err.lineno), Message("data.catalogue_not_json", json_says=err.msg,
+                                                              column=err.colno))) from None
     except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: cannot read ({err})") from None
+        raise DataError(Message("data.unreadable", file=str(path), os_error=str(err))) from None
     if not isinstance(value, dict):
-        raise DataError(f"{path}: expected an object of named datasets, got {type(value).__name__}")
+        raise DataError(Message("data.catalogue_not_object", file=str(path), py_type=type(value).__name__))
     return [_entry(folder, str(name), spec) for name, spec in value.items()]
 
 
 def _entry(folder: Path, name: str, spec: object) -> CatalogEntry:
     entry = CatalogEntry(name, folder)
     if not isinstance(spec, dict):
-        entry.problem = f"{entry.where}: expected an object with 'file_name', got {json.dumps(spec)[:60]}"
+        entry.problem = at(entry.where, Message("data.entry_not_object", got_json=json.dumps(spec)[:60]))
         return entry
     try:
         _fill(entry, spec)
     except DataError as err:
-        entry.problem = str(err)
+        entry.problem = said_of(err)
     return entry
 
 
@@ -114,52 +116,52 @@ def _fill(entry: CatalogEntry, spec: dict) -> None:
     if "file_name" not in spec:
         for key, place in HUB_KEYS.items():
             if spec.get(key):
-                raise DataError(f"{where}: field {key!r}: {spec[key]} is on {place}; this console reads local files "
-                                "only; download it and name it in 'file_name'")
+                raise DataError(at(where, Message("data.entry_on_hub", field=repr(key), url=str(spec[key]),
+                                                  hub_place=place)))
         if spec.get("script_url"):
-            raise DataError(f"{where}: field 'script_url': {spec['script_url']} is a loading script; scripts are not "
-                            "run here; convert its data to a file and name it in 'file_name'")
-        raise DataError(f"{where}: no field 'file_name' (the data file inside {entry.catalog})")
+            raise DataError(at(where, Message("data.entry_script", url=str(spec["script_url"]))))
+        raise DataError(at(where, Message("data.entry_no_file", folder=str(entry.catalog))))
     entry.formatting = spec.get("formatting", "alpaca")
     if entry.formatting not in FORMATTINGS:
-        raise DataError(f"{where}: field 'formatting' is {entry.formatting!r}; valid: {', '.join(FORMATTINGS)}")
+        raise DataError(at(where, Message("data.entry_formatting", value=repr(entry.formatting),
+                                          valid_names=", ".join(FORMATTINGS))))
     names = spec["file_name"] if isinstance(spec["file_name"], list) else [spec["file_name"]]
     for name in names:
         if not isinstance(name, str) or not name.strip():
-            raise DataError(f"{where}: field 'file_name' must be a file name or a list of them, got {name!r}")
+            raise DataError(at(where, Message("data.entry_bad_file_name", value=repr(name))))
         path = (entry.catalog / name).resolve()
         if not path.is_relative_to(entry.catalog.resolve()):
-            raise DataError(f"{where}: field 'file_name': {name} lies outside the catalogue folder {entry.catalog}")
+            raise DataError(at(where, Message("data.entry_outside", given=name, folder=str(entry.catalog))))
         if not path.exists():
-            raise DataError(f"{where}: field 'file_name': {entry.catalog / name} not found")
+            raise DataError(at(where, Message("data.entry_file_missing", file=str(entry.catalog / name))))
         entry.files.append(entry.catalog / name)
     entry.columns = _mapping(entry, spec.get("columns") or {}, COLUMN_NAMES[entry.formatting] | SHARED_COLUMNS,
                              "columns")
     if entry.formatting == "sharegpt":
         entry.columns |= _mapping(entry, spec.get("tags") or {}, {t: t for t in TAG_NAMES}, "tags")
     elif spec.get("tags"):
-        raise DataError(f"{where}: field 'tags' applies to sharegpt formatting only (this entry is alpaca)")
+        raise DataError(at(where, Message("data.entry_tags_alpaca")))
     if spec.get("ranking"):
         entry.preference = "ranking"
     elif "label" in entry.columns:
         entry.preference = "kto"
     samples = spec.get("num_samples")
     if samples is not None and (not isinstance(samples, int) or isinstance(samples, bool) or samples < 1):
-        raise DataError(f"{where}: field 'num_samples' must be a positive whole number, got {samples!r}")
+        raise DataError(at(where, Message("data.entry_num_samples", value=repr(samples))))
     entry.num_samples = samples
 
 
 def _mapping(entry: CatalogEntry, spec: object, names: dict[str, str], key: str) -> dict[str, str]:
     if not isinstance(spec, dict):
-        raise DataError(f"{entry.where}: field {key!r} must be an object, got {json.dumps(spec)[:60]}")
+        raise DataError(at(entry.where, Message("data.entry_not_mapping", field=repr(key), got_json=json.dumps(spec)[:60])))
     out = {}
     for name, column in spec.items():
         if name not in names:
-            raise DataError(f"{entry.where}: field '{key}.{name}' is not a {key[:-1]} name of {entry.formatting} "
-                            f"formatting; valid: "
-                            f"{', '.join(names)}")
+            raise DataError(at(entry.where, Message("data.entry_unknown_name", field=f"'{key}.{name}'",
+                                                    mapping_kind=key[:-1], fmt=entry.formatting,
+                                                    valid_names=", ".join(names))))
         if not isinstance(column, str) or not column:
-            raise DataError(f"{entry.where}: field '{key}.{name}' must name a column, got {column!r}")
+            raise DataError(at(entry.where, Message("data.entry_not_column", field=f"'{key}.{name}'", value=repr(column))))
         out[names[name]] = column
         entry.keys[names[name]] = f"{key}.{name}"
     return out
@@ -167,10 +169,8 @@ def _mapping(entry: CatalogEntry, spec: object, names: dict[str, str], key: str)
 
 def preference_refusal(entry: CatalogEntry) -> DataError:
     """What supervised fine-tuning says of a preference entry: it is never trained as plain answers."""
-    what = ("chosen/rejected pairs (ranking: true)" if entry.preference == "ranking"
-            else f"KTO data (a {entry.columns['label']!r} label column)")
-    return DataError(f"{entry.where}: this is preference data, {what}; it trains with train.objective dpo, simpo, "
-                     "orpo or kto, not as supervised answers. Choose another dataset")
+    return DataError(at(entry.where, Message("data.entry_ranking") if entry.preference == "ranking"
+                        else Message("data.entry_kto", column_shown=repr(entry.columns["label"]))))
 
 
 def select(entries: list[CatalogEntry], names: list[str] | None, folder: Path) -> list[CatalogEntry]:
@@ -178,13 +178,12 @@ def select(entries: list[CatalogEntry], names: list[str] | None, folder: Path) -
     known = {e.name: e for e in entries}
     if not names:
         listed = ", ".join(e.name for e in entries if e.loadable) or "none loadable"
-        raise DataError(f"{folder}: a dataset catalogue ({CATALOG_FILE}); choose its datasets with data.dataset "
-                        f"(a name or a list of names): {listed}")
+        raise DataError(Message("data.catalogue_choose", file=str(folder), dataset_names=listed))
     chosen = []
     for name in names:
         if name not in known:
-            raise DataError(f"data.dataset: no dataset {name!r} in {folder / CATALOG_FILE}; datasets: "
-                            f"{', '.join(known) or 'none'}")
+            raise DataError(Message("data.no_such_dataset", name=repr(name), file=str(folder / CATALOG_FILE),
+                                    dataset_names=", ".join(known) or "none"))
         if known[name].problem:
             raise DataError(known[name].problem)
         chosen.append(known[name])
@@ -210,5 +209,6 @@ def check_columns(entry: CatalogEntry, data: DataFile) -> None:
         if name.endswith("_tag") or column in keys:
             continue
         files = ", ".join(str(p) for p in entry.files)
-        raise DataError(f"{entry.where}: field '{entry.keys.get(name, name)}' names the column {column!r}, which "
-                        f"{files} lacks (fields: {', '.join(sorted(map(str, keys)))})")
+        raise DataError(at(entry.where, Message("data.entry_column_missing", field=f"'{entry.keys.get(name, name)}'",
+                                                column_shown=repr(column), files=files,
+                                                field_names=", ".join(sorted(map(str, keys))))))

@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from core.data.files import DataError, Record, json_type
+from core.data.files import DataError, Record, at, json_type
+from core.spec.messages import Message
 
 MEDIA_MODES = ("refuse", "drop")
 TEXT_PART_TYPES = ("text", "input_text", "output_text")
@@ -26,10 +27,8 @@ _KIND = {"images": "image", "audios": "audio", "videos": "video"}
 PLACEHOLDERS = re.compile(r"<(image|audio|video)>")
 
 
-def _refusal(where: str, what: str) -> DataError:
-    return DataError(f"{where}: {what}; this console trains text-only models. Set data.media: drop to train on "
-                     "the text with the media and their <image>/<audio>/<video> placeholders removed, or use "
-                     "records without media")
+def _refusal(where: str, what: Message) -> DataError:
+    return DataError(at(where, Message("data.media_refused", reason=what)))
 
 
 def content_text(record: Record, name: str, value: Any, media: str) -> tuple[Any, int]:
@@ -46,14 +45,14 @@ def content_text(record: Record, name: str, value: Any, media: str) -> tuple[Any
         elif kind in MEDIA_PART_TYPES:
             if media != "drop":
                 article = "an" if MEDIA_PART_TYPES[kind][0] in "aeiou" else "a"
-                raise _refusal(record.where, f"field '{field}' is {article} {MEDIA_PART_TYPES[kind]} part")
+                raise _refusal(record.where, Message("data.media_part", field=f"'{field}'", article=article,
+                                                     media=MEDIA_PART_TYPES[kind]))
             dropped += 1
         elif isinstance(part, str):
             texts.append(part)
         else:
             shown = repr(kind) if isinstance(part, dict) else json_type(part)
-            raise DataError(f"{record.where}: field '{field}' is a content part of type {shown}; expected "
-                            f"{{\"type\": \"text\", \"text\": ...}} (or an image, audio or video part)")
+            raise DataError(at(record.where, Message("data.bad_part", field=f"'{field}'", part_type=shown)))
     return "".join(texts), dropped
 
 
@@ -69,7 +68,8 @@ def media_columns(record: Record, mapping: Mapping[str, str], media: str) -> int
                 continue
             if media != "drop":
                 kind = _KIND[key] + ("s" if len(items) != 1 else "")
-                raise _refusal(record.where, f"field '{source}' holds {len(items)} {kind}")
+                raise _refusal(record.where, Message("data.media_column", field=f"'{source}'", count=len(items),
+                                                     media=kind))
             count += len(items)
     return count
 

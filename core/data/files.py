@@ -28,6 +28,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from core.spec.messages import CATALOGUE, Message
+
 SPLIT_SEPARATOR = "#"  # "data/my_dataset#train_sft" names a split of a folder
 # split name keywords of each role, as `datasets` matches them in file and folder names
 SPLIT_KEYWORDS = {"train": ("train", "training"), "validation": ("validation", "valid", "val", "dev"),
@@ -40,7 +42,40 @@ _SHARD = re.compile(r"^(?P<split>.+?)-(?P<index>\d{5})-of-(?P<count>\d{5})(?:[-.
 
 class DataError(ValueError):
     """A data file cannot be used as given. The message names the file and line (or record/row
-    index, or field) and says what would be valid."""
+    index, or field) and says what would be valid. Where it is a core message (core.spec.messages,
+    ids data.*), `said` keeps it, so the console says it in the page's language by its id."""
+
+    @property
+    def said(self) -> list[Message] | None:
+        message = self.args[0] if self.args else None
+        return [message] if isinstance(message, Message) else None
+
+
+class Where(str):
+    """Where a record is, 'data/train.jsonl line 3', with the catalogue's message that says a
+    problem there ('data.at_line': '{file} line {line}: {reason}')."""
+
+    key: str
+    params: dict[str, Any]
+
+    def __new__(cls, key: str, **params: Any):
+        where = super().__new__(cls, CATALOGUE[key].removesuffix(": {reason}").format(**params))
+        where.key, where.params = key, params
+        return where
+
+    def __getnewargs_ex__(self):  # copies and pickles build it again from its key
+        return (self.key,), self.params
+
+
+def at(where: Any, reason: Message) -> Message:
+    """`reason` said at `where` (a record's Where, or a file, a setting, a catalogue entry)."""
+    if isinstance(where, Where):
+        return Message(where.key, **where.params, reason=reason)
+    return Message("data.at", file=str(where), reason=reason)
+
+
+def line_of(path: Any, line: int) -> Where:
+    return Where("data.at_line", file=str(path), line=line)
 
 
 class Record(NamedTuple):
@@ -67,16 +102,17 @@ class DataFile:
 def _read_bytes(path: Path) -> bytes:
     """The file's bytes, gunzipped for a `.gz` name."""
     if not path.is_file():
-        raise DataError(f"{path}: file not found")
+        raise DataError(Message("data.file_not_found", file=str(path)))
     try:
         raw = path.read_bytes()
     except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+        raise DataError(Message("data.unreadable", file=str(path), os_error=err.strerror or str(err))) from None
     if path.suffix.lower() == ".gz":
         try:
             return gzip.decompress(raw)
         except (OSError, EOFError, ValueError) as err:
-            raise DataError(f"{path}: not a readable gzip file ({err})") from None
+            raise DataError(Message("data.not_readable", file=str(path), file_type="gzip",
+                                    reader_says=str(err))) from None
     return raw
 
 
@@ -86,7 +122,7 @@ def _decode_utf8(path: Path, raw: bytes) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = raw[:err.start].count(b"\n") + 1
-        raise DataError(f"{path} line {line}: not UTF-8 text ({err.reason}); save the file as UTF-8") from None
+        raise DataError(at(line_of(path, line), Message("data.not_utf8", codec_says=err.reason))) from None
 
 
 def _text(path: Path) -> str:
@@ -102,7 +138,7 @@ def json_type(value: Any) -> str:
 
 def _object_record(value: Any, where: str) -> Record:
     if not isinstance(value, dict):
-        raise DataError(f"{where}: expected a JSON object with named fields, got {json_type(value)}")
+        raise DataError(at(where, Message("data.not_an_object", json_type=json_type(value))))
     return Record(where, value)
 
 
@@ -117,12 +153,11 @@ def _read_jsonl(path: Path) -> DataFile:
     for number, line in enumerate(_text(path).split("\n"), start=1):
         if not line.strip():
             continue
-        where = f"{path} line {number}"
+        where = line_of(path, number)
         try:
             value = json.loads(line)
         except json.JSONDecodeError as err:
-            raise DataError(f"{where}: invalid JSON ({err.msg} at column {err.colno}); "
-                            "each line must be one JSON object") from None
+            raise DataError(at(where, Message("data.invalid_json_line", json_says=err.msg, column=err.colno))) from None
         records.append(_object_record(value, where))
     return DataFile(path, records)
 
@@ -136,17 +171,17 @@ def _read_json(path: Path) -> DataFile:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
-        hint = "; one object per line is JSON Lines: name the file .jsonl" if err.msg == "Extra data" else ""
-        raise DataError(f"{path} line {err.lineno}: invalid JSON ({err.msg} at column {err.colno})"
-                        f"{hint}") from None
+        said = "data.invalid_json_lines" if err.msg == "Extra data" else "data.invalid_json"
+        raise DataError(at(line_of(path, err.lineno), Message(said, json_says=err.msg, column=err.colno))) from None
     prefix = ""
     if isinstance(value, dict) and isinstance(value.get("data"), list):
         value, prefix = value["data"], "data"
     if not isinstance(value, list):
-        found = f"an object with keys {sorted(value)}" if isinstance(value, dict) else json_type(value)
-        raise DataError(f"{path}: expected an array of objects, or an object with a list under \"data\"; "
-                        f"found {found}")
-    return DataFile(path, [_object_record(v, f"{path} record {prefix}[{i}]") for i, v in enumerate(value)])
+        raise DataError(Message("data.not_an_array_keys", file=str(path), keys=str(sorted(value)))
+                        if isinstance(value, dict) else Message("data.not_an_array", file=str(path),
+                                                                json_type=json_type(value)))
+    return DataFile(path, [_object_record(v, Where("data.at_record", file=str(path), prefix=prefix, index=i))
+                           for i, v in enumerate(value)])
 
 
 def _read_csv(path: Path) -> DataFile:
@@ -163,31 +198,31 @@ def _read_csv(path: Path) -> DataFile:
         _check_header(path, header)
         records, last_line = [], reader.line_num
         for row in reader:
-            where, last_line = f"{path} line {last_line + 1}", reader.line_num
+            where, last_line = line_of(path, last_line + 1), reader.line_num
             if not any(value.strip() for value in row):
                 continue  # a blank line
             if len(row) != len(header):
-                raise DataError(f"{where}: {len(row)} values but the header has {len(header)} columns "
-                                f"({', '.join(header)}); quote values that contain commas")
+                raise DataError(at(where, Message("data.csv_values", count=len(row), columns=len(header),
+                                                  header_names=", ".join(header))))
             records.append(Record(where, dict(zip(header, row))))
     except csv.Error as err:
-        raise DataError(f"{path} line {reader.line_num}: malformed CSV ({err})") from None
+        raise DataError(at(line_of(path, reader.line_num), Message("data.csv_malformed", csv_says=str(err)))) from None
     return DataFile(path, records, header)
 
 
 def _check_header(path: Path, header: list[str]) -> None:
     blank = [i + 1 for i, name in enumerate(header) if not name.strip()]
     if blank:
-        raise DataError(f"{path} line 1: column {blank[0]} of the header has no name; name every column")
+        raise DataError(at(line_of(path, 1), Message("data.csv_unnamed", column=blank[0])))
     duplicates = sorted({name for name in header if header.count(name) > 1})
     if duplicates:
-        raise DataError(f"{path} line 1: duplicate column names {duplicates}")
+        raise DataError(at(line_of(path, 1), Message("data.csv_duplicates", duplicates=str(duplicates))))
 
 
 def _table_file(path: Path, table: Any) -> DataFile:
     """A pyarrow table's rows as records named by their 0-based row index."""
     rows = table.to_pylist()
-    records = [Record(f"{path} row index {i}", _plain(row)) for i, row in enumerate(rows)]
+    records = [Record(Where("data.at_row", file=str(path), row=i), _plain(row)) for i, row in enumerate(rows)]
     return DataFile(path, records, [str(name) for name in table.column_names])
 
 
@@ -195,8 +230,7 @@ def _pyarrow(path: Path, what: str):
     try:
         import pyarrow  # noqa: F401  (imported here: only tables need it)
     except ImportError as err:
-        raise DataError(f"{path}: reading {what} needs pyarrow (pip install 'pyarrow<26'); "
-                        f"or convert the file to JSONL ({err})") from None
+        raise DataError(Message("data.needs_pyarrow", file=str(path), file_type=what, reader_says=str(err))) from None
 
 
 def _read_parquet(path: Path) -> DataFile:
@@ -204,11 +238,12 @@ def _read_parquet(path: Path) -> DataFile:
     import pyarrow.parquet as pq
 
     if not path.is_file():
-        raise DataError(f"{path}: file not found")
+        raise DataError(Message("data.file_not_found", file=str(path)))
     try:
         table = pq.read_table(path)
     except Exception as err:  # pyarrow raises several unrelated types for unreadable files
-        raise DataError(f"{path}: not a readable Parquet file ({err})") from None
+        raise DataError(Message("data.not_readable", file=str(path), file_type="Parquet",
+                                reader_says=str(err))) from None
     return _table_file(path, table)
 
 
@@ -218,7 +253,7 @@ def _read_arrow(path: Path) -> DataFile:
     import pyarrow as pa
 
     if not path.is_file():
-        raise DataError(f"{path}: file not found")
+        raise DataError(Message("data.file_not_found", file=str(path)))
     errors = []
     for opener in (pa.ipc.open_stream, pa.ipc.open_file):
         try:
@@ -226,7 +261,7 @@ def _read_arrow(path: Path) -> DataFile:
                 return _table_file(path, opener(source).read_all())
         except Exception as err:  # noqa: BLE001 — try the other layout, report both
             errors.append(str(err))
-    raise DataError(f"{path}: not a readable Arrow file ({'; '.join(errors)})")
+    raise DataError(Message("data.not_readable", file=str(path), file_type="Arrow", reader_says="; ".join(errors)))
 
 
 def _plain(value: Any) -> Any:
@@ -252,26 +287,26 @@ def _read_txt(path: Path, text_split: str = "line") -> DataFile:
     paragraph (`paragraph`), or the whole file as one (`document`). Empty after splitting is an
     error naming the file."""
     if text_split not in TEXT_SPLITS:
-        raise DataError(f"data.text_split: {text_split!r} is not valid; valid: {', '.join(TEXT_SPLITS)}")
+        raise DataError(Message("data.not_valid", setting="data.text_split", value=repr(text_split),
+                                valid_names=", ".join(TEXT_SPLITS)))
     text = _text(path)
     records, lines, start = [], [], 0
     if text_split == "document":
         if text.strip():
             first = next(n for n, line in enumerate(text.split("\n"), start=1) if line.strip())
-            records.append(Record(f"{path} line {first}", {"text": text.strip("\n").replace("\r\n", "\n")}))
+            records.append(Record(line_of(path, first), {"text": text.strip("\n").replace("\r\n", "\n")}))
     for number, line in enumerate(text.split("\n") + [""] if text_split != "document" else [], start=1):
         if text_split == "line":
             if line.strip():
-                records.append(Record(f"{path} line {number}", {"text": line.rstrip("\r")}))
+                records.append(Record(line_of(path, number), {"text": line.rstrip("\r")}))
         elif line.strip():
             start = start or number
             lines.append(line.rstrip("\r"))
         elif lines:
-            records.append(Record(f"{path} line {start}", {"text": "\n".join(lines)}))
+            records.append(Record(line_of(path, start), {"text": "\n".join(lines)}))
             lines, start = [], 0
     if not records and text:
-        raise DataError(f"{path}: no records: no text left after splitting by {text_split} (data.text_split): "
-                        "the file holds only blank lines")
+        raise DataError(Message("data.only_blank_lines", file=str(path), text_split=text_split))
     return DataFile(path, records, ["text"])
 
 
@@ -291,8 +326,8 @@ def _reader(path: Path, text_split: str = "line"):
     ext = data_extension(path)
     if ext is None:
         shown = "".join(path.suffixes[-2:]) or "(no extension)"
-        raise DataError(f"{path}: unsupported file type {shown!r}; supported: {', '.join(DATA_EXTENSIONS)}, "
-                        "or a Hugging Face dataset folder")
+        raise DataError(Message("data.unsupported_type", file=str(path), suffix=repr(shown),
+                                supported=", ".join(DATA_EXTENSIONS)))
     reader = READERS[ext.removesuffix(".gz")]
     return (lambda p: _read_txt(p, text_split)) if reader is _read_txt else reader
 
@@ -319,7 +354,7 @@ def _json_file(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DataError(f"{path}: cannot read ({err})") from None
+        raise DataError(Message("data.unreadable", file=str(path), os_error=str(err))) from None
 
 
 def _saved_dataset_files(folder: Path) -> list[Path]:
@@ -328,17 +363,16 @@ def _saved_dataset_files(folder: Path) -> list[Path]:
     state = _json_file(state_path)
     entries = state.get("_data_files") if isinstance(state, dict) else None
     if not isinstance(entries, list) or not entries:
-        raise DataError(f"{state_path}: no '_data_files' list; is this a folder written by "
-                        "datasets' save_to_disk?")
+        raise DataError(Message("data.state_no_files", file=str(state_path)))
     files = []
     for index, entry in enumerate(entries):
         name = entry.get("filename") if isinstance(entry, dict) else None
         if not isinstance(name, str) or not name or Path(name).name != name:
-            raise DataError(f"{state_path}: '_data_files[{index}].filename' must be a file name, got {name!r}")
+            raise DataError(Message("data.state_bad_name", file=str(state_path), index=index, value=repr(name)))
         if not (folder / name).is_file():
-            raise DataError(f"{folder}: shard {name} is missing ({STATE_FILE} lists {len(entries)} shards: "
-                            f"{', '.join(e.get('filename', '?') for e in entries if isinstance(e, dict))}); "
-                            "copy the whole folder again")
+            raise DataError(Message("data.shard_missing", file=str(folder), shard=name, count=len(entries),
+                                    shard_names=", ".join(e.get("filename", "?") for e in entries
+                                                          if isinstance(e, dict))))
         files.append(folder / name)
     return files
 
@@ -370,8 +404,8 @@ def _check_shards(folder: Path, split: str, files: list[Path]) -> None:
         if missing:
             example = next(p for p in files if _SHARD.match(p.name))
             name = re.sub(r"-\d{5}-of-", f"-{missing[0]:05d}-of-", example.name, count=1)
-            raise DataError(f"{folder}: split {split!r} is missing shard {name} ({len(missing)} of {count} "
-                            "missing); copy the whole folder again")
+            raise DataError(Message("data.split_shard_missing", file=str(folder), split=repr(split), shard=name,
+                                    missing=len(missing), total=count))
 
 
 def _folder_splits(folder: Path) -> dict[str, list[Path]]:
@@ -381,7 +415,7 @@ def _folder_splits(folder: Path) -> dict[str, list[Path]]:
         value = _json_file(dict_file)
         splits = value.get("splits") if isinstance(value, dict) else None
         if not isinstance(splits, list) or not all(isinstance(s, str) for s in splits):
-            raise DataError(f"{dict_file}: expected {{\"splits\": [names]}}")
+            raise DataError(Message("data.bad_dataset_dict", file=str(dict_file)))
         return {s: [folder / s] for s in splits}  # each a save_to_disk folder, read on demand
     if (folder / STATE_FILE).is_file():
         state = _json_file(folder / STATE_FILE)
@@ -400,7 +434,7 @@ def _data_files_under(folder: Path, depth: int) -> list[Path]:
     try:
         children = sorted(folder.iterdir())
     except OSError as err:
-        raise DataError(f"{folder}: cannot list ({err.strerror or err})") from None
+        raise DataError(Message("data.cannot_list", file=str(folder), os_error=err.strerror or str(err))) from None
     for child in children:
         if child.name.startswith((".", "__")):
             continue
@@ -432,7 +466,8 @@ def choose_split(folder: Path, splits: list[str], requested: str | None, role: s
     """The split to read: `requested`, else the role's split, else the only one."""
     if requested is not None:
         if requested not in splits:
-            raise DataError(f"{folder}: no split {requested!r}; splits: {', '.join(splits) or 'none'}")
+            raise DataError(Message("data.no_split", file=str(folder), split=repr(requested),
+                                    split_names=", ".join(splits) or "none"))
         return requested
     picked = role_split(splits, role) or (splits[0] if len(splits) == 1 else None)
     if picked is not None:
@@ -440,11 +475,11 @@ def choose_split(folder: Path, splits: list[str], requested: str | None, role: s
     keywords = SPLIT_KEYWORDS[role]
     candidates = [s for s in splits if any(s.lower().startswith(k) for k in keywords)]
     if candidates:
-        raise DataError(f"{folder}: cannot tell which split to use for {role} among {', '.join(candidates)}; "
-                        f"name one as {folder}{SPLIT_SEPARATOR}<split>")
-    hint = "; or set data.validation_file to null and data.validation_fraction" if role == "validation" else ""
-    raise DataError(f"{folder}: no {role} split (splits: {', '.join(splits)}); name one as "
-                    f"{folder}{SPLIT_SEPARATOR}<split>{hint}")
+        raise DataError(Message("data.which_split", file=str(folder), split_role=role,
+                                split_names=", ".join(candidates)))
+    if role == "validation":
+        raise DataError(Message("data.no_validation_split", file=str(folder), split_names=", ".join(splits)))
+    raise DataError(Message("data.no_role_split", file=str(folder), split_role=role, split_names=", ".join(splits)))
 
 
 def split_files(name: str | Path, role: str = "train") -> list[Path]:
@@ -464,8 +499,8 @@ def split_files(name: str | Path, role: str = "train") -> list[Path]:
 def _read_folder(folder: Path, requested: str | None, role: str, text_split: str = "line") -> DataFile:
     splits = _folder_splits(folder)
     if not splits:
-        raise DataError(f"{folder}: no data files in this folder (looked {FOLDER_SCAN_DEPTH} levels deep for "
-                        f"{', '.join(DATA_EXTENSIONS)}) and no {STATE_FILE} or {DATASET_DICT_FILE}")
+        raise DataError(Message("data.no_data_files", file=str(folder), depth=FOLDER_SCAN_DEPTH,
+                                supported=", ".join(DATA_EXTENSIONS)))
     split = choose_split(folder, list(splits), requested, role)
     files = splits[split]
     if len(files) == 1 and files[0].is_dir():
@@ -504,10 +539,8 @@ def read_data_file(path: str | Path, split: str | None = None, role: str = "trai
     path, named = split_path(path)
     split = split or named
     if is_catalog(path):
-        raise DataError(f"{path}: a dataset catalogue ({CATALOG_FILE}); choose its datasets with data.dataset "
-                        f"(a name or a list of names) and name the folder as data.train_file")
+        raise DataError(Message("data.catalogue_as_file", file=str(path)))
     data = _read_folder(path, split, role, text_split) if path.is_dir() else _reader(path, text_split)(path)
     if not data.records:
-        raise DataError(f"{path}: no records (the file is empty); expected records with the fields of a format "
-                        "(alpaca: instruction, output; sharegpt: conversations; chat: messages; text: text)")
+        raise DataError(Message("data.no_records", file=str(path)))
     return data

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from core.data.content import MEDIA_COLUMNS, content_text, media_columns, media_fields, strip_placeholders
-from core.data.files import DataError, DataFile, Record, json_type
+from core.data.files import DataError, DataFile, Record, at, json_type
+from core.spec.messages import Message
 
 FORMATS = ("alpaca", "sharegpt", "chat", "text")
 # format -> (required fields, optional fields), by their default names
@@ -138,12 +139,11 @@ def preference_layout(record: Record, columns: Columns) -> str | None:
     return None
 
 
-def _mapping_hint(keys: Sequence[str]) -> str:
+def _mapping_hint(keys: Sequence[str]) -> Message:
     found = {name: next((k for k in keys if k.lower() in aliases), None) for name, aliases in COLUMN_ALIASES.items()}
     if all(found.values()):
-        pairs = ", ".join(f"{name}: {source}" for name, source in found.items())
-        return f"; map these columns with data.columns, e.g. data.columns={{{pairs}}}"
-    return "; map other column names with data.columns, e.g. data.columns={instruction: question, output: answer}"
+        return Message("data.map_these", pairs=", ".join(f"{name}: {source}" for name, source in found.items()))
+    return Message("data.map_others")
 
 
 def resolve_format(data: DataFile, requested: str = "auto", columns: Columns | None = None) -> str:
@@ -151,7 +151,8 @@ def resolve_format(data: DataFile, requested: str = "auto", columns: Columns | N
     columns must hold the format's required fields, and every mapped column must exist."""
     columns = columns or Columns()
     if requested not in ("auto", *FORMATS):
-        raise DataError(f"data.format: {requested!r} is not a format; valid: auto, {', '.join(FORMATS)}")
+        raise DataError(Message("data.not_a_format", value=repr(requested),
+                                valid_names=", ".join(("auto", *FORMATS))))
     _check_mapped_columns_exist(data, columns)
     first = data.records[0]
     fmt = detect_format(first, columns) if requested == "auto" else requested
@@ -160,17 +161,18 @@ def resolve_format(data: DataFile, requested: str = "auto", columns: Columns | N
     if fmt is None:
         what, where = ("columns", data.path) if data.columns is not None else ("keys", first.where)
         keys = list(first.fields)
-        raise DataError(f"{where}: cannot tell the format from the {what} {keys}; expected "
-                        f"{format_help()}{_mapping_hint(keys)}")
+        raise DataError(at(where, Message(f"data.unknown_format_{what}", keys=str(keys), formats=format_help(),
+                                          note=_mapping_hint(keys))))
     required, optional = FORMAT_FIELDS[fmt]
     if data.columns is not None:
         missing = [columns.source(n, dict.fromkeys(data.columns)) for n in required
                    if columns.source(n, dict.fromkeys(data.columns)) not in data.columns]
         if missing:
-            extra = f" ({', '.join(optional)} optional)" if optional else ""
-            raise DataError(f"{data.path}: found columns {data.columns}; format {fmt!r} needs "
-                            f"{', '.join(required)}{extra}, missing {', '.join(missing)}. Columns by format: "
-                            f"{format_help()}{_mapping_hint(data.columns)}")
+            said = {"file": str(data.path), "found": str(data.columns), "fmt": repr(fmt),
+                    "required_names": ", ".join(required), "missing_names": ", ".join(missing),
+                    "formats": format_help(), "note": _mapping_hint(data.columns)}
+            raise DataError(Message("data.missing_columns_optional", **said, optional_names=", ".join(optional))
+                            if optional else Message("data.missing_columns", **said))
     check_mapping(data, fmt, columns)
     return fmt
 
@@ -182,9 +184,9 @@ def _check_requested(first: Record, requested: str, columns: Columns) -> None:
     lacks = [columns.source(n, first.fields) for n in FORMAT_FIELDS[requested][0]
              if columns.source(n, first.fields) not in first.fields]
     if detected is not None and detected != requested and lacks:
-        raise DataError(f"data.format is {requested!r}; the data looks like {detected} ({first.where} has the fields "
-                        f"{', '.join(map(str, first.fields))}, not {', '.join(lacks)}). Set data.format to auto "
-                        f"(or {detected})")
+        raise DataError(Message("data.looks_like", reason=Message("data.format_is", value=repr(requested)),
+                                detected=detected, record_at=first.where, field_names=", ".join(map(str, first.fields)),
+                                lacks_names=", ".join(lacks)))
 
 
 def check_mapping(data: DataFile, fmt: str, columns: Columns) -> None:
@@ -193,12 +195,10 @@ def check_mapping(data: DataFile, fmt: str, columns: Columns) -> None:
     used = set(required) | set(optional) | (set(TAG_DEFAULTS) if fmt == "sharegpt" else set()) | set(MEDIA_COLUMNS)
     for name in columns.mapping:
         if name in PREFERENCE_KEYS:
-            raise DataError(f"data.columns.{name}: {name} is a column of preference data (chosen/rejected) or KTO "
-                            "data (label), which trains with train.objective dpo, simpo, orpo or kto, never as "
-                            "plain answers")
+            raise DataError(Message("data.preference_column", column=name))
         if name not in used:
-            raise DataError(f"data.columns.{name}: format {fmt} does not use {name!r} (it reads "
-                            f"{', '.join(sorted(used))})")
+            raise DataError(Message("data.column_not_used", column=name, fmt=fmt, column_shown=repr(name),
+                                    read_names=", ".join(sorted(used))))
     _check_mapped_columns_exist(data, columns)
 
 
@@ -213,10 +213,10 @@ def _check_mapped_columns_exist(data: DataFile, columns: Columns) -> None:
                 k for r in data.records for k in r.fields))
         if source not in keys:
             close = difflib.get_close_matches(source, keys, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            said = {"column": name, "source": repr(source), "field_names": ", ".join(map(str, keys))}
             where = data.path if data.columns is not None else data.records[0].where
-            raise DataError(f"{where}: data.columns maps {name} to {source!r}, but no record has a field "
-                            f"{source!r}{hint}; fields: {', '.join(map(str, keys))}")
+            raise DataError(at(where, Message("data.mapped_column_missing_close", **said, close=repr(close[0]))
+                               if close else Message("data.mapped_column_missing", **said)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,26 +234,27 @@ def _string_field(record: Record, name: str, fmt: str, columns: Columns, *, requ
     value = record.fields.get(source)
     if value is None:
         if required:
-            raise DataError(f"{record.where}: missing field {columns.shown(name, record.fields)}; "
-                            f"{fmt} records need {_needs(fmt)} (strings)")
+            raise DataError(at(record.where, Message("data.missing_field", field=columns.shown(name, record.fields),
+                                                     fmt=fmt, needs_fields=_needs(fmt))))
         return ""
     if not isinstance(value, str):
-        raise DataError(f"{record.where}: field {columns.shown(name, record.fields)} must be a string, "
-                        f"got {json_type(value)}")
+        raise DataError(at(record.where, Message("data.not_a_string", field=columns.shown(name, record.fields),
+                                                 json_type=json_type(value))))
     if non_empty and not value.strip():
-        raise DataError(f"{record.where}: field {columns.shown(name, record.fields)} is empty; nothing to learn from")
+        raise DataError(at(record.where, Message("data.empty_field", field=columns.shown(name, record.fields))))
     return value
 
 
-def _json_value(record: Record, source: str, value: Any, expected: str) -> Any:
-    """A field that may arrive as JSON text (CSV cells, `tools` columns) parsed."""
+def _json_value(record: Record, source: str, value: Any, expected: str, **said: Any) -> Any:
+    """A field that may arrive as JSON text (CSV cells, `tools` columns) parsed; `expected` names
+    what it should hold (the message data.text_not_json_<expected>)."""
     if not isinstance(value, str):
         return value
     try:
         return json.loads(value)
     except json.JSONDecodeError as err:
-        raise DataError(f"{record.where}: field {source!r} is text but not JSON ({err.msg}); expected "
-                        f"{expected}") from None
+        raise DataError(at(record.where, Message(f"data.text_not_json_{expected}", field=repr(source),
+                                                 json_says=err.msg, **said))) from None
 
 
 def text_of(record: Record, columns: Columns) -> str:
@@ -268,12 +269,11 @@ def _tools(record: Record, columns: Columns) -> tuple[list[dict] | None, str | N
     value = record.fields.get(source)
     if value is None or (isinstance(value, str) and not value.strip()):
         return None, None
-    value = _json_value(record, source, value, "a JSON list of tool schemas")
+    value = _json_value(record, source, value, "tools")
     if isinstance(value, dict):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
-        raise DataError(f"{record.where}: field {source!r} must be a list of tool schemas (objects), "
-                        f"got {json_type(value)}")
+        raise DataError(at(record.where, Message("data.not_tools", field=repr(source), json_type=json_type(value))))
     if not value:
         return None, None
     tools = []
@@ -281,8 +281,7 @@ def _tools(record: Record, columns: Columns) -> tuple[list[dict] | None, str | N
         if "type" not in tool and "name" in tool:
             tool = {"type": "function", "function": tool}
         if not isinstance((tool.get("function") or tool).get("name"), str):
-            raise DataError(f"{record.where}: field '{source}[{index}]' has no string 'name'; a tool schema "
-                            'is {"name", "description", "parameters"} or {"type": "function", "function": {...}}')
+            raise DataError(at(record.where, Message("data.tool_no_name", field=f"'{source}[{index}]'")))
         tools.append(tool)
     return tools, source
 
@@ -301,15 +300,15 @@ def alpaca_conversation(record: Record, columns: Columns | None = None, media: s
         messages.append({"role": "system", "content": system})
         fields.append(columns.source("system"))
     history_key = columns.source("history")
-    history = _json_value(record, history_key, record.fields.get(history_key), "a list of [prompt, response] pairs")
+    history = _json_value(record, history_key, record.fields.get(history_key), "history")
     if history is not None:
         if not isinstance(history, list):
-            raise DataError(f"{record.where}: field {history_key!r} must be a list of [prompt, response] "
-                            f"pairs, got {json_type(history)}")
+            raise DataError(at(record.where, Message("data.not_history", field=repr(history_key),
+                                                     json_type=json_type(history))))
         for index, pair in enumerate(history):
             if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
-                raise DataError(f"{record.where}: field '{history_key}[{index}]' must be a [prompt, response] "
-                                f"pair of strings, got {json.dumps(pair, ensure_ascii=False)[:80]}")
+                raise DataError(at(record.where, Message("data.bad_history_pair", field=f"'{history_key}[{index}]'",
+                                                         got_json=json.dumps(pair, ensure_ascii=False)[:80])))
             messages += [{"role": "user", "content": pair[0]}, {"role": "assistant", "content": pair[1]}]
             fields += [f"{history_key}[{index}][0]", f"{history_key}[{index}][1]"]
     messages += [{"role": "user", "content": instruction + ("\n\n" + extra if extra else "")},
@@ -324,14 +323,14 @@ def _turn_list(record: Record, columns: Columns, fmt: str) -> tuple[str, list]:
     turns = record.fields.get(source)
     item = "{from, value}" if fmt == "sharegpt" else "{role, content}"
     if turns is None:
-        raise DataError(f"{record.where}: missing field {columns.shown('messages', record.fields)}; {fmt} records "
-                        f"need a list of {item} turns")
-    turns = _json_value(record, source, turns, f"a JSON list of {item} objects")
+        raise DataError(at(record.where, Message("data.missing_turns", field=columns.shown("messages", record.fields),
+                                                 fmt=fmt, item=item)))
+    turns = _json_value(record, source, turns, "turns", item=item)
     if not isinstance(turns, list):
-        raise DataError(f"{record.where}: field {source!r} must be a list of {item} objects, got {json_type(turns)}")
+        raise DataError(at(record.where, Message("data.not_turns", field=repr(source), item=item,
+                                                 json_type=json_type(turns))))
     if not turns:
-        raise DataError(f"{record.where}: field {source!r} is empty; a conversation needs a user turn "
-                        "and an assistant turn")
+        raise DataError(at(record.where, Message("data.empty_conversation", field=repr(source))))
     return source, turns
 
 
@@ -339,26 +338,23 @@ def _check_turn_order(record: Record, messages: list[dict], fields: list[str]) -
     """The conversation opens with a system or user turn and has an assistant turn to learn from."""
     first = next((i for i, m in enumerate(messages) if m["role"] != "system"), None)
     if first is not None and messages[first]["role"] == "assistant":
-        raise DataError(f"{record.where}: field '{fields[first]}' is an assistant turn before any user "
-                        "turn; a conversation starts with a system or user turn")
+        raise DataError(at(record.where, Message("data.assistant_first", field=f"'{fields[first]}'")))
     if not any(m["role"] == "assistant" for m in messages):
-        raise DataError(f"{record.where}: field '{fields[0].split('[')[0]}' has no assistant turn; a "
-                        "conversation needs at least one to learn from")
+        raise DataError(at(record.where, Message("data.no_assistant", field=f"'{fields[0].split('[')[0]}'")))
 
 
 def _function_calls(record: Record, where_field: str, value: str) -> list[dict]:
     """A ShareGPT function_call value as chat-template tool calls, arguments as objects."""
-    expected = 'JSON {"name": ..., "arguments": {...}} or a list of them'
     try:
         calls = json.loads(value)
     except json.JSONDecodeError as err:
-        raise DataError(f"{record.where}: field '{where_field}' (a function_call turn) is not JSON "
-                        f"({err.msg}); expected {expected}") from None
+        raise DataError(at(record.where, Message("data.call_not_json", field=f"'{where_field}'",
+                                                 json_says=err.msg))) from None
     calls = calls if isinstance(calls, list) else [calls]
     out = []
     for call in calls:
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-            raise DataError(f"{record.where}: field '{where_field}' (a function_call turn) must be {expected}")
+            raise DataError(at(record.where, Message("data.call_shape", field=f"'{where_field}'")))
         arguments = call.get("arguments", {})
         if isinstance(arguments, str):
             try:
@@ -390,17 +386,18 @@ def sharegpt_conversation(record: Record, columns: Columns | None = None, media:
     for index, turn in enumerate(turns):
         name = f"{source}[{index}]"
         if not isinstance(turn, dict):
-            raise DataError(f"{record.where}: field '{name}' must be an object with {role_tag!r} and "
-                            f"{content_tag!r}, got {json_type(turn)}")
+            raise DataError(at(record.where, Message("data.not_a_turn", field=f"'{name}'", role_tag=repr(role_tag),
+                                                     content_tag=repr(content_tag), json_type=json_type(turn))))
         role = roles.get(turn.get(role_tag)) if isinstance(turn.get(role_tag), str) else None
         if role is None:
-            raise DataError(f"{record.where}: field '{name}.{role_tag}' is {turn.get(role_tag)!r}; valid roles: "
-                            f"{', '.join(dict.fromkeys(roles))} (map other names with data.columns "
-                            "user_tag, assistant_tag, system_tag, function_tag, observation_tag)")
+            raise DataError(at(record.where, Message("data.bad_role_tags", field=f"'{name}.{role_tag}'",
+                                                     role=repr(turn.get(role_tag)),
+                                                     role_names=", ".join(dict.fromkeys(roles)))))
         value, dropped = content_text(record, f"{name}.{content_tag}", turn.get(content_tag), media)
         media_dropped += dropped
         if not isinstance(value, str):
-            raise DataError(f"{record.where}: field '{name}.{content_tag}' must be a string, got {json_type(value)}")
+            raise DataError(at(record.where, Message("data.not_a_string", field=f"'{name}.{content_tag}'",
+                                                     json_type=json_type(value))))
         if role == "function":
             messages.append({"role": "assistant", "content": "",
                              "tool_calls": _function_calls(record, f"{name}.{content_tag}", value)})
@@ -418,19 +415,19 @@ def sharegpt_conversation(record: Record, columns: Columns | None = None, media:
 
 def _checked_message(record: Record, name: str, message: Any, media: str = "refuse") -> tuple[dict, int]:
     if not isinstance(message, dict):
-        raise DataError(f"{record.where}: field '{name}' must be an object with 'role' and 'content', "
-                        f"got {json_type(message)}")
+        raise DataError(at(record.where, Message("data.not_a_turn", field=f"'{name}'", role_tag="'role'",
+                                                 content_tag="'content'", json_type=json_type(message))))
     if message.get("role") not in CHAT_ROLES:
-        raise DataError(f"{record.where}: field '{name}.role' is {message.get('role')!r}; valid roles: "
-                        f"{', '.join(CHAT_ROLES)}")
+        raise DataError(at(record.where, Message("data.bad_role", field=f"'{name}.role'", role=repr(message.get("role")),
+                                                 role_names=", ".join(CHAT_ROLES))))
     calls = message.get("tool_calls")
     if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
-        raise DataError(f"{record.where}: field '{name}.tool_calls' must be a list of objects, got {json_type(calls)}")
+        raise DataError(at(record.where, Message("data.not_calls", field=f"'{name}.tool_calls'",
+                                                 json_type=json_type(calls))))
     content, dropped = content_text(record, f"{name}.content", message.get("content"), media)
     if not isinstance(content, str) and not (content is None and calls):
-        raise DataError(f"{record.where}: field '{name}.content' must be a string"
-                        f"{' (or null with tool_calls)' if message['role'] == 'assistant' else ''}, "
-                        f"got {json_type(content)}")
+        said = "data.not_a_string_or_calls" if message["role"] == "assistant" else "data.not_a_string"
+        raise DataError(at(record.where, Message(said, field=f"'{name}.content'", json_type=json_type(content))))
     return {**message, "content": content}, dropped
 
 

@@ -16,6 +16,7 @@ Pieces are a sample's (token ids, is_answer) runs in order, as core.data.pipelin
 from __future__ import annotations
 
 from core.data.files import DataError
+from core.spec.messages import Message
 from core.spec.stats import LISTED, listing  # noqa: F401 (re-exported)
 
 OVERLONG = ("truncate", "skip", "error")
@@ -69,12 +70,11 @@ def text_chunks(ids: list[int], max_len: int) -> list[list[int]]:
 
 def overlong_error(records: list[tuple[str, int]], max_len: int) -> DataError:
     """Every record over `max_len` under data.overlong: error."""
-    return DataError(f"{len(records)} record{'s are' if len(records) != 1 else ' is'} longer than data.max_seq_len="
-                     f"{max_len} tokens (data.overlong: error): {listing(records, len(records))}. Raise "
-                     "data.max_seq_len, or set data.overlong to truncate (cut prompt and answer in proportion) "
-                     "or skip (leave them out)")
+    return DataError(Message("data.overlong_many" if len(records) != 1 else "data.overlong_one", count=len(records),
+                             max_seq_len=max_len, listed=listing(records, len(records))))
 
 
 def check_policy(policy: str) -> None:
     if policy not in OVERLONG:
-        raise DataError(f"data.overlong: {policy!r} is not valid; valid: {', '.join(OVERLONG)}")
+        raise DataError(Message("data.not_valid", setting="data.overlong", value=repr(policy),
+                                valid_names=", ".join(OVERLONG)))

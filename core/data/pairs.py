@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.data.files import DataError, DataFile, Record, json_type
+from core.data.files import DataError, DataFile, Record, at, json_type
+from core.spec.messages import Message
 from core.data.formats import Columns, Conversation, _sharegpt_roles, preference_layout
 
 KINDS = ("pairs", "kto")
@@ -36,18 +37,18 @@ def _messages(value: list, record: Record, name: str, columns: Columns) -> list[
     roles = _sharegpt_roles(columns)
     out = []
     for i, turn in enumerate(value):
-        where = f"{record.where}: field '{name}[{i}]'"
+        field = f"'{name}[{i}]'"
         if not isinstance(turn, dict):
-            raise DataError(f"{where}: expected a message object, got {json_type(turn)}")
+            raise DataError(at(record.where, Message("data.pair_not_message", field=field, json_type=json_type(turn))))
         if "role" in turn:
             role, content = turn.get("role"), turn.get("content")
         else:
             role, content = roles.get(turn.get(columns.tag("role_tag"))), turn.get(columns.tag("content_tag"))
         if role not in ("system", "user", "assistant"):
-            raise DataError(f"{where}: role {turn.get('role', turn.get(columns.tag('role_tag')))!r} is not "
-                            "system, user or assistant")
+            raise DataError(at(record.where, Message("data.pair_bad_role", field=field,
+                                                     role=repr(turn.get("role", turn.get(columns.tag("role_tag")))))))
         if not isinstance(content, str):
-            raise DataError(f"{where}: the content must be a string, got {json_type(content)}")
+            raise DataError(at(record.where, Message("data.pair_content", field=field, json_type=json_type(content))))
         out.append({"role": role, "content": content})
     return out
 
@@ -56,21 +57,21 @@ def _answer(record: Record, name: str, columns: Columns) -> tuple[str, list[dict
     """An answer field as its text, and the messages before it when the field is a whole conversation."""
     source = columns.source(name)
     value = record.fields.get(source)
-    where = f"{record.where}: field '{source}'"
+    field = f"'{source}'"
     if value is None:
-        raise DataError(f"{where}: the answer is missing")
+        raise DataError(at(record.where, Message("data.answer_missing", field=field)))
     before = None
     if isinstance(value, dict):
         value = _messages([value], record, source, columns)[0]["content"]
     elif isinstance(value, list):
         messages = _messages(value, record, source, columns)
         if not messages or messages[-1]["role"] != "assistant":
-            raise DataError(f"{where}: a message list must end with the assistant's answer")
+            raise DataError(at(record.where, Message("data.answer_not_last", field=field)))
         value, before = messages[-1]["content"], messages[:-1]
     if not isinstance(value, str):
-        raise DataError(f"{where}: expected a string or messages, got {json_type(value)}")
+        raise DataError(at(record.where, Message("data.not_text_or_messages", field=field, json_type=json_type(value))))
     if not value.strip():
-        raise DataError(f"{where}: the answer is empty")
+        raise DataError(at(record.where, Message("data.answer_empty", field=field)))
     return value, before
 
 
@@ -87,13 +88,14 @@ def _prompt(record: Record, columns: Columns, answer_before: list[dict] | None) 
         value = f[prompt]
         if isinstance(value, str):
             if not value.strip():
-                raise DataError(f"{record.where}: field '{prompt}': the prompt is empty")
+                raise DataError(at(record.where, Message("data.prompt_empty", field=f"'{prompt}'")))
             system = _system(record, columns)
             return system + [{"role": "user", "content": value}], [columns.source("system")] * len(system) + [prompt]
         if isinstance(value, list):
             messages = _messages(value, record, prompt, columns)
             return messages, [f"{prompt}[{i}]" for i in range(len(messages))]
-        raise DataError(f"{record.where}: field '{prompt}': expected a string or messages, got {json_type(value)}")
+        raise DataError(at(record.where, Message("data.not_text_or_messages", field=f"'{prompt}'",
+                                                 json_type=json_type(value))))
     if turns in f and isinstance(f[turns], list):
         messages = _messages(f[turns], record, turns, columns)
         fields = [f"{turns}[{i}]" for i in range(len(messages))]
@@ -111,14 +113,12 @@ def _prompt(record: Record, columns: Columns, answer_before: list[dict] | None) 
         return system + [{"role": "user", "content": text}], [columns.source("system")] * len(system) + [instruction]
     if answer_before:
         return answer_before, [f"{columns.source('chosen')}[{i}]" for i in range(len(answer_before))]
-    raise DataError(f"{record.where}: no prompt: expected 'prompt', 'conversations'/'messages' or 'instruction' "
-                    "(map other names with data.columns)")
+    raise DataError(at(record.where, Message("data.no_prompt")))
 
 
 def _conversation(record: Record, messages: list[dict], fields: list[str]) -> Conversation:
     if not messages or messages[-1]["role"] != "user":
-        raise DataError(f"{record.where}: the prompt must end with a user turn (field "
-                        f"'{fields[-1] if fields else 'prompt'}')")
+        raise DataError(at(record.where, Message("data.prompt_not_user", field=f"'{fields[-1] if fields else 'prompt'}'")))
     return Conversation(record.where, messages, fields)
 
 
@@ -130,16 +130,16 @@ def preference_record(record: Record, kind: str, columns: Columns | None = None)
         rejected, before_r = _answer(record, "rejected", columns)
         if before_c is not None and before_r is not None and before_c != before_r and \
                 columns.source("prompt") not in record.fields:
-            raise DataError(f"{record.where}: field '{columns.source('rejected')}': the conversation before the "
-                            f"answer differs from '{columns.source('chosen')}'s; a pair shares its prompt")
+            raise DataError(at(record.where, Message("data.prompts_differ", field=f"'{columns.source('rejected')}'",
+                                                     chosen_field=columns.source("chosen"))))
         messages, fields = _prompt(record, columns, before_c)
         return PreferenceRecord(record.where, _conversation(record, messages, fields), chosen, rejected,
                                 chosen_field=columns.source("chosen"), rejected_field=columns.source("rejected"))
     label_field = columns.source("label")
     label = record.fields.get(label_field)
     if not isinstance(label, bool):
-        raise DataError(f"{record.where}: field '{label_field}': a KTO label must be true or false, got "
-                        f"{label!r} ({json_type(label)})")
+        raise DataError(at(record.where, Message("data.kto_label", field=f"'{label_field}'", value=repr(label),
+                                                 json_type=json_type(label))))
     f = record.fields
     for name in ("completion", "output"):
         if columns.source(name) in f:
@@ -151,8 +151,8 @@ def preference_record(record: Record, kind: str, columns: Columns | None = None)
     if isinstance(f.get(turns), list):
         messages = _messages(f[turns], record, turns, columns)
         if not messages or messages[-1]["role"] != "assistant" or not messages[-1]["content"].strip():
-            raise DataError(f"{record.where}: field '{turns}[{len(messages) - 1}]': a KTO conversation must end "
-                            "with a non-empty assistant answer")
+            raise DataError(at(record.where, Message("data.kto_conversation_end",
+                                                     field=f"'{turns}[{len(messages) - 1}]'")))
         answer = messages[-1]["content"]
         fields = [f"{turns}[{i}]" for i in range(len(messages) - 1)]
         messages = messages[:-1]
@@ -161,8 +161,7 @@ def preference_record(record: Record, kind: str, columns: Columns | None = None)
             messages, fields = system + messages, [columns.source("system")] * len(system) + fields
         return PreferenceRecord(record.where, _conversation(record, messages, fields), answer, label=label,
                                 chosen_field=f"{turns}[{len(f[turns]) - 1}]")
-    raise DataError(f"{record.where}: a KTO record needs its answer: 'completion', 'output' or a conversation "
-                    "ending with the assistant's turn")
+    raise DataError(at(record.where, Message("data.kto_no_answer")))
 
 
 def file_kind(data: DataFile, columns: Columns | None = None) -> str | None:
@@ -175,9 +174,10 @@ def file_kind(data: DataFile, columns: Columns | None = None) -> str | None:
         if kind != first:
             name = {"pairs": "a preference pair (chosen/rejected)", "kto": "a KTO answer (label)",
                     None: "a plain conversation"}
-            raise DataError(f"{record.where}: this record is {name[kind]} but {data.records[0].where} is "
-                            f"{name[first]}; a file holds one kind of data (field "
-                            f"'{columns.source('rejected') if first == 'pairs' else columns.source('label')}')")
+            field = columns.source("rejected") if first == "pairs" else columns.source("label")
+            raise DataError(at(record.where, Message("data.mixed_kinds", record_kind=name[kind],
+                                                     record_at=data.records[0].where, first_kind=name[first],
+                                                     field=f"'{field}'")))
     return first
 
 
@@ -201,7 +201,7 @@ def sft_view(data: DataFile, columns: Columns) -> tuple[DataFile, str | None]:
         messages = r.prompt.messages + [{"role": "assistant", "content": r.chosen}]
         records.append(Record(record.where, {columns.source("messages", {"messages": None}): messages}))
     if not records:
-        raise DataError(f"{data.path}: no desirable answer (label true) to train on with train.objective sft")
+        raise DataError(Message("data.no_desirable", file=str(data.path)))
     if kind == "pairs":
         note = (f"{data.path}: preference pairs trained as SFT on the {len(records)} chosen answers only (the "
                 "rejected ones are not used); set train.objective dpo, simpo or orpo to learn the preference")

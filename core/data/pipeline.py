@@ -31,8 +31,10 @@ from core.run.atomic import atomic_open
 from core.spec.codec import build
 from core.spec.stats import DataStats, SplitStats
 from core.data.catalog import check_columns, is_catalog, load_entry, preference_refusal, read_catalog, select
-from core.data.files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, concat_files,  # noqa: F401
+from core.data.files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, at, concat_files,  # noqa: F401
                              dataset_splits, read_data_file, split_files, split_path)
+from core.spec.errors import said_of
+from core.spec.messages import Message
 from core.data.formats import (CHAT_ROLES, FORMAT_FIELDS, FORMATS, TAG_DEFAULTS, Columns, Conversation,  # noqa: F401
                                conversation, format_help, ignored_fields, resolve_format, text_of)
 from core.data.overlong import (LISTED, OVERLONG, check_policy, listing, overlong_error, text_chunks,  # noqa: F401
@@ -122,10 +124,10 @@ def render(tokenizer: Tokenizer, conv: Conversation, upto: int | None = None,
     except TokenizerError as err:
         second = _consecutive_assistants(conv)
         if second is not None and "refused" in str(err):
-            raise DataError(f"{conv.where}: field '{conv.fields[second]}': two assistant turns in a row "
-                            f"('{conv.fields[second - 1]}' and '{conv.fields[second]}'), which the chat template "
-                            f"forbids ({err}); merge them or insert the user turn between them") from None
-        raise DataError(f"{conv.where}: {err}") from None
+            raise DataError(at(conv.where, Message("data.two_assistant_turns", field=f"'{conv.fields[second]}'",
+                                                   first_field=f"'{conv.fields[second - 1]}'",
+                                                   reason=said_of(err)))) from None
+        raise DataError(at(conv.where, said_of(err))) from None
 
 
 def _appears(text: str, rendered: str) -> bool:
@@ -142,19 +144,17 @@ def check_rendered(tokenizer: Tokenizer, conv: Conversation, rendered: str) -> N
     for index, tool in enumerate(conv.tools or []):
         name = (tool.get("function") or tool).get("name")
         if name not in rendered:
-            raise DataError(f"{conv.where}: field '{conv.tools_field}[{index}]': the chat template of {model} "
-                            f"does not render tools (the tool {name!r} does not appear in its rendering); "
-                            "use a model whose template supports tools, or data without them")
+            raise DataError(at(conv.where, Message("data.template_no_tools", field=f"'{conv.tools_field}[{index}]'",
+                                                   model=model, tool=repr(name))))
     for message, name in zip(conv.messages, conv.fields):
         for call in message.get("tool_calls") or []:
             call_name = (call.get("function") or call).get("name")
             if isinstance(call_name, str) and call_name not in rendered:
-                raise DataError(f"{conv.where}: field '{name}': the chat template of {model} does not render "
-                                f"tool calls (the call to {call_name!r} does not appear in its rendering); "
-                                "use a model whose template supports tools")
+                raise DataError(at(conv.where, Message("data.template_no_calls", field=f"'{name}'", model=model,
+                                                       tool=repr(call_name))))
         if message["role"] in ("system", "tool") and not _appears(message.get("content") or "", rendered):
-            raise DataError(f"{conv.where}: field '{name}': the chat template of {model} drops {message['role']} "
-                            "turns (this turn's text does not appear in its rendering)")
+            raise DataError(at(conv.where, Message("data.template_drops_turns", field=f"'{name}'", model=model,
+                                                   turn_role=message["role"])))
 
 
 def _chat_segments(tokenizer: Tokenizer, conv: Conversation, mask_prompt: bool,
@@ -174,14 +174,11 @@ def _chat_segments(tokenizer: Tokenizer, conv: Conversation, mask_prompt: bool,
     for i in assistant if train_on == "all_assistant" else assistant[-1:]:
         prompt = render(tokenizer, conv, i, True)
         through = full if i == len(conv.messages) - 1 else render(tokenizer, conv, i + 1)
-        for text, rendering in ((prompt, f"the turns before '{conv.fields[i]}' with the generation prompt"),
-                                (through, f"the turns through '{conv.fields[i]}'")):
+        field = f"'{conv.fields[i]}'"
+        for text, rendering in ((prompt, Message("data.turns_before", field=field)),
+                                (through, Message("data.turns_through", field=field))):
             if not full.startswith(text) or len(text) < cursor:
-                raise DataError(
-                    f"{conv.where}: cannot locate the assistant turn '{conv.fields[i]}': the chat template "
-                    f"renders {rendering} as text that is not a prefix of the whole conversation (it rewrites "
-                    "earlier turns or the generation prompt). Use a template whose renderings only append, "
-                    "or set data.mask_prompt=false to train on every token")
+                raise DataError(at(conv.where, Message("data.template_rewrites", field=field, note=rendering)))
         segments += [(full[cursor:len(prompt)], False), (full[len(prompt):len(through)], True)]
         cursor = len(through)
     segments.append((full[cursor:], False))
@@ -221,8 +218,7 @@ def _checked_sample(ids: list[int], labels: list[int], where: str, full: int, ma
     from t), so at least one labelled token after it must remain."""
     kept_labels = np.asarray(labels, dtype=np.int32)
     if not (kept_labels[1:] != IGNORE_INDEX).any():
-        raise DataError(f"{where}: the sample is {full} tokens; with max_seq_len={max_seq_len} nothing of "
-                        "the answer remains — raise data.max_seq_len or shorten the prompt")
+        raise DataError(at(where, Message("data.nothing_of_the_answer", tokens=full, max_seq_len=max_seq_len)))
     return Sample(np.asarray(ids, dtype=np.int32), kept_labels)
 
 
@@ -235,7 +231,8 @@ def tokenize_records(records: Sequence[Record], fmt: str, tokenizer: Tokenizer, 
     `max_seq_len` follow `overlong` (core.data.overlong: truncate, skip or error); text longer than
     that is cut into max_seq_len chunks. `columns` is `data.columns`; `media` is `data.media`."""
     if train_on not in TRAIN_ON:
-        raise DataError(f"data.train_on: {train_on!r} is not valid; valid: {', '.join(TRAIN_ON)}")
+        raise DataError(Message("data.not_valid", setting="data.train_on", value=repr(train_on),
+                                valid_names=", ".join(TRAIN_ON)))
     check_policy(overlong)
     columns = columns if isinstance(columns, Columns) else Columns(dict(columns or {}))
     out = TokenizedFile()
@@ -293,8 +290,7 @@ def build_test_records(data: DataFile, fmt: str, tokenizer: Tokenizer,
     """Prompt/answer pairs of a test file: the answer is the last assistant turn, the prompt all
     turns before it (with the conversation's tools)."""
     if fmt == "text":
-        raise DataError(f"{data.path}: a test file needs prompts and reference answers (alpaca, sharegpt or "
-                        "chat format); this one is raw text")
+        raise DataError(Message("data.test_raw_text", file=str(data.path)))
     columns = columns if isinstance(columns, Columns) else Columns(dict(columns or {}))
     prompts, answers = [], []
     for record in data.records:
@@ -302,8 +298,7 @@ def build_test_records(data: DataFile, fmt: str, tokenizer: Tokenizer,
         last = max(i for i, m in enumerate(conv.messages) if m["role"] == "assistant")
         answer = conv.messages[last].get("content") or ""
         if not answer.strip():
-            raise DataError(f"{record.where}: field '{conv.fields[last]}': the last assistant turn of a test "
-                            "record must be a text answer to compare with (this one is a tool call or empty)")
+            raise DataError(at(record.where, Message("data.test_answer_not_text", field=f"'{conv.fields[last]}'")))
         prompts.append(render(tokenizer, conv, last, True))
         answers.append(answer)
     ids = tokenizer.encode_batch(prompts, add_special_tokens=False)
@@ -367,11 +362,9 @@ def _held_out(n: int, fraction: float, seed: int, path: Any) -> set[int]:
     """The indices of the `fraction` of `n` records held out for validation (seeded)."""
     n_val = int(fraction * n + 0.5)
     if n_val == 0:
-        raise DataError(f"{path}: data.validation_fraction={fraction} of {n} records is 0 validation "
-                        "samples; raise data.validation_fraction or set data.validation_file")
+        raise DataError(Message("data.no_validation_samples", file=str(path), fraction=fraction, records=n))
     if n_val >= n:
-        raise DataError(f"{path}: data.validation_fraction={fraction} of {n} records leaves nothing "
-                        "to train on; lower it or set data.validation_file")
+        raise DataError(Message("data.nothing_to_train", file=str(path), fraction=fraction, records=n))
     return set(np.random.default_rng([SPLIT_STREAM, seed]).permutation(n)[:n_val].tolist())
 
 
@@ -403,9 +396,9 @@ def data_sources(settings: DataSettings, role: str = "train", seed: int = 0) -> 
             columns = Columns(entry.columns)
             try:
                 sources.append(Source(data, resolve_format(data, entry.formatting, columns), columns))
-            except DataError as err:
-                raise DataError(str(err).replace(f"data.format is {entry.formatting!r}",
-                                                 f"{entry.where}: 'formatting' is {entry.formatting!r}")) from None
+            except DataError as err:  # the entry's 'formatting' is what set the format
+                raise _format_said_by(err, Message("data.formatting_is", entry=str(entry.where),
+                                                   value=repr(entry.formatting))) from None
         return sources
     data = read_data_file(name, role=role, text_split=text_split)
     columns = _columns(settings)
@@ -423,8 +416,8 @@ def _file_list(names: list[str], role: str, settings: DataSettings, columns: Col
     formats = [resolve_format(part, settings.format, columns) for part in parts]
     for part, fmt in zip(parts, formats):
         if fmt != formats[0]:
-            raise DataError(f"{part.path}: the records are {fmt}, but {parts[0].path} (the first file of "
-                            f"data.{role}_file) is {formats[0]}; the files of one list must share a format")
+            raise DataError(Message("data.mixed_formats", file=str(part.path), fmt=fmt, first_file=str(parts[0].path),
+                                    setting=f"data.{role}_file", first_fmt=formats[0]))
     return Source(concat_files(parts[0].path, parts), formats[0], columns)
 
 
@@ -437,11 +430,24 @@ def check_explicit_format(settings: DataSettings, origin: str | None) -> None:
     try:
         data_sources(settings, "train")
     except DataError as err:
-        said = f"data.format is {settings.format!r}"
-        if str(err).startswith(said) and origin:
-            raise DataError(str(err).replace(said, f"{said} (set in {origin})", 1)) from None
-        if str(err).startswith(said):
+        if _contradicted(err) and origin:
+            raise _format_said_by(err, Message("data.format_set_in", value=repr(settings.format),
+                                               origin=origin)) from None
+        if _contradicted(err):
             raise
+
+
+def _contradicted(err: DataError) -> bool:
+    """Whether `err` is a format the data contradicts (data.looks_like)."""
+    return bool(err.said) and err.said[0].key == "data.looks_like"
+
+
+def _format_said_by(err: DataError, setting: Message) -> DataError:
+    """A format the data contradicts said with the setting that chose it; `err` itself when it is
+    another problem."""
+    if not _contradicted(err):
+        return err
+    return DataError(Message("data.looks_like", **{**err.said[0].params, "reason": setting}))
 
 
 def _formats(sources: Sequence[Source]) -> str:
@@ -487,8 +493,7 @@ def _build_splits(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> Da
         val_sources = train_sources
         train_parts, val_parts = _split_sources(train_sources, settings.validation_fraction, seed)
     else:
-        raise DataError("data.validation_file: no validation data; set data.validation_file or "
-                        "data.validation_fraction in (0, 0.5]")
+        raise DataError(Message("data.no_validation_data"))
     train, train_ignored = _tokenized_split(train_parts, tokenizer, settings)
     val, val_ignored = _tokenized_split(val_parts, tokenizer, settings)
     tests = []
@@ -545,7 +550,7 @@ def _file_bytes(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+        raise DataError(Message("data.unreadable", file=str(path), os_error=err.strerror or str(err))) from None
 
 
 def cache_key(settings: DataSettings, tokenizer: Tokenizer, seed: int) -> str:
@@ -733,12 +738,10 @@ class BatchIterator:
         self._plans: dict[int, list[MicroBatch]] = {}
         self.steps_per_epoch = self._steps(0)
         if self.steps_per_epoch == 0:
-            unit = "packed rows" if packing else "samples"
+            said = "data.fewer_rows_than_a_batch" if packing else "data.fewer_samples_than_a_batch"
             count = len(self._plan(0)) * micro_batch_size if packing else len(self.samples)
-            raise DataError(f"train: {count} {unit} are fewer than one global batch of "
-                            f"{self.global_batch_size} (train.micro_batch_size {micro_batch_size} × "
-                            f"train.grad_accum_steps {grad_accum_steps} × data parallel {world_size}); "
-                            "lower them or add data")
+            raise DataError(Message(said, count=count, batch=self.global_batch_size, micro=micro_batch_size,
+                                    accum=grad_accum_steps, world=world_size))
         self.epoch, self.index = 0, 0
 
     # -- the plan of an epoch ------------------------------------------------------------------

@@ -27,10 +27,11 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from core.spec.stats import PreferenceSplitStats, PreferenceStats
+from core.spec.messages import Message
 from core.data.catalog import check_columns, is_catalog, load_entry, read_catalog, select
 from core.data.pipeline import (IGNORE_INDEX, BatchIterator, Sample, _chat_segments, _columns, _encode_segments, _held_out,
                                 _join_pieces, collate, padded_length)
-from core.data.files import DataError, DataFile, Record, concat_files, read_data_file, split_path
+from core.data.files import DataError, DataFile, Record, at, concat_files, read_data_file, split_path
 from core.data.formats import Columns, Conversation
 from core.data.pairs import (KINDS, PreferenceRecord, file_kind, preference_record,  # noqa: F401 (re-exported)
                              sft_columns, sft_view)
@@ -66,8 +67,8 @@ def _sample(pieces, end_ids, max_seq_len: int, where: str, answer_field: str) ->
     ids, labels = _join_pieces(pieces, end_ids, True)
     first = next((i for i, label in enumerate(labels) if label != IGNORE_INDEX), len(ids))
     if first >= max_seq_len:
-        raise DataError(f"{where}: field '{answer_field}': the prompt alone is {first} tokens, which fills "
-                        f"data.max_seq_len={max_seq_len}; raise data.max_seq_len or shorten the prompt")
+        raise DataError(at(where, Message("data.prompt_fills", field=f"'{answer_field}'", count=first,
+                                          max_seq_len=max_seq_len)))
     truncated = len(ids) > max_seq_len
     return (Sample(np.asarray(ids[:max_seq_len], np.int32), np.asarray(labels[:max_seq_len], np.int32)),
             len(ids), truncated)
@@ -133,9 +134,7 @@ def preference_sources(settings, role: str, seed: int = 0) -> list[PreferenceSou
         sources = []
         for entry in select(read_catalog(path), getattr(settings, "dataset", None), path):
             if not entry.preference:
-                raise DataError(f"{entry.where}: this dataset is supervised data (no 'ranking: true', no "
-                                "'kto_tag' column); train.objective dpo, simpo, orpo or kto needs preference data. "
-                                "Choose a preference dataset or set train.objective sft")
+                raise DataError(Message("data.supervised_not_preference", entry=str(entry.where)))
             data = load_entry(entry, seed)
             check_columns(entry, data)
             sources.append(PreferenceSource(data, Columns(entry.columns), entry.where))
@@ -153,8 +152,9 @@ def _source_kind(source: PreferenceSource, objective: str) -> str:
         what = {"pairs": "preference pairs ('chosen' and 'rejected')", "kto": "KTO answers (a boolean 'label')",
                 None: "plain conversations without 'chosen'/'rejected' or 'label'"}
         field_name = columns.source("label" if want == "kto" else "rejected")
-        raise DataError(f"{data.records[0].where}: field '{field_name}': train.objective {objective} needs "
-                        f"{what[want]}, but {source.where} holds {what[kind]}")
+        raise DataError(at(data.records[0].where, Message("data.objective_needs", field=f"'{field_name}'",
+                                                          objective=objective, wanted=what[want], held_by=str(source.where),
+                                                          held=what[kind])))
     return kind
 
 
@@ -178,15 +178,14 @@ def load_preference_splits(settings, tokenizer: Tokenizer, seed: int, objective:
         train, val = ([r for i, r in enumerate(train) if i not in held_out],
                       [r for i, r in enumerate(train) if i in held_out])
     else:
-        raise DataError("data.validation_file: no validation data; set data.validation_file or "
-                        "data.validation_fraction in (0, 0.5]")
+        raise DataError(Message("data.no_validation_data"))
     train_pairs, train_stats = tokenize_preference([preference_record(r, kind, c) for r, c in train], kind,
                                                    tokenizer, settings.max_seq_len)
     val_pairs, val_stats = tokenize_preference([preference_record(r, kind, c) for r, c in val], kind,
                                                tokenizer, settings.max_seq_len)
     if not train_pairs or not val_pairs:
-        raise DataError(f"{settings.train_file if not train_pairs else settings.validation_file}: no pairs left "
-                        "after dropping the identical ones")
+        raise DataError(Message("data.no_pairs_left",
+                                file=str(settings.train_file if not train_pairs else settings.validation_file)))
     rows = [p.chosen for p in train_pairs + val_pairs] + [p.rejected for p in train_pairs + val_pairs if p.rejected]
     stats = PreferenceStats(train_stats, val_stats, padded_length(settings.max_seq_len, rows))
     return PreferenceSplits(train_pairs, val_pairs, stats)

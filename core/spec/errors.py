@@ -37,3 +37,11 @@ def check(ok: bool, source: str, key: str, message: str) -> None:
     if not ok:
         raise ModelConfigError(Message("model.at", where=source, reason=Message("model.at_setting", setting=key,
                                                                                  reason=message)))
+
+
+def said_of(err: BaseException) -> str:
+    """An error's message as it was made where it keeps exactly one (`said`: a DataError's, a
+    TokenizerError's, the console's JobError's Said), else its text (several lines: str(err), or
+    pass the error itself to app.i18n.problem_text)."""
+    said = getattr(err, "said", None)
+    return said[0] if isinstance(said, list) and len(said) == 1 else str(err)

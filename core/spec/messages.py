@@ -156,6 +156,225 @@ CATALOGUE: dict[str, str] = {
     "config.base_cycle": "inheritance cycle: {cycle}",
     "config.base_missing": "file not found: {file}",
     # ---- area A: the data (core.data) ----
+    # where in a data file (a record's line, its index in a JSON array or a table's row), around a reason
+    "data.at_line": "{file} line {line}: {reason}",
+    "data.at_record": "{file} record {prefix}[{index}]: {reason}",
+    "data.at_row": "{file} row index {row}: {reason}",
+    "data.at": "{file}: {reason}",
+    # a file that cannot be read (core.data.files); `os_error` is the operating system's reason (its
+    # strerror, or Python's "[Errno 2] No such file or directory: 'x'"), `codec_says` and `json_says`
+    # the UTF-8 decoder's and Python's json module's own reasons, `reader_says` gzip's or pyarrow's,
+    # `csv_says` Python's csv module's
+    "data.file_not_found": "{file}: file not found",
+    "data.unreadable": "{file}: cannot read ({os_error})",
+    "data.files_unreadable": "cannot read the data files ({os_error})",
+    "data.not_readable": "{file}: not a readable {file_type} file ({reader_says})",
+    "data.not_utf8": "not UTF-8 text ({codec_says}); save the file as UTF-8",
+    "data.invalid_json_line": "invalid JSON ({json_says} at column {column}); each line must be one JSON object",
+    "data.invalid_json": "invalid JSON ({json_says} at column {column})",
+    "data.invalid_json_lines": ("invalid JSON ({json_says} at column {column}); one object per line is JSON Lines: "
+                                "name the file .jsonl"),
+    "data.not_an_object": "expected a JSON object with named fields, got {json_type}",
+    "data.not_an_array": ("{file}: expected an array of objects, or an object with a list under \"data\"; found "
+                          "{json_type}"),
+    "data.not_an_array_keys": ("{file}: expected an array of objects, or an object with a list under \"data\"; found "
+                               "an object with keys {keys}"),
+    "data.csv_values": ("{count} values but the header has {columns} columns ({header_names}); quote values that "
+                        "contain commas"),
+    "data.csv_malformed": "malformed CSV ({csv_says})",
+    "data.csv_unnamed": "column {column} of the header has no name; name every column",
+    "data.csv_duplicates": "duplicate column names {duplicates}",
+    "data.unsupported_type": "{file}: unsupported file type {suffix}; supported: {supported}, or a Hugging Face dataset folder",
+    "data.no_split": "{file}: no split {split}; splits: {split_names}",
+    "data.no_records": ("{file}: no records (the file is empty); expected records with the fields of a format "
+                        "(alpaca: instruction, output; sharegpt: conversations; chat: messages; text: text)"),
+    # a setting of the data with a value it does not take (data.train_on, data.text_split, data.overlong)
+    "data.not_valid": "{setting}: {value} is not valid; valid: {valid_names}",
+    "data.not_a_format": "data.format: {value} is not a format; valid: {valid_names}",
+    # the records' format (core.data.formats); `formats` is format_help()'s list of each format's fields
+    "data.unknown_format_keys": "cannot tell the format from the keys {keys}; expected {formats}; {note}",
+    "data.unknown_format_columns": "cannot tell the format from the columns {keys}; expected {formats}; {note}",
+    "data.map_these": "map these columns with data.columns, e.g. data.columns={{{pairs}}}",
+    "data.map_others": "map other column names with data.columns, e.g. data.columns={{instruction: question, output: answer}}",
+    "data.missing_columns": ("{file}: found columns {found}; format {fmt} needs {required_names}, missing "
+                             "{missing_names}. Columns by format: {formats}; {note}"),
+    "data.missing_columns_optional": ("{file}: found columns {found}; format {fmt} needs {required_names} "
+                                      "({optional_names} optional), missing {missing_names}. Columns by format: "
+                                      "{formats}; {note}"),
+    "data.column_not_used": "data.columns.{column}: format {fmt} does not use {column_shown} (it reads {read_names})",
+    "data.mapped_column_missing": ("data.columns maps {column} to {source}, but no record has a field {source}; "
+                                   "fields: {field_names}"),
+    "data.mapped_column_missing_close": ("data.columns maps {column} to {source}, but no record has a field {source} "
+                                         "(did you mean {close}?); fields: {field_names}"),
+    # a record's fields (core.data.formats)
+    "data.missing_field": "missing field {field}; {fmt} records need {needs_fields} (strings)",
+    "data.missing_turns": "missing field {field}; {fmt} records need a list of {item} turns",
+    "data.not_a_string": "field {field} must be a string, got {json_type}",
+    "data.not_a_string_or_calls": "field {field} must be a string (or null with tool_calls), got {json_type}",
+    "data.not_turns": "field {field} must be a list of {item} objects, got {json_type}",
+    "data.not_tools": "field {field} must be a list of tool schemas (objects), got {json_type}",
+    "data.not_history": "field {field} must be a list of [prompt, response] pairs, got {json_type}",
+    "data.not_calls": "field {field} must be a list of objects, got {json_type}",
+    "data.not_a_turn": "field {field} must be an object with {role_tag} and {content_tag}, got {json_type}",
+    "data.empty_field": "field {field} is empty; nothing to learn from",
+    "data.empty_conversation": "field {field} is empty; a conversation needs a user turn and an assistant turn",
+    "data.assistant_first": ("field {field} is an assistant turn before any user turn; a conversation starts with a "
+                             "system or user turn"),
+    "data.no_assistant": "field {field} has no assistant turn; a conversation needs at least one to learn from",
+    "data.bad_role": "field {field} is {role}; valid roles: {role_names}",
+    "data.bad_role_tags": ("field {field} is {role}; valid roles: {role_names} (map other names with data.columns "
+                           "user_tag, assistant_tag, system_tag, function_tag, observation_tag)"),
+    "data.needs_pyarrow": ("{file}: reading {file_type} needs pyarrow (pip install 'pyarrow<26'); or convert the "
+                           "file to JSONL ({reader_says})"),
+    "data.only_blank_lines": ("{file}: no records: no text left after splitting by {text_split} (data.text_split): "
+                              "the file holds only blank lines"),
+    "data.catalogue_as_file": ("{file}: a dataset catalogue (dataset_info.json); choose its datasets with data.dataset "
+                               "(a name or a list of names) and name the folder as data.train_file"),
+    # a dataset folder (core.data.files): `datasets`' save_to_disk, its shards, its splits
+    "data.state_no_files": "{file}: no '_data_files' list; is this a folder written by datasets' save_to_disk?",
+    "data.state_bad_name": "{file}: '_data_files[{index}].filename' must be a file name, got {value}",
+    "data.shard_missing": ("{file}: shard {shard} is missing (state.json lists {count} shards: {shard_names}); copy "
+                           "the whole folder again"),
+    "data.split_shard_missing": ("{file}: split {split} is missing shard {shard} ({missing} of {total} missing); copy "
+                                 "the whole folder again"),
+    "data.bad_dataset_dict": "{file}: expected {{\"splits\": [names]}}",
+    "data.cannot_list": "{file}: cannot list ({os_error})",
+    "data.which_split": ("{file}: cannot tell which split to use for {split_role} among {split_names}; name one as "
+                         "{file}#<split>"),
+    "data.no_role_split": "{file}: no {split_role} split (splits: {split_names}); name one as {file}#<split>",
+    "data.no_validation_split": ("{file}: no validation split (splits: {split_names}); name one as {file}#<split>; or "
+                                 "set data.validation_file to null and data.validation_fraction"),
+    "data.no_data_files": ("{file}: no data files in this folder (looked {depth} levels deep for {supported}) and no "
+                           "state.json or dataset_dict.json"),
+    # a format the data contradicts; its setting said by `reason` (data.format, a catalogue's 'formatting')
+    "data.looks_like": ("{reason}; the data looks like {detected} ({record_at} has the fields {field_names}, not "
+                        "{lacks_names}). Set data.format to auto (or {detected})"),
+    "data.format_is": "data.format is {value}",
+    "data.format_set_in": "data.format is {value} (set in {origin})",
+    "data.formatting_is": "{entry}: 'formatting' is {value}",
+    "data.preference_column": ("data.columns.{column}: {column} is a column of preference data (chosen/rejected) or "
+                               "KTO data (label), which trains with train.objective dpo, simpo, orpo or kto, never as "
+                               "plain answers"),
+    "data.mixed_formats": ("{file}: the records are {fmt}, but {first_file} (the first file of {setting}) is "
+                           "{first_fmt}; the files of one list must share a format"),
+    # a field that holds JSON text, tools and function calls (core.data.formats)
+    "data.text_not_json_tools": "field {field} is text but not JSON ({json_says}); expected a JSON list of tool schemas",
+    "data.text_not_json_history": ("field {field} is text but not JSON ({json_says}); expected a list of [prompt, "
+                                   "response] pairs"),
+    "data.text_not_json_turns": "field {field} is text but not JSON ({json_says}); expected a JSON list of {item} objects",
+    "data.tool_no_name": ("field {field} has no string 'name'; a tool schema is {{\"name\", \"description\", "
+                          "\"parameters\"}} or {{\"type\": \"function\", \"function\": {{...}}}}"),
+    "data.bad_history_pair": "field {field} must be a [prompt, response] pair of strings, got {got_json}",
+    "data.call_not_json": ("field {field} (a function_call turn) is not JSON ({json_says}); expected JSON {{\"name\": "
+                           "..., \"arguments\": {{...}}}} or a list of them"),
+    "data.call_shape": ("field {field} (a function_call turn) must be JSON {{\"name\": ..., \"arguments\": {{...}}}} "
+                        "or a list of them"),
+    # the chat template and the data (core.data.pipeline); `reason` the template's own refusal
+    "data.two_assistant_turns": ("field {field}: two assistant turns in a row ({first_field} and {field}), which the "
+                                 "chat template forbids ({reason}); merge them or insert the user turn between them"),
+    "data.template_no_tools": ("field {field}: the chat template of {model} does not render tools (the tool {tool} "
+                               "does not appear in its rendering); use a model whose template supports tools, or data "
+                               "without them"),
+    "data.template_no_calls": ("field {field}: the chat template of {model} does not render tool calls (the call to "
+                               "{tool} does not appear in its rendering); use a model whose template supports tools"),
+    "data.template_drops_turns": ("field {field}: the chat template of {model} drops {turn_role} turns (this turn's "
+                                  "text does not appear in its rendering)"),
+    "data.template_rewrites": ("cannot locate the assistant turn {field}: the chat template renders {note} as "
+                               "text that is not a prefix of the whole conversation (it rewrites earlier turns or the "
+                               "generation prompt). Use a template whose renderings only append, or set "
+                               "data.mask_prompt=false to train on every token"),
+    "data.turns_before": "the turns before {field} with the generation prompt",
+    "data.turns_through": "the turns through {field}",
+    "data.test_answer_not_text": ("field {field}: the last assistant turn of a test record must be a text answer to "
+                                  "compare with (this one is a tool call or empty)"),
+    "data.overlong_one": ("{count} record is longer than data.max_seq_len={max_seq_len} tokens (data.overlong: error): "
+                          "{listed}. Raise data.max_seq_len, or set data.overlong to truncate (cut prompt and answer "
+                          "in proportion) or skip (leave them out)"),
+    "data.overlong_many": ("{count} records are longer than data.max_seq_len={max_seq_len} tokens (data.overlong: "
+                           "error): {listed}. Raise data.max_seq_len, or set data.overlong to truncate (cut prompt and "
+                           "answer in proportion) or skip (leave them out)"),
+    # preference data (core.data.preference)
+    "data.prompt_fills": ("field {field}: the prompt alone is {count} tokens, which fills data.max_seq_len="
+                          "{max_seq_len}; raise data.max_seq_len or shorten the prompt"),
+    "data.supervised_not_preference": ("{entry}: this dataset is supervised data (no 'ranking: true', no 'kto_tag' "
+                                       "column); train.objective dpo, simpo, orpo or kto needs preference data. Choose "
+                                       "a preference dataset or set train.objective sft"),
+    "data.objective_needs": ("field {field}: train.objective {objective} needs {wanted}, but {held_by} holds "
+                             "{held}"),
+    "data.no_pairs_left": "{file}: no pairs left after dropping the identical ones",
+    # a dataset catalogue (core.data.catalog: LLaMA-Factory's dataset_info.json) and its entries
+    "data.at_entry": "{file}: dataset {name}: {reason}",
+    "data.catalogue_not_json": "not JSON ({json_says} at column {column}); a dataset catalogue is one object of named datasets",
+    "data.catalogue_not_object": "{file}: expected an object of named datasets, got {py_type}",
+    "data.catalogue_choose": ("{file}: a dataset catalogue (dataset_info.json); choose its datasets with data.dataset (a "
+                              "name or a list of names): {dataset_names}"),
+    "data.no_such_dataset": "data.dataset: no dataset {name} in {file}; datasets: {dataset_names}",
+    "data.entry_not_object": "expected an object with 'file_name', got {got_json}",
+    "data.entry_on_hub": ("field {field}: {url} is on {hub_place}; this console reads local files only; download it and "
+                          "name it in 'file_name'"),
+    "data.entry_script": ("field 'script_url': {url} is a loading script; scripts are not run here; convert its data to a "
+                          "file and name it in 'file_name'"),
+    "data.entry_no_file": "no field 'file_name' (the data file inside {folder})",
+    "data.entry_formatting": "field 'formatting' is {value}; valid: {valid_names}",
+    "data.entry_bad_file_name": "field 'file_name' must be a file name or a list of them, got {value}",
+    "data.entry_outside": "field 'file_name': {given} lies outside the catalogue folder {folder}",
+    "data.entry_file_missing": "field 'file_name': {file} not found",
+    "data.entry_tags_alpaca": "field 'tags' applies to sharegpt formatting only (this entry is alpaca)",
+    "data.entry_num_samples": "field 'num_samples' must be a positive whole number, got {value}",
+    "data.entry_not_mapping": "field {field} must be an object, got {got_json}",
+    "data.entry_unknown_name": "field {field} is not a {mapping_kind} name of {fmt} formatting; valid: {valid_names}",
+    "data.entry_not_column": "field {field} must name a column, got {value}",
+    "data.entry_ranking": ("this is preference data, chosen/rejected pairs (ranking: true); it trains with "
+                           "train.objective dpo, simpo, orpo or kto, not as supervised answers. Choose another dataset"),
+    "data.entry_kto": ("this is preference data, KTO data (a {column_shown} label column); it trains with "
+                       "train.objective dpo, simpo, orpo or kto, not as supervised answers. Choose another dataset"),
+    "data.entry_column_missing": "field {field} names the column {column_shown}, which {files} lacks (fields: {field_names})",
+    # media in a record (core.data.content): refused, `reason` saying which
+    "data.media_refused": ("{reason}; this console trains text-only models. Set data.media: drop to train on the text "
+                           "with the media and their <image>/<audio>/<video> placeholders removed, or use records "
+                           "without media"),
+    "data.media_part": "field {field} is {article} {media} part",
+    "data.media_column": "field {field} holds {count} {media}",
+    "data.bad_part": ("field {field} is a content part of type {part_type}; expected {{\"type\": \"text\", \"text\": "
+                      "...}} (or an image, audio or video part)"),
+    # preference pairs and KTO answers (core.data.pairs)
+    "data.pair_not_message": "field {field}: expected a message object, got {json_type}",
+    "data.pair_bad_role": "field {field}: role {role} is not system, user or assistant",
+    "data.pair_content": "field {field}: the content must be a string, got {json_type}",
+    "data.answer_missing": "field {field}: the answer is missing",
+    "data.answer_not_last": "field {field}: a message list must end with the assistant's answer",
+    "data.not_text_or_messages": "field {field}: expected a string or messages, got {json_type}",
+    "data.answer_empty": "field {field}: the answer is empty",
+    "data.prompt_empty": "field {field}: the prompt is empty",
+    "data.no_prompt": ("no prompt: expected 'prompt', 'conversations'/'messages' or 'instruction' (map other names "
+                       "with data.columns)"),
+    "data.prompt_not_user": "the prompt must end with a user turn (field {field})",
+    "data.prompts_differ": ("field {field}: the conversation before the answer differs from '{chosen_field}'s; a pair "
+                            "shares its prompt"),
+    "data.kto_label": "field {field}: a KTO label must be true or false, got {value} ({json_type})",
+    "data.kto_conversation_end": "field {field}: a KTO conversation must end with a non-empty assistant answer",
+    "data.kto_no_answer": ("a KTO record needs its answer: 'completion', 'output' or a conversation ending with the "
+                           "assistant's turn"),
+    "data.mixed_kinds": ("this record is {record_kind} but {record_at} is {first_kind}; a file holds one kind of data "
+                         "(field {field})"),
+    "data.no_desirable": "{file}: no desirable answer (label true) to train on with train.objective sft",
+    # the samples, the split and the batches (core.data.pipeline)
+    "data.nothing_of_the_answer": ("the sample is {tokens} tokens; with max_seq_len={max_seq_len} nothing of the answer "
+                                   "remains — raise data.max_seq_len or shorten the prompt"),
+    "data.test_raw_text": ("{file}: a test file needs prompts and reference answers (alpaca, sharegpt or chat format); "
+                           "this one is raw text"),
+    "data.no_validation_samples": ("{file}: data.validation_fraction={fraction} of {records} records is 0 validation "
+                                   "samples; raise data.validation_fraction or set data.validation_file"),
+    "data.nothing_to_train": ("{file}: data.validation_fraction={fraction} of {records} records leaves nothing to "
+                              "train on; lower it or set data.validation_file"),
+    "data.no_validation_data": ("data.validation_file: no validation data; set data.validation_file or "
+                                "data.validation_fraction in (0, 0.5]"),
+    "data.fewer_samples_than_a_batch": ("train: {count} samples are fewer than one global batch of {batch} "
+                                        "(train.micro_batch_size {micro} × train.grad_accum_steps {accum} × data "
+                                        "parallel {world}); lower them or add data"),
+    "data.fewer_rows_than_a_batch": ("train: {count} packed rows are fewer than one global batch of {batch} "
+                                     "(train.micro_batch_size {micro} × train.grad_accum_steps {accum} × data "
+                                     "parallel {world}); lower them or add data"),
 
     # ---- area B: the model folder (core.spec.model_args, families, moe_args, core.data.tokenizer) ----
     # where a model folder's problem is: the file (a path, or a path and its 'key'), the config.json key
@@ -329,6 +548,7 @@ MESSAGE_PARAMS = frozenset({"reason", "note", "who", "job", "advice", "why"})
 NOT_RECOGNISED = frozenset({"problem.got", "problem.empty", "problem.and", "problem.at_key", "problem.at_value",
                             "problem.at_key_in", "problem.at_value_in"})
 # area A's (the data's where: file, line, record):
+NOT_RECOGNISED = NOT_RECOGNISED | frozenset({"data.at_line", "data.at_record", "data.at_row", "data.at", "data.at_entry"})
 
 # area B's:
 NOT_RECOGNISED = NOT_RECOGNISED | frozenset({"model.at", "model.at_setting"})

@@ -251,7 +251,11 @@ def test_runs_resume_and_delete_messages_read_in_chinese(console):
 
 
 def test_english_is_left_as_core_wrote_it():
-    message = "/data/x.jsonl line 5: invalid JSON (Expecting value at column 32); each line must be one JSON object"
+    from core.data.files import at, line_of
+    from core.spec.messages import Message
+
+    message = at(line_of("/data/x.jsonl", 5), Message("data.invalid_json_line", json_says="Expecting value", column=32))
+    assert message == "/data/x.jsonl line 5: invalid JSON (Expecting value at column 32); each line must be one JSON object"
     assert problem_text(message, "en") == message and problem_text(None, "zh") == ""
     assert problem_text(message, "zh") == "/data/x.jsonl 第 5 行：JSON 无效（缺少值，第 32 列）；每行必须是一个 JSON 对象"
     assert text("runs.msg.deleted", "en").format(runs="r", time="t") == "deleted r at t"
@@ -286,6 +290,7 @@ def test_the_runs_comparison_reads_in_chinese(console):
 
 def test_uploads_refused_read_in_chinese(console, tmp_path):
     from app.datasets import UploadError
+    from app.i18n import action_text
 
     big = tmp_path / "big.jsonl"
     big.write_bytes(b"x" * (console.settings.max_upload_bytes + 1))
@@ -296,7 +301,9 @@ def test_uploads_refused_read_in_chinese(console, tmp_path):
     for path in (big, script, broken):
         with pytest.raises(UploadError) as err:
             data_callbacks.upload(str(path), path.name, console)
-        assert_chinese(str(err.value), problem_text(str(err.value), "zh"))
+        english = str(err.value)  # the console's own words (upload.*), rendered as the Train tab's upload box does
+        assert err.value.said == english and err.value.said.key.startswith("upload.")
+        assert_chinese(english, action_text(err.value.said, "zh"))
 
 
 def test_the_monitors_answers_read_in_chinese(console):

@@ -29,7 +29,33 @@ SAMPLE = {"steps": 20, "monitor": "val_loss", "min_delta": 0.0, "patience": 3, "
           "yaml_says": "mapping values are not allowed here", "line": 3, "py_type": "list", "text": "'lr'",
           "cycle": "a.yaml -> b.yaml -> a.yaml", "character": "#x0007"}
 # area A (the data):
-SAMPLE.update({})
+SAMPLE.update({"prefix": "data", "index": 3, "row": 4, "file_type": "Parquet",
+               "reader_says": "Parquet magic bytes not found in footer", "json_says": "Expecting value",
+               "column": 2, "json_type": "an array", "keys": "['foo', 'bar']", "count": 3, "columns": 2,
+               "header_names": "instruction, output", "csv_says": "new-line character seen in unquoted field",
+               "os_error": "Permission denied",
+               "duplicates": "['output']", "suffix": "'.xlsx'", "supported": ".jsonl, .json, .csv", "split": "'dev'",
+               "split_names": "train_sft, test_sft", "valid_names": "all_assistant, last_assistant",
+               "formats": "alpaca: instruction, output", "pairs": "instruction: question, output: answer",
+               "found": "['question', 'answer']", "fmt": "alpaca", "required_names": "instruction, output",
+               "missing_names": "output", "optional_names": "input, system", "column_shown": "'rejected'",
+               "read_names": "input, instruction, output", "field_names": "question, answer", "close": "'answer'",
+               "field": "'output'", "needs_fields": "'instruction' and 'output'", "item": "{role, content}",
+               "role_tag": "'from'", "content_tag": "'value'", "role": "'bot'", "role_names": "system, user, assistant",
+               "max_seq_len": 64, "fraction": 0.01, "records": 20, "batch": 16, "micro": 8, "accum": 2, "world": 1,
+               "text_split": "paragraph", "shard": "data-00001-of-00002.arrow",
+               "shard_names": "data-00000-of-00002.arrow, data-00001-of-00002.arrow", "missing": 1, "total": 2,
+               "split_role": "validation", "depth": 3, "detected": "sharegpt", "record_at": "data/a.jsonl line 3",
+               "lacks_names": "instruction", "origin": "configs/demo_lora.yaml", "first_file": "data/a.jsonl",
+               "first_fmt": "chat", "got_json": '["hi"]', "first_field": "'messages[1]'", "model": "models/tiny",
+               "tool": "'get_weather'", "turn_role": "system", "listed": "data/a.jsonl line 160 (463 tokens)",
+               "wanted": "preference pairs ('chosen' and 'rejected')", "held_by": "data/a.jsonl",
+               "held": "KTO answers (a boolean 'label')", "entry": "data/cat/dataset_info.json: dataset 'demo'",
+               "article": "an", "media": "image", "part_type": "'input_file'", "chosen_field": "chosen",
+               "record_kind": "a KTO answer (label)", "first_kind": "a preference pair (chosen/rejected)",
+               "name": "'demo'", "dataset_names": "alpaca_demo, sharegpt_demo", "url": "tatsu-lab/alpaca",
+               "hub_place": "the Hugging Face hub", "folder": "data/cat", "given": "../outside.jsonl",
+               "mapping_kind": "column", "files": "data/cat/a.jsonl"})
 
 # area B (the model folder):
 SAMPLE.update({"architecture": "DeepseekV3ForCausalLM", "architectures": "LlamaForCausalLM, MistralForCausalLM",
