@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.spec.messages import CATALOGUE, MESSAGE_PARAMS, Message, recognise
+from core.spec.messages import CATALOGUE, MESSAGE_PARAMS, Message, recognise, recognise_located
 
 LANGS = ("en", "zh")
 LANG_CHOICES = [("English", "en"), ("中文", "zh")]
@@ -1328,38 +1328,12 @@ LIBRARY_PARAMS_ZH = {"yaml_says": lambda said: _rewritten(said, YAML_ZH), "os_sa
                      "codec_says": lambda said: CODEC_ZH.get(said, said),
                      "py_type": lambda name: _PY_TYPES_ZH.get(name, f" {name}")}
 # area B's library words
-LIBRARY_PARAMS_ZH["json_says"] = _json_error
 LIBRARY_PARAMS_ZH["serde_says"] = _serde_error
 LIBRARY_PARAMS_ZH["jinja_says"] = _jinja_error
 LIBRARY_PARAMS_ZH["py_value"] = _value
 LIBRARY_PARAMS_ZH["supported_names"] = LIBRARY_PARAMS_ZH["model_types"] = _names  # quoted, as values are
 
 
-# (pattern, 简体中文) in the order they apply; a replacement is a template or a function of the match
-PROBLEMS_ZH: list[tuple[str, Any]] = [
-    # core.data.tokenizer's chat template errors as core.data.pipeline.render still wraps them, as text, in a
-    # DataError ('<file> line N: <folder>: ...'); a TokenizerError itself says them by id (tokenizer.*). The
-    # syntax error names a line of the template, not of a data file (before 'line N: ')
-    (r": chat template syntax error at line (\d+): (.*)$",
-     lambda m: f"：对话模板第 {m.group(1)} 行有语法错误：{_jinja_error(m.group(2))}"),
-    (r": the model has no chat template \(no 'chat_template' in (\S+) and no (\S+)\); use a raw-text data format or "
-     r"add a template$", r"：该模型没有对话模板（\1 中没有 'chat_template'，也没有 \2）；请用纯文本数据格式，或添加模板"),
-    (r": several chat templates but none named 'default' \(found (.*)\)$", r"：有多个对话模板，但没有名为 'default' 的（找到 \1）"),
-    (r": the chat template refused these messages: ", "：对话模板拒绝了这些消息："),  # the template's own words follow
-    (r": chat template failed: (.*)$", lambda m: f"：对话模板出错：{_jinja_error(m.group(1))}"),
-    # where: 'file line 5: ...', 'file record data[3]: ...', 'file row index 4: ...'
-    (r"(\S+) line (\d+): ", r"\1 第 \2 行："), (r"(\S+) record (\S*)\[(\d+)\]: ", r"\1 记录 \2[\3]："),
-    (r"(\S+) row index (\d+): ", r"\1 第 \2 行（行号从 0 起）："),
-    # Python's json module's reason in a refusal still written as English: a checkpoint's trainer_state.json
-    # (core.engine.checkpoint, export) and a LoRA adapter's config (core.engine.lora)
-    (r"not valid JSON \((.*: line \d+ column \d+ \(char \d+\))\)\.$", lambda m: f"不是有效的 JSON（{_json_error(m.group(1))}）。"),
-    (r"not valid JSON \((.*)\)\.$", r"不是有效的 JSON（\1）。"),
-    # core.data: a missing file named in a text from another process (an export's failure, a dry run's
-    # error), which reaches the console without its message id
-    (r": file not found$", "：文件不存在"),
-    # a location left in English before a translated sentence
-    (r"^(\S+): (?=[^\x00-\x7f])", r"\1："),
-]
 
 
 def _format_help_text(listed: str) -> str:
@@ -1388,9 +1362,16 @@ def _os_error(said: str) -> str:
     return f"[错误码 {errno[1]}] " + OS_ZH.get(errno[2], errno[2]) + (f"：{errno[3][2:]}" if errno[3] else "")
 
 
+def _json_says(said: str) -> str:
+    """Python's json module's reason, with its place (a model folder's JSON files: 'Expecting value:
+    line 1 column 2 (char 1)') or without (a data line's, whose column the message says itself)."""
+    shown = _json_error(said)
+    return shown if shown != said else _rewritten(said, _JSON_MSGS_ZH)
+
+
 LIBRARY_PARAMS_ZH.update({
     "os_error": _os_error,
-    "json_says": lambda said: _rewritten(said, _JSON_MSGS_ZH),
+    "json_says": _json_says,
     "json_type": lambda kind: _JSON_TYPES_ZH.get(kind, f" {kind}"),
     **dict.fromkeys(("header_names", "read_names", "field_names", "role_names", "required_names", "missing_names",
                      "valid_names", "split_names", "lacks_names",
@@ -1521,9 +1502,11 @@ TEXTS.update({
 def problem_text(message: str | BaseException | None, lang: str) -> str:
     """A problem message (core's ConfigError, DataError, the model loader's refusal, the console's
     own checks) in `lang`, the facts in it (file, line, key, value, valid values) kept as written.
-    A core message (core.spec.messages.Message, and the lines of an error that keeps them: a
-    ConfigError's `said`) is rendered from its id; other text phrase by phrase (PROBLEMS_ZH), a
-    phrase no pattern knows staying English."""
+    A core message (core.spec.messages.Message, and the lines of an error that keeps them: its
+    `said`) is rendered from its id, the console's own (Said) from TEXTS. Text that came without
+    an id (from another process: an export's failure, a dry run's error; a run folder written before
+    the ids) is read by the catalogue's own templates, line by line (recognise_located); a line that
+    is no message stays as written: no pattern is written by hand."""
     if isinstance(message, BaseException):
         said = getattr(message, "said", None)
         if lang == "zh" and isinstance(said, list):
@@ -1535,19 +1518,13 @@ def problem_text(message: str | BaseException | None, lang: str) -> str:
         return message or ""
     if isinstance(message, Message):
         return _problem_message_zh(message)
-    import re
-
-    lines = []
-    for line in str(message).split("\n"):
-        for pattern, zh in PROBLEMS_ZH:
-            line = re.sub(pattern, zh, line)
-        lines.append(line)
-    return "\n".join(lines)
+    return "\n".join(_problem_message_zh(found) if (found := recognise_located(line)) is not None else line
+                     for line in str(message).split("\n"))
 
 
 def _problem_message_zh(message: Message) -> str:
-    """A core message in 中文; a message parameter still written as English (a reason that has no id
-    yet, inside one that has) is translated phrase by phrase."""
+    """A core message in 中文; a message parameter that is text (a reason that came without its id)
+    is read as problem_text reads text."""
     values = {name: _problem_message_zh(value) if isinstance(value, Message)
               else problem_text(value, "zh") if name in MESSAGE_PARAMS and isinstance(value, str)
               else LIBRARY_PARAMS_ZH[name](value) if name in LIBRARY_PARAMS_ZH else value

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import core.run.launcher as launcher
 import core.run.tracking as tracking
 from core.spec.config import Config, ConfigError, deep_merge, load_config, read_config_file
-from core.spec.messages import Message, recognise
+from core.spec.messages import Message, recognise_located
 from core.data.pipeline import DataError, run_seq_len
 from core.data.files import file_names, split_path
 from core.spec.model_args import CheckpointError, check_run_settings, read_model_args
@@ -709,20 +709,11 @@ def _parse_dry_run(stdout: str, stderr: str, code: int, seconds: float) -> DryRu
 
 def _recognised(line: str) -> str:
     """A core message that came as text from the dry run's process ('lora.target_modules: must not be
-    empty'): the catalogue's message its English is, after the setting that names where, so the page
-    says it in its language; the line as written when it is none."""
+    empty'): the catalogue's message its English is, so the page says it in its language; the line as
+    written when it is none."""
     if isinstance(line, Message):
         return line
-    found = recognise(line)
-    if found is not None:
-        return found
-    start = 0
-    while (colon := line.find(": ", start)) > 0:
-        found = recognise(line[colon + 2:])
-        if found is not None:
-            return Message("problem.at_key", setting=line[:colon], reason=found)
-        start = colon + 1
-    return line
+    return recognise_located(line) or line
 
 
 def dry_run_html(measured: DryRun, estimate: Any | None, workers: int = 1, lang: str = "en") -> str:

@@ -19,6 +19,7 @@ from mindspore import Tensor, ops
 from safetensors.numpy import save_file
 
 from core.run.atomic import atomic_folder
+from core.spec.messages import Message
 from core.run.ckpt_store import (CHECKPOINT_FILES, MANIFEST_FILE, OPTIMIZER_FILE, POINTERS, STATE_FILE,  # noqa: F401
                              WEIGHTS_FILE, CheckpointCorrupt, DiskFull, TensorSource, checkpoint_steps, point,
                              format_bytes, free_bytes, prune_checkpoints, recover, resolve_checkpoint,
@@ -228,7 +229,8 @@ def read_trainer_state(path: str | Path) -> dict:
     try:
         trainer_state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{folder / STATE_FILE}: not valid JSON ({exc}).") from exc
+        raise CheckpointError(Message("model.at", where=str(folder / STATE_FILE),
+                                      reason=Message("model.invalid_json", json_says=str(exc)))) from exc
     if not isinstance(trainer_state, dict) or "step" not in trainer_state:
         raise CheckpointError(f"{folder / STATE_FILE}: missing 'step'.")
     return trainer_state

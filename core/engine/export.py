@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from core.run.atomic import atomic_folder, atomic_open
+from core.spec.messages import Message
 from core.run.ckpt_store import verified_folder
 from core.spec.model_args import (ALL_LINEAR, INDEX_NAME, CheckpointError, copy_tokenizer_files, file_sha256,
                              read_model_args, weight_files)
@@ -68,7 +69,8 @@ def read_state(folder: Path) -> dict:
     try:
         state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{folder / STATE_FILE}: not valid JSON ({exc}).") from exc
+        raise CheckpointError(Message("model.at", where=str(folder / STATE_FILE),
+                                      reason=Message("model.invalid_json", json_says=str(exc)))) from exc
     if not isinstance(state, dict) or "step" not in state or "method" not in state:
         raise CheckpointError(f"{folder / STATE_FILE}: missing 'step' or 'method'.")
     return state

@@ -22,6 +22,8 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import HeUniform, initializer
 
 from core.run.atomic import atomic_write
+from core.spec.errors import MessageError
+from core.spec.messages import Message
 from core.engine.layers import amp_dense
 from core.spec.model_args import ALL_LINEAR, PROJECTION_NAMES, match_lora_targets
 from core.engine.moe import LoRAStackedLinear, MoeExportError, StackedLinear, peft_moe_adapter, sparse_blocks
@@ -33,7 +35,7 @@ UNSUPPORTED_PEFT_OPTIONS = {"use_dora": False, "use_rslora": False, "fan_in_fan_
                             "layers_to_transform": None, "bias": "none"}
 
 
-class LoraError(ValueError):
+class LoraError(MessageError):
     """A LoRA setting, model or adapter file that cannot be used; the message says what would be valid."""
 
 
@@ -462,7 +464,7 @@ def read_peft_config(folder: str | Path) -> dict:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LoraError(f"{path}: not valid JSON ({exc}).") from exc
+        raise LoraError(Message("model.at", where=str(path), reason=Message("model.invalid_json", json_says=str(exc)))) from exc
     if not isinstance(config, dict) or config.get("peft_type") != "LORA":
         raise LoraError(f"{path}: peft_type is {config.get('peft_type') if isinstance(config, dict) else None!r}; "
                         f"only LORA adapters are supported.")

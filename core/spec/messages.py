@@ -7,14 +7,17 @@ that prints, logs, joins or compares it keeps working. A parameter may itself be
 rendered in the same language). `RunDir.write_status(reason=Message(...))` records the id and the
 parameters beside the English (`Status.reason_id`, `reason_params`).
 
-Run folders written before the ids existed hold only the English: `recognise` finds the message in
-it by this catalogue's own templates (no pattern is written by hand), so an old run's reason still
-reads in the page's language. Stdlib only.
+Run folders written before the ids existed hold only the English, and so does a message that comes
+as text from another process (a worker's failure, a dry run's or an export's error): `recognise` and
+`recognise_located` find the message in it by this catalogue's own templates (no pattern is written
+by hand), so it still reads in the page's language. Stdlib only.
 
-The catalogue holds why a run ended (its `reason`), the memory estimate's notes and a config's rules
-across fields (`Problem.reason`, with `problem.*` saying where: key, value, file); core's other errors
-(the data, the tokenizer, the model loader, a field's own rule) still reach the console as English
-(app.i18n.PROBLEMS_ZH), the next to move here.
+The catalogue holds why a run ended (run.*, rank.*, slurm.*), the memory estimate's notes (memory.*,
+path.*), a config's rules and files (config.*, field.*), core.run's checks before a launch
+(run.check.*), the data's errors (data.*), the model folder's (model.*, moe.*, tokenizer.*), and
+where a problem is (problem.*, data.at*, model.at*: generic, in NOT_RECOGNISED). A library's own
+words inside a message (PyYAML's, Python's json and re, jinja2's, the OS's) are parameters of their
+own (`yaml_says`, `json_says`, ...), which the console says through that library's table.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import re
 import string
 from typing import Any
 
-__all__ = ["CATALOGUE", "MESSAGE_PARAMS", "NOT_RECOGNISED", "Message", "recognise", "placeholders"]
+__all__ = ["CATALOGUE", "MESSAGE_PARAMS", "NOT_RECOGNISED", "Message", "recognise", "recognise_located", "placeholders"]
 
 CATALOGUE: dict[str, str] = {
     # why a run ended: the worker's own account (core.train)
@@ -608,21 +611,21 @@ class Message(str):
 
 
 @functools.cache
-def _patterns() -> list[tuple[str, int, re.Pattern]]:
+def _patterns() -> list[tuple[str, int, bool, re.Pattern]]:
     """Each template as a pattern over its English (a parameter said twice is the same text twice),
-    with the size of its literal text."""
+    with the size of its literal text and whether that text has a word (not only punctuation)."""
     out = []
     for key, template in CATALOGUE.items():
         if key in NOT_RECOGNISED:
             continue
-        pattern, seen, literal_size = "", set(), 0
-        for literal, name, _, _ in string.Formatter().parse(template):
-            pattern += re.escape(literal)
-            literal_size += len(literal)
+        pattern, seen, literal = "", set(), ""
+        for text, name, _, _ in string.Formatter().parse(template):
+            pattern += re.escape(text)
+            literal += text
             if name:
                 pattern += f"(?P={name})" if name in seen else f"(?P<{name}>.+?)"
                 seen.add(name)
-        out.append((key, literal_size, re.compile(pattern, re.S)))
+        out.append((key, len(literal), any(c.isalpha() for c in literal), re.compile(pattern, re.S)))
     return out
 
 
@@ -634,7 +637,7 @@ def _best(text: str) -> tuple[int, Message | None]:
     explains more of the text, so it is the one."""
     best: tuple[int, Message | None] = (0, None)
     best_top = 0  # a tie goes to the reading whose outer message says more ('{who} exited …' over 'rank {rank}')
-    for key, literal_size, pattern in _patterns():
+    for key, literal_size, worded, pattern in _patterns():
         match = pattern.fullmatch(text)
         if not match:
             continue
@@ -643,9 +646,28 @@ def _best(text: str) -> tuple[int, Message | None]:
             inner_score, inner = _best(value) if name in MESSAGE_PARAMS else (0, None)
             score += inner_score
             params[name] = inner if inner is not None else value
+        if not worded and any(not isinstance(params[name], Message) for name in params if name in MESSAGE_PARAMS):
+            continue  # '{reason}; {note}' reads any text with a semicolon: only where both parts are messages
         if (score, literal_size) > (best[0], best_top):
             best, best_top = (score, Message(key, **params)), literal_size
     return best
+
+
+def recognise_located(line: str | None) -> Message | None:
+    """`recognise` for one line of text from another process, which may name where first
+    ('lora.target_modules: must not be empty', '/runs/x/trainer_state.json: not valid JSON (...).'):
+    the whole line's message, else the message after the first place whose rest is one (said with
+    that place around it, problem.at_key); None when no part of it is a message."""
+    if not line:
+        return None
+    found = recognise(line)
+    start = 0
+    while found is None and (colon := line.find(": ", start)) > 0:
+        inner = recognise(line[colon + 2:])
+        if inner is not None:
+            found = Message("problem.at_key", setting=line[:colon], reason=inner)
+        start = colon + 1
+    return found
 
 
 def recognise(text: str | None) -> Message | None:

@@ -259,14 +259,17 @@ def test_every_model_folder_id_is_made_by_a_case_above_and_has_chinese():
 
 
 @pytest.mark.parametrize("key", ["tokenizer.no_template", "tokenizer.no_default", "tokenizer.failed", "tokenizer.syntax"])
-def test_a_template_error_inside_a_data_error_still_reads_in_chinese(tiny_folder, tmp_path, key):
-    """core.data.pipeline.render wraps a TokenizerError in a DataError as text ('<record>: <folder>: ...'):
-    until it keeps the message, PROBLEMS_ZH's fallback for the chat template's errors says it."""
+def test_a_template_error_inside_a_data_error_reads_in_chinese_by_its_id(tiny_folder, tmp_path, key):
+    """core.data.pipeline.render wraps a TokenizerError in a DataError ('<record>: <folder>: ...') and
+    keeps its message: the record's place and the template's error are both said by id."""
+    from core.data.files import line_of
     from core.data.formats import Conversation
     from core.data.pipeline import DataError, render
     tokenizer = Tokenizer.from_dir(_spoilt(tiny_folder, tmp_path, TOKENIZER_MISTAKES[key]))
     with pytest.raises(DataError) as raised:
-        render(tokenizer, Conversation("train.jsonl line 3", CHAT, ["messages[0]"]))
+        render(tokenizer, Conversation(line_of(Path("train.jsonl"), 3), CHAT, ["messages[0]"]))
+    said, = raised.value.said
+    assert said.key == "data.at_line" and key in _keys(said)
     assert_chinese(str(raised.value), problem_text(raised.value, "zh"))
 
 

@@ -603,3 +603,23 @@ def test_a_config_file_that_cannot_be_read_is_said_by_its_id_in_chinese(console,
         cb.load_yaml(str(empty), console)
     assert info.value.said[0].key == "config.empty_file"
     assert_chinese(str(info.value), problem_text(info.value, "zh"))
+
+
+def test_a_checkpoint_whose_state_is_not_json_is_said_by_its_id_in_process_and_from_text(tmp_path):
+    """A checkpoint's trainer_state.json that is not JSON (core.engine.export): by its id where
+    the error is at hand, and by the catalogue's template where only its text came (an export's
+    failure, from its own process): the same 中文 either way, with no pattern written for it."""
+    from core.engine.export import read_state
+    from core.spec.model_args import CheckpointError
+    folder = tmp_path / "step-4"
+    folder.mkdir()
+    (folder / "trainer_state.json").write_text("{step: 4", encoding="utf-8")
+    with pytest.raises(CheckpointError) as raised:
+        read_state(folder)
+    err = raised.value
+    assert str(err).endswith("trainer_state.json: not valid JSON (Expecting property name enclosed in double quotes: "
+                             "line 1 column 2 (char 1)).")
+    chinese = problem_text(err, "zh")
+    assert_chinese(str(err), chinese)
+    assert problem_text(str(err), "zh") == chinese  # the text alone, as another process reports it
+    assert "不是有效的 JSON（属性名须用双引号括起：第 1 行第 2 列（字符 1））" in chinese

@@ -152,3 +152,21 @@ def test_a_parameter_holds_a_message_only_where_the_catalogue_puts_one():
 def test_placeholders_are_format_fields():
     assert placeholders("{reason}; {note}") == {"reason", "note"}
     assert all(isinstance(t, str) and list(string.Formatter().parse(t)) for t in CATALOGUE.values())
+
+
+def test_a_template_of_punctuation_reads_a_text_only_where_its_parts_are_messages():
+    """'{reason}; {note}' fits any text with a semicolon: a library's 'import of pyarrow halted; None in
+    sys.modules' is no message (it was read as one, and said with a 中文 semicolon inside English)."""
+    assert recognise("import of pyarrow halted; None in sys.modules") is None
+    both = recognise("stopped by the user (forced); newest resumable checkpoint: step-4")
+    assert both.key == "run.with_note" and both.params["note"].key == "run.resumable"
+
+
+def test_a_line_from_another_process_is_read_after_the_place_it_names():
+    from core.spec.messages import recognise_located
+    line = "/runs/r1/checkpoints/step-4/trainer_state.json: not valid JSON (Expecting value: line 1 column 1 (char 0))."
+    found = recognise_located(line)
+    assert found.key == "problem.at_key" and found.params["setting"] == "/runs/r1/checkpoints/step-4/trainer_state.json"
+    assert found.params["reason"].key == "model.invalid_json" and found == line
+    assert recognise_located("lora.target_modules: must not be empty").params["reason"].key == "field.not_empty"
+    assert recognise_located("RuntimeError: boom") is None and recognise_located("") is None
