@@ -242,7 +242,7 @@ def preference_stats_markdown(stats: PreferenceStats, max_seq_len: int, objectiv
                                                        validation=stats.validation.truncated))
     lines.append(text("dp.pst_rows_kto", lang).format(seq=stats.seq_len) if kto else
                  text("dp.pst_rows", lang).format(rows=2, seq=stats.seq_len, objective=objective))
-    lines += [f"- ⚠ {w}" for w in stats.warnings()]
+    lines += [f"- ⚠ {problem_text(w, lang)}" for w in stats.warnings()]
     return "\n".join(lines)
 
 
@@ -286,5 +286,5 @@ def stats_markdown(stats: DataStats, max_seq_len: int, lang: str = "en") -> str:
         + (text("dp.st_overlap_warn", lang) if overlap else ""),
         text("dp.st_test", lang).format(n=stats.test_records),
     ]
-    lines += [f"- ⚠ {w}" for w in stats.warnings()]
+    lines += [f"- ⚠ {problem_text(w, lang)}" for w in stats.warnings()]
     return "\n".join(lines)

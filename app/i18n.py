@@ -818,6 +818,20 @@ MESSAGES_ZH: dict[str, str] = {
     "data.fewer_rows_than_a_batch": ("train：{count} 个打包行不足一个全局批 {batch}（train.micro_batch_size {micro} × "
                                      "train.grad_accum_steps {accum} × 数据并行 {world}）；请调小它们或增加数据"),
 
+    "stats.ignored_field": "{split_role}：{records} 条记录中有 {count} 条的字段 '{field}' 未被使用",
+    "stats.overlong_truncated": ("{split_role}：{records} 条记录中有 {count} 条超过 max_seq_len {max_seq_len} 个 token，已截断"
+                                 "（按比例保留提示和回答的开头）（data.overlong={policy}）：{listed}"),
+    "stats.overlong_skipped": ("{split_role}：{records} 条记录中有 {count} 条超过 max_seq_len {max_seq_len} 个 token，已跳过"
+                               "（data.overlong={policy}）：{listed}"),
+    "stats.chunked": ("{split_role}：{count} 条超过 max_seq_len {max_seq_len} 的文本记录被切成 {max_seq_len} 个 token 的块"
+                      "（{records} 条记录得到 {samples} 个样本）"),
+    "stats.media_dropped": "{split_role}：已在 {count} 条记录中丢弃媒体（data.media=drop），并删除其 <image>/<audio>/<video> 占位符",
+    "stats.identical_pairs": "{split_role}：丢弃了 {count} 个 chosen 与 rejected 回答相同的偏好对（没有可学习的偏好）",
+    "stats.pairs_as_sft": ("{file}：偏好对按 SFT 训练，只用 {count} 个 chosen 回答（不用 rejected 回答）；要学习偏好请把 "
+                           "train.objective 设为 dpo、simpo 或 orpo"),
+    "stats.kto_as_sft": ("{file}：KTO 数据按 SFT 训练，只用 {count} 个合意的回答（{skipped} 个不合意的回答未用）；要从两者学习请把 "
+                         "train.objective 设为 kto"),
+
     # ---- area B: the model folder (core.spec.model_args, families, moe_args, core.data.tokenizer) ----
     "model.at": "{where}：{reason}",
     "model.at_setting": "{setting}：{reason}。",
@@ -1048,17 +1062,6 @@ def action_text(message: str, lang: str) -> str:
         return message
     mark, rest = ("⚠ ", message[2:]) if message.startswith("⚠ ") else ("", message)
     return mark + problem_text(rest, lang)
-
-
-def _by_patterns(sentence: str, lang: str, patterns: list[tuple[str, str]]) -> str:
-    if lang != "zh":
-        return sentence
-    import re
-
-    for pattern, zh in patterns:
-        if re.fullmatch(pattern, sentence):
-            return re.sub(pattern, zh, sentence)
-    return sentence
 
 
 def memory_note(note: str, lang: str) -> str:

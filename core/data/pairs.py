@@ -203,11 +203,9 @@ def sft_view(data: DataFile, columns: Columns) -> tuple[DataFile, str | None]:
     if not records:
         raise DataError(Message("data.no_desirable", file=str(data.path)))
     if kind == "pairs":
-        note = (f"{data.path}: preference pairs trained as SFT on the {len(records)} chosen answers only (the "
-                "rejected ones are not used); set train.objective dpo, simpo or orpo to learn the preference")
+        note = Message("stats.pairs_as_sft", file=str(data.path), count=len(records))
     else:
-        note = (f"{data.path}: KTO data trained as SFT on the {len(records)} desirable answers only ({skipped} "
-                "undesirable answers not used); set train.objective kto to learn from both")
+        note = Message("stats.kto_as_sft", file=str(data.path), count=len(records), skipped=skipped)
     return DataFile(data.path, records, None, data.split), note
 
 

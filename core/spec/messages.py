@@ -379,6 +379,24 @@ CATALOGUE: dict[str, str] = {
                                      "(train.micro_batch_size {micro} × train.grad_accum_steps {accum} × data "
                                      "parallel {world}); lower them or add data"),
 
+    # ... what the data statistics report beside the figures (core.spec.stats: warnings, never errors)
+    "stats.ignored_field": "{split_role}: field `{field}` ignored in {count} of {records} records",
+    "stats.overlong_truncated": ("{split_role}: {count} of {records} records are longer than max_seq_len {max_seq_len} "
+                                 "tokens and were truncated (the starts of prompt and answer kept in proportion) "
+                                 "(data.overlong: {policy}): {listed}"),
+    "stats.overlong_skipped": ("{split_role}: {count} of {records} records are longer than max_seq_len {max_seq_len} "
+                               "tokens and were skipped (data.overlong: {policy}): {listed}"),
+    "stats.chunked": ("{split_role}: {count} text records longer than max_seq_len {max_seq_len} were cut into "
+                      "{max_seq_len}-token chunks ({samples} samples from {records} records)"),
+    "stats.media_dropped": ("{split_role}: media dropped in {count} records (data.media: drop), their "
+                            "<image>/<audio>/<video> placeholders removed"),
+    "stats.identical_pairs": ("{split_role}: {count} pairs with identical chosen and rejected answers dropped (no "
+                              "preference to learn)"),
+    "stats.pairs_as_sft": ("{file}: preference pairs trained as SFT on the {count} chosen answers only (the rejected "
+                           "ones are not used); set train.objective dpo, simpo or orpo to learn the preference"),
+    "stats.kto_as_sft": ("{file}: KTO data trained as SFT on the {count} desirable answers only ({skipped} undesirable "
+                         "answers not used); set train.objective kto to learn from both"),
+
     # ---- area B: the model folder (core.spec.model_args, families, moe_args, core.data.tokenizer) ----
     # where a model folder's problem is: the file (a path, or a path and its 'key'), the config.json key
     "model.at": "{where}: {reason}",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core.spec.codec import encode
+from core.spec.messages import Message
 
 __all__ = ["LISTED", "listing", "SplitStats", "DataStats", "PreferenceSplitStats", "PreferenceStats"]
 
@@ -52,17 +53,15 @@ class SplitStats:
         """What happened to this split's records beyond plain tokenizing, one line each."""
         lines = []
         if self.overlong_records:
-            how = ("truncated (the starts of prompt and answer kept in proportion)"
-                   if self.overlong_policy == "truncate" else "skipped")
-            lines.append(f"{name}: {self.overlong_records} of {self.records} records are longer than max_seq_len "
-                         f"{max_seq_len} tokens and were {how} (data.overlong: {self.overlong_policy}): "
-                         + listing([tuple(x) for x in self.overlong_listed], self.overlong_records))
+            lines.append(Message("stats.overlong_truncated" if self.overlong_policy == "truncate"
+                                 else "stats.overlong_skipped", split_role=name, count=self.overlong_records,
+                                 records=self.records, max_seq_len=max_seq_len, policy=self.overlong_policy,
+                                 listed=listing([tuple(x) for x in self.overlong_listed], self.overlong_records)))
         if self.chunked:
-            lines.append(f"{name}: {self.chunked} text records longer than max_seq_len {max_seq_len} were cut into "
-                         f"{max_seq_len}-token chunks ({self.samples} samples from {self.records} records)")
+            lines.append(Message("stats.chunked", split_role=name, count=self.chunked, max_seq_len=max_seq_len,
+                                 samples=self.samples, records=self.records))
         if self.media_dropped:
-            lines.append(f"{name}: media dropped in {self.media_dropped} records (data.media: drop), their "
-                         "<image>/<audio>/<video> placeholders removed")
+            lines.append(Message("stats.media_dropped", split_role=name, count=self.media_dropped))
         return lines
 
 
@@ -87,7 +86,8 @@ class DataStats:
     def warnings(self) -> list[str]:
         """'train: field `history` ignored in 12 of 40 records', one line per field and split."""
         splits = (("train", self.train), ("validation", self.validation))
-        return [f"{name}: field `{field_name}` ignored in {count} of {split.records or split.samples} records"
+        return [Message("stats.ignored_field", split_role=name, field=field_name, count=count,
+                        records=split.records or split.samples)
                 for name, split in splits for field_name, count in split.ignored_fields.items()
                 ] + [line for name, split in splits for line in split.notes(name, self.max_seq_len)] + list(self.notes)
 
@@ -119,7 +119,6 @@ class PreferenceStats:
         return encode(self)
 
     def warnings(self) -> list[str]:
-        out = [f"{name}: {split.identical_dropped} pairs with identical chosen and rejected answers dropped "
-               "(no preference to learn)" for name, split in (("train", self.train), ("validation", self.validation))
-               if split.identical_dropped]
+        out = [Message("stats.identical_pairs", split_role=name, count=split.identical_dropped)
+               for name, split in (("train", self.train), ("validation", self.validation)) if split.identical_dropped]
         return out + list(self.notes)

@@ -623,3 +623,45 @@ def test_a_checkpoint_whose_state_is_not_json_is_said_by_its_id_in_process_and_f
     assert_chinese(str(err), chinese)
     assert problem_text(str(err), "zh") == chinese  # the text alone, as another process reports it
     assert "不是有效的 JSON（属性名须用双引号括起：第 1 行第 2 列（字符 1））" in chinese
+
+
+def test_the_data_statistics_warnings_are_said_by_their_ids_also_from_the_cache(tmp_path):
+    """The statistics' warnings beside the figures (core.spec.stats: a field the format ignores,
+    over-long records, chunked texts, dropped media, identical pairs, preference data trained as SFT)
+    were English in the 中文 preview. They are core messages; once the statistics come back from
+    their cache file (JSON), the notes are text again and read by the catalogue's templates."""
+    import json as json_
+
+    from core.data.files import read_data_file
+    from core.data.formats import Columns
+    from core.data.pairs import sft_view
+    from core.spec.codec import build, encode
+    from core.spec.messages import Message
+    from core.spec.stats import DataStats, PreferenceSplitStats, PreferenceStats, SplitStats
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("\n".join(json_.dumps({"prompt": f"q{i}", "chosen": "yes", "rejected": "no"}) for i in range(3))
+                     + "\n", encoding="utf-8")
+    _, note = sft_view(read_data_file(pairs), Columns({}))
+    split = dict(format="alpaca", samples=27, truncated=2, labelled_tokens=500, min_length=3, mean_length=40.0,
+                 max_length=900, histogram_edges=[0, 1000], histogram_counts=[30], records=30)
+    train = SplitStats(**split, ignored_fields={"history": 12}, overlong_policy="truncate", overlong_records=2,
+                       overlong_listed=[["data/a.jsonl line 160", 463], ["data/a.jsonl line 7", 300]], chunked=1,
+                       media_dropped=4)
+    validation = SplitStats(**split, overlong_policy="skip", overlong_records=1,
+                            overlong_listed=[["data/b.jsonl line 3", 301]])
+    stats = DataStats(train, validation, "file", 0, 0, seq_len=256, max_seq_len=256, notes=[note])
+    preference = PreferenceStats(PreferenceSplitStats("pairs", 10, 2, 0, 0, 5.0, 9, 4.0, 8),
+                                 PreferenceSplitStats("pairs", 2, 0, 0, 0, 5.0, 9, 4.0, 8))
+    said = [*stats.warnings(), *preference.warnings()]
+    assert {w.key for w in said} == {"stats.ignored_field", "stats.overlong_truncated", "stats.overlong_skipped",
+                                     "stats.chunked", "stats.media_dropped", "stats.identical_pairs",
+                                     "stats.pairs_as_sft"}
+    assert "train: 2 of 30 records are longer than max_seq_len 256 tokens and were truncated" in said[1]
+    for warning in said:
+        assert_chinese(str(warning), problem_text(warning, "zh"))
+    cached = build(DataStats, json_.loads(json_.dumps(encode(stats))))
+    again = cached.warnings()
+    assert [str(w) for w in again] == [str(w) for w in stats.warnings()]
+    assert not isinstance(again[-1], Message)  # the note came back as text: read by the catalogue
+    assert [problem_text(w, "zh") for w in again] == [problem_text(w, "zh") for w in stats.warnings()]

@@ -29,7 +29,7 @@ SAMPLE = {"steps": 20, "monitor": "val_loss", "min_delta": 0.0, "patience": 3, "
           "yaml_says": "mapping values are not allowed here", "line": 3, "py_type": "list", "text": "'lr'",
           "cycle": "a.yaml -> b.yaml -> a.yaml", "character": "#x0007"}
 # area A (the data):
-SAMPLE.update({"prefix": "data", "index": 3, "row": 4, "file_type": "Parquet",
+SAMPLE.update({"samples": 27, "skipped": 3, "policy": "truncate", "prefix": "data", "index": 3, "row": 4, "file_type": "Parquet",
                "reader_says": "Parquet magic bytes not found in footer", "json_says": "Expecting value",
                "column": 2, "json_type": "an array", "keys": "['foo', 'bar']", "count": 3, "columns": 2,
                "header_names": "instruction, output", "csv_says": "new-line character seen in unquoted field",
