@@ -17,6 +17,7 @@ from typing import Any, Callable
 import core.run.slurm as slurm
 from core.spec.config import ConfigError
 from core.run.launcher import LaunchError
+from core.spec.errors import said_of
 from core.run.records import TERMINAL_STATES, RunDirError, Status
 from core.run.rundir import RunDir
 
@@ -46,7 +47,7 @@ def shared_dir_refusal(runs_dir: Path, shared_dir: Path | None) -> str | None:
     try:
         slurm.check_shared(runs_dir, shared_dir)
     except LaunchError as err:
-        return (err.said or [str(err)])[0]  # core's message, said in the page's language by its id
+        return said_of(err)  # core's message, said in the page's language by its id
     return None
 
 
@@ -127,7 +128,7 @@ def cluster_errors(config: Any, offer: ClusterOffer, ask_slurm: bool = True,
     except ConfigError as err:
         return dict(err.errors)
     except LaunchError as err:  # Slurm did not answer
-        return {"launch.backend": (err.said or [str(err)])[0]}
+        return {"launch.backend": said_of(err)}
     return {}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from core.spec.config import Config, ConfigError, FieldInfo, describe_fields
+from core.spec.config import Config, ConfigError, FieldInfo, describe_fields, joined
 from core.spec.messages import Message
 
 # config keys the console sets itself rather than the user
@@ -188,13 +188,6 @@ def errors_by_widget(errors: Mapping[str, str]) -> dict[str, str]:
 
 def _at(key: str, message: str) -> str:
     return Message("problem.at_key", setting=key, reason=message) if isinstance(message, Message) else f"{key}: {message}"
-
-
-def joined(first: str, second: str) -> str:
-    """Two problems of one widget as one: 'first; second' (a message when either is one)."""
-    if isinstance(first, Message) or isinstance(second, Message):
-        return Message("problem.and", reason=first, note=second)
-    return f"{first}; {second}"
 
 
 def _without_or_null(message: Message) -> Message:

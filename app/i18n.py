@@ -1333,7 +1333,7 @@ LIBRARY_PARAMS_ZH = {"yaml_says": lambda said: _rewritten(said, YAML_ZH), "os_sa
 # area B's library words
 LIBRARY_PARAMS_ZH["serde_says"] = _serde_error
 LIBRARY_PARAMS_ZH["jinja_says"] = _jinja_error
-LIBRARY_PARAMS_ZH["py_value"] = _value
+LIBRARY_PARAMS_ZH["py_value"] = _value  # a Python repr (None, True) as the config file writes it (null, true)
 LIBRARY_PARAMS_ZH["supported_names"] = LIBRARY_PARAMS_ZH["model_types"] = _names  # quoted, as values are
 
 
@@ -1459,8 +1459,6 @@ RE_ZH: list[tuple[str, Any]] = [
      lambda m: f"（位置 {m.group(1)}" + (f"，第 {m.group(2)} 行第 {m.group(3)} 列" if m.group(2) else "") + "）"),
 ]
 LIBRARY_PARAMS_ZH["re_says"] = lambda said: _rewritten(said, RE_ZH)
-LIBRARY_PARAMS_ZH["valid_names"] = _names  # names a user types, quoted: 'input', 'output'
-LIBRARY_PARAMS_ZH["py_value"] = _value  # a Python repr (None, True) as the config file writes it (null, true)
 # the form's paired widgets by the name their error line gives them (app.form.PAIRED_NAMES)
 WIDGET_NAMES_ZH = {"steps": "步数", "epochs": "轮数", "target modules": "目标模块", "where to run": "运行位置",
                    "partition": "分区"}

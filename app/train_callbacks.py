@@ -20,8 +20,8 @@ from typing import Any, Mapping
 
 import core.run.launcher as launcher
 import core.run.tracking as tracking
-from core.spec.config import Config, ConfigError, deep_merge, load_config, read_config_file
-from core.spec.messages import Message, recognise_located
+from core.spec.config import Config, ConfigError, deep_merge, joined, load_config, read_config_file
+from core.spec.messages import Message
 from core.data.pipeline import DataError, run_seq_len
 from core.data.files import file_names, split_path
 from core.spec.model_args import CheckpointError, check_run_settings, read_model_args
@@ -135,9 +135,9 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
         launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
     except ConfigError as err:
         errors.update(form.errors_by_widget(err.errors))
-    missing = [(err.said or [str(err)])[0] for err in map(_tracker_missing, config.tracking) if err]
+    missing = [said_of(err) for err in map(_tracker_missing, config.tracking) if err]
     if missing:  # the worker would only report it and go on: said here, before the run starts
-        errors["tracking"] = functools.reduce(form.joined, missing)
+        errors["tracking"] = functools.reduce(joined, missing)
     return errors
 
 
@@ -668,13 +668,13 @@ def dry_run(values: Mapping[str, Any], console: Console, runner=subprocess.run,
     HTML beside the estimate, in `lang`. `on_wait(seconds)` ticks while it runs."""
     check = check_form(values, console)
     if not check.ok:
-        refused = DryRun(error=text("dry.fix_first", "en"))
+        refused = DryRun(error=Said("dry.fix_first"))
         return refused, dry_run_html(refused, None, lang=lang)
     config = check.config
     try:  # on GPU/Ascend the device a launch would get now, not device 0 (which a run may hold)
         device_env = console.jobs.dry_run_env(config.parallel.device)
     except launcher.LaunchError as err:
-        refused = DryRun(error=(err.said or [str(err)])[0])
+        refused = DryRun(error=said_of(err))
         return refused, dry_run_html(refused, None, lang=lang)
     with tempfile.TemporaryDirectory(prefix="mindtune-dry-run-config-") as folder:
         path = Path(folder) / "config.yaml"
@@ -704,24 +704,15 @@ def _parse_dry_run(stdout: str, stderr: str, code: int, seconds: float) -> DryRu
                 break
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     error = next((line.removeprefix("error: ") for line in reversed(lines) if line.startswith("error:")), None)
-    return DryRun(error=_recognised(error or (lines[-1] if lines else Said("dry.exited", code=code))))
-
-
-def _recognised(line: str) -> str:
-    """A core message that came as text from the dry run's process ('lora.target_modules: must not be
-    empty'): the catalogue's message its English is, so the page says it in its language; the line as
-    written when it is none."""
-    if isinstance(line, Message):
-        return line
-    return recognise_located(line) or line
+    # a core message that came as text ('lora.target_modules: must not be empty') is said by its id
+    # where the page shows it (problem_text reads it by the catalogue's templates)
+    return DryRun(error=error or (lines[-1] if lines else Said("dry.exited", code=code)))
 
 
 def dry_run_html(measured: DryRun, estimate: Any | None, workers: int = 1, lang: str = "en") -> str:
     """'measured 693 MB per worker (2 training steps and one evaluation batch, 31 s) · estimate 702 MB (-1.3%)'."""
     if measured.error:
-        why = (measured.error.in_lang(lang) if isinstance(measured.error, Said) else
-               {text("dry.fix_first", "en"): text("dry.fix_first", lang)}.get(measured.error) or problem_text(
-                   measured.error, lang))
+        why = problem_text(measured.error, lang)  # a Said, a core message, or a line read by the catalogue
         return f'<div class="mt-error" id="dry-run-result">{html.escape(text("dry.failed", lang).format(error=why))}</div>'
     mb = f'<b data-mb="{measured.peak_mem_mb:.1f}">{measured.peak_mem_mb:,.0f} MB</b>'
     parts = [text("dry.measured", lang).format(mb=mb, steps=measured.detail.get("steps", 2), s=f"{measured.seconds:.0f}")]

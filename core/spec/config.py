@@ -64,7 +64,7 @@ class ConfigError(ValueError):
         for p in self.problems:
             message = p.reason if p.value is _NO_VALUE else _said(Message("problem.got", reason=p.reason,
                                                                           value=_show(p.value)))
-            out[p.key] = _said(Message("problem.and", reason=out[p.key], note=message)) if p.key in out else message
+            out[p.key] = joined(out[p.key], message) if p.key in out else message
         return out
 
     @property
@@ -94,6 +94,12 @@ def _problem_message(p: Problem) -> Message | str:
         where["source"] = p.source
     shape = ("problem.at_value" if "value" in where else "problem.at_key") + ("_in" if p.source else "")
     return Message(shape, **where)
+
+
+def joined(first: str, second: str) -> str:
+    """Two problems of one setting (or one form widget) as one: 'first; second', a Message when
+    either is one."""
+    return _said(Message("problem.and", reason=first, note=second))
 
 
 def _said(message: Message | str) -> Message | str:
