@@ -9,7 +9,6 @@ exactly the token ids and loss labels the worker will use, not a re-implementati
 from __future__ import annotations
 
 import html
-import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -24,7 +23,7 @@ from core.spec.errors import said_of
 from core.data.preference import PreferenceStats, file_kind, load_preference_splits, preference_sources
 from core.data.tokenizer import Tokenizer, TokenizerError
 
-from app.i18n import TEXTS, problem_text, text
+from app.i18n import TEXTS, place_text, problem_text, text
 from app.paths import absolute
 from app.preference_preview import pair_preview_html
 from app.sample_html import legend, runs_html, token_runs
@@ -110,7 +109,7 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
     blocks = [legend(lang), f'<div class="mt-note" id="data-format">{line}</div>',
               mapping_html(data, resolved, columns, lang), warnings_html(ignored, len(data.records), resolved, lang)]
     for index, (record, full) in enumerate(zip(records, tokenized.full_lengths)):
-        where = re.sub(r" line (\d+)$", lambda m: " " + text("dp.line", lang).format(n=m[1]), record.where)
+        where = place_text(record.where, lang)
         kept = [s for s, k in zip(tokenized.samples, tokenized.sources) if k == index]
         if not kept:
             skipped = text("dp.skipped_sample", lang).format(where=where, full=full)

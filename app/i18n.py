@@ -7,8 +7,12 @@ language sends one `gr.update` per widget with its label (or value, info, ...) i
 """
 from __future__ import annotations
 
+import functools
+import re
+import string
 from typing import Any
 
+from core.data.files import Where, place_of
 from core.spec.messages import CATALOGUE, MESSAGE_PARAMS, Message, recognise, recognise_located
 
 LANGS = ("en", "zh")
@@ -453,7 +457,6 @@ TEXTS.update({
     "dp.all_assistant": ("all assistant", "全部助手轮次"),
     "dp.last": ("last", "最后一轮助手"),
     "dp.sample": ("{where} · {full} tokens, {trained} trained", "{where} · {full} 个 token，{trained} 个参与训练"),
-    "dp.line": ("line {n}", "第 {n} 行"),
     "dp.axis": ("tokens per sample", "每条样本的 token 数"),
     "dp.no_model": ("pick a loadable base model to preview the data with its tokenizer",
                     "请选择可加载的基座模型，以用它的分词器预览数据"),
@@ -831,6 +834,9 @@ MESSAGES_ZH: dict[str, str] = {
                            "train.objective 设为 dpo、simpo 或 orpo"),
     "stats.kto_as_sft": ("{file}：KTO 数据按 SFT 训练，只用 {count} 个合意的回答（{skipped} 个不合意的回答未用）；要从两者学习请把 "
                          "train.objective 设为 kto"),
+    "stats.listed_record": "{record_at}（{tokens} 个 token）",
+    "stats.listing": "{items}",
+    "stats.listing_more": "{items}，另有 {more} 条",
 
     # ---- area B: the model folder (core.spec.model_args, families, moe_args, core.data.tokenizer) ----
     "model.at": "{where}：{reason}",
@@ -1046,6 +1052,44 @@ class Said(str):
         return _render(self.key, self.params, lang)
 
 
+def recognise_said(name: str, prefix: str) -> Said | None:
+    """A name the console made from one of its own texts whose key starts with `prefix` (a chart's
+    series: 'best val_loss', 'rank 1', 'loss (parent)'), read back by those texts' English templates,
+    no pattern written by hand; a parameter that is such a name itself is read the same way. The
+    reading whose literal words explain most of the name wins; None when no text fits."""
+    return _said_reading(name, prefix)[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _said_reading(name: str, prefix: str) -> tuple[int, Said | None]:
+    best: tuple[int, Said | None] = (0, None)
+    for key, literal, pattern in _said_patterns(prefix):
+        match = pattern.fullmatch(name)
+        if not match:
+            continue
+        score, params = literal, {}
+        for param, value in match.groupdict().items():
+            inner_score, inner = _said_reading(value, prefix)
+            score += inner_score
+            params[param] = inner if inner is not None else value
+        if score > best[0] or best[1] is None:
+            best = (score, Said(key, **params))
+    return best
+
+
+@functools.cache
+def _said_patterns(prefix: str) -> list[tuple[str, int, re.Pattern]]:
+    out = []
+    for key, (english, _) in TEXTS.items():
+        if key.startswith(prefix):
+            pattern, literal = "", 0
+            for text_, param, _, _ in string.Formatter().parse(english):
+                pattern += re.escape(text_) + (f"(?P<{param}>.+)" if param else "")
+                literal += len(text_)
+            out.append((key, literal, re.compile(pattern, re.S)))
+    return out
+
+
 def _render(key: str, params: dict[str, Any], lang: str) -> str:
     values = {name: value.in_lang(lang) if isinstance(value, Said)
               else problem_text(value, lang) if name == "problem" else value
@@ -1079,7 +1123,7 @@ def reason_text(reason: str | None, lang: str, message: dict | None = None) -> s
         return reason or ""
     said = Message.from_json(message) if message else None
     said = said or recognise(reason)
-    return said.render(MESSAGES_ZH) if said is not None else reason
+    return _problem_message_zh(said) if said is not None else reason
 
 
 # Help lines of the widgets that stand for a config field in another shape, or for none.
@@ -1254,7 +1298,6 @@ def _value(shown: str) -> str:
 
 def _rewritten(text_: str, patterns: list[tuple[str, Any]]) -> str:
     """`text_` with every pattern replaced in turn."""
-    import re
 
     for pattern, zh in patterns:
         text_ = re.sub(pattern, zh, text_)
@@ -1264,7 +1307,6 @@ def _rewritten(text_: str, patterns: list[tuple[str, Any]]) -> str:
 def _library_error(reason: str, where: str, patterns: list[tuple[str, Any]], shown: str) -> str:
     """A library's reason '<what> <where>' (where: a regex of line/column groups) in 中文: <what>
     through `patterns`, then `shown` formatted with it and the groups; unchanged if `where` fails."""
-    import re
 
     match = re.fullmatch(r"(.*)" + where, reason)
     return shown.format(_rewritten(match.group(1), patterns), *match.groups()[1:]) if match else reason
@@ -1357,7 +1399,6 @@ def _format_help_text(listed: str) -> str:
 # their tables; a list of names (columns, fields, roles) quoted, as values are; format_help()'s list
 def _os_error(said: str) -> str:
     """The OS's reason, 'Permission denied' or Python's "[Errno 13] Permission denied: 'x'", by OS_ZH."""
-    import re
 
     errno = re.fullmatch(r"\[Errno (\d+)\] ([^:]*)(: .*)?", said, re.S)
     if errno is None:
@@ -1385,7 +1426,7 @@ LIBRARY_PARAMS_ZH.update({
     "turn_role": lambda role: {"system": "系统", "tool": "工具"}.get(role, f" {role} "),
     **dict.fromkeys(("wanted", "held"), lambda said: _DATA_KINDS_ZH.get(said, said)),
     "record_at": lambda where: _record_at(where),
-    "entry": lambda entry: _catalogue_entry(entry),
+    "entry": lambda entry: _record_at(entry),
     "article": lambda article: "",  # English's 'a'/'an' before a media kind
     "hub_place": lambda place: {"the Hugging Face hub": " Hugging Face 模型中心", "the ModelScope hub": " ModelScope 模型中心",
                                 "the Modelers hub": " Modelers 模型中心", "cloud storage": "云存储"}.get(place, f" {place}"),
@@ -1396,7 +1437,6 @@ LIBRARY_PARAMS_ZH.update({
     **dict.fromkeys(("record_kind", "first_kind"), lambda kind: {
         "a preference pair (chosen/rejected)": "偏好对（chosen/rejected）", "a KTO answer (label)": " KTO 回答（'label'）",
         "a plain conversation": "普通对话"}.get(kind, f" {kind} ")),
-    "listed": lambda listed: _listed_records(listed),
 })
 # what train.objective reads (core.data.preference._source_kind), in 中文
 _DATA_KINDS_ZH = {"preference pairs ('chosen' and 'rejected')": "偏好对（'chosen' 和 'rejected'）",
@@ -1405,30 +1445,18 @@ _DATA_KINDS_ZH = {"preference pairs ('chosen' and 'rejected')": "偏好对（'ch
                       "不含 'chosen'/'rejected' 或 'label' 的普通对话"}
 
 
+def place_text(where: Any, lang: str) -> str:
+    """A record's place (core.data.files.Where, or its text) in `lang`."""
+    return _record_at(where) if lang == "zh" else str(where)
+
+
 def _record_at(where: Any) -> str:
-    """A record's place (core.data.files.Where: 'data/a.jsonl line 3') in 中文, by its message id."""
-    key, params = getattr(where, "key", None), getattr(where, "params", None)
-    if key in MESSAGES_ZH and isinstance(params, dict):
-        return MESSAGES_ZH[key].removesuffix("：{reason}").format(**params)
-    return _listed_records(str(where))
-
-
-def _catalogue_entry(entry: str) -> str:
-    """A catalogue's dataset (core.data.catalog: 'data/x/dataset_info.json: dataset 'name'') in 中文."""
-    import re
-
-    return re.sub(r"^(.*): dataset ('.*')$", r"\1：数据集 \2", entry)
-
-
-def _listed_records(listed: str) -> str:
-    """core.spec.stats.listing()'s 'data/a.jsonl line 160 (463 tokens), ... and 3 more' in 中文."""
-    import re
-
-    listed = re.sub(r" line (\d+)(?= \(|$)", r" 第 \1 行", listed)
-    listed = re.sub(r" row index (\d+)(?= \(|$)", r" 第 \1 行（行号从 0 起）", listed)
-    listed = re.sub(r" record (\S*)\[(\d+)\](?= \(|$)", r" 记录 \1[\2]", listed)
-    listed = re.sub(r" \((\d+) tokens\)", r"（\1 个 token）", listed)
-    return re.sub(r", and (\d+) more$", r"，另有 \1 条", listed)
+    """A record's place (core.data.files.Where: 'data/a.jsonl line 3', a catalogue's dataset; or the
+    text of one, kept in a cache or sent by another process, read by its kind's own template) in 中文."""
+    place = place_of(str(where)) if not isinstance(where, Where) else where
+    if place is None:
+        return str(where)
+    return MESSAGES_ZH[place.key].removesuffix("：{reason}").format(**place.params)
 TEXTS.update({
     "upload.unsupported": ("{file}: unsupported file type {ext}; upload one of {accepted} (a .zip of a dataset folder)",
                            "{file}：不支持的文件类型 {ext}；请上传 {accepted} 之一（或数据集目录的 .zip）"),
@@ -1523,10 +1551,15 @@ def problem_text(message: str | BaseException | None, lang: str) -> str:
                      for line in str(message).split("\n"))
 
 
+LIST_SEPARATOR_ZH = "，"  # between a list parameter's items (core.spec.messages.LIST_PARAMS)
+
+
 def _problem_message_zh(message: Message) -> str:
     """A core message in 中文; a message parameter that is text (a reason that came without its id)
     is read as problem_text reads text."""
     values = {name: _problem_message_zh(value) if isinstance(value, Message)
+              else LIST_SEPARATOR_ZH.join(_problem_message_zh(item) if isinstance(item, Message) else str(item)
+                                          for item in value) if isinstance(value, list)
               else problem_text(value, "zh") if name in MESSAGE_PARAMS and isinstance(value, str)
               else LIBRARY_PARAMS_ZH[name](value) if name in LIBRARY_PARAMS_ZH else value
               for name, value in message.params.items()}

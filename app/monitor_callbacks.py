@@ -33,8 +33,8 @@ from app.cluster import cancelled, cluster_html, is_cluster, rank_node, shown_st
 from app.context import Console
 from app.sessions import most_recent, session_lock
 from app.exports import FORMATS, ExportFailed, export_target, run_export
-from app.i18n import TEXTS, Said, text
-from app.metrics import PARENT_SUFFIX, RunCharts
+from app.i18n import TEXTS, Said, recognise_said, text
+from app.metrics import RunCharts
 from app.run_status import failure_html, phase, reached_step, state_html, status_html, status_line
 from app.svg_chart import line_chart
 
@@ -304,23 +304,12 @@ def chart_words(lang: str = "en") -> dict[str, Any]:
             "series_text": lambda name: series_text(name, lang)}
 
 
-_SERIES = re.compile(r"(?P<best>best (?P<monitor>\S+))|rank (?P<rank>\d+)")
-
-
 def series_text(name: str, lang: str = "en") -> str:
-    """A Monitor chart's series (app.metrics: 'val loss EMA', 'best val_loss', 'rank 1', a fork's
-    'loss (parent)') in `lang`; a name no text knows is shown as it is."""
-    if name.endswith(f" {PARENT_SUFFIX}"):
-        own = series_text(name[:-len(PARENT_SUFFIX) - 1], lang)
-        return text("series.parent", lang).format(name=own)
-    if f"series.{name}" in TEXTS:
-        return text(f"series.{name}", lang)
-    match = _SERIES.fullmatch(name)
-    if match and match["best"]:
-        return text("series.best", lang).format(monitor=match["monitor"])
-    if match:
-        return text("series.rank", lang).format(n=match["rank"])
-    return name
+    """A Monitor chart's series (app.metrics names them by the series.* texts: 'val loss EMA',
+    'best val_loss', 'rank 1', a fork's 'loss (parent)') in `lang`, read back by those texts'
+    templates; a name no text knows is shown as it is."""
+    said = recognise_said(name, "series.")
+    return said.in_lang(lang) if said is not None else name
 
 
 def es_caption(last_eval: EvalRecord | None, lang: str = "en") -> str:

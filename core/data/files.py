@@ -97,6 +97,21 @@ def _where_again(key: str, text: str) -> Where:
     return str.__new__(_where_kind(key), text)
 
 
+PLACES = ("data.at_line", "data.at_row", "data.at_record", "data.at_entry")  # the kinds of a record's place
+
+
+def place_of(text: str) -> Where | None:
+    """The place `text` says ('data/a.jsonl line 3', a Where's text that came without its kind: from a
+    cache, from another process), read by each kind's own template; None when it is no place."""
+    if isinstance(text, Where):
+        return text
+    for key in PLACES:
+        found = _where_pattern(key).fullmatch(text)
+        if found and all(found[name].isdigit() for name in _NUMBERED & set(found.groupdict())):
+            return _where_again(key, text)
+    return None
+
+
 def at(where: Any, reason: Message) -> Message:
     """`reason` said at `where` (a record's Where, or a file, a setting, a catalogue entry)."""
     if isinstance(where, Where):

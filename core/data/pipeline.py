@@ -397,7 +397,7 @@ def data_sources(settings: DataSettings, role: str = "train", seed: int = 0) -> 
             try:
                 sources.append(Source(data, resolve_format(data, entry.formatting, columns), columns))
             except DataError as err:  # the entry's 'formatting' is what set the format
-                raise _format_said_by(err, Message("data.formatting_is", entry=str(entry.where),
+                raise _format_said_by(err, Message("data.formatting_is", entry=entry.where,
                                                    value=repr(entry.formatting))) from None
         return sources
     data = read_data_file(name, role=role, text_split=text_split)

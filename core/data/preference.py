@@ -134,7 +134,7 @@ def preference_sources(settings, role: str, seed: int = 0) -> list[PreferenceSou
         sources = []
         for entry in select(read_catalog(path), getattr(settings, "dataset", None), path):
             if not entry.preference:
-                raise DataError(Message("data.supervised_not_preference", entry=str(entry.where)))
+                raise DataError(Message("data.supervised_not_preference", entry=entry.where))
             data = load_entry(entry, seed)
             check_columns(entry, data)
             sources.append(PreferenceSource(data, Columns(entry.columns), entry.where))

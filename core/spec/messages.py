@@ -26,7 +26,7 @@ import re
 import string
 from typing import Any
 
-__all__ = ["CATALOGUE", "MESSAGE_PARAMS", "NOT_RECOGNISED", "Message", "recognise", "recognise_located", "placeholders"]
+__all__ = ["CATALOGUE", "MESSAGE_PARAMS", "LIST_PARAMS", "NOT_RECOGNISED", "Message", "recognise", "recognise_located", "placeholders"]
 
 CATALOGUE: dict[str, str] = {
     # why a run ended: the worker's own account (core.train)
@@ -396,6 +396,10 @@ CATALOGUE: dict[str, str] = {
                            "ones are not used); set train.objective dpo, simpo or orpo to learn the preference"),
     "stats.kto_as_sft": ("{file}: KTO data trained as SFT on the {count} desirable answers only ({skipped} undesirable "
                          "answers not used); set train.objective kto to learn from both"),
+    # the first over-long records named in a statistic or an error (core.spec.stats.listing): items is a list
+    "stats.listed_record": "{record_at} ({tokens} tokens)",
+    "stats.listing": "{items}",
+    "stats.listing_more": "{items}, and {more} more",
 
     # ---- area B: the model folder (core.spec.model_args, families, moe_args, core.data.tokenizer) ----
     # where a model folder's problem is: the file (a path, or a path and its 'key'), the config.json key
@@ -562,7 +566,10 @@ CATALOGUE: dict[str, str] = {
 
 
 # the parameters that hold a message themselves (the others are values: a step, a signal, a file)
-MESSAGE_PARAMS = frozenset({"reason", "note", "who", "job", "advice", "why"})
+MESSAGE_PARAMS = frozenset({"reason", "note", "who", "job", "advice", "why", "listed"})
+# parameters that are a list of messages, said one after another with LIST_SEPARATOR between them
+LIST_PARAMS = frozenset({"items"})
+LIST_SEPARATOR = ", "
 
 # templates made of parameters and punctuation only ("{key}: {reason}"): they fit almost any text, so
 # `recognise` never reads one into a text (an error's own 'RuntimeError: boom' is no message)
@@ -596,32 +603,48 @@ class Message(str):
         missing = placeholders(CATALOGUE[key]) - set(params)
         if missing:
             raise KeyError(f"message {key!r} needs {', '.join(sorted(missing))}")
-        message = super().__new__(cls, CATALOGUE[key].format(**params))
+        if any(isinstance(value, list | tuple) for value in params.values()):
+            params = {name: list(value) if isinstance(value, list | tuple) else value for name, value in params.items()}
+        shown = {name: LIST_SEPARATOR.join(map(str, value)) if isinstance(value, list) else value
+                 for name, value in params.items()}
+        message = super().__new__(cls, CATALOGUE[key].format(**shown))
         message.key, message.params = key, params
         return message
 
     def __getnewargs_ex__(self):  # copies and pickles build it again from its key
         return (self.key,), self.params
 
-    def render(self, templates: dict[str, str]) -> str:
+    def render(self, templates: dict[str, str], separator: str = LIST_SEPARATOR) -> str:
         """The message from `templates` (another language's, by key; English where one is missing),
-        its Message parameters rendered the same way."""
-        values = {name: value.render(templates) if isinstance(value, Message) else value
-                  for name, value in self.params.items()}
-        return templates.get(self.key, CATALOGUE[self.key]).format(**values)
+        its Message parameters rendered the same way, a list's items joined by `separator`."""
+        def shown(value):
+            if isinstance(value, list):
+                return separator.join(shown(item) for item in value)
+            return value.render(templates, separator) if isinstance(value, Message) else value
+
+        return templates.get(self.key, CATALOGUE[self.key]).format(
+            **{name: shown(value) for name, value in self.params.items()})
 
     def to_json(self) -> dict[str, Any]:
         """{"id", "params"} with Message parameters nested the same way (what a record keeps)."""
-        return {"id": self.key, "params": {name: value.to_json() if isinstance(value, Message) else value
-                                           for name, value in self.params.items()}}
+        def kept(value):
+            if isinstance(value, list):
+                return [kept(item) for item in value]
+            return value.to_json() if isinstance(value, Message) else value
+
+        return {"id": self.key, "params": {name: kept(value) for name, value in self.params.items()}}
 
     @classmethod
     def from_json(cls, data: Any) -> Message | None:
         """The message a record kept, or None when it does not fit the catalogue (a newer writer's)."""
         if not isinstance(data, dict) or data.get("id") not in CATALOGUE or not isinstance(data.get("params"), dict):
             return None
-        params = {name: (cls.from_json(value) or value) if isinstance(value, dict) else value
-                  for name, value in data["params"].items()}
+        def read(value):
+            if isinstance(value, list):
+                return [read(item) for item in value]
+            return (cls.from_json(value) or value) if isinstance(value, dict) else value
+
+        params = {name: read(value) for name, value in data["params"].items()}
         try:
             return cls(data["id"], **params)
         except (KeyError, ValueError, IndexError):
@@ -648,7 +671,7 @@ def _patterns() -> list[tuple[str, int, bool, re.Pattern]]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _best(text: str) -> tuple[int, Message | None]:
+def _best(text: str, lists: bool = True) -> tuple[int, Message | None]:
     """(how much of `text` the catalogue's literal words explain, the message that explains the most):
     'rank 1 was killed by SIGKILL; newest resumable checkpoint: step-4' fits 'rank.killed' (its signal
     'SIGKILL; newest …') and 'run.with_note' (a killed rank, then a checkpoint note); the second
@@ -656,15 +679,23 @@ def _best(text: str) -> tuple[int, Message | None]:
     best: tuple[int, Message | None] = (0, None)
     best_top = 0  # a tie goes to the reading whose outer message says more ('{who} exited …' over 'rank {rank}')
     for key, literal_size, worded, pattern in _patterns():
+        if not lists and LIST_PARAMS & set(pattern.groupindex):
+            continue  # a list's item is no list itself
         match = pattern.fullmatch(text)
         if not match:
             continue
         score, params = literal_size, {}
         for name, value in match.groupdict().items():
-            inner_score, inner = _best(value) if name in MESSAGE_PARAMS else (0, None)
+            if name in LIST_PARAMS:  # each item a message, or the list is not read
+                items = [_best(part, lists=False) for part in value.split(LIST_SEPARATOR)]
+                inner_score, inner = (sum(s for s, _ in items), [m for _, m in items]) \
+                    if all(m is not None for _, m in items) else (0, None)
+            else:
+                inner_score, inner = _best(value) if name in MESSAGE_PARAMS else (0, None)
             score += inner_score
             params[name] = inner if inner is not None else value
-        if not worded and any(not isinstance(params[name], Message) for name in params if name in MESSAGE_PARAMS):
+        if not worded and any(not isinstance(params[name], Message | list)
+                              for name in params if name in MESSAGE_PARAMS | LIST_PARAMS):
             continue  # '{reason}; {note}' reads any text with a semicolon: only where both parts are messages
         if (score, literal_size) > (best[0], best_top):
             best, best_top = (score, Message(key, **params)), literal_size

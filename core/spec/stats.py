@@ -16,10 +16,14 @@ __all__ = ["LISTED", "listing", "SplitStats", "DataStats", "PreferenceSplitStats
 LISTED = 20  # over-long records named in a message or kept in the statistics
 
 
-def listing(records: list[tuple[str, int]], total: int) -> str:
-    """'data/a.jsonl line 160 (463 tokens), ... and 3 more' for the first LISTED records."""
-    shown = ", ".join(f"{where} ({length} tokens)" for where, length in records[:LISTED])
-    return shown + (f", and {total - LISTED} more" if total > LISTED else "")
+def listing(records: list[tuple[str, int]], total: int) -> Message:
+    """'data/a.jsonl line 160 (463 tokens), ... and 3 more' for the first LISTED records, each an
+    item of its own (stats.listed_record: the record's place as core.data.files.Where, or the text a
+    cache kept of it)."""
+    items = [Message("stats.listed_record", record_at=where, tokens=length) for where, length in records[:LISTED]]
+    if total > LISTED:
+        return Message("stats.listing_more", items=items, more=total - LISTED)
+    return Message("stats.listing", items=items)
 
 
 

@@ -233,3 +233,27 @@ def test_a_fork_with_another_objective_draws_none_of_its_parents_curves(tmp_path
         loss = charts.frames["loss"]
         parent_steps = sorted(set(loss[loss["series"].str.endswith("(parent)")]["step"]))
         assert parent_steps == ([1, 2, 3, 4] if drawn else []), (name, parent_steps)
+
+
+def test_every_series_the_charts_name_is_said_in_chinese_by_its_text(tmp_path, run):
+    """The legends read each series back by the series.* texts' own templates (app.i18n.recognise_said):
+    a regular expression over 'best …' and 'rank N' did it before. A fork's parent curves too."""
+    import re
+
+    from app.monitor_callbacks import series_text
+
+    charts = RunCharts(run.path, workers=2)
+    run.append_metrics([train(1, 2.0, peak_mem_ranks_mb=[700.0, 650.0]), train(2, 1.9),
+                        evaluation(2, 4.0, 4.0), evaluation(4, 4.5, 4.0, monitor="val_ppl", best_value=50.0)])
+    charts.update()
+    names = {name for frame in charts.frames.values() if len(frame) for name in frame["series"]}
+    names |= {f"{name} (parent)" for name in list(names)}
+    assert {"rank 0", "best val_loss", "best val_ppl (parent)", "val loss EMA (parent)"} <= names
+    for name in names:
+        zh = series_text(name, "zh")
+        left = [w for w in re.findall(r"[A-Za-z_]{2,}", zh) if w not in {"EMA", "MB", "ppl", "val_loss", "val_ppl",
+                                                                          "token", "worker", "rank"}]
+        assert left == [] and series_text(name, "en") == name, (name, zh)
+    assert series_text("best val_loss (parent)", "zh") == "最佳 val_loss（父运行）"
+    assert series_text("rank 1", "zh") == "rank 1" and series_text("loss (parent)", "zh") == "损失（父运行）"
+    assert series_text("something else", "zh") == "something else"

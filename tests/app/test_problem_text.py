@@ -665,3 +665,36 @@ def test_the_data_statistics_warnings_are_said_by_their_ids_also_from_the_cache(
     assert [str(w) for w in again] == [str(w) for w in stats.warnings()]
     assert not isinstance(again[-1], Message)  # the note came back as text: read by the catalogue
     assert [problem_text(w, "zh") for w in again] == [problem_text(w, "zh") for w in stats.warnings()]
+
+
+def test_a_listing_of_records_is_said_item_by_item_in_each_place_kind_from_message_text_and_cache():
+    """The over-long records listed by data.overlong: error and the statistics (core.spec.stats.listing)
+    were put into 中文 by six substitutions over the English; each item is now a message whose place is
+    a core.data.files.Where (line, row index, record, catalogue entry), or the text of one read back by
+    that place's own template when it came from a cache or another process."""
+    from core.data.files import Where, line_of, place_of
+    from core.data.overlong import overlong_error
+    from core.spec.messages import recognise
+
+    places = [line_of("data/a.jsonl", 3), Where("data.at_row", file="data/b.parquet", row=4),
+              Where("data.at_record", file="data/c.json", prefix="data", index=2),
+              Where("data.at_entry", file="data/cat/dataset_info.json", name="'kites'")]
+    records = [(places[n % 4], 300 + n) for n in range(23)]
+    error = overlong_error(records, 256)
+    english = str(error)
+    assert "data/b.parquet row index 4 (301 tokens)" in english and english.count(" tokens)") == 20
+    assert "and 3 more. Raise data.max_seq_len" in english
+    zh = problem_text(error, "zh")
+    assert english_words(zh) == ["error"]  # data.overlong's value, as the config file writes it
+    for place in ("data/a.jsonl 第 3 行（300 个 token）", "data/b.parquet 第 4 行（行号从 0 起）（301 个 token）",
+                  "data/c.json 记录 data[2]（302 个 token）", "data/cat/dataset_info.json：数据集 'kites'（303 个 token）",
+                  "另有 3 条"):
+        assert place in zh, place
+    assert problem_text(english, "zh") == zh  # the text alone (a worker's reason): read by the templates
+    assert recognise(english).params["listed"].key == "stats.listing_more"
+    # the statistics' cache keeps each place as its text: read back by its kind's template
+    assert [place_of(str(p)).key for p in places] == [p.key for p in places]
+    assert place_of("data/a.jsonl line three") is None and place_of("no place") is None
+    from core.spec.stats import listing
+    cached = listing([(str(p), n) for p, n in records], 23)
+    assert problem_text(cached, "zh") == problem_text(listing(records, 23), "zh") and "另有 3 条" in problem_text(cached, "zh")

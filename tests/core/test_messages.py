@@ -48,14 +48,18 @@ SAMPLE.update({"samples": 27, "skipped": 3, "policy": "truncate", "prefix": "dat
                "split_role": "validation", "depth": 3, "detected": "sharegpt", "record_at": "data/a.jsonl line 3",
                "lacks_names": "instruction", "origin": "configs/demo_lora.yaml", "first_file": "data/a.jsonl",
                "first_fmt": "chat", "got_json": '["hi"]', "first_field": "'messages[1]'", "model": "models/tiny",
-               "tool": "'get_weather'", "turn_role": "system", "listed": "data/a.jsonl line 160 (463 tokens)",
+               "tool": "'get_weather'", "turn_role": "system",
                "wanted": "preference pairs ('chosen' and 'rejected')", "held_by": "data/a.jsonl",
                "held": "KTO answers (a boolean 'label')", "entry": "data/cat/dataset_info.json: dataset 'demo'",
                "article": "an", "media": "image", "part_type": "'input_file'", "chosen_field": "chosen",
                "record_kind": "a KTO answer (label)", "first_kind": "a preference pair (chosen/rejected)",
                "name": "'demo'", "dataset_names": "alpaca_demo, sharegpt_demo", "url": "tatsu-lab/alpaca",
                "hub_place": "the Hugging Face hub", "folder": "data/cat", "given": "../outside.jsonl",
-               "mapping_kind": "column", "files": "data/cat/a.jsonl"})
+               "mapping_kind": "column", "files": "data/cat/a.jsonl",
+               "items": [Message("stats.listed_record", record_at="data/a.jsonl line 160", tokens=463),
+                         Message("stats.listed_record", record_at="data/b.parquet row index 4", tokens=300)],
+               "more": 3})
+SAMPLE["listed"] = Message("stats.listing_more", items=SAMPLE["items"], more=3)
 
 # area B (the model folder):
 SAMPLE.update({"architecture": "DeepseekV3ForCausalLM", "architectures": "LlamaForCausalLM, MistralForCausalLM",
@@ -170,3 +174,25 @@ def test_a_line_from_another_process_is_read_after_the_place_it_names():
     assert found.params["reason"].key == "model.invalid_json" and found == line
     assert recognise_located("lora.target_modules: must not be empty").params["reason"].key == "field.not_empty"
     assert recognise_located("RuntimeError: boom") is None and recognise_located("") is None
+
+
+def test_a_list_parameter_keeps_its_items_as_messages_through_json_copies_and_text():
+    """core.spec.stats.listing: the first over-long records, each an item of its own (stats.listed_record),
+    joined in English by ', '; a text of the list (a run's reason from another process) is read back item
+    by item, and an item is never read as a list itself (that recursed without end)."""
+    items = [Message("stats.listed_record", record_at=f"data/a.jsonl line {n}", tokens=300 + n) for n in (3, 7)]
+    listed = Message("stats.listing_more", items=items, more=18)
+    assert listed == "data/a.jsonl line 3 (303 tokens), data/a.jsonl line 7 (307 tokens), and 18 more"
+    assert listed.render({"stats.listed_record": "<{record_at}|{tokens}>"}, separator="; ") == \
+        "<data/a.jsonl line 3|303>; <data/a.jsonl line 7|307>, and 18 more"
+    again = Message.from_json(json.loads(json.dumps(listed.to_json())))
+    assert [item.key for item in again.params["items"]] == ["stats.listed_record"] * 2 and again == listed
+    assert pickle.loads(pickle.dumps(listed)).params["items"] == items
+    found = recognise(f"2 records are longer than data.max_seq_len=256 tokens (data.overlong: error): "
+                      f"{Message('stats.listing', items=items)}. Raise data.max_seq_len, or set data.overlong "
+                      f"to truncate (cut prompt and answer in proportion) or skip (leave them out)")
+    assert found.key == "data.overlong_many" and found.params["listed"].key == "stats.listing"
+    assert [(i.key, i.params["record_at"]) for i in found.params["listed"].params["items"]] == \
+        [("stats.listed_record", "data/a.jsonl line 3"), ("stats.listed_record", "data/a.jsonl line 7")]
+    assert recognise("data/a.jsonl line 3 (303 tokens)").key == "stats.listed_record"  # one item: no list
+    assert recognise("loss, accuracy") is None  # a list of what is no message is no list
