@@ -974,6 +974,19 @@ MESSAGES_ZH: dict[str, str] = {
     "problem.at_value_in": "{setting} = {value}（{source} 中）：{reason}",
 }
 
+# ---- area D: the engine and the weights ----
+MESSAGES_ZH.update({
+})
+
+
+
+
+
+
+# ---- area E: the worker, the run folder, checkpoints, evaluation ----
+MESSAGES_ZH.update({
+})
+
 
 # The console's own answers to an action (Start, Stop, a queue move, Resume, an export): each is a
 # `Said`, a key of TEXTS with its parameters, rendered in the page's language from the same table as

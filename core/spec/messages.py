@@ -564,6 +564,19 @@ CATALOGUE: dict[str, str] = {
                    "(method=lora) instead of a full fine-tune."),
 }
 
+# ---- area D: the engine and the weights (core.engine, core.weights, core.export, core.generate) ----
+CATALOGUE.update({
+})
+
+
+
+
+
+
+# ---- area E: the worker, the run folder, checkpoints, evaluation (core.train, core.run, core.eval, core.evaluate) ----
+CATALOGUE.update({
+})
+
 
 # the parameters that hold a message themselves (the others are values: a step, a signal, a file)
 MESSAGE_PARAMS = frozenset({"reason", "note", "who", "job", "advice", "why", "listed"})
