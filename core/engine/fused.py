@@ -506,6 +506,151 @@ class FusedLoRA:
         self.op = _aot(kernel, "lora_forward", lambda base, x, a, b, s: (base, [x[0], a[0]]), 2, bprop)
 
 
+def inference_problem(model) -> str | None:
+    """Why `model` cannot run FusedInference (kernels/infer.cc: the plain pre-norm decoder in float32),
+    or None when it can. Checked per call: LoRA adapters that are not merged, 16-bit or AMP weights,
+    and every family's own parts (sliding windows, soft caps, QK norms, fused projections, partial or
+    interleaved rotary, LongRoPE, mixtures of experts, sandwich norms, a scaled embedding, biases in
+    the MLP) keep the composed ops."""
+    import mindspore as ms
+    from core.engine.layers import Dense, RMSNorm
+    if model.param_dtype != ms.float32 or getattr(model, "storage_dtype", ms.float32) != ms.float32:
+        return "weights not float32"
+    if model.embed_scale is not None or model.long_inv_freq is not None or model.local_inv_freq is not None:
+        return "a scaled embedding or a second RoPE table"
+    if model.windows != (None,):
+        return "sliding windows"
+    if not model.tied and not (type(model.lm_head) is Dense and model.lm_head.frozen is None and model.lm_head.amp is None):
+        return "an LM head computed in another dtype"
+    first = model.model.layers[0].self_attn if len(model.model.layers) else None
+    for layer in model.model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        if layer.sparse or layer.attn_post or layer.mlp_post or not layer.attn_pre or not layer.mlp_pre:
+            return "not a plain pre-norm layer"
+        if attn.window is not None or attn.softcap is not None or attn.qk_norm != "none" or attn.fused_qkv \
+                or attn.interleaved or attn.rotary_dim != attn.head_dim or attn.scale != first.scale:
+            return "an attention the kernel does not compute"
+        if mlp.fused_gate_up or mlp.activation != "silu":
+            return "an MLP the kernel does not compute"
+        norms = (getattr(layer, layer.attn_pre), getattr(layer, layer.mlp_pre))
+        if any(type(n) is not RMSNorm or n.eps != model.model.norm.eps or n.offset != model.model.norm.offset
+               for n in norms):
+            return "norms of another kind"
+        for cell in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj):
+            plain = type(cell) is Dense and cell.frozen is None and cell.amp is None
+            merged = hasattr(cell, "lora_a") and cell.merged and getattr(cell, "frozen", None) is None
+            if not (plain or merged):
+                return "LoRA adapters not merged, or weights computed in another dtype"
+        if attn.o_proj.has_bias or any(c.has_bias for c in (mlp.gate_proj, mlp.up_proj, mlp.down_proj)):
+            return "biases the kernel does not add"
+    return None
+
+
+class FusedInference:
+    """A decoder's whole inference forward as one kernel call (kernels/infer.cc): `forward(model, ids,
+    positions, valid, cache, start, last_only)` -> float32 logits (B, T|1, vocab) as numpy; with a
+    `cache` (`new_cache`, a context manager that frees it), the keys and values of the new tokens go
+    into slots start.. of it and attention sees the valid slots before them. `fill` copies a composed
+    prefill's keys and values in (CausalLM.forward_cached's cache). For models `inference_problem`
+    accepts; core.engine.generate and core.engine.lm_eval_model use it."""
+
+    def __init__(self, kernel: Kernel):
+        import mindspore as ms
+        from mindspore import ops
+        self.kernel = kernel
+        self.lib = ctypes.CDLL(str(kernel.path))
+        self.lib.mindtune_infer_cache_new.restype = ctypes.c_int32
+        self.lib.mindtune_infer_cache_new.argtypes = [ctypes.c_int64] * 5
+        self.lib.mindtune_infer_cache_free.argtypes = [ctypes.c_int32]
+        pointer = ctypes.c_void_p
+        self.lib.mindtune_infer_cache_fill.restype = ctypes.c_int
+        self.lib.mindtune_infer_cache_fill.argtypes = [ctypes.c_int32, ctypes.c_int64, pointer, ctypes.c_int64,
+                                                       pointer, pointer, ctypes.c_int64]
+        path = f"{kernel.path}:mindtune_infer_forward"
+        dtype = lambda *inputs: ms.float32  # noqa: E731
+        # inputs: ids, positions, valid, meta, inv_freq, scalars, embedding (V, h), ...: logits (B, T|1, V)
+        self.op_all = ops.Custom(path, out_shape=lambda ids, *rest: [ids[0], ids[1], rest[5][0]],
+                                 out_dtype=dtype, func_type="aot")
+        self.op_last = ops.Custom(path, out_shape=lambda ids, *rest: [ids[0], 1, rest[5][0]],
+                                  out_dtype=dtype, func_type="aot")
+        self._zeros: dict[int, object] = {}
+
+    def _zeros_of(self, size: int):
+        from mindspore import Tensor
+        if size not in self._zeros:
+            self._zeros[size] = Tensor(np.zeros(size, np.float32))
+        return self._zeros[size]
+
+    def _weights(self, model) -> list:
+        from mindspore import Tensor
+        norm = model.model.norm
+        attn0 = model.model.layers[0].self_attn
+        scalars = np.array([norm.eps, attn0.scale, model.rope_scale, 1.0 if norm.offset else 0.0,
+                            model.final_softcap or 0.0], np.float32)
+        embedding = model.model.embed_tokens.weight
+        out = [model.inv_freq.reshape(-1), Tensor(scalars), embedding, norm.weight,
+               embedding if model.tied else model.lm_head.weight]
+        for layer in model.model.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            out += [getattr(layer, layer.attn_pre).weight, attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]
+            out += [proj.bias if proj.has_bias else self._zeros_of(proj.out_channels)
+                    for proj in (attn.q_proj, attn.k_proj, attn.v_proj)]
+            out += [attn.o_proj.weight, getattr(layer, layer.mlp_pre).weight, mlp.gate_proj.weight, mlp.up_proj.weight,
+                    mlp.down_proj.weight]
+        return out
+
+    def new_cache(self, model, batch: int, slots: int) -> "InferenceCache":
+        args = model.args
+        handle = self.lib.mindtune_infer_cache_new(len(model.model.layers), batch, args.num_kv_heads, slots,
+                                                   args.head_dim)
+        return InferenceCache(self, handle, slots)
+
+    def forward(self, model, ids: np.ndarray, positions: np.ndarray, valid: np.ndarray | None = None,
+                cache: "InferenceCache | None" = None, start: int = 0, last_only: bool = False):
+        from mindspore import Tensor
+        b, t = ids.shape
+        if valid is None:
+            valid = np.ones((b, cache.slots if cache else t), np.float32)
+        meta = np.array([cache.handle if cache else 0, start], np.int32)
+        op = self.op_last if last_only else self.op_all
+        return op(Tensor(np.ascontiguousarray(ids, np.int32)), Tensor(np.ascontiguousarray(positions, np.int32)),
+                  Tensor(np.ascontiguousarray(valid, np.float32)), Tensor(meta), *self._weights(model)).asnumpy()
+
+    def fill(self, cache: "InferenceCache", past, index) -> None:
+        """Slots [0, P) of every cache row r: row index[r] of a composed forward's cache `past`
+        ([(keys, values)] per layer, each (rows, KV, P, D))."""
+        index = np.ascontiguousarray(index, np.int32)
+        for layer, (keys, values) in enumerate(past):
+            k = np.ascontiguousarray(keys.asnumpy(), np.float32)
+            v = np.ascontiguousarray(values.asnumpy(), np.float32)
+            code = self.lib.mindtune_infer_cache_fill(cache.handle, layer, index.ctypes.data, k.shape[0],
+                                                      k.ctypes.data, v.ctypes.data, k.shape[2])
+            if code:
+                raise RuntimeError(f"mindtune_infer_cache_fill returned {code}")
+
+
+class InferenceCache:
+    """A key/value cache held by the inference kernel (`FusedInference.new_cache`); `close()` (or the
+    end of a `with`) frees it."""
+
+    def __init__(self, owner: FusedInference, handle: int, slots: int):
+        self.owner, self.handle, self.slots = owner, handle, slots
+
+    def close(self) -> None:
+        if self.handle:
+            self.owner.lib.mindtune_infer_cache_free(self.handle)
+            self.handle = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
 def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
     """Route `model`'s full-sequence attention, its norms and its loss (`core.engine.train_step.loss_cell`)
     through the fused kernels, where they compute the model's maths (`CausalLM.use_kernels` asks
@@ -535,6 +680,7 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
             layer.mlp.enable_grouped(kernel)
     if getattr(model, "storage_dtype", model.param_dtype) != model.param_dtype:  # 16-bit frozen weights
         model.use_frozen_kernels(FusedFrozenWeights(kernel))
+    model.inference_kernel = FusedInference(kernel)  # used where inference_problem(model) is None
     lora = FusedLoRA(kernel).op
     for _, cell in model.cells_and_names():
         if hasattr(cell, "lora_a") and hasattr(cell, "fused") and cell.lora_dropout.p == 0:

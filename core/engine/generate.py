@@ -19,7 +19,7 @@ from mindspore import Tensor
 
 from core.engine.checkpoint import CheckpointError, load_hf_model
 from core.engine.export import load_trained_model
-from core.engine.fused import enable as enable_fused_kernels
+from core.engine.fused import enable as enable_fused_kernels, inference_problem
 from core.engine.model import CausalLM
 from core.data.tokenizer import Tokenizer, TokenizerError
 
@@ -98,6 +98,9 @@ def generate(model: CausalLM, prompts: list[list[int]], settings: SamplingSettin
         raise ValueError(f"prompt of {longest} tokens + max_new_tokens {settings.max_new_tokens} "
                          f"exceeds the model's context of {limit} tokens")
     rng = np.random.default_rng(settings.seed)
+    kernel = fused_inference(model) if use_cache and getattr(model, "long_after", None) is None else None
+    if kernel is not None:
+        return _generate_fused(model, kernel, prompts, settings, eos_ids, pad_id, stop, rng)
     ids, valid = _left_pad(prompts, pad_id)
     positions = np.maximum(np.cumsum(valid, axis=1) - 1, 0).astype(np.int32)  # per-row positions
     finished = np.zeros(len(prompts), dtype=bool)
@@ -135,6 +138,53 @@ def generate(model: CausalLM, prompts: list[list[int]], settings: SamplingSettin
         positions = np.concatenate([positions, step_pos], axis=1)
         all_ids = np.concatenate([all_ids, step_ids], axis=1)
         all_valid = np.concatenate([all_valid, np.ones((len(prompts), 1), dtype=bool)], axis=1)
+    return outputs
+
+
+def fused_inference(model):
+    """The model's whole-forward inference kernel (core.engine.fused.FusedInference) when it can run
+    this model as it is now (its LoRA merged or absent, a plain pre-norm decoder in float32), else None."""
+    kernel = getattr(model, "inference_kernel", None)
+    return kernel if kernel is not None and inference_problem(model) is None else None
+
+
+def _generate_fused(model: CausalLM, kernel, prompts: list[list[int]], settings: SamplingSettings, eos_ids, pad_id,
+                    stop, rng) -> list[list[int]]:
+    """`generate` with the inference kernel: the prompts' prefill by MindSpore's composed forward (its
+    fused attention), its keys and values copied into the kernel's cache, then one kernel call per
+    decoding step (composed, a step of the 4-layer demo model launched ~250 ops). Same tokens."""
+    ids, valid = _left_pad(prompts, pad_id)
+    batch, width = ids.shape
+    positions = np.maximum(np.cumsum(valid, axis=1) - 1, 0).astype(np.int32)
+    logits, past = model.forward_cached(Tensor(ids), None, Tensor(positions), Tensor(valid), last_only=True)
+    logits = logits[:, -1, :].asnumpy()
+    finished = np.zeros(batch, dtype=bool)
+    outputs: list[list[int]] = [[] for _ in prompts]
+    with kernel.new_cache(model, batch, width + settings.max_new_tokens) as cache:
+        kernel.fill(cache, past, np.arange(batch))
+        del past
+        slots = np.zeros((batch, cache.slots), np.float32)
+        slots[:, :width] = valid
+        step_ids, step_pos = None, positions[:, -1:]
+        for step in range(settings.max_new_tokens):
+            if step:
+                logits = kernel.forward(model, step_ids, step_pos, slots, cache, start=width + step - 1,
+                                        last_only=True)[:, -1, :]
+            next_ids = choose_next(logits, settings, rng)
+            for row, token in enumerate(next_ids):
+                if finished[row]:
+                    continue
+                if int(token) in eos_ids:
+                    finished[row] = True
+                else:
+                    outputs[row].append(int(token))
+                    if stop is not None and stop(outputs[row]):
+                        finished[row] = True
+            if finished.all():
+                break
+            step_ids = np.where(finished, pad_id, next_ids).astype(np.int32).reshape(-1, 1)
+            step_pos = step_pos + 1
+            slots[:, width + step] = 1.0
     return outputs
 
 

@@ -295,6 +295,9 @@ class CausalLM(nn.Cell):
         self.output_router_logits = False
         self.head_loss = None  # set by use_frozen_kernels: head + cross-entropy kernel (core.engine.train_step)
         self.cap_in_loss = False  # set by use_kernels: that kernel applies final_softcap itself
+        # set by core.engine.fused.enable: the whole inference forward in one kernel (FusedInference), used by
+        # generation and lm-eval where core.engine.fused.inference_problem(model) is None
+        self.inference_kernel = None
 
     def rope(self, positions, dtype):
         """positions (B|1, T) int -> [(cos, sin)] per RoPE base, each (B|1, 1, T, rotary_dim) in `dtype`."""

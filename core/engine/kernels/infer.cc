@@ -1,0 +1,286 @@
+// A decoder's whole inference forward in one "aot" kernel of `mindspore.ops.Custom` (core/engine/fused.py,
+// FusedInference): the embedding, every layer (RMSNorm, q/k/v projections with their biases, RoPE, the
+// key/value cache, causal attention over the valid cache slots, the output projection, RMSNorm and the
+// SwiGLU MLP, both residuals), the final norm and the LM head, for the new tokens of each row: float32
+// logits. A prompt's prefill runs MindSpore's composed forward and its keys and values are copied in
+// (mindtune_infer_cache_fill); decoding steps and the continuations of lm-eval's choices run here.
+//
+// Why: an evaluation (lm-eval's log-likelihoods, a generation's decoding steps) runs the model op by op
+// in PyNative, where each of a layer's ~25 MindSpore ops costs 0.1-0.4 ms to launch on the CPU: a
+// decoding step of the 4-layer demo model was ~250 launches (30-50 ms) for ~50 MFLOP of arithmetic.
+// Here a forward is one launch; its products are oneDNN's sgemm, as MindSpore's MatMul's are.
+//
+// Only the plain pre-norm decoder (Llama, Mistral, Qwen2's biases): fused.inference_problem says why
+// another model keeps the composed ops. The cache lives here, between calls, in a table of caches made
+// and freed through mindtune_infer_cache_new/_free (ctypes; dlopen gives MindSpore and ctypes the same
+// library), so a decoding step copies nothing but the new keys and values.
+//
+// Inputs (row-major): ids (B, T) int32; positions (B, T) int32 (RoPE); valid (B, S) float32, 1 for a
+// cache slot that holds a real token (S: the cache's slots, or T without one); meta (2,) int32: the
+// cache's handle (0: none, S = T) and the slot of the first new token; inv_freq (D/2) float32;
+// scalars (5) float32: RMSNorm's eps, the attention scale, RoPE's attention factor, 1 when the norms
+// scale by (1 + w), the final logits' soft cap (0: none); the embedding (V, h), the final norm (h), the
+// LM head (V, h) (the embedding again when tied); then per layer 12 tensors: input norm (h), wq (H·D, h),
+// wk (KV·D, h), wv (KV·D, h), bq (H·D), bk (KV·D), bv (KV·D) (zeros without biases), wo (h, H·D),
+// post-attention norm (h), w_gate (I, h), w_up (I, h), w_down (h, I).
+// Output: logits (B, T', V), T' = T, or 1 for each row's last new token.
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common.h"
+
+extern "C" int dnnl_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                          float *C, int64_t ldc);
+
+namespace {
+using mindtune::is_f32;
+using mindtune::is_i32;
+using mindtune::parallel_for;
+
+constexpr int kFixed = 9;     // inputs before the layers'
+constexpr int kPerLayer = 12;
+
+struct Cache {
+  int64_t layers, batch, kv_heads, slots, dim;
+  std::vector<float> k, v;  // (L, B, KV, S, D)
+};
+
+std::mutex g_lock;
+std::map<int32_t, std::unique_ptr<Cache>> g_caches;
+int32_t g_next = 1;
+
+Cache *find_cache(int32_t handle) {
+  std::lock_guard<std::mutex> guard(g_lock);
+  auto it = g_caches.find(handle);
+  return it == g_caches.end() ? nullptr : it->second.get();
+}
+
+// y (n, out) = x (n, in) · wᵀ (w: (out, in)) + bias. oneDNN's sgemm as MindSpore ships it runs on the
+// calling thread: a large product is split into blocks of y's columns, one sgemm each, in parallel
+// (each block's sums are the same whatever the thread count)
+void linear(const float *x, const float *w, const float *bias, int64_t n, int64_t in, int64_t out, float *y) {
+  const int64_t block = 64;
+  auto columns = [&](int64_t, int64_t c0, int64_t c1) {
+    dnnl_sgemm('N', 'T', n, c1 - c0, in, 1.f, x, in, w + c0 * in, in, 0.f, y + c0, out);
+    if (bias != nullptr)
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = c0; c < c1; ++c) y[r * out + c] += bias[c];
+  };
+  mindtune::blocks_maybe_parallel(n * in * out > (int64_t(1) << 22) && std::getenv("MT_SERIAL") == nullptr, out, block, columns);
+}
+
+void rmsnorm(const float *x, const float *w, int64_t n, int64_t h, float eps, bool offset, float *y) {
+  for (int64_t r = 0; r < n; ++r) {
+    const float *row = x + r * h;
+    float sum = 0.f;
+    for (int64_t c = 0; c < h; ++c) sum += row[c] * row[c];
+    const float scale = 1.f / std::sqrt(sum / float(h) + eps);
+    for (int64_t c = 0; c < h; ++c) y[r * h + c] = row[c] * scale * (offset ? 1.f + w[c] : w[c]);
+  }
+}
+
+// half-style RoPE of `heads` heads of width d in row `x`, at position `pos`
+void rotate(float *x, int64_t heads, int64_t d, const float *inv_freq, int32_t pos, float factor) {
+  const int64_t half = d / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float angle = float(pos) * inv_freq[i];
+    const float c = std::cos(angle) * factor, s = std::sin(angle) * factor;
+    for (int64_t hd = 0; hd < heads; ++hd) {
+      float *q = x + hd * d;
+      const float a = q[i], b = q[i + half];
+      q[i] = a * c - b * s;
+      q[i + half] = b * c + a * s;
+    }
+  }
+}
+
+template <typename F>
+void run_tasks(bool parallel, int64_t tasks, F fn) {
+  if (parallel) return parallel_for(tasks, fn);
+  for (int64_t t = 0; t < tasks; ++t) fn(t);
+}
+
+bool any_bias(const float *b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (b[i] != 0.f) return true;
+  return false;
+}
+}  // namespace
+
+extern "C" int32_t mindtune_infer_cache_new(int64_t layers, int64_t batch, int64_t kv_heads, int64_t slots,
+                                            int64_t dim) {
+  auto cache = std::make_unique<Cache>();
+  *cache = Cache{layers, batch, kv_heads, slots, dim, {}, {}};
+  const int64_t size = layers * batch * kv_heads * slots * dim;
+  cache->k.assign(size, 0.f);
+  cache->v.assign(size, 0.f);
+  std::lock_guard<std::mutex> guard(g_lock);
+  const int32_t handle = g_next++;
+  g_caches[handle] = std::move(cache);
+  return handle;
+}
+
+extern "C" void mindtune_infer_cache_free(int32_t handle) {
+  std::lock_guard<std::mutex> guard(g_lock);
+  g_caches.erase(handle);
+}
+
+extern "C" int mindtune_infer_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                      void *stream, void *extra) {
+  if (nparam < kFixed + 1 || (nparam - kFixed - 1) % kPerLayer != 0) return 1;
+  const int64_t layers = (nparam - kFixed - 1) / kPerLayer;
+  if (!is_i32(dtypes[0]) || !is_i32(dtypes[1]) || !is_i32(dtypes[3])) return 2;
+  for (int i = 0; i < nparam; ++i)
+    if (i != 0 && i != 1 && i != 3 && !is_f32(dtypes[i])) return 3;
+  const int64_t B = shapes[0][0], T = shapes[0][1];
+  const int64_t S = shapes[2][1], D = 2 * shapes[4][0], V = shapes[6][0], h = shapes[6][1];
+  const int64_t HD = shapes[kFixed + 1][0], KD = shapes[kFixed + 2][0], I = shapes[kFixed + 9][0];
+  const int64_t H = HD / D, KV = KD / D, rep = H / KV;
+  const int out = nparam - 1;
+  const int64_t t_out = shapes[out][1];
+  if (shapes[1][0] != B || shapes[1][1] != T || shapes[2][0] != B || shapes[out][0] != B || shapes[out][2] != V ||
+      shapes[7][0] != h || shapes[8][0] != V || shapes[8][1] != h ||
+      (t_out != T && t_out != 1) || H * D != HD || KV * D != KD || H % KV != 0)
+    return 10;
+  const auto *ids = static_cast<const int32_t *>(params[0]);
+  const auto *positions = static_cast<const int32_t *>(params[1]);
+  const auto *valid = static_cast<const float *>(params[2]);
+  const auto *meta = static_cast<const int32_t *>(params[3]);
+  const auto *inv_freq = static_cast<const float *>(params[4]);
+  const auto *scalars = static_cast<const float *>(params[5]);
+  const auto *embedding = static_cast<const float *>(params[6]);
+  const auto *final_norm = static_cast<const float *>(params[7]);
+  const auto *head = static_cast<const float *>(params[8]);
+  const float eps = scalars[0], scale = scalars[1], factor = scalars[2], cap = scalars[4];
+  const bool offset = scalars[3] != 0.f;
+  const int64_t start = meta[1];
+
+  Cache local;
+  Cache *cache = &local;
+  if (meta[0] != 0) {
+    cache = find_cache(meta[0]);
+    if (cache == nullptr) return 20;
+    if (cache->layers != layers || cache->batch != B || cache->kv_heads != KV || cache->slots != S || cache->dim != D)
+      return 21;
+  } else {
+    if (S != T || start != 0) return 22;
+    local = Cache{layers, B, KV, S, D, std::vector<float>(layers * B * KV * S * D), std::vector<float>(layers * B * KV * S * D)};
+  }
+  if (start < 0 || start + T > S) return 23;
+  for (int64_t i = 0; i < B * T; ++i)
+    if (ids[i] < 0 || ids[i] >= V) return 24;
+
+  const int64_t N = B * T;
+  std::vector<float> x(N * h), hn(N * h), q(N * HD), k(N * KD), v(N * KD), att(N * HD), o(N * h), g(N * I), u(N * I);
+  for (int64_t r = 0; r < N; ++r) std::memcpy(&x[r * h], embedding + int64_t(ids[r]) * h, h * sizeof(float));
+
+  for (int64_t l = 0; l < layers; ++l) {
+    void **p = params + kFixed + l * kPerLayer;
+    const auto *in_norm = static_cast<const float *>(p[0]);
+    const auto *wq = static_cast<const float *>(p[1]), *wk = static_cast<const float *>(p[2]);
+    const auto *wv = static_cast<const float *>(p[3]);
+    const auto *bq = static_cast<const float *>(p[4]), *bk = static_cast<const float *>(p[5]);
+    const auto *bv = static_cast<const float *>(p[6]);
+    const auto *wo = static_cast<const float *>(p[7]), *post_norm = static_cast<const float *>(p[8]);
+    const auto *wg = static_cast<const float *>(p[9]), *wu = static_cast<const float *>(p[10]);
+    const auto *wd = static_cast<const float *>(p[11]);
+    if (shapes[kFixed + l * kPerLayer + 1][0] != HD || shapes[kFixed + l * kPerLayer + 1][1] != h ||
+        shapes[kFixed + l * kPerLayer + 11][1] != I)
+      return 11;
+    rmsnorm(x.data(), in_norm, N, h, eps, offset, hn.data());
+    linear(hn.data(), wq, any_bias(bq, HD) ? bq : nullptr, N, h, HD, q.data());
+    linear(hn.data(), wk, any_bias(bk, KD) ? bk : nullptr, N, h, KD, k.data());
+    linear(hn.data(), wv, any_bias(bv, KD) ? bv : nullptr, N, h, KD, v.data());
+    float *ck = cache->k.data() + l * B * KV * S * D, *cv = cache->v.data() + l * B * KV * S * D;
+    for (int64_t r = 0; r < N; ++r) {
+      const int64_t b = r / T, t = r % T;
+      rotate(&q[r * HD], H, D, inv_freq, positions[r], factor);
+      rotate(&k[r * KD], KV, D, inv_freq, positions[r], factor);
+      for (int64_t kh = 0; kh < KV; ++kh) {
+        const int64_t slot = ((b * KV + kh) * S + start + t) * D;
+        std::memcpy(ck + slot, &k[r * KD + kh * D], D * sizeof(float));
+        std::memcpy(cv + slot, &v[r * KD + kh * D], D * sizeof(float));
+      }
+    }
+    // causal attention of each new token over the valid slots up to its own, per (row, head); on the
+    // calling thread when small (a decoding step's: starting threads costs more than it saves)
+    const bool parallel = B * H * T * (start + T) * D > (int64_t(1) << 21);
+    run_tasks(parallel, B * H, [&](int64_t task) {
+      const int64_t b = task / H, hq = task % H, kh = hq / rep;
+      const float *keys = ck + (b * KV + kh) * S * D, *values = cv + (b * KV + kh) * S * D;
+      std::vector<float> scores(S);
+      for (int64_t t = 0; t < T; ++t) {
+        const float *query = &q[(b * T + t) * HD + hq * D];
+        float *result = &att[(b * T + t) * HD + hq * D];
+        const int64_t last = start + t;
+        float top = -INFINITY;
+        for (int64_t j = 0; j <= last; ++j) {
+          if (valid[b * S + j] == 0.f) continue;
+          float dot = 0.f;
+          for (int64_t c = 0; c < D; ++c) dot += query[c] * keys[j * D + c];
+          scores[j] = dot * scale;
+          top = std::max(top, scores[j]);
+        }
+        std::fill(result, result + D, 0.f);
+        if (top == -INFINITY) continue;  // a padding query with nothing to see
+        float total = 0.f;
+        for (int64_t j = 0; j <= last; ++j) {
+          if (valid[b * S + j] == 0.f) continue;
+          scores[j] = std::exp(scores[j] - top);
+          total += scores[j];
+        }
+        const float inverse = 1.f / total;
+        for (int64_t j = 0; j <= last; ++j) {
+          if (valid[b * S + j] == 0.f) continue;
+          const float weight = scores[j] * inverse;
+          for (int64_t c = 0; c < D; ++c) result[c] += weight * values[j * D + c];
+        }
+      }
+    });
+    linear(att.data(), wo, nullptr, N, HD, h, o.data());
+    for (int64_t i = 0; i < N * h; ++i) x[i] += o[i];
+    rmsnorm(x.data(), post_norm, N, h, eps, offset, hn.data());
+    linear(hn.data(), wg, nullptr, N, h, I, g.data());
+    linear(hn.data(), wu, nullptr, N, h, I, u.data());
+    for (int64_t i = 0; i < N * I; ++i) g[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+    linear(g.data(), wd, nullptr, N, I, h, o.data());
+    for (int64_t i = 0; i < N * h; ++i) x[i] += o[i];
+  }
+  // the rows asked for, normed, through the head
+  const int64_t rows = B * t_out;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < t_out; ++t)
+      std::memcpy(&o[(b * t_out + t) * h], &x[(b * T + (t_out == T ? t : T - 1)) * h], h * sizeof(float));
+  rmsnorm(o.data(), final_norm, rows, h, eps, offset, hn.data());
+  auto *y = static_cast<float *>(params[out]);
+  linear(hn.data(), head, nullptr, rows, h, V, y);
+  if (cap > 0.f)
+    for (int64_t i = 0; i < rows * V; ++i) y[i] = std::tanh(y[i] / cap) * cap;
+  return 0;
+}
+
+// copy a prefill's keys and values into a cache: for each of the cache's rows r, row index[r] of k and v
+// (rows, KV, P, D) into slots [0, P) of `layer`
+extern "C" int mindtune_infer_cache_fill(int32_t handle, int64_t layer, const int32_t *index, int64_t rows,
+                                         const float *k, const float *v, int64_t slots) {
+  Cache *cache = find_cache(handle);
+  if (cache == nullptr) return 20;
+  if (layer < 0 || layer >= cache->layers || slots > cache->slots) return 21;
+  const int64_t KV = cache->kv_heads, S = cache->slots, D = cache->dim, B = cache->batch;
+  for (int64_t r = 0; r < B; ++r) {
+    if (index[r] < 0 || index[r] >= rows) return 22;
+    for (int64_t kh = 0; kh < KV; ++kh) {
+      const int64_t to = ((layer * B + r) * KV + kh) * S * D, from = ((int64_t(index[r]) * KV) + kh) * slots * D;
+      std::memcpy(cache->k.data() + to, k + from, slots * D * sizeof(float));
+      std::memcpy(cache->v.data() + to, v + from, slots * D * sizeof(float));
+    }
+  }
+  return 0;
+}
