@@ -985,22 +985,22 @@ MESSAGES_ZH.update({
     "lora.bad_regex": "lora 的 target_modules '{pattern}' 不是有效的正则表达式：{re_says}。",
     "lora.bad_targets": "lora 的 target_modules 必须是非空的模块名列表、一个正则表达式字符串或 'all-linear'，实际为 {py_value}。",
     "lora.regex_matches_nothing": ("lora 的 target_modules 正则表达式 '{pattern}'（用 re.fullmatch 匹配以点分隔的模块名，例如 "
-                                   "'{example}'）不匹配该模型的任何 Dense 层；其投影层为 {projections}（'all-linear'：该模型系列自己的投影层）。"),
-    "lora.name_matches_nothing": ("lora 的 target_modules 名称 {names} 不匹配该模型的任何 Dense 层；其投影层为 {projections}"
+                                   "'{example}'）不匹配该模型的任何全连接层；其投影层为 {projections}（'all-linear'：该模型系列自己的投影层）。"),
+    "lora.name_matches_nothing": ("lora 的 target_modules 名称 {names} 不匹配该模型的任何全连接层；其投影层为 {projections}"
                                   "（'all-linear'：该模型系列自己的投影层）。"),
-    "lora.names_match_nothing": ("lora 的 target_modules 名称 {names} 不匹配该模型的任何 Dense 层；其投影层为 {projections}"
+    "lora.names_match_nothing": ("lora 的 target_modules 名称 {names} 不匹配该模型的任何全连接层；其投影层为 {projections}"
                                  "（'all-linear'：该模型系列自己的投影层）。"),
     "lora.tensor_shape": "{source}：张量 {name} 的形状为 {shape}，而模型的 LoRA 层需要 {expected}（秩或基座模型不同？）。",
     "lora.missing_tensor": "{source}：缺少模型的 LoRA 层需要的张量 {name}。",
     "lora.missing_tensors": "{source}：缺少模型的 LoRA 层需要的张量 {name}（另有 {more} 个）。",
-    "lora.unexpected_tensor": "{source}：多余的张量 {name}，它不对应模型的任何 LoRA 层（target_modules 不同？）。",
-    "lora.unexpected_tensors": "{source}：多余的张量 {name}（另有 {more} 个），它不对应模型的任何 LoRA 层（target_modules 不同？）。",
+    "lora.unexpected_tensor": "{source}：多余的张量 {name}，它不对应模型的任何 LoRA 层（不同的 target_modules?）。",
+    "lora.unexpected_tensors": "{source}：多余的张量 {name}（另有 {more} 个），它不对应模型的任何 LoRA 层（不同的 target_modules?）。",
     "lora.no_adapter_config": "{file}：未找到；PEFT 适配器目录应含 adapter_config.json 和 adapter_model.safetensors。",
     "lora.not_lora": "{file}：peft_type 为 {py_value}；只支持 LORA 适配器。",
     "lora.config_key_missing": "{file}：缺少 {config_key}。",
-    "lora.option_unsupported": "{file}：不支持 {config_key}={py_value}（只支持 {supported_value}）。",
+    "lora.option_unsupported": "{file}：不支持 {config_key}={value}（只支持 {supported_value}）。",
     "lora.per_module": "{file}：不支持 {config_key}（按模块设置 rank/alpha）。",
-    "lora.target_parameters": ("{file}：target_parameters {value}（专家权重上的 LoRA）暂时无法加载到 mindtune；请用 peft "
+    "lora.target_parameters": ("{file}：target_parameters {value}（专家权重上的 LoRA）暂时无法加载到 mindtune；请用 PEFT 库"
                                "加载，或把它合并进基座模型。"),
     "lora.no_adapter_weights": "{file}：未找到。",
     "lora.pickle_adapter": ("{file}：未找到。找到了 {files}：pickle 文件在加载时可能运行代码；请用 safe_serialization=True "
@@ -1009,8 +1009,8 @@ MESSAGES_ZH.update({
                             "lora_B.weight）。"),
     "lora.foreign_tensors": ("{file}：张量 {name}（另有 {more} 个）不是 PEFT 的 LoRA 张量（应为 "
                              "base_model.model.<module>.lora_A.weight / lora_B.weight）。"),
-    "lora.moe_remapped": ("稠密层的 {names} 上有 LoRA：PEFT 0.21 配合 transformers 5 会把混合专家模型 target_modules 中的"
-                          "这些名称读作专家参数，适配器就会加载到别的权重上。请导出为 'merged'，或训练时不把 {names} 放进 "
+    "lora.moe_remapped": ("稠密层的 '{names}' 上有 LoRA：PEFT 0.21 配合 transformers 5 会把混合专家模型 target_modules 中的"
+                          "这些名称读作专家参数，适配器就会加载到别的权重上。请导出为 'merged'，或训练时不把 '{names}' 放进 "
                           "target_modules。"),
     "lora.moe_modules": ("PEFT 会把混合专家模型的 target_modules 解析为模块名（{leaves}），这也会适配这里未训练的 {module}。"
                          "请导出为 'merged'，或以每一层为目标。"),
@@ -1053,12 +1053,12 @@ MESSAGES_ZH.update({
     "export.unused_tensor": "{file}：{name} 不匹配基座模型 {base} 的任何张量（基座模型不同？）。",
     "export.float32_only": "--dtype {dtype}：该模型系列的合并导出只能写成 float32。",
     "export.format": "不支持格式 {py_value}；请使用以下之一：{choices}。",
-    "export.dtype_merged_only": "--dtype 只适用于合并导出（{fmt} 总是写成 float32）。",
+    "export.dtype_merged_only": "--dtype 只适用于合并导出（'{fmt}' 总是写成 float32）。",
     "export.full_no_adapter": "全参数微调没有适配器：请导出为 'merged' 或 'mindspore'。",
     "export.which": "--which {py_value}：请使用 {or_choices}。",
     "export.no_pointer": "{folder}：还没有 '{which}' 检查点（缺少 checkpoints/{which}）。",
     "generate.max_new_tokens": "max_new_tokens = {value}：必须 >= 1",
-    "generate.temperature": "temperature = {value}：必须 >= 0（0 = 贪心解码）",
+    "generate.temperature": "'temperature' = {value}：必须 >= 0（0 = 贪心解码）",
     "generate.top_p": "top_p = {value}：必须在 (0, 1] 内",
     "generate.empty_prompt": "生成：每个提示词至少需要一个 token",
     "generate.too_long": "提示词的 {tokens} 个 token 加上 max_new_tokens {max_new_tokens} 超过了模型的上下文长度 {limit} 个 token",
@@ -1067,7 +1067,6 @@ MESSAGES_ZH.update({
     "engine.eval_gen_tokens": "max_gen_toks {max_gen_toks} 必须小于模型的上下文长度 {limit} 个 token",
     "engine.objective": "偏好目标必须是以下之一：{choices}，实际为 {py_value}",
     "engine.loss_type": "preference.loss_type 必须是 sigmoid 或 ipo，实际为 {py_value}",
-    "engine.adapter_off_reference": "{objective} 以关闭适配器的模型作为参考时，模型中需要有 LoRA 层；全参数微调请使用冻结的参考副本",
 })
 # the Try tab's own answers (app.try_callbacks)
 TEXTS.update({
@@ -1505,8 +1504,7 @@ LIBRARY_PARAMS_ZH["serde_says"] = _serde_error
 LIBRARY_PARAMS_ZH["jinja_says"] = _jinja_error
 LIBRARY_PARAMS_ZH["py_value"] = _value  # a Python repr (None, True) as the config file writes it (null, true)
 LIBRARY_PARAMS_ZH["supported_names"] = LIBRARY_PARAMS_ZH["model_types"] = _names  # quoted, as values are
-# area D's: a Python repr, a list of values (quoted), 'a' or 'b', the safetensors library's reason
-LIBRARY_PARAMS_ZH["supported_value"] = _value
+# area D's: a list of values (quoted), 'a' or 'b', the safetensors library's reason
 LIBRARY_PARAMS_ZH["choices"] = _names
 LIBRARY_PARAMS_ZH["or_choices"] = _or_list
 LIBRARY_PARAMS_ZH["safetensors_says"] = _safetensors_says

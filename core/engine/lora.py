@@ -461,7 +461,7 @@ def read_peft_config(folder: str | Path) -> dict:
             raise LoraError(Message("lora.config_key_missing", file=str(path), config_key=key))
     for key, supported in UNSUPPORTED_PEFT_OPTIONS.items():
         if config.get(key, supported) != supported:
-            raise LoraError(Message("lora.option_unsupported", file=str(path), config_key=key, py_value=repr(config[key]),
+            raise LoraError(Message("lora.option_unsupported", file=str(path), config_key=key, value=repr(config[key]),
                                     supported_value=repr(supported)))
     for key in ("rank_pattern", "alpha_pattern"):
         if config.get(key):

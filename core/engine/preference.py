@@ -285,7 +285,8 @@ class PreferenceStep(TrainStep):
             return self._reference(*args)
         with adapters_off(self.model) as switched:
             if not switched:
-                raise PreferenceError(Message("engine.adapter_off_reference", objective=self.objective.name))
+                raise PreferenceError(f"{self.objective.name} with the adapter switched off as its reference needs "
+                                      "LoRA layers in the model; with full fine-tuning use a frozen reference copy")
             return self._reference(*args)
 
     def evaluate(self, input_ids: np.ndarray, labels: np.ndarray, attention_mask: np.ndarray,

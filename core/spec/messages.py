@@ -601,7 +601,7 @@ CATALOGUE.update({
                                "adapter_model.safetensors."),
     "lora.not_lora": "{file}: peft_type is {py_value}; only LORA adapters are supported.",
     "lora.config_key_missing": "{file}: {config_key} is missing.",
-    "lora.option_unsupported": "{file}: {config_key}={py_value} is not supported (only {supported_value}).",
+    "lora.option_unsupported": "{file}: {config_key}={value} is not supported (only {supported_value}).",
     "lora.per_module": "{file}: {config_key} (per-module rank/alpha) is not supported.",
     "lora.target_parameters": ("{file}: target_parameters {value} (LoRA on expert weights) cannot be loaded into "
                                "mindtune yet; load it with peft, or merge it into the base."),
@@ -685,8 +685,6 @@ CATALOGUE.update({
     "engine.eval_gen_tokens": "max_gen_toks {max_gen_toks} must be below the model's context of {limit} tokens",
     "engine.objective": "preference objective must be one of {choices}, got {py_value}",
     "engine.loss_type": "preference.loss_type must be sigmoid or ipo, got {py_value}",
-    "engine.adapter_off_reference": ("{objective} with the adapter switched off as its reference needs LoRA layers in "
-                                     "the model; with full fine-tuning use a frozen reference copy"),
 })
 
 
