@@ -976,6 +976,107 @@ MESSAGES_ZH: dict[str, str] = {
 
 # ---- area D: the engine and the weights ----
 MESSAGES_ZH.update({
+    "lora.rank": "lora 的 rank 必须是正整数，实际为 {py_value}。",
+    "lora.alpha": "lora 的 alpha 必须是正数，实际为 {py_value}。",
+    "lora.dropout": "lora 的 dropout 必须在 [0, 1) 内，实际为 {py_value}。",
+    "lora.already_adapted": "{module} 已有 LoRA 适配器（共 {count} 个这样的模块）；只能注入一次，或把适配器加载到现有的 LoRA 层中。",
+    "lora.expert_dropout": ("lora 的 dropout 为 {dropout}，而目标 {module} 是混合专家模型堆叠的投影层：这里专家权重上的 LoRA "
+                            "没有 dropout（与 PEFT 相同）；请把 dropout 设为 0，或把专家从 target_modules 中去掉。"),
+    "lora.bad_regex": "lora 的 target_modules '{pattern}' 不是有效的正则表达式：{re_says}。",
+    "lora.bad_targets": "lora 的 target_modules 必须是非空的模块名列表、一个正则表达式字符串或 'all-linear'，实际为 {py_value}。",
+    "lora.regex_matches_nothing": ("lora 的 target_modules 正则表达式 '{pattern}'（用 re.fullmatch 匹配以点分隔的模块名，例如 "
+                                   "'{example}'）不匹配该模型的任何全连接层；其投影层为 {projections}（'all-linear'：该模型系列自己的投影层）。"),
+    "lora.name_matches_nothing": ("lora 的 target_modules 名称 {names} 不匹配该模型的任何全连接层；其投影层为 {projections}"
+                                  "（'all-linear'：该模型系列自己的投影层）。"),
+    "lora.names_match_nothing": ("lora 的 target_modules 名称 {names} 不匹配该模型的任何全连接层；其投影层为 {projections}"
+                                 "（'all-linear'：该模型系列自己的投影层）。"),
+    "lora.tensor_shape": "{source}：张量 {name} 的形状为 {shape}，而模型的 LoRA 层需要 {expected}（秩或基座模型不同？）。",
+    "lora.missing_tensor": "{source}：缺少模型的 LoRA 层需要的张量 {name}。",
+    "lora.missing_tensors": "{source}：缺少模型的 LoRA 层需要的张量 {name}（另有 {more} 个）。",
+    "lora.unexpected_tensor": "{source}：多余的张量 {name}，它不对应模型的任何 LoRA 层（不同的 target_modules?）。",
+    "lora.unexpected_tensors": "{source}：多余的张量 {name}（另有 {more} 个），它不对应模型的任何 LoRA 层（不同的 target_modules?）。",
+    "lora.no_adapter_config": "{file}：未找到；PEFT 适配器目录应含 adapter_config.json 和 adapter_model.safetensors。",
+    "lora.not_lora": "{file}：peft_type 为 {py_value}；只支持 LORA 适配器。",
+    "lora.config_key_missing": "{file}：缺少 {config_key}。",
+    "lora.option_unsupported": "{file}：不支持 {config_key}={value}（只支持 {supported_value}）。",
+    "lora.per_module": "{file}：不支持 {config_key}（按模块设置 rank/alpha）。",
+    "lora.target_parameters": ("{file}：target_parameters {value}（专家权重上的 LoRA）暂时无法加载到 mindtune；请用 PEFT 库"
+                               "加载，或把它合并进基座模型。"),
+    "lora.no_adapter_weights": "{file}：未找到。",
+    "lora.pickle_adapter": ("{file}：未找到。找到了 {files}：pickle 文件在加载时可能运行代码；请用 safe_serialization=True "
+                            "重新保存适配器。"),
+    "lora.foreign_tensor": ("{file}：张量 {name} 不是 PEFT 的 LoRA 张量（应为 base_model.model.<module>.lora_A.weight / "
+                            "lora_B.weight）。"),
+    "lora.foreign_tensors": ("{file}：张量 {name}（另有 {more} 个）不是 PEFT 的 LoRA 张量（应为 "
+                             "base_model.model.<module>.lora_A.weight / lora_B.weight）。"),
+    "lora.moe_remapped": ("稠密层的 '{names}' 上有 LoRA：PEFT 0.21 配合 transformers 5 会把混合专家模型 target_modules 中的"
+                          "这些名称读作专家参数，适配器就会加载到别的权重上。请导出为 'merged'，或训练时不把 '{names}' 放进 "
+                          "target_modules。"),
+    "lora.moe_modules": ("PEFT 会把混合专家模型的 target_modules 解析为模块名（{leaves}），这也会适配这里未训练的 {module}。"
+                         "请导出为 'merged'，或以每一层为目标。"),
+    "lora.moe_experts": ("PEFT 的 target_parameters 'mlp.experts.{projection}' 也会适配这里未训练的 {module}。请导出为 "
+                         "'merged'，或以每个稀疏层的专家为目标。"),
+    "weights.unreadable": "{file}：无法读取 safetensors 文件（文件被截断或已损坏？）：{reason}",
+    "weights.unreadable_tensor": "{file}：无法读取张量 {name}（文件被截断或已损坏？）：{reason}",
+    "weights.safetensors_says": "{safetensors_says}",
+    "weights.os_error": "{os_error}",
+    "weights.short_file": "文件比 8 字节的文件头长度还短",
+    "weights.header_length": "文件头长度 {length} 与文件大小（{size} 字节）不符",
+    "weights.header_json": "文件头不是有效的 JSON：{json_says}",
+    "weights.header_not_object": "文件头不是 JSON 对象",
+    "weights.bad_entry": "张量 {name}：文件头条目格式错误 {py_value}",
+    "weights.bad_offsets": "张量 {name}：字节区间 [{begin}, {end}) 装不下 {dtype}{shape}，文件只有 {data_bytes} 个数据字节（被截断？）",
+    "weights.ends_early": "张量 {name}：文件在其最后一个字节之前就结束了（被截断？）",
+    "weights.two_shards": "{file}：张量 {name} 出现在多个分片中。",
+    "weights.missing_tensor": "{source}：缺少 {architecture} 需要的张量 {name}。",
+    "weights.missing_tensors": "{source}：缺少 {architecture} 需要的张量 {name}（另有 {more} 个）。",
+    "weights.unexpected_tensor": "{source}：多余的张量 {name}，按此 config.json 构建的 {architecture} 没有它。",
+    "weights.unexpected_tensors": "{source}：多余的张量 {name}（另有 {more} 个），按此 config.json 构建的 {architecture} 没有它们。",
+    "weights.shape": "{source}：张量 {name} 的形状为 {shape}，而 config.json 要求 {expected}。",
+    "weights.dtype": "不支持数据类型 {py_value}；请使用以下之一：{choices}。",
+    "weights.storage_dtype": "不支持存储数据类型 {py_value}；请使用以下之一：{choices}。",
+    "weights.cpu_bf16": ("数据类型 bfloat16：MindSpore 的 CPU 算子不支持 bf16 计算；在 CPU 上请以 float32（或 float16）加载，"
+                         "或使用 GPU/Ascend 设备。"),
+    "weights.base_tensor_gone": "{folder}：基座检查点的张量 {name} 已不存在；导出需要从那里复制它。",
+    "engine.state_no_step": "{file}：缺少 'step'。",
+    "engine.params_mismatch": "{source}：与本次运行的参数不符（缺少 {missing_keys}，多出 {unexpected_keys}）。",
+    "engine.param_shape": "{source}：{name} 的形状为 {shape}，应为 {expected}。",
+    "export.no_checkpoint": "{folder}：找不到检查点；请给出 runs/<id>/checkpoints/step-N（或 best/last）。",
+    "export.incomplete": "{folder}：检查点不完整，缺少 {name}。",
+    "export.state_fields": "{file}：缺少 'step' 或 'method'。",
+    "export.base_gone": "{folder}：基座模型 {base} 已不存在；该检查点需要它。",
+    "export.base_changed": "{base}：其权重在训练后发生了变化（sha256 不同）；导出会把适配器与错误的基座模型合并。",
+    "export.not_adapter_tensor": "{file}：{name} 不是 LoRA 适配器张量（<module>.lora_a / .lora_b）；PEFT 适配器无法容纳它。",
+    "export.no_tensor": "{file}：没有任何张量，不是 LoRA 适配器张量（<module>.lora_a / .lora_b）；PEFT 适配器无法容纳它。",
+    "export.adapter_rank": "{file}：{name} 的形状为 {shape}，与 trainer_state.json's lora 设置所说的秩 {rank} 不符。",
+    "export.dtype": "--dtype {py_value}：请使用以下之一：{choices}。",
+    "export.unused_tensor": "{file}：{name} 不匹配基座模型 {base} 的任何张量（基座模型不同？）。",
+    "export.float32_only": "--dtype {dtype}：该模型系列的合并导出只能写成 float32。",
+    "export.format": "不支持格式 {py_value}；请使用以下之一：{choices}。",
+    "export.dtype_merged_only": "--dtype 只适用于合并导出（'{fmt}' 总是写成 float32）。",
+    "export.full_no_adapter": "全参数微调没有适配器：请导出为 'merged' 或 'mindspore'。",
+    "export.which": "--which {py_value}：请使用 {or_choices}。",
+    "export.no_pointer": "{folder}：还没有 '{which}' 检查点（缺少 checkpoints/{which}）。",
+    "generate.max_new_tokens": "max_new_tokens = {value}：必须 >= 1",
+    "generate.temperature": "'temperature' = {value}：必须 >= 0（0 = 贪心解码）",
+    "generate.top_p": "top_p = {value}：必须在 (0, 1] 内",
+    "generate.empty_prompt": "生成：每个提示词至少需要一个 token",
+    "generate.too_long": "提示词的 {tokens} 个 token 加上 max_new_tokens {max_new_tokens} 超过了模型的上下文长度 {limit} 个 token",
+    "engine.eval_base_missing": "{folder}：其基座模型 {base}（见 adapter_config.json）在这里不是目录。",
+    "engine.eval_batch_size": "batch_size = {value}：必须 >= 1",
+    "engine.eval_gen_tokens": "max_gen_toks {max_gen_toks} 必须小于模型的上下文长度 {limit} 个 token",
+    "engine.objective": "偏好目标必须是以下之一：{choices}，实际为 {py_value}",
+    "engine.loss_type": "preference.loss_type 必须是 sigmoid 或 ipo，实际为 {py_value}",
+})
+# the Try tab's own answers (app.try_callbacks)
+TEXTS.update({
+    "try.no_prompt": ("type a prompt first", "请先输入提示词"),
+    "try.no_base": ("pick a loadable base model", "请选择可加载的基座模型"),
+    "try.no_checkpoint": ("pick a fine-tuned checkpoint (runs appear here once they saved one)",
+                          "请选择微调检查点（运行保存检查点后会出现在这里）"),
+    "try.no_such_checkpoint": ("{checkpoint}: no such checkpoint folder", "{checkpoint}：没有这个检查点目录"),
+    "try.exited": ("core.engine.generate exited with {code}", "core.engine.generate 退出码为 {code}"),
+    "try.tokens_in": ("[{tokens} tokens in {seconds} s]", "[{tokens} 个 token，用时 {seconds} 秒]"),
 })
 
 
@@ -1362,6 +1463,19 @@ def _jinja_error(reason: str) -> str:
     return _rewritten(reason, JINJA_ZH)
 
 
+# the safetensors library's own reasons for a file it cannot read (SafetensorError), the common ones
+SAFETENSORS_ZH: list[tuple[str, Any]] = [
+    (r"^Error while deserializing header: ", "解析文件头出错："), (r"header too small$", "文件头太短"),
+    (r"incomplete metadata, file not fully covered$", "元数据不完整，未覆盖整个文件"),
+    (r"invalid header length$", "文件头长度无效"), (r"invalid JSON in header: (.*)$", r"文件头中的 JSON 无效：\1"),
+    (r"invalid header start$", "文件头开头无效"), (r"metadata incomplete buffer$", "元数据缓冲区不完整"),
+]
+
+
+def _safetensors_says(said: str) -> str:
+    return _rewritten(said, SAFETENSORS_ZH)
+
+
 # PyYAML's own reasons for a file it cannot parse, the common ones (a config file's `yaml_says`)
 YAML_ZH: list[tuple[str, Any]] = [
     (r"^mapping values are not allowed here", "此处不允许映射值"),
@@ -1390,6 +1504,10 @@ LIBRARY_PARAMS_ZH["serde_says"] = _serde_error
 LIBRARY_PARAMS_ZH["jinja_says"] = _jinja_error
 LIBRARY_PARAMS_ZH["py_value"] = _value  # a Python repr (None, True) as the config file writes it (null, true)
 LIBRARY_PARAMS_ZH["supported_names"] = LIBRARY_PARAMS_ZH["model_types"] = _names  # quoted, as values are
+# area D's: a list of values (quoted), 'a' or 'b', the safetensors library's reason
+LIBRARY_PARAMS_ZH["choices"] = _names
+LIBRARY_PARAMS_ZH["or_choices"] = _or_list
+LIBRARY_PARAMS_ZH["safetensors_says"] = _safetensors_says
 
 
 

@@ -19,8 +19,9 @@ from core.run.runs import display_name
 from app import catalog
 from app.access import SINGLE_USER, Viewer, read_owner
 from app.context import Console
-from app.i18n import Said, text
+from app.i18n import Said, problem_text, text
 from core.spec.errors import said_of
+from core.spec.messages import Message
 from app.paths import OutsideRootsError, inside_roots
 
 GENERATE_TIMEOUT_S = 600
@@ -28,15 +29,19 @@ GENERATE_TIMEOUT_S = 600
 
 @dataclass(frozen=True)
 class Answer:
+    """One side's answer, or why there is none: `error` is core's message (a Message by id, from
+    core.generate's JSON line), the console's own (a Said), or a line of text from the process
+    (read by the catalogue's templates); `shown(lang)` says it in the page's language."""
     text: str
     new_tokens: int = 0
     seconds: float = 0.0
     error: str | None = None
 
-    def shown(self) -> str:
+    def shown(self, lang: str = "en") -> str:
         if self.error:
-            return f"⚠ {self.error}"
-        return f"{self.text}\n\n[{self.new_tokens} tokens in {self.seconds:.2f} s]"
+            return f"⚠ {problem_text(self.error, lang)}"
+        return f"{self.text}\n\n" + Said("try.tokens_in", tokens=self.new_tokens,
+                                         seconds=f"{self.seconds:.2f}").in_lang(lang)
 
 
 def checkpoint_choices(console: Console, viewer: Viewer = SINGLE_USER, lang: str = "en") -> list[tuple[str, str]]:
@@ -74,17 +79,20 @@ def generate_argv(source: str, is_checkpoint: bool, prompt: str, chat: bool, max
 
 
 def parse_output(stdout: str, stderr: str, returncode: int) -> Answer:
-    """The JSON line core.engine.generate prints last; its error line when it failed."""
+    """The JSON line core.engine.generate prints last (its answer, or its error with the message's id);
+    its error line when it failed without one."""
     for line in reversed(stdout.strip().splitlines()):
         if line.startswith("{"):
             try:
                 data = json.loads(line)
+                if "error" in data:
+                    return Answer("", error=Message.from_json(data.get("message")) or str(data["error"]))
                 return Answer(str(data.get("text", "")), int(data.get("new_tokens", 0)), float(data.get("seconds", 0)))
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, AttributeError):
                 break
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     error = next((line.removeprefix("error: ") for line in reversed(lines) if line.startswith("error:")), None)
-    return Answer("", error=error or (lines[-1] if lines else f"core.engine.generate exited with {returncode}"))
+    return Answer("", error=error or (lines[-1] if lines else Said("try.exited", code=returncode)))
 
 
 def _run(argv: list[str], runner=subprocess.run) -> Answer:
@@ -94,7 +102,7 @@ def _run(argv: list[str], runner=subprocess.run) -> Answer:
     except subprocess.TimeoutExpired:
         return Answer("", error=Said("check.no_answer", s=GENERATE_TIMEOUT_S))
     except OSError as err:
-        return Answer("", error=str(err))
+        return Answer("", error=Message("weights.os_error", os_error=str(err)))
     return parse_output(result.stdout, result.stderr, result.returncode)
 
 
@@ -102,12 +110,12 @@ def compare(console: Console, base_model: str | None, checkpoint: str | None, pr
             max_new_tokens: int, runner=subprocess.run, viewer: Viewer = SINGLE_USER) -> tuple[Answer, Answer]:
     """Both answers; a side that is not set (or outside the allowed folders) explains why."""
     if not (prompt or "").strip():
-        missing = Answer("", error="type a prompt first")
+        missing = Answer("", error=Said("try.no_prompt"))
         return missing, missing
     jobs: list[list[str] | Answer] = []
     entry = catalog.find(console.models(), base_model)
     if entry is None or not entry.loadable:
-        jobs.append(Answer("", error="pick a loadable base model"))
+        jobs.append(Answer("", error=Said("try.no_base")))
     else:
         jobs.append(generate_argv(str(entry.path), False, prompt, chat, max_new_tokens))
     jobs.append(_checkpoint_job(console, checkpoint, prompt, chat, max_new_tokens, viewer))
@@ -121,7 +129,7 @@ def _checkpoint_job(console: Console, checkpoint: str | None, prompt: str, chat:
     """The fine-tuned side's argv, for a checkpoint folder inside the runs folder only, of a run
     `viewer` may see."""
     if not checkpoint:
-        return Answer("", error="pick a fine-tuned checkpoint (runs appear here once they saved one)")
+        return Answer("", error=Said("try.no_checkpoint"))
     try:
         folder = inside_roots(checkpoint, [console.runs_dir])
     except OutsideRootsError as err:
@@ -129,7 +137,7 @@ def _checkpoint_job(console: Console, checkpoint: str | None, prompt: str, chat:
     root = inside_roots(console.runs_dir, [console.runs_dir])
     run = root / folder.relative_to(root).parts[0] if folder != root else root
     if folder == root or not viewer.may_see(read_owner(run)):
-        return Answer("", error=f"{checkpoint}: no such checkpoint folder")
+        return Answer("", error=Said("try.no_such_checkpoint", checkpoint=checkpoint))
     if not folder.is_dir():
-        return Answer("", error=f"{checkpoint}: no such checkpoint folder")
+        return Answer("", error=Said("try.no_such_checkpoint", checkpoint=checkpoint))
     return generate_argv(str(folder), True, prompt, chat, max_new_tokens)

@@ -31,10 +31,11 @@ def build(console: Console, labels: Labels) -> dict:
         out["tuned_out"] = labels.bind(gr.Textbox(lines=8, interactive=False, elem_id="try-tuned-output"),
                                        label="try.tuned_out")
 
-    def generate(base: str, checkpoint: str, prompt: str, chat: bool, max_new_tokens: float, request: gr.Request):
+    def generate(base: str, checkpoint: str, prompt: str, chat: bool, max_new_tokens: float, language: str,
+                 request: gr.Request):
         left, right = cb.compare(console, base, checkpoint, prompt, chat, int(max_new_tokens),
                                  viewer=console.viewer(request))
-        return left.shown(), right.shown()
+        return left.shown(language), right.shown(language)
 
     def choices(language: str, request: gr.Request):
         return gr.update(choices=cb.checkpoint_choices(console, console.viewer(request), language))
@@ -49,7 +50,7 @@ def build(console: Console, labels: Labels) -> dict:
                 refresh(current, language, request))
 
     out["generate"].click(generate, [out["base"], out["checkpoint"], out["prompt"], out["chat"],
-                                     out["max_new_tokens"]], [out["base_out"], out["tuned_out"]],
+                                     out["max_new_tokens"], labels.toggle], [out["base_out"], out["tuned_out"]],
                           concurrency_limit=2, api_visibility="private")
     out["checkpoint"].focus(choices, labels.toggle, out["checkpoint"],
                             show_progress="hidden", api_visibility="private")

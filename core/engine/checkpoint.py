@@ -20,16 +20,24 @@ from safetensors.numpy import save_file
 
 from core.run.atomic import atomic_folder
 from core.spec.messages import Message
+from core.spec.errors import first_of
 from core.run.ckpt_store import (CHECKPOINT_FILES, MANIFEST_FILE, OPTIMIZER_FILE, POINTERS, STATE_FILE,  # noqa: F401
                              WEIGHTS_FILE, CheckpointCorrupt, DiskFull, TensorSource, checkpoint_steps, point,
                              format_bytes, free_bytes, prune_checkpoints, recover, resolve_checkpoint,
                              save_train_checkpoint, sweep,
                              verified_folder, verify_checkpoint)
 from core.engine.model import CausalLM, DTYPES
-from core.weights.safetensors_io import SafetensorsReader
+from core.weights.safetensors_io import SafetensorsFormatError, SafetensorsReader
 from core.spec.model_args import (TOKENIZER_FILES, copy_tokenizer_files, file_sha256,  # noqa: F401 (re-exported)
                              INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
                              require_folder, weight_files)
+
+def _reader_says(exc: OSError | ValueError) -> str:
+    """Why SafetensorsReader could not read a file: its own message, else the OS's reason."""
+    if isinstance(exc, SafetensorsFormatError):
+        return exc.message
+    return Message("weights.os_error", os_error=str(exc)) if isinstance(exc, OSError) else str(exc)
+
 
 def read_safetensors(files: list[Path], only: set[str] | None = None) -> dict[str, np.ndarray]:
     """All tensors of the given safetensors files (or those named in `only`) as numpy arrays (bf16
@@ -56,12 +64,12 @@ class SafetensorsFiles(Mapping):
                 reader = SafetensorsReader(path)
             except (OSError, ValueError) as exc:
                 self.__exit__()
-                raise CheckpointError(f"{path}: cannot read safetensors file (truncated or corrupt?): {exc}") from exc
+                raise CheckpointError(Message("weights.unreadable", file=str(path), reason=_reader_says(exc))) from exc
             self._readers.append(reader)
             for key in reader.tensors:
                 if key in self._where:
                     self.__exit__()
-                    raise CheckpointError(f"{path}: tensor {key} appears in more than one shard.")
+                    raise CheckpointError(Message("weights.two_shards", file=str(path), name=key))
                 self._where[key] = reader
         return self
 
@@ -75,7 +83,8 @@ class SafetensorsFiles(Mapping):
         try:
             return reader.read(key)
         except (OSError, ValueError) as exc:
-            raise CheckpointError(f"{reader.path}: cannot read tensor {key} (truncated or corrupt?): {exc}") from exc
+            raise CheckpointError(Message("weights.unreadable_tensor", file=str(reader.path), name=key,
+                                          reason=_reader_says(exc))) from exc
 
     def read_into(self, key: str, out: np.ndarray) -> None:
         """Tensor `key` written into the array `out` (see SafetensorsReader.read_into)."""
@@ -83,7 +92,8 @@ class SafetensorsFiles(Mapping):
         try:
             reader.read_into(key, out)
         except (OSError, ValueError) as exc:
-            raise CheckpointError(f"{reader.path}: cannot read tensor {key} (truncated or corrupt?): {exc}") from exc
+            raise CheckpointError(Message("weights.unreadable_tensor", file=str(reader.path), name=key,
+                                          reason=_reader_says(exc))) from exc
 
     def __iter__(self):
         return iter(self._where)
@@ -161,26 +171,24 @@ def load_hf_weights(model: CausalLM, tensors: Mapping[str, np.ndarray], source: 
             tensors, hub_names = key_map.to_ours(dict(tensors.items()), args)
             hub_key = {name: name for name in tensors}
     except (KeyError, ValueError) as exc:
-        raise CheckpointError(f"{source}: {exc.args[0]}") from exc
+        raise CheckpointError(Message("model.at", where=source, reason=exc.args[0])) from exc
     params = {p.name: p for p in model.get_parameters()}
     unused = {k for k in hub_key if k not in params}
     if model.tied:
         unused.discard("lm_head.weight")  # some tied checkpoints still store the shared matrix
     missing = sorted(k for k in params if k not in hub_key)
     if missing:
-        raise CheckpointError(f"{source}: missing tensor {missing[0]}" +
-                              (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "") +
-                              f" required by {args.architecture}.")
+        raise CheckpointError(first_of("weights.missing_tensor", missing, source=source,
+                                        architecture=args.architecture))
     if unused:
         extra = sorted(hub_names.get(k, k) for k in unused)
-        raise CheckpointError(f"{source}: unexpected tensor {extra[0]}" +
-                              (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "") +
-                              f" that {args.architecture} with this config.json does not have.")
+        raise CheckpointError(first_of("weights.unexpected_tensor", extra, source=source,
+                                        architecture=args.architecture))
     for name, param in params.items():
         shape = _shape_of(tensors, hub_key[name])
         if shape != tuple(param.shape):
-            raise CheckpointError(f"{source}: tensor {hub_names.get(name, name)} has shape {shape}, "
-                                  f"config.json implies {tuple(param.shape)}.")
+            raise CheckpointError(Message("weights.shape", source=source, name=hub_names.get(name, name),
+                                          shape=str(shape), expected=str(tuple(param.shape))))
     for name, param in params.items():
         copy_into_parameter(param, tensors, hub_key[name])
     model.hub_names = {name: hub_names.get(name, name) for name in params}
@@ -189,10 +197,9 @@ def load_hf_weights(model: CausalLM, tensors: Mapping[str, np.ndarray], source: 
 def check_dtype_supported(dtype: str) -> None:
     """bf16 has no CPU kernels in MindSpore 2.10: refuse it up front with what to use instead."""
     if dtype not in DTYPES:
-        raise CheckpointError(f"dtype {dtype!r} is not supported; use one of {', '.join(DTYPES)}.")
+        raise CheckpointError(Message("weights.dtype", py_value=repr(dtype), choices=", ".join(DTYPES)))
     if dtype == "bfloat16" and ms.get_context("device_target") == "CPU":
-        raise CheckpointError("dtype bfloat16: MindSpore's CPU kernels do not support bf16 compute; "
-                              "load as float32 (or float16) on the CPU, or use a GPU/Ascend device.")
+        raise CheckpointError(Message("weights.cpu_bf16"))
 
 
 def load_hf_model(model_dir: str | Path, dtype: str = "float32", storage_dtype: str | None = None) -> CausalLM:
@@ -201,7 +208,7 @@ def load_hf_model(model_dir: str | Path, dtype: str = "float32", storage_dtype: 
     dtype than the model computes in: bfloat16 | float16 frozen weights of a float32 LoRA model."""
     check_dtype_supported(dtype)
     if storage_dtype is not None and storage_dtype not in DTYPES:
-        raise CheckpointError(f"storage dtype {storage_dtype!r} is not supported; use one of {', '.join(DTYPES)}.")
+        raise CheckpointError(Message("weights.storage_dtype", py_value=repr(storage_dtype), choices=", ".join(DTYPES)))
     args = read_model_args(model_dir)
     files = weight_files(model_dir)
     model = CausalLM(args, dtype, random_init=False, storage_dtype=storage_dtype)  # every weight is loaded next
@@ -232,7 +239,7 @@ def read_trainer_state(path: str | Path) -> dict:
         raise CheckpointError(Message("model.at", where=str(folder / STATE_FILE),
                                       reason=Message("model.invalid_json", json_says=str(exc)))) from exc
     if not isinstance(trainer_state, dict) or "step" not in trainer_state:
-        raise CheckpointError(f"{folder / STATE_FILE}: missing 'step'.")
+        raise CheckpointError(Message("engine.state_no_step", file=str(folder / STATE_FILE)))
     return trainer_state
 
 
@@ -248,12 +255,13 @@ def set_parameters(params: dict, tensors: Mapping[str, np.ndarray], source: str)
     missing = sorted(set(params) - set(tensors))
     extra = sorted(set(tensors) - set(params))
     if missing or extra:
-        raise CheckpointError(f"{source}: does not match this run's parameters "
-                              f"(missing {missing[:3]}, unexpected {extra[:3]}).")
+        raise CheckpointError(Message("engine.params_mismatch", source=source, missing_keys=str(missing[:3]),
+                                      unexpected_keys=str(extra[:3])))
     for name, param in params.items():
         shape = _shape_of(tensors, name)
         if shape != tuple(param.shape):
-            raise CheckpointError(f"{source}: {name} has shape {shape}, expected {tuple(param.shape)}.")
+            raise CheckpointError(Message("engine.param_shape", source=source, name=name, shape=str(shape),
+                                          expected=str(tuple(param.shape))))
     for name, param in params.items():
         # ops.assign writes in place, so graphs compiled before the restore see the new values
         # (Parameter.set_data swaps the tensor behind their back).
@@ -275,8 +283,8 @@ def hf_state_dict(model: CausalLM) -> dict[str, np.ndarray]:
         kept = read_safetensors(model.weight_files, only=passthrough)
         missing = sorted(passthrough - set(kept))
         if missing:
-            raise CheckpointError(f"{model.weight_files[0].parent}: tensor {missing[0]} of the base checkpoint "
-                                  "is gone; the export copies it from there.")
+            raise CheckpointError(Message("weights.base_tensor_gone", folder=str(model.weight_files[0].parent),
+                                          name=missing[0]))
         state.update(kept)
     return state
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from core.run.atomic import atomic_folder, atomic_open
+from core.spec.errors import MessageError
 from core.spec.messages import Message
 from core.run.ckpt_store import verified_folder
 from core.spec.model_args import (ALL_LINEAR, INDEX_NAME, CheckpointError, copy_tokenizer_files, file_sha256,
@@ -47,7 +48,7 @@ LORA_SUFFIXES = (".lora_a", ".lora_b")
 FULL = "full"  # the full fine-tuning method
 
 
-class ExportError(ValueError):
+class ExportError(MessageError):
     """An export that cannot be made; the message says why and what would work."""
 
 
@@ -57,11 +58,11 @@ def checkpoint_folder(path: str | Path) -> Path:
     """A step folder (or best/last pointer) -> the concrete folder; incomplete or corrupt ones are errors."""
     folder = Path(path)
     if not folder.is_dir():
-        raise CheckpointError(f"{folder}: checkpoint not found; give runs/<id>/checkpoints/step-N (or best/last).")
+        raise CheckpointError(Message("export.no_checkpoint", folder=str(folder)))
     folder = folder.resolve()
     for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE):
         if not (folder / name).is_file():
-            raise CheckpointError(f"{folder}: incomplete checkpoint, {name} is missing.")
+            raise CheckpointError(Message("export.incomplete", folder=str(folder), name=name))
     return verified_folder(folder)  # every file's sha256 against the manifest (a corrupt one is named)
 
 
@@ -72,7 +73,7 @@ def read_state(folder: Path) -> dict:
         raise CheckpointError(Message("model.at", where=str(folder / STATE_FILE),
                                       reason=Message("model.invalid_json", json_says=str(exc)))) from exc
     if not isinstance(state, dict) or "step" not in state or "method" not in state:
-        raise CheckpointError(f"{folder / STATE_FILE}: missing 'step' or 'method'.")
+        raise CheckpointError(Message("export.state_fields", file=str(folder / STATE_FILE)))
     return state
 
 
@@ -80,10 +81,9 @@ def base_folder(folder: Path, state: dict) -> Path:
     """The base model the checkpoint was trained from, checked to be the same files."""
     base = Path(state["base_model"]["path"])
     if not base.is_dir():
-        raise ExportError(f"{folder}: base model {base} is gone; the checkpoint needs it.")
+        raise ExportError(Message("export.base_gone", folder=str(folder), base=str(base)))
     if state["base_model"].get("sha256") and file_sha256(weight_files(base)) != state["base_model"]["sha256"]:
-        raise ExportError(f"{base}: its weights changed since training (sha256 differs); "
-                          "exporting would combine the adapter with the wrong base.")
+        raise ExportError(Message("export.base_changed", base=str(base)))
     return base
 
 
@@ -105,14 +105,14 @@ def write_peft(folder: Path, state: dict, out: Path) -> None:
         names = sorted(weights.tensors)
         foreign = [n for n in names if not n.endswith(LORA_SUFFIXES)]
         if foreign or not names:
-            raise ExportError(f"{folder / WEIGHTS_FILE}: {foreign[0] if foreign else 'no tensor'} is not a LoRA "
-                              "adapter tensor (<module>.lora_a / .lora_b); a PEFT adapter cannot hold it.")
+            raise ExportError(Message("export.not_adapter_tensor", file=str(folder / WEIGHTS_FILE), name=foreign[0])
+                              if foreign else Message("export.no_tensor", file=str(folder / WEIGHTS_FILE)))
         for name in names:
             info = weights.tensors[name]
             rank = info.shape[0] if name.endswith(".lora_a") else info.shape[-1]
             if len(info.shape) != 2 or rank != lora.get("rank"):
-                raise ExportError(f"{folder / WEIGHTS_FILE}: {name} has shape {info.shape}, not rank "
-                                  f"{lora.get('rank')} as trainer_state.json's lora settings say.")
+                raise ExportError(Message("export.adapter_rank", file=str(folder / WEIGHTS_FILE), name=name,
+                                          shape=str(info.shape), rank=str(lora.get('rank'))))
 
         def reader(name):
             return lambda: to_float32(weights.read(name, raw=True), weights.tensors[name].dtype)
@@ -180,7 +180,7 @@ def _merged_tensor(name: str, info, base: SafetensorsReader, trained: Safetensor
 def write_merged(folder: Path, state: dict, out: Path, dtype: str = "stored") -> None:
     """The base folder again with the training folded in, shard by shard (see the module doc)."""
     if dtype not in EXPORT_DTYPES:
-        raise ExportError(f"--dtype {dtype!r}: use one of {', '.join(EXPORT_DTYPES)}.")
+        raise ExportError(Message("export.dtype", py_value=repr(dtype), choices=", ".join(EXPORT_DTYPES)))
     base_dir = base_folder(folder, state)
     args = read_model_args(base_dir)
     key_map = args.spec.key_map
@@ -218,8 +218,8 @@ def write_merged(folder: Path, state: dict, out: Path, dtype: str = "stored") ->
                 total += sum(entry.nbytes for entry in entries)
         unused = sorted(expected - used)
         if unused:
-            raise ExportError(f"{folder / WEIGHTS_FILE}: {unused[0]} matches no tensor of the base {base_dir} "
-                              "(a different base model?).")
+            raise ExportError(Message("export.unused_tensor", file=str(folder / WEIGHTS_FILE), name=unused[0],
+                                      base=str(base_dir)))
     if (base_dir / INDEX_NAME).is_file():
         index = {"metadata": {"total_size": total}, "weight_map": weight_map}
         (out / INDEX_NAME).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -235,7 +235,7 @@ def _write_merged_through_model(folder: Path, state: dict, out: Path, dtype: str
     """Families whose key map converts tensors (MoE experts stacked): build the model, merge, and
     write one float32 file (core.engine.checkpoint.save_hf_folder)."""
     if dtype not in ("stored", "float32"):
-        raise ExportError(f"--dtype {dtype}: this family's merged export is written in float32 only.")
+        raise ExportError(Message("export.float32_only", dtype=dtype))
     from core.engine.checkpoint import save_hf_folder  # MindSpore: only on the model-building paths
     from core.engine.lora import merge_lora
     model, state = load_trained_model(folder)
@@ -285,15 +285,15 @@ def write_mindspore(folder: Path, out: Path) -> None:
 def export_checkpoint(checkpoint_dir: str | Path, fmt: str, out_dir: str | Path, dtype: str = "stored") -> Path:
     """Write one export format of a training checkpoint into `out_dir` (atomically)."""
     if fmt not in FORMATS:
-        raise ExportError(f"format {fmt!r} is not supported; use one of {', '.join(FORMATS)}.")
+        raise ExportError(Message("export.format", py_value=repr(fmt), choices=", ".join(FORMATS)))
     if dtype not in EXPORT_DTYPES:
-        raise ExportError(f"--dtype {dtype!r}: use one of {', '.join(EXPORT_DTYPES)}.")
+        raise ExportError(Message("export.dtype", py_value=repr(dtype), choices=", ".join(EXPORT_DTYPES)))
     if dtype != "stored" and fmt != "merged":
-        raise ExportError(f"--dtype applies to the merged export only ({fmt} is written in float32).")
+        raise ExportError(Message("export.dtype_merged_only", fmt=fmt))
     folder = checkpoint_folder(checkpoint_dir)
     state = read_state(folder)
     if fmt == "peft" and state["method"] != "lora":
-        raise ExportError("a full fine-tune has no adapter: export it as 'merged' or 'mindspore'.")
+        raise ExportError(Message("export.full_no_adapter"))
     with atomic_folder(out_dir) as tmp:
         if fmt == "peft":
             write_peft(folder, state, tmp)
@@ -327,10 +327,10 @@ def export_run(run_dir: str | Path, which: str = "best", fmt: str = "peft", make
     """Export `runs/<id>/checkpoints/<which>` into `runs/<id>/export/` and return the result path."""
     run = RunDir(run_dir)
     if which not in POINTERS:
-        raise ExportError(f"--which {which!r}: use {' or '.join(repr(p) for p in POINTERS)}.")
+        raise ExportError(Message("export.which", py_value=repr(which), or_choices=" or ".join(repr(p) for p in POINTERS)))
     step = run.checkpoint_step(which)
     if step is None:
-        raise ExportError(f"{run.path}: no '{which}' checkpoint yet (checkpoints/{which} is missing).")
+        raise ExportError(Message("export.no_pointer", folder=str(run.path), which=which))
     out_path = run.export_path(which, step, fmt)
     if dtype != "stored":
         out_path = out_path.with_name(f"{out_path.name}-{dtype}")

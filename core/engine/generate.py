@@ -22,6 +22,12 @@ from core.engine.export import load_trained_model
 from core.engine.fused import enable as enable_fused_kernels, inference_problem
 from core.engine.model import CausalLM
 from core.data.tokenizer import Tokenizer, TokenizerError
+from core.spec.errors import MessageError
+from core.spec.messages import Message
+
+
+class GenerateError(MessageError):
+    """Sampling settings or prompts that cannot be generated from (a ValueError); the message says why."""
 
 
 DEVICE_TARGETS = {"cpu": "CPU", "gpu": "GPU", "ascend": "Ascend"}
@@ -49,11 +55,11 @@ class SamplingSettings:
 
     def __post_init__(self):
         if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens = {self.max_new_tokens}: must be >= 1")
+            raise GenerateError(Message("generate.max_new_tokens", value=self.max_new_tokens))
         if self.temperature < 0:
-            raise ValueError(f"temperature = {self.temperature}: must be >= 0 (0 = greedy)")
+            raise GenerateError(Message("generate.temperature", value=self.temperature))
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p = {self.top_p}: must be in (0, 1]")
+            raise GenerateError(Message("generate.top_p", value=self.top_p))
 
 
 def choose_next(logits: np.ndarray, settings: SamplingSettings, rng: np.random.Generator) -> np.ndarray:
@@ -91,12 +97,12 @@ def generate(model: CausalLM, prompts: list[list[int]], settings: SamplingSettin
     Prompts of different lengths are left-padded and masked. `use_cache=False` recomputes the whole
     sequence every step (a reference for tests and benchmarks)."""
     if not prompts or any(len(p) == 0 for p in prompts):
-        raise ValueError("generate: every prompt needs at least one token")
+        raise GenerateError(Message("generate.empty_prompt"))
     limit = model.args.max_position_embeddings
     longest = max(len(p) for p in prompts)
     if longest + settings.max_new_tokens > limit:
-        raise ValueError(f"prompt of {longest} tokens + max_new_tokens {settings.max_new_tokens} "
-                         f"exceeds the model's context of {limit} tokens")
+        raise GenerateError(Message("generate.too_long", tokens=longest, max_new_tokens=settings.max_new_tokens,
+                                    limit=limit))
     rng = np.random.default_rng(settings.seed)
     kernel = fused_inference(model) if use_cache and getattr(model, "long_after", None) is None else None
     if kernel is not None:
@@ -228,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
                            use_cache=not args.no_cache)[0]
     except (CheckpointError, TokenizerError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if args.json:  # the console's Try tab: the message by its id, said in the page's language
+            said = getattr(exc, "said", None)
+            message = said[0] if isinstance(said, list) and len(said) == 1 else None
+            print(json.dumps({"error": str(exc), **({"message": message.to_json()} if isinstance(message, Message)
+                                                     else {})}))
         return 2
     seconds = time.perf_counter() - start
     text = tokenizer.decode(new_ids)

@@ -34,6 +34,7 @@ from core.engine.fused import enable as enable_fused
 from core.engine.generate import SamplingSettings, fused_inference, generate
 from core.engine.lora import load_peft_adapter, merge_lora, read_peft_config
 from core.data.tokenizer import Tokenizer
+from core.spec.messages import Message
 
 DEFAULT_BATCH_SIZE = 8
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's Hugging Face backend's
@@ -65,7 +66,7 @@ def load_model(path: str | Path, dtype: str = "float32"):
     if kind == "peft":
         base = Path(read_peft_config(folder)["base_model_name_or_path"])
         if not base.is_dir():
-            raise EvalModelError(f"{folder}: its base model {base} (adapter_config.json) is not a folder here.")
+            raise EvalModelError(Message("engine.eval_base_missing", folder=str(folder), base=str(base)))
         model = load_hf_model(base, dtype)
         load_peft_adapter(model, folder)
         merge_lora(model)
@@ -86,7 +87,7 @@ class MindtuneLM(TemplateLM):
             batch_size = DEFAULT_BATCH_SIZE
         self._batch_size = int(batch_size)
         if self._batch_size < 1:
-            raise EvalModelError(f"batch_size = {batch_size}: must be >= 1")
+            raise EvalModelError(Message("engine.eval_batch_size", value=batch_size))
         self.model, self.tokenizer, self.description = load_model(pretrained, dtype)
         self.model.set_train(False)
         self.kernels = "composed"
@@ -313,8 +314,7 @@ class MindtuneLM(TemplateLM):
             until = handle_stop_sequences(kwargs.pop("until", None), eos=eos_text)
             max_gen_toks = kwargs.pop("max_gen_toks")
             if max_gen_toks >= self.max_length:
-                raise EvalModelError(f"max_gen_toks {max_gen_toks} must be below the model's context "
-                                     f"of {self.max_length} tokens")
+                raise EvalModelError(Message("engine.eval_gen_tokens", max_gen_toks=max_gen_toks, limit=self.max_length))
             prompts = [self.tok_encode(c, left_truncate_len=self.max_length - max_gen_toks) for c in contexts]
             sampled = bool(kwargs.get("do_sample")) and float(kwargs.get("temperature") or 0) > 0
             settings = SamplingSettings(max_new_tokens=max_gen_toks,

@@ -22,7 +22,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import HeUniform, initializer
 
 from core.run.atomic import atomic_write
-from core.spec.errors import MessageError
+from core.spec.errors import MessageError, first_of
 from core.spec.messages import Message
 from core.engine.layers import amp_dense
 from core.spec.model_args import ALL_LINEAR, PROJECTION_NAMES, match_lora_targets
@@ -137,11 +137,11 @@ class LoRADense(nn.Dense):
 
 def _check_hyperparameters(rank, alpha, dropout) -> None:
     if not isinstance(rank, numbers.Integral) or isinstance(rank, bool) or rank <= 0:
-        raise LoraError(f"lora rank must be a positive integer, got {rank!r}.")
+        raise LoraError(Message("lora.rank", py_value=repr(rank)))
     if not isinstance(alpha, numbers.Real) or isinstance(alpha, bool) or alpha <= 0:
-        raise LoraError(f"lora alpha must be a positive number, got {alpha!r}.")
+        raise LoraError(Message("lora.alpha", py_value=repr(alpha)))
     if not isinstance(dropout, numbers.Real) or isinstance(dropout, bool) or not 0 <= dropout < 1:
-        raise LoraError(f"lora dropout must be in [0, 1), got {dropout!r}.")
+        raise LoraError(Message("lora.dropout", py_value=repr(dropout)))
 
 
 LORA_CELLS = (LoRADense, LoRAStackedLinear)  # LoRA on a Dense, and on a layer's stacked experts (core.engine.moe)
@@ -172,13 +172,10 @@ def inject_lora(model: nn.Cell, rank: int, alpha: float, dropout: float,
     targets = select_target_modules(dense, target_modules, family_targets(model))
     already = [name for name in targets if isinstance(dense[name], LORA_CELLS)]
     if already:
-        raise LoraError(f"{already[0]} already has a LoRA adapter ({len(already)} such modules); "
-                        f"inject once, or load the adapter into the existing LoRA layers.")
+        raise LoraError(Message("lora.already_adapted", module=already[0], count=len(already)))
     experts = [name for name in targets if isinstance(dense[name], StackedLinear)]
     if experts and dropout:
-        raise LoraError(f"lora dropout {dropout} with target {experts[0]} (a mixture of experts' stacked "
-                        f"projections): LoRA on expert weights has no dropout here, as in PEFT; set dropout "
-                        f"to 0 or leave the experts out of target_modules.")
+        raise LoraError(Message("lora.expert_dropout", dropout=dropout, module=experts[0]))
     for name in targets:
         cell = dense[name]
         lora = (LoRAStackedLinear(cell, rank, alpha) if isinstance(cell, StackedLinear)
@@ -201,27 +198,25 @@ def select_target_modules(dense: dict[str, nn.Dense], target_modules,
         try:
             re.compile(target_modules)
         except re.error as exc:
-            raise LoraError(f"lora target_modules '{target_modules}' is not a valid regex: {exc}.") from exc
+            raise LoraError(Message("lora.bad_regex", pattern=target_modules, re_says=str(exc))) from exc
     elif not isinstance(target_modules, str) and (
             not isinstance(target_modules, (list, tuple)) or not target_modules or
             not all(isinstance(t, str) and t for t in target_modules)):
-        raise LoraError(f"lora target_modules must be a non-empty list of module names, one regex "
-                        f"string or '{ALL_LINEAR}', got {target_modules!r}.")
+        raise LoraError(Message("lora.bad_targets", py_value=repr(target_modules)))
     chosen, unmatched = match_lora_targets(dense, target_modules, family)
     if isinstance(target_modules, str) and target_modules != ALL_LINEAR and not chosen:
-        _raise_no_match(f"regex '{target_modules}' (re.fullmatch on dotted module names such as "
-                        f"'{_example_name(dense)}')", dense)
+        _raise_no_match("lora.regex_matches_nothing", dense, pattern=target_modules, example=_example_name(dense))
     if unmatched:
         quoted = ", ".join(f"'{name}'" for name in unmatched)
-        _raise_no_match(f"name{'s' if len(unmatched) > 1 else ''} {quoted}", dense)
+        _raise_no_match("lora.names_match_nothing" if len(unmatched) > 1 else "lora.name_matches_nothing", dense,
+                        names=quoted)
     return chosen
 
 
-def _raise_no_match(what: str, dense: dict[str, nn.Dense]) -> None:
+def _raise_no_match(key: str, dense: dict[str, nn.Dense], **params) -> None:
     found = list(dict.fromkeys(name.rsplit(".", 1)[-1] for name in dense))
     ordered = [p for p in PROJECTION_NAMES if p in found] + [p for p in found if p not in PROJECTION_NAMES]
-    raise LoraError(f"lora target_modules {what} matches no Dense layer of this model; "
-                    f"its projections are {', '.join(ordered) or 'none'} ('{ALL_LINEAR}': the family's own).")
+    raise LoraError(Message(key, projections=", ".join(ordered) or "none", **params))
 
 
 def _example_name(dense: dict[str, nn.Dense]) -> str:
@@ -358,8 +353,8 @@ def load_lora_state_dict(model: nn.Cell, tensors: dict[str, np.ndarray], source:
     for name, param in params.items():
         shape = tuple(np.shape(tensors[name]))
         if shape != tuple(param.shape):
-            raise LoraError(f"{source}: tensor {name} has shape {shape}, the model's LoRA layer "
-                            f"needs {tuple(param.shape)} (different rank or base model?).")
+            raise LoraError(Message("lora.tensor_shape", source=source, name=name, shape=str(shape),
+                                    expected=str(tuple(param.shape))))
     for name, param in params.items():
         write_parameter(param, tensors[name])
 
@@ -367,15 +362,9 @@ def load_lora_state_dict(model: nn.Cell, tensors: dict[str, np.ndarray], source:
 def _require_same_keys(expected: set[str], given: set[str], source: str) -> None:
     missing, extra = sorted(expected - given), sorted(given - expected)
     if missing:
-        raise LoraError(f"{source}: missing tensor {missing[0]}" + _and_more(missing) +
-                        " that the model's LoRA layers need.")
+        raise LoraError(first_of("lora.missing_tensor", missing, source=source))
     if extra:
-        raise LoraError(f"{source}: unexpected tensor {extra[0]}" + _and_more(extra) +
-                        " that matches no LoRA layer of the model (different target_modules?).")
-
-
-def _and_more(names: list[str]) -> str:
-    return f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+        raise LoraError(first_of("lora.unexpected_tensor", extra, source=source))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,7 +421,7 @@ def save_peft_adapter(model: nn.Cell, folder: str | Path, base_model_name_or_pat
         try:
             expert_tensors, dense_targets, parameters = peft_moe_adapter(model, list(modules), PEFT_PREFIX)
         except MoeExportError as exc:
-            raise LoraError(str(exc)) from exc
+            raise LoraError(exc.message) from exc
         tensors.update(expert_tensors)
         config["target_modules"] = dense_targets or None
         config["target_parameters"] = parameters or None
@@ -459,27 +448,26 @@ def read_peft_config(folder: str | Path) -> dict:
     """adapter_config.json, checked for the options this LoRA implements."""
     path = Path(folder) / ADAPTER_CONFIG_NAME
     if not path.is_file():
-        raise LoraError(f"{path}: not found; a PEFT adapter folder has {ADAPTER_CONFIG_NAME} and "
-                        f"{ADAPTER_WEIGHTS_NAME}.")
+        raise LoraError(Message("lora.no_adapter_config", file=str(path)))
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise LoraError(Message("model.at", where=str(path), reason=Message("model.invalid_json", json_says=str(exc)))) from exc
     if not isinstance(config, dict) or config.get("peft_type") != "LORA":
-        raise LoraError(f"{path}: peft_type is {config.get('peft_type') if isinstance(config, dict) else None!r}; "
-                        f"only LORA adapters are supported.")
+        raise LoraError(Message("lora.not_lora", file=str(path),
+                                py_value=repr(config.get('peft_type') if isinstance(config, dict) else None)))
     for key in ("r", "lora_alpha", "target_modules"):
         if key not in config:
-            raise LoraError(f"{path}: {key} is missing.")
+            raise LoraError(Message("lora.config_key_missing", file=str(path), config_key=key))
     for key, supported in UNSUPPORTED_PEFT_OPTIONS.items():
         if config.get(key, supported) != supported:
-            raise LoraError(f"{path}: {key}={config[key]!r} is not supported (only {supported!r}).")
+            raise LoraError(Message("lora.option_unsupported", file=str(path), config_key=key, value=repr(config[key]),
+                                    supported_value=repr(supported)))
     for key in ("rank_pattern", "alpha_pattern"):
         if config.get(key):
-            raise LoraError(f"{path}: {key} (per-module rank/alpha) is not supported.")
+            raise LoraError(Message("lora.per_module", file=str(path), config_key=key))
     if config.get("target_parameters"):
-        raise LoraError(f"{path}: target_parameters {config['target_parameters']} (LoRA on expert weights) "
-                        f"cannot be loaded into mindtune yet; load it with peft, or merge it into the base.")
+        raise LoraError(Message("lora.target_parameters", file=str(path), value=str(config['target_parameters'])))
     return config
 
 
@@ -489,15 +477,16 @@ def read_peft_tensors(folder: str | Path, prefix: str | None = None) -> dict[str
     path = Path(folder) / ADAPTER_WEIGHTS_NAME
     if not path.is_file():
         pickles = [p.name for p in Path(folder).glob("adapter_model*.bin")]
-        hint = (f" Found {', '.join(pickles)}: pickle files can run code when loaded; re-save the adapter "
-                f"with safe_serialization=True." if pickles else "")
-        raise LoraError(f"{path}: not found.{hint}")
+        raise LoraError(Message("lora.pickle_adapter", file=str(path), files=", ".join(pickles)) if pickles
+                        else Message("lora.no_adapter_weights", file=str(path)))
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
     try:
         raw = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as exc:
-        raise LoraError(f"{path}: cannot read safetensors file (truncated or corrupt?): {exc}") from exc
+        raise LoraError(Message("weights.unreadable", file=str(path), reason=Message(
+            "weights.os_error", os_error=str(exc)) if isinstance(exc, OSError) else Message(
+            "weights.safetensors_says", safetensors_says=str(exc)))) from exc
     tensors, foreign = {}, []
     for key, array in raw.items():
         name = from_peft_key(key, prefix)
@@ -506,8 +495,7 @@ def read_peft_tensors(folder: str | Path, prefix: str | None = None) -> dict[str
         else:
             tensors[name] = array
     if foreign:
-        raise LoraError(f"{path}: tensor {sorted(foreign)[0]}{_and_more(foreign)} is not a PEFT LoRA "
-                        f"tensor (expected base_model.model.<module>.lora_A.weight / lora_B.weight).")
+        raise LoraError(first_of("lora.foreign_tensor", sorted(foreign), file=str(path)))
     return tensors
 
 
@@ -525,7 +513,8 @@ def load_peft_adapter(model: nn.Cell, folder: str | Path) -> list[str]:
         try:
             inject_lora(model, config["r"], config["lora_alpha"], config.get("lora_dropout", 0.0), targets)
         except LoraError as exc:
-            raise LoraError(f"{Path(folder) / ADAPTER_CONFIG_NAME}: {exc}") from exc
+            raise LoraError(Message("model.at", where=str(Path(folder) / ADAPTER_CONFIG_NAME),
+                                    reason=exc.message)) from exc
     else:
         _check_model_matches(model, config["r"], config["lora_alpha"])
     load_lora_state_dict(model, tensors, source)

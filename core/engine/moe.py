@@ -29,6 +29,8 @@ from mindspore.common.initializer import HeUniform, initializer
 
 from core.engine.fused import FusedGluHalves, FusedGroupedMatmul
 from core.engine.layers import dense, weight_init
+from core.spec.errors import MessageError
+from core.spec.messages import Message
 from core.spec.moe_args import MoeArgs
 from core.engine.ops import full
 
@@ -224,7 +226,7 @@ PEFT_REMAPPED = {"mixtral": ("gate", "w1", "w2", "w3"), "qwen": ("gate", "gate_p
 EXPERT_PROJECTIONS = ("gate_up_proj", "down_proj")  # transformers 5's parameter order in the experts module
 
 
-class MoeExportError(ValueError):
+class MoeExportError(MessageError):
     """An expert LoRA that PEFT's file layout cannot express; the message says what to do instead."""
 
 
@@ -245,23 +247,17 @@ def peft_moe_adapter(model: nn.Cell, lora_names: list[str], prefix: str) -> tupl
     leaves = sorted({n.rsplit(".", 1)[-1] for n in dense})
     remapped = [leaf for leaf in leaves if leaf in PEFT_REMAPPED[layout]]
     if remapped:
-        raise MoeExportError(
-            f"LoRA on {', '.join(remapped)} of the dense layers: PEFT 0.21 with transformers 5 reads these "
-            f"target_modules of a mixture-of-experts model as expert parameters, so the adapter would load "
-            f"onto other weights. Export 'merged', or train without {', '.join(remapped)} in target_modules.")
+        raise MoeExportError(Message("lora.moe_remapped", names=", ".join(remapped)))
     selected = sorted(n for n, c in cells.items() if isinstance(c, nn.Dense) and n.rsplit(".", 1)[-1] in leaves)
     if selected != sorted(dense):
         missing = sorted(set(selected) - set(dense))
-        raise MoeExportError(
-            f"PEFT resolves a mixture-of-experts model's target_modules to module names ({', '.join(leaves)}), "
-            f"which would also adapt {missing[0]}, untrained here. Export 'merged', or target every layer.")
+        raise MoeExportError(Message("lora.moe_modules", leaves=", ".join(leaves), module=missing[0]))
     parameters = []
     for proj in EXPERT_PROJECTIONS:
         trained = [f"{b}.experts.{proj}" for b in blocks if f"{b}.experts.{proj}" in experts]
         if trained and len(trained) != len(blocks):
             untrained = next(f"{b}.experts.{proj}" for b in blocks if f"{b}.experts.{proj}" not in experts)
-            raise MoeExportError(f"PEFT's target_parameters 'mlp.experts.{proj}' would also adapt {untrained}, "
-                                 f"untrained here. Export 'merged', or target the experts of every sparse layer.")
+            raise MoeExportError(Message("lora.moe_experts", projection=proj, module=untrained))
         if trained:
             parameters.append(f"mlp.experts.{proj}")
     tensors = {}

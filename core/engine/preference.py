@@ -31,6 +31,8 @@ import mindspore as ms
 from mindspore import Tensor, nn, ops
 
 from core.engine.lora import LORA_CELLS
+from core.spec.errors import MessageError
+from core.spec.messages import Message
 from core.engine.train_step import IGNORE_INDEX, CausalLMLoss, TrainStep, forward, head_on_hidden, next_token_targets
 
 OBJECTIVES = ("sft", "dpo", "simpo", "orpo", "kto")
@@ -38,7 +40,7 @@ PAIRED = ("dpo", "simpo", "orpo")  # rows: B chosen, then B rejected
 WITH_REFERENCE = ("dpo", "kto")
 
 
-class PreferenceError(ValueError):
+class PreferenceError(MessageError):
     """A preference objective, setting or batch that cannot be used; the message says why."""
 
 
@@ -56,9 +58,9 @@ class Objective:
 
     def __post_init__(self):
         if self.name not in OBJECTIVES[1:]:
-            raise PreferenceError(f"preference objective must be one of {', '.join(OBJECTIVES[1:])}, got {self.name!r}")
+            raise PreferenceError(Message("engine.objective", choices=", ".join(OBJECTIVES[1:]), py_value=repr(self.name)))
         if self.loss_type not in ("sigmoid", "ipo"):
-            raise PreferenceError(f"preference.loss_type must be sigmoid or ipo, got {self.loss_type!r}")
+            raise PreferenceError(Message("engine.loss_type", py_value=repr(self.loss_type)))
 
     @classmethod
     def from_config(cls, cfg) -> Objective:

@@ -39,6 +39,14 @@ def check(ok: bool, source: str, key: str, message: str) -> None:
                                                                                  reason=message)))
 
 
+def first_of(key: str, names: list[str], **params) -> Message:
+    """The message `key` naming the first of `names` (a missing tensor, ...); where there are more,
+    its plural id ('<key>s') with how many more."""
+    if len(names) > 1:
+        return Message(key + "s", name=names[0], more=len(names) - 1, **params)
+    return Message(key, name=names[0], **params)
+
+
 def said_of(err: BaseException) -> str:
     """An error's message as it was made where it keeps exactly one (`said`: a DataError's, a
     TokenizerError's, the console's JobError's Said), else its text (several lines: str(err), or

@@ -565,7 +565,126 @@ CATALOGUE: dict[str, str] = {
 }
 
 # ---- area D: the engine and the weights (core.engine, core.weights, core.export, core.generate) ----
+# `py_value` is a value as Python shows it (repr), `re_says` Python's re module's reason, `safetensors_says`
+# the safetensors library's, `os_error` the operating system's, `json_says` Python's json module's
 CATALOGUE.update({
+    # LoRA's settings and target modules (core.engine.lora)
+    "lora.rank": "lora rank must be a positive integer, got {py_value}.",
+    "lora.alpha": "lora alpha must be a positive number, got {py_value}.",
+    "lora.dropout": "lora dropout must be in [0, 1), got {py_value}.",
+    "lora.already_adapted": ("{module} already has a LoRA adapter ({count} such modules); inject once, or load the "
+                             "adapter into the existing LoRA layers."),
+    "lora.expert_dropout": ("lora dropout {dropout} with target {module} (a mixture of experts' stacked projections): "
+                            "LoRA on expert weights has no dropout here, as in PEFT; set dropout to 0 or leave the "
+                            "experts out of target_modules."),
+    "lora.bad_regex": "lora target_modules '{pattern}' is not a valid regex: {re_says}.",
+    "lora.bad_targets": ("lora target_modules must be a non-empty list of module names, one regex string or "
+                         "'all-linear', got {py_value}."),
+    "lora.regex_matches_nothing": ("lora target_modules regex '{pattern}' (re.fullmatch on dotted module names such as "
+                                   "'{example}') matches no Dense layer of this model; its projections are "
+                                   "{projections} ('all-linear': the family's own)."),
+    "lora.name_matches_nothing": ("lora target_modules name {names} matches no Dense layer of this model; its "
+                                  "projections are {projections} ('all-linear': the family's own)."),
+    "lora.names_match_nothing": ("lora target_modules names {names} matches no Dense layer of this model; its "
+                                 "projections are {projections} ('all-linear': the family's own)."),
+    # ... an adapter's tensors loaded into the model's LoRA layers (a checkpoint's, a PEFT folder's)
+    "lora.tensor_shape": ("{source}: tensor {name} has shape {shape}, the model's LoRA layer needs {expected} "
+                          "(different rank or base model?)."),
+    "lora.missing_tensor": "{source}: missing tensor {name} that the model's LoRA layers need.",
+    "lora.missing_tensors": "{source}: missing tensor {name} (and {more} more) that the model's LoRA layers need.",
+    "lora.unexpected_tensor": ("{source}: unexpected tensor {name} that matches no LoRA layer of the model (different "
+                               "target_modules?)."),
+    "lora.unexpected_tensors": ("{source}: unexpected tensor {name} (and {more} more) that matches no LoRA layer of the "
+                                "model (different target_modules?)."),
+    # ... a PEFT adapter folder (core.engine.lora: read_peft_config, read_peft_tensors)
+    "lora.no_adapter_config": ("{file}: not found; a PEFT adapter folder has adapter_config.json and "
+                               "adapter_model.safetensors."),
+    "lora.not_lora": "{file}: peft_type is {py_value}; only LORA adapters are supported.",
+    "lora.config_key_missing": "{file}: {config_key} is missing.",
+    "lora.option_unsupported": "{file}: {config_key}={value} is not supported (only {supported_value}).",
+    "lora.per_module": "{file}: {config_key} (per-module rank/alpha) is not supported.",
+    "lora.target_parameters": ("{file}: target_parameters {value} (LoRA on expert weights) cannot be loaded into "
+                               "mindtune yet; load it with peft, or merge it into the base."),
+    "lora.no_adapter_weights": "{file}: not found.",
+    "lora.pickle_adapter": ("{file}: not found. Found {files}: pickle files can run code when loaded; re-save the "
+                            "adapter with safe_serialization=True."),
+    "lora.foreign_tensor": ("{file}: tensor {name} is not a PEFT LoRA tensor (expected "
+                            "base_model.model.<module>.lora_A.weight / lora_B.weight)."),
+    "lora.foreign_tensors": ("{file}: tensor {name} (and {more} more) is not a PEFT LoRA tensor (expected "
+                             "base_model.model.<module>.lora_A.weight / lora_B.weight)."),
+    # ... a mixture of experts' adapter in PEFT's layout (core.engine.moe.peft_moe_adapter)
+    "lora.moe_remapped": ("LoRA on {names} of the dense layers: PEFT 0.21 with transformers 5 reads these "
+                          "target_modules of a mixture-of-experts model as expert parameters, so the adapter would load "
+                          "onto other weights. Export 'merged', or train without {names} in target_modules."),
+    "lora.moe_modules": ("PEFT resolves a mixture-of-experts model's target_modules to module names ({leaves}), which "
+                         "would also adapt {module}, untrained here. Export 'merged', or target every layer."),
+    "lora.moe_experts": ("PEFT's target_parameters 'mlp.experts.{projection}' would also adapt {module}, untrained "
+                         "here. Export 'merged', or target the experts of every sparse layer."),
+    # safetensors files (core.weights.safetensors_io's reader, core.engine.checkpoint); `reason` is the
+    # reader's own (weights.short_file ...), the safetensors library's (weights.safetensors_says) or the OS's
+    "weights.unreadable": "{file}: cannot read safetensors file (truncated or corrupt?): {reason}",
+    "weights.unreadable_tensor": "{file}: cannot read tensor {name} (truncated or corrupt?): {reason}",
+    "weights.safetensors_says": "{safetensors_says}",
+    "weights.os_error": "{os_error}",
+    "weights.short_file": "file shorter than the 8-byte header length",
+    "weights.header_length": "header length {length} does not fit the file ({size} bytes)",
+    "weights.header_json": "header is not valid JSON: {json_says}",
+    "weights.header_not_object": "header is not a JSON object",
+    "weights.bad_entry": "tensor {name}: malformed header entry {py_value}",
+    "weights.bad_offsets": ("tensor {name}: bytes [{begin}, {end}) do not hold {dtype}{shape} inside the file's "
+                            "{data_bytes} data bytes (truncated?)"),
+    "weights.ends_early": "tensor {name}: the file ends before its last byte (truncated?)",
+    "weights.two_shards": "{file}: tensor {name} appears in more than one shard.",
+    # ... a Hugging Face checkpoint against the model its config.json describes (core.engine.checkpoint)
+    "weights.missing_tensor": "{source}: missing tensor {name} required by {architecture}.",
+    "weights.missing_tensors": "{source}: missing tensor {name} (and {more} more) required by {architecture}.",
+    "weights.unexpected_tensor": "{source}: unexpected tensor {name} that {architecture} with this config.json does not have.",
+    "weights.unexpected_tensors": ("{source}: unexpected tensor {name} (and {more} more) that {architecture} with this "
+                                   "config.json does not have."),
+    "weights.shape": "{source}: tensor {name} has shape {shape}, config.json implies {expected}.",
+    "weights.dtype": "dtype {py_value} is not supported; use one of {choices}.",
+    "weights.storage_dtype": "storage dtype {py_value} is not supported; use one of {choices}.",
+    "weights.cpu_bf16": ("dtype bfloat16: MindSpore's CPU kernels do not support bf16 compute; load as float32 (or "
+                         "float16) on the CPU, or use a GPU/Ascend device."),
+    "weights.base_tensor_gone": ("{folder}: tensor {name} of the base checkpoint is gone; the export copies it from "
+                                 "there."),
+    # a run's training checkpoint (core.engine.checkpoint, core.engine.export)
+    "engine.state_no_step": "{file}: missing 'step'.",
+    "engine.params_mismatch": "{source}: does not match this run's parameters (missing {missing_keys}, unexpected {unexpected_keys}).",
+    "engine.param_shape": "{source}: {name} has shape {shape}, expected {expected}.",
+    # exports (core.engine.export: the Monitor tab's downloads, python -m core.export)
+    "export.no_checkpoint": "{folder}: checkpoint not found; give runs/<id>/checkpoints/step-N (or best/last).",
+    "export.incomplete": "{folder}: incomplete checkpoint, {name} is missing.",
+    "export.state_fields": "{file}: missing 'step' or 'method'.",
+    "export.base_gone": "{folder}: base model {base} is gone; the checkpoint needs it.",
+    "export.base_changed": ("{base}: its weights changed since training (sha256 differs); exporting would combine the "
+                            "adapter with the wrong base."),
+    "export.not_adapter_tensor": ("{file}: {name} is not a LoRA adapter tensor (<module>.lora_a / .lora_b); a PEFT "
+                                  "adapter cannot hold it."),
+    "export.no_tensor": ("{file}: no tensor is not a LoRA adapter tensor (<module>.lora_a / .lora_b); a PEFT adapter "
+                         "cannot hold it."),
+    "export.adapter_rank": "{file}: {name} has shape {shape}, not rank {rank} as trainer_state.json's lora settings say.",
+    "export.dtype": "--dtype {py_value}: use one of {choices}.",
+    "export.unused_tensor": "{file}: {name} matches no tensor of the base {base} (a different base model?).",
+    "export.float32_only": "--dtype {dtype}: this family's merged export is written in float32 only.",
+    "export.format": "format {py_value} is not supported; use one of {choices}.",
+    "export.dtype_merged_only": "--dtype applies to the merged export only ({fmt} is written in float32).",
+    "export.full_no_adapter": "a full fine-tune has no adapter: export it as 'merged' or 'mindspore'.",
+    "export.which": "--which {py_value}: use {or_choices}.",
+    "export.no_pointer": "{folder}: no '{which}' checkpoint yet (checkpoints/{which} is missing).",
+    # text generation (core.engine.generate: the Try tab, python -m core.generate, the test answers)
+    "generate.max_new_tokens": "max_new_tokens = {value}: must be >= 1",
+    "generate.temperature": "temperature = {value}: must be >= 0 (0 = greedy)",
+    "generate.top_p": "top_p = {value}: must be in (0, 1]",
+    "generate.empty_prompt": "generate: every prompt needs at least one token",
+    "generate.too_long": ("prompt of {tokens} tokens + max_new_tokens {max_new_tokens} exceeds the model's context of "
+                          "{limit} tokens"),
+    # lm-evaluation-harness's model (core.engine.lm_eval_model) and the preference objectives (core.engine.preference)
+    "engine.eval_base_missing": "{folder}: its base model {base} (adapter_config.json) is not a folder here.",
+    "engine.eval_batch_size": "batch_size = {value}: must be >= 1",
+    "engine.eval_gen_tokens": "max_gen_toks {max_gen_toks} must be below the model's context of {limit} tokens",
+    "engine.objective": "preference objective must be one of {choices}, got {py_value}",
+    "engine.loss_type": "preference.loss_type must be sigmoid or ipo, got {py_value}",
 })
 
 
@@ -596,6 +715,8 @@ NOT_RECOGNISED = NOT_RECOGNISED | frozenset({"model.at", "model.at_setting"})
 
 # area C's:
 NOT_RECOGNISED = NOT_RECOGNISED | {"field.named"}  # "{widget} {reason}": a space between parameters
+# area D's (a library's reason alone):
+NOT_RECOGNISED = NOT_RECOGNISED | {"weights.safetensors_says", "weights.os_error"}
 
 
 

@@ -23,6 +23,14 @@ from typing import BinaryIO
 
 import numpy as np
 
+from core.spec.errors import MessageError
+from core.spec.messages import Message
+
+
+class SafetensorsFormatError(MessageError):
+    """A file that is not valid safetensors (a ValueError); its message is the reader's own (weights.*)."""
+
+
 # numpy dtype name -> safetensors dtype (and back)
 DTYPE_CODES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64",
                "int32": "I32", "int16": "I16", "int8": "I8", "uint64": "U64", "uint32": "U32", "uint16": "U16",
@@ -151,7 +159,7 @@ class SafetensorsReader:
 
     Not the `safetensors` library's mmap: every page of a mapped file that a read touches counts in
     the process's resident set while the file stays open (loading a 0.5B bf16 model that way peaked
-    at 2.3 GB for 1.4 GB of model). Raises ValueError for a file that is not valid safetensors
+    at 2.3 GB for 1.4 GB of model). Raises SafetensorsFormatError (a ValueError) for a file that is not valid safetensors
     (truncated, a bad header, offsets outside the file, an unknown dtype)."""
 
     def __init__(self, path: str | Path):
@@ -167,16 +175,16 @@ class SafetensorsReader:
         size = self.path.stat().st_size
         head = self._handle.read(8)
         if len(head) < 8:
-            raise ValueError("file shorter than the 8-byte header length")
+            raise SafetensorsFormatError(Message("weights.short_file"))
         (length,) = struct.unpack("<Q", head)
         if length > MAX_HEADER_BYTES or 8 + length > size:
-            raise ValueError(f"header length {length} does not fit the file ({size} bytes)")
+            raise SafetensorsFormatError(Message("weights.header_length", length=length, size=size))
         try:
             header = json.loads(self._handle.read(length).decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"header is not valid JSON: {exc}") from exc
+            raise SafetensorsFormatError(Message("weights.header_json", json_says=str(exc))) from exc
         if not isinstance(header, dict):
-            raise ValueError("header is not a JSON object")
+            raise SafetensorsFormatError(Message("weights.header_not_object"))
         metadata = header.pop("__metadata__", None) or {}
         data_size = size - 8 - length
         tensors = {}
@@ -186,11 +194,11 @@ class SafetensorsReader:
                 shape = tuple(int(n) for n in info["shape"])
                 begin, end = (int(n) for n in info["data_offsets"])
             except (KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"tensor {name}: malformed header entry {info!r}") from exc
+                raise SafetensorsFormatError(Message("weights.bad_entry", name=name, py_value=repr(info))) from exc
             expected = int(np.prod(shape, dtype=np.int64)) * ITEMSIZE[dtype]
             if not 0 <= begin <= end <= data_size or end - begin != expected:
-                raise ValueError(f"tensor {name}: bytes [{begin}, {end}) do not hold {dtype}{shape} "
-                                 f"inside the file's {data_size} data bytes (truncated?)")
+                raise SafetensorsFormatError(Message("weights.bad_offsets", name=name, begin=begin, end=end,
+                                                     dtype=dtype, shape=str(shape), data_bytes=data_size))
             tensors[name] = TensorInfo(dtype, shape, begin, end)
         return metadata, tensors, 8 + length
 
@@ -202,7 +210,7 @@ class SafetensorsReader:
         self._handle.seek(self._data_start + info.begin)
         view = memoryview(array.reshape(-1).view(np.uint8))
         if self._handle.readinto(view) != info.end - info.begin:
-            raise ValueError(f"tensor {name}: the file ends before its last byte (truncated?)")
+            raise SafetensorsFormatError(Message("weights.ends_early", name=name))
         return array
 
     def read_into(self, name: str, out: np.ndarray) -> None:
@@ -216,7 +224,7 @@ class SafetensorsReader:
             return
         self._handle.seek(self._data_start + info.begin)
         if self._handle.readinto(memoryview(out.reshape(-1).view(np.uint8))) != info.end - info.begin:
-            raise ValueError(f"tensor {name}: the file ends before its last byte (truncated?)")
+            raise SafetensorsFormatError(Message("weights.ends_early", name=name))
 
     def close(self) -> None:
         self._handle.close()

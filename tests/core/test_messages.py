@@ -84,6 +84,16 @@ SAMPLE.update({"op": ">=", "bound": "8", "range": "(0, 1]", "options": "'cosine'
                "tracker": "mlflow", "package": "mlflow-skinny", "cores": 4, "ids": "0, 1",
                "held": "20261201-000000_a"})
 
+# area D (the engine and the weights):
+SAMPLE.update({"module": "model.layers.0.self_attn.q_proj", "dropout": 0.05, "pattern": ".*q_proj[",
+               "example": "model.layers.0.self_attn.q_proj", "shape": "(8, 64)", "expected": "(4, 64)",
+               "config_key": "use_dora", "supported_value": "False", "leaves": "o_proj, q_proj", "projection": "gate_up_proj",
+               "safetensors_says": "Error while deserializing header: header too small", "length": 1000000000000,
+               "begin": 0, "end": 64, "data_bytes": 32, "choices": "float32, float16, bfloat16",
+               "missing_keys": "['model.norm.weight']", "unexpected_keys": "[]", "base": "/models/tiny",
+               "or_choices": "'best' or 'last'", "which": "best", "max_new_tokens": 32, "limit": 128,
+               "max_gen_toks": 256})
+
 
 def test_the_english_is_what_core_wrote_before_the_ids():
     assert Message("run.reached_steps", steps=20) == "reached 20 steps"
