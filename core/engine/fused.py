@@ -550,9 +550,9 @@ class FusedInference:
     """A decoder's whole inference forward as one kernel call (kernels/infer.cc): `forward(model, ids,
     positions, valid, cache, start, last_only)` -> float32 logits (B, T|1, vocab) as numpy; with a
     `cache` (`new_cache`, a context manager that frees it), the keys and values of the new tokens go
-    into slots start.. of it and attention sees the valid slots before them. `fill` copies a composed
-    prefill's keys and values in (CausalLM.forward_cached's cache). For models `inference_problem`
-    accepts; core.engine.generate and core.engine.lm_eval_model use it."""
+    into slots start.. of it and attention sees the valid slots before them; `gather` copies rows of one
+    cache into another. For models `inference_problem` accepts; core.engine.generate and
+    core.engine.lm_eval_model use it."""
 
     def __init__(self, kernel: Kernel):
         import mindspore as ms
@@ -563,9 +563,8 @@ class FusedInference:
         self.lib.mindtune_infer_cache_new.argtypes = [ctypes.c_int64] * 5
         self.lib.mindtune_infer_cache_free.argtypes = [ctypes.c_int32]
         pointer = ctypes.c_void_p
-        self.lib.mindtune_infer_cache_fill.restype = ctypes.c_int
-        self.lib.mindtune_infer_cache_fill.argtypes = [ctypes.c_int32, ctypes.c_int64, pointer, ctypes.c_int64,
-                                                       pointer, pointer, ctypes.c_int64]
+        self.lib.mindtune_infer_cache_gather.restype = ctypes.c_int
+        self.lib.mindtune_infer_cache_gather.argtypes = [ctypes.c_int32, ctypes.c_int32, pointer, ctypes.c_int64]
         path = f"{kernel.path}:mindtune_infer_forward"
         dtype = lambda *inputs: ms.float32  # noqa: E731
         # inputs: ids, positions, valid, meta, inv_freq, scalars, embedding (V, h), ...: logits (B, T|1, V)
@@ -616,17 +615,12 @@ class FusedInference:
         return op(Tensor(np.ascontiguousarray(ids, np.int32)), Tensor(np.ascontiguousarray(positions, np.int32)),
                   Tensor(np.ascontiguousarray(valid, np.float32)), Tensor(meta), *self._weights(model)).asnumpy()
 
-    def fill(self, cache: "InferenceCache", past, index) -> None:
-        """Slots [0, P) of every cache row r: row index[r] of a composed forward's cache `past`
-        ([(keys, values)] per layer, each (rows, KV, P, D))."""
+    def gather(self, to: "InferenceCache", source: "InferenceCache", index, slots: int) -> None:
+        """Row r of cache `to` gets slots [0, slots) of row index[r] of `source`, in every layer."""
         index = np.ascontiguousarray(index, np.int32)
-        for layer, (keys, values) in enumerate(past):
-            k = np.ascontiguousarray(keys.asnumpy(), np.float32)
-            v = np.ascontiguousarray(values.asnumpy(), np.float32)
-            code = self.lib.mindtune_infer_cache_fill(cache.handle, layer, index.ctypes.data, k.shape[0],
-                                                      k.ctypes.data, v.ctypes.data, k.shape[2])
-            if code:
-                raise RuntimeError(f"mindtune_infer_cache_fill returned {code}")
+        code = self.lib.mindtune_infer_cache_gather(to.handle, source.handle, index.ctypes.data, slots)
+        if code:
+            raise RuntimeError(f"mindtune_infer_cache_gather returned {code}")
 
 
 class InferenceCache:

@@ -156,21 +156,18 @@ def fused_inference(model):
 
 def _generate_fused(model: CausalLM, kernel, prompts: list[list[int]], settings: SamplingSettings, eos_ids, pad_id,
                     stop, rng) -> list[list[int]]:
-    """`generate` with the inference kernel: the prompts' prefill by MindSpore's composed forward (its
-    fused attention), its keys and values copied into the kernel's cache, then one kernel call per
-    decoding step (composed, a step of the 4-layer demo model launched ~250 ops). Same tokens."""
+    """`generate` with the inference kernel: the prompts' prefill is one kernel call (its attention is
+    the fused attention kernel's), each decoding step one more (composed, a step of the 4-layer demo
+    model launched ~250 ops). Same tokens."""
     ids, valid = _left_pad(prompts, pad_id)
     batch, width = ids.shape
     positions = np.maximum(np.cumsum(valid, axis=1) - 1, 0).astype(np.int32)
-    logits, past = model.forward_cached(Tensor(ids), None, Tensor(positions), Tensor(valid), last_only=True)
-    logits = logits[:, -1, :].asnumpy()
     finished = np.zeros(batch, dtype=bool)
     outputs: list[list[int]] = [[] for _ in prompts]
     with kernel.new_cache(model, batch, width + settings.max_new_tokens) as cache:
-        kernel.fill(cache, past, np.arange(batch))
-        del past
         slots = np.zeros((batch, cache.slots), np.float32)
         slots[:, :width] = valid
+        logits = kernel.forward(model, ids, positions, slots, cache, start=0, last_only=True)[:, -1, :]
         step_ids, step_pos = None, positions[:, -1:]
         for step in range(settings.max_new_tokens):
             if step:

@@ -198,52 +198,52 @@ class MindtuneLM(TemplateLM):
             len(context) + len(continuation) <= self.max_length + 1
 
     def _loglikelihood_shared(self, requests, kernel, batch_size: int):
-        """Requests grouped by context, longest first, `batch_size` at a time: each distinct context of a
-        batch runs once (MindSpore's composed forward with its fused attention; its last position scores
-        every continuation's first token), then the continuations' other tokens run in one call of the
-        inference kernel over copies of their context's keys and values. lm-eval's hf backend runs each
-        request's context again: on a 4-choice task that is ~4x the arithmetic for the same numbers."""
-        order = sorted(range(len(requests)), key=lambda i: (-len(requests[i][1]), tuple(requests[i][1]),
-                                                             tuple(requests[i][2])))
+        """Requests grouped by context, `batch_size` distinct contexts at a time, longest first (the rows
+        lm-eval's hf backend runs when its one-token cache groups a multiple-choice item's choices):
+        one inference-kernel call runs the contexts, whose last position scores every continuation's
+        first token; continuations of more tokens run their other tokens in a second call over copies
+        of their context's keys and values (the hf backend runs such a context again per choice)."""
+        groups: dict[tuple, list[int]] = {}
+        for i, (_, context, _) in enumerate(requests):
+            groups.setdefault(tuple(context), []).append(i)
+        contexts = sorted(groups, key=lambda c: (-len(c), c))
         results: list = [None] * len(requests)
         done = 0
-        for begin in range(0, len(order), batch_size):
-            chunk = order[begin:begin + batch_size]
-            contexts: dict[tuple, int] = {}
-            for i in chunk:
-                contexts.setdefault(tuple(requests[i][1]), len(contexts))
-            rows = [list(c) for c in contexts]
+        for begin in range(0, len(contexts), batch_size):
+            rows = contexts[begin:begin + batch_size]
             width = max(map(len, rows))
             ids = np.full((len(rows), width), self.pad_id, np.int32)
-            valid = np.zeros((len(rows), width), bool)
+            valid = np.zeros((len(rows), width), np.float32)
             for r, row in enumerate(rows):
-                ids[r, width - len(row):], valid[r, width - len(row):] = row, True
+                ids[r, width - len(row):], valid[r, width - len(row):] = row, 1.0
             positions = np.maximum(np.cumsum(valid, axis=1) - 1, 0).astype(np.int32)
-            logits, past = self.model.forward_cached(Tensor(ids), None, Tensor(positions), Tensor(valid),
-                                                     last_only=True)
-            first = _log_softmax(logits[:, -1, :].asnumpy())  # (contexts, vocab)
-            longer = [i for i in chunk if len(requests[i][2]) > 1]
+            members = [(r, i) for r, row in enumerate(rows) for i in groups[row]]
+            longer = [(r, i) for r, i in members if len(requests[i][2]) > 1]
             rest = None
-            if longer:
-                span = max(len(requests[i][2]) for i in longer) - 1
-                owner = np.array([contexts[tuple(requests[i][1])] for i in longer], np.int32)
-                inputs = np.full((len(longer), span), self.pad_id, np.int32)
-                for r, i in enumerate(longer):
-                    inputs[r, :len(requests[i][2]) - 1] = requests[i][2][:-1]
-                starts = np.array([len(requests[i][1]) for i in longer], np.int32).reshape(-1, 1)
-                slots = np.ones((len(longer), width + span), np.float32)
-                slots[:, :width] = valid[owner]
-                with kernel.new_cache(self.model, len(longer), width + span) as cache:
-                    kernel.fill(cache, past, owner)
+            if not longer:
+                first = _log_softmax(kernel.forward(self.model, ids, positions, valid, last_only=True)[:, -1])
+            else:
+                span = max(len(requests[i][2]) for _, i in longer) - 1
+                with kernel.new_cache(self.model, len(rows), width) as shared, \
+                        kernel.new_cache(self.model, len(longer), width + span) as cache:
+                    first = _log_softmax(kernel.forward(self.model, ids, positions, valid, shared, start=0,
+                                                        last_only=True)[:, -1])
+                    owner = np.array([r for r, _ in longer], np.int32)
+                    kernel.gather(cache, shared, owner, width)
+                    inputs = np.full((len(longer), span), self.pad_id, np.int32)
+                    for k, (_, i) in enumerate(longer):
+                        inputs[k, :len(requests[i][2]) - 1] = requests[i][2][:-1]
+                    starts = np.array([len(requests[i][1]) for _, i in longer], np.int32).reshape(-1, 1)
+                    slots = np.ones((len(longer), width + span), np.float32)
+                    slots[:, :width] = valid[owner]
                     rest = _log_softmax(kernel.forward(self.model, inputs, starts + np.arange(span, dtype=np.int32),
                                                        slots, cache, start=width))
-            del past
-            for i in chunk:
-                key, context, continuation = requests[i]
-                scored = [first[contexts[tuple(context)]]]
+            row_of = {i: k for k, (_, i) in enumerate(longer)}
+            for r, i in members:
+                key, _, continuation = requests[i]
+                scored = first[r:r + 1]
                 if len(continuation) > 1:
-                    scored += list(rest[longer.index(i), :len(continuation) - 1])
-                scored = np.stack(scored)
+                    scored = np.concatenate([scored, rest[row_of[i], :len(continuation) - 1]])
                 answer = (float(scored[np.arange(len(continuation)), continuation].sum()),
                           bool((scored.argmax(-1) == np.asarray(continuation)).all()))
                 results[i] = answer

@@ -39,6 +39,10 @@ extern "C" int dnnl_sgemm(char transa, char transb, int64_t M, int64_t N, int64_
                           const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                           float *C, int64_t ldc);
 
+// the fused attention's forward (attention.cc): a prefill's causal attention and RoPE in one sgemm-based pass
+extern "C" int mindtune_attention_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                          void *stream, void *extra);
+
 namespace {
 using mindtune::is_f32;
 using mindtune::is_i32;
@@ -177,6 +181,27 @@ extern "C" int mindtune_infer_forward(int nparam, void **params, int *ndims, int
   for (int64_t i = 0; i < B * T; ++i)
     if (ids[i] < 0 || ids[i] >= V) return 24;
 
+  // a prefill (no key before the new tokens) runs attention.cc's kernel: per-row RoPE tables and the
+  // keys' padding as one additive mask row
+  const bool prefill = start == 0 && T > 1;
+  std::vector<float> cos_table, sin_table, key_mask, lse, rotated;
+  if (prefill) {
+    cos_table.resize(B * T * D);
+    sin_table.resize(B * T * D);
+    for (int64_t r = 0; r < B * T; ++r)
+      for (int64_t i = 0; i < D / 2; ++i) {
+        const float angle = float(positions[r]) * inv_freq[i];
+        cos_table[r * D + i] = cos_table[r * D + i + D / 2] = std::cos(angle) * factor;
+        sin_table[r * D + i] = sin_table[r * D + i + D / 2] = std::sin(angle) * factor;
+      }
+    key_mask.resize(B * T);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) key_mask[b * T + t] = valid[b * S + t] != 0.f ? 0.f : -3.4028234663852886e38f;
+    lse.resize(B * H * T);
+    rotated.resize(B * T * KD);
+  }
+  const float options[5] = {scale, 0.f, 0.f, 0.f, 0.f};
+
   const int64_t N = B * T;
   std::vector<float> x(N * h), hn(N * h), q(N * HD), k(N * KD), v(N * KD), att(N * HD), o(N * h), g(N * I), u(N * I);
   for (int64_t r = 0; r < N; ++r) std::memcpy(&x[r * h], embedding + int64_t(ids[r]) * h, h * sizeof(float));
@@ -199,7 +224,27 @@ extern "C" int mindtune_infer_forward(int nparam, void **params, int *ndims, int
     linear(hn.data(), wk, any_bias(bk, KD) ? bk : nullptr, N, h, KD, k.data());
     linear(hn.data(), wv, any_bias(bv, KD) ? bv : nullptr, N, h, KD, v.data());
     float *ck = cache->k.data() + l * B * KV * S * D, *cv = cache->v.data() + l * B * KV * S * D;
-    for (int64_t r = 0; r < N; ++r) {
+    if (prefill) {
+      void *args[10] = {q.data(), k.data(), v.data(), key_mask.data(), cos_table.data(), sin_table.data(),
+                        const_cast<float *>(options), att.data(), lse.data(), rotated.data()};
+      int64_t s_q[4] = {B, T, H, D}, s_k[4] = {B, T, KV, D}, s_m[4] = {B, 1, 1, T}, s_c[4] = {B, 1, T, D};
+      int64_t s_o[1] = {5}, s_l[3] = {B, H, T};
+      int64_t *arg_shapes[10] = {s_q, s_k, s_k, s_m, s_c, s_c, s_o, s_q, s_l, s_k};
+      int arg_dims[10] = {4, 4, 4, 4, 4, 4, 1, 4, 3, 4};
+      const char *arg_types[10] = {"float32", "float32", "float32", "float32", "float32", "float32", "float32",
+                                   "float32", "float32", "float32"};
+      if (int err = mindtune_attention_forward(10, args, arg_dims, arg_shapes, arg_types, nullptr, nullptr))
+        return 100 + err;
+      for (int64_t r = 0; r < N; ++r) {
+        const int64_t b = r / T, t = r % T;
+        for (int64_t kh = 0; kh < KV; ++kh) {
+          const int64_t slot = ((b * KV + kh) * S + t) * D;
+          std::memcpy(ck + slot, &rotated[r * KD + kh * D], D * sizeof(float));
+          std::memcpy(cv + slot, &v[r * KD + kh * D], D * sizeof(float));
+        }
+      }
+    }
+    for (int64_t r = 0; !prefill && r < N; ++r) {
       const int64_t b = r / T, t = r % T;
       rotate(&q[r * HD], H, D, inv_freq, positions[r], factor);
       rotate(&k[r * KD], KV, D, inv_freq, positions[r], factor);
@@ -212,7 +257,7 @@ extern "C" int mindtune_infer_forward(int nparam, void **params, int *ndims, int
     // causal attention of each new token over the valid slots up to its own, per (row, head); on the
     // calling thread when small (a decoding step's: starting threads costs more than it saves)
     const bool parallel = B * H * T * (start + T) * D > (int64_t(1) << 21);
-    run_tasks(parallel, B * H, [&](int64_t task) {
+    run_tasks(parallel, prefill ? 0 : B * H, [&](int64_t task) {
       const int64_t b = task / H, hq = task % H, kh = hq / rep;
       const float *keys = ck + (b * KV + kh) * S * D, *values = cv + (b * KV + kh) * S * D;
       std::vector<float> scores(S);
@@ -266,21 +311,24 @@ extern "C" int mindtune_infer_forward(int nparam, void **params, int *ndims, int
   return 0;
 }
 
-// copy a prefill's keys and values into a cache: for each of the cache's rows r, row index[r] of k and v
-// (rows, KV, P, D) into slots [0, P) of `layer`
-extern "C" int mindtune_infer_cache_fill(int32_t handle, int64_t layer, const int32_t *index, int64_t rows,
-                                         const float *k, const float *v, int64_t slots) {
-  Cache *cache = find_cache(handle);
-  if (cache == nullptr) return 20;
-  if (layer < 0 || layer >= cache->layers || slots > cache->slots) return 21;
-  const int64_t KV = cache->kv_heads, S = cache->slots, D = cache->dim, B = cache->batch;
-  for (int64_t r = 0; r < B; ++r) {
-    if (index[r] < 0 || index[r] >= rows) return 22;
-    for (int64_t kh = 0; kh < KV; ++kh) {
-      const int64_t to = ((layer * B + r) * KV + kh) * S * D, from = ((int64_t(index[r]) * KV) + kh) * slots * D;
-      std::memcpy(cache->k.data() + to, k + from, slots * D * sizeof(float));
-      std::memcpy(cache->v.data() + to, v + from, slots * D * sizeof(float));
+// rows of one cache into another: every layer's slots [0, slots) of row index[r] of `from` into row r of `to`
+// (the continuations of lm-eval's choices each start from their context's cache)
+extern "C" int mindtune_infer_cache_gather(int32_t to_handle, int32_t from_handle, const int32_t *index, int64_t slots) {
+  Cache *to = find_cache(to_handle), *from = find_cache(from_handle);
+  if (to == nullptr || from == nullptr) return 20;
+  if (to->layers != from->layers || to->kv_heads != from->kv_heads || to->dim != from->dim || slots > to->slots ||
+      slots > from->slots)
+    return 21;
+  const int64_t KV = to->kv_heads, D = to->dim;
+  for (int64_t l = 0; l < to->layers; ++l)
+    for (int64_t r = 0; r < to->batch; ++r) {
+      if (index[r] < 0 || index[r] >= from->batch) return 22;
+      for (int64_t kh = 0; kh < KV; ++kh) {
+        const int64_t dst = ((l * to->batch + r) * KV + kh) * to->slots * D;
+        const int64_t src = ((l * from->batch + index[r]) * KV + kh) * from->slots * D;
+        std::memcpy(to->k.data() + dst, from->k.data() + src, slots * D * sizeof(float));
+        std::memcpy(to->v.data() + dst, from->v.data() + src, slots * D * sizeof(float));
+      }
     }
-  }
   return 0;
 }
