@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Iterable, Mapping, Self
 
 from core.spec.codec import INVALID, decode, encode, field_hints, read, type_text
 from core.spec.config import EarlyStoppingSettings
+from core.spec.errors import MessageError
 from core.spec.stats import DataStats, PreferenceStats
 
 __all__ = [
@@ -28,8 +29,20 @@ __all__ = [
 ]
 
 
-class RunDirError(ValueError):
-    """A run directory that cannot be read or changed as asked; the message names the file."""
+class RunDirError(MessageError):
+    """A run directory that cannot be read or changed as asked; the message names the file (a
+    core.spec.messages.Message where the catalogue has it: `said`, which a caller may set to the
+    lines of the error it wraps)."""
+
+    _said: list[str] | None = None
+
+    @property
+    def said(self) -> list[str]:
+        return self._said if self._said is not None else [self.message]
+
+    @said.setter
+    def said(self, lines: list[str]) -> None:
+        self._said = lines
 
 
 # ---- states --------------------------------------------------------------------------------

@@ -84,6 +84,17 @@ SAMPLE.update({"op": ">=", "bound": "8", "range": "(0, 1]", "options": "'cosine'
                "tracker": "mlflow", "package": "mlflow-skinny", "cores": 4, "ids": "0, 1",
                "held": "20261201-000000_a"})
 
+# area E (the worker, the run folder, checkpoints, evaluation):
+SAMPLE.update({"path": "runs/r1/checkpoints/step-4", "method": "full", "run_method": "lora", "example": 6,
+               "loss": "2.345", "first_step": 1, "first_scale": "6.554e+04", "scale": "1", "error": "RuntimeError: boom",
+               "free": "1.2 GB", "short": "300 MB", "missing_file": "optimizer.safetensors", "expected": 4096,
+               "actual": "0123456789abcdef", "checkpoints": "step-2, step-4", "what": Message("rundir.what.status"),
+               "real": "/etc/passwd", "root": "/home/u/runs", "program": "/usr/bin/msrun",
+               "command": "msrun --worker_num=2 ...", "pids": "123, 456", "setting_names": "foo, bar", "task": "'demo'",
+               "tasks": "'demo', 'other'", "paths": "data/eval_tasks", "task_names": "demo, other",
+               "folders": "data/eval_tasks", "figures": "peak allocated 79,000 MB of the device's 81,000 MB",
+               "run": "20261201-000000_a"})
+
 
 def test_the_english_is_what_core_wrote_before_the_ids():
     assert Message("run.reached_steps", steps=20) == "reached 20 steps"
