@@ -23,7 +23,8 @@ from app.i18n import TEXTS, reason_text, text
 # catalogue's templates), and regular expressions over what libraries and the OS say only
 # (kind, ids or id prefixes, pattern over the reason and the log's error lines); first match wins
 _FAILURES = (
-    ("oom", ("train.out_of_memory", "train.device_out_of_memory", "rank.device_oom", "rank.device_oom_figures",
+    ("oom", ("train.out_of_memory", "train.device_out_of_memory", "train.device_out_of_memory_figures",
+             "rank.device_oom", "rank.device_oom_figures",
              "rank.oom_killed", "slurm.out_of_memory"),
      re.compile(r"(?i)out of memory|\boom\b|memoryerror|cannot allocate memory|malloc .*fail|failed to allocate")),
     ("nonfinite", ("train.nonfinite_loss", "train.nonfinite_gradients"), re.compile(r"(?i)\bnan\b|\binf\b")),

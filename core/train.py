@@ -886,7 +886,8 @@ def run_worker(run_dir: str) -> int:
         device = config.parallel.device if config is not None else "cpu"
         oom = ranks.device_oom_reason(exc, device, devices.memory_figures() if device != "cpu" else "")
         if oom is not None:
-            _fail(run, cluster, Message("train.device_out_of_memory", reason=oom, advice=OOM_ADVICE), "oom")
+            said = "train.device_out_of_memory_figures" if "figures" in oom.params else "train.device_out_of_memory"
+            _fail(run, cluster, Message(said, **oom.params, advice=OOM_ADVICE), "oom")
         else:
             _fail(run, cluster, Message("train.crashed", error=f"{type(exc).__name__}: {exc}"), "crash")
         return 1

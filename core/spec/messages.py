@@ -597,7 +597,8 @@ CATALOGUE.update({
                                   "{first_scale} to {scale}. Use fp32 (precision.amp_level=O0) or a lower "
                                   "train.learning_rate."),
     "train.out_of_memory": "out of memory: {error}. {advice}",
-    "train.device_out_of_memory": "{reason}. {advice}",
+    "train.device_out_of_memory": "out of {device} memory: {error}. {advice}",
+    "train.device_out_of_memory_figures": "out of {device} memory: {error} ({figures}). {advice}",
     "train.disk_full": "disk full writing {file}: {os_says}; {free} free in {folder}. Free space on that disk.",
     "train.disk_full_run_file": ("disk full writing a run file: {os_says}; {free} free in {folder}. Free space on that "
                                  "disk."),
