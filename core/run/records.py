@@ -16,7 +16,6 @@ from typing import Any, ClassVar, Iterable, Mapping, Self
 
 from core.spec.codec import INVALID, decode, encode, field_hints, read, type_text
 from core.spec.config import EarlyStoppingSettings
-from core.spec.errors import MessageError
 from core.spec.stats import DataStats, PreferenceStats
 
 __all__ = [
@@ -29,16 +28,18 @@ __all__ = [
 ]
 
 
-class RunDirError(MessageError):
+class RunDirError(ValueError):
     """A run directory that cannot be read or changed as asked; the message names the file (a
-    core.spec.messages.Message where the catalogue has it: `said`, which a caller may set to the
-    lines of the error it wraps)."""
+    core.spec.messages.Message where the catalogue has it, kept as it was given: `said`, which a
+    caller may set to the lines of the error it wraps)."""
 
     _said: list[str] | None = None
 
     @property
     def said(self) -> list[str]:
-        return self._said if self._said is not None else [self.message]
+        if self._said is not None:
+            return self._said
+        return [self.args[0]] if len(self.args) == 1 and isinstance(self.args[0], str) else [str(self)]
 
     @said.setter
     def said(self, lines: list[str]) -> None:
