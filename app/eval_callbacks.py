@@ -12,6 +12,7 @@ from pathlib import Path
 
 import core.run.launcher as launcher
 from core.spec.config import ConfigError, load_config
+from core.spec.messages import Message
 from core.eval.eval_tasks import (EVALS_DIR, EvalError, EvalSettings, create_eval_run, eval_runs_dir, local_tasks,
                              main_scores, read_results, read_settings, require_lm_eval)
 from core.run.records import TERMINAL_STATES, RunDirError
@@ -40,12 +41,12 @@ def _model_of(run: RunDir, target: str) -> str:
     if target == "best":
         best = run.checkpoint("best")
         if not best.is_dir():
-            raise EvalError(f"run {run.run_id} has no best checkpoint yet")
+            raise EvalError(Message("eval.no_best", run=run.run_id))
         return str(best)
     try:
         return str(load_config(run.config_path).model.path)
     except (ConfigError, OSError) as exc:
-        raise EvalError(f"run {run.run_id}: its config.yaml names no base model ({exc})") from exc
+        raise EvalError(Message("eval.no_base", run=run.run_id, error=str(exc))) from exc
 
 
 def _queue_argv(runs: list[RunDir]) -> list[str]:
@@ -97,8 +98,9 @@ def start(console: Console, run_ids: list[str], tasks: list[str], targets: list[
         known = local_tasks(task_dirs(console))
         missing = [t for t in tasks if t not in known]
         if missing:
-            raise EvalError(f"task {', '.join(missing)}: not in the local task folders "
-                            f"({', '.join(str(d) for d in task_dirs(console)) or 'none'})")
+            folders = ", ".join(str(d) for d in task_dirs(console))
+            raise EvalError(Message("eval.tasks_not_local", tasks=", ".join(missing), folders=folders) if folders
+                            else Message("eval.tasks_no_folders", tasks=", ".join(missing)))
         models = {target: _model_of(run, target) for target in targets}  # all refusals before any folder
         queue = []
         for target in targets:

@@ -5,27 +5,85 @@ thing and tests need no browser.
 """
 from __future__ import annotations
 
+import functools
 import html
 import math
 import re
+import string
 import time
 from dataclasses import dataclass
 
-from core.run.launcher import CRASH_REASON
 from core.run.records import FAILURE_KINDS, TERMINAL_STATES, Status
+from core.spec.messages import CATALOGUE, Message, recognise_located
 
 from app.i18n import TEXTS, reason_text, text
 
-# (kind, pattern over the reason and the log's error lines); first match wins
+# Why a failed run failed, for runs whose worker wrote no failure_kind (killed, out of memory; older
+# versions): our own messages by their id (the status' reason_message, else its text read by the
+# catalogue's templates), and regular expressions over what libraries and the OS say only
+# (kind, ids or id prefixes, pattern over the reason and the log's error lines); first match wins
 _FAILURES = (
-    ("oom", re.compile(r"(?i)out of memory|\boom\b|memoryerror|cannot allocate memory|malloc .*fail|"
-                       r"failed to allocate")),
-    ("nonfinite", re.compile(r"(?i)non-finite loss|\bnan\b|\binf\b")),
-    ("data", re.compile(r"(?i)\.(jsonl|json|csv|parquet|txt)\b.*(line|record|row)|\bdata\.\w+|"
-                        r"fewer than one global batch|chat template|nothing of the answer remains")),
-    ("crash", re.compile(r"(?i)worker crashed|" + re.escape(CRASH_REASON.split(";")[0]) + r"|"
-                         r"segmentation fault|core dumped|signal")),
+    ("oom", ("train.out_of_memory", "train.device_out_of_memory", "train.device_out_of_memory_figures",
+             "rank.device_oom", "rank.device_oom_figures",
+             "rank.oom_killed", "slurm.out_of_memory"),
+     re.compile(r"(?i)out of memory|\boom\b|memoryerror|cannot allocate memory|malloc .*fail|failed to allocate")),
+    ("nonfinite", ("train.nonfinite_loss", "train.nonfinite_gradients"), re.compile(r"(?i)\bnan\b|\binf\b")),
+    ("loss_scale", ("train.loss_scale_collapse",), None),
+    ("disk_full", ("train.disk_full", "train.disk_full_run_file", "ckpt.disk_full"), None),
+    ("data", ("data.", "tokenizer.", "stats."), None),
+    ("checkpoint", ("ckpt.",), None),
+    ("hang", ("rank.hung", "rank.peer_stopped", "rank.peer_behind"), None),
+    ("crash", ("run.crash", "run.crash_lines", "train.crashed", "rank.killed", "rank.killed_no_oom", "rank.exited",
+               "rank.gone", "rank.peer_exited"),
+     re.compile(r"(?i)segmentation fault|core dumped|signal")),
 )
+
+
+def _ids(message) -> list[str]:
+    """A message's id and its parameters' ids, outermost first."""
+    if not isinstance(message, Message):
+        return []
+    found = [message.key]
+    for value in message.params.values():
+        for item in value if isinstance(value, list) else [value]:
+            found += _ids(item)
+    return found
+
+
+@functools.cache
+def _openings() -> list[tuple[str, int, re.Pattern]]:
+    """Each catalogue template cut after each of its parameters (from the second on), as a pattern:
+    a reason an older version wrote shorter than today's message still names its id."""
+    out = []
+    for key, template in CATALOGUE.items():
+        pattern, literal, seen = "", "", 0
+        for text_, name, _, _ in string.Formatter().parse(template):
+            pattern += re.escape(text_)
+            literal += text_
+            if name:
+                pattern += "(.+?)"
+                seen += 1
+                if seen >= 2 and len(literal) >= 24:
+                    out.append((key, len(literal), re.compile(pattern, re.S)))
+    return out
+
+
+def _opening_id(reason: str) -> str | None:
+    found = [(size, key) for key, size, pattern in _openings() if pattern.fullmatch(reason)]
+    return max(found)[1] if found else None
+
+
+def reason_ids(status: Status) -> list[str]:
+    """The message ids of why the run ended: from status.json's reason_message, else its reason's
+    text read by the catalogue (a run folder written before the ids, a reason from another process)."""
+    message = Message.from_json(status.reason_message) if status.reason_message else None
+    if message is None and status.reason:
+        lines = status.reason.splitlines()
+        message = recognise_located(status.reason) or (recognise_located(lines[0]) if lines else None)
+    if message is not None:
+        return _ids(message)
+    opening = _opening_id((status.reason or "").strip())
+    return [opening] if opening else []
 
 
 # Icons as inline SVG, not emoji: a machine without an emoji font (Debian's chromium with DejaVu
@@ -46,13 +104,14 @@ def failure_kind(status: Status, log_tail: str = "") -> str | None:
         return status.failure_kind
     reason = status.reason or ""
     lines = "\n".join(status.error_lines)
-    for kind, pattern in _FAILURES:
-        if pattern.search(reason) or pattern.search(lines):
+    ids = reason_ids(status)
+    for kind, ours, pattern in _FAILURES:
+        if any(key == mark or (mark.endswith(".") and key.startswith(mark)) for key in ids for mark in ours):
             return kind
-    for kind, pattern in _FAILURES[:1]:  # an OOM kill often leaves only the log
-        if pattern.search(log_tail[-4000:]):
+        if pattern is not None and (pattern.search(reason) or pattern.search(lines)):
             return kind
-    return "other"
+    _, _, oom = _FAILURES[0]  # an OOM kill often leaves only the log
+    return "oom" if oom.search(log_tail[-4000:]) else "other"
 
 
 def failure_html(status: Status, log_tail: str, lang: str, node: str | None = None) -> str:

@@ -26,6 +26,7 @@ if __package__ in (None, ""):
 
 import core.run.launcher as launcher
 from core.spec.config import Config, ConfigError, load_config
+from core.spec.messages import Message
 from core.run.records import SetupEvent
 
 DEFAULT_STEPS = 2
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config, args.overrides)
         if args.steps < 1:
-            raise ConfigError(f"--steps {args.steps}: must be >= 1")
+            raise ConfigError(Message("train.dry_steps", steps=args.steps))
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -28,6 +28,7 @@ from core.eval.eval_tasks import (DEFAULT_TASKS_DIR, RESULTS_FILE, EvalError, Ev
                              local_tasks, read_settings, require_lm_eval)
 from core.run.launcher import log_header, process_fields
 from core.run.records import RunDirError
+from core.spec.errors import said_of
 from core.spec.messages import Message
 from core.run.rundir import RunDir, atomic_write_json
 
@@ -57,8 +58,7 @@ def _resolve_data_files(name: str, config: dict, folder: Path) -> None:
     def resolve(path: str) -> str:
         full = Path(path) if Path(path).is_absolute() else folder / path
         if not full.is_file():
-            raise EvalError(f"task {name!r}: its data file {full} is not on disk "
-                            f"(dataset_kwargs.data_files in {folder})")
+            raise EvalError(Message("eval.data_file_missing", task=repr(name), file=str(full), folder=str(folder)))
         return str(full)
 
     if isinstance(files, str):
@@ -98,11 +98,12 @@ def resolve_tasks(names: list[str], include_paths: list[str]) -> tuple[list, obj
     from lm_eval.tasks._yaml_loader import load_yaml  # what TaskManager reads YAMLs with (include:, !function)
     local = local_tasks(include_paths)
     others = [n for n in names if n not in local]
-    hint = f" Local tasks: {', '.join(sorted(local))}." if local else ""
-
     def refuse(unknown):
-        raise EvalError(f"task {', '.join(repr(n) for n in unknown)}: lm-eval knows no task of that name "
-                        f"(include paths: {', '.join(include_paths) or 'none'}).{hint}")
+        tasks, paths = ", ".join(repr(n) for n in unknown), ", ".join(include_paths)
+        if not paths:
+            raise EvalError(Message("eval.unknown_task_no_paths", tasks=tasks))
+        raise EvalError(Message("eval.unknown_task_local", tasks=tasks, paths=paths, task_names=", ".join(sorted(local)))
+                        if local else Message("eval.unknown_task", tasks=tasks, paths=paths))
 
     mentioned = _builtin_mentions(others) if others else set()
     if set(others) - mentioned:
@@ -121,8 +122,8 @@ def resolve_tasks(names: list[str], include_paths: list[str]) -> tuple[list, obj
                 warnings.simplefilter("ignore", DeprecationWarning)
                 tasks.extend(get_task_dict([spec], manager).values())
         except Exception as exc:  # datasets' offline errors come in many classes
-            raise EvalError(f"task {name!r}: its data is not on disk (no hub at run time; download it "
-                            f"once, or point the task at local files): {type(exc).__name__}: {exc}") from exc
+            raise EvalError(Message("eval.task_data_missing", task=repr(name),
+                                    error=f"{type(exc).__name__}: {exc}")) from exc
     return tasks, manager
 
 
@@ -221,7 +222,7 @@ def run_folder(run: RunDir, resolved=None, queued_after: tuple[RunDir, ...] = ()
         print("stopped by the user", flush=True)
         return 0
     except (EvalError, ValueError, OSError) as exc:
-        run.write_status(state="failed", reason=str(exc), failure_kind="config")
+        run.write_status(state="failed", reason=said_of(exc), failure_kind="config")
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
     except Exception as exc:

@@ -40,6 +40,7 @@ import core.run.ranks as ranks
 import core.run.slurm as slurm
 from core.engine.checkpoint import CheckpointError, load_hf_model
 from core.spec.codec import CodecError, build, encode
+from core.spec.errors import said_of
 from core.spec.messages import Message
 from core.spec.config import Config, ConfigError, EarlyStoppingSettings, describe_fields, load_config
 from core.spec.config import Problem as ConfigProblem
@@ -74,11 +75,16 @@ ENV_TEST_HANG_AT_STEP = "MINDTUNE_TEST_HANG_AT_STEP"
 
 
 class TrainingFailed(RuntimeError):
-    """Ends the run as `failed` with this message as the reason and `kind` as its failure_kind."""
+    """Ends the run as `failed` with this message (a core.spec.messages.Message: `said`) as the
+    reason and `kind` as its failure_kind."""
 
     def __init__(self, message: str, kind: str = "nonfinite"):
         super().__init__(message)
         self.kind = kind
+
+    @property
+    def said(self) -> list[str]:
+        return [self.args[0]]
 
 
 @dataclass
@@ -153,8 +159,7 @@ class Cluster:
         self._sum = None
         if data_parallel > 1:
             if "MS_ROLE" not in os.environ and "RANK_SIZE" not in os.environ:
-                raise ConfigError(f"parallel.data_parallel = {data_parallel}: the worker must be started "
-                                  "by msrun (python -m core.train --config ... does this for you).")
+                raise ConfigError(Message("train.needs_msrun", data_parallel=data_parallel))
             from mindspore.communication import get_group_size, get_rank, init
             init()
             self.rank, self.world = get_rank(), get_group_size()
@@ -309,8 +314,7 @@ class Trainer:
         if not t.router_aux_loss:
             return 0.0
         if moe is None:
-            raise TrainingFailed(f"train.router_aux_loss: {self.model.args.architecture} is not a mixture of "
-                                 f"experts (it has no router); set it to false.")
+            raise TrainingFailed(Message("train.not_moe", architecture=self.model.args.architecture), kind="config")
         coef = moe.router_aux_loss_coef if t.router_aux_loss_coef is None else float(t.router_aux_loss_coef)
         self.event(EventRecord(message=f"router load-balancing loss on, weight {coef:g} (train metrics: aux_loss)"))
         return coef
@@ -514,15 +518,15 @@ class Trainer:
         ckpt.verified_folder(path)  # every file against the manifest first: a corrupt one is named
         trainer_state = ckpt.read_trainer_state(path)
         if trainer_state.get("method") != self.cfg.method:
-            raise CheckpointError(f"{path}: a {trainer_state.get('method')} checkpoint cannot resume a "
-                                  f"{self.cfg.method} run.")
+            raise CheckpointError(Message("train.method_resume", path=str(path), method=trainer_state.get("method"),
+                                          run_method=self.cfg.method))
         with ckpt.train_checkpoint_file(path) as weights:  # read and copied one tensor at a time
-            ckpt.set_parameters(self.trainable, weights, f"{path} (weights)")
+            ckpt.set_parameters(self.trainable, weights, str(Path(path) / ckpt.WEIGHTS_FILE))
         opt_params = optimizer_state(self.optimizer)
         with ckpt.train_checkpoint_file(path, ckpt.OPTIMIZER_FILE) as opt_state:  # one tensor at a time
             scaler_state = {k: opt_state[k] for k in opt_state if k.startswith("loss_scale.")}
             ckpt.set_parameters(opt_params, opt_state.only(k for k in opt_state if not k.startswith("loss_scale.")),
-                                f"{path} (optimizer)")
+                                str(Path(path) / ckpt.OPTIMIZER_FILE))
         self._restore_loss_scale(scaler_state)
         try:
             self.state = LoopState.from_checkpoint({**trainer_state["loop"], "control_seq": self.state.control_seq},
@@ -551,28 +555,24 @@ class Trainer:
         curves continue the parent's. Best and patience start afresh."""
         weights, opt_state, trainer_state = ckpt.load_train_checkpoint(path)
         if trainer_state.get("method") != self.cfg.method:
-            raise CheckpointError(f"{path}: a {trainer_state.get('method')} checkpoint cannot start a "
-                                  f"{self.cfg.method} run; a fork keeps the method of its parent")
+            raise CheckpointError(Message("train.method_fork", path=str(path), method=trainer_state.get("method"),
+                                          run_method=self.cfg.method))
         base = (trainer_state.get("base_model") or {}).get("sha256")
         if base and base != self.base_sha256():
-            raise CheckpointError(f"{path}: trained on another base model than {self.cfg.model.path}; "
-                                  "a fork keeps the base model of its parent")
+            raise CheckpointError(Message("train.other_base", path=str(path), model=self.cfg.model.path))
         try:
-            ckpt.set_parameters(self.trainable, weights, f"{path} (weights)")
+            ckpt.set_parameters(self.trainable, weights, str(Path(path) / ckpt.WEIGHTS_FILE))
         except CheckpointError as err:
-            raise CheckpointError(f"{err} A fork keeps the trainable parameters of its parent "
-                                  "(for LoRA: lora.rank and lora.target_modules).") from None
+            raise CheckpointError(Message("train.fork_parameters", reason=said_of(err))) from None
         step = int(trainer_state["step"])
         if step >= self.total_steps:
-            raise ConfigError([ConfigProblem("train.max_steps", self.total_steps,
-                                             f"must be more than the checkpoint's step {step}: a fork continues "
-                                             "counting from there (give the total, e.g. "
-                                             f"{step + max(step // 2, 1)})")])
+            raise ConfigError([ConfigProblem("train.max_steps", self.total_steps, Message(
+                "train.fork_steps", step=step, example=step + max(step // 2, 1)))])
         opt_params = optimizer_state(self.optimizer)
         moments = {k: v for k, v in opt_state.items() if not k.startswith("loss_scale.")}
         optimizer = set(moments) == set(opt_params)
         if optimizer:
-            ckpt.set_parameters(opt_params, moments, f"{path} (optimizer)")
+            ckpt.set_parameters(opt_params, moments, str(Path(path) / ckpt.OPTIMIZER_FILE))
             self._restore_loss_scale(opt_state)
         parent_cfg = trainer_state.get("config") or {}
         mine = self.cfg.to_dict()
@@ -640,19 +640,16 @@ class Trainer:
         self._streak["bad_loss"] = self._streak["bad_loss"] or bad_loss > 0
         if self.loss_scaler is None:
             if bad_loss:
-                raise TrainingFailed(f"non-finite loss at step {step}")
-            raise TrainingFailed(f"non-finite gradients at step {step} (the loss, {out['loss']:.4g}, was finite): "
-                                 "lower train.learning_rate or set train.max_grad_norm")
+                raise TrainingFailed(Message("train.nonfinite_loss", step=step))
+            raise TrainingFailed(Message("train.nonfinite_gradients", step=step, loss=f"{out['loss']:.4g}"))
         if consecutive_overflows + 1 < MAX_CONSECUTIVE_OVERFLOWS:
             return consecutive_overflows + 1
         if self._streak["bad_loss"]:
-            raise TrainingFailed(f"non-finite loss at step {step}")
+            raise TrainingFailed(Message("train.nonfinite_loss", step=step))
         scale = float(self.loss_scaler.scale_value.asnumpy())
-        raise TrainingFailed(
-            f"fp16 loss scale collapse: the gradients overflowed {consecutive_overflows + 1} times in a row "
-            f"(steps {self._streak['first_step']}-{step}), every loss was finite; the dynamic loss scale fell from "
-            f"{self._streak['first_scale']:.4g} to {scale:.4g}. Use fp32 (precision.amp_level=O0) or a lower "
-            "train.learning_rate.", kind="loss_scale")
+        raise TrainingFailed(Message(
+            "train.loss_scale_collapse", count=consecutive_overflows + 1, first_step=self._streak["first_step"],
+            step=step, first_scale=f"{self._streak['first_scale']:.4g}", scale=f"{scale:.4g}"), kind="loss_scale")
 
     def log_train(self, out: dict, window: list[dict]):
         tokens = sum(o["tokens"] for o in window) * self.cluster.world
@@ -868,29 +865,31 @@ def run_worker(run_dir: str) -> int:
         trainer.execute(resume)
         return 0
     except USER_ERRORS + (TrainingFailed,) as exc:
-        _fail(run, cluster, str(exc), failure_kind_of(exc))
+        _fail(run, cluster, said_of(exc), failure_kind_of(exc))
         return 1
     except MemoryError as exc:
         traceback.print_exc()
-        _fail(run, cluster, f"out of memory: {exc}. {OOM_ADVICE}", "oom")
+        _fail(run, cluster, Message("train.out_of_memory", error=str(exc), advice=OOM_ADVICE), "oom")
         return 1
     except OSError as exc:
         traceback.print_exc()
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             where = Path(exc.filename).parent if exc.filename else run.path
-            _fail(run, cluster, f"disk full writing {exc.filename or 'a run file'}: {exc.strerror}; "
-                  f"{ckpt.format_bytes(ckpt.free_bytes(where))} free in {where}. Free space on that disk.", "disk_full")
+            said = dict(os_says=str(exc.strerror), free=ckpt.format_bytes(ckpt.free_bytes(where)), folder=str(where))
+            _fail(run, cluster, Message("train.disk_full", file=str(exc.filename), **said) if exc.filename
+                  else Message("train.disk_full_run_file", **said), "disk_full")
         else:
-            _fail(run, cluster, f"worker crashed: {type(exc).__name__}: {exc}", "crash")
+            _fail(run, cluster, Message("train.crashed", error=f"{type(exc).__name__}: {exc}"), "crash")
         return 1
     except Exception as exc:  # noqa: BLE001 — every crash must end in a readable status
         traceback.print_exc()
         device = config.parallel.device if config is not None else "cpu"
         oom = ranks.device_oom_reason(exc, device, devices.memory_figures() if device != "cpu" else "")
         if oom is not None:
-            _fail(run, cluster, f"{oom}. {OOM_ADVICE}", "oom")
+            said = "train.device_out_of_memory_figures" if "figures" in oom.params else "train.device_out_of_memory"
+            _fail(run, cluster, Message(said, **oom.params, advice=OOM_ADVICE), "oom")
         else:
-            _fail(run, cluster, f"worker crashed: {type(exc).__name__}: {exc}", "crash")
+            _fail(run, cluster, Message("train.crashed", error=f"{type(exc).__name__}: {exc}"), "crash")
         return 1
 
 
@@ -956,7 +955,7 @@ def _fail(run: RunDir, cluster: Cluster | None, reason: str, kind: str) -> None:
                 ranks.judge_hang(run, trouble[2])  # the same account as its supervisor gives
                 return
             if trouble is not None:
-                kind, reason = trouble[0], f"{trouble[1]}; then rank {rank} failed: {reason}"
+                kind, reason = trouble[0], Message("rank.then_failed", note=trouble[1], rank=rank, reason=reason)
                 rank = trouble[2]["rank"]
                 break
             if time.monotonic() >= deadline:
@@ -964,7 +963,7 @@ def _fail(run: RunDir, cluster: Cluster | None, reason: str, kind: str) -> None:
             time.sleep(0.2)
             status = run.read_status()
         if world > 1 and trouble is None:
-            reason = f"rank {rank}: {reason}"
+            reason = Message("rank.said", rank=rank, reason=reason)
         note = ranks.resumable_note(run)
         run.write_status(state="failed", reason=reason, failure_kind=kind, ended_at=time.time(),
                          resumable_checkpoint=note["resumable_checkpoint"],

@@ -62,7 +62,7 @@ def checkpoint_folder(path: str | Path) -> Path:
     folder = folder.resolve()
     for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE):
         if not (folder / name).is_file():
-            raise CheckpointError(Message("export.incomplete", folder=str(folder), name=name))
+            raise CheckpointError(Message("ckpt.incomplete", folder=str(folder), missing_file=name))
     return verified_folder(folder)  # every file's sha256 against the manifest (a corrupt one is named)
 
 

@@ -87,7 +87,7 @@ class MindtuneLM(TemplateLM):
             batch_size = DEFAULT_BATCH_SIZE
         self._batch_size = int(batch_size)
         if self._batch_size < 1:
-            raise EvalModelError(Message("engine.eval_batch_size", value=batch_size))
+            raise EvalModelError(Message("eval.batch_size", value=batch_size))
         self.model, self.tokenizer, self.description = load_model(pretrained, dtype)
         self.model.set_train(False)
         self.kernels = "composed"

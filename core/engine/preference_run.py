@@ -53,7 +53,7 @@ def set_reference_from_fork(cfg, step: PreferenceStep, model, path: str) -> str 
     weights, _, _ = ckpt.load_train_checkpoint(path)
     if kind == "frozen_copy":
         params = {p.name: p for p in step.reference_model.get_parameters()}
-        ckpt.set_parameters(params, {k: v for k, v in weights.items() if k in params}, f"{path} (reference)")
+        ckpt.set_parameters(params, {k: v for k, v in weights.items() if k in params}, str(path))
         return "the reference is the fork point's model (a frozen copy of its weights)"
     for name, cell in lora_modules(model).items():
         a, b = weights.get(f"{name}.lora_a"), weights.get(f"{name}.lora_b")

@@ -24,6 +24,8 @@ import yaml
 
 from core.run.ckpt_store import STATE_FILE, WEIGHTS_FILE
 from core.spec.codec import CodecError, build, encode
+from core.spec.errors import MessageError, said_of
+from core.spec.messages import Message
 from core.run.records import RunDirError
 from core.run.rundir import RunDir
 from core.run.runs import next_free_run_id
@@ -34,7 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TASKS_DIR = REPO_ROOT / "data" / "eval_tasks"
 
 
-class EvalError(ValueError):
+class EvalError(MessageError):
     """Bad evaluation settings: names the setting (task, path) and what would be valid."""
 
 
@@ -59,10 +61,10 @@ class EvalSettings:
     def from_yaml(cls, text: str, where: str = "config.yaml") -> EvalSettings:
         data = yaml.safe_load(text)
         if not isinstance(data, dict):
-            raise EvalError(f"{where}: expected a mapping of evaluation settings")
+            raise EvalError(Message("eval.not_settings", file=str(where)))
         unknown = sorted(set(data) - set(cls.__dataclass_fields__))
         if unknown:
-            raise EvalError(f"{where}: unknown setting(s) {', '.join(unknown)}")
+            raise EvalError(Message("eval.unknown_settings", file=str(where), setting_names=", ".join(unknown)))
         try:
             return build(cls, data, where)  # each value of its field's type (core.spec.codec)
         except CodecError as exc:
@@ -70,18 +72,17 @@ class EvalSettings:
 
     def check(self) -> None:
         if not self.model:
-            raise EvalError("model: give a model folder, a checkpoint or a run folder")
+            raise EvalError(Message("eval.no_model"))
         if not self.tasks:
-            raise EvalError("tasks: choose at least one task")
+            raise EvalError(Message("eval.no_tasks"))
         if self.limit is not None and self.limit < 1:
-            raise EvalError(f"limit = {self.limit}: must be >= 1 (items per task)")
+            raise EvalError(Message("eval.limit", value=self.limit))
         if self.batch_size < 1:
-            raise EvalError(f"batch_size = {self.batch_size}: must be >= 1")
+            raise EvalError(Message("eval.batch_size", value=self.batch_size))
         resolve_source(self.model)
 
 
-NOT_INSTALLED = ("lm-eval is not installed (an optional install): "
-                 "pip install -r requirements-eval.txt, then evaluate again")
+NOT_INSTALLED = Message("eval.not_installed")
 
 
 def require_lm_eval() -> None:
@@ -100,8 +101,7 @@ def resolve_source(path: str | Path) -> tuple[str, Path]:
     a run folder's best one), "peft" (an adapter export), "hf" (a model folder or a merged export)."""
     folder = Path(path)
     if not folder.is_dir():
-        raise EvalError(f"model {folder}: not a folder; give a model folder, a checkpoint "
-                        "(runs/<id>/checkpoints/best), a run folder or an export.")
+        raise EvalError(Message("eval.not_a_folder", folder=str(folder)))
     if (folder / "checkpoints" / "best").is_dir():  # a run folder
         folder = folder / "checkpoints" / "best"
     if _is_train_checkpoint(folder):
@@ -110,11 +110,9 @@ def resolve_source(path: str | Path) -> tuple[str, Path]:
         return "peft", folder
     if (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file():
         if (folder / "model.ckpt").is_file():
-            raise EvalError(f"model {folder}: a MindSpore (.ckpt) export; evaluate the checkpoint it came "
-                            "from, or its merged export.")
+            raise EvalError(Message("eval.ckpt_export", folder=str(folder)))
         return "hf", folder
-    raise EvalError(f"model {folder}: neither a model folder (config.json, tokenizer.json, *.safetensors), "
-                    "a training checkpoint (trainer state and weights) nor a PEFT adapter export.")
+    raise EvalError(Message("eval.not_a_model", folder=str(folder)))
 
 
 def local_tasks(folders) -> dict[str, Path]:
@@ -124,12 +122,12 @@ def local_tasks(folders) -> dict[str, Path]:
     for folder in folders:
         folder = Path(folder)
         if not folder.is_dir():
-            raise EvalError(f"include path {folder}: not a folder")
+            raise EvalError(Message("eval.include_not_folder", folder=str(folder)))
         for path in sorted(folder.rglob("*.yaml")):
             try:
                 data = yaml.safe_load(path.read_text(encoding="utf-8"))
             except yaml.YAMLError as exc:
-                raise EvalError(f"{path}: not valid YAML: {exc}") from exc
+                raise EvalError(Message("eval.invalid_yaml", file=str(path), yaml_says=str(exc))) from exc
             if isinstance(data, dict) and isinstance(data.get("task"), str):
                 found.setdefault(data["task"], path)
     return found
@@ -149,7 +147,7 @@ def create_eval_run(runs_dir: str | Path, settings: EvalSettings, now: dt.dateti
     try:
         return RunDir.create(eval_runs_dir(runs_dir), run_id, settings.to_yaml())
     except RunDirError as exc:
-        raise EvalError(str(exc)) from exc
+        raise EvalError(said_of(exc)) from exc
 
 
 def read_settings(run: RunDir) -> EvalSettings:

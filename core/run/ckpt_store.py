@@ -41,7 +41,8 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 
 from core.run.atomic import atomic_symlink, durable_rename, fsync_dir, fsync_path
-from core.spec.errors import CheckpointError
+from core.spec.errors import CheckpointError, said_of
+from core.spec.messages import Message
 from core.run.rundir import POINTERS, RunDir, checkpoint_folders, parse_step_folder, step_folder_name
 
 WEIGHTS_FILE = "weights.safetensors"
@@ -110,7 +111,7 @@ def _header(sources: Mapping[str, TensorSource], metadata: Mapping[str, str] | N
         src = sources[name]
         code = _DTYPE_CODES.get(np.dtype(src.dtype).name)
         if code is None:
-            raise CheckpointError(f"tensor {name}: dtype {np.dtype(src.dtype).name} cannot be saved as safetensors")
+            raise CheckpointError(Message("ckpt.dtype_unsupported", name=name, dtype=np.dtype(src.dtype).name))
         size = int(np.prod(src.shape, dtype=np.int64)) * np.dtype(src.dtype).itemsize
         entries[name] = {"dtype": code, "shape": [int(d) for d in src.shape], "data_offsets": [offset, offset + size]}
         offset += size
@@ -204,7 +205,7 @@ def pointer_targets(checkpoints_dir: str | os.PathLike) -> dict[str, str]:
 def _newest(checkpoints_dir: Path, step: int) -> Path:
     folders = checkpoint_folders(checkpoints_dir).get(step)
     if not folders:
-        raise CheckpointError(f"{checkpoints_dir}: no checkpoint of step {step}")
+        raise CheckpointError(Message("ckpt.no_step", folder=str(checkpoints_dir), step=step))
     return folders[-1]
 
 
@@ -247,10 +248,9 @@ def free_bytes(folder: str | os.PathLike) -> int:
 def _disk_full(root: Path, step: int, needed: int) -> DiskFull:
     free = free_bytes(root)
     last = pointer_targets(root).get("last")
-    intact = f"earlier checkpoints are intact (last -> {last})" if last else "no earlier checkpoint was touched"
-    return DiskFull(f"disk full: saving checkpoint step {step} in {root} needs {format_bytes(needed)}, "
-                    f"{format_bytes(free)} is free (short by {format_bytes(max(needed - free, 0))}); {intact}. "
-                    "Free space on that disk, or keep fewer checkpoints (train.keep_last_n).",
+    intact = Message("ckpt.intact", checkpoint=last) if last else Message("ckpt.untouched")
+    return DiskFull(Message("ckpt.disk_full", step=step, folder=str(root), needed=format_bytes(needed),
+                            free=format_bytes(free), short=format_bytes(max(needed - free, 0)), note=intact),
                     root, needed, free)
 
 
@@ -320,9 +320,9 @@ def read_manifest(folder: str | os.PathLike) -> dict | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as err:
-        raise CheckpointCorrupt(f"{path}: unreadable manifest ({err}); the checkpoint cannot be trusted.") from err
+        raise CheckpointCorrupt(Message("ckpt.unreadable_manifest", file=str(path), error=str(err))) from err
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
-        raise CheckpointCorrupt(f"{path}: not a checkpoint manifest (no 'files').")
+        raise CheckpointCorrupt(Message("ckpt.not_manifest", file=str(path)))
     return manifest
 
 
@@ -335,23 +335,23 @@ def verify_checkpoint(folder: str | os.PathLike, contents: bool = True) -> str:
     if manifest is None:
         for name in CHECKPOINT_FILES:
             if not (folder / name).is_file():
-                raise CheckpointError(f"{folder}: incomplete checkpoint, {name} is missing.")
+                raise CheckpointError(Message("ckpt.incomplete", folder=str(folder), missing_file=name))
         return "unverified (no manifest)"
     missing = [name for name in CHECKPOINT_FILES if name not in manifest["files"]]
     if missing:
-        raise CheckpointCorrupt(f"{folder / MANIFEST_FILE}: does not list {missing[0]}.")
+        raise CheckpointCorrupt(Message("ckpt.manifest_omits", file=str(folder / MANIFEST_FILE), missing_file=missing[0]))
     for name, expected in manifest["files"].items():
         path = folder / name
         if not path.is_file():
-            raise CheckpointCorrupt(f"{path}: missing (the manifest lists it).")
+            raise CheckpointCorrupt(Message("ckpt.file_missing", file=str(path)))
         size = path.stat().st_size
         if size != expected.get("bytes"):
-            raise CheckpointCorrupt(f"{path}: {size} bytes, the manifest recorded {expected.get('bytes')} "
-                                    "(truncated or changed after it was saved).")
+            raise CheckpointCorrupt(Message("ckpt.size_differs", file=str(path), size=size,
+                                            expected=expected.get("bytes")))
         actual = file_digest(path) if contents else expected.get("sha256")
         if actual != expected.get("sha256"):
-            raise CheckpointCorrupt(f"{path}: sha256 {actual[:16]}… differs from the manifest's "
-                                    f"{str(expected.get('sha256'))[:16]}… (corrupted or changed after it was saved).")
+            raise CheckpointCorrupt(Message("ckpt.sha_differs", file=str(path), actual=actual[:16],
+                                            expected=str(expected.get("sha256"))[:16]))
     return "verified"
 
 
@@ -387,16 +387,15 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
     if p == run.checkpoints_dir and p.is_dir():
         if not run.checkpoint("last").exists():
             saved = good_checkpoints(p)
-            hint = f"; saved checkpoints that verify: {', '.join(f.name for f in saved)}" if saved else \
-                " (the run saved none)"
-            raise CheckpointError(f"{p}: no 'last' checkpoint to resume from{hint}.")
+            raise CheckpointError(Message("ckpt.no_last", folder=str(p), checkpoints=", ".join(f.name for f in saved))
+                                  if saved else Message("ckpt.no_last_none", folder=str(p)))
         p = run.checkpoint("last")
     if not p.is_dir():
-        raise CheckpointError(f"{p}: checkpoint not found; give a run folder or runs/<id>/checkpoints/step-N.")
+        raise CheckpointError(Message("ckpt.not_found", folder=str(p)))
     p = p.resolve()
     for name in CHECKPOINT_FILES:
         if not (p / name).is_file():
-            raise CheckpointError(f"{p}: incomplete checkpoint, {name} is missing.")
+            raise CheckpointError(Message("ckpt.incomplete", folder=str(p), missing_file=name))
     return p
 
 
@@ -408,9 +407,9 @@ def verified_folder(path: str | os.PathLike) -> Path:
         verify_checkpoint(folder)
     except CheckpointCorrupt as err:
         others = good_checkpoints(folder.parent, exclude=[folder]) if parse_step_folder(folder.name) else []
-        hint = (f" Checkpoints that verify: {', '.join(f.name for f in others)}; to resume from one, name it "
-                f"exactly: run.resume={others[0]}" if others else " No other checkpoint of this run verifies.")
-        raise CheckpointCorrupt(f"{err}{hint}") from None
+        raise CheckpointCorrupt(Message("ckpt.corrupt_others", reason=said_of(err), checkpoints=", ".join(
+            f.name for f in others), path=str(others[0])) if others else Message(
+            "ckpt.corrupt_none", reason=said_of(err))) from None
     return folder
 
 

@@ -33,6 +33,7 @@ import psutil
 
 import core.run.ranks as ranks
 from core.spec.config import Config, ConfigError, Problem, load_config
+from core.spec.errors import said_of
 from core.spec.messages import Message
 from core.run.ranks import OOM_ADVICE  # noqa: F401  (re-exported for the worker and the console)
 from core.run.records import TERMINAL_STATES, RunDirError, Status, can_transition
@@ -182,8 +183,7 @@ def launch(run_dir: RunDir | str | os.PathLike, data_parallel: int | None = None
     run = RunDir(os.path.abspath(os.fspath(run_dir)))
     state = _read_status(run).state
     if not can_transition(state, "starting") or state == "starting":
-        raise LaunchError(f"run {run.run_id} is {state!r}; only a queued run can start "
-                          "(to continue a run that is over, resume it)")
+        raise LaunchError(Message("run.launch.not_queued", run=run.run_id, state=repr(state)))
     device = "cpu"
     if data_parallel is None:
         config = load_config(run.config_path)
@@ -191,8 +191,8 @@ def launch(run_dir: RunDir | str | os.PathLike, data_parallel: int | None = None
     check_workers_available(data_parallel, device)
     argv = [python, "-m", *worker] if worker else build_argv(run, data_parallel, master_port, python)
     if os.sep in argv[0] and not os.access(argv[0], os.X_OK):
-        raise LaunchError(f"{argv[0]}: not found or not executable"
-                          + (" (msrun comes with mindspore)" if data_parallel > 1 else ""))
+        raise LaunchError(Message("run.launch.msrun_missing" if data_parallel > 1 else "run.launch.not_executable",
+                                  program=argv[0]))
     shutil.rmtree(run.ranks_dir, ignore_errors=True)  # the previous attempt's rank records
     run.write_status(state="starting", pid=None, pgid=None, create_time=None, reason=None,
                      hostname=socket.gethostname(), command=argv, data_parallel=data_parallel)
@@ -204,8 +204,8 @@ def launch(run_dir: RunDir | str | os.PathLike, data_parallel: int | None = None
                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                        start_new_session=True, close_fds=True)
     except OSError as err:
-        run.write_status(state="failed", reason=f"could not start the worker: {err}")
-        raise LaunchError(f"could not start {command_preview(argv)}: {err}") from err
+        run.write_status(state="failed", reason=Message("run.launch.worker_not_started", error=str(err)))
+        raise LaunchError(Message("run.launch.could_not_start", command=command_preview(argv), error=str(err))) from err
     identity = process_fields(process.pid)  # unreaped, so readable even if it exited already
     run.write_status(**identity)
     return LaunchedRun(run, tuple(argv), process.pid, identity["pgid"], identity["create_time"], process)
@@ -234,7 +234,7 @@ def _read_status(run: RunDir) -> Status:
     try:
         return run.read_status()
     except RunDirError as err:
-        raise LaunchError(str(err)) from None
+        raise LaunchError(said_of(err)) from None
 
 
 # ---- watching --------------------------------------------------------------------------------
@@ -430,7 +430,7 @@ def stop(run_dir: RunDir | str | os.PathLike, graceful: bool = True, timeout_s: 
         processes.signal(signal.SIGKILL)
         if not _wait_until(lambda: not processes.scan(), 5.0):
             left = ", ".join(str(p.pid) for p in processes.scan())
-            raise LaunchError(f"run {run.run_id}: processes {left} survived SIGKILL")
+            raise LaunchError(Message("run.launch.survived_kill", run=run.run_id, pids=left))
     final = _read_status(run)
     if final.state in TERMINAL_STATES:
         return final

@@ -263,7 +263,7 @@ DEVICE_OOM_MARKERS = ("memory isn't enough", "memory not enough", "allocate memo
                       "malloc device memory failed")
 
 
-def device_oom_reason(exc: BaseException, device: str, figures: str = "") -> str | None:
+def device_oom_reason(exc: BaseException, device: str, figures: str = "") -> Message | None:
     """The `oom` account of an exception a GPU/Ascend worker raised, or None when it is not a device
     out-of-memory (on the CPU a MemoryError is the only one, handled by the worker). `figures`: the
     device allocator's peak and total (core.engine.devices.memory_figures)."""
@@ -275,7 +275,9 @@ def device_oom_reason(exc: BaseException, device: str, figures: str = "") -> str
         return None
     line = next((ln.strip() for ln in text.splitlines() if any(m in ln.lower() for m in DEVICE_OOM_MARKERS)),
                 text.strip())
-    return (f"out of {device} memory: {line[:300]}" + (f" ({figures})" if figures else ""))
+    if figures:
+        return Message("rank.device_oom_figures", device=device, error=line[:300], figures=figures)
+    return Message("rank.device_oom", device=device, error=line[:300])
 
 
 def log_of(run: RunDir, rank: int, world: int) -> Path:
@@ -326,7 +328,7 @@ def write_verdict(run: RunDir, state: str, reason: str, **fields) -> dict | None
         note = resumable_note(run)
     except Exception as exc:  # noqa: BLE001 — e.g. a checkpoint being pruned while it is read
         note = {"resumable_checkpoint": None,
-                "note": f"the newest resumable checkpoint could not be determined ({type(exc).__name__}: {exc})"}
+                "note": Message("rank.resumable_unknown", error=f"{type(exc).__name__}: {exc}")}
     saved = parse_step_folder(note["resumable_checkpoint"] or "")
     if saved and saved[0] > (status.step or 0):
         fields.setdefault("step", saved[0])
@@ -519,18 +521,19 @@ def peer_trouble(run: RunDir, rank: int, attempt: int) -> tuple[str, str, dict] 
         if other == rank:
             continue
         if record.get("state") == "exited" and (record.get("exit_signal") or record.get("exit_code")):
-            how = (f"was killed by {signal_name(record['exit_signal'])}" if record.get("exit_signal")
-                   else f"exited with code {record['exit_code']}")
-            return "rank_died", f"rank {other} {how}", record
+            who = Message("rank.rank", rank=other)
+            how = (Message("rank.killed", who=who, signal=signal_name(record["exit_signal"])) if record.get("exit_signal")
+                   else Message("rank.peer_exited", who=who, code=record["exit_code"]))
+            return "rank_died", how, record
         pid = record.get("pid")
         if record.get("hostname") == socket.gethostname() and isinstance(pid, int):
             state = process_state(pid)
             if state.startswith("stopped"):
-                return "hang", f"rank {other} stopped making progress (process state: {state})", record
+                return "hang", Message("rank.peer_stopped", who=Message("rank.rank", rank=other), state=state), record
         beat = record.get("beat") or {}
         if mine.get("time") and beat.get("time") and mine["time"] - beat["time"] > 10:
-            return "hang", (f"rank {other} stopped making progress (its last step, {beat.get('step')}, "
-                            f"was {mine['time'] - beat['time']:.0f} s before rank {rank}'s)"), record
+            return "hang", Message("rank.peer_behind", who=Message("rank.rank", rank=other), step=beat.get("step"),
+                                   age=f"{mine['time'] - beat['time']:.0f}", rank=rank), record
     return None
 
 

@@ -29,7 +29,21 @@ __all__ = [
 
 
 class RunDirError(ValueError):
-    """A run directory that cannot be read or changed as asked; the message names the file."""
+    """A run directory that cannot be read or changed as asked; the message names the file (a
+    core.spec.messages.Message where the catalogue has it, kept as it was given: `said`, which a
+    caller may set to the lines of the error it wraps)."""
+
+    _said: list[str] | None = None
+
+    @property
+    def said(self) -> list[str]:
+        if self._said is not None:
+            return self._said
+        return [self.args[0]] if len(self.args) == 1 and isinstance(self.args[0], str) else [str(self)]
+
+    @said.setter
+    def said(self, lines: list[str]) -> None:
+        self._said = lines
 
 
 # ---- states --------------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def _locked(folder: Path) -> Iterator[None]:
     try:
         fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
     except FileNotFoundError:
-        raise RunDirError(f"{folder}: run directory does not exist") from None
+        raise RunDirError(Message("rundir.no_folder", folder=str(folder))) from None
     try:
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
@@ -94,18 +94,21 @@ def _locked(folder: Path) -> Iterator[None]:
 
 
 def _read_json_object(path: Path, what: str) -> dict:
+    """`what`: the file's kind, rundir.what.<what> ('status', 'control', 'profile')."""
+    kind = Message(f"rundir.what.{what}")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise RunDirError(f"{path}: no {what} file") from None
+        raise RunDirError(Message("rundir.no_file", file=str(path), what=kind)) from None
     except OSError as err:
-        raise RunDirError(f"{path}: cannot read {what} ({err.strerror or err})") from None
+        raise RunDirError(Message("rundir.unreadable", file=str(path), what=kind,
+                                  os_says=str(err.strerror or err))) from None
     try:
         data = json.loads(text)
     except ValueError as err:
-        raise RunDirError(f"{path}: {what} is not valid JSON ({err})") from None
+        raise RunDirError(Message("rundir.invalid_json", file=str(path), what=kind, json_says=str(err))) from None
     if not isinstance(data, dict):
-        raise RunDirError(f"{path}: {what} must be a JSON object, not {type(data).__name__}")
+        raise RunDirError(Message("rundir.not_object", file=str(path), what=kind, py_type=type(data).__name__))
     return data
 
 
@@ -288,15 +291,14 @@ class RunDir:
     def create(cls, runs_dir: str | os.PathLike, run_id: str, config_yaml: str) -> RunDir:
         """Make runs_dir/run_id with its config and status `queued`; refuses a non-empty folder."""
         if not _RUN_ID.fullmatch(run_id) or run_id in (".", ".."):
-            raise RunDirError(f"run id {run_id!r} may only use letters, digits, '.', '_' and '-'")
+            raise RunDirError(Message("rundir.bad_run_id", run=repr(run_id)))
         run = cls(Path(runs_dir) / run_id)
         run.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             run.path.mkdir()
         except FileExistsError:
             if run.path.is_symlink() or not run.path.is_dir() or any(run.path.iterdir()):
-                raise RunDirError(f"{run.path}: already exists and is not an empty folder; "
-                                  "choose another run id") from None
+                raise RunDirError(Message("rundir.exists", folder=str(run.path))) from None
         run.checkpoints_dir.mkdir()
         run.export_dir.mkdir()
         atomic_write(run.config_path, config_yaml)
@@ -346,8 +348,7 @@ class RunDir:
         with _locked(self.path):
             current = self.read_status()
             if current.state not in TERMINAL_STATES:
-                raise RunDirError(f"{self.status_path}: only a run that is over can be resumed "
-                                  f"(state is {current.state!r}); stop it first")
+                raise RunDirError(Message("rundir.not_over", file=str(self.status_path), state=repr(current.state)))
             previous = Attempt(state=current.state, reason=current.reason, started_at=current.started_at,
                                ended_at=current.ended_at, step=current.step)
             cleared = {name: _default_of(Status, name) for name in (
@@ -409,7 +410,7 @@ class RunDir:
         """The profile's summary, or None when the run was not profiled (or is still being
         profiled, or the file cannot be read)."""
         try:
-            return ProfileSummary.from_json(_read_json_object(self.profile_summary_path, "profile summary"))
+            return ProfileSummary.from_json(_read_json_object(self.profile_summary_path, "profile"))
         except RunDirError:
             return None
 
@@ -595,8 +596,7 @@ def resolve_inside(root: str | os.PathLike, path: str | os.PathLike) -> Path:
         candidate = Path(path)
         real = Path(os.path.realpath(candidate if candidate.is_absolute() else real_root / candidate))
     except (ValueError, OSError) as err:
-        raise RunDirError(f"{path!s}: not a usable path ({err})") from None
+        raise RunDirError(Message("rundir.unusable_path", path=str(path), error=str(err))) from None
     if real != real_root and real_root not in real.parents:
-        raise RunDirError(f"{path!s}: resolves to {real}, outside {real_root}; "
-                          "only paths inside that folder are allowed")
+        raise RunDirError(Message("rundir.outside", path=str(path), real=str(real), root=str(real_root)))
     return real

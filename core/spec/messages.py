@@ -654,7 +654,6 @@ CATALOGUE.update({
     "engine.param_shape": "{source}: {name} has shape {shape}, expected {expected}.",
     # exports (core.engine.export: the Monitor tab's downloads, python -m core.export)
     "export.no_checkpoint": "{folder}: checkpoint not found; give runs/<id>/checkpoints/step-N (or best/last).",
-    "export.incomplete": "{folder}: incomplete checkpoint, {name} is missing.",
     "export.state_fields": "{file}: missing 'step' or 'method'.",
     "export.base_gone": "{folder}: base model {base} is gone; the checkpoint needs it.",
     "export.base_changed": ("{base}: its weights changed since training (sha256 differs); exporting would combine the "
@@ -681,7 +680,6 @@ CATALOGUE.update({
                           "{limit} tokens"),
     # lm-evaluation-harness's model (core.engine.lm_eval_model) and the preference objectives (core.engine.preference)
     "engine.eval_base_missing": "{folder}: its base model {base} (adapter_config.json) is not a folder here.",
-    "engine.eval_batch_size": "batch_size = {value}: must be >= 1",
     "engine.eval_gen_tokens": "max_gen_toks {max_gen_toks} must be below the model's context of {limit} tokens",
     "engine.objective": "preference objective must be one of {choices}, got {py_value}",
     "engine.loss_type": "preference.loss_type must be sigmoid or ipo, got {py_value}",
@@ -694,6 +692,115 @@ CATALOGUE.update({
 
 # ---- area E: the worker, the run folder, checkpoints, evaluation (core.train, core.run, core.eval, core.evaluate) ----
 CATALOGUE.update({
+    # why the worker failed (core.train); `error` is a library's or Python's own text ("RuntimeError: boom"),
+    # `os_says` the OS's reason
+    "train.needs_msrun": ("parallel.data_parallel = {data_parallel}: the worker must be started by msrun (python -m "
+                          "core.train --config ... does this for you)."),
+    "train.not_moe": ("train.router_aux_loss: {architecture} is not a mixture of experts (it has no router); set it to "
+                      "false."),
+    "train.method_resume": "{path}: a {method} checkpoint cannot resume a {run_method} run.",
+    "train.method_fork": ("{path}: a {method} checkpoint cannot start a {run_method} run; a fork keeps the method of its "
+                          "parent"),
+    "train.other_base": "{path}: trained on another base model than {model}; a fork keeps the base model of its parent",
+    "train.fork_parameters": ("{reason} A fork keeps the trainable parameters of its parent (for LoRA: lora.rank and "
+                              "lora.target_modules)."),
+    "train.fork_steps": ("must be more than the checkpoint's step {step}: a fork continues counting from there (give the "
+                         "total, e.g. {example})"),
+    "train.nonfinite_loss": "non-finite loss at step {step}",
+    "train.nonfinite_gradients": ("non-finite gradients at step {step} (the loss, {loss}, was finite): lower "
+                                  "train.learning_rate or set train.max_grad_norm"),
+    "train.loss_scale_collapse": ("fp16 loss scale collapse: the gradients overflowed {count} times in a row (steps "
+                                  "{first_step}-{step}), every loss was finite; the dynamic loss scale fell from "
+                                  "{first_scale} to {scale}. Use fp32 (precision.amp_level=O0) or a lower "
+                                  "train.learning_rate."),
+    "train.out_of_memory": "out of memory: {error}. {advice}",
+    "train.device_out_of_memory": "out of {device} memory: {error}. {advice}",
+    "train.device_out_of_memory_figures": "out of {device} memory: {error} ({figures}). {advice}",
+    "train.disk_full": "disk full writing {file}: {os_says}; {free} free in {folder}. Free space on that disk.",
+    "train.disk_full_run_file": ("disk full writing a run file: {os_says}; {free} free in {folder}. Free space on that "
+                                 "disk."),
+    "train.crashed": "worker crashed: {error}",
+    "train.dry_steps": "--steps {steps}: must be >= 1",
+    # ... with several ranks (core.train._fail, core.run.ranks): which rank, and a peer's trouble it follows
+    "rank.said": "rank {rank}: {reason}",
+    "rank.then_failed": "{note}; then rank {rank} failed: {reason}",
+    "rank.peer_exited": "{who} exited with code {code}",
+    "rank.peer_stopped": "{who} stopped making progress (process state: {state})",
+    "rank.peer_behind": "{who} stopped making progress (its last step, {step}, was {age} s before rank {rank}'s)",
+    "rank.device_oom": "out of {device} memory: {error}",
+    "rank.device_oom_figures": "out of {device} memory: {error} ({figures})",
+    "rank.resumable_unknown": "the newest resumable checkpoint could not be determined ({error})",
+    # a checkpoint (core.run.ckpt_store): its manifest, its files, the pointers
+    "ckpt.dtype_unsupported": "tensor {name}: dtype {dtype} cannot be saved as safetensors",
+    "ckpt.no_step": "{folder}: no checkpoint of step {step}",
+    "ckpt.unreadable_manifest": "{file}: unreadable manifest ({error}); the checkpoint cannot be trusted.",
+    "ckpt.not_manifest": "{file}: not a checkpoint manifest (no 'files').",
+    "ckpt.incomplete": "{folder}: incomplete checkpoint, {missing_file} is missing.",
+    "ckpt.manifest_omits": "{file}: does not list {missing_file}.",
+    "ckpt.file_missing": "{file}: missing (the manifest lists it).",
+    "ckpt.size_differs": ("{file}: {size} bytes, the manifest recorded {expected} (truncated or changed after it was "
+                          "saved)."),
+    "ckpt.sha_differs": ("{file}: sha256 {actual}… differs from the manifest's {expected}… (corrupted or changed after "
+                         "it was saved)."),
+    "ckpt.no_last": "{folder}: no 'last' checkpoint to resume from; saved checkpoints that verify: {checkpoints}.",
+    "ckpt.no_last_none": "{folder}: no 'last' checkpoint to resume from (the run saved none).",
+    "ckpt.not_found": "{folder}: checkpoint not found; give a run folder or runs/<id>/checkpoints/step-N.",
+    "ckpt.corrupt_others": ("{reason} Checkpoints that verify: {checkpoints}; to resume from one, name it exactly: "
+                            "run.resume={path}"),
+    "ckpt.corrupt_none": "{reason} No other checkpoint of this run verifies.",
+    "ckpt.disk_full": ("disk full: saving checkpoint step {step} in {folder} needs {needed}, {free} is free (short by "
+                       "{short}); {note}. Free space on that disk, or keep fewer checkpoints (train.keep_last_n)."),
+    "ckpt.intact": "earlier checkpoints are intact (last -> {checkpoint})",
+    "ckpt.untouched": "no earlier checkpoint was touched",
+    # a run folder (core.run.rundir); `what` names its file
+    "rundir.no_folder": "{folder}: run directory does not exist",
+    "rundir.no_file": "{file}: no {what} file",
+    "rundir.unreadable": "{file}: cannot read {what} ({os_says})",
+    "rundir.invalid_json": "{file}: {what} is not valid JSON ({json_says})",
+    "rundir.not_object": "{file}: {what} must be a JSON object, not {py_type}",
+    "rundir.what.status": "status",
+    "rundir.what.control": "control",
+    "rundir.what.profile": "profile summary",
+    "rundir.bad_run_id": "run id {run} may only use letters, digits, '.', '_' and '-'",
+    "rundir.exists": "{folder}: already exists and is not an empty folder; choose another run id",
+    "rundir.not_over": "{file}: only a run that is over can be resumed (state is {state}); stop it first",
+    "rundir.unusable_path": "{path}: not a usable path ({error})",
+    "rundir.outside": "{path}: resolves to {real}, outside {root}; only paths inside that folder are allowed",
+    # starting a run's worker (core.run.launcher)
+    "run.launch.not_queued": "run {run} is {state}; only a queued run can start (to continue a run that is over, resume it)",
+    "run.launch.not_executable": "{program}: not found or not executable",
+    "run.launch.msrun_missing": "{program}: not found or not executable (msrun comes with mindspore)",
+    "run.launch.could_not_start": "could not start {command}: {error}",
+    "run.launch.worker_not_started": "could not start the worker: {error}",
+    "run.launch.survived_kill": "run {run}: processes {pids} survived SIGKILL",
+    # an evaluation (core.eval.eval_tasks, core.evaluate, the console's Evaluate panel)
+    "eval.not_settings": "{file}: expected a mapping of evaluation settings",
+    "eval.unknown_settings": "{file}: unknown setting(s) {setting_names}",
+    "eval.no_model": "model: give a model folder, a checkpoint or a run folder",
+    "eval.no_tasks": "tasks: choose at least one task",
+    "eval.limit": "limit = {value}: must be >= 1 (items per task)",
+    "eval.batch_size": "batch_size = {value}: must be >= 1",
+    "eval.not_installed": ("lm-eval is not installed (an optional install): pip install -r requirements-eval.txt, then "
+                           "evaluate again"),
+    "eval.not_a_folder": ("model {folder}: not a folder; give a model folder, a checkpoint (runs/<id>/checkpoints/best), "
+                          "a run folder or an export."),
+    "eval.ckpt_export": ("model {folder}: a MindSpore (.ckpt) export; evaluate the checkpoint it came from, or its "
+                         "merged export."),
+    "eval.not_a_model": ("model {folder}: neither a model folder (config.json, tokenizer.json, *.safetensors), a "
+                         "training checkpoint (trainer state and weights) nor a PEFT adapter export."),
+    "eval.include_not_folder": "include path {folder}: not a folder",
+    "eval.invalid_yaml": "{file}: not valid YAML: {yaml_says}",
+    "eval.data_file_missing": "task {task}: its data file {file} is not on disk (dataset_kwargs.data_files in {folder})",
+    "eval.unknown_task": "task {tasks}: lm-eval knows no task of that name (include paths: {paths}).",
+    "eval.unknown_task_local": ("task {tasks}: lm-eval knows no task of that name (include paths: {paths}). Local "
+                                "tasks: {task_names}."),
+    "eval.unknown_task_no_paths": "task {tasks}: lm-eval knows no task of that name (include paths: none).",
+    "eval.task_data_missing": ("task {task}: its data is not on disk (no hub at run time; download it once, or point the "
+                               "task at local files): {error}"),
+    "eval.no_best": "run {run} has no best checkpoint yet",
+    "eval.no_base": "run {run}: its config.yaml names no base model ({error})",
+    "eval.tasks_not_local": "task {tasks}: not in the local task folders ({folders})",
+    "eval.tasks_no_folders": "task {tasks}: not in the local task folders (none)",
 })
 
 
@@ -717,6 +824,9 @@ NOT_RECOGNISED = NOT_RECOGNISED | frozenset({"model.at", "model.at_setting"})
 NOT_RECOGNISED = NOT_RECOGNISED | {"field.named"}  # "{widget} {reason}": a space between parameters
 # area D's (a library's reason alone):
 NOT_RECOGNISED = NOT_RECOGNISED | {"weights.safetensors_says", "weights.os_error"}
+
+# area E's: a run folder's file named by its kind (rundir.what.*)
+MESSAGE_PARAMS = MESSAGE_PARAMS | {"what"}
 
 
 

@@ -93,6 +93,16 @@ SAMPLE.update({"module": "model.layers.0.self_attn.q_proj", "dropout": 0.05, "pa
                "missing_keys": "['model.norm.weight']", "unexpected_keys": "[]", "base": "/models/tiny",
                "or_choices": "'best' or 'last'", "which": "best", "max_new_tokens": 32, "limit": 128,
                "max_gen_toks": 256})
+# area E (the worker, the run folder, checkpoints, evaluation):
+SAMPLE.update({"path": "runs/r1/checkpoints/step-4", "method": "full", "run_method": "lora", "example": 6,
+               "loss": "2.345", "first_step": 1, "first_scale": "6.554e+04", "scale": "1", "error": "RuntimeError: boom",
+               "free": "1.2 GB", "short": "300 MB", "missing_file": "optimizer.safetensors", "expected": 4096,
+               "actual": "0123456789abcdef", "checkpoints": "step-2, step-4", "what": Message("rundir.what.status"),
+               "real": "/etc/passwd", "root": "/home/u/runs", "program": "/usr/bin/msrun",
+               "command": "msrun --worker_num=2 ...", "pids": "123, 456", "setting_names": "foo, bar", "task": "'demo'",
+               "tasks": "'demo', 'other'", "paths": "data/eval_tasks", "task_names": "demo, other",
+               "folders": "data/eval_tasks", "figures": "peak allocated 79,000 MB of the device's 81,000 MB",
+               "run": "20261201-000000_a"})
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():
