@@ -48,6 +48,7 @@ import platform
 import shutil
 import subprocess
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -573,6 +574,7 @@ class FusedInference:
         self.op_last = ops.Custom(path, out_shape=lambda ids, *rest: [ids[0], 1, rest[5][0]],
                                   out_dtype=dtype, func_type="aot")
         self._zeros: dict[int, object] = {}
+        self._kept: dict[int, tuple] = {}  # id(model) -> (a weak reference to it, its inputs)
 
     def _zeros_of(self, size: int):
         from mindspore import Tensor
@@ -581,6 +583,16 @@ class FusedInference:
         return self._zeros[size]
 
     def _weights(self, model) -> list:
+        """The kernel's inputs after the first four: the same Parameter objects call after call (their
+        values change in place in training), kept per model (not as an attribute of the Cell, which
+        would register a list of Parameters as its own)."""
+        ref, kept = self._kept.get(id(model), (None, None))
+        if ref is None or ref() is not model:
+            kept = self._gather_weights(model)
+            self._kept[id(model)] = (weakref.ref(model), kept)
+        return kept
+
+    def _gather_weights(self, model) -> list:
         from mindspore import Tensor
         norm = model.model.norm
         attn0 = model.model.layers[0].self_attn

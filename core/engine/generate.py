@@ -7,7 +7,9 @@ prints the continuation. Runs in PyNative mode (each step has a new cache length
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -154,21 +156,51 @@ def fused_inference(model):
     return kernel if kernel is not None and inference_problem(model) is None else None
 
 
+# a prefix that every prompt of a batch starts with, of at least this many tokens, runs once (`prefilled`)
+SHARED_PREFIX_MIN = 8
+
+
+@contextlib.contextmanager
+def prefilled(kernel, model: CausalLM, prompts, extra_slots: int = 0, pad_id: int = 0):
+    """Run prompts (token sequences) through the inference kernel into a cache of one row each with
+    `extra_slots` free slots after them; yields (the logits of each prompt's last token (B, vocab),
+    the cache, which of its slots hold real tokens (B, slots: float32, 1 = real), the slot after the
+    prompts, each row's last position (B, 1)). A prefix of at least SHARED_PREFIX_MIN tokens that every
+    prompt starts with (an instruction, few-shot examples) runs once and its keys and values are copied
+    to each row; each row's rest follows, left-padded, at positions that continue the prefix's."""
+    prompts = [list(p) for p in prompts]
+    prefix = len(os.path.commonprefix(prompts)) if len(prompts) > 1 else 0
+    prefix = min(prefix, min(map(len, prompts)) - 1)  # every row keeps a token of its own: its last one scores
+    if prefix < SHARED_PREFIX_MIN:
+        prefix = 0
+    rest = max(map(len, prompts)) - prefix
+    width = prefix + rest
+    ids = np.full((len(prompts), rest), pad_id, np.int32)
+    valid = np.zeros((len(prompts), width + extra_slots), np.float32)
+    valid[:, :prefix] = 1.0
+    for row, prompt in enumerate(prompts):
+        ids[row, rest - (len(prompt) - prefix):] = prompt[prefix:]
+        valid[row, width - (len(prompt) - prefix):width] = 1.0
+    positions = np.maximum(prefix + np.cumsum(valid[:, prefix:width], axis=1) - 1, 0).astype(np.int32)
+    with kernel.new_cache(model, len(prompts), width + extra_slots) as cache:
+        if prefix:
+            with kernel.new_cache(model, 1, prefix) as head:
+                kernel.forward(model, np.asarray([prompts[0][:prefix]], np.int32),
+                               np.arange(prefix, dtype=np.int32).reshape(1, -1), None, head, start=0, last_only=True)
+                kernel.gather(cache, head, np.zeros(len(prompts), np.int32), prefix)
+        logits = kernel.forward(model, ids, positions, valid, cache, start=prefix, last_only=True)[:, -1]
+        yield logits, cache, valid, width, positions[:, -1:]
+
+
 def _generate_fused(model: CausalLM, kernel, prompts: list[list[int]], settings: SamplingSettings, eos_ids, pad_id,
                     stop, rng) -> list[list[int]]:
-    """`generate` with the inference kernel: the prompts' prefill is one kernel call (its attention is
-    the fused attention kernel's), each decoding step one more (composed, a step of the 4-layer demo
-    model launched ~250 ops). Same tokens."""
-    ids, valid = _left_pad(prompts, pad_id)
-    batch, width = ids.shape
-    positions = np.maximum(np.cumsum(valid, axis=1) - 1, 0).astype(np.int32)
-    finished = np.zeros(batch, dtype=bool)
+    """`generate` with the inference kernel: the prompts' prefill is one kernel call (`prefilled`),
+    each decoding step one more (composed, a step of the 4-layer demo model launched ~250 ops).
+    Same tokens."""
+    finished = np.zeros(len(prompts), dtype=bool)
     outputs: list[list[int]] = [[] for _ in prompts]
-    with kernel.new_cache(model, batch, width + settings.max_new_tokens) as cache:
-        slots = np.zeros((batch, cache.slots), np.float32)
-        slots[:, :width] = valid
-        logits = kernel.forward(model, ids, positions, slots, cache, start=0, last_only=True)[:, -1, :]
-        step_ids, step_pos = None, positions[:, -1:]
+    with prefilled(kernel, model, prompts, settings.max_new_tokens, pad_id) as (logits, cache, slots, width, step_pos):
+        step_ids = None
         for step in range(settings.max_new_tokens):
             if step:
                 logits = kernel.forward(model, step_ids, step_pos, slots, cache, start=width + step - 1,

@@ -24,14 +24,13 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.utils import Collator, handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-import mindspore as ms
 from mindspore import Tensor, ops
 
 from core.engine.checkpoint import load_hf_model
 from core.eval.eval_tasks import EvalError as EvalModelError, resolve_source
 from core.engine.export import checkpoint_folder, load_trained_model
 from core.engine.fused import enable as enable_fused
-from core.engine.generate import SamplingSettings, fused_inference, generate
+from core.engine.generate import SamplingSettings, fused_inference, generate, prefilled
 from core.engine.lora import load_peft_adapter, merge_lora, read_peft_config
 from core.data.tokenizer import Tokenizer
 from core.spec.messages import Message
@@ -41,6 +40,7 @@ DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's Hugging Face backend's
 # continuations up to this many tokens are scored after their context's prefill, shared by the requests
 # with the same context (a multiple-choice item's choices); longer ones (rolling windows) run whole rows
 SHARED_CONTEXT_MAX_CONTINUATION = 32
+ENCODED_KEPT = 4096  # texts whose token ids tok_encode keeps
 
 
 class _RowLogits:
@@ -93,6 +93,12 @@ class MindtuneLM(TemplateLM):
         self.kernels = "composed"
         if fused:
             self.kernels = enable_fused(self.model)
+            kernel = fused_inference(self.model)
+            if kernel is not None:  # its first call sets the op up in MindSpore (~50 ms): here, not in a request
+                with prefilled(kernel, self.model, [[0, 0]], 1) as (_, cache, slots, width, _):
+                    kernel.forward(self.model, np.zeros((1, 1), np.int32), np.ones((1, 1), np.int32), slots, cache,
+                                   start=width)
+        self._encoded: dict[tuple, list[int]] = {}  # tok_encode's last ENCODED_KEPT texts
         self.pretrained = str(pretrained)
         self._max_length = int(max_length) if max_length else self.model.args.max_position_embeddings
         self._max_gen_toks = int(max_gen_toks)
@@ -154,7 +160,14 @@ class MindtuneLM(TemplateLM):
             bos = self.tokenizer.decode([self.prefix_token_id], skip_special_tokens=False)
             if bos and string.startswith(bos):  # the text already starts with it (a chat template's BOS)
                 add_special_tokens = False
-        ids = self.tokenizer.encode(string, add_special_tokens=add_special_tokens)
+        key = (string, add_special_tokens)
+        ids = self._encoded.get(key)
+        if ids is None:  # a multiple-choice item's context is encoded once per choice: once here
+            ids = self.tokenizer.encode(string, add_special_tokens=add_special_tokens)
+            if len(self._encoded) >= ENCODED_KEPT:
+                self._encoded.clear()
+            self._encoded[key] = ids
+        ids = list(ids)
         return ids[-left_truncate_len:] if left_truncate_len else ids
 
     def tok_decode(self, tokens, skip_special_tokens: bool = True) -> str:
@@ -199,10 +212,12 @@ class MindtuneLM(TemplateLM):
 
     def _loglikelihood_shared(self, requests, kernel, batch_size: int):
         """Requests grouped by context, `batch_size` distinct contexts at a time, longest first (the rows
-        lm-eval's hf backend runs when its one-token cache groups a multiple-choice item's choices):
-        one inference-kernel call runs the contexts, whose last position scores every continuation's
-        first token; continuations of more tokens run their other tokens in a second call over copies
-        of their context's keys and values (the hf backend runs such a context again per choice)."""
+        lm-eval's hf backend runs when its one-token cache groups a multiple-choice item's choices). The
+        inference kernel runs the contexts (core.engine.generate.prefilled: a prefix they all share runs
+        once), whose last
+        position scores every continuation's first token; continuations of more tokens run their other
+        tokens in one more call over copies of their context's keys and values (the hf backend runs
+        such a context again per choice)."""
         groups: dict[tuple, list[int]] = {}
         for i, (_, context, _) in enumerate(requests):
             groups.setdefault(tuple(context), []).append(i)
@@ -211,33 +226,25 @@ class MindtuneLM(TemplateLM):
         done = 0
         for begin in range(0, len(contexts), batch_size):
             rows = contexts[begin:begin + batch_size]
-            width = max(map(len, rows))
-            ids = np.full((len(rows), width), self.pad_id, np.int32)
-            valid = np.zeros((len(rows), width), np.float32)
-            for r, row in enumerate(rows):
-                ids[r, width - len(row):], valid[r, width - len(row):] = row, 1.0
-            positions = np.maximum(np.cumsum(valid, axis=1) - 1, 0).astype(np.int32)
             members = [(r, i) for r, row in enumerate(rows) for i in groups[row]]
             longer = [(r, i) for r, i in members if len(requests[i][2]) > 1]
-            rest = None
-            if not longer:
-                first = _log_softmax(kernel.forward(self.model, ids, positions, valid, last_only=True)[:, -1])
-            else:
-                span = max(len(requests[i][2]) for _, i in longer) - 1
-                with kernel.new_cache(self.model, len(rows), width) as shared, \
-                        kernel.new_cache(self.model, len(longer), width + span) as cache:
-                    first = _log_softmax(kernel.forward(self.model, ids, positions, valid, shared, start=0,
-                                                        last_only=True)[:, -1])
+            with prefilled(kernel, self.model, rows, 0, self.pad_id) as (first, shared, valid, width, _):
+                first = _log_softmax(first)
+                rest = None
+                if longer:
+                    span = max(len(requests[i][2]) for _, i in longer) - 1
                     owner = np.array([r for r, _ in longer], np.int32)
-                    kernel.gather(cache, shared, owner, width)
                     inputs = np.full((len(longer), span), self.pad_id, np.int32)
                     for k, (_, i) in enumerate(longer):
                         inputs[k, :len(requests[i][2]) - 1] = requests[i][2][:-1]
                     starts = np.array([len(requests[i][1]) for _, i in longer], np.int32).reshape(-1, 1)
                     slots = np.ones((len(longer), width + span), np.float32)
                     slots[:, :width] = valid[owner]
-                    rest = _log_softmax(kernel.forward(self.model, inputs, starts + np.arange(span, dtype=np.int32),
-                                                       slots, cache, start=width))
+                    with kernel.new_cache(self.model, len(longer), width + span) as cache:
+                        kernel.gather(cache, shared, owner, width)
+                        rest = _log_softmax(kernel.forward(self.model, inputs,
+                                                           starts + np.arange(span, dtype=np.int32), slots, cache,
+                                                           start=width))
             row_of = {i: k for k, (_, i) in enumerate(longer)}
             for r, i in members:
                 key, _, continuation = requests[i]

@@ -67,17 +67,55 @@ Cache *find_cache(int32_t handle) {
 }
 
 // y (n, out) = x (n, in) · wᵀ (w: (out, in)) + bias. oneDNN's sgemm as MindSpore ships it runs on the
-// calling thread: a large product is split into blocks of y's columns, one sgemm each, in parallel
-// (each block's sums are the same whatever the thread count)
+// calling thread: a large product is split into blocks of kRowBlock rows of x, one sgemm each, in
+// parallel (a row's sums do not depend on the blocks, nor on the thread count)
+constexpr int64_t kRowBlock = 128;
+// up to this many rows (a decoding step's batch) a product is dot products over the weight's rows: the
+// sgemm packs the whole weight for each call, which cost more than the arithmetic (a demo decoding step
+// 3.5 ms in the kernel)
+constexpr int64_t kFewRows = 16;
+// fewer query rows than this per (row, kv head): attention by dot products, not two sgemm calls
+constexpr int64_t kFewQueries = 4;
 void linear(const float *x, const float *w, const float *bias, int64_t n, int64_t in, int64_t out, float *y) {
-  const int64_t block = 64;
-  auto columns = [&](int64_t, int64_t c0, int64_t c1) {
-    dnnl_sgemm('N', 'T', n, c1 - c0, in, 1.f, x, in, w + c0 * in, in, 0.f, y + c0, out);
+  if (n <= kFewRows) {  // a decoding step: each weight row read once for every x row, no packing
+    int64_t c = 0;
+    for (; c + 4 <= out; c += 4) {  // four weight rows at a time share each load of x
+      const float *w0 = w + c * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
+      for (int64_t r = 0; r < n; ++r) {
+        const float *xr = x + r * in;
+        float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+        for (int64_t k = 0; k < in; ++k) {
+          const float xv = xr[k];
+          s0 += xv * w0[k];
+          s1 += xv * w1[k];
+          s2 += xv * w2[k];
+          s3 += xv * w3[k];
+        }
+        float *yr = y + r * out + c;
+        yr[0] = s0, yr[1] = s1, yr[2] = s2, yr[3] = s3;
+      }
+    }
+    for (; c < out; ++c) {
+      const float *wc = w + c * in;
+      for (int64_t r = 0; r < n; ++r) {
+        const float *xr = x + r * in;
+        float sum = 0.f;
+        for (int64_t k = 0; k < in; ++k) sum += xr[k] * wc[k];
+        y[r * out + c] = sum;
+      }
+    }
     if (bias != nullptr)
       for (int64_t r = 0; r < n; ++r)
-        for (int64_t c = c0; c < c1; ++c) y[r * out + c] += bias[c];
+        for (int64_t j = 0; j < out; ++j) y[r * out + j] += bias[j];
+    return;
+  }
+  auto rows = [&](int64_t, int64_t r0, int64_t r1) {
+    dnnl_sgemm('N', 'T', r1 - r0, out, in, 1.f, x + r0 * in, in, w, in, 0.f, y + r0 * out, out);
+    if (bias != nullptr)
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = 0; c < out; ++c) y[r * out + c] += bias[c];
   };
-  mindtune::blocks_maybe_parallel(n * in * out > (int64_t(1) << 22) && std::getenv("MT_SERIAL") == nullptr, out, block, columns);
+  mindtune::blocks_maybe_parallel(n > kRowBlock, n, kRowBlock, rows);
 }
 
 void rmsnorm(const float *x, const float *w, int64_t n, int64_t h, float eps, bool offset, float *y) {
@@ -109,6 +147,35 @@ template <typename F>
 void run_tasks(bool parallel, int64_t tasks, F fn) {
   if (parallel) return parallel_for(tasks, fn);
   for (int64_t t = 0; t < tasks; ++t) fn(t);
+}
+
+// exp(x) for x <= 88 in straight-line arithmetic that the compiler vectorises (the C library's expf is
+// called one value at a time): e^x = 2^n · e^r, r = x − n·ln 2 in [−ln 2/2, ln 2/2], e^r by Cephes' expf
+// polynomial; relative error < 3e-7 over [−87, 88] (measured against double exp). Below −87 it is
+// clamped (a sigmoid's 1 / (1 + e^87) is 0 in float32 either way).
+inline float fast_exp(float x) {
+  x = std::max(x, -87.f);
+  const float n = std::nearbyint(x * 1.44269504088896341f);
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // x - n·ln 2, ln 2 in two parts (Cephes)
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.f;
+  int32_t bits;
+  std::memcpy(&bits, &p, sizeof bits);
+  bits += static_cast<int32_t>(n) << 23;
+  float out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+// fn(begin, end) over [0, size) in blocks of 16384, in parallel when there are several
+template <typename F>
+void elementwise(int64_t size, F fn) {
+  mindtune::blocks_maybe_parallel(size > 32768, size, 16384, [&](int64_t, int64_t i0, int64_t i1) { fn(i0, i1); });
 }
 
 bool any_bias(const float *b, int64_t n) {
@@ -219,12 +286,21 @@ extern "C" int mindtune_infer_forward(int nparam, void **params, int *ndims, int
     if (shapes[kFixed + l * kPerLayer + 1][0] != HD || shapes[kFixed + l * kPerLayer + 1][1] != h ||
         shapes[kFixed + l * kPerLayer + 11][1] != I)
       return 11;
+    // only each row's last token is asked for: the last layer computes its query, attention and MLP for
+    // that token alone (every token's keys and values still go into the cache)
+    const bool trim = l == layers - 1 && t_out == 1 && T > 1;
+    const int64_t Tq = trim ? 1 : T, Nq = B * Tq, first_query = trim ? start + T - 1 : start;
     rmsnorm(x.data(), in_norm, N, h, eps, offset, hn.data());
-    linear(hn.data(), wq, any_bias(bq, HD) ? bq : nullptr, N, h, HD, q.data());
     linear(hn.data(), wk, any_bias(bk, KD) ? bk : nullptr, N, h, KD, k.data());
     linear(hn.data(), wv, any_bias(bv, KD) ? bv : nullptr, N, h, KD, v.data());
+    if (trim) {
+      for (int64_t b = 0; b < B; ++b) std::memmove(&hn[b * h], &hn[(b * T + T - 1) * h], h * sizeof(float));
+      for (int64_t b = 0; b < B; ++b) std::memmove(&x[b * h], &x[(b * T + T - 1) * h], h * sizeof(float));
+    }
+    linear(hn.data(), wq, any_bias(bq, HD) ? bq : nullptr, Nq, h, HD, q.data());
     float *ck = cache->k.data() + l * B * KV * S * D, *cv = cache->v.data() + l * B * KV * S * D;
-    if (prefill) {
+    const bool fused_attention = prefill && !trim;
+    if (fused_attention) {
       void *args[10] = {q.data(), k.data(), v.data(), key_mask.data(), cos_table.data(), sin_table.data(),
                         const_cast<float *>(options), att.data(), lse.data(), rotated.data()};
       int64_t s_q[4] = {B, T, H, D}, s_k[4] = {B, T, KV, D}, s_m[4] = {B, 1, 1, T}, s_c[4] = {B, 1, T, D};
@@ -243,67 +319,92 @@ extern "C" int mindtune_infer_forward(int nparam, void **params, int *ndims, int
           std::memcpy(cv + slot, &v[r * KD + kh * D], D * sizeof(float));
         }
       }
-    }
-    for (int64_t r = 0; !prefill && r < N; ++r) {
-      const int64_t b = r / T, t = r % T;
-      rotate(&q[r * HD], H, D, inv_freq, positions[r], factor);
-      rotate(&k[r * KD], KV, D, inv_freq, positions[r], factor);
-      for (int64_t kh = 0; kh < KV; ++kh) {
-        const int64_t slot = ((b * KV + kh) * S + start + t) * D;
-        std::memcpy(ck + slot, &k[r * KD + kh * D], D * sizeof(float));
-        std::memcpy(cv + slot, &v[r * KD + kh * D], D * sizeof(float));
-      }
-    }
-    // causal attention of each new token over the valid slots up to its own, per (row, head); on the
-    // calling thread when small (a decoding step's: starting threads costs more than it saves)
-    const bool parallel = B * H * T * (start + T) * D > (int64_t(1) << 21);
-    run_tasks(parallel, prefill ? 0 : B * H, [&](int64_t task) {
-      const int64_t b = task / H, hq = task % H, kh = hq / rep;
-      const float *keys = ck + (b * KV + kh) * S * D, *values = cv + (b * KV + kh) * S * D;
-      std::vector<float> scores(S);
-      for (int64_t t = 0; t < T; ++t) {
-        const float *query = &q[(b * T + t) * HD + hq * D];
-        float *result = &att[(b * T + t) * HD + hq * D];
-        const int64_t last = start + t;
-        float top = -INFINITY;
-        for (int64_t j = 0; j <= last; ++j) {
-          if (valid[b * S + j] == 0.f) continue;
-          float dot = 0.f;
-          for (int64_t c = 0; c < D; ++c) dot += query[c] * keys[j * D + c];
-          scores[j] = dot * scale;
-          top = std::max(top, scores[j]);
+    } else {
+      for (int64_t r = 0; r < N; ++r) {
+        const int64_t b = r / T, t = r % T;
+        rotate(&k[r * KD], KV, D, inv_freq, positions[r], factor);
+        for (int64_t kh = 0; kh < KV; ++kh) {
+          const int64_t slot = ((b * KV + kh) * S + start + t) * D;
+          std::memcpy(ck + slot, &k[r * KD + kh * D], D * sizeof(float));
+          std::memcpy(cv + slot, &v[r * KD + kh * D], D * sizeof(float));
         }
-        std::fill(result, result + D, 0.f);
-        if (top == -INFINITY) continue;  // a padding query with nothing to see
+      }
+      for (int64_t r = 0; r < Nq; ++r) rotate(&q[r * HD], H, D, inv_freq, positions[trim ? r * T + T - 1 : r], factor);
+    }
+    // causal attention of the queries over the valid slots up to each one's own, per (row, kv head): the
+    // rep query heads that share a kv head stacked as (rep·Tq, D), scores and the weighted sum by sgemm
+    // over the slots in use; on the calling thread when small (a decoding step: starting threads costs
+    // more than it saves)
+    const int64_t used = start + T;
+    const bool parallel = B * H * Tq * used * D > (int64_t(1) << 20);
+    run_tasks(parallel, fused_attention ? 0 : B * KV, [&](int64_t task) {
+      const int64_t b = task / KV, kh = task % KV, rows_here = rep * Tq;
+      const float *keys = ck + (b * KV + kh) * S * D, *values = cv + (b * KV + kh) * S * D;
+      const float *seen = valid + b * S;
+      std::vector<float> queries(rows_here * D), scores(rows_here * used), out(rows_here * D);
+      for (int64_t r = 0; r < rep; ++r)
+        for (int64_t t = 0; t < Tq; ++t)
+          std::memcpy(&queries[(r * Tq + t) * D], &q[(b * Tq + t) * HD + (kh * rep + r) * D], D * sizeof(float));
+      const bool many = rows_here >= kFewQueries;
+      if (many) {
+        dnnl_sgemm('N', 'T', rows_here, used, D, scale, queries.data(), D, keys, D, 0.f, scores.data(), used);
+      } else {  // a decoding step: a few dot products per key, cheaper than an sgemm call's set-up
+        for (int64_t row = 0; row < rows_here; ++row)
+          for (int64_t j = 0; j < used; ++j) {
+            float dot = 0.f;
+            for (int64_t c = 0; c < D; ++c) dot += queries[row * D + c] * keys[j * D + c];
+            scores[row * used + j] = dot * scale;
+          }
+      }
+      for (int64_t row = 0; row < rows_here; ++row) {
+        float *p = &scores[row * used];
+        const int64_t last = first_query + row % Tq;  // the query's own slot
+        float top = -INFINITY;
+        for (int64_t j = 0; j <= last; ++j)
+          if (seen[j] != 0.f) top = std::max(top, p[j]);
+        if (top == -INFINITY) {  // a padding query with nothing to see
+          std::fill(p, p + used, 0.f);
+          continue;
+        }
         float total = 0.f;
-        for (int64_t j = 0; j <= last; ++j) {
-          if (valid[b * S + j] == 0.f) continue;
-          scores[j] = std::exp(scores[j] - top);
-          total += scores[j];
+        for (int64_t j = 0; j < used; ++j) {
+          const float e = j <= last && seen[j] != 0.f ? fast_exp(p[j] - top) : 0.f;
+          p[j] = e;
+          total += e;
         }
         const float inverse = 1.f / total;
-        for (int64_t j = 0; j <= last; ++j) {
-          if (valid[b * S + j] == 0.f) continue;
-          const float weight = scores[j] * inverse;
-          for (int64_t c = 0; c < D; ++c) result[c] += weight * values[j * D + c];
-        }
+        for (int64_t j = 0; j < used; ++j) p[j] *= inverse;
       }
+      if (many) {
+        dnnl_sgemm('N', 'N', rows_here, D, used, 1.f, scores.data(), used, values, D, 0.f, out.data(), D);
+      } else {
+        std::fill(out.begin(), out.end(), 0.f);
+        for (int64_t row = 0; row < rows_here; ++row)
+          for (int64_t j = 0; j < used; ++j) {
+            const float weight = scores[row * used + j];
+            if (weight == 0.f) continue;
+            for (int64_t c = 0; c < D; ++c) out[row * D + c] += weight * values[j * D + c];
+          }
+      }
+      for (int64_t r = 0; r < rep; ++r)
+        for (int64_t t = 0; t < Tq; ++t)
+          std::memcpy(&att[(b * Tq + t) * HD + (kh * rep + r) * D], &out[(r * Tq + t) * D], D * sizeof(float));
     });
-    linear(att.data(), wo, nullptr, N, HD, h, o.data());
-    for (int64_t i = 0; i < N * h; ++i) x[i] += o[i];
-    rmsnorm(x.data(), post_norm, N, h, eps, offset, hn.data());
-    linear(hn.data(), wg, nullptr, N, h, I, g.data());
-    linear(hn.data(), wu, nullptr, N, h, I, u.data());
-    for (int64_t i = 0; i < N * I; ++i) g[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
-    linear(g.data(), wd, nullptr, N, I, h, o.data());
-    for (int64_t i = 0; i < N * h; ++i) x[i] += o[i];
+    linear(att.data(), wo, nullptr, Nq, HD, h, o.data());
+    elementwise(Nq * h, [&](int64_t i0, int64_t i1) { for (int64_t i = i0; i < i1; ++i) x[i] += o[i]; });
+    rmsnorm(x.data(), post_norm, Nq, h, eps, offset, hn.data());
+    linear(hn.data(), wg, nullptr, Nq, h, I, g.data());
+    linear(hn.data(), wu, nullptr, Nq, h, I, u.data());
+    elementwise(Nq * I, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) g[i] = g[i] / (1.f + fast_exp(-g[i])) * u[i];
+    });
+    linear(g.data(), wd, nullptr, Nq, I, h, o.data());
+    elementwise(Nq * h, [&](int64_t i0, int64_t i1) { for (int64_t i = i0; i < i1; ++i) x[i] += o[i]; });
   }
-  // the rows asked for, normed, through the head
+  // the rows asked for (every token's, or each row's last: the last layer left those in rows 0..B-1),
+  // normed, through the head
   const int64_t rows = B * t_out;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < t_out; ++t)
-      std::memcpy(&o[(b * t_out + t) * h], &x[(b * T + (t_out == T ? t : T - 1)) * h], h * sizeof(float));
-  rmsnorm(o.data(), final_norm, rows, h, eps, offset, hn.data());
+  rmsnorm(x.data(), final_norm, rows, h, eps, offset, hn.data());
   auto *y = static_cast<float *>(params[out]);
   linear(hn.data(), head, nullptr, rows, h, V, y);
   if (cap > 0.f)
