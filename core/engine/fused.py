@@ -571,8 +571,8 @@ class FusedInference:
         # inputs: ids, positions, valid, meta, inv_freq, scalars, embedding (V, h), ...: logits (B, T|1, V)
         self.op_all = ops.Custom(path, out_shape=lambda ids, *rest: [ids[0], ids[1], rest[5][0]],
                                  out_dtype=dtype, func_type="aot")
-        self.op_last = ops.Custom(path, out_shape=lambda ids, *rest: [ids[0], 1, rest[5][0]],
-                                  out_dtype=dtype, func_type="aot")
+        self.op_last = ops.Custom(f"{path}_last", out_shape=lambda ids, *rest: [ids[0], 1, rest[5][0]],
+                                  out_dtype=dtype, func_type="aot")  # a symbol of its own: see infer.cc
         self._zeros: dict[int, object] = {}
         self._kept: dict[int, tuple] = {}  # id(model) -> (a weak reference to it, its inputs)
 

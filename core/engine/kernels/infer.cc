@@ -185,6 +185,10 @@ bool any_bias(const float *b, int64_t n) {
 }
 }  // namespace
 
+namespace {
+int infer_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes);
+}  // namespace
+
 extern "C" int32_t mindtune_infer_cache_new(int64_t layers, int64_t batch, int64_t kv_heads, int64_t slots,
                                             int64_t dim) {
   auto cache = std::make_unique<Cache>();
@@ -205,6 +209,18 @@ extern "C" void mindtune_infer_cache_free(int32_t handle) {
 
 extern "C" int mindtune_infer_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                                       void *stream, void *extra) {
+  return infer_forward(nparam, params, ndims, shapes, dtypes);
+}
+
+// the same for the op whose output is each row's last token only (a second symbol: MindSpore keeps one
+// op per function and input shapes, so the two output shapes need two functions)
+extern "C" int mindtune_infer_forward_last(int nparam, void **params, int *ndims, int64_t **shapes,
+                                           const char **dtypes, void *stream, void *extra) {
+  return infer_forward(nparam, params, ndims, shapes, dtypes);
+}
+
+namespace {
+int infer_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
   if (nparam < kFixed + 1 || (nparam - kFixed - 1) % kPerLayer != 0) return 1;
   const int64_t layers = (nparam - kFixed - 1) / kPerLayer;
   if (!is_i32(dtypes[0]) || !is_i32(dtypes[1]) || !is_i32(dtypes[3])) return 2;
@@ -411,6 +427,7 @@ extern "C" int mindtune_infer_forward(int nparam, void **params, int *ndims, int
     for (int64_t i = 0; i < rows * V; ++i) y[i] = std::tanh(y[i] / cap) * cap;
   return 0;
 }
+}  // namespace
 
 // rows of one cache into another: every layer's slots [0, slots) of row index[r] of `from` into row r of `to`
 // (the continuations of lm-eval's choices each start from their context's cache)
