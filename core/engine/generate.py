@@ -1,8 +1,10 @@
 """Text generation with a key/value cache: greedy or temperature + top-p sampling, stop on EOS.
 
 CLI: `python -m core.generate --model DIR --prompt TEXT [--chat] [--max-new-tokens N] ...`
-prints the continuation. Runs in PyNative mode (each step has a new cache length), op by op;
-`use_device` makes those ops launch synchronously on the CPU.
+prints the continuation. Runs in PyNative mode (each step has a new cache length): where the model
+has the fused inference kernel and it computes the model (core.engine.fused.inference_problem), the
+prompts' prefill is one kernel call and each decoding step one more (`prefilled`, `_generate_fused`);
+otherwise op by op, and `use_device` makes those ops launch synchronously on the CPU.
 """
 from __future__ import annotations
 

@@ -10,7 +10,13 @@ a continuation's log-likelihood is the sum of its tokens' log-softmax and `is_gr
 every one was the argmax; rolling log-likelihoods score disjoint windows of max_length tokens;
 generation is greedy unless `do_sample`, left-padded, its context left-truncated to leave
 max_gen_toks, cut at the first `until` string (the EOS text is one). Requests run longest first in
-batches of `batch_size`; the forward is core.engine.model's, generation core.engine.generate's (KV cache).
+batches of `batch_size`; generation is core.engine.generate's (KV cache). With the fused inference kernel
+(core.engine.fused.FusedInference, where it computes the model) the log-likelihoods of continuations up
+to SHARED_CONTEXT_MAX_CONTINUATION tokens are scored after their context, which runs once for all its
+continuations (a multiple-choice item's choices) with any prefix shared by a batch's contexts run once
+too; longer ones (rolling windows) and models the kernel does not compute run whole rows through
+core.engine.model's forward, as the hf backend runs every request. The numbers are the same either way
+(tests/core/test_inference_kernel.py).
 """
 from __future__ import annotations
 
