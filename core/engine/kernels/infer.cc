@@ -74,39 +74,45 @@ constexpr int64_t kRowBlock = 128;
 // sgemm packs the whole weight for each call, which cost more than the arithmetic (a demo decoding step
 // 3.5 ms in the kernel)
 constexpr int64_t kFewRows = 16;
+constexpr int64_t kColumnBlock = 256;  // weight rows per task of such a product
 // fewer query rows than this per (row, kv head): attention by dot products, not two sgemm calls
 constexpr int64_t kFewQueries = 4;
 void linear(const float *x, const float *w, const float *bias, int64_t n, int64_t in, int64_t out, float *y) {
   if (n <= kFewRows) {  // a decoding step: each weight row read once for every x row, no packing
-    int64_t c = 0;
-    for (; c + 4 <= out; c += 4) {  // four weight rows at a time share each load of x
-      const float *w0 = w + c * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
-      for (int64_t r = 0; r < n; ++r) {
-        const float *xr = x + r * in;
-        float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
-        for (int64_t k = 0; k < in; ++k) {
-          const float xv = xr[k];
-          s0 += xv * w0[k];
-          s1 += xv * w1[k];
-          s2 += xv * w2[k];
-          s3 += xv * w3[k];
+    auto columns = [&](int64_t, int64_t c0, int64_t c1) {
+      int64_t c = c0;
+      for (; c + 4 <= c1; c += 4) {  // four weight rows at a time share each load of x
+        const float *w0 = w + c * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
+        for (int64_t r = 0; r < n; ++r) {
+          const float *xr = x + r * in;
+          float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+          for (int64_t k = 0; k < in; ++k) {
+            const float xv = xr[k];
+            s0 += xv * w0[k];
+            s1 += xv * w1[k];
+            s2 += xv * w2[k];
+            s3 += xv * w3[k];
+          }
+          float *yr = y + r * out + c;
+          yr[0] = s0, yr[1] = s1, yr[2] = s2, yr[3] = s3;
         }
-        float *yr = y + r * out + c;
-        yr[0] = s0, yr[1] = s1, yr[2] = s2, yr[3] = s3;
       }
-    }
-    for (; c < out; ++c) {
-      const float *wc = w + c * in;
-      for (int64_t r = 0; r < n; ++r) {
-        const float *xr = x + r * in;
-        float sum = 0.f;
-        for (int64_t k = 0; k < in; ++k) sum += xr[k] * wc[k];
-        y[r * out + c] = sum;
+      for (; c < c1; ++c) {
+        const float *wc = w + c * in;
+        for (int64_t r = 0; r < n; ++r) {
+          const float *xr = x + r * in;
+          float sum = 0.f;
+          for (int64_t k = 0; k < in; ++k) sum += xr[k] * wc[k];
+          y[r * out + c] = sum;
+        }
       }
-    }
-    if (bias != nullptr)
-      for (int64_t r = 0; r < n; ++r)
-        for (int64_t j = 0; j < out; ++j) y[r * out + j] += bias[j];
+      if (bias != nullptr)
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = c0; j < c1; ++j) y[r * out + j] += bias[j];
+    };
+    // a large model's weights in column blocks across threads (its step streams them all); a small
+    // one's on the calling thread
+    mindtune::blocks_maybe_parallel(n * in * out > (int64_t(1) << 23), out, kColumnBlock, columns);
     return;
   }
   auto rows = [&](int64_t, int64_t r0, int64_t r1) {
