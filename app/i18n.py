@@ -1180,6 +1180,52 @@ MESSAGES_ZH.update({
     "eval.tasks_no_folders": "任务 {tasks}：不在本地任务目录中（无）",
 })
 
+# ---- area F: Slurm, trackers, launch commands, family key maps, device rules ----
+MESSAGES_ZH.update({
+    # talking to Slurm (core.run.slurm); `slurm_says` is the Slurm client's own words, quoted as they are
+    "slurm.not_installed": "{program}：未找到（本机没有安装 Slurm 的客户端命令）",
+    "slurm.no_answer": "{command}：Slurm 在 {seconds} 秒内没有应答",
+    "slurm.no_controller": "没有应答的 Slurm 控制器（sinfo：{slurm_says}）",
+    "slurm.partitions_failed": "'scontrol show partition'：{slurm_says}",
+    "slurm.job_query_failed": "'scontrol show job' {job_id}：{slurm_says}",
+    "slurm.refused": "sbatch 拒绝了运行 {run}：{slurm_says}",
+    "slurm.refused_job": "sbatch 拒绝了该作业：{slurm_says}",
+    "slurm.not_submitted": "未提交：{reason}",
+    "slurm.not_submitted_config": "未提交到 Slurm：{reason}",
+    "slurm.already_submitted": "运行 {run} 已经是 Slurm 作业 {job_id}；不会再次提交",
+    "slurm.not_queued": "运行 {run} 的状态是 {state}；只有排队中的运行才能提交（要继续已结束的运行，请恢复它）",
+    "slurm.no_partition": "Slurm 没有这个名字的分区；它的分区：{partition_names}",
+    "slurm.partition_state": "该分区在 Slurm 中的状态是 {state}；作业无法在那里启动",
+    "slurm.partition_nodes": "分区 {partition} 有 {count} 个节点；最多请求 {limit} 个",
+    "slurm.partition_nodes_per_job": "分区 {partition} 有 {count} 个节点，每个作业最多允许 {max_nodes} 个；最多请求 {limit} 个",
+    "slurm.partition_time": "超过了分区 {partition} 的时间上限 {max_time}",
+    "slurm.no_account": "Slurm 的记账系统中没有这个名字的账户",
+    "slurm.sigterm_stop": "{reason}（各 worker 把 Slurm 的 SIGTERM 当作停止请求）",
+    "slurm.sigterm_stop_saved": "{reason}（各 worker 把 Slurm 的 SIGTERM 当作停止请求，并保存了 {checkpoint}）",
+    "slurm.cancelled_while_pending": "{job} 在排队时被取消（scancel）",
+    # experiment trackers (core.run.tracking)
+    "tracking.server_silent": ("mlflow.tracking_uri = {uri} 没有应答（{os_error}）；请启动 MLflow 服务器，或把 "
+                               "mlflow.tracking_uri（或 MLFLOW_TRACKING_URI）设为正在运行的服务器"),
+    "tracking.mlflow_failed": "mlflow（{uri}）：{error}",
+    "tracking.swanlab_failed": "swanlab（swanlab.mode = {mode}）：{error}",
+    "tracking.stopped_working": "{tracker} 停止工作（{error}）",
+    "tracking.goes_on": "{reason}；训练继续，但不再使用 {tracker}（运行目录中有全部数据）",
+    "tracking.mirroring": "实验跟踪：指标同步到 {tracker_names}",
+    # the msrun commands for several machines (core.run.launcher)
+    "launch.workers_nodes": "每节点 worker 数（{per_node}）和节点数（{node_count}）都必须 >= 1",
+    "launch.master_port": "主节点端口 {port}：必须在 1024..65535 之内（msrun 的范围）",
+    # a family's key map (core.spec.families)
+    "family.keys_collide": "张量 {name} 和 {other} 都映射到 {target}",
+    # bf16 on a device without it (core.spec.device_paths, core.engine.devices)
+    "device.cpu_no_bf16": "MindSpore 的 CPU 算子没有 bf16 计算",
+    "device.soc_no_bf16": "这台 Ascend 设备（{soc}）没有 bf16 计算（910A 和 310 系列芯片）；请使用 float16",
+    "device.bf16_refused": "bfloat16（model.dtype {dtype}，precision.compute_dtype {compute_dtype}）：{reason}",
+    # a safetensors header that is not UTF-8 (core.weights.safetensors_io)
+    "weights.header_not_utf8": "文件头不是有效的 JSON：'utf-8' 解码器无法解码位置 {position} 的字节 {byte}：{codec_says}",
+    "weights.header_not_utf8_bytes": ("文件头不是有效的 JSON：'utf-8' 解码器无法解码位置 {position}-{last} 的字节："
+                                      "{codec_says}"),
+})
+
 
 # The console's own answers to an action (Start, Stop, a queue move, Resume, an export): each is a
 # `Said`, a key of TEXTS with its parameters, rendered in the page's language from the same table as
@@ -1583,7 +1629,11 @@ YAML_ZH: list[tuple[str, Any]] = [
 # the operating system's reasons (strerror) and the UTF-8 decoder's, the common ones; others stay as said
 OS_ZH = {"No such file or directory": "没有这个文件或目录", "Permission denied": "权限不足",
          "Is a directory": "这是一个目录", "Not a directory": "不是目录", "Too many open files": "打开的文件过多",
-         "No space left on device": "设备上没有剩余空间", "Input/output error": "输入/输出错误"}
+         "No space left on device": "设备上没有剩余空间", "Input/output error": "输入/输出错误",
+         # a server that does not answer (area F: an MLflow tracking server)
+         "Connection refused": "连接被拒绝", "Connection reset by peer": "连接被对方重置",
+         "Network is unreachable": "网络不可达", "No route to host": "没有到主机的路由", "timed out": "超时",
+         "Name or service not known": "无法解析主机名"}
 CODEC_ZH = {"invalid start byte": "无效的起始字节", "invalid continuation byte": "无效的后续字节",
             "unexpected end of data": "数据意外结束"}
 
@@ -1623,7 +1673,7 @@ def _format_help_text(listed: str) -> str:
 def _os_error(said: str) -> str:
     """The OS's reason, 'Permission denied' or Python's "[Errno 13] Permission denied: 'x'", by OS_ZH."""
 
-    errno = re.fullmatch(r"\[Errno (\d+)\] ([^:]*)(: .*)?", said, re.S)
+    errno = re.fullmatch(r"\[Errno (-?\d+)\] ([^:]*)(: .*)?", said, re.S)
     if errno is None:
         return OS_ZH.get(said, said)
     return f"[错误码 {errno[1]}] " + OS_ZH.get(errno[2], errno[2]) + (f"：{errno[3][2:]}" if errno[3] else "")
@@ -1714,6 +1764,10 @@ LIBRARY_PARAMS_ZH["re_says"] = lambda said: _rewritten(said, RE_ZH)
 WIDGET_NAMES_ZH = {"steps": "步数", "epochs": "轮数", "target modules": "目标模块", "where to run": "运行位置",
                    "partition": "分区"}
 LIBRARY_PARAMS_ZH["widget"] = lambda name: WIDGET_NAMES_ZH.get(name, name)
+# area F's: Slurm's partitions (names, quoted) and a model's projections, 'none' when there are none
+LIBRARY_PARAMS_ZH["partition_names"] = lambda listed: "无" if listed == "none" else _names(listed)
+LIBRARY_PARAMS_ZH["partition"] = lambda name: f"'{name}'"  # a name the cluster's administrator chose
+LIBRARY_PARAMS_ZH["projections"] = lambda listed: "无" if listed == "none" else listed
 TEXTS.update({
     "check.warn": ("⚠ {problem}", "⚠ {problem}"),  # a core error (a Message, or an exception that keeps them)
     "dry.exited": ("core.dry_run exited with {code}", "core.dry_run 退出码为 {code}"),

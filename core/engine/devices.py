@@ -27,6 +27,7 @@ from mindspore import Tensor, nn, ops
 from core.spec.device_paths import (LOSS_CHUNK_TOKENS, TARGETS, attention_dtype, attention_path, bf16_problem,
                                head_in_loss)
 from core.spec.config import ConfigError
+from core.spec.messages import Message
 from core.engine.fused import enable as enable_fused
 from core.spec.memory import estimate_memory
 from core.engine.ops import apply_rotary
@@ -273,8 +274,8 @@ def check_bf16(config, soc: str | None = None) -> None:
         return
     problem = bf16_problem(target(), soc if soc is not None else soc_version(), uses)
     if problem:
-        raise ConfigError(f"bfloat16 (model.dtype {config.model.dtype}, precision.compute_dtype "
-                          f"{config.precision.compute_dtype}): {problem}")
+        raise ConfigError(Message("device.bf16_refused", dtype=config.model.dtype,
+                                  compute_dtype=config.precision.compute_dtype, reason=problem))
 
 
 def memory_figures() -> str:

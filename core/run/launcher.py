@@ -114,9 +114,9 @@ def multi_host_commands(n_per_node: int, nodes: int, master_addr: str, port: int
     The run folder must be on storage every node shares (rank 0 writes metrics and checkpoints).
     """
     if n_per_node < 1 or nodes < 1:
-        raise LaunchError(f"workers per node ({n_per_node}) and nodes ({nodes}) must be >= 1")
+        raise LaunchError(Message("launch.workers_nodes", per_node=n_per_node, node_count=nodes))
     if not 1024 <= port <= 65535:
-        raise LaunchError(f"master port {port}: must be in 1024..65535 (msrun's range)")
+        raise LaunchError(Message("launch.master_port", port=port))
     commands = []
     for rank in range(nodes):
         argv = ["msrun", f"--worker_num={n_per_node * nodes}", f"--local_worker_num={n_per_node}",

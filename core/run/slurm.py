@@ -30,6 +30,7 @@ from typing import Iterator, Mapping
 import core.run.ranks as ranks
 from core.run.atomic import atomic_write
 from core.spec.config import Config, ConfigError, Problem, load_config, time_limit_minutes
+from core.spec.errors import said_of
 from core.spec.messages import Message
 from core.run.launcher import _read_status as _read, _wait_until  # noqa: PLC2701 (the launcher's own helpers)
 from core.run.launcher import (
@@ -68,9 +69,9 @@ def _slurm(argv: list[str], timeout_s: float = SLURM_TIMEOUT_S,
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
                               env=dict(env) if env is not None else None, check=False)
     except FileNotFoundError:
-        raise SlurmError(f"{argv[0]}: not found (Slurm's client commands are not installed on this machine)") from None
+        raise SlurmError(Message("slurm.not_installed", program=argv[0])) from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{command_preview(argv)}: no answer from Slurm within {timeout_s:g} s") from None
+        raise SlurmError(Message("slurm.no_answer", command=command_preview(argv), seconds=f"{timeout_s:g}")) from None
 
 
 def _said(result: subprocess.CompletedProcess) -> str:
@@ -95,9 +96,9 @@ def available() -> str | None:
     try:
         result = _slurm(["sinfo", "-h", "-o", "%P"], timeout_s=10.0)
     except SlurmError as err:
-        return str(err)
+        return err.args[0]
     if result.returncode != 0:
-        return f"no Slurm controller answers (sinfo: {_said(result)})"
+        return Message("slurm.no_controller", slurm_says=_said(result))
     return None
 
 
@@ -116,7 +117,7 @@ def partitions() -> list[Partition]:
     """The cluster's partitions, the default first (raises SlurmError when Slurm does not answer)."""
     result = _slurm(["scontrol", "show", "partition", "-o"])
     if result.returncode != 0:
-        raise SlurmError(f"scontrol show partition: {_said(result)}")
+        raise SlurmError(Message("slurm.partitions_failed", slurm_says=_said(result)))
     out = []
     for line in result.stdout.splitlines():
         kv = _key_values(line)
@@ -156,19 +157,19 @@ def check_submission(config: Config) -> Partition | None:
         if partition is None:
             names = ", ".join(p.name for p in found) or "none"
             raise ConfigError([Problem("launch.partition", launch.partition,
-                                       f"Slurm has no partition by that name; its partitions: {names}")])
+                                       Message("slurm.no_partition", partition_names=names))])
     else:
         partition = next((p for p in found if p.default), None)
     if partition is not None:
         if partition.state != "UP":
             problems.append(Problem("launch.partition", partition.name,
-                                    f"the partition is {partition.state} in Slurm; jobs cannot start there"))
+                                    Message("slurm.partition_state", state=partition.state)))
         limit = min(n for n in (partition.nodes, partition.max_nodes) if n is not None)
         if launch.nodes > limit:
-            problems.append(Problem("launch.nodes", launch.nodes,
-                                    f"partition {partition.name} has {partition.nodes} node(s)"
-                                    + (f" and allows {partition.max_nodes} per job" if partition.max_nodes else "")
-                                    + f"; ask for at most {limit}"))
+            problems.append(Problem("launch.nodes", launch.nodes, Message(
+                "slurm.partition_nodes_per_job", partition=partition.name, count=partition.nodes,
+                max_nodes=partition.max_nodes, limit=limit) if partition.max_nodes else Message(
+                "slurm.partition_nodes", partition=partition.name, count=partition.nodes, limit=limit)))
         if (launch.time_limit and launch.time_limit not in ("UNLIMITED", "INFINITE") and partition.max_time
                 and partition.max_time not in ("UNLIMITED", "INFINITE")):
             try:
@@ -176,8 +177,8 @@ def check_submission(config: Config) -> Partition | None:
             except ValueError:
                 over = False
             if over:
-                problems.append(Problem("launch.time_limit", launch.time_limit,
-                                        f"is over partition {partition.name}'s limit of {partition.max_time}"))
+                problems.append(Problem("launch.time_limit", launch.time_limit, Message(
+                    "slurm.partition_time", partition=partition.name, max_time=partition.max_time)))
     if launch.account:
         problems += _account_problems(launch.account)
     if problems:
@@ -195,7 +196,7 @@ def _account_problems(account: str) -> list[Problem]:
     if result.returncode != 0:
         return []
     if account not in {ln.strip() for ln in result.stdout.splitlines()}:
-        return [Problem("launch.account", account, "Slurm's accounting has no account by that name")]
+        return [Problem("launch.account", account, Message("slurm.no_account"))]
     return []
 
 
@@ -310,7 +311,7 @@ def job_info(job_id: str) -> JobInfo | None:
         return JobInfo(str(job_id), state, None if reason in (None, "None", "(null)") else reason,
                        _hostnames(nodes or ""), kv.get("ExitCode"), kv.get("Partition"))
     if "invalid job id" not in (result.stderr or "").lower():  # the controller did not answer: no news
-        raise SlurmError(f"scontrol show job {job_id}: {_said(result)}")
+        raise SlurmError(Message("slurm.job_query_failed", job_id=job_id, slurm_says=_said(result)))
     try:
         result = _slurm(["sacct", "-n", "-P", "-X", "-j", str(job_id), "-o", "JobID,State,Reason,NodeList,ExitCode,Partition"])
     except SlurmError:
@@ -352,15 +353,15 @@ class SlurmBackend:
         with _submit_lock(run):
             status = _read(run)
             if status.cluster is not None and status.cluster.job_id:
-                raise LaunchError(f"run {run.run_id} is already Slurm job {status.cluster.job_id}; not submitted again")
+                raise LaunchError(Message("slurm.already_submitted", run=run.run_id, job_id=status.cluster.job_id))
             if status.state != "queued":
-                raise LaunchError(f"run {run.run_id} is {status.state!r}; only a queued run can be submitted "
-                                  "(to continue a run that is over, resume it)")
+                raise LaunchError(Message("slurm.not_queued", run=run.run_id, state=repr(status.state)))
             config = load_config(run.config_path)
             try:
                 partition = check_submission(config)
             except (ConfigError, LaunchError) as err:
-                run.write_status(state="failed", reason=f"not submitted to Slurm: {err}", failure_kind="config")
+                run.write_status(state="failed", reason=Message("slurm.not_submitted_config", reason=said_of(err)),
+                                 failure_kind="config")
                 raise
             script = build_script(run, config, free_port(), self.python)
             atomic_write(run.sbatch_script, script)
@@ -374,13 +375,14 @@ class SlurmBackend:
             try:
                 result = _slurm(argv, env=_submit_env(env))
             except SlurmError as err:
-                run.write_status(state="failed", reason=f"not submitted: {err}", failure_kind="cluster")
+                run.write_status(state="failed", reason=Message("slurm.not_submitted", reason=said_of(err)),
+                                 failure_kind="cluster")
                 raise
             if result.returncode != 0:
                 said = _said(result)
-                run.write_status(state="failed", reason=f"sbatch refused the job: {said}", failure_kind="config",
+                run.write_status(state="failed", reason=Message("slurm.refused_job", slurm_says=said), failure_kind="config",
                                  error_lines=[ln for ln in (result.stderr or "").splitlines() if ln.strip()][-8:])
-                raise SlurmError(f"sbatch refused run {run.run_id}: {said}")
+                raise SlurmError(Message("slurm.refused", run=run.run_id, slurm_says=said))
             job_id = result.stdout.strip().split(";")[0]
             run.write_status(cluster=job.replace(job_id=job_id, state="PENDING", checked_at=time.time()))
             with open(run.log_path, "ab") as log:
@@ -418,13 +420,14 @@ class SlurmBackend:
             if (status.state == "stopped" and info.state in ("CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL")
                     and not _stop_request(run) and not (status.reason or "").startswith(f"Slurm job {info.job_id}")):
                 cause = _job_verdict(run, status, info)[1]
-                saved = f" and saved {status.resumable_checkpoint}" if status.resumable_checkpoint else ""
-                return run.write_status(reason=f"{cause} (the workers took Slurm's SIGTERM as a stop{saved})")
+                return run.write_status(reason=Message("slurm.sigterm_stop_saved", reason=cause,
+                                                       checkpoint=status.resumable_checkpoint)
+                                        if status.resumable_checkpoint else Message("slurm.sigterm_stop", reason=cause))
             return status
         if status.state == "queued":
             if info.state == "CANCELLED":
-                return run.write_status(state="stopped", reason=f"Slurm job {info.job_id} was cancelled while pending "
-                                        "(scancel)")
+                return run.write_status(state="stopped", reason=Message(
+                    "slurm.cancelled_while_pending", job=Message("slurm.job", id=info.job_id)))
         verdict = _job_verdict(run, status, info)
         return ranks.write_verdict(run, *verdict[:2], **verdict[2]) or _read(run)
 

@@ -194,8 +194,7 @@ def check_mlflow_server(uri: str) -> None:
             answer.read(64)
     except (urllib.error.URLError, OSError, ValueError) as err:
         reason = getattr(err, "reason", err)
-        raise TrackerUnavailable(f"mlflow.tracking_uri = {uri!r} does not answer ({reason}); start the MLflow "
-                                 "server, or set mlflow.tracking_uri (or MLFLOW_TRACKING_URI) to one that runs",
+        raise TrackerUnavailable(Message("tracking.server_silent", uri=repr(uri), os_error=str(reason)),
                                  "mlflow.tracking_uri") from None
 
 
@@ -210,13 +209,14 @@ def open_tracker(name: str, config: Config, run: RunDir, resumed: bool, params: 
         try:
             return MlflowTracker(uri, config.mlflow.experiment, run, resumed)
         except Exception as err:  # noqa: BLE001 — MLflow's errors have no common base worth naming
-            raise TrackerUnavailable(f"mlflow at {uri}: {type(err).__name__}: {err}", "mlflow.tracking_uri") from None
+            raise TrackerUnavailable(Message("tracking.mlflow_failed", uri=uri, error=f"{type(err).__name__}: {err}"),
+                                     "mlflow.tracking_uri") from None
     try:
         return SwanlabTracker(config.swanlab.project, config.swanlab.mode, run.tracking_dir / "swanlab",
                               run.run_id, params)
     except Exception as err:  # noqa: BLE001
-        raise TrackerUnavailable(f"swanlab (swanlab.mode = {config.swanlab.mode}): {type(err).__name__}: {err}",
-                                 "swanlab.mode") from None
+        raise TrackerUnavailable(Message("tracking.swanlab_failed", mode=config.swanlab.mode,
+                                         error=f"{type(err).__name__}: {err}"), "swanlab.mode") from None
 
 
 def record_scalars(record: MetricRecord) -> tuple[str, dict[str, float]] | None:
@@ -261,13 +261,13 @@ class Trackers:
             try:
                 tracker = open_tracker(name, config, run, resumed, params)
             except TrackerUnavailable as err:
-                out._fail(name, str(err), err.setting)
+                out._fail(name, err.args[0], err.setting)
                 continue
             out.trackers.append(tracker)
             out._call(tracker, "log_params", params)
         if out.trackers:
-            report(EventRecord(message="tracking: mirroring the metrics to " +
-                               ", ".join(t.name for t in out.trackers)))
+            report(EventRecord(message=Message("tracking.mirroring",
+                                               tracker_names=", ".join(t.name for t in out.trackers))))
         return out
 
     def record(self, record: MetricRecord) -> None:
@@ -292,9 +292,10 @@ class Trackers:
         except Exception as err:  # noqa: BLE001 — a tracker never ends the run
             self.trackers.remove(tracker)
             setting = "mlflow.tracking_uri" if tracker.name == "mlflow" else "tracking"
-            self._fail(tracker.name, f"{tracker.name} stopped working ({type(err).__name__}: {err})", setting)
+            self._fail(tracker.name, Message("tracking.stopped_working", tracker=tracker.name,
+                                             error=f"{type(err).__name__}: {err}"), setting)
 
     def _fail(self, name: str, message: str, setting: str) -> None:
         if self.report is not None:
-            self.report(TrackerEvent(event="tracker", message=f"{message}; training goes on without {name} "
-                                     "(the run folder has every figure)", tracker=name, setting=setting))
+            self.report(TrackerEvent(event="tracker", message=Message("tracking.goes_on", reason=message, tracker=name),
+                                     tracker=name, setting=setting))

@@ -121,9 +121,9 @@ def bf16_problem(device: str, soc: str | None, uses_bf16: bool) -> str | None:
     if not uses_bf16:
         return None
     if device == "cpu":
-        return "MindSpore's CPU kernels have no bf16 compute"
+        return Message("device.cpu_no_bf16")
     if device == "ascend" and soc and soc.lower() in NO_BF16_SOCS:
-        return f"this Ascend device ({soc}) has no bf16 compute (910A and 310 SoCs); use float16"
+        return Message("device.soc_no_bf16", soc=soc)
     return None
 
 

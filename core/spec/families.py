@@ -107,7 +107,7 @@ class KeyMap:
                 continue
             name = self.our_name(hub_name)
             if name in ours:
-                raise KeyError(f"tensors {hub_names[name]} and {hub_name} both map to {name}")
+                raise KeyError(Message("family.keys_collide", name=hub_names[name], other=hub_name, target=name))
             ours[name], hub_names[name] = array, hub_name
         if self.convert_in is not None:
             ours = self.convert_in(ours, args)

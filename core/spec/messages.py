@@ -14,7 +14,9 @@ by hand), so it still reads in the page's language. Stdlib only.
 
 The catalogue holds why a run ended (run.*, rank.*, slurm.*), the memory estimate's notes (memory.*,
 path.*), a config's rules and files (config.*, field.*), core.run's checks before a launch
-(run.check.*), the data's errors (data.*), the model folder's (model.*, moe.*, tokenizer.*), and
+(run.check.*), the data's errors (data.*), the model folder's (model.*, moe.*, tokenizer.*), Slurm's
+refusals (slurm.*), the trackers' (tracking.*), the msrun commands' (launch.*), a family key map's
+(family.*), a device's rules (device.*), and
 where a problem is (problem.*, data.at*, model.at*: generic, in NOT_RECOGNISED). A library's own
 words inside a message (PyYAML's, Python's json and re, jinja2's, the OS's) are parameters of their
 own (`yaml_says`, `json_says`, ...), which the console says through that library's table.
@@ -801,6 +803,61 @@ CATALOGUE.update({
     "eval.no_base": "run {run}: its config.yaml names no base model ({error})",
     "eval.tasks_not_local": "task {tasks}: not in the local task folders ({folders})",
     "eval.tasks_no_folders": "task {tasks}: not in the local task folders (none)",
+})
+
+# ---- area F: Slurm, trackers, launch commands, family key maps, device rules ----
+# `slurm_says` is a Slurm client's own words (sbatch's, scontrol's, sinfo's stderr), `error` a library's
+# ("ConnectionError: ..."), `os_error` the OS's reason, `codec_says` Python's UTF-8 decoder's
+CATALOGUE.update({
+    # talking to Slurm (core.run.slurm)
+    "slurm.not_installed": "{program}: not found (Slurm's client commands are not installed on this machine)",
+    "slurm.no_answer": "{command}: no answer from Slurm within {seconds} s",
+    "slurm.no_controller": "no Slurm controller answers (sinfo: {slurm_says})",
+    "slurm.partitions_failed": "scontrol show partition: {slurm_says}",
+    "slurm.job_query_failed": "scontrol show job {job_id}: {slurm_says}",
+    # ... submitting a run (SlurmBackend.launch): the refusal raised, and the reason its status keeps
+    "slurm.refused": "sbatch refused run {run}: {slurm_says}",
+    "slurm.refused_job": "sbatch refused the job: {slurm_says}",
+    "slurm.not_submitted": "not submitted: {reason}",
+    "slurm.not_submitted_config": "not submitted to Slurm: {reason}",
+    "slurm.already_submitted": "run {run} is already Slurm job {job_id}; not submitted again",
+    "slurm.not_queued": ("run {run} is {state}; only a queued run can be submitted (to continue a run that is over, "
+                         "resume it)"),
+    # ... what Slurm would refuse, said before submitting (check_submission), after the field it names
+    "slurm.no_partition": "Slurm has no partition by that name; its partitions: {partition_names}",
+    "slurm.partition_state": "the partition is {state} in Slurm; jobs cannot start there",
+    "slurm.partition_nodes": "partition {partition} has {count} node(s); ask for at most {limit}",
+    "slurm.partition_nodes_per_job": ("partition {partition} has {count} node(s) and allows {max_nodes} per job; ask "
+                                      "for at most {limit}"),
+    "slurm.partition_time": "is over partition {partition}'s limit of {max_time}",
+    "slurm.no_account": "Slurm's accounting has no account by that name",
+    # ... a job Slurm ended, and the workers took its SIGTERM as a stop (SlurmBackend.refresh)
+    "slurm.sigterm_stop": "{reason} (the workers took Slurm's SIGTERM as a stop)",
+    "slurm.sigterm_stop_saved": "{reason} (the workers took Slurm's SIGTERM as a stop and saved {checkpoint})",
+    "slurm.cancelled_while_pending": "{job} was cancelled while pending (scancel)",
+    # experiment trackers (core.run.tracking): one that cannot start or stops working; the run goes on
+    "tracking.server_silent": ("mlflow.tracking_uri = {uri} does not answer ({os_error}); start the MLflow server, or "
+                               "set mlflow.tracking_uri (or MLFLOW_TRACKING_URI) to one that runs"),
+    "tracking.mlflow_failed": "mlflow at {uri}: {error}",
+    "tracking.swanlab_failed": "swanlab (swanlab.mode = {mode}): {error}",
+    "tracking.stopped_working": "{tracker} stopped working ({error})",
+    "tracking.goes_on": "{reason}; training goes on without {tracker} (the run folder has every figure)",
+    "tracking.mirroring": "tracking: mirroring the metrics to {tracker_names}",
+    # the msrun commands for several machines (core.run.launcher.multi_host_commands)
+    "launch.workers_nodes": "workers per node ({per_node}) and nodes ({node_count}) must be >= 1",
+    "launch.master_port": "master port {port}: must be in 1024..65535 (msrun's range)",
+    # a family's key map (core.spec.families.KeyMap.to_ours), said after the checkpoint (model.at)
+    "family.keys_collide": "tensors {name} and {other} both map to {target}",
+    # bf16 on a device without it (core.spec.device_paths.bf16_problem, core.engine.devices.check_bf16)
+    "device.cpu_no_bf16": "MindSpore's CPU kernels have no bf16 compute",
+    "device.soc_no_bf16": "this Ascend device ({soc}) has no bf16 compute (910A and 310 SoCs); use float16",
+    "device.bf16_refused": "bfloat16 (model.dtype {dtype}, precision.compute_dtype {compute_dtype}): {reason}",
+    # area D's leftover: a safetensors header that is not UTF-8 (Python's decoder's words, its reason by
+    # `codec_says`)
+    "weights.header_not_utf8": ("header is not valid JSON: 'utf-8' codec can't decode byte {byte} in position "
+                                "{position}: {codec_says}"),
+    "weights.header_not_utf8_bytes": ("header is not valid JSON: 'utf-8' codec can't decode bytes in position "
+                                      "{position}-{last}: {codec_says}"),
 })
 
 

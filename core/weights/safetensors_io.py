@@ -181,7 +181,9 @@ class SafetensorsReader:
             raise SafetensorsFormatError(Message("weights.header_length", length=length, size=size))
         try:
             header = json.loads(self._handle.read(length).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except UnicodeDecodeError as exc:
+            raise SafetensorsFormatError(_not_utf8(exc)) from exc
+        except json.JSONDecodeError as exc:
             raise SafetensorsFormatError(Message("weights.header_json", json_says=str(exc))) from exc
         if not isinstance(header, dict):
             raise SafetensorsFormatError(Message("weights.header_not_object"))
@@ -234,3 +236,13 @@ class SafetensorsReader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> Message:
+    """A header that is not UTF-8, in Python's decoder's words with its reason (`codec_says`) apart."""
+    if exc.end - exc.start == 1:
+        said = Message("weights.header_not_utf8", byte=f"0x{exc.object[exc.start]:02x}", position=exc.start,
+                       codec_says=exc.reason)
+    else:
+        said = Message("weights.header_not_utf8_bytes", position=exc.start, last=exc.end - 1, codec_says=exc.reason)
+    return said if said == f"header is not valid JSON: {exc}" else Message("weights.header_json", json_says=str(exc))

@@ -17,7 +17,7 @@ KEPT_WORDS = {
     "preference", "rafailov", "overlong",
     # trackers and their modes, Slurm and its commands
     "tensorboard", "mlflow", "swanlab", "offline", "local", "cloud", "login", "watch", "slurm", "sbatch", "srun",
-    "scancel",
+    "scancel", "scontrol", "sinfo", "squeue", "sacct", "sacctmgr",
     # tensors and functions Chinese ML texts name in English
     "softmax", "logits",
     # device names as the config writes them (parallel.device)

@@ -243,6 +243,8 @@ WEIGHTS_MISTAKES = {
     "weights.short_file": _read_file(b"xx"),
     "weights.header_length": _read_file((10 ** 6).to_bytes(8, "little") + b"{}"),
     "weights.header_json": _read_file(_header(b"{x}x")),
+    "weights.header_not_utf8": _read_file(_header(b"\xff{}")),  # Python's decoder's words, its reason apart
+    "weights.header_not_utf8_bytes": _read_file(_header(b'{"a": "\xe4\xb8"}')),
     "weights.header_not_object": _read_file(_header([1])),
     "weights.bad_entry": _read_file(_header({"w": {"dtype": "F32"}})),
     "weights.bad_offsets": _read_file(_header({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})),

@@ -103,6 +103,12 @@ SAMPLE.update({"path": "runs/r1/checkpoints/step-4", "method": "full", "run_meth
                "tasks": "'demo', 'other'", "paths": "data/eval_tasks", "task_names": "demo, other",
                "folders": "data/eval_tasks", "figures": "peak allocated 79,000 MB of the device's 81,000 MB",
                "run": "20261201-000000_a"})
+# area F (Slurm, trackers, launch commands, family key maps, device rules):
+SAMPLE.update({"slurm_says": "sbatch: error: Batch job submission failed: Invalid partition name specified",
+               "partition_names": "debug, long", "partition": "debug", "max_nodes": 2, "max_time": "00:30:00",
+               "uri": "'http://127.0.0.1:5000'", "mode": "offline", "tracker_names": "tensorboard, mlflow",
+               "node_count": 2, "port": 29500, "other": "model.embed_tokens.weight", "target": "embed.weight",
+               "soc": "ascend910", "compute_dtype": "bfloat16", "byte": "0xff", "position": 6, "last": 7})
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():
