@@ -10,9 +10,11 @@ id with no English word left but the library's own text it quotes, with every fa
 it comes back as text (a status.json written before the ids), read by the catalogue's templates."""
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -97,13 +99,25 @@ def _said(err: BaseException) -> Message:
 
 # ---- Slurm -------------------------------------------------------------------------------------------
 
-def _controller_down() -> None:
-    """The Slurm client commands of this machine, with no controller answering (else skip: the
-    cluster's real answers are tests/core/test_slurm.py's)."""
+def _controller_down(monkeypatch, tmp_path) -> None:
+    """The Slurm client commands of this machine, with no controller answering them: where the test
+    cluster is up (CI starts it), the clients read a copy of its slurm.conf whose controller port is
+    closed (SLURM_CONF), so they fail as they do with the controller down."""
     if shutil.which("scontrol") is None or shutil.which("sbatch") is None:
         pytest.skip("no Slurm client commands on this machine")
     if slurm.available() is None:
-        pytest.skip("a Slurm controller answers here: its refusals are tests/core/test_slurm.py's")
+        conf = Path(os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf")
+        with socket.socket() as probe:  # a port nothing listens on
+            probe.bind(("127.0.0.1", 0))
+            closed = probe.getsockname()[1]
+        lines = [f"SlurmctldPort={closed}" if line.startswith("SlurmctldPort=") else line
+                 for line in conf.read_text().splitlines()]
+        if not any(line.startswith("SlurmctldPort=") for line in lines):
+            lines.append(f"SlurmctldPort={closed}")
+        moved = tmp_path / "slurm.conf"
+        moved.write_text("\n".join(lines) + "\n")
+        monkeypatch.setenv("SLURM_CONF", str(moved))
+        assert slurm.available() is not None, "the clients still reach a controller"
 
 
 @pytest.fixture
@@ -149,7 +163,7 @@ _SBATCH: dict[str, tuple[Message, Message]] = {}
 def _sbatch_refused(run, tmp_path, monkeypatch) -> tuple[Message, Message]:
     """The real sbatch, refused (no controller): ~10 s, so once for both of its messages."""
     if not _SBATCH:
-        _controller_down()
+        _controller_down(monkeypatch, tmp_path)
         err, reason = _submitted(run, monkeypatch)
         _SBATCH["raised"], _SBATCH["status"] = _said(err), reason
     return _SBATCH["raised"], _SBATCH["status"]
@@ -203,17 +217,17 @@ def _no_answer(run, tmp_path, monkeypatch) -> Message:
 
 
 def _no_controller(run, tmp_path, monkeypatch) -> Message:
-    _controller_down()
+    _controller_down(monkeypatch, tmp_path)
     return slurm.available()
 
 
 def _partitions_failed(run, tmp_path, monkeypatch) -> Message:
-    _controller_down()
+    _controller_down(monkeypatch, tmp_path)
     return _said(_raised(slurm.partitions, slurm.SlurmError))
 
 
 def _job_query_failed(run, tmp_path, monkeypatch) -> Message:
-    _controller_down()
+    _controller_down(monkeypatch, tmp_path)
     return _said(_raised(lambda: slurm.job_info("41"), slurm.SlurmError))
 
 
