@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from core.run.records import FAILURE_KINDS, TERMINAL_STATES, Status
-from core.spec.messages import CATALOGUE, Message, recognise_located
+from core.spec.messages import CATALOGUE, Message, ids_of, recognise_located
 
 from app.i18n import TEXTS, reason_text, text
 
@@ -37,17 +37,6 @@ _FAILURES = (
                "rank.gone", "rank.peer_exited"),
      re.compile(r"(?i)segmentation fault|core dumped|signal")),
 )
-
-
-def _ids(message) -> list[str]:
-    """A message's id and its parameters' ids, outermost first."""
-    if not isinstance(message, Message):
-        return []
-    found = [message.key]
-    for value in message.params.values():
-        for item in value if isinstance(value, list) else [value]:
-            found += _ids(item)
-    return found
 
 
 @functools.cache
@@ -81,7 +70,7 @@ def reason_ids(status: Status) -> list[str]:
         lines = status.reason.splitlines()
         message = recognise_located(status.reason) or (recognise_located(lines[0]) if lines else None)
     if message is not None:
-        return _ids(message)
+        return ids_of(message)
     opening = _opening_id((status.reason or "").strip())
     return [opening] if opening else []
 

@@ -93,6 +93,20 @@ def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.nda
     return ids, valid
 
 
+def _take(next_ids: np.ndarray, outputs: list[list[int]], finished: np.ndarray, eos_ids, stop) -> None:
+    """Each unfinished row takes its next token, or finishes on an EOS (not kept) or when `stop` says
+    its tokens so far end it (kept); `finished` is updated in place."""
+    for row, token in enumerate(next_ids):
+        if finished[row]:
+            continue
+        if int(token) in eos_ids:
+            finished[row] = True
+        else:
+            outputs[row].append(int(token))
+            if stop is not None and stop(outputs[row]):
+                finished[row] = True
+
+
 def generate(model: CausalLM, prompts: list[list[int]], settings: SamplingSettings,
              eos_ids: set[int] | frozenset[int] = frozenset(), pad_id: int = 0,
              use_cache: bool = True, stop=None) -> list[list[int]]:
@@ -131,15 +145,7 @@ def generate(model: CausalLM, prompts: list[list[int]], settings: SamplingSettin
             full_pos = np.maximum(np.cumsum(all_valid, axis=1) - 1, 0).astype(np.int32)
             logits, _ = model.forward_cached(Tensor(all_ids), None, Tensor(full_pos), Tensor(all_valid), last_only=True)
         next_ids = choose_next(logits[:, -1, :].asnumpy(), settings, rng)
-        for row, token in enumerate(next_ids):
-            if finished[row]:
-                continue
-            if int(token) in eos_ids:
-                finished[row] = True
-            else:
-                outputs[row].append(int(token))
-                if stop is not None and stop(outputs[row]):
-                    finished[row] = True
+        _take(next_ids, outputs, finished, eos_ids, stop)
         if finished.all():
             break
         next_ids = np.where(finished, pad_id, next_ids).astype(np.int32)
@@ -208,15 +214,7 @@ def _generate_fused(model: CausalLM, kernel, prompts: list[list[int]], settings:
                 logits = kernel.forward(model, step_ids, step_pos, slots, cache, start=width + step - 1,
                                         last_only=True)[:, -1, :]
             next_ids = choose_next(logits, settings, rng)
-            for row, token in enumerate(next_ids):
-                if finished[row]:
-                    continue
-                if int(token) in eos_ids:
-                    finished[row] = True
-                else:
-                    outputs[row].append(int(token))
-                    if stop is not None and stop(outputs[row]):
-                        finished[row] = True
+            _take(next_ids, outputs, finished, eos_ids, stop)
             if finished.all():
                 break
             step_ids = np.where(finished, pad_id, next_ids).astype(np.int32).reshape(-1, 1)

@@ -198,9 +198,10 @@ class MindtuneLM(TemplateLM):
         """[(key, context ids, continuation ids)] -> [(sum log p(continuation), is_greedy)]."""
         kernel = fused_inference(self.model)
         if kernel is not None:
-            short = [i for i, req in enumerate(requests) if self._shareable(req)]
+            shareable = [self._shareable(req) for req in requests]
+            short = [i for i, ok in enumerate(shareable) if ok]
             if short:
-                rest = [i for i in range(len(requests)) if i not in set(short)]
+                rest = [i for i, ok in enumerate(shareable) if not ok]
                 results = [None] * len(requests)
                 for i, answer in zip(short, self._loglikelihood_shared([requests[i] for i in short], kernel,
                                                                        override_bs or self.batch_size)):

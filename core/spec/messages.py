@@ -28,7 +28,7 @@ import re
 import string
 from typing import Any
 
-__all__ = ["CATALOGUE", "MESSAGE_PARAMS", "LIST_PARAMS", "NOT_RECOGNISED", "Message", "recognise", "recognise_located", "placeholders"]
+__all__ = ["CATALOGUE", "MESSAGE_PARAMS", "LIST_PARAMS", "NOT_RECOGNISED", "Message", "ids_of", "recognise", "recognise_located", "placeholders"]
 
 CATALOGUE: dict[str, str] = {
     # why a run ended: the worker's own account (core.train)
@@ -1001,6 +1001,18 @@ def _best(text: str, lists: bool = True) -> tuple[int, Message | None]:
         if (score, literal_size) > (best[0], best_top):
             best, best_top = (score, Message(key, **params)), literal_size
     return best
+
+
+def ids_of(message) -> list[str]:
+    """A message's id and the ids of the messages in its parameters (a list's items too), outermost
+    first; [] for what is no message."""
+    if not isinstance(message, Message):
+        return []
+    found = [message.key]
+    for value in message.params.values():
+        for item in value if isinstance(value, list) else [value]:
+            found += ids_of(item)
+    return found
 
 
 def recognise_located(line: str | None) -> Message | None:

@@ -9,7 +9,7 @@ import html
 import pytest
 
 from core.spec.config import Config, ConfigError
-from core.spec.messages import CATALOGUE, Message
+from core.spec.messages import CATALOGUE, Message, ids_of
 
 from app import form
 from app import train_callbacks as cb
@@ -21,12 +21,7 @@ from tests.app.test_train_callbacks import form_values
 
 def ids_in(message) -> set[str]:
     """The ids of a message and of the messages in its parameters."""
-    if not isinstance(message, Message):
-        return set()
-    found = {message.key}
-    for value in message.params.values():
-        found |= ids_in(value)
-    return found
+    return set(ids_of(message))
 
 
 def said_ids(err: BaseException) -> set[str]:

@@ -26,11 +26,11 @@ from core.run.rundir import RunDir
 from core.spec import device_paths
 from core.spec.config import Config, ConfigError
 from core.spec.families import FAMILIES
-from core.spec.messages import CATALOGUE, Message, recognise_located
+from core.spec.messages import CATALOGUE, Message
 
 from app.i18n import MESSAGES_ZH, problem_text, reason_text
 from tests.app.english import english_words
-from tests.app.test_problem_text import facts
+from tests.app.test_messages_run import raised, said_by_id
 
 # the ids of area F (the slurm.* ids of why a job ended are older: tests/app/test_messages_run.py's neighbours)
 AREA = ("tracking.", "launch.", "family.", "device.")
@@ -47,48 +47,6 @@ SCONTROL = ("PartitionName=debug Default=YES MaxNodes=2 MaxTime=00:30:00 State=U
 def area_ids() -> set[str]:
     return {key for key in CATALOGUE if key.startswith(AREA)
             or key.startswith("slurm.") and key not in EARLIER_SLURM}
-
-
-def quoted(message) -> list[str]:
-    if not isinstance(message, Message):
-        return [str(message)] if message else []
-    found = []
-    for name, value in message.params.items():
-        if isinstance(value, Message):
-            found += quoted(value)
-        elif name in QUOTED or (name == "reason" and isinstance(value, str)):
-            found.append(str(value))
-    return found
-
-
-def assert_chinese(message: Message, chinese: str) -> None:
-    english = str(message)
-    assert chinese != english, f"not translated: {english}"
-    rest = chinese
-    for text in sorted(quoted(message), key=len, reverse=True):
-        rest = rest.replace(text, " ")
-    assert english_words(rest) == [], f"English left in {chinese!r} (from {english!r})"
-    missing = [f for f in facts(english) if f not in chinese and not any(f in q for q in quoted(message))]
-    assert not missing, f"facts dropped {missing} in {chinese!r} (from {english!r})"
-
-
-def _check(key: str, message) -> None:
-    assert isinstance(message, Message) and message.key == key, (key, message)
-    assert key in MESSAGES_ZH
-    english = str(message)
-    assert problem_text(message, "en") == english
-    chinese = problem_text(message, "zh")
-    assert_chinese(message, chinese)
-    again = recognise_located(english)  # a status.json written before the ids, another process's line
-    assert again is not None and problem_text(english, "zh") == chinese, (english, again and again.to_json())
-
-
-def _raised(call, *errors):
-    try:
-        call()
-    except errors or (Exception,) as err:  # noqa: B030
-        return err
-    raise AssertionError("no error")
 
 
 def _said(err: BaseException) -> Message:
@@ -145,7 +103,7 @@ def _partitions_answer(monkeypatch, accounts: str = "") -> None:
 def _refusal(monkeypatch, **launch) -> Message:
     _partitions_answer(monkeypatch)
     config = Config().with_updates({**SLURM2, **{f"launch.{k}": v for k, v in launch.items()}})
-    err = _raised(lambda: slurm.check_submission(config), ConfigError)
+    err = raised(lambda: slurm.check_submission(config), ConfigError)
     assert len(err.problems) == 1
     return err.problems[0].reason
 
@@ -153,7 +111,7 @@ def _refusal(monkeypatch, **launch) -> Message:
 def _submitted(run: RunDir, monkeypatch) -> tuple[BaseException, Message]:
     """Submit with the partition check passed (Slurm's answer to it is faked): the real sbatch says why not."""
     monkeypatch.setattr(slurm, "check_submission", lambda config: None)
-    err = _raised(lambda: slurm.SlurmBackend().launch(run), launcher.LaunchError)
+    err = raised(lambda: slurm.SlurmBackend().launch(run), launcher.LaunchError)
     return err, run.read_status().reason_message and Message.from_json(run.read_status().reason_message)
 
 
@@ -192,7 +150,7 @@ def _cancelled_pending(run: RunDir) -> Message:
 
 def _not_installed(run, tmp_path, monkeypatch) -> Message:
     _no_clients(monkeypatch, tmp_path)
-    return _said(_raised(slurm.partitions, slurm.SlurmError))
+    return _said(raised(slurm.partitions, slurm.SlurmError))
 
 
 def _not_submitted(run, tmp_path, monkeypatch) -> Message:
@@ -205,7 +163,7 @@ def _not_submitted(run, tmp_path, monkeypatch) -> Message:
 def _not_submitted_config(run, tmp_path, monkeypatch) -> Message:
     _partitions_answer(monkeypatch)
     run.config_path.write_text(Config().with_updates({**SLURM2, "launch.partition": "nope"}).to_yaml())
-    _raised(lambda: slurm.SlurmBackend().launch(run), ConfigError)
+    raised(lambda: slurm.SlurmBackend().launch(run), ConfigError)
     return Message.from_json(run.read_status().reason_message)
 
 
@@ -213,7 +171,7 @@ def _no_answer(run, tmp_path, monkeypatch) -> Message:
     """A Slurm command that does not answer in time: the real sinfo, given no time at all."""
     if shutil.which("sinfo") is None:
         pytest.skip("no sinfo on this machine")
-    return _said(_raised(lambda: slurm._slurm(["sinfo", "-h"], timeout_s=0.001), slurm.SlurmError))
+    return _said(raised(lambda: slurm._slurm(["sinfo", "-h"], timeout_s=0.001), slurm.SlurmError))
 
 
 def _no_controller(run, tmp_path, monkeypatch) -> Message:
@@ -223,18 +181,18 @@ def _no_controller(run, tmp_path, monkeypatch) -> Message:
 
 def _partitions_failed(run, tmp_path, monkeypatch) -> Message:
     _controller_down(monkeypatch, tmp_path)
-    return _said(_raised(slurm.partitions, slurm.SlurmError))
+    return _said(raised(slurm.partitions, slurm.SlurmError))
 
 
 def _job_query_failed(run, tmp_path, monkeypatch) -> Message:
     _controller_down(monkeypatch, tmp_path)
-    return _said(_raised(lambda: slurm.job_info("41"), slurm.SlurmError))
+    return _said(raised(lambda: slurm.job_info("41"), slurm.SlurmError))
 
 
 def _account(run, tmp_path, monkeypatch) -> Message:
     _partitions_answer(monkeypatch, accounts="ml-team\n")
     config = Config().with_updates({**SLURM2, "launch.account": "nobody"})
-    return _raised(lambda: slurm.check_submission(config), ConfigError).problems[0].reason
+    return raised(lambda: slurm.check_submission(config), ConfigError).problems[0].reason
 
 
 CASES = {
@@ -247,9 +205,9 @@ CASES = {
     "slurm.refused_job": lambda *a: _sbatch_refused(*a)[1],
     "slurm.not_submitted": _not_submitted,
     "slurm.not_submitted_config": _not_submitted_config,
-    "slurm.already_submitted": lambda run, tmp_path, monkeypatch: _said(_raised(
+    "slurm.already_submitted": lambda run, tmp_path, monkeypatch: _said(raised(
         lambda: slurm.SlurmBackend().launch(_with_status(run, cluster=ClusterJob(job_id="41"))), launcher.LaunchError)),
-    "slurm.not_queued": lambda run, tmp_path, monkeypatch: _said(_raised(
+    "slurm.not_queued": lambda run, tmp_path, monkeypatch: _said(raised(
         lambda: slurm.SlurmBackend().launch(_with_status(run, state="stopped")), launcher.LaunchError)),
     "slurm.no_partition": lambda run, tmp_path, monkeypatch: _refusal(monkeypatch, partition="nope"),
     "slurm.partition_state": lambda run, tmp_path, monkeypatch: _refusal(monkeypatch, partition="maint"),
@@ -267,7 +225,7 @@ def _per_job(monkeypatch) -> Message:
     _partitions_answer(monkeypatch)
     config = Config().with_updates({"launch.backend": "slurm", "launch.nodes": 3, "parallel.data_parallel": 3,
                                     "launch.partition": "debug"})
-    return _raised(lambda: slurm.check_submission(config), ConfigError).problems[0].reason
+    return raised(lambda: slurm.check_submission(config), ConfigError).problems[0].reason
 
 
 # ---- trackers -----------------------------------------------------------------------------------------
@@ -304,7 +262,7 @@ def _mlflow_failed(run, tmp_path, monkeypatch) -> Message:
 
     monkeypatch.setattr(tracking, "MlflowTracker", refuse)
     config = Config().with_updates({"mlflow.tracking_uri": f"sqlite:///{tmp_path}/mlflow.db"})
-    return _said(_raised(lambda: tracking.open_tracker("mlflow", config, run, False, {}), tracking.TrackerUnavailable))
+    return _said(raised(lambda: tracking.open_tracker("mlflow", config, run, False, {}), tracking.TrackerUnavailable))
 
 
 def _swanlab_failed(run, tmp_path, monkeypatch) -> Message:
@@ -315,7 +273,7 @@ def _swanlab_failed(run, tmp_path, monkeypatch) -> Message:
 
     monkeypatch.setattr(tracking, "SwanlabTracker", refuse)
     config = Config().with_updates({"swanlab.mode": "cloud"})
-    return _said(_raised(lambda: tracking.open_tracker("swanlab", config, run, False, {}), tracking.TrackerUnavailable))
+    return _said(raised(lambda: tracking.open_tracker("swanlab", config, run, False, {}), tracking.TrackerUnavailable))
 
 
 def _goes_on(run, tmp_path, monkeypatch) -> Message:
@@ -336,7 +294,7 @@ def _mirroring(run, tmp_path, monkeypatch) -> Message:
 
 
 CASES.update({
-    "tracking.server_silent": lambda run, tmp_path, monkeypatch: _said(_raised(
+    "tracking.server_silent": lambda run, tmp_path, monkeypatch: _said(raised(
         lambda: tracking.check_mlflow_server(f"http://127.0.0.1:{_closed_port()}"), tracking.TrackerUnavailable)),
     "tracking.mlflow_failed": _mlflow_failed,
     "tracking.swanlab_failed": _swanlab_failed,
@@ -355,22 +313,22 @@ def _bf16_refused(run, tmp_path, monkeypatch) -> Message:
     config = Config().with_updates({"parallel.device": "ascend", "precision.amp_level": "O2",
                                     "precision.compute_dtype": "bfloat16"})
     monkeypatch.setattr(devices, "target", lambda: "ascend")  # this machine has no Ascend device
-    message = _said(_raised(lambda: devices.check_bf16(config, soc="ascend910"), ConfigError))
+    message = _said(raised(lambda: devices.check_bf16(config, soc="ascend910"), ConfigError))
     assert message.params["reason"].key == "device.soc_no_bf16"
     return message
 
 
 def _keys_collide(run, tmp_path, monkeypatch) -> Message:
     key_map = FAMILIES["gemma3"].key_map
-    err = _raised(lambda: key_map.to_ours({"model.language_model.norm.weight": 1,
+    err = raised(lambda: key_map.to_ours({"model.language_model.norm.weight": 1,
                                            "language_model.model.norm.weight": 2}, None), KeyError)
     return err.args[0]
 
 
 CASES.update({
-    "launch.workers_nodes": lambda run, tmp_path, monkeypatch: _said(_raised(
+    "launch.workers_nodes": lambda run, tmp_path, monkeypatch: _said(raised(
         lambda: launcher.multi_host_commands(0, 2, "10.0.0.1", 29500), launcher.LaunchError)),
-    "launch.master_port": lambda run, tmp_path, monkeypatch: _said(_raised(
+    "launch.master_port": lambda run, tmp_path, monkeypatch: _said(raised(
         lambda: launcher.multi_host_commands(1, 2, "10.0.0.1", 80), launcher.LaunchError)),
     "family.keys_collide": _keys_collide,
     "device.cpu_no_bf16": lambda run, tmp_path, monkeypatch: device_paths.bf16_problem("cpu", None, True),
@@ -381,7 +339,7 @@ CASES.update({
 
 @pytest.mark.parametrize("key", list(CASES))
 def test_each_message_of_the_cluster_trackers_and_devices_is_said_by_its_id(key, run, tmp_path, monkeypatch):
-    _check(key, CASES[key](run, tmp_path, monkeypatch))
+    said_by_id(key, CASES[key](run, tmp_path, monkeypatch), QUOTED)
 
 
 def test_every_id_of_area_f_is_made_here_and_has_chinese():
@@ -427,7 +385,7 @@ def test_a_key_map_collision_is_said_after_the_checkpoint_it_is_in():
 def test_a_model_without_projections_says_none_in_chinese():
     """lora.*_matches_nothing on a model with no Dense layer: its projection list is 'none', 无 in 中文."""
     from core.engine.lora import LoraError, select_target_modules
-    err = _raised(lambda: select_target_modules({}, ["q_proj"]), LoraError)
+    err = raised(lambda: select_target_modules({}, ["q_proj"]), LoraError)
     message = _said(err)
     assert message.key == "lora.name_matches_nothing" and message.params["projections"] == "none"
     chinese = problem_text(message, "zh")

@@ -41,37 +41,31 @@ AREA = ("train.", "ckpt.", "rundir.", "eval.", "run.launch.", "rank.said", "rank
 QUOTED = ("error", "yaml_says", "figures", "state", "setting_names", "tasks")  # (and the names a user wrote)
 
 
-def ids_in(message) -> list[str]:
-    if not isinstance(message, Message):
-        return []
-    found = [message.key]
-    for value in message.params.values():
-        for item in value if isinstance(value, list) else [value]:
-            found += ids_in(item)
-    return found
-
-
-def quoted(message) -> list[str]:
-    """The texts a message quotes from a library (and a parameter's text that is no message)."""
+def quoted(message, names=QUOTED) -> list[str]:
+    """The texts a message quotes from a library (its parameters in `names`, and a parameter's text that
+    is no message)."""
     if not isinstance(message, Message):
         return [str(message)] if message else []
     found = []
     for name, value in message.params.items():
         if isinstance(value, Message):
-            found += quoted(value)
-        elif name in QUOTED or (name == "reason" and isinstance(value, str)):
+            found += quoted(value, names)
+        elif name in names or (name == "reason" and isinstance(value, str)):
             found.append(str(value))
     return found
 
 
-def assert_chinese(message: Message, chinese: str) -> None:
+def assert_chinese(message: Message, chinese: str, names=QUOTED) -> None:
+    """No English word left in `chinese` but what the message quotes (parameters in `names`), and
+    every fact of the English kept."""
     english = str(message)
     assert chinese != english, f"not translated: {english}"
     rest = chinese
-    for text in sorted(quoted(message), key=len, reverse=True):
+    texts = quoted(message, names)
+    for text in sorted(texts, key=len, reverse=True):
         rest = rest.replace(text, " ")
     assert english_words(rest) == [], f"English left in {chinese!r} (from {english!r})"
-    missing = [f for f in facts(english) if f not in chinese and not any(f in q for q in quoted(message))]
+    missing = [f for f in facts(english) if f not in chinese and not any(f in q for q in texts)]
     assert not missing, f"facts dropped {missing} in {chinese!r} (from {english!r})"
 
 
@@ -94,7 +88,7 @@ def _checkpoint(run: RunDir, step: int = 4, method: str = "lora", pointers=("las
                                             state, pointers=pointers)
 
 
-def _raised(call, *errors):
+def raised(call, *errors):
     try:
         call()
     except errors or (Exception,) as err:  # noqa: B030
@@ -111,7 +105,7 @@ def _message_of(err: BaseException) -> Message:
 def _spoilt(run: RunDir, change) -> Message:
     folder = _checkpoint(run)
     change(folder)
-    return _message_of(_raised(lambda: ckpt_store.verify_checkpoint(folder), CheckpointError))
+    return _message_of(raised(lambda: ckpt_store.verify_checkpoint(folder), CheckpointError))
 
 
 def _manifest(folder: Path, edit) -> None:
@@ -133,7 +127,7 @@ def _status_file(run: RunDir, text: str | None) -> Message:
         run.status_path.mkdir()
     elif text is not None:
         run.status_path.write_text(text)
-    return _message_of(_raised(run.read_status, RunDirError))
+    return _message_of(raised(run.read_status, RunDirError))
 
 
 def _trainer():
@@ -169,7 +163,7 @@ def _step_fails(loss: float, applied: bool, scaler: bool, overflows: int = 0) ->
     out = {"loss": loss, "applied": applied, "loss_scale": 65536.0}
     if overflows:
         fake._streak = {"first_step": 1, "first_scale": 65536.0, "bad_loss": False}
-    err = _raised(lambda: train.Trainer.agree_on_step(fake, out, overflows), train.TrainingFailed)
+    err = raised(lambda: train.Trainer.agree_on_step(fake, out, overflows), train.TrainingFailed)
     return _message_of(err)
 
 
@@ -186,18 +180,18 @@ def _fake_trainer(run: RunDir, method: str = "full", sha: str = "a" * 64, total_
 def _restore(run, monkeypatch) -> Message:
     folder = _checkpoint(run)
     train, fake = _fake_trainer(run, method="full")
-    return _message_of(_raised(lambda: train.Trainer.restore(fake, str(folder)), CheckpointError))
+    return _message_of(raised(lambda: train.Trainer.restore(fake, str(folder)), CheckpointError))
 
 
 def _fork(run, **changes) -> Message:
     folder = _checkpoint(run)
     train, fake = _fake_trainer(run, **changes)
-    return _message_of(_raised(lambda: train.Trainer.fork(fake, str(folder)), CheckpointError, ConfigError))
+    return _message_of(raised(lambda: train.Trainer.fork(fake, str(folder)), CheckpointError, ConfigError))
 
 
 def _fork_steps(run) -> Message:
     train, fake = _fake_trainer(run, method="lora", total_steps=4)
-    err = _raised(lambda: train.Trainer.fork(fake, str(_checkpoint(run))), ConfigError)
+    err = raised(lambda: train.Trainer.fork(fake, str(_checkpoint(run))), ConfigError)
     return err.problems[0].reason
 
 
@@ -206,7 +200,7 @@ def _router(run) -> Message:
     fake = types.SimpleNamespace(cfg=Config().with_updates({"train.router_aux_loss": True}),
                                  model=types.SimpleNamespace(args=types.SimpleNamespace(moe=None,
                                                                                         architecture="LlamaForCausalLM")))
-    err = _raised(lambda: train.Trainer._router_aux_loss_coef(fake), train.TrainingFailed)
+    err = raised(lambda: train.Trainer._router_aux_loss_coef(fake), train.TrainingFailed)
     assert train.failure_kind_of(err) == "config"
     return _message_of(err)
 
@@ -215,7 +209,7 @@ def _msrun(monkeypatch) -> Message:
     train = _trainer()
     monkeypatch.delenv("MS_ROLE", raising=False)
     monkeypatch.delenv("RANK_SIZE", raising=False)
-    return _message_of(_raised(lambda: train.Cluster(2), ConfigError))
+    return _message_of(raised(lambda: train.Cluster(2), ConfigError))
 
 
 def _dry_steps(tmp_path, capsys) -> Message:
@@ -281,7 +275,7 @@ def _resumable_unknown(run, monkeypatch) -> Message:
 
 def _launch_not_queued(run) -> Message:
     run.write_status(state="failed")
-    return _message_of(_raised(lambda: launcher.launch(run, data_parallel=1), launcher.LaunchError))
+    return _message_of(raised(lambda: launcher.launch(run, data_parallel=1), launcher.LaunchError))
 
 
 def _launch_program(run, tmp_path, data_parallel: int, executable: bool) -> Message:
@@ -292,7 +286,7 @@ def _launch_program(run, tmp_path, data_parallel: int, executable: bool) -> Mess
         program.chmod(program.stat().st_mode | stat.S_IXUSR)
     run.write_status(state="stopped")
     run.restart_for_resume()
-    err = _raised(lambda: launcher.launch(run, data_parallel=data_parallel, python=str(program),
+    err = raised(lambda: launcher.launch(run, data_parallel=data_parallel, python=str(program),
                                           **({"worker": ["core.train"]} if data_parallel == 1 else {})),
                   launcher.LaunchError)
     return _message_of(err)
@@ -310,18 +304,18 @@ def _survived(run, monkeypatch) -> Message:
     monkeypatch.setattr(launcher._RunProcesses, "signal", lambda self, number: None)
     monkeypatch.setattr(launcher, "_wait_until", lambda *args, **kwargs: False)
     monkeypatch.setattr(launcher, "_on_other_host", lambda status: False)
-    return _message_of(_raised(lambda: launcher.stop(run, graceful=False), launcher.LaunchError))
+    return _message_of(raised(lambda: launcher.stop(run, graceful=False), launcher.LaunchError))
 
 
 def _eval_settings(text: str) -> Message:
     from core.eval.eval_tasks import EvalError, EvalSettings
-    return _message_of(_raised(lambda: EvalSettings.from_yaml(text, "runs/evals/e1/config.yaml"), EvalError))
+    return _message_of(raised(lambda: EvalSettings.from_yaml(text, "runs/evals/e1/config.yaml"), EvalError))
 
 
 def _eval_check(**changes) -> Message:
     from core.eval.eval_tasks import EvalError, EvalSettings
     settings = EvalSettings(**{"model": "models/tiny", "tasks": ["demo"], **changes})
-    return _message_of(_raised(settings.check, EvalError))
+    return _message_of(raised(settings.check, EvalError))
 
 
 def _eval_source(tmp_path, kind: str) -> Message:
@@ -333,7 +327,7 @@ def _eval_source(tmp_path, kind: str) -> Message:
     if kind == "ckpt":
         (folder / "tokenizer.json").write_text("{}")
         (folder / "model.ckpt").write_bytes(b"x")
-    return _message_of(_raised(lambda: resolve_source(folder), EvalError))
+    return _message_of(raised(lambda: resolve_source(folder), EvalError))
 
 
 def _local_tasks(tmp_path, broken: bool) -> Message:
@@ -342,7 +336,7 @@ def _local_tasks(tmp_path, broken: bool) -> Message:
     if broken:
         folder.mkdir()
         (folder / "t.yaml").write_text("task: [demo\n")
-    return _message_of(_raised(lambda: local_tasks([folder]), EvalError))
+    return _message_of(raised(lambda: local_tasks([folder]), EvalError))
 
 
 def _not_installed(monkeypatch) -> Message:
@@ -350,14 +344,14 @@ def _not_installed(monkeypatch) -> Message:
 
     from core.eval import eval_tasks
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    return _message_of(_raised(eval_tasks.require_lm_eval, eval_tasks.EvalError))
+    return _message_of(raised(eval_tasks.require_lm_eval, eval_tasks.EvalError))
 
 
 def _task_data(tmp_path) -> Message:
     from core import evaluate
     from core.eval.eval_tasks import EvalError
     config = {"dataset_kwargs": {"data_files": {"test": "missing.jsonl"}}}
-    return _message_of(_raised(lambda: evaluate._resolve_data_files("demo", config, tmp_path), EvalError))
+    return _message_of(raised(lambda: evaluate._resolve_data_files("demo", config, tmp_path), EvalError))
 
 
 def _unknown_task(tmp_path, include: bool, local: bool) -> Message:
@@ -369,7 +363,7 @@ def _unknown_task(tmp_path, include: bool, local: bool) -> Message:
     if local:
         (folder / "demo.yaml").write_text("task: demo_local\n")
     paths = [str(folder)] if include else []
-    return _message_of(_raised(lambda: evaluate.resolve_tasks(["zzqx_no_such_task"], paths), EvalError))
+    return _message_of(raised(lambda: evaluate.resolve_tasks(["zzqx_no_such_task"], paths), EvalError))
 
 
 def _eval_panel(console, case: str) -> str:
@@ -429,15 +423,15 @@ CASES = {
     "rank.device_oom_figures": lambda run, tmp_path, monkeypatch: ranks.device_oom_reason(
         RuntimeError("Memory not enough: alloc size[1024]"), "gpu", "peak allocated 79,000 MB of the device's 81,000 MB"),
     "rank.resumable_unknown": lambda run, tmp_path, monkeypatch: _resumable_unknown(run, monkeypatch),
-    "ckpt.dtype_unsupported": lambda run, tmp_path, monkeypatch: _message_of(_raised(
+    "ckpt.dtype_unsupported": lambda run, tmp_path, monkeypatch: _message_of(raised(
         lambda: ckpt_store.write_safetensors(tmp_path / "x.safetensors", {"lm_head.weight": np.zeros(2, np.complex64)}),
         CheckpointError)),
-    "ckpt.no_step": lambda run, tmp_path, monkeypatch: _message_of(_raised(
+    "ckpt.no_step": lambda run, tmp_path, monkeypatch: _message_of(raised(
         lambda: ckpt_store._newest(run.checkpoints_dir, 7), CheckpointError)),
     "ckpt.unreadable_manifest": lambda run, tmp_path, monkeypatch: _spoilt(
         run, lambda folder: _manifest(folder, '{"files": ')),
     "ckpt.not_manifest": lambda run, tmp_path, monkeypatch: _spoilt(run, lambda folder: _manifest(folder, "[1]")),
-    "ckpt.incomplete": lambda run, tmp_path, monkeypatch: _message_of(_raised(
+    "ckpt.incomplete": lambda run, tmp_path, monkeypatch: _message_of(raised(
         lambda: ckpt_store.resolve_checkpoint(_unlinked(_checkpoint(run), ckpt_store.OPTIMIZER_FILE)),
         CheckpointError)),
     "ckpt.manifest_omits": lambda run, tmp_path, monkeypatch: _spoilt(run, lambda folder: _manifest(
@@ -448,11 +442,11 @@ CASES = {
     "ckpt.size_differs": lambda run, tmp_path, monkeypatch: _spoilt(run, lambda folder: (
         folder / ckpt_store.WEIGHTS_FILE).write_bytes((folder / ckpt_store.WEIGHTS_FILE).read_bytes()[:-4])),
     "ckpt.sha_differs": lambda run, tmp_path, monkeypatch: _spoilt(run, _flip),
-    "ckpt.no_last": lambda run, tmp_path, monkeypatch: _message_of(_raised(
+    "ckpt.no_last": lambda run, tmp_path, monkeypatch: _message_of(raised(
         lambda: ckpt_store.resolve_checkpoint(_checkpoint(run, pointers=()) and run.path), CheckpointError)),
-    "ckpt.no_last_none": lambda run, tmp_path, monkeypatch: _message_of(_raised(
+    "ckpt.no_last_none": lambda run, tmp_path, monkeypatch: _message_of(raised(
         lambda: ckpt_store.resolve_checkpoint(run.path), CheckpointError)),
-    "ckpt.not_found": lambda run, tmp_path, monkeypatch: _message_of(_raised(
+    "ckpt.not_found": lambda run, tmp_path, monkeypatch: _message_of(raised(
         lambda: ckpt_store.resolve_checkpoint(run.checkpoints_dir / "step-9"), CheckpointError)),
     "ckpt.corrupt_others": lambda run, tmp_path, monkeypatch: _corrupt(run, others=True),
     "ckpt.corrupt_none": lambda run, tmp_path, monkeypatch: _corrupt(run, others=False),
@@ -461,7 +455,7 @@ CASES = {
         run.checkpoints_dir, 8, 10 ** 15).message.params["note"]),
     "ckpt.untouched": lambda run, tmp_path, monkeypatch: ckpt_store._disk_full(
         run.checkpoints_dir, 8, 10 ** 15).message.params["note"],
-    "rundir.no_folder": lambda run, tmp_path, monkeypatch: _message_of(_raised(
+    "rundir.no_folder": lambda run, tmp_path, monkeypatch: _message_of(raised(
         lambda: RunDir(tmp_path / "gone").write_status(state="running"), RunDirError)),
     "rundir.no_file": lambda run, tmp_path, monkeypatch: _status_file(run, None),
     "rundir.unreadable": lambda run, tmp_path, monkeypatch: _status_file(run, "folder"),
@@ -469,18 +463,18 @@ CASES = {
     "rundir.not_object": lambda run, tmp_path, monkeypatch: _status_file(run, "[1]"),
     "rundir.what.status": lambda run, tmp_path, monkeypatch: _status_file(run, None).params["what"],
     "rundir.what.control": lambda run, tmp_path, monkeypatch: (run.control_path.write_text("[") and _message_of(
-        _raised(run.read_control, RunDirError)).params["what"]),
+        raised(run.read_control, RunDirError)).params["what"]),
     # (read_profile_summary says None for an unreadable summary: its reader's own error)
-    "rundir.what.profile": lambda run, tmp_path, monkeypatch: _message_of(_raised(
+    "rundir.what.profile": lambda run, tmp_path, monkeypatch: _message_of(raised(
         lambda: _read_json_object(run.profile_summary_path, "profile"), RunDirError)).params["what"],
-    "rundir.bad_run_id": lambda run, tmp_path, monkeypatch: _message_of(_raised(
+    "rundir.bad_run_id": lambda run, tmp_path, monkeypatch: _message_of(raised(
         lambda: RunDir.create(tmp_path / "runs", "a b", ""), RunDirError)),
-    "rundir.exists": lambda run, tmp_path, monkeypatch: _message_of(_raised(
+    "rundir.exists": lambda run, tmp_path, monkeypatch: _message_of(raised(
         lambda: RunDir.create(tmp_path / "runs", run.run_id, ""), RunDirError)),
-    "rundir.not_over": lambda run, tmp_path, monkeypatch: _message_of(_raised(run.restart_for_resume, RunDirError)),
-    "rundir.unusable_path": lambda run, tmp_path, monkeypatch: _message_of(_raised(
+    "rundir.not_over": lambda run, tmp_path, monkeypatch: _message_of(raised(run.restart_for_resume, RunDirError)),
+    "rundir.unusable_path": lambda run, tmp_path, monkeypatch: _message_of(raised(
         lambda: resolve_inside(tmp_path, "a\0b"), RunDirError)),
-    "rundir.outside": lambda run, tmp_path, monkeypatch: _message_of(_raised(
+    "rundir.outside": lambda run, tmp_path, monkeypatch: _message_of(raised(
         lambda: resolve_inside(tmp_path / "runs", "../elsewhere"), RunDirError)),
     "run.launch.not_queued": lambda run, tmp_path, monkeypatch: _launch_not_queued(run),
     "run.launch.not_executable": lambda run, tmp_path, monkeypatch: _launch_program(run, tmp_path, 1, False),
@@ -522,16 +516,18 @@ def _corrupt(run: RunDir, others: bool) -> Message:
         _checkpoint(run, step=2, pointers=())
     folder = _checkpoint(run, step=4)
     _flip(folder)
-    return _message_of(_raised(lambda: ckpt_store.verified_folder(run.path), CheckpointError))
+    return _message_of(raised(lambda: ckpt_store.verified_folder(run.path), CheckpointError))
 
 
-def _check(key: str, message: Message) -> None:
+def said_by_id(key: str, message: Message, names=QUOTED) -> None:
+    """`message` is `key`'s, said in 中文 by its id (no English word but what it quotes from the
+    parameters in `names`, every fact kept), and the same when only its English comes back."""
     assert isinstance(message, Message) and message.key == key, (key, message)
     assert key in MESSAGES_ZH
     english = str(message)
     assert problem_text(message, "en") == english
     chinese = problem_text(message, "zh")
-    assert_chinese(message, chinese)
+    assert_chinese(message, chinese, names)
     # ... and as text: a run folder written before the ids, another process's line
     again = recognise_located(english)
     assert again is not None and problem_text(english, "zh") == chinese, (english, again and again.to_json())
@@ -540,7 +536,7 @@ def _check(key: str, message: Message) -> None:
 @pytest.mark.parametrize("key", list(CASES))
 def test_each_message_of_the_worker_and_the_run_folder_is_said_by_its_id(key, run, tmp_path, monkeypatch):
     message = CASES[key](run, tmp_path, monkeypatch)
-    _check(key, message)
+    said_by_id(key, message)
 
 
 @pytest.mark.parametrize("key", list(PANEL))
@@ -558,11 +554,11 @@ def test_the_evaluate_panels_refusals_are_said_by_id(key, console, monkeypatch):
     monkeypatch.setattr(ev, "problem_text", keep)
     answer = _eval_panel(console, PANEL[key])
     assert answer.startswith("⚠ ") and caught, answer
-    _check(key, _message_of(caught[-1]))
+    said_by_id(key, _message_of(caught[-1]))
 
 
 def test_the_dry_runs_steps_are_said_by_id(tmp_path, capsys):
-    _check("train.dry_steps", _dry_steps(tmp_path, capsys))
+    said_by_id("train.dry_steps", _dry_steps(tmp_path, capsys))
 
 
 def test_a_tasks_data_that_is_not_on_disk_is_said_by_id(tmp_path, monkeypatch):
@@ -579,8 +575,8 @@ def test_a_tasks_data_that_is_not_on_disk_is_said_by_id(tmp_path, monkeypatch):
         raise ConnectionError("Couldn't reach 'json' on the Hub (LocalEntryNotFoundError)")
 
     monkeypatch.setattr(tasks, "get_task_dict", offline)
-    message = _message_of(_raised(lambda: evaluate.resolve_tasks(["demo"], [str(folder)]), EvalError))
-    _check("eval.task_data_missing", message)
+    message = _message_of(raised(lambda: evaluate.resolve_tasks(["demo"], [str(folder)]), EvalError))
+    said_by_id("eval.task_data_missing", message)
 
 
 def test_every_id_of_area_e_is_made_here_and_has_chinese():
