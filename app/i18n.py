@@ -306,8 +306,27 @@ FIELD_HELP_ZH: dict[str, str] = {
     "eval.baseline_max_tokens": "基线评估读取的词元上限（整批，至少一批）；留空则读取整个验证集",
     "train.profile_steps": "[起, 止]：在 rank 0 上对这些步运行 MindSpore 性能分析器（runs/<id>/profile/；监控页显示耗时最多的算子）",
     "early_stopping.enabled": "监控指标不再改进时提前停止",
-    "early_stopping.monitor": "监控的指标：验证损失或困惑度（越低越好），测试集回答的得分，或偏好目标的 reward_accuracy（越高越好）",
-    "train.objective": "sft：对回答做下一词元损失；dpo/simpo/orpo：chosen 与 rejected 成对比较；kto：标注为可取或不可取的回答（设置见 preference: 部分）",
+    "early_stopping.monitor": "监控的指标：验证损失或困惑度（越低越好），测试集回答的得分，偏好目标或奖励模型的 reward_accuracy，或 grpo 的 val_reward（越高越好）",
+    "train.objective": ("sft：对回答做下一词元损失；dpo/simpo/orpo：chosen 与 rejected 成对比较；kto：标注为可取或不可取的回答"
+                        "（设置见 preference: 部分）；grpo：为每个提示词采样多个补全并由奖励函数打分（grpo: 部分）；"
+                        "reward：在 chosen 与 rejected 成对数据上训练奖励模型（序列得分）"),
+    "grpo.num_generations": "每个提示词采样的补全数（比较奖励的一组）",
+    "grpo.max_prompt_len": "保留的提示词 token 数：更长的提示词从左侧截断（data.overlong truncate）、跳过（skip）或拒绝（refuse）",
+    "grpo.max_new_tokens": "一个补全最多的 token 数",
+    "grpo.temperature": "采样的温度",
+    "grpo.top_p": "采样的核采样阈值 top_p",
+    "grpo.top_k": "只在概率最高的 k 个 token 中采样（0：全部）",
+    "grpo.beta": "相对参考模型的 KL 项权重（0：不加，与 TRL 默认相同）",
+    "grpo.epsilon": "重要性比率的裁剪范围（下侧；epsilon_high 为空时也是上侧）",
+    "grpo.epsilon_high": "上侧裁剪范围（DAPO 的 clip-higher）；留空：等于 epsilon",
+    "grpo.loss_type": "token 损失的平均方式：grpo（先按补全再按补全数）、bnpo（按微批 token）、dr_grpo（按批大小 × max_new_tokens）、dapo（按整步 token）",
+    "grpo.scale_rewards": "优势值除以组内、批内奖励的标准差，或不除",
+    "grpo.importance_sampling_level": "每个 token 一个重要性比率（GRPO）或每个补全一个（GSPO）",
+    "grpo.num_iterations": "每批采样结果的更新次数；大于 1 时保存采样策略的对数概率作为旧策略",
+    "grpo.mask_truncated_completions": "在 max_new_tokens 处被截断的补全不计损失",
+    "grpo.rewards": "奖励函数及其权重，例如 [{function: exact_match, column: answer}, {function: regex, pattern: '^\\d+$', weight: 0.2}]",
+    "grpo.reward_timeout_s": "奖励函数处理一批超过这么多秒时，运行失败",
+    "grpo.eval_temperature": "验证补全的温度（0：贪心，同样的权重得到同样的补全）",
     "preference.beta": "dpo/kto：相对参考模型对数比的权重；simpo：奖励缩放；orpo 不用",
     "preference.label_smoothing": "dpo/simpo（sigmoid 损失）：假定标签被翻转的比例",
     "preference.loss_type": "dpo：sigmoid（Rafailov 等）或 ipo（对长度平均的对数比做平方损失）",
@@ -1864,4 +1883,24 @@ TEXTS.update({
     "eval.msg.no_tasks": ("Choose at least one task.", "请至少选择一个任务。"),
     "eval.msg.started": ("Evaluation started: {runs}", "评测已开始：{runs}"),
     "eval.msg.stopped": ("Stopped: {runs}", "已停止：{runs}"),
+})
+
+
+MESSAGES_ZH.update({
+    # objectives (core.spec.objectives) and GRPO's settings (core.spec.config's grpo: section)
+    "config.monitor_not_for_objective": "train.objective {objective} 不记录 {monitor}；早停可以监控 {monitors}",
+    "config.grpo_epsilon_high": "grpo.epsilon_high {high} 小于 grpo.epsilon {low}：上侧裁剪范围不能更窄",
+    "config.grpo_too_long": ("grpo.max_prompt_len {prompt} + grpo.max_new_tokens {new} 超过了 data.max_seq_len "
+                             "{total}：请调大 data.max_seq_len 或调小其中之一"),
+    "memory.grpo_rows": "grpo：{prompts} 个提示词的微批训练 {prompts} × {generations} 个补全（激活值按补全行计）",
+    "memory.grpo_cache": "grpo：采样时的键/值缓存，每个补全按完整长度计：{mb} MB",
+    "field.rule.rewards": "奖励函数列表，每项为 {{function: 名称, weight: 权重, ...}}，名称为 {functions} 之一",
+    "field.rewards_empty": "没有任何奖励函数；必须是{reason}",
+    "field.reward_item": "第 {index} 个奖励不是映射；必须是{reason}",
+    "field.reward_function": "第 {index} 个奖励：未知函数 {name}；应为 {functions} 之一",
+    "field.reward_function_suggest": "第 {index} 个奖励：未知函数 {name}（是否想写 {suggestion}？）；应为 {functions} 之一",
+    "field.reward_needs": "第 {index} 个奖励（{function}）需要 '{setting}'",
+    "field.reward_unknown_key": "第 {index} 个奖励（{function}）有未知设置 '{setting}'；可用的设置为 {keys}",
+    "field.reward_weight": "第 {index} 个奖励（{function}）：权重 {value} 不是有限数",
+    "field.reward_regex": "第 {index} 个奖励：模式不是正则表达式（{re_says}）",
 })

@@ -14,6 +14,7 @@ import argparse
 import copy
 import difflib
 import functools
+import math
 import re
 import sys
 import typing
@@ -25,6 +26,7 @@ import yaml
 
 from core.spec.codec import INVALID, choices, decode, encode, split_optional
 from core.spec.messages import NOT_RECOGNISED, Message
+from core.spec.objectives import spec_of
 
 __all__ = [
     "ConfigError", "Config", "RunSettings", "ModelSettings", "LoraSettings", "DataSettings",
@@ -509,9 +511,11 @@ class TrainSettings(_Section):
     eval_every: int = _field(50, "steps between validation runs", ge=1)
     save_every: int = _field(100, "steps between checkpoints", ge=1)
     keep_last_n: int = _field(2, "step checkpoints kept (best is always kept)", ge=1)
-    objective: Literal["sft", "dpo", "simpo", "orpo", "kto"] = _field(
+    objective: Literal["sft", "dpo", "simpo", "orpo", "kto", "grpo", "reward"] = _field(
         "sft", "sft: next-token loss on the answers; dpo/simpo/orpo: chosen vs rejected pairs; kto: answers "
-               "labelled desirable or undesirable (the preference: section holds their settings)")
+               "labelled desirable or undesirable (the preference: section holds their settings); grpo: "
+               "completions sampled for each prompt and scored by reward functions (the grpo: section); "
+               "reward: a reward model (a sequence score) trained on chosen vs rejected pairs")
     router_aux_loss: bool = _field(False, "mixture-of-experts models: add the router's load-balancing loss")
     router_aux_loss_coef: float | None = _field(
         None, "its weight; null: the model config.json's router_aux_loss_coef", ge=0)
@@ -536,6 +540,96 @@ class PreferenceSettings(_Section):
     reference: Literal["auto", "adapter_off", "frozen_copy"] = _field(
         "auto", "dpo/kto reference model: adapter_off (LoRA: the base with the adapter switched off, no second "
                 "copy), frozen_copy (a frozen copy of the starting weights; full fine-tuning), auto picks by method")
+
+
+# the reward functions grpo.rewards may name (core.engine.rewards implements them)
+REWARD_FUNCTIONS = ("exact_match", "math", "regex", "length", "file", "reward_model")
+# each function's settings besides `function` and `weight`: required ones first, then optional
+REWARD_KEYS = {"exact_match": ((), ("column", "ignore_case")), "math": ((), ("column",)),
+               "regex": (("pattern",), ("column",)), "length": ((), ("max_tokens", "soft_tokens")),
+               "file": (("path",), ("name",)), "reward_model": (("run",), ())}
+_REWARDS_RULE = Message("field.rule.rewards", functions=", ".join(REWARD_FUNCTIONS))
+
+
+def _coerce_rewards(value: Any) -> list[dict]:
+    """A list of reward functions, each a mapping {function: NAME, weight: W, ...its settings}, from a
+    YAML list or its text; each checked here for its name, weight and keys (what a function does
+    with them, core.engine.rewards)."""
+    if isinstance(value, str):
+        try:
+            value = yaml.safe_load(value) if value.strip() else []
+        except yaml.YAMLError:
+            raise _must_be(_REWARDS_RULE) from None
+    if value is None:
+        value = []
+    if isinstance(value, Mapping):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise _Invalid(Message("field.rewards_empty", reason=_REWARDS_RULE))
+    out = []
+    for index, item in enumerate(value, 1):
+        if isinstance(item, str):
+            item = {"function": item}
+        if not isinstance(item, Mapping):
+            raise _Invalid(Message("field.reward_item", index=index, reason=_REWARDS_RULE))
+        item = dict(item)
+        name = item.get("function")
+        if name not in REWARD_FUNCTIONS:
+            raise _Invalid(_suggesting("field.reward_function", str(name), REWARD_FUNCTIONS, index=index,
+                                       name=repr(name), functions=", ".join(REWARD_FUNCTIONS)))
+        required, optional = REWARD_KEYS[name]
+        for key in required:
+            if not isinstance(item.get(key), str) or not item[key].strip():
+                raise _Invalid(Message("field.reward_needs", index=index, function=name, setting=key))
+        unknown = [k for k in item if k not in ("function", "weight", *required, *optional)]
+        if unknown:
+            raise _Invalid(Message("field.reward_unknown_key", index=index, function=name, setting=unknown[0],
+                                   keys=", ".join(("weight", *required, *optional))))
+        weight = item.get("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise _Invalid(Message("field.reward_weight", index=index, function=name, value=repr(weight)))
+        item["weight"] = float(weight)
+        if name == "regex":
+            try:
+                re.compile(item["pattern"])
+            except re.error as err:
+                raise _Invalid(Message("field.reward_regex", index=index, re_says=str(err))) from None
+        out.append(item)
+    return out
+
+
+@dataclass
+class GrpoSettings(_Section):
+    """GRPO (train.objective grpo): rollouts scored by reward functions; core.engine.objectives.grpo."""
+    KEY: ClassVar[str] = "grpo"
+    num_generations: int = _field(4, "completions sampled per prompt (the group whose rewards are compared)", ge=2)
+    max_prompt_len: int = _field(256, "prompt tokens kept: a longer prompt is cut from the left (data.overlong "
+                                      "truncate) or skipped (skip) or refused (refuse)", ge=8)
+    max_new_tokens: int = _field(64, "most tokens a completion may have", ge=1)
+    temperature: float = _field(1.0, "sampling temperature of the rollouts", gt=0)
+    top_p: float = _field(1.0, "nucleus sampling of the rollouts", gt=0, le=1)
+    top_k: int = _field(0, "sample among the k likeliest tokens only (0: all)", ge=0)
+    beta: float = _field(0.0, "weight of the KL term to the reference model (0: none, as TRL's default)", ge=0)
+    epsilon: float = _field(0.2, "clip range of the importance ratio (lower side, and upper when "
+                                 "epsilon_high is null)", gt=0, lt=1)
+    epsilon_high: float | None = _field(None, "upper clip range (DAPO's clip-higher); null: epsilon", gt=0)
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = _field(
+        "dapo", "how token losses are averaged: grpo (per completion, then over completions), bnpo (over the "
+                "micro batch's tokens), dr_grpo (over batch × max_new_tokens), dapo (over the step's tokens)")
+    scale_rewards: Literal["group", "batch", "none"] = _field(
+        "group", "advantages divided by the rewards' standard deviation in the group, in the batch, or not")
+    importance_sampling_level: Literal["token", "sequence"] = _field(
+        "token", "the importance ratio per token (GRPO) or one per completion (GSPO)")
+    num_iterations: int = _field(1, "updates per batch of rollouts; above 1 the sampling policy's "
+                                    "log-probabilities are kept as the old policy", ge=1)
+    mask_truncated_completions: bool = _field(False, "completions cut at max_new_tokens carry no loss")
+    rewards: list[dict] = _field([{"function": "exact_match", "column": "answer", "weight": 1.0}],
+                                 "reward functions and their weights, e.g. [{function: exact_match, column: "
+                                 "answer}, {function: regex, pattern: '^\\d+$', weight: 0.2}]",
+                                 coerce=_coerce_rewards, rule=_REWARDS_RULE, kind="yaml")
+    reward_timeout_s: float = _field(30.0, "a reward function that runs longer on one batch fails the run", gt=0)
+    eval_temperature: float = _field(0.0, "temperature of the validation completions (0: greedy, the same "
+                                          "completions for the same weights)", ge=0)
 
 
 @dataclass
@@ -592,9 +686,10 @@ class EarlyStoppingSettings(_Section):
     KEY: ClassVar[str] = "early_stopping"
     enabled: bool = _field(True, "stop early when the monitor stops improving")
     monitor: Literal["val_loss", "val_ppl", "val_loss_ema", "val_ppl_ema", "exact_match", "bleu", "rouge1", "rouge2",
-                     "rougeL", "reward_accuracy"] = _field(
+                     "rougeL", "reward_accuracy", "val_reward"] = _field(
         "val_loss", "metric watched: a validation loss or perplexity (lower is better), a score of the generated "
-                    "test answers, or reward_accuracy with a preference objective (higher is better)")
+                    "test answers, reward_accuracy with a preference objective or a reward model, val_reward "
+                    "with grpo (higher is better)")
     patience: int = _field(3, "evaluations without improvement before stopping", ge=1)
     min_delta: float = _field(0.0, "smallest improvement that counts (a decrease of a loss, an increase of a "
                               "score)", ge=0)
@@ -771,6 +866,7 @@ class Config:
     data: DataSettings = field(default_factory=DataSettings)
     train: TrainSettings = field(default_factory=TrainSettings)
     preference: PreferenceSettings = field(default_factory=PreferenceSettings)
+    grpo: GrpoSettings = field(default_factory=GrpoSettings)
     precision: PrecisionSettings = field(default_factory=PrecisionSettings)
     recompute: RecomputeSettings = field(default_factory=RecomputeSettings)
     parallel: ParallelSettings = field(default_factory=ParallelSettings)
@@ -899,7 +995,7 @@ def _cross_field_problems(c: Config) -> list[Problem]:
         problems.append(Problem("early_stopping.monitor", c.early_stopping.monitor, Message("config.score_needs_test")))
     if c.data.validation_file is None and c.data.validation_fraction == 0:
         problems.append(Problem("data.validation_file", None, Message("config.no_validation")))
-    problems += _preference_problems(c)
+    problems += _objective_problems(c)
     p = c.precision
     if p.amp_level != "O0" and p.compute_dtype == "bfloat16" and c.parallel.device == "cpu":
         problems.append(Problem("precision.compute_dtype", "bfloat16",
@@ -923,24 +1019,9 @@ def _cross_field_problems(c: Config) -> list[Problem]:
     return problems
 
 
-def _preference_problems(c: Config) -> list[Problem]:
-    """train.objective against the other settings: packing, the MoE balancing loss, the reference."""
-    objective, problems = c.train.objective, []
-    if objective == "sft":
-        if c.early_stopping.monitor == "reward_accuracy":
-            problems.append(Problem("early_stopping.monitor", "reward_accuracy", Message("config.reward_accuracy_sft")))
-        return problems
-    if c.early_stopping.monitor in ("val_ppl", "val_ppl_ema"):
-        problems.append(Problem("early_stopping.monitor", c.early_stopping.monitor,
-                                Message("config.no_ppl_to_watch", objective=objective)))
-    if c.data.packing:
-        problems.append(Problem("data.packing", True, Message("config.packing_preference", objective=objective)))
-    if c.train.router_aux_loss:
-        problems.append(Problem("train.router_aux_loss", True, Message("config.router_loss_preference",
-                                                                       objective=objective)))
-    if objective in ("dpo", "kto") and c.preference.reference == "adapter_off" and c.method != "lora":
-        problems.append(Problem("preference.reference", "adapter_off", Message("config.adapter_off_full")))
-    return problems
+def _objective_problems(c: Config) -> list[Problem]:
+    """train.objective against the other settings, by the objective's own rules (core.spec.objectives)."""
+    return [Problem(rule.key, rule.value, rule.message) for rule in spec_of(c.train.objective).rules(c)]
 
 
 # Why parallel.optimizer_shard is refused (issue 30, item 2). MindSpore shards optimizer state only

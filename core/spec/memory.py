@@ -85,6 +85,7 @@ from core.spec.device_paths import LOSS_CHUNK_TOKENS, attention_dtype, attention
 from core.spec.config import Config
 from core.spec.messages import Message
 from core.spec.model_args import ModelArgs, match_lora_targets
+from core.spec.objectives import spec_of
 
 MB = float(2**20)
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -416,9 +417,10 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
         runtime = GPU_RUNTIME_MB * MB
         notes.append(Message("memory.textbook", device=device))
         notes += path_notes
-    reference, rows = _preference_terms(config, args, notes)
-    weights += reference
-    activations *= rows
+    terms = spec_of(config.train.objective).memory(config, args)  # a reference copy, rows per example, caches
+    notes += terms.notes
+    weights += terms.extra_weight_bytes
+    activations = activations * terms.activation_rows + terms.extra_bytes
     notes += _parallel_notes(config)
     if config.precision.amp_level != "O0":
         notes.append(Message("memory.amp", level=config.precision.amp_level, dtype=config.precision.compute_dtype))
@@ -450,24 +452,6 @@ def _weight_bytes(config: Config, args: ModelArgs) -> float:
     matrices = sum(math.prod(s) for s in shapes.values() if len(s) >= 2)
     vectors = sum(math.prod(s) for s in shapes.values() if len(s) < 2)
     return matrices * DTYPE_BYTES[config.model.dtype] + vectors * FP32
-
-
-def _preference_terms(config: Config, args: ModelArgs, notes: list[str]) -> tuple[float, float]:
-    """A preference objective's extra weight bytes (the frozen reference copy of full fine-tuning)
-    and its activation factor (dpo/simpo/orpo: a micro batch of B pairs runs 2·B rows)."""
-    objective = config.train.objective
-    if objective == "sft":
-        return 0.0, 1.0
-    rows = 1.0 if objective == "kto" else 2.0
-    if rows > 1:
-        notes.append(Message("memory.pairs", objective=objective))
-    reference = config.preference.reference
-    if objective in ("dpo", "kto") and (reference == "frozen_copy" or (reference == "auto" and config.method == "full")):
-        notes.append(Message("memory.frozen_reference", objective=objective, dtype=config.model.dtype))
-        return args.num_parameters() * DTYPE_BYTES[config.model.dtype], rows
-    if objective in ("dpo", "kto"):
-        notes.append(Message("memory.adapter_off", objective=objective))
-    return 0.0, rows
 
 
 def _parallel_notes(config: Config) -> list[str]:

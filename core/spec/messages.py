@@ -1041,3 +1041,26 @@ def recognise(text: str | None) -> Message | None:
     if isinstance(text, Message):
         return text
     return _best(str(text))[1]
+
+
+CATALOGUE.update({
+    # objectives (core.spec.objectives) and GRPO's settings (core.spec.config's grpo: section)
+    "config.monitor_not_for_objective": ("train.objective {objective} does not log {monitor}; early stopping can "
+                                         "watch {monitors}"),
+    "config.grpo_epsilon_high": "grpo.epsilon_high {high} is below grpo.epsilon {low}: the upper clip must not be tighter",
+    "config.grpo_too_long": ("grpo.max_prompt_len {prompt} + grpo.max_new_tokens {new} is more than data.max_seq_len "
+                             "{total}: raise data.max_seq_len or lower one of them"),
+    "memory.grpo_rows": ("grpo: a micro batch of {prompts} prompts trains {prompts} × {generations} completions "
+                         "(activations counted per completion row)"),
+    "memory.grpo_cache": "grpo: the rollouts' key/value cache, every completion at full length: {mb} MB",
+    "field.rule.rewards": ("a list of reward functions, each {{function: NAME, weight: W, ...}} with NAME one of "
+                           "{functions}"),
+    "field.rewards_empty": "names no reward function; must be {reason}",
+    "field.reward_item": "reward {index} is not a mapping; must be {reason}",
+    "field.reward_function": "reward {index}: unknown function {name}; one of {functions}",
+    "field.reward_function_suggest": "reward {index}: unknown function {name} (did you mean {suggestion}?); one of {functions}",
+    "field.reward_needs": "reward {index} ({function}) needs '{setting}'",
+    "field.reward_unknown_key": "reward {index} ({function}) has unknown setting '{setting}'; it takes {keys}",
+    "field.reward_weight": "reward {index} ({function}): weight {value} is not a finite number",
+    "field.reward_regex": "reward {index}: the pattern is not a regular expression ({re_says})",
+})

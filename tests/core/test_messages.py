@@ -109,6 +109,10 @@ SAMPLE.update({"slurm_says": "sbatch: error: Batch job submission failed: Invali
                "uri": "'http://127.0.0.1:5000'", "mode": "offline", "tracker_names": "tensorboard, mlflow",
                "node_count": 2, "port": 29500, "other": "model.embed_tokens.weight", "target": "embed.weight",
                "soc": "ascend910", "compute_dtype": "bfloat16", "byte": "0xff", "position": 6, "last": 7})
+# objectives and GRPO (core.spec.objectives, core.spec.config's grpo: section):
+SAMPLE.update({"high": 0.1, "low": 0.2, "prompt": 256, "new": 64, "prompts": 8, "generations": 4,
+               "functions": "exact_match, math, regex", "function": "regex",
+               "monitors": "val_reward"})
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():
