@@ -27,6 +27,7 @@ if __package__ in (None, ""):
 import core.run.launcher as launcher
 from core.spec.config import Config, ConfigError, load_config
 from core.spec.messages import Message
+from core.spec.objectives import reference_kind, spec_of
 from core.run.records import SetupEvent
 
 DEFAULT_STEPS = 2
@@ -46,7 +47,7 @@ def dry_run(config: Config, steps: int = DEFAULT_STEPS) -> dict:
     the measured peak memory (MB per worker) and timings."""
     # MindSpore loads here, after main() has answered a config error without it (in ~1 s, not ~5)
     from core.engine.generate import use_device
-    from core.train import Cluster, Trainer, peak_memory_mb
+    from core.engine.trainer import Cluster, Trainer, peak_memory_mb
 
     with tempfile.TemporaryDirectory(prefix="mindtune-dry-run-") as folder:
         trial = dry_run_config(config, folder, steps)
@@ -70,9 +71,8 @@ def _reference(config: Config, trainer) -> dict:
     """A preference run's objective and reference as the dry run held it (the measured peak includes
     it): `reference` (adapter_off, frozen_copy or None) and `reference_mb`, the bytes of a frozen
     reference copy's weights (0 for the adapter switched off: no second copy exists)."""
-    if config.train.objective == "sft":
+    if spec_of(config.train.objective).kind == "sft":
         return {}
-    from core.engine.preference import reference_kind
     model = getattr(trainer.train_step, "reference_model", None)
     size = sum(p.nbytes for p in model.get_parameters()) if model is not None else 0
     return {"objective": config.train.objective, "reference": reference_kind(config),
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from core.train import USER_ERRORS, TrainingFailed  # MindSpore: only once the config is valid
+    from core.engine.trainer import USER_ERRORS, TrainingFailed  # MindSpore: only once the config is valid
 
     try:
         result = dry_run(config, args.steps)

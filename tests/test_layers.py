@@ -46,9 +46,8 @@ ALLOWED = {
 }
 # function-level imports of core modules that are deliberate: (importer, imported) -> why
 LAZY = {
-    ("core.dry_run", "core.train"): "MindSpore loads only after a config error is answered",
+    ("core.dry_run", "core.engine.trainer"): "MindSpore loads only after a config error is answered",
     ("core.dry_run", "core.engine.generate"): "MindSpore loads only after a config error is answered",
-    ("core.dry_run", "core.engine.preference"): "MindSpore loads only after a config error is answered",
     ("core.evaluate", "core.engine.generate"): "MindSpore and lm-eval load only when tasks run",
     ("core.evaluate", "core.engine.lm_eval_model"): "MindSpore and lm-eval load only when tasks run",
     ("core.lm_eval_cli", "core.eval.eval_tasks"): "lm-eval's own CLI: a missing lm-eval is said before MindSpore loads",

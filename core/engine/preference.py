@@ -77,16 +77,6 @@ class Objective:
         return self.name in WITH_REFERENCE
 
 
-def reference_kind(cfg) -> str | None:
-    """How a run's reference log-probabilities are computed: adapter_off, frozen_copy, or None
-    (simpo, orpo, sft: no reference)."""
-    if cfg.train.objective not in WITH_REFERENCE:
-        return None
-    if cfg.preference.reference != "auto":
-        return cfg.preference.reference
-    return "adapter_off" if cfg.method == "lora" else "frozen_copy"
-
-
 @contextmanager
 def adapters_off(model: nn.Cell):
     """Every LoRA layer of `model` computes its base layer alone while inside (the reference pass).

@@ -133,6 +133,7 @@ class BestSoFar(Record):
     step: int | None = None
     val_ppl: float | None = None
     reward_accuracy: float | None = None
+    val_reward: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +159,7 @@ class FinalFigures(GenerationFigures):
     best_val_ppl: float | None = None
     monitor: str | None = None
     reward_accuracy: float | None = None  # preference objectives: at the best evaluation
+    val_reward: float | None = None  # grpo: the mean validation reward at the best evaluation
     tokens_per_s: float | None = None
     peak_mem_mb: float | None = None
     wall_s: float | None = None
@@ -313,6 +315,20 @@ class TrainRecord(MetricRecord):
     epoch: int | None = None
     total_steps: int | None = None
     aux_loss: float | None = None        # a mixture of experts' router load-balancing loss, when trained with it
+    # grpo (core.engine.objectives.grpo): the step's rollouts and their rewards
+    reward: float | None = None          # mean weighted total reward of the step's completions
+    reward_std: float | None = None      # its standard deviation
+    rewards: dict[str, float] | None = None      # each reward function's mean (unweighted), by its label
+    rewards_std: dict[str, float] | None = None  # ... and its standard deviation
+    zero_std_share: float | None = None  # share of prompts whose completions all scored the same (no gradient)
+    kl: float | None = None              # mean per-token KL to the reference (grpo.beta > 0)
+    clip_ratio: float | None = None      # share of completion tokens whose ratio was clipped
+    completion_len: float | None = None  # mean completion length (tokens)
+    completion_len_max: int | None = None
+    truncated_share: float | None = None  # share of completions cut at grpo.max_new_tokens
+    entropy: float | None = None         # mean entropy of the policy over completion tokens
+    rollout_s: float | None = None       # seconds the step spent sampling and scoring
+    update_s: float | None = None        # ... and updating the weights
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -331,6 +347,13 @@ class ValidationFigures(Record):
     rejected_logp: float | None = None
     chosen_reward: float | None = None
     rejected_reward: float | None = None
+    # grpo: completions of the validation prompts (grpo.eval_temperature) and their rewards
+    val_reward: float | None = None
+    val_reward_std: float | None = None
+    val_rewards: dict[str, float] | None = None  # each reward function's mean, by its label
+    val_solved: float | None = None              # share of prompts whose completion got the highest total
+    val_completion_len: float | None = None
+    val_truncated: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -376,6 +399,14 @@ class SetupEvent(EventRecord):
     kernels: str | None = None           # "fused", or "composed: <why>"
     frozen_weights: str | None = None    # LoRA with 16-bit frozen base weights: their dtype and upcast path
     setup_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompletionsEvent(EventRecord):
+    """grpo: a few validation prompts with their completions and each reward, at an evaluation (the
+    Monitor's completions table). Each sample: {prompt, completion, rewards: {label: value}, total}."""
+    event: str = "completions"
+    samples: list[dict] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)

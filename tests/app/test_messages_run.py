@@ -135,6 +135,11 @@ def _trainer():
     return train
 
 
+def _loop():
+    import core.engine.trainer as trainer  # MindSpore: only for the worker's own cases
+    return trainer
+
+
 def _worker_fails(run: RunDir, monkeypatch, exc: BaseException, device: str = "cpu",
                   figures: str = "peak allocated 79,000 MB of the device's 81,000 MB") -> Message:
     """core.train.run_worker's own failure paths: the step's inputs raise `exc` (reading the config
@@ -154,62 +159,62 @@ def _worker_fails(run: RunDir, monkeypatch, exc: BaseException, device: str = "c
 
 
 def _step_fails(loss: float, applied: bool, scaler: bool, overflows: int = 0) -> Message:
-    """core.train.Trainer.agree_on_step with one rank's step outputs (its cluster a single process)."""
-    train = _trainer()
+    """core.engine.trainer.Trainer.agree_on_step with one rank's step outputs (its cluster a single process)."""
+    trainer = _loop()
     fake = types.SimpleNamespace(cluster=types.SimpleNamespace(world=1, sum=lambda values: values),
-                                 state=train.LoopState(step=2), _streak=None,
+                                 state=trainer.LoopState(step=2), _streak=None,
                                  loss_scaler=types.SimpleNamespace(scale_value=types.SimpleNamespace(
                                      asnumpy=lambda: np.float32(1.0))) if scaler else None)
     out = {"loss": loss, "applied": applied, "loss_scale": 65536.0}
     if overflows:
         fake._streak = {"first_step": 1, "first_scale": 65536.0, "bad_loss": False}
-    err = raised(lambda: train.Trainer.agree_on_step(fake, out, overflows), train.TrainingFailed)
+    err = raised(lambda: trainer.Trainer.agree_on_step(fake, out, overflows), trainer.TrainingFailed)
     return _message_of(err)
 
 
 def _fake_trainer(run: RunDir, method: str = "full", sha: str = "a" * 64, total_steps: int = 10, trainable=None):
     import mindspore as ms
-    train = _trainer()
+    trainer = _loop()
     params = trainable if trainable is not None else {
         "lm_head.weight": ms.Parameter(ms.Tensor(np.zeros((2, 3), np.float32)), name="lm_head.weight")}
     cfg = Config().with_updates({"method": method} if method != "lora" else {})
     fake = types.SimpleNamespace(cfg=cfg, base_sha256=lambda: sha, trainable=params, total_steps=total_steps)
-    return train, fake
+    return trainer, fake
 
 
 def _restore(run, monkeypatch) -> Message:
     folder = _checkpoint(run)
-    train, fake = _fake_trainer(run, method="full")
-    return _message_of(raised(lambda: train.Trainer.restore(fake, str(folder)), CheckpointError))
+    trainer, fake = _fake_trainer(run, method="full")
+    return _message_of(raised(lambda: trainer.Trainer.restore(fake, str(folder)), CheckpointError))
 
 
 def _fork(run, **changes) -> Message:
     folder = _checkpoint(run)
-    train, fake = _fake_trainer(run, **changes)
-    return _message_of(raised(lambda: train.Trainer.fork(fake, str(folder)), CheckpointError, ConfigError))
+    trainer, fake = _fake_trainer(run, **changes)
+    return _message_of(raised(lambda: trainer.Trainer.fork(fake, str(folder)), CheckpointError, ConfigError))
 
 
 def _fork_steps(run) -> Message:
-    train, fake = _fake_trainer(run, method="lora", total_steps=4)
-    err = raised(lambda: train.Trainer.fork(fake, str(_checkpoint(run))), ConfigError)
+    trainer, fake = _fake_trainer(run, method="lora", total_steps=4)
+    err = raised(lambda: trainer.Trainer.fork(fake, str(_checkpoint(run))), ConfigError)
     return err.problems[0].reason
 
 
 def _router(run) -> Message:
-    train = _trainer()
+    train, trainer = _trainer(), _loop()
     fake = types.SimpleNamespace(cfg=Config().with_updates({"train.router_aux_loss": True}),
                                  model=types.SimpleNamespace(args=types.SimpleNamespace(moe=None,
                                                                                         architecture="LlamaForCausalLM")))
-    err = raised(lambda: train.Trainer._router_aux_loss_coef(fake), train.TrainingFailed)
+    err = raised(lambda: trainer.Trainer._router_aux_loss_coef(fake), trainer.TrainingFailed)
     assert train.failure_kind_of(err) == "config"
     return _message_of(err)
 
 
 def _msrun(monkeypatch) -> Message:
-    train = _trainer()
+    trainer = _loop()
     monkeypatch.delenv("MS_ROLE", raising=False)
     monkeypatch.delenv("RANK_SIZE", raising=False)
-    return _message_of(raised(lambda: train.Cluster(2), ConfigError))
+    return _message_of(raised(lambda: trainer.Cluster(2), ConfigError))
 
 
 def _dry_steps(tmp_path, capsys) -> Message:

@@ -109,7 +109,7 @@ def test_build_names_where_and_the_field():
 
 
 def test_a_checkpoint_loop_state_with_a_bad_field_is_named():
-    from core.train import LoopState
+    from core.engine.trainer import LoopState
     state = LoopState(step=8, best_value=1.5, best_step=6)
     assert LoopState.from_checkpoint(json.loads(json.dumps(state.to_dict())), "x") == state
     with pytest.raises(CodecError, match=r"trainer_state.json: loop: LoopState.best_step = 'six': must be int \| None"):

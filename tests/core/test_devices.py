@@ -322,7 +322,7 @@ def test_a_peers_overflow_skips_this_ranks_step_too():
 # ---- item 4: peak memory and the device's size --------------------------------------------------------
 
 def test_peak_is_summed_on_the_cpu_and_the_largest_device_elsewhere():
-    from core.train import Trainer
+    from core.engine.trainer import Trainer
     assert device_paths.peak_over_ranks("cpu", [700.0, 500.0]) == 1200.0
     assert device_paths.peak_over_ranks("gpu", [700.0, 500.0]) == 700.0
 

@@ -105,7 +105,7 @@ def test_the_second_step_is_watched(tmp_path):
     still be running at the deadline."""
     from core.spec.config import load_config
     from core.run.records import TERMINAL_STATES
-    from core.train import ENV_TEST_HANG_AT_STEP
+    from core.engine.trainer import ENV_TEST_HANG_AT_STEP
     from tests.core.tiny_setup import make_workspace
     config = load_config(make_workspace(tmp_path), ["train.max_steps=1000", "train.eval_every=1000",
                                                     "eval.downstream=false", "train.log_every=1",
