@@ -163,7 +163,7 @@ def build(sources=None, headers=None, cache: Path | None = None) -> Kernel:
 def build_revision(commit: str, cache: Path) -> Kernel:
     """The library as the kernel sources of git `commit` build it (core/engine/kernels/*.cc and *.h at that
     commit, this machine's compiler and flags), into `cache`: the baseline of the bit-identity test
-    and of bench/kernels.py's old-vs-new timings. Raises KernelUnavailable without git or the commit."""
+    and of bench/fused_kernels.py's old-vs-new timings. Raises KernelUnavailable without git or the commit."""
     root = KERNELS.parents[1]
     git = shutil.which("git")
     if git is None:

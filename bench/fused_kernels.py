@@ -15,8 +15,8 @@ process, the variants of each comparison interleaved (A B A B ...; the median of
   composed LoRA ops (the other kernels on in both), two models in one process, steps alternated;
   wall time and the process's CPU time per step.
 
-    .venv/bin/python bench/kernels.py                     # every section
-    .venv/bin/python bench/kernels.py --sections window packing --reps 15
+    .venv/bin/python bench/fused_kernels.py               # every section
+    .venv/bin/python bench/fused_kernels.py --sections window packing --reps 15
 
 Timings on a shared machine are only comparable as ratios inside one run; the kernels use every
 CPU this process may run on (`--threads` to pin a count).
