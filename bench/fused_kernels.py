@@ -239,12 +239,13 @@ def section_lora_step(reps: int, configs) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         for name in configs:
-            folder = ROOT / "models" / "tiny-demo" if name == "demo" else tsb.make_25m(Path(tmp) / "llama-25m")
+            folder = (ROOT / "models" / "tiny-demo" if name == "demo"
+                      else tsb.make_checkpoint(Path(tmp) / "llama-25m", tsb.CONFIG_25M))
             steps = {}
             for variant in ("composed LoRA ops", "LoRA kernel"):
                 ms.set_seed(0)
                 model = load_hf_model(folder)
-                inject_lora(model, 8, 16.0, 0.0, tsb.PROJECTIONS)
+                inject_lora(model, 8, 16.0, 0.0, tsb.lora_targets(folder))
                 params = mark_only_lora_trainable(model)
                 assert fused.enable(model) == "fused"
                 if variant == "composed LoRA ops":
