@@ -44,7 +44,7 @@ def with_console(runs_dir: Path, steps: int, eval_every: int) -> tuple[Path, flo
     from playwright.sync_api import sync_playwright
     from core.run.launcher import free_port
     from tests.app.browser_fixtures import CHROMIUM, CHROMIUM_ARGS
-    from tests.app.test_browser import choose, only_run, run_state, set_number, wait_for
+    from tests.app.test_browser import choose, only_run, reveal, run_state, set_number, wait_for
 
     port = free_port()
     console = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--runs-dir", str(runs_dir)],
@@ -65,8 +65,9 @@ def with_console(runs_dir: Path, steps: int, eval_every: int) -> tuple[Path, flo
             set_number(page, "train-length", steps)
             set_number(page, "cfg-train-eval-every", eval_every)
             set_number(page, "cfg-train-log-every", 2)
-            page.locator("#cfg-eval-downstream input[type=checkbox]").set_checked(False)
-            page.locator("#cfg-early-stopping-enabled input[type=checkbox]").set_checked(False)
+            for box in ("#cfg-eval-downstream", "#cfg-early-stopping-enabled"):
+                reveal(page, box)  # the Train form's sections are folded (issue 20)
+                page.locator(f"{box} input[type=checkbox]").set_checked(False)
             time.sleep(2)
             page.click("#start-button")
             wait_for(lambda: run_state(page) == "running", "state running", timeout_s=300)

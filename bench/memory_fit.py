@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from demo_finetune import run_training  # noqa: E402  (bench/, this script's folder, is on sys.path)
+from bench.demo_finetune import run_training  # noqa: E402
 
 STEPS = 10
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")

@@ -9,6 +9,7 @@ longer than max_seq_len (5 long prompts, 5 long answers), seeded so the figures 
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -46,8 +47,10 @@ def rows(n: int = 1000, long_every: int = 100) -> list[dict]:
 
 
 def main() -> None:
-    model = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "models" / "tiny-demo")
-    tok = Tokenizer.from_dir(model)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir", nargs="?", type=Path, default=ROOT / "models" / "tiny-demo",
+                        help="the model folder whose tokenizer cuts the records (default: the demo model)")
+    tok = Tokenizer.from_dir(parser.parse_args().model_dir)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "alpaca_1000.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in rows()), encoding="utf-8")

@@ -10,6 +10,7 @@ bench/scale.py (exports, saves, launch time at 0.5B / 1.5B).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import sys
@@ -117,4 +118,8 @@ def make_model(folder: str | Path, name: str = "0.5b", shard_mb: int = 500, seed
 
 
 if __name__ == "__main__":
-    print(make_model(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "0.5b"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="where the model is made (kept when it already holds it)")
+    parser.add_argument("size", nargs="?", default="0.5b", choices=sorted(CONFIGS))
+    args = parser.parse_args()
+    print(make_model(args.folder, args.size))

@@ -163,20 +163,25 @@ def build(sources=None, headers=None, cache: Path | None = None) -> Kernel:
 def build_revision(commit: str, cache: Path) -> Kernel:
     """The library as the kernel sources of git `commit` build it (core/engine/kernels/*.cc and *.h at that
     commit, this machine's compiler and flags), into `cache`: the baseline of the bit-identity test
-    and of bench/kernels.py's old-vs-new timings. Raises KernelUnavailable without git or the commit."""
-    root = KERNELS.parents[1]
+    and of bench/fused_kernels.py's old-vs-new timings. Raises KernelUnavailable without git or the commit.
+    A commit before the package move (issue 29) has the sources in core/kernels."""
+    root = KERNELS.parents[2]
     git = shutil.which("git")
     if git is None:
         raise KernelUnavailable("git is not on PATH")
-    listing = subprocess.run([git, "-C", str(root), "ls-tree", "--name-only", f"{commit}:core/engine/kernels"],
-                             capture_output=True, text=True, timeout=60)
-    if listing.returncode != 0:
-        raise KernelUnavailable(f"no core/engine/kernels at {commit} in {root}: {listing.stderr.strip()}")
+    for sources in ("core/engine/kernels", "core/kernels"):
+        listing = subprocess.run([git, "-C", str(root), "ls-tree", "--name-only", f"{commit}:{sources}"],
+                                 capture_output=True, text=True, timeout=60)
+        if listing.returncode == 0:
+            break
+    else:
+        raise KernelUnavailable(f"no core/engine/kernels nor core/kernels at {commit} in {root}: "
+                                f"{listing.stderr.strip()}")
     folder = cache / f"src-{commit[:12]}"
     folder.mkdir(parents=True, exist_ok=True)
     for name in listing.stdout.split():
         if name.endswith((".cc", ".h")):
-            text = subprocess.run([git, "-C", str(root), "show", f"{commit}:core/engine/kernels/{name}"], capture_output=True,
+            text = subprocess.run([git, "-C", str(root), "show", f"{commit}:{sources}/{name}"], capture_output=True,
                                   text=True, timeout=60, check=True).stdout
             (folder / name).write_text(text)
     return build(sorted(folder.glob("*.cc")), sorted(folder.glob("*.h")), cache)

@@ -257,8 +257,7 @@ def test_family_rows_measured_are_within_15_percent_of_the_estimate(rows, tmp_pa
     """bench/memory_fit.py's family rows (peak RSS of real core.train runs, with the base Llama
     rows of the same session) and its mixture-of-experts rows (tiny Mixtral-layout models, LoRA on
     the experts and full), estimated again with today's constants."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    import memory_fit
+    from bench import memory_fit
     from core.spec.config import load_config
     monkeypatch.setenv("MINDTUNE_FUSED_KERNELS", "0" if "composed" in rows else "1")
     for row in json.loads((ROOT / "bench" / rows).read_text()):
@@ -294,8 +293,7 @@ def test_a_live_run_peaks_within_15_percent_of_the_estimate(name, tmp_path):
     """±15%: the fitted rows sit within 3% of their estimates (bench/memory_fit_rows*.json), and a
     run's peak RSS moves by a few percent with the machine's load (allocator, thread pools); a
     change of the engine's memory (a tensor kept alive, a copy more) moves these by more."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    import memory_fit
+    from bench import memory_fit
     from core.spec.config import load_config
     from core.run.rundir import RunDir
     shape, method, extra = LIVE[name]

@@ -15,8 +15,8 @@ process, the variants of each comparison interleaved (A B A B ...; the median of
   composed LoRA ops (the other kernels on in both), two models in one process, steps alternated;
   wall time and the process's CPU time per step.
 
-    .venv/bin/python bench/kernels.py                     # every section
-    .venv/bin/python bench/kernels.py --sections window packing --reps 15
+    .venv/bin/python bench/fused_kernels.py               # every section
+    .venv/bin/python bench/fused_kernels.py --sections window packing --reps 15
 
 Timings on a shared machine are only comparable as ratios inside one run; the kernels use every
 CPU this process may run on (`--threads` to pin a count).
@@ -239,12 +239,13 @@ def section_lora_step(reps: int, configs) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         for name in configs:
-            folder = ROOT / "models" / "tiny-demo" if name == "demo" else tsb.make_25m(Path(tmp) / "llama-25m")
+            folder = (ROOT / "models" / "tiny-demo" if name == "demo"
+                      else tsb.make_checkpoint(Path(tmp) / "llama-25m", tsb.CONFIG_25M))
             steps = {}
             for variant in ("composed LoRA ops", "LoRA kernel"):
                 ms.set_seed(0)
                 model = load_hf_model(folder)
-                inject_lora(model, 8, 16.0, 0.0, tsb.PROJECTIONS)
+                inject_lora(model, 8, 16.0, 0.0, tsb.lora_targets(folder))
                 params = mark_only_lora_trainable(model)
                 assert fused.enable(model) == "fused"
                 if variant == "composed LoRA ops":
