@@ -56,13 +56,13 @@ def finished_reward_run(run_dir: str | Path):
     return run, config
 
 
-def _messages(value: Any, what: str, index: int) -> list[dict]:
+def _messages(value: Any, index: int) -> list[dict]:
     """A prompt as chat messages: a string is the user's turn; a list of {role, content} is kept."""
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
     if isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value):
         return [dict(m) for m in value]
-    raise RewardModelError(Message("reward.not_text", what=what, index=index, kind=type(value).__name__))
+    raise RewardModelError(Message("reward.prompt_not_text", index=index, kind=type(value).__name__))
 
 
 def _answer(value: Any, index: int) -> str:
@@ -70,7 +70,7 @@ def _answer(value: Any, index: int) -> str:
     if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
         value = value[0].get("content")
     if not isinstance(value, str):
-        raise RewardModelError(Message("reward.not_text", what="completion", index=index, kind=type(value).__name__))
+        raise RewardModelError(Message("reward.completion_not_text", index=index, kind=type(value).__name__))
     return value
 
 
@@ -106,7 +106,7 @@ class RewardModelScorer:
             raise RewardModelError(Message("reward.counts", prompts=len(prompts), completions=len(completions)))
         segments = []
         for index, (prompt, completion) in enumerate(zip(prompts, completions)):
-            messages = _messages(prompt, "prompt", index)
+            messages = _messages(prompt, index)
             conv = Conversation(f"prompt {index}", messages, [f"prompt {index}"] * len(messages))
             segments.append(_pieces(self.tokenizer, conv, _answer(completion, index), f"completion {index}"))
         rows = []

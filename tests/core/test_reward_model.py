@@ -92,9 +92,11 @@ def test_scores_loss_and_accuracy_match_transformers_sequence_classifier(folders
     assert got["chosen_reward"] == pytest.approx(float(want[:PAIRS].mean()), abs=1e-5)
 
 
-def test_lora_gradients_match_peft(folders):
-    """LoRA on every projection but k and gate, B ≠ 0, the layers sharing one graph as in a run: the loss,
-    the adapters' and the head's gradients equal PEFT's (task SEQ_CLS: `score` trained beside the adapters)."""
+@pytest.mark.parametrize("kernels", ["fused", pytest.param("composed", marks=pytest.mark.slow)])
+def test_lora_gradients_match_peft(folders, kernels):
+    """LoRA on every projection but k and gate, B ≠ 0, the layers sharing one graph and the CPU's fused
+    kernels on as in a run (or the composed ops): the loss, the adapters' and the head's gradients equal
+    PEFT's (task SEQ_CLS: `score` trained beside the adapters)."""
     ids, _, mask = _pair_batch()
     ours = load_hf_model(folders["qwen2-tied"])
     inject_lora(ours, 4, 8, 0.0, TARGETS)
@@ -103,6 +105,9 @@ def test_lora_gradients_match_peft(folders):
         write_parameter(cell.lora_b, rng.normal(0, 0.05, cell.lora_b.shape).astype(np.float32))
     head = ValueHead(ours.args.hidden_size, seed=3, std=0.5)
     step = _step(ours, head)
+    if kernels == "fused":
+        from core.engine import fused
+        assert fused.enable(ours) == "fused"
     share_layer_graphs(ours)
     ours.set_train(True)
     loss, grads, _ = step.loss_and_grads(ids, mask)
@@ -124,7 +129,7 @@ def test_lora_gradients_match_peft(folders):
             module, which = name.rsplit(".", 1)
             want = torch_params[f"base_model.model.{module}.{'lora_A' if which == 'lora_a' else 'lora_B'}.default.weight"].grad
         worst = max(worst, _relative(grad, want.numpy()))
-    print(f"\nreward LoRA: loss {loss:.6g} vs {expected.item():.6g}, worst gradient difference {worst:.2e}")
+    print(f"\nreward LoRA ({kernels}): loss {loss:.6g} vs {expected.item():.6g}, worst gradient difference {worst:.2e}")
     assert worst < 1e-5
 
 
@@ -232,17 +237,21 @@ def reward_run(workspace):
     return _save_run(workspace, "rm-lora")
 
 
-def test_scorer_scores_a_finished_run_as_its_training_rows(reward_run):
+@pytest.fixture(scope="module")
+def scorer(reward_run):
+    from core.engine.reward_scorer import RewardModelScorer
+    return RewardModelScorer(reward_run[0].path, batch_size=4)
+
+
+def test_scorer_scores_a_finished_run_as_its_training_rows(reward_run, scorer):
     """The scorer renders (prompt, completion) exactly as the run's pair rows, and scores them as the
     trained model does (its adapter merged at load)."""
     from core.data.preference import collate_pairs, load_preference_splits
     from core.data.tokenizer import Tokenizer
-    from core.engine.reward_scorer import RewardModelScorer
     run, cfg, model, head = reward_run
     records = [json.loads(line) for line in (run.path.parent.parent / "data" / "rm-val.jsonl").read_text().splitlines()]
     tokenizer = Tokenizer.from_dir(cfg.model.path)
     pairs = load_preference_splits(cfg.data, tokenizer, cfg.run.seed, "reward").validation
-    scorer = RewardModelScorer(run.path, batch_size=4)
     prompts = [r["prompt"] for r in records] * 2
     completions = [r["chosen"] for r in records] + [r["rejected"] for r in records]
     rows = scorer.rows(prompts, completions)
@@ -266,25 +275,43 @@ def test_scorer_scores_a_finished_run_as_its_training_rows(reward_run):
     assert set(figures) == {"val_loss", "reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward"}
 
 
-def test_scorer_refuses_runs_that_cannot_score_naming_them(workspace, reward_run, tmp_path):
-    from core.engine.reward_scorer import RewardModelError, RewardModelScorer, finished_reward_run
+def test_scorer_refuses_runs_and_inputs_it_cannot_score_naming_them_in_both_languages(workspace, scorer, tmp_path):
+    from app.i18n import problem_text
+    from core.engine.reward_scorer import RewardModelError, finished_reward_run
     from core.spec.errors import CheckpointError
+    from tests.app.test_problem_text import assert_chinese
     running, *_ = _save_run(workspace, "rm-running", state="running")
     sft, *_ = _save_run(workspace, "rm-sft", objective="sft")
     failed, *_ = _save_run(workspace, "rm-failed", state="failed")
+    unsaved, *_ = _save_run(workspace, "rm-unsaved")
+    for pointer in ("best", "last"):
+        unsaved.checkpoint(pointer).unlink()
     cases = {running.path: ("reward.not_finished", "running"), sft.path: ("reward.not_reward_run", "sft"),
-             failed.path: ("reward.not_finished", "failed"), tmp_path: ("reward.no_run", str(tmp_path))}
+             failed.path: ("reward.not_finished", "failed"), tmp_path: ("reward.no_run", str(tmp_path)),
+             unsaved.path: ("reward.no_best", "checkpoints/best")}
+    raised = []
     for path, (key, said) in cases.items():
         with pytest.raises(RewardModelError) as err:
             finished_reward_run(path)
         assert err.value.message.key == key and said in str(err.value) and str(path) in str(err.value)
+        raised.append(err.value)
     with pytest.raises(RewardModelError, match="2 prompts and 1 completions") as err:
-        RewardModelScorer(reward_run[0].path)(["a", "b"], ["c"])
-    assert err.value.message.key == "reward.counts"
+        scorer(["a", "b"], ["c"])
+    raised.append(err.value)
+    with pytest.raises(RewardModelError, match="completion 1 is of type 'int'") as err:
+        scorer(["a", "b"], ["c", 3])
+    raised.append(err.value)
+    with pytest.raises(RewardModelError, match="prompt 0 is of type 'dict'") as err:
+        scorer([{"content": "a"}], ["c"])
+    raised.append(err.value)
     # a checkpoint without the head (an SFT run's adapters): loading it as a reward model names the tensor
     with pytest.raises(CheckpointError, match=HEAD_WEIGHT) as err:
         _headless_checkpoint_as_reward(workspace)
-    assert err.value.message.key == "reward.no_head"
+    raised.append(err.value)
+    assert [e.message.key for e in raised[-4:]] == ["reward.counts", "reward.completion_not_text",
+                                                    "reward.prompt_not_text", "reward.no_head"]
+    for error in raised:
+        assert_chinese(str(error), problem_text(error, "zh"))
 
 
 def _headless_checkpoint_as_reward(workspace):
