@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.data.tokenizer import Tokenizer
 from core.run.atomic import atomic_folder, atomic_open
 from core.spec.errors import MessageError
 from core.spec.messages import Message
@@ -267,7 +268,6 @@ def sequence_classifier_config(config: dict, base_dir: Path) -> dict:
     model): XxxForSequenceClassification, id2label of one label, and a pad token id (the classifier
     scores each row's last token that is not padding; the tokenizer's pad, else its EOS, as in
     training, where none is set)."""
-    from core.data.tokenizer import Tokenizer  # the tokenizer's files only: no MindSpore
     config = dict(config)
     config["architectures"] = [name.removesuffix("ForCausalLM") + "ForSequenceClassification"
                                for name in config.get("architectures") or []]

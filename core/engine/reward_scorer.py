@@ -26,34 +26,8 @@ from core.data.tokenizer import Tokenizer
 from core.engine.export import load_reward_model
 from core.engine.lora import merge_lora
 from core.engine.reward_model import ValueHead
-from core.run.rundir import RunDir
-from core.spec.config import load_config
-from core.spec.errors import MessageError
+from core.run.reward_run import RewardModelError, finished_reward_run
 from core.spec.messages import Message
-
-SCORING_STATES = ("finished", "early_stopped")
-
-
-class RewardModelError(MessageError):
-    """A reward model run that cannot score, or inputs it cannot read; the message says why."""
-
-
-def finished_reward_run(run_dir: str | Path):
-    """(RunDir, Config) of a reward model run that may score: a run folder, trained with
-    train.objective reward, finished or early-stopped, with a best checkpoint; else an error naming
-    the run and what it is. (Before launch, GRPO's config check asks the same.)"""
-    run = RunDir(run_dir)
-    if not run.exists():
-        raise RewardModelError(Message("reward.no_run", run=str(run_dir)))
-    config = load_config(run.config_path)
-    if config.train.objective != "reward":
-        raise RewardModelError(Message("reward.not_reward_run", run=str(run_dir), objective=config.train.objective))
-    state = run.read_status().state
-    if state not in SCORING_STATES:
-        raise RewardModelError(Message("reward.not_finished", run=str(run_dir), state=state))
-    if run.checkpoint_step("best") is None:
-        raise RewardModelError(Message("reward.no_best", run=str(run_dir)))
-    return run, config
 
 
 def _messages(value: Any, index: int) -> list[dict]:

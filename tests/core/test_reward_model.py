@@ -8,7 +8,6 @@ import json
 
 import numpy as np
 import pytest
-import yaml
 
 from core.engine.checkpoint import load_hf_model
 from core.engine.lora import inject_lora, lora_modules, write_parameter
@@ -107,6 +106,10 @@ def test_lora_gradients_match_peft(folders, kernels):
     step = _step(ours, head)
     if kernels == "fused":
         from core.engine import fused
+        try:
+            fused.build()
+        except fused.KernelUnavailable as exc:  # no C++ compiler: conftest fails this skip where kernels are required
+            pytest.skip(f"fused kernels unavailable here: {exc}")
         assert fused.enable(ours) == "fused"
     share_layer_graphs(ours)
     ours.set_train(True)
@@ -277,7 +280,7 @@ def test_scorer_scores_a_finished_run_as_its_training_rows(reward_run, scorer):
 
 def test_scorer_refuses_runs_and_inputs_it_cannot_score_naming_them_in_both_languages(workspace, scorer, tmp_path):
     from app.i18n import problem_text
-    from core.engine.reward_scorer import RewardModelError, finished_reward_run
+    from core.run.reward_run import RewardModelError, finished_reward_run
     from core.spec.errors import CheckpointError
     from tests.app.test_problem_text import assert_chinese
     running, *_ = _save_run(workspace, "rm-running", state="running")
