@@ -178,6 +178,15 @@ def evaluate(step: RewardStep, pairs, batch_size: int, length: int, pad_id: int,
     return {"val_loss": pair_loss(figures), **summarize(figures)}
 
 
+def baseline_text(figures) -> str:
+    """The baseline event's words for a reward run (`figures`: evaluate's dict, or a record with those
+    names): its loss and pair figures; before training the head is random, so accuracy is chance."""
+    get = figures.get if isinstance(figures, Mapping) else (lambda name: getattr(figures, name))
+    return (f"reward loss {get('val_loss'):.4f}, reward accuracy {get('reward_accuracy'):.3f}, "
+            f"margin {get('reward_margin'):+.4f}, chosen score {get('chosen_reward'):.4f}, "
+            f"rejected score {get('rejected_reward'):.4f}")
+
+
 # ---- what a reward run trains and stores -------------------------------------------------------
 
 def reward_trainable(model: nn.Cell, head: ValueHead, method: str) -> list[Parameter]:

@@ -7,7 +7,8 @@ the run's chat template, its pieces tokenised apart exactly as training did, the
 model and its value head (core.engine.reward_model) at the row's last token. A row longer than the
 run's data.max_seq_len keeps its last max_seq_len tokens (the score is read at the end; `truncated`
 counts them). Rows go through in batches of `batch_size`, padded to a multiple of 16 tokens, so a
-handful of compiled shapes serve every call. LoRA adapters are merged into the weights once, at load.
+handful of compiled shapes serve every call. LoRA adapters are merged into the weights once, at load,
+and the forward runs on the device's kernels (the CPU's fused attention and norms) as training does.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from core.data.formats import Conversation
 from core.data.pipeline import _encode_segments, _join_pieces, run_seq_len
 from core.data.preference import _pieces
 from core.data.tokenizer import Tokenizer
+from core.engine.devices import enable_kernels
 from core.engine.export import load_reward_model
 from core.engine.lora import merge_lora
 from core.engine.reward_model import ValueHead
@@ -55,10 +57,12 @@ class RewardModelScorer:
     signature; other columns are ignored). prompts[i] is a string (the user's turn) or a list of chat
     messages; completions[i] a string or [{role: assistant, content}]."""
 
-    def __init__(self, run_dir: str | Path, batch_size: int = 8):
+    def __init__(self, run_dir: str | Path, batch_size: int = 8, threads: int | None = None):
+        """`threads`: the fused CPU kernels' threads (core.engine.devices.enable_kernels; None: theirs)."""
         self.run, config = finished_reward_run(run_dir)
         model, head, state = load_reward_model(self.run.checkpoint("best"))
         merge_lora(model)  # before anything compiles (see core.engine.lora.merge_lora)
+        self.kernels = enable_kernels(model, threads)  # what runs fused, as a run's setup event says it
         self.model = model
         self.head = ValueHead(model.args.hidden_size, weight=head)
         self.tokenizer = Tokenizer.from_dir(state["base_model"]["path"])

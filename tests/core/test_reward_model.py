@@ -12,8 +12,8 @@ import pytest
 from core.engine.checkpoint import load_hf_model
 from core.engine.lora import inject_lora, lora_modules, write_parameter
 from core.engine.model import share_layer_graphs
-from core.engine.reward_model import (HEAD_WEIGHT, RewardStep, ValueHead, evaluate, head_init_std, pair_loss,
-                                      reward_inputs, reward_trainable, summarize, take_parameters)
+from core.engine.reward_model import (HEAD_WEIGHT, RewardStep, ValueHead, baseline_text, evaluate, head_init_std,
+                                      pair_loss, reward_inputs, reward_trainable, summarize, take_parameters)
 from core.engine.train_step import WarmupDecaySchedule, adamw
 from tests.core.hf_fixtures import copy_lora_to_peft, make_hf_model, save_hf_model
 from tests.core.test_preference import PAIRS, TARGETS, _pair_batch
@@ -64,7 +64,8 @@ def _relative(ours, want):
     return float(np.linalg.norm(ours - want) / np.linalg.norm(want))
 
 
-@pytest.mark.parametrize("name", [n if n == "qwen2-tied" else pytest.param(n, marks=pytest.mark.slow) for n in FIXTURES])
+@pytest.mark.parametrize("name", [n if n == "qwen2-tied" else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in FIXTURES])
 def test_scores_loss_and_accuracy_match_transformers_sequence_classifier(folders, name):
     ids, _, mask = _pair_batch()
     ours = load_hf_model(folders[name])
@@ -130,7 +131,8 @@ def test_lora_gradients_match_peft(folders, kernels):
             want = torch_params["base_model.model.score.modules_to_save.default.weight"].grad
         else:
             module, which = name.rsplit(".", 1)
-            want = torch_params[f"base_model.model.{module}.{'lora_A' if which == 'lora_a' else 'lora_B'}.default.weight"].grad
+            key = "lora_A" if which == "lora_a" else "lora_B"
+            want = torch_params[f"base_model.model.{module}.{key}.default.weight"].grad
         worst = max(worst, _relative(grad, want.numpy()))
     print(f"\nreward LoRA ({kernels}): loss {loss:.6g} vs {expected.item():.6g}, worst gradient difference {worst:.2e}")
     assert worst < 1e-5
@@ -276,6 +278,8 @@ def test_scorer_scores_a_finished_run_as_its_training_rows(reward_run, scorer):
     figures = evaluate(step, pairs, 3, 48, tokenizer.pad_token_id)  # the same two batches
     assert figures["val_loss"] == pytest.approx(pair_loss(np.stack((want[:6], want[6:]))), rel=1e-5)
     assert set(figures) == {"val_loss", "reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward"}
+    assert baseline_text(figures).startswith(f"reward loss {figures['val_loss']:.4f}, reward accuracy ")
+    print(f"scorer kernels: {scorer.kernels}")
 
 
 def test_scorer_refuses_runs_and_inputs_it_cannot_score_naming_them_in_both_languages(workspace, scorer, tmp_path):
