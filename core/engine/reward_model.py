@@ -38,7 +38,6 @@ from core.spec.messages import Message
 from core.spec.objectives import REWARD_HEAD as HEAD_WEIGHT  # "score.weight", transformers' name
 
 DEFAULT_INIT_STD = 0.02  # transformers' PretrainedConfig.initializer_range
-REWARD_FIGURES = ("reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward")
 
 
 def head_init_std(model_dir: str | Path) -> float:
