@@ -1904,3 +1904,22 @@ MESSAGES_ZH.update({
     "field.reward_weight": "第 {index} 个奖励（{function}）：权重 {value} 不是有限数",
     "field.reward_regex": "第 {index} 个奖励：模式不是正则表达式（{re_says}）",
 })
+
+
+MESSAGES_ZH.update({
+    # the reward model (train.objective reward): its checkpoints, its scorer as a GRPO reward function, its
+    # export (core.engine.reward_model, reward_scorer, export)
+    "reward.no_head": "{file} 中没有 {name}：它不是奖励模型的检查点",
+    "reward.no_run": "{run} 不是运行文件夹（没有 status.json）：请指定一个已完成的奖励模型运行",
+    "reward.not_finished": ("奖励模型运行 {run} 的状态是 '{state}'，尚未完成：只有已完成（或早停）的运行才能为补全打分；"
+                            "请等它结束，或指定另一个运行"),
+    "reward.not_reward_run": ("{run} 是 train.objective {objective} 的运行，不是奖励模型：请指定以 train.objective 'reward' "
+                              "训练的运行"),
+    "reward.no_best": "奖励模型运行 {run} 没有最佳检查点（checkpoints/best）",
+    "reward.counts": "奖励模型收到 {prompts} 个提示词和 {completions} 个补全：它为每个提示词的一个补全打分",
+    "reward.prompt_not_text": "第 {index} 个提示词的类型是 '{kind}'：奖励模型接受文本或聊天消息列表作为提示词",
+    "reward.completion_not_text": ("第 {index} 个补全的类型是 '{kind}'：奖励模型接受文本或 "
+                                   "[{{role: assistant, content: text}}] 作为补全"),
+    "export.reward_layout": ("合并导出的奖励模型写成 transformers 的 XxxForSequenceClassification，仅支持可逐个张量流式读取的 "
+                             "XxxForCausalLM 检查点；{architecture} 不属于此类：请导出 'mindspore' 格式，或在 LoRA 下导出 'peft'"),
+})

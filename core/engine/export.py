@@ -29,15 +29,17 @@ from pathlib import Path
 
 import numpy as np
 
+from core.data.tokenizer import Tokenizer
 from core.run.atomic import atomic_folder, atomic_open
 from core.spec.errors import MessageError
 from core.spec.messages import Message
 from core.run.ckpt_store import verified_folder
 from core.spec.model_args import (ALL_LINEAR, INDEX_NAME, CheckpointError, copy_tokenizer_files, file_sha256,
                              read_model_args, weight_files)
-from core.weights.peft_format import (ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, peft_adapter_config, to_module_path,
-                               to_peft_key)
+from core.weights.peft_format import (ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, PEFT_PREFIX, peft_adapter_config,
+                               to_module_path, to_peft_key)
 from core.run.rundir import POINTERS, RunDir
+from core.spec.objectives import REWARD_HEAD
 from core.weights.safetensors_io import (FLOAT_DTYPES, SafetensorsReader, TensorEntry, from_float32, to_float32,
                                  write_file)
 
@@ -96,13 +98,19 @@ def adapter_modules(names) -> list[str]:
 
 def write_peft(folder: Path, state: dict, out: Path) -> None:
     """adapter_model.safetensors (PEFT's key names, float32) and adapter_config.json from the
-    checkpoint's own tensors; every tensor must be an adapter's A or B of the configured rank."""
+    checkpoint's own tensors; every tensor must be an adapter's A or B of the configured rank. A
+    reward model's value head is written as PEFT writes a sequence classifier's (task_type SEQ_CLS,
+    `score` in modules_to_save: `base_model.model.score.weight`)."""
     lora = state.get("lora") or {}
     base = Path(state["base_model"]["path"])
+    with SafetensorsReader(folder / WEIGHTS_FILE) as weights:
+        reward = REWARD_HEAD in weights.tensors
     if base.is_dir() and read_model_args(base).spec.key_map.convert_out is not None:
+        if reward:
+            raise ExportError(Message("export.reward_layout", architecture=read_model_args(base).architecture))
         return _write_peft_through_model(folder, out)  # MoE experts stacked: PEFT's own layout for them
     with SafetensorsReader(folder / WEIGHTS_FILE) as weights:
-        names = sorted(weights.tensors)
+        names = sorted(n for n in weights.tensors if n != REWARD_HEAD)
         foreign = [n for n in names if not n.endswith(LORA_SUFFIXES)]
         if foreign or not names:
             raise ExportError(Message("export.not_adapter_tensor", file=str(folder / WEIGHTS_FILE), name=foreign[0])
@@ -118,15 +126,20 @@ def write_peft(folder: Path, state: dict, out: Path) -> None:
             return lambda: to_float32(weights.read(name, raw=True), weights.tensors[name].dtype)
 
         prefix = _module_prefix(state)
-        write_file(out / ADAPTER_WEIGHTS_NAME,
-                   [TensorEntry(to_peft_key(name, prefix), weights.tensors[name].shape, "float32", reader(name))
-                    for name in names], metadata={"format": "pt"})
+        entries = [TensorEntry(to_peft_key(name, prefix), weights.tensors[name].shape, "float32", reader(name))
+                   for name in names]
+        if reward:
+            entries.append(TensorEntry(PEFT_PREFIX + REWARD_HEAD, weights.tensors[REWARD_HEAD].shape, "float32",
+                                       reader(REWARD_HEAD)))
+        write_file(out / ADAPTER_WEIGHTS_NAME, entries, metadata={"format": "pt"})
     targets = lora["target_modules"]
     if targets == ALL_LINEAR:  # the modules this run adapted, not PEFT's own reading of all-linear
         targets = list(dict.fromkeys(module.rsplit(".", 1)[-1] for module in adapter_modules(names)))
     if prefix:  # names like q_proj would also match a vision tower's layers: name each module
         targets = [to_module_path(module, prefix) for module in adapter_modules(names)]
     config = peft_adapter_config(state["base_model"]["path"], lora["rank"], lora["alpha"], lora["dropout"], targets)
+    if reward:
+        config.update(task_type="SEQ_CLS", modules_to_save=[REWARD_HEAD.removesuffix(".weight")])
     (out / ADAPTER_CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
@@ -184,6 +197,10 @@ def write_merged(folder: Path, state: dict, out: Path, dtype: str = "stored") ->
     base_dir = base_folder(folder, state)
     args = read_model_args(base_dir)
     key_map = args.spec.key_map
+    with SafetensorsReader(folder / WEIGHTS_FILE) as trained:
+        reward = REWARD_HEAD in trained.tensors  # a reward model (core.engine.reward_model): a sequence classifier
+    if reward and (key_map.convert_out is not None or not args.architecture.endswith("ForCausalLM")):
+        raise ExportError(Message("export.reward_layout", architecture=args.architecture))
     if key_map.convert_out is not None:  # stacked tensors (MoE experts): the model-building path
         return _write_merged_through_model(folder, state, out, dtype)
     method = state["method"]
@@ -192,17 +209,19 @@ def write_merged(folder: Path, state: dict, out: Path, dtype: str = "stored") ->
     written_dtypes: set[str] = set()
     total = 0
     with SafetensorsReader(folder / WEIGHTS_FILE) as trained:
-        expected = set(trained.tensors) if method == FULL else set(adapter_modules(trained.tensors))
+        expected = set(trained.tensors) - {REWARD_HEAD} if method == FULL else set(adapter_modules(trained.tensors))
         used: set[str] = set()
-        for shard in weight_files(base_dir):
+        shards = weight_files(base_dir)
+        for shard in shards:
             with SafetensorsReader(shard) as base:
                 entries = []
                 for name, info in base.tensors.items():
                     ours = key_map.our_name(name)
                     if (key_map.is_ignored(name) and not key_map.is_passthrough(name)) or (
                             method == FULL and args.tie_word_embeddings and ours == "lm_head.weight"
-                            and ours not in trained.tensors):
-                        continue  # not the model's (rotary buffers), or a stored copy of the tied embedding
+                            and ours not in trained.tensors) or (reward and ours == "lm_head.weight"):
+                        continue  # not the model's (rotary buffers), a stored copy of the tied embedding, or
+                        # the LM head of a reward model (a sequence classifier has none)
                     if key_map.is_passthrough(name):  # the checkpoint's, not ours (a vision tower): as stored
                         entries.append(TensorEntry(name, info.shape, info.dtype, lambda n=name: base.read(n, raw=True)))
                         weight_map[name] = shard.name
@@ -214,6 +233,9 @@ def write_merged(folder: Path, state: dict, out: Path, dtype: str = "stored") ->
                     entries.append(TensorEntry(name, info.shape, target, _merged_tensor(
                         name, info, base, trained, method, ours, scaling, target)))
                     weight_map[name] = shard.name
+                if reward and shard == shards[-1]:
+                    entries.append(_head_entry(trained, dtype, written_dtypes))
+                    weight_map[REWARD_HEAD] = shard.name
                 write_file(out / shard.name, entries, metadata={"format": "pt"})
                 total += sum(entry.nbytes for entry in entries)
         unused = sorted(expected - used)
@@ -227,8 +249,32 @@ def write_merged(folder: Path, state: dict, out: Path, dtype: str = "stored") ->
     if dtype != "stored" or "dtype" not in config and "torch_dtype" not in config:
         config.pop("torch_dtype", None)
         config["dtype"] = dtype if dtype != "stored" else (sorted(written_dtypes) or ["float32"])[0]
+    if reward:
+        config = sequence_classifier_config(config, base_dir)
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
     copy_tokenizer_files(base_dir, out)
+
+
+def _head_entry(trained: SafetensorsReader, dtype: str, written_dtypes: set[str]) -> TensorEntry:
+    """A reward model's value head as the merged folder's `score.weight`, in the dtype of the rest."""
+    info = trained.tensors[REWARD_HEAD]
+    target = dtype if dtype != "stored" else (sorted(written_dtypes) or ["float32"])[0]
+    return TensorEntry(REWARD_HEAD, info.shape, target, lambda: from_float32(
+        to_float32(trained.read(REWARD_HEAD, raw=True), info.dtype), target))
+
+
+def sequence_classifier_config(config: dict, base_dir: Path) -> dict:
+    """A causal LM's config.json as transformers' sequence classifier with one label (a reward
+    model): XxxForSequenceClassification, id2label of one label, and a pad token id (the classifier
+    scores each row's last token that is not padding; the tokenizer's pad, else its EOS, as in
+    training, where none is set)."""
+    config = dict(config)
+    config["architectures"] = [name.removesuffix("ForCausalLM") + "ForSequenceClassification"
+                               for name in config.get("architectures") or []]
+    config["id2label"], config["label2id"] = {"0": "LABEL_0"}, {"LABEL_0": 0}
+    if config.get("pad_token_id") is None:
+        config["pad_token_id"] = Tokenizer.from_dir(base_dir).pad_token_id
+    return config
 
 
 def _write_merged_through_model(folder: Path, state: dict, out: Path, dtype: str) -> None:
@@ -251,11 +297,27 @@ def _write_merged_through_model(folder: Path, state: dict, out: Path, dtype: str
 
 def load_trained_model(checkpoint_dir: str | Path):
     """(CausalLM, trainer state): the base model with the checkpoint's trained weights applied
-    (LoRA injected, not merged). Imports MindSpore."""
+    (LoRA injected, not merged). Imports MindSpore. A reward model's value head: `load_reward_model`."""
+    model, state, _ = _load_trained(checkpoint_dir)
+    return model, state
+
+
+def load_reward_model(checkpoint_dir: str | Path):
+    """(CausalLM, value head weight (1, hidden) float32, trainer state) of a reward model's checkpoint
+    (train.objective reward, core.engine.reward_model); one without the head is an error naming it."""
+    model, state, head = _load_trained(checkpoint_dir)
+    if head is None:
+        raise CheckpointError(Message("reward.no_head", file=str(Path(checkpoint_dir) / WEIGHTS_FILE),
+                                      name=REWARD_HEAD))
+    return model, head, state
+
+
+def _load_trained(checkpoint_dir: str | Path):
     # MindSpore: the streamed exports above never load it (the module is imported by them)
     from core.engine.checkpoint import load_hf_model, load_train_checkpoint, set_parameters
     from core.engine.lora import inject_lora, load_lora_state_dict
     weights, _, state = load_train_checkpoint(checkpoint_dir)
+    head = weights.pop(REWARD_HEAD, None)  # a reward model's value head, beside the trained weights
     base = base_folder(Path(checkpoint_dir), state)
     model = load_hf_model(base, "float32")
     if state["method"] == "lora":
@@ -264,18 +326,23 @@ def load_trained_model(checkpoint_dir: str | Path):
         load_lora_state_dict(model, weights, source=str(checkpoint_dir))
     else:
         params = {p.name: p for p in model.get_parameters()}
+        if head is not None and not model.tied:  # a reward model trains no LM head: the base's stays
+            params.pop("lm_head.weight", None)
         set_parameters(params, weights, str(checkpoint_dir))
     model.set_train(False)
-    return model, state
+    return model, state, None if head is None else np.asarray(head, np.float32)
 
 
 def write_mindspore(folder: Path, out: Path) -> None:
     import mindspore as ms  # MindSpore: only for the mindspore format
     from core.engine.lora import merge_lora
-    model, state = load_trained_model(folder)
+    from mindspore import Tensor
+    model, state, head = _load_trained(folder)
     if state["method"] == "lora":
         merge_lora(model)
     params = [{"name": p.name, "data": p} for p in model.get_parameters() if not p.name.endswith(LORA_SUFFIXES)]
+    if head is not None:  # a reward model: its value head under transformers' name
+        params.append({"name": REWARD_HEAD, "data": Tensor(head)})
     ms.save_checkpoint(params, str(out / "model.ckpt"))
     base = Path(state["base_model"]["path"])
     shutil.copyfile(base / "config.json", out / "config.json")

@@ -357,7 +357,7 @@ class CausalLM(nn.Cell):
         return x
 
     def construct(self, input_ids, attention_mask=None, position_ids=None, segment_ids=None, targets=None,
-                  capped=True):
+                  capped=True, final_hidden=False):
         """Full-sequence forward -> float32 logits (B, T, vocab), or with `targets` (B, T) int32 (the
         next-token targets, below 0 ignored; needs `head_loss`) each position's NLL (B, T), the LM
         head run inside the loss kernel (no logits tensor). attention_mask (B, T) 1/0 marks real
@@ -365,7 +365,9 @@ class CausalLM(nn.Cell):
         position_ids (B, T) int32 are the RoPE positions (packed samples restart at 0); segment_ids
         (B, T) int32 number the packed samples: tokens attend only within their own segment, and
         segment 0 is padding. All None: one sample per row, positions 0..T-1. capped=False: the
-        logits without the final soft-cap (for a loss kernel that applies it, `cap_in_loss`)."""
+        logits without the final soft-cap (for a loss kernel that applies it, `cap_in_loss`).
+        final_hidden=True: the final hidden states after the final norm (B, T, hidden) in the compute
+        dtype, no LM head (a sequence-scoring head reads them, core.engine.reward_model)."""
         b, t = input_ids.shape
         x = self.embed(input_ids)
         index = ops.arange(t).reshape(1, t)
@@ -396,6 +398,8 @@ class CausalLM(nn.Cell):
             x, _, _, routed = layer(x, cos, sin, masks[layer.mask_index], None, None, segment_ids)
             if layer.sparse:
                 router_logits = router_logits + (routed,)
+        if final_hidden:
+            return self.model.norm(x)
         if targets is not None:
             nll = self.head_nll(self.model.norm(x), targets)
             return (nll, router_logits) if self.output_router_logits else nll

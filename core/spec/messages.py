@@ -1064,3 +1064,25 @@ CATALOGUE.update({
     "field.reward_weight": "reward {index} ({function}): weight {value} is not a finite number",
     "field.reward_regex": "reward {index}: the pattern is not a regular expression ({re_says})",
 })
+
+
+CATALOGUE.update({
+    # the reward model (train.objective reward): its checkpoints, its scorer as a GRPO reward function, its
+    # export (core.engine.reward_model, reward_scorer, export)
+    "reward.no_head": "{file} has no {name}: it is not a reward model's checkpoint",
+    "reward.no_run": "{run} is not a run folder (it has no status.json): name a finished reward model run",
+    "reward.not_finished": ("reward model run {run} is '{state}', not finished: only a finished (or early-stopped) "
+                            "run can score completions; wait for it to end or name another run"),
+    "reward.not_reward_run": ("{run} is a train.objective {objective} run, not a reward model: name a run trained "
+                              "with train.objective 'reward'"),
+    "reward.no_best": "reward model run {run} has no best checkpoint (checkpoints/best)",
+    "reward.counts": ("the reward model got {prompts} prompts and {completions} completions: it scores one "
+                      "completion per prompt"),
+    "reward.prompt_not_text": ("prompt {index} is of type '{kind}': the reward model takes a prompt as text or a list "
+                               "of chat messages"),
+    "reward.completion_not_text": ("completion {index} is of type '{kind}': the reward model takes a completion as "
+                                   "text or [{{role: assistant, content: text}}]"),
+    "export.reward_layout": ("a merged reward model is written as transformers' XxxForSequenceClassification of an "
+                             "XxxForCausalLM checkpoint whose tensors stream one by one; {architecture} is not one: "
+                             "export the format 'mindspore', or 'peft' with LoRA"),
+})

@@ -213,6 +213,10 @@ REWARD = ObjectiveSpec(
     compare=("reward_accuracy", "reward_margin", "tokens_per_s", "peak_mem_mb"),
     rules=_reward_rules, memory=_reward_memory)
 
+# a reward model's value head in its checkpoints and exports: transformers' XxxForSequenceClassification
+# `score` layer with one label, (1, hidden) (core.engine.reward_model)
+REWARD_HEAD = "score.weight"
+
 OBJECTIVES: dict[str, ObjectiveSpec] = {
     "sft": SFT, "dpo": _preference("dpo", "pairs"), "simpo": _preference("simpo", "pairs"),
     "orpo": _preference("orpo", "pairs"), "kto": _preference("kto", "kto"), "grpo": GRPO, "reward": REWARD}

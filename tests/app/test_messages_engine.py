@@ -300,6 +300,14 @@ def _float32_only(tiny: Path, tmp_path: Path):
     export_mod.export_checkpoint(step, "merged", tmp_path / "out", "float16")
 
 
+def _reward_layout(tiny: Path, tmp_path: Path):
+    """A reward model's checkpoint (its value head beside the adapters) of a mixture of experts: no
+    sequence-classifier layout streams for it."""
+    weights = {**lora_state_dict(_model(tiny, lora=True)), "score.weight": np.zeros((1, 32), np.float32)}
+    step = _checkpoint(tiny, tmp_path, weights, base_model=_mixtral_base(tiny, tmp_path))
+    export_mod.export_checkpoint(step, "merged", tmp_path / "out")
+
+
 def _export_run(which: str):
     def make(tiny: Path, tmp_path: Path):
         _checkpoint(tiny, tmp_path)
@@ -325,6 +333,7 @@ EXPORT_MISTAKES = {
     "export.dtype": _export("merged", "int8"),
     "export.unused_tensor": _unused_tensor,
     "export.float32_only": _float32_only,
+    "export.reward_layout": _reward_layout,
     "export.format": _export("onnx"),
     "export.dtype_merged_only": _export("peft", "float16"),
     "export.full_no_adapter": _export(method="full"),

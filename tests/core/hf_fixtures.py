@@ -153,3 +153,16 @@ def as_transformers4_config(cfg: dict) -> dict:
     if "dtype" in cfg:
         old["torch_dtype"] = cfg["dtype"]
     return old
+
+
+def copy_lora_to_peft(ours, reference) -> dict:
+    """Our LoRA layers' A and B (core.engine.lora) into a PEFT model of the same targets; returns its
+    parameters by name (for their gradients)."""
+    from core.engine.lora import lora_modules
+    params = dict(reference.named_parameters())
+    for cell_name, cell in lora_modules(ours).items():
+        for which, key in (("lora_a", "lora_A"), ("lora_b", "lora_B")):
+            with torch.no_grad():
+                params[f"base_model.model.{cell_name}.{key}.default.weight"].copy_(
+                    torch.tensor(getattr(cell, which).asnumpy()))
+    return params

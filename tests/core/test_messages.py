@@ -113,6 +113,8 @@ SAMPLE.update({"slurm_says": "sbatch: error: Batch job submission failed: Invali
 SAMPLE.update({"high": 0.1, "low": 0.2, "prompt": 256, "new": 64, "prompts": 8, "generations": 4,
                "functions": "exact_match, math, regex", "function": "regex",
                "monitors": "val_reward"})
+# the reward model (core.engine.reward_model, reward_scorer, export):
+SAMPLE.update({"completions": 7, "kind": "dict"})
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():

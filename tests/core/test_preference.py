@@ -10,7 +10,7 @@ from core.engine.model import share_layer_graphs
 from core.engine.lora import inject_lora, lora_modules, mark_only_lora_trainable, write_parameter
 from core.engine.preference import Objective, PreferenceStep, summarize
 from core.engine.train_step import WarmupDecaySchedule, adamw
-from tests.core.hf_fixtures import VOCAB, make_hf_model, save_hf_model
+from tests.core.hf_fixtures import VOCAB, copy_lora_to_peft, make_hf_model, save_hf_model
 
 torch = pytest.importorskip("torch")
 peft = pytest.importorskip("peft")
@@ -114,12 +114,7 @@ def test_loss_and_lora_gradients_match_pytorch(setup, case):
     loss, grads, figures = step.loss_and_grads(ids, labels, mask, kto_labels)
 
     reference = peft.get_peft_model(hf, peft.LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, lora_dropout=0.0))
-    torch_params = dict(reference.named_parameters())
-    for cell_name, cell in lora_modules(ours).items():
-        for which, key in (("lora_a", "lora_A"), ("lora_b", "lora_B")):
-            with torch.no_grad():
-                torch_params[f"base_model.model.{cell_name}.{key}.default.weight"].copy_(
-                    torch.tensor(getattr(cell, which).asnumpy()))
+    torch_params = copy_lora_to_peft(ours, reference)
     with torch.no_grad(), reference.disable_adapter():
         ref, _ = _torch_logps(reference, ids, labels, mask)
     logps, counts = _torch_logps(reference, ids, labels, mask)
