@@ -227,6 +227,7 @@ class Trainer:
         else:
             self.lora_modules = []
             trainable = list(self.model.trainable_params())
+        trainable = self.objective.trainable(self.model, trainable)  # a reward model adds its head
         self.trainable = {p.name: p for p in trainable}
         self._apply_recompute()
         self.compute_model, self.loss_scaler = self._apply_amp()
@@ -491,7 +492,7 @@ class Trainer:
         if base and base != self.base_sha256():
             raise CheckpointError(Message("train.other_base", path=str(path), model=self.cfg.model.path))
         try:
-            ckpt.set_parameters(self.trainable, weights, str(Path(path) / ckpt.WEIGHTS_FILE))
+            self.objective.take_forked(self.trainable, weights, str(Path(path) / ckpt.WEIGHTS_FILE))
         except CheckpointError as err:
             raise CheckpointError(Message("train.fork_parameters", reason=said_of(err))) from None
         step = int(trainer_state["step"])

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from core.engine.objectives.base import Objective
 from core.engine.objectives.preference import Preference
+from core.engine.objectives.reward import Reward
 from core.engine.objectives.sft import Sft
 
 REGISTRY: dict[str, type[Objective]] = {"sft": Sft, "dpo": Preference, "simpo": Preference, "orpo": Preference,
-                                        "kto": Preference}
+                                        "kto": Preference, "reward": Reward}
 
 
 def build(trainer) -> Objective:

@@ -52,6 +52,15 @@ class Objective:
         """The training batches: an iterator with steps_per_epoch, epoch, state() and load_state()."""
         raise NotImplementedError
 
+    def trainable(self, model, params: list) -> list:
+        """The parameters the optimizer trains, given the method's (LoRA's adapters or every weight)."""
+        return params
+
+    def take_forked(self, trainable: dict, weights, source: str) -> None:
+        """Load a fork point's weights into the trainable parameters (every one must be there)."""
+        from core.engine.checkpoint import set_parameters
+        set_parameters(trainable, weights, source)
+
     # ---- the step ---------------------------------------------------------------------------
     def build_step(self, optimizer, loss_scaler, reducer, aux_coef: float):
         """The compiled train step for the trainer's compute model."""
