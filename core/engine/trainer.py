@@ -539,7 +539,7 @@ class Trainer:
         if os.environ.get(ENV_TEST_HANG_AT_STEP) == str(self.state.step + 1):
             while True:  # a step that never ends (the hang judges' test)
                 time.sleep(1)
-        micro = [next(self.batches) for _ in range(cfg.train.grad_accum_steps)]
+        micro = self.objective.draw(self.batches)
         start = time.perf_counter()
         out = self.objective.step(micro)
         out["step_time_s"] = time.perf_counter() - start

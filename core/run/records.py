@@ -351,7 +351,6 @@ class ValidationFigures(Record):
     val_reward: float | None = None
     val_reward_std: float | None = None
     val_rewards: dict[str, float] | None = None  # each reward function's mean, by its label
-    val_solved: float | None = None              # share of prompts whose completion got the highest total
     val_completion_len: float | None = None
     val_truncated: float | None = None
 

@@ -176,7 +176,7 @@ def _reward_memory(config, args) -> MemoryTerms:
 
 PREFERENCE_FIELDS = ("reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward", "chosen_logp",
                      "rejected_logp")
-GRPO_FIELDS = ("val_reward", "val_reward_std", "val_solved", "val_completion_len", "val_truncated")
+GRPO_FIELDS = ("val_reward", "val_reward_std", "val_rewards", "val_completion_len", "val_truncated")
 
 SFT = ObjectiveSpec(
     name="sft", kind="sft", data="supervised",

@@ -66,6 +66,10 @@ class Objective:
         """The compiled train step for the trainer's compute model."""
         raise NotImplementedError
 
+    def draw(self, batches) -> list:
+        """The micro batches of the next optimizer step (train.grad_accum_steps of them)."""
+        return [next(batches) for _ in range(self.cfg.train.grad_accum_steps)]
+
     def step(self, micro_batches: list) -> dict[str, Any]:
         """One optimizer step over the micro batches the trainer drew: a dict with loss, grad_norm,
         applied, loss_scale, tokens and any figures of the objective's own (`train_figures`)."""
