@@ -33,6 +33,7 @@ from mindspore import Tensor, amp, nn, ops
 
 import core.engine.checkpoint as ckpt
 import core.engine.devices as devices
+import core.run.accelerators as accelerators
 import core.run.backends as backends
 import core.run.launcher as launcher
 import core.spec.memory as memory
@@ -240,6 +241,9 @@ class Trainer:
             stats = self.splits.stats
             self.length = (packed_length(cfg.data.max_seq_len) if cfg.data.packing else
                            padded_length(cfg.data.max_seq_len, self.splits.train, self.splits.validation))
+        # GPU/Ascend: the estimate against the device's memory before the weights load, said whatever it finds
+        if fit := devices.fit_check(cfg, read_model_args(model_dir), self.length):
+            self.event(fit)
         # LoRA on the CPU with a 16-bit model.dtype: frozen weights stay 16-bit, compute is float32
         self.model = load_hf_model(model_dir, cfg.compute_dtype, storage_dtype=cfg.model.dtype)
         self.base_files = ckpt.weight_files(model_dir)
@@ -302,9 +306,6 @@ class Trainer:
             setup_s=round(time.time() - t0, 2)))
         for warning in stats.warnings():  # fields the data format does not read: reported, never dropped silently
             self.event(EventRecord(event="warning", message=warning))
-        fit = devices.fit_warning(cfg, self.model.args, self.length)  # GPU/Ascend: the estimate vs the device
-        if fit:
-            self.event(EventRecord(event="warning", message=fit))
 
     def _router_aux_loss_coef(self) -> float:
         """The weight of the router's load-balancing loss: 0 unless `train.router_aux_loss` (off by
@@ -612,7 +613,8 @@ class Trainer:
         tokens = sum(int(b["attention_mask"].sum()) for b in micro)
         start = time.perf_counter()
         inputs = [preference_inputs(b) if self.preference else step_inputs(b) for b in micro]
-        loss, grad_norm, applied, scale = self.train_step(inputs)
+        with devices.injected_overflow(self.loss_scaler, self.cluster.rank, self.state.step + 1):  # tests only
+            loss, grad_norm, applied, scale = self.train_step(inputs)
         step_time = time.perf_counter() - start
         out = {"loss": loss, "grad_norm": grad_norm, "applied": applied, "loss_scale": scale,
                "tokens": tokens, "step_time_s": step_time}
@@ -1025,16 +1027,23 @@ def _submit(config: Config) -> int:
 
 
 def memory_warning(config: Config) -> str | None:
-    """What to tell a shell user whose run is estimated not to fit this machine's memory (the
-    console refuses such a run unless confirmed; here it only warns), or None. The estimate pads
-    every batch to data.max_seq_len, the most a batch can take."""
+    """What to tell a shell user whose run is estimated not to fit this machine's memory, or each
+    GPU/Ascend device's as nvidia-smi / npu-smi report it (the console refuses such a run unless
+    confirmed; here it only warns), or that a device's memory is unknown before launch; None when it
+    fits. The estimate pads every batch to data.max_seq_len, the most a batch can take."""
+    device = accelerators.before_launch(config.parallel.device)  # GPU/Ascend: nvidia-smi / npu-smi
     try:
         estimate = memory.estimate_memory(config, read_model_args(config.model.path), config.data.max_seq_len,
-                                          device_memory_mb=memory.device_memory_mb(config.parallel.device))
+                                          device_memory_mb=device.memory_mb, soc=device.soc, unknown_why=device.why)
     except (CheckpointError, ConfigError, ValueError, TypeError, OSError):
         return None
+    if estimate.device_memory_mb is None and device.why is not None:  # unknown: said, never skipped silently
+        return Message("memory.device_unknown", device=config.parallel.device, why=device.why)
     if estimate.fits or estimate.device_memory_mb is None:
         return None
+    if config.parallel.device != "cpu":
+        return Message("memory.fit_over", device=config.parallel.device, needed=f"{estimate.total_mb:,.0f}",
+                       has=f"{estimate.device_memory_mb:,.0f}")
     workers = config.parallel.data_parallel
     need = f"{estimate.total_mb:,.0f} MB per worker" + (f" x {workers} workers" if workers > 1 else "")
     return (f"the memory estimate ({need}) is more than this machine's {estimate.device_memory_mb:,.0f} MB, "
