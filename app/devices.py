@@ -60,11 +60,6 @@ def detect() -> dict[str, DeviceInfo]:
 
 
 def _note(device: str, found: bool, count: int, lang: str = "en") -> str:
-    import core.run.accelerators as accelerators
-from core.spec.device_paths import flash_chip
-
-from app.i18n import memory_note, text
-
     key = {"cpu": "device.cpu", "gpu": "device.gpu", "ascend": "device.ascend"}[device]
     return text(key if found or device == "cpu" else key.replace(".", ".no_"), lang).format(n=count)
 

@@ -1226,10 +1226,10 @@ MESSAGES_ZH.update({
     "weights.header_not_utf8_bytes": ("文件头不是有效的 JSON：'utf-8' 解码器无法解码位置 {position}-{last} 的字节："
                                       "{codec_says}"),
     # issue 40: Ascend attention by chip and head size, the fit check against the device's memory
-    "path.ascend_chip": ("昇腾：FlashAttentionScore 只在 Atlas A2/A3 训练系列芯片（910B、910C：SoC ascend910b、ascend910_93）上使用，"
+    "path.ascend_chip": ("昇腾：FlashAttentionScore 只在昇腾 A2/A3 训练系列芯片（910B、910C：SoC ascend910b、ascend910_93）上使用，"
                          "这块 {soc} 不用"),
     "path.ascend_head_dim": "昇腾：FlashAttentionScore 要求头维度是 16 的倍数且不超过 512，而这个模型的头维度是 {head_dim}",
-    "path.ascend_chip_unknown": "昇腾：这里不知道芯片型号（FlashAttentionScore 只在 Atlas A2/A3 训练系列芯片 910B、910C 上运行），因此按组合注意力计算",
+    "path.ascend_chip_unknown": "昇腾：这里不知道芯片型号（FlashAttentionScore 只在昇腾 A2/A3 训练系列芯片 910B、910C 上运行），因此按组合注意力计算",
     "memory.device_unknown": ("{device}：启动前不知道设备内存（{why}），因此这里不把估算与它比较；“检查内存”会在设备上实测这次运行，"
                               "worker 启动时也会把估算与设备内存比较"),
     "memory.smi_missing": "PATH 中没有 {smi}",
@@ -1890,7 +1890,7 @@ TEXTS.update({
                             "are multiples of 16",
                             "；芯片 {soc}：fp16/bf16 注意力（AMP O2）且头维度是 16 的倍数时用 FlashAttentionScore"),
     "device.ascend_composed": ("; chip {soc}: no FlashAttentionScore (Atlas A2/A3 chips only), attention composed",
-                               "；芯片 {soc}：没有 FlashAttentionScore（只在 Atlas A2/A3 芯片上），注意力用组合算子"),
+                               "；芯片 {soc}：没有 FlashAttentionScore（只在昇腾 A2/A3 芯片上），注意力用组合算子"),
     "device.ascend_chip_unknown": ("; chip unknown (npu-smi did not say): composed attention assumed",
                                    "；芯片未知（npu-smi 未报告）：按组合注意力计算"),
     "device.memory": ("; {mb} MB each", "；每块 {mb} MB"),

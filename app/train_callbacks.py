@@ -261,10 +261,11 @@ def memory_estimate(config: Config, console: Console, lang: str = "en") -> tuple
     try:
         import core.spec.memory as memory  # written separately; the console works without it
         args = read_model_args(entry.path)
-        device = accelerators.before_launch(config.parallel.device)  # the RAM; nvidia-smi / npu-smi
+        found = accelerators.ask(config.parallel.device)  # GPU/Ascend: nvidia-smi / npu-smi
+        device_mb = memory.device_memory_mb("cpu") if found.device == "cpu" else found.memory_mb
         seq_len, seq_note = batch_seq_len(config, lang)
-        return memory.estimate_memory(config, args, seq_len, device_memory_mb=device.memory_mb, soc=device.soc,
-                                      unknown_why=device.why), seq_note
+        return memory.estimate_memory(config, args, seq_len, device_memory_mb=device_mb, soc=found.soc,
+                                      unknown_why=found.why), seq_note
     except (ImportError, AttributeError) as err:
         return None, f"{type(err).__name__}: core.spec.memory"
     except (CheckpointError, ValueError, TypeError) as err:

@@ -1031,10 +1031,11 @@ def memory_warning(config: Config) -> str | None:
     GPU/Ascend device's as nvidia-smi / npu-smi report it (the console refuses such a run unless
     confirmed; here it only warns), or that a device's memory is unknown before launch; None when it
     fits. The estimate pads every batch to data.max_seq_len, the most a batch can take."""
-    device = accelerators.before_launch(config.parallel.device)  # GPU/Ascend: nvidia-smi / npu-smi
+    device = accelerators.ask(config.parallel.device)  # GPU/Ascend: nvidia-smi / npu-smi
+    device_mb = memory.device_memory_mb("cpu") if device.device == "cpu" else device.memory_mb
     try:
         estimate = memory.estimate_memory(config, read_model_args(config.model.path), config.data.max_seq_len,
-                                          device_memory_mb=device.memory_mb, soc=device.soc, unknown_why=device.why)
+                                          device_memory_mb=device_mb, soc=device.soc, unknown_why=device.why)
     except (CheckpointError, ConfigError, ValueError, TypeError, OSError):
         return None
     if estimate.device_memory_mb is None and device.why is not None:  # unknown: said, never skipped silently

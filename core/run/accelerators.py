@@ -18,7 +18,6 @@ import subprocess
 from dataclasses import dataclass
 
 from core.spec.device_paths import soc_name
-from core.spec.memory import device_memory_mb
 from core.spec.messages import Message
 
 NVIDIA_SMI, NPU_SMI = "nvidia-smi", "npu-smi"
@@ -86,10 +85,3 @@ def ask(device: str) -> Accelerator:
         return ascend()
     return Accelerator(device)
 
-
-def before_launch(device: str) -> Accelerator:
-    """The memory one worker may use on `device` as known before launch: this machine's RAM on the
-    CPU (core.spec.memory.device_memory_mb), what the tools say on GPU/Ascend (`ask`)."""
-    if device == "cpu":
-        return Accelerator("cpu", memory_mb=device_memory_mb("cpu"))
-    return ask(device)

@@ -109,6 +109,8 @@ SAMPLE.update({"slurm_says": "sbatch: error: Batch job submission failed: Invali
                "uri": "'http://127.0.0.1:5000'", "mode": "offline", "tracker_names": "tensorboard, mlflow",
                "node_count": 2, "port": 29500, "other": "model.embed_tokens.weight", "target": "embed.weight",
                "soc": "ascend910", "compute_dtype": "bfloat16", "byte": "0xff", "position": 6, "last": 7})
+# issue 40 (Ascend attention by chip and head size, the fit check against a device's memory):
+SAMPLE.update({"scores_mb": "96.0", "mask_mb": "2.0", "head_dim": 8, "smi": "npu-smi"})
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():
