@@ -384,23 +384,26 @@ def overflow_reducer(world: int) -> OverflowReducer | None:
 # ---- a test's fault: one rank's gradients overflow at one step ---------------------------------------
 
 ENV_TEST_OVERFLOW_AT = "MINDTUNE_TEST_OVERFLOW_AT"  # "<rank>:<step>", tests only (tests/device, tests/core)
-OVERFLOWING_SCALE = 2.0 ** 100  # fp16 gradients of a loss scaled by this are inf; the float32 loss is finite
+OVERFLOWING_SCALE = float("inf")  # every gradient of a loss scaled by it is inf or NaN, in fp16 and float32 alike
 
 
 @contextlib.contextmanager
 def injected_overflow(loss_scaler, rank: int, step: int):
     """Around one optimizer step: when MINDTUNE_TEST_OVERFLOW_AT names this rank and step (1-based) and
-    the run scales its loss (fp16), this rank's loss scale is made so large that its gradients
-    overflow, and afterwards set to what the other ranks' scalers hold then (their scale halved by
-    the overflow every rank skips, as `OverflowReducer` makes them). Anything else: nothing."""
+    the run scales its loss (fp16), this rank's loss scale is made infinite, so that its gradients
+    overflow (the loss the step reports is the unscaled one, finite), and afterwards set to what the
+    other ranks' scalers hold then (their scale halved by the overflow every rank skips, as
+    `OverflowReducer` makes them). Anything else: nothing."""
     wanted = os.environ.get(ENV_TEST_OVERFLOW_AT, "")
     if loss_scaler is None or wanted != f"{rank}:{step}":
         yield
         return
+    # ops.assign, not set_data: the compiled step holds the parameter's memory (set_data after the first
+    # step had no effect on it, measured)
     before = float(loss_scaler.scale_value.asnumpy())
-    loss_scaler.scale_value.set_data(Tensor(OVERFLOWING_SCALE, ms.float32))
+    ops.assign(loss_scaler.scale_value, Tensor(OVERFLOWING_SCALE, ms.float32))
     try:
         yield
     finally:
         factor = float(getattr(loss_scaler, "scale_factor", 2.0))
-        loss_scaler.scale_value.set_data(Tensor(max(before / factor, 1.0), ms.float32))
+        ops.assign(loss_scaler.scale_value, Tensor(max(before / factor, 1.0), ms.float32))

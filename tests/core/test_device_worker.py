@@ -157,3 +157,26 @@ def test_the_trainer_picks_ascend_attention_by_chip_and_head_size(soc, workspace
     assert ("attention: FlashAttentionScore" in kernels) is flash and said in kernels, kernels
     fit = _events(run, "info")
     assert any("fits the ascend device's 65,536 MB" in r["message"] for r in fit), fit
+
+
+@pytest.mark.slow
+def test_an_overflow_on_one_rank_skips_the_step_on_both(workspace, monkeypatch):
+    """Data parallel 2 through msrun on the CPU, fp16 AMP O1 with a dynamic loss scale (O2 overflows at
+    every step on the CPU: see docs/guide.md, Devices), rank 1's gradients made to overflow at step 2
+    (MINDTUNE_TEST_OVERFLOW_AT, core.engine.devices.injected_overflow): rank 0 skips the step too, so
+    its loss scale halves after step 2 and the run counts one skipped step; tests/device runs the same
+    on two devices. (On the CPU the gradients' all-reduce alone carries rank 1's inf to rank 0; the
+    overflow flag's own reduction, which Ascend needs where all_finite reads the device's status, is
+    pinned by tests/core/test_devices.py::test_a_peers_overflow_skips_this_ranks_step_too.)"""
+    from core.run.runs import list_runs
+    from core.train import main as train_main
+    monkeypatch.setenv("MINDTUNE_TEST_OVERFLOW_AT", "1:2")
+    code = train_main(["--config", str(workspace), "train.max_steps=3", "train.warmup_steps=0", "train.eval_every=3",
+                       "train.save_every=100", "train.log_every=1", "eval.downstream=false", "eval.baseline=false",
+                       "train.micro_batch_size=2", "parallel.data_parallel=2", "precision.amp_level=O1",
+                       "precision.compute_dtype=float16", "precision.initial_loss_scale=1024"])
+    run = RunDir(next(r.path for r in list_runs(load_config(workspace).run.runs_dir) if "_dp2" in r.path.name))
+    assert code == 0, run.read_status().reason
+    train = [r for r in _records(run) if r.get("kind") == "train"]
+    assert [(r["step"], r["loss_scale"]) for r in train] == [(1, 1024.0), (2, 1024.0), (3, 512.0)], train
+    assert run.read_status().final.overflow_steps == 1 and all(np.isfinite(r["loss"]) for r in train)
