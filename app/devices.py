@@ -1,8 +1,10 @@
 """What this machine can train on, found without importing MindSpore.
 
 The console must not import MindSpore, so accelerators are detected the way an administrator would:
-`nvidia-smi -L` for NVIDIA GPUs and the `/dev/davinci<N>` device files for Ascend NPUs. The answer
-only guides the form (worker counts, which dtypes to offer); the worker checks for real.
+`nvidia-smi -L` for NVIDIA GPUs and the `/dev/davinci<N>` device files for Ascend NPUs; their memory
+and an NPU's chip come from core.run.accelerators (nvidia-smi, npu-smi), and the device line says
+the chip's attention by the rule the worker and the memory estimate follow. The answer only guides
+the form (worker counts, which dtypes to offer); the worker checks for real.
 """
 from __future__ import annotations
 
