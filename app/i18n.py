@@ -1896,6 +1896,8 @@ TEXTS.update({
     "device.memory": ("; {mb} MB each", "；每块 {mb} MB"),
     "device.memory_unknown": ("; memory unknown before launch ({why})", "；启动前内存未知（{why}）"),
     "dry.device": ("{mb} MB on the {device} device: ", "{device} 设备 {mb} MB："),
+    "fit.more_device": ("the memory estimate ({mb} MB per worker) is more than each {name} device's {device} MB",
+                        "内存估算（每个 worker {mb} MB）超过了每块 {name} 设备的 {device} MB"),
     "dry.device_unknown": ("the {device} device's memory: unknown (MindSpore did not report it)",
                            "{device} 设备的内存：未知（MindSpore 未报告）"),
 })

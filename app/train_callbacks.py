@@ -317,9 +317,13 @@ def does_not_fit(config: Config, console: Console, lang: str = "en") -> str | No
     if estimate is None or estimate.fits or estimate.device_memory_mb is None:
         return None
     workers = config.parallel.data_parallel
-    need = text("fit.need", lang).format(mb=f"{estimate.total_mb:,.0f}") + (
-        text("fit.workers", lang).format(n=workers) if workers > 1 else "")
-    head = text("fit.more", lang).format(need=need, device=f"{estimate.device_memory_mb:,.0f}")
+    if config.parallel.device != "cpu":  # each worker has a device of its own (nvidia-smi / npu-smi's figure)
+        head = text("fit.more_device", lang).format(mb=f"{estimate.total_mb:,.0f}", name=config.parallel.device,
+                                                    device=f"{estimate.device_memory_mb:,.0f}")
+    else:
+        need = text("fit.need", lang).format(mb=f"{estimate.total_mb:,.0f}") + (
+            text("fit.workers", lang).format(n=workers) if workers > 1 else "")
+        head = text("fit.more", lang).format(need=need, device=f"{estimate.device_memory_mb:,.0f}")
     changes_ = [text("fit.item", lang).format(change=change, mb=f"{mb:,.0f}") + (text("fit.fits", lang) if fits else "")
                 for change, mb, fits in fit_suggestions(config, console, lang)]
     return head + (text("fit.to_fit", lang) + ("；" if lang == "zh" else "; ").join(changes_) if changes_ else "")

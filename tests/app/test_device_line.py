@@ -58,3 +58,20 @@ def test_the_dry_run_compares_the_peak_with_the_devices_own_memory():
     unknown = dry_run_html(DryRun(1500.0, 40.0, {"steps": 2, "device": "ascend", "device_memory_mb": None}), None)
     assert "the ascend device's memory: unknown (MindSpore did not report it)" in unknown
     assert "ascend 设备的内存：未知" in dry_run_html(DryRun(1500.0, 40.0, {"device": "ascend"}), None, lang="zh")
+
+
+def test_a_gpu_run_that_does_not_fit_its_device_is_said_so_before_launch(console, monkeypatch):
+    """The console's fit check on a GPU: against nvidia-smi's memory per device (each worker its own);
+    unknown when nvidia-smi does not say, which the estimate's notes say instead of passing silently."""
+    from app import train_callbacks as cb
+    from tests.app.test_train_callbacks import form_values
+    config = cb.check_form(form_values(console, parallel__device="gpu", method="full"), console).config
+    monkeypatch.setattr(accelerators, "ask", lambda device: accelerators.Accelerator(device, memory_mb=1.0))
+    said = cb.does_not_fit(config, console)
+    assert said.startswith("the memory estimate (") and "MB per worker) is more than each gpu device's 1 MB" in said
+    assert "超过了每块 gpu 设备的 1 MB" in cb.does_not_fit(config, console, "zh")
+    monkeypatch.setattr(accelerators, "ask", lambda device: accelerators.Accelerator(
+        device, why=Message("memory.smi_missing", smi="nvidia-smi")))
+    assert cb.does_not_fit(config, console) is None
+    html = cb.memory_html(config, console)
+    assert "the device&#x27;s memory is not known before launch (nvidia-smi is not on PATH)" in html

@@ -6,7 +6,8 @@ logits, their log-softmax and gradient whole, as a composed loss holds them).
     python tests/core/chunked_loss_probe.py chunked|unchunked
 
 Prints one JSON line: the growth in MB, the size of one chunk's (CHUNK, vocab) float32 block and of
-the whole (N, vocab) float32 logits.
+the whole (N, vocab) float32 logits. PROBE_CHUNK and PROBE_VOCAB change the shape (how the growth's
+dependence on the chunk's size, not on the number of chunks, was read: core/engine/devices.py).
 """
 import json
 import os
@@ -21,17 +22,11 @@ import mindspore as ms  # noqa: E402
 from mindspore import Tensor, nn, ops  # noqa: E402
 
 from core.engine.devices import ChunkedHeadLoss  # noqa: E402
+from tests.core.lora_memory_probe import high_water_mb  # noqa: E402
 
 N, HIDDEN = 4096, 64
 VOCAB = int(os.environ.get("PROBE_VOCAB", 16384))  # logits 256 MB
 CHUNK = int(os.environ.get("PROBE_CHUNK", 512))  # a chunk's block: 32 MB
-
-
-def high_water_mb() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise SystemExit("no VmHWM in /proc/self/status")
 
 
 def reset_high_water() -> None:
