@@ -2,7 +2,11 @@
 and pinned on the CPU: attention and loss paths with their numbers against the composed CPU path,
 the reduction ops, the overflow flag reduced across ranks, the per-device peak, a device OOM, the
 profiler's activities and tables, the bf16 rule, the dry run's device and the estimate's device
-branch. Everything that needs a device is in tests/device/."""
+branch. Issue 40: Ascend's attention by chip (the SoC faked where MindSpore reports it) and head
+size, the estimate's flash and composed branches to the byte, the fit check's three answers, the
+chunked loss's peak against the unchunked one (tests/core/chunked_loss_probe.py). Where the worker,
+the Trainer and the dry run make these choices: tests/core/test_device_worker.py. Everything that
+needs a device is in tests/device/."""
 import json
 import os
 import subprocess
