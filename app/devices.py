@@ -1,8 +1,10 @@
 """What this machine can train on, found without importing MindSpore.
 
 The console must not import MindSpore, so accelerators are detected the way an administrator would:
-`nvidia-smi -L` for NVIDIA GPUs and the `/dev/davinci<N>` device files for Ascend NPUs. The answer
-only guides the form (worker counts, which dtypes to offer); the worker checks for real.
+`nvidia-smi -L` for NVIDIA GPUs and the `/dev/davinci<N>` device files for Ascend NPUs; their memory
+and an NPU's chip come from core.run.accelerators (nvidia-smi, npu-smi), and the device line says
+the chip's attention by the rule the worker and the memory estimate follow. The answer only guides
+the form (worker counts, which dtypes to offer); the worker checks for real.
 """
 from __future__ import annotations
 
@@ -14,7 +16,10 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from app.i18n import text
+import core.run.accelerators as accelerators
+from core.spec.device_paths import flash_chip
+
+from app.i18n import memory_note, text
 
 DEVICES = ("cpu", "gpu", "ascend")
 
@@ -57,16 +62,34 @@ def detect() -> dict[str, DeviceInfo]:
 
 
 def _note(device: str, found: bool, count: int, lang: str = "en") -> str:
-    from app.i18n import text
-
     key = {"cpu": "device.cpu", "gpu": "device.gpu", "ascend": "device.ascend"}[device]
     return text(key if found or device == "cpu" else key.replace(".", ".no_"), lang).format(n=count)
 
 
 def device_note(device: str, lang: str = "en") -> str:
-    """What was found for `device`, in `lang` ('' for an unknown device)."""
+    """What was found for `device`, in `lang` ('' for an unknown device); for a GPU or Ascend device
+    found here also its memory and, on Ascend, its chip and the attention it runs
+    (core.run.accelerators asks nvidia-smi / npu-smi)."""
     info = detect().get(device)
-    return _note(device, info.found, info.count, lang) if info else ""
+    if info is None:
+        return ""
+    note = _note(device, info.found, info.count, lang)
+    if info.found and device != "cpu":
+        note += accelerator_note(accelerators.ask(device), lang)
+    return note
+
+
+def accelerator_note(found: accelerators.Accelerator, lang: str = "en") -> str:
+    """The chip's attention (Ascend: `core.spec.device_paths.flash_chip`, the rule the worker and the
+    memory estimate follow) and the device's memory, or why it is unknown before launch."""
+    note = ""
+    if found.device == "ascend":
+        chip = flash_chip(found.soc)
+        key = {True: "device.ascend_flash", False: "device.ascend_composed", None: "device.ascend_chip_unknown"}[chip]
+        note += text(key, lang).format(soc=found.soc)
+    if found.memory_mb is not None:
+        return note + text("device.memory", lang).format(mb=f"{found.memory_mb:,.0f}")
+    return note + text("device.memory_unknown", lang).format(why=memory_note(found.why, lang) if found.why else "-")
 
 
 def max_workers(device: str) -> int:

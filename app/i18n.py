@@ -580,7 +580,8 @@ MESSAGES_ZH: dict[str, str] = {
                              "一个编译图）；在 GPU/Ascend 上省得更多"),
     "memory.textbook": "{device}：激活值为理论估算，未在此类设备上实测",
     "memory.flash": "{device} 注意力：FlashAttentionScore 因果模式，无注意力分数或掩码张量",
-    "memory.composed_attention": "{device} 注意力用组合算子（{why}）：每层保留 softmax，每个窗口一个 (B, 1, T, T) float32 掩码，不按头广播",
+    "memory.composed_attention": ("{device} 注意力用组合算子（{why}）：每层为反向传播保留 (B, H, T, T) 的 softmax（共 {scores_mb} MB），"
+                                  "每个窗口一个 (B, 1, T, T) float32 掩码（{mask_mb} MB），不按头广播"),
     "memory.head_loss": "{device} 损失：LM 头与交叉熵按每块 {tokens} 个 token 分块计算，不生成 logits",
     "memory.chunked_loss": "{device} 损失：在 logits 上按每块 {tokens} 个 token 分块计算交叉熵（不生成完整的 softmax 或独热编码）",
     "memory.pairs": "{objective}：train.micro_batch_size 按偏好对计数，每个微批同时运行 chosen 和 rejected 回答（行数 × 2，激活值计两次）",
@@ -1243,6 +1244,21 @@ MESSAGES_ZH.update({
     "weights.header_not_utf8": "文件头不是有效的 JSON：'utf-8' 解码器无法解码位置 {position} 的字节 {byte}：{codec_says}",
     "weights.header_not_utf8_bytes": ("文件头不是有效的 JSON：'utf-8' 解码器无法解码位置 {position}-{last} 的字节："
                                       "{codec_says}"),
+    # issue 40: Ascend attention by chip and head size, the fit check against the device's memory
+    "path.ascend_chip": ("昇腾：FlashAttentionScore 只在昇腾 A2/A3 训练系列芯片（910B、910C：SoC ascend910b、ascend910_93）上使用，"
+                         "这块 {soc} 不用"),
+    "path.ascend_head_dim": "昇腾：FlashAttentionScore 要求头维度是 16 的倍数且不超过 512，而这个模型的头维度是 {head_dim}",
+    "path.ascend_chip_unknown": "昇腾：这里不知道芯片型号（FlashAttentionScore 只在昇腾 A2/A3 训练系列芯片 910B、910C 上运行），因此按组合注意力计算",
+    "memory.device_unknown": ("{device}：启动前不知道设备内存（{why}），因此这里不把估算与它比较；“检查内存”会在设备上实测这次运行，"
+                              "worker 启动时也会把估算与设备内存比较"),
+    "memory.smi_missing": "PATH 中没有 {smi}",
+    "memory.smi_silent": "{smi} 没有报告设备的总内存",
+    "memory.fit_over": ("内存估算（每个设备 {needed} MB）超过了 {device} 设备的 {has} MB：运行可能因内存不足而失败；请减小 "
+                        "train.micro_batch_size 或 data.max_seq_len，设置 recompute.policy=full，或使用 method=lora"),
+    "memory.fit_ok": "内存估算（每个设备 {needed} MB）在 {device} 设备的 {has} MB 之内",
+    "memory.fit_unknown": ("{device} 设备的总内存未知（{why}）：内存估算（每个设备 {needed} MB）未与它比较；训练过程中会绘制分配器的峰值"),
+    "memory.not_initialised": "MindSpore 只在昇腾设备初始化后才报告其内存，而运行了第一个算子后仍未报告",
+    "memory.no_properties": "mindspore.hal.get_device_properties 失败：{error}",
 })
 
 
@@ -1922,4 +1938,21 @@ MESSAGES_ZH.update({
                                    "[{{role: assistant, content: text}}] 作为补全"),
     "export.reward_layout": ("合并导出的奖励模型写成 transformers 的 XxxForSequenceClassification，仅支持可逐个张量流式读取的 "
                              "XxxForCausalLM 检查点；{architecture} 不属于此类：请导出 'mindspore' 格式，或在 LoRA 下导出 'peft'"),
+# issue 40: a GPU/Ascend device's memory and chip before launch (app.devices.device_note, core.run.accelerators)
+# and the dry run's reading of the device (app.train_callbacks.dry_run_html)
+TEXTS.update({
+    "device.ascend_flash": ("; chip {soc}: FlashAttentionScore for fp16/bf16 attention (AMP O2) with head sizes that "
+                            "are multiples of 16",
+                            "；芯片 {soc}：fp16/bf16 注意力（AMP O2）且头维度是 16 的倍数时用 FlashAttentionScore"),
+    "device.ascend_composed": ("; chip {soc}: no FlashAttentionScore (Atlas A2/A3 chips only), attention composed",
+                               "；芯片 {soc}：没有 FlashAttentionScore（只在昇腾 A2/A3 芯片上），注意力用组合算子"),
+    "device.ascend_chip_unknown": ("; chip unknown (npu-smi did not say): composed attention assumed",
+                                   "；芯片未知（npu-smi 未报告）：按组合注意力计算"),
+    "device.memory": ("; {mb} MB each", "；每块 {mb} MB"),
+    "device.memory_unknown": ("; memory unknown before launch ({why})", "；启动前内存未知（{why}）"),
+    "dry.device": ("{mb} MB on the {device} device: ", "{device} 设备 {mb} MB："),
+    "fit.more_device": ("the memory estimate ({mb} MB per worker) is more than each {name} device's {device} MB",
+                        "内存估算（每个 worker {mb} MB）超过了每块 {name} 设备的 {device} MB"),
+    "dry.device_unknown": ("the {device} device's memory: unknown (MindSpore did not report it)",
+                           "{device} 设备的内存：未知（MindSpore 未报告）"),
 })

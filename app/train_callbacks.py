@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import core.run.accelerators as accelerators
 import core.run.launcher as launcher
 import core.run.tracking as tracking
 from core.spec.config import Config, ConfigError, deep_merge, joined, load_config, read_config_file
@@ -260,9 +261,11 @@ def memory_estimate(config: Config, console: Console, lang: str = "en") -> tuple
     try:
         import core.spec.memory as memory  # written separately; the console works without it
         args = read_model_args(entry.path)
-        device_mb = memory.device_memory_mb(config.parallel.device)
+        found = accelerators.ask(config.parallel.device)  # GPU/Ascend: nvidia-smi / npu-smi
+        device_mb = memory.device_memory_mb("cpu") if found.device == "cpu" else found.memory_mb
         seq_len, seq_note = batch_seq_len(config, lang)
-        return memory.estimate_memory(config, args, seq_len, device_memory_mb=device_mb), seq_note
+        return memory.estimate_memory(config, args, seq_len, device_memory_mb=device_mb, soc=found.soc,
+                                      unknown_why=found.why), seq_note
     except (ImportError, AttributeError) as err:
         return None, f"{type(err).__name__}: core.spec.memory"
     except (CheckpointError, ValueError, TypeError) as err:
@@ -314,9 +317,13 @@ def does_not_fit(config: Config, console: Console, lang: str = "en") -> str | No
     if estimate is None or estimate.fits or estimate.device_memory_mb is None:
         return None
     workers = config.parallel.data_parallel
-    need = text("fit.need", lang).format(mb=f"{estimate.total_mb:,.0f}") + (
-        text("fit.workers", lang).format(n=workers) if workers > 1 else "")
-    head = text("fit.more", lang).format(need=need, device=f"{estimate.device_memory_mb:,.0f}")
+    if config.parallel.device != "cpu":  # each worker has a device of its own (nvidia-smi / npu-smi's figure)
+        head = text("fit.more_device", lang).format(mb=f"{estimate.total_mb:,.0f}", name=config.parallel.device,
+                                                    device=f"{estimate.device_memory_mb:,.0f}")
+    else:
+        need = text("fit.need", lang).format(mb=f"{estimate.total_mb:,.0f}") + (
+            text("fit.workers", lang).format(n=workers) if workers > 1 else "")
+        head = text("fit.more", lang).format(need=need, device=f"{estimate.device_memory_mb:,.0f}")
     changes_ = [text("fit.item", lang).format(change=change, mb=f"{mb:,.0f}") + (text("fit.fits", lang) if fits else "")
                 for change, mb, fits in fit_suggestions(config, console, lang)]
     return head + (text("fit.to_fit", lang) + ("；" if lang == "zh" else "; ").join(changes_) if changes_ else "")
@@ -720,11 +727,19 @@ def dry_run_html(measured: DryRun, estimate: Any | None, workers: int = 1, lang:
     if reference in ("frozen_copy", "adapter_off"):  # a preference run's reference, counted in the peak
         parts.append(text(f"dry.reference.{reference}", lang).format(
             objective=measured.detail.get("objective"), mb=f"{measured.detail.get('reference_mb', 0):,.1f}"))
+    device = measured.detail.get("device", "cpu")
     if estimate is not None:
         gap = 100 * (estimate.total_mb - measured.peak_mem_mb) / measured.peak_mem_mb
         parts.append(text("dry.estimate", lang).format(mb=f"{estimate.total_mb:,.0f}", gap=f"{gap:+.1f}"))
-        if estimate.device_memory_mb is not None:
-            fits = measured.peak_mem_mb * workers <= estimate.device_memory_mb  # CPU workers share the RAM
-            parts.append(text("dry.machine", lang).format(mb=f"{estimate.device_memory_mb:,.0f}")
-                         + text("mem.fits" if fits else "mem.no_fit", lang))
+    if device != "cpu":  # the device's own figure, read by the dry run once its device ran (each rank its own)
+        total = measured.detail.get("device_memory_mb")
+        if total:
+            parts.append(text("dry.device", lang).format(device=device, mb=f"{total:,.0f}")
+                         + text("mem.fits" if measured.peak_mem_mb <= total else "mem.no_fit", lang))
+        else:
+            parts.append(text("dry.device_unknown", lang).format(device=device))
+    elif estimate is not None and estimate.device_memory_mb is not None:
+        fits = measured.peak_mem_mb * workers <= estimate.device_memory_mb  # CPU workers share the RAM
+        parts.append(text("dry.machine", lang).format(mb=f"{estimate.device_memory_mb:,.0f}")
+                     + text("mem.fits" if fits else "mem.no_fit", lang))
     return f'<div class="mt-dry-run" id="dry-run-result">{" · ".join(parts)}</div>'

@@ -4,7 +4,9 @@ steps and one evaluation batch, and report the peak.
     python -m core.dry_run --config FILE [key=value ...] [--steps 2]
 
 Prints one JSON line last: {"peak_mem_mb", "steps", "step_time_s", "setup_s", "seq_len", "kernels",
-"device"}, and for a preference objective its "objective", "reference" and "reference_mb" (the frozen
+"device", "device_memory_mb", "soc"} (on GPU/Ascend the device's total memory, read after the steps,
+when MindSpore reports it for an initialised device, and the Ascend chip; null elsewhere or when it
+does not say), and for a preference objective its "objective", "reference" and "reference_mb" (the frozen
 reference copy, held and measured as in the run). The estimate of core.spec.memory is fitted on a grid of shapes; this is the measurement, on
 this machine, of this config: the same model, data, sequence length, kernels and compiled steps as
 the real worker (the evaluation batch compiles the evaluation graph, which the worker holds too).
@@ -46,12 +48,14 @@ def dry_run(config: Config, steps: int = DEFAULT_STEPS) -> dict:
     """Set up `config`'s worker in this process, train `steps` steps and evaluate one batch; return
     the measured peak memory (MB per worker) and timings."""
     # MindSpore loads here, after main() has answered a config error without it (in ~1 s, not ~5)
+    import core.engine.devices as devices
     from core.engine.generate import use_device
     from core.engine.trainer import Cluster, Trainer, peak_memory_mb
 
     with tempfile.TemporaryDirectory(prefix="mindtune-dry-run-") as folder:
         trial = dry_run_config(config, folder, steps)
         use_device(trial.parallel.device)
+        devices.check_bf16(trial)  # as the worker does: bf16 on a device without it (Ascend 910A) refused by name
         run = launcher.create_run(trial)
         trainer = Trainer(trial, run, Cluster(1))
         start = time.perf_counter()
@@ -64,7 +68,20 @@ def dry_run(config: Config, steps: int = DEFAULT_STEPS) -> dict:
         return {"peak_mem_mb": round(peak_memory_mb(trial.parallel.device), 1), "steps": steps,
                 "step_time_s": [round(t, 3) for t in times], "setup_s": round(setup_s, 2),
                 "seq_len": trainer.length, "kernels": setup.kernels if setup else None,
-                "device": trial.parallel.device, **_reference(trial, trainer)}
+                "device": trial.parallel.device, **_device_figures(trial.parallel.device, devices),
+                **_reference(trial, trainer)}
+
+
+def _device_figures(device: str, devices) -> dict:
+    """The device's total memory (MB) and chip as MindSpore reports them once the steps ran (None on
+    the CPU, whose RAM the console knows, or when MindSpore does not say)."""
+    if device == "cpu":
+        return {"device_memory_mb": None, "soc": None}
+    try:
+        total = devices.total_memory_mb(device)
+    except Exception:  # noqa: BLE001 — the measurement stands without the device's size
+        total = None
+    return {"device_memory_mb": round(total, 1) if total else None, "soc": devices.soc_version()}
 
 
 def _reference(config: Config, trainer) -> dict:

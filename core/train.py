@@ -24,6 +24,7 @@ if __package__ in (None, ""):  # run as a script by msrun: make `core` importabl
 
 import core.engine.checkpoint as ckpt
 import core.engine.devices as devices
+import core.run.accelerators as accelerators
 import core.run.backends as backends
 import core.run.launcher as launcher
 import core.run.ranks as ranks
@@ -223,16 +224,24 @@ def _submit(config: Config) -> int:
 
 
 def memory_warning(config: Config) -> str | None:
-    """What to tell a shell user whose run is estimated not to fit this machine's memory (the
-    console refuses such a run unless confirmed; here it only warns), or None. The estimate pads
-    every batch to data.max_seq_len, the most a batch can take."""
+    """What to tell a shell user whose run is estimated not to fit this machine's memory, or each
+    GPU/Ascend device's as nvidia-smi / npu-smi report it (the console refuses such a run unless
+    confirmed; here it only warns), or that a device's memory is unknown before launch; None when it
+    fits. The estimate pads every batch to data.max_seq_len, the most a batch can take."""
+    device = accelerators.ask(config.parallel.device)  # GPU/Ascend: nvidia-smi / npu-smi
+    device_mb = memory.device_memory_mb("cpu") if device.device == "cpu" else device.memory_mb
     try:
         estimate = memory.estimate_memory(config, read_model_args(config.model.path), config.data.max_seq_len,
-                                          device_memory_mb=memory.device_memory_mb(config.parallel.device))
+                                          device_memory_mb=device_mb, soc=device.soc, unknown_why=device.why)
     except (CheckpointError, ConfigError, ValueError, TypeError, OSError):
         return None
+    if estimate.device_memory_mb is None and device.why is not None:  # unknown: said, never skipped silently
+        return Message("memory.device_unknown", device=config.parallel.device, why=device.why)
     if estimate.fits or estimate.device_memory_mb is None:
         return None
+    if config.parallel.device != "cpu":
+        return Message("memory.fit_over", device=config.parallel.device, needed=f"{estimate.total_mb:,.0f}",
+                       has=f"{estimate.device_memory_mb:,.0f}")
     workers = config.parallel.data_parallel
     need = f"{estimate.total_mb:,.0f} MB per worker" + (f" x {workers} workers" if workers > 1 else "")
     return (f"the memory estimate ({need}) is more than this machine's {estimate.device_memory_mb:,.0f} MB, "

@@ -48,6 +48,7 @@ ALLOWED = {
 LAZY = {
     ("core.dry_run", "core.engine.trainer"): "MindSpore loads only after a config error is answered",
     ("core.dry_run", "core.engine.generate"): "MindSpore loads only after a config error is answered",
+    ("core.dry_run", "core.engine.devices"): "MindSpore loads only after a config error is answered",
     ("core.evaluate", "core.engine.generate"): "MindSpore and lm-eval load only when tasks run",
     ("core.evaluate", "core.engine.lm_eval_model"): "MindSpore and lm-eval load only when tasks run",
     ("core.lm_eval_cli", "core.eval.eval_tasks"): "lm-eval's own CLI: a missing lm-eval is said before MindSpore loads",

@@ -40,7 +40,7 @@ from core.spec.memory import recomputed_layers
 from core.engine.layers import use_amp_o1
 from core.engine.model import recompute_blocks, share_layer_graphs
 from core.engine.profiling import StepProfiler, profile_message
-from core.spec.model_args import check_run_settings
+from core.spec.model_args import check_run_settings, read_model_args
 from core.spec.objectives import HIGHER_IS_BETTER
 from core.engine.objectives.base import ppl as _ppl
 from core.engine.preference import PreferenceError
@@ -217,6 +217,9 @@ class Trainer:
         self.splits = self.objective.load_data(self.tokenizer, seed)
         stats = self.splits.stats
         self.length = self.objective.sequence_length(self.splits)
+        # GPU/Ascend: the estimate against the device's memory before the weights load, said whatever it finds
+        if fit := devices.fit_check(cfg, read_model_args(model_dir), self.length):
+            self.event(fit)
         # LoRA on the CPU with a 16-bit model.dtype: frozen weights stay 16-bit, compute is float32
         self.model = load_hf_model(model_dir, cfg.compute_dtype, storage_dtype=cfg.model.dtype)
         self.base_files = ckpt.weight_files(model_dir)
@@ -266,9 +269,6 @@ class Trainer:
             setup_s=round(time.time() - t0, 2)))
         for warning in stats.warnings():  # fields the data format does not read: reported, never dropped silently
             self.event(EventRecord(event="warning", message=warning))
-        fit = devices.fit_warning(cfg, self.model.args, self.length)  # GPU/Ascend: the estimate vs the device
-        if fit:
-            self.event(EventRecord(event="warning", message=fit))
 
     def _router_aux_loss_coef(self) -> float:
         """The weight of the router's load-balancing loss: 0 unless `train.router_aux_loss` (off by
@@ -535,13 +535,13 @@ class Trainer:
 
     # ---- the loop -------------------------------------------------------------------------
     def train_one_step(self) -> dict:
-        cfg = self.cfg
         if os.environ.get(ENV_TEST_HANG_AT_STEP) == str(self.state.step + 1):
             while True:  # a step that never ends (the hang judges' test)
                 time.sleep(1)
         micro = self.objective.draw(self.batches)
         start = time.perf_counter()
-        out = self.objective.step(micro)
+        with devices.injected_overflow(self.loss_scaler, self.cluster.rank, self.state.step + 1):  # tests only
+            out = self.objective.step(micro)
         out["step_time_s"] = time.perf_counter() - start
         return out
 

@@ -8,11 +8,18 @@ The rules, and why:
 
 - attention (`attention_path`): on the CPU the fused C++ kernel (`core.engine.fused`) where it compiles;
   on Ascend MindSpore's FlashAttentionScore (`ops.flash_attention_score`, causal by its
-  `sparse_mode`, no (B, H, T, T) mask or scores held) when attention computes in float16/bfloat16
-  (the kernel's dtypes: mindspore/ops/operations/manually_defined/ops_def.py) and the layer needs
+  `sparse_mode`, no (B, H, T, T) mask or scores held) when the chip has it (CANN's support table for
+  FlashAttentionScore: the Atlas A2 and A3 training products, SoC "ascend910b" and "ascend910_93"
+  as MindSpore names them, `FLASH_SOCS`; not the Atlas training series, the 910A, "ascend910", nor
+  the inference chips), attention computes in float16/bfloat16 and the head size is a multiple of
+  16 up to 512 (mindspore/ops/operations/manually_defined/ops_def.py, flash_attention_score: "D: Head
+  size. The value ranges are a multiple of 16, with the max value of 512"), and the layer needs
   nothing the kernel is not given here (no soft-capping, no sliding window, no packed segments);
   otherwise MindSpore's composed ops, with the additive mask kept (B|1, 1, T, T) once per
-  distinct window and broadcast by the Add itself, not to (B, H, T, T) (`explicit_broadcasts`).
+  distinct window and broadcast by the Add itself, not to (B, H, T, T) (`explicit_broadcasts`),
+  and each layer's (B, H, T, T) softmax held for the backward (core.spec.memory counts it). Where
+  the chip is not known (the console, which cannot ask MindSpore, when npu-smi does not say) the
+  composed path is assumed: the larger memory, and never a kernel the chip may lack.
 - loss (`loss_path`): the CPU's cross-entropy kernel; on devices a chunked cross-entropy
   (`core.engine.devices.ChunkedHeadLoss`) that runs the LM head and the loss LOSS_CHUNK_TOKENS rows at a
   time, forward and backward, so no (B, T, vocab) logits, softmax or one-hot exists; where the head
@@ -36,6 +43,10 @@ HALF_DTYPES = ("float16", "bfloat16")
 LOSS_CHUNK_TOKENS = 1024  # rows of the chunked loss: (1024, vocab) float32 at a time
 # Ascend SoCs without bfloat16 compute (MindSpore's get_ascend_soc_version names them; 910A is "ascend910")
 NO_BF16_SOCS = ("ascend910", "ascend310p", "ascend310")
+# Ascend SoCs with FlashAttentionScore: Atlas A2 (910B) and A3 (910C) training products, as MindSpore's
+# get_ascend_soc_version names them (mindspore/lib/plugin/ascend/custom_compiler/setup.py lists the names)
+FLASH_SOCS = ("ascend910b", "ascend910_93")
+FLASH_HEAD_DIM_MULTIPLE, FLASH_MAX_HEAD_DIM = 16, 512  # FlashAttentionScore's D
 
 
 def device_of(target: str) -> str:
@@ -65,22 +76,65 @@ def attention_dtype(amp_level: str, compute_dtype: str, model_dtype: str) -> str
     return compute_dtype if amp_level in ("O2", "O3") else model_dtype
 
 
-def attention_path(device: str, dtype: str, needs: dict | None = None, packed: bool = False) -> tuple[str, str]:
+def flash_chip(soc: str | None) -> bool | None:
+    """Whether an Ascend SoC (MindSpore's name, "ascend910b"; or a chip name such as "Ascend910B3")
+    has FlashAttentionScore: True on the Atlas A2/A3 training chips (`FLASH_SOCS`), False on the
+    others, None when the chip is not known."""
+    name = soc_name(soc)
+    if name is None:
+        return None
+    return name in FLASH_SOCS
+
+
+def soc_name(chip: str | None) -> str | None:
+    """MindSpore's SoC name for a chip as MindSpore or npu-smi say it ("ascend910b", "Ascend910B3",
+    "910B3", "Ascend 910_9391", "910A", "Ascend910ProA"), or None when it cannot be read. The 910B
+    chips carry a digit after the B ("910B1".."910B4"); the 910A generation's names ("910A",
+    "910ProA", "910ProB", "910PremiumA") are all "ascend910"."""
+    if not chip:
+        return None
+    name = "".join(str(chip).lower().split())
+    name = name.removeprefix("ascend")
+    if name in ("910b", "910_93", "910", "310p", "310b", "310", "950"):  # MindSpore's own names
+        return "ascend" + name
+    if name.startswith("910b") and name[4:5].isdigit():
+        return "ascend910b"
+    if name.startswith("910_93") or name.startswith("910c"):
+        return "ascend910_93"
+    if name.startswith("910"):  # 910A, 910ProA, 910ProB, 910PremiumA
+        return "ascend910"
+    if name.startswith("310p"):
+        return "ascend310p"
+    if name.startswith("310b"):
+        return "ascend310b"
+    return None
+
+
+def attention_path(device: str, dtype: str, *, head_dim: int, soc: str | None, needs: dict | None = None,
+                   packed: bool = False) -> tuple[str, str]:
     """("flash" | "cpu-kernel" | "composed", why) for one layer's full-sequence attention on
-    `device`, computing in `dtype`, with the layer's `kernel_needs()`; `packed`: batches carry
-    segment ids. "cpu-kernel" means core.engine.fused decides (it may still fall back)."""
+    `device`, computing in `dtype`, with heads of `head_dim` and the layer's `kernel_needs()`;
+    `soc`: the Ascend chip (MindSpore's SoC name; None: not known, then composed); `packed`: batches
+    carry segment ids. "cpu-kernel" means core.engine.fused decides (it may still fall back)."""
     needs = needs or {}
     if device == "cpu":
         return "cpu-kernel", Message("path.cpu_kernel")
     if device == "gpu":
         return "composed", Message("path.gpu_composed")
+    chip = flash_chip(soc)
+    if chip is False:
+        return "composed", Message("path.ascend_chip", soc=soc)
     if dtype not in HALF_DTYPES:
         return "composed", Message("path.ascend_dtype", dtype=dtype)
+    if head_dim % FLASH_HEAD_DIM_MULTIPLE or head_dim > FLASH_MAX_HEAD_DIM:
+        return "composed", Message("path.ascend_head_dim", head_dim=head_dim)
     unsupported = sorted(k for k in needs if k in ("softcap", "window"))
     if unsupported:
         return "composed", Message("path.ascend_unsupported", needs=", ".join(unsupported))
     if packed:
         return "composed", Message("path.ascend_packed")
+    if chip is None:
+        return "composed", Message("path.ascend_chip_unknown")
     return "flash", Message("path.ascend_flash")
 
 

@@ -351,13 +351,13 @@ def head_loss_on_hidden(config: Config, args: ModelArgs, lora: dict) -> bool:
 
 
 def device_activation_units(config: Config, args: ModelArgs, seq_len: int, lora: dict,
-                            units: dict[str, float]) -> tuple[dict[str, float], float, list[str]]:
+                            units: dict[str, float], soc: str | None = None) -> tuple[dict[str, float], float, list[str]]:
     """`activation_units` as a GPU/Ascend worker makes them, by the paths core.spec.device_paths chooses
-    (and core.engine.devices runs): FlashAttentionScore keeps no scores; composed attention keeps its
-    softmax per layer plus one float32 (B, 1, T, T) mask per distinct window (not broadcast to the
-    heads); the chunked loss keeps no logits when the head runs inside it, and a (chunk, vocab)
-    float32 workspace (logits, softmax, one-hot) either way. Returns the units, the extra bytes
-    (masks, workspace) and a note per path."""
+    (and core.engine.devices runs; `soc`: the Ascend chip, None when not known): FlashAttentionScore keeps
+    no scores; composed attention keeps its softmax per layer plus one float32 (B, 1, T, T) mask per
+    distinct window (not broadcast to the heads); the chunked loss keeps no logits when the head runs
+    inside it, and a (chunk, vocab) float32 workspace (logits, softmax, one-hot) either way. Returns
+    the units, the extra bytes (masks, workspace) and a note per path."""
     device, batch = config.parallel.device, config.train.micro_batch_size
     units = dict(units)
     dtype = attention_dtype(config.precision.amp_level, config.precision.compute_dtype, config.compute_dtype)
@@ -367,14 +367,17 @@ def device_activation_units(config: Config, args: ModelArgs, seq_len: int, lora:
     windows = {args.layer_window(n) for n in range(args.num_layers)}
     if windows != {None}:
         needs["window"] = True
-    path, why = attention_path(device, dtype, needs, config.data.packing)
+    path, why = attention_path(device, dtype, head_dim=args.head_dim, soc=soc, needs=needs, packed=config.data.packing)
     extra = 0.0
     if path == "flash":
         units["scores"] = 0.0
         notes = [Message("memory.flash", device=device)]
     else:
-        extra += len(windows) * batch * seq_len * seq_len * FP32
-        notes = [Message("memory.composed_attention", device=device, why=why)]
+        masks = len(windows) * batch * seq_len * seq_len * FP32
+        extra += masks
+        scores = units["scores"] * SAVED_COPIES["scores"] * _element_bytes(config) * POOL_OVERHEAD
+        notes = [Message("memory.composed_attention", device=device, why=why, scores_mb=f"{scores / MB:,.1f}",
+                         mask_mb=f"{masks / MB:,.1f}")]
     rows = min(LOSS_CHUNK_TOKENS, batch * seq_len)
     extra += 3 * rows * args.vocab_size * FP32
     if head_in_loss(device, args.final_softcap, "lm_head" in lora, False):
@@ -385,10 +388,13 @@ def device_activation_units(config: Config, args: ModelArgs, seq_len: int, lora:
     return units, extra, notes
 
 
-def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
-                    device_memory_mb: float | None = None) -> MemoryEstimate:
+def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int, device_memory_mb: float | None = None,
+                    soc: str | None = None, unknown_why: str | None = None) -> MemoryEstimate:
     """Memory per worker for `config` on a model of `model_args`, every batch padded to `seq_len`
-    tokens (a run pads to `data.max_seq_len`, or less when every sample is shorter)."""
+    tokens (a run pads to `data.max_seq_len`, or less when every sample is shorter). `soc`: the
+    Ascend chip (MindSpore's SoC name), which decides its attention; None: not known (composed is
+    assumed). `unknown_why`: why a GPU/Ascend device's memory is not known (a message), said in the
+    notes when `device_memory_mb` is None."""
     args, device, notes = model_args, config.parallel.device, []
     total_params = args.num_parameters()
     lora = lora_targets(config, args) if config.method == "lora" else {}
@@ -412,7 +418,7 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
             notes.append(Message("memory.cpu_recompute"))
     else:  # the composed experts (core/engine/moe.py): the grouped kernel is the CPU's
         units = activation_units(args, config.train.micro_batch_size, seq_len, lora, grouped_experts=False)
-        units, extra, path_notes = device_activation_units(config, args, seq_len, lora, units)
+        units, extra, path_notes = device_activation_units(config, args, seq_len, lora, units, soc)
         activations = textbook_activation_bytes(config, args, units, _element_bytes(config)) + extra
         runtime = GPU_RUNTIME_MB * MB
         notes.append(Message("memory.textbook", device=device))
@@ -434,7 +440,9 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int,
     fits = device_memory_mb is None or total * sharing <= device_memory_mb
     if sharing > 1:
         notes.append(Message("memory.shared_ram", workers=sharing, mb=f"{total:,.0f}"))
-    if device_memory_mb is None:
+    if device_memory_mb is None and device != "cpu" and unknown_why is not None:
+        notes.append(Message("memory.device_unknown", device=device, why=unknown_why))
+    elif device_memory_mb is None:
         notes.append(Message("memory.unknown_device"))
     elif not fits:
         notes.append(Message("memory.too_big", needed=f"{total * sharing:,.0f}", has=f"{device_memory_mb:,.0f}"))
@@ -477,7 +485,8 @@ def _amp_copies(config: Config, args: ModelArgs, lora: dict[str, tuple[int, int]
 
 def device_memory_mb(device: str) -> float | None:
     """Memory one worker may use on `device`: the machine's RAM on the CPU (workers share it); None
-    on GPU/Ascend, which the console cannot ask without importing MindSpore."""
+    on GPU/Ascend, which the console cannot ask MindSpore for (core.run.accelerators asks the
+    vendors' tools instead)."""
     if device != "cpu":
         return None
     import psutil

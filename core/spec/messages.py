@@ -86,8 +86,9 @@ CATALOGUE: dict[str, str] = {
                              "GPU/Ascend"),
     "memory.textbook": "{device}: activations are textbook figures, not measured on such a device",
     "memory.flash": "{device} attention: FlashAttentionScore, causal mode: no score or mask tensors",
-    "memory.composed_attention": ("{device} attention composed ({why}): softmax per layer, one (B, 1, T, T) float32 "
-                                  "mask per window, not broadcast to the heads"),
+    "memory.composed_attention": ("{device} attention composed ({why}): each layer keeps its (B, H, T, T) softmax for "
+                                  "the backward ({scores_mb} MB in all) and one (B, 1, T, T) float32 mask per window "
+                                  "({mask_mb} MB), not broadcast to the heads"),
     "memory.head_loss": "{device} loss: LM head and cross-entropy in chunks of {tokens} tokens, no logits",
     "memory.chunked_loss": ("{device} loss: cross-entropy in chunks of {tokens} tokens on the logits (no full softmax "
                             "or one-hot)"),
@@ -858,6 +859,28 @@ CATALOGUE.update({
                                 "{position}: {codec_says}"),
     "weights.header_not_utf8_bytes": ("header is not valid JSON: 'utf-8' codec can't decode bytes in position "
                                       "{position}-{last}: {codec_says}"),
+    # issue 40: Ascend attention by chip and head size (core.spec.device_paths.attention_path), the fit check
+    # against the device's memory before launch and at setup (core.run.accelerators, core.engine.devices)
+    "path.ascend_chip": ("Ascend: FlashAttentionScore is used on the Atlas A2/A3 training chips only (910B, 910C: "
+                         "SoC ascend910b, ascend910_93), not on this {soc}"),
+    "path.ascend_head_dim": ("Ascend: FlashAttentionScore takes head sizes that are multiples of 16 up to 512, and "
+                             "this model's is {head_dim}"),
+    "path.ascend_chip_unknown": ("Ascend: the chip is not known here (FlashAttentionScore runs only on the Atlas A2/A3 "
+                                 "training chips, 910B and 910C), so composed attention is assumed"),
+    "memory.device_unknown": ("{device}: the device's memory is not known before launch ({why}), so the estimate is "
+                              "not checked against it here; Check memory measures the run on the device, and the "
+                              "worker checks the estimate against the device's memory when it starts"),
+    "memory.smi_missing": "{smi} is not on PATH",
+    "memory.smi_silent": "{smi} did not report the device's total memory",
+    "memory.fit_over": ("the memory estimate ({needed} MB per device) is more than the {device} device's {has} MB: "
+                        "the run may fail out of memory; lower train.micro_batch_size or data.max_seq_len, set "
+                        "recompute.policy=full, or use method=lora"),
+    "memory.fit_ok": "the memory estimate ({needed} MB per device) fits the {device} device's {has} MB",
+    "memory.fit_unknown": ("the {device} device's total memory is unknown ({why}): the memory estimate ({needed} MB "
+                           "per device) is not checked against it; the allocator's peak is charted as the run trains"),
+    "memory.not_initialised": ("MindSpore reports an Ascend device's memory only once the device is initialised, and "
+                               "reported none after a first operator ran"),
+    "memory.no_properties": "mindspore.hal.get_device_properties failed: {error}",
 })
 
 

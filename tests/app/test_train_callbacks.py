@@ -149,7 +149,7 @@ def fake_memory(monkeypatch) -> dict:
     """Replace core.spec.memory with a fake whose estimate_memory records the sequence length it got."""
     calls = {}
 
-    def estimate_memory(config, model_args, seq_len, device_memory_mb=None):
+    def estimate_memory(config, model_args, seq_len, device_memory_mb=None, **device):  # soc, unknown_why
         calls["seq_len"] = seq_len
         return types.SimpleNamespace(weights_mb=1.0, gradients_mb=2.0, optimizer_mb=3.0, activations_mb=4.0,
                                      total_mb=10.0, device_memory_mb=device_memory_mb, fits=True, notes=["a note"])

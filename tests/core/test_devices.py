@@ -2,7 +2,16 @@
 and pinned on the CPU: attention and loss paths with their numbers against the composed CPU path,
 the reduction ops, the overflow flag reduced across ranks, the per-device peak, a device OOM, the
 profiler's activities and tables, the bf16 rule, the dry run's device and the estimate's device
-branch. Everything that needs a device is in tests/device/."""
+branch. Issue 40: Ascend's attention by chip (the SoC faked where MindSpore reports it) and head
+size, the estimate's flash and composed branches to the byte, the fit check's three answers, the
+chunked loss's peak against the unchunked one (tests/core/chunked_loss_probe.py). Where the worker,
+the Trainer and the dry run make these choices: tests/core/test_device_worker.py. Everything that
+needs a device is in tests/device/."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,6 +32,7 @@ from core.engine.ops import LastAxisMean, Softmax
 from core.run.records import TrainRecord
 from core.engine.train_step import (CausalLMLoss, EvalStep, TrainStep, WarmupDecaySchedule, adamw, global_norm,
                              next_token_targets)
+from tests.core.fake_device import FakeDevice, fake_device, fake_soc
 
 HF = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 61, "hidden_size": 32,
       "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -69,7 +79,8 @@ def test_the_target_is_read_in_one_place_and_a_test_can_fake_it():
 # ---- item 1: attention and loss ---------------------------------------------------------------------
 
 def test_attention_path_per_device_dtype_and_layer_needs():
-    path = device_paths.attention_path
+    def path(device, dtype, needs=None, packed=False, head_dim=64, soc="ascend910b"):
+        return device_paths.attention_path(device, dtype, head_dim=head_dim, soc=soc, needs=needs, packed=packed)
     assert path("cpu", "float32")[0] == "cpu-kernel"
     assert path("gpu", "float16")[0] == "composed"
     assert path("ascend", "float16")[0] == "flash" and path("ascend", "bfloat16")[0] == "flash"
@@ -81,6 +92,37 @@ def test_attention_path_per_device_dtype_and_layer_needs():
     assert "packed" in path("ascend", "float16", packed=True)[1]
     assert device_paths.attention_dtype("O2", "float16", "float32") == "float16"
     assert device_paths.attention_dtype("O1", "float16", "float32") == "float32"  # amp_dense casts back
+
+
+@pytest.mark.parametrize("soc, head_dim, path, said", [
+    ("ascend910b", 64, "flash", "path.ascend_flash"),          # Atlas A2 (910B), head size 64
+    ("Ascend910B3", 64, "flash", "path.ascend_flash"),         # the chip as ACL / npu-smi name it
+    ("ascend910_93", 128, "flash", "path.ascend_flash"),       # Atlas A3 (910C)
+    ("ascend910b", 8, "composed", "path.ascend_head_dim"),     # the tiny models' head size
+    ("ascend910b", 24, "composed", "path.ascend_head_dim"),    # not a multiple of 16
+    ("ascend910b", 576, "composed", "path.ascend_head_dim"),   # over 512
+    ("ascend910", 64, "composed", "path.ascend_chip"),         # 910A: the Atlas training series
+    ("ascend910", 8, "composed", "path.ascend_chip"),          # the chip is said first
+    ("ascend310p", 64, "composed", "path.ascend_chip"),
+    (None, 64, "composed", "path.ascend_chip_unknown"),        # the console, npu-smi silent
+    ("", 64, "composed", "path.ascend_chip_unknown"),          # MindSpore's CPU build answers ''
+])
+def test_ascend_attention_by_chip_and_head_size(soc, head_dim, path, said):
+    chosen, why = device_paths.attention_path("ascend", "float16", head_dim=head_dim, soc=soc)
+    assert (chosen, why.key) == (path, said)
+    if said == "path.ascend_head_dim":
+        assert f"this model's is {head_dim}" in why
+    if said == "path.ascend_chip":
+        assert soc in why and "910B" in why
+    # the chip rule the console's device line reads is the same
+    assert device_paths.flash_chip(soc) is (None if not soc else soc.lower().startswith(("ascend910b", "ascend910_93")))
+
+
+def test_npu_smi_and_acl_chip_names_read_as_mindspores_soc_names():
+    names = {"910B3": "ascend910b", "Ascend 910B1": "ascend910b", "ascend910b": "ascend910b",
+             "Ascend910_9391": "ascend910_93", "910A": "ascend910", "910ProA": "ascend910", "910PremiumA": "ascend910",
+             "Ascend910": "ascend910", "310P3": "ascend310p", "ascend310b": "ascend310b", "Mcu": None, "": None}
+    assert {name: device_paths.soc_name(name) for name in names} == names
 
 
 def test_gpu_build_holds_no_head_broadcast_mask_and_matches_the_cpu_logits():
@@ -214,22 +256,39 @@ def reference_flash(calls):
     return kernel
 
 
-def test_ascend_chooses_flash_attention_in_half_precision_and_composed_in_float32():
-    dev = tiny("ascend")
+def test_ascend_chooses_flash_attention_in_half_precision_and_composed_in_float32(monkeypatch):
+    fake_soc(monkeypatch, FakeDevice("ascend", soc="ascend910b"))  # the chip, as MindSpore reports it
+    dev = tiny("ascend", hidden_size=64)  # head size 16
     with devices.faked("ascend"):
         kernels = devices.enable_kernels(dev, amp_level="O2", compute_dtype="float16")
     ops_used = [layer.self_attn.fused for layer in dev.model.layers]
     assert all(isinstance(op, devices.FlashAttention) and op.kernel is ops.flash_attention_score for op in ops_used)
     assert all(op.dtypes == (ms.float16, ms.bfloat16) for op in ops_used)
     assert dev.fused_attention and dev.mask_free and "FlashAttentionScore" in kernels
-    fp32 = tiny("ascend")
+    assert kernels.startswith("ascend (ascend910b): ")
+    fp32 = tiny("ascend", hidden_size=64)
     with devices.faked("ascend"):
         kernels = devices.enable_kernels(fp32)  # O0: attention computes in float32
     assert not fp32.fused_attention and "float16/bfloat16" in kernels
-    packed = tiny("ascend")
+    packed = tiny("ascend", hidden_size=64)
     with devices.faked("ascend"):
         kernels = devices.enable_kernels(packed, amp_level="O2", packed=True)
     assert not packed.fused_attention and "packed" in kernels
+
+
+@pytest.mark.parametrize("soc, hidden, said", [("ascend910", 64, "not on this ascend910"),
+                                               ("ascend910b", 32, "this model's is 8"),
+                                               ("", 64, "the chip is not known here")])
+def test_ascend_keeps_attention_composed_on_a_910a_a_head_size_of_8_or_an_unknown_chip(monkeypatch, soc, hidden, said):
+    """A 910A user on AMP O2, or the tiny models' head size of 8: FlashAttentionScore would fail at the
+    first step, so the worker builds the composed attention and the setup event's `kernels` says why."""
+    fake_soc(monkeypatch, FakeDevice("ascend", soc=soc))
+    model = tiny("ascend", hidden_size=hidden)
+    with devices.faked("ascend"):
+        kernels = devices.enable_kernels(model, amp_level="O2", compute_dtype="float16")
+    assert not model.fused_attention and not model.mask_free
+    assert all(layer.self_attn.fused is None for layer in model.model.layers)
+    assert said in kernels and "FlashAttentionScore" in kernels and "attention: FlashAttentionScore" not in kernels
 
 
 def test_flash_attention_wiring_matches_the_composed_attention():
@@ -355,14 +414,24 @@ def test_the_monitor_charts_the_largest_device_and_each_rank(tmp_path):
     assert dict(zip(memory[memory.step == 6].series, memory[memory.step == 6].value)) == {"peak MB per worker": 700.0}
 
 
-def test_the_fit_check_compares_the_estimate_with_the_devices_memory():
+def test_the_fit_check_compares_the_estimate_with_the_devices_memory(monkeypatch):
     from tests.core.test_memory import tiny_args
     config = Config().with_updates({"parallel.device": "gpu"})
-    assert devices.fit_warning(config, tiny_args(), 16, total_mb=1e9) is None
-    warning = devices.fit_warning(config, tiny_args(), 16, total_mb=10.0)
-    assert "more than the gpu device's 10 MB" in warning
-    assert devices.fit_warning(Config(), tiny_args(), 16, total_mb=10.0) is None  # the CPU: checked before launch
+    fits = devices.fit_check(config, tiny_args(), 16, total_mb=1e9)
+    assert (fits.event, fits.message.key) == ("info", "memory.fit_ok")
+    over = devices.fit_check(config, tiny_args(), 16, total_mb=10.0)
+    assert (over.event, over.message.key) == ("warning", "memory.fit_over")
+    assert "more than the gpu device's 10 MB" in over.message
+    assert devices.fit_check(Config(), tiny_args(), 16, total_mb=10.0) is None  # the CPU: checked before launch
     assert devices.total_memory_mb("cpu") is None
+    # asked of MindSpore: an Ascend device that reports 0 MB (not initialised) is said to be unknown, with why
+    fake = fake_device(monkeypatch, "ascend", soc="ascend910b", total_mb=0.0)
+    unknown = devices.fit_check(config.with_updates({"parallel.device": "ascend"}), tiny_args(), 16)
+    assert (unknown.event, unknown.message.key) == ("warning", "memory.fit_unknown")
+    assert unknown.message.params["why"].key == "memory.not_initialised" and "ascend device's total memory is unknown" in unknown.message
+    fake.total_mb = 65536.0
+    known = devices.fit_check(config.with_updates({"parallel.device": "ascend"}), tiny_args(), 16)
+    assert known.message.key == "memory.fit_ok" and "ascend device's 65,536 MB" in known.message
 
 
 # ---- item 5: a device out of memory -------------------------------------------------------------------
@@ -461,9 +530,9 @@ def test_the_estimate_follows_the_device_paths():
     from tests.core.test_memory import tiny_args
     args = tiny_args()
 
-    def units(**updates):
+    def units(soc="ascend910b", **updates):
         config = Config().with_updates({"parallel.device": "ascend", **updates})
-        return estimate_memory(config, args, seq_len=256)
+        return estimate_memory(config, args, seq_len=256, soc=soc)
     flash = units(**{"precision.amp_level": "O2"})
     composed = units()
     assert any("FlashAttentionScore" in n for n in flash.notes)
@@ -476,3 +545,58 @@ def test_the_estimate_follows_the_device_paths():
     mask = b * t * t * 4 / 2**20
     assert gpu.activations_mb - composed.activations_mb == pytest.approx(0.0, abs=1e-6)
     assert gpu.activations_mb > scores + mask
+
+
+def test_the_estimates_flash_branch_holds_no_scores_and_the_composed_one_says_its_memory():
+    """AMP O2 on Ascend, the same config on a 910B (FlashAttentionScore) and a 910A (composed): the 910A
+    estimate holds exactly each layer's (B, H, T, T) softmax (2.5 bytes an element under AMP, the
+    pool's 1.2) and the (B, 1, T, T) float32 mask more, and its note says both sizes."""
+    from tests.core.test_memory import tiny_args
+    args = ModelArgs.from_hf_config({**HF, "hidden_size": 64, "num_attention_heads": 4})  # head size 16
+    config = Config().with_updates({"parallel.device": "ascend", "precision.amp_level": "O2"})
+    b, t = config.train.micro_batch_size, 256
+    flash = estimate_memory(config, args, seq_len=t, soc="ascend910b")
+    a910 = estimate_memory(config, args, seq_len=t, soc="ascend910")
+    unknown = estimate_memory(config, args, seq_len=t, soc=None)  # the console, npu-smi silent: composed assumed
+    scores = args.num_layers * b * args.num_heads * t * t * 2.5 * 1.2 / 2**20
+    mask = b * t * t * 4 / 2**20
+    assert a910.activations_mb - flash.activations_mb == pytest.approx(scores + mask, rel=1e-9)
+    assert unknown.activations_mb == pytest.approx(a910.activations_mb, rel=1e-12)
+    note = next(n for n in a910.notes if n.key == "memory.composed_attention")
+    assert note.params["why"].key == "path.ascend_chip"
+    assert note.params["scores_mb"] == f"{scores:,.1f}" and note.params["mask_mb"] == f"{mask:,.1f}"
+    assert next(n for n in unknown.notes if n.key == "memory.composed_attention").params["why"].key == \
+        "path.ascend_chip_unknown"
+    assert any(n.key == "memory.flash" for n in flash.notes)
+    # head size 8 (the tiny test model) on a 910B: composed as well
+    small = estimate_memory(config, tiny_args(), seq_len=t, soc="ascend910b")
+    assert next(n for n in small.notes if n.key == "memory.composed_attention").params["why"].key == \
+        "path.ascend_head_dim"
+
+
+# ---- issue 40: the chunked loss, ordered ----------------------------------------------------------------
+
+PROBE = Path(__file__).with_name("chunked_loss_probe.py")
+
+
+def _probe(mode: str) -> dict:
+    done = subprocess.run([sys.executable, str(PROBE), mode], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "GLOG_v": "3"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_the_chunked_loss_holds_a_few_chunks_not_the_vocabularys_logits():
+    """The LM head and its loss on a vocabulary-sized head (4,096 rows, vocabulary 16,384: 256 MB of
+    float32 logits), compiled, forward and backward, each in a process of its own: the peak RSS growth
+    of the device's chunked loss (8 chunks of 512 rows, 32 MB blocks) against the unchunked one.
+    Measured: 167-176 MB against 1,033 MB. Chunks that the graph may run side by side held a block per
+    chunk more (367-592 MB); broadcasting (chunk, 1) weights against the blocks held 3.9 GB (the CPU's
+    broadcast indices)."""
+    chunked, unchunked = _probe("chunked"), _probe("unchunked")
+    assert chunked["loss"] == pytest.approx(unchunked["loss"], rel=1e-5)
+    block, logits = chunked["block_mb"], chunked["logits_mb"]
+    assert unchunked["growth_mb"] >= 3 * logits, unchunked  # logits, log-softmax, gradient: all (N, vocab)
+    assert chunked["growth_mb"] <= 8 * block, chunked  # one chunk's blocks at a time (measured ~5.4)
+    assert unchunked["growth_mb"] - chunked["growth_mb"] >= 2 * logits, (chunked, unchunked)

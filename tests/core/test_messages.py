@@ -115,6 +115,8 @@ SAMPLE.update({"high": 0.1, "low": 0.2, "prompt": 256, "new": 64, "prompts": 8, 
                "monitors": "val_reward"})
 # the reward model (core.engine.reward_model, reward_scorer, export):
 SAMPLE.update({"completions": 7, "kind": "dict"})
+# issue 40 (Ascend attention by chip and head size, the fit check against a device's memory):
+SAMPLE.update({"scores_mb": "96.0", "mask_mb": "2.0", "head_dim": 8, "smi": "npu-smi"})
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():

@@ -1,7 +1,11 @@
-"""tests/device/: the engine on a real GPU or Ascend device (issue 30). Every test here is marked
-`device` and skipped, with the reason, when this MindSpore has no GPU or Ascend device to run on.
+"""tests/device/: the engine on a real GPU or Ascend device (issues 30, 40). Every test here is marked
+`device` and skipped, with the reason, when this MindSpore has no GPU or Ascend device to run on;
+with MINDTUNE_REQUIRE_DEVICE=1 every such skip (no device, one device where two are needed, a
+reference package missing) is a failure instead, so a machine that should have run them cannot pass
+by skipping.
 
-    MINDTUNE_DEVICE=gpu .venv/bin/python -m pytest -m device tests/device   # or ascend; default: whichever is found
+    MINDTUNE_DEVICE=gpu MINDTUNE_REQUIRE_DEVICE=1 .venv/bin/python -m pytest -m device tests/device
+    # or ascend; without MINDTUNE_DEVICE: whichever is found
 """
 from __future__ import annotations
 
@@ -47,16 +51,35 @@ def found_device() -> tuple[str | None, int, str]:
     return name, int(count), ""
 
 
+REQUIRE = "MINDTUNE_REQUIRE_DEVICE"
+
+
+def required() -> bool:
+    return os.environ.get(REQUIRE) == "1"
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip this test for `reason`, or fail it under MINDTUNE_REQUIRE_DEVICE=1."""
+    if required():
+        pytest.fail(f"{REQUIRE}=1 but {reason}")
+    pytest.skip(reason)
+
+
+def _here(item) -> bool:
+    return Path(str(item.fspath)).is_relative_to(Path(__file__).parent)
+
+
 def pytest_collection_modifyitems(config, items):
-    here = Path(__file__).parent
-    mine = [item for item in items if Path(str(item.fspath)).is_relative_to(here)]
-    if not mine:
-        return
-    device, _, why = found_device()
-    for item in mine:
-        item.add_marker(pytest.mark.device)
+    for item in items:
+        if _here(item):
+            item.add_marker(pytest.mark.device)
+
+
+def pytest_runtest_setup(item):
+    if _here(item):
+        device, _, why = found_device()
         if device is None:
-            item.add_marker(pytest.mark.skip(reason=why))
+            skip_or_fail(why)
 
 
 @pytest.fixture(scope="session")
