@@ -1938,6 +1938,9 @@ MESSAGES_ZH.update({
                                    "[{{role: assistant, content: text}}] 作为补全"),
     "export.reward_layout": ("合并导出的奖励模型写成 transformers 的 XxxForSequenceClassification，仅支持可逐个张量流式读取的 "
                              "XxxForCausalLM 检查点；{architecture} 不属于此类：请导出 'mindspore' 格式，或在 LoRA 下导出 'peft'"),
+})
+
+
 # issue 40: a GPU/Ascend device's memory and chip before launch (app.devices.device_note, core.run.accelerators)
 # and the dry run's reading of the device (app.train_callbacks.dry_run_html)
 TEXTS.update({
