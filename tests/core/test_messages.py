@@ -113,6 +113,9 @@ SAMPLE.update({"slurm_says": "sbatch: error: Batch job submission failed: Invali
 SAMPLE.update({"high": 0.1, "low": 0.2, "prompt": 256, "new": 64, "prompts": 8, "generations": 4,
                "functions": "exact_match, math, regex", "function": "regex",
                "monitors": "val_reward"})
+# GRPO's prompt sets and reward functions (core.data.prompts, core.eval.rewards):
+SAMPLE.update({"max_prompt_len": 256, "record": "data/demo-grpo/train.jsonl line 3", "soft": 16,
+               "py_says": "invalid syntax"})
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():
