@@ -21,10 +21,14 @@ import importlib.util
 import json
 import numbers
 import os
+import re
 import signal
 import sys
 import traceback
 from pathlib import Path
+
+
+_LATEX = re.compile(r"[\\^_{}=+\-*/0-9]")
 
 
 def _die_with_parent() -> None:
@@ -73,7 +77,9 @@ def _math(prompts, completions, answer_column: str = "answer", **columns):
 
     values = []
     for index, (completion, gold) in enumerate(zip(completions, columns[answer_column])):
-        expected = parse(str(gold)) or parse(f"${gold}$")  # a bare LaTeX answer (x^2+1) read as one
+        expected = parse(str(gold))
+        if not expected and _LATEX.search(str(gold)):  # a bare LaTeX answer (x^2+1) read as one; a word is not
+            expected = parse(f"${gold}$")
         if not expected:
             raise _MathAnswer(index, gold)
         values.append(1.0 if verify(expected, parse(completion)) else 0.0)

@@ -237,7 +237,11 @@ class Isolated(RewardFunction):
             columns = {name: list(values) for name, values in batch.columns.items()}
         raw = self.process.call(self, {"prompts": list(batch.prompts), "completions": list(batch.completions),
                                        "columns": columns}, batch.where)
-        return _checked(self.name, raw, len(batch))
+        try:
+            return _checked(self.name, raw, len(batch))
+        except RewardError:
+            self.process.close()  # the run stops: nothing of it keeps running
+            raise
 
 
 class ModelReward(RewardFunction):

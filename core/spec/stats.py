@@ -160,7 +160,7 @@ class PromptSplitStats:
                                  split_role=name, count=overlong, records=self.records, max_prompt_len=max_prompt_len,
                                  policy=policy, listed=listing([tuple(x) for x in self.overlong_listed], overlong)))
         for column, count in self.partial_columns.items():
-            lines.append(Message("stats.column_in_some", split_role=name, column=column, count=count,
+            lines.append(Message("stats.column_in_some", split_role=name, column=f"'{column}'", count=count,
                                  records=self.records))
         for source, count in self.answers_from.items():
             lines.append(Message("stats.answer_from", split_role=name, field=f"'{source}'", count=count,
