@@ -236,3 +236,39 @@ def test_the_checks_before_a_launch_name_each_problem(tmp_path, user_file):
     assert [p.reason.key for p in check_rewards(config, None, root=tmp_path)] == [
         "reward.check_setting", "reward.check_file_missing", "reward.check_file_syntax", "reward.check_file_no_def",
         "reward.check_run_unfinished", "reward.check_run_objective", "reward.check_run_missing"]
+
+
+ORPHAN = '''
+import json, os, sys
+from core.eval.rewards import RewardSet
+rewards = RewardSet([{"function": "file", "path": sys.argv[1], "name": "sleeps"}], max_new_tokens=8)
+process = rewards.process
+process._start(rewards.functions[0])
+process.proc.stdin.write((json.dumps({"op": "call", "index": 0, "prompts": ["p"], "completions": ["c"],
+                                      "columns": {}}) + "\\n").encode())
+process.proc.stdin.flush()  # the user's function now sleeps for a minute
+print(process.pid, flush=True)
+os._exit(0)  # the worker dies mid-call, closing nothing: its reward process must not outlive it
+'''
+
+
+def test_the_reward_process_ends_with_the_worker_that_started_it(tmp_path, user_file):
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN)
+    out = subprocess.run([sys.executable, str(script), str(user_file)], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[2], env={**os.environ, "PYTHONPATH": "."})
+    pid = int(out.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"reward process {pid} outlived its worker")
