@@ -1959,3 +1959,56 @@ TEXTS.update({
     "dry.device_unknown": ("the {device} device's memory: unknown (MindSpore did not report it)",
                            "{device} 设备的内存：未知（MindSpore 未报告）"),
 })
+
+
+MESSAGES_ZH.update({
+    # GRPO's prompt sets (core.data.prompts) and reward functions (core.eval.rewards)
+    "data.grpo_pairs": ("字段 {field}：这条记录是偏好对（chosen/rejected）；train.objective grpo 读取提示以及奖励函数使用的列"
+                        "（例如 'prompt' 和 'answer'）：请选择提示集，或对偏好对使用 train.objective dpo、simpo 或 orpo"),
+    "data.grpo_kto": ("字段 {field}：这条记录是 KTO 回答（带布尔标签）；train.objective grpo 读取提示以及奖励函数使用的列"
+                      "（例如 'prompt' 和 'answer'）：请选择提示集，或使用 train.objective kto"),
+    "data.grpo_text": ("纯文本记录没有提示（data.format text）；train.objective grpo 读取 'prompt'、"
+                       "'messages'/'conversations' 或 alpaca 的 'instruction'"),
+    "data.grpo_no_prompt": ("字段 {field}：没有提示；train.objective grpo 读取 'prompt'（文本或消息）、"
+                            "'messages'/'conversations'（回答之前的轮次）或 alpaca 的 'instruction'，而这条记录只有 "
+                            "{field_names}（其他名称可用 data.columns 映射）"),
+    "data.grpo_preference_entry": "这是偏好数据（chosen/rejected 对或 KTO 标签）；train.objective grpo 读取提示。请选择其他数据集",
+    "data.prompts_overlong": ("{count} 条提示超过 grpo.max_prompt_len {max_prompt_len} 个 token（data.overlong: error）："
+                              "{listed}；请调大 grpo.max_prompt_len，或把 data.overlong 设为 'truncate'（从左侧截断）或 'skip'"),
+    "data.no_prompts_left": "{file}：没有剩下任何提示：每条都超过 grpo.max_prompt_len {max_prompt_len} 个 token，且 data.overlong 为 'skip'",
+    "stats.prompts_cut": ("{split_role}：{records} 条提示中有 {count} 条超过 grpo.max_prompt_len {max_prompt_len} 个 token，"
+                          "已从左侧截断，保留结尾（data.overlong: {policy}）：{listed}"),
+    "stats.prompts_skipped": ("{split_role}：{records} 条提示中有 {count} 条超过 grpo.max_prompt_len {max_prompt_len} 个 token，"
+                              "已跳过（data.overlong: {policy}）：{listed}"),
+    "stats.column_in_some": "{split_role}：列 {column} 只在 {records} 条记录中的 {count} 条里有值；读取它的奖励函数会在其余记录处中止训练",
+    "stats.answer_from": "{split_role}：{records} 条记录中有 {count} 条的 'answer' 列取自其 {field}",
+    "stats.final_turn_dropped": ("{split_role}：{records} 段对话中有 {count} 段以助手轮次结尾且自带 'answer' 列："
+                                 "该轮次未放入提示"),
+    "reward.file_import": "奖励函数 {function}：{file} 无法导入：{error}",
+    "reward.file_no_function": "奖励函数 {function}：{file} 中没有函数 {name}",
+    "reward.file_not_callable": "奖励函数 {function}：{file} 中的 {name} 是 {py_type}，不是函数",
+    "reward.raised": "奖励函数 {function} 抛出了异常 {error}",
+    "reward.not_a_list": "奖励函数 {function} 返回的是 {py_type}，不是数字列表",
+    "reward.wrong_count": "奖励函数 {function} 为 {expected} 个补全返回了 {count} 个值",
+    "reward.not_a_number": "奖励函数 {function}：第 {index} 个值是 {value}（{py_type}），不是数字",
+    "reward.not_finite": "奖励函数 {function}：第 {index} 个值是 {value}，不是有限数",
+    "reward.timeout": "奖励函数 {function} 在一个批次上运行超过 grpo.reward_timeout_s = {seconds} 秒，已被停止",
+    "reward.process_ended": "奖励进程在运行奖励函数 {function} 时结束了（退出码 {code}）",
+    "reward.no_value": "奖励函数 {function}：{record} 的列 {column} 没有值",
+    "reward.math_answer": "奖励函数 {function}：列 {column} 中的答案 {value}（{record}）无法被 'math-verify' 读取为数学表达式",
+    "reward.no_scorer": "奖励函数 {function}：奖励模型（运行 {run}）由训练引擎打分，但这里没有提供打分器",
+    "reward.setting_not_count": "奖励函数 {function}：{setting} 必须是不小于 1 的整数（token 数），而不是 {value}",
+    "reward.setting_not_bool": "奖励函数 {function}：{setting} 必须是 true 或 false，而不是 {value}",
+    "reward.soft_over_max": "奖励函数 {function}：soft_tokens {soft} 大于 max_tokens {limit}",
+    "reward.check_column": "第 {index} 个奖励（{function}）读取列 {column}，但数据中没有这一列（现有的列：{field_names}）",
+    "reward.check_no_math": "第 {index} 个奖励（'math'）需要 'math-verify' 包：'pip install math-verify'",
+    "reward.check_file_missing": "第 {index} 个奖励（file）：{path} 不存在",
+    "reward.check_file_outside": "第 {index} 个奖励（file）：{path} 不在允许运行奖励代码的文件夹中（{folders}）",
+    "reward.check_file_syntax": "第 {index} 个奖励（file）：{path} 第 {line} 行不是有效的 Python（{py_says}）",
+    "reward.check_file_no_def": "第 {index} 个奖励（file）：{path} 没有定义函数 {name}",
+    "reward.check_run_missing": "第 {index} 个奖励（reward_model）：{runs} 中没有运行 {run}",
+    "reward.check_run_unfinished": "第 {index} 个奖励（reward_model）：运行 {run} 的状态是 {state}；奖励模型必须已完成",
+    "reward.check_run_objective": ("第 {index} 个奖励（reward_model）：运行 {run} 训练的是 train.objective {objective}，"
+                                   "不是奖励模型（train.objective 'reward'）"),
+    "reward.check_setting": "第 {index} 个奖励：{reason}",
+})

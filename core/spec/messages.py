@@ -884,6 +884,73 @@ CATALOGUE.update({
 })
 
 
+CATALOGUE.update({
+    # GRPO's prompt sets (core.data.prompts) and reward functions (core.eval.rewards)
+    "data.grpo_pairs": ("field {field}: this record is a preference pair (chosen/rejected); train.objective grpo reads "
+                        "prompts and the columns its rewards use (a 'prompt' and an 'answer', say): choose a prompt "
+                        "set, or train.objective dpo, simpo or orpo for pairs"),
+    "data.grpo_kto": ("field {field}: this record is a KTO answer (a boolean label); train.objective grpo reads prompts "
+                      "and the columns its rewards use (a 'prompt' and an 'answer', say): choose a prompt set, or "
+                      "train.objective kto"),
+    "data.grpo_text": ("a raw-text record has no prompt (data.format text); train.objective grpo reads 'prompt', "
+                       "'messages'/'conversations' or alpaca 'instruction'"),
+    "data.grpo_no_prompt": ("field {field}: no prompt; train.objective grpo reads 'prompt' (text or messages), "
+                            "'messages'/'conversations' (the turns before the answer) or alpaca 'instruction', and "
+                            "this record has {field_names} (map other names with data.columns)"),
+    "data.grpo_preference_entry": ("this is preference data (chosen/rejected pairs or a KTO label); train.objective "
+                                   "grpo reads prompts. Choose another dataset"),
+    "data.prompts_overlong": ("{count} prompts are longer than grpo.max_prompt_len {max_prompt_len} tokens "
+                              "(data.overlong: error): {listed}; raise grpo.max_prompt_len, or set data.overlong to "
+                              "truncate (cut from the left) or skip"),
+    "data.no_prompts_left": ("{file}: no prompt is left: every one is longer than grpo.max_prompt_len {max_prompt_len} "
+                             "tokens and data.overlong is skip"),
+    "stats.prompts_cut": ("{split_role}: {count} of {records} prompts are longer than grpo.max_prompt_len "
+                          "{max_prompt_len} tokens and were cut from the left, their ends kept (data.overlong: "
+                          "{policy}): {listed}"),
+    "stats.prompts_skipped": ("{split_role}: {count} of {records} prompts are longer than grpo.max_prompt_len "
+                              "{max_prompt_len} tokens and were skipped (data.overlong: {policy}): {listed}"),
+    "stats.column_in_some": ("{split_role}: column {column} has a value in only {count} of {records} records; a reward "
+                             "that reads it stops the run at the others"),
+    "stats.answer_from": "{split_role}: the 'answer' column of {count} of {records} records is their {field}",
+    "stats.final_turn_dropped": ("{split_role}: {count} of {records} conversations end with an assistant turn and have "
+                                 "an 'answer' column of their own: that turn was left out of the prompt"),
+    # a reward function that fails stops the run (core.eval.rewards: never a silent zero)
+    "reward.file_import": "reward {function}: {file} does not import: {error}",
+    "reward.file_no_function": "reward {function}: {file} has no function {name}",
+    "reward.file_not_callable": "reward {function}: {name} in {file} is a {py_type}, not a function",
+    "reward.raised": "reward {function} raised {error}",
+    "reward.not_a_list": "reward {function} returned a {py_type}, not a list of numbers",
+    "reward.wrong_count": "reward {function} returned {count} values for {expected} completions",
+    "reward.not_a_number": "reward {function}: value {index} is {value}, a {py_type}, not a number",
+    "reward.not_finite": "reward {function}: value {index} is {value}, not a finite number",
+    "reward.timeout": ("reward {function} ran longer than grpo.reward_timeout_s = {seconds} s on one batch and was "
+                       "stopped"),
+    "reward.process_ended": "the reward process ended (exit code {code}) while it ran reward {function}",
+    "reward.no_value": "reward {function}: {record} has no value in column {column}",
+    "reward.math_answer": ("reward {function}: the answer {value} in column {column} ({record}) is nothing math-verify "
+                           "can read as a mathematical expression"),
+    "reward.no_scorer": ("reward {function}: a reward model (run {run}) is scored by the training engine, which gave "
+                         "no scorer here"),
+    "reward.setting_not_count": "reward {function}: {setting} must be a whole number of tokens >= 1, not {value}",
+    "reward.setting_not_bool": "reward {function}: {setting} must be true or false, not {value}",
+    "reward.soft_over_max": "reward {function}: soft_tokens {soft} is more than max_tokens {limit}",
+    "reward.check_column": ("reward {index} ({function}) reads column {column}, which the data lacks (its columns: "
+                            "{field_names})"),
+    "reward.check_no_math": "reward {index} (math) needs the math-verify package: pip install math-verify",
+    "reward.check_file_missing": "reward {index} (file): {path} does not exist",
+    "reward.check_file_outside": ("reward {index} (file): {path} is outside the folders reward code may run from "
+                                  "({folders})"),
+    "reward.check_file_syntax": "reward {index} (file): {path} line {line} is not valid Python ({py_says})",
+    "reward.check_file_no_def": "reward {index} (file): {path} defines no function {name}",
+    "reward.check_run_missing": "reward {index} (reward_model): no run {run} in {runs}",
+    "reward.check_run_unfinished": ("reward {index} (reward_model): run {run} is {state}; a reward model must have "
+                                    "finished"),
+    "reward.check_run_objective": ("reward {index} (reward_model): run {run} trained train.objective {objective}, not "
+                                   "a reward model (train.objective reward)"),
+    "reward.check_setting": "reward {index}: {reason}",
+})
+
+
 # the parameters that hold a message themselves (the others are values: a step, a signal, a file)
 MESSAGE_PARAMS = frozenset({"reason", "note", "who", "job", "advice", "why", "listed"})
 # parameters that are a list of messages, said one after another with LIST_SEPARATOR between them

@@ -1,6 +1,7 @@
 """What the data pipeline found in a dataset, as the console, the run's setup record and the data
 cache keep it: `DataStats` (supervised data, `SplitStats` per split) and `PreferenceStats`
-(preference pairs or KTO answers, `PreferenceSplitStats` per split). Plain dataclasses, read and
+(preference pairs or KTO answers, `PreferenceSplitStats` per split) and `PromptStats` (GRPO's prompt
+sets, `PromptSplitStats` per split). Plain dataclasses, read and
 written by core.spec.codec (`build(DataStats, mapping)`, `.to_dict()`); core.data fills them in,
 core.run.records names them in `SetupEvent.data`. Stdlib only.
 """
@@ -11,7 +12,8 @@ from dataclasses import dataclass, field
 from core.spec.codec import encode
 from core.spec.messages import Message
 
-__all__ = ["LISTED", "listing", "SplitStats", "DataStats", "PreferenceSplitStats", "PreferenceStats"]
+__all__ = ["LISTED", "listing", "SplitStats", "DataStats", "PreferenceSplitStats", "PreferenceStats",
+           "PromptSplitStats", "PromptStats"]
 
 LISTED = 20  # over-long records named in a message or kept in the statistics
 
@@ -126,3 +128,70 @@ class PreferenceStats:
         out = [Message("stats.identical_pairs", split_role=name, count=split.identical_dropped)
                for name, split in (("train", self.train), ("validation", self.validation)) if split.identical_dropped]
         return out + list(self.notes)
+
+
+
+@dataclass
+class PromptSplitStats:
+    """One split of a GRPO prompt set (core.data.prompts): records read, prompts kept, prompts over
+    grpo.max_prompt_len (cut from the left or skipped, the first LISTED named), prompt token lengths
+    before the cut, the columns every record hands the reward functions and those only some have
+    ({column: records}), answers taken from another field ({field: records}: an alpaca 'output', a
+    'completion', the conversation's final assistant turn) and final assistant turns dropped because
+    the record has its own answer column."""
+    records: int
+    prompts: int
+    truncated: int = 0
+    skipped: int = 0
+    overlong_listed: list[list] = field(default_factory=list)  # [where, tokens] of the first LISTED
+    min_length: int = 0
+    mean_length: float = 0.0
+    max_length: int = 0
+    columns: list[str] = field(default_factory=list)
+    partial_columns: dict[str, int] = field(default_factory=dict)
+    answers_from: dict[str, int] = field(default_factory=dict)
+    final_turns_dropped: int = 0
+
+    def notes(self, name: str, max_prompt_len: int, policy: str) -> list[str]:
+        lines = []
+        overlong = self.truncated + self.skipped
+        if overlong:
+            lines.append(Message("stats.prompts_cut" if self.truncated else "stats.prompts_skipped",
+                                 split_role=name, count=overlong, records=self.records, max_prompt_len=max_prompt_len,
+                                 policy=policy, listed=listing([tuple(x) for x in self.overlong_listed], overlong)))
+        for column, count in self.partial_columns.items():
+            lines.append(Message("stats.column_in_some", split_role=name, column=f"'{column}'", count=count,
+                                 records=self.records))
+        for source, count in self.answers_from.items():
+            lines.append(Message("stats.answer_from", split_role=name, field=f"'{source}'", count=count,
+                                 records=self.records))
+        if self.final_turns_dropped:
+            lines.append(Message("stats.final_turn_dropped", split_role=name, count=self.final_turns_dropped,
+                                 records=self.records))
+        return lines
+
+
+@dataclass
+class PromptStats:
+    """A GRPO run's prompts: each split's statistics, where validation came from ("file" or
+    "fraction"), the prompt limit and the policy over it, the longest prompt kept (tokens, what the
+    rollouts' cache holds before the completions) and notes."""
+    train: PromptSplitStats
+    validation: PromptSplitStats
+    validation_source: str
+    max_prompt_len: int
+    overlong_policy: str = "truncate"
+    longest_prompt: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return encode(self)
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns every record of both splits hands the reward functions."""
+        return [c for c in self.train.columns if c in self.validation.columns]
+
+    def warnings(self) -> list[str]:
+        return [line for name, split in (("train", self.train), ("validation", self.validation))
+                for line in split.notes(name, self.max_prompt_len, self.overlong_policy)] + list(self.notes)

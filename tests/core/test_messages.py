@@ -117,6 +117,9 @@ SAMPLE.update({"high": 0.1, "low": 0.2, "prompt": 256, "new": 64, "prompts": 8, 
 SAMPLE.update({"completions": 7, "kind": "dict"})
 # issue 40 (Ascend attention by chip and head size, the fit check against a device's memory):
 SAMPLE.update({"scores_mb": "96.0", "mask_mb": "2.0", "head_dim": 8, "smi": "npu-smi"})
+# GRPO's prompt sets and reward functions (core.data.prompts, core.eval.rewards):
+SAMPLE.update({"max_prompt_len": 256, "record": "data/demo-grpo/train.jsonl line 3", "soft": 16,
+               "py_says": "invalid syntax"})
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():
