@@ -15,6 +15,7 @@ KEPT_WORDS = {
     # preference objectives and their settings (config values and the papers' names)
     "sft", "dpo", "simpo", "orpo", "kto", "ipo", "sigmoid", "beta", "gamma", "lambda", "chosen", "rejected",
     "preference", "rafailov", "overlong",
+    "grpo",  # the GRPO objective (train.objective grpo)
     # trackers and their modes, Slurm and its commands
     "tensorboard", "mlflow", "swanlab", "offline", "local", "cloud", "login", "watch", "slurm", "sbatch", "srun",
     "scancel", "scontrol", "sinfo", "squeue", "sacct", "sacctmgr",

@@ -113,6 +113,9 @@ SAMPLE.update({"slurm_says": "sbatch: error: Batch job submission failed: Invali
 SAMPLE.update({"high": 0.1, "low": 0.2, "prompt": 256, "new": 64, "prompts": 8, "generations": 4,
                "functions": "exact_match, math, regex", "function": "regex",
                "monitors": "val_reward"})
+# GRPO's loss, step and rollouts (core.engine.grpo):
+SAMPLE.update({"completions": 11, "flags": 12, "advantages": 12, "completion": 70, "prompt_width": 256,
+               "completion_width": 64, "temperature": 0.7, "objective": "grpo"})
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():
