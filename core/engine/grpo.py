@@ -386,22 +386,9 @@ class GrpoStep(TrainStep):
     def __call__(self, micro_batches: list[GrpoBatch]):
         """One optimizer step over the micro batches (one prompt group or more each); returns the mean of
         their losses, the gradient norm, whether the step was applied and the loss scale."""
-        scale = float(self.loss_scaler.scale_value.asnumpy()) if self.loss_scaler is not None else 1.0
-        losses, figures, grads = [], [], None
-        single = len(micro_batches) == 1
-        for batch in micro_batches:
-            inputs = self._inputs(batch)
-            if single:
-                loss, aux, norm, finite = self._single(*inputs)
-            else:
-                loss, g, aux = self._micro(*inputs)
-                grads = g if grads is None else self._add(ms.mutable(grads), ms.mutable(g))
-            losses.append(float(loss.asnumpy()))
-            figures.append(aux.asnumpy())
-        if not single:
-            norm, finite = self._apply(ms.mutable(grads), len(micro_batches))
+        loss, norm, finite, scale, figures = self.step_with_figures([self._inputs(batch) for batch in micro_batches])
         self.last_figures = np.stack(figures)
-        return float(np.mean(losses)), float(norm.asnumpy()), bool(finite.asnumpy()), scale
+        return loss, norm, finite, scale
 
 
 # ---- rollouts ------------------------------------------------------------------------------------

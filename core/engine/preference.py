@@ -355,23 +355,11 @@ class PreferenceStep(TrainStep):
 
     def __call__(self, micro_batches):
         """Each micro batch: input_ids, labels, attention_mask (R, T), kto_labels (R,)."""
-        scale = float(self.loss_scaler.scale_value.asnumpy()) if self.loss_scaler is not None else 1.0
-        losses, figures, grads = [], [], None
-        single = len(micro_batches) == 1
-        for ids, labels, mask, kto in micro_batches:
-            ref = self.reference_logps(ids, labels, mask)
-            inputs = (Tensor(ids), Tensor(labels), Tensor(mask), ref, Tensor(np.asarray(kto, np.float32)))
-            if single:
-                loss, aux, norm, finite = self._single(*inputs)
-            else:
-                loss, g, aux = self._micro(*inputs)
-                grads = g if grads is None else self._add(ms.mutable(grads), ms.mutable(g))
-            losses.append(float(loss.asnumpy()))
-            figures.append(aux.asnumpy())
-        if not single:
-            norm, finite = self._apply(ms.mutable(grads), len(micro_batches))
+        inputs = [(Tensor(ids), Tensor(labels), Tensor(mask), self.reference_logps(ids, labels, mask),
+                   Tensor(np.asarray(kto, np.float32))) for ids, labels, mask, kto in micro_batches]
+        loss, norm, finite, scale, figures = self.step_with_figures(inputs)
         self.last_figures = np.concatenate(figures, axis=1)
-        return float(np.mean(losses)), float(norm.asnumpy()), bool(finite.asnumpy()), scale
+        return loss, norm, finite, scale
 
 
 def preference_inputs(batch: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:

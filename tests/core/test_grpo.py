@@ -90,6 +90,8 @@ def setup(tmp_path_factory):
         assert fused.enable(ours).startswith("fused")
     inject_lora(ours, 4, 8, 0.0, TARGETS)
     cells = lora_modules(ours)
+    for i, cell in enumerate(cells.values()):  # A drawn here too: the same figures every run
+        write_parameter(cell.lora_a, _random_b(cell.lora_a.shape, 200 + i, 0.2))
     current = {name: _random_b(cell.lora_b.shape, i, 0.05) for i, (name, cell) in enumerate(cells.items())}
     old = {name: b + _random_b(b.shape, 100 + i, 0.15) for i, (name, b) in enumerate(current.items())}
     params = mark_only_lora_trainable(ours)
@@ -190,15 +192,16 @@ def test_loss_gradients_and_figures_equal_trls_grpo_trainer(setup, name):
     loss, grads, figures = step.loss_and_grads(batch)
     for param in setup["torch_params"].values():
         param.grad = None
-    expected = trainer._compute_loss(trainer.model, scored)
-    expected.backward()
+    trl_loss = trainer._compute_loss(trainer.model, scored)
+    trl_loss.backward()
+    expected = float(trl_loss.detach())
     metrics = {k: v[-1] for k, v in trainer._metrics["train"].items()}
 
     # The loss is a sum of ±advantage terms that cancel towards 0 (on-policy, exactly: Σ A = 0 in a group),
     # so its own relative difference is ill-conditioned there: held to 1e-5 of the larger of the loss and
     # its terms' scale (mean |A|), and printed both ways.
-    scale = max(abs(float(expected)), float(np.abs(adv).mean()))
-    assert abs(loss - float(expected)) <= 1e-5 * scale, (loss, float(expected))
+    scale = max(abs(expected), float(np.abs(adv).mean()))
+    assert abs(loss - expected) <= 1e-5 * scale, (loss, expected)
     worst = 0.0
     for param, grad in zip(step.optimizer.parameters, grads):
         module, which = param.name.rsplit(".", 1)
@@ -217,39 +220,45 @@ def test_loss_gradients_and_figures_equal_trls_grpo_trainer(setup, name):
     if objective.num_iterations > 1 and objective.importance_sampling_level == "token":
         assert got["clip_ratio/region_mean"] > 0  # the old policy is another: some ratios clip
     TIMES[name] = time.perf_counter() - start
-    print(f"\n{name}: loss {loss:.7g} vs TRL {float(expected):.7g} ({abs(loss - float(expected)) / abs(float(expected)):.1e}"
-          f" of it, {abs(loss - float(expected)) / scale:.1e} of the scale {scale:.3g}),"
+    print(f"\n{name}: loss {loss:.7g} vs TRL {expected:.7g} ({abs(loss - expected) / abs(expected):.1e}"
+          f" of it, {abs(loss - expected) / scale:.1e} of the scale {scale:.3g}),"
           f" worst LoRA gradient {worst:.1e}, log-probs {worst_logps:.1e}, clip {got['clip_ratio/region_mean']:.3f}, "
           f"{TIMES[name]:.1f} s (setup {TIMES['setup']:.1f} s)")
 
 
+@pytest.mark.slow
 def test_dapo_over_accumulated_micro_batches_is_the_steps_token_mean(setup):
-    """dapo's normaliser: a step of two micro batches (two groups, then one), each dividing by
-    dapo_normalizer(the step's tokens, 2), trains on the same loss and gradient norm as the step in one
-    micro batch (Σ token losses / Σ tokens), where bnpo's per-micro-batch mean differs."""
+    """dapo's normaliser: a step of two micro batches (a group each, 14 and 12 tokens), each dividing by
+    dapo_normalizer(the step's tokens, 2), trains on the same loss and gradient as the step in one micro
+    batch (Σ token losses / Σ tokens); each dividing by its own tokens (a per-micro-batch mean) does not."""
     ours = setup["ours"]
     _set_b(setup, "current")
-    adv, _ = advantages(REWARDS, G, "group")
-    truncated = [c[-1] != EOS for c in COMPLETIONS]
+    rows = 2 * G
+    adv, _ = advantages(REWARDS[:rows], G, "group")
+    truncated = [c[-1] != EOS for c in COMPLETIONS[:rows]]
     widths = (max(map(len, PROMPTS)), MAX_NEW)
-    whole = grpo_batch(PROMPTS, COMPLETIONS, truncated, adv, G, PAD, widths=widths)
-    parts = [grpo_batch(PROMPTS[:2], COMPLETIONS[:2 * G], truncated[:2 * G], adv[:2 * G], G, PAD, widths=widths),
-             grpo_batch(PROMPTS[2:], COMPLETIONS[2 * G:], truncated[2 * G:], adv[2 * G:], G, PAD, widths=widths)]
-    for part in parts:
-        part.normalizer = dapo_normalizer(whole.tokens, len(parts))
-    objective = GrpoObjective(loss_type="dapo", max_completion_length=MAX_NEW)
-    # lr 0: the step computes everything (mean loss, the accumulated gradients' norm) and changes nothing
+    whole = grpo_batch(PROMPTS[:2], COMPLETIONS[:rows], truncated, adv, G, PAD, widths=widths)
+
+    def parts():
+        return [grpo_batch(PROMPTS[i:i + 1], COMPLETIONS[i * G:(i + 1) * G], truncated[i * G:(i + 1) * G],
+                           adv[i * G:(i + 1) * G], G, PAD, widths=widths) for i in range(2)]
+    step_parts = parts()
+    assert [p.tokens for p in step_parts] == [14, 12]
+    for part in step_parts:
+        part.normalizer = dapo_normalizer(whole.tokens, len(step_parts))
+    # lr 0: the step computes everything (the micro batches' mean loss, the averaged gradients' norm)
+    # and changes no weight
     params = list(setup["optimizer"].parameters)
     still = adamw(params, WarmupDecaySchedule(0.0, 0, 10, "constant", 1.0), 0.0)
     before = [p.asnumpy().copy() for p in params]
-    step = GrpoStep(ours, still, None, None, objective)
+    step = GrpoStep(ours, still, None, None, GrpoObjective(loss_type="dapo", max_completion_length=MAX_NEW))
     loss_whole, norm_whole, applied, _ = step([whole])
-    loss_parts, norm_parts, _, _ = step(parts)
+    loss_parts, norm_parts, _, _ = step(step_parts)
     assert applied and step.last_figures.shape == (2, 7)
     assert loss_parts == pytest.approx(loss_whole, rel=1e-5) and norm_parts == pytest.approx(norm_whole, rel=1e-5)
     assert all(np.array_equal(b, p.asnumpy()) for b, p in zip(before, params))
-    bnpo = GrpoStep(ours, still, None, None, GrpoObjective(loss_type="bnpo", max_completion_length=MAX_NEW))
-    assert bnpo(parts)[1] != pytest.approx(norm_whole, rel=1e-3)
+    own_means = step(parts())  # grpo_batch's default: each micro batch over its own tokens
+    assert own_means[1] != pytest.approx(norm_whole, rel=1e-3)
 
 
 def test_advantages_follow_trls_scalings():
@@ -271,7 +280,7 @@ def test_advantages_follow_trls_scalings():
 # ---- rollouts ------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def plain(setup, tmp_path_factory):
+def plain(tmp_path_factory):
     """The same checkpoint without LoRA, on the inference kernel where it builds."""
     from core.engine.generate import use_device
     use_device("cpu")
@@ -281,6 +290,7 @@ def plain(setup, tmp_path_factory):
     if KERNELS:
         fused.enable(model)
     model.set_train(False)
+    model.folder = folder
     return model
 
 
@@ -361,6 +371,31 @@ def test_lora_rollouts_run_on_the_kernel_with_the_adapter_merged_and_leave_the_w
     after = {p.name: p.asnumpy() for p in ours.get_parameters()}
     assert all(np.array_equal(before[name], after[name]) for name in before)
     assert ours.training  # the mode it had
+
+
+@pytest.mark.slow
+def test_a_full_fine_tuning_reference_is_a_frozen_copy(plain):
+    """Full fine-tuning's reference (beta > 0) is `reference_model`, a frozen copy: at the start it scores
+    as the policy does; when the policy's weights move, the old policy's pass follows them and the
+    reference's does not."""
+    from core.engine.lora import write_parameter as write
+    copy = load_hf_model(plain.folder)
+    copy.set_train(False)
+    params = [p for p in plain.get_parameters()]
+    step = GrpoStep(plain, adamw(params, WarmupDecaySchedule(1e-3, 0, 10, "constant", 1.0), 0.0), None, None,
+                    GrpoObjective(beta=0.1, num_iterations=2), reference_model=copy)
+    truncated = [c[-1] != EOS for c in COMPLETIONS]
+    batch = step.prepare(grpo_batch(PROMPTS, COMPLETIONS, truncated, [0.0] * 9, G, PAD))
+    np.testing.assert_allclose(batch.ref_logps, batch.old_logps, rtol=1e-6, atol=1e-6)
+    weight = plain.model.layers[0].mlp.down_proj.weight
+    original = weight.asnumpy().copy()
+    write(weight, original * 1.5)
+    try:
+        moved = step.old_logps(batch)
+        assert np.abs(moved - batch.old_logps).max() > 1e-3
+        np.testing.assert_array_equal(step.reference_logps(batch), batch.ref_logps)
+    finally:
+        write(weight, original)
 
 
 def test_a_grpo_batch_that_does_not_fit_says_so():
