@@ -1,18 +1,19 @@
 """GRPO (core.engine.grpo) against TRL 1.16's GRPOTrainer, and its rollouts.
 
-Parity: a tiny transformers-made Qwen2 with a PEFT LoRA on the torch side and the same weights and
-adapter in the engine. TRL's own code makes everything from the completions on: a GRPOTrainer built on
-that PEFT model gets fixed prompts and completions through its `rollout_func` hook and fixed rewards
-through a reward function, and its `_generate_and_score_completions` pads them, masks truncated ones,
-computes the advantages, the old policy's and the reference's log-probabilities (adapter disabled) and
-num_items_in_batch; then its `_compute_loss` gives the loss, backward the LoRA gradients, and its
-metrics the KL, clip ratios and entropy. The engine builds its batch from the same completions, flags and
-rewards (`grpo_batch`, `advantages`), computes its own old and reference log-probabilities
-(`GrpoStep.prepare`) and its loss and gradients (`loss_and_grads`). For num_iterations 2 the old
-policy's adapter differs from the current one on both sides (as after an update), so ratios move off 1
-and some clip. The cases cover every loss_type with both importance-sampling levels, β 0 and > 0 and
-num_iterations 1 and 2 pairwise, plus temperatures, epsilon_high and masked truncation; one model
-build on each side for all of them."""
+Parity: a tiny transformers-made Qwen2 in the engine and in TRL, LoRA on the same modules with the same
+A and B on both sides (TRL's from a peft_config, so its reference is the model with the adapter disabled,
+as ours). TRL's own code makes everything from the completions on: its GRPOTrainer gets fixed prompts and
+completions through its `rollout_func` hook and fixed rewards through a reward function, and its
+`_generate_and_score_completions` pads them, masks truncated ones, computes the advantages, the old
+policy's and the reference's log-probabilities and num_items_in_batch; then its `_compute_loss` gives the
+loss, backward the LoRA gradients, and its metrics the KL, clip ratios and entropy. The engine builds its
+batch from the same completions, flags and rewards (`grpo_batch`, `advantages`), computes its own old and
+reference log-probabilities (`GrpoStep.prepare`) and its loss and gradients (`loss_and_grads`). For
+num_iterations 2 the old policy's adapter differs from the current one on both sides (as after an
+update), so ratios move off 1 and some clip. The cases cover every loss_type at both importance-sampling
+levels, β 0 and > 0 and num_iterations 1 and 2 pairwise, plus temperatures, epsilon_high and masked
+truncation; the engine's model is built once for all of them (TRL's tiny model is rebuilt per case in
+milliseconds)."""
 from __future__ import annotations
 
 import time
@@ -99,7 +100,7 @@ def setup(tmp_path_factory):
     optimizer = adamw(params, WarmupDecaySchedule(1e-3, 0, 10, "constant", 1.0), 0.0)
     tokenizer = AutoTokenizer.from_pretrained(DEMO)
     setup = dict(ours=ours, optimizer=optimizer, current=current, old=old, tokenizer=tokenizer, torch_params={},
-                 tmp=tmp_path_factory.mktemp("grpo-trl"))
+                 tmp=tmp_path_factory.mktemp("grpo-trl"), folder=folder)
     _set_b(setup, "current")
     TIMES["setup"] = time.perf_counter() - start
     return setup
@@ -259,6 +260,40 @@ def test_dapo_over_accumulated_micro_batches_is_the_steps_token_mean(setup):
     assert all(np.array_equal(b, p.asnumpy()) for b, p in zip(before, params))
     own_means = step(parts())  # grpo_batch's default: each micro batch over its own tokens
     assert own_means[1] != pytest.approx(norm_whole, rel=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not KERNELS, reason="fused kernels unavailable here: the parity cases ran composed")
+def test_the_composed_ops_compute_what_the_kernels_compute(setup):
+    """Where the CPU's kernels do not run (a GPU, Ascend, AMP, no compiler) the step is composed ops: the
+    NLL (TokenNLL) and the entropy (TokenEntropy) of the temperature-scaled logits. Same loss, gradients
+    and figures as the kernels' step, with a KL term and kept old log-probabilities."""
+    objective = GrpoObjective(beta=0.04, num_iterations=2, temperature=0.7, max_completion_length=MAX_NEW)
+    composed = load_hf_model(setup["folder"])
+    inject_lora(composed, 4, 8, 0.0, TARGETS)
+    for (_, cell), (_, theirs) in zip(lora_modules(composed).items(), lora_modules(setup["ours"]).items()):
+        write_parameter(cell.lora_a, theirs.lora_a.asnumpy())
+    results = []
+    for model in (setup["ours"], composed):
+        for name, cell in lora_modules(model).items():
+            write_parameter(cell.lora_b, setup["old"][name])
+        params = mark_only_lora_trainable(model)
+        model.set_train(True)
+        step = GrpoStep(model, adamw(params, WarmupDecaySchedule(1e-3, 0, 10, "constant", 1.0), 0.0), None, None,
+                        objective)
+        adv, _ = advantages(REWARDS, G, "group")
+        truncated = [c[-1] != EOS for c in COMPLETIONS]
+        batch = step.prepare(grpo_batch(PROMPTS, COMPLETIONS, truncated, adv, G, PAD))
+        for name, cell in lora_modules(model).items():
+            write_parameter(cell.lora_b, setup["current"][name])
+        results.append((batch, *step.loss_and_grads(batch)))
+    assert composed.fused_loss is None and composed.token_entropy is None
+    (kernel_batch, kernel_loss, kernel_grads, kernel_figures), (batch, loss, grads, figures) = results
+    np.testing.assert_allclose(batch.old_logps, kernel_batch.old_logps, rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(batch.ref_logps, kernel_batch.ref_logps, rtol=1e-5, atol=2e-6)
+    assert loss == pytest.approx(kernel_loss, abs=1e-5 * float(np.abs(batch.advantages).mean()))  # as above
+    assert max(_relative(g, k) for g, k in zip(grads, kernel_grads)) < 1e-5
+    np.testing.assert_allclose(figures, kernel_figures, rtol=1e-5)
 
 
 def test_advantages_follow_trls_scalings():
