@@ -294,6 +294,7 @@ def _parse_args(argv):
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--top-k", type=int, default=0, help="sample among the k likeliest tokens (0: all)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole sequence each step")
@@ -304,7 +305,7 @@ def _parse_args(argv):
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
-        settings = SamplingSettings(args.max_new_tokens, args.temperature, args.top_p, args.seed)
+        settings = SamplingSettings(args.max_new_tokens, args.temperature, args.top_p, args.seed, args.top_k)
         if args.checkpoint:
             model, state = load_trained_model(args.checkpoint)
             tokenizer = Tokenizer.from_dir(state["base_model"]["path"])

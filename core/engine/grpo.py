@@ -115,7 +115,9 @@ def advantages(rewards, num_generations: int, scale_rewards: str = "group") -> t
     the reward minus its group's mean, divided by the group's standard deviation (group), the batch's
     (batch) or not (none), plus 1e-4 in the denominator (the standard deviations with Bessel's correction,
     as TRL's nanstd). Returns (advantages (N,) float32, the share of groups whose rewards are all equal:
-    their standard deviation 0, so they carry no gradient). Computed in float64."""
+    their standard deviation 0, so they carry no gradient; TRL logs it per group too, except with batch
+    scaling, where its figure is the batch's). Computed in float64. With data parallelism give it every
+    worker's rewards (batch scaling needs them all; TRL gathers them too) and take each worker's rows."""
     if scale_rewards not in SCALINGS:
         raise GrpoError(Message("engine.grpo_scale_rewards", choices=_quoted(SCALINGS), py_value=repr(scale_rewards)))
     r = np.asarray(rewards, np.float64).reshape(-1)
@@ -127,7 +129,7 @@ def advantages(rewards, num_generations: int, scale_rewards: str = "group") -> t
     if scale_rewards == "group":
         centred = centred / (np.repeat(group_std, num_generations) + STD_EPSILON)
     elif scale_rewards == "batch":
-        centred = centred / ((r.std(ddof=1) if r.size > 1 else 0.0) + STD_EPSILON)
+        centred = centred / (r.std(ddof=1) + STD_EPSILON)
     return centred.astype(np.float32), float(np.isclose(group_std, 0.0).mean())
 
 
@@ -208,10 +210,9 @@ class GrpoLoss(nn.Cell):
     `targets` (R, T, below 0 ignored), the rows' `advantages` (R,), the old policy's `old_logps` and the
     reference's `ref_logps` (R, T) (each ignored where the objective has none), dapo's `normalizer` ()
     and each position's `entropy` (R, T) (no gradient). Returns the loss and a (7,) float32 block of
-    figures, no gradient (FIGURES): the KL term's masked sum (r·k3 with the bias correction, as TRL logs it;
-    NaN without a KL term), the loss-carrying tokens, the low, high and
-    region clipped counts and what they count (tokens, or completions at the sequence level), the
-    entropy's masked sum."""
+    figures, no gradient (FIGURES): the KL term's masked sum (r·k3 with the bias correction, as TRL logs
+    it; NaN without a KL term), the loss-carrying tokens, the low, high and region clipped counts and what
+    they count (tokens, or completions at the sequence level), the entropy's masked sum."""
 
     def __init__(self, objective: GrpoObjective):
         super().__init__()
@@ -397,7 +398,7 @@ def _merges_adapters(model) -> bool:
     """Whether a rollout should hand the inference kernel merged copies of the adapters: the model has
     unmerged LoRA layers and the kernel computes it once they are merged."""
     kernel = getattr(model, "inference_kernel", None)
-    if kernel is None or not any(not cell.merged for cell in lora_modules(model).values()):
+    if kernel is None or not any(not getattr(cell, "merged", False) for cell in lora_modules(model).values()):
         return False
     return inference_problem(model, lora_in_kernel=True) is None
 
