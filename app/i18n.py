@@ -2011,4 +2011,19 @@ MESSAGES_ZH.update({
     "reward.check_run_objective": ("第 {index} 个奖励（reward_model）：运行 {run} 训练的是 train.objective {objective}，"
                                    "不是奖励模型（train.objective 'reward'）"),
     "reward.check_setting": "第 {index} 个奖励：{reason}",
+    # GRPO's loss, step and rollouts (core.engine.grpo), the reference pass shared with the preference
+    # objectives (core.engine.preference.LogProbPass) and generation's top-k (core.engine.generate)
+    "engine.grpo_loss_type": "grpo.loss_type 必须是以下之一：{choices}，实际为 {py_value}",
+    "engine.grpo_sampling_level": "grpo.importance_sampling_level 必须是以下之一：{choices}，实际为 {py_value}",
+    "engine.grpo_scale_rewards": "grpo.scale_rewards 必须是以下之一：{choices}，实际为 {py_value}",
+    "engine.grpo_group_size": "{count} 个奖励无法分成每组 grpo.num_generations = {generations} 个补全的完整组（每组至少 2 个）",
+    "engine.grpo_batch_rows": ("由 {prompts} 个提示词 × {generations} 个补全组成的 GRPO 批次需要同样数量的补全、截断标记和优势值；"
+                               "实际为 {completions}、{flags} 和 {advantages}"),
+    "engine.grpo_empty_row": "GRPO 批次中有空的提示词或空的补全",
+    "engine.grpo_too_wide": ("{prompt} 个 token 的提示词或 {completion} 个 token 的补全放不进该批次的宽度 "
+                             "{prompt_width} + {completion_width} 个 token"),
+    "engine.temperature_in_head": ("grpo.temperature = {temperature} 时 LM 头是冻结的 16 位权重：其损失内核按温度 1 为 token "
+                                   "打分；请将 grpo.temperature 设为 1，或将 model.dtype 设为 float32"),
+    "engine.adapter_off_without_lora": ("{objective} 以关闭适配器的模型为参考，模型中需要有 LoRA 层；全量微调请使用冻结的参考副本"),
+    "generate.top_k": "top_k = {value}：必须是 >= 0 的整数（0 = 所有 token）",
 })

@@ -51,6 +51,7 @@ Then the composed ops run.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -416,6 +417,37 @@ class FusedCrossEntropy:
         self.op = _with_constant(forward, softcap)
 
 
+class FusedTokenEntropy:
+    """The entropy of each row's softmax (core/engine/kernels/cross_entropy.cc, mindtune_token_entropy) as a
+    MindSpore op with no gradient: called with logits (..., V) float32 and int32 targets (...) it returns
+    −Σ p·log p per row (...), 0 where the target is ignored (below 0). One read of the logits, nothing of
+    their size made: GRPO's entropy figure (core.engine.grpo) on the logits its loss kernel reads. softcap=c:
+    the entropy of c·tanh(logits/c), as FusedCrossEntropy's."""
+
+    def __init__(self, kernel: Kernel, softcap: float | None = None):
+        from mindspore import ops
+        zeros_like = ops.ZerosLike()
+
+        def no_gradient(x, targets, out, dout):
+            return zeros_like(x), zeros_like(targets)
+
+        if softcap is None:
+            self.op = _aot(kernel, "token_entropy", lambda x, t: t, 1, no_gradient)
+            return
+
+        def no_gradient_capped(x, targets, cap, out, dout):
+            return zeros_like(x), zeros_like(targets), zeros_like(cap)
+
+        self.op = _with_constant(_aot(kernel, "token_entropy", lambda x, t, cap: t, 1, no_gradient_capped), softcap)
+
+
+def entropy_variants(kernel: Kernel):
+    """factory(**needs) -> the token-entropy op (`softcap` as loss_variants')."""
+    def build_op(*, softcap=None):
+        return FusedTokenEntropy(kernel, softcap).op
+    return variants(build_op)
+
+
 class FusedSwiGLU:
     """The SwiGLU gate's kernels (core/engine/kernels/swiglu.cc) as one MindSpore op: called with the gate
     and up projections (..., intermediate) it returns silu(gate) · up; gradients flow to both.
@@ -522,9 +554,10 @@ class FusedLoRA:
         self.op = _aot(kernel, "lora_forward", lambda base, x, a, b, s: (base, [x[0], a[0]]), 2, bprop)
 
 
-def inference_problem(model) -> str | None:
+def inference_problem(model, lora_in_kernel: bool = False) -> str | None:
     """Why `model` cannot run FusedInference (kernels/infer.cc: the plain pre-norm decoder in float32),
-    or None when it can. Checked per call: LoRA adapters that are not merged, 16-bit or AMP weights,
+    or None when it can. Checked per call: LoRA adapters that are not merged (`lora_in_kernel`: the
+    kernel merges them into its own copies, `FusedInference.adapters_merged`), 16-bit or AMP weights,
     and every family's own parts (sliding windows, soft caps, QK norms, fused projections, partial or
     interleaved rotary, LongRoPE, mixtures of experts, sandwich norms, a scaled embedding, biases in
     the MLP) keep the composed ops."""
@@ -554,7 +587,7 @@ def inference_problem(model) -> str | None:
             return "norms of another kind"
         for cell in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj):
             plain = type(cell) is Dense and cell.frozen is None and cell.amp is None
-            merged = hasattr(cell, "lora_a") and cell.merged and getattr(cell, "frozen", None) is None
+            merged = hasattr(cell, "lora_a") and (cell.merged or lora_in_kernel) and getattr(cell, "frozen", None) is None
             if not (plain or merged):
                 return "LoRA adapters not merged, or weights computed in another dtype"
         if attn.o_proj.has_bias or any(c.has_bias for c in (mlp.gate_proj, mlp.up_proj, mlp.down_proj)):
@@ -568,7 +601,8 @@ class FusedInference:
     `cache` (`new_cache`, a context manager that frees it), the keys and values of the new tokens go
     into slots start.. of it and attention sees the valid slots before them; `gather` copies rows of one
     cache into another. For models `inference_problem` accepts; core.engine.generate and
-    core.engine.lm_eval_model use it."""
+    core.engine.lm_eval_model use it. Inside `adapters_merged(model)` it computes a LoRA model with each
+    adapter merged into a copy of its base weight (GRPO's rollouts, core.engine.grpo)."""
 
     def __init__(self, kernel: Kernel):
         import mindspore as ms
@@ -590,6 +624,7 @@ class FusedInference:
                                   out_dtype=dtype, func_type="aot")  # a symbol of its own: see infer.cc
         self._zeros: dict[int, object] = {}
         self._kept: dict[int, tuple] = {}  # id(model) -> (a weak reference to it, its inputs)
+        self._merged: dict[int, list] = {}  # id(model) -> its inputs with the adapters merged (adapters_merged)
 
     def _zeros_of(self, size: int):
         from mindspore import Tensor
@@ -601,14 +636,40 @@ class FusedInference:
         """The kernel's inputs after the first four: the same Parameter objects call after call (their
         values change in place in training), kept per model (not as an attribute of the Cell, which
         would register a list of Parameters as its own)."""
+        if id(model) in self._merged:
+            return self._merged[id(model)]
         ref, kept = self._kept.get(id(model), (None, None))
         if ref is None or ref() is not model:
             kept = self._gather_weights(model)
             self._kept[id(model)] = (weakref.ref(model), kept)
         return kept
 
-    def _gather_weights(self, model) -> list:
-        from mindspore import Tensor
+    def merges(self, model) -> bool:
+        """Whether the kernel computes `model` with its adapters merged now (inside `adapters_merged`)."""
+        return id(model) in self._merged
+
+    @contextlib.contextmanager
+    def adapters_merged(self, model):
+        """Inside, the kernel computes `model` with every unmerged LoRA adapter folded into a float32 copy of
+        its base weight, W + scaling·B·A, made on entry from the adapter's values then: the model's
+        Parameters are only read, so the trained weights cannot drift (merging in place and back,
+        core.engine.lora.lora_merged, is exact only while B = 0). The copies cost the adapted matrices'
+        size in float32 while inside; they are dropped on exit."""
+        self._merged[id(model)] = self._gather_weights(model, merge=True)
+        try:
+            yield
+        finally:
+            self._merged.pop(id(model), None)
+
+    def _gather_weights(self, model, merge: bool = False) -> list:
+        from mindspore import Tensor, ops
+
+        def weight(cell):
+            if not merge or not hasattr(cell, "lora_a") or cell.merged:
+                return cell.weight
+            # W + scaling·(B·A) in float32 as core.engine.lora.merge_weight, by MindSpore's threaded ops (a
+            # 4864×896 projection: 16 ms, numpy's 90 ms)
+            return ops.add(cell.weight, ops.matmul(cell.lora_b, cell.lora_a) * cell.scaling)
         norm = model.model.norm
         attn0 = model.model.layers[0].self_attn
         scalars = np.array([norm.eps, attn0.scale, model.rope_scale, 1.0 if norm.offset else 0.0,
@@ -618,11 +679,11 @@ class FusedInference:
                embedding if model.tied else model.lm_head.weight]
         for layer in model.model.layers:
             attn, mlp = layer.self_attn, layer.mlp
-            out += [getattr(layer, layer.attn_pre).weight, attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]
+            out += [getattr(layer, layer.attn_pre).weight, weight(attn.q_proj), weight(attn.k_proj), weight(attn.v_proj)]
             out += [proj.bias if proj.has_bias else self._zeros_of(proj.out_channels)
                     for proj in (attn.q_proj, attn.k_proj, attn.v_proj)]
-            out += [attn.o_proj.weight, getattr(layer, layer.mlp_pre).weight, mlp.gate_proj.weight, mlp.up_proj.weight,
-                    mlp.down_proj.weight]
+            out += [weight(attn.o_proj), getattr(layer, layer.mlp_pre).weight, weight(mlp.gate_proj),
+                    weight(mlp.up_proj), weight(mlp.down_proj)]
         return out
 
     def new_cache(self, model, batch: int, slots: int) -> "InferenceCache":
@@ -702,6 +763,7 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
     if getattr(model, "storage_dtype", model.param_dtype) != model.param_dtype:  # 16-bit frozen weights
         model.use_frozen_kernels(FusedFrozenWeights(kernel))
     model.inference_kernel = FusedInference(kernel)  # used where inference_problem(model) is None
+    model.token_entropy = entropy_variants(kernel)  # GRPO's entropy figure (core.engine.grpo)
     lora = FusedLoRA(kernel).op
     for _, cell in model.cells_and_names():
         if hasattr(cell, "lora_a") and hasattr(cell, "fused") and cell.lora_dropout.p == 0:

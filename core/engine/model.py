@@ -298,6 +298,8 @@ class CausalLM(nn.Cell):
         # set by core.engine.fused.enable: the whole inference forward in one kernel (FusedInference), used by
         # generation and lm-eval where core.engine.fused.inference_problem(model) is None
         self.inference_kernel = None
+        # set by core.engine.fused.enable: factory(softcap=None) -> the token-entropy kernel (core.engine.grpo's figure)
+        self.token_entropy = None
 
     def rope(self, positions, dtype):
         """positions (B|1, T) int -> [(cos, sin)] per RoPE base, each (B|1, 1, T, rotary_dim) in `dtype`."""

@@ -127,6 +127,72 @@ class _KernelNLL(nn.Cell):
         return nll
 
 
+def logits_nll(model: nn.Cell, temperature: float = 1.0) -> tuple[bool, nn.Cell]:
+    """How a pass computes each position's NLL from `model`'s logits at `temperature` (logits / T, as
+    TRL's GRPO scores its completions): (whether the model caps its logits itself, the NLL cell). At
+    T = 1, token_nll_cell's (a loss kernel that caps takes them uncapped); otherwise the capped logits
+    are scaled in the graph and the loss kernel takes them when it does not cap, else TokenNLL."""
+    capped = not getattr(model, "cap_in_loss", False)
+    if temperature == 1.0:
+        return capped, token_nll_cell(model)
+    kernel = getattr(model, "fused_loss", None)
+    return True, _KernelNLL(kernel) if kernel is not None and capped else TokenNLL()
+
+
+class LogProbPass:
+    """A compiled pass without gradient over `model`: each position's log-probability of its next-token
+    target at `temperature` (R, T) (0 where the target is ignored), or with `rows` each row's sum over
+    its labelled tokens (R,). The reference's pass (dpo, kto, grpo: `reference_pass`) and GRPO's old
+    policy's. `adapter_off`: the model's LoRA adapters are switched off while it runs (the reference of
+    a LoRA run; `objective` names the run's objective when the model has none).
+
+    The model is called in the compiled method itself (see core.engine.train_step.head_on_hidden). Each
+    instance compiles its own graph: the adapters' switch is a constant of it."""
+
+    def __init__(self, model: nn.Cell, rows: bool = False, temperature: float = 1.0, adapter_off: bool = False,
+                 objective: str = ""):
+        self.model = model
+        self.rows = rows
+        self.adapter_off, self.objective = adapter_off, objective
+        self.on_hidden = head_on_hidden(model)
+        if self.on_hidden and temperature != 1.0:
+            raise PreferenceError(Message("engine.temperature_in_head", temperature=temperature))
+        self.scale = 1.0 / float(temperature)
+        self.capped, self.nll = logits_nll(model, temperature)
+        self._fn = ms.jit(self._logps)
+
+    def _logps(self, input_ids, labels, attention_mask):
+        targets = next_token_targets(labels)
+        if self.on_hidden:
+            nll = self.model(input_ids, attention_mask, None, None, targets)
+        else:
+            logits = self.model(input_ids, attention_mask, None, None, None, self.capped)
+            if self.scale != 1.0:
+                logits = logits * self.scale
+            nll = self.nll(logits, targets)
+        if self.rows:
+            return ops.stop_gradient(_row_logps(nll, targets)[0])
+        return ops.stop_gradient(-nll)
+
+    def __call__(self, input_ids: np.ndarray, labels: np.ndarray, attention_mask: np.ndarray) -> Tensor:
+        args = (Tensor(input_ids), Tensor(labels), Tensor(attention_mask))
+        if not self.adapter_off:
+            return self._fn(*args)
+        with adapters_off(self.model) as switched:
+            if not switched:
+                raise PreferenceError(Message("engine.adapter_off_without_lora", objective=self.objective))
+            return self._fn(*args)
+
+
+def reference_pass(model: nn.Cell, reference_model: nn.Cell | None, objective: str, rows: bool = False,
+                   temperature: float = 1.0) -> LogProbPass:
+    """The reference's LogProbPass: over `reference_model` (a frozen copy), else over `model` with its
+    adapters switched off."""
+    if reference_model is not None:
+        return LogProbPass(reference_model, rows, temperature)
+    return LogProbPass(model, rows, temperature, adapter_off=True, objective=objective)
+
+
 def _log_sigmoid(x):
     return -ops.softplus(-x)
 
@@ -231,9 +297,7 @@ class PreferenceStep(TrainStep):
         self.token_nll = token_nll_cell(model)
         super().__init__(model, optimizer, max_grad_norm, loss_scaler, grad_reducer)
         self.reference_model = reference_model
-        self.ref_nll = token_nll_cell(reference_model) if reference_model is not None else self.token_nll
-        self.ref_on_hidden = head_on_hidden(reference_model) if reference_model is not None else self.on_hidden
-        self._reference = ms.jit(self._reference_logps)
+        self._reference = reference_pass(model, reference_model, objective.name, rows=True)
         self._policy = ms.jit(self._policy_logps)
         self.last_figures: np.ndarray | None = None
 
@@ -249,15 +313,6 @@ class PreferenceStep(TrainStep):
         scaled = self.loss_scaler.scale(loss) if self.loss_scaler is not None else loss
         return scaled, loss, figures
 
-    def _reference_logps(self, input_ids, labels, attention_mask):
-        targets = next_token_targets(labels)
-        model = self.reference_model if self.reference_model is not None else self.model
-        if self.ref_on_hidden:
-            nll = model(input_ids, attention_mask, None, None, targets)
-        else:
-            nll = self.ref_nll(forward(model, input_ids, attention_mask), targets)
-        return ops.stop_gradient(_row_logps(nll, targets)[0])
-
     def _policy_logps(self, input_ids, labels, attention_mask):
         targets = next_token_targets(labels)
         if self.on_hidden:
@@ -270,14 +325,7 @@ class PreferenceStep(TrainStep):
         """The reference's summed answer log-probability of each row (R,); zeros without a reference."""
         if not self.objective.needs_reference:
             return Tensor(np.zeros(input_ids.shape[0], np.float32))
-        args = (Tensor(input_ids), Tensor(labels), Tensor(attention_mask))
-        if self.reference_model is not None:
-            return self._reference(*args)
-        with adapters_off(self.model) as switched:
-            if not switched:
-                raise PreferenceError(f"{self.objective.name} with the adapter switched off as its reference needs "
-                                      "LoRA layers in the model; with full fine-tuning use a frozen reference copy")
-            return self._reference(*args)
+        return self._reference(input_ids, labels, attention_mask)
 
     def evaluate(self, input_ids: np.ndarray, labels: np.ndarray, attention_mask: np.ndarray,
                  kto_labels: np.ndarray) -> tuple[float, np.ndarray]:
@@ -297,23 +345,11 @@ class PreferenceStep(TrainStep):
 
     def __call__(self, micro_batches):
         """Each micro batch: input_ids, labels, attention_mask (R, T), kto_labels (R,)."""
-        scale = float(self.loss_scaler.scale_value.asnumpy()) if self.loss_scaler is not None else 1.0
-        losses, figures, grads = [], [], None
-        single = len(micro_batches) == 1
-        for ids, labels, mask, kto in micro_batches:
-            ref = self.reference_logps(ids, labels, mask)
-            inputs = (Tensor(ids), Tensor(labels), Tensor(mask), ref, Tensor(np.asarray(kto, np.float32)))
-            if single:
-                loss, aux, norm, finite = self._single(*inputs)
-            else:
-                loss, g, aux = self._micro(*inputs)
-                grads = g if grads is None else self._add(ms.mutable(grads), ms.mutable(g))
-            losses.append(float(loss.asnumpy()))
-            figures.append(aux.asnumpy())
-        if not single:
-            norm, finite = self._apply(ms.mutable(grads), len(micro_batches))
+        inputs = [(Tensor(ids), Tensor(labels), Tensor(mask), self.reference_logps(ids, labels, mask),
+                   Tensor(np.asarray(kto, np.float32))) for ids, labels, mask, kto in micro_batches]
+        loss, norm, finite, scale, figures = self.step_with_figures(inputs)
         self.last_figures = np.concatenate(figures, axis=1)
-        return float(np.mean(losses)), float(norm.asnumpy()), bool(finite.asnumpy()), scale
+        return loss, norm, finite, scale
 
 
 def preference_inputs(batch: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:

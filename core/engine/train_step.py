@@ -339,6 +339,27 @@ class TrainStep:
         return mean_loss, float(norm.asnumpy()), bool(finite.asnumpy()), scale
 
 
+    def step_with_figures(self, micro_inputs: list[tuple[Tensor, ...]]):
+        """One optimizer step over micro batches given as the step's Tensor inputs, for an objective's
+        step whose loss returns per-example figures as its third output (core.engine.preference,
+        core.engine.grpo): returns the mean loss, the gradient norm, whether the step was applied, the
+        loss scale and each micro batch's figures (numpy)."""
+        scale = float(self.loss_scaler.scale_value.asnumpy()) if self.loss_scaler is not None else 1.0
+        losses, figures, grads = [], [], None
+        single = len(micro_inputs) == 1
+        for inputs in micro_inputs:
+            if single:
+                loss, aux, norm, finite = self._single(*inputs)
+            else:
+                loss, g, aux = self._micro(*inputs)
+                grads = g if grads is None else self._add(ms.mutable(grads), ms.mutable(g))
+            losses.append(float(loss.asnumpy()))
+            figures.append(aux.asnumpy())
+        if not single:
+            norm, finite = self._apply(ms.mutable(grads), len(micro_inputs))
+        return float(np.mean(losses)), float(norm.asnumpy()), bool(finite.asnumpy()), scale, figures
+
+
 class EvalStep:
     """Summed NLL and labelled-token count of a batch, compiled once per batch shape."""
 

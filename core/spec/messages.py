@@ -1175,4 +1175,23 @@ CATALOGUE.update({
     "export.reward_layout": ("a merged reward model is written as transformers' XxxForSequenceClassification of an "
                              "XxxForCausalLM checkpoint whose tensors stream one by one; {architecture} is not one: "
                              "export the format 'mindspore', or 'peft' with LoRA"),
+    # GRPO's loss, step and rollouts (core.engine.grpo), the reference pass shared with the preference
+    # objectives (core.engine.preference.LogProbPass) and generation's top-k (core.engine.generate)
+    "engine.grpo_loss_type": "grpo.loss_type must be one of {choices}, got {py_value}",
+    "engine.grpo_sampling_level": "grpo.importance_sampling_level must be one of {choices}, got {py_value}",
+    "engine.grpo_scale_rewards": "grpo.scale_rewards must be one of {choices}, got {py_value}",
+    "engine.grpo_group_size": ("{count} rewards do not make whole groups of grpo.num_generations = {generations} "
+                               "completions (at least 2 a group)"),
+    "engine.grpo_batch_rows": ("a GRPO batch of {prompts} prompts × {generations} completions needs as many "
+                               "completions, truncation flags and advantages; got {completions}, {flags} and "
+                               "{advantages}"),
+    "engine.grpo_empty_row": "a GRPO batch has an empty prompt or an empty completion",
+    "engine.grpo_too_wide": ("a prompt of {prompt} tokens or a completion of {completion} tokens does not fit the "
+                             "batch's widths of {prompt_width} + {completion_width} tokens"),
+    "engine.temperature_in_head": ("grpo.temperature = {temperature} with a 16-bit frozen LM head: its loss kernel "
+                                   "scores the tokens at temperature 1; set grpo.temperature to 1, or model.dtype "
+                                   "to float32"),
+    "engine.adapter_off_without_lora": ("{objective} with the adapter switched off as its reference needs LoRA layers "
+                                        "in the model; with full fine-tuning use a frozen reference copy"),
+    "generate.top_k": "top_k = {value}: must be a whole number >= 0 (0 = every token)",
 })

@@ -369,6 +369,30 @@ def _eval_base_missing(tiny: Path, tmp_path: Path):
     lm_eval_model.load_model(str(tmp_path / "adapter"))
 
 
+def _temperature_in_head(tiny: Path, tmp_path: Path):
+    """GRPO at a temperature other than 1 on a LoRA model whose frozen 16-bit head computes its loss inside
+    one kernel (no logits to scale)."""
+    from core.engine import fused
+    from core.engine.preference import LogProbPass
+    model = load_hf_model(tiny, "float32", storage_dtype="bfloat16")
+    if fused.enable(model) != "fused" or model.head_loss is None:
+        pytest.skip("fused kernels unavailable here: no 16-bit head kernel")
+    LogProbPass(model, temperature=0.7)
+
+
+def _adapter_off_without_lora(tiny: Path, tmp_path: Path):
+    from core.engine.preference import LogProbPass
+    rows = np.ones((1, 4), np.int32)
+    LogProbPass(_model(tiny), adapter_off=True, objective="grpo")(rows, rows, rows)
+
+
+def _grpo(name: str, *args, **kwargs):
+    def make(tiny: Path, tmp_path: Path):
+        from core.engine import grpo
+        return getattr(grpo, name)(*args, **kwargs)
+    return make
+
+
 OTHER_MISTAKES = {
     "generate.max_new_tokens": lambda tiny, tmp_path: SamplingSettings(max_new_tokens=0),
     "generate.temperature": lambda tiny, tmp_path: SamplingSettings(temperature=-1),
@@ -380,6 +404,17 @@ OTHER_MISTAKES = {
     "engine.eval_base_missing": _eval_base_missing,
     "engine.objective": lambda tiny, tmp_path: Objective("ppo"),
     "engine.loss_type": lambda tiny, tmp_path: Objective("dpo", loss_type="hinge"),
+    # GRPO (core.engine.grpo) and the reference pass it shares with the preference objectives
+    "generate.top_k": lambda tiny, tmp_path: SamplingSettings(top_k=-1),
+    "engine.grpo_loss_type": _grpo("GrpoObjective", loss_type="ppo"),
+    "engine.grpo_sampling_level": _grpo("GrpoObjective", importance_sampling_level="group"),
+    "engine.grpo_scale_rewards": _grpo("advantages", [1.0, 0.0], 2, "median"),
+    "engine.grpo_group_size": _grpo("advantages", [1.0] * 5, 3),
+    "engine.grpo_batch_rows": _grpo("grpo_batch", [[1, 2]], [[3]], [False], [0.0], 2, 0),
+    "engine.grpo_empty_row": _grpo("grpo_batch", [[1, 2]], [[3], []], [False] * 2, [0.0] * 2, 2, 0),
+    "engine.grpo_too_wide": _grpo("grpo_batch", [[1, 2, 3]], [[3], [4]], [False] * 2, [0.0] * 2, 2, 0, widths=(2, 1)),
+    "engine.temperature_in_head": _temperature_in_head,
+    "engine.adapter_off_without_lora": _adapter_off_without_lora,
 }
 
 MISTAKES = {**LORA_MISTAKES, **WEIGHTS_MISTAKES, **EXPORT_MISTAKES, **OTHER_MISTAKES}

@@ -9,7 +9,7 @@ import pytest
 from mindspore import Tensor
 
 from core.engine.checkpoint import load_hf_model
-from core.engine.generate import SamplingSettings, choose_next, generate
+from core.engine.generate import SamplingSettings, choose_next, generate, sample_next
 from tests.core.hf_fixtures import make_hf_model, random_ids, save_hf_model
 
 torch = pytest.importorskip("torch")
@@ -75,6 +75,45 @@ def test_top_p_keeps_the_smallest_covering_set():
     rng = np.random.default_rng(0)
     draws = {int(choose_next(logits, settings, rng)[0]) for _ in range(300)}
     assert draws == {0, 1}
+
+
+def test_top_k_keeps_the_k_likeliest_before_top_p():
+    """top_k renormalises over the k likeliest, then top_p keeps the smallest covering set of those (as
+    transformers' warpers, in that order)."""
+    logits = np.log(np.array([[0.4, 0.3, 0.2, 0.1]], dtype=np.float32))
+    rng = np.random.default_rng(0)
+    draws = {int(choose_next(logits, SamplingSettings(temperature=1.0, top_k=2), rng)[0]) for _ in range(300)}
+    assert draws == {0, 1}
+    # top_p 0.75 needs three of all four (0.4 + 0.3 < 0.75) but two of the top 3 renormalised (0.44 + 0.33)
+    both = SamplingSettings(temperature=1.0, top_k=3, top_p=0.75)
+    assert {int(choose_next(logits, both, rng)[0]) for _ in range(300)} == {0, 1}
+    assert {int(choose_next(logits, SamplingSettings(temperature=1.0, top_p=0.75), rng)[0]) for _ in range(300)} \
+        == {0, 1, 2}
+    with pytest.raises(ValueError, match="top_k = -1: must be a whole number >= 0"):
+        SamplingSettings(top_k=-1)
+
+
+@pytest.mark.parametrize("settings", [SamplingSettings(temperature=0.8), SamplingSettings(temperature=1.0, top_k=5),
+                                      SamplingSettings(temperature=1.0, top_p=0.7),
+                                      SamplingSettings(temperature=1.3, top_k=10, top_p=0.8)])
+def test_the_vectorised_sampler_draws_choose_nexts_distribution(settings):
+    """sample_next (GRPO's rollouts) keeps the same tokens as choose_next and draws them with its
+    probabilities: 20,000 draws of 3 rows within 0.012 of the exact kept distribution."""
+    rng = np.random.default_rng(3)
+    logits = (rng.normal(size=(3, 40)) * 2).astype(np.float32)
+    exact = np.zeros((3, 40))
+    for row in range(3):  # the kept set and its renormalised probabilities, as choose_next computes them
+        p = np.exp(logits[row] / settings.temperature - (logits[row] / settings.temperature).max())
+        p /= p.sum()
+        order = np.argsort(-p, kind="stable")[:settings.top_k or None]
+        cumulative = np.cumsum(p[order]) / p[order].sum()
+        keep = order[:int(np.searchsorted(cumulative, settings.top_p)) + 1]
+        exact[row, keep] = p[keep] / p[keep].sum()
+    counts = np.zeros((3, 40))
+    for _ in range(20000):
+        counts[np.arange(3), sample_next(logits, settings, rng)] += 1
+    assert np.abs(counts / 20000 - exact).max() < 0.012
+    assert not counts[exact == 0].any()
 
 
 def test_bad_settings_and_overlong_prompt(pair):

@@ -120,6 +120,9 @@ SAMPLE.update({"scores_mb": "96.0", "mask_mb": "2.0", "head_dim": 8, "smi": "npu
 # GRPO's prompt sets and reward functions (core.data.prompts, core.eval.rewards):
 SAMPLE.update({"max_prompt_len": 256, "record": "data/demo-grpo/train.jsonl line 3", "soft": 16,
                "py_says": "invalid syntax"})
+# GRPO's loss, step and rollouts (core.engine.grpo):
+SAMPLE.update({"completions": 11, "flags": 12, "advantages": 12, "completion": 70, "prompt_width": 256,
+               "completion_width": 64, "temperature": 0.7, "objective": "grpo"})
 
 
 def test_the_english_is_what_core_wrote_before_the_ids():

@@ -15,6 +15,10 @@
 //
 // Layouts: logits (..., V) float32 read as (n, V); targets (...) int32; cap (1) float32; nll, lse
 // (...) float32.
+//
+// mindtune_token_entropy (no gradient: a figure GRPO logs, core/engine/grpo.py): each row's entropy of
+// softmax(x), −Σ p·log p = log Σ exp(x − m) − Σ exp(x − m)·(x − m) / Σ exp(x − m), in one pass over the
+// row after its maximum; 0 for a row whose target is ignored. The same optional cap.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -66,7 +70,45 @@ void row_nll(const float *row, int64_t v, int32_t t, float *nll, float *lse) {
   *lse = mx + log_sum;
   *nll = (t >= 0 && t < v) ? log_sum - (row[t] - mx) : 0.f;
 }
+
+// a row's entropy of softmax(row)
+float row_entropy(const float *row, int64_t v) {
+  float mx = row[0];
+  for (int64_t j = 1; j < v; ++j) mx = std::max(mx, row[j]);
+  float sum = 0.f, weighted = 0.f;
+  for (int64_t j = 0; j < v; ++j) {
+    const float y = row[j] - mx, e = std::exp(y);
+    sum += e;
+    weighted += e * y;
+  }
+  return std::log(sum) - weighted / sum;
+}
 }  // namespace
+
+// inputs logits (..., V), targets (...) [, cap (1)]; output entropy (...)
+extern "C" int mindtune_token_entropy(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                      void *stream, void *extra) {
+  int64_t n, v;
+  bool capped;
+  if (int err = read_dims(nparam, 3, ndims, shapes, dtypes, &n, &v, &capped)) return err;
+  const auto *x = static_cast<const float *>(params[0]);
+  const auto *target = static_cast<const int32_t *>(params[1]);
+  const float cap = capped ? *static_cast<const float *>(params[2]) : 0.f;
+  if (capped && !(cap > 0.f)) return 32;
+  auto *entropy = static_cast<float *>(params[nparam - 1]);
+  parallel_blocks(n, kRows, [&](int64_t, int64_t i0, int64_t i1) {
+    std::vector<float> row(capped ? v : 0);
+    for (int64_t i = i0; i < i1; ++i) {
+      if (target[i] < 0 || target[i] >= v) {
+        entropy[i] = 0.f;
+        continue;
+      }
+      if (capped) cap_row(x + i * v, v, cap, row.data());
+      entropy[i] = row_entropy(capped ? row.data() : x + i * v, v);
+    }
+  });
+  return 0;
+}
 
 // inputs logits (..., V), targets (...) [, cap (1)]; outputs nll (...), lse (...)
 extern "C" int mindtune_cross_entropy_forward(int nparam, void **params, int *ndims, int64_t **shapes,
