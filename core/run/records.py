@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Iterable, Mapping, Self
 
 from core.spec.codec import INVALID, decode, encode, field_hints, read, type_text
 from core.spec.config import EarlyStoppingSettings
-from core.spec.stats import DataStats, PreferenceStats
+from core.spec.stats import DataStats, PreferenceStats, PromptStats
 
 __all__ = [
     "RunDirError", "STATES", "TERMINAL_STATES", "can_transition", "FAILURE_KINDS", "STOP_REQUESTS", "Record",
@@ -392,7 +392,7 @@ class SetupEvent(EventRecord):
     trainable_params: int | None = None
     total_params: int | None = None
     seq_len: int | None = None
-    data: DataStats | PreferenceStats | None = None   # what core.data found in the dataset
+    data: DataStats | PreferenceStats | PromptStats | None = None   # what core.data found in the dataset
     lora_modules: int | None = None
     layer_graphs: int | None = None
     kernels: str | None = None           # "fused", or "composed: <why>"

@@ -74,7 +74,7 @@ class Grpo(Objective):
     def sequence_length(self, splits) -> int:
         """Rows are a prompt (left-padded to the longest prompt of the data) then its completion
         (right-padded to grpo.max_new_tokens): one compiled shape for the whole run."""
-        self.prompt_width = int(splits.stats.longest)
+        self.prompt_width = int(splits.stats.longest_prompt)
         return self.prompt_width + self.g.max_new_tokens
 
     def batches(self, splits, seed: int, pad_id: int):
