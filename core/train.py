@@ -71,6 +71,8 @@ def run_worker(run_dir: str) -> int:
         trainer.execute(resume)
         return 0
     except USER_ERRORS + (TrainingFailed,) as exc:
+        if getattr(exc, "traceback", None):  # a reward function's own traceback (core.eval.rewards)
+            print(exc.traceback, file=sys.stderr, flush=True)
         _fail(run, cluster, said_of(exc), failure_kind_of(exc))
         return 1
     except MemoryError as exc:

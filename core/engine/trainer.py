@@ -43,7 +43,10 @@ from core.engine.profiling import StepProfiler, profile_message
 from core.spec.model_args import check_run_settings, read_model_args
 from core.spec.objectives import HIGHER_IS_BETTER
 from core.engine.objectives.base import ppl as _ppl
+from core.engine.grpo import GrpoError
 from core.engine.preference import PreferenceError
+from core.eval.rewards import RewardError
+from core.run.reward_run import RewardModelError
 from core.run.records import (GENERATION_FIELDS, BaselineEvent, BestSoFar, ControlEvent, EndEvent,
     EvalRecord, EventRecord, FinalFigures, ForkEvent, MetricRecord, ResumeEvent, SetupEvent, TrainRecord,
     ValidationFigures)
@@ -52,7 +55,9 @@ from core.run.tracking import Trackers
 from core.data.tokenizer import Tokenizer, TokenizerError
 from core.engine.train_step import WarmupDecaySchedule, adamw, lr_at, optimizer_state
 
-USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError, PreferenceError)
+# a reward function's failure (grpo) is the user's code failing: said with its name, its traceback in train.log
+USER_ERRORS = (ConfigError, DataError, CheckpointError, LoraError, TokenizerError, PreferenceError, GrpoError,
+               RewardError, RewardModelError)
 MONITORS = describe_fields()["early_stopping.monitor"].choices  # the validation metrics early stopping may watch
 MAX_CONSECUTIVE_OVERFLOWS = 25  # fp16: loss-scale retries before a non-finite loss fails the run
 # Fault injection for tests only (tests/core/test_hang_judges.py): with this set to N, the worker's
