@@ -1910,6 +1910,10 @@ MESSAGES_ZH.update({
                              "{total}：请调大 data.max_seq_len 或调小其中之一"),
     "memory.grpo_rows": "grpo：{prompts} 个提示词的微批训练 {prompts} × {generations} 个补全（激活值按补全行计）",
     "memory.grpo_cache": "grpo：采样时的键/值缓存，每个补全按完整长度计：{mb} MB",
+    "memory.grpo_merged": "grpo 与 LoRA：采样时推理内核持有每个适配矩阵合并适配器后的 float32 副本：{mb} MB",
+    "config.grpo_temperature_16bit": ("在 CPU 上以 LoRA 训练 {dtype} 的 model.dtype 时 grpo.temperature 必须为 1："
+                                      "冻结的 16 位输出头在一个内核里按温度 1 计算损失；请把 grpo.temperature 设为 1，"
+                                      "或把 model.dtype 设为 float32"),
     "field.rule.rewards": "奖励函数列表，每项为 {{function: 名称, weight: 权重, ...}}，名称为 {functions} 之一",
     "field.rewards_empty": "没有任何奖励函数；必须是{reason}",
     "field.reward_item": "第 {index} 个奖励不是映射；必须是{reason}",

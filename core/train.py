@@ -41,6 +41,9 @@ from core.spec.config import Config, ConfigError, load_config
 from core.spec.errors import said_of
 from core.spec.messages import Message
 from core.spec.model_args import read_model_args
+from core.spec.objectives import spec_of
+from core.data.prompts import reward_columns
+from core.eval.rewards import check_rewards
 
 
 # ---- entry points --------------------------------------------------------------------------
@@ -194,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    problems = reward_problems(config)
+    if problems:  # grpo: a column a reward reads that the data lacks, a reward file or run that cannot run
+        print(f"error: {ConfigError(problems)}", file=sys.stderr)
+        return 2
     warning = memory_warning(config)
     if warning:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
@@ -223,6 +230,18 @@ def _submit(config: Config) -> int:
         return 1
     print(f"submitted Slurm job {run.read_status().cluster.job_id}\nrun directory: {run.path}", flush=True)
     return 0
+
+
+def reward_problems(config: Config) -> list:
+    """grpo: what keeps the reward functions from running on this data, before a run is made (a
+    command-line user may run reward code from any folder; the console allows only its own)."""
+    if not spec_of(config.train.objective).rewards:
+        return []
+    try:
+        columns = reward_columns(config.data, config.run.seed)
+    except DataError:
+        return []  # the worker says what is wrong with the data, by file and line
+    return check_rewards(config, columns)
 
 
 def memory_warning(config: Config) -> str | None:

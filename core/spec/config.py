@@ -603,7 +603,7 @@ class GrpoSettings(_Section):
     """GRPO (train.objective grpo): rollouts scored by reward functions; core.engine.objectives.grpo."""
     KEY: ClassVar[str] = "grpo"
     num_generations: int = _field(4, "completions sampled per prompt (the group whose rewards are compared)", ge=2)
-    max_prompt_len: int = _field(256, "prompt tokens kept: a longer prompt is cut from the left (data.overlong "
+    max_prompt_len: int = _field(192, "prompt tokens kept: a longer prompt is cut from the left (data.overlong "
                                       "truncate) or skipped (skip) or refused (refuse)", ge=8)
     max_new_tokens: int = _field(64, "most tokens a completion may have", ge=1)
     temperature: float = _field(1.0, "sampling temperature of the rollouts", gt=0)

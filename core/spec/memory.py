@@ -427,6 +427,10 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int, device_
     notes += terms.notes
     weights += terms.extra_weight_bytes
     activations = activations * terms.activation_rows + terms.extra_bytes
+    if terms.merged_adapter_copies and lora:  # a rollout's kernel weights: W + s·B·A of each adapted matrix
+        copies = sum(n_in * n_out for n_in, n_out in lora.values()) * FP32
+        activations += copies
+        notes.append(Message("memory.grpo_merged", mb=f"{copies / MB:,.1f}"))
     notes += _parallel_notes(config)
     if config.precision.amp_level != "O0":
         notes.append(Message("memory.amp", level=config.precision.amp_level, dtype=config.precision.compute_dtype))

@@ -1143,6 +1143,11 @@ CATALOGUE.update({
     "memory.grpo_rows": ("grpo: a micro batch of {prompts} prompts trains {prompts} × {generations} completions "
                          "(activations counted per completion row)"),
     "memory.grpo_cache": "grpo: the rollouts' key/value cache, every completion at full length: {mb} MB",
+    "memory.grpo_merged": ("grpo with LoRA: during a rollout the inference kernel holds a float32 copy of every adapted "
+                           "matrix with its adapter merged: {mb} MB"),
+    "config.grpo_temperature_16bit": ("grpo.temperature must be 1 with a {dtype} model.dtype under LoRA on the CPU: the "
+                                      "frozen 16-bit head computes its loss in one kernel at temperature 1; set "
+                                      "grpo.temperature 1 or model.dtype float32"),
     "field.rule.rewards": ("a list of reward functions, each {{function: NAME, weight: W, ...}} with NAME one of "
                            "{functions}"),
     "field.rewards_empty": "names no reward function; must be {reason}",

@@ -37,6 +37,7 @@ class MemoryTerms:
     activation_rows: float = 1.0
     extra_bytes: float = 0.0
     notes: tuple = ()
+    merged_adapter_copies: bool = False  # rollouts hold a float32 copy of every adapted matrix (LoRA)
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class ObjectiveSpec:
     charts: tuple[str, ...]     # the Monitor's charts that apply
     compare: tuple[str, ...]    # the final figures the Runs tab compares between runs of this kind
     has_perplexity: bool = False
+    rewards: bool = False       # scores completions with reward functions (grpo.rewards)
     uses_reference: Callable[[Any], str | None] = field(default=lambda config: None)
     rules: Callable[[Any], list[Rule]] = field(default=lambda config: [])
     memory: Callable[[Any, Any], MemoryTerms] = field(default=lambda config, args: MemoryTerms())
@@ -141,6 +143,9 @@ def _grpo_rules(config) -> list[Rule]:
     if g.epsilon_high is not None and g.epsilon_high < g.epsilon:
         rules.append(Rule("grpo.epsilon_high", g.epsilon_high,
                           Message("config.grpo_epsilon_high", high=g.epsilon_high, low=g.epsilon)))
+    if g.temperature != 1.0 and config.frozen_weights_16bit:
+        rules.append(Rule("grpo.temperature", g.temperature, Message("config.grpo_temperature_16bit",
+                                                                      dtype=config.model.dtype)))
     if g.max_prompt_len + g.max_new_tokens > config.data.max_seq_len:
         rules.append(Rule("grpo.max_new_tokens", g.max_new_tokens, Message(
             "config.grpo_too_long", prompt=g.max_prompt_len, new=g.max_new_tokens, total=config.data.max_seq_len)))
@@ -163,7 +168,7 @@ def _grpo_memory(config, args) -> MemoryTerms:
     head_dim = args.head_dim
     cache = (2 * args.num_layers * grpo_rows(config) * length * args.num_kv_heads * head_dim * 4)
     notes.append(Message("memory.grpo_cache", mb=f"{cache / 2**20:,.1f}"))
-    return MemoryTerms(weights, rows, float(cache), tuple(notes))
+    return MemoryTerms(weights, rows, float(cache), tuple(notes), merged_adapter_copies=config.method == "lora")
 
 
 def _reward_rules(config) -> list[Rule]:
@@ -202,7 +207,7 @@ GRPO = ObjectiveSpec(
     name="grpo", kind="rl", data="prompts",
     monitors=("val_reward",), default_monitor="val_reward", headline="val_reward", eval_fields=GRPO_FIELDS,
     charts=("loss", "reward", "reward_functions", "completions", "kl", "memory", "throughput", "lr", "grad_norm"),
-    compare=("val_reward", "tokens_per_s", "peak_mem_mb"),
+    compare=("val_reward", "tokens_per_s", "peak_mem_mb"), rewards=True,
     uses_reference=reference_kind, rules=_grpo_rules, memory=_grpo_memory)
 
 REWARD = ObjectiveSpec(
