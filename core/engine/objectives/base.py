@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from core.engine.checkpoint import set_parameters
 from core.run.records import ValidationFigures
 from core.spec.objectives import ObjectiveSpec, spec_of
 
@@ -58,7 +59,6 @@ class Objective:
 
     def take_forked(self, trainable: dict, weights, source: str) -> None:
         """Load a fork point's weights into the trainable parameters (every one must be there)."""
-        from core.engine.checkpoint import set_parameters
         set_parameters(trainable, weights, source)
 
     # ---- the step ---------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from core.engine.grpo import (STD_EPSILON, GrpoBatch, GrpoObjective, GrpoStep, a
                               grpo_batch, rollout, sampling_settings, summarize)
 from core.engine.objectives.base import Objective
 from core.engine.objectives.preference import frozen_reference, reference_from_fork
+from core.engine.reward_scorer import RewardModelScorer
 from core.eval.rewards import RewardSet
 from core.run.records import CompletionsEvent, ValidationFigures
 from core.spec.objectives import reference_kind
@@ -248,5 +249,4 @@ class Grpo(Objective):
 
 
 def _reward_model_scorer(run: str):
-    from core.engine.reward_scorer import RewardModelScorer
     return RewardModelScorer(run)
