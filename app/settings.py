@@ -3,7 +3,7 @@
     python -m app [--host 127.0.0.1] [--port 7860] [--models-dir DIR ...] [--data-dir DIR ...]
                   [--runs-dir runs] [--auth user:pass | --auth-file FILE] [--admin USER ...]
                   [--max-upload-mb 50] [--lang en|zh] [--max-concurrent-runs N]
-                  [--cluster-shared-dir DIR]
+                  [--cluster-shared-dir DIR] [--rewards-dir DIR ...]
 
 Binding to anything but a loopback address without a password is refused: the console starts
 processes and serves checkpoints, so on a shared network it must not be open to everyone. A public
@@ -24,6 +24,7 @@ from core.run.launcher import REPO_ROOT
 DEFAULT_MODELS_DIR = REPO_ROOT / "models"
 DEFAULT_DATA_DIR = REPO_ROOT / "data"
 DEFAULT_RUNS_DIR = REPO_ROOT / "runs"
+DEFAULT_REWARDS_DIR = REPO_ROOT / "rewards"
 LANGUAGES = ("en", "zh")
 
 
@@ -51,6 +52,9 @@ class Settings:
     # storage every Slurm node sees: the Train tab offers a Slurm partition only when the runs
     # folder lies under it (None: cluster runs are not offered)
     cluster_shared_dir: Path | None = None
+    # folders whose Python files a GRPO run may use as reward functions (grpo.rewards' `file`): reward
+    # code runs in the worker, so only an administrator picks one where the console has a login
+    rewards_dirs: tuple[Path, ...] = (DEFAULT_REWARDS_DIR,)
 
     @property
     def uploads_dir(self) -> Path:
@@ -110,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"folder of model folders (repeatable; default {DEFAULT_MODELS_DIR})")
     parser.add_argument("--data-dir", action="append", metavar="DIR",
                         help=f"folder of datasets (repeatable; default {DEFAULT_DATA_DIR})")
+    parser.add_argument("--rewards-dir", action="append", metavar="DIR",
+                        help=f"folder of GRPO reward functions (Python files; repeatable; default "
+                             f"{DEFAULT_REWARDS_DIR}): the only place the console runs reward code from")
     parser.add_argument("--runs-dir", default=str(DEFAULT_RUNS_DIR), metavar="DIR",
                         help="folder holding one sub-folder per run")
     auth = parser.add_mutually_exclusive_group()
@@ -150,7 +157,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         data_dirs=tuple(Path(d).resolve() for d in args.data_dir or [DEFAULT_DATA_DIR]),
         runs_dir=Path(args.runs_dir).resolve(), auth=auth, admins=tuple(args.admin or ()),
         share=share_requested(), max_upload_mb=args.max_upload_mb, lang=args.lang,
-        max_concurrent_runs=args.max_concurrent_runs, cluster_shared_dir=shared)
+        max_concurrent_runs=args.max_concurrent_runs, cluster_shared_dir=shared,
+        rewards_dirs=tuple(Path(d).resolve() for d in args.rewards_dir or [DEFAULT_REWARDS_DIR]))
     check_safe(settings)
     return settings
 
