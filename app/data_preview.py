@@ -86,11 +86,12 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
             raw = read_data_file(_absolute_name(settings.train_file), role="train", text_split=settings.text_split)
             kind = file_kind(raw, columns)
             if kind is not None:  # preference pairs or KTO answers: side by side (app.preference_preview)
-                return pair_preview_html(raw, kind, tokenizer, settings.max_seq_len, samples, columns, lang)
+                return pair_preview_html(raw, kind, tokenizer, settings.max_seq_len, samples, columns, lang,
+                                         settings.overlong)
         elif _catalog_preference(settings):  # a catalogue's preference dataset (ranking: true or a kto_tag)
             source = preference_sources(_resolved(settings), "train")[0]
             return pair_preview_html(source.data, file_kind(source.data, source.columns), tokenizer,
-                                     settings.max_seq_len, samples, source.columns, lang)
+                                     settings.max_seq_len, samples, source.columns, lang, settings.overlong)
         source = data_sources(_resolved(settings), "train")[0]  # a catalogue: the first dataset chosen
         data, resolved, columns = source.data, source.fmt, source.columns
         records = data.records[:samples]
@@ -237,8 +238,9 @@ def preference_stats_markdown(stats: PreferenceStats, max_seq_len: int, objectiv
     if not kto:
         lines.append(text("dp.pst_dropped", lang).format(train=stats.train.identical_dropped,
                                                          validation=stats.validation.identical_dropped))
-    lines.append(text("dp.pst_truncated", lang).format(max=max_seq_len, train=stats.train.truncated,
-                                                       validation=stats.validation.truncated))
+    lines.append(text("dp.pst_truncated", lang).format(max=max_seq_len, policy=stats.train.overlong_policy,
+                                                       train=stats.train.overlong_records,
+                                                       validation=stats.validation.overlong_records))
     lines.append(text("dp.pst_rows_kto", lang).format(seq=stats.seq_len) if kto else
                  text("dp.pst_rows", lang).format(rows=2, seq=stats.seq_len, objective=objective))
     lines += [f"- ⚠ {problem_text(w, lang)}" for w in stats.warnings()]

@@ -508,8 +508,10 @@ TEXTS.update({
     "dp.pst_split.train": ("train", "训练集"), "dp.pst_split.validation": ("validation", "验证集"),
     "dp.pst_dropped": ("- **identical pairs dropped** (no preference to learn): {train} train, {validation} validation",
                        "- **丢弃的相同对**（无偏好可学）：训练集 {train} 对，验证集 {validation} 对"),
-    "dp.pst_truncated": ("- **answers cut** at max_seq_len {max}: {train} train, {validation} validation",
-                         "- **被截断的回答**（max_seq_len {max}）：训练集 {train} 条，验证集 {validation} 条"),
+    "dp.pst_truncated": ("- **over max_seq_len {max}** (data.overlong: {policy}): {train} train, {validation} "
+                         "validation",
+                         "- **超过 max_seq_len {max} 的记录**（data.overlong：{policy}）：训练集 {train} 条，验证集 "
+                         "{validation} 条"),
     "dp.pst_rows": ("- **rows**: {rows} per pair, {seq} tokens each ({objective}: train.micro_batch_size counts "
                     "pairs)",
                     "- **行**：每对 {rows} 行，每行 {seq} 个 token（{objective}：train.micro_batch_size 按对计）"),
@@ -1903,4 +1905,12 @@ MESSAGES_ZH.update({
     "field.reward_unknown_key": "第 {index} 个奖励（{function}）有未知设置 '{setting}'；可用的设置为 {keys}",
     "field.reward_weight": "第 {index} 个奖励（{function}）：权重 {value} 不是有限数",
     "field.reward_regex": "第 {index} 个奖励：模式不是正则表达式（{re_says}）",
+})
+
+
+MESSAGES_ZH.update({
+    # issue 37: preference data under data.overlong, a file's problems found in one pass, catalogue text entries
+    "stats.pairs_overlong_truncated": ("{split_role}：{records} 条记录中有 {count} 条超过 max_seq_len {max_seq_len} 个 "
+                                       "token，已截断（保留提示的末尾，回答截到剩余长度）（data.overlong={policy}）：{listed}"),
+    "data.problems": "{file} 中有 {count} 个问题：{listed}",
 })

@@ -1064,3 +1064,12 @@ CATALOGUE.update({
     "field.reward_weight": "reward {index} ({function}): weight {value} is not a finite number",
     "field.reward_regex": "reward {index}: the pattern is not a regular expression ({re_says})",
 })
+
+
+CATALOGUE.update({
+    # issue 37: preference data under data.overlong, a file's problems found in one pass, catalogue text entries
+    "stats.pairs_overlong_truncated": ("{split_role}: {count} of {records} records are longer than max_seq_len "
+                                       "{max_seq_len} tokens and were truncated (the end of the prompt kept, the "
+                                       "answers cut to what is left) (data.overlong: {policy}): {listed}"),
+    "data.problems": "{count} problems in {file}: {listed}",
+})
