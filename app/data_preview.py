@@ -231,7 +231,8 @@ def preference_stats_markdown(stats: PreferenceStats, max_seq_len: int, objectiv
     kto = stats.train.kind == "kto"
     lines = []
     for name, split in (("train", stats.train), ("validation", stats.validation)):
-        lines.append(text("dp.pst_kto" if kto else "dp.pst_pairs", lang).format(
+        key = ("dp.pst_kto" if kto else "dp.pst_pairs") + ("_one" if split.pairs == 1 else "")
+        lines.append(text(key, lang).format(
             split=text(f"dp.pst_split.{name}", lang), n=split.pairs, good=split.desirable,
             bad=split.pairs - split.desirable, c_mean=f"{split.chosen_mean_length:g}", c_max=split.chosen_max_length,
             r_mean=f"{split.rejected_mean_length:g}", r_max=split.rejected_max_length))

@@ -1914,3 +1914,59 @@ MESSAGES_ZH.update({
                                        "token，已截断（保留提示的末尾，回答截到剩余长度）（data.overlong={policy}）：{listed}"),
     "data.problems": "{file} 中有 {count} 个问题：{listed}",
 })
+
+
+TEXTS.update({
+    # issue 37: an uploaded pair file said as the preview shows it; one pair said in the singular
+    "dp.detected_pairs": ("**preference pairs** (chosen/rejected): {n} records, shown side by side in the preview",
+                          "**偏好对**（chosen/rejected）：{n} 条记录，预览中并排显示"),
+    "dp.detected_kto": ("**KTO answers** (a boolean label): {n} records, shown with their labels in the preview",
+                        "**KTO 回答**（布尔 label）：{n} 条记录，预览中显示各自的标签"),
+    "dp.pst_pairs_one": ("- **{split}**: 1 pair; chosen {c_mean} tokens (longest {c_max}), rejected {r_mean} "
+                         "(longest {r_max}), prompt included",
+                         "- **{split}**：1 对；chosen {c_mean} 个 token（最长 {c_max}），rejected {r_mean}"
+                         "（最长 {r_max}），含提示"),
+    "dp.pst_kto_one": ("- **{split}**: 1 KTO answer: {good} desirable ({c_mean} tokens, longest {c_max}), {bad} "
+                       "undesirable ({r_mean}, longest {r_max}), prompt included",
+                       "- **{split}**：1 条 KTO 回答：{good} 条可取（{c_mean} 个 token，最长 {c_max}），"
+                       "{bad} 条不可取（{r_mean}，最长 {r_max}），含提示"),
+    # the figures that judge a run, by its objective (app.figures; core.spec.objectives' headline and compare)
+    "figure.val_ppl": ("ppl", "困惑度"), "figure.best_val_ppl": ("best val ppl", "最佳验证困惑度"),
+    "figure.reward_accuracy": ("reward accuracy", "奖励准确率"), "figure.reward_margin": ("reward margin", "奖励差值"),
+    "figure.val_reward": ("reward", "奖励"), "figure.exact_match": ("EM", "精确匹配"),
+    "figure.bleu": ("BLEU", "BLEU"), "figure.rouge1": ("ROUGE-1", "ROUGE-1"), "figure.rouge2": ("ROUGE-2", "ROUGE-2"),
+    "figure.rougeL": ("ROUGE-L", "ROUGE-L"), "figure.tokens_per_s": ("tokens/s", "token/秒"),
+    "figure.peak_mem_mb": ("peak MB", "峰值 MB"), "figure.tok_s": ("{n} tok/s", "{n} token/秒"),
+    # the Monitor's status line: the best evaluation, with the run's headline figure when it is another
+    "status.best_at": ("{metric} {value} at step {step}", "{metric} {value}（第 {step} 步）"),
+    "status.best_with": ("{metric} {value} at step {step} ({figure} {figure_value})",
+                         "{metric} {value}（第 {step} 步，{figure} {figure_value}）"),
+    "chart.no_scores": ("no answer scores: this run has no data.test_file, or eval.downstream is off",
+                        "没有回答评分：此运行没有 data.test_file，或 eval.downstream 已关闭"),
+    # where the trackers write (core.run.tracking.destinations): the Monitor, the Tracking help, Start's answer
+    "track.head": ("Trackers:", "实验跟踪："),
+    "track.tensorboard": ("TensorBoard writes to {where}; see it with {command}",
+                          "TensorBoard 写入 {where}；用 {command} 查看"),
+    "track.mlflow_store": ("MLflow writes to {where}; see it with {command}", "MLflow 写入 {where}；用 {command} 查看"),
+    "track.mlflow_server": ("MLflow writes to the server {where} (open it in a browser)",
+                            "MLflow 写入服务器 {where}（在浏览器中打开）"),
+    "track.swanlab_folder": ("SwanLab writes to {where}; see it with {command}",
+                             "SwanLab 写入 {where}；用 {command} 查看"),
+    "track.swanlab_cloud": ("SwanLab writes to its cloud, project {where} (swanlab login first)",
+                            "SwanLab 写入其云端项目 {where}（请先 swanlab login）"),
+    # the Runs tab: figure columns by objective, comparisons of like with like, curves, fork points
+    "runs.col.reward accuracy %": ("reward accuracy %", "奖励准确率 %"), "runs.col.reward margin": ("reward margin", "奖励差值"),
+    "runs.col.reward": ("reward", "奖励"),
+    "runs.na_objective": ("n/a ({objective} run)", "不适用（{objective} 运行）"),
+    "runs.delta_reference": ("against", "对比"),
+    "runs.delta_alone": ("not compared: no other selected run measures what a {objective} run does (its loss and "
+                         "figures mean something else)",
+                         "未对比：所选运行中没有其他运行与 {objective} 运行度量相同的东西（损失与指标含义不同）"),
+    "runs.points": ("{n} pts", "{n} 个百分点"),
+    "runs.fork_choice_pointer": ("step-{step} ({pointer})", "step-{step}（{pointer}）"),
+    "overlay.reward accuracy": ("reward accuracy", "奖励准确率"), "overlay.reward margin": ("reward margin", "奖励差值"),
+    "short.run.name": ("name", "名称"), "short.train.objective": ("objective", "目标"),
+    "chart.overlay_mixed": ("not drawn: the losses of {objectives} runs measure different things; pick runs of one "
+                            "kind, or compare reward accuracy, tokens/s",
+                            "未绘制：{objectives} 运行的损失度量的是不同的东西；请选择同一类运行，或对比奖励准确率、token/秒"),
+})

@@ -83,8 +83,28 @@ function request(full) {
           log_scale: Boolean(scale && scale.checked), ppl_log_scale: pplScale ? pplScale.checked : true};
 }
 
+// The charts (by slot name) and their controls (by element id) the shown run's objective does not
+// draw (a preference run's perplexity and answer scores, an SFT run's reward figures): hidden.
+let hiddenParts = [];
+function hideParts(names) {
+  const part = (name) => {
+    const slot = document.querySelector(`[data-mt-slot="${name}"]`);
+    return slot ? slot.closest(".mt-chart-box") || slot : document.getElementById(name);
+  };
+  for (const name of hiddenParts) {
+    const el = part(name);
+    if (el && !names.includes(name)) el.style.display = "";
+  }
+  for (const name of names) {
+    const el = part(name);
+    if (el) el.style.display = "none";
+  }
+  hiddenParts = names;
+}
+
 function show(reply, full) {
   shownRun = reply.run || null;
+  if (Array.isArray(reply.hide)) hideParts(reply.hide);
   for (const [name, html] of Object.entries(reply.slots || {})) {
     const slot = document.querySelector(`[data-mt-slot="${name}"]`);
     if (!slot) continue;
