@@ -346,7 +346,9 @@ FIELD_HELP_ZH: dict[str, str] = {
     "launch.env": "在每个节点上为作业设置的环境变量",
     "early_stopping.min_delta": "算作改进的最小变化量（损失下降、得分上升）",
     "eval.downstream_every_eval": "每次评估时也给生成的回答评分（BLEU/ROUGE 曲线；早停监控回答得分时自动开启）",
-    "tracking": "同步运行指标的实验跟踪工具：tensorboard、mlflow、swanlab（可选安装包：requirements-tracking.txt）",
+    "tracking": ("同步运行指标的实验跟踪工具（可选安装包：requirements-tracking.txt）：tensorboard 写入 "
+                 "<run>/tracking/tensorboard（tensorboard --logdir runs/），mlflow 写入 mlflow.tracking_uri，"
+                 "swanlab（offline）写入 <run>/tracking/swanlab（swanlab watch）"),
     "mlflow.tracking_uri": "MLflow 跟踪 URI（http://host:5000、sqlite:///file.db）；留空：$MLFLOW_TRACKING_URI，否则 sqlite:///<run.runs_dir>/mlflow.db",
     "mlflow.experiment": "运行记录所属的 MLflow 实验",
     "swanlab.mode": "offline/local：文件保存在运行目录（swanlab watch 可查看）；cloud：SwanLab 服务器（先 swanlab login）",
@@ -1969,4 +1971,18 @@ TEXTS.update({
     "chart.overlay_mixed": ("not drawn: the losses of {objectives} runs measure different things; pick runs of one "
                             "kind, or compare reward accuracy, tokens/s",
                             "未绘制：{objectives} 运行的损失度量的是不同的东西；请选择同一类运行，或对比奖励准确率、token/秒"),
+    "act.and_tracker": ("{message}. {tracker}", "{message}。{tracker}"),
+    # the Objective section: where a run of another objective than SFT usually starts (app.train_callbacks)
+    "obj.offer": ("{objective} usually starts from an SFT checkpoint: a model already trained on the task. The newest "
+                  "finished SFT run of this model is {run}, best checkpoint step {step}{figure}.",
+                  "{objective} 通常从 SFT 检查点开始：一个已在该任务上训练过的模型。此模型最新完成的 SFT 运行是 {run}，"
+                  "最佳检查点为第 {step} 步{figure}。"),
+    "obj.no_sft_run": ("{objective} usually starts from an SFT checkpoint: a model already trained on the task. This "
+                       "model has no finished SFT run yet: train one first (objective sft), then fork its best "
+                       "checkpoint here or from the Runs tab.",
+                       "{objective} 通常从 SFT 检查点开始：一个已在该任务上训练过的模型。此模型还没有完成的 SFT 运行："
+                       "请先训练一个（目标 sft），再在这里或“运行记录”页从其最佳检查点分叉。"),
+    "obj.forked": ("{objective} starts from {run}, step {step} (its model is the reference).",
+                   "{objective} 从 {run} 的第 {step} 步开始（其模型即参考模型）。"),
+    "obj.fork": ("Start from this SFT run's best checkpoint", "从该 SFT 运行的最佳检查点开始"),
 })

@@ -189,3 +189,51 @@ def test_the_monitor_says_where_the_trackers_write(console):
     local = Config().with_updates({"tracking": ["mlflow"], "run.runs_dir": str(console.runs_dir)})
     (line,) = mcb.tracker_lines(local, Path("runs/x"))
     assert "MLflow writes to <code>sqlite:///" in line and "mlflow ui --backend-store-uri sqlite:///" in line
+
+
+def test_start_says_where_the_trackers_write(console, fake_launcher):
+    from app import train_callbacks as tcb
+    from tests.app.test_data_preview import form_values
+    values = form_values(console)
+    values["tracking"] = ["tensorboard"]
+    outcome = tcb.start(values, console)
+    assert outcome.run_id, outcome
+    folder = console.runs_dir / outcome.run_id / "tracking" / "tensorboard"
+    assert outcome.message.endswith(f"TensorBoard writes to `{folder}`; see it with `tensorboard --logdir {folder}`")
+    assert outcome.message.in_lang("zh").endswith(f"TensorBoard 写入 `{folder}`；用 `tensorboard --logdir {folder}` 查看")
+    assert "tensorboard --logdir runs/" in tcb.text("help.tracking", "en")
+
+
+def test_the_objective_section_offers_the_newest_finished_sft_run_of_the_model_as_the_start(console):
+    from app import train_callbacks as tcb
+    from tests.app.test_data_preview import form_values
+    values = form_values(console, train__objective="dpo", train__length=100)
+    model = tcb.starter_config(console).model.path
+    note, point = tcb.starting_point_note(console, values, None)
+    assert point is None and note.startswith("dpo usually starts from an SFT checkpoint") and "no finished SFT run" in note
+    assert tcb.starting_point_note(console, form_values(console), None) == ("", None)  # an SFT run: nothing to say
+    older, newer = (make_run(console, f"20261205-00000{i}_demo-lora_tiny-demo_lora-r16_fp32_dp1",
+                             **{"model.path": model, "lora.rank": 16}) for i in (1, 2))
+    running = make_run(console, "20261205-000009_demo-lora_tiny-demo_lora-r16_fp32_dp1", **{"model.path": model})
+    dpo = make_run(console, "20261205-000008_demo-dpo_tiny-demo_lora-r16_fp32_dp1",
+                   **{"model.path": model, "train.objective": "dpo"})
+    for run in (older, newer, running, dpo):
+        (run.checkpoints_dir / "step-300").mkdir(parents=True)
+        (run.checkpoints_dir / "best").symlink_to("step-300")
+    for run in (older, newer, dpo):
+        run.write_status(state="finished", final=FinalFigures(best_val_ppl=3.05))
+    note, point = tcb.starting_point_note(console, values, None)
+    assert point.run_id == newer.run_id and point.step == 300  # not the running one, not the DPO run
+    assert f"The newest finished SFT run of this model is `{newer.run_id}`, best checkpoint step 300 (ppl 3.05)" in note
+    zh, _ = tcb.starting_point_note(console, values, None, lang="zh")
+    assert "通常从 SFT 检查点开始" in zh and "困惑度 3.05" in zh
+    changed, reference = tcb.fork_starting_point(console, values, point.run_id)
+    assert reference.is_fork and reference.run_id == newer.run_id and reference.step == 300
+    assert reference.checkpoint == str(newer.checkpoints_dir / "step-300")
+    assert changed["lora.rank"] == 16 and changed["train.length"] == 400  # 100 DPO steps after step 300
+    assert "train.objective" not in changed  # the form stays a DPO run
+    note, point = tcb.starting_point_note(console, values, reference)
+    assert point is None and note == f"dpo starts from `{newer.run_id}`, step 300 (its model is the reference)."
+    # the fork's own check accepts the form as the offer leaves it (the demo data are SFT data: set pairs)
+    filled = {**values, **changed, "train.objective": "sft"}
+    assert tcb.fork_errors(tcb.check_form(filled, console).config, reference) == {}
