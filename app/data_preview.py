@@ -256,7 +256,8 @@ def histogram_html(stats: DataStats, max_seq_len: int, lang: str = "en") -> str:
     for lo, hi, count in zip(split.histogram_edges, split.histogram_edges[1:], split.histogram_counts):
         height = round(100 * count / top)
         css = "mt-bar mt-bar-cut" if hi - 1 > max_seq_len else "mt-bar"
-        bars.append(f'<div class="{css}" style="height:{height}%" title="{lo}–{hi - 1} tokens: {count}"></div>')
+        hover = html.escape(text("dp.bin", lang).format(lo=lo, hi=hi - 1, count=count))
+        bars.append(f'<div class="{css}" style="height:{height}%" title="{hover}"></div>')
     axis = (f'<div class="mt-hist-axis"><span>{split.min_length}</span>'
             f'<span>{text("dp.axis", lang)}</span><span>{split.max_length}</span></div>')
     return f'<div class="mt-hist">{"".join(bars)}</div>{axis}'

@@ -1985,4 +1985,12 @@ TEXTS.update({
     "obj.forked": ("{objective} starts from {run}, step {step} (its model is the reference).",
                    "{objective} 从 {run} 的第 {step} 步开始（其模型即参考模型）。"),
     "obj.fork": ("Start from this SFT run's best checkpoint", "从该 SFT 运行的最佳检查点开始"),
+    # the Evaluate panel's progress: lm-eval's phases (core.evaluate.Progress)
+    "eval.phase.loglikelihood": ("log-likelihoods", "对数似然"), "eval.phase.generate_until": ("generation", "生成"),
+    "eval.phase.loglikelihood_rolling": ("rolling log-likelihoods", "滚动对数似然"),
+    "eval.requests": ("{done}/{total} requests", "{done}/{total} 个请求"),
+    # the data preview's hover texts (app.sample_html, the length histogram's bars)
+    "dp.run_trained": ("{n} tokens, trained", "{n} 个 token，参与训练"),
+    "dp.run_masked": ("{n} tokens, masked (no loss)", "{n} 个 token，已屏蔽（不计损失）"),
+    "dp.bin": ("{lo}–{hi} tokens: {count}", "{lo}–{hi} 个 token：{count} 条"),
 })
