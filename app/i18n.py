@@ -1993,4 +1993,5 @@ TEXTS.update({
     "dp.run_trained": ("{n} tokens, trained", "{n} 个 token，参与训练"),
     "dp.run_masked": ("{n} tokens, masked (no loss)", "{n} 个 token，已屏蔽（不计损失）"),
     "dp.bin": ("{lo}–{hi} tokens: {count}", "{lo}–{hi} 个 token：{count} 条"),
+    "chart.overlay_not_drawn": ("not drawn on one axis (see above)", "未在同一坐标轴上绘制（见上方）"),
 })

@@ -124,7 +124,7 @@ let hiddenParts = [];
 function hideParts(names) {
   const part = (name) => {
     const slot = document.querySelector(`[data-mt-slot="${name}"]`);
-    return slot ? slot.closest(".mt-chart-box") || slot : document.getElementById(name);
+    return slot ? slot.closest(".block") || slot : document.getElementById(name);  // the chart's whole block
   };
   for (const name of hiddenParts) {
     const el = part(name);

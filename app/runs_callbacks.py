@@ -295,8 +295,10 @@ def overlay_html(cache: OverlayCache, console: Console, run_ids: list[str], metr
                  viewer: Viewer = SINGLE_USER, lang: str = "en") -> str:
     """The overlay of the compared runs, or the empty chart with the reason it is not drawn."""
     refusal = overlay_refusal(console, run_ids, metric, viewer, lang)
-    frame = _empty_overlay() if refusal else cache.frame(console, run_ids, metric, viewer, lang)
-    return overlay_svg(frame, metric, log_y, lang, empty_text=refusal)
+    if refusal is None:
+        return overlay_svg(cache.frame(console, run_ids, metric, viewer, lang), metric, log_y, lang)
+    return (f'<div class="mt-warning mt-overlay-refusal">{html.escape(refusal)}</div>'
+            + overlay_svg(_empty_overlay(), metric, log_y, lang, empty_text=text("chart.overlay_not_drawn", lang)))
 
 
 LABEL_IGNORED = ("run.runs_dir", "run.resume", "run.fork_from")

@@ -128,7 +128,7 @@ def select_runs(page, run_ids: list[str]) -> None:
     # ended re-rendered its box, and a tick landing in that moment was lost): one tick is enough.
     for text in [label.inner_text().strip() for label in page.locator("#runs-select label").all()]:
         wanted = text in run_ids
-        box = page.locator("#runs-select label").filter(has_text=re.compile(f"^{re.escape(text)}$")).first.locator("input")
+        box = page.locator("#runs-select label").filter(has=page.get_by_text(text, exact=True)).first.locator("input")
         if box.is_checked() != wanted:
             box.set_checked(wanted)
 
