@@ -35,6 +35,7 @@ class RunsTab:
 class RunsSession:
     """Per browser tab: the table last sent, and the compared runs' chart readers."""
     table_key: str = ""
+    choices: list | None = None  # the selection's choices last sent (sent again only when they change)
     overlay: cb.OverlayCache = field(default_factory=cb.OverlayCache)
 
 
@@ -166,8 +167,15 @@ def _wire(tab: RunsTab, console: Console) -> None:
         ids = [run_id for _, run_id in choices]
         kept = [r for r in selected or [] if r in ids]
         # the value only when a selected run is gone: sending it always would undo a tick the user
-        # made while this refresh was on its way (the selection is read when the refresh starts)
-        select = gr.update(choices=choices, value=kept) if len(kept) != len(selected or []) else gr.update(choices=choices)
+        # made while this refresh was on its way (the selection is read when the refresh starts);
+        # the choices only when the runs changed: a run's figures changing redraws no box (issue 37)
+        if len(kept) != len(selected or []):
+            select = gr.update(choices=choices, value=kept)
+        elif choices != session.choices:
+            select = gr.update(choices=choices)
+        else:
+            select = gr.skip()
+        session.choices = choices
         return shown, select, overlay, queue
 
     inputs = [out["session"], out["select"], out["metric"], out["only_diff"], out["log_scale"], tab.lang]

@@ -162,7 +162,9 @@ def test_the_lists_hold_still_under_a_refresh(console_server, page):
     sft, dpo = make_pair(console_server.runs_dir)
     page.goto(console_server.url)
     page.wait_for_selector("#start-button")
-    # the Runs tab: a tick made while a run ends (its figures change, the list refreshes) stays
+    # the Runs tab: a run that ends changes its figures, and the list refreshes; its box is not drawn
+    # anew (a box drawn anew as a person ticked it lost the tick: the browser test ticked up to three
+    # times), and a tick made as the refresh lands stays
     page.click("#tab-runs-button")
     page.wait_for_selector(f"#runs-select label:has-text('{dpo.run_id}')", timeout=60_000)
     live = RunDir.create(console_server.runs_dir, "20261205-090003_demo-dpo_tiny-demo_lora-r16_fp32_dp1",
@@ -171,6 +173,9 @@ def test_the_lists_hold_still_under_a_refresh(console_server, page):
     live.write_status(state="running", step=5, total_steps=40, rank_count=1)
     wait_for(lambda: page.locator(f"#runs-select label:has-text('{live.run_id}')").count() == 1, "the running run",
              timeout_s=60)
+    marked = page.evaluate("""(id) => { const labels = Array.from(document.querySelectorAll('#runs-select label'));
+        labels.forEach(l => { l.querySelector('input').dataset.mark = 'kept'; });
+        return labels.map(l => l.innerText.trim()); }""", live.run_id)
     box = page.locator("#runs-select label", has_text=live.run_id).first.locator("input")
     target = box.bounding_box()
     page.mouse.move(target["x"] + target["width"] / 2, target["y"] + target["height"] / 2)
@@ -179,6 +184,9 @@ def test_the_lists_hold_still_under_a_refresh(console_server, page):
     wait_for(lambda: re.search(rf"{live.run_id}\s+finished", page.inner_text("#runs-table")),
              "the refresh of the ended run", timeout_s=60)
     page.mouse.up()  # ... and lets go once the list refreshed
+    after = page.evaluate("""() => Array.from(document.querySelectorAll('#runs-select label')).map(l =>
+        [l.innerText.trim(), l.querySelector('input').dataset.mark || ''])""")
+    assert [label for label, _ in after] == marked and all(mark == "kept" for _, mark in after), (marked, after)
     wait_for(lambda: box.is_checked(), "the tick to stay", timeout_s=10)
     time.sleep(4)  # the next refreshes keep it
     assert box.is_checked() and page.locator("#runs-select input:checked").count() == 1
