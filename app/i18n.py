@@ -512,7 +512,7 @@ TEXTS.update({
                        "- **丢弃的相同对**（无偏好可学）：训练集 {train} 对，验证集 {validation} 对"),
     "dp.pst_truncated": ("- **over max_seq_len {max}** (data.overlong: {policy}): {train} train, {validation} "
                          "validation",
-                         "- **超过 max_seq_len {max} 的记录**（data.overlong：{policy}）：训练集 {train} 条，验证集 "
+                         "- **超过 max_seq_len {max} 的记录**（data.overlong={policy}）：训练集 {train} 条，验证集 "
                          "{validation} 条"),
     "dp.pst_rows": ("- **rows**: {rows} per pair, {seq} tokens each ({objective}: train.micro_batch_size counts "
                     "pairs)",
@@ -1870,7 +1870,7 @@ def _problem_message_zh(message: Message) -> str:
 TEXTS.update({
     "eval.title": ("**Evaluate** (lm-evaluation-harness): the selected run's best checkpoint and its base model, "
                    "each in the background with its own folder under runs/evals/",
-                   "**评测**（lm-evaluation-harness）：所选运行的最佳检查点及其基础模型，各自在后台运行，"
+                   "**评测**（`lm-evaluation-harness`）：所选运行的最佳检查点及其基础模型，各自在后台运行，"
                    "结果保存在 runs/evals/ 下的独立目录"),
     "eval.tasks": ("Tasks (local task folders: data/eval_tasks)", "任务（本地任务目录：data/eval_tasks）"),
     "eval.targets": ("Models to evaluate", "要评测的模型"),

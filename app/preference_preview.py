@@ -11,7 +11,7 @@ from core.data.formats import Columns
 from core.data.preference import preference_records, tokenize_preference
 from core.data.tokenizer import Tokenizer
 
-from app.i18n import text
+from app.i18n import place_text, text
 from app.sample_html import legend, runs_html, token_runs
 
 
@@ -31,7 +31,7 @@ def pair_preview_html(data: DataFile, kind: str, tokenizer: Tokenizer, max_seq_l
                 f'{html.escape(title)}</b></div>{runs_html(runs, lang=lang)}</div>')
 
     for pair in pairs:
-        blocks.append(f'<div class="mt-note">{html.escape(pair.where)}</div>')
+        blocks.append(f'<div class="mt-note">{html.escape(place_text(pair.where, lang))}</div>')
         if kind == "pairs":
             sides = (column(text("dp.chosen", lang), "mt-chosen", pair.chosen) +
                      column(text("dp.rejected", lang), "mt-rejected", pair.rejected))

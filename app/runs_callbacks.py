@@ -321,12 +321,23 @@ def short_labels(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_U
     else the time in its id; the full id stays on hover."""
     configs = _configs(console, run_ids)
     found = [k for k in differing_keys(configs) if k not in LABEL_IGNORED]
-    differing = ([k for k in LABEL_FIRST if k in found] + [k for k in found if k not in LABEL_FIRST])[:MAX_LABEL_SETTINGS]
-    shown = {k: _distinct_values([flat.get(k) for flat in configs.values()]) for k in differing}
-    labels = {}
-    for run_id, flat in configs.items():
-        parts = [f"{short_key(k, lang)} {shown[k][_show(flat.get(k))]}" for k in differing if applies(flat, k)]
-        labels[run_id] = " · ".join(parts) or _id_time(run_id)
+    ordered = [k for k in LABEL_FIRST if k in found] + [k for k in found if k not in LABEL_FIRST]
+    shown = {k: _distinct_values([flat.get(k) for flat in configs.values()]) for k in ordered[:MAX_LABEL_SETTINGS]}
+
+    def label(run_id: str, keys: list[str]) -> str:
+        flat = configs[run_id]
+        parts = [f"{short_key(k, lang)} {shown[k][_show(flat.get(k))]}" for k in keys if applies(flat, k)]
+        return " · ".join(parts) or _id_time(run_id)
+
+    # name and objective when they differ, then as many more settings as it takes to tell the runs
+    # apart (at most MAX_LABEL_SETTINGS): a legend cuts long names
+    differing = [k for k in ordered[:MAX_LABEL_SETTINGS] if k in LABEL_FIRST[:2]]
+    for key in ordered[:MAX_LABEL_SETTINGS]:
+        if differing and len({label(r, differing) for r in configs}) == len(configs):
+            break
+        if key not in differing:
+            differing.append(key)
+    labels = {run_id: label(run_id, differing) for run_id in configs}
     totals = {label: list(labels.values()).count(label) for label in labels.values()}
     counts: dict[str, int] = {}
     for run_id in run_ids:  # runs that differ only in settings left out (or not at all): numbered

@@ -15,6 +15,8 @@ KEPT_WORDS = {
     # preference objectives and their settings (config values and the papers' names)
     "sft", "dpo", "simpo", "orpo", "kto", "ipo", "sigmoid", "beta", "gamma", "lambda", "chosen", "rejected",
     "preference", "rafailov", "overlong",
+    # GRPO and the reward model: the method's name and the objective's value (train.objective reward)
+    "grpo", "reward",
     # trackers and their modes, Slurm and its commands
     "tensorboard", "mlflow", "swanlab", "offline", "local", "cloud", "login", "watch", "slurm", "sbatch", "srun",
     "scancel", "scontrol", "sinfo", "squeue", "sacct", "sacctmgr",

@@ -239,7 +239,8 @@ def test_in_chinese_a_dpo_run_and_an_sft_run_read_in_chinese(console_server, bro
 
         page.click("#tab-runs-button")
         select_runs(page, [dpo.run_id])  # one run: its fork points are offered
-        wait_for(lambda: page.input_value("#runs-fork-step input").startswith("step-40"), "the fork point", timeout_s=60)
+        wait_for(lambda: page.input_value("#runs-fork-step input") == "step-40（最佳）", "the fork point in 中文",
+                 timeout_s=60)
         page.locator("#eval-panel button.label-wrap").first.click()
         page.wait_for_selector("#eval-targets input", timeout=60_000)
         select_runs(page, [sft.run_id, dpo.run_id])
@@ -258,5 +259,14 @@ def test_in_chinese_a_dpo_run_and_an_sft_run_read_in_chinese(console_server, bro
             assert not english_in_titles(page, names)
         assert "第 20 步，困惑度 7.85" in page.inner_text("#run-status")
         screenshot(page, "monitor_sft_zh")
+
+        page.click("#tab-try-button")  # the checkpoints' labels: each run's own figures, in 中文
+        wait_for(lambda: page.input_value("#try-checkpoint input") != "", "the Try tab's checkpoint", timeout_s=30)
+        page.click("#try-checkpoint input")
+        options = page.locator("#try-checkpoint [role=option]").all_inner_texts()
+        page.keyboard.press("Escape")
+        assert any("奖励准确率 78.0% · 600 token/秒" in o for o in options), options
+        assert not [o for o in options if english_words(o.replace(sft.run_id, "").replace(dpo.run_id, ""))], options
+        wait_chinese_everywhere(page, "Try tab", names)
     finally:
         context.close()
