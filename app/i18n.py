@@ -533,8 +533,6 @@ TEXTS.update({
     "ytitle.answers": ("score ×100", "得分 ×100"),
     "ytitle.reward_accuracy": ("reward accuracy", "奖励准确率"), "ytitle.reward_margin": ("reward", "奖励"),
     "ytitle.logps": ("log-prob of the answers", "回答的对数概率"),
-    "chart.ppl_preference": ("no perplexity for a preference objective: see the reward charts",
-                             "偏好目标没有困惑度：请看奖励准确率、奖励与对数概率图"),
     "chart.series": ("series", "曲线"),
     # the Runs comparison's curves (app.runs_callbacks.OVERLAY_METRICS: the choice and the y axis)
     "overlay.train loss": ("train loss", "训练损失"), "overlay.train loss EMA": ("train loss EMA", "训练损失 EMA"),
