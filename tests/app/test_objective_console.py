@@ -240,3 +240,23 @@ def test_the_objective_section_offers_the_newest_finished_sft_run_of_the_model_a
     # the fork's own check accepts the form as the offer leaves it (the demo data are SFT data: set pairs)
     filled = {**values, **changed, "train.objective": "sft"}
     assert tcb.fork_errors(tcb.check_form(filled, console).config, reference) == {}
+
+
+def test_start_names_every_problem_of_a_pair_file_at_once(console):
+    """Issue 37 data item 4: a mixed record on line 8 and an empty answer on line 4 are both named
+    where Start is blocked (the first one found named alone made a person fix them one by one)."""
+    import json
+    from app import train_callbacks as tcb
+    from tests.app.test_data_preview import form_values
+    good = {"instruction": "Who?", "chosen": "Tom", "rejected": "Ann"}
+    records = [good] * 10
+    records[3] = {**good, "chosen": ""}
+    records[7] = {"instruction": "Who?", "output": "Tom"}
+    path = console.settings.data_dirs[0] / "two-problems.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    valid = console.settings.data_dirs[0] / "pairs-val.jsonl"
+    valid.write_text(json.dumps(good) + "\n")
+    values = form_values(console, data__train_file=str(path), data__validation_file=str(valid), data__test_file="",
+                         data__format="auto", train__objective="dpo")
+    said = tcb.check_form(values, console).errors.get("data.train_file", "")
+    assert said.startswith(f"2 problems in {path}: {path} line 4: field 'chosen': ") and f"{path} line 8: " in said

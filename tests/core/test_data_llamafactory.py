@@ -138,3 +138,35 @@ def test_a_plain_file_with_pairs_in_it_names_every_pair(tmp_path):
     with pytest.raises(DataError, match=r"^2 problems in .*plain.jsonl line 2: .*plain.jsonl line 4: this record is a "
                                         r"preference pair"):
         file_kind(read_data_file(path), Columns())
+
+
+@pytest.mark.slow  # four tiny-demo runs of 2 steps at max_seq_len 512 (~20-40 s each on a loaded 2-core machine)
+@pytest.mark.parametrize("name, objective, policy, used", [
+    ("dpo_en_demo", "dpo", "skip", (21, 5)), ("dpo_en_demo", "dpo", "truncate", (32, 8)),
+    ("kto_en_demo", "kto", "skip", (21, 5)), ("kto_en_demo", "kto", "truncate", (32, 8))])
+def test_the_demo_files_train_at_512_with_skip_and_truncate(folder, tmp_path, name, objective, policy, used):
+    """Issue 37 'done when': LLaMA-Factory's dpo_en_demo and kto_en_demo (their stand-ins) train at
+    data.max_seq_len 512 with data.overlong skip and truncate; the run's setup counts what it did and
+    its log says which records."""
+    import json as json_
+    from core.run.rundir import RunDir
+    from core.train import main as train_main
+    runs = tmp_path / "runs"
+    code = train_main(["--config", str(ROOT / "configs" / "lora_demo.yaml"), f"run.runs_dir={runs}",
+                       f"data.train_file={folder}", f"data.dataset=[{name}]", "data.validation_file=null",
+                       "data.validation_fraction=0.2", "data.test_file=null", "data.max_seq_len=512",
+                       f"data.overlong={policy}", f"train.objective={objective}", "train.max_steps=2",
+                       "train.eval_every=2", "train.log_every=1", "train.micro_batch_size=2", "train.warmup_steps=1",
+                       "eval.downstream=false", "eval.baseline=false", "early_stopping.enabled=false"])
+    (run_path,) = [p for p in runs.iterdir() if not p.is_symlink()]
+    run = RunDir(run_path)
+    assert code == 0 and run.read_status().state == "finished", run.log_tail()
+    records = [json_.loads(line) for line in run.metrics_path.read_text().splitlines()]
+    setup = next(r for r in records if r.get("event") == "setup")
+    train, val = setup["data"]["train"], setup["data"]["validation"]
+    assert (train["pairs"], val["pairs"]) == used and (train["overlong_records"], val["overlong_records"]) == (11, 3)
+    assert train["overlong_policy"] == policy and setup["seq_len"] <= 512
+    done = "skipped" if policy == "skip" else "truncated"
+    assert f"train: 11 of 32 records are longer than max_seq_len 512 tokens and were {done}" in run.log_path.read_text()
+    evaluations = [r for r in records if r["kind"] == "eval"]
+    assert evaluations and all(0.0 <= r["reward_accuracy"] <= 1.0 for r in evaluations)
