@@ -103,6 +103,8 @@ class _Overlong:
                 self.prompt_fills.append((where, answer_field, len(prompt)))
             return None
         keep_prompt, keep_answer = cutoff_lengths(len(prompt), longest, self.max_seq_len)
+        keep_answer = max(keep_answer, 1)  # a sample trains its answer's first token at least
+        keep_prompt = min(keep_prompt, self.max_seq_len - keep_answer)
         kept = prompt[len(prompt) - keep_prompt:] if keep_prompt else []
         return [(kept + ids[:keep_answer], labels[:keep_answer]) for ids, labels in answers]
 
