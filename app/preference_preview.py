@@ -4,7 +4,6 @@ each KTO answer with its label; pairs with identical answers are counted, never 
 from __future__ import annotations
 
 import html
-from typing import Sequence
 
 from core.data.files import DataFile
 from core.data.formats import Columns

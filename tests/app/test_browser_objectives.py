@@ -26,8 +26,7 @@ from core.spec.config import Config
 
 from tests.app.english import english_words
 from tests.app.test_browser import choose, reveal, wait_for
-from tests.app.test_browser_page import (english_in_charts_and_choices, open_every_fold, open_in_chinese,
-                                         wait_chinese_everywhere)
+from tests.app.test_browser_page import open_every_fold, open_in_chinese, wait_chinese_everywhere
 from tests.app.test_browser_workflows import select_runs
 from tests.app.test_metrics import evaluation, train
 

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from core.run.records import BestSoFar, FinalFigures
-from core.spec.config import Config, load_config
+from core.spec.config import Config
 
 from app import monitor_callbacks as mcb
 from app import runs_callbacks as cb
