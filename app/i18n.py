@@ -1917,7 +1917,7 @@ MESSAGES_ZH.update({
 
 
 TEXTS.update({
-    # issue 37: an uploaded pair file said as the preview shows it; one pair said in the singular
+    # issue 37: a run is more than SFT in the console (figures by objective, trackers, evaluation, 中文); uploads of pairs
     "dp.detected_pairs": ("**preference pairs** (chosen/rejected): {n} records, shown side by side in the preview",
                           "**偏好对**（chosen/rejected）：{n} 条记录，预览中并排显示"),
     "dp.detected_kto": ("**KTO answers** (a boolean label): {n} records, shown with their labels in the preview",
