@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: console test test-fast test-browser demo-model demo-data cluster
+.PHONY: console test test-fast test-browser demo-model demo-data demo-dpo cluster
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -42,3 +42,9 @@ demo-data: $(VENV)/.installed-dev
 
 demo-model: $(VENV)/.installed-dev
 	$(PY) models/make_tiny_demo.py
+
+# The demo DPO run as the guide measures it: the demo SFT run (configs/lora_demo.yaml), then
+# configs/dpo_demo.yaml forked from its best checkpoint (scripts/demo_dpo.py). SFT=runs/<id> reuses
+# a finished SFT run instead of training one.
+demo-dpo: $(VENV)/.installed
+	$(PY) scripts/demo_dpo.py $(if $(SFT),--sft $(SFT))

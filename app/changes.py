@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
+from core.spec.objectives import spec_of
+
 # the keys the console sets itself: never a "change" a user made
 BOOKKEEPING = ("run.runs_dir", "run.resume", "run.fork_from", "run.name")
 
@@ -33,7 +35,10 @@ _RULES: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
 
 
 def applies(flat: Mapping[str, Any], key: str) -> bool:
-    """Whether setting `key` has any effect in the run `flat` describes."""
+    """Whether setting `key` has any effect in the run `flat` describes (an objective's own settings,
+    preference.* or grpo.*, only where the run's objective reads them: core.spec.objectives)."""
+    if not spec_of(flat.get("train.objective")).reads(key):
+        return False
     for prefix, rule in _RULES:
         if key == prefix or (prefix.endswith(".") and key.startswith(prefix)):
             return rule(flat)

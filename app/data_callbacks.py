@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from core.spec.config import Config, ConfigError, DataSettings
 from core.data.pipeline import DataError, read_data_file, resolve_format
 from core.data.files import file_names, split_path
+from core.data.pairs import file_kind
 from core.spec.errors import said_of
 from core.data.tokenizer import TokenizerError
 
@@ -35,14 +36,20 @@ class Upload:
     dataset: Dataset
     detected_format: str | None
     problem: str | None = None
+    preference: str | None = None  # "pairs" or "kto": preference data (core.data.pairs), as the preview shows it
+    records: int = 0
 
     @property
     def note(self) -> str:
         return self.note_in("en")
 
     def note_in(self, lang: str) -> str:
-        found = (text("dp.detected", lang).format(fmt=self.detected_format) if self.detected_format
-                 else f"⚠ {problem_text(self.problem, lang)}")
+        if self.preference:
+            found = text(f"dp.detected_{self.preference}", lang).format(n=self.records)
+        elif self.detected_format:
+            found = text("dp.detected", lang).format(fmt=self.detected_format)
+        else:
+            found = f"⚠ {problem_text(self.problem, lang)}"
         return text("dp.saved", lang).format(file=self.dataset.train_file, found=found)
 
 
@@ -55,8 +62,11 @@ def upload(temp_path: str, original_name: str, console: Console) -> Upload:
     if dataset.dataset is not None:  # a zipped catalogue: its first dataset, in its own formatting
         return Upload(dataset, dataset.formatting or None, dataset.reason)
     try:
-        detected = resolve_format(read_data_file(absolute(split_path(dataset.train_file)[0]),
-                                                 split_path(dataset.train_file)[1]))
+        data = read_data_file(absolute(split_path(dataset.train_file)[0]), split_path(dataset.train_file)[1])
+        kind = file_kind(data)  # pairs or KTO answers have no SFT format: the preview shows them as such
+        if kind is not None:
+            return Upload(dataset, None, preference=kind, records=len(data.records))
+        detected = resolve_format(data)
     except DataError as err:
         return Upload(dataset, None, said_of(err))
     return Upload(dataset, detected)

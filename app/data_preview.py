@@ -86,11 +86,12 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
             raw = read_data_file(_absolute_name(settings.train_file), role="train", text_split=settings.text_split)
             kind = file_kind(raw, columns)
             if kind is not None:  # preference pairs or KTO answers: side by side (app.preference_preview)
-                return pair_preview_html(raw, kind, tokenizer, settings.max_seq_len, samples, columns, lang)
+                return pair_preview_html(raw, kind, tokenizer, settings.max_seq_len, samples, columns, lang,
+                                         settings.overlong)
         elif _catalog_preference(settings):  # a catalogue's preference dataset (ranking: true or a kto_tag)
             source = preference_sources(_resolved(settings), "train")[0]
             return pair_preview_html(source.data, file_kind(source.data, source.columns), tokenizer,
-                                     settings.max_seq_len, samples, source.columns, lang)
+                                     settings.max_seq_len, samples, source.columns, lang, settings.overlong)
         source = data_sources(_resolved(settings), "train")[0]  # a catalogue: the first dataset chosen
         data, resolved, columns = source.data, source.fmt, source.columns
         records = data.records[:samples]
@@ -230,15 +231,17 @@ def preference_stats_markdown(stats: PreferenceStats, max_seq_len: int, objectiv
     kto = stats.train.kind == "kto"
     lines = []
     for name, split in (("train", stats.train), ("validation", stats.validation)):
-        lines.append(text("dp.pst_kto" if kto else "dp.pst_pairs", lang).format(
+        key = ("dp.pst_kto" if kto else "dp.pst_pairs") + ("_one" if split.pairs == 1 else "")
+        lines.append(text(key, lang).format(
             split=text(f"dp.pst_split.{name}", lang), n=split.pairs, good=split.desirable,
             bad=split.pairs - split.desirable, c_mean=f"{split.chosen_mean_length:g}", c_max=split.chosen_max_length,
             r_mean=f"{split.rejected_mean_length:g}", r_max=split.rejected_max_length))
     if not kto:
         lines.append(text("dp.pst_dropped", lang).format(train=stats.train.identical_dropped,
                                                          validation=stats.validation.identical_dropped))
-    lines.append(text("dp.pst_truncated", lang).format(max=max_seq_len, train=stats.train.truncated,
-                                                       validation=stats.validation.truncated))
+    lines.append(text("dp.pst_truncated", lang).format(max=max_seq_len, policy=stats.train.overlong_policy,
+                                                       train=stats.train.overlong_records,
+                                                       validation=stats.validation.overlong_records))
     lines.append(text("dp.pst_rows_kto", lang).format(seq=stats.seq_len) if kto else
                  text("dp.pst_rows", lang).format(rows=2, seq=stats.seq_len, objective=objective))
     lines += [f"- ⚠ {problem_text(w, lang)}" for w in stats.warnings()]
@@ -253,7 +256,8 @@ def histogram_html(stats: DataStats, max_seq_len: int, lang: str = "en") -> str:
     for lo, hi, count in zip(split.histogram_edges, split.histogram_edges[1:], split.histogram_counts):
         height = round(100 * count / top)
         css = "mt-bar mt-bar-cut" if hi - 1 > max_seq_len else "mt-bar"
-        bars.append(f'<div class="{css}" style="height:{height}%" title="{lo}–{hi - 1} tokens: {count}"></div>')
+        hover = html.escape(text("dp.bin", lang).format(lo=lo, hi=hi - 1, count=count))
+        bars.append(f'<div class="{css}" style="height:{height}%" title="{hover}"></div>')
     axis = (f'<div class="mt-hist-axis"><span>{split.min_length}</span>'
             f'<span>{text("dp.axis", lang)}</span><span>{split.max_length}</span></div>')
     return f'<div class="mt-hist">{"".join(bars)}</div>{axis}'

@@ -20,7 +20,7 @@ from core.run.rundir import RunDir
 
 from app.access import SINGLE_USER, Viewer
 from app.context import Console
-from app.i18n import problem_text, text
+from app.i18n import TEXTS, problem_text, text
 
 TARGETS = ("best", "base")
 
@@ -166,10 +166,17 @@ def comparison(console: Console, run_id: str) -> list[tuple[str, float | None, f
 
 
 def _progress(run: RunDir, lang: str) -> str:
+    """'running · log-likelihoods 400/400, generation 10/100', 'finished · 500/500 requests': each of
+    lm-eval's phases while it runs (core.evaluate.Progress), the requests of all of them once over."""
     status = run.read_status()
     shown = text(f"state.{status.state}", lang) if status.state else "?"
-    if status.total_steps:
-        shown += f" {status.step or 0}/{status.total_steps}"
+    phases = (status.extra or {}).get("phases") if isinstance(status.extra, dict) else None
+    if status.state not in TERMINAL_STATES and isinstance(phases, dict) and phases:
+        shown += " · " + ("，" if lang == "zh" else ", ").join(
+            f"{text(f'eval.phase.{kind}', lang) if f'eval.phase.{kind}' in TEXTS else kind} {done}/{total}"
+            for kind, (done, total) in phases.items())
+    elif status.total_steps:
+        shown += " · " + text("eval.requests", lang).format(done=status.step or 0, total=status.total_steps)
     if status.state == "failed" and status.reason:
         shown += f": {problem_text(status.reason, lang)}"
     return shown

@@ -346,7 +346,9 @@ FIELD_HELP_ZH: dict[str, str] = {
     "launch.env": "在每个节点上为作业设置的环境变量",
     "early_stopping.min_delta": "算作改进的最小变化量（损失下降、得分上升）",
     "eval.downstream_every_eval": "每次评估时也给生成的回答评分（BLEU/ROUGE 曲线；早停监控回答得分时自动开启）",
-    "tracking": "同步运行指标的实验跟踪工具：tensorboard、mlflow、swanlab（可选安装包：requirements-tracking.txt）",
+    "tracking": ("同步运行指标的实验跟踪工具（可选安装包：requirements-tracking.txt）：tensorboard 写入 "
+                 "<run>/tracking/tensorboard（tensorboard --logdir runs/），mlflow 写入 mlflow.tracking_uri，"
+                 "swanlab（offline）写入 <run>/tracking/swanlab（swanlab watch）"),
     "mlflow.tracking_uri": "MLflow 跟踪 URI（http://host:5000、sqlite:///file.db）；留空：$MLFLOW_TRACKING_URI，否则 sqlite:///<run.runs_dir>/mlflow.db",
     "mlflow.experiment": "运行记录所属的 MLflow 实验",
     "swanlab.mode": "offline/local：文件保存在运行目录（swanlab watch 可查看）；cloud：SwanLab 服务器（先 swanlab login）",
@@ -508,8 +510,10 @@ TEXTS.update({
     "dp.pst_split.train": ("train", "训练集"), "dp.pst_split.validation": ("validation", "验证集"),
     "dp.pst_dropped": ("- **identical pairs dropped** (no preference to learn): {train} train, {validation} validation",
                        "- **丢弃的相同对**（无偏好可学）：训练集 {train} 对，验证集 {validation} 对"),
-    "dp.pst_truncated": ("- **answers cut** at max_seq_len {max}: {train} train, {validation} validation",
-                         "- **被截断的回答**（max_seq_len {max}）：训练集 {train} 条，验证集 {validation} 条"),
+    "dp.pst_truncated": ("- **over max_seq_len {max}** (data.overlong: {policy}): {train} train, {validation} "
+                         "validation",
+                         "- **超过 max_seq_len {max} 的记录**（data.overlong={policy}）：训练集 {train} 条，验证集 "
+                         "{validation} 条"),
     "dp.pst_rows": ("- **rows**: {rows} per pair, {seq} tokens each ({objective}: train.micro_batch_size counts "
                     "pairs)",
                     "- **行**：每对 {rows} 行，每行 {seq} 个 token（{objective}：train.micro_batch_size 按对计）"),
@@ -529,8 +533,6 @@ TEXTS.update({
     "ytitle.answers": ("score ×100", "得分 ×100"),
     "ytitle.reward_accuracy": ("reward accuracy", "奖励准确率"), "ytitle.reward_margin": ("reward", "奖励"),
     "ytitle.logps": ("log-prob of the answers", "回答的对数概率"),
-    "chart.ppl_preference": ("no perplexity for a preference objective: see the reward charts",
-                             "偏好目标没有困惑度：请看奖励准确率、奖励与对数概率图"),
     "chart.series": ("series", "曲线"),
     # the Runs comparison's curves (app.runs_callbacks.OVERLAY_METRICS: the choice and the y axis)
     "overlay.train loss": ("train loss", "训练损失"), "overlay.train loss EMA": ("train loss EMA", "训练损失 EMA"),
@@ -1882,7 +1884,7 @@ def _problem_message_zh(message: Message) -> str:
 TEXTS.update({
     "eval.title": ("**Evaluate** (lm-evaluation-harness): the selected run's best checkpoint and its base model, "
                    "each in the background with its own folder under runs/evals/",
-                   "**评测**（lm-evaluation-harness）：所选运行的最佳检查点及其基础模型，各自在后台运行，"
+                   "**评测**（`lm-evaluation-harness`）：所选运行的最佳检查点及其基础模型，各自在后台运行，"
                    "结果保存在 runs/evals/ 下的独立目录"),
     "eval.tasks": ("Tasks (local task folders: data/eval_tasks)", "任务（本地任务目录：data/eval_tasks）"),
     "eval.targets": ("Models to evaluate", "要评测的模型"),
@@ -2030,4 +2032,87 @@ MESSAGES_ZH.update({
                                    "打分；请将 grpo.temperature 设为 1，或将 model.dtype 设为 float32"),
     "engine.adapter_off_without_lora": ("{objective} 以关闭适配器的模型为参考，模型中需要有 LoRA 层；全量微调请使用冻结的参考副本"),
     "generate.top_k": "top_k = {value}：必须是 >= 0 的整数（0 = 所有 token）",
+    # issue 37: preference data under data.overlong, a file's problems found in one pass, catalogue text entries
+    "stats.pairs_overlong_truncated": ("{split_role}：{records} 条记录中有 {count} 条超过 max_seq_len {max_seq_len} 个 "
+                                       "token，已截断（保留提示的末尾，回答截到剩余长度）（data.overlong={policy}）：{listed}"),
+    "data.problems": "{file} 中有 {count} 个问题：{listed}",
+})
+
+
+TEXTS.update({
+    # issue 37: a run is more than SFT in the console (figures by objective, trackers, evaluation, 中文); uploads of pairs
+    "dp.detected_pairs": ("**preference pairs** (chosen/rejected): {n} records, shown side by side in the preview",
+                          "**偏好对**（chosen/rejected）：{n} 条记录，预览中并排显示"),
+    "dp.detected_kto": ("**KTO answers** (a boolean label): {n} records, shown with their labels in the preview",
+                        "**KTO 回答**（布尔 label）：{n} 条记录，预览中显示各自的标签"),
+    "dp.pst_pairs_one": ("- **{split}**: 1 pair; chosen {c_mean} tokens (longest {c_max}), rejected {r_mean} "
+                         "(longest {r_max}), prompt included",
+                         "- **{split}**：1 对；chosen {c_mean} 个 token（最长 {c_max}），rejected {r_mean}"
+                         "（最长 {r_max}），含提示"),
+    "dp.pst_kto_one": ("- **{split}**: 1 KTO answer: {good} desirable ({c_mean} tokens, longest {c_max}), {bad} "
+                       "undesirable ({r_mean}, longest {r_max}), prompt included",
+                       "- **{split}**：1 条 KTO 回答：{good} 条可取（{c_mean} 个 token，最长 {c_max}），"
+                       "{bad} 条不可取（{r_mean}，最长 {r_max}），含提示"),
+    # the figures that judge a run, by its objective (app.figures; core.spec.objectives' headline and compare)
+    "figure.val_ppl": ("ppl", "困惑度"), "figure.best_val_ppl": ("best val ppl", "最佳验证困惑度"),
+    "figure.reward_accuracy": ("reward accuracy", "奖励准确率"), "figure.reward_margin": ("reward margin", "奖励差值"),
+    "figure.val_reward": ("reward", "奖励"), "figure.exact_match": ("EM", "精确匹配"),
+    "figure.bleu": ("BLEU", "BLEU"), "figure.rouge1": ("ROUGE-1", "ROUGE-1"), "figure.rouge2": ("ROUGE-2", "ROUGE-2"),
+    "figure.rougeL": ("ROUGE-L", "ROUGE-L"), "figure.tokens_per_s": ("tokens/s", "token/秒"),
+    "figure.peak_mem_mb": ("peak MB", "峰值 MB"), "figure.tok_s": ("{n} tok/s", "{n} token/秒"),
+    # the Monitor's status line: the best evaluation, with the run's headline figure when it is another
+    "status.best_at": ("{metric} {value} at step {step}", "{metric} {value}（第 {step} 步）"),
+    "status.best_with": ("{metric} {value} at step {step} ({figure} {figure_value})",
+                         "{metric} {value}（第 {step} 步，{figure} {figure_value}）"),
+    "chart.no_scores": ("no answer scores: this run has no data.test_file, or eval.downstream is off",
+                        "没有回答评分：此运行没有 data.test_file，或 eval.downstream 已关闭"),
+    # where the trackers write (core.run.tracking.destinations): the Monitor, the Tracking help, Start's answer
+    "track.head": ("Trackers:", "实验跟踪："),
+    "track.tensorboard": ("TensorBoard writes to {where}; see it with {command}",
+                          "TensorBoard 写入 {where}；用 {command} 查看"),
+    "track.mlflow_store": ("MLflow writes to {where}; see it with {command}", "MLflow 写入 {where}；用 {command} 查看"),
+    "track.mlflow_server": ("MLflow writes to the server {where} (open it in a browser)",
+                            "MLflow 写入服务器 {where}（在浏览器中打开）"),
+    "track.swanlab_folder": ("SwanLab writes to {where}; see it with {command}",
+                             "SwanLab 写入 {where}；用 {command} 查看"),
+    "track.swanlab_cloud": ("SwanLab writes to its cloud, project {where} (swanlab login first)",
+                            "SwanLab 写入其云端项目 {where}（请先 swanlab login）"),
+    # the Runs tab: figure columns by objective, comparisons of like with like, curves, fork points
+    "runs.col.reward accuracy %": ("reward accuracy %", "奖励准确率 %"), "runs.col.reward margin": ("reward margin", "奖励差值"),
+    "runs.col.reward": ("reward", "奖励"),
+    "runs.na_objective": ("n/a ({objective} run)", "不适用（{objective} 运行）"),
+    "runs.delta_reference": ("against", "对比"),
+    "runs.delta_alone": ("not compared: no other selected run measures what a {objective} run does (its loss and "
+                         "figures mean something else)",
+                         "未对比：所选运行中没有其他运行与 {objective} 运行度量相同的东西（损失与指标含义不同）"),
+    "runs.points": ("{n} pts", "{n} 个百分点"),
+    "runs.fork_choice_pointer": ("step-{step} ({pointer})", "step-{step}（{pointer}）"),
+    "overlay.reward accuracy": ("reward accuracy", "奖励准确率"), "overlay.reward margin": ("reward margin", "奖励差值"),
+    "short.run.name": ("name", "名称"), "short.train.objective": ("objective", "目标"),
+    "chart.overlay_mixed": ("not drawn: the losses of {objectives} runs measure different things; pick runs of one "
+                            "kind, or compare reward accuracy, tokens/s",
+                            "未绘制：{objectives} 运行的损失度量的是不同的东西；请选择同一类运行，或对比奖励准确率、token/秒"),
+    "act.and_tracker": ("{message}. {tracker}", "{message}。{tracker}"),
+    # the Objective section: where a run of another objective than SFT usually starts (app.train_callbacks)
+    "obj.offer": ("{objective} usually starts from an SFT checkpoint: a model already trained on the task. The newest "
+                  "finished SFT run of this model is {run}, best checkpoint step {step}{figure}.",
+                  "{objective} 通常从 SFT 检查点开始：一个已在该任务上训练过的模型。此模型最新完成的 SFT 运行是 {run}，"
+                  "最佳检查点为第 {step} 步{figure}。"),
+    "obj.no_sft_run": ("{objective} usually starts from an SFT checkpoint: a model already trained on the task. This "
+                       "model has no finished SFT run yet: train one first (objective sft), then fork its best "
+                       "checkpoint here or from the Runs tab.",
+                       "{objective} 通常从 SFT 检查点开始：一个已在该任务上训练过的模型。此模型还没有完成的 SFT 运行："
+                       "请先训练一个（目标 sft），再在这里或“运行记录”页从其最佳检查点分叉。"),
+    "obj.forked": ("{objective} starts from {run}, step {step} (its model is the reference).",
+                   "{objective} 从 {run} 的第 {step} 步开始（其模型即参考模型）。"),
+    "obj.fork": ("Start from this SFT run's best checkpoint", "从该 SFT 运行的最佳检查点开始"),
+    # the Evaluate panel's progress: lm-eval's phases (core.evaluate.Progress)
+    "eval.phase.loglikelihood": ("log-likelihoods", "对数似然"), "eval.phase.generate_until": ("generation", "生成"),
+    "eval.phase.loglikelihood_rolling": ("rolling log-likelihoods", "滚动对数似然"),
+    "eval.requests": ("{done}/{total} requests", "{done}/{total} 个请求"),
+    # the data preview's hover texts (app.sample_html, the length histogram's bars)
+    "dp.run_trained": ("{n} tokens, trained", "{n} 个 token，参与训练"),
+    "dp.run_masked": ("{n} tokens, masked (no loss)", "{n} 个 token，已屏蔽（不计损失）"),
+    "dp.bin": ("{lo}–{hi} tokens: {count}", "{lo}–{hi} 个 token：{count} 条"),
+    "chart.overlay_not_drawn": ("not drawn on one axis (see above)", "未在同一坐标轴上绘制（见上方）"),
 })

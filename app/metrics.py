@@ -24,8 +24,9 @@ from core.run.records import (GENERATION_FIELDS, BaselineEvent, ControlEvent, En
     RunDirError, SetupEvent, TrainRecord, resume_point, value_key)
 from core.run.rundir import MetricsReader, RunDir
 from core.run.runs import SCORE_LABELS
-from core.spec.config import ConfigError, load_config
+from core.spec.objectives import ObjectiveSpec
 
+from app.figures import run_spec
 from app.sessions import most_recent
 
 CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale", "answers",
@@ -73,14 +74,6 @@ class Progress:
         return (self.last[1] - self.first[1]) / (self.last[0] - self.first[0])
 
 
-def _objective(run: RunDir) -> str | None:
-    """The run's training objective (sft, dpo...), None when its config cannot be read."""
-    try:
-        return load_config(run.config_path).train.objective
-    except (ConfigError, OSError):
-        return None
-
-
 @dataclass
 class RunCharts:
     """Chart data of one run and the latest records the status line needs."""
@@ -97,7 +90,7 @@ class RunCharts:
     progress: Progress = field(default_factory=Progress)
     generation: int | None = None      # of the newest record read
     seen: set = field(default_factory=set)   # value_key of every train/eval record charted
-    preference: bool = False  # a preference objective's evaluations (reward figures, no perplexity) were read
+    spec: ObjectiveSpec = field(init=False)  # the run's objective (core.spec.objectives): what it charts
 
     parent: tuple[str, int] | None = None  # (run id, step) of a fork's parent, drawn up to that step
     # per chart, a counter that moves whenever its points change: pages that share these charts
@@ -109,14 +102,15 @@ class RunCharts:
 
     def __post_init__(self) -> None:
         self.reader = RunDir(self.path).metrics_reader()
+        self.spec = run_spec(self.path)
         self.frames = {name: empty_frame() for name in CHARTS}
         self._add_parent()
 
     def _add_parent(self) -> None:
         """A fork's charts begin with its parent's curves up to the fork step (series '… (parent)'),
-        so the new run reads as a continuation. Only a parent with the same owner and the same
-        training objective is drawn: an SFT parent's language-model loss is another quantity than a
-        DPO fork's preference loss, and one axis would set them side by side."""
+        so the new run reads as a continuation. Only a parent with the same owner whose losses are
+        comparable (core.spec.objectives) is drawn: an SFT parent's language-model loss is another
+        quantity than a DPO fork's preference loss, and one axis would set them side by side."""
         run = RunDir(self.path)
         try:
             status = run.read_status()
@@ -128,7 +122,7 @@ class RunCharts:
         try:
             if not parent.exists() or parent.read_status().owner != status.owner:
                 return
-            if _objective(parent) != _objective(run):
+            if not run_spec(parent.path).comparable(self.spec):
                 return
         except RunDirError:
             return
@@ -150,7 +144,6 @@ class RunCharts:
         records = self.reader.read_new()
         rows: dict[str, list[dict]] = {name: [] for name in CHARTS}
         fresh: set[str] = set()
-        preferred = self.preference
         for record in records:
             point, key = resume_point(record), value_key(record)
             if point is not None and self.seen:
@@ -163,8 +156,6 @@ class RunCharts:
                 self.generation = record.generation
             self._add(record, rows)
         fresh |= self._flush(rows)
-        if self.preference and not preferred:  # the perplexity chart now says why it stays empty
-            fresh.add("val_ppl")
         self.changed |= fresh
         for name in fresh:
             self.revision[name] += 1
@@ -245,10 +236,8 @@ class RunCharts:
 
     def _add_eval(self, record: EvalRecord, rows: dict[str, list[dict]]) -> None:
         self.last_eval, step = record, record.step
-        if _finite(record.reward_accuracy):  # a preference objective: its loss is no language-model loss
-            self.preference = True
         for chart, names in (("val_loss", ("val_loss", "val_loss_ema")), ("val_ppl", ("val_ppl", "val_ppl_ema"))):
-            if chart == "val_ppl" and self.preference:
+            if chart == "val_ppl" and not self.spec.has_perplexity:  # a preference loss is no language-model loss
                 continue
             for name in names:
                 if _finite(getattr(record, name)):

@@ -12,6 +12,7 @@ process: stopping and early-stopping changes go through the job manager and the 
 """
 from __future__ import annotations
 
+import functools
 import html
 import os
 import re
@@ -22,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import core.run.tracking as tracking
 from core.spec.config import ConfigError, EarlyStoppingSettings, load_config
+from core.spec.objectives import ObjectiveSpec
 from core.run.launcher import LaunchError
 from core.run.records import TERMINAL_STATES, EvalRecord, RunDirError, Status
 from core.run.rundir import RunDir
@@ -214,11 +217,11 @@ def _status_text(status: Status, charts: RunCharts, lang: str) -> str:
     """Step / total, elapsed, ETA, best, and what a starting run is busy with."""
     if not status.total_steps and charts.setup:
         status = status.replace(total_steps=charts.setup.total_steps)
-    line = status_line(status, charts.progress.seconds_per_step())
+    line = status_line(status, charts.progress.seconds_per_step(), spec=charts.spec, lang=lang)
     busy = phase(line.state, charts.setup is not None, charts.last_eval is not None, charts.last_train is not None)
     if busy == "phase.queued" and is_cluster(status):
         busy = "phase.pending"
-    return status_html(line, lang, busy) + cluster_html(status, lang)
+    return status_html(line, lang, busy) + cluster_html(status, lang) + trackers_html(charts.path, lang)
 
 
 def _no_run(run_id: str | None, choices: list[str] | None, lang: str) -> Tick:
@@ -284,11 +287,74 @@ def chart_svg(charts: RunCharts, name: str, log: frozenset[str] = DEFAULT_LOG_AX
     charts with the early-stopping caption (current best, patience left). The <svg> names the run
     it draws (`data-run`), so the page can tell another run's drawings from this one's."""
     words = chart_words(lang)
-    if name == "val_ppl" and charts.preference:
-        words["empty_text"] = text("chart.ppl_preference", lang)
+    if name == "answers" and not scores_expected(charts.path):
+        words["empty_text"] = text("chart.no_scores", lang)
     svg = line_chart(charts.frames[name], chart_title(name, lang), log_y=name in log,
                      caption=caption if name in ("val_loss", "val_ppl") else "", **words)
     return svg.replace("<svg ", f'<svg data-run="{html.escape(run_id or charts.path.name)}" ', 1)
+
+
+# the Monitor's charts of each chart an objective may offer (core.spec.objectives ObjectiveSpec.charts)
+SPEC_CHARTS = {"loss": ("loss", "val_loss"), "ppl": ("val_ppl",), "scores": ("answers",),
+               "rewards": ("reward_accuracy", "reward_margin", "logps"), "memory": ("memory",),
+               "throughput": ("tokens_per_s",), "lr": ("lr",), "grad_norm": ("grad_norm",),
+               "loss_scale": ("loss_scale",)}
+# the controls that belong to a chart: shown with it
+CHART_CONTROLS = {"val_ppl": ("ppl-log-scale",)}
+
+
+def hidden_parts(spec: ObjectiveSpec) -> list[str]:
+    """The chart names (and the controls that go with them: the perplexity's log scale) the run's
+    objective does not draw: a preference run has no perplexity nor answer scores, an SFT run no
+    reward figures. The page hides them (monitor_feed.js)."""
+    shown = {chart for name in spec.charts for chart in SPEC_CHARTS.get(name, ())}
+    hidden = [name for name in Y_TITLES if name not in shown]
+    return hidden + [control for name in hidden for control in CHART_CONTROLS.get(name, ())]
+
+
+def run_config(run_path: Path):
+    """The run's config (None when unreadable), read again only when config.yaml changed: the status
+    line asks for it at every poll."""
+    path = Path(run_path) / "config.yaml"
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _config(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _config(path: str, mtime_ns: int, size: int):
+    try:
+        return load_config(path)
+    except (ConfigError, OSError):
+        return None
+
+
+def scores_expected(run_path: Path) -> bool:
+    """Whether the run scores answers at its evaluations (eval.downstream with a data.test_file)."""
+    config = run_config(run_path)
+    return config is None or bool(config.eval.downstream and config.data.test_file)
+
+
+def trackers_html(run_path: Path, lang: str = "en") -> str:
+    """Where the run's trackers write, each with the command that shows it ('' without trackers)."""
+    config = run_config(run_path)
+    lines = tracker_lines(config, Path(run_path), lang) if config is not None else []
+    if not lines:
+        return ""
+    items = "".join(f"<li>{line}</li>" for line in lines)
+    return f'<div class="mt-trackers" id="run-trackers">{html.escape(text("track.head", lang))}<ul>{items}</ul></div>'
+
+
+def tracker_lines(config, run_path: Path, lang: str = "en") -> list[str]:
+    """One HTML line per tracker of `config`: where it writes (folder or URI) and how to look."""
+    out = []
+    for place in tracking.destinations(config, run_path):
+        said = {"where": f"<code>{html.escape(place.where)}</code>",
+                "command": f"<code>{html.escape(place.command)}</code>" if place.command else ""}
+        out.append(text(f"track.{place.kind}", lang).format(**said))
+    return out
 
 
 def chart_title(name: str, lang: str = "en") -> str:
@@ -431,8 +497,9 @@ def feed(pages: FeedPages, request: Any, console: Console, viewer: Viewer = SING
                session.es_loaded_for)
         if key != page.controls_key:
             page.controls_key, page.controls_rev = key, page.controls_rev + 1
+        hidden = hidden_parts(session.charts.spec) if session.charts is not None else []
         return {"run": result.run_id, "slots": {**fresh, **charts}, "controls": page.controls_rev,
-                "interval": ACTIVE_POLL_S if result.active else IDLE_POLL_S}
+                "hide": hidden, "interval": ACTIVE_POLL_S if result.active else IDLE_POLL_S}
 
 
 @dataclass

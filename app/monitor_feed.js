@@ -53,6 +53,41 @@ function pickerOpen() {  // the run picker's list of runs is shown (Gradio rende
   const picker = document.querySelector("#run-picker");
   return Boolean(picker && picker.querySelector("[role=listbox]"));
 }
+
+// A sync that was on its way when a person opened the run list changed the list under the pointer
+// (a run added at the top moved every option down): the list does not open while a sync is on its
+// way. The sync writes a new mark into #monitor-synced when it answers (app/monitor_tab.py); a press
+// on the picker before that waits for it (5 s at most), then opens the list with the new choices.
+let syncAsked = 0;
+let syncMark = null;
+const syncedMark = () => (document.querySelector("#monitor-synced") || {}).textContent || "";
+function syncPending() {
+  if (syncAsked && (syncedMark() !== syncMark || Date.now() - syncAsked > 5000)) syncAsked = 0;
+  return syncAsked !== 0;
+}
+function askSync() {
+  syncMark = syncedMark();
+  syncAsked = Date.now();
+  trigger("sync");
+}
+window.mindtuneMonitorSync = askSync;  // what the feed does when the controls changed (the browser tests call it)
+let opening = false;  // the held press, given back once the sync answered
+function holdPress(event) {
+  const target = event.target;
+  if (opening || !target.closest || !target.closest("#run-picker") || !syncPending()) return;
+  event.preventDefault();  // no focus, no click: the list stays closed until the sync has answered
+  event.stopImmediatePropagation();
+  if (event.type !== "mousedown") return;
+  const open = () => {
+    if (syncPending()) return setTimeout(open, 50);
+    const input = document.querySelector("#run-picker input");
+    if (!input) return;
+    opening = true;
+    try { input.focus(); input.click(); } finally { opening = false; }
+  };
+  open();
+}
+for (const kind of ["pointerdown", "mousedown", "click"]) document.addEventListener(kind, holdPress, true);
 function clearOtherRuns() {
   const wanted = pickedRun();
   if (!wanted || wanted === clearedFor) return;
@@ -83,8 +118,28 @@ function request(full) {
           log_scale: Boolean(scale && scale.checked), ppl_log_scale: pplScale ? pplScale.checked : true};
 }
 
+// The charts (by slot name) and their controls (by element id) the shown run's objective does not
+// draw (a preference run's perplexity and answer scores, an SFT run's reward figures): hidden.
+let hiddenParts = [];
+function hideParts(names) {
+  const part = (name) => {
+    const slot = document.querySelector(`[data-mt-slot="${name}"]`);
+    return slot ? slot.closest(".block") || slot : document.getElementById(name);  // the chart's whole block
+  };
+  for (const name of hiddenParts) {
+    const el = part(name);
+    if (el && !names.includes(name)) el.style.display = "";
+  }
+  for (const name of names) {
+    const el = part(name);
+    if (el) el.style.display = "none";
+  }
+  hiddenParts = names;
+}
+
 function show(reply, full) {
   shownRun = reply.run || null;
+  if (Array.isArray(reply.hide)) hideParts(reply.hide);
   for (const [name, html] of Object.entries(reply.slots || {})) {
     const slot = document.querySelector(`[data-mt-slot="${name}"]`);
     if (!slot) continue;
@@ -97,7 +152,7 @@ function show(reply, full) {
   // option clicked then was no option (a pick that did nothing); the sync fires once it closes
   if (reply.controls !== undefined && reply.controls !== controls && !pickerOpen()) {
     controls = reply.controls;
-    trigger("sync");
+    askSync();
   }
 }
 

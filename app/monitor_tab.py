@@ -13,6 +13,7 @@ else: the run goes on.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,8 @@ def build(console: Console, labels: Labels) -> MonitorTab:
                                                              elem_id="profile-trace"), label="mon.profile_trace")
     tab.out["log"] = labels.bind(_slot("log", tag="pre", elem_id="run-log", show_label=True, container=True),
                                  label="mon.log")
+    # a new mark each time a sync answers: the feed script holds the run list closed until then
+    tab.out["synced"] = gr.HTML("", elem_id="monitor-synced", elem_classes=["mt-hidden"], container=False)
     _wire(tab, console, labels)
     return tab
 
@@ -160,7 +163,7 @@ def _early_stopping_box(tab: MonitorTab, labels: Labels) -> None:
 def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
     session, run = tab.out["session"], tab.out["run"]
     outputs = [run, tab.out["stop"], tab.out["stop_now"], *tab.downloads.values(), *tab.es.values(),
-               tab.out["profile"], tab.out["profile_trace"]]
+               tab.out["profile"], tab.out["profile_trace"], tab.out["synced"]]
 
     def on_sync(state: cb.MonitorSession, wanted: str | None, language: str, request: gr.Request):
         with session_lock(state):
@@ -175,7 +178,7 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
                     gr.update(value=result.profile[1], interactive=result.profile[1] is not None,
                               visible=result.profile[1] is not None)]
                    if result.profile is not None else [gr.skip(), gr.skip()])
-        return [picker, active, active, *downloads, *es, *profile]
+        return [picker, active, active, *downloads, *es, *profile, str(time.monotonic_ns())]
 
     inputs = [session, run, labels.toggle]
     tab.out["state"].sync(on_sync, inputs, outputs, show_progress="hidden", concurrency_limit=4,

@@ -4,22 +4,22 @@ each KTO answer with its label; pairs with identical answers are counted, never 
 from __future__ import annotations
 
 import html
-from typing import Sequence
 
 from core.data.files import DataFile
 from core.data.formats import Columns
-from core.data.preference import preference_record, tokenize_preference
+from core.data.preference import preference_records, tokenize_preference
 from core.data.tokenizer import Tokenizer
 
-from app.i18n import text
+from app.i18n import place_text, text
 from app.sample_html import legend, runs_html, token_runs
 
 
 def pair_preview_html(data: DataFile, kind: str, tokenizer: Tokenizer, max_seq_len: int, samples: int,
-                      columns: Columns, lang: str = "en") -> str:
-    """The first `samples` records of a preference file as HTML (raises DataError on a bad record)."""
-    records = [preference_record(r, kind, columns) for r in data.records[:samples]]
-    pairs, stats = tokenize_preference(records, kind, tokenizer, max_seq_len)
+                      columns: Columns, lang: str = "en", overlong: str = "truncate") -> str:
+    """The first `samples` records of a preference file as HTML, over-long ones as data.overlong
+    `overlong` makes them (raises DataError on a bad record)."""
+    records = preference_records(DataFile(data.path, data.records[:samples], data.columns, data.split), kind, columns)
+    pairs, stats = tokenize_preference(records, kind, tokenizer, max_seq_len, overlong)
     head = text("dp.pairs" if kind == "pairs" else "dp.kto", lang).format(
         n=len(records), total=len(data.records), identical=stats.identical_dropped)
     blocks = [legend(lang), f'<div class="mt-note" id="data-format">{head}</div>']
@@ -29,8 +29,8 @@ def pair_preview_html(data: DataFile, kind: str, tokenizer: Tokenizer, max_seq_l
         return (f'<div class="mt-pair-side {css}" style="flex:1;min-width:0"><div class="mt-note"><b>'
                 f'{html.escape(title)}</b></div>{runs_html(runs, lang=lang)}</div>')
 
-    for record, pair in zip(_kept(records, kind), pairs):
-        blocks.append(f'<div class="mt-note">{html.escape(record.where)}</div>')
+    for pair in pairs:
+        blocks.append(f'<div class="mt-note">{html.escape(place_text(pair.where, lang))}</div>')
         if kind == "pairs":
             sides = (column(text("dp.chosen", lang), "mt-chosen", pair.chosen) +
                      column(text("dp.rejected", lang), "mt-rejected", pair.rejected))
@@ -40,9 +40,3 @@ def pair_preview_html(data: DataFile, kind: str, tokenizer: Tokenizer, max_seq_l
         blocks.append(f'<div class="mt-pair" style="display:flex;gap:12px">{sides}</div>')
     return "\n".join(blocks)
 
-
-def _kept(records: Sequence, kind: str) -> list:
-    """The records whose pairs were kept (identical pairs are dropped by tokenize_preference)."""
-    if kind != "pairs":
-        return list(records)
-    return [r for r in records if r.chosen.strip() != r.rejected.strip()]

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from core.run.records import FAILURE_KINDS, TERMINAL_STATES, Status
 from core.spec.messages import CATALOGUE, Message, ids_of, recognise_located
+from core.spec.objectives import SFT, ObjectiveSpec
 
+from app.figures import figure_label, figure_value
 from app.i18n import TEXTS, reason_text, text
 
 # Why a failed run failed, for runs whose worker wrote no failure_kind (killed, out of memory; older
@@ -163,13 +165,20 @@ def eta_s(status: Status, seconds_per_step: float | None) -> float | None:
     return max(status.total_steps - status.step, 0) * seconds_per_step
 
 
-def best_text(status: Status) -> str:
-    """'val_loss 1.234 at step 200 (ppl 3.43)', or '-' before the first evaluation."""
+def best_text(status: Status, spec: ObjectiveSpec = SFT, lang: str = "en") -> str:
+    """The best evaluation so far by the metric early stopping watches, with the run's headline
+    figure (core.spec.objectives: perplexity for SFT, reward accuracy for a preference run) when
+    that is another figure: 'val_loss 1.234 at step 200 (ppl 3.43)', 'reward_accuracy 0.78 at
+    step 350'; '-' before the first evaluation."""
     best = status.best
     if best is None or best.value is None:
         return "-"
-    ppl_text = f" (ppl {best.val_ppl:.3g})" if best.val_ppl is not None else ""
-    return f"{best.metric or '?'} {best.value:.4g} at step {best.step}{ppl_text}"
+    said = {"metric": best.metric or "?", "value": f"{best.value:.4g}", "step": best.step}
+    headline = getattr(best, spec.headline, None)
+    if spec.headline != best.metric and figure_value(spec.headline, headline) != "-":
+        return text("status.best_with", lang).format(**said, figure=figure_label(spec.headline, lang),
+                                                     figure_value=figure_value(spec.headline, headline))
+    return text("status.best_at", lang).format(**said)
 
 
 @dataclass(frozen=True)
@@ -192,10 +201,11 @@ def reached_step(status: Status, checkpoint_steps: list[int]) -> Status:
     return status
 
 
-def status_line(status: Status, seconds_per_step: float | None, now: float | None = None) -> StatusLine:
+def status_line(status: Status, seconds_per_step: float | None, now: float | None = None, spec: ObjectiveSpec = SFT,
+                lang: str = "en") -> StatusLine:
     return StatusLine(status.state or "unknown", status.step, status.total_steps,
                       fmt_duration(elapsed_s(status, now)), fmt_duration(eta_s(status, seconds_per_step)),
-                      best_text(status))
+                      best_text(status, spec, lang))
 
 
 def state_word(state: str, lang: str) -> str:

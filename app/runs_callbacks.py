@@ -3,6 +3,7 @@ side, resume and delete. Runs started from a shell appear like any other: the fo
 """
 from __future__ import annotations
 
+import functools
 import html
 import os
 import shutil
@@ -17,31 +18,50 @@ import core.run.launcher as launcher
 from core.eval.eval_tasks import EVALS_DIR, RESULTS_FILE
 from core.run.records import GENERATION_FIELDS, TERMINAL_STATES, EvalRecord, RunDirError, Status, TrainRecord
 from core.run.rundir import POINTERS, RunDir, resolve_inside
-from core.run.runs import RunSummary, display_name
+from core.run.runs import RunSummary
+from core.spec.objectives import OBJECTIVES, SFT, ObjectiveSpec
 
 from app.access import SINGLE_USER, Viewer
 from app.cluster import queue_label, shown_state
 from app.changes import BOOKKEEPING, Change, applies, changes, changes_text, differing_keys, flat_config, show
 from app.context import Console
+from app.figures import SHARES, run_spec
 from app.i18n import TEXTS, Said, action_text, problem_text, reason_text, text
 from app.metrics import RunCharts
 from app.run_status import fmt_duration, reached_step, state_word, total_elapsed_s
 from app.svg_chart import line_chart
 
-TABLE_HEADERS = ["run", "state", "step", "best val ppl", "EM %", "BLEU", "ROUGE-1", "ROUGE-2", "ROUGE-L", "tokens/s",
-                 "peak MB", "duration", "reason", "parent"]
-# share of the table's width per column (TABLE_HEADERS' order): the ids and the reason wrap
-TABLE_WIDTHS = ["19%", "7%", "5%", "6%", "4%", "5%", "6%", "6%", "6%", "6%", "5%", "6%", "10%", "9%"]
+# The table: the run, its state and step, the figures its objective compares (core.spec.objectives:
+# perplexity and answer scores for SFT, reward accuracy and margin for a preference run...), then
+# tokens/s, memory, duration, reason and parent. A figure column appears when a listed run has it;
+# a run whose objective has no such figure says so ("n/a (sft run)").
+HEAD_COLUMNS, TAIL_COLUMNS = ["run", "state", "step"], ["duration", "reason", "parent"]
+# compared figure -> its column (runs.col.<column> in app.i18n)
+FIGURE_COLUMNS = {"best_val_ppl": "best val ppl", "exact_match": "EM %", "bleu": "BLEU", "rouge1": "ROUGE-1",
+                  "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "reward_accuracy": "reward accuracy %",
+                  "reward_margin": "reward margin", "val_reward": "reward", "tokens_per_s": "tokens/s",
+                  "peak_mem_mb": "peak MB"}
+SYSTEM_FIGURES = ("tokens_per_s", "peak_mem_mb")  # what every run has, at the end of the figures
+# every figure an objective compares, in the registry's order (the system figures last)
+FIGURE_ORDER = [name for name in dict.fromkeys(n for spec in OBJECTIVES.values() for n in spec.compare)
+                if name not in SYSTEM_FIGURES] + list(SYSTEM_FIGURES)
+TABLE_HEADERS = HEAD_COLUMNS + [FIGURE_COLUMNS[n] for n in FIGURE_ORDER if n in SFT.compare] + TAIL_COLUMNS
+# share of the table's width: the ids and the reason wrap; the figures share what is left
+HEAD_WIDTHS, TAIL_WIDTHS, FIGURES_WIDTH = ["19%", "7%", "5%"], ["6%", "10%", "9%"], 44
 OVERLAY_METRICS = {"train loss": ("loss", "loss"), "train loss EMA": ("loss", "loss EMA"),
                    "val loss": ("val_loss", "val loss"), "val ppl": ("val_ppl", "val ppl"),
+                   "reward accuracy": ("reward_accuracy", "reward accuracy"),
+                   "reward margin": ("reward_margin", "reward margin"),
                    "tokens/s": ("tokens_per_s", "tokens/s")}
+LOSS_METRICS = ("train loss", "train loss EMA", "val loss")  # drawn together only for comparable objectives
 MAX_OVERLAY = 8
 
 
 # One format per column, in the table and in the comparison's deltas (issue 31 item 6: "+486",
 # "+594.3" and "557.5" in one column of whole numbers): perplexity with two decimals, the answer
-# scores (x100) with one, tokens/s and megabytes whole.
+# scores and reward accuracy (x100) with one, the margin with three, tokens/s and megabytes whole.
 PPL, SCORE, WHOLE = ".2f", ".1f", ".0f"
+FIGURE_FORMATS = {"best_val_ppl": PPL, "reward_margin": ".3f", "val_reward": ".3f"}
 
 
 def _number(value: Any, spec: str = WHOLE) -> str:
@@ -50,28 +70,46 @@ def _number(value: Any, spec: str = WHOLE) -> str:
     return "-"
 
 
-def table_row(summary: RunSummary, now: float | None = None, lang: str = "en") -> list[str]:
-    """One run's row: final figures when it is over, the latest logged ones while it runs."""
+def figure_cell(name: str, value: Any) -> str:
+    """A figure as the table shows it: shares x100 ('37.5'), the others in their column's format."""
+    if name in SHARES:
+        return _number(100 * value, SCORE) if isinstance(value, (int, float)) else "-"
+    return _number(value, FIGURE_FORMATS.get(name, WHOLE))
+
+
+def table_figures(specs: list[ObjectiveSpec]) -> list[str]:
+    """The figure columns of a table of runs of these objectives (SFT's when there are none)."""
+    wanted = {n for spec in (specs or [SFT]) for n in spec.compare}
+    return [n for n in FIGURE_ORDER if n in wanted]
+
+
+def table_widths_of(table: pd.DataFrame) -> list[str]:
+    """The share of the page's width of each of the table's columns (its figure columns share theirs)."""
+    figures = len(table.columns) - len(HEAD_COLUMNS) - len(TAIL_COLUMNS)
+    share = f"{FIGURES_WIDTH / max(figures, 1):.1f}%"
+    return HEAD_WIDTHS + [share] * figures + TAIL_WIDTHS
+
+
+def not_applicable(spec: ObjectiveSpec, lang: str = "en") -> str:
+    """'n/a (sft run)': the cell of a figure the run's objective does not have."""
+    return text("runs.na_objective", lang).format(objective=spec.name)
+
+
+def table_row(summary: RunSummary, now: float | None = None, lang: str = "en",
+              figures: list[str] | None = None) -> list[str]:
+    """One run's row: final figures when it is over, the latest logged ones while it runs; `figures`
+    (default SFT's) the figure columns, each 'n/a (<objective> run)' where the run's objective has none."""
     status = reached_step(summary.status, summary.run.checkpoint_steps())
-    final, best = status.final, status.best
-    latest = None if final else summary.run.last_metric(TrainRecord)
-    if latest is not None and latest.generation not in (None, status.attempt):
-        latest = None  # the previous attempt's, logged past the checkpoint this one resumed from
     step, total = status.step, status.total_steps
     reason = (reason_text(summary.reason, lang, summary.status.reason_message).splitlines()[0][:120]
               if summary.reason else "")
-    if final:
-        ppl, tokens_per_s, peak_mem_mb = final.best_val_ppl, final.tokens_per_s, final.peak_mem_mb
-    else:
-        ppl = best.val_ppl if best else None
-        tokens_per_s, peak_mem_mb = (latest.tokens_per_s, latest.peak_mem_mb) if latest else (None, None)
-    # the best checkpoint's answer scores (x100, as BLEU and ROUGE are usually quoted) once the run is over
-    scores = [_number(100 * getattr(final, name), SCORE) if final and getattr(final, name) is not None else "-"
-              for name in GENERATION_FIELDS]
+    spec = run_spec(summary.path)
+    values = run_figures(summary.run, status, spec)
+    cells = [figure_cell(name, values.get(name)) if name in spec.compare else not_applicable(spec, lang)
+             for name in (figures if figures is not None else table_figures([SFT]))]
     state = shown_state(summary.status) if summary.status.state == summary.state else summary.state
     return [summary.run_id, state_word(state, lang),
-            f"{step}/{total}" if step is not None and total else _number(step),
-            _number(ppl, PPL), *scores, _number(tokens_per_s), _number(peak_mem_mb),
+            f"{step}/{total}" if step is not None and total else _number(step), *cells,
             fmt_duration(total_elapsed_s(status, now)), reason, parent_text(status, lang)]
 
 
@@ -121,18 +159,23 @@ def _stat_key(path) -> str:
 
 def runs_table(console: Console, viewer: Viewer = SINGLE_USER, lang: str = "en") -> pd.DataFrame:
     """Every run `viewer` may see, newest first; a queued run's state says its place in the queue.
-    The headers are in `lang`; states stay the run directory contract's words."""
+    The headers are in `lang`; states stay the run directory contract's words. The figure columns
+    are those the listed runs' objectives compare (`table_figures`)."""
     places = {e.run_id: e.position for e in console.jobs.queue(viewer)}
     slurm = {e.run_id: e.position for e in console.jobs.cluster_queue(viewer)}
+    summaries = console.jobs.runs(viewer)
+    figures = table_figures([run_spec(s.path) for s in summaries])
     rows = []
-    for summary in console.jobs.runs(viewer):
-        row = table_row(summary, lang=lang)
+    for summary in summaries:
+        row = table_row(summary, lang=lang, figures=figures)
         if summary.run_id in places:
             row[1] = text("runs.queued_n", lang).format(n=places[summary.run_id])
         elif summary.run_id in slurm:
             row[1] = text("runs.pending_n", lang).format(n=slurm[summary.run_id])
         rows.append(row)
-    return pd.DataFrame(rows, columns=[text(f"runs.col.{h}", lang) for h in TABLE_HEADERS])
+    headers = HEAD_COLUMNS + [FIGURE_COLUMNS.get(n, n) for n in figures] + TAIL_COLUMNS
+    return pd.DataFrame(rows, columns=[text(f"runs.col.{h}", lang) if f"runs.col.{h}" in TEXTS else h
+                                       for h in headers])
 
 
 def queue_html(console: Console, viewer: Viewer = SINGLE_USER, lang: str = "en") -> str:
@@ -176,9 +219,11 @@ def queue_action(console: Console, run_ids: list[str], action: str, viewer: View
 
 
 def run_choices(console: Console, viewer: Viewer = SINGLE_USER) -> list[tuple[str, str]]:
-    """(display name, run id) of every run `viewer` may see: the stable id, and what came out of
-    the run once it ended ('… · ppl 3.06 · 2800 tok/s')."""
-    return [(display_name(s.run_id, s.status.final), s.run_id) for s in console.jobs.runs(viewer)]
+    """(label, run id) of every run `viewer` may see, for the selection's boxes: the run's id alone,
+    which never changes. A label that changed when the run ended ('… · ppl 3.06') made the page
+    draw that box anew, and a tick made in that moment was lost (issue 37); the table beside it
+    has the figures."""
+    return [(s.run_id, s.run_id) for s in console.jobs.runs(viewer)]
 
 
 @dataclass
@@ -219,7 +264,8 @@ def overlay_log_default(metric: str) -> bool:
     return metric in LOG_BY_DEFAULT
 
 
-def overlay_svg(frame: pd.DataFrame, metric: str, log_y: bool | None = None, lang: str = "en") -> str:
+def overlay_svg(frame: pd.DataFrame, metric: str, log_y: bool | None = None, lang: str = "en",
+                empty_text: str | None = None) -> str:
     """The compared runs' curves of `metric` in one chart, a line per run, labelled by what sets the
     runs apart (the full id on hover); perplexity on a log axis by default."""
     if frame.empty:
@@ -227,11 +273,36 @@ def overlay_svg(frame: pd.DataFrame, metric: str, log_y: bool | None = None, lan
     titles = dict(zip(frame["run"], frame["run_id"])) if "run_id" in frame else {}
     return line_chart(frame, text(f"overlay.{metric}", lang), color_column="run",
                       log_y=overlay_log_default(metric) if log_y is None else log_y,
-                      legend_titles=titles, empty_text=text("chart.overlay_empty", lang), x_title=text("chart.step", lang),
-                      log_mark=text("chart.log", lang), series_word=text("chart.series", lang))
+                      legend_titles=titles, empty_text=empty_text or text("chart.overlay_empty", lang),
+                      x_title=text("chart.step", lang), log_mark=text("chart.log", lang),
+                      series_word=text("chart.series", lang))
 
 
-LABEL_IGNORED = ("run.name", "run.runs_dir", "run.resume", "run.fork_from")
+def overlay_refusal(console: Console, run_ids: list[str], metric: str, viewer: Viewer = SINGLE_USER,
+                    lang: str = "en") -> str | None:
+    """Why the runs' `metric` is not drawn on one axis: a loss of objectives whose losses mean different
+    things (an SFT run's language-model loss beside a DPO run's preference loss); None to draw it."""
+    if metric not in LOSS_METRICS:
+        return None
+    specs = {r: run_spec(console.runs_dir / r) for r in run_ids[:MAX_OVERLAY] if _sees(console, r, viewer)}
+    if len(comparable_groups(specs)) < 2:
+        return None
+    names = " / ".join(dict.fromkeys(spec.name for spec in specs.values()))
+    return text("chart.overlay_mixed", lang).format(objectives=names)
+
+
+def overlay_html(cache: OverlayCache, console: Console, run_ids: list[str], metric: str, log_y: bool | None,
+                 viewer: Viewer = SINGLE_USER, lang: str = "en") -> str:
+    """The overlay of the compared runs, or the empty chart with the reason it is not drawn."""
+    refusal = overlay_refusal(console, run_ids, metric, viewer, lang)
+    if refusal is None:
+        return overlay_svg(cache.frame(console, run_ids, metric, viewer, lang), metric, log_y, lang)
+    return (f'<div class="mt-warning mt-overlay-refusal">{html.escape(refusal)}</div>'
+            + overlay_svg(_empty_overlay(), metric, log_y, lang, empty_text=text("chart.overlay_not_drawn", lang)))
+
+
+LABEL_IGNORED = ("run.runs_dir", "run.resume", "run.fork_from")
+LABEL_FIRST = ("run.name", "train.objective", "method")  # what tells runs apart first, when it differs
 MAX_LABEL_SETTINGS = 3
 
 
@@ -246,14 +317,27 @@ def short_key(key: str, lang: str = "en") -> str:
 def short_labels(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER,
                  lang: str = "en") -> dict[str, str]:
     """A short, distinct label per run for legends: the settings that set it apart from the other
-    runs shown ('rank 16 · lr 0.0001'), else the time in its id; the full id stays on hover."""
+    runs shown, its name and objective first ('name demo-dpo · objective dpo · data demo-preference/train.jsonl'),
+    else the time in its id; the full id stays on hover."""
     configs = _configs(console, run_ids)
-    differing = [k for k in differing_keys(configs) if k not in LABEL_IGNORED][:MAX_LABEL_SETTINGS]
-    labels = {}
-    for run_id, flat in configs.items():
-        parts = [f"{short_key(k, lang)} {_short_value(flat.get(k))}"
-                 for k in differing if applies(flat, k)]
-        labels[run_id] = " · ".join(parts) or _id_time(run_id)
+    found = [k for k in differing_keys(configs) if k not in LABEL_IGNORED]
+    ordered = [k for k in LABEL_FIRST if k in found] + [k for k in found if k not in LABEL_FIRST]
+    shown = {k: _distinct_values([flat.get(k) for flat in configs.values()]) for k in ordered[:MAX_LABEL_SETTINGS]}
+
+    def label(run_id: str, keys: list[str]) -> str:
+        flat = configs[run_id]
+        parts = [f"{short_key(k, lang)} {shown[k][_show(flat.get(k))]}" for k in keys if applies(flat, k)]
+        return " · ".join(parts) or _id_time(run_id)
+
+    # name and objective when they differ, then as many more settings as it takes to tell the runs
+    # apart (at most MAX_LABEL_SETTINGS): a legend cuts long names
+    differing = [k for k in ordered[:MAX_LABEL_SETTINGS] if k in LABEL_FIRST[:2]]
+    for key in ordered[:MAX_LABEL_SETTINGS]:
+        if differing and len({label(r, differing) for r in configs}) == len(configs):
+            break
+        if key not in differing:
+            differing.append(key)
+    labels = {run_id: label(run_id, differing) for run_id in configs}
     totals = {label: list(labels.values()).count(label) for label in labels.values()}
     counts: dict[str, int] = {}
     for run_id in run_ids:  # runs that differ only in settings left out (or not at all): numbered
@@ -264,11 +348,26 @@ def short_labels(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_U
     return labels
 
 
-def _short_value(value: Any) -> str:
-    text = _show(value)
-    if isinstance(value, str) and "/" in value:
-        text = value.rstrip("/").rsplit("/", 1)[-1]
-    return text if len(text) <= 24 else text[:23] + "…"
+def _distinct_values(values: list[Any]) -> dict[str, str]:
+    """Each value's short form, kept apart from the others': a path by as many of its last parts as
+    tell it from the others' ('demo/train.jsonl', 'demo-preference/train.jsonl'), any text cut to 32
+    characters only where the cut ones still differ."""
+    texts = list(dict.fromkeys(_show(v) for v in values))
+    out = {}
+    for value in texts:
+        short = value
+        if "/" in value:
+            parts = value.rstrip("/").split("/")
+            for n in range(1, len(parts) + 1):
+                tail = "/".join(parts[-n:])
+                if all(not other.rstrip("/").endswith("/" + tail) and other.rstrip("/") != tail
+                       for other in texts if other != value):
+                    short = tail
+                    break
+        out[value] = short if len(short) <= 32 else short[:31] + "…"
+    if len(set(out.values())) < len(out):  # cut to the same text: the whole values
+        out = {value: value for value in texts}
+    return out
 
 
 def _id_time(run_id: str) -> str:
@@ -339,50 +438,74 @@ def _show(value: Any) -> str:
 
 # ---- results against a reference run ---------------------------------------------------------
 
-@dataclass(frozen=True)
-class Figures:
-    """What a run came to (its final figures; the latest ones while it runs)."""
-    val_ppl: float | None
-    exact_match: float | None
-    tokens_per_s: float | None
-    peak_mem_mb: float | None
-    bleu: float | None = None
-    rouge1: float | None = None
-    rouge2: float | None = None
-    rougeL: float | None = None  # noqa: N815
-    reward_accuracy: float | None = None  # preference objectives: at the best evaluation
-    reward_margin: float | None = None    # ... and the newest evaluation's margin
-
-
-def run_figures(run: RunDir, status: Status) -> Figures:
+def run_figures(run: RunDir, status: Status, spec: ObjectiveSpec = SFT) -> dict[str, Any]:
+    """What a run came to, by the figures its objective compares (`spec.compare`): its final figures
+    once it ended, else the best evaluation so far and the newest train record; a figure the status
+    does not keep (a preference run's margin) from the evaluation of its best step."""
     final, best = status.final, status.best
-    evaluation = run.last_metric(EvalRecord)
-    margin = evaluation.reward_margin if evaluation else None
-    if final is not None:
-        return Figures(final.best_val_ppl, final.exact_match, final.tokens_per_s, final.peak_mem_mb,
-                       final.bleu, final.rouge1, final.rouge2, final.rougeL, final.reward_accuracy, margin)
-    latest = run.last_metric(TrainRecord)
-    return Figures(best.val_ppl if best else None, None, latest.tokens_per_s if latest else None,
-                   latest.peak_mem_mb if latest else None,
-                   reward_accuracy=best.reward_accuracy if best else None, reward_margin=margin)
+    latest = None
+    if final is None:
+        latest = run.last_metric(TrainRecord)
+        if latest is not None and latest.generation not in (None, status.attempt):
+            latest = None  # the previous attempt's, logged past the checkpoint this one resumed from
+    out: dict[str, Any] = {}
+    evaluation = _UNREAD
+    for name in spec.compare:
+        if name in SYSTEM_FIGURES:
+            value = getattr(final, name, None) if final is not None else getattr(latest, name, None)
+        elif final is not None and getattr(final, name, None) is not None:
+            value = getattr(final, name)
+        elif name == "best_val_ppl":
+            value = best.val_ppl if best else None
+        elif best is not None and getattr(best, name, None) is not None:
+            value = getattr(best, name)
+        elif name in GENERATION_FIELDS:
+            value = None  # the best checkpoint's answer scores come with the final figures
+        else:
+            if evaluation is _UNREAD:
+                evaluation = best_evaluation(run, best.step if best else None)
+            value = getattr(evaluation, name, None)
+        out[name] = value
+    return out
+
+
+_UNREAD = object()
+
+
+def best_evaluation(run: RunDir, step: int | None) -> EvalRecord | None:
+    """The evaluation record of `step` (the best one), else the newest (not the base model's)."""
+    try:
+        size = run.metrics_path.stat().st_size
+    except OSError:
+        return None
+    return _best_evaluation(str(run.path), size, step)
+
+
+@functools.lru_cache(maxsize=256)
+def _best_evaluation(path: str, size: int, step: int | None) -> EvalRecord | None:
+    found = None
+    for record in RunDir(path).metrics_reader().read_new():
+        if isinstance(record, EvalRecord) and not record.base:
+            if step is None or record.step == step:
+                found = record
+    return found
 
 
 @dataclass(frozen=True)
 class Delta:
-    """One compared run against the reference: its changed settings and the change of each figure."""
+    """One compared run against the reference run of its kind: its changed settings and the change of
+    each figure its objective compares; `reference` None for a run no selected run of a comparable
+    objective can be compared with (`spec` says which objective)."""
     run_id: str
-    reference: str
+    reference: str | None
     changes: list[Change]
-    figures: Figures
-    reference_figures: Figures
+    figures: dict[str, Any]
+    reference_figures: dict[str, Any]
+    spec: ObjectiveSpec = SFT
 
 
-# (figure, heading, format of its change); shares (exact match, BLEU, ROUGE, reward accuracy) in points
-DELTA_FIGURES = (("val_ppl", "ΔPPL", PPL), ("exact_match", "Δexact match", SCORE), ("bleu", "ΔBLEU", SCORE),
-                 ("rouge1", "ΔROUGE-1", SCORE), ("rouge2", "ΔROUGE-2", SCORE), ("rougeL", "ΔROUGE-L", SCORE),
-                 ("tokens_per_s", "Δtokens/s", WHOLE), ("peak_mem_mb", "Δpeak MB", WHOLE),
-                 ("reward_accuracy", "Δreward accuracy", SCORE), ("reward_margin", "Δmargin", ".3f"))
-REWARD_FIGURES = ("reward_accuracy", "reward_margin")
+# the Δ column of each figure (app.i18n "delta.<name>"), where its name is not the figure's own
+DELTA_NAMES = {"best_val_ppl": "val_ppl"}
 # the comparison names the checkpoint a fork started from: it is what made the fork differ (issue 31 item 4)
 COMPARED_BOOKKEEPING = tuple(k for k in BOOKKEEPING if k != "run.fork_from")
 
@@ -404,69 +527,102 @@ def _status(console: Console, run_id: str) -> Status:
         return Status()
 
 
+def comparable_groups(specs: dict[str, ObjectiveSpec]) -> list[list[str]]:
+    """The runs in groups whose losses and figures mean the same thing (ObjectiveSpec.comparable), in order."""
+    groups: list[list[str]] = []
+    for run_id, spec in specs.items():
+        group = next((g for g in groups if specs[g[0]].comparable(spec)), None)
+        if group is None:
+            groups.append([run_id])
+        else:
+            group.append(run_id)
+    return groups
+
+
 def result_deltas(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> list[Delta]:
-    """Each selected run against the reference run: what changed and how its results moved."""
+    """Each selected run against the reference run of its kind (`comparable_groups`): what changed and
+    how its results moved. Runs of objectives whose figures are not comparable are never set against
+    each other: a run alone of its kind gets a Delta without a reference."""
     run_ids = [r for r in run_ids if _sees(console, r, viewer)]
     if len(run_ids) < 2:
         return []
-    reference = reference_run(console, run_ids)
     configs = _configs(console, run_ids)
-    ref_run = RunDir(console.runs_dir / reference)
-    ref_figures = run_figures(ref_run, _status(console, reference))
+    specs = {r: run_spec(console.runs_dir / r) for r in run_ids}
+    figures = {r: run_figures(RunDir(console.runs_dir / r), _status(console, r), specs[r]) for r in run_ids}
     out = []
-    for run_id in run_ids:
-        if run_id == reference:
+    for group in comparable_groups(specs):
+        if len(group) == 1:
+            out.append(Delta(group[0], None, [], figures[group[0]], {}, specs[group[0]]))
             continue
-        run = RunDir(console.runs_dir / run_id)
-        out.append(Delta(run_id, reference, changes(configs[reference], configs[run_id], COMPARED_BOOKKEEPING),
-                         run_figures(run, _status(console, run_id)), ref_figures))
+        reference = reference_run(console, group)
+        out += [Delta(r, reference, changes(configs[reference], configs[r], COMPARED_BOOKKEEPING), figures[r],
+                      figures[reference], specs[r]) for r in group if r != reference]
     return out
 
 
-def delta_text(new: float | None, old: float | None, spec: str, percent_points: bool = False) -> str:
+def delta_text(new: float | None, old: float | None, spec: str, percent_points: bool = False,
+               lang: str = "en") -> str:
     """'-0.15 (-4.9%)' with the change in format `spec` (one per column: '.2f', '.0f'); for a share
-    (exact match, BLEU, ROUGE) the difference in points: '+12.5 pts'."""
+    (exact match, BLEU, ROUGE, reward accuracy) the difference in points: '+12.5 pts' ('+12.5 个百分点')."""
     if new is None or old is None:
         return "-"
     if percent_points:
-        return f"{100 * (new - old):+.1f} pts"
+        return text("runs.points", lang).format(n=f"{100 * (new - old):+.1f}")
     change = new - old
     relative = f" ({100 * change / old:+.1f}%)" if old else ""
     return f"{format(change, '+' + spec)}{relative}"
 
 
 def deltas_html(deltas: list[Delta], lang: str = "en") -> str:
-    """A table: each run's changed settings beside ΔPPL, Δexact match, ΔBLEU, ΔROUGE-1/2/L, Δtokens/s,
-    Δpeak memory and, for preference objectives, Δreward accuracy and Δmargin."""
+    """A table: each run's changed settings beside the change of every figure its objective compares
+    (ΔPPL, Δexact match, ΔBLEU, ΔROUGE for SFT; Δreward accuracy, Δmargin for a preference run;
+    Δtokens/s and Δpeak memory for all), against the reference run of its kind; a figure another
+    objective has is 'n/a (<objective> run)', and a run no selected run compares with says why."""
     if not deltas:
         return ""
-    # the reward columns only where a run has reward figures (a preference objective)
-    shown = [d for d in DELTA_FIGURES if d[0] not in REWARD_FIGURES or any(
-        getattr(x.figures, d[0]) is not None or getattr(x.reference_figures, d[0]) is not None for x in deltas)]
+    names = [n for n in FIGURE_ORDER if any(n in d.spec.compare for d in deltas)]
+    references = {d.reference for d in deltas}
+    against = len(references) > 1  # several kinds of runs: each row names its reference
     head = "".join(f"<th>{html.escape(text(h, lang))}</th>" for h in
-                   ("runs.col.run", "runs.delta_changed", *[f"delta.{d[0]}" for d in shown]))
+                   ("runs.col.run", *(("runs.delta_reference",) if against else ()), "runs.delta_changed",
+                    *[f"delta.{DELTA_NAMES.get(n, n)}" for n in names]))
     rows = []
     for delta in deltas:
+        cells = [f"<td><code>{html.escape(delta.run_id)}</code></td>"]
+        if against:
+            cells.append(f"<td><code>{html.escape(delta.reference or '')}</code></td>")
+        if delta.reference is None:
+            alone = text("runs.delta_alone", lang).format(objective=delta.spec.name)
+            cells.append(f'<td class="mt-delta-alone" colspan="{len(names) + 1}">{html.escape(alone)}</td>')
+            rows.append(f"<tr>{''.join(cells)}</tr>")
+            continue
         changed = changes_text(delta.changes) or text("runs.delta_same", lang)
-        cells = [f"<td><code>{html.escape(delta.run_id)}</code></td>", f"<td>{html.escape(changed)}</td>"]
-        for name, _, spec in shown:
-            value = delta_text(getattr(delta.figures, name), getattr(delta.reference_figures, name), spec,
-                               percent_points=name in GENERATION_FIELDS or name == "reward_accuracy")
-            cells.append(f'<td class="mt-delta" data-figure="{name}">{html.escape(value)}</td>')
+        cells.append(f"<td>{html.escape(changed)}</td>")
+        for name in names:
+            if name not in delta.spec.compare:
+                value = not_applicable(delta.spec, lang)
+            else:
+                value = delta_text(delta.figures.get(name), delta.reference_figures.get(name),
+                                   FIGURE_FORMATS.get(name, WHOLE), percent_points=name in SHARES, lang=lang)
+            cells.append(f'<td class="mt-delta" data-figure="{DELTA_NAMES.get(name, name)}">{html.escape(value)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
-    caption = html.escape(text("runs.delta_against", lang)).format(run=f"<code>{html.escape(deltas[0].reference)}</code>")
+    caption = "" if against else html.escape(text("runs.delta_against", lang)).format(
+        run=f"<code>{html.escape(next(iter(references)) or '')}</code>")
     return (f'<div class="mt-table-wrap mt-deltas"><p class="mt-note">{caption}</p>'
             f'<table class="mt-config-diff mt-delta-table"><tr>{head}</tr>{"".join(rows)}</table></div>')
 
 
-def fork_choices(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER) -> list[tuple[str, int]]:
-    """('step-20 (best)', 20) for each checkpoint the one selected run keeps, newest first."""
+def fork_choices(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER,
+                 lang: str = "en") -> list[tuple[str, int]]:
+    """('step-20 (best)', 20) for each checkpoint the one selected run keeps, newest first; the
+    pointer's word in `lang` ('step-30（最新）')."""
     if len(run_ids) != 1 or not _sees(console, run_ids[0], viewer):
         return []
     run = console.jobs.run_dir(run_ids[0], viewer)
     pointers = {run.checkpoint_step(p): p for p in POINTERS if run.checkpoint_step(p) is not None}
     steps = sorted(run.checkpoint_steps(), reverse=True)
-    return [(f"step-{n}" + (f" ({pointers[n]})" if n in pointers else ""), n) for n in steps]
+    return [(text("runs.fork_choice_pointer", lang).format(step=n, pointer=text(f"try.pointer.{pointers[n]}", lang))
+             if n in pointers else f"step-{n}", n) for n in steps]
 
 
 def resume(console: Console, run_ids: list[str], viewer: Viewer = SINGLE_USER,

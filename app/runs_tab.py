@@ -35,6 +35,7 @@ class RunsTab:
 class RunsSession:
     """Per browser tab: the table last sent, and the compared runs' chart readers."""
     table_key: str = ""
+    choices: list | None = None  # the selection's choices last sent (sent again only when they change)
     overlay: cb.OverlayCache = field(default_factory=cb.OverlayCache)
 
 
@@ -47,7 +48,8 @@ def build(console: Console, labels: Labels) -> RunsTab:
     # every column within the page's width, the run id and the reason wrapped (issue 31 item 6: the
     # table scrolled sideways and cut the reason column at 1366 px)
     out["table"] = labels.bind(gr.Dataframe(value=table, interactive=False, wrap=True, elem_id="runs-table",
-                                            max_height=360, column_widths=cb.TABLE_WIDTHS), label="runs.table")
+                                            max_height=360, column_widths=cb.table_widths_of(table)),
+                               label="runs.table")
     with gr.Row():
         out["select"] = labels.bind(gr.CheckboxGroup(choices=cb.run_choices(console, console.page_viewer), value=[],
                                                      elem_id="runs-select", scale=4), label="runs.select")
@@ -157,17 +159,24 @@ def _wire(tab: RunsTab, console: Console) -> None:
         choices = cb.run_choices(console, viewer)
         queue = cb.queue_html(console, viewer, language)
         key = table.to_json() + repr(choices) + queue
-        overlay = cb.overlay_svg(session.overlay.frame(console, selected or [], metric, viewer, language), metric, log_y,
-                                 language)
+        overlay = cb.overlay_html(session.overlay, console, selected or [], metric, log_y, viewer, language)
         if key == session.table_key:
             return gr.skip(), gr.skip(), overlay, gr.skip()
         session.table_key = key
+        shown = gr.update(value=table, column_widths=cb.table_widths_of(table))
         ids = [run_id for _, run_id in choices]
         kept = [r for r in selected or [] if r in ids]
         # the value only when a selected run is gone: sending it always would undo a tick the user
-        # made while this refresh was on its way (the selection is read when the refresh starts)
-        select = gr.update(choices=choices, value=kept) if len(kept) != len(selected or []) else gr.update(choices=choices)
-        return table, select, overlay, queue
+        # made while this refresh was on its way (the selection is read when the refresh starts);
+        # the choices only when the runs changed: a run's figures changing redraws no box (issue 37)
+        if len(kept) != len(selected or []):
+            select = gr.update(choices=choices, value=kept)
+        elif choices != session.choices:
+            select = gr.update(choices=choices)
+        else:
+            select = gr.skip()
+        session.choices = choices
+        return shown, select, overlay, queue
 
     inputs = [out["session"], out["select"], out["metric"], out["only_diff"], out["log_scale"], tab.lang]
     outputs = [out["table"], out["select"], out["overlay"], out["queue"]]
@@ -190,9 +199,8 @@ def _wire(tab: RunsTab, console: Console) -> None:
                 request: gr.Request):
         viewer = console.viewer(request)
         with session_lock(session):
-            frame = session.overlay.frame(console, selected or [], metric, viewer, language)
-        return (cb.overlay_svg(frame, metric, log_y, language),
-                cb.config_diff_html(console, selected or [], only_diff, viewer, language))
+            overlay = cb.overlay_html(session.overlay, console, selected or [], metric, log_y, viewer, language)
+        return overlay, cb.config_diff_html(console, selected or [], only_diff, viewer, language)
 
     for trigger in (out["select"].input, out["only_diff"].change, out["log_scale"].input):
         # always_last, not .input's default "once": a tick made while the previous tick's comparison is
@@ -201,13 +209,19 @@ def _wire(tab: RunsTab, console: Console) -> None:
                 js=form_sync.STAMP_JS, trigger_mode="always_last", concurrency_limit=1,
                 concurrency_id="runs-compare", api_visibility="private")
 
-    def steps_of(selected: list[str], request: gr.Request):
+    def steps_of(selected: list[str], language: str, request: gr.Request):
         """The checkpoints of the one selected run, newest first, for a fork."""
-        choices = cb.fork_choices(console, selected or [], console.viewer(request))
+        choices = cb.fork_choices(console, selected or [], console.viewer(request), language)
         return gr.update(choices=choices, value=choices[0][1] if choices else None)
 
-    out["select"].input(steps_of, out["select"], out["fork_step"], show_progress="hidden", trigger_mode="always_last",
-                        api_visibility="private")
+    out["select"].input(steps_of, [out["select"], tab.lang], out["fork_step"], show_progress="hidden",
+                        trigger_mode="always_last", api_visibility="private")
+    def step_words(selected: list[str], language: str, request: gr.Request):
+        """The same checkpoints in the new language (the one picked stays picked)."""
+        return gr.update(choices=cb.fork_choices(console, selected or [], console.viewer(request), language))
+
+    tab.lang.change(step_words, [out["select"], tab.lang], out["fork_step"], show_progress="hidden",
+                    api_visibility="private")
 
     def metric_changed(session: RunsSession, selected: list[str], metric: str, only_diff: bool, log_y: bool, language: str,
                        request: gr.Request):

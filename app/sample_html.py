@@ -41,7 +41,7 @@ def runs_html(runs: Sequence[TokenRun], dropped_tokens: int = 0, lang: str = "en
     parts = []
     for run in runs:
         css = "mt-trained" if run.trained else "mt-masked"
-        title = f"{run.tokens} tokens, {'trained' if run.trained else 'masked (no loss)'}"
+        title = html.escape(text("dp.run_trained" if run.trained else "dp.run_masked", lang).format(n=run.tokens))
         parts.append(f'<span class="{css}" title="{title}">{html.escape(run.text)}</span>')
     tail = (f'<span class="mt-truncated">{text("dp.cut", lang).format(n=dropped_tokens)}</span>'
             if dropped_tokens else "")

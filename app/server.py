@@ -171,7 +171,8 @@ def _wire_page_load(demo: gr.Blocks, train: train_tab.TrainTab, monitor: monitor
     first change; the dataset picker lists the datasets there are now (uploads included), the Try
     tab's checkpoint picker the runs' checkpoints and states now."""
     for fn, inputs, outputs in (train.out["refresh"], train.out["details"], train.out["dataset_choices"],
-                                train.out["where_choices"], monitor.out["sync"], tried["refresh"]):
+                                train.out["where_choices"], train.out["start_point_said"], monitor.out["sync"],
+                                tried["refresh"]):
         demo.load(fn, inputs, outputs, show_progress="hidden", api_visibility="private")
 
 

@@ -23,6 +23,7 @@ import core.run.launcher as launcher
 import core.run.tracking as tracking
 from core.spec.config import Config, ConfigError, deep_merge, joined, load_config, read_config_file
 from core.spec.messages import Message
+from core.spec.objectives import spec_of
 from core.data.pipeline import DataError, run_seq_len
 from core.data.files import file_names, split_path
 from core.spec.model_args import CheckpointError, check_run_settings, read_model_args
@@ -35,6 +36,7 @@ from app.background import run_with_ticks
 from app.cluster import cluster_errors
 from app.changes import Change, applies, changes, changes_text, flatten, same, show
 from app.context import Console
+from app.figures import compared_name, figure_label, figure_value, final_value, run_spec
 from app.i18n import Said, memory_note, problem_text, text
 from core.spec.errors import said_of
 from app.paths import OutsideRootsError, inside_roots
@@ -630,7 +632,16 @@ def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
         origin = (Said("act.forked_from", run=reference.run_id, step=reference.step, changes=changed)
                   if reference.is_fork else Said("act.made_from", run=reference.run_id, changes=changed))
         message = Said("act.with_origin", message=message, origin=origin)
-    return StartOutcome(result.run_id, message, queued=result.queued)
+    return StartOutcome(result.run_id, tracker_said(message, config, console.runs_dir / result.run_id),
+                        queued=result.queued)
+
+
+def tracker_said(message: Said, config: Config, run_path) -> Said:
+    """Start's answer followed by where each tracker of the run writes and the command that shows it."""
+    for place in tracking.destinations(config, run_path):
+        said = Said(f"track.{place.kind}", where=f"`{place.where}`", command=f"`{place.command}`" if place.command else "")
+        message = Said("act.and_tracker", message=message, tracker=said)
+    return message
 
 
 def target_choices(model_name: str | None, console: Console) -> list[str]:
@@ -743,3 +754,77 @@ def dry_run_html(measured: DryRun, estimate: Any | None, workers: int = 1, lang:
         parts.append(text("dry.machine", lang).format(mb=f"{estimate.device_memory_mb:,.0f}")
                      + text("mem.fits" if fits else "mem.no_fit", lang))
     return f'<div class="mt-dry-run" id="dry-run-result">{" · ".join(parts)}</div>'
+
+
+# ---- the Objective section: where a preference (or GRPO, reward) run usually starts ----------------
+
+@dataclass(frozen=True)
+class StartingPoint:
+    """The newest finished SFT run of the form's model with a best checkpoint: what a run of another
+    objective usually starts from (a fork of that checkpoint)."""
+    run_id: str
+    step: int
+    checkpoint: str
+    figure: str = ""  # its headline figure ('ppl 3.05'), '' when it has none
+
+
+def starting_point(console: Console, model_name: str | None, viewer: Viewer = SINGLE_USER,
+                   lang: str = "en") -> StartingPoint | None:
+    """The newest finished (or early-stopped) run of the SFT kind (core.spec.objectives) that trained
+    the model `model_name` and kept a best checkpoint; None when there is none."""
+    entry = catalog.find(console.models(), model_name)
+    if entry is None:
+        return None
+    for summary in console.jobs.runs(viewer):  # newest first
+        if summary.state not in ("finished", "early_stopped"):
+            continue
+        spec = run_spec(summary.path)
+        if not spec.comparable(spec_of("sft")):
+            continue
+        best = summary.run.checkpoint("best")
+        step = summary.run.checkpoint_step("best")
+        try:
+            trained = load_config(summary.run.config_path).model.path
+        except (ConfigError, OSError):
+            continue
+        if step is None or not best.is_dir() or catalog.find([entry], trained) is None:
+            continue
+        value = final_value(summary.status.final, compared_name(spec.headline))
+        figure = (f"{figure_label(spec.headline, lang)} {figure_value(spec.headline, value)}"
+                  if figure_value(spec.headline, value) != "-" else "")
+        return StartingPoint(summary.run_id, step, str(best), figure)
+    return None
+
+
+def starting_point_note(console: Console, values: Mapping[str, Any], reference: Reference | None,
+                        viewer: Viewer = SINGLE_USER, lang: str = "en") -> tuple[str, StartingPoint | None]:
+    """What the Objective section says of where the run starts, and the SFT run it offers to fork
+    ('' and None for an SFT run, or a form that is already a fork)."""
+    spec = spec_of(values.get("train.objective"))
+    if spec.comparable(spec_of("sft")):
+        return "", None
+    if reference is not None and reference.is_fork:
+        return text("obj.forked", lang).format(objective=spec.name, run=f"`{reference.run_id}`",
+                                               step=reference.step), None
+    point = starting_point(console, values.get("model.path"), viewer, lang)
+    if point is None:
+        return text("obj.no_sft_run", lang).format(objective=spec.name), None
+    said = text("obj.offer", lang).format(objective=spec.name, run=f"`{point.run_id}`", step=point.step,
+                                          figure=f" ({point.figure})" if point.figure else "")
+    return said, point
+
+
+def fork_starting_point(console: Console, values: Mapping[str, Any], run_id: str,
+                        viewer: Viewer = SINGLE_USER) -> tuple[dict[str, Any], Reference]:
+    """The form as it is, made a fork of run `run_id`'s best checkpoint: the settings its weights need
+    (model, method, LoRA rank and targets) taken from that run, the length raised past its step
+    when it does not reach beyond it; everything else (objective, data, preference settings) kept."""
+    run = console.jobs.run_dir(run_id, viewer)
+    step = run.checkpoint_step("best")
+    parent, reference = new_from_run(console, run_id, viewer, step=step)
+    keep = [form.widget_for_error(key) or key for key in FORK_KEEPS] + [form.TARGET_REGEX, "lora.alpha"]
+    changed = {key: parent[key] for key in keep if key in parent}
+    length = values.get(form.LENGTH)
+    if values.get(form.LENGTH_UNIT) != "epochs" and isinstance(length, (int, float)) and length <= (step or 0):
+        changed[form.LENGTH] = (step or 0) + int(length)
+    return changed, reference

@@ -19,7 +19,7 @@ from app import train_callbacks as cb
 from app.context import Console
 from app.datasets import UploadError, picker_key
 from app.changes import show
-from app.i18n import TEXTS, Labels, action_text, problem_text, text
+from app.i18n import TEXTS, Labels, Said, action_text, problem_text, text
 from app.widgets import error_update, field_widget
 
 UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".parquet", ".arrow", ".txt", ".gz", ".zip"]
@@ -194,6 +194,12 @@ def _objective_section(tab: TrainTab, labels: Labels, values: dict, info: dict) 
             with gr.Row():
                 for key in row:
                     _widget(tab, key, values, info, labels)
+        # where a run of this objective usually starts: the newest finished SFT run of the model, offered
+        with gr.Row(equal_height=True):
+            tab.out["start_point"] = gr.Markdown(elem_id="objective-start-point", visible=True)
+            tab.out["start_point_fork"] = labels.bind(gr.Button(size="sm", scale=0, min_width=280, visible=False,
+                                                                elem_id="objective-fork"), value="obj.fork")
+        tab.out["start_point_run"] = gr.State(None)
 
 
 def _training_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
@@ -438,6 +444,7 @@ def _wire(tab: TrainTab, console: Console, labels: Labels) -> None:
 
     _wire_model(tab, console, lang)
     _wire_where(tab, console, lang)
+    _wire_start_point(tab, console, lang)
     _wire_device_and_method(tab, lang)
     _wire_data(tab, console)
     _wire_config_io(tab, console)
@@ -591,3 +598,37 @@ def _wire_config_io(tab: TrainTab, console: Console) -> None:
 
     tab.out["save"].click(save, set(tab.fields.values()) | {tab.lang},
                           [tab.out["saved_file"], tab.out["config_message"]], api_visibility="private")
+
+
+def _wire_start_point(tab: TrainTab, console: Console, lang) -> None:
+    """The Objective section's note on where the run starts, and its offer: fork the newest finished SFT
+    run of the model (its best checkpoint), keeping the rest of the form."""
+    fields, reference_state = tab.fields, tab.out["reference"]
+    note, button, offered = tab.out["start_point"], tab.out["start_point_fork"], tab.out["start_point_run"]
+    watched = [fields["model.path"], fields["train.objective"], reference_state, lang]
+
+    def said(model: str | None, objective: str, reference: dict | None, language: str, request: gr.Request):
+        shown, point = cb.starting_point_note(console, {"model.path": model, "train.objective": objective},
+                                              cb.Reference.from_state(reference), console.viewer(request), language)
+        return shown, gr.update(visible=point is not None), point.run_id if point else None
+
+    quiet = {"show_progress": "hidden", "api_visibility": "private"}
+    for trigger in (fields["model.path"].change, fields["train.objective"].change, reference_state.change, lang.change):
+        trigger(said, watched, [note, button, offered], **quiet)
+    tab.out["start_point_said"] = (said, watched, [note, button, offered])
+    keys = list(fields)
+
+    def fork(data: dict, request: gr.Request):
+        language, run_id = data[lang], data[offered]
+        if not run_id:
+            return [gr.skip()] * (len(keys) + 4)
+        try:
+            changed, reference = cb.fork_starting_point(console, tab.values(data), run_id, console.viewer(request))
+        except (ValueError, OSError) as err:
+            return [gr.skip()] * (len(keys) + 3) + [action_text(Said("check.warn", problem=err), language)]
+        return [reference.to_state(), gr.update(visible=True), cb.reference_html(reference, language),
+                *[changed.get(k, gr.skip()) for k in keys], ""]
+
+    button.click(fork, {offered} | set(fields.values()) | {lang},
+                 [reference_state, tab.out["reference_row"], tab.out["reference_banner"], *fields.values(),
+                  tab.out["start_message"]], **quiet)

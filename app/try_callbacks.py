@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from core.run.launcher import REPO_ROOT
 from core.run.rundir import POINTERS
-from core.run.runs import display_name
 
 from app import catalog
 from app.access import SINGLE_USER, Viewer, read_owner
 from app.context import Console
+from app.figures import run_label, run_spec
 from app.i18n import Said, problem_text, text
 from core.spec.errors import said_of
 from core.spec.messages import Message
@@ -52,7 +52,7 @@ def checkpoint_choices(console: Console, viewer: Viewer = SINGLE_USER, lang: str
         for which in POINTERS:
             folder = summary.run.checkpoint(which)
             if folder.exists():
-                shown = display_name(summary.run_id, summary.status.final)
+                shown = run_label(summary.run_id, summary.status.final, run_spec(summary.path), lang)
                 choices.append((text("try.checkpoint_choice", lang).format(
                     run=shown, which=text(f"try.pointer.{which}", lang),
                     state=text(f"state.{summary.state}", lang) if lang == "zh" else summary.state),

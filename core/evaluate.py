@@ -26,7 +26,7 @@ from pathlib import Path
 
 from core.eval.eval_tasks import (DEFAULT_TASKS_DIR, RESULTS_FILE, EvalError, EvalSettings, create_eval_run,
                              local_tasks, read_settings, require_lm_eval)
-from core.run.launcher import log_header, process_fields
+from core.run.launcher import TeeToLog, log_header, process_fields
 from core.run.records import RunDirError
 from core.spec.errors import said_of
 from core.spec.messages import Message
@@ -130,19 +130,30 @@ def resolve_tasks(names: list[str], include_paths: list[str]) -> tuple[list, obj
 # ---- the run ----------------------------------------------------------------------------------
 
 class Progress:
-    """Status updates (requests scored) at most once a second, and the stop check."""
+    """Status updates at most once a second, and the stop check. lm-eval scores its requests in phases
+    (the log-likelihoods of every task, then the generations): status.json's step and total are the
+    requests of every phase so far, and `extra.phases` each phase's [done, total], so the page says
+    'log-likelihoods 400/400, generation 10/100' and the finished evaluation its requests in all."""
 
     def __init__(self, run: RunDir):
         self.run = run
         self.last = 0.0
+        self.phases: dict[str, list[int]] = {}
 
     def __call__(self, kind: str, done: int, total: int) -> None:
         if self.run.read_control().stop:
             raise StopRequested()
+        self.phases[kind] = [done, total]
         now = time.monotonic()
         if now - self.last >= STATUS_EVERY_S or done == total:
             self.last = now
-            self.run.write_status(step=done, total_steps=total, extra={"phase": kind})
+            self.write()
+
+    def write(self) -> None:
+        done = sum(d for d, _ in self.phases.values())
+        total = sum(t for _, t in self.phases.values())
+        self.run.write_status(step=done, total_steps=total, extra={"phase": next(reversed(self.phases), None),
+                                                                    "phases": dict(self.phases)})
 
 
 def _metric_name(key: str) -> str:
@@ -315,8 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     except EvalError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"evaluation folder: {run.path}", flush=True)
-    code = run_folder(run, resolved)
+    with TeeToLog(run.log_path, ["python", "-m", "core.evaluate", *(argv if argv is not None else sys.argv[1:])]):
+        print(f"evaluation folder: {run.path}", flush=True)
+        code = run_folder(run, resolved)
     if code == 0 and args.output and (run.path / RESULTS_FILE).is_file():
         Path(args.output).write_text((run.path / RESULTS_FILE).read_text(encoding="utf-8"), encoding="utf-8")
     return code

@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     if config.parallel.data_parallel > 1:
         print(f"run directory: {run.path}", flush=True)
         return _follow(launcher.launch(run))
-    with _TeeToLog(run.log_path, ["python", "-m", "core.train", *(argv if argv is not None else sys.argv[1:])]):
+    with launcher.TeeToLog(run.log_path, ["python", "-m", "core.train", *(argv if argv is not None else sys.argv[1:])]):
         print(f"run directory: {run.path}", flush=True)
         return run_worker(str(run.path))
 
@@ -269,42 +269,6 @@ def memory_warning(config: Config) -> str | None:
             "so the run may fail out of memory; lower train.micro_batch_size (raising train.grad_accum_steps "
             "keeps the global batch) or data.max_seq_len, set recompute.policy=full, or use method=lora "
             "(python -m core.dry_run --config ... measures it in two steps)")
-
-
-class _TeeToLog:
-    """Copy what this process prints (stdout and stderr, tracebacks included) into the run's
-    train.log as well as the terminal, so a run started from a shell has the same log as one the
-    console launched. MindSpore's own C++ logging bypasses Python's streams and is not copied."""
-
-    def __init__(self, log_path: Path, argv: list[str]):
-        self.log_path, self.argv = log_path, argv
-
-    def __enter__(self):
-        self.log = open(self.log_path, "a", encoding="utf-8", buffering=1)
-        self.log.write(launcher.log_header(self.argv))
-        self.saved = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = _Tee(sys.stdout, self.log), _Tee(sys.stderr, self.log)
-        return self
-
-    def __exit__(self, *exc):
-        sys.stdout, sys.stderr = self.saved
-        self.log.close()
-
-
-class _Tee:
-    def __init__(self, stream, log):
-        self.stream, self.log = stream, log
-
-    def write(self, text):
-        self.log.write(text)
-        return self.stream.write(text)
-
-    def flush(self):
-        self.log.flush()
-        self.stream.flush()
-
-    def __getattr__(self, name):
-        return getattr(self.stream, name)
 
 
 def _follow(launched) -> int:

@@ -34,7 +34,7 @@ from core.data.files import (CATALOG_FILE, DataError, DataFile, Record, Where, a
 from core.spec.errors import said_of
 from core.spec.messages import Message
 
-FORMATTINGS = ("alpaca", "sharegpt")
+FORMATTINGS = ("alpaca", "sharegpt")  # an entry's 'formatting'; a pretraining entry (no formatting, prompt only) is read as text
 HUB_KEYS = {"hf_hub_url": "the Hugging Face hub", "ms_hub_url": "the ModelScope hub", "om_hub_url": "the Modelers hub",
             "cloud_file_name": "cloud storage"}
 # dataset_info.json column names -> the format field names of core.data.formats
@@ -137,6 +137,8 @@ def _fill(entry: CatalogEntry, spec: dict) -> None:
         entry.files.append(entry.catalog / name)
     entry.columns = _mapping(entry, spec.get("columns") or {}, COLUMN_NAMES[entry.formatting] | SHARED_COLUMNS,
                              "columns")
+    if "formatting" not in spec and set(entry.columns) == {"instruction"}:
+        entry.formatting = "text"  # a pretraining corpus (see `entry_format`)
     if entry.formatting == "sharegpt":
         entry.columns |= _mapping(entry, spec.get("tags") or {}, {t: t for t in TAG_NAMES}, "tags")
     elif spec.get("tags"):
@@ -149,6 +151,19 @@ def _fill(entry: CatalogEntry, spec: dict) -> None:
     if samples is not None and (not isinstance(samples, int) or isinstance(samples, bool) or samples < 1):
         raise DataError(at(where, Message("data.entry_num_samples", value=repr(samples))))
     entry.num_samples = samples
+
+
+def entry_format(entry: CatalogEntry, data: DataFile) -> tuple[str, dict[str, str]]:
+    """The format and column mapping an entry's records are read with. An entry without
+    'formatting' that maps only `prompt` (LLaMA-Factory's wiki_demo and c4_demo:
+    {"columns": {"prompt": "text"}}) is a pretraining corpus, which LLaMA-Factory reads as plain
+    text: read as `text` from that column, unless its records have alpaca's default answer column
+    'output' (an alpaca dataset that renamed only its prompt column)."""
+    if entry.formatting != "text":
+        return entry.formatting, entry.columns
+    if data.records and "output" in data.records[0].fields:
+        return "alpaca", entry.columns
+    return "text", {"text": entry.columns["instruction"]}
 
 
 def _mapping(entry: CatalogEntry, spec: object, names: dict[str, str], key: str) -> dict[str, str]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from core.data.files import DataError, DataFile, Record, at, json_type
 from core.spec.messages import Message
+from core.spec.stats import LISTED
 from core.data.formats import Columns, Conversation, _sharegpt_roles, preference_layout
 
 KINDS = ("pairs", "kto")
@@ -164,21 +165,57 @@ def preference_record(record: Record, kind: str, columns: Columns | None = None)
     raise DataError(at(record.where, Message("data.kto_no_answer")))
 
 
+_KIND_NAMES = {"pairs": "a preference pair (chosen/rejected)", "kto": "a KTO answer (label)",
+               None: "a plain conversation"}
+
+
+def _mixed(data: DataFile, record: Record, kind: str | None, first: str | None, columns: Columns) -> Message:
+    field = columns.source("rejected") if first == "pairs" else columns.source("label")
+    return at(record.where, Message("data.mixed_kinds", record_kind=_KIND_NAMES[kind], record_at=data.records[0].where,
+                                    first_kind=_KIND_NAMES[first], field=f"'{field}'"))
+
+
 def file_kind(data: DataFile, columns: Columns | None = None) -> str | None:
-    """'pairs', 'kto' or None (plain SFT data) for the whole file; a file that mixes them is an
-    error naming the first record that differs."""
+    """'pairs', 'kto' or None (plain SFT data): the layout of the file's first record. A plain file
+    with preference records in it is an error naming every such record (`problems_error`); the
+    records of a preference file are checked one by one by `preference_records`."""
     columns = columns or Columns()
-    kinds = [preference_layout(r, columns) for r in data.records]
-    first = kinds[0]
-    for record, kind in zip(data.records, kinds):
-        if kind != first:
-            name = {"pairs": "a preference pair (chosen/rejected)", "kto": "a KTO answer (label)",
-                    None: "a plain conversation"}
-            field = columns.source("rejected") if first == "pairs" else columns.source("label")
-            raise DataError(at(record.where, Message("data.mixed_kinds", record_kind=name[kind],
-                                                     record_at=data.records[0].where, first_kind=name[first],
-                                                     field=f"'{field}'")))
+    first = preference_layout(data.records[0], columns)
+    if first is None:
+        mixed = [_mixed(data, r, kind, first, columns) for r in data.records[1:]
+                 if (kind := preference_layout(r, columns)) is not None]
+        if mixed:
+            raise problems_error(mixed, str(data.path))
     return first
+
+
+def preference_records(data: DataFile, kind: str, columns: Columns | None = None) -> list[PreferenceRecord]:
+    """Every record of `data` read as `kind` ('pairs' or 'kto'). Every problem is found in one pass
+    (a record of another layout, a missing or empty answer, a bad label...): one error lists them."""
+    columns = columns or Columns()
+    out, problems = [], []
+    for record in data.records:
+        layout = preference_layout(record, columns)
+        if layout != kind:
+            problems.append(_mixed(data, record, layout, kind, columns))
+            continue
+        try:
+            out.append(preference_record(record, kind, columns))
+        except DataError as err:
+            problems.append(err.args[0])
+    if problems:
+        raise problems_error(problems, str(data.path))
+    return out
+
+
+def problems_error(problems: list[Message], file: str) -> DataError:
+    """One problem as itself; several as one error: their count, the first LISTED of them and how
+    many more."""
+    if len(problems) == 1:
+        return DataError(problems[0])
+    listed = (Message("stats.listing_more", items=problems[:LISTED], more=len(problems) - LISTED)
+              if len(problems) > LISTED else Message("stats.listing", items=problems))
+    return DataError(Message("data.problems", count=len(problems), file=file, listed=listed))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,13 +230,12 @@ def sft_view(data: DataFile, columns: Columns) -> tuple[DataFile, str | None]:
     if kind is None:
         return data, None
     records, skipped = [], 0
-    for record in data.records:
-        r = preference_record(record, kind, columns)
+    for r in preference_records(data, kind, columns):
         if kind == "kto" and not r.label:
             skipped += 1
             continue
         messages = r.prompt.messages + [{"role": "assistant", "content": r.chosen}]
-        records.append(Record(record.where, {columns.source("messages", {"messages": None}): messages}))
+        records.append(Record(r.where, {columns.source("messages", {"messages": None}): messages}))
     if not records:
         raise DataError(Message("data.no_desirable", file=str(data.path)))
     if kind == "pairs":

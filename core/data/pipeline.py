@@ -30,7 +30,8 @@ import numpy as np
 from core.run.atomic import atomic_open
 from core.spec.codec import build
 from core.spec.stats import DataStats, SplitStats
-from core.data.catalog import check_columns, is_catalog, load_entry, preference_refusal, read_catalog, select
+from core.data.catalog import (check_columns, entry_format, is_catalog, load_entry, preference_refusal, read_catalog,
+                               select)
 from core.data.files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, at, concat_files,  # noqa: F401
                              dataset_splits, read_data_file, split_files, split_path)
 from core.spec.errors import said_of
@@ -393,12 +394,13 @@ def data_sources(settings: DataSettings, role: str = "train", seed: int = 0) -> 
                 raise preference_refusal(entry)
             data = load_entry(entry, seed, text_split)
             check_columns(entry, data)
-            columns = Columns(entry.columns)
+            formatting, mapping = entry_format(entry, data)
+            columns = Columns(mapping)
             try:
-                sources.append(Source(data, resolve_format(data, entry.formatting, columns), columns))
+                sources.append(Source(data, resolve_format(data, formatting, columns), columns))
             except DataError as err:  # the entry's 'formatting' is what set the format
                 raise _format_said_by(err, Message("data.formatting_is", entry=entry.where,
-                                                   value=repr(entry.formatting))) from None
+                                                   value=repr(formatting))) from None
         return sources
     data = read_data_file(name, role=role, text_split=text_split)
     columns = _columns(settings)

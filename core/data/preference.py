@@ -31,9 +31,10 @@ from core.spec.messages import Message
 from core.data.catalog import check_columns, is_catalog, load_entry, read_catalog, select
 from core.data.pipeline import (IGNORE_INDEX, BatchIterator, Sample, _chat_segments, _columns, _encode_segments, _held_out,
                                 _join_pieces, collate, padded_length)
-from core.data.files import DataError, DataFile, Record, at, concat_files, read_data_file, split_path
+from core.data.files import DataError, DataFile, at, concat_files, read_data_file, split_path
 from core.data.formats import Columns, Conversation
-from core.data.pairs import (KINDS, PreferenceRecord, file_kind, preference_record,  # noqa: F401 (re-exported)
+from core.data.overlong import LISTED, check_policy, cutoff_lengths, overlong_error
+from core.data.pairs import (KINDS, PreferenceRecord, file_kind, preference_record, preference_records,  # noqa: F401
                              sft_columns, sft_view)
 from core.data.tokenizer import Tokenizer
 
@@ -44,6 +45,7 @@ class PreferencePair:
     chosen: Sample
     rejected: Sample | None = None
     label: float = 1.0
+    where: str = ""  # the record's place (file and line)
 
     def __len__(self) -> int:
         return max(len(self.chosen), len(self.rejected) if self.rejected is not None else 0)
@@ -63,46 +65,106 @@ def _pieces(tokenizer: Tokenizer, prompt: Conversation, answer: str, answer_fiel
     return _chat_segments(tokenizer, conv, True, "last")
 
 
-def _sample(pieces, end_ids, max_seq_len: int, where: str, answer_field: str) -> tuple[Sample, int, bool]:
+def _parts(pieces, end_ids) -> tuple[list[int], list[int], list[int]]:
+    """A rendered prompt + answer as (prompt ids, answer ids, answer labels): the prompt is what comes
+    before the first labelled token, the answer (through its end-of-turn, and the template's closing
+    text, unlabelled) the rest."""
     ids, labels = _join_pieces(pieces, end_ids, True)
     first = next((i for i, label in enumerate(labels) if label != IGNORE_INDEX), len(ids))
-    if first >= max_seq_len:
-        raise DataError(at(where, Message("data.prompt_fills", field=f"'{answer_field}'", count=first,
-                                          max_seq_len=max_seq_len)))
-    truncated = len(ids) > max_seq_len
-    return (Sample(np.asarray(ids[:max_seq_len], np.int32), np.asarray(labels[:max_seq_len], np.int32)),
-            len(ids), truncated)
+    return ids[:first], ids[first:], labels[first:]
+
+
+def _sample(ids: list[int], answer_labels: list[int]) -> Sample:
+    """prompt + answer ids, the prompt masked (the answer's labels are the last ones)."""
+    return Sample(np.asarray(ids, np.int32),
+                  np.asarray([IGNORE_INDEX] * (len(ids) - len(answer_labels)) + answer_labels, np.int32))
+
+
+@dataclass
+class _Overlong:
+    """What data.overlong did to a split's records: (where, tokens) of each over-long record (the
+    longer side of a pair, prompt included), and how many were skipped or truncated."""
+    policy: str
+    max_seq_len: int
+    listed: list[tuple[str, int]] = field(default_factory=list)
+    prompt_fills: list[tuple[str, str, int]] = field(default_factory=list)  # (where, field, prompt tokens)
+
+    def fit(self, where: str, prompt: list[int], answers: list[tuple[list[int], list[int]]],
+            answer_field: str) -> list[tuple[list[int], list[int]]] | None:
+        """Prompt + each answer within max_seq_len by the policy: None when the record is skipped;
+        `truncate` keeps the end of the prompt (its last turns) and cuts every answer to the length
+        LLaMA-Factory's cutoff (core.data.overlong.cutoff_lengths) gives the longest one."""
+        longest = max(len(ids) for ids, _ in answers)
+        if len(prompt) + longest <= self.max_seq_len:
+            return [(prompt + ids, labels) for ids, labels in answers]
+        self.listed.append((where, len(prompt) + longest))
+        if self.policy != "truncate":
+            if self.policy == "error" and len(prompt) >= self.max_seq_len:
+                self.prompt_fills.append((where, answer_field, len(prompt)))
+            return None
+        keep_prompt, keep_answer = cutoff_lengths(len(prompt), longest, self.max_seq_len)
+        keep_answer = max(keep_answer, 1)  # a sample trains its answer's first token at least
+        keep_prompt = min(keep_prompt, self.max_seq_len - keep_answer)
+        kept = prompt[len(prompt) - keep_prompt:] if keep_prompt else []
+        return [(kept + ids[:keep_answer], labels[:keep_answer]) for ids, labels in answers]
+
+    def check(self) -> None:
+        """data.overlong: error refuses every over-long record (a prompt that alone fills data.max_seq_len
+        is named by its field, as before the policy applied to preference data)."""
+        if self.policy != "error":
+            return
+        if self.prompt_fills:
+            where, answer_field, count = self.prompt_fills[0]
+            raise DataError(at(where, Message("data.prompt_fills", field=f"'{answer_field}'", count=count,
+                                              max_seq_len=self.max_seq_len)))
+        if self.listed:
+            raise overlong_error(self.listed, self.max_seq_len)
 
 
 def tokenize_preference(records: Sequence[PreferenceRecord], kind: str, tokenizer: Tokenizer,
-                        max_seq_len: int) -> tuple[list[PreferencePair], PreferenceSplitStats]:
-    """Samples of the records (identical pairs dropped and counted) and the split's statistics."""
-    segments, owners = [], []
+                        max_seq_len: int, overlong: str = "error") -> tuple[list[PreferencePair], PreferenceSplitStats]:
+    """Samples of the records (identical pairs dropped and counted) and the split's statistics.
+    A record over `max_seq_len` (prompt and its longer answer) follows `overlong`: truncate, skip
+    (the pair or KTO answer is left out) or error (core.data.overlong); each is counted and listed."""
+    check_policy(overlong)
+    segments = []
     for r in records:
         segments.append(_pieces(tokenizer, r.prompt, r.chosen, r.chosen_field))
         if kind == "pairs":
             segments.append(_pieces(tokenizer, r.prompt, r.rejected, r.rejected_field))
     encoded = iter(_encode_segments(tokenizer, segments))
-    pairs, identical, truncated, lengths_c, lengths_r = [], 0, 0, [], []
+    policy = _Overlong(overlong, max_seq_len)
+    pairs, identical, lengths_c, lengths_r = [], 0, [], []
+    end = tokenizer.eos_token_ids
     for r in records:
-        chosen, n_c, cut_c = _sample(next(encoded), tokenizer.eos_token_ids, max_seq_len, r.where, r.chosen_field)
-        if kind == "kto":
-            pairs.append(PreferencePair(chosen, None, 1.0 if r.label else 0.0))
-            (lengths_c if r.label else lengths_r).append(n_c)
-            truncated += cut_c
+        prompt, *chosen = _parts(next(encoded), end)
+        sides = [tuple(chosen)]
+        if kind == "pairs":
+            sides.append(tuple(_parts(next(encoded), end)[1:]))
+        fitted = policy.fit(r.where, prompt, sides, r.chosen_field)
+        if fitted is None:
             continue
-        rejected, n_r, cut_r = _sample(next(encoded), tokenizer.eos_token_ids, max_seq_len, r.where, r.rejected_field)
-        if r.chosen.strip() == r.rejected.strip() or np.array_equal(chosen.input_ids, rejected.input_ids):
+        samples = [_sample(ids, labels) for ids, labels in fitted]
+        n_c = len(prompt) + len(sides[0][0])
+        if kind == "kto":
+            pairs.append(PreferencePair(samples[0], None, 1.0 if r.label else 0.0, r.where))
+            (lengths_c if r.label else lengths_r).append(n_c)
+            continue
+        if r.chosen.strip() == r.rejected.strip() or np.array_equal(samples[0].input_ids, samples[1].input_ids):
             identical += 1
             continue
-        pairs.append(PreferencePair(chosen, rejected))
+        pairs.append(PreferencePair(samples[0], samples[1], where=r.where))
         lengths_c.append(n_c)
-        lengths_r.append(n_r)
-        truncated += cut_c + cut_r
+        lengths_r.append(len(prompt) + len(sides[1][0]))
+    policy.check()
     mean = (lambda a: round(float(np.mean(a)), 2) if a else 0.0)
-    stats = PreferenceSplitStats(kind, len(pairs), identical, truncated,
+    over = len(policy.listed)
+    stats = PreferenceSplitStats(kind, len(pairs), identical, over if overlong == "truncate" else 0,
                                  sum(p.label > 0.5 for p in pairs) if kind == "kto" else len(pairs),
-                                 mean(lengths_c), max(lengths_c, default=0), mean(lengths_r), max(lengths_r, default=0))
+                                 mean(lengths_c), max(lengths_c, default=0), mean(lengths_r), max(lengths_r, default=0),
+                                 records=len(records), overlong_policy=overlong, overlong_records=over,
+                                 overlong_listed=[[w, n] for w, n in policy.listed[:LISTED]],
+                                 skipped=over if overlong == "skip" else 0)
     return pairs, stats
 
 
@@ -158,12 +220,12 @@ def _source_kind(source: PreferenceSource, objective: str) -> str:
     return kind
 
 
-def _read_records(settings, role: str, objective: str, seed: int) -> list[tuple[Record, Columns]]:
-    """Every record of `role`'s sources with its mapping, each source's kind checked."""
+def _read_records(settings, role: str, objective: str, seed: int) -> list[PreferenceRecord]:
+    """Every record of `role`'s sources as pairs or KTO answers, each source's kind checked and
+    every record's problems found in one pass."""
     out = []
     for source in preference_sources(settings, role, seed):
-        _source_kind(source, objective)
-        out += [(record, source.columns) for record in source.data.records]
+        out += preference_records(source.data, _source_kind(source, objective), source.columns)
     return out
 
 
@@ -179,15 +241,15 @@ def load_preference_splits(settings, tokenizer: Tokenizer, seed: int, objective:
                       [r for i, r in enumerate(train) if i in held_out])
     else:
         raise DataError(Message("data.no_validation_data"))
-    train_pairs, train_stats = tokenize_preference([preference_record(r, kind, c) for r, c in train], kind,
-                                                   tokenizer, settings.max_seq_len)
-    val_pairs, val_stats = tokenize_preference([preference_record(r, kind, c) for r, c in val], kind,
-                                               tokenizer, settings.max_seq_len)
+    overlong = getattr(settings, "overlong", "truncate")
+    train_pairs, train_stats = tokenize_preference(train, kind, tokenizer, settings.max_seq_len, overlong)
+    val_pairs, val_stats = tokenize_preference(val, kind, tokenizer, settings.max_seq_len, overlong)
     if not train_pairs or not val_pairs:
         raise DataError(Message("data.no_pairs_left",
                                 file=str(settings.train_file if not train_pairs else settings.validation_file)))
     rows = [p.chosen for p in train_pairs + val_pairs] + [p.rejected for p in train_pairs + val_pairs if p.rejected]
-    stats = PreferenceStats(train_stats, val_stats, padded_length(settings.max_seq_len, rows))
+    stats = PreferenceStats(train_stats, val_stats, padded_length(settings.max_seq_len, rows),
+                            max_seq_len=settings.max_seq_len)
     return PreferenceSplits(train_pairs, val_pairs, stats)
 
 

@@ -138,14 +138,17 @@ def eval_runs_dir(runs_dir: str | Path) -> Path:
 
 
 def create_eval_run(runs_dir: str | Path, settings: EvalSettings, now: dt.datetime | None = None) -> RunDir:
-    """A new `queued` evaluation folder under <runs_dir>/evals/ with its settings."""
+    """A new `queued` evaluation folder under <runs_dir>/evals/ with its settings, named by the training
+    run it belongs to when it has one (`eval_<run id>_best_<time>`), else by its model's folder
+    (`eval_tiny-demo_<time>`); no checkpoints/ or export/ in it (an evaluation makes neither)."""
     settings.check()
     stamp = (now or dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(settings.model.rstrip("/")).name)[:40] or "model"
+    what = settings.source_run or Path(settings.model.rstrip("/")).name
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", what)[:80] or "model"
     label = f"_{settings.label}" if settings.label else ""
     run_id = next_free_run_id(eval_runs_dir(runs_dir), f"eval_{name}{label}_{stamp}")
     try:
-        return RunDir.create(eval_runs_dir(runs_dir), run_id, settings.to_yaml())
+        return RunDir.create(eval_runs_dir(runs_dir), run_id, settings.to_yaml(), training=False)
     except RunDirError as exc:
         raise EvalError(said_of(exc)) from exc
 

@@ -74,6 +74,42 @@ def log_header(argv: Sequence[str]) -> str:
             f"on {socket.gethostname()}: {command_preview(argv)}\n")
 
 
+class TeeToLog:
+    """Copy what this process prints (stdout and stderr, tracebacks included) into a run's train.log
+    as well as the terminal, so a run or an evaluation started from a shell has the same log as one
+    the console launched. MindSpore's own C++ logging bypasses Python's streams and is not copied."""
+
+    def __init__(self, log_path: Path, argv: list[str]):
+        self.log_path, self.argv = log_path, argv
+
+    def __enter__(self):
+        self.log = open(self.log_path, "a", encoding="utf-8", buffering=1)
+        self.log.write(log_header(self.argv))
+        self.saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Tee(sys.stdout, self.log), _Tee(sys.stderr, self.log)
+        return self
+
+    def __exit__(self, *exc):
+        sys.stdout, sys.stderr = self.saved
+        self.log.close()
+
+
+class _Tee:
+    def __init__(self, stream, log):
+        self.stream, self.log = stream, log
+
+    def write(self, text):
+        self.log.write(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.log.flush()
+        self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
 # ---- commands -------------------------------------------------------------------------------
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -288,8 +288,9 @@ class RunDir:
     # -- creation --
 
     @classmethod
-    def create(cls, runs_dir: str | os.PathLike, run_id: str, config_yaml: str) -> RunDir:
-        """Make runs_dir/run_id with its config and status `queued`; refuses a non-empty folder."""
+    def create(cls, runs_dir: str | os.PathLike, run_id: str, config_yaml: str, training: bool = True) -> RunDir:
+        """Make runs_dir/run_id with its config and status `queued`; refuses a non-empty folder. A
+        training run gets its checkpoints/ and export/ folders; an evaluation (`training` False) none."""
         if not _RUN_ID.fullmatch(run_id) or run_id in (".", ".."):
             raise RunDirError(Message("rundir.bad_run_id", run=repr(run_id)))
         run = cls(Path(runs_dir) / run_id)
@@ -299,8 +300,9 @@ class RunDir:
         except FileExistsError:
             if run.path.is_symlink() or not run.path.is_dir() or any(run.path.iterdir()):
                 raise RunDirError(Message("rundir.exists", folder=str(run.path))) from None
-        run.checkpoints_dir.mkdir()
-        run.export_dir.mkdir()
+        if training:
+            run.checkpoints_dir.mkdir()
+            run.export_dir.mkdir()
         atomic_write(run.config_path, config_yaml)
         atomic_write_json(run.control_path, ControlRequest().to_json())
         now = time.time()

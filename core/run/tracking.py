@@ -26,6 +26,7 @@ import os
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
@@ -176,6 +177,34 @@ def mlflow_uri(config: Config) -> str:
     the runs folder (MLflow's own default store kind; `mlflow ui --backend-store-uri` that URI)."""
     return (config.mlflow.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
             or f"sqlite:///{(Path(config.run.runs_dir) / 'mlflow.db').resolve()}")
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where one tracker writes a run and the command that shows it ('' when a browser opens it):
+    `kind` names the case (tensorboard, mlflow_store, mlflow_server, swanlab_folder, swanlab_cloud)."""
+    kind: str
+    where: str
+    command: str = ""
+
+
+def destinations(config: Config, run_path: Path) -> list[Destination]:
+    """Where each tracker of `config` writes the run in folder `run_path` (the console says it in the
+    Monitor, under the Tracking checkboxes and on Start)."""
+    out = []
+    for name in config.tracking:
+        if name == "tensorboard":
+            folder = str(Path(run_path) / "tracking" / "tensorboard")
+            out.append(Destination("tensorboard", folder, f"tensorboard --logdir {folder}"))
+        elif name == "mlflow":
+            uri = mlflow_uri(config)
+            out.append(Destination("mlflow_server", uri) if uri.startswith(("http://", "https://"))
+                       else Destination("mlflow_store", uri, f"mlflow ui --backend-store-uri {uri}"))
+        elif name == "swanlab":
+            folder = str(Path(run_path) / "tracking" / "swanlab")
+            out.append(Destination("swanlab_cloud", config.swanlab.project) if config.swanlab.mode == "cloud"
+                       else Destination("swanlab_folder", folder, f"swanlab watch {folder}"))
+    return out
 
 
 def check_installed(name: str) -> None:

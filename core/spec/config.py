@@ -873,8 +873,10 @@ class Config:
     eval: EvalSettings = field(default_factory=EvalSettings)
     early_stopping: EarlyStoppingSettings = field(default_factory=EarlyStoppingSettings)
     launch: LaunchSettings = field(default_factory=LaunchSettings)
-    tracking: list[str] = _field([], "experiment trackers that mirror the run's metrics: tensorboard, mlflow, "
-                                 "swanlab (optional packages: requirements-tracking.txt)",
+    tracking: list[str] = _field([], "experiment trackers that mirror the run's metrics (optional packages: "
+                                 "requirements-tracking.txt): tensorboard writes to <run>/tracking/tensorboard "
+                                 "(tensorboard --logdir runs/), mlflow to mlflow.tracking_uri, swanlab (offline) to "
+                                 "<run>/tracking/swanlab (swanlab watch)",
                                  coerce=_coerce_trackers, rule=_TRACKING_RULE, kind="checks", choices=TRACKERS)
     mlflow: MlflowSettings = field(default_factory=MlflowSettings)
     swanlab: SwanlabSettings = field(default_factory=SwanlabSettings)

@@ -1199,4 +1199,9 @@ CATALOGUE.update({
     "engine.adapter_off_without_lora": ("{objective} with the adapter switched off as its reference needs LoRA layers "
                                         "in the model; with full fine-tuning use a frozen reference copy"),
     "generate.top_k": "top_k = {value}: must be a whole number >= 0 (0 = every token)",
+    # issue 37: preference data under data.overlong, a file's problems found in one pass, catalogue text entries
+    "stats.pairs_overlong_truncated": ("{split_role}: {count} of {records} records are longer than max_seq_len "
+                                       "{max_seq_len} tokens and were truncated (the end of the prompt kept, the "
+                                       "answers cut to what is left) (data.overlong: {policy}): {listed}"),
+    "data.problems": "{count} problems in {file}: {listed}",
 })

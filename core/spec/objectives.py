@@ -18,6 +18,7 @@ from core.spec.messages import Message
 HIGHER_IS_BETTER = frozenset({"exact_match", "bleu", "rouge1", "rouge2", "rougeL", "reward_accuracy", "val_reward"})
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}  # core.spec.memory.DTYPE_BYTES (which imports this)
 GENERATION_MONITORS = ("exact_match", "bleu", "rouge1", "rouge2", "rougeL")
+OBJECTIVE_SECTIONS = ("preference.", "grpo.")  # config sections only some objectives read (ObjectiveSpec.settings)
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,21 @@ class ObjectiveSpec:
     compare: tuple[str, ...]    # the final figures the Runs tab compares between runs of this kind
     has_perplexity: bool = False
     rewards: bool = False       # scores completions with reward functions (grpo.rewards)
+    settings: tuple[str, ...] = ()  # the objective-owned config keys it reads ('grpo.': a whole section)
     uses_reference: Callable[[Any], str | None] = field(default=lambda config: None)
     rules: Callable[[Any], list[Rule]] = field(default=lambda config: [])
     memory: Callable[[Any, Any], MemoryTerms] = field(default=lambda config, args: MemoryTerms())
 
     def higher_is_better(self, monitor: str) -> bool:
         return monitor in HIGHER_IS_BETTER
+
+    def reads(self, key: str) -> bool:
+        """Whether a config key applies to this objective: every key outside the objective-owned
+        sections (OBJECTIVE_SECTIONS) does; inside them, those in `settings` (a key, or a prefix
+        ending with '.')."""
+        if not key.startswith(OBJECTIVE_SECTIONS):
+            return True
+        return any(key == s or (s.endswith(".") and key.startswith(s)) for s in self.settings)
 
     def comparable(self, other: ObjectiveSpec) -> bool:
         """Whether two runs' losses mean the same thing (may share an axis, have a Δ)."""
@@ -193,9 +203,18 @@ SFT = ObjectiveSpec(
     has_perplexity=True, rules=_sft_rules)
 
 
+# the preference: keys each preference objective reads (core.engine.preference)
+_PREFERENCE_SETTINGS = {
+    "dpo": ("preference.beta", "preference.label_smoothing", "preference.loss_type", "preference.reference"),
+    "simpo": ("preference.beta", "preference.label_smoothing", "preference.simpo_gamma"),
+    "orpo": ("preference.orpo_lambda",),
+    "kto": ("preference.beta", "preference.kto_desirable_weight", "preference.kto_undesirable_weight",
+            "preference.reference")}
+
+
 def _preference(name: str, data: str) -> ObjectiveSpec:
     return ObjectiveSpec(
-        name=name, kind="preference", data=data,
+        name=name, kind="preference", data=data, settings=_PREFERENCE_SETTINGS[name],
         monitors=("val_loss", "val_loss_ema", "reward_accuracy"), default_monitor="reward_accuracy",
         headline="reward_accuracy", eval_fields=PREFERENCE_FIELDS,
         charts=("loss", "rewards", "memory", "throughput", "lr", "grad_norm", "loss_scale"),
@@ -207,7 +226,7 @@ GRPO = ObjectiveSpec(
     name="grpo", kind="rl", data="prompts",
     monitors=("val_reward",), default_monitor="val_reward", headline="val_reward", eval_fields=GRPO_FIELDS,
     charts=("loss", "reward", "reward_functions", "completions", "kl", "memory", "throughput", "lr", "grad_norm"),
-    compare=("val_reward", "tokens_per_s", "peak_mem_mb"), rewards=True,
+    compare=("val_reward", "tokens_per_s", "peak_mem_mb"), rewards=True, settings=("grpo.",),
     uses_reference=reference_kind, rules=_grpo_rules, memory=_grpo_memory)
 
 REWARD = ObjectiveSpec(

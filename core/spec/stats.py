@@ -101,8 +101,9 @@ class DataStats:
 
 @dataclass
 class PreferenceSplitStats:
-    """One split: its kind, pairs (or KTO answers), identical pairs dropped, truncated answers,
-    desirable answers (KTO), and the token lengths of both sides (prompt + answer)."""
+    """One split: its kind, pairs (or KTO answers), identical pairs dropped, truncated records,
+    desirable answers (KTO), the token lengths of both sides (prompt + answer, before truncation),
+    and what data.overlong did to the records over max_seq_len (as SplitStats says it)."""
     kind: str
     pairs: int
     identical_dropped: int
@@ -112,6 +113,19 @@ class PreferenceSplitStats:
     chosen_max_length: int
     rejected_mean_length: float
     rejected_max_length: int
+    records: int = 0
+    overlong_policy: str = "truncate"
+    overlong_records: int = 0
+    overlong_listed: list[list] = field(default_factory=list)  # [where, tokens] of the first LISTED
+    skipped: int = 0
+
+    def notes(self, name: str, max_seq_len: int) -> list[str]:
+        if not self.overlong_records:
+            return []
+        key = "stats.pairs_overlong_truncated" if self.overlong_policy == "truncate" else "stats.overlong_skipped"
+        return [Message(key, split_role=name, count=self.overlong_records, records=self.records,
+                        max_seq_len=max_seq_len, policy=self.overlong_policy,
+                        listed=listing([tuple(x) for x in self.overlong_listed], self.overlong_records))]
 
 
 @dataclass
@@ -120,13 +134,16 @@ class PreferenceStats:
     validation: PreferenceSplitStats
     seq_len: int = 0
     notes: list[str] = field(default_factory=list)
+    max_seq_len: int = 0
 
     def to_dict(self) -> dict:
         return encode(self)
 
     def warnings(self) -> list[str]:
+        splits = (("train", self.train), ("validation", self.validation))
         out = [Message("stats.identical_pairs", split_role=name, count=split.identical_dropped)
-               for name, split in (("train", self.train), ("validation", self.validation)) if split.identical_dropped]
+               for name, split in splits if split.identical_dropped]
+        out += [line for name, split in splits for line in split.notes(name, self.max_seq_len)]
         return out + list(self.notes)
 
 

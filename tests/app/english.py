@@ -16,7 +16,7 @@ KEPT_WORDS = {
     "sft", "dpo", "simpo", "orpo", "kto", "ipo", "sigmoid", "beta", "gamma", "lambda", "chosen", "rejected",
     "preference", "rafailov", "overlong",
     # GRPO (train.objective grpo) and its reward functions' names and keys (config values: grpo.rewards)
-    "grpo", "function", "weight", "math", "regex", "length", "file", "pattern", "column", "name", "path", "run",
+    "grpo", "reward", "function", "weight", "math", "regex", "length", "file", "pattern", "column", "name", "path", "run",
     "ignore_case", "max_tokens", "soft_tokens",
     # trackers and their modes, Slurm and its commands
     "tensorboard", "mlflow", "swanlab", "offline", "local", "cloud", "login", "watch", "slurm", "sbatch", "srun",

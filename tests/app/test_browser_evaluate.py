@@ -87,9 +87,12 @@ def test_evaluate_panel_runs_base_then_best_and_shows_the_delta(console_server, 
                                timeout=TIMEOUT_MS, polling=100)
         screenshot(page, "evaluate_running_en")
         # both finish, each showing its requests scored of all; the comparison's table appears
-        page.wait_for_function(f"() => (({PANEL_JS})().match(/finished \\d+\\/\\d+/g) || []).length === 2 "
+        page.wait_for_function(f"() => (({PANEL_JS})().match(/finished · \\d+\\/\\d+ requests/g) || []).length === 2 "
                                "&& !!document.querySelector('#eval-results table')", timeout=TIMEOUT_MS)
         evals = sorted((console_server.runs_dir / "evals").iterdir())
+        # each folder named by the run it belongs to, with no empty checkpoints/ or export/ (issue 37)
+        assert all(e.name.startswith(f"eval_{RUN_ID}_") for e in evals), [e.name for e in evals]
+        assert not any((e / "checkpoints").exists() or (e / "export").exists() for e in evals)
         results = {json.loads((e / "results.json").read_text())["label"]: json.loads((e / "results.json").read_text())
                    for e in evals}
         assert set(results) == {"base", "best"}
@@ -100,7 +103,9 @@ def test_evaluate_panel_runs_base_then_best_and_shows_the_delta(console_server, 
         assert second.started_at >= first.ended_at  # one after the other
         panel = page.evaluate(PANEL_JS)
         for one in (first, second):
-            assert one.step == one.total_steps > 0 and f"finished {one.step}/{one.total_steps}" in panel, panel
+            assert one.step == one.total_steps > 0 and f"finished · {one.step}/{one.total_steps} requests" in panel, panel
+            # every phase of lm-eval's requests counted: 6 items x 3 choices, then 6 generations
+            assert one.extra["phases"] == {"loglikelihood": [18, 18], "generate_until": [6, 6]}, one.extra
         rows = page.locator("#eval-results table tr").all_inner_texts()
         shown = {r.split("\t")[0]: r.split("\t")[1:] for r in rows[1:]}
         for metric, key in (("tiny_pick_mc/acc", ("tiny_pick_mc", "acc")),

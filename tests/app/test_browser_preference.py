@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,11 @@ def test_dpo_run_from_the_browser(console_server, page, screenshot):
     assert sorted(logps.get("chosen log-prob", {})) == sorted(drawn), logps
     for record in evals:
         assert float(logps["chosen log-prob"][record.step]) == pytest.approx(record.chosen_logp, abs=1e-2)
-    # no perplexity for DPO: the chart is empty and says so
-    assert not plot_points(page, "ppl-plot") and "no perplexity" in (page.locator("#ppl-plot").text_content() or "")
+    # no perplexity nor answer scores for DPO: those charts (and the perplexity's log scale) are hidden
+    assert not plot_points(page, "ppl-plot")
+    for hidden in ("#ppl-plot", "#ppl-log-scale", "#answers-plot"):
+        assert not page.locator(hidden).first.is_visible(), hidden
+    status = page.inner_text("#run-status")  # headed by reward accuracy, not a perplexity of the chosen answers
+    assert re.search(r"reward[ _]accuracy", status) and "ppl" not in status, status
     screenshot(page, "dpo-monitor")
     wait_for(lambda: not launcher.run_processes(run_dir), "the finished run's processes to exit", timeout_s=60)

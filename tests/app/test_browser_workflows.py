@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Error as PlaywrightError
 
 from core.spec.config import load_config
 from core.run.records import ForkEvent
@@ -125,21 +124,13 @@ def select_runs(page, run_ids: list[str]) -> None:
         wait_for(lambda: page.locator("#runs-select label", has_text=run_id).count() > 0,
                  f"{run_id} in the Runs selection", timeout_s=30)
     # each box found by its run's id, not by its place: a refresh may re-render the list meanwhile.
-    # A refresh whose labels changed (a run's state or best score) re-renders the boxes; a tick that
-    # lands in that moment is undone, and Playwright says "did not change its state": tick again, as a
-    # person would (stop 35's CI: D's first evaluation changed its label as the test ticked it)
+    # The boxes' labels are the ids alone, which never change (issue 37: a label that changed as a run
+    # ended re-rendered its box, and a tick landing in that moment was lost): one tick is enough.
     for text in [label.inner_text().strip() for label in page.locator("#runs-select label").all()]:
-        wanted = any(re.match(rf"{re.escape(r)}( ·|$)", text) for r in run_ids)
-        box = page.locator("#runs-select label", has_text=text.split(" ·")[0]).first.locator("input")
-        for attempt in range(3):
-            try:
-                if box.is_checked() != wanted:
-                    box.set_checked(wanted)
-                break
-            except PlaywrightError as exc:
-                if "did not change its state" not in str(exc) or attempt == 2:
-                    raise
-                time.sleep(0.5)
+        wanted = text in run_ids
+        box = page.locator("#runs-select label").filter(has=page.get_by_text(text, exact=True)).first.locator("input")
+        if box.is_checked() != wanted:
+            box.set_checked(wanted)
 
 
 def queue_order(page) -> list[str]:

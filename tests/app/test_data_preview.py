@@ -222,6 +222,22 @@ def test_an_uploaded_file_in_no_known_format_says_why(console, tmp_path):
     assert result.detected_format is None and "cannot tell the format" in result.note
 
 
+def test_an_uploaded_pair_file_is_said_to_be_pairs_as_the_preview_shows_it(console, tmp_path):
+    """Issue 37 item 3: pairs in the shipped layout (instruction, input, chosen, rejected) are no SFT
+    format, yet no problem either: the note says pairs, as the preview and Start do."""
+    rows = [{"instruction": "Who has the ball?", "input": "Tom has the ball.", "chosen": "Tom", "rejected": "ball"}] * 3
+    result = data_callbacks.upload(str(write_jsonl(tmp_path / "pairs.jsonl", rows)), "pairs.jsonl", console)
+    assert result.preference == "pairs" and result.problem is None
+    assert "⚠" not in result.note and "**preference pairs** (chosen/rejected): 3 records" in result.note
+    assert "**偏好对**（chosen/rejected）：3 条记录" in result.note_in("zh")
+    values = form_values(console)
+    values.update(cb.dataset_fields(result.dataset.train_file, console))
+    assert data_callbacks.preview_view(values, console).count('class="mt-pair"') == 3
+    kto = [{"instruction": "Who?", "output": "Tom", "label": True}] * 2
+    assert "**KTO answers**" in data_callbacks.upload(str(write_jsonl(tmp_path / "kto.jsonl", kto)), "kto.jsonl",
+                                                      console).note
+
+
 def test_a_zipped_save_to_disk_folder_becomes_a_dataset(console, tmp_path):
     from tests.core.test_data_files import CHAT_ROWS, dataset_dict
     folder = dataset_dict(tmp_path / "my_ds", {"train": CHAT_ROWS[:8], "test": CHAT_ROWS[8:]})

@@ -50,13 +50,15 @@ def test_refusals_name_what_is_wrong(console, trained):
 
 def test_evaluate_runs_in_the_background_and_shows_base_vs_fine_tuned(console, trained, model_root):
     message = ev.start(console, [trained.run_id], ["tiny_pick_mc"], ["base"], limit=4)
-    assert message.startswith("Evaluation started: eval_tiny_base_"), message
+    # the folder is named by the run it belongs to (issue 37: eval_best_best_<time> said whose it was not)
+    assert message.startswith(f"Evaluation started: eval_{trained.run_id}_base_"), message
     (base, settings), = ev.evaluations(console, trained.run_id)
     assert settings.model.endswith("tiny") and settings.limit == 4 and settings.source_run == trained.run_id
     assert base.read_status().command[1:3] == ["-m", "core.evaluate"]
     assert _wait(base) == "finished", base.log_tail()
     status = base.read_status()
     assert status.step == status.total_steps == 12  # 4 items x 3 choices
+    assert not (base.path / "checkpoints").exists() and not (base.path / "export").exists()
     base_acc = json.loads((base.path / "results.json").read_text())["tasks"]["tiny_pick_mc"]["acc"]
     # a fine-tuned evaluation's results beside it (written here: the run has no checkpoint to load)
     best = create_eval_run(console.runs_dir, EvalSettings(model=str(model_root / "tiny"), tasks=["tiny_pick_mc"], label="best",
@@ -124,3 +126,38 @@ def test_stop_ends_the_running_evaluation_and_the_one_queued_behind_it(console, 
     assert not launcher.run_processes(first) and not launcher.run_processes(second)
     time.sleep(1.0)  # the reaper starts nothing for a stopped queue
     assert second.read_status().state == "stopped"
+
+
+@pytest.mark.slow  # one evaluation in a subprocess (~30 s on a loaded 2-core machine)
+def test_a_shell_evaluation_keeps_its_log_and_says_each_phases_progress(console, model_root, tmp_path):
+    """Issue 37: `python -m core.evaluate` from a shell writes train.log like the console's (the guide
+    says every evaluation folder has one), makes no empty checkpoints/ or export/, and its progress
+    counts every phase of lm-eval's requests (log-likelihoods, then generations), not the last one's."""
+    import subprocess
+    import sys
+    tasks = console.settings.data_dirs[0] / "eval_tasks"
+    _write_tasks(tasks)
+    runs = tmp_path / "shell-runs"
+    done = subprocess.run([sys.executable, "-m", "core.evaluate", "--model", str(model_root / "tiny"), "--tasks",
+                           "tiny_pick_mc,tiny_pick_gen", "--include-path", str(tasks), "--limit", "2", "--runs-dir",
+                           str(runs)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (folder,) = (runs / "evals").iterdir()
+    assert folder.name.startswith("eval_tiny_")  # no training run: named by its model
+    run = RunDir(folder)
+    log = run.log_path.read_text()
+    assert f"evaluation folder: {folder}" in log and '"tiny_pick_mc"' in log
+    assert f"evaluation folder: {folder}" in done.stdout  # and the terminal still sees it
+    assert not (folder / "checkpoints").exists() and not (folder / "export").exists()
+    status = run.read_status()
+    phases = status.extra["phases"]
+    assert phases == {"loglikelihood": [6, 6], "generate_until": [2, 2]}  # 2 items x 3 choices; 2 generations
+    assert status.step == status.total_steps == 8
+    shown = ev._progress(run, "en")
+    assert shown == "finished · 8/8 requests"
+    going = create_eval_run(runs, EvalSettings(model=str(model_root / "tiny"), tasks=["tiny_pick_mc"]))
+    going.write_status(state="starting")
+    going.write_status(state="running", step=7, total_steps=8,
+                       extra={"phases": {"loglikelihood": [6, 6], "generate_until": [1, 2]}})
+    assert ev._progress(going, "en") == "running · log-likelihoods 6/6, generation 1/2"
+    assert ev._progress(going, "zh") == "运行中 · 对数似然 6/6，生成 1/2"

@@ -189,10 +189,12 @@ def _no_pairs(folder: Path):
 
 
 def _prompt_fills(folder: Path):
-    from core.data.preference import _sample
+    from core.data.preference import _Overlong
 
     where = read_data_file(_jsonl(folder, "pairs.jsonl", {"text": "x"})).records[0].where
-    return _sample([([5] * 10, False), ([6, 7], True)], frozenset({7}), 8, where, "chosen")
+    policy = _Overlong("error", 8)
+    policy.fit(where, [5] * 10, [([6, 7], [6, 7])], "chosen")
+    policy.check()
 
 # id -> how its real producer is made to say it (tmp folder, monkeypatch)
 MISTAKES: dict[str, Callable[[Path, pytest.MonkeyPatch], object]] = {
@@ -384,8 +386,10 @@ MISTAKES: dict[str, Callable[[Path, pytest.MonkeyPatch], object]] = {
                                                         "label": True}, "kto"),
     "data.kto_no_answer": lambda d, m: _pair(d, {"prompt": "hi", "label": True}, "kto"),
     "data.mixed_kinds": lambda d, m: __import__("core.data.pairs").data.pairs.file_kind(read_data_file(_jsonl(
-        d, "mixed.jsonl", {"prompt": "hi", "chosen": "a", "rejected": "b"}, {"prompt": "hi", "completion": "a",
-                                                                              "label": True}))),
+        d, "mixed.jsonl", {"prompt": "hi", "completion": "a"}, {"prompt": "hi", "chosen": "a", "rejected": "b"}))),
+    "data.problems": lambda d, m: __import__("core.data.pairs").data.pairs.preference_records(read_data_file(_jsonl(
+        d, "two.jsonl", {"prompt": "hi", "chosen": "a", "rejected": "b"}, {"prompt": "hi", "chosen": "", "rejected": "b"},
+        {"prompt": "hi", "completion": "a", "label": True})), "pairs"),
     "data.no_desirable": lambda d, m: __import__("core.data.pairs").data.pairs.sft_view(read_data_file(_jsonl(
         d, "kto.jsonl", {"prompt": "hi", "completion": "a", "label": False})), Columns()),
     # where: a record's line, its index in a JSON array, a table's row, or a file (a table's columns)

@@ -8,7 +8,7 @@ from core.run.records import FinalFigures
 
 from app import runs_callbacks as cb
 from app.metrics import RunCharts
-from app.monitor_callbacks import chart_svg
+from app.monitor_callbacks import hidden_parts
 from tests.app.test_metrics import evaluation, train
 from tests.app.test_monitor_callbacks import make_run
 
@@ -38,10 +38,10 @@ def test_reward_charts_and_deltas(console):
     logps = charts.frames["logps"]
     assert logps[logps.series == "chosen log-prob"].value.tolist() == [-7.5]
     assert logps[logps.series == "rejected log-prob"].value.tolist() == [-11.25]
-    # no perplexity for a preference objective: the chart is empty and says where to look instead
-    assert charts.preference and charts.frames["val_ppl"].empty and len(charts.frames["val_loss"]) == 5
-    assert "no perplexity for a preference objective" in chart_svg(charts, "val_ppl")
-    assert "奖励准确率" in chart_svg(charts, "val_ppl", lang="zh")
+    # no perplexity nor answer scores for a preference objective: those charts (and the perplexity's log
+    # scale) are hidden, an SFT run's reward charts likewise (issue 37)
+    assert not charts.spec.has_perplexity and charts.frames["val_ppl"].empty and len(charts.frames["val_loss"]) == 5
+    assert set(hidden_parts(charts.spec)) == {"val_ppl", "answers", "ppl-log-scale"}
     html = cb.config_diff_html(console, [child.run_id, parent.run_id])
     cells = dict(re.findall(r'data-figure="(\w+)">([^<]+)<', html))
     assert cells["reward_accuracy"] == "+25.0 pts" and cells["reward_margin"] == "+0.300 (+300.0%)"
@@ -54,8 +54,9 @@ def test_reward_charts_and_deltas(console):
     sft[0].append_metrics([evaluation(2, 1.0, 1.0)])  # an SFT evaluation: perplexity drawn, no log-probs
     plain = RunCharts(sft[0].path)
     plain.update()
-    assert not plain.preference and plain.frames["val_ppl"].series.tolist() == ["val ppl", "val ppl EMA"]
+    assert plain.spec.has_perplexity and plain.frames["val_ppl"].series.tolist() == ["val ppl", "val ppl EMA"]
     assert plain.frames["logps"].empty
+    assert set(hidden_parts(plain.spec)) == {"reward_accuracy", "reward_margin", "logps"}
 
 
 def _pair_rows(n: int, identical: int = 0) -> list[dict]:
@@ -130,7 +131,7 @@ def test_a_catalogue_preference_dataset_previews_and_counts_as_pairs(console):
     preview = data_callbacks.preview_view(values, console)
     assert preview.count('class="mt-pair"') == 3 and "mt-rejected" in preview, preview[:500]
     stats = data_callbacks.stats_view(values, console)[1]
-    assert "- **train**: 4 pairs" in stats and "- **validation**: 1 pairs" in stats
+    assert "- **train**: 4 pairs" in stats and "- **validation**: 1 pair;" in stats and "1 pairs" not in stats
 
 
 def test_the_dry_run_line_names_a_preference_runs_reference():

@@ -651,12 +651,13 @@ def test_the_data_statistics_warnings_are_said_by_their_ids_also_from_the_cache(
     validation = SplitStats(**split, overlong_policy="skip", overlong_records=1,
                             overlong_listed=[["data/b.jsonl line 3", 301]])
     stats = DataStats(train, validation, "file", 0, 0, seq_len=256, max_seq_len=256, notes=[note])
-    preference = PreferenceStats(PreferenceSplitStats("pairs", 10, 2, 0, 0, 5.0, 9, 4.0, 8),
-                                 PreferenceSplitStats("pairs", 2, 0, 0, 0, 5.0, 9, 4.0, 8))
+    preference = PreferenceStats(PreferenceSplitStats("pairs", 10, 2, 1, 0, 5.0, 9, 4.0, 8, records=13,
+                                                      overlong_records=1, overlong_listed=[["data/p.json record [3]", 2199]]),
+                                 PreferenceSplitStats("pairs", 2, 0, 0, 0, 5.0, 9, 4.0, 8), max_seq_len=512)
     said = [*stats.warnings(), *preference.warnings()]
     assert {w.key for w in said} == {"stats.ignored_field", "stats.overlong_truncated", "stats.overlong_skipped",
                                      "stats.chunked", "stats.media_dropped", "stats.identical_pairs",
-                                     "stats.pairs_as_sft"}
+                                     "stats.pairs_as_sft", "stats.pairs_overlong_truncated"}
     assert "train: 2 of 30 records are longer than max_seq_len 256 tokens and were truncated" in said[1]
     for warning in said:
         assert_chinese(str(warning), problem_text(warning, "zh"))

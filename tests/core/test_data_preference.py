@@ -12,7 +12,7 @@ from core.data.pipeline import IGNORE_INDEX, load_splits
 from core.data.files import DataError, read_data_file
 from core.data.formats import Columns
 from core.data.preference import (PreferenceBatches, file_kind, load_preference_splits, preference_record,
-                                  tokenize_preference)
+                                  preference_records, tokenize_preference)
 from core.data.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,8 +78,7 @@ def test_bad_pairs_name_file_record_and_field(tmp_path, tokenizer, record, messa
     path = _write(tmp_path / "bad.jsonl", [SAME_PAIR[0], record])
     with pytest.raises(DataError, match="bad.jsonl " + message.replace("(", r"\(").replace(")", r"\)")):
         data = read_data_file(path)
-        kind = file_kind(data, Columns())
-        [preference_record(r, kind) for r in data.records]
+        preference_records(data, file_kind(data, Columns()))
 
 
 def test_kto_labels_must_be_booleans_and_a_prompt_alone_over_the_limit_is_refused(tmp_path, tokenizer):
