@@ -531,6 +531,13 @@ CROSS_FIELD_MISTAKES = {
                                       "train.router_aux_loss": True},
     "config.adapter_off_full": {"train.objective": "dpo", "early_stopping.monitor": "val_loss", "method": "full",
                                 "preference.reference": "adapter_off"},
+    "config.monitor_not_for_objective": {"train.objective": "grpo", "early_stopping.monitor": "val_loss"},
+    "config.grpo_epsilon_high": {"train.objective": "grpo", "early_stopping.monitor": "val_reward",
+                                 "grpo.epsilon": 0.2, "grpo.epsilon_high": 0.1},
+    "config.grpo_too_long": {"train.objective": "grpo", "early_stopping.monitor": "val_reward",
+                             "grpo.max_prompt_len": 250, "grpo.max_new_tokens": 64},
+    "config.grpo_temperature_16bit": {"train.objective": "grpo", "early_stopping.monitor": "val_reward",
+                                      "model.dtype": "bfloat16", "grpo.temperature": 0.7},
 }
 
 
