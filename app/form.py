@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+import yaml
+
 from core.spec.config import Config, ConfigError, FieldInfo, describe_fields, joined
 from core.spec.messages import Message
 
@@ -71,6 +73,18 @@ def mapping_text(mapping: Mapping[str, str] | None) -> str:
     return ", ".join(f"{k}: {v}" for k, v in (mapping or {}).items())
 
 
+def yaml_text(items: Any) -> str:
+    """A YAML field (grpo.rewards: a list of mappings) as its text box shows it: one item a line, each
+    in flow style ('- {function: exact_match, column: answer, weight: 1.0}'); the config's coercer
+    reads the text back."""
+    if isinstance(items, str):
+        return items
+    if not isinstance(items, (list, tuple)):
+        items = [] if items is None else [items]
+    return "\n".join("- " + yaml.safe_dump(item, default_flow_style=True, sort_keys=False, allow_unicode=True,
+                                            width=10_000).strip() for item in items)
+
+
 def to_values(config: Config) -> dict[str, Any]:
     """The widget values that show `config`."""
     flat = config.to_flat()
@@ -81,6 +95,8 @@ def to_values(config: Config) -> dict[str, Any]:
             values[key] = ",".join(str(v) for v in values[key])
         elif info[key].kind == "list":  # sbatch options: one argv item each, separated by spaces
             values[key] = " ".join(str(v) for v in values[key] or [])
+        elif info[key].kind == "yaml":  # grpo.rewards: a list of mappings, one a line
+            values[key] = yaml_text(values[key])
     values[WHERE] = where_value(flat.get("launch.backend"), flat.get("launch.partition"))
     targets = flat["lora.target_modules"]
     values[TARGET_NAMES] = list(targets) if isinstance(targets, list) else []
@@ -114,6 +130,8 @@ def _convert(value: Any, info: FieldInfo) -> Any:
         return _number(value, info)
     if info.kind == "str":
         return _text(value, info)
+    if info.kind == "yaml":  # the text as typed: the config's coercer parses it (and says where it is wrong)
+        return value if isinstance(value, (list, dict)) else str(value or "")
     return value
 
 

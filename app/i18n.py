@@ -2116,3 +2116,43 @@ TEXTS.update({
     "dp.bin": ("{lo}–{hi} tokens: {count}", "{lo}–{hi} 个 token：{count} 条"),
     "chart.overlay_not_drawn": ("not drawn on one axis (see above)", "未在同一坐标轴上绘制（见上方）"),
 })
+
+
+# GRPO in the console (issue: the Train tab's grpo: settings, the Monitor's reward charts and completions
+# table, the data preview of prompts, the Start check of the rewards)
+TEXTS.update({
+    "field.grpo.num_generations": ("Completions per prompt", "每个提示词的补全数"),
+    "field.grpo.max_prompt_len": ("Prompt tokens kept", "保留的提示词 token 数"),
+    "field.grpo.max_new_tokens": ("Completion tokens (max)", "补全的最大 token 数"),
+    "field.grpo.temperature": ("Sampling temperature", "采样温度"),
+    "field.grpo.top_p": ("top_p", "top_p"),
+    "field.grpo.top_k": ("top_k (0: all)", "top_k（0：全部）"),
+    "field.grpo.eval_temperature": ("Validation temperature (0: greedy)", "验证温度（0：贪心）"),
+    "field.grpo.beta": ("KL weight beta", "KL 权重 beta"),
+    "field.grpo.epsilon": ("Clip range epsilon", "裁剪范围 epsilon"),
+    "field.grpo.epsilon_high": ("Upper clip range", "上侧裁剪范围"),
+    "field.grpo.num_iterations": ("Updates per rollout batch", "每批采样的更新次数"),
+    "field.grpo.loss_type": ("Loss averaging", "损失平均方式"),
+    "field.grpo.scale_rewards": ("Advantage scaling", "优势值缩放"),
+    "field.grpo.importance_sampling_level": ("Importance ratio per", "重要性比率的粒度"),
+    "field.grpo.mask_truncated_completions": ("No loss on cut completions", "被截断的补全不计损失"),
+    "field.grpo.reward_timeout_s": ("Reward timeout (s)", "奖励函数超时（秒）"),
+    "field.grpo.rewards": ("Reward functions (YAML, one a line)", "奖励函数（YAML，每行一个）"),
+    # the Monitor's GRPO charts (app.metrics: reward, reward_functions, kl) and its completions table
+    "chart.reward": ("Reward (steps and validation)", "奖励（训练步与验证）"),
+    "chart.reward_functions": ("Each reward function's mean", "各奖励函数的均值"),
+    "chart.kl": ("KL to the reference and clipped share", "相对参考模型的 KL 与被裁剪的比例"),
+    "chart.completions": ("Completions of the validation prompts", "验证提示词的补全"),
+    "ytitle.reward": ("reward", "奖励"), "ytitle.reward_functions": ("reward", "奖励"),
+    "ytitle.kl": ("KL, clipped share", "KL、裁剪比例"), "ytitle.completions": ("completions", "补全"),
+    "series.reward": ("reward", "奖励"), "series.val reward": ("val reward", "验证奖励"),
+    "series.val": ("val {name}", "验证 {name}"), "series.kl": ("kl", "KL"),
+    "series.clip ratio": ("clip ratio", "裁剪比例"),
+    "mon.completions_none": ("No completions yet: a GRPO run shows its validation prompts' completions at each "
+                             "evaluation.", "还没有补全：GRPO 运行在每次评估时显示验证提示词的补全。"),
+    "mon.completions_head": ("{n} validation prompts at step {step}, each completion's rewards and their weighted total",
+                             "第 {step} 步的 {n} 条验证提示词，每个补全的各项奖励及其加权总分"),
+    "mon.completions_col.prompt": ("prompt", "提示词"), "mon.completions_col.completion": ("completion", "补全"),
+    "mon.completions_col.total": ("total", "总分"),
+    "overlay.val reward": ("val reward", "验证奖励"),
+})

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.run.records import (GENERATION_FIELDS, BaselineEvent, ControlEvent, EndEvent, EvalRecord, MetricRecord,
-    RunDirError, SetupEvent, TrainRecord, resume_point, value_key)
+from core.run.records import (GENERATION_FIELDS, BaselineEvent, CompletionsEvent, ControlEvent, EndEvent, EvalRecord,
+    MetricRecord, RunDirError, SetupEvent, TrainRecord, resume_point, value_key)
 from core.run.rundir import MetricsReader, RunDir
 from core.run.runs import SCORE_LABELS
 from core.spec.objectives import ObjectiveSpec
@@ -30,7 +30,10 @@ from app.figures import run_spec
 from app.sessions import most_recent
 
 CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale", "answers",
-          "reward_accuracy", "reward_margin", "logps")
+          "reward_accuracy", "reward_margin", "logps", "reward", "reward_functions", "kl", "completions")
+# grpo (core.engine.objectives.grpo): the step's rewards and the validation's; each reward function's mean
+# (its label: 'exact_match', 'regex'; the validation's 'val exact_match'); the KL and the clipped share.
+# "completions" has no points: its revision moves when a newer CompletionsEvent is read (the table)
 # preference objectives (core.engine.preference): chart -> the eval record's fields and their series names
 _REWARD_SERIES = {"reward_accuracy": (("reward_accuracy", "reward accuracy"),),
                   "reward_margin": (("reward_margin", "reward margin"), ("chosen_reward", "chosen reward"),
@@ -40,8 +43,10 @@ _REWARD_SERIES = {"reward_accuracy": (("reward_accuracy", "reward accuracy"),),
 _TRAIN_SERIES = {"tokens_per_s": ("tokens_per_s", "tokens/s"), "lr": ("lr", "learning rate"),
                  "grad_norm": ("grad_norm", "grad norm"), "loss_scale": ("loss_scale", "loss scale")}
 _LOSS_MONITORS = ("val_loss", "val_loss_ema")
-_CHARTS_OF = {"train": ("loss", "memory", *_TRAIN_SERIES),
-              "eval": ("val_loss", "val_ppl", "answers", *_REWARD_SERIES)}  # by record kind
+_GRPO_TRAIN_SERIES = {"kl": (("kl", "kl"), ("clip_ratio", "clip ratio"))}
+_CHARTS_OF = {"train": ("loss", "memory", *_TRAIN_SERIES, "reward", "reward_functions", *_GRPO_TRAIN_SERIES),
+              "eval": ("val_loss", "val_ppl", "answers", *_REWARD_SERIES, "reward", "reward_functions")}  # by record kind
+_EVAL_PREFIXES = ("val ", "best ")  # the series of an evaluation in a chart that also draws the steps' (grpo)
 PARENT_SUFFIX = "(parent)"  # the series a fork's charts draw from its parent run
 
 
@@ -90,6 +95,7 @@ class RunCharts:
     progress: Progress = field(default_factory=Progress)
     generation: int | None = None      # of the newest record read
     seen: set = field(default_factory=set)   # value_key of every train/eval record charted
+    completions: CompletionsEvent | None = None  # grpo: the newest evaluation's completions (the Monitor's table)
     spec: ObjectiveSpec = field(init=False)  # the run's objective (core.spec.objectives): what it charts
 
     parent: tuple[str, int] | None = None  # (run id, step) of a fork's parent, drawn up to that step
@@ -178,12 +184,20 @@ class RunCharts:
             self.last_train = None
         if self.last_eval is not None and (self.last_eval.step or 0) > step:
             self.last_eval = None
-        return self._keep(lambda frame: frame["step"] <= step, CHARTS)
+        dropped = set()
+        if self.completions is not None and (self.completions.step or 0) > step:
+            self.completions, dropped = None, {"completions"}
+        return self._keep(lambda frame: frame["step"] <= step, CHARTS) | dropped
 
     def _drop(self, key: tuple[str, bool, int]) -> set[str]:
         """A later value of a step seen before: that step's points of its kind go (the new ones follow)."""
         self.seen.discard(key)
-        return self._keep(lambda frame: frame["step"] != key[2], _CHARTS_OF[key[0]])
+        mixed = set(_CHARTS_OF["train"]) & set(_CHARTS_OF["eval"])  # a step's train and eval points in one chart
+        evaluation = key[0] == "eval"
+        kept = self._keep(lambda frame: frame["step"] != key[2], [c for c in _CHARTS_OF[key[0]] if c not in mixed])
+        return kept | self._keep(lambda frame: (frame["step"] != key[2])
+                                 | (frame["series"].str.startswith(_EVAL_PREFIXES) != evaluation),
+                                 [c for c in _CHARTS_OF[key[0]] if c in mixed])
 
     def _keep(self, which, charts) -> set[str]:
         changed = set()
@@ -213,6 +227,9 @@ class RunCharts:
             self._add_scores(record, rows)  # the model before training: the answers chart's first points
         elif isinstance(record, EndEvent):
             self.end = record
+        elif isinstance(record, CompletionsEvent):
+            self.completions = record
+            rows["completions"].append({"step": record.step, "value": float(len(record.samples)), "series": ""})
         elif isinstance(record, ControlEvent):
             self.controls.append(record)
 
@@ -233,6 +250,21 @@ class RunCharts:
         for chart, (name, series) in _TRAIN_SERIES.items():
             if _finite(getattr(record, name)):
                 rows[chart].append({"step": step, "value": getattr(record, name), "series": series})
+        self._add_rewards(step, record.reward, record.rewards, "", rows)
+        for chart, fields in _GRPO_TRAIN_SERIES.items():
+            for name, series in fields:
+                if _finite(getattr(record, name)):
+                    rows[chart].append({"step": step, "value": getattr(record, name), "series": series})
+
+    @staticmethod
+    def _add_rewards(step: int, total, each: dict | None, prefix: str, rows: dict[str, list[dict]]) -> None:
+        """grpo: the mean total reward ('reward', 'val reward') and each function's mean (its label,
+        'val <label>') of a step or an evaluation."""
+        if _finite(total):
+            rows["reward"].append({"step": step, "value": total, "series": f"{prefix}reward"})
+        for label, value in (each or {}).items():
+            if _finite(value):
+                rows["reward_functions"].append({"step": step, "value": value, "series": f"{prefix}{label}"})
 
     def _add_eval(self, record: EvalRecord, rows: dict[str, list[dict]]) -> None:
         self.last_eval, step = record, record.step
@@ -244,6 +276,7 @@ class RunCharts:
                     label = name.replace("_ema", " EMA").replace("_", " ")
                     rows[chart].append({"step": step, "value": getattr(record, name), "series": label})
         self._add_scores(record, rows)
+        self._add_rewards(step, record.val_reward, record.val_rewards, "val ", rows)
         for chart, fields in _REWARD_SERIES.items():
             for name, label in fields:
                 if _finite(getattr(record, name)):
@@ -251,7 +284,8 @@ class RunCharts:
         if _finite(record.best_value) and record.monitor:
             scale = 100 if record.monitor in GENERATION_FIELDS else 1
             chart = ("answers" if scale == 100 else "val_loss" if record.monitor in _LOSS_MONITORS else
-                     "reward_accuracy" if record.monitor == "reward_accuracy" else "val_ppl")
+                     "reward_accuracy" if record.monitor == "reward_accuracy" else
+                    "reward" if record.monitor == "val_reward" else "val_ppl")
             rows[chart].append({"step": step, "value": scale * record.best_value, "series": f"best {record.monitor}"})
 
     @staticmethod

@@ -195,7 +195,7 @@ def _chart_updates(session: MonitorSession, log: frozenset[str], everything: boo
         session.sent["log_axes"] = log
         caption = es_caption(charts.last_eval, lang)
         if caption != session.es_caption:
-            changed |= {"val_loss", "val_ppl"}
+            changed |= set(VALIDATION_CHARTS)
             session.es_caption = caption
         return {name: drawn_chart(charts, name, log, caption, session.run_id, lang) for name in changed}
 
@@ -268,7 +268,9 @@ def _log_if_changed(session: MonitorSession, run: RunDir) -> str | None:
 # chart -> its y-axis title in English (app.i18n "ytitle.<chart>" holds both languages)
 Y_TITLES = {name: text(f"ytitle.{name}", "en") for name in ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s",
                                                              "lr", "grad_norm", "loss_scale", "answers",
-                                                             "reward_accuracy", "reward_margin", "logps")}
+                                                             "reward_accuracy", "reward_margin", "logps",
+                                                             "reward", "reward_functions", "kl", "completions")}
+VALIDATION_CHARTS = ("val_loss", "val_ppl", "reward")  # drawn with the early-stopping caption
 
 
 LOSS_CHARTS = ("loss", "val_loss")  # what the loss log-scale box switches
@@ -286,19 +288,54 @@ def chart_svg(charts: RunCharts, name: str, log: frozenset[str] = DEFAULT_LOG_AX
     """One chart of the run as SVG (on a log axis when `name` is in `log`), the validation
     charts with the early-stopping caption (current best, patience left). The <svg> names the run
     it draws (`data-run`), so the page can tell another run's drawings from this one's."""
+    if name == "completions":
+        return completions_html(charts.completions, run_id or charts.path.name, lang)
     words = chart_words(lang)
     if name == "answers" and not scores_expected(charts.path):
         words["empty_text"] = text("chart.no_scores", lang)
     svg = line_chart(charts.frames[name], chart_title(name, lang), log_y=name in log,
-                     caption=caption if name in ("val_loss", "val_ppl") else "", **words)
+                     caption=caption if name in VALIDATION_CHARTS else "", **words)
     return svg.replace("<svg ", f'<svg data-run="{html.escape(run_id or charts.path.name)}" ', 1)
+
+
+PROMPT_SHOWN = 300  # characters of a prompt's end the completions table shows (all of it on hover)
+
+
+def completions_html(event, run_id: str, lang: str = "en") -> str:
+    """grpo: the newest evaluation's completions (core.run.records.CompletionsEvent) as a table: the
+    prompt (its end; the whole on hover), the completion, each reward function's value and the
+    weighted total. Everything from the run is escaped."""
+    if event is None or not event.samples:
+        return f'<div class="mt-note mt-completions-empty">{html.escape(text("mon.completions_none", lang))}</div>'
+    labels = list(dict.fromkeys(label for sample in event.samples for label in (sample.get("rewards") or {})))
+
+    def number(value) -> str:
+        return f"{value:.3g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "–"
+
+    head = "".join(f"<th>{html.escape(text(f'mon.completions_col.{c}', lang))}</th>" for c in ("prompt", "completion"))
+    head += "".join(f"<th>{html.escape(label)}</th>" for label in labels)
+    head += f"<th>{html.escape(text('mon.completions_col.total', lang))}</th>"
+    rows = []
+    for sample in event.samples:
+        prompt = str(sample.get("prompt", ""))
+        shown = prompt if len(prompt) <= PROMPT_SHOWN else "…" + prompt[-PROMPT_SHOWN:]
+        rewards = sample.get("rewards") or {}
+        cells = "".join(f"<td class='mt-num'>{number(rewards.get(label))}</td>" for label in labels)
+        rows.append(f"<tr><td class='mt-prompt' title=\"{html.escape(prompt, quote=True)}\"><pre>{html.escape(shown)}"
+                    f"</pre></td><td class='mt-completion'><pre>{html.escape(str(sample.get('completion', '')))}</pre>"
+                    f"</td>{cells}<td class='mt-num'><b>{number(sample.get('total'))}</b></td></tr>")
+    caption = text("mon.completions_head", lang).format(n=len(event.samples), step=event.step)
+    return (f'<div class="mt-completions" data-run="{html.escape(run_id, quote=True)}" data-step="{event.step}">'
+            f"<div class='mt-note'>{html.escape(caption)}</div>"
+            f"<table><tr>{head}</tr>{''.join(rows)}</table></div>")
 
 
 # the Monitor's charts of each chart an objective may offer (core.spec.objectives ObjectiveSpec.charts)
 SPEC_CHARTS = {"loss": ("loss", "val_loss"), "ppl": ("val_ppl",), "scores": ("answers",),
                "rewards": ("reward_accuracy", "reward_margin", "logps"), "memory": ("memory",),
                "throughput": ("tokens_per_s",), "lr": ("lr",), "grad_norm": ("grad_norm",),
-               "loss_scale": ("loss_scale",)}
+               "loss_scale": ("loss_scale",), "reward": ("reward",), "reward_functions": ("reward_functions",),
+               "kl": ("kl",), "completions": ("completions",)}
 # the controls that belong to a chart: shown with it
 CHART_CONTROLS = {"val_ppl": ("ppl-log-scale",)}
 

@@ -39,7 +39,8 @@ SHOW_NOW_JS = "(run) => { if (window.mindtuneMonitorNow) window.mindtuneMonitorN
 CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot", "memory": "memory-plot",
           "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot",
           "answers": "answers-plot", "reward_accuracy": "reward-accuracy-plot",
-          "reward_margin": "reward-margin-plot", "logps": "logps-plot"}
+          "reward_margin": "reward-margin-plot", "logps": "logps-plot", "reward": "reward-plot",
+          "reward_functions": "reward-functions-plot", "kl": "kl-plot", "completions": "completions-table"}
 DOWNLOAD_IDS = {"peft": "download-adapter", "merged": "download-merged", "mindspore": "download-mindspore"}
 # The download the page starts itself once the export is made (from the file's URL: clicking the
 # button again could meet it disabled by a controls update that crossed this answer)
@@ -117,6 +118,12 @@ def build(console: Console, labels: Labels) -> MonitorTab:
     with gr.Row():  # preference objectives (train.objective dpo/simpo/orpo/kto); empty for SFT
         for name in ("reward_accuracy", "reward_margin", "logps"):
             tab.plots[name] = _plot(name, labels)
+    with gr.Row():  # grpo (train.objective grpo): rewards per step and at each evaluation; empty otherwise
+        for name in ("reward", "reward_functions", "kl"):
+            tab.plots[name] = _plot(name, labels)
+    tab.plots["completions"] = labels.bind(_slot("completions", cb.completions_html(None, "", labels.lang),
+                                                 elem_id=CHARTS["completions"], show_label=True, container=True),
+                                           label="chart.completions")
     _early_stopping_box(tab, labels)
     with gr.Row():
         for name in ("memory", "tokens_per_s", "lr"):

@@ -644,6 +644,13 @@ def tracker_said(message: Said, config: Config, run_path) -> Said:
     return message
 
 
+def monitor_for(objective: str | None, monitor: str | None) -> str | None:
+    """early_stopping.monitor after train.objective became `objective`: the same figure when that
+    objective logs it, else the objective's default (grpo: val_reward; dpo: reward_accuracy)."""
+    spec = spec_of(objective)
+    return monitor if monitor in spec.monitors else spec.default_monitor
+
+
 def target_choices(model_name: str | None, console: Console) -> list[str]:
     """The LoRA target checkboxes: the projection names this model's weights really have."""
     entry = catalog.find(console.models(), model_name)

@@ -33,6 +33,12 @@ HELP_KEYS = {"model.path": "help.model.picker", form.LENGTH: "help.train.length"
              form.TARGET_NAMES: "help.lora.targets", form.TARGET_REGEX: "help.lora.target_regex",
              "parallel.data_parallel": "help.parallel.workers", form.WHERE: "help.where"}
 # the Slurm job's fields, row by row, in the fold under "Where to run" (the partition is in that choice)
+# GRPO's settings, row by row (grpo.rewards, a YAML list, on its own below them)
+GRPO_ROWS = (("grpo.num_generations", "grpo.max_prompt_len", "grpo.max_new_tokens"),
+             ("grpo.temperature", "grpo.top_p", "grpo.top_k", "grpo.eval_temperature"),
+             ("grpo.beta", "grpo.epsilon", "grpo.epsilon_high", "grpo.num_iterations"),
+             ("grpo.loss_type", "grpo.scale_rewards", "grpo.importance_sampling_level"),
+             ("grpo.mask_truncated_completions", "grpo.reward_timeout_s"))
 SLURM_ROWS = (("launch.nodes", "launch.workers_per_node", "launch.time_limit"), ("launch.account",),
               ("launch.sbatch_options",), ("launch.env",))
 
@@ -194,6 +200,15 @@ def _objective_section(tab: TrainTab, labels: Labels, values: dict, info: dict) 
             with gr.Row():
                 for key in row:
                     _widget(tab, key, values, info, labels)
+        # GRPO's settings (core.spec.config GrpoSettings), shown while the objective is grpo
+        with gr.Column(visible=values["train.objective"] == "grpo", elem_id="grpo-settings") as grpo_box:
+            for row in GRPO_ROWS:
+                with gr.Row():
+                    for key in row:
+                        _widget(tab, key, values, info, labels)
+            _widget(tab, "grpo.rewards", values, info, labels)
+            tab.fields["grpo.rewards"].placeholder = "- {function: exact_match, column: answer}"
+        tab.out["grpo_box"] = grpo_box
         # where a run of this objective usually starts: the newest finished SFT run of the model, offered
         with gr.Row(equal_height=True):
             tab.out["start_point"] = gr.Markdown(elem_id="objective-start-point", visible=True)
@@ -516,6 +531,15 @@ def _wire_device_and_method(tab: TrainTab, lang: Any) -> None:
 
     lang.change(in_language, [device, lang], [device, dtype, tab.out["device_note"]], show_progress="hidden",
                 api_visibility="private")
+    objective, monitor = tab.fields["train.objective"], tab.fields["early_stopping.monitor"]
+
+    def on_objective(name: str, watched: str):
+        """GRPO's settings show for grpo; a monitor the objective does not log becomes its default."""
+        return gr.update(visible=name == "grpo"), cb.monitor_for(name, watched)
+
+    objective.change(on_objective, [objective, monitor], [tab.out["grpo_box"], monitor], show_progress="hidden",
+                     api_visibility="private")
+    tab.out["on_objective"] = on_objective
     method = tab.fields["method"]
     method.change(lambda m: (gr.update(visible=m == "lora"),) * 2, method,
                   [tab.out["lora_group"], tab.out["lora_more"]], show_progress="hidden", api_visibility="private")

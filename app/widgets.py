@@ -38,6 +38,8 @@ def field_widget(key: str, info: FieldInfo | None, value: Any, labels: Labels, h
         widget = gr.CheckboxGroup(choices=list(info.choices), value=list(value or []), **common)
     elif kind in ("int", "float"):
         widget = gr.Number(value=value, precision=0 if kind == "int" else None, **common)
+    elif kind == "yaml":  # a list of mappings (grpo.rewards): one item a line, in YAML's flow style
+        widget = gr.Textbox(value=value if value is not None else "", lines=3, max_lines=12, **common)
     else:
         widget = gr.Textbox(value=value if value is not None else "", max_lines=1, **common)
     return labels.bind(widget, label=f"field.{key}")
