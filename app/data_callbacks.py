@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from core.spec.config import Config, ConfigError, DataSettings
+from core.spec.config import Config, ConfigError, DataSettings, GrpoSettings
 from core.data.pipeline import DataError, read_data_file, resolve_format
 from core.data.files import file_names, split_path
 from core.data.pairs import file_kind
@@ -15,7 +15,7 @@ from core.data.tokenizer import TokenizerError
 from app import catalog
 from app.context import Console
 from app.data_preview import (data_stats, error_html, histogram_html, preference_stats_markdown, preview_html,
-                              stats_markdown)
+                              prompt_preview_html, prompt_stats_markdown, stats_markdown)
 from app.datasets import Dataset, UploadError, save_upload, upload_dataset
 from app.i18n import Said, problem_text, text
 from app.paths import OutsideRootsError, absolute, inside_roots
@@ -94,7 +94,15 @@ def preview_view(values: Mapping[str, Any], console: Console, lang: str = "en") 
         settings = data_settings(values, console)
     except (ConfigError, OutsideRootsError) as err:
         return error_html(err, lang)
+    if values.get("train.objective") == "grpo":  # the prompts the rollouts get and the rewards' columns
+        return prompt_preview_html(str(model.path), settings, _prompt_len(values), lang=lang)
     return preview_html(str(model.path), settings, lang=lang)
+
+
+def _prompt_len(values: Mapping[str, Any]) -> int:
+    """grpo.max_prompt_len of the form (its default while the field is empty or not a number)."""
+    value = values.get("grpo.max_prompt_len")
+    return int(value) if isinstance(value, (int, float)) and value >= 1 else GrpoSettings().max_prompt_len
 
 
 def stats_view(values: Mapping[str, Any], console: Console, lang: str = "en") -> tuple[str, str]:
@@ -106,11 +114,13 @@ def stats_view(values: Mapping[str, Any], console: Console, lang: str = "en") ->
     objective = values.get("train.objective") or "sft"
     try:
         settings = data_settings(values, console)
-        stats = data_stats(str(model.path), settings, int(values.get("run.seed") or 0), objective)
+        stats = data_stats(str(model.path), settings, int(values.get("run.seed") or 0), objective, _prompt_len(values))
     except (ConfigError, OutsideRootsError):
         return "", ""
     except (DataError, TokenizerError, OSError) as err:
         return "", text("dp.stats_unavailable", lang).format(err=problem_text(err, lang))
+    if objective == "grpo":
+        return "", prompt_stats_markdown(stats, lang)
     if objective != "sft":
         return "", preference_stats_markdown(stats, settings.max_seq_len, objective, lang)
     return histogram_html(stats, settings.max_seq_len, lang), stats_markdown(stats, settings.max_seq_len, lang)
@@ -162,7 +172,7 @@ def data_problems(config: Config, console: Console) -> dict[str, str]:
     if model is None or not model.loadable:
         return {}
     try:
-        data_stats(str(model.path), config.data, config.run.seed, config.train.objective)
+        data_stats(str(model.path), config.data, config.run.seed, config.train.objective, config.grpo.max_prompt_len)
     except (DataError, TokenizerError) as err:  # each keeps its message by id
         return {_widget_of(str(err), config): said_of(err)}
     except OSError as err:
@@ -170,5 +180,19 @@ def data_problems(config: Config, console: Console) -> dict[str, str]:
     return {}
 
 
+def prompt_columns(config: Config, console: Console) -> list[str] | None:
+    """grpo: the columns every train and validation record hands the reward functions, from the data
+    statistics (read once, then kept in memory); None when the data cannot be read (data_problems
+    says why) or the model is not loadable."""
+    model = catalog.find(console.models(), config.model.path)
+    if model is None or not model.loadable:
+        return None
+    try:
+        stats = data_stats(str(model.path), config.data, config.run.seed, "grpo", config.grpo.max_prompt_len)
+    except (DataError, TokenizerError, OSError):
+        return None
+    return stats.columns
+
+
 __all__ = ["DataView", "Upload", "UploadError", "data_problems", "data_settings", "data_view", "dataset_choices",
-           "preview_view", "stats_view", "upload"]
+           "preview_view", "prompt_columns", "stats_view", "upload"]

@@ -21,6 +21,8 @@ from core.data.catalog import read_catalog
 from core.data.files import file_names, is_catalog, split_path
 from core.spec.errors import said_of
 from core.data.preference import PreferenceStats, file_kind, load_preference_splits, preference_sources
+from core.data.prompts import load_prompt_splits, prompt_sources, read_prompts, tokenize_prompts
+from core.spec.stats import PromptStats
 from core.data.tokenizer import Tokenizer, TokenizerError
 
 from app.i18n import TEXTS, place_text, problem_text, text
@@ -202,27 +204,83 @@ class _StatsMemory:
 _MEMORY = _StatsMemory(STATS_MEMORY)
 
 
-def data_stats(model_dir: str, settings: DataSettings, seed: int, objective: str = "sft") -> DataStats | PreferenceStats:
+def data_stats(model_dir: str, settings: DataSettings, seed: int, objective: str = "sft",
+               max_prompt_len: int = 192) -> DataStats | PreferenceStats | PromptStats:
     """Length histograms, truncation counts, ignored fields, padding efficiency and the
     train/validation overlap for `settings` (tokenizes every file once; the result is kept in
     memory and cached on disk where the worker looks for it). For a preference objective
     (train.objective dpo, simpo, orpo, kto) the pairs' statistics instead, read as the worker reads
-    them (core.data.preference.load_preference_splits)."""
+    them (core.data.preference.load_preference_splits); for grpo the prompts' (core.data.prompts, cut
+    at `max_prompt_len`: grpo.max_prompt_len), with the columns every record hands the rewards."""
     folder = absolute(model_dir)
     resolved = _resolved(settings)
     try:
-        key = (*_MEMORY.key(folder, resolved, seed), objective)
+        key = (*_MEMORY.key(folder, resolved, seed), objective, max_prompt_len if objective == "grpo" else None)
     except OSError as err:
         raise DataError(Message("data.files_unreadable", os_error=str(err))) from None
     stats = _MEMORY.get(key)
     if stats is None:
         tokenizer = Tokenizer.from_dir(folder)
-        if objective != "sft":
+        if objective == "grpo":
+            stats = load_prompt_splits(resolved, tokenizer, seed, max_prompt_len).stats
+        elif objective != "sft":
             stats = load_preference_splits(resolved, tokenizer, seed, objective).stats
         else:
             stats = load_splits(resolved, tokenizer, seed, cache_dir=absolute(CACHE_DIR)).stats
         _MEMORY.put(key, stats)
     return stats
+
+
+def prompt_preview_html(model_dir: str, settings: DataSettings, max_prompt_len: int, samples: int = PREVIEW_SAMPLES,
+                        lang: str = "en") -> str:
+    """grpo: the first `samples` training prompts as the rollouts get them (the chat template with the
+    generation prompt, cut at grpo.max_prompt_len as data.overlong says) and the columns each hands
+    the reward functions (core.data.prompts); problems as an error block."""
+    try:
+        tokenizer = Tokenizer.from_dir(absolute(model_dir))
+        source = prompt_sources(_resolved(settings), "train")[0]
+        first = DataFile(source.data.path, source.data.records[:samples], source.data.columns, source.data.split)
+        convs = read_prompts([type(source)(first, source.columns, source.fmt)], getattr(settings, "media", "refuse"))
+        prompts, _ = tokenize_prompts(convs, tokenizer, max_prompt_len, settings.overlong)
+    except (DataError, TokenizerError, OSError) as err:
+        return error_html(said_of(err), lang)
+    kept = {p.where: p for p in prompts}
+    head = text("dp.prompts", lang).format(n=len(convs), total=len(source.data.records), max=max_prompt_len)
+    blocks = [f'<div class="mt-note" id="data-format">{head}</div>']
+    for conv in convs:
+        prompt = kept.get(conv.where)
+        where = html.escape(place_text(conv.where, lang))
+        if prompt is None:
+            blocks.append(f'<div class="mt-note">{where} · {html.escape(text("dp.prompt_skipped", lang))}</div>')
+            continue
+        cut = prompt.full_length - len(prompt)
+        about = text("dp.prompt_about", lang).format(tokens=len(prompt), cut=cut)
+        columns = "".join(f"<tr><td><code>{html.escape(str(name))}</code></td><td>{html.escape(_shown_value(value))}"
+                          f"</td></tr>" for name, value in prompt.columns.items())
+        blocks.append(f'<div class="mt-prompt-sample"><div class="mt-note">{where} · {html.escape(about)}</div>'
+                      f'<pre class="mt-prompt-text">{html.escape(tokenizer.decode(prompt.ids.tolist(), skip_special_tokens=False))}</pre>'
+                      f'<div class="mt-note">{html.escape(text("dp.prompt_columns", lang))}</div>'
+                      f'<table class="mt-mapping mt-reward-columns">{columns}</table></div>')
+    return "\n".join(blocks)
+
+
+def _shown_value(value, limit: int = 200) -> str:
+    shown = value if isinstance(value, str) else repr(value)
+    return shown if len(shown) <= limit else shown[:limit] + "…"
+
+
+def prompt_stats_markdown(stats: PromptStats, lang: str = "en") -> str:
+    """grpo: the prompts of each split, their lengths, those over grpo.max_prompt_len, and the columns
+    every record hands the reward functions."""
+    lines = []
+    for name, split in (("train", stats.train), ("validation", stats.validation)):
+        lines.append(text("dp.prompt_split", lang).format(
+            split=text(f"dp.pst_split.{name}", lang), n=split.prompts, records=split.records, lo=split.min_length,
+            mean=f"{split.mean_length:g}", hi=split.max_length, cut=split.truncated, skipped=split.skipped))
+    lines.append(text("dp.prompt_reward_columns", lang).format(
+        columns=", ".join(f"`{c}`" for c in stats.columns) or "–"))
+    lines += [f"- ⚠ {problem_text(w, lang)}" for w in stats.warnings()]
+    return "\n".join(lines)
 
 
 def preference_stats_markdown(stats: PreferenceStats, max_seq_len: int, objective: str, lang: str = "en") -> str:

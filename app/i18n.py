@@ -2154,5 +2154,28 @@ TEXTS.update({
                              "第 {step} 步的 {n} 条验证提示词，每个补全的各项奖励及其加权总分"),
     "mon.completions_col.prompt": ("prompt", "提示词"), "mon.completions_col.completion": ("completion", "补全"),
     "mon.completions_col.total": ("total", "总分"),
-    "overlay.val reward": ("val reward", "验证奖励"),
+    # Start refusing a file reward to a user who is not an administrator (app.train_callbacks)
+    "check.reward_file_admin": ("{user} may not start this run: a reward function read from a file ({files}) runs its "
+                                "code in the worker, and only an administrator (--admin) may start such a run. Use "
+                                "another reward function (exact_match, math, regex, length, reward_model) or ask an "
+                                "administrator",
+                                "{user} 不能启动此运行：从文件读取的奖励函数（{files}）会在 worker 中运行其代码，只有管理员"
+                                "（--admin）可以启动这样的运行。请改用其他奖励函数（exact_match、math、regex、length、"
+                                "reward_model），或请管理员启动"),
+    # the data preview of a grpo run's prompts (app.data_preview)
+    "dp.prompts": ("GRPO prompts: the first {n} of {total} records as the rollouts get them (the chat template and "
+                   "the generation prompt; at most grpo.max_prompt_len {max} tokens)",
+                   "GRPO 提示词：{total} 条记录中的前 {n} 条，按采样时的样子显示（聊天模板加生成提示；最多 "
+                   "grpo.max_prompt_len {max} 个 token）"),
+    "dp.prompt_about": ("{tokens} prompt tokens ({cut} cut from the left)", "提示词 {tokens} 个 token（从左侧截去 {cut} 个）"),
+    "dp.prompt_skipped": ("over grpo.max_prompt_len: skipped (data.overlong skip)",
+                          "超过 grpo.max_prompt_len：已跳过（data.overlong skip）"),
+    "dp.prompt_columns": ("the columns the reward functions get:", "奖励函数得到的列："),
+    "dp.prompt_split": ("- **{split}**: {n} prompts of {records} records; {lo}–{hi} tokens, {mean} on average; "
+                        "{cut} cut, {skipped} skipped",
+                        "- **{split}**：{records} 条记录中的 {n} 条提示词；{lo}–{hi} 个 token，平均 {mean}；"
+                        "截断 {cut} 条，跳过 {skipped} 条"),
+    "dp.prompt_reward_columns": ("- **columns every record hands the rewards**: {columns}",
+                                 "- **每条记录都交给奖励函数的列**：{columns}"),
+    "overlay.val reward": ("val reward", "验证奖励"), "overlay.train reward": ("train reward", "训练奖励"),
 })

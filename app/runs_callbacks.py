@@ -52,6 +52,7 @@ OVERLAY_METRICS = {"train loss": ("loss", "loss"), "train loss EMA": ("loss", "l
                    "val loss": ("val_loss", "val loss"), "val ppl": ("val_ppl", "val ppl"),
                    "reward accuracy": ("reward_accuracy", "reward accuracy"),
                    "reward margin": ("reward_margin", "reward margin"),
+                   "train reward": ("reward", "reward"), "val reward": ("reward", "val reward"),  # grpo
                    "tokens/s": ("tokens_per_s", "tokens/s")}
 LOSS_METRICS = ("train loss", "train loss EMA", "val loss")  # drawn together only for comparable objectives
 MAX_OVERLAY = 8

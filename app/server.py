@@ -72,9 +72,10 @@ def _wire_start(console: Console, train: train_tab.TrainTab, monitor: monitor_ta
     inputs = set(train.fields.values()) | {reference, train.lang}
 
     def start(data: dict, request: gr.Request, confirmed: bool = False):
-        outcome = train_callbacks.start(train.values(data), console, owner=console.viewer(request).owner,
+        viewer = console.viewer(request)
+        outcome = train_callbacks.start(train.values(data), console, owner=viewer.owner,
                                         reference=train_callbacks.Reference.from_state(data[reference]),
-                                        confirmed=confirmed, lang=data[train.lang])
+                                        confirmed=confirmed, lang=data[train.lang], viewer=viewer)
         language = data[train.lang]
         if outcome.run_id is None:
             return (gr.skip(), gr.skip(), action_text(Said("act.warn", message=outcome.message), language),

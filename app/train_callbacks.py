@@ -129,6 +129,10 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
     if data and not errors:  # the files are there: can the worker read them? (a malformed line blocks Start)
         from app.data_callbacks import data_problems
         errors.update(data_problems(config, console))
+    if spec_of(config.train.objective).rewards:
+        problems = reward_problems(config, console, data=data and not errors)
+        if problems:
+            errors["grpo.rewards"] = functools.reduce(joined, problems)
     if config.launch.backend != form.LOCAL:  # its workers are on the cluster's nodes, not here
         offer = console.cluster_offer()
         errors.update(form.errors_by_widget(cluster_errors(config, offer, ask_slurm=data,
@@ -142,6 +146,28 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
     if missing:  # the worker would only report it and go on: said here, before the run starts
         errors["tracking"] = functools.reduce(joined, missing)
     return errors
+
+
+def reward_problems(config: Config, console: Console, data: bool = True) -> list:
+    """What keeps a grpo config's rewards from running here (core.eval.rewards.check_rewards): a column
+    the data lacks (with `data`: the prompts are read, the statistics' reading, kept in memory), a reward
+    file missing or outside the console's --rewards-dir folders, a reward_model run that is not a
+    finished reward run. Each a message by id."""
+    from core.eval.rewards import check_rewards
+    columns = None
+    if data:
+        from app.data_callbacks import prompt_columns
+        columns = prompt_columns(config, console)
+    return [problem.reason for problem in check_rewards(config, columns, allowed_dirs=console.settings.rewards_dirs)]
+
+
+def file_reward_refused(config: Config, console: Console, viewer: Viewer) -> Said | None:
+    """With logins (--auth), a reward function read from a file runs its code in the worker: only an
+    administrator may start such a run (None: allowed)."""
+    if not console.settings.auth or viewer.admin or config.train.objective != "grpo":
+        return None
+    files = [spec.get("path", "") for spec in config.grpo.rewards if spec.get("function") == "file"]
+    return Said("check.reward_file_admin", user=viewer.user or "?", files=", ".join(files)) if files else None
 
 
 def _tracker_missing(name: str) -> tracking.TrackerUnavailable | None:
@@ -600,15 +626,20 @@ class StartOutcome:
 
 
 def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
-          reference: Reference | None = None, confirmed: bool = False, lang: str = "en") -> StartOutcome:
+          reference: Reference | None = None, confirmed: bool = False, lang: str = "en",
+          viewer: Viewer = SINGLE_USER) -> StartOutcome:
     """Launch the form's config (or queue it while the devices are busy); never launches an
     invalid one. A repeat click returns the run already started. `owner` (the logged-in user) is
     recorded in the run, and so is `reference`, the run this one was made from (a fork starts
     from its checkpoint); the message then says what changed ("lora.rank 8 → 16"). A run whose
     memory estimate does not fit the machine is refused with the estimate and what to change,
-    unless `confirmed` (the user pressed "Start anyway"); that refusal is written in `lang`."""
+    unless `confirmed` (the user pressed "Start anyway"); that refusal is written in `lang`. With
+    logins, a grpo run whose rewards read a file is started only by an administrator (`viewer`)."""
     check = check_form(values, console)
     errors = check.errors if not check.ok else fork_errors(check.config, reference)
+    refused = file_reward_refused(check.config, console, viewer) if check.ok else None
+    if refused is not None:
+        errors = {**errors, "grpo.rewards": refused}
     if errors:
         return StartOutcome(None, Said("act.not_started_fix"), errors)
     config = check.config
