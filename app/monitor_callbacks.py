@@ -305,8 +305,10 @@ def completions_html(event, run_id: str, lang: str = "en") -> str:
     """grpo: the newest evaluation's completions (core.run.records.CompletionsEvent) as a table: the
     prompt (its end; the whole on hover), the completion, each reward function's value and the
     weighted total. Everything from the run is escaped."""
+    run = html.escape(run_id, quote=True)
     if event is None or not event.samples:
-        return f'<div class="mt-note mt-completions-empty">{html.escape(text("mon.completions_none", lang))}</div>'
+        return (f'<div class="mt-completions" data-run="{run}" data-points="0"><div class="mt-note '
+                f'mt-completions-empty">{html.escape(text("mon.completions_none", lang))}</div></div>')
     labels = list(dict.fromkeys(label for sample in event.samples for label in (sample.get("rewards") or {})))
 
     def number(value) -> str:
@@ -325,7 +327,7 @@ def completions_html(event, run_id: str, lang: str = "en") -> str:
                     f"</pre></td><td class='mt-completion'><pre>{html.escape(str(sample.get('completion', '')))}</pre>"
                     f"</td>{cells}<td class='mt-num'><b>{number(sample.get('total'))}</b></td></tr>")
     caption = text("mon.completions_head", lang).format(n=len(event.samples), step=event.step)
-    return (f'<div class="mt-completions" data-run="{html.escape(run_id, quote=True)}" data-step="{event.step}">'
+    return (f'<div class="mt-completions" data-run="{run}" data-step="{event.step}" data-points="{len(rows)}">'
             f"<div class='mt-note'>{html.escape(caption)}</div>"
             f"<table><tr>{head}</tr>{''.join(rows)}</table></div>")
 

@@ -12,6 +12,8 @@ from app.monitor_callbacks import hidden_parts
 from tests.app.test_metrics import evaluation, train
 from tests.app.test_monitor_callbacks import make_run
 
+GRPO_CHARTS = ("reward", "reward_functions", "kl", "completions")  # grpo's (tests/app/test_grpo_console.py)
+
 
 def test_reward_charts_and_deltas(console):
     parent = make_run(console, "20261202-000001_dpo_lora-r8_fp32_dp1", **{"train.objective": "dpo"})
@@ -41,7 +43,7 @@ def test_reward_charts_and_deltas(console):
     # no perplexity nor answer scores for a preference objective: those charts (and the perplexity's log
     # scale) are hidden, an SFT run's reward charts likewise (issue 37)
     assert not charts.spec.has_perplexity and charts.frames["val_ppl"].empty and len(charts.frames["val_loss"]) == 5
-    assert set(hidden_parts(charts.spec)) == {"val_ppl", "answers", "ppl-log-scale"}
+    assert set(hidden_parts(charts.spec)) == {"val_ppl", "answers", "ppl-log-scale", *GRPO_CHARTS}
     html = cb.config_diff_html(console, [child.run_id, parent.run_id])
     cells = dict(re.findall(r'data-figure="(\w+)">([^<]+)<', html))
     assert cells["reward_accuracy"] == "+25.0 pts" and cells["reward_margin"] == "+0.300 (+300.0%)"
@@ -56,7 +58,7 @@ def test_reward_charts_and_deltas(console):
     plain.update()
     assert plain.spec.has_perplexity and plain.frames["val_ppl"].series.tolist() == ["val ppl", "val ppl EMA"]
     assert plain.frames["logps"].empty
-    assert set(hidden_parts(plain.spec)) == {"reward_accuracy", "reward_margin", "logps"}
+    assert set(hidden_parts(plain.spec)) == {"reward_accuracy", "reward_margin", "logps", *GRPO_CHARTS}
 
 
 def _pair_rows(n: int, identical: int = 0) -> list[dict]:
