@@ -60,9 +60,9 @@ def test_the_monitor_heads_a_dpo_run_with_reward_accuracy_and_hides_what_does_no
     # the page hides the charts the objective does not draw (and the perplexity's log-scale box)
     pages = mcb.FeedPages()
     reply = mcb.feed(pages, {"token": "a" * 12, "run": dpo.run_id}, console)
-    assert set(reply["hide"]) == {"val_ppl", "answers", "ppl-log-scale"}
+    assert set(reply["hide"]) == {"val_ppl", "answers", "ppl-log-scale", "reward", "reward_functions", "kl", "completions"}  # and GRPO's
     reply = mcb.feed(pages, {"token": "b" * 12, "run": sft.run_id}, console)
-    assert set(reply["hide"]) == {"reward_accuracy", "reward_margin", "logps"}
+    assert set(reply["hide"]) == {"reward_accuracy", "reward_margin", "logps", "reward", "reward_functions", "kl", "completions"}
 
 
 def test_an_answers_chart_without_test_answers_says_why(console):
