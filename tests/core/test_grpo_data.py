@@ -203,3 +203,24 @@ def test_the_shipped_demo_task_reads_as_prompts_with_an_answer(tokenizer):
     train, validation, source = read_prompt_splits(settings)
     assert (len(train), len(validation), source) == (2000, 200, "file")
     assert train[0].columns == {"output": "yellow", "answer": "yellow"}
+
+
+def test_the_demo_grpo_set_is_its_script_and_passes_the_config_checks(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from core.eval.rewards import check_rewards
+    from core.spec.config import load_config
+
+    subprocess.run([sys.executable, str(ROOT / "data" / "make_grpo_demo.py"), "--out", str(tmp_path)], check=True,
+                   capture_output=True)
+    for split in ("train", "validation"):
+        assert (tmp_path / f"{split}.jsonl").read_bytes() == (ROOT / "data" / "demo-grpo" / f"{split}.jsonl").read_bytes()
+    monkeypatch.chdir(ROOT)
+    config = load_config(ROOT / "configs" / "grpo_demo.yaml")
+    columns = reward_columns(config.data)
+    assert columns == ["answer"] and check_rewards(config, columns) == []
+    train, validation, _ = read_prompt_splits(config.data)
+    assert (len(train), len(validation)) == (160, 40)
+    assert not {c.conversation.messages[-1]["content"] for c in train} & \
+        {c.conversation.messages[-1]["content"] for c in validation}  # validation asks in a wording train never uses
