@@ -40,7 +40,7 @@ def mean_rewards(model, tokenizer, prompts, rewards: RewardSet, settings: Sampli
         new = generate(model, ids, settings, eos, tokenizer.pad_token_id or 0)
         texts = [tokenizer.decode(n) for n in new]
         scores = rewards.score(group.prompts(repeat), texts, [len(n) for n in new], group.columns(repeat),
-                               [w for w in group.where for _ in range(repeat)])
+                               group.where(repeat))
         totals += scores.total.tolist()
         solved += (scores.total.reshape(-1, repeat) > 0).any(1).tolist()
         for name in rewards.names:

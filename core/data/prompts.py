@@ -392,9 +392,9 @@ class PromptBatch:
         names = list(dict.fromkeys(k for r in self.records for k in r.columns))
         return {name: [r.columns.get(name) for r in self.records for _ in range(repeat)] for name in names}
 
-    @property
-    def where(self) -> list[str]:
-        return [r.where for r in self.records]
+    def where(self, repeat: int = 1) -> list[str]:
+        """Each completion's record place (for a reward's message)."""
+        return [r.where for r in self.records for _ in range(repeat)]
 
 
 class PromptBatches(BatchIterator):

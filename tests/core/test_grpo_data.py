@@ -188,10 +188,10 @@ def test_batches_hold_whole_prompts_resume_exactly_and_share_them_across_ranks(t
     assert batch.prompts(3)[2] == batch.records[0].text and batch.prompt_ids[1] == batch.records[1].ids.tolist()
 
     saved = one.state()
-    expected = [next(one).where for _ in range(7)]
+    expected = [next(one).where() for _ in range(7)]
     again = PromptBatches(prompts, 2, grad_accum_steps=4, seed=5)
     again.load_state(saved)
-    assert [next(again).where for _ in range(7)] == expected
+    assert [next(again).where() for _ in range(7)] == expected
     with pytest.raises(DataError, match="24 samples are fewer than one global batch of 32"):
         PromptBatches(prompts, 8, grad_accum_steps=4)
     assert [len(b) for b in prompt_eval_batches(prompts, 10)] == [10, 10, 4]
@@ -224,3 +224,21 @@ def test_the_demo_grpo_set_is_its_script_and_passes_the_config_checks(tmp_path, 
     assert (len(train), len(validation)) == (160, 40)
     assert not {c.conversation.messages[-1]["content"] for c in train} & \
         {c.conversation.messages[-1]["content"] for c in validation}  # validation asks in a wording train never uses
+
+
+def test_a_batch_feeds_the_rewards_one_value_per_completion(tokenizer):
+    from core.eval.rewards import RewardSet
+
+    settings = DataSettings(train_file=str(ROOT / "data/demo-grpo/train.jsonl"),
+                            validation_file=str(ROOT / "data/demo-grpo/validation.jsonl"), test_file=None)
+    splits = load_prompt_splits(settings, tokenizer, seed=0, max_prompt_len=48)
+    batch = next(PromptBatches(splits.train, 8, seed=1))
+    group = 4
+    answers = batch.columns(group)["answer"]
+    completions = [a if i % group == 0 else "colour" for i, a in enumerate(answers)]  # one right answer per group
+    with RewardSet([{"function": "exact_match"}], max_new_tokens=8) as rewards:
+        scores = rewards.score(batch.prompts(group), completions, [2] * len(completions), batch.columns(group),
+                               batch.where(group))
+    assert scores.total.tolist() == [1.0, 0.0, 0.0, 0.0] * 8
+    assert scores.figures("val_reward")["val_reward"] == 0.25 and scores.equal_groups(group) == 0.0
+    assert batch.where(group)[4] == batch.records[1].where and len(batch.prompt_ids[0]) == len(batch.records[0])
