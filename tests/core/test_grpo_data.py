@@ -117,6 +117,7 @@ def test_a_long_prompt_is_cut_from_the_left_skipped_or_refused(tmp_path, tokeniz
     ({"messages": [{"role": "user", "content": Q}, {"role": "assistant", "content": " "}]}, "data.answer_empty",
      "line 2: field 'messages[1]': the answer is empty"),
     ({"prompt": 42, "answer": A}, "data.not_text_or_messages", "line 2: field 'prompt': expected a string or messages"),
+    ({"prompt": Q, "answer": A, "images": ["a.png"]}, "data.media_refused", "line 2: field 'images'"),
 ])
 def test_bad_records_name_file_record_and_field(tmp_path, record, key, said):
     path = _write(tmp_path / "bad.jsonl", [SAME_PROMPT[0], record])
