@@ -35,7 +35,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from core.data.catalog import check_columns, is_catalog, load_entry, read_catalog, select
-from core.data.content import media_fields
+from core.data.content import media_columns, media_fields
 from core.data.files import DataError, DataFile, Record, at, concat_files, json_type, read_data_file, split_path
 from core.data.formats import (Columns, Conversation, _check_mapped_columns_exist, _sharegpt_roles, _tools,
                                _turn_list, conversation, detect_format, preference_layout)
@@ -104,7 +104,10 @@ def _ends_with_user(where: str, conv: Conversation) -> Conversation:
     return conv
 
 
-def _prompt_layout(record: Record, columns: Columns) -> Conversation:
+def _prompt_layout(record: Record, columns: Columns, media: str) -> Conversation:
+    """A `prompt` field: its text as the user's turn, or its messages; media columns refused (or
+    dropped, data.media) as the other layouts' converters do."""
+    media_columns(record, columns.mapping, media)
     source = columns.source("prompt")
     value = record.fields[source]
     tools, tools_field = _tools(record, columns)
@@ -179,7 +182,7 @@ def prompt_conversation(record: Record, columns: Columns | None = None, fmt: str
     layout = _layout(record, columns, fmt)
     answer, answer_field = None, None
     if layout == "prompt":
-        conv = _prompt_layout(record, columns)
+        conv = _prompt_layout(record, columns, media)
     elif layout == "messages":
         conv, answer, answer_field = _messages_layout(record, columns, fmt, media)
     else:
@@ -392,9 +395,9 @@ class PromptBatch:
         names = list(dict.fromkeys(k for r in self.records for k in r.columns))
         return {name: [r.columns.get(name) for r in self.records for _ in range(repeat)] for name in names}
 
-    @property
-    def where(self) -> list[str]:
-        return [r.where for r in self.records]
+    def where(self, repeat: int = 1) -> list[str]:
+        """Each completion's record place (for a reward's message)."""
+        return [r.where for r in self.records for _ in range(repeat)]
 
 
 class PromptBatches(BatchIterator):

@@ -117,6 +117,7 @@ def test_a_long_prompt_is_cut_from_the_left_skipped_or_refused(tmp_path, tokeniz
     ({"messages": [{"role": "user", "content": Q}, {"role": "assistant", "content": " "}]}, "data.answer_empty",
      "line 2: field 'messages[1]': the answer is empty"),
     ({"prompt": 42, "answer": A}, "data.not_text_or_messages", "line 2: field 'prompt': expected a string or messages"),
+    ({"prompt": Q, "answer": A, "images": ["a.png"]}, "data.media_refused", "line 2: field 'images'"),
 ])
 def test_bad_records_name_file_record_and_field(tmp_path, record, key, said):
     path = _write(tmp_path / "bad.jsonl", [SAME_PROMPT[0], record])
@@ -188,10 +189,10 @@ def test_batches_hold_whole_prompts_resume_exactly_and_share_them_across_ranks(t
     assert batch.prompts(3)[2] == batch.records[0].text and batch.prompt_ids[1] == batch.records[1].ids.tolist()
 
     saved = one.state()
-    expected = [next(one).where for _ in range(7)]
+    expected = [next(one).where() for _ in range(7)]
     again = PromptBatches(prompts, 2, grad_accum_steps=4, seed=5)
     again.load_state(saved)
-    assert [next(again).where for _ in range(7)] == expected
+    assert [next(again).where() for _ in range(7)] == expected
     with pytest.raises(DataError, match="24 samples are fewer than one global batch of 32"):
         PromptBatches(prompts, 8, grad_accum_steps=4)
     assert [len(b) for b in prompt_eval_batches(prompts, 10)] == [10, 10, 4]
@@ -203,3 +204,42 @@ def test_the_shipped_demo_task_reads_as_prompts_with_an_answer(tokenizer):
     train, validation, source = read_prompt_splits(settings)
     assert (len(train), len(validation), source) == (2000, 200, "file")
     assert train[0].columns == {"output": "yellow", "answer": "yellow"}
+
+
+def test_the_demo_grpo_set_is_its_script_and_passes_the_config_checks(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from core.eval.rewards import check_rewards
+    from core.spec.config import load_config
+
+    subprocess.run([sys.executable, str(ROOT / "data" / "make_grpo_demo.py"), "--out", str(tmp_path)], check=True,
+                   capture_output=True)
+    for split in ("train", "validation"):
+        assert (tmp_path / f"{split}.jsonl").read_bytes() == (ROOT / "data" / "demo-grpo" / f"{split}.jsonl").read_bytes()
+    monkeypatch.chdir(ROOT)
+    config = load_config(ROOT / "configs" / "grpo_demo.yaml")
+    columns = reward_columns(config.data)
+    assert columns == ["answer"] and check_rewards(config, columns) == []
+    train, validation, _ = read_prompt_splits(config.data)
+    assert (len(train), len(validation)) == (160, 40)
+    assert not {c.conversation.messages[-1]["content"] for c in train} & \
+        {c.conversation.messages[-1]["content"] for c in validation}  # validation asks in a wording train never uses
+
+
+def test_a_batch_feeds_the_rewards_one_value_per_completion(tokenizer):
+    from core.eval.rewards import RewardSet
+
+    settings = DataSettings(train_file=str(ROOT / "data/demo-grpo/train.jsonl"),
+                            validation_file=str(ROOT / "data/demo-grpo/validation.jsonl"), test_file=None)
+    splits = load_prompt_splits(settings, tokenizer, seed=0, max_prompt_len=48)
+    batch = next(PromptBatches(splits.train, 8, seed=1))
+    group = 4
+    answers = batch.columns(group)["answer"]
+    completions = [a if i % group == 0 else "colour" for i, a in enumerate(answers)]  # one right answer per group
+    with RewardSet([{"function": "exact_match"}], max_new_tokens=8) as rewards:
+        scores = rewards.score(batch.prompts(group), completions, [2] * len(completions), batch.columns(group),
+                               batch.where(group))
+    assert scores.total.tolist() == [1.0, 0.0, 0.0, 0.0] * 8
+    assert scores.figures("val_reward")["val_reward"] == 0.25 and scores.equal_groups(group) == 0.0
+    assert batch.where(group)[4] == batch.records[1].where and len(batch.prompt_ids[0]) == len(batch.records[0])
