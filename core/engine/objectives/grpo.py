@@ -114,12 +114,12 @@ class Grpo(Objective):
         rows, scores, flags, lengths, groups = [], [], [], [], 0
         for batch in micro:
             t.heartbeat.beat(t.state.step, "generate")
-            seeds = [prompt_seed(self.cfg.run.seed, step, _place_key(where)).spawn(G) for where in batch.where]
+            seeds = [prompt_seed(self.cfg.run.seed, step, _place_key(where)).spawn(G) for where in batch.where()]
             rng = RowGenerators([s for group in seeds for s in group])
             completions, truncated = rollout(t.model, batch.prompt_ids, G, settings, self.eos, self.pad_id, rng)
             texts = [t.tokenizer.decode([tok for tok in c if tok not in self.eos]) for c in completions]
             scored = self.rewards.score(batch.prompts(G), texts, [len(c) for c in completions], batch.columns(G),
-                                        [w for w in batch.where for _ in range(G)])
+                                        batch.where(G))
             rows.append((batch, completions, truncated))
             scores.append(scored)
             flags += list(truncated)
@@ -202,11 +202,11 @@ class Grpo(Objective):
         totals, per, lengths, flags, shown = [], {n: [] for n in self.rewards.names}, [], [], []
         for batch in prompt_eval_batches(prompts, max(self.cfg.train.micro_batch_size * self.g.num_generations, 1)):
             t.heartbeat.beat(t.state.step, "eval")
-            rng = RowGenerators([prompt_seed(self.cfg.run.seed, 0, _place_key(w)) for w in batch.where])
+            rng = RowGenerators([prompt_seed(self.cfg.run.seed, 0, _place_key(w)) for w in batch.where()])
             completions, truncated = rollout(t.model, batch.prompt_ids, 1, settings, self.eos, self.pad_id, rng)
             texts = [t.tokenizer.decode([tok for tok in c if tok not in self.eos]) for c in completions]
             scored = self.rewards.score(batch.prompts(), texts, [len(c) for c in completions], batch.columns(),
-                                        batch.where)
+                                        batch.where())
             totals += scored.total.tolist()
             for name in per:
                 per[name] += scored.values[name].tolist()
