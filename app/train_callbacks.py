@@ -24,6 +24,7 @@ import core.run.tracking as tracking
 from core.spec.config import Config, ConfigError, deep_merge, joined, load_config, read_config_file
 from core.spec.messages import Message
 from core.spec.objectives import spec_of
+from core.eval.rewards import check_rewards
 from core.data.pipeline import DataError, run_seq_len
 from core.data.files import file_names, split_path
 from core.spec.model_args import CheckpointError, check_run_settings, read_model_args
@@ -153,7 +154,6 @@ def reward_problems(config: Config, console: Console, data: bool = True) -> list
     the data lacks (with `data`: the prompts are read, the statistics' reading, kept in memory), a reward
     file missing or outside the console's --rewards-dir folders, a reward_model run that is not a
     finished reward run. Each a message by id."""
-    from core.eval.rewards import check_rewards
     columns = None
     if data:
         from app.data_callbacks import prompt_columns
@@ -164,7 +164,7 @@ def reward_problems(config: Config, console: Console, data: bool = True) -> list
 def file_reward_refused(config: Config, console: Console, viewer: Viewer) -> Said | None:
     """With logins (--auth), a reward function read from a file runs its code in the worker: only an
     administrator may start such a run (None: allowed)."""
-    if not console.settings.auth or viewer.admin or config.train.objective != "grpo":
+    if not console.settings.auth or viewer.admin or not spec_of(config.train.objective).rewards:
         return None
     files = [spec.get("path", "") for spec in config.grpo.rewards if spec.get("function") == "file"]
     return Said("check.reward_file_admin", user=viewer.user or "?", files=", ".join(files)) if files else None

@@ -196,6 +196,27 @@ def _prompt_fills(folder: Path):
     policy.fit(where, [5] * 10, [([6, 7], [6, 7])], "chosen")
     policy.check()
 
+def _grpo_prompts(folder: Path, *records, **changes):
+    """GRPO's prompt sets (core.data.prompts) read from a file of `records`."""
+    from core.data.prompts import read_prompt_splits
+    return read_prompt_splits(_settings(str(_jsonl(folder, "prompts.jsonl", *records)), **changes), 0)
+
+
+def _grpo_overlong(folder: Path, policy: str):
+    """Prompts over grpo.max_prompt_len refused (error), or every one skipped (skip)."""
+    from core.data.prompts import load_prompt_splits
+    long = {"prompt": " ".join(["story"] * 80), "answer": "x"}
+    settings = _settings(str(_jsonl(folder, "long.jsonl", long, long, long, long)), overlong=policy)
+    return load_prompt_splits(settings, _tokenizer(folder), 0, 16)
+
+
+def _grpo_preference_entry(folder: Path):
+    from core.data.prompts import read_prompt_splits
+    entry = {"ranking": True, "columns": {"prompt": "instruction", "chosen": "chosen", "rejected": "rejected"}}
+    cat = _catalogue(folder / "cat", [{"instruction": "a", "chosen": "b", "rejected": "c"}] * 2, entry)
+    return read_prompt_splits(_settings(str(cat), dataset=["demo"]), 0)
+
+
 # id -> how its real producer is made to say it (tmp folder, monkeypatch)
 MISTAKES: dict[str, Callable[[Path, pytest.MonkeyPatch], object]] = {
     "data.file_not_found": lambda d, m: read_data_file(d / "nowhere.jsonl"),
@@ -328,6 +349,13 @@ MISTAKES: dict[str, Callable[[Path, pytest.MonkeyPatch], object]] = {
     "data.overlong_many": lambda d, m: (_ for _ in ()).throw(__import__("core.data.overlong").data.overlong.overlong_error(
         [(r.where, 300) for r in read_data_file(_jsonl(d, "t.jsonl", *[{"text": "x"}] * 12)).records], 256)),
     "data.prompt_fills": lambda d, m: _prompt_fills(d),
+    "data.grpo_pairs": lambda d, m: _grpo_prompts(d, {"prompt": "q", "chosen": "a", "rejected": "b"}),
+    "data.grpo_kto": lambda d, m: _grpo_prompts(d, {"prompt": "q", "completion": "a", "label": True}),
+    "data.grpo_text": lambda d, m: _grpo_prompts(d, {"text": "Mia has a kite."}, {"text": "Tom too."}, format="text"),
+    "data.grpo_no_prompt": lambda d, m: _grpo_prompts(d, {"question": "q", "answer": "a"}),
+    "data.grpo_preference_entry": lambda d, m: _grpo_preference_entry(d),
+    "data.prompts_overlong": lambda d, m: _grpo_overlong(d, "error"),
+    "data.no_prompts_left": lambda d, m: _grpo_overlong(d, "skip"),
     "data.supervised_not_preference": lambda d, m: __import__("core.data.preference").data.preference.preference_sources(
         _settings(str(_catalogue(d / "cat", [{"instruction": "a", "output": "b"}])), dataset=["demo"]), "train"),
     "data.objective_needs": lambda d, m: __import__("core.data.preference").data.preference.load_preference_splits(

@@ -178,7 +178,9 @@ def _fake_trainer(run: RunDir, method: str = "full", sha: str = "a" * 64, total_
     params = trainable if trainable is not None else {
         "lm_head.weight": ms.Parameter(ms.Tensor(np.zeros((2, 3), np.float32)), name="lm_head.weight")}
     cfg = Config().with_updates({"method": method} if method != "lora" else {})
-    fake = types.SimpleNamespace(cfg=cfg, base_sha256=lambda: sha, trainable=params, total_steps=total_steps)
+    sft = types.SimpleNamespace(take_forked=lambda *args: trainer.objectives.Objective.take_forked(None, *args))
+    fake = types.SimpleNamespace(cfg=cfg, base_sha256=lambda: sha, trainable=params, total_steps=total_steps,
+                                 objective=sft)
     return trainer, fake
 
 
