@@ -57,6 +57,7 @@ LAZY = {
     ("core.lm_eval_cli", "core.engine.lm_eval_model"): "lm-eval's own CLI: MindSpore loads only when it runs",
     ("core.engine.export", "core.engine.lora"): "the streamed PEFT and merged exports never load MindSpore",
     ("core.engine.export", "core.engine.checkpoint"): "the streamed PEFT and merged exports never load MindSpore",
+    ("core.engine.export", "core.engine.gguf_run"): "llama.cpp and MindSpore load only for the GGUF formats",
     ("core.engine.fused", "core.engine.layers"): "the kernel library builds (bench/kernels.py) without loading MindSpore",
     ("core.run.ranks", "core.run.ckpt_store"): "NumPy in a rank's supervisor only when a verdict is written",
     ("app.cluster", "core.run.ranks"): "the console's own choice (app is not core)",

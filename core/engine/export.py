@@ -3,6 +3,11 @@ folder, or a MindSpore `.ckpt`; each also as a zip.
 
     python -m core.export --run runs/<id> [--which best|last] --format peft|merged|mindspore [--zip]
                           [--dtype stored|float32|bfloat16|float16]
+    python -m core.export --run runs/<id> [--which best|last] --format gguf|gguf-lora|ollama
+                          [--quant f16|bf16|q8_0|q4_k_m]
+
+The GGUF formats (llama.cpp, Ollama) are core.engine.gguf_run's: each file is reloaded with llama.cpp
+and checked against this engine before it is offered (`<file>.check.json` beside it).
 
 Outputs go to `runs/<id>/export/<which>-step-<N>-<format>/` (and `.zip`; `RunDir.export_path`),
 written under a temporary name and renamed when complete, so a download never sees half an export.
@@ -42,6 +47,9 @@ from core.weights.safetensors_io import (FLOAT_DTYPES, SafetensorsReader, Tensor
                                  write_file)
 
 FORMATS = ("peft", "merged", "mindspore")
+GGUF_FORMATS = ("gguf", "gguf-lora", "ollama")  # core.engine.gguf_run (llama.cpp, Ollama)
+GGUF_QUANTS = ("f16", "bf16", "q8_0", "q4_k_m")
+DEFAULT_QUANT = {"gguf": "f16", "gguf-lora": "f16", "ollama": "q8_0"}
 EXPORT_DTYPES = ("stored", "float32", "bfloat16", "float16")
 WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE = "weights.safetensors", "optimizer.safetensors", "trainer_state.json"
 LORA_SUFFIXES = (".lora_a", ".lora_b")
@@ -342,18 +350,35 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.export", description=__doc__.splitlines()[0])
     parser.add_argument("--run", required=True, help="run folder, e.g. runs/<id>")
     parser.add_argument("--which", default="best", choices=list(POINTERS))
-    parser.add_argument("--format", default="peft", choices=FORMATS)
+    parser.add_argument("--format", default="peft", choices=FORMATS + GGUF_FORMATS)
+    parser.add_argument("--quant", choices=GGUF_QUANTS, default=None,
+                        help="gguf / ollama: the GGUF type (default f16; ollama: q8_0)")
     parser.add_argument("--dtype", default="stored", choices=EXPORT_DTYPES,
                         help="merged export: the weights' dtype (default: as the base stores them)")
     parser.add_argument("--zip", action="store_true", help="also write a .zip of the export")
     args = parser.parse_args(argv)
     try:
-        path = export_run(args.run, args.which, args.format, args.zip, args.dtype)
+        if args.format in GGUF_FORMATS:
+            path = _export_gguf(args.run, args.which, args.format, args.quant or DEFAULT_QUANT[args.format])
+        else:
+            path = export_run(args.run, args.which, args.format, args.zip, args.dtype)
     except (ExportError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(path)
     return 0
+
+
+def _export_gguf(run: str, which: str, fmt: str, quant: str) -> Path:
+    from core.engine import gguf_run  # llama.cpp and MindSpore: only for these formats
+    try:
+        if fmt == "gguf":
+            return gguf_run.export_gguf(run, which, quant)
+        if fmt == "gguf-lora":
+            return gguf_run.export_lora_gguf(run, which)
+        return gguf_run.export_ollama(run, which, quant)
+    except (gguf_run.GgufError, gguf_run.TemplateError) as exc:
+        raise ExportError(*exc.args) from exc
 
 
 if __name__ == "__main__":

@@ -1,0 +1,305 @@
+"""Prove a GGUF file before it is offered: reload it with llama.cpp (`llama-cpp-python`, a reader we did
+not write) and hold its answers against mindtune's own engine on the run's validation set.
+
+- Tokenizer: llama.cpp's tokenization of each prompt's text equals ours, id for id.
+- f16 / bf16: every greedy token llama.cpp generates (up to GREEDY_TOKENS new tokens, each prompt) is
+  the one core.engine.generate chose (where they part, the check says at which token and whether our
+  two best logits were within the logit bound there: a tie at the file's precision, not an error);
+  and the logits over whole validation samples, teacher-forced, are within LOGIT_BOUND of our model
+  computing with the file's own weights (ours rounded the way the file rounds them). The distance to
+  our float32 model is reported beside it.
+- q8_0 / q4_k_m: the validation perplexity (over the answer tokens) next to the f16 file's, within
+  PPL_BOUND of it; the greedy answers are counted too.
+
+llama.cpp runs with a float32 key/value cache (its default f16 cache alone moved the demo model's
+logits by 1.2e-2 at float32 weights; with it, 1.8e-5) and a context just long enough.
+The result is a JSON beside the file (`<file>.check.json`).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import mindspore as ms
+
+from core.data.pipeline import IGNORE_INDEX, load_splits
+from core.data.tokenizer import Tokenizer
+from core.engine.fused import enable as enable_fused_kernels
+from core.engine.generate import SamplingSettings, generate
+from core.engine.gguf_export import FAMILIES, GgufError, gguf
+from core.run.rundir import RunDir
+from core.spec.config import ConfigError, load_config
+from core.spec.messages import Message
+
+GREEDY_TOKENS = 32
+PROMPTS = 8  # validation prompts answered greedily by both
+PPL_SAMPLES = 32  # validation samples the perplexity is taken over
+# max |logit difference| against our model computing with the file's own weights (see the module doc)
+LOGIT_BOUND = {"f16": 1e-2, "bf16": 5e-2, "f32": 1e-3}
+PPL_BOUND = {"q8_0": 0.01, "q4_k_m": 0.05}  # relative to the f16 file's validation perplexity
+THREADS = 2
+
+
+def _llama_cpp():
+    try:
+        import llama_cpp
+    except ImportError as err:
+        raise GgufError(Message("gguf.no_llama_cpp", requirements="requirements-export.txt")) from err
+    logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # llama.cpp's own log: errors only
+    return llama_cpp
+
+
+@dataclass
+class Sample:
+    """One validation example: its tokens, where the answer starts, and its labels (IGNORE_INDEX where
+    no loss)."""
+    ids: list[int]
+    answer_start: int
+    labels: list[int]
+
+    @property
+    def prompt(self) -> list[int]:
+        return self.ids[: self.answer_start]
+
+
+def validation_samples(run_dir: Path, tokenizer: Tokenizer, limit: int, max_len: int) -> list[Sample]:
+    """The run's own validation samples (as training tokenized them), at most `limit`, each cut to
+    `max_len` tokens; a text-format sample is prompted with its first half."""
+    run = RunDir(run_dir)
+    try:
+        config = load_config(run.config_path)
+        splits = load_splits(config.data, tokenizer, config.run.seed)
+    except (ConfigError, OSError, ValueError) as err:
+        raise GgufError(Message("gguf.check_no_data", run=str(run_dir), error=str(err))) from err
+    samples = []
+    for sample in splits.validation:
+        ids = [int(i) for i in sample.input_ids[:max_len]]
+        labels = [int(i) for i in sample.labels[:max_len]]
+        answer = next((i for i, label in enumerate(labels) if label != IGNORE_INDEX), None)
+        if answer is None or answer == 0:
+            answer = max(1, len(ids) // 2)
+        if len(ids) >= 2:
+            samples.append(Sample(ids, answer, labels))
+        if len(samples) >= limit:
+            break
+    if not samples:
+        raise GgufError(Message("gguf.check_no_samples", run=str(run_dir)))
+    return samples
+
+
+def _nll(logits: np.ndarray, ids: list[int], labels: list[int]) -> tuple[float, int]:
+    """Summed negative log-likelihood of the answer tokens (position t scored from logits t-1)."""
+    total, count = 0.0, 0
+    logits = logits.astype(np.float64)
+    for t in range(1, len(ids)):
+        if labels[t] == IGNORE_INDEX:
+            continue
+        row = logits[t - 1]
+        top = row.max()
+        total += float(np.log(np.exp(row - top).sum()) + top - row[ids[t]])
+        count += 1
+    return total, count
+
+
+# ---- both sides ----------------------------------------------------------------------------------
+
+class LlamaSide:
+    """A GGUF file loaded with llama.cpp: logits of a sequence, greedy continuation, tokenization."""
+
+    def __init__(self, path: Path, n_ctx: int, lora_path: Path | None = None):
+        llama_cpp = _llama_cpp()
+        self.llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx, logits_all=True,
+                                   verbose=False, n_threads=THREADS, type_k=0, type_v=0, seed=0,
+                                   lora_path=str(lora_path) if lora_path else None)
+
+    def logits(self, ids: list[int]) -> np.ndarray:
+        self.llm.reset()
+        self.llm.eval(ids)
+        return np.array(self.llm.scores[: len(ids)], dtype=np.float32)  # (T, vocab)
+
+    def greedy(self, prompt: list[int], new_tokens: int, eos: set[int]) -> list[int]:
+        self.llm.reset()
+        self.llm.eval(prompt)
+        out: list[int] = []
+        for _ in range(new_tokens):
+            token = int(np.argmax(self.llm.scores[self.llm.n_tokens - 1]))
+            if token in eos:
+                break
+            out.append(token)
+            self.llm.eval([token])
+        return out
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+
+    def close(self) -> None:
+        self.llm.close()
+
+
+class OurSide:
+    """The checkpoint in mindtune's engine (adapter merged, fused inference kernel where it applies)."""
+
+    def __init__(self, model, tokenizer: Tokenizer):
+        self.model, self.tokenizer = model, tokenizer
+        enable_fused_kernels(model)
+        self.eos = set(tokenizer.eos_token_ids) | set(model.args.eos_token_ids)
+
+    def logits(self, ids: list[int]) -> np.ndarray:
+        return self.model.construct(ms.Tensor(np.asarray([ids], np.int32))).asnumpy()[0]
+
+    def greedy(self, prompt: list[int], new_tokens: int) -> list[int]:
+        return generate(self.model, [prompt], SamplingSettings(max_new_tokens=new_tokens), self.eos,
+                        self.tokenizer.pad_token_id or 0)[0]
+
+    def round_like(self, quant: str) -> None:
+        """Our matrices rounded as the file stores them (gguf.quants there and back: the file's values)."""
+        qtype = {"f16": gguf.GGMLQuantizationType.F16, "bf16": gguf.GGMLQuantizationType.BF16,
+                 "f32": gguf.GGMLQuantizationType.F32}[quant]
+        for param in self.model.get_parameters():
+            values = param.asnumpy()
+            if values.ndim < 2 or param.name.endswith("mlp.gate.weight"):
+                continue  # norms, biases and the MoE router stay float32 in the file
+            rounded = gguf.quants.dequantize(gguf.quants.quantize(values.astype(np.float32), qtype), qtype)
+            param.set_data(ms.Tensor(rounded.reshape(values.shape).astype(np.float32)))
+
+
+# ---- the check -----------------------------------------------------------------------------------
+
+@dataclass
+class CheckResult:
+    """What the check found; written as JSON beside the file (`<file>.check.json`)."""
+    file: str
+    quant: str
+    passed: bool
+    reasons: list[str] = field(default_factory=list)  # why not, when it failed (English)
+    prompts: int = 0
+    tokenizer_equal: int = 0
+    greedy_equal: int = 0
+    greedy_ties: int = 0  # parted at a near-tie of our two best logits (within the bound)
+    greedy_tokens: int = GREEDY_TOKENS
+    max_logit_diff: float | None = None  # against our model with the file's own weights
+    max_logit_diff_float32: float | None = None  # against our float32 model
+    logit_bound: float | None = None
+    perplexity: float | None = None  # llama.cpp, this file
+    perplexity_ours: float | None = None  # mindtune, float32
+    perplexity_reference: float | None = None  # the f16 file's (quantized files)
+    ppl_bound: float | None = None
+    samples: int = 0
+    seconds: float = 0.0
+    llama_cpp: str = ""
+    notes: list[str] = field(default_factory=list)
+    lora: str | None = None  # an adapter checked on top of the base file
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def check_gguf(path: Path, quant: str, model, tokenizer: Tokenizer, run_dir: Path,
+               reference_ppl: float | None = None, lora_path: Path | None = None) -> CheckResult:
+    """Reload `path` (with the adapter `lora_path` on it, if given) in llama.cpp and hold it against
+    `model` (ours, float32, adapter merged); see the module doc for what is compared."""
+    llama_cpp = _llama_cpp()
+    start = time.perf_counter()
+    limit = model.args.max_position_embeddings
+    samples = validation_samples(run_dir, tokenizer, max(PROMPTS, PPL_SAMPLES), limit - GREEDY_TOKENS)
+    n_ctx = max(len(s.ids) for s in samples) + GREEDY_TOKENS
+    result = CheckResult(str(path), quant, False, llama_cpp=getattr(llama_cpp, "__version__", "?"),
+                         lora=str(lora_path) if lora_path else None)
+    ours = OurSide(model, tokenizer)
+    theirs = LlamaSide(path, n_ctx, lora_path)
+    try:
+        prompts = samples[:PROMPTS]
+        result.prompts = len(prompts)
+        for sample in prompts:
+            text = tokenizer.decode(sample.prompt, skip_special_tokens=False)
+            result.tokenizer_equal += int(theirs.tokenize(text) == sample.prompt)
+            _compare_greedy(sample.prompt, ours, theirs, result, LOGIT_BOUND.get(quant, 1e-2))
+        nll_ours = nll_theirs = 0.0
+        count = 0
+        float32_diff = 0.0
+        ppl_samples = samples[:PPL_SAMPLES]
+        for sample in ppl_samples:
+            theirs_logits = theirs.logits(sample.ids)
+            ours_logits = ours.logits(sample.ids)
+            float32_diff = max(float32_diff, float(np.abs(theirs_logits - ours_logits).max()))
+            a, n = _nll(theirs_logits, sample.ids, sample.labels)
+            b, _ = _nll(ours_logits, sample.ids, sample.labels)
+            nll_theirs, nll_ours, count = nll_theirs + a, nll_ours + b, count + n
+        result.samples = len(ppl_samples)
+        result.perplexity = float(np.exp(nll_theirs / max(count, 1)))
+        result.perplexity_ours = float(np.exp(nll_ours / max(count, 1)))
+        result.max_logit_diff_float32 = float32_diff
+        if quant in LOGIT_BOUND:
+            ours.round_like(quant)  # last: the greedy answers above were our float32 model's
+            result.logit_bound = LOGIT_BOUND[quant]
+            result.max_logit_diff = max(float(np.abs(theirs.logits(s.ids) - ours.logits(s.ids)).max())
+                                        for s in prompts)
+        else:
+            result.ppl_bound = PPL_BOUND[quant]
+            result.perplexity_reference = reference_ppl if reference_ppl is not None else result.perplexity_ours
+    finally:
+        theirs.close()
+    result.reasons = _verdict(result)
+    result.passed = not result.reasons
+    result.seconds = round(time.perf_counter() - start, 2)
+    return result
+
+
+def _compare_greedy(prompt: list[int], ours: OurSide, theirs: LlamaSide, result: CheckResult, bound: float) -> None:
+    mine = ours.greedy(prompt, GREEDY_TOKENS)
+    other = theirs.greedy(prompt, GREEDY_TOKENS, ours.eos)
+    if mine == other:
+        result.greedy_equal += 1
+        return
+    at = next((i for i, (a, b) in enumerate(zip(mine, other)) if a != b), min(len(mine), len(other)))
+    logits = ours.logits(prompt + mine[:at])[-1]
+    chosen = mine[at] if at < len(mine) else None
+    rival = other[at] if at < len(other) else None
+    eos_best = max((logits[e] for e in ours.eos if e < len(logits)), default=-np.inf)
+    mine_logit = logits[chosen] if chosen is not None else eos_best
+    their_logit = logits[rival] if rival is not None else eos_best
+    if abs(float(mine_logit) - float(their_logit)) <= bound:
+        result.greedy_ties += 1
+        result.notes.append(f"greedy answers part at new token {at + 1} at a near-tie of our logits "
+                            f"({float(mine_logit):.4f} vs {float(their_logit):.4f})")
+    else:
+        result.notes.append(f"greedy answers part at new token {at + 1}: ours {chosen}, llama.cpp {rival}")
+
+
+def _verdict(result: CheckResult) -> list[str]:
+    reasons = []
+    if result.tokenizer_equal != result.prompts:
+        reasons.append(f"llama.cpp tokenizes {result.prompts - result.tokenizer_equal} of {result.prompts} prompts "
+                       "differently")
+    if result.max_logit_diff is not None:
+        if result.greedy_equal + result.greedy_ties != result.prompts:
+            reasons.append(f"{result.prompts - result.greedy_equal - result.greedy_ties} of {result.prompts} greedy "
+                           "answers differ")
+        if result.max_logit_diff > result.logit_bound:
+            reasons.append(f"logits differ by {result.max_logit_diff:.2e} (bound {result.logit_bound:.0e})")
+    if result.ppl_bound is not None and result.perplexity_reference:
+        rise = result.perplexity / result.perplexity_reference - 1
+        if rise > result.ppl_bound:
+            reasons.append(f"perplexity {result.perplexity_reference:.3f} -> {result.perplexity:.3f} "
+                           f"(+{100 * rise:.1f}%, bound {100 * result.ppl_bound:.0f}%)")
+    return reasons
+
+
+def quantize_with_llama_cpp(source: Path, target: Path, ftype_name: str = "LLAMA_FTYPE_MOSTLY_Q4_K_M") -> None:
+    """llama.cpp's own quantizer (llama_model_quantize) from an f16 GGUF file to `target`."""
+    import ctypes
+    llama_cpp = _llama_cpp()
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, ftype_name)
+    params.nthread = THREADS
+    code = llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), ctypes.byref(params))
+    if code != 0 or not target.is_file():
+        raise GgufError(Message("gguf.quantize_failed", file=str(source), code=code))
+
+
+def family_arch(family: str) -> str:
+    return FAMILIES[family].arch

@@ -1,0 +1,232 @@
+"""A run's checkpoint to llama.cpp and Ollama: the GGUF file (f16, bf16, q8_0, q4_k_m), the LoRA adapter
+as a GGUF adapter, and an Ollama zip (the GGUF and a Modelfile), each checked by reloading it with
+llama.cpp (core.engine.gguf_check) before it takes its final name.
+
+    export/<which>-step-<N>-<quant>.gguf              the model, merged; <file>.check.json beside it
+    export/<which>-step-<N>-lora.gguf                 the adapter, for base-<quant>... below
+    export/base-f16.gguf                              the base model the adapter goes on
+    export/<which>-step-<N>-ollama-<quant>.zip        <name>.gguf + Modelfile
+
+The order of work: everything that can refuse does so first (the family, the tokenizer, the chat
+template for Ollama, llama-cpp-python present, a complete and verified checkpoint, room on the
+disk); then the merged float32 folder is streamed into a temporary folder (core.engine.export,
+never holding more than a tensor), the GGUF written from it under a temporary name, reloaded and
+checked. A file that passes is renamed to its final name; one that fails is kept as
+`<name>.failed.gguf` with its check, and the final name (and any earlier good file under it) is not
+touched. A checkpoint the run removes while it is read (a running run's retention) is named.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from core.data.tokenizer import Tokenizer
+from core.engine.export import (ExportError, base_folder, checkpoint_folder, load_trained_model, read_state,
+                                write_merged)
+from core.engine.gguf_check import check_gguf, quantize_with_llama_cpp, _llama_cpp
+from core.engine.gguf_export import GGUF_QUANTS, GgufError, gguf_problem, write_gguf, write_lora_gguf
+from core.engine.ollama import TemplateError, modelfile_for
+from core.run.atomic import atomic_open, atomic_write, durable_rename
+from core.run.rundir import POINTERS, RunDir
+from core.spec.messages import Message
+from core.weights.safetensors_io import SafetensorsReader, to_float32
+
+CHECK_SUFFIX = ".check.json"
+FAILED_SUFFIX = ".failed.gguf"
+BASE_NAME = "base-f16.gguf"
+
+
+def gguf_path(run: RunDir, which: str, step: int, quant: str) -> Path:
+    return run.export_dir / f"{which}-step-{step}-{quant}.gguf"
+
+
+def check_path(path: Path) -> Path:
+    return path.with_name(path.name + CHECK_SUFFIX)
+
+
+def read_check(path: Path) -> dict | None:
+    """The check JSON of a GGUF file (None when there is none or it is unreadable)."""
+    try:
+        return json.loads(check_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def is_good(path: Path) -> bool:
+    check = read_check(path)
+    return path.is_file() and bool(check and check.get("passed"))
+
+
+def _resolve(run_dir, which: str) -> tuple[RunDir, int, Path, dict]:
+    run = RunDir(run_dir)
+    if which not in POINTERS:
+        raise ExportError(Message("export.which", py_value=repr(which), or_choices=" or ".join(repr(p) for p in POINTERS)))
+    step = run.checkpoint_step(which)
+    if step is None:
+        raise ExportError(Message("export.no_pointer", folder=str(run.path), which=which))
+    folder = checkpoint_folder(run.checkpoint(step))
+    return run, step, folder, read_state(folder)
+
+
+def _refuse_early(folder: Path, state: dict, quant: str) -> Path:
+    """Everything that can refuse, before any work; returns the base model folder."""
+    if quant not in GGUF_QUANTS:
+        raise GgufError(Message("gguf.quant", quant=quant, choices=", ".join(GGUF_QUANTS)))
+    base = base_folder(folder, state)
+    problem = gguf_problem(base)
+    if problem is not None:
+        raise GgufError(problem)
+    _llama_cpp()  # the check needs it: say so now, not after the file is written
+    return base
+
+
+class _Work:
+    """A temporary folder in export/ for the merged weights and the file being written; removed at the end."""
+
+    def __init__(self, run: RunDir, tag: str):
+        run.export_dir.mkdir(parents=True, exist_ok=True)
+        self.path = run.export_dir / f".tmp-{tag}-{os.getpid()}"
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.path.mkdir()
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _merged(folder: Path, state: dict, out: Path) -> Path:
+    """The merged float32 folder (core.engine.export's streamed merge); a checkpoint that disappears
+    while it is read (the run pruned it) is named."""
+    out.mkdir()
+    try:
+        write_merged(folder, state, out, "float32")
+    except FileNotFoundError as err:
+        raise ExportError(Message("gguf.checkpoint_gone", folder=str(folder), error=str(err))) from err
+    if not folder.is_dir():
+        raise ExportError(Message("gguf.checkpoint_gone", folder=str(folder), error="removed while reading"))
+    return out
+
+
+def _our_model(folder: Path, state: dict):
+    from core.engine.lora import merge_lora
+    model, _ = load_trained_model(folder)
+    if state["method"] == "lora":
+        merge_lora(model)
+    return model
+
+
+def _tokenizer_flags(tokenizer: Tokenizer) -> tuple[bool, bool]:
+    """Whether our tokenizer adds BOS / EOS to a plain encode (said outright in the file)."""
+    plain, special = tokenizer.encode("a", add_special_tokens=False), tokenizer.encode("a", add_special_tokens=True)
+    return special[:1] != plain[:1], special[-1:] != plain[-1:]
+
+
+def _settle(tmp_file: Path, final: Path, result) -> Path:
+    """Write the check; a pass takes the final name, a failure `<name>.failed.gguf` (the final name untouched)."""
+    if result.passed:
+        result.file = str(final)
+        atomic_write(check_path(final), json.dumps(result.to_json(), indent=1) + "\n")
+        durable_rename(tmp_file, final)
+        for stale in (final.with_name(final.stem + FAILED_SUFFIX),):
+            stale.unlink(missing_ok=True)
+            check_path(stale).unlink(missing_ok=True)
+        return final
+    failed = final.with_name(final.stem + FAILED_SUFFIX)
+    result.file = str(failed)
+    atomic_write(check_path(failed), json.dumps(result.to_json(), indent=1) + "\n")
+    os.replace(tmp_file, failed)
+    raise GgufError(Message("gguf.check_failed", file=str(failed), reasons="; ".join(result.reasons)))
+
+
+def export_gguf(run_dir, which: str = "best", quant: str = "f16") -> Path:
+    """The run's `which` checkpoint as a checked GGUF file of `quant` (see the module doc); an
+    existing good file of the same checkpoint is returned as it is."""
+    run, step, folder, state = _resolve(run_dir, which)
+    base = _refuse_early(folder, state, quant)
+    final = gguf_path(run, which, step, quant)
+    if is_good(final):
+        return final
+    reference = None
+    if quant == "q4_k_m":  # llama.cpp quantizes from the f16 file, whose perplexity is the reference
+        f16 = export_gguf(run_dir, which, "f16")
+        reference = (read_check(f16) or {}).get("perplexity")
+    elif quant == "q8_0" and is_good(gguf_path(run, which, step, "f16")):
+        reference = (read_check(gguf_path(run, which, step, "f16")) or {}).get("perplexity")
+    tokenizer = Tokenizer.from_dir(base)
+    with _Work(run, f"gguf-{quant}") as work:
+        tmp_file = work / final.name
+        if quant == "q4_k_m":
+            quantize_with_llama_cpp(gguf_path(run, which, step, "f16"), tmp_file)
+        else:
+            merged = _merged(folder, state, work / "merged")
+            add_bos, add_eos = _tokenizer_flags(tokenizer)
+            write_gguf(merged, tmp_file, quant, name=f"{run.path.name}-{which}-step-{step}", add_bos=add_bos,
+                       add_eos=add_eos, extra={"mindtune.run": run.path.name, "mindtune.step": str(step)})
+            shutil.rmtree(merged)  # the check's model is built from the checkpoint, not from this folder
+        result = check_gguf(tmp_file, quant, _our_model(folder, state), tokenizer, run.path, reference)
+        return _settle(tmp_file, final, result)
+
+
+# ---- the LoRA adapter ------------------------------------------------------------------------------
+
+def _adapter_tensors(folder: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    with SafetensorsReader(folder / "weights.safetensors") as weights:
+        modules = sorted({n.rsplit(".", 1)[0] for n in weights.tensors if n.endswith((".lora_a", ".lora_b"))})
+        return {m: tuple(to_float32(weights.read(f"{m}.{part}", raw=True), weights.tensors[f"{m}.{part}"].dtype)
+                         for part in ("lora_a", "lora_b")) for m in modules}
+
+
+def export_lora_gguf(run_dir, which: str = "best") -> Path:
+    """The run's LoRA adapter in llama.cpp's adapter format, checked on the base model's f16 GGUF
+    (written beside it as export/base-f16.gguf) against the merged model."""
+    run, step, folder, state = _resolve(run_dir, which)
+    if state["method"] != "lora":
+        raise ExportError(Message("export.full_no_adapter"))
+    base = _refuse_early(folder, state, "f16")
+    final = run.export_dir / f"{which}-step-{step}-lora.gguf"
+    if is_good(final):
+        return final
+    tokenizer = Tokenizer.from_dir(base)
+    base_file = run.export_dir / BASE_NAME
+    with _Work(run, "gguf-lora") as work:
+        if not base_file.is_file():  # written atomically; checked below with the adapter on it
+            add_bos, add_eos = _tokenizer_flags(tokenizer)
+            write_gguf(base, base_file, "f16", name=base.name, add_bos=add_bos, add_eos=add_eos)
+        tmp_file = work / final.name
+        adapter = _adapter_tensors(folder)
+        write_lora_gguf(base, adapter, state["lora"]["alpha"], tmp_file, name=f"{run.path.name}-lora")
+        result = check_gguf(base_file, "f16", _our_model(folder, state), tokenizer, run.path, lora_path=tmp_file)
+        result.notes.append(f"checked as {base_file.name} + this adapter against the merged model")
+        return _settle(tmp_file, final, result)
+
+
+# ---- Ollama ----------------------------------------------------------------------------------------
+
+def ollama_zip_path(run: RunDir, which: str, step: int, quant: str) -> Path:
+    return run.export_dir / f"{which}-step-{step}-ollama-{quant}.zip"
+
+
+def export_ollama(run_dir, which: str = "best", quant: str = "q8_0") -> Path:
+    """A zip of the checked GGUF of `quant` and a Modelfile (its chat template as Ollama's TEMPLATE,
+    the stop tokens, the run's system prompt if it trained with one)."""
+    run, step, folder, state = _resolve(run_dir, which)
+    base = _refuse_early(folder, state, quant)
+    tokenizer = Tokenizer.from_dir(base)
+    name = f"{which}-step-{step}-{quant}.gguf"
+    modelfile = modelfile_for(tokenizer, run.path, name)  # refuses a template Ollama cannot take, before work
+    target = ollama_zip_path(run, which, step, quant)
+    gguf_file = export_gguf(run_dir, which, quant)
+    with atomic_open(target, "wb") as handle, zipfile.ZipFile(handle, "w") as archive:
+        folder_name = target.stem
+        archive.write(gguf_file, f"{folder_name}/{gguf_file.name}", compress_type=zipfile.ZIP_STORED)
+        archive.writestr(f"{folder_name}/Modelfile", modelfile, compress_type=zipfile.ZIP_DEFLATED)
+        archive.write(check_path(gguf_file), f"{folder_name}/{check_path(gguf_file).name}")
+    return target
+
