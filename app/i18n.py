@@ -1240,6 +1240,10 @@ MESSAGES_ZH.update({
     "gguf.family_glm4": ("{family}：mindtune 尚不能写成 GGUF（llama.cpp 能运行 GLM-4，但这里不携带其融合的 gate/up、额外的归一化层"
                          "和半个头上交错的 RoPE，也没有往返检验）；请导出 'merged'，再用 llama.cpp 的 convert_hf_to_gguf.py 转换"),
     "gguf.family_unknown": "{family}：mindtune 没有该模型系列的 GGUF 映射",
+    "gguf.bias_not_read": "{family}：llama.cpp 的 Gemma 不读取注意力偏置，而该模型有偏置",
+    "gguf.window_too_short": ("{family}：训练时使用 {window} 个词元的滑动窗口，序列最长 {seq_len}；llama.cpp 运行该架构时没有窗口，"
+                              "超过 {window} 个词元后结果会不同"),
+    "gguf.llama_cpp_refused": "llama.cpp 无法加载 {file}（不提供下载）：{error}",
     "gguf.rope_type": "RoPE 缩放 {rope_type} 无法带入 GGUF（可带入 default、linear 与 llama3）",
     "gguf.local_rope": "{family}：滑动层单独的 RoPE 基数无法带入 GGUF",
     "gguf.partial_rotary": "只作用于每个头一部分的 RoPE（partial_rotary_factor {factor}）无法带入 GGUF",
@@ -1272,8 +1276,9 @@ MESSAGES_ZH.update({
     "serve.bad_json": "请求体不是有效的 JSON：{error}",
     "serve.bad_field": "{field}：{error}",
     "serve.no_messages": "messages：请至少给出一条带 role 和字符串 content 的消息",
-    "serve.no_login_public": "--host {host} 会在没有登录的情况下把模型提供给其他机器；请设置 MINDTUNE_AUTH（user:password）或在 127.0.0.1 上提供服务",
-    "serve.unauthorized": "此端点需要控制台的登录（请求头 Authorization: Bearer user:password）",
+    "serve.no_login_public": "--host {host} 会在没有登录的情况下把模型提供给其他机器；请加上 --auth user:password（客户端把它作为 API 密钥发送），或在 127.0.0.1 上提供服务",
+    "serve.unauthorized": "此端点需要登录：请把启动时给出的 user:password（--auth）作为 API 密钥发送",
+    "serve.bad_auth": "--auth {value}：请给出 user:password",
 })
 
 

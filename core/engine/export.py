@@ -4,7 +4,7 @@ folder, or a MindSpore `.ckpt`; each also as a zip.
     python -m core.export --run runs/<id> [--which best|last] --format peft|merged|mindspore [--zip]
                           [--dtype stored|float32|bfloat16|float16]
     python -m core.export --run runs/<id> [--which best|last] --format gguf|gguf-lora|ollama
-                          [--quant f16|bf16|q8_0|q4_k_m]
+                          [--quant f32|f16|bf16|q8_0|q4_k_m]
 
 The GGUF formats (llama.cpp, Ollama) are core.engine.gguf_run's: each file is reloaded with llama.cpp
 and checked against this engine before it is offered (`<file>.check.json` beside it).
@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.engine.gguf_export import GGUF_QUANTS
 from core.run.atomic import atomic_folder, atomic_open
 from core.spec.errors import MessageError
 from core.spec.messages import Message
@@ -48,7 +49,6 @@ from core.weights.safetensors_io import (FLOAT_DTYPES, SafetensorsReader, Tensor
 
 FORMATS = ("peft", "merged", "mindspore")
 GGUF_FORMATS = ("gguf", "gguf-lora", "ollama")  # core.engine.gguf_run (llama.cpp, Ollama)
-GGUF_QUANTS = ("f16", "bf16", "q8_0", "q4_k_m")
 DEFAULT_QUANT = {"gguf": "f16", "gguf-lora": "f16", "ollama": "q8_0"}
 EXPORT_DTYPES = ("stored", "float32", "bfloat16", "float16")
 WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE = "weights.safetensors", "optimizer.safetensors", "trainer_state.json"

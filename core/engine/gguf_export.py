@@ -15,7 +15,8 @@ file as it reads its own conversions:
   (gguf.SpecialVocab), and the pre-tokenizer llama.cpp must apply (`tokenizer.ggml.pre`), told from
   tokenizer.json's own pre-tokenizer regex.
 
-Quantization: f16, bf16 and q8_0 by `gguf.quants.quantize` (the gguf package's reference NumPy
+Quantization: f32 (the weights as merged: llama.cpp's logits then match ours to ~2e-5), f16, bf16 and
+q8_0 by `gguf.quants.quantize` (the gguf package's reference NumPy
 quantizers, bit-exact with ggml's); a tensor whose rows q8_0 cannot block (a width not a multiple of
 32) is written in f16, as llama.cpp's converter does. q4_k_m is made from the f16 file by llama.cpp's
 own quantizer (`llama_cpp.llama_model_quantize`, core.engine.gguf_check), never by us.
@@ -46,8 +47,8 @@ try:  # a product dependency (requirements.txt); the message below says so where
 except ImportError:  # pragma: no cover - exercised by the console's "missing package" note
     gguf = None
 
-GGUF_QUANTS = ("f16", "bf16", "q8_0", "q4_k_m")
-WRITTEN_BY_US = ("f16", "bf16", "q8_0")  # q4_k_m: llama.cpp's quantizer, from the f16 file
+GGUF_QUANTS = ("f32", "f16", "bf16", "q8_0", "q4_k_m")
+WRITTEN_BY_US = ("f32", "f16", "bf16", "q8_0")  # q4_k_m: llama.cpp's quantizer, from the f16 file
 BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_k_m": 0.6}  # for the free-space check
 
 
@@ -74,12 +75,19 @@ class GgufFamily:
     problem: Callable[[ModelArgs, dict], Message | None] | None = None
 
 
+WINDOWLESS_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "olmo2")  # llama.cpp reads no sliding window for these
+
+
+def window_dropped(args: ModelArgs) -> bool:
+    """Whether the model slides a window that its llama.cpp architecture does not (llama.cpp's own
+    converter drops it too: Mistral 7B v0.1's 4096): the answers agree while prompt + answer fit in it."""
+    family = FAMILIES.get(args.family)
+    return (family is not None and family.arch in WINDOWLESS_ARCHS and args.sliding_window is not None
+            and any(t == "sliding_attention" for t in args.layer_types))
+
+
 def _window_note(args: ModelArgs) -> Message | None:
-    """llama.cpp's `llama`, `qwen2/3` and `phi3` attend to the whole context: a sliding window is not
-    carried (as llama.cpp's own converter), the answers are the same while prompt + answer fit in it."""
-    if args.sliding_window is not None and any(t == "sliding_attention" for t in args.layer_types):
-        return Message("gguf.window_not_carried", window=args.sliding_window)
-    return None
+    return Message("gguf.window_not_carried", window=args.sliding_window) if window_dropped(args) else None
 
 
 def _qwen3_moe_problem(args: ModelArgs, cfg: dict) -> Message | None:
@@ -93,6 +101,8 @@ def _qwen3_moe_problem(args: ModelArgs, cfg: dict) -> Message | None:
 
 
 def _gemma_problem(args: ModelArgs, cfg: dict) -> Message | None:
+    if args.o_bias or args.qkv_bias:  # llama.cpp's Gemma reads no attention biases
+        return Message("gguf.bias_not_read", family=args.family)
     # llama.cpp's Gemma 2/3 scale the queries by 1/sqrt(head_dim) (1/sqrt(hidden/heads) for the 27B's 46
     # or 62 layers), whatever query_pre_attn_scalar says
     assumed = args.hidden_size // args.num_heads if args.num_layers in (46, 62) else args.head_dim
@@ -412,6 +422,9 @@ def add_hyperparameters(writer, args: ModelArgs, cfg: dict, family: GgufFamily, 
         writer.add_final_logit_softcapping(args.final_softcap)
     if family.arch in ("gemma2", "gemma3") and args.sliding_window is not None:
         writer.add_sliding_window(args.sliding_window)
+        # which layers slide, layer by layer (the family's own pattern, as our model computes it)
+        writer.add_sliding_window_pattern([t == "sliding_attention" for t in args.layer_types]
+                                          or [False] * args.num_layers)
         if args.local_rope_theta is not None:
             writer.add_rope_freq_base_swa(args.local_rope_theta)
     writer.add_file_type(getattr(gguf.LlamaFileType, FILE_TYPES[quant]))
@@ -446,7 +459,7 @@ def write_gguf(merged_dir: str | Path, out_path: str | Path, quant: str = "f16",
     """Write the merged folder `merged_dir` as one GGUF file at `out_path` (atomically: a temporary
     name beside it, renamed when complete; removed on any failure, a full disk named)."""
     _require_gguf()
-    if quant not in WRITTEN_BY_US and quant != "f32":
+    if quant not in WRITTEN_BY_US:
         raise GgufError(Message("gguf.quant", quant=quant, choices=", ".join(WRITTEN_BY_US)))
     folder, out_path = Path(merged_dir), Path(out_path)
     problem = gguf_problem(folder)
@@ -472,7 +485,7 @@ def write_gguf(merged_dir: str | Path, out_path: str | Path, quant: str = "f16",
     finally:
         source.close()
     fallbacks = [p.name for p in planned if quant == "q8_0" and p.qtype == gguf.GGMLQuantizationType.F16]
-    note = _window_note(args) if family.arch in ("llama", "qwen2", "qwen3", "qwen3moe", "olmo2") else None
+    note = _window_note(args)
     return GgufInfo(out_path, family.arch, quant, len(planned), out_path.stat().st_size, fallbacks,
                     [note] if note else [])
 

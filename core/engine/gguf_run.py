@@ -29,11 +29,13 @@ from core.data.tokenizer import Tokenizer
 from core.engine.export import (ExportError, base_folder, checkpoint_folder, load_trained_model, read_state,
                                 write_merged)
 from core.engine.gguf_check import check_gguf, quantize_with_llama_cpp, _llama_cpp
-from core.engine.gguf_export import GGUF_QUANTS, GgufError, gguf_problem, write_gguf, write_lora_gguf
+from core.engine.gguf_export import (GGUF_QUANTS, GgufError, gguf_problem, window_dropped, write_gguf,
+                                     write_lora_gguf)
 from core.engine.ollama import TemplateError, modelfile_for
 from core.run.atomic import atomic_open, atomic_write, durable_rename
 from core.run.rundir import POINTERS, RunDir
 from core.spec.messages import Message
+from core.spec.model_args import read_model_args
 from core.weights.safetensors_io import SafetensorsReader, to_float32
 
 CHECK_SUFFIX = ".check.json"
@@ -81,6 +83,12 @@ def _refuse_early(folder: Path, state: dict, quant: str) -> Path:
     problem = gguf_problem(base)
     if problem is not None:
         raise GgufError(problem)
+    args = read_model_args(base)
+    seq_len = ((state.get("config") or {}).get("data") or {}).get("max_seq_len")
+    if window_dropped(args) and seq_len and args.sliding_window < seq_len:
+        # trained with a window shorter than its sequences: llama.cpp would attend past it
+        raise GgufError(Message("gguf.window_too_short", window=args.sliding_window, seq_len=seq_len,
+                                family=args.family))
     _llama_cpp()  # the check needs it: say so now, not after the file is written
     return base
 
@@ -160,6 +168,7 @@ def export_gguf(run_dir, which: str = "best", quant: str = "f16") -> Path:
     elif quant == "q8_0" and is_good(gguf_path(run, which, step, "f16")):
         reference = (read_check(gguf_path(run, which, step, "f16")) or {}).get("perplexity")
     tokenizer = Tokenizer.from_dir(base)
+    notes: list[str] = []
     with _Work(run, f"gguf-{quant}") as work:
         tmp_file = work / final.name
         if quant == "q4_k_m":
@@ -167,10 +176,15 @@ def export_gguf(run_dir, which: str = "best", quant: str = "f16") -> Path:
         else:
             merged = _merged(folder, state, work / "merged")
             add_bos, add_eos = _tokenizer_flags(tokenizer)
-            write_gguf(merged, tmp_file, quant, name=f"{run.path.name}-{which}-step-{step}", add_bos=add_bos,
-                       add_eos=add_eos, extra={"mindtune.run": run.path.name, "mindtune.step": str(step)})
+            info = write_gguf(merged, tmp_file, quant, name=f"{run.path.name}-{which}-step-{step}", add_bos=add_bos,
+                              add_eos=add_eos, extra={"mindtune.run": run.path.name, "mindtune.step": str(step)})
             shutil.rmtree(merged)  # the check's model is built from the checkpoint, not from this folder
+            notes += [str(n) for n in info.notes]
+            if info.fallbacks:
+                notes.append(f"{len(info.fallbacks)} tensors written f16 (rows q8_0 cannot block): "
+                             + ", ".join(info.fallbacks[:4]) + ("..." if len(info.fallbacks) > 4 else ""))
         result = check_gguf(tmp_file, quant, _our_model(folder, state), tokenizer, run.path, reference)
+        result.notes += notes
         return _settle(tmp_file, final, result)
 
 

@@ -884,6 +884,11 @@ CATALOGUE.update({
                          "gate/up, extra norms and half-head interleaved RoPE are not carried here and no round "
                          "trip checks them); export 'merged' and convert it with llama.cpp's convert_hf_to_gguf.py"),
     "gguf.family_unknown": "{family}: mindtune has no GGUF mapping for this family",
+    "gguf.bias_not_read": "{family}: llama.cpp's Gemma reads no attention biases, and this model has them",
+    "gguf.window_too_short": ("{family}: trained with a sliding window of {window} tokens on sequences of up to "
+                              "{seq_len}; llama.cpp runs this architecture without the window, so its answers "
+                              "would differ past {window} tokens"),
+    "gguf.llama_cpp_refused": "llama.cpp could not load {file} (not offered): {error}",
     "gguf.rope_type": "RoPE scaling {rope_type} is not carried to GGUF (default, linear and llama3 are)",
     "gguf.local_rope": "{family}: a separate RoPE base for the sliding layers is not carried to GGUF",
     "gguf.partial_rotary": "RoPE on part of each head (partial_rotary_factor {factor}) is not carried to GGUF",
@@ -928,9 +933,11 @@ CATALOGUE.update({
     "serve.bad_json": "the request body is not valid JSON: {error}",
     "serve.bad_field": "{field}: {error}",
     "serve.no_messages": "messages: give at least one message with a role and a string content",
-    "serve.no_login_public": ("--host {host} would serve the model to other machines without a login; set "
-                              "MINDTUNE_AUTH (user:password) or serve on 127.0.0.1"),
-    "serve.unauthorized": "this endpoint needs the console's login (an Authorization: Bearer user:password header)",
+    "serve.no_login_public": ("--host {host} would serve the model to other machines without a login; add --auth "
+                              "user:password (clients send it as their API key) or serve on 127.0.0.1"),
+    "serve.unauthorized": ("this endpoint needs a login: send the user:password it was started with (--auth) as "
+                           "the API key"),
+    "serve.bad_auth": "--auth {value}: give user:password",
 })
 
 # the parameters that hold a message themselves (the others are values: a step, a signal, a file)
