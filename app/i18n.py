@@ -180,6 +180,19 @@ TEXTS: dict[str, tuple[str, str]] = {
     "download.peft": ("PEFT adapter (zip)", "PEFT 适配器（zip）"),
     "download.merged": ("Merged Hugging Face model (zip)", "合并后的 Hugging Face 模型（zip）"),
     "download.mindspore": ("MindSpore checkpoint (zip)", "MindSpore 检查点（zip）"),
+    # issue 39: GGUF for llama.cpp and Ollama, each offered with what llama.cpp's reload of it found
+    "download.gguf-f16": ("GGUF f16 (llama.cpp)", "GGUF f16（llama.cpp）"),
+    "download.gguf-q4_k_m": ("GGUF q4_k_m (llama.cpp)", "GGUF q4_k_m（llama.cpp）"),
+    "download.ollama": ("Ollama (q4_k_m GGUF + Modelfile, zip)", "Ollama（q4_k_m GGUF + 'Modelfile'，zip）"),
+    "download.gguf-lora": ("LoRA adapter GGUF (llama.cpp)", "LoRA 适配器 GGUF（llama.cpp）"),
+    "download.check_exact": ("reloaded with llama.cpp: {equal}/{prompts} prompts answer as trained, logits within "
+                             "{diff}, perplexity {ppl}",
+                             "已用 llama.cpp 重新加载：{equal}/{prompts} 个提示的回答与训练后一致，logits 相差不超过 {diff}，"
+                             "困惑度 {ppl}"),
+    "download.check_ppl": ("reloaded with llama.cpp: {equal}/{prompts} prompts answer as trained; perplexity "
+                           "{before} → {after} at {quant}",
+                           "已用 llama.cpp 重新加载：{equal}/{prompts} 个提示的回答与训练后一致；{quant} 的困惑度 "
+                           "{before} → {after}"),
     "download.where": ("{which} step {step}", "{which}（第 {step} 步）"),
     "download.failed": (" (last try failed: {error})", "（上次失败：{error}）"),
     "download.prepare": ("prepare", "准备"), "download.busy": ("preparing…", "准备中…"),
@@ -1228,28 +1241,28 @@ MESSAGES_ZH.update({
 
 # ---- issue 39: GGUF for llama.cpp and Ollama, the OpenAI-compatible endpoint ----
 MESSAGES_ZH.update({
-    "gguf.no_package": "未安装 {package} 包：pip install -r {requirements}",
-    "gguf.no_llama_cpp": "未安装 llama-cpp-python，而每个 GGUF 导出都要用 llama.cpp 重新加载来检验：pip install -r {requirements}",
+    "gguf.no_package": "未安装 {package} 包：'pip install -r {requirements}'",
+    "gguf.no_llama_cpp": "未安装 'llama-cpp-python'，而每个 GGUF 导出都要用 llama.cpp 重新加载来检验：'pip install -r {requirements}'",
     "gguf.window_not_carried": ("未携带 {window} 个词元的滑动窗口（该架构下 llama.cpp 对整个上下文做注意力，与其自带的转换器相同）："
                                 "提示与回答在 {window} 个词元以内时结果相同"),
     "gguf.moe_dense_layers": "llama.cpp 的 qwen3moe 把每一层都当作专家混合层；该模型有稠密层（{layers}）",
     "gguf.moe_no_norm_topk": "llama.cpp 的 qwen3moe 会对前 k 个专家的权重重新归一化；该模型不会（norm_topk_prob 为 false）",
-    "gguf.gemma_query_scale": "llama.cpp 按 1/sqrt({assumed}) 缩放 Gemma 的查询；该模型的 query_pre_attn_scalar 是 {scalar}",
-    "gguf.family_phi3": ("{family}：mindtune 尚不能写成 GGUF（llama.cpp 能运行 Phi-3，但这里不携带其融合的 qkv 与 gate/up "
+    "gguf.gemma_query_scale": "llama.cpp 按 1/sqrt({assumed}) 缩放 'Gemma' 的查询；该模型的 query_pre_attn_scalar 是 {scalar}",
+    "gguf.family_phi3": ("{family}：mindtune 尚不能写成 GGUF（llama.cpp 能运行 Phi-3，但这里不携带其融合的 'qkv' 与 gate/up "
                          "张量和 LongRoPE 因子，也没有往返检验）；请导出 'merged'，再用 llama.cpp 的 convert_hf_to_gguf.py 转换"),
     "gguf.family_glm4": ("{family}：mindtune 尚不能写成 GGUF（llama.cpp 能运行 GLM-4，但这里不携带其融合的 gate/up、额外的归一化层"
                          "和半个头上交错的 RoPE，也没有往返检验）；请导出 'merged'，再用 llama.cpp 的 convert_hf_to_gguf.py 转换"),
     "gguf.family_unknown": "{family}：mindtune 没有该模型系列的 GGUF 映射",
-    "gguf.bias_not_read": "{family}：llama.cpp 的 Gemma 不读取注意力偏置，而该模型有偏置",
+    "gguf.bias_not_read": "{family}：llama.cpp 的 'Gemma' 不读取注意力偏置，而该模型有偏置",
     "gguf.window_too_short": ("{family}：训练时使用 {window} 个词元的滑动窗口，序列最长 {seq_len}；llama.cpp 运行该架构时没有窗口，"
                               "超过 {window} 个词元后结果会不同"),
     "gguf.llama_cpp_refused": "llama.cpp 无法加载 {file}（不提供下载）：{error}",
-    "gguf.rope_type": "RoPE 缩放 {rope_type} 无法带入 GGUF（可带入 default、linear 与 llama3）",
+    "gguf.rope_type": "RoPE 缩放 {rope_type} 无法带入 GGUF（可带入 'default'、'linear' 与 llama3）",
     "gguf.local_rope": "{family}：滑动层单独的 RoPE 基数无法带入 GGUF",
     "gguf.partial_rotary": "只作用于每个头一部分的 RoPE（partial_rotary_factor {factor}）无法带入 GGUF",
     "gguf.no_tokenizer_json": "{folder}：没有 tokenizer.json；GGUF 文件必须携带分词器",
     "gguf.tokenizer_kind": "{file}：这是 {kind} 分词器；GGUF 写入器只携带字节级 BPE 分词器（GPT-2、Llama 3、Qwen 风格）",
-    "gguf.tokenizer_pre": "{file}：预分词器 {kinds} 无法告知 llama.cpp（可用 ByteLevel，或带 Llama 3 / Qwen2 正则的 Split + ByteLevel）",
+    "gguf.tokenizer_pre": "{file}：预分词器 {kinds} 无法告知 llama.cpp（可用 ByteLevel，或带 'Llama 3' / Qwen2 正则的 'Split' + ByteLevel）",
     "gguf.tokenizer_regex": "{file}：预分词正则 {regex} 与 llama.cpp 已知的（GPT-2、Llama 3、Qwen2）都不符",
     "gguf.tokenizer_prefix_space": "{file}：ByteLevel 预分词器会加前缀空格，而 llama.cpp 的 BPE 分词器不会",
     "gguf.tokenizer_too_big": "{file}：词元编号 {token_id} 超出了嵌入矩阵的 {rows} 行",
@@ -1264,21 +1277,21 @@ MESSAGES_ZH.update({
     "gguf.quantize_failed": "llama.cpp 的量化器处理 {file} 失败（代码 {code}）",
     "gguf.checkpoint_gone": "{folder}：导出期间检查点发生了变化（运行仍在保存并删除了它：{error}）；请重新导出，或等运行结束后再导出",
     "gguf.check_failed": "该文件未通过检验，保存为 {file}，不提供下载：{reasons}",
-    "ollama.template_not_prefix": "对话模板在渲染{what}时改动了之前的内容；Ollama 的 TEMPLATE 无法表达",
+    "ollama.template_not_prefix": "对话模板在渲染{what}时改动了之前的内容；'Ollama' 的 TEMPLATE 无法表达",
     "ollama.template_content": "对话模板没有把{what}的文字恰好渲染一次",
     "ollama.template_first_turn": "对话模板渲染第一个用户轮次的方式与之后的不同",
     "ollama.template_head": "对话模板渲染系统轮次的方式与其他轮次不同",
-    "ollama.template_differs": "由对话模板生成的 Ollama 模板对 {roles} 对话的渲染与原模板不同",
+    "ollama.template_differs": "由对话模板生成的 'Ollama' 模板对 {roles} 对话的渲染与原模板不同",
     "ollama.triple_quote": "{what}中含有三个连续的双引号，'Modelfile' 无法给它加引号",
-    "ollama.template_braces": "对话模板的文字中含有 '{{{{'，Ollama 的模板会把它当作代码",
+    "ollama.template_braces": "对话模板的文字中含有 '{{{{'，'Ollama' 的模板会把它当作代码",
     "serve.unknown_model": "这里不提供模型 {model}；此端点提供 {served}",
     "serve.too_long": "提示有 {tokens} 个词元，又要求再生成 {max_new_tokens} 个；该模型最多读取 {limit} 个",
     "serve.bad_json": "请求体不是有效的 JSON：{error}",
-    "serve.bad_field": "{field}：{error}",
-    "serve.no_messages": "messages：请至少给出一条带 role 和字符串 content 的消息",
-    "serve.no_login_public": "--host {host} 会在没有登录的情况下把模型提供给其他机器；请加上 --auth user:password（客户端把它作为 API 密钥发送），或在 127.0.0.1 上提供服务",
-    "serve.unauthorized": "此端点需要登录：请把启动时给出的 user:password（--auth）作为 API 密钥发送",
-    "serve.bad_auth": "--auth {value}：请给出 user:password",
+    "serve.bad_field": "请求字段 {field}：{error}",
+    "serve.no_messages": "'messages'：请至少给出一条带 'role' 和字符串 'content' 的消息",
+    "serve.no_login_public": "--host {host} 会在没有登录的情况下把模型提供给其他机器；请加上 '--auth user:password'（客户端把它作为 API 密钥发送），或在 127.0.0.1 上提供服务",
+    "serve.unauthorized": "此端点需要登录：请把启动时给出的 'user:password'（--auth）作为 API 密钥发送",
+    "serve.bad_auth": "--auth {value}：请给出 'user:password'",
 })
 
 

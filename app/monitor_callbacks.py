@@ -32,7 +32,7 @@ from app.background import run_with_ticks
 from app.cluster import cancelled, cluster_html, is_cluster, rank_node, shown_state
 from app.context import Console
 from app.sessions import most_recent, session_lock
-from app.exports import FORMATS, ExportFailed, export_target, run_export
+from app.exports import FORMATS, ExportFailed, check_summary, export_target, run_export
 from app.i18n import TEXTS, Said, recognise_said, text
 from app.metrics import RunCharts
 from app.run_status import failure_html, phase, reached_step, state_html, status_html, status_line
@@ -521,12 +521,28 @@ def download_state(console: Console, run: RunDir, fmt: str, lang: str) -> tuple[
         return f"{name} · {text('download.none', lang)}", None, False
     where = text("download.where", lang).format(which=text(f"try.pointer.{target.which}", lang), step=target.step)
     if target.ready:
-        return f"⬇ {name} · {where}", str(target.zip_path), True
+        checked = check_words(check_summary(target), lang)
+        return f"⬇ {name} · {where}{' · ' + checked if checked else ''}", str(target.zip_path), True
     if console.exports.busy(run.path, fmt):
         return f"{name} · {where} · {text('download.busy', lang)}", None, False
     failed = console.exports.failure(run.path, fmt)
     suffix = text("download.failed", lang).format(error=failed[:80]) if failed else ""
     return f"{text('download.prepare', lang)} {name} · {where}{suffix}", None, True
+
+
+def check_words(check: dict | None, lang: str) -> str:
+    """What llama.cpp's reload of a GGUF download found (core.engine.gguf_check), in a few words."""
+    if not check:
+        return ""
+    if check.get("perplexity_reference"):
+        return text("download.check_ppl", lang).format(
+            equal=check["greedy_equal"] + check["greedy_ties"], prompts=check["prompts"],
+            before=f"{check['perplexity_reference']:.3f}", after=f"{check['perplexity']:.3f}",
+            quant=check["quant"])
+    return text("download.check_exact", lang).format(
+        equal=check["greedy_equal"] + check["greedy_ties"], prompts=check["prompts"],
+        diff=f"{check['max_logit_diff']:.1e}" if check.get("max_logit_diff") is not None else "?",
+        ppl=f"{check['perplexity']:.3f}")
 
 
 def _downloads_if_changed(session: MonitorSession, console: Console, run: RunDir,

@@ -24,7 +24,7 @@ from core.spec.config import describe_fields
 
 from app import monitor_callbacks as cb
 from app.context import Console
-from app.exports import FORMATS
+from app.exports import GGUF_FORMATS, ZIP_FORMATS
 from app.i18n import Labels, action_text, text
 from app.metrics import empty_frame
 from app.run_status import state_html
@@ -39,7 +39,9 @@ CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot
           "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot",
           "answers": "answers-plot", "reward_accuracy": "reward-accuracy-plot",
           "reward_margin": "reward-margin-plot", "logps": "logps-plot"}
-DOWNLOAD_IDS = {"peft": "download-adapter", "merged": "download-merged", "mindspore": "download-mindspore"}
+DOWNLOAD_IDS = {"peft": "download-adapter", "merged": "download-merged", "mindspore": "download-mindspore",
+                "gguf-f16": "download-gguf-f16", "gguf-q4_k_m": "download-gguf-q4", "ollama": "download-ollama",
+                "gguf-lora": "download-gguf-lora"}
 # The download the page starts itself once the export is made (from the file's URL: clicking the
 # button again could meet it disabled by a controls update that crossed this answer)
 DOWNLOAD_JS = """(url) => {
@@ -124,11 +126,12 @@ def build(console: Console, labels: Labels) -> MonitorTab:
         for name in ("grad_norm", "loss_scale", "answers"):
             tab.plots[name] = _plot(name, labels)
     labels.bind(gr.Markdown(), value="mon.downloads")
-    with gr.Row():
-        for fmt in FORMATS:
-            tab.downloads[fmt] = gr.DownloadButton(label=f"{labels(f'download.{fmt}')} · {labels('download.none')}",
-                                                   value=None, interactive=False,
-                                                   elem_id=DOWNLOAD_IDS[fmt])
+    for row in (ZIP_FORMATS, tuple(GGUF_FORMATS)):  # the Hugging Face / MindSpore zips, then llama.cpp's files
+        with gr.Row():
+            for fmt in row:
+                tab.downloads[fmt] = gr.DownloadButton(
+                    label=f"{labels(f'download.{fmt}')} · {labels('download.none')}", value=None, interactive=False,
+                    elem_id=DOWNLOAD_IDS[fmt])
     tab.out["profile"] = _slot("profile", elem_id="run-profile")
     # shown only for a run that has a profiler trace (a greyed button on every run was noise: issue 31 item 6)
     tab.out["profile_trace"] = labels.bind(gr.DownloadButton(value=None, interactive=False, visible=False,

@@ -6,8 +6,9 @@ folder, or a MindSpore `.ckpt`; each also as a zip.
     python -m core.export --run runs/<id> [--which best|last] --format gguf|gguf-lora|ollama
                           [--quant f32|f16|bf16|q8_0|q4_k_m]
 
-The GGUF formats (llama.cpp, Ollama) are core.engine.gguf_run's: each file is reloaded with llama.cpp
-and checked against this engine before it is offered (`<file>.check.json` beside it).
+The command line is core.engine.export_main's. The GGUF formats (llama.cpp, Ollama) are
+core.engine.gguf_run's: each file is reloaded with llama.cpp and checked against this engine before it
+is offered (`<file>.check.json` beside it).
 
 Outputs go to `runs/<id>/export/<which>-step-<N>-<format>/` (and `.zip`; `RunDir.export_path`),
 written under a temporary name and renamed when complete, so a download never sees half an export.
@@ -25,7 +26,6 @@ alone is ~400 MB and seconds): they stream safetensors one tensor at a time (cor
 """
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -34,7 +34,6 @@ from pathlib import Path
 
 import numpy as np
 
-from core.engine.gguf_export import GGUF_QUANTS
 from core.run.atomic import atomic_folder, atomic_open
 from core.spec.errors import MessageError
 from core.spec.messages import Message
@@ -48,8 +47,6 @@ from core.weights.safetensors_io import (FLOAT_DTYPES, SafetensorsReader, Tensor
                                  write_file)
 
 FORMATS = ("peft", "merged", "mindspore")
-GGUF_FORMATS = ("gguf", "gguf-lora", "ollama")  # core.engine.gguf_run (llama.cpp, Ollama)
-DEFAULT_QUANT = {"gguf": "f16", "gguf-lora": "f16", "ollama": "q8_0"}
 EXPORT_DTYPES = ("stored", "float32", "bfloat16", "float16")
 WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE = "weights.safetensors", "optimizer.safetensors", "trainer_state.json"
 LORA_SUFFIXES = (".lora_a", ".lora_b")
@@ -344,42 +341,3 @@ def export_run(run_dir: str | Path, which: str = "best", fmt: str = "peft", make
         out_path = out_path.with_name(f"{out_path.name}-{dtype}")
     out = export_checkpoint(run.checkpoint(step), fmt, out_path, dtype)
     return zip_folder(out, out.with_name(out.name + ".zip")) if make_zip else out  # = RunDir.export_zip
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m core.export", description=__doc__.splitlines()[0])
-    parser.add_argument("--run", required=True, help="run folder, e.g. runs/<id>")
-    parser.add_argument("--which", default="best", choices=list(POINTERS))
-    parser.add_argument("--format", default="peft", choices=FORMATS + GGUF_FORMATS)
-    parser.add_argument("--quant", choices=GGUF_QUANTS, default=None,
-                        help="gguf / ollama: the GGUF type (default f16; ollama: q8_0)")
-    parser.add_argument("--dtype", default="stored", choices=EXPORT_DTYPES,
-                        help="merged export: the weights' dtype (default: as the base stores them)")
-    parser.add_argument("--zip", action="store_true", help="also write a .zip of the export")
-    args = parser.parse_args(argv)
-    try:
-        if args.format in GGUF_FORMATS:
-            path = _export_gguf(args.run, args.which, args.format, args.quant or DEFAULT_QUANT[args.format])
-        else:
-            path = export_run(args.run, args.which, args.format, args.zip, args.dtype)
-    except (ExportError, CheckpointError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(path)
-    return 0
-
-
-def _export_gguf(run: str, which: str, fmt: str, quant: str) -> Path:
-    from core.engine import gguf_run  # llama.cpp and MindSpore: only for these formats
-    try:
-        if fmt == "gguf":
-            return gguf_run.export_gguf(run, which, quant)
-        if fmt == "gguf-lora":
-            return gguf_run.export_lora_gguf(run, which)
-        return gguf_run.export_ollama(run, which, quant)
-    except (gguf_run.GgufError, gguf_run.TemplateError) as exc:
-        raise ExportError(*exc.args) from exc
-
-
-if __name__ == "__main__":
-    sys.exit(main())

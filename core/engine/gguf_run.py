@@ -29,39 +29,17 @@ from core.data.tokenizer import Tokenizer
 from core.engine.export import (ExportError, base_folder, checkpoint_folder, load_trained_model, read_state,
                                 write_merged)
 from core.engine.gguf_check import check_gguf, quantize_with_llama_cpp, _llama_cpp
+from core.engine.lora import merge_lora
 from core.engine.gguf_export import (GGUF_QUANTS, GgufError, gguf_problem, window_dropped, write_gguf,
                                      write_lora_gguf)
 from core.engine.ollama import TemplateError, modelfile_for
 from core.run.atomic import atomic_open, atomic_write, durable_rename
+from core.run.gguf_files import (BASE_NAME, check_path, failed_path, gguf_path, is_good, lora_path,
+                                  ollama_zip_path, read_check)
 from core.run.rundir import POINTERS, RunDir
 from core.spec.messages import Message
 from core.spec.model_args import read_model_args
 from core.weights.safetensors_io import SafetensorsReader, to_float32
-
-CHECK_SUFFIX = ".check.json"
-FAILED_SUFFIX = ".failed.gguf"
-BASE_NAME = "base-f16.gguf"
-
-
-def gguf_path(run: RunDir, which: str, step: int, quant: str) -> Path:
-    return run.export_dir / f"{which}-step-{step}-{quant}.gguf"
-
-
-def check_path(path: Path) -> Path:
-    return path.with_name(path.name + CHECK_SUFFIX)
-
-
-def read_check(path: Path) -> dict | None:
-    """The check JSON of a GGUF file (None when there is none or it is unreadable)."""
-    try:
-        return json.loads(check_path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def is_good(path: Path) -> bool:
-    check = read_check(path)
-    return path.is_file() and bool(check and check.get("passed"))
 
 
 def _resolve(run_dir, which: str) -> tuple[RunDir, int, Path, dict]:
@@ -123,7 +101,6 @@ def _merged(folder: Path, state: dict, out: Path) -> Path:
 
 
 def _our_model(folder: Path, state: dict):
-    from core.engine.lora import merge_lora
     model, _ = load_trained_model(folder)
     if state["method"] == "lora":
         merge_lora(model)
@@ -142,11 +119,10 @@ def _settle(tmp_file: Path, final: Path, result) -> Path:
         result.file = str(final)
         atomic_write(check_path(final), json.dumps(result.to_json(), indent=1) + "\n")
         durable_rename(tmp_file, final)
-        for stale in (final.with_name(final.stem + FAILED_SUFFIX),):
-            stale.unlink(missing_ok=True)
-            check_path(stale).unlink(missing_ok=True)
+        failed_path(final).unlink(missing_ok=True)
+        check_path(failed_path(final)).unlink(missing_ok=True)
         return final
-    failed = final.with_name(final.stem + FAILED_SUFFIX)
+    failed = failed_path(final)
     result.file = str(failed)
     atomic_write(check_path(failed), json.dumps(result.to_json(), indent=1) + "\n")
     os.replace(tmp_file, failed)
@@ -204,7 +180,7 @@ def export_lora_gguf(run_dir, which: str = "best") -> Path:
     if state["method"] != "lora":
         raise ExportError(Message("export.full_no_adapter"))
     base = _refuse_early(folder, state, "f16")
-    final = run.export_dir / f"{which}-step-{step}-lora.gguf"
+    final = lora_path(run, which, step)
     if is_good(final):
         return final
     tokenizer = Tokenizer.from_dir(base)
@@ -223,11 +199,7 @@ def export_lora_gguf(run_dir, which: str = "best") -> Path:
 
 # ---- Ollama ----------------------------------------------------------------------------------------
 
-def ollama_zip_path(run: RunDir, which: str, step: int, quant: str) -> Path:
-    return run.export_dir / f"{which}-step-{step}-ollama-{quant}.zip"
-
-
-def export_ollama(run_dir, which: str = "best", quant: str = "q8_0") -> Path:
+def export_ollama(run_dir, which: str = "best", quant: str = "q4_k_m") -> Path:
     """A zip of the checked GGUF of `quant` and a Modelfile (its chat template as Ollama's TEMPLATE,
     the stop tokens, the run's system prompt if it trained with one)."""
     run, step, folder, state = _resolve(run_dir, which)

@@ -931,7 +931,7 @@ CATALOGUE.update({
     "serve.too_long": ("the prompt is {tokens} tokens and {max_new_tokens} more are asked for; the model reads "
                        "{limit} at most"),
     "serve.bad_json": "the request body is not valid JSON: {error}",
-    "serve.bad_field": "{field}: {error}",
+    "serve.bad_field": "request field {field}: {error}",
     "serve.no_messages": "messages: give at least one message with a role and a string content",
     "serve.no_login_public": ("--host {host} would serve the model to other machines without a login; add --auth "
                               "user:password (clients send it as their API key) or serve on 127.0.0.1"),

@@ -110,6 +110,12 @@ SAMPLE.update({"slurm_says": "sbatch: error: Batch job submission failed: Invali
                "node_count": 2, "port": 29500, "other": "model.embed_tokens.weight", "target": "embed.weight",
                "soc": "ascend910", "compute_dtype": "bfloat16", "byte": "0xff", "position": 6, "last": 7})
 
+# issue 39 (GGUF for llama.cpp and Ollama, the OpenAI-compatible endpoint):
+SAMPLE.update({"assumed": 256, "first": 11, "second": 12, "host": "0.0.0.0", "kind": "WordPiece",
+               "kinds": "Metaspace", "quant": "q3_k", "reasons": "2 of 8 greedy answers differ",
+               "regex": "'\\p{L}+'", "requirements": "requirements-export.txt", "roles": "user/assistant/user",
+               "rows": 1024, "scalar": 144, "seq_len": 256, "served": "'demo'", "token": "'<pad>'", "token_id": 1030,
+               "window": 4096})
 
 def test_the_english_is_what_core_wrote_before_the_ids():
     assert Message("run.reached_steps", steps=20) == "reached 20 steps"
