@@ -17,7 +17,10 @@ The result is a JSON beside the file (`<file>.check.json`).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -304,16 +307,42 @@ def _verdict(result: CheckResult) -> list[str]:
     return reasons
 
 
-def quantize_with_llama_cpp(source: Path, target: Path, ftype_name: str = "LLAMA_FTYPE_MOSTLY_Q4_K_M") -> None:
-    """llama.cpp's own quantizer (llama_model_quantize) from an f16 GGUF file to `target`."""
+@contextlib.contextmanager
+def _c_output_to(path: Path):
+    """What C code prints on stdout and stderr (llama.cpp's quantizer prints a line per tensor) goes to `path`."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(path, "wb") as sink:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+
+
+def quantize_with_llama_cpp(source: Path, target: Path, ftype_name: str = "LLAMA_FTYPE_MOSTLY_Q4_K_M") -> list[str]:
+    """llama.cpp's own quantizer (llama_model_quantize) from an f16 GGUF file to `target`; returns its
+    notes on tensors it wrote in another type (rows not a multiple of the k-quants' 256)."""
     import ctypes
     llama_cpp = _llama_cpp()
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, ftype_name)
     params.nthread = THREADS
-    code = llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), ctypes.byref(params))
+    log = target.with_name(target.name + ".log")
+    with _c_output_to(log):
+        code = llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), ctypes.byref(params))
+    said = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    log.unlink()
     if code != 0 or not target.is_file():
-        raise GgufError(Message("gguf.quantize_failed", file=str(source), code=code))
+        raise GgufError(Message("gguf.quantize_failed", file=str(source), code=f"{code}: {said[-1] if said else ''}"))
+    fallbacks = [line for line in said if "falling back" in line]
+    return [f"llama.cpp's quantizer wrote {len(fallbacks)} tensors in another type (rows not a multiple of 256), "
+            f"e.g. {' '.join(fallbacks[0].split())}"] if fallbacks else []
 
 
 def family_arch(family: str) -> str:

@@ -148,7 +148,7 @@ def export_gguf(run_dir, which: str = "best", quant: str = "f16") -> Path:
     with _Work(run, f"gguf-{quant}") as work:
         tmp_file = work / final.name
         if quant == "q4_k_m":
-            quantize_with_llama_cpp(gguf_path(run, which, step, "f16"), tmp_file)
+            notes += quantize_with_llama_cpp(gguf_path(run, which, step, "f16"), tmp_file)
         else:
             merged = _merged(folder, state, work / "merged")
             add_bos, add_eos = _tokenizer_flags(tokenizer)
