@@ -5,8 +5,8 @@ printed: its wall time and peak RSS (VmHWM), beside the merged Hugging Face expo
 
     .venv/bin/python bench/gguf_export.py            # ~1 GB model folder in $TMPDIR/mindtune-bench
 
-Phases: merged (core.export --format merged, the reference for memory), write-f16 (the streamed merge
-to float32 and the GGUF writer: the export without its check), check-f16 (llama.cpp's reload and the
+Phases: merged (core.export --format merged, the reference for memory), write-f16 (the GGUF writer on
+the checkpoint merged tensor by tensor: the export without its check), check-f16 (llama.cpp's reload and the
 comparison), quantize-q4 (llama.cpp's quantizer from the f16 file), check-q4.
 """
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -57,19 +56,15 @@ def make_run(folder: Path, model_dir: Path) -> Path:
 def phase(name: str, run: Path, work: Path) -> None:
     """One phase, in this process (run by main() as a child, for its own peak RSS)."""
     from core.engine import gguf_run
-    from core.engine.export import checkpoint_folder, read_state, write_merged
-    from core.engine.gguf_export import write_gguf
+    from core.engine.export import checkpoint_folder, read_state
     folder = checkpoint_folder(run / "checkpoints" / "best")
     state = read_state(folder)
     f16, q4 = work / "f16.gguf", work / "q4_k_m.gguf"
     start = time.perf_counter()
     if name == "write-f16":
-        merged = work / "merged"
-        shutil.rmtree(merged, ignore_errors=True)
-        merged.mkdir()
-        write_merged(folder, state, merged, "float32")
-        write_gguf(merged, f16, "f16")
-        shutil.rmtree(merged)
+        from core.data.tokenizer import Tokenizer
+        base = Path(state["base_model"]["path"])
+        gguf_run._write_merged_gguf(folder, state, base, work, f16, "f16", Tokenizer.from_dir(base))
     elif name == "quantize-q4":
         gguf_run.quantize_with_llama_cpp(f16, q4)
     else:

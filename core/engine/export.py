@@ -161,9 +161,10 @@ def _module_prefix(state: dict) -> str | None:
 
 # ---- merged --------------------------------------------------------------------------------
 
-def _merged_tensor(name: str, info, base: SafetensorsReader, trained: SafetensorsReader, method: str,
+def merged_tensor(name: str, info, base: SafetensorsReader, trained: SafetensorsReader, method: str,
                    ours: str, scaling: float, dtype: str):
-    """A reader of one output tensor (called when its bytes are due)."""
+    """A reader of one output tensor (called when its bytes are due): the base's tensor `name` with the
+    checkpoint's training folded in (core.engine.gguf_run reads the merged model through it too)."""
     def read():
         if method == FULL and ours in trained.tensors:
             values = to_float32(trained.read(ours, raw=True), trained.tensors[ours].dtype)
@@ -216,7 +217,7 @@ def write_merged(folder: Path, state: dict, out: Path, dtype: str = "stored") ->
                     target = info.dtype if dtype == "stored" or info.dtype not in FLOAT_DTYPES else dtype
                     if info.dtype in FLOAT_DTYPES:
                         written_dtypes.add(target)
-                    entries.append(TensorEntry(name, info.shape, target, _merged_tensor(
+                    entries.append(TensorEntry(name, info.shape, target, merged_tensor(
                         name, info, base, trained, method, ours, scaling, target)))
                     weight_map[name] = shard.name
                 write_file(out / shard.name, entries, metadata={"format": "pt"})

@@ -33,7 +33,7 @@ from core.data.pipeline import IGNORE_INDEX, load_splits
 from core.data.tokenizer import Tokenizer
 from core.engine.fused import enable as enable_fused_kernels
 from core.engine.generate import SamplingSettings, generate
-from core.engine.gguf_export import FAMILIES, GgufError, gguf
+from core.engine.gguf_export import GgufError, gguf
 from core.run.rundir import RunDir
 from core.spec.config import ConfigError, load_config
 from core.spec.messages import Message
@@ -343,7 +343,3 @@ def quantize_with_llama_cpp(source: Path, target: Path, ftype_name: str = "LLAMA
     fallbacks = [line for line in said if "falling back" in line]
     return [f"llama.cpp's quantizer wrote {len(fallbacks)} tensors in another type (rows not a multiple of 256), "
             f"e.g. {' '.join(fallbacks[0].split())}"] if fallbacks else []
-
-
-def family_arch(family: str) -> str:
-    return FAMILIES[family].arch

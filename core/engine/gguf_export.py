@@ -49,7 +49,7 @@ except ImportError:  # pragma: no cover - exercised by the console's "missing pa
 
 GGUF_QUANTS = ("f32", "f16", "bf16", "q8_0", "q4_k_m")
 WRITTEN_BY_US = ("f32", "f16", "bf16", "q8_0")  # q4_k_m: llama.cpp's quantizer, from the f16 file
-BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_k_m": 0.6}  # for the free-space check
+BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32}  # for the free-space check
 
 
 class GgufError(MessageError):
@@ -455,9 +455,12 @@ def estimated_size(folder: Path, quant: str) -> int:
 
 
 def write_gguf(merged_dir: str | Path, out_path: str | Path, quant: str = "f16", name: str = "",
-               add_bos: bool = False, add_eos: bool = False, extra: dict | None = None) -> GgufInfo:
+               add_bos: bool = False, add_eos: bool = False, extra: dict | None = None,
+               source: TensorSource | None = None) -> GgufInfo:
     """Write the merged folder `merged_dir` as one GGUF file at `out_path` (atomically: a temporary
-    name beside it, renamed when complete; removed on any failure, a full disk named)."""
+    name beside it, renamed when complete; removed on any failure, a full disk named). `source`: the
+    tensors from elsewhere (a checkpoint merged on the fly, core.engine.gguf_run.MergedSource), the
+    folder then giving the config and the tokenizer only."""
     _require_gguf()
     if quant not in WRITTEN_BY_US:
         raise GgufError(Message("gguf.quant", quant=quant, choices=", ".join(WRITTEN_BY_US)))
@@ -472,7 +475,7 @@ def write_gguf(merged_dir: str | Path, out_path: str | Path, quant: str = "f16",
     needed = estimated_size(folder, quant)
     if free_bytes(out_path.parent) < needed:
         raise GgufError(_disk_full(out_path, needed))
-    source = TensorSource(folder, args)
+    source = source or TensorSource(folder, args)
     try:
         planned = plan_tensors(source, args, family, quant)
         try:

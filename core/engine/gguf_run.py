@@ -9,9 +9,9 @@ llama.cpp (core.engine.gguf_check) before it takes its final name.
 
 The order of work: everything that can refuse does so first (the family, the tokenizer, the chat
 template for Ollama, llama-cpp-python present, a complete and verified checkpoint, room on the
-disk); then the merged float32 folder is streamed into a temporary folder (core.engine.export,
-never holding more than a tensor), the GGUF written from it under a temporary name, reloaded and
-checked. A file that passes is renamed to its final name; one that fails is kept as
+disk); then the GGUF is written under a temporary name from the base and the checkpoint merged
+tensor by tensor in float32 (`MergedSource`; MoE families through a merged folder), never holding
+more than a tensor or two, reloaded and checked. A file that passes is renamed to its final name; one that fails is kept as
 `<name>.failed.gguf` with its check, and the final name (and any earlier good file under it) is not
 touched. A checkpoint the run removes while it is read (a running run's retention) is named.
 """
@@ -26,19 +26,19 @@ from pathlib import Path
 import numpy as np
 
 from core.data.tokenizer import Tokenizer
-from core.engine.export import (ExportError, base_folder, checkpoint_folder, load_trained_model, read_state,
-                                write_merged)
+from core.engine.export import (ExportError, merged_tensor, adapter_modules, base_folder, checkpoint_folder,
+                                load_trained_model, read_state, write_merged)
 from core.engine.gguf_check import check_gguf, quantize_with_llama_cpp, _llama_cpp
 from core.engine.lora import merge_lora
-from core.engine.gguf_export import (GGUF_QUANTS, GgufError, gguf_problem, window_dropped, write_gguf,
-                                     write_lora_gguf)
+from core.engine.gguf_export import (GGUF_QUANTS, GgufError, TensorSource, gguf_problem, window_dropped,
+                                     write_gguf, write_lora_gguf)
 from core.engine.ollama import TemplateError, modelfile_for
 from core.run.atomic import atomic_open, atomic_write, durable_rename
 from core.run.gguf_files import (BASE_NAME, check_path, failed_path, gguf_path, is_good, lora_path,
                                   ollama_zip_path, read_check)
 from core.run.rundir import POINTERS, RunDir
 from core.spec.messages import Message
-from core.spec.model_args import read_model_args
+from core.spec.model_args import read_model_args, weight_files
 from core.weights.safetensors_io import SafetensorsReader, to_float32
 
 
@@ -87,6 +87,38 @@ class _Work:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+class MergedSource(TensorSource):
+    """The base model's tensors with the checkpoint folded in, each computed when it is read (W +
+    (alpha/r)·B·A in float32, core.engine.export's merge of one tensor): the GGUF writer reads the
+    merged model without a merged folder on disk. Families whose key map converts tensors (MoE experts
+    stacked) take the merged folder instead (`_merged`)."""
+
+    def __init__(self, folder: Path, state: dict, base: Path, args):
+        self.readers = [SafetensorsReader(p) for p in weight_files(base)]
+        self.trained = SafetensorsReader(folder / "weights.safetensors")
+        self.method = state["method"]
+        self.scaling = state["lora"]["alpha"] / state["lora"]["rank"] if self.method == "lora" else 0.0
+        key_map = args.spec.key_map
+        self.where = {key_map.our_name(hub): (reader, hub) for reader in self.readers for hub in reader.tensors
+                      if not key_map.is_ignored(hub)}
+        expected = set(self.trained.tensors) if self.method != "lora" else set(adapter_modules(self.trained.tensors))
+        known = set(self.where) | {name.removesuffix(".weight") for name in self.where}
+        unused = sorted(expected - known)
+        if unused:
+            raise ExportError(Message("export.unused_tensor", file=str(folder / "weights.safetensors"),
+                                      name=unused[0], base=str(base)))
+
+    def read(self, name: str) -> np.ndarray:
+        reader, hub = self.where[name]
+        values = merged_tensor(hub, reader.tensors[hub], reader, self.trained, self.method, name, self.scaling,
+                                "float32")()
+        return np.asarray(values, dtype=np.float32)
+
+    def close(self) -> None:
+        super().close()
+        self.trained.close()
+
+
 def _merged(folder: Path, state: dict, out: Path) -> Path:
     """The merged float32 folder (core.engine.export's streamed merge); a checkpoint that disappears
     while it is read (the run pruned it) is named."""
@@ -125,7 +157,7 @@ def _settle(tmp_file: Path, final: Path, result) -> Path:
     failed = failed_path(final)
     result.file = str(failed)
     atomic_write(check_path(failed), json.dumps(result.to_json(), indent=1) + "\n")
-    os.replace(tmp_file, failed)
+    durable_rename(tmp_file, failed)  # a failed file of an earlier try is replaced
     raise GgufError(Message("gguf.check_failed", file=str(failed), reasons="; ".join(result.reasons)))
 
 
@@ -150,11 +182,9 @@ def export_gguf(run_dir, which: str = "best", quant: str = "f16") -> Path:
         if quant == "q4_k_m":
             notes += quantize_with_llama_cpp(gguf_path(run, which, step, "f16"), tmp_file)
         else:
-            merged = _merged(folder, state, work / "merged")
-            add_bos, add_eos = _tokenizer_flags(tokenizer)
-            info = write_gguf(merged, tmp_file, quant, name=f"{run.path.name}-{which}-step-{step}", add_bos=add_bos,
-                              add_eos=add_eos, extra={"mindtune.run": run.path.name, "mindtune.step": str(step)})
-            shutil.rmtree(merged)  # the check's model is built from the checkpoint, not from this folder
+            info = _write_merged_gguf(folder, state, base, work, tmp_file, quant, tokenizer,
+                                      name=f"{run.path.name}-{which}-step-{step}",
+                                      extra={"mindtune.run": run.path.name, "mindtune.step": str(step)})
             notes += [str(n) for n in info.notes]
             if info.fallbacks:
                 notes.append(f"{len(info.fallbacks)} tensors written f16 (rows q8_0 cannot block): "
@@ -162,6 +192,29 @@ def export_gguf(run_dir, which: str = "best", quant: str = "f16") -> Path:
         result = check_gguf(tmp_file, quant, _our_model(folder, state), tokenizer, run.path, reference)
         result.notes += notes
         return _settle(tmp_file, final, result)
+
+
+def _write_merged_gguf(folder: Path, state: dict, base: Path, work: Path, target: Path, quant: str,
+                       tokenizer: Tokenizer, **naming):
+    """The merged model as GGUF: merged tensor by tensor from the checkpoint and the base, or (MoE
+    families, whose experts the key map restacks) through a merged float32 folder in `work`."""
+    add_bos, add_eos = _tokenizer_flags(tokenizer)
+    args = read_model_args(base)
+    if args.spec.key_map.convert_out is None:
+        try:
+            source = MergedSource(folder, state, base, args)
+        except FileNotFoundError as err:
+            raise ExportError(Message("gguf.checkpoint_gone", folder=str(folder), error=str(err))) from err
+        try:
+            return write_gguf(base, target, quant, add_bos=add_bos, add_eos=add_eos, source=source, **naming)
+        except (FileNotFoundError, ValueError) as err:
+            if not (folder / "weights.safetensors").is_file():  # the run pruned the checkpoint while it was read
+                raise ExportError(Message("gguf.checkpoint_gone", folder=str(folder), error=str(err))) from err
+            raise
+    merged = _merged(folder, state, work / "merged")
+    info = write_gguf(merged, target, quant, add_bos=add_bos, add_eos=add_eos, **naming)
+    shutil.rmtree(merged)  # the check's model is built from the checkpoint, not from this folder
+    return info
 
 
 # ---- the LoRA adapter ------------------------------------------------------------------------------
@@ -206,7 +259,8 @@ def export_ollama(run_dir, which: str = "best", quant: str = "q4_k_m") -> Path:
     base = _refuse_early(folder, state, quant)
     tokenizer = Tokenizer.from_dir(base)
     name = f"{which}-step-{step}-{quant}.gguf"
-    modelfile = modelfile_for(tokenizer, run.path, name)  # refuses a template Ollama cannot take, before work
+    eos = read_model_args(base).eos_token_ids
+    modelfile = modelfile_for(tokenizer, run.path, name, eos)  # refuses a template Ollama cannot take, before work
     target = ollama_zip_path(run, which, step, quant)
     gguf_file = export_gguf(run_dir, which, quant)
     with atomic_open(target, "wb") as handle, zipfile.ZipFile(handle, "w") as archive:

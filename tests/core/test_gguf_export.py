@@ -102,24 +102,24 @@ def test_a_file_that_fails_its_check_is_not_offered_and_the_good_one_stays(llama
 
 
 def test_a_checkpoint_removed_while_exporting_is_named(llama_run, monkeypatch):
-    """A running run's retention deletes the checkpoint being read: the export says so, writes nothing."""
-    real = gguf_run.write_merged
+    """A running run's retention deletes the checkpoint between its check and its reading: the export
+    says so and writes nothing (a file already open is read to its end: Linux keeps it)."""
+    real = gguf_run.MergedSource.__init__
+    step = llama_run / "checkpoints" / "step-4"
+    kept = llama_run / "kept-weights.safetensors"
 
-    def pruned_midway(folder, state, out, dtype):
-        shutil.copytree(folder, folder.parent / "kept")
+    def pruned_midway(self, folder, *args):
+        shutil.copy(folder / "weights.safetensors", kept)
         (folder / "weights.safetensors").unlink()
-        return real(folder, state, out, dtype)
+        real(self, folder, *args)
 
-    monkeypatch.setattr(gguf_run, "write_merged", pruned_midway)
+    monkeypatch.setattr(gguf_run.MergedSource, "__init__", pruned_midway)
     before = sorted(p.name for p in (llama_run / "export").iterdir())
     try:
         with pytest.raises(ExportError, match="changed while it was exported"):
             gguf_run.export_gguf(llama_run, "best", "bf16")
     finally:
-        step = (llama_run / "checkpoints" / "step-4")
-        (step / "weights.safetensors").unlink(missing_ok=True)
-        shutil.copy(step.parent / "kept" / "weights.safetensors", step / "weights.safetensors")
-        shutil.rmtree(step.parent / "kept")
+        shutil.move(kept, step / "weights.safetensors")
     assert sorted(p.name for p in (llama_run / "export").iterdir()) == before
 
 
