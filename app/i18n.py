@@ -185,6 +185,9 @@ TEXTS: dict[str, tuple[str, str]] = {
     "download.gguf-q4_k_m": ("GGUF q4_k_m (llama.cpp)", "GGUF q4_k_m（llama.cpp）"),
     "download.ollama": ("Ollama (q4_k_m GGUF + Modelfile, zip)", "Ollama（q4_k_m GGUF + 'Modelfile'，zip）"),
     "download.gguf-lora": ("LoRA adapter GGUF (llama.cpp)", "LoRA 适配器 GGUF（llama.cpp）"),
+    "mon.serve": ("Serve (OpenAI-compatible endpoint)", "提供服务（'OpenAI' 兼容端点）"),
+    "mon.serve_stop": ("Stop serving", "停止提供服务"),
+    "mon.serve_loading": ("loading the model", "正在加载模型"),
     "download.check_exact": ("reloaded with llama.cpp: {equal}/{prompts} prompts answer as trained, logits within "
                              "{diff}, perplexity {ppl}",
                              "已用 llama.cpp 重新加载：{equal}/{prompts} 个提示的回答与训练后一致，logits 相差不超过 {diff}，"
@@ -1335,6 +1338,16 @@ TEXTS.update({
     "act.select_one": ("⚠ select exactly one run", "⚠ 请只选择一个运行"),
     "act.pick_checkpoint": ("⚠ pick one of the run's checkpoints to fork from", "⚠ 请选择要分叉的运行检查点"),
     "act.no_run": ("⚠ no run selected", "⚠ 未选择运行"),
+    # issue 39: Serve (app/serving.py): a finished run's best checkpoint as an OpenAI-compatible endpoint
+    "act.serving": ("✓ {run} is served at {where}: any OpenAI client, on this machine only",
+                    "✓ {run} 已在 {where} 提供服务：任何 'OpenAI' 客户端均可调用，仅限本机"),
+    "act.serve_starting": ("{run}: the endpoint is still loading the model; click Serve again to see its address",
+                           "{run}：端点仍在加载模型；再次点击“提供服务”查看其地址"),
+    "act.serve_failed": ("⚠ the endpoint did not start: {problem}", "⚠ 端点未能启动：{problem}"),
+    "act.serve_not_over": ("⚠ {run} is {state}: a run is served when it is over and has a best checkpoint",
+                           "⚠ {run} 的状态是 {state}：运行结束且有最佳检查点后才能提供服务"),
+    "act.serve_stopped": ("✓ {run} is no longer served", "✓ {run} 已停止提供服务"),
+    "act.not_serving": ("{run} is not served by this console", "此控制台没有为 {run} 提供服务"),
     "act.es_over": ("⚠ {run} is over; early-stopping settings only apply to a running job",
                     "⚠ {run} 已结束；早停设置只对正在运行的任务生效"),
     "act.es_sent": ("sent to the worker (request {seq}): {settings}; it applies at the next step",

@@ -363,6 +363,44 @@ def stop(console: Console, run_id: str | None, graceful: bool, viewer: Viewer = 
         return Said("check.warn", problem=err)
 
 
+# ---- Serve: an OpenAI-compatible endpoint for a finished run (app/serving.py) -------------------
+
+SERVABLE_STATES = ("finished", "early_stopped", "stopped")
+
+
+def serve(console: Console, run_id: str | None, viewer: Viewer = SINGLE_USER,
+          on_wait: Callable[[float], None] | None = None) -> str:
+    """Start (or find) the run's endpoint and wait until it answers; says its address."""
+    if not run_id:
+        return Said("act.no_run")
+    try:
+        run = console.jobs.run_dir(run_id, viewer)
+    except ValueError as err:
+        return Said("check.warn", problem=err)
+    state = run.read_status().state
+    if state not in SERVABLE_STATES or run.checkpoint_step("best") is None:
+        return Said("act.serve_not_over", run=run_id, state=state)
+    endpoint = console.endpoints.start(run.path)
+    kind, detail = console.endpoints.wait_ready(endpoint, on_wait=on_wait)
+    if kind == "serving":
+        return Said("act.serving", run=run_id, where=detail)
+    if kind == "ended":
+        console.endpoints.stop(run.path)
+        return Said("act.serve_failed", problem=detail)
+    return Said("act.serve_starting", run=run_id)
+
+
+def stop_serving(console: Console, run_id: str | None, viewer: Viewer = SINGLE_USER) -> str:
+    if not run_id:
+        return Said("act.no_run")
+    try:
+        run = console.jobs.run_dir(run_id, viewer)
+    except ValueError as err:
+        return Said("check.warn", problem=err)
+    return Said("act.serve_stopped", run=run_id) if console.endpoints.stop(run.path) else \
+        Said("act.not_serving", run=run_id)
+
+
 # ---- the page's feed and its controls --------------------------------------------------------
 
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{8,64}")

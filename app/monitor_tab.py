@@ -132,6 +132,11 @@ def build(console: Console, labels: Labels) -> MonitorTab:
                 tab.downloads[fmt] = gr.DownloadButton(
                     label=f"{labels(f'download.{fmt}')} · {labels('download.none')}", value=None, interactive=False,
                     elem_id=DOWNLOAD_IDS[fmt])
+    with gr.Row():  # a finished run as an OpenAI-compatible endpoint (app/serving.py, core.serve)
+        tab.out["serve"] = labels.bind(gr.Button(size="md", scale=0, min_width=200, elem_id="serve-button"),
+                                       value="mon.serve")
+        tab.out["serve_stop"] = labels.bind(gr.Button(size="md", scale=0, min_width=200, elem_id="serve-stop"),
+                                            value="mon.serve_stop")
     tab.out["profile"] = _slot("profile", elem_id="run-profile")
     # shown only for a run that has a profiler trace (a greyed button on every run was noise: issue 31 item 6)
     tab.out["profile_trace"] = labels.bind(gr.DownloadButton(value=None, interactive=False, visible=False,
@@ -211,6 +216,17 @@ def _wire_controls(tab: MonitorTab, console: Console, labels: Labels) -> None:
     tab.out["es_apply"].click(apply, es_inputs, message, api_visibility="private")
     tab.es["patience"].submit(apply, es_inputs, message, api_visibility="private")
     lang = labels.toggle
+
+    def serve(run_id: str | None, language: str, request: gr.Request, progress=gr.Progress()):
+        return action_text(cb.serve(console, run_id, console.viewer(request), on_wait=lambda s: progress(
+            None, desc=f"{text('mon.serve_loading', language)}: {s:.0f} s")), language)
+
+    def serve_stop(run_id: str | None, language: str, request: gr.Request):
+        return action_text(cb.stop_serving(console, run_id, console.viewer(request)), language)
+
+    tab.out["serve"].click(serve, [run, lang], message, concurrency_limit=2, show_progress_on=[message],
+                           api_visibility="private")
+    tab.out["serve_stop"].click(serve_stop, [run, lang], message, api_visibility="private")
     for fmt, button in tab.downloads.items():
         just_made = gr.Textbox(visible=False, elem_id=f"{DOWNLOAD_IDS[fmt]}-made")
 
