@@ -368,15 +368,21 @@ def stop(console: Console, run_id: str | None, graceful: bool, viewer: Viewer = 
 SERVABLE_STATES = ("finished", "early_stopped", "stopped")
 
 
-def serve(console: Console, run_id: str | None, viewer: Viewer = SINGLE_USER,
-          on_wait: Callable[[float], None] | None = None) -> str:
-    """Start (or find) the run's endpoint and wait until it answers; says its address."""
+def _run_or_said(console: Console, run_id: str | None, viewer: Viewer) -> RunDir | Said:
     if not run_id:
         return Said("act.no_run")
     try:
-        run = console.jobs.run_dir(run_id, viewer)
+        return console.jobs.run_dir(run_id, viewer)
     except ValueError as err:
         return Said("check.warn", problem=err)
+
+
+def serve(console: Console, run_id: str | None, viewer: Viewer = SINGLE_USER,
+          on_wait: Callable[[float], None] | None = None) -> str:
+    """Start (or find) the run's endpoint and wait until it answers; says its address."""
+    run = _run_or_said(console, run_id, viewer)
+    if isinstance(run, Said):
+        return run
     state = run.read_status().state
     if state not in SERVABLE_STATES or run.checkpoint_step("best") is None:
         return Said("act.serve_not_over", run=run_id, state=state)
@@ -391,12 +397,9 @@ def serve(console: Console, run_id: str | None, viewer: Viewer = SINGLE_USER,
 
 
 def stop_serving(console: Console, run_id: str | None, viewer: Viewer = SINGLE_USER) -> str:
-    if not run_id:
-        return Said("act.no_run")
-    try:
-        run = console.jobs.run_dir(run_id, viewer)
-    except ValueError as err:
-        return Said("check.warn", problem=err)
+    run = _run_or_said(console, run_id, viewer)
+    if isinstance(run, Said):
+        return run
     return Said("act.serve_stopped", run=run_id) if console.endpoints.stop(run.path) else \
         Said("act.not_serving", run=run_id)
 

@@ -12,7 +12,6 @@ import atexit
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,18 +19,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.run.launcher import REPO_ROOT
+from core.run.launcher import REPO_ROOT, free_port
 from core.run.rundir import RunDir
 
 LOG_NAME = "serve.log"
 READY = re.compile(r"^serving (?P<name>\S+) at (?P<url>http://\S+/v1)")
 START_TIMEOUT_S = 180
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
 
 
 def serve_argv(run_path: Path, port: int, python: str = sys.executable) -> list[str]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import hmac
-import ipaddress
 import json
 import sys
 import threading
@@ -36,6 +35,7 @@ from core.engine.export import load_trained_model
 from core.engine.fused import enable as enable_fused_kernels
 from core.engine.generate import GenerateError, SamplingSettings, generate, use_device
 from core.engine.lora import merge_lora
+from core.run.launcher import is_loopback
 from core.spec.errors import CheckpointError
 from core.spec.messages import Message
 
@@ -53,15 +53,6 @@ class RequestError(Exception):
 
     def body(self) -> dict:
         return {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}}
-
-
-def is_loopback(host: str) -> bool:
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 # ---- the model ------------------------------------------------------------------------------------

@@ -328,15 +328,21 @@ def zip_folder(folder: str | Path, target: str | Path) -> Path:
     return target
 
 
-def export_run(run_dir: str | Path, which: str = "best", fmt: str = "peft", make_zip: bool = False,
-               dtype: str = "stored") -> Path:
-    """Export `runs/<id>/checkpoints/<which>` into `runs/<id>/export/` and return the result path."""
-    run = RunDir(run_dir)
+def pointed_step(run: RunDir, which: str) -> int:
+    """The step `checkpoints/<which>` (best or last) names; an error when it names none."""
     if which not in POINTERS:
         raise ExportError(Message("export.which", py_value=repr(which), or_choices=" or ".join(repr(p) for p in POINTERS)))
     step = run.checkpoint_step(which)
     if step is None:
         raise ExportError(Message("export.no_pointer", folder=str(run.path), which=which))
+    return step
+
+
+def export_run(run_dir: str | Path, which: str = "best", fmt: str = "peft", make_zip: bool = False,
+               dtype: str = "stored") -> Path:
+    """Export `runs/<id>/checkpoints/<which>` into `runs/<id>/export/` and return the result path."""
+    run = RunDir(run_dir)
+    step = pointed_step(run, which)
     out_path = run.export_path(which, step, fmt)
     if dtype != "stored":
         out_path = out_path.with_name(f"{out_path.name}-{dtype}")

@@ -254,6 +254,7 @@ class Planned:
     shape: tuple[int, ...]
     qtype: object
     read: Callable[[], np.ndarray]
+    rows: Callable[[int, int], np.ndarray] | None = None  # rows a..b alone (a large tensor, a block at a time)
 
     @property
     def nbytes(self) -> int:
@@ -309,6 +310,10 @@ class TensorSource:
         reader, hub = self.where[name]
         return to_float32(reader.read(hub, raw=True), reader.tensors[hub].dtype)
 
+    def row_reader(self, name: str) -> Callable[[int, int], np.ndarray] | None:
+        reader, hub = self.where[name]
+        return lambda a, b: to_float32(reader.read_rows(hub, a, b, raw=True), reader.tensors[hub].dtype)
+
     def close(self) -> None:
         for reader in self.readers:
             reader.close()
@@ -334,7 +339,10 @@ def plan_tensors(source: TensorSource, args: ModelArgs, family: GgufFamily, quan
                                     lambda n=name: source.read(n)))
             continue
         read = _reader(source, name, args, family)
-        planned.append(_planned(names, name, source.shape(name), quant, read))
+        item = _planned(names, name, source.shape(name), quant, read)
+        if not _transformed(name, family):
+            item.rows = source.row_reader(name)
+        planned.append(item)
     for prefix, parts in experts.items():
         count = 1 + max(e for _, e in parts)
         for proj in ("gate_proj", "up_proj", "down_proj"):
@@ -363,6 +371,11 @@ def _split_gate_up(source, name, prefix, names, quant) -> list[Planned]:
                      lambda: source.read(name)[:, :half]),
             _planned(names, f"{prefix}.up_proj.weight", (experts, half, hidden), quant,
                      lambda: source.read(name)[:, half:])]
+
+
+def _transformed(name: str, family: GgufFamily) -> bool:
+    return (family.permute_qk and name.endswith(("q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias"))
+            or family.norm_plus_one and name.endswith("norm.weight"))
 
 
 def _reader(source: TensorSource, name: str, args: ModelArgs, family: GgufFamily) -> Callable[[], np.ndarray]:
@@ -513,13 +526,43 @@ def _write(tmp: Path, planned: list[Planned], args, cfg, family, quant, folder, 
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
     for item in planned:
+        if item.rows is not None and int(np.prod(item.shape)) * 4 > CHUNK_BYTES:
+            _write_rows(writer, item)
+            continue
         values = np.ascontiguousarray(item.read(), dtype=np.float32)
         if values.shape != item.shape:
             raise GgufError(Message("gguf.tensor_shape", name=item.name, shape=str(values.shape),
                                     expected=str(item.shape)))
-        data = values if item.qtype == gguf.GGMLQuantizationType.F32 else gguf.quants.quantize(values, item.qtype)
-        writer.write_tensor_data(data)
+        writer.write_tensor_data(_quantized(values, item.qtype))
     writer.close()
+
+
+CHUNK_BYTES = 64 << 20  # a float32 tensor larger than this (an embedding) is converted a block of rows at a time
+
+
+def _quantized(values: np.ndarray, qtype) -> np.ndarray:
+    return values if qtype == gguf.GGMLQuantizationType.F32 else gguf.quants.quantize(values, qtype)
+
+
+def _write_rows(writer, item: Planned) -> None:
+    """`GGUFWriter.write_tensor_data` for one tensor given a block of rows at a time (every type here
+    quantizes rows independently): the same bytes and padding, without the whole tensor in float32."""
+    from gguf.gguf_writer import WriterState
+    fout = writer.fout[0]
+    info = writer.tensors[0].pop(item.name)  # the next tensor in the file's order: this one
+    writer.write_padding(fout, fout.tell())
+    step = max(1, CHUNK_BYTES // 4 // max(1, int(np.prod(item.shape[1:]))))
+    written = 0
+    for start in range(0, item.shape[0], step):
+        block = np.ascontiguousarray(item.rows(start, start + step), dtype=np.float32)
+        data = _quantized(block, item.qtype)
+        data.tofile(fout)
+        written += data.nbytes
+    if written != info.nbytes:
+        raise GgufError(Message("gguf.tensor_shape", name=item.name, shape=f"{written} bytes",
+                                expected=f"{info.nbytes} bytes"))
+    writer.write_padding(fout, info.nbytes)
+    writer.state = WriterState.WEIGHTS
 
 
 def iter_gguf_tensors(path: str | Path) -> Iterator[tuple[str, tuple[int, ...], str]]:

@@ -27,7 +27,7 @@ import numpy as np
 
 from core.data.tokenizer import Tokenizer
 from core.engine.export import (ExportError, merged_tensor, adapter_modules, base_folder, checkpoint_folder,
-                                load_trained_model, read_state, write_merged)
+                                load_trained_model, pointed_step, read_state, write_merged)
 from core.engine.gguf_check import check_gguf, quantize_with_llama_cpp, _llama_cpp
 from core.engine.lora import merge_lora
 from core.engine.gguf_export import (GGUF_QUANTS, GgufError, TensorSource, gguf_problem, window_dropped,
@@ -36,7 +36,7 @@ from core.engine.ollama import TemplateError, modelfile_for
 from core.run.atomic import atomic_open, atomic_write, durable_rename
 from core.run.gguf_files import (BASE_NAME, check_path, failed_path, gguf_path, is_good, lora_path,
                                   ollama_zip_path, read_check)
-from core.run.rundir import POINTERS, RunDir
+from core.run.rundir import RunDir
 from core.spec.messages import Message
 from core.spec.model_args import read_model_args, weight_files
 from core.weights.safetensors_io import SafetensorsReader, to_float32
@@ -44,11 +44,7 @@ from core.weights.safetensors_io import SafetensorsReader, to_float32
 
 def _resolve(run_dir, which: str) -> tuple[RunDir, int, Path, dict]:
     run = RunDir(run_dir)
-    if which not in POINTERS:
-        raise ExportError(Message("export.which", py_value=repr(which), or_choices=" or ".join(repr(p) for p in POINTERS)))
-    step = run.checkpoint_step(which)
-    if step is None:
-        raise ExportError(Message("export.no_pointer", folder=str(run.path), which=which))
+    step = pointed_step(run, which)
     folder = checkpoint_folder(run.checkpoint(step))
     return run, step, folder, read_state(folder)
 
@@ -111,8 +107,26 @@ class MergedSource(TensorSource):
     def read(self, name: str) -> np.ndarray:
         reader, hub = self.where[name]
         values = merged_tensor(hub, reader.tensors[hub], reader, self.trained, self.method, name, self.scaling,
-                                "float32")()
+                               "float32")()
         return np.asarray(values, dtype=np.float32)
+
+    def row_reader(self, name: str):
+        """Rows a..b of the merged tensor (W[a:b] + s·B[a:b]·A for an adapted one)."""
+        reader, hub = self.where[name]
+        module = name.removesuffix(".weight")
+        trained = self.trained
+        if self.method != "lora" and name in trained.tensors:
+            return lambda a, b: to_float32(trained.read_rows(name, a, b, raw=True), trained.tensors[name].dtype)
+        if self.method != "lora" or f"{module}.lora_a" not in trained.tensors:
+            return super().row_reader(name)
+
+        def rows(a: int, b: int) -> np.ndarray:
+            lora_a = to_float32(trained.read(f"{module}.lora_a", raw=True), trained.tensors[f"{module}.lora_a"].dtype)
+            lora_b = to_float32(trained.read_rows(f"{module}.lora_b", a, b, raw=True),
+                                trained.tensors[f"{module}.lora_b"].dtype)
+            return to_float32(reader.read_rows(hub, a, b, raw=True), reader.tensors[hub].dtype) + \
+                np.float32(self.scaling) * (lora_b @ lora_a)
+        return rows
 
     def close(self) -> None:
         super().close()

@@ -228,6 +228,32 @@ def test_the_demo_model_writes_with_every_tensor_where_llama_cpp_expects_it(tmp_
     assert info.fallbacks == [f"blk.{n}.ffn_down.weight" for n in range(4)]
 
 
+@pytest.mark.parametrize("quant", ["f16", "q8_0"])
+def test_a_large_tensor_written_a_block_of_rows_at_a_time_gives_the_same_bytes(tmp_path, monkeypatch, quant):
+    whole = write_gguf(DEMO, tmp_path / "whole.gguf", quant).path.read_bytes()
+    monkeypatch.setattr(gguf_export, "CHUNK_BYTES", 48 * 1024)  # the embedding (1 MB in float32) in 48 blocks
+    blocks = write_gguf(DEMO, tmp_path / "blocks.gguf", quant).path.read_bytes()
+    assert blocks == whole
+
+
+def test_merged_rows_are_the_merged_tensor(llama_run):
+    from core.engine.export import checkpoint_folder, read_state
+    from core.spec.model_args import read_model_args
+    folder = checkpoint_folder(llama_run / "checkpoints" / "best")
+    state = read_state(folder)
+    base = Path(state["base_model"]["path"])
+    source = gguf_run.MergedSource(folder, state, base, read_model_args(base))
+    try:
+        for name in ("model.layers.0.self_attn.q_proj.weight", "model.embed_tokens.weight"):
+            whole = source.read(name)
+            rows = np.concatenate([source.row_reader(name)(a, a + 5) for a in range(0, whole.shape[0], 5)])
+            np.testing.assert_allclose(rows, whole, rtol=0, atol=1e-6)
+        base_q = source.readers[0].read("model.layers.0.self_attn.q_proj.weight")
+        assert np.abs(source.read("model.layers.0.self_attn.q_proj.weight") - base_q).max() > 1e-3  # merged
+    finally:
+        source.close()
+
+
 def test_cli_says_why_it_refuses(tmp_path, capsys):
     (tmp_path / "checkpoints").mkdir()
     assert export_main(["--run", str(tmp_path), "--format", "gguf", "--quant", "q4_k_m"]) == 2
