@@ -1,15 +1,19 @@
 """Prove a GGUF file before it is offered: reload it with llama.cpp (`llama-cpp-python`, a reader we did
-not write) and hold its answers against mindtune's own engine on the run's validation set.
+not write) and hold its answers against mindtune's own engine on the first PROMPTS samples of the
+run's validation set.
 
 - Tokenizer: llama.cpp's tokenization of each prompt's text equals ours, id for id.
-- f16 / bf16: every greedy token llama.cpp generates (up to GREEDY_TOKENS new tokens, each prompt) is
-  the one core.engine.generate chose (where they part, the check says at which token and whether our
-  two best logits were within the logit bound there: a tie at the file's precision, not an error);
-  and the logits over whole validation samples, teacher-forced, are within LOGIT_BOUND of our model
-  computing with the file's own weights (ours rounded the way the file rounds them). The distance to
-  our float32 model is reported beside it.
-- q8_0 / q4_k_m: the validation perplexity (over the answer tokens) next to the f16 file's, within
-  PPL_BOUND of it; the greedy answers are counted too.
+- Greedy answers: core.engine.generate answers every prompt (GREEDY_TOKENS new tokens at most, one
+  batch); llama.cpp reads prompt + answer in one pass, and at every step its best token must be ours
+  (an end token where ours ended). That is its own greedy decoding writing our answer token for
+  token, checked without decoding token by token. Where it parts, the check says at which token and
+  whether our two candidates' logits were within the absolute bound there (a tie at the file's
+  precision, not an error).
+- f32 / f16 / bf16: the logits over prompt + answer within LOGIT_BOUND of our model computing with
+  the file's own weights (ours rounded as the file rounds them); the distance to our float32 model,
+  over the validation samples, is reported beside it.
+- q8_0 / q4_k_m: the validation perplexity (over the samples' answer tokens) next to the f16 file's,
+  within PPL_BOUND of it.
 
 llama.cpp runs with a float32 key/value cache (its default f16 cache alone moved the demo model's
 logits by 1.2e-2 at float32 weights; with it, 1.8e-5) and a context just long enough.
@@ -39,8 +43,7 @@ from core.spec.config import ConfigError, load_config
 from core.spec.messages import Message
 
 GREEDY_TOKENS = 32
-PROMPTS = 8  # validation prompts answered greedily by both
-PPL_SAMPLES = 16  # validation samples the perplexity is taken over (the first PROMPTS among them)
+PROMPTS = 8  # validation samples: their prompts answered greedily, their answers' perplexity
 # max |logit difference| against our model computing with the file's own weights (see the module doc):
 # an absolute part plus a part relative to the largest |logit| compared. llama.cpp multiplies f16 and
 # bf16 matrices with its activations rounded to the same type, which we cannot do: measured at the
@@ -116,7 +119,7 @@ def _nll(logits: np.ndarray, ids: list[int], labels: list[int]) -> tuple[float, 
 # ---- both sides ----------------------------------------------------------------------------------
 
 class LlamaSide:
-    """A GGUF file loaded with llama.cpp: logits of a sequence, greedy continuation, tokenization."""
+    """A GGUF file loaded with llama.cpp: the logits of a sequence, its tokenization."""
 
     def __init__(self, path: Path, n_ctx: int, lora_path: Path | None = None):
         llama_cpp = _llama_cpp()
@@ -131,18 +134,6 @@ class LlamaSide:
         self.llm.reset()
         self.llm.eval(ids)
         return np.array(self.llm.scores[: len(ids)], dtype=np.float32)  # (T, vocab)
-
-    def greedy(self, prompt: list[int], new_tokens: int, eos: set[int]) -> list[int]:
-        self.llm.reset()
-        self.llm.eval(prompt)
-        out: list[int] = []
-        for _ in range(new_tokens):
-            token = int(np.argmax(self.llm.scores[self.llm.n_tokens - 1]))
-            if token in eos:
-                break
-            out.append(token)
-            self.llm.eval([token])
-        return out
 
     def tokenize(self, text: str) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
@@ -168,9 +159,9 @@ class OurSide:
             return kernel.forward(self.model, np.asarray([ids], np.int32), positions)[0]
         return self.model.construct(ms.Tensor(np.asarray([ids], np.int32))).asnumpy()[0]
 
-    def greedy(self, prompt: list[int], new_tokens: int) -> list[int]:
-        return generate(self.model, [prompt], SamplingSettings(max_new_tokens=new_tokens), self.eos,
-                        self.tokenizer.pad_token_id or 0)[0]
+    def greedy(self, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
+        return generate(self.model, prompts, SamplingSettings(max_new_tokens=new_tokens), self.eos,
+                        self.tokenizer.pad_token_id or 0)
 
     def round_like(self, quant: str) -> None:
         """Our matrices rounded as the file stores them (gguf.quants there and back: the file's values)."""
@@ -222,42 +213,37 @@ def check_gguf(path: Path, quant: str, model, tokenizer: Tokenizer, run_dir: Pat
     `model` (ours, float32, adapter merged); see the module doc for what is compared."""
     llama_cpp = _llama_cpp()
     start = time.perf_counter()
-    limit = model.args.max_position_embeddings
-    samples = validation_samples(run_dir, tokenizer, max(PROMPTS, PPL_SAMPLES), limit - GREEDY_TOKENS)
-    n_ctx = max(len(s.ids) for s in samples) + GREEDY_TOKENS
+    samples = validation_samples(run_dir, tokenizer, PROMPTS, model.args.max_position_embeddings - GREEDY_TOKENS)
     result = CheckResult(str(path), quant, False, llama_cpp=getattr(llama_cpp, "__version__", "?"),
-                         lora=str(lora_path) if lora_path else None)
+                         lora=str(lora_path) if lora_path else None, prompts=len(samples), samples=len(samples))
     ours = OurSide(model, tokenizer)
-    theirs = LlamaSide(path, n_ctx, lora_path)
+    theirs = LlamaSide(path, max(len(s.ids) for s in samples) + GREEDY_TOKENS, lora_path)
     try:
-        prompts = samples[:PROMPTS]
-        result.prompts = len(prompts)
-        for sample in prompts:
-            text = tokenizer.decode(sample.prompt, skip_special_tokens=False)
-            result.tokenizer_equal += int(theirs.tokenize(text) == sample.prompt)
-            _compare_greedy(sample.prompt, ours, theirs, result, LOGIT_BOUND.get(quant, (1e-2, 0))[0])
+        answers = ours.greedy([s.prompt for s in samples], GREEDY_TOKENS)  # one batch: the weights read once a step
         nll_ours = nll_theirs = 0.0
         count = 0
-        float32_diff = 0.0
-        ppl_samples = samples[:PPL_SAMPLES]
-        for sample in ppl_samples:
-            theirs_logits = theirs.logits(sample.ids)
-            ours_logits = ours.logits(sample.ids)
-            float32_diff = max(float32_diff, float(np.abs(theirs_logits - ours_logits).max()))
+        for sample in samples:
+            text = tokenizer.decode(sample.prompt, skip_special_tokens=False)
+            result.tokenizer_equal += int(theirs.tokenize(text) == sample.prompt)
+            theirs_logits, ours_logits = theirs.logits(sample.ids), ours.logits(sample.ids)
+            result.max_logit_diff_float32 = max(result.max_logit_diff_float32 or 0.0,
+                                                float(np.abs(theirs_logits - ours_logits).max()))
             a, n = _nll(theirs_logits, sample.ids, sample.labels)
             b, _ = _nll(ours_logits, sample.ids, sample.labels)
             nll_theirs, nll_ours, count = nll_theirs + a, nll_ours + b, count + n
-        result.samples = len(ppl_samples)
         result.perplexity = float(np.exp(nll_theirs / max(count, 1)))
         result.perplexity_ours = float(np.exp(nll_ours / max(count, 1)))
-        result.max_logit_diff_float32 = float32_diff
         if quant in LOGIT_BOUND:
-            ours.round_like(quant)  # last: the greedy answers above were our float32 model's
-            diff = scale = 0.0
-            for sample in prompts:
-                mine = ours.logits(sample.ids)
-                diff = max(diff, float(np.abs(theirs.logits(sample.ids) - mine).max()))
-                scale = max(scale, float(np.abs(mine).max()))
+            ours.round_like(quant)  # from here on our model computes with the file's own weights
+        tie = LOGIT_BOUND.get(quant, (1e-2, 0.0))[0]
+        diff = scale = 0.0
+        for sample, answer in zip(samples, answers):
+            sequence = sample.prompt + answer
+            theirs_logits, ours_logits = theirs.logits(sequence), ours.logits(sequence)
+            _judge_greedy(len(sample.prompt), answer, theirs_logits, ours_logits, ours.eos, result, tie)
+            diff = max(diff, float(np.abs(theirs_logits - ours_logits).max()))
+            scale = max(scale, float(np.abs(ours_logits).max()))
+        if quant in LOGIT_BOUND:
             absolute, relative = LOGIT_BOUND[quant]
             result.max_logit_diff, result.logit_scale = diff, scale
             result.logit_bound = absolute + relative * scale
@@ -272,25 +258,30 @@ def check_gguf(path: Path, quant: str, model, tokenizer: Tokenizer, run_dir: Pat
     return result
 
 
-def _compare_greedy(prompt: list[int], ours: OurSide, theirs: LlamaSide, result: CheckResult, bound: float) -> None:
-    mine = ours.greedy(prompt, GREEDY_TOKENS)
-    other = theirs.greedy(prompt, GREEDY_TOKENS, ours.eos)
-    if mine == other:
-        result.greedy_equal += 1
+def _judge_greedy(prompt_len: int, answer: list[int], theirs: np.ndarray, ours: np.ndarray, eos: set[int],
+                  result: CheckResult, tie: float) -> None:
+    """Whether llama.cpp's greedy answer is ours, from its logits over prompt + our answer (teacher-forced:
+    if its best token is ours at every step, and an end token where ours ended, its own greedy decoding
+    writes our answer token for token). Where it is not: a near-tie of our two candidates' logits
+    (within `tie`), or a different answer."""
+    for step in range(len(answer) + (len(answer) < GREEDY_TOKENS)):
+        row = prompt_len - 1 + step
+        choice = int(np.argmax(theirs[row]))
+        ended = step == len(answer)
+        if (choice in eos) if ended else (choice == answer[step]):
+            continue
+        eos_best = max((float(ours[row, e]) for e in eos if e < ours.shape[1]), default=-np.inf)
+        mine = eos_best if ended else float(ours[row, answer[step]])
+        other = eos_best if choice in eos else float(ours[row, choice])
+        if abs(mine - other) <= tie:
+            result.greedy_ties += 1
+            result.notes.append(f"greedy answers part at new token {step + 1} at a near-tie of our logits "
+                                f"({mine:.4f} vs {other:.4f})")
+        else:
+            result.notes.append(f"greedy answers part at new token {step + 1}: ours "
+                                f"{'end' if ended else answer[step]}, llama.cpp {choice}")
         return
-    at = next((i for i, (a, b) in enumerate(zip(mine, other)) if a != b), min(len(mine), len(other)))
-    logits = ours.logits(prompt + mine[:at])[-1]
-    chosen = mine[at] if at < len(mine) else None
-    rival = other[at] if at < len(other) else None
-    eos_best = max((logits[e] for e in ours.eos if e < len(logits)), default=-np.inf)
-    mine_logit = logits[chosen] if chosen is not None else eos_best
-    their_logit = logits[rival] if rival is not None else eos_best
-    if abs(float(mine_logit) - float(their_logit)) <= bound:
-        result.greedy_ties += 1
-        result.notes.append(f"greedy answers part at new token {at + 1} at a near-tie of our logits "
-                            f"({float(mine_logit):.4f} vs {float(their_logit):.4f})")
-    else:
-        result.notes.append(f"greedy answers part at new token {at + 1}: ours {chosen}, llama.cpp {rival}")
+    result.greedy_equal += 1
 
 
 def _verdict(result: CheckResult) -> list[str]:
