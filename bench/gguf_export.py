@@ -55,17 +55,18 @@ def make_run(folder: Path, model_dir: Path) -> Path:
 
 def phase(name: str, run: Path, work: Path) -> None:
     """One phase, in this process (run by main() as a child, for its own peak RSS)."""
-    from core.engine import gguf_run
     from core.engine.export import checkpoint_folder, read_state
     folder = checkpoint_folder(run / "checkpoints" / "best")
     state = read_state(folder)
     f16, q4 = work / "f16.gguf", work / "q4_k_m.gguf"
     start = time.perf_counter()
-    if name == "write-f16":
-        from core.data.tokenizer import Tokenizer
-        base = Path(state["base_model"]["path"])
-        gguf_run._write_merged_gguf(folder, state, base, work, f16, "f16", Tokenizer.from_dir(base))
-    elif name == "quantize-q4":
+    if name == "write-f16":  # MindSpore-free, as the writer is (the check loads it)
+        from core.engine.gguf_merge import write_checkpoint_gguf
+        write_checkpoint_gguf(folder, state, Path(state["base_model"]["path"]), work, f16, "f16")
+        print(f"PHASE {name} {time.perf_counter() - start:.2f}", flush=True)
+        return
+    from core.engine import gguf_run
+    if name == "quantize-q4":
         gguf_run.quantize_with_llama_cpp(f16, q4)
     else:
         from core.data.tokenizer import Tokenizer

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.engine import gguf_export, gguf_run
+from core.engine import gguf_export, gguf_merge, gguf_run
 from core.engine.export import ExportError
 from core.engine.export_main import main as export_main
 from core.engine.gguf_export import GgufError, gguf_problem, permute_rows, write_gguf
@@ -104,7 +104,7 @@ def test_a_file_that_fails_its_check_is_not_offered_and_the_good_one_stays(llama
 def test_a_checkpoint_removed_while_exporting_is_named(llama_run, monkeypatch):
     """A running run's retention deletes the checkpoint between its check and its reading: the export
     says so and writes nothing (a file already open is read to its end: Linux keeps it)."""
-    real = gguf_run.MergedSource.__init__
+    real = gguf_merge.MergedSource.__init__
     step = llama_run / "checkpoints" / "step-4"
     kept = llama_run / "kept-weights.safetensors"
 
@@ -113,7 +113,7 @@ def test_a_checkpoint_removed_while_exporting_is_named(llama_run, monkeypatch):
         (folder / "weights.safetensors").unlink()
         real(self, folder, *args)
 
-    monkeypatch.setattr(gguf_run.MergedSource, "__init__", pruned_midway)
+    monkeypatch.setattr(gguf_merge.MergedSource, "__init__", pruned_midway)
     before = sorted(p.name for p in (llama_run / "export").iterdir())
     try:
         with pytest.raises(ExportError, match="changed while it was exported"):
@@ -242,7 +242,7 @@ def test_merged_rows_are_the_merged_tensor(llama_run):
     folder = checkpoint_folder(llama_run / "checkpoints" / "best")
     state = read_state(folder)
     base = Path(state["base_model"]["path"])
-    source = gguf_run.MergedSource(folder, state, base, read_model_args(base))
+    source = gguf_merge.MergedSource(folder, state, base, read_model_args(base))
     try:
         for name in ("model.layers.0.self_attn.q_proj.weight", "model.embed_tokens.weight"):
             whole = source.read(name)
