@@ -74,8 +74,11 @@ def phase(name: str, run: Path, work: Path) -> None:
         reference = None
         if quant == "q4_k_m":
             reference = json.loads((work / "check-f16.json").read_text())["perplexity"]
-        result = gguf_run.check_gguf(path, quant, gguf_run._our_model(folder, state),
-                                     Tokenizer.from_dir(state["base_model"]["path"]), run, reference)
+        loaded = time.perf_counter()
+        model = gguf_run._our_model(folder, state)
+        print(f"PHASE-LOAD our model {time.perf_counter() - loaded:.2f}", flush=True)
+        result = gguf_run.check_gguf(path, quant, model, Tokenizer.from_dir(state["base_model"]["path"]), run,
+                                     reference)
         (work / f"{name}.json").write_text(json.dumps(result.to_json(), indent=1))
     print(f"PHASE {name} {time.perf_counter() - start:.2f}", flush=True)
 
@@ -114,7 +117,8 @@ def main() -> None:
                   f"{check['tokenizer_equal']}/{check['prompts']}, greedy {check['greedy_equal']}+{check['greedy_ties']} "
                   f"ties/{check['prompts']}, logits {check['max_logit_diff']} (float32 model "
                   f"{check['max_logit_diff_float32']:.3g}), ppl {check['perplexity']:.3f} (ours "
-                  f"{check['perplexity_ours']:.3f}, reference {check['perplexity_reference']})")
+                  f"{check['perplexity_ours']:.3f}, reference {check['perplexity_reference']}); seconds: "
+                  + ", ".join(f"{k} {v}" for k, v in check.get("stage_seconds", {}).items()))
         sizes = {p.name: p.stat().st_size / 2**20 for p in folder.glob("*.gguf")}
         print("  files: " + ", ".join(f"{k} {v:.0f} MB" for k, v in sorted(sizes.items())))
 

@@ -9,11 +9,11 @@ run's validation set.
   token, checked without decoding token by token. Where it parts, the check says at which token and
   whether our two candidates' logits were within the absolute bound there (a tie at the file's
   precision, not an error).
-- f32 / f16 / bf16: the logits over prompt + answer within LOGIT_BOUND of our model computing with
-  the file's own weights (ours rounded as the file rounds them); the distance to our float32 model,
-  over the validation samples, is reported beside it.
+- f32 / f16 / bf16: the logits over the validation samples within LOGIT_BOUND of our model computing
+  with the file's own weights (ours rounded as the file rounds them, after its greedy answers); the
+  distance to our float32 model, on the first sample, is reported beside it.
 - q8_0 / q4_k_m: the validation perplexity (over the samples' answer tokens) next to the f16 file's,
-  within PPL_BOUND of it.
+  within PPL_BOUND of it (ours, float32, beside it).
 
 llama.cpp runs with a float32 key/value cache (its default f16 cache alone moved the demo model's
 logits by 1.2e-2 at float32 weights; with it, 1.8e-5) and a context just long enough.
@@ -190,15 +190,16 @@ class CheckResult:
     greedy_ties: int = 0  # parted at a near-tie of our two best logits (within the bound)
     greedy_tokens: int = GREEDY_TOKENS
     max_logit_diff: float | None = None  # against our model with the file's own weights
-    max_logit_diff_float32: float | None = None  # against our float32 model
+    max_logit_diff_float32: float | None = None  # against our float32 model, on the first sample
     logit_bound: float | None = None  # absolute + relative × max |logit| (LOGIT_BOUND)
     logit_scale: float | None = None  # the largest |logit| of our model over the compared samples
     perplexity: float | None = None  # llama.cpp, this file
-    perplexity_ours: float | None = None  # mindtune, float32
+    perplexity_ours: float | None = None  # mindtune (at the file's weights for f32/f16/bf16, else float32)
     perplexity_reference: float | None = None  # the f16 file's (quantized files)
     ppl_bound: float | None = None
     samples: int = 0
     seconds: float = 0.0
+    stage_seconds: dict = field(default_factory=dict)  # where the check's time went
     llama_cpp: str = ""
     notes: list[str] = field(default_factory=list)
     lora: str | None = None  # an adapter checked on top of the base file
@@ -213,36 +214,41 @@ def check_gguf(path: Path, quant: str, model, tokenizer: Tokenizer, run_dir: Pat
     `model` (ours, float32, adapter merged); see the module doc for what is compared."""
     llama_cpp = _llama_cpp()
     start = time.perf_counter()
+    stages = _Stages()
     samples = validation_samples(run_dir, tokenizer, PROMPTS, model.args.max_position_embeddings - GREEDY_TOKENS)
     result = CheckResult(str(path), quant, False, llama_cpp=getattr(llama_cpp, "__version__", "?"),
                          lora=str(lora_path) if lora_path else None, prompts=len(samples), samples=len(samples))
     ours = OurSide(model, tokenizer)
     theirs = LlamaSide(path, max(len(s.ids) for s in samples) + GREEDY_TOKENS, lora_path)
+    stages.done("validation samples, llama.cpp load")
     try:
         answers = ours.greedy([s.prompt for s in samples], GREEDY_TOKENS)  # one batch: the weights read once a step
+        stages.done("our greedy answers")
+        # the float32 model's distance, on one sample (the rest of the check is at the file's own weights)
+        first = samples[0].ids
+        result.max_logit_diff_float32 = float(np.abs(theirs.logits(first) - ours.logits(first)).max())
+        if quant in LOGIT_BOUND:
+            ours.round_like(quant)
+        stages.done("float32 distance, rounding ours")
         nll_ours = nll_theirs = 0.0
         count = 0
+        diff = scale = 0.0
         for sample in samples:
             text = tokenizer.decode(sample.prompt, skip_special_tokens=False)
             result.tokenizer_equal += int(theirs.tokenize(text) == sample.prompt)
             theirs_logits, ours_logits = theirs.logits(sample.ids), ours.logits(sample.ids)
-            result.max_logit_diff_float32 = max(result.max_logit_diff_float32 or 0.0,
-                                                float(np.abs(theirs_logits - ours_logits).max()))
+            diff = max(diff, float(np.abs(theirs_logits - ours_logits).max()))
+            scale = max(scale, float(np.abs(ours_logits).max()))
             a, n = _nll(theirs_logits, sample.ids, sample.labels)
             b, _ = _nll(ours_logits, sample.ids, sample.labels)
             nll_theirs, nll_ours, count = nll_theirs + a, nll_ours + b, count + n
         result.perplexity = float(np.exp(nll_theirs / max(count, 1)))
         result.perplexity_ours = float(np.exp(nll_ours / max(count, 1)))
-        if quant in LOGIT_BOUND:
-            ours.round_like(quant)  # from here on our model computes with the file's own weights
+        stages.done("validation logits, both")
         tie = LOGIT_BOUND.get(quant, (1e-2, 0.0))[0]
-        diff = scale = 0.0
         for sample, answer in zip(samples, answers):
-            sequence = sample.prompt + answer
-            theirs_logits, ours_logits = theirs.logits(sequence), ours.logits(sequence)
-            _judge_greedy(len(sample.prompt), answer, theirs_logits, ours_logits, ours.eos, result, tie)
-            diff = max(diff, float(np.abs(theirs_logits - ours_logits).max()))
-            scale = max(scale, float(np.abs(ours_logits).max()))
+            _judge_greedy(sample.prompt, answer, theirs.logits(sample.prompt + answer), ours, result, tie)
+        stages.done("llama.cpp's greedy, teacher-forced")
         if quant in LOGIT_BOUND:
             absolute, relative = LOGIT_BOUND[quant]
             result.max_logit_diff, result.logit_scale = diff, scale
@@ -255,24 +261,39 @@ def check_gguf(path: Path, quant: str, model, tokenizer: Tokenizer, run_dir: Pat
     result.reasons = _verdict(result)
     result.passed = not result.reasons
     result.seconds = round(time.perf_counter() - start, 2)
+    result.stage_seconds = stages.seconds
     return result
 
 
-def _judge_greedy(prompt_len: int, answer: list[int], theirs: np.ndarray, ours: np.ndarray, eos: set[int],
-                  result: CheckResult, tie: float) -> None:
+class _Stages:
+    """Seconds per stage of the check (in its JSON: where the time went)."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def done(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.seconds[stage] = round(now - self._last, 2)
+        self._last = now
+
+
+def _judge_greedy(prompt: list[int], answer: list[int], theirs: np.ndarray, ours: OurSide, result: CheckResult,
+                  tie: float) -> None:
     """Whether llama.cpp's greedy answer is ours, from its logits over prompt + our answer (teacher-forced:
     if its best token is ours at every step, and an end token where ours ended, its own greedy decoding
     writes our answer token for token). Where it is not: a near-tie of our two candidates' logits
-    (within `tie`), or a different answer."""
+    (ours, computed only then) within `tie`, or a different answer."""
     for step in range(len(answer) + (len(answer) < GREEDY_TOKENS)):
-        row = prompt_len - 1 + step
+        row = len(prompt) - 1 + step
         choice = int(np.argmax(theirs[row]))
         ended = step == len(answer)
-        if (choice in eos) if ended else (choice == answer[step]):
+        if (choice in ours.eos) if ended else (choice == answer[step]):
             continue
-        eos_best = max((float(ours[row, e]) for e in eos if e < ours.shape[1]), default=-np.inf)
-        mine = eos_best if ended else float(ours[row, answer[step]])
-        other = eos_best if choice in eos else float(ours[row, choice])
+        logits = ours.logits(prompt + answer[:step])[-1]
+        eos_best = max((float(logits[e]) for e in ours.eos if e < len(logits)), default=-np.inf)
+        mine = eos_best if ended else float(logits[answer[step]])
+        other = eos_best if choice in ours.eos else float(logits[choice])
         if abs(mine - other) <= tie:
             result.greedy_ties += 1
             result.notes.append(f"greedy answers part at new token {step + 1} at a near-tie of our logits "
