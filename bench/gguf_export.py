@@ -27,7 +27,7 @@ from bench.real_models import make_model  # noqa: E402
 from bench.scale import timed_child  # noqa: E402
 
 
-def make_run(folder: Path, model_dir: Path) -> Path:
+def make_run(folder: Path, model_dir: Path, name: str = "bench-0.5b") -> Path:
     """A run folder with one checkpoint: a random LoRA adapter on the attention projections."""
     import numpy as np
     import yaml
@@ -46,7 +46,7 @@ def make_run(folder: Path, model_dir: Path) -> Path:
               "data": {"train_file": str(ROOT / "data/demo/train.jsonl"),
                        "validation_file": str(ROOT / "data/demo/validation.jsonl"), "format": "alpaca",
                        "max_seq_len": 256}}
-    run = RunDir.create(folder / "runs", "bench-0.5b", yaml.safe_dump(config))
+    run = RunDir.create(folder / "runs", name, yaml.safe_dump(config))
     state = {"step": 1, "method": "lora", "lora": lora, "config": config,
              "base_model": {"path": str(model_dir), "sha256": file_sha256(weight_files(model_dir))}}
     save_train_checkpoint(run.checkpoints_dir, 1, tensors, {}, state, pointers=("best", "last"))
