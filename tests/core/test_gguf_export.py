@@ -356,7 +356,7 @@ def test_a_window_shorter_than_the_trained_sequences_is_refused_before_work(tmp_
 
 
 @pytest.mark.slow
-def test_every_type_of_the_demo_model_keeps_its_perplexity(llama_run):
+def test_every_type_keeps_the_f16_files_perplexity(llama_run):
     f16 = _check(gguf_run.export_gguf(llama_run, "best", "f16"))
     for quant, bound in (("f32", None), ("bf16", None), ("q8_0", 0.01), ("q4_k_m", 0.05)):
         check = _check(gguf_run.export_gguf(llama_run, "best", quant))
