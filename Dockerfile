@@ -9,8 +9,11 @@ ENV PYTHONUNBUFFERED=1 GLOG_v=3
 WORKDIR /opt/mindtune
 # g++ builds the CPU's fused kernels on first use (core/engine/fused.py)
 RUN apt-get update && apt-get install -y --no-install-recommends g++ && rm -rf /var/lib/apt/lists/*
-COPY requirements.txt .
+COPY requirements.txt requirements-export.txt ./
 RUN pip install --no-cache-dir -r requirements.txt
+# llama.cpp for the GGUF downloads' check (built from source: g++ above; cmake comes from PyPI)
+RUN CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+    pip install --no-cache-dir -r requirements-export.txt
 COPY app ./app
 COPY core ./core
 COPY configs ./configs

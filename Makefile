@@ -11,8 +11,12 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
-$(VENV)/.installed-dev: requirements.txt requirements-dev.txt requirements-tracking.txt requirements-eval.txt $(VENV)/.installed
-	$(PY) -m pip install -q -r requirements-dev.txt
+# llama-cpp-python (requirements-export.txt) is built from source: portable (no -march=native), without
+# its multimodal library, two compile jobs
+LLAMA_CPP_BUILD := CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2
+
+$(VENV)/.installed-dev: requirements.txt requirements-dev.txt requirements-tracking.txt requirements-eval.txt requirements-export.txt $(VENV)/.installed
+	$(LLAMA_CPP_BUILD) $(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
 console: $(VENV)/.installed

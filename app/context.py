@@ -20,6 +20,7 @@ from app.exports import BackgroundExports, prepare_adapter
 from app.jobs import JobManager
 from app.metrics import SharedCharts
 from app.paths import for_config
+from app.serving import Endpoints
 from app.settings import Settings
 
 
@@ -36,6 +37,7 @@ class Console:
     settings: Settings
     jobs: JobManager
     exports: BackgroundExports = field(default_factory=BackgroundExports)
+    endpoints: Endpoints = field(default_factory=Endpoints)  # the Serve action's processes (app/serving.py)
     charts: SharedCharts = field(default_factory=SharedCharts)  # the Monitor pages' live charts, one per run
     _models: list[ModelEntry] | None = field(default=None, repr=False)
     cluster: ClusterOffers | None = field(default=None, repr=False)  # Slurm's partitions, asked lazily

@@ -3,6 +3,10 @@
 Exporting needs MindSpore, which the console never imports, so it runs as its own process with an
 argv list. `core.engine.export` writes the zip (`RunDir.export_zip`) atomically, so a zip that
 exists is complete and is served as is; the same checkpoint is never exported twice.
+
+The GGUF downloads (llama.cpp, Ollama: core.engine.gguf_run) are files whose check passed: a GGUF is
+offered only beside a `<file>.check.json` that says llama.cpp reloaded it and answered as trained
+(core.run.gguf_files.is_good); `check_summary` is what the button says of it.
 """
 from __future__ import annotations
 
@@ -15,10 +19,15 @@ from pathlib import Path
 
 from core.spec.config import ConfigError, load_config
 from core.run.launcher import REPO_ROOT
+from core.run import gguf_files
 from core.run.records import RunDirError
 from core.run.rundir import POINTERS, RunDir, resolve_inside
 
-FORMATS = ("peft", "merged", "mindspore")
+ZIP_FORMATS = ("peft", "merged", "mindspore")
+# the console's GGUF downloads -> core.export's (--format, --quant)
+GGUF_FORMATS = {"gguf-f16": ("gguf", "f16"), "gguf-q4_k_m": ("gguf", "q4_k_m"), "ollama": ("ollama", "q4_k_m"),
+                "gguf-lora": ("gguf-lora", "f16")}
+FORMATS = ZIP_FORMATS + tuple(GGUF_FORMATS)
 EXPORT_TIMEOUT_S = 900
 _locks: dict[tuple[str, str], threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -30,14 +39,28 @@ class ExportFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class ExportTarget:
-    """Which checkpoint a download would contain, and where its zip is (or will be)."""
+    """Which checkpoint a download would contain, and where its file (a zip, a GGUF) is or will be."""
     which: str      # "best" or "last"
     step: int
-    zip_path: Path
+    zip_path: Path  # the file the button serves
+    checked: Path | None = None  # a GGUF whose check must have passed (the Ollama zip's, the file's own)
 
     @property
     def ready(self) -> bool:
-        return self.zip_path.is_file()
+        return self.zip_path.is_file() and (self.checked is None or gguf_files.is_good(self.checked))
+
+
+def _paths(run: RunDir, which: str, step: int, fmt: str) -> tuple[Path, Path | None]:
+    if fmt not in GGUF_FORMATS:
+        return run.export_zip(which, step, fmt), None
+    kind, quant = GGUF_FORMATS[fmt]
+    if kind == "gguf":
+        path = gguf_files.gguf_path(run, which, step, quant)
+        return path, path
+    if kind == "gguf-lora":
+        path = gguf_files.lora_path(run, which, step)
+        return path, path
+    return gguf_files.ollama_zip_path(run, which, step, quant), gguf_files.gguf_path(run, which, step, quant)
 
 
 def export_target(run_path: Path, fmt: str) -> ExportTarget | None:
@@ -46,12 +69,21 @@ def export_target(run_path: Path, fmt: str) -> ExportTarget | None:
     for which in POINTERS:
         step = run.checkpoint_step(which)
         if step is not None:
-            return ExportTarget(which, step, run.export_zip(which, step, fmt))
+            return ExportTarget(which, step, *_paths(run, which, step, fmt))
     return None
 
 
 def export_argv(run_path: Path, which: str, fmt: str, python: str = sys.executable) -> list[str]:
-    return [python, "-m", "core.export", "--run", str(run_path), "--which", which, "--format", fmt, "--zip"]
+    head = [python, "-m", "core.export", "--run", str(run_path), "--which", which]
+    if fmt in GGUF_FORMATS:
+        kind, quant = GGUF_FORMATS[fmt]
+        return head + ["--format", kind, "--quant", quant]
+    return head + ["--format", fmt, "--zip"]
+
+
+def check_summary(target: ExportTarget) -> dict | None:
+    """The check of the GGUF a download holds (core.engine.gguf_check's JSON), or None."""
+    return gguf_files.read_check(target.checked) if target.checked is not None else None
 
 
 def _lock_for(run_path: Path, fmt: str) -> threading.Lock:
@@ -75,7 +107,7 @@ def run_export(run_path: Path, fmt: str, runs_root: Path, runner=subprocess.run)
                 raise ExportFailed(_last_error(result.stderr) or f"core.engine.export exited with {result.returncode}")
             printed = Path(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else target.zip_path
             if printed.is_file():
-                target = ExportTarget(target.which, target.step, printed)
+                target = ExportTarget(target.which, target.step, printed, target.checked)
     try:
         return resolve_inside(runs_root, target.zip_path)
     except RunDirError as err:

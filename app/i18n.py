@@ -180,6 +180,22 @@ TEXTS: dict[str, tuple[str, str]] = {
     "download.peft": ("PEFT adapter (zip)", "PEFT 适配器（zip）"),
     "download.merged": ("Merged Hugging Face model (zip)", "合并后的 Hugging Face 模型（zip）"),
     "download.mindspore": ("MindSpore checkpoint (zip)", "MindSpore 检查点（zip）"),
+    # issue 39: GGUF for llama.cpp and Ollama, each offered with what llama.cpp's reload of it found
+    "download.gguf-f16": ("GGUF f16 (llama.cpp)", "GGUF f16（llama.cpp）"),
+    "download.gguf-q4_k_m": ("GGUF q4_k_m (llama.cpp)", "GGUF q4_k_m（llama.cpp）"),
+    "download.ollama": ("Ollama (q4_k_m GGUF + Modelfile, zip)", "Ollama（q4_k_m GGUF + 'Modelfile'，zip）"),
+    "download.gguf-lora": ("LoRA adapter GGUF (llama.cpp)", "LoRA 适配器 GGUF（llama.cpp）"),
+    "mon.serve": ("Serve (OpenAI-compatible endpoint)", "提供服务（'OpenAI' 兼容端点）"),
+    "mon.serve_stop": ("Stop serving", "停止提供服务"),
+    "mon.serve_loading": ("loading the model", "正在加载模型"),
+    "download.check_exact": ("reloaded with llama.cpp: {equal}/{prompts} prompts answer as trained, logits within "
+                             "{diff}, perplexity {ppl}",
+                             "已用 llama.cpp 重新加载：{equal}/{prompts} 个提示的回答与训练后一致，logits 相差不超过 {diff}，"
+                             "困惑度 {ppl}"),
+    "download.check_ppl": ("reloaded with llama.cpp: {equal}/{prompts} prompts answer as trained; perplexity "
+                           "{before} → {after} at {quant}",
+                           "已用 llama.cpp 重新加载：{equal}/{prompts} 个提示的回答与训练后一致；{quant} 的困惑度 "
+                           "{before} → {after}"),
     "download.where": ("{which} step {step}", "{which}（第 {step} 步）"),
     "download.failed": (" (last try failed: {error})", "（上次失败：{error}）"),
     "download.prepare": ("prepare", "准备"), "download.busy": ("preparing…", "准备中…"),
@@ -1263,6 +1279,61 @@ MESSAGES_ZH.update({
     "memory.no_properties": "mindspore.hal.get_device_properties 失败：{error}",
 })
 
+# ---- issue 39: GGUF for llama.cpp and Ollama, the OpenAI-compatible endpoint ----
+MESSAGES_ZH.update({
+    "gguf.no_package": "未安装 {package} 包：'pip install -r {requirements}'",
+    "gguf.no_llama_cpp": "未安装 'llama-cpp-python'，而每个 GGUF 导出都要用 llama.cpp 重新加载来检验：'pip install -r {requirements}'",
+    "gguf.window_not_carried": ("未携带 {window} 个词元的滑动窗口（该架构下 llama.cpp 对整个上下文做注意力，与其自带的转换器相同）："
+                                "提示与回答在 {window} 个词元以内时结果相同"),
+    "gguf.moe_dense_layers": "llama.cpp 的 qwen3moe 把每一层都当作专家混合层；该模型有稠密层（{layers}）",
+    "gguf.moe_no_norm_topk": "llama.cpp 的 qwen3moe 会对前 k 个专家的权重重新归一化；该模型不会（norm_topk_prob 为 false）",
+    "gguf.gemma_query_scale": "llama.cpp 按 1/sqrt({assumed}) 缩放 'Gemma' 的查询；该模型的 query_pre_attn_scalar 是 {scalar}",
+    "gguf.family_phi3": ("{family}：mindtune 尚不能写成 GGUF（llama.cpp 能运行 Phi-3，但这里不携带其融合的 'qkv' 与 gate/up "
+                         "张量和 LongRoPE 因子，也没有往返检验）；请导出 'merged'，再用 llama.cpp 的 convert_hf_to_gguf.py 转换"),
+    "gguf.family_glm4": ("{family}：mindtune 尚不能写成 GGUF（llama.cpp 能运行 GLM-4，但这里不携带其融合的 gate/up、额外的归一化层"
+                         "和半个头上交错的 RoPE，也没有往返检验）；请导出 'merged'，再用 llama.cpp 的 convert_hf_to_gguf.py 转换"),
+    "gguf.family_unknown": "{family}：mindtune 没有该模型系列的 GGUF 映射",
+    "gguf.bias_not_read": "{family}：llama.cpp 的 'Gemma' 不读取注意力偏置，而该模型有偏置",
+    "gguf.window_too_short": ("{family}：训练时使用 {window} 个词元的滑动窗口，序列最长 {seq_len}；llama.cpp 运行该架构时没有窗口，"
+                              "超过 {window} 个词元后结果会不同"),
+    "gguf.llama_cpp_refused": "llama.cpp 无法加载 {file}（不提供下载）：{error}",
+    "gguf.rope_type": "RoPE 缩放 {rope_type} 无法带入 GGUF（可带入 'default'、'linear' 与 llama3）",
+    "gguf.local_rope": "{family}：滑动层单独的 RoPE 基数无法带入 GGUF",
+    "gguf.partial_rotary": "只作用于每个头一部分的 RoPE（partial_rotary_factor {factor}）无法带入 GGUF",
+    "gguf.no_tokenizer_json": "{folder}：没有 tokenizer.json；GGUF 文件必须携带分词器",
+    "gguf.tokenizer_kind": "{file}：这是 {kind} 分词器；GGUF 写入器只携带字节级 BPE 分词器（GPT-2、Llama 3、Qwen 风格）",
+    "gguf.tokenizer_pre": "{file}：预分词器 {kinds} 无法告知 llama.cpp（可用 ByteLevel，或带 'Llama 3' / Qwen2 正则的 'Split' + ByteLevel）",
+    "gguf.tokenizer_regex": "{file}：预分词正则 {regex} 与 llama.cpp 已知的（GPT-2、Llama 3、Qwen2）都不符",
+    "gguf.tokenizer_prefix_space": "{file}：ByteLevel 预分词器会加前缀空格，而 llama.cpp 的 BPE 分词器不会",
+    "gguf.tokenizer_too_big": "{file}：词元编号 {token_id} 超出了嵌入矩阵的 {rows} 行",
+    "gguf.tokenizer_duplicate": "{file}：词元 {token} 有两个编号（{first} 和 {second}）；GGUF 词表不允许",
+    "gguf.tensor_unmapped": "张量 {name} 在该架构下没有 llama.cpp 名称",
+    "gguf.tensor_shape": "张量 {name} 的形状是 {shape}，而不是 {expected}",
+    "gguf.quant": "GGUF 类型 {quant}：请使用以下之一：{choices}",
+    "gguf.disk_full": "{folder} 所在的磁盘已满：GGUF 文件约需 {needed}，只剩 {free}；未写入任何内容，先前的导出未被改动",
+    "gguf.lora_experts": "{module}：堆叠专家上的 LoRA 没有 llama.cpp 适配器形式；请改为导出合并后的 GGUF",
+    "gguf.check_no_data": "检验要在运行 {run} 的验证集上用 llama.cpp 重新加载文件，但验证集无法读取：{error}",
+    "gguf.check_no_samples": "运行 {run}：其验证集中没有可用来检验文件的样本",
+    "gguf.quantize_failed": "llama.cpp 的量化器处理 {file} 失败（代码 {code}）",
+    "gguf.checkpoint_gone": "{folder}：导出期间检查点发生了变化（运行仍在保存并删除了它：{error}）；请重新导出，或等运行结束后再导出",
+    "gguf.check_failed": "该文件未通过检验，保存为 {file}，不提供下载：{reasons}",
+    "ollama.template_not_prefix": "对话模板在渲染{what}时改动了之前的内容；'Ollama' 的 TEMPLATE 无法表达",
+    "ollama.template_content": "对话模板没有把{what}的文字恰好渲染一次",
+    "ollama.template_first_turn": "对话模板渲染第一个用户轮次的方式与之后的不同",
+    "ollama.template_head": "对话模板渲染系统轮次的方式与其他轮次不同",
+    "ollama.template_differs": "由对话模板生成的 'Ollama' 模板对 {roles} 对话的渲染与原模板不同",
+    "ollama.triple_quote": "{what}中含有三个连续的双引号，'Modelfile' 无法给它加引号",
+    "ollama.template_braces": "对话模板的文字中含有 '{{{{'，'Ollama' 的模板会把它当作代码",
+    "serve.unknown_model": "这里不提供模型 {model}；此端点提供 {served}",
+    "serve.too_long": "提示有 {tokens} 个词元，又要求再生成 {max_new_tokens} 个；该模型最多读取 {limit} 个",
+    "serve.bad_json": "请求体不是有效的 JSON：{error}",
+    "serve.bad_field": "请求字段 {field}：{error}",
+    "serve.no_messages": "'messages'：请至少给出一条带 'role' 和字符串 'content' 的消息",
+    "serve.no_login_public": "--host {host} 会在没有登录的情况下把模型提供给其他机器；请加上 '--auth user:password'（客户端把它作为 API 密钥发送），或在 127.0.0.1 上提供服务",
+    "serve.unauthorized": "此端点需要登录：请把启动时给出的 'user:password'（--auth）作为 API 密钥发送",
+    "serve.bad_auth": "--auth {value}：请给出 'user:password'",
+})
+
 
 # The console's own answers to an action (Start, Stop, a queue move, Resume, an export): each is a
 # `Said`, a key of TEXTS with its parameters, rendered in the page's language from the same table as
@@ -1304,6 +1375,16 @@ TEXTS.update({
     "act.select_one": ("⚠ select exactly one run", "⚠ 请只选择一个运行"),
     "act.pick_checkpoint": ("⚠ pick one of the run's checkpoints to fork from", "⚠ 请选择要分叉的运行检查点"),
     "act.no_run": ("⚠ no run selected", "⚠ 未选择运行"),
+    # issue 39: Serve (app/serving.py): a finished run's best checkpoint as an OpenAI-compatible endpoint
+    "act.serving": ("✓ {run} is served at {where}: any OpenAI client, on this machine only",
+                    "✓ {run} 已在 {where} 提供服务：任何 'OpenAI' 客户端均可调用，仅限本机"),
+    "act.serve_starting": ("{run}: the endpoint is still loading the model; click Serve again to see its address",
+                           "{run}：端点仍在加载模型；再次点击“提供服务”查看其地址"),
+    "act.serve_failed": ("⚠ the endpoint did not start: {problem}", "⚠ 端点未能启动：{problem}"),
+    "act.serve_not_over": ("⚠ {run} is {state}: a run is served when it is over and has a best checkpoint",
+                           "⚠ {run} 的状态是 {state}：运行结束且有最佳检查点后才能提供服务"),
+    "act.serve_stopped": ("✓ {run} is no longer served", "✓ {run} 已停止提供服务"),
+    "act.not_serving": ("{run} is not served by this console", "此控制台没有为 {run} 提供服务"),
     "act.es_over": ("⚠ {run} is over; early-stopping settings only apply to a running job",
                     "⚠ {run} 已结束；早停设置只对正在运行的任务生效"),
     "act.es_sent": ("sent to the worker (request {seq}): {settings}; it applies at the next step",

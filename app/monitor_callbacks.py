@@ -35,7 +35,7 @@ from app.background import run_with_ticks
 from app.cluster import cancelled, cluster_html, is_cluster, rank_node, shown_state
 from app.context import Console
 from app.sessions import most_recent, session_lock
-from app.exports import FORMATS, ExportFailed, export_target, run_export
+from app.exports import FORMATS, ExportFailed, check_summary, export_target, run_export
 from app.i18n import TEXTS, Said, recognise_said, text
 from app.metrics import RunCharts
 from app.run_status import failure_html, phase, reached_step, state_html, status_html, status_line
@@ -468,6 +468,47 @@ def stop(console: Console, run_id: str | None, graceful: bool, viewer: Viewer = 
         return Said("check.warn", problem=err)
 
 
+# ---- Serve: an OpenAI-compatible endpoint for a finished run (app/serving.py) -------------------
+
+SERVABLE_STATES = ("finished", "early_stopped", "stopped")
+
+
+def _run_or_said(console: Console, run_id: str | None, viewer: Viewer) -> RunDir | Said:
+    if not run_id:
+        return Said("act.no_run")
+    try:
+        return console.jobs.run_dir(run_id, viewer)
+    except ValueError as err:
+        return Said("check.warn", problem=err)
+
+
+def serve(console: Console, run_id: str | None, viewer: Viewer = SINGLE_USER,
+          on_wait: Callable[[float], None] | None = None) -> str:
+    """Start (or find) the run's endpoint and wait until it answers; says its address."""
+    run = _run_or_said(console, run_id, viewer)
+    if isinstance(run, Said):
+        return run
+    state = run.read_status().state
+    if state not in SERVABLE_STATES or run.checkpoint_step("best") is None:
+        return Said("act.serve_not_over", run=run_id, state=state)
+    endpoint = console.endpoints.start(run.path)
+    kind, detail = console.endpoints.wait_ready(endpoint, on_wait=on_wait)
+    if kind == "serving":
+        return Said("act.serving", run=run_id, where=detail)
+    if kind == "ended":
+        console.endpoints.stop(run.path)
+        return Said("act.serve_failed", problem=detail)
+    return Said("act.serve_starting", run=run_id)
+
+
+def stop_serving(console: Console, run_id: str | None, viewer: Viewer = SINGLE_USER) -> str:
+    run = _run_or_said(console, run_id, viewer)
+    if isinstance(run, Said):
+        return run
+    return Said("act.serve_stopped", run=run_id) if console.endpoints.stop(run.path) else \
+        Said("act.not_serving", run=run_id)
+
+
 # ---- the page's feed and its controls --------------------------------------------------------
 
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{8,64}")
@@ -627,12 +668,28 @@ def download_state(console: Console, run: RunDir, fmt: str, lang: str) -> tuple[
         return f"{name} · {text('download.none', lang)}", None, False
     where = text("download.where", lang).format(which=text(f"try.pointer.{target.which}", lang), step=target.step)
     if target.ready:
-        return f"⬇ {name} · {where}", str(target.zip_path), True
+        checked = check_words(check_summary(target), lang)
+        return f"⬇ {name} · {where}{' · ' + checked if checked else ''}", str(target.zip_path), True
     if console.exports.busy(run.path, fmt):
         return f"{name} · {where} · {text('download.busy', lang)}", None, False
     failed = console.exports.failure(run.path, fmt)
     suffix = text("download.failed", lang).format(error=failed[:80]) if failed else ""
     return f"{text('download.prepare', lang)} {name} · {where}{suffix}", None, True
+
+
+def check_words(check: dict | None, lang: str) -> str:
+    """What llama.cpp's reload of a GGUF download found (core.engine.gguf_check), in a few words."""
+    if not check:
+        return ""
+    if check.get("perplexity_reference"):
+        return text("download.check_ppl", lang).format(
+            equal=check["greedy_equal"] + check["greedy_ties"], prompts=check["prompts"],
+            before=f"{check['perplexity_reference']:.3f}", after=f"{check['perplexity']:.3f}",
+            quant=check["quant"])
+    return text("download.check_exact", lang).format(
+        equal=check["greedy_equal"] + check["greedy_ties"], prompts=check["prompts"],
+        diff=f"{check['max_logit_diff']:.1e}" if check.get("max_logit_diff") is not None else "?",
+        ppl=f"{check['perplexity']:.3f}")
 
 
 def _downloads_if_changed(session: MonitorSession, console: Console, run: RunDir,

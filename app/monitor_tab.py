@@ -25,7 +25,7 @@ from core.spec.config import describe_fields
 
 from app import monitor_callbacks as cb
 from app.context import Console
-from app.exports import FORMATS
+from app.exports import GGUF_FORMATS, ZIP_FORMATS
 from app.i18n import Labels, action_text, text
 from app.metrics import empty_frame
 from app.run_status import state_html
@@ -41,7 +41,9 @@ CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot
           "answers": "answers-plot", "reward_accuracy": "reward-accuracy-plot",
           "reward_margin": "reward-margin-plot", "logps": "logps-plot", "reward": "reward-plot",
           "reward_functions": "reward-functions-plot", "kl": "kl-plot", "completions": "completions-table"}
-DOWNLOAD_IDS = {"peft": "download-adapter", "merged": "download-merged", "mindspore": "download-mindspore"}
+DOWNLOAD_IDS = {"peft": "download-adapter", "merged": "download-merged", "mindspore": "download-mindspore",
+                "gguf-f16": "download-gguf-f16", "gguf-q4_k_m": "download-gguf-q4", "ollama": "download-ollama",
+                "gguf-lora": "download-gguf-lora"}
 # The download the page starts itself once the export is made (from the file's URL: clicking the
 # button again could meet it disabled by a controls update that crossed this answer)
 DOWNLOAD_JS = """(url) => {
@@ -132,11 +134,17 @@ def build(console: Console, labels: Labels) -> MonitorTab:
         for name in ("grad_norm", "loss_scale", "answers"):
             tab.plots[name] = _plot(name, labels)
     labels.bind(gr.Markdown(), value="mon.downloads")
-    with gr.Row():
-        for fmt in FORMATS:
-            tab.downloads[fmt] = gr.DownloadButton(label=f"{labels(f'download.{fmt}')} · {labels('download.none')}",
-                                                   value=None, interactive=False,
-                                                   elem_id=DOWNLOAD_IDS[fmt])
+    for row in (ZIP_FORMATS, tuple(GGUF_FORMATS)):  # the Hugging Face / MindSpore zips, then llama.cpp's files
+        with gr.Row():
+            for fmt in row:
+                tab.downloads[fmt] = gr.DownloadButton(
+                    label=f"{labels(f'download.{fmt}')} · {labels('download.none')}", value=None, interactive=False,
+                    elem_id=DOWNLOAD_IDS[fmt])
+    with gr.Row():  # a finished run as an OpenAI-compatible endpoint (app/serving.py, core.serve)
+        tab.out["serve"] = labels.bind(gr.Button(size="md", scale=0, min_width=200, elem_id="serve-button"),
+                                       value="mon.serve")
+        tab.out["serve_stop"] = labels.bind(gr.Button(size="md", scale=0, min_width=200, elem_id="serve-stop"),
+                                            value="mon.serve_stop")
     tab.out["profile"] = _slot("profile", elem_id="run-profile")
     # shown only for a run that has a profiler trace (a greyed button on every run was noise: issue 31 item 6)
     tab.out["profile_trace"] = labels.bind(gr.DownloadButton(value=None, interactive=False, visible=False,
@@ -218,6 +226,17 @@ def _wire_controls(tab: MonitorTab, console: Console, labels: Labels) -> None:
     tab.out["es_apply"].click(apply, es_inputs, message, api_visibility="private")
     tab.es["patience"].submit(apply, es_inputs, message, api_visibility="private")
     lang = labels.toggle
+
+    def serve(run_id: str | None, language: str, request: gr.Request, progress=gr.Progress()):
+        return action_text(cb.serve(console, run_id, console.viewer(request), on_wait=lambda s: progress(
+            None, desc=f"{text('mon.serve_loading', language)}: {s:.0f} s")), language)
+
+    def serve_stop(run_id: str | None, language: str, request: gr.Request):
+        return action_text(cb.stop_serving(console, run_id, console.viewer(request)), language)
+
+    tab.out["serve"].click(serve, [run, lang], message, concurrency_limit=2, show_progress_on=[message],
+                           api_visibility="private")
+    tab.out["serve_stop"].click(serve_stop, [run, lang], message, api_visibility="private")
     for fmt, button in tab.downloads.items():
         just_made = gr.Textbox(visible=False, elem_id=f"{DOWNLOAD_IDS[fmt]}-made")
 

@@ -13,13 +13,12 @@ logins, each user sees only their own runs; an `--admin` user sees every run (se
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from core.run.launcher import REPO_ROOT
+from core.run.launcher import REPO_ROOT, is_loopback  # noqa: F401  (app.access uses it from here)
 
 DEFAULT_MODELS_DIR = REPO_ROOT / "models"
 DEFAULT_DATA_DIR = REPO_ROOT / "data"
@@ -69,16 +68,6 @@ class Settings:
     @property
     def max_upload_bytes(self) -> int:
         return int(self.max_upload_mb * 1024 * 1024)
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and 'localhost'; anything else may be reachable from outside."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_auth(text: str, where: str = "--auth") -> tuple[str, str]:

@@ -3,6 +3,12 @@ folder, or a MindSpore `.ckpt`; each also as a zip.
 
     python -m core.export --run runs/<id> [--which best|last] --format peft|merged|mindspore [--zip]
                           [--dtype stored|float32|bfloat16|float16]
+    python -m core.export --run runs/<id> [--which best|last] --format gguf|gguf-lora|ollama
+                          [--quant f32|f16|bf16|q8_0|q4_k_m]
+
+The command line is core.engine.export_main's. The GGUF formats (llama.cpp, Ollama) are
+core.engine.gguf_run's: each file is reloaded with llama.cpp and checked against this engine before it
+is offered (`<file>.check.json` beside it).
 
 Outputs go to `runs/<id>/export/<which>-step-<N>-<format>/` (and `.zip`; `RunDir.export_path`),
 written under a temporary name and renamed when complete, so a download never sees half an export.
@@ -20,7 +26,6 @@ alone is ~400 MB and seconds): they stream safetensors one tensor at a time (cor
 """
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -169,9 +174,10 @@ def _module_prefix(state: dict) -> str | None:
 
 # ---- merged --------------------------------------------------------------------------------
 
-def _merged_tensor(name: str, info, base: SafetensorsReader, trained: SafetensorsReader, method: str,
+def merged_tensor(name: str, info, base: SafetensorsReader, trained: SafetensorsReader, method: str,
                    ours: str, scaling: float, dtype: str):
-    """A reader of one output tensor (called when its bytes are due)."""
+    """A reader of one output tensor (called when its bytes are due): the base's tensor `name` with the
+    checkpoint's training folded in (core.engine.gguf_run reads the merged model through it too)."""
     def read():
         if method == FULL and ours in trained.tensors:
             values = to_float32(trained.read(ours, raw=True), trained.tensors[ours].dtype)
@@ -230,7 +236,7 @@ def write_merged(folder: Path, state: dict, out: Path, dtype: str = "stored") ->
                     target = info.dtype if dtype == "stored" or info.dtype not in FLOAT_DTYPES else dtype
                     if info.dtype in FLOAT_DTYPES:
                         written_dtypes.add(target)
-                    entries.append(TensorEntry(name, info.shape, target, _merged_tensor(
+                    entries.append(TensorEntry(name, info.shape, target, merged_tensor(
                         name, info, base, trained, method, ours, scaling, target)))
                     weight_map[name] = shard.name
                 if reward and shard == shards[-1]:
@@ -389,39 +395,23 @@ def zip_folder(folder: str | Path, target: str | Path) -> Path:
     return target
 
 
-def export_run(run_dir: str | Path, which: str = "best", fmt: str = "peft", make_zip: bool = False,
-               dtype: str = "stored") -> Path:
-    """Export `runs/<id>/checkpoints/<which>` into `runs/<id>/export/` and return the result path."""
-    run = RunDir(run_dir)
+def pointed_step(run: RunDir, which: str) -> int:
+    """The step `checkpoints/<which>` (best or last) names; an error when it names none."""
     if which not in POINTERS:
         raise ExportError(Message("export.which", py_value=repr(which), or_choices=" or ".join(repr(p) for p in POINTERS)))
     step = run.checkpoint_step(which)
     if step is None:
         raise ExportError(Message("export.no_pointer", folder=str(run.path), which=which))
+    return step
+
+
+def export_run(run_dir: str | Path, which: str = "best", fmt: str = "peft", make_zip: bool = False,
+               dtype: str = "stored") -> Path:
+    """Export `runs/<id>/checkpoints/<which>` into `runs/<id>/export/` and return the result path."""
+    run = RunDir(run_dir)
+    step = pointed_step(run, which)
     out_path = run.export_path(which, step, fmt)
     if dtype != "stored":
         out_path = out_path.with_name(f"{out_path.name}-{dtype}")
     out = export_checkpoint(run.checkpoint(step), fmt, out_path, dtype)
     return zip_folder(out, out.with_name(out.name + ".zip")) if make_zip else out  # = RunDir.export_zip
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m core.export", description=__doc__.splitlines()[0])
-    parser.add_argument("--run", required=True, help="run folder, e.g. runs/<id>")
-    parser.add_argument("--which", default="best", choices=list(POINTERS))
-    parser.add_argument("--format", default="peft", choices=FORMATS)
-    parser.add_argument("--dtype", default="stored", choices=EXPORT_DTYPES,
-                        help="merged export: the weights' dtype (default: as the base stores them)")
-    parser.add_argument("--zip", action="store_true", help="also write a .zip of the export")
-    args = parser.parse_args(argv)
-    try:
-        path = export_run(args.run, args.which, args.format, args.zip, args.dtype)
-    except (ExportError, CheckpointError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,6 +16,7 @@ rank's account if its supervisor could not, and tears down the processes of a ru
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import os
 import re
 import shlex
@@ -111,6 +112,17 @@ class _Tee:
 
 
 # ---- commands -------------------------------------------------------------------------------
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and 'localhost'; anything else may be reachable from outside (the
+    console's and the endpoint's rule: such an address needs a login)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago (bind port 0, read it, close)."""

@@ -951,6 +951,85 @@ CATALOGUE.update({
 })
 
 
+# ---- issue 39: GGUF for llama.cpp and Ollama, the OpenAI-compatible endpoint ----
+# (core.engine.gguf_export, gguf_check, gguf_run, ollama; core.engine.serve). `reasons` is the check's own
+# English list; `error` a library's words
+CATALOGUE.update({
+    "gguf.no_package": "the {package} package is not installed: pip install -r {requirements}",
+    "gguf.no_llama_cpp": ("llama-cpp-python is not installed, and every GGUF export is checked by reloading it with "
+                          "llama.cpp: pip install -r {requirements}"),
+    "gguf.window_not_carried": ("sliding window of {window} tokens not carried (llama.cpp attends to the whole "
+                                "context for this architecture, as its own converter does): answers are the same "
+                                "while prompt and answer fit in {window} tokens"),
+    "gguf.moe_dense_layers": ("llama.cpp's qwen3moe makes every layer a mixture of experts; this model has dense "
+                              "layers ({layers})"),
+    "gguf.moe_no_norm_topk": ("llama.cpp's qwen3moe renormalises the top-k expert weights; this model does not "
+                              "(norm_topk_prob is false)"),
+    "gguf.gemma_query_scale": ("llama.cpp scales Gemma's queries by 1/sqrt({assumed}); this model's "
+                               "query_pre_attn_scalar is {scalar}"),
+    "gguf.family_phi3": ("{family}: not written as GGUF by mindtune yet (llama.cpp runs Phi-3, but its fused "
+                         "qkv and gate/up tensors and LongRoPE factors are not carried here and no round trip "
+                         "checks them); export 'merged' and convert it with llama.cpp's convert_hf_to_gguf.py"),
+    "gguf.family_glm4": ("{family}: not written as GGUF by mindtune yet (llama.cpp runs GLM-4, but its fused "
+                         "gate/up, extra norms and half-head interleaved RoPE are not carried here and no round "
+                         "trip checks them); export 'merged' and convert it with llama.cpp's convert_hf_to_gguf.py"),
+    "gguf.family_unknown": "{family}: mindtune has no GGUF mapping for this family",
+    "gguf.bias_not_read": "{family}: llama.cpp's Gemma reads no attention biases, and this model has them",
+    "gguf.window_too_short": ("{family}: trained with a sliding window of {window} tokens on sequences of up to "
+                              "{seq_len}; llama.cpp runs this architecture without the window, so its answers "
+                              "would differ past {window} tokens"),
+    "gguf.llama_cpp_refused": "llama.cpp could not load {file} (not offered): {error}",
+    "gguf.rope_type": "RoPE scaling {rope_type} is not carried to GGUF (default, linear and llama3 are)",
+    "gguf.local_rope": "{family}: a separate RoPE base for the sliding layers is not carried to GGUF",
+    "gguf.partial_rotary": "RoPE on part of each head (partial_rotary_factor {factor}) is not carried to GGUF",
+    "gguf.no_tokenizer_json": "{folder}: no tokenizer.json; the GGUF file must carry the tokenizer",
+    "gguf.tokenizer_kind": ("{file}: a {kind} tokenizer; the GGUF writer carries byte-level BPE tokenizers "
+                            "(GPT-2, Llama 3, Qwen style) only"),
+    "gguf.tokenizer_pre": ("{file}: pre-tokenizer {kinds} is not one llama.cpp can be told (ByteLevel, or Split + "
+                           "ByteLevel with the Llama 3 or Qwen2 regex)"),
+    "gguf.tokenizer_regex": ("{file}: pre-tokenizer regex {regex} matches none llama.cpp knows (GPT-2, Llama 3, "
+                             "Qwen2)"),
+    "gguf.tokenizer_prefix_space": ("{file}: the ByteLevel pre-tokenizer adds a prefix space, which llama.cpp's "
+                                    "BPE tokenizer does not"),
+    "gguf.tokenizer_too_big": "{file}: token id {token_id} is past the embedding's {rows} rows",
+    "gguf.tokenizer_duplicate": "{file}: token {token} has two ids ({first} and {second}); a GGUF vocabulary cannot",
+    "gguf.tensor_unmapped": "tensor {name} has no llama.cpp name for this architecture",
+    "gguf.tensor_shape": "tensor {name} came out {shape}, not {expected}",
+    "gguf.quant": "GGUF type {quant}: use one of {choices}",
+    "gguf.disk_full": ("the disk holding {folder} is full: the GGUF file needs about {needed}, {free} is free; "
+                       "nothing was written and earlier exports are untouched"),
+    "gguf.lora_experts": ("{module}: a LoRA on stacked experts has no llama.cpp adapter form; export the merged "
+                          "GGUF instead"),
+    "gguf.check_no_data": ("the check reloads the file with llama.cpp on run {run}'s validation set, which cannot "
+                           "be read: {error}"),
+    "gguf.check_no_samples": "run {run}: its validation set has no sample to check the file with",
+    "gguf.quantize_failed": "llama.cpp's quantizer failed on {file} (code {code})",
+    "gguf.checkpoint_gone": ("{folder}: the checkpoint changed while it was exported (the run is still saving and "
+                             "removed it: {error}); export again, or when the run has ended"),
+    "gguf.check_failed": ("the file did not pass its check and is kept as {file}, not offered: {reasons}"),
+    "ollama.template_not_prefix": ("the chat template renders {what} by changing what came before it; Ollama's "
+                                   "TEMPLATE cannot say that"),
+    "ollama.template_content": "the chat template does not render {what}'s text exactly once",
+    "ollama.template_first_turn": "the chat template renders the first user turn unlike the later ones",
+    "ollama.template_head": "the chat template renders a system turn unlike its other turns",
+    "ollama.template_differs": ("the Ollama template made from the chat template renders a {roles} conversation "
+                                "differently from it"),
+    "ollama.triple_quote": "{what} contains three double quotes, which a Modelfile cannot quote",
+    "ollama.template_braces": "the chat template's text contains '{{{{', which Ollama's template would read as code",
+    # the endpoint (core.engine.serve): OpenAI-style error bodies and the console's Serve action
+    "serve.unknown_model": "model {model} is not served here; this endpoint serves {served}",
+    "serve.too_long": ("the prompt is {tokens} tokens and {max_new_tokens} more are asked for; the model reads "
+                       "{limit} at most"),
+    "serve.bad_json": "the request body is not valid JSON: {error}",
+    "serve.bad_field": "request field {field}: {error}",
+    "serve.no_messages": "messages: give at least one message with a role and a string content",
+    "serve.no_login_public": ("--host {host} would serve the model to other machines without a login; add --auth "
+                              "user:password (clients send it as their API key) or serve on 127.0.0.1"),
+    "serve.unauthorized": ("this endpoint needs a login: send the user:password it was started with (--auth) as "
+                           "the API key"),
+    "serve.bad_auth": "--auth {value}: give user:password",
+})
+
 # the parameters that hold a message themselves (the others are values: a step, a signal, a file)
 MESSAGE_PARAMS = frozenset({"reason", "note", "who", "job", "advice", "why", "listed"})
 # parameters that are a list of messages, said one after another with LIST_SEPARATOR between them

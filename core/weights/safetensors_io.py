@@ -53,8 +53,13 @@ def raw_dtype(dtype: str) -> np.dtype:
 def to_float32(raw: np.ndarray, dtype: str) -> np.ndarray:
     """A tensor read raw (see `raw_dtype`) as float32, exactly (every float dtype here converts
     exactly; bfloat16 is the upper half of a float32's bits)."""
-    if dtype == "bfloat16":
-        return (raw.astype(np.uint32) << 16).view(np.float32)
+    if dtype == "bfloat16":  # a chunk at a time: no uint32 temporaries the size of the tensor
+        out = np.empty(raw.shape, np.uint32)
+        flat_in, flat_out = raw.reshape(-1), out.reshape(-1)
+        for start in range(0, flat_in.size, _CHUNK):
+            flat_out[start:start + _CHUNK] = flat_in[start:start + _CHUNK]
+            flat_out[start:start + _CHUNK] <<= np.uint32(16)
+        return out.view(np.float32)
     return raw.astype(np.float32)
 
 
@@ -212,6 +217,17 @@ class SafetensorsReader:
         self._handle.seek(self._data_start + info.begin)
         view = memoryview(array.reshape(-1).view(np.uint8))
         if self._handle.readinto(view) != info.end - info.begin:
+            raise SafetensorsFormatError(Message("weights.ends_early", name=name))
+        return array
+
+    def read_rows(self, name: str, start: int, stop: int, raw: bool = False) -> np.ndarray:
+        """Rows start..stop of the tensor's first axis (a large tensor read a block at a time)."""
+        info = self.tensors[name]
+        row = int(np.prod(info.shape[1:], dtype=np.int64)) * ITEMSIZE[info.dtype]
+        stop = min(stop, info.shape[0])
+        array = np.empty((stop - start, *info.shape[1:]), raw_dtype(info.dtype) if raw else np.dtype(info.dtype))
+        self._handle.seek(self._data_start + info.begin + start * row)
+        if self._handle.readinto(memoryview(array.reshape(-1).view(np.uint8))) != (stop - start) * row:
             raise SafetensorsFormatError(Message("weights.ends_early", name=name))
         return array
 

@@ -18,6 +18,7 @@ from mindspore import Parameter, Tensor, nn
 from safetensors.numpy import save_file
 
 from core.engine import export as export_mod
+from core.engine.export_main import main as export_main
 from core.engine.checkpoint import (check_dtype_supported, hf_state_dict, load_hf_model, read_safetensors,
                                     read_trainer_state, set_parameters)
 from core.engine.generate import SamplingSettings, generate, main as generate_main
@@ -452,7 +453,7 @@ def test_an_exports_error_line_reads_in_chinese_by_the_catalogue(tiny, tmp_path,
               "export.adapter_rank": {"lora": {**LORA, "rank": 3}}}
     _checkpoint(tiny, tmp_path, **states[key])
     argv = ["--run", str(tmp_path / "run"), "--format", "peft"] + (["--which", "last"] if key == "export.no_pointer" else [])
-    assert export_mod.main(argv) == 2
+    assert export_main(argv) == 2
     line = capsys.readouterr().err.strip().removeprefix("error: ")
     from core.spec.messages import recognise_located
     found = recognise_located(line)

@@ -310,7 +310,8 @@ def test_controls_change_only_when_the_run_or_its_state_changes(console):
     session = cb.MonitorSession()
     first = cb.controls(session, None, console)
     assert first.run_id == run.run_id and first.run_choices == [run.run_id] and first.active is True
-    assert set(first.downloads) == {"peft", "merged", "mindspore"} and first.es_values["patience"] == 3
+    assert set(first.downloads) == {"peft", "merged", "mindspore", "gguf-f16", "gguf-q4_k_m", "ollama", "gguf-lora"}
+    assert first.es_values["patience"] == 3
     again = cb.controls(session, run.run_id, console)
     assert (again.run_choices, again.active, again.downloads, again.es_values) == (None, None, {}, None)
     run.write_status(state="stopped")

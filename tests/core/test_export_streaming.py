@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.engine.export import ExportError, export_run, main as export_main
+from core.engine.export import ExportError, export_run
+from core.engine.export_main import main as export_main
 from core.spec.model_args import INDEX_NAME
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace

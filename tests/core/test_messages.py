@@ -124,6 +124,12 @@ SAMPLE.update({"max_prompt_len": 256, "record": "data/demo-grpo/train.jsonl line
 SAMPLE.update({"completions": 11, "flags": 12, "advantages": 12, "completion": 70, "prompt_width": 256,
                "completion_width": 64, "temperature": 0.7, "objective": "grpo"})
 
+# issue 39 (GGUF for llama.cpp and Ollama, the OpenAI-compatible endpoint):
+SAMPLE.update({"assumed": 256, "first": 11, "second": 12, "host": "0.0.0.0", "kind": "WordPiece",
+               "kinds": "Metaspace", "quant": "q3_k", "reasons": "2 of 8 greedy answers differ",
+               "regex": "'\\p{L}+'", "requirements": "requirements-export.txt", "roles": "user/assistant/user",
+               "rows": 1024, "scalar": 144, "seq_len": 256, "served": "'demo'", "token": "'<pad>'", "token_id": 1030,
+               "window": 4096})
 
 def test_the_english_is_what_core_wrote_before_the_ids():
     assert Message("run.reached_steps", steps=20) == "reached 20 steps"

@@ -1,0 +1,115 @@
+"""The console's Serve action: a finished run's best checkpoint as an OpenAI-compatible endpoint
+(`python -m core.serve`, a process of its own: the console never imports MindSpore).
+
+One endpoint per run, on 127.0.0.1 and a free port, whatever the console's own address: it has no
+login of its own, so only programs on this machine reach it. Its output goes to the run folder's
+`serve.log`; it is ready when it prints its address. Stop serving ends its process group; the
+console ends every endpoint it started when it exits.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.run.launcher import REPO_ROOT, free_port
+from core.run.rundir import RunDir
+
+LOG_NAME = "serve.log"
+READY = re.compile(r"^serving (?P<name>\S+) at (?P<url>http://\S+/v1)")
+START_TIMEOUT_S = 180
+
+
+def serve_argv(run_path: Path, port: int, python: str = sys.executable) -> list[str]:
+    checkpoint = RunDir(run_path).checkpoint("best")
+    return [python, "-m", "core.serve", "--checkpoint", str(checkpoint), "--host", "127.0.0.1", "--port", str(port)]
+
+
+@dataclass
+class Endpoint:
+    """One run's endpoint process and where it listens."""
+    process: subprocess.Popen
+    port: int
+    log: Path
+
+    def state(self) -> tuple[str, str]:
+        """("serving", url and model name) | ("starting", "") | ("ended", its last error line)."""
+        try:
+            lines = self.log.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            lines = []
+        if self.process.poll() is not None:
+            said = [line for line in lines if line.startswith("error:")] or lines or ["exited"]
+            return "ended", said[-1].removeprefix("error: ")
+        found = next((m for line in lines if (m := READY.match(line))), None)
+        return ("serving", f"{found['url']} (model '{found['name']}')") if found else ("starting", "")
+
+
+class Endpoints:
+    """The endpoints this console started, by run folder."""
+
+    def __init__(self, popen=subprocess.Popen):
+        self._popen = popen
+        self._guard = threading.Lock()
+        self.running: dict[str, Endpoint] = {}
+        atexit.register(self.stop_all)
+
+    def start(self, run_path: Path) -> Endpoint:
+        """The run's endpoint, started unless it runs (an ended one is started again)."""
+        key = str(Path(run_path).resolve())
+        with self._guard:
+            current = self.running.get(key)
+            if current is not None and current.process.poll() is None:
+                return current
+            port = free_port()
+            log = Path(run_path) / LOG_NAME
+            with open(log, "w", encoding="utf-8") as handle:
+                process = self._popen(serve_argv(Path(run_path), port), cwd=REPO_ROOT, stdout=handle,
+                                      stderr=subprocess.STDOUT, start_new_session=True,
+                                      env={**os.environ, "GLOG_v": "3"})
+            self.running[key] = Endpoint(process, port, log)
+            return self.running[key]
+
+    def wait_ready(self, endpoint: Endpoint, timeout_s: float = START_TIMEOUT_S, on_wait=None) -> tuple[str, str]:
+        start = time.monotonic()
+        while True:
+            state = endpoint.state()
+            if state[0] != "starting" or time.monotonic() - start > timeout_s:
+                return state
+            if on_wait is not None:
+                on_wait(time.monotonic() - start)
+            time.sleep(0.5)
+
+    def get(self, run_path: Path) -> Endpoint | None:
+        return self.running.get(str(Path(run_path).resolve()))
+
+    def stop(self, run_path: Path) -> bool:
+        endpoint = self.running.pop(str(Path(run_path).resolve()), None)
+        if endpoint is None:
+            return False
+        _end(endpoint.process)
+        return True
+
+    def stop_all(self) -> None:
+        for key in list(self.running):
+            _end(self.running.pop(key).process)
+
+
+def _end(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+    except (ProcessLookupError, PermissionError):
+        return
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
