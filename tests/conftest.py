@@ -22,6 +22,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than a few seconds (deselect with -m 'not slow')")
     config.addinivalue_line("markers", "slurm: needs the Slurm test cluster (scripts/slurm_cluster.sh; "
                             "tests/slurm_fixtures.py skips without it, or fails when MINDTUNE_REQUIRE_SLURM=1)")
+    config.addinivalue_line("markers", "exhaustive: every case of a family-by-family check (the GGUF round trip of "
+                            "each family); `make test` runs them, .ci/run deselects them with "
+                            "MINDTUNE_DESELECT_EXHAUSTIVE=1 and prints how many")
     config.addinivalue_line("markers", "device: needs a GPU or Ascend device (tests/device; skipped, with the "
                             "reason, where MindSpore has none)")
 
@@ -43,6 +46,18 @@ def _fail_a_required_skip(report) -> None:
         if REQUIRED_SKIPS.search(reason):
             report.outcome = "failed"
             report.longrepr = f"MINDTUNE_REQUIRE_REFERENCES=1 but this would skip: {reason}"
+
+
+def pytest_collection_modifyitems(config, items):
+    """MINDTUNE_DESELECT_EXHAUSTIVE=1 (.ci/run): the `exhaustive` tests are deselected, said by count."""
+    if os.environ.get("MINDTUNE_DESELECT_EXHAUSTIVE") != "1":
+        return
+    dropped = [item for item in items if item.get_closest_marker("exhaustive")]
+    if dropped:
+        items[:] = [item for item in items if not item.get_closest_marker("exhaustive")]
+        config.hook.pytest_deselected(items=dropped)
+        print(f"\nMINDTUNE_DESELECT_EXHAUSTIVE=1: {len(dropped)} exhaustive tests deselected "
+              f"({', '.join(sorted({item.module.__name__ for item in dropped}))})")
 
 
 @pytest.hookimpl(hookwrapper=True)

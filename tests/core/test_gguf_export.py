@@ -335,6 +335,7 @@ FAMILY_RUNS = {  # family -> (hf_fixtures config, LoRA targets)
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive  # .ci/run keeps Llama's round trip (test_llama_f16_round_trip_answers_as_trained)
 @pytest.mark.parametrize("family", sorted(FAMILY_RUNS))
 def test_every_family_round_trips_through_llama_cpp(tmp_path, family):
     model, targets = FAMILY_RUNS[family]
