@@ -11,6 +11,7 @@ from core.data.files import file_names, split_path
 from core.data.pairs import file_kind
 from core.spec.errors import said_of
 from core.data.tokenizer import TokenizerError
+from core.spec.objectives import spec_of
 
 from app import catalog
 from app.context import Console
@@ -94,7 +95,7 @@ def preview_view(values: Mapping[str, Any], console: Console, lang: str = "en") 
         settings = data_settings(values, console)
     except (ConfigError, OutsideRootsError) as err:
         return error_html(err, lang)
-    if values.get("train.objective") == "grpo":  # the prompts the rollouts get and the rewards' columns
+    if spec_of(values.get("train.objective")).data == "prompts":  # the prompts the rollouts get and the rewards' columns
         return prompt_preview_html(str(model.path), settings, _prompt_len(values), lang=lang)
     return preview_html(str(model.path), settings, lang=lang)
 
@@ -119,9 +120,9 @@ def stats_view(values: Mapping[str, Any], console: Console, lang: str = "en") ->
         return "", ""
     except (DataError, TokenizerError, OSError) as err:
         return "", text("dp.stats_unavailable", lang).format(err=problem_text(err, lang))
-    if objective == "grpo":
+    if spec_of(objective).data == "prompts":
         return "", prompt_stats_markdown(stats, lang)
-    if objective != "sft":
+    if spec_of(objective).data != "supervised":
         return "", preference_stats_markdown(stats, settings.max_seq_len, objective, lang)
     return histogram_html(stats, settings.max_seq_len, lang), stats_markdown(stats, settings.max_seq_len, lang)
 
@@ -188,7 +189,8 @@ def prompt_columns(config: Config, console: Console) -> list[str] | None:
     if model is None or not model.loadable:
         return None
     try:
-        stats = data_stats(str(model.path), config.data, config.run.seed, "grpo", config.grpo.max_prompt_len)
+        stats = data_stats(str(model.path), config.data, config.run.seed, config.train.objective,
+                           config.grpo.max_prompt_len)
     except (DataError, TokenizerError, OSError):
         return None
     return stats.columns

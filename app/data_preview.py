@@ -24,6 +24,7 @@ from core.data.preference import PreferenceStats, file_kind, load_preference_spl
 from core.data.prompts import load_prompt_splits, prompt_sources, read_prompts, tokenize_prompts
 from core.spec.stats import PromptStats
 from core.data.tokenizer import Tokenizer, TokenizerError
+from core.spec.objectives import spec_of
 
 from app.i18n import TEXTS, place_text, problem_text, text
 from app.paths import absolute
@@ -215,15 +216,15 @@ def data_stats(model_dir: str, settings: DataSettings, seed: int, objective: str
     folder = absolute(model_dir)
     resolved = _resolved(settings)
     try:
-        key = (*_MEMORY.key(folder, resolved, seed), objective, max_prompt_len if objective == "grpo" else None)
+        key = (*_MEMORY.key(folder, resolved, seed), objective, max_prompt_len if spec_of(objective).data == "prompts" else None)
     except OSError as err:
         raise DataError(Message("data.files_unreadable", os_error=str(err))) from None
     stats = _MEMORY.get(key)
     if stats is None:
         tokenizer = Tokenizer.from_dir(folder)
-        if objective == "grpo":
+        if spec_of(objective).data == "prompts":
             stats = load_prompt_splits(resolved, tokenizer, seed, max_prompt_len).stats
-        elif objective != "sft":
+        elif spec_of(objective).data != "supervised":
             stats = load_preference_splits(resolved, tokenizer, seed, objective).stats
         else:
             stats = load_splits(resolved, tokenizer, seed, cache_dir=absolute(CACHE_DIR)).stats

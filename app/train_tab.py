@@ -12,6 +12,7 @@ from typing import Any
 import gradio as gr
 
 from core.spec.config import Config
+from core.spec.objectives import spec_of
 
 from app import catalog, data_callbacks, devices, form, form_sync
 from app.cluster import where_choices, where_note
@@ -192,7 +193,8 @@ def _precision_fields(tab: TrainTab, labels: Labels, values: dict, info: dict) -
 
 def _objective_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
     """train.objective and the preference: settings (core.engine.preference), open when not SFT."""
-    with _accordion(labels, "sec.objective", open=values["train.objective"] != "sft", elem_id="sec-objective"):
+    with _accordion(labels, "sec.objective", open=spec_of(values["train.objective"]).kind != "sft",
+                    elem_id="sec-objective"):
         rows = (("train.objective", "preference.reference", "preference.beta"),
                 ("preference.loss_type", "preference.label_smoothing", "preference.simpo_gamma"),
                 ("preference.orpo_lambda", "preference.kto_desirable_weight", "preference.kto_undesirable_weight"))
@@ -201,7 +203,8 @@ def _objective_section(tab: TrainTab, labels: Labels, values: dict, info: dict) 
                 for key in row:
                     _widget(tab, key, values, info, labels)
         # GRPO's settings (core.spec.config GrpoSettings), shown while the objective is grpo
-        with gr.Column(visible=values["train.objective"] == "grpo", elem_id="grpo-settings") as grpo_box:
+        with gr.Column(visible="grpo." in spec_of(values["train.objective"]).settings,
+                       elem_id="grpo-settings") as grpo_box:
             for row in GRPO_ROWS:
                 with gr.Row():
                     for key in row:
@@ -535,7 +538,7 @@ def _wire_device_and_method(tab: TrainTab, lang: Any) -> None:
 
     def on_objective(name: str, watched: str):
         """GRPO's settings show for grpo; a monitor the objective does not log becomes its default."""
-        return gr.update(visible=name == "grpo"), cb.monitor_for(name, watched)
+        return gr.update(visible="grpo." in spec_of(name).settings), cb.monitor_for(name, watched)
 
     objective.change(on_objective, [objective, monitor], [tab.out["grpo_box"], monitor], show_progress="hidden",
                      api_visibility="private")

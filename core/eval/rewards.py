@@ -53,6 +53,7 @@ from core.run.rundir import RunDir
 from core.spec.config import Problem
 from core.spec.errors import MessageError
 from core.spec.messages import Message
+from core.spec.objectives import spec_of
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_COLUMN = "answer"
@@ -572,7 +573,7 @@ def _run_problem(index: int, spec: Mapping, runs_dir: str, root: Path) -> Messag
     except (OSError, yaml.YAMLError):
         saved = {}
     objective = ((saved.get("train") or {}) if isinstance(saved, dict) else {}).get("objective", "sft")
-    if objective != "reward":
+    if spec_of(objective).kind != "reward":
         return Message("reward.check_run_objective", index=index, run=run, objective=objective)
     return None
 

@@ -9,6 +9,7 @@ from core.run.rundir import RunDir
 from core.spec.config import Config, load_config
 from core.spec.errors import MessageError
 from core.spec.messages import Message
+from core.spec.objectives import spec_of
 
 SCORING_STATES = ("finished", "early_stopped")
 
@@ -25,7 +26,7 @@ def finished_reward_run(run_dir: str | Path) -> tuple[RunDir, Config]:
     if not run.exists():
         raise RewardModelError(Message("reward.no_run", run=str(run_dir)))
     config = load_config(run.config_path)
-    if config.train.objective != "reward":
+    if spec_of(config.train.objective).kind != "reward":
         raise RewardModelError(Message("reward.not_reward_run", run=str(run_dir), objective=config.train.objective))
     state = run.read_status().state
     if state not in SCORING_STATES:
