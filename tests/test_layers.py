@@ -344,3 +344,33 @@ def test_an_unexplained_function_level_import_is_reported(tree):
 def test_mindspore_loaded_by_a_free_package_is_reported(tree):
     plant(tree, "core/spec/errors.py", "import mindspore  # planted")
     assert mindspore_leaks(tree, ["spec"]) == ["core.spec.errors loads MindSpore"]
+
+
+# the objective seam (issue 36): what differs between objectives lives in their own modules; everything
+# else asks the run's objective (core.engine.objectives) or its spec (core.spec.objectives)
+OBJECTIVE_MODULES = ("core/spec/objectives.py", "core/engine/objectives/", "core/engine/preference.py",
+                     "core/engine/grpo.py", "core/engine/reward_model.py", "core/data/preference.py",
+                     "core/data/pairs.py", "core/data/prompts.py")
+# a comparison with an objective's name; an ObjectiveSpec's own `.kind` (sft, preference, rl, reward) is asked
+_NAMED_OBJECTIVE = re.compile(r"""(?<!\.kind )(==|!=)\s*["'](sft|dpo|simpo|orpo|kto|grpo|reward)["']|"""
+                              r"""in \(["'](sft|dpo|simpo|orpo|kto|grpo|reward)["']""")
+
+
+def objective_branches(root: Path) -> list[str]:
+    found = []
+    for path in sorted([*root.glob("core/**/*.py"), *root.glob("app/**/*.py")]):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(OBJECTIVE_MODULES):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if "objective" in line and _NAMED_OBJECTIVE.search(line.split("#")[0]):
+                found.append(f"{rel}:{number}: {line.strip()}")
+    return found
+
+
+def test_no_module_outside_the_objectives_branches_on_an_objectives_name(tmp_path):
+    assert objective_branches(ROOT) == []
+    planted = tmp_path / "core" / "run" / "x.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("def f(cfg):\n    return cfg.train.objective == 'dpo'\n")
+    assert objective_branches(tmp_path) == ["core/run/x.py:2: return cfg.train.objective == 'dpo'"]
