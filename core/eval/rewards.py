@@ -48,6 +48,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import yaml
 
+from core.run.records import RunDirError
+from core.run.rundir import RunDir
+from core.spec.config import Problem
 from core.spec.errors import MessageError
 from core.spec.messages import Message
 
@@ -554,9 +557,6 @@ def _file_problem(index: int, spec: Mapping, allowed_dirs: Sequence[Path] | None
 
 
 def _run_problem(index: int, spec: Mapping, runs_dir: str, root: Path) -> Message | None:
-    from core.run.records import RunDirError
-    from core.run.rundir import RunDir
-
     run = spec["run"]
     folder = resolve_run(run, runs_dir, root)
     if folder is None:
@@ -596,8 +596,6 @@ def check_rewards(config, columns: Iterable[str] | None, allowed_dirs: Sequence[
     (the folders the console lets reward code run from; None: anywhere), a reward_model run that is
     not a finished reward run, a length or exact_match setting of the wrong kind, math without
     math-verify. Each a core.spec.config.Problem on `grpo.rewards`, its value the reward's entry."""
-    from core.spec.config import Problem
-
     have = None if columns is None else set(columns)
     folders = None if allowed_dirs is None else [resolve_file(str(f), root) for f in allowed_dirs]
     problems = []

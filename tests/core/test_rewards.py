@@ -4,7 +4,6 @@ fail is a RewardError naming the function, and the process is gone after it), th
 and the checks before a launch."""
 import json
 import os
-import textwrap
 from pathlib import Path
 
 import numpy as np
