@@ -308,6 +308,12 @@ class RewardProcess:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
+    def start(self) -> None:
+        """Start the process and import every function it hosts, if it has any and is not running
+        (a file that does not import fails here, before the run's first step)."""
+        if self.owners and (self.proc is None or self.proc.poll() is not None):
+            self._start(self.owners[0])
+
     def _start(self, first: Isolated) -> None:
         # the worker's own environment; its cwd the repository root, so `-m core.eval.reward_worker` imports
         self.proc = subprocess.Popen([sys.executable, "-m", "core.eval.reward_worker"], stdin=subprocess.PIPE,
@@ -496,6 +502,11 @@ class RewardSet:
         for name, value in values.items():
             total += weights[name] * value
         return RewardScores(self.names, values, weights, total)
+
+    def start(self) -> None:
+        """Import the user's files now (in the reward process) rather than at the first batch: a file
+        that does not import, or lacks its function, is a RewardError before training starts."""
+        self.process.start()
 
     def close(self) -> None:
         self.process.close()

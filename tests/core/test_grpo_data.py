@@ -6,7 +6,6 @@ that resume exactly and split the same prompts over data-parallel ranks."""
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from core.data.files import DataError

@@ -4,7 +4,6 @@ fail is a RewardError naming the function, and the process is gone after it), th
 and the checks before a launch."""
 import json
 import os
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -157,7 +156,7 @@ def test_a_file_that_does_not_import_is_named_with_its_traceback(tmp_path):
     broken.write_text("import json\nraise RuntimeError('no config here')\n")
     rewards = _set({"function": "file", "path": str(broken)})
     with pytest.raises(RewardError) as err:
-        _score(rewards, ["a"], {})
+        rewards.start()  # before the first batch
     assert str(err.value) == f"reward reward: {broken} does not import: RuntimeError: no config here"
     assert "line 2" in err.value.traceback and rewards.process.proc is None
 
@@ -243,7 +242,7 @@ import json, os, sys
 from core.eval.rewards import RewardSet
 rewards = RewardSet([{"function": "file", "path": sys.argv[1], "name": "sleeps"}], max_new_tokens=8)
 process = rewards.process
-process._start(rewards.functions[0])
+rewards.start()
 process.proc.stdin.write((json.dumps({"op": "call", "index": 0, "prompts": ["p"], "completions": ["c"],
                                       "columns": {}}) + "\\n").encode())
 process.proc.stdin.flush()  # the user's function now sleeps for a minute
