@@ -89,6 +89,7 @@ class Grpo(Objective):
         self.eos = set(t.tokenizer.eos_token_ids) | set(t.model.args.eos_token_ids)
         self.pad_id = t.tokenizer.pad_token_id or 0
         self.rewards = RewardSet.from_config(self.cfg, model_scorer=_reward_model_scorer)
+        self.rewards.start()  # a reward file that does not import fails here, before the first step
         reference = frozen_reference(self.cfg)
         return GrpoStep(t.compute_model, optimizer, self.cfg.train.max_grad_norm, loss_scaler,
                         GrpoObjective.from_config(self.cfg), reducer, reference)
