@@ -397,4 +397,5 @@ def test_every_text_key_of_area_c_is_made_here():
             "check.outside_roots", "check.none_configured", "check.in_base", "check.not_model_folder",
             "check.not_loadable", "check.cannot_read_data", "check.no_fork_checkpoint", "check.none",
             "check.fork_keeps", "check.fork_steps", "check.no_answer"}
+    made |= {"check.reward_file_admin"}  # made by a non-admin's Start in tests/app/test_grpo_console.py
     assert made == {key for key in TEXTS if key.startswith("check.")} | {"dry.exited"}
