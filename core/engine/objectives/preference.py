@@ -55,7 +55,10 @@ def reference_from_fork(cfg, reference_model, model, path: str) -> str | None:
     return "the reference is the fork point's model (the base plus a frozen copy of its adapter)"
 
 
-class Preference(ObjectiveBase):
+class Pairs(ObjectiveBase):
+    """The data of the objectives that read preference pairs or KTO answers (preference tuning, a
+    reward model): core.data.preference's splits and batches, a pair never split across workers."""
+
     def load_data(self, tokenizer, seed: int):
         return load_preference_splits(self.cfg.data, tokenizer, seed, self.cfg.train.objective)
 
@@ -68,6 +71,8 @@ class Preference(ObjectiveBase):
                                  world_size=cluster.world, rank=cluster.rank, seed=seed, length=splits.stats.seq_len,
                                  pad_id=pad_id)
 
+
+class Preference(Pairs):
     def build_step(self, optimizer, loss_scaler, reducer, aux_coef: float) -> PreferenceStep:
         """The train step; with full fine-tuning and a reference, a frozen copy of the starting model."""
         return PreferenceStep(self.trainer.compute_model, optimizer, self.cfg.train.max_grad_norm, loss_scaler,

@@ -3,26 +3,14 @@ preference pairs with the Bradley–Terry loss; core.engine.reward_model holds t
 figures. A finished reward run can score GRPO's completions (core.engine.reward_scorer)."""
 from __future__ import annotations
 
-from core.data.preference import PreferenceBatches, load_preference_splits
-from core.engine.objectives.base import Objective, ema
+from core.engine.objectives.base import ema
+from core.engine.objectives.preference import Pairs
 from core.engine.reward_model import (RewardStep, ValueHead, baseline_text, evaluate, head_init_std, reward_inputs,
                                       reward_trainable, take_parameters)
 from core.run.records import ValidationFigures
 
 
-class Reward(Objective):
-    def load_data(self, tokenizer, seed: int):
-        return load_preference_splits(self.cfg.data, tokenizer, seed, "reward")
-
-    def sequence_length(self, splits) -> int:
-        return splits.stats.seq_len
-
-    def batches(self, splits, seed: int, pad_id: int) -> PreferenceBatches:
-        cfg, cluster = self.cfg, self.trainer.cluster
-        return PreferenceBatches(splits.train, cfg.train.micro_batch_size, grad_accum_steps=cfg.train.grad_accum_steps,
-                                 world_size=cluster.world, rank=cluster.rank, seed=seed, length=splits.stats.seq_len,
-                                 pad_id=pad_id)
-
+class Reward(Pairs):
     def trainable(self, model, params: list) -> list:
         """The adapters (LoRA) or the model's weights but an untied LM head (full), then the head: made
         here, seeded by the run's seed as transformers initialises its `score` layer."""
