@@ -327,7 +327,7 @@ FIELD_HELP_ZH: dict[str, str] = {
                         "（设置见 preference: 部分）；grpo：为每个提示词采样多个补全并由奖励函数打分（grpo: 部分）；"
                         "reward：在 chosen 与 rejected 成对数据上训练奖励模型（序列得分）"),
     "grpo.num_generations": "每个提示词采样的补全数（比较奖励的一组）",
-    "grpo.max_prompt_len": "保留的提示词 token 数：更长的提示词从左侧截断（data.overlong truncate）、跳过（skip）或拒绝（refuse）",
+    "grpo.max_prompt_len": "保留的提示词 token 数：更长的提示词从左侧截断（data.overlong truncate）、跳过（skip）或拒绝（error）",
     "grpo.max_new_tokens": "一个补全最多的 token 数",
     "grpo.temperature": "采样的温度",
     "grpo.top_p": "采样的核采样阈值 top_p",

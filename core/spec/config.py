@@ -542,7 +542,7 @@ class PreferenceSettings(_Section):
                 "copy), frozen_copy (a frozen copy of the starting weights; full fine-tuning), auto picks by method")
 
 
-# the reward functions grpo.rewards may name (core.engine.rewards implements them)
+# the reward functions grpo.rewards may name (core.eval.rewards implements them)
 REWARD_FUNCTIONS = ("exact_match", "math", "regex", "length", "file", "reward_model")
 # each function's settings besides `function` and `weight`: required ones first, then optional
 REWARD_KEYS = {"exact_match": ((), ("column", "ignore_case")), "math": ((), ("column",)),
@@ -554,7 +554,7 @@ _REWARDS_RULE = Message("field.rule.rewards", functions=", ".join(REWARD_FUNCTIO
 def _coerce_rewards(value: Any) -> list[dict]:
     """A list of reward functions, each a mapping {function: NAME, weight: W, ...its settings}, from a
     YAML list or its text; each checked here for its name, weight and keys (what a function does
-    with them, core.engine.rewards)."""
+    with them, core.eval.rewards)."""
     if isinstance(value, str):
         try:
             value = yaml.safe_load(value) if value.strip() else []
@@ -604,7 +604,7 @@ class GrpoSettings(_Section):
     KEY: ClassVar[str] = "grpo"
     num_generations: int = _field(4, "completions sampled per prompt (the group whose rewards are compared)", ge=2)
     max_prompt_len: int = _field(192, "prompt tokens kept: a longer prompt is cut from the left (data.overlong "
-                                      "truncate) or skipped (skip) or refused (refuse)", ge=8)
+                                      "truncate) or skipped (skip) or refused (error)", ge=8)
     max_new_tokens: int = _field(64, "most tokens a completion may have", ge=1)
     temperature: float = _field(1.0, "sampling temperature of the rollouts", gt=0)
     top_p: float = _field(1.0, "nucleus sampling of the rollouts", gt=0, le=1)
