@@ -175,6 +175,18 @@ class Grpo(Objective):
             self.iteration = 0
         rollout_s = time.perf_counter() - start
         start = time.perf_counter()
+        signal = t.cluster.sum([float(sum(np.abs(b.advantages).sum() for b in self.buffer))])[0]
+        if signal == 0.0 and self.g.beta == 0:
+            # every group on every worker scored alike: no gradient. Adam's moments would still move the
+            # weights (measured on the demo: completions drifted to max_new_tokens and the reward to 0
+            # over ~30 such steps), so there is no update, as with a skipped step
+            self.iteration += 1
+            scale = float(t.loss_scaler.scale_value.asnumpy()) if t.loss_scaler is not None else 1.0
+            figures = {"kl": float("nan"), "clip_ratio/region_mean": 0.0, "entropy": float("nan")}
+            return {"loss": 0.0, "grad_norm": 0.0, "applied": True, "loss_scale": scale,
+                    "tokens": sum(int(b.attention_mask.sum()) for b in self.buffer), "rollout_s": rollout_s,
+                    "update_s": time.perf_counter() - start, "figures": figures, "no_update": True,
+                    **self.buffer_figures}
         loss, grad_norm, applied, scale = t.train_step(self.buffer)
         self.iteration += 1
         figures = summarize(t.cluster.sum(t.train_step.last_figures.sum(0).tolist()))
