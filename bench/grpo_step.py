@@ -61,6 +61,12 @@ from bench.train_step import run_worker as run_train_step_worker  # noqa: E402
 
 PROMPTS, GENERATIONS, NEW_TOKENS = 8, 4, 64
 ROWS = PROMPTS * GENERATIONS
+# config -> gradient accumulation steps: the step's 8 prompts in that many micro batches. The 0.5B shape's 32 rows
+# of 166 tokens in one micro batch need ~22 GB by core.spec.memory's estimate (the logits alone: 32 x 166 x 151,936
+# floats = 3.2 GB a copy) on a 24 GB machine that others share: 4 micro batches of 2 prompts x 4 completions there,
+# on both sides (TRL: per_device_train_batch_size 8, gradient_accumulation_steps 4, its 32 completions generated in
+# one call; mindtune: each micro batch's 8 rollouts in one call)
+ACCUMULATION = {"demo": 1, "0.5b": 4}
 PATTERN = ".*e.*"  # the reward: core.eval.rewards' regex (re.fullmatch on the stripped completion, DOTALL)
 LEARNING_RATE = 1e-5
 SEED = 42
@@ -85,23 +91,23 @@ def lora_settings() -> dict:
             "targets": list(lora["target_modules"])}
 
 
-def overrides(model_dir: Path, prompts: Path, runs_dir: Path, steps: int) -> list[str]:
+def overrides(model_dir: Path, prompts: Path, runs_dir: Path, steps: int, accumulation: int = 1) -> list[str]:
     """The mindtune run: configs/lora_demo.yaml with train.objective grpo and the bench's batch."""
     return [f"model.path={model_dir}", "model.dtype=float32", "train.objective=grpo",
             f"data.train_file={prompts}", f"data.validation_file={prompts}", "data.test_file=null",
             f"run.runs_dir={runs_dir}", f"run.seed={SEED}", f"train.max_steps={steps}",
-            f"train.micro_batch_size={PROMPTS}", "train.grad_accum_steps=1", f"train.learning_rate={LEARNING_RATE}",
-            "train.warmup_steps=0", "train.schedule=constant", "train.eval_every=100000", "train.save_every=100000",
-            "eval.downstream=false", "eval.baseline=false", "early_stopping.enabled=false",
-            "early_stopping.monitor=val_reward", f"grpo.num_generations={GENERATIONS}",
-            f"grpo.max_new_tokens={NEW_TOKENS}", "grpo.max_prompt_len=192", "data.max_seq_len=256", "grpo.beta=0.0", "grpo.loss_type=dapo",
-            "grpo.scale_rewards=group", "grpo.temperature=1.0", "grpo.top_p=1.0", "grpo.top_k=0",
+            f"train.micro_batch_size={PROMPTS // accumulation}", f"train.grad_accum_steps={accumulation}",
+            f"train.learning_rate={LEARNING_RATE}", "train.warmup_steps=0", "train.schedule=constant",
+            "train.eval_every=100000", "train.save_every=100000", "eval.downstream=false", "eval.baseline=false",
+            "early_stopping.enabled=false", "early_stopping.monitor=val_reward", f"grpo.num_generations={GENERATIONS}",
+            f"grpo.max_new_tokens={NEW_TOKENS}", "grpo.max_prompt_len=192", "data.max_seq_len=256", "grpo.beta=0.0",
+            "grpo.loss_type=dapo", "grpo.scale_rewards=group", "grpo.temperature=1.0", "grpo.top_p=1.0", "grpo.top_k=0",
             f"grpo.rewards=[{{function: regex, pattern: '{PATTERN}'}}]"]
 
 
 # ---- workers (one per subprocess) ------------------------------------------------------------------
 
-def worker_mindtune(model_dir: Path, prompts: Path, steps: int, warmup: int) -> dict:
+def worker_mindtune(model_dir: Path, prompts: Path, steps: int, warmup: int, accumulation: int = 1) -> dict:
     import numpy as np
     import core.run.launcher as launcher
     from core.engine.generate import use_device
@@ -110,7 +116,7 @@ def worker_mindtune(model_dir: Path, prompts: Path, steps: int, warmup: int) -> 
     from core.spec.config import load_config
     use_device("cpu")  # as core.train's worker
     with tempfile.TemporaryDirectory(prefix="mindtune-grpo-bench-") as runs:
-        config = load_config(BASE_CONFIG, overrides(model_dir, prompts, Path(runs), warmup + steps))
+        config = load_config(BASE_CONFIG, overrides(model_dir, prompts, Path(runs), warmup + steps, accumulation))
         trainer = Trainer(config, launcher.create_run(config), Cluster(1))
         start = time.perf_counter()
         trainer.setup()
@@ -158,19 +164,22 @@ def regex_reward(prompts, completions, **columns) -> list[float]:
     return [float(re.fullmatch(PATTERN, t.strip(), re.DOTALL) is not None) for t in texts]
 
 
-def worker_trl(model_dir: Path, prompts: Path, steps: int, warmup: int, threads: int = 0) -> dict:
+def worker_trl(model_dir: Path, prompts: Path, steps: int, warmup: int, accumulation: int = 1, threads: int = 0) -> dict:
     import torch
     threads = threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
     lora = lora_settings()
     records = [json.loads(line) for line in prompts.read_text().splitlines()]
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]}
                                  for r in records])
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    # the folder's tokenizer.json as it is, as core.data.tokenizer reads it: AutoTokenizer picks Qwen2Tokenizer for
+    # the 0.5b folder (its config's model_type), which rebuilds the demo tokenizer with Qwen2's pre-tokenizer and
+    # splits the prompts differently (one token fewer each)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
     prompt_ids = sorted(tokenizer.apply_chat_template([{"role": "user", "content": r["prompt"]}],
                                                       add_generation_prompt=True, tokenize=True, return_dict=True)
                         ["input_ids"] for r in records)
@@ -178,23 +187,34 @@ def worker_trl(model_dir: Path, prompts: Path, steps: int, warmup: int, threads:
     record: dict[str, list] = {k: [] for k in ("step_s", "cpu_s", "rollout_s", "generate_s", "loss", "reward",
                                               "tokens", "completion_tokens")}
 
+    micro: dict[str, list] = {"loss": [], "tokens": [], "completion_tokens": []}  # this step's micro batches
+
     class StepClock(TrainerCallback):
+        """The optimizer step's wall and CPU time (every micro batch, the rollout, the update), and its micro
+        batches' mean loss and summed tokens."""
         def on_step_begin(self, args, state, control, **kwargs):
             self.wall, self.cpu = time.perf_counter(), time.process_time()
 
         def on_step_end(self, args, state, control, **kwargs):
             record["step_s"].append(time.perf_counter() - self.wall)
             record["cpu_s"].append(time.process_time() - self.cpu)
+            record["loss"].append(sum(micro["loss"]) / len(micro["loss"]))
+            record["tokens"].append(sum(micro["tokens"]))
+            record["completion_tokens"].append(sum(micro["completion_tokens"]))
+            for values in micro.values():
+                values.clear()
 
     with tempfile.TemporaryDirectory(prefix="trl-grpo-bench-") as out:
         args = GRPOConfig(
             output_dir=out, use_cpu=True, bf16=False, fp16=False, seed=SEED, max_steps=warmup + steps,
-            per_device_train_batch_size=ROWS, gradient_accumulation_steps=1, num_generations=GENERATIONS,
+            per_device_train_batch_size=ROWS // accumulation, gradient_accumulation_steps=accumulation,
+            num_generations=GENERATIONS,
             max_completion_length=NEW_TOKENS, generation_kwargs={"min_new_tokens": NEW_TOKENS},
             temperature=1.0, top_p=1.0, top_k=0, beta=0.0, loss_type="dapo", scale_rewards="group", epsilon=0.2,
             num_iterations=1, learning_rate=LEARNING_RATE, lr_scheduler_type="constant", warmup_steps=0,
             weight_decay=0.0, max_grad_norm=1.0, gradient_checkpointing=False, logging_strategy="no",
             save_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0)
+
         def regex(prompts, completions, **columns):  # the reward (TRL passes it keywords), its batch mean kept
             values = regex_reward(prompts, completions, **columns)
             record["reward"].append(sum(values) / len(values))
@@ -221,9 +241,9 @@ def worker_trl(model_dir: Path, prompts: Path, steps: int, warmup: int, threads:
 
         def recorded_loss(model_, inputs, *a, **k):
             loss = compute_loss(model_, inputs, *a, **k)
-            record["loss"].append(float(loss.detach()))
-            record["tokens"].append(int(inputs["prompt_mask"].sum() + inputs["completion_mask"].sum()))
-            record["completion_tokens"].append(int(inputs["completion_mask"].sum()))
+            micro["loss"].append(float(loss.detach()))
+            micro["tokens"].append(int(inputs["prompt_mask"].sum() + inputs["completion_mask"].sum()))
+            micro["completion_tokens"].append(int(inputs["completion_mask"].sum()))
             return loss
 
         trainer._generate_and_score_completions = timed_rollout
@@ -259,13 +279,13 @@ def run_worker(kind: str, passive: bool = False, **kwargs) -> dict:
     return result
 
 
-def estimate_mb(model_dir: Path, prompts: Path, seq: int) -> float:
+def estimate_mb(model_dir: Path, prompts: Path, seq: int, accumulation: int) -> float:
     """core.spec.memory's estimate of a core.train worker for this GRPO run (its sequence: the longest prompt
     plus grpo.max_new_tokens, as the run pads)."""
     from core.spec.config import load_config
     from core.spec.memory import estimate_memory
     from core.spec.model_args import read_model_args
-    config = load_config(BASE_CONFIG, overrides(model_dir, prompts, Path(tempfile.gettempdir()), 1))
+    config = load_config(BASE_CONFIG, overrides(model_dir, prompts, Path(tempfile.gettempdir()), 1, accumulation))
     return estimate_memory(config, read_model_args(model_dir), seq).total_mb
 
 
@@ -293,12 +313,14 @@ def main() -> None:
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     parser.add_argument("--prompts", help=argparse.SUPPRESS)
+    parser.add_argument("--accumulation", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
+        common = (Path(args.model_dir), Path(args.prompts), args.steps, args.warmup, args.accumulation)
         if args.worker == "mindtune":
-            result = worker_mindtune(Path(args.model_dir), Path(args.prompts), args.steps, args.warmup)
+            result = worker_mindtune(*common)
         else:
-            result = worker_trl(Path(args.model_dir), Path(args.prompts), args.steps, args.warmup, args.torch_threads)
+            result = worker_trl(*common, args.torch_threads)
         Path(args.out).write_text(json.dumps(result))
         return
 
@@ -320,8 +342,9 @@ def main() -> None:
             else:
                 from bench.real_models import make_model
                 model_dir = make_model(Path(args.models_dir) / "qwen2.5-0.5b", "0.5b")
+            accumulation = ACCUMULATION[name]
             common = dict(model_dir=model_dir, prompts=prompts, steps=args.steps, warmup=args.warmup,
-                          passive=args.passive)
+                          accumulation=accumulation, passive=args.passive)
             results = []
             for n in range(args.rounds):  # alternate the order: each pair ran under about the same load
                 order = ("mindtune", "trl") if n % 2 == 0 else ("trl", "mindtune")
@@ -330,7 +353,8 @@ def main() -> None:
                 results.append((got["mindtune"], got["trl"]))
             wall = [tr["step_s"] / mt["step_s"] for mt, tr in results]
             mt, tr = results[sorted(range(len(wall)), key=wall.__getitem__)[(len(wall) - 1) // 2]]
-            row = dict(name=name, mt=mt, tr=tr, estimate=estimate_mb(model_dir, prompts, mt["seq_len"]),
+            row = dict(name=name, mt=mt, tr=tr, accumulation=accumulation,
+                       estimate=estimate_mb(model_dir, prompts, mt["seq_len"], accumulation),
                        flops=update_flops(model_dir, mt["seq_len"]), wall=wall,
                        cpu=[t["step_cpu_s"] / m["step_cpu_s"] for m, t in results])
             rows.append(row)
@@ -353,11 +377,17 @@ def cpu_model() -> str:
     return model + (f" ({', '.join(avx512)})" if avx512 else " (no AVX-512)")
 
 
+def micro_batches(row: dict) -> str:
+    accumulation = row["accumulation"]
+    return (f"{accumulation} micro batches of {PROMPTS // accumulation} prompts" if accumulation > 1
+            else f"one micro batch of {PROMPTS} prompts")
+
+
 def print_row(row: dict, peak_gflops: float) -> None:
     mt, tr = row["mt"], row["tr"]
     same = "the same" if mt["prompt_ids"] == tr["prompt_ids"] else "DIFFERENT"
     lengths = sorted(len(p) for p in mt["prompt_ids"])
-    print(f"[{row['name']} grpo lora] prompts: {same} token ids on both sides ({lengths[0]}-{lengths[-1]} tokens); "
+    print(f"[{row['name']} grpo lora, {micro_batches(row)}] prompts: {same} token ids on both sides ({lengths[0]}-{lengths[-1]} tokens); "
           f"completion tokens per step mindtune {mt['completion_tokens']}, TRL {tr['completion_tokens']}", flush=True)
     for label, r in (("mindtune", mt), ("TRL", tr)):
         extra = (f"kernels {r['kernels']}, rollouts on the inference kernel {r['inference_kernel']}, setup "
@@ -389,7 +419,7 @@ def print_table(rows: list[dict], peak_gflops: float) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         mt, tr = r["mt"], r["tr"]
-        print(f"| {r['name']} | {mt['step_s']:.2f} s ({mt['rollout_s']:.2f} + {mt['update_s']:.2f}) "
+        print(f"| {r['name']} ({micro_batches(r)}) | {mt['step_s']:.2f} s ({mt['rollout_s']:.2f} + {mt['update_s']:.2f}) "
               f"| {tr['step_s']:.2f} s ({tr['rollout_s']:.2f} + {tr['update_s']:.2f}) | {tr['step_s'] / mt['step_s']:.2f} "
               f"| {tr['rollout_s'] / mt['rollout_s']:.2f} | {tr['update_s'] / mt['update_s']:.2f} "
               f"| {tr['step_cpu_s'] / mt['step_cpu_s']:.2f} "
