@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: console test test-fast test-browser demo-model demo-data demo-dpo cluster
+.PHONY: console test test-fast test-browser demo-model demo-data demo-dpo demo-grpo cluster
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -52,3 +52,7 @@ demo-model: $(VENV)/.installed-dev
 # a finished SFT run instead of training one.
 demo-dpo: $(VENV)/.installed
 	$(PY) scripts/demo_dpo.py $(if $(SFT),--sft $(SFT))
+
+# The demo GRPO run: the same SFT run, then configs/grpo_demo.yaml forked from its best checkpoint
+demo-grpo: $(VENV)/.installed
+	$(PY) scripts/demo_dpo.py --config configs/grpo_demo.yaml $(if $(SFT),--sft $(SFT))

@@ -2,9 +2,10 @@
 (configs/lora_demo.yaml), then configs/dpo_demo.yaml forked from that run's best checkpoint (DPO
 starts from a model that already does the task; from the untrained demo model it learns nothing).
 
-    python scripts/demo_dpo.py [--sft runs/<id>] [key=value ...]
+    python scripts/demo_dpo.py [--sft runs/<id>] [--config configs/grpo_demo.yaml] [key=value ...]
 
-`--sft` reuses a finished SFT run instead of training one; key=value overrides go to the DPO run.
+`--sft` reuses a finished SFT run instead of training one; key=value overrides go to the DPO run;
+`--config` forks another demo from the SFT run (`make demo-grpo`: configs/grpo_demo.yaml).
 Both runs are ordinary run folders under runs/ (the console's Monitor and Runs tabs show them).
 Prints each run's folder and, at the end, the DPO run's validation reward accuracy and the time taken.
 """
@@ -46,6 +47,7 @@ def final_figures(folder: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/demo_dpo.py", description=__doc__.splitlines()[0])
     parser.add_argument("--sft", help="a finished SFT run folder to fork from (default: train one)")
+    parser.add_argument("--config", default=DPO_CONFIG, help=f"the run forked from the SFT run (default {DPO_CONFIG})")
     parser.add_argument("overrides", nargs="*", help="key=value overrides of the DPO run")
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -54,13 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     if not best.exists():
         raise SystemExit(f"{sft} has no best checkpoint ({best}): run the SFT run to its end first")
     sft_s = time.monotonic() - started
-    dpo = train(DPO_CONFIG, [f"run.fork_from={best}", *args.overrides])
+    dpo = train(args.config, [f"run.fork_from={best}", *args.overrides])
     figures = final_figures(dpo)
     total_s = time.monotonic() - started
-    accuracy = figures.get("reward_accuracy")
-    print(f"\nSFT run: {sft}\nDPO run: {dpo} ({figures.get('state')})\n"
-          f"validation reward accuracy (best): {accuracy if accuracy is None else f'{accuracy:.3f}'}\n"
-          f"time: SFT {sft_s / 60:.1f} min, DPO {(total_s - sft_s) / 60:.1f} min, total {total_s / 60:.1f} min",
+    monitor = figures.get("monitor") or "reward_accuracy"  # reward_accuracy (DPO), val_reward (GRPO)
+    accuracy = figures.get(monitor)
+    print(f"\nSFT run: {sft}\nforked run: {dpo} ({figures.get('state')})\n"
+          f"best {monitor}: {accuracy if accuracy is None else f'{accuracy:.3f}'}\n"
+          f"time: SFT {sft_s / 60:.1f} min, fork {(total_s - sft_s) / 60:.1f} min, total {total_s / 60:.1f} min",
           flush=True)
     return 0
 
