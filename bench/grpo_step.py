@@ -2,45 +2,51 @@
 run (issue 36, Numbers: Speed).
 
 For the shipped demo model (models/tiny-demo) and the Qwen2.5-0.5B shape (bench/real_models.py: the hub's
-config.json, random bf16 weights, the demo tokenizer), LoRA as configs/lora_demo.yaml (r16, alpha 32, dropout
-0, the seven projections), fp32 compute, one step = 8 prompts x 4 completions x 64 new tokens, one micro
-batch (32 completion rows), one optimizer step, beta 0 (no reference pass), loss_type dapo, group-scaled
-advantages, temperature 1, top-p 1, top-k off, lr constant, clipping at 1.0, one reward: the regular
-expression `.*e.*` on the whole completion (1.0 when it holds an 'e'):
+config.json, random bf16 weights loaded as fp32, the demo tokenizer), LoRA as configs/lora_demo.yaml (r16,
+alpha 32, dropout 0, the seven projections), fp32 compute, one optimizer step = 8 prompts x 4 completions x 64
+new tokens (demo: one micro batch of 32 rows; 0.5b: 4 micro batches of 2 prompts on both sides, see
+ACCUMULATION), beta 0 (no reference pass), loss_type dapo, group-scaled advantages, temperature 1, top-p 1,
+top-k off, constant lr, clipping at 1.0, one reward: the regular expression `.*e.*` on the whole completion:
 
-- mindtune: `core.engine.trainer.Trainer` driven as core.dry_run drives it (setup, then
-  train_one_step), with train.objective grpo: `Grpo._sample` (rollouts on the fused inference kernel,
-  the adapter merged into the kernel's weight copies; rewards; advantages) is the rollout time, the
-  compiled GrpoStep (forward, backward, AdamW, clipping) the update time, both as the step reports them
-  (rollout_s, update_s). No stop token: the objective's EOS set is emptied after setup, so every
-  completion is grpo.max_new_tokens = 64 long (an EOS sampled is kept as an ordinary token);
-- TRL 1.16 `GRPOTrainer` on transformers + PEFT (the same LoRA), SDPA attention, per_device_train_batch_size
-  32 (completions), num_generations 4, max_completion_length 64 and generation_kwargs min_new_tokens 64
-  (the EOS logits masked until 64 tokens: every completion is 64 long, none is cut), gradient checkpointing
-  off, fp32 (use_cpu, no bf16), torch threads = the cores this process may use, logging and saving off.
-  Its rollout time is `_generate_and_score_completions` (prompt templating, `model.generate`, decoding,
-  rewards, advantages), timed by wrapping the method; its step is from on_step_begin to on_step_end
-  (a TrainerCallback), the update the step less the rollout. TRL 1.16 has no max_prompt_length: the
-  prompts are whole on both sides.
+- mindtune: `core.engine.trainer.Trainer` driven as core.dry_run drives it (setup, then train_one_step)
+  with train.objective grpo: `Grpo._sample` (rollouts on the fused inference kernel with the adapter merged
+  into the kernel's weight copies, one call per micro batch; rewards; advantages) is the rollout time, the
+  compiled GrpoStep (forward, backward, AdamW, clipping) the update time, as the step reports them
+  (rollout_s, update_s). No stop token: the objective's EOS set is emptied after setup, so every completion
+  is grpo.max_new_tokens = 64 long (a sampled EOS is kept as an ordinary token);
+- TRL 1.16 `GRPOTrainer` on transformers + PEFT (the same LoRA), SDPA attention, num_generations 4,
+  max_completion_length 64 with generation_kwargs min_new_tokens 64 (the EOS logits masked until 64 tokens:
+  every completion is 64 long, none is cut), per_device_train_batch_size = the rows of a micro batch and
+  gradient_accumulation_steps as mindtune's (its steps_per_generation default: the step's 32 completions
+  generated in one call), gradient checkpointing off, fp32 (use_cpu, no bf16), torch threads = the cores
+  this process may use, logging and saving off. Its rollout time is `_generate_and_score_completions`
+  (templating, `model.generate`, decoding, rewards, advantages), timed by wrapping the method; its step runs
+  from on_step_begin to on_step_end (a TrainerCallback); the update is the step less the rollout. TRL 1.16
+  has no max_prompt_length: the prompts are whole on both sides.
 
-Both load the same weights and the same 8 prompts (demo questions, rendered by the model's chat template
-with the generation prompt; the bench checks that both sides tokenize them to the same ids), each step
-training on all 8. The completions differ (each side samples with its own generator), so the first losses
-are printed but need not agree: at the first step with num_iterations 1 the GRPO loss is -Σ A·n / Σ n,
-about 0 with equal lengths (group-centred advantages), on both sides.
+Both load the same weights and the same 8 prompts (demo questions rendered by the chat template with the
+generation prompt; the bench checks that both sides have the same token ids), and every step trains on all 8.
+The completions differ (each side samples with its own generator), so the first losses need not agree: at
+the first step with num_iterations 1 the GRPO loss is -sum(A·n) / sum(n), about 0 on both sides when every
+completion has the same length (group-centred advantages).
 
-Each worker is a fresh subprocess (imports, compilation and peak RSS its own); the median of the timed steps
-is reported. It prints step, rollout and update time of both and their ratios (TRL / mindtune: above 1,
-mindtune faster), the CPU-time ratio of the step (steadier on a loaded machine), tokens/s (completion tokens
-per step second; rollout: generated tokens per rollout second; update: every row's real tokens, prompt and
-completion, per update second), the update's FLOP rate against this machine's fp32 matmul peak (measured in
-the same run, before and after, the higher taken), peak RSS of both, and mindtune's peak against
+Each worker is a fresh subprocess (imports, compilation and peak RSS its own); the median timed step is
+reported with its own rollout and update times. It prints step, rollout and update times of both and their
+ratios (TRL / mindtune: above 1, mindtune faster), the step's CPU-time ratio, completion tokens per step
+second, the update's FLOP rate against the fp32 matmul peak (measured in the same run before and after the
+steps; the table uses the higher), peak RSS of both, and mindtune's peak against
 core.spec.memory.estimate_memory for the same GRPO config.
+
+On a loaded machine PyTorch's OpenMP threads spin at the end of every op while other processes want the
+cores, which multiplies TRL's eager decoding time (the demo's rollout 5-30x slower than on a quiet machine);
+mindtune's kernel threads are joined per call. `--passive` sets OMP_WAIT_POLICY=PASSIVE in both workers
+(their threads sleep instead): the fairer comparison under load; wall ratios still need a quiet machine.
 
     .venv/bin/pip install -r requirements-bench.txt
     .venv/bin/python bench/grpo_step.py                                  # demo and 0.5b
-    .venv/bin/python bench/grpo_step.py --configs demo --steps 3 --warmup 1
-    .venv/bin/python bench/grpo_step.py --configs 0.5b --steps 2 --warmup 1   # ~9 GB for TRL's worker
+    .venv/bin/python bench/grpo_step.py --configs demo --rounds 3        # order alternating, the median pair
+    .venv/bin/python bench/grpo_step.py --configs 0.5b --steps 1 --warmup 1   # ~8 GB, TRL's worker ~12.5 GB
+    .venv/bin/python bench/grpo_step.py --configs demo --passive         # a loaded machine
 """
 from __future__ import annotations
 
@@ -387,22 +393,24 @@ def print_row(row: dict, peak_gflops: float) -> None:
     mt, tr = row["mt"], row["tr"]
     same = "the same" if mt["prompt_ids"] == tr["prompt_ids"] else "DIFFERENT"
     lengths = sorted(len(p) for p in mt["prompt_ids"])
-    print(f"[{row['name']} grpo lora, {micro_batches(row)}] prompts: {same} token ids on both sides ({lengths[0]}-{lengths[-1]} tokens); "
-          f"completion tokens per step mindtune {mt['completion_tokens']}, TRL {tr['completion_tokens']}", flush=True)
+    print(f"[{row['name']} grpo lora, {micro_batches(row)}] prompts: {same} token ids on both sides "
+          f"({lengths[0]}-{lengths[-1]} tokens); completion tokens per step mindtune {mt['completion_tokens']}, "
+          f"TRL {tr['completion_tokens']}", flush=True)
     for label, r in (("mindtune", mt), ("TRL", tr)):
         extra = (f"kernels {r['kernels']}, rollouts on the inference kernel {r['inference_kernel']}, setup "
                  f"{r['setup_s']:.1f} s" if label == "mindtune"
                  else f"generate {r['generate_s']:.3f} s of the rollout, {r['torch_threads']} torch threads, "
                       f"optim {r['optim']}")
-        print(f"    {label}: step {r['step_s']:.3f} s (each: {', '.join(f'{v:.2f}' for v in r['steps'])}), rollout {r['rollout_s']:.3f} s, "
-              f"update {r['update_s']:.3f} s ({row['flops'] / r['update_s'] / 1e9:.0f} GFLOP/s of {peak_gflops:.0f}); "
+        print(f"    {label}: step {r['step_s']:.3f} s (each: {', '.join(f'{v:.2f}' for v in r['steps'])}), "
+              f"rollout {r['rollout_s']:.3f} s, update {r['update_s']:.3f} s "
+              f"({row['flops'] / r['update_s'] / 1e9:.0f} GFLOP/s of {peak_gflops:.0f}); "
               f"{r['completion_tokens'] / r['step_s']:.0f} completion tok/s; peak RSS {r['peak_rss_mb']:.0f} MB; "
               f"losses {', '.join(f'{v:.3g}' for v in r['losses'])}; rewards "
               f"{', '.join(f'{v:.3f}' for v in r['rewards'])}; trainable {r['trainable']}; {extra}", flush=True)
     print(f"    ratios (TRL / mindtune): step {tr['step_s'] / mt['step_s']:.2f}, rollout "
           f"{tr['rollout_s'] / mt['rollout_s']:.2f}, update {tr['update_s'] / mt['update_s']:.2f}, step CPU time "
-          f"{tr['step_cpu_s'] / mt['step_cpu_s']:.2f}; mindtune peak / estimate {mt['peak_rss_mb'] / row['estimate']:.2f} "
-          f"({row['estimate']:.0f} MB estimated)", flush=True)
+          f"{tr['step_cpu_s'] / mt['step_cpu_s']:.2f}; mindtune peak / estimate "
+          f"{mt['peak_rss_mb'] / row['estimate']:.2f} ({row['estimate']:.0f} MB estimated)", flush=True)
     if len(row["wall"]) > 1:
         print("    rounds: step ratio " + ", ".join(f"{r:.2f}" for r in row["wall"]) + "; CPU-time ratio "
               + ", ".join(f"{r:.2f}" for r in row["cpu"]), flush=True)
