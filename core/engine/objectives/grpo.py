@@ -108,6 +108,10 @@ class Grpo(Objective):
             return []
         return [next(batches) for _ in range(self.cfg.train.grad_accum_steps)]
 
+    def _texts(self, completions: list[list[int]]) -> list[str]:
+        """The completions as the rewards read them: decoded without the end-of-turn token that ended them."""
+        return [self.trainer.tokenizer.decode([tok for tok in c if tok not in self.eos]) for c in completions]
+
     def _sample(self, micro: list, step: int) -> tuple[list, dict]:
         """Rollouts and rewards of the step's prompts: the micro batches to train on and the figures."""
         t, G = self.trainer, self.g.num_generations
@@ -118,7 +122,7 @@ class Grpo(Objective):
             seeds = [prompt_seed(self.cfg.run.seed, step, _place_key(where)).spawn(G) for where in batch.where()]
             rng = RowGenerators([s for group in seeds for s in group])
             completions, truncated = rollout(t.model, batch.prompt_ids, G, settings, self.eos, self.pad_id, rng)
-            texts = [t.tokenizer.decode([tok for tok in c if tok not in self.eos]) for c in completions]
+            texts = self._texts(completions)
             scored = self.rewards.score(batch.prompts(G), texts, [len(c) for c in completions], batch.columns(G),
                                         batch.where(G))
             rows.append((batch, completions, truncated))
@@ -175,6 +179,7 @@ class Grpo(Objective):
             self.iteration = 0
         rollout_s = time.perf_counter() - start
         start = time.perf_counter()
+        tokens = sum(int(b.attention_mask.sum()) for b in self.buffer)
         signal = t.cluster.sum([float(sum(np.abs(b.advantages).sum() for b in self.buffer))])[0]
         if signal == 0.0 and self.g.beta == 0:
             # every group on every worker scored alike: no gradient. Adam's moments would still move the
@@ -184,13 +189,12 @@ class Grpo(Objective):
             scale = float(t.loss_scaler.scale_value.asnumpy()) if t.loss_scaler is not None else 1.0
             figures = {"kl": float("nan"), "clip_ratio/region_mean": 0.0, "entropy": float("nan")}
             return {"loss": 0.0, "grad_norm": 0.0, "applied": True, "loss_scale": scale,
-                    "tokens": sum(int(b.attention_mask.sum()) for b in self.buffer), "rollout_s": rollout_s,
+                    "tokens": tokens, "rollout_s": rollout_s,
                     "update_s": time.perf_counter() - start, "figures": figures, "no_update": True,
                     **self.buffer_figures}
         loss, grad_norm, applied, scale = t.train_step(self.buffer)
         self.iteration += 1
         figures = summarize(t.cluster.sum(t.train_step.last_figures.sum(0).tolist()))
-        tokens = sum(int(b.attention_mask.sum()) for b in self.buffer)
         return {"loss": loss, "grad_norm": grad_norm, "applied": applied, "loss_scale": scale, "tokens": tokens,
                 "rollout_s": rollout_s, "update_s": time.perf_counter() - start, "figures": figures,
                 **self.buffer_figures}
@@ -203,7 +207,7 @@ class Grpo(Objective):
                 "rewards_std": out["rewards_std"], "zero_std_share": out["zero_std_share"], "kl": kl,
                 "clip_ratio": f["clip_ratio/region_mean"], "completion_len": out["completion_len"],
                 "completion_len_max": out["completion_len_max"], "truncated_share": out["truncated_share"],
-                "entropy": entropy, "rollout_s": round(out["rollout_s"], 3), "update_s": round(out["update_s"], 3)}
+                "entropy": entropy, "rollout_s": out["rollout_s"], "update_s": out["update_s"]}
 
     # ---- evaluation -------------------------------------------------------------------------
     def evaluate(self, max_tokens: int | None = None) -> ValidationFigures:
@@ -217,7 +221,7 @@ class Grpo(Objective):
             t.heartbeat.beat(t.state.step, "eval")
             rng = RowGenerators([prompt_seed(self.cfg.run.seed, 0, _place_key(w)) for w in batch.where()])
             completions, truncated = rollout(t.model, batch.prompt_ids, 1, settings, self.eos, self.pad_id, rng)
-            texts = [t.tokenizer.decode([tok for tok in c if tok not in self.eos]) for c in completions]
+            texts = self._texts(completions)
             scored = self.rewards.score(batch.prompts(), texts, [len(c) for c in completions], batch.columns(),
                                         batch.where())
             totals += scored.total.tolist()
