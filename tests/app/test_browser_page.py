@@ -421,7 +421,9 @@ def test_in_chinese_the_answers_to_bad_input_and_to_actions_reach_the_page_in_ch
 
 # ---- bug 1: picking a run by hand -----------------------------------------------------------------
 
-NO_POINTS_FOR_SFT = {"reward_accuracy", "reward_margin", "logps", "answers"}
+# the charts an SFT run leaves empty: preference rewards and log-probs, GRPO's rewards and KL, and the
+# answers chart of a run without test answers
+NO_POINTS_FOR_SFT = {"reward_accuracy", "reward_margin", "logps", "answers", "reward", "reward_functions", "kl"}
 CHARTS_JS = """() => Array.from(document.querySelectorAll('[data-mt-slot] svg.mt-chart'))
   .map(svg => [svg.closest('[data-mt-slot]').dataset.mtSlot, svg.dataset.run || '', Number(svg.dataset.points)])"""
 
@@ -440,13 +442,15 @@ def test_a_run_picked_by_hand_shows_none_of_the_previous_runs_drawings(console_s
     # every chart names A, and each chart A has points for draws them (an SFT run has no reward,
     # log-prob or answer-score points: those charts are A's empty ones)
     wait_for(lambda: all(run == a and (points > 0 or name in NO_POINTS_FOR_SFT)
-                         for name, run, points in page.evaluate(CHARTS_JS)), "every chart to draw A")
+                         for name, run, points in page.evaluate(CHARTS_JS)), "every chart to draw A",
+             timeout_s=120, explain=lambda: f"the charts (slot, run, points): {page.evaluate(CHARTS_JS)}")
     # the English page the other way round: no 中文 in its text, its charts or its dropdowns
     texts = [*page.evaluate(TEXT_NODES_JS), *page.evaluate(CHART_AND_CHOICE_JS, CHOICE_IDS)]
     assert not [t for _, t in texts if CJK.search(t)], [t for _, t in texts if CJK.search(t)]
     page.evaluate(WATCH_SWITCH_JS)
     choose(page, "run-picker", b)
-    wait_for(lambda: all(run in ("", b) for _, run, _ in page.evaluate(CHARTS_JS)), "no chart drawing A")
+    wait_for(lambda: all(run in ("", b) for _, run, _ in page.evaluate(CHARTS_JS)), "no chart drawing A",
+             timeout_s=120, explain=lambda: f"the charts (slot, run, points): {page.evaluate(CHARTS_JS)}")
     stale_s = stale_seconds(page, a, b)
     print(f"  previous run's drawings after a pick by hand: {stale_s:.2f} s")
     assert stale_s < 0.1, f"A's drawings stayed {stale_s:.2f} s after B was picked"

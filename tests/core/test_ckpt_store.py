@@ -209,40 +209,48 @@ def test_random_kills_while_saving_in_a_loop(tmp_path):
         _assert_whole(root, {float(v) for v in range(1, 8)})
 
 
+def dead_pid() -> int:
+    """The pid of a process that has ended."""
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout)
+
+
 def test_recovery_of_the_old_two_rename_swap(tmp_path):
     """The layout the previous version left when killed between its two renames: no step-8, only
     `.old-step-8-*` and `.tmp-step-8-*`, and `last` dangling."""
+    # the writers' pids: of processes that have ended (a fixed number such as 4242 can be a live
+    # process on the machine, and a leftover of a live writer is rightly spared)
+    first, second = dead_pid(), dead_pid()
     root = tmp_path / "checkpoints"
     save(root, 4, 1.0, pointers=())
     old = save(root, 8, 1.0, pointers=("last",))
-    os.rename(old, root / ".old-step-8-4242")
+    os.rename(old, root / f".old-step-8-{first}")
     new = save(tmp_path / "elsewhere", 8, 2.0, pointers=())
-    os.rename(new, root / ".tmp-step-8-4242")
-    (root / ".tmp-step-9-4243").mkdir()  # a save killed while writing: incomplete
-    (root / ".tmp-step-9-4243" / cs.WEIGHTS_FILE).write_bytes(b"half")
+    os.rename(new, root / f".tmp-step-8-{first}")
+    (root / f".tmp-step-9-{second}").mkdir()  # a save killed while writing: incomplete
+    (root / f".tmp-step-9-{second}" / cs.WEIGHTS_FILE).write_bytes(b"half")
     assert not (root / "last").exists()
     with pytest.raises(CheckpointError, match="checkpoint not found"):
         cs.resolve_checkpoint(root / "last")
     actions = cs.recover(root)
-    assert actions[0] == "recovered step-8 from .tmp-step-8-4242 (a save interrupted between its renames)"
-    assert any(a.startswith("swept checkpoints/.old-step-8-4242") for a in actions)
-    assert any(a.startswith("swept checkpoints/.tmp-step-9-4243") for a in actions)
+    assert actions[0] == f"recovered step-8 from .tmp-step-8-{first} (a save interrupted between its renames)"
+    assert any(a.startswith(f"swept checkpoints/.old-step-8-{first}") for a in actions)
+    assert any(a.startswith(f"swept checkpoints/.tmp-step-9-{second}") for a in actions)
     assert content(cs.resolve_checkpoint(root / "last")) == 2.0
     assert sorted(p.name for p in root.iterdir()) == ["last", "step-4", "step-8"]
 
 
 def test_sweep_spares_a_live_writer_and_says_what_it_removed(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    dead_pid = int(dead.stdout)
-    (tmp_path / f".tmp-best-step-4-peft-{dead_pid}").mkdir()
-    (tmp_path / f".tmp-best-step-4-peft-{dead_pid}" / "adapter.safetensors").write_bytes(b"x" * 3000)
-    (tmp_path / f".tmp-best-step-4-peft.zip-{dead_pid}").write_bytes(b"zip")
+    dead = dead_pid()
+    (tmp_path / f".tmp-best-step-4-peft-{dead}").mkdir()
+    (tmp_path / f".tmp-best-step-4-peft-{dead}" / "adapter.safetensors").write_bytes(b"x" * 3000)
+    (tmp_path / f".tmp-best-step-4-peft.zip-{dead}").write_bytes(b"zip")
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         (tmp_path / f".tmp-best-step-4-merged-{live.pid}").mkdir()
         actions = cs.sweep(tmp_path)
-        assert actions == [f"swept {tmp_path.name}/.tmp-best-step-4-peft-{dead_pid} (2.9 KB, left by an interrupted write)",
-                           f"swept {tmp_path.name}/.tmp-best-step-4-peft.zip-{dead_pid} (3 B, left by an interrupted write)"]
+        assert actions == [f"swept {tmp_path.name}/.tmp-best-step-4-peft-{dead} (2.9 KB, left by an interrupted write)",
+                           f"swept {tmp_path.name}/.tmp-best-step-4-peft.zip-{dead} (3 B, left by an interrupted write)"]
         assert [p.name for p in tmp_path.iterdir()] == [f".tmp-best-step-4-merged-{live.pid}"]
     finally:
         live.kill()
