@@ -77,8 +77,10 @@ class TiledDemo:
     """Weights that are not noise for a real-size shape: the trained demo model's (models/tiny-demo) tiled
     to each tensor's shape (layer n takes the demo's layer n mod 4), each matrix divided by how many
     times its input width holds the demo's, so that on the tiled (periodic) embedding a product keeps
-    the demo's scale; the embedding's rows past the demo's 1,024 tokens zero (the demo tokenizer never
-    makes them), biases zero. What quantization meets is trained values (their spread, their outliers),
+    the demo's scale (the final norm too: the tied embedding, tiled, is the output matrix); the
+    embedding's rows past the demo's 1,024 tokens zero (the demo tokenizer never makes them), biases
+    zero. Its heads are not the demo's (64 wide, RoPE pairs across two of the demo's heads), so it
+    predicts badly: structured weights, not a working model. What quantization meets is trained values (their spread, their outliers),
     not N(0, 0.02): a k-quant's error on it says something, where on noise it does not."""
 
     def __init__(self):
@@ -100,8 +102,8 @@ class TiledDemo:
             return out
         reps = [-(-want // have) for want, have in zip(shape, demo.shape)]
         out = np.tile(demo, reps)[tuple(slice(0, n) for n in shape)]
-        if out.ndim == 2:
-            out = out / np.float32(shape[1] / demo.shape[1])
+        if out.ndim == 2 or name == "model.norm.weight":
+            out = out / np.float32(shape[-1] / demo.shape[-1])
         return np.ascontiguousarray(out, np.float32)
 
     def bf16(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -121,7 +123,7 @@ def make_model(folder: str | Path, name: str = "0.5b", shard_mb: int = 500, seed
     stamp = folder / ".made-by-real-models.json"
     recipe = {"name": name, "shard_mb": shard_mb, "seed": seed, "config": config}
     if weights != "random":
-        recipe["weights"] = weights
+        recipe["weights"] = weights + "-2"  # -2: the final norm scaled too
     if stamp.is_file() and json.loads(stamp.read_text()) == recipe:
         return folder
     if folder.exists():

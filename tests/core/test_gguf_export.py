@@ -114,9 +114,10 @@ def test_a_quantized_file_is_checked_by_llama_cpp_alone_against_the_f16_files_fi
     assert check["passed"], check["reasons"]
     assert check["perplexity_reference"] == pytest.approx(f16["perplexity"])
     assert abs(check["perplexity"] / f16["perplexity"] - 1) < 0.01 and check["perplexity_ours"] is None
-    # its greedy answers counted against the f16 file's (reported, not judged)
+    # its greedy answers counted against the f16 file's (reported, not judged: on this random model, whose
+    # best logits are near-ties, q8_0 keeps 2 of 8 answers over 32 tokens)
     same = sum(a == b for a, b in zip(check["greedy_answers"], f16["greedy_answers"]))
-    assert check["greedy_equal"] == same >= 6 and check["max_logit_diff"] is None
+    assert check["greedy_equal"] == same and len(check["greedy_answers"]) == 8 and check["max_logit_diff"] is None
 
 
 def test_the_check_reads_a_bounded_amount_of_work():
