@@ -31,10 +31,11 @@ if str(ROOT) not in sys.path:
 QUANTS = ("f16", "q8_0", "q4_k_m")
 
 
-def perplexities(path: Path, samples, threads: int) -> dict[str, tuple[float, int]]:
+def perplexities(path: Path, samples, threads: int, vocab: int | None = None) -> dict[str, tuple[float, int]]:
     """llama.cpp's perplexity (and token count) over the samples' answer tokens ("answers") and over
     every token but the first ("text"): float32 cache, no flash attention (core.engine.gguf_check's
-    settings)."""
+    settings). `vocab`: the softmax over the first `vocab` ids only (the tokenizer's: the 0.5B shape's
+    embedding rows past the demo tokenizer's 1,024 are padding that takes probability mass)."""
     import llama_cpp
     from core.data.pipeline import IGNORE_INDEX
     n_ctx = max(len(s.ids) for s in samples)
@@ -46,7 +47,7 @@ def perplexities(path: Path, samples, threads: int) -> dict[str, tuple[float, in
             ids = sample.ids
             llm.reset()
             llm.eval(ids)
-            logits = np.array(llm.scores[: len(ids)], dtype=np.float64)
+            logits = np.array(llm.scores[: len(ids)], dtype=np.float64)[:, :vocab]
             top = logits.max(axis=1, keepdims=True)
             logz = np.log(np.exp(logits - top).sum(axis=1)) + top[:, 0]
             for t in range(1, len(ids)):
@@ -60,6 +61,12 @@ def perplexities(path: Path, samples, threads: int) -> dict[str, tuple[float, in
     finally:
         llm.close()
     return {kind: (float(np.exp(total / max(n, 1))), n) for kind, (total, n) in sums.items()}
+
+
+def check_vocab(path: Path) -> int:
+    import gguf
+    reader = gguf.GGUFReader(str(path))
+    return len(reader.fields["tokenizer.ggml.tokens"].data)
 
 
 def main() -> None:
@@ -102,6 +109,9 @@ def main() -> None:
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         check = json.loads(gguf_run.check_path(path).read_text())
         found = perplexities(path, samples, threads)
+        if tokenizer.vocab_size < check_vocab(path):
+            found.update({f"{kind} over the tokenizer's {tokenizer.vocab_size} ids": value for kind, value in
+                          perplexities(path, samples, threads, tokenizer.vocab_size).items()})
         rows[quant] = found
         print(f"  {quant:7s} {path.stat().st_size / 2**20:7.1f} MB  export+check {wall:6.1f} s (CPU {cpu:5.1f} s, "
               f"check {check['seconds']} s)  check: passed {check['passed']}, its ppl {check['perplexity']:.4f}"
