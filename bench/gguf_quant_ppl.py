@@ -34,30 +34,34 @@ QUANTS = ("f16", "q8_0", "q4_k_m")
 def perplexities(path: Path, samples, threads: int, vocab: int | None = None) -> dict[str, tuple[float, int]]:
     """llama.cpp's perplexity (and token count) over the samples' answer tokens ("answers") and over
     every token but the first ("text"): float32 cache, no flash attention (core.engine.gguf_check's
-    settings). `vocab`: the softmax over the first `vocab` ids only (the tokenizer's: the 0.5B shape's
-    embedding rows past the demo tokenizer's 1,024 are padding that takes probability mass)."""
+    settings). `vocab`: the same again with the softmax over the first `vocab` ids only (the
+    tokenizer's: the 0.5B shape's embedding rows past the demo tokenizer's 1,024 are padding that
+    takes probability mass)."""
     import llama_cpp
     from core.data.pipeline import IGNORE_INDEX
     n_ctx = max(len(s.ids) for s in samples)
     llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx, logits_all=True, verbose=False,
                           n_threads=threads, n_threads_batch=threads, type_k=0, type_v=0, flash_attn=False)
-    sums = {"answers": [0.0, 0], "text": [0.0, 0]}
+    kinds = {"": None} if vocab is None else {"": None, f" over the tokenizer's {vocab} ids": vocab}
+    sums = {f"{kind}{suffix}": [0.0, 0] for kind in ("answers", "text") for suffix in kinds}
     try:
         for sample in samples:
             ids = sample.ids
             llm.reset()
             llm.eval(ids)
-            logits = np.array(llm.scores[: len(ids)], dtype=np.float64)[:, :vocab]
-            top = logits.max(axis=1, keepdims=True)
-            logz = np.log(np.exp(logits - top).sum(axis=1)) + top[:, 0]
-            for t in range(1, len(ids)):
-                nll = float(logz[t - 1] - logits[t - 1, ids[t]])
-                sums["text"][0] += nll
-                sums["text"][1] += 1
-                answer = t - len(sample.prompt)
-                if answer >= 0 and sample.labels[answer] != IGNORE_INDEX:
-                    sums["answers"][0] += nll
-                    sums["answers"][1] += 1
+            every = np.array(llm.scores[: len(ids)], dtype=np.float64)
+            for suffix, width in kinds.items():
+                logits = every[:, :width]
+                top = logits.max(axis=1, keepdims=True)
+                logz = np.log(np.exp(logits - top).sum(axis=1)) + top[:, 0]
+                for t in range(1, len(ids)):
+                    nll = float(logz[t - 1] - logits[t - 1, ids[t]])
+                    sums["text" + suffix][0] += nll
+                    sums["text" + suffix][1] += 1
+                    answer = t - len(sample.prompt)
+                    if answer >= 0 and sample.labels[answer] != IGNORE_INDEX:
+                        sums["answers" + suffix][0] += nll
+                        sums["answers" + suffix][1] += 1
     finally:
         llm.close()
     return {kind: (float(np.exp(total / max(n, 1))), n) for kind, (total, n) in sums.items()}
@@ -108,10 +112,8 @@ def main() -> None:
         path = gguf_run.export_gguf(run, "best", quant)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         check = json.loads(gguf_run.check_path(path).read_text())
-        found = perplexities(path, samples, threads)
-        if tokenizer.vocab_size < check_vocab(path):
-            found.update({f"{kind} over the tokenizer's {tokenizer.vocab_size} ids": value for kind, value in
-                          perplexities(path, samples, threads, tokenizer.vocab_size).items()})
+        found = perplexities(path, samples, threads,
+                             tokenizer.vocab_size if tokenizer.vocab_size < check_vocab(path) else None)
         rows[quant] = found
         print(f"  {quant:7s} {path.stat().st_size / 2**20:7.1f} MB  export+check {wall:6.1f} s (CPU {cpu:5.1f} s, "
               f"check {check['seconds']} s)  check: passed {check['passed']}, its ppl {check['perplexity']:.4f}"
