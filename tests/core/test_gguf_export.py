@@ -120,6 +120,33 @@ def test_a_quantized_file_is_checked_by_llama_cpp_alone_against_the_f16_files_fi
     assert check["greedy_equal"] == same and len(check["greedy_answers"]) == 8 and check["max_logit_diff"] is None
 
 
+def test_the_f16_reference_is_the_files_own_values(llama_run, monkeypatch):
+    """Our model rounded to f16 holds exactly the f16 file's weights: the same values stored as float32 (llama.cpp
+    then computes in float32) agree to float32 rounding; what the f16 file adds is llama.cpp's f16 arithmetic."""
+    import gguf
+    from core.engine import gguf_check
+    from core.engine.export import checkpoint_folder, read_state
+    real = gguf_export._quantized
+
+    def f16_values_in_f32(values, qtype):
+        if qtype == gguf.GGMLQuantizationType.F32 and values.ndim >= 2:
+            return values.astype(np.float16).astype(np.float32)
+        return real(values, qtype)
+
+    folder = checkpoint_folder(llama_run / "checkpoints" / "best")
+    state, base = read_state(folder), llama_run.parent.parent / "tiny-model"
+    path = llama_run.parent / "f16-values-in-f32.gguf"
+    monkeypatch.setattr(gguf_export, "_quantized", f16_values_in_f32)
+    gguf_merge.write_checkpoint_gguf(folder, state, base, llama_run.parent, path, "f32")
+    monkeypatch.undo()
+    check = gguf_check.check_gguf(path, "f16", lambda: gguf_run._our_model(folder, state), Tokenizer.from_dir(base),
+                                  llama_run, model_dir=base)
+    f16 = _check(gguf_run.export_gguf(llama_run, "best", "f16"))
+    assert check.max_logit_diff < 1e-4 and check.greedy_equal == 8
+    assert 1e-4 < f16["max_logit_diff"] <= 1e-2  # the f16 file: llama.cpp's f16 products
+    path.unlink()
+
+
 def test_the_check_reads_a_bounded_amount_of_work():
     """The demo-sized model checks 8 whole samples; a 0.5B one 4, prompts cut to their last tokens, answers to
     ANSWER_TOKENS, within CHECK_WORK parameter·tokens a side."""
