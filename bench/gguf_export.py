@@ -117,10 +117,11 @@ def main() -> None:
         for quant in ("f16", "q4"):
             check = json.loads((folder / f"check-{quant}.json").read_text())
             print(f"  check {check['quant']}: passed {check['passed']} {check['reasons']}; tokenizer "
-                  f"{check['tokenizer_equal']}/{check['prompts']}, greedy {check['greedy_equal']}+{check['greedy_ties']} "
-                  f"ties/{check['prompts']} ({check['prompt_tokens']}-token prompts), logits {check['max_logit_diff']} "
-                  f"(float32 model {check['max_logit_diff_float32']}), ppl {check['perplexity']:.3f} (ours "
-                  f"{check['perplexity_ours']}, reference {check['perplexity_reference']}); {check['threads']} threads; "
+                  f"{check['tokenizer_equal']}/{check['prompts']}, greedy {check['greedy_equal']}+"
+                  f"{check['greedy_ties']} ties/{check['prompts']} ({check['prompt_tokens']}-token prompts), logits "
+                  f"{check['max_logit_diff']} (float32 model {check['max_logit_diff_float32']}), ppl "
+                  f"{check['perplexity']:.3f} (ours {check['perplexity_ours']}, reference "
+                  f"{check['perplexity_reference']}); {check['threads']} threads; "
                   f"seconds {check['seconds']}: " + ", ".join(f"{k} {v} (CPU {check['stage_cpu_seconds'][k]})"
                                                                for k, v in check["stage_seconds"].items()))
         sizes = {p.name: p.stat().st_size / 2**20 for p in folder.glob("*.gguf")}

@@ -80,8 +80,8 @@ class TiledDemo:
     the demo's scale (the final norm too: the tied embedding, tiled, is the output matrix); the
     embedding's rows past the demo's 1,024 tokens zero (the demo tokenizer never makes them), biases
     zero. Its heads are not the demo's (64 wide, RoPE pairs across two of the demo's heads), so it
-    predicts badly: structured weights, not a working model. What quantization meets is trained values (their spread, their outliers),
-    not N(0, 0.02): a k-quant's error on it says something, where on noise it does not."""
+    predicts badly: structured weights, not a working model. What quantization meets is trained
+    values (their spread, their outliers), not N(0, 0.02)."""
 
     def __init__(self):
         from core.weights.safetensors_io import SafetensorsReader

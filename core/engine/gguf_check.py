@@ -52,7 +52,7 @@ import mindspore as ms
 
 from core.data.pipeline import IGNORE_INDEX, load_splits
 from core.data.tokenizer import Tokenizer
-from core.engine.fused import enable as enable_fused_kernels, set_threads
+from core.engine.fused import enable as enable_fused_kernels
 from core.engine.generate import fused_inference
 from core.engine.gguf_export import GgufError, gguf
 from core.run.rundir import RunDir
@@ -390,9 +390,9 @@ def check_gguf(path: Path, quant: str, load_model: Callable[[], object], tokeniz
                model_dir: Path, reference_answers: list[list[int]] | None = None) -> CheckResult:
     """Reload `path` (with the adapter `lora_path` on it, if given) in llama.cpp and hold it against our
     model (float32, adapter merged; `load_model` loads it, called only when needed: a Cell is callable
-    itself, so a function, never the model); `model_dir`: the base model folder (its config sizes the samples); `reference_ppl`,
-    `reference_answers`: the f16 file's perplexity and greedy answers (a quantized file's check). See the
-    module doc."""
+    itself, so a function, never the model); `model_dir`: the base model folder (its config sizes the
+    samples); `reference_ppl`, `reference_answers`: the f16 file's perplexity and greedy answers (a
+    quantized file's check). See the module doc."""
     llama_cpp = _llama_cpp()
     start = time.perf_counter()
     stages = _Stages()
