@@ -32,14 +32,10 @@ llama.cpp runs with a float32 key/value cache (its default f16 cache alone moved
 logits by 1.2e-2 at float32 weights; with it, 1.8e-5), on as many threads as the machine has idle
 (`check_threads`: its threads spin at every operation's barrier, and one descheduled thread on a
 busy machine stalls the others: 2 threads on a loaded 2-core machine decoded 8x slower than 1).
-Our model is loaded (MindSpore, float32, adapter merged) in the main thread while llama.cpp works in
-another (its C calls release the GIL): on an idle 2-core machine the two overlap, on a busy one the
-process has two runnable threads instead of one. The result is a JSON beside the file
-(`<file>.check.json`), with the seconds of each stage (wall and this process's CPU).
+The result is a JSON beside the file (`<file>.check.json`), with the seconds of each stage.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import ctypes
 import logging
@@ -408,22 +404,13 @@ def check_gguf(path: Path, quant: str, load_model: Callable[[], object], tokeniz
     theirs = LlamaSide(path, samples, lora_path, threads)
     stages.done("validation samples, llama.cpp load")
     exact = quant in LOGIT_BOUND  # a file that keeps every weight (to f16/bf16 rounding): answers compared
-    needed = exact or reference_ppl is None  # our model: loaded while llama.cpp works (its C calls free the GIL)
-    eos = set(tokenizer.eos_token_ids) | set(read_model_args(model_dir).eos_token_ids)
-
-    def llama_work():
-        try:
-            equal = sum(theirs.tokenize(s.text) == s.whole_prompt for s in samples)
-            return equal, *theirs.run(samples, eos)
-        finally:
-            theirs.close()
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gguf-check") as pool:
-        work = pool.submit(llama_work)
-        try:
-            model = load_model() if needed else None
-        finally:
-            result.tokenizer_equal, their_rows, answers = work.result()
-    stages.done("llama.cpp: answers, greedy" + (" | our model loaded beside it" if needed else ""))
+    try:
+        result.tokenizer_equal = sum(theirs.tokenize(s.text) == s.whole_prompt for s in samples)
+        eos = set(tokenizer.eos_token_ids) | set(read_model_args(model_dir).eos_token_ids)
+        their_rows, answers = theirs.run(samples, eos)
+        stages.done("llama.cpp: answers, greedy")
+    finally:
+        theirs.close()
     result.greedy_answers = answers
     nll, count = _perplexity_sums(their_rows, samples)
     result.perplexity = float(np.exp(nll / max(count, 1)))
@@ -432,7 +419,8 @@ def check_gguf(path: Path, quant: str, load_model: Callable[[], object], tokeniz
         if reference_answers is not None:
             result.greedy_equal = sum(a == b for a, b in zip(answers, reference_answers))
     else:
-        ours = OurSide(model, tokenizer, threads)
+        ours = OurSide(load_model(), tokenizer, threads)
+        stages.done("our model")
         if exact:
             if samples[0].prompt == samples[0].whole_prompt:  # whole samples (a small model): a pass to spare
                 first = ours.rows(samples[0], answers[0])
