@@ -29,10 +29,13 @@ and the template's turn), than the demo model (8, whole).
   file's figures are given.
 
 llama.cpp runs with a float32 key/value cache (its default f16 cache alone moved the demo model's
-logits by 1.2e-2 at float32 weights; with it, 1.8e-5), on as many threads as the machine has idle
+logits by 1.2e-2 at float32 weights; with it, 1.8e-5), without flash attention (on by default in the
+C API's context: on the CPU it moved an f32 file's logits by up to 8e-3), on as many threads as the
+machine has idle
 (`check_threads`: its threads spin at every operation's barrier, and one descheduled thread on a
 busy machine stalls the others: 2 threads on a loaded 2-core machine decoded 8x slower than 1).
-The result is a JSON beside the file (`<file>.check.json`), with the seconds of each stage.
+The result is a JSON beside the file (`<file>.check.json`), with the seconds of each stage (wall, and
+this process's CPU: on a loaded machine the wall time is mostly waiting).
 """
 from __future__ import annotations
 
