@@ -37,9 +37,9 @@ def make_run(folder: Path, model_dir: Path, name: str = "bench-0.5b") -> Path:
     rng = np.random.default_rng(0)
     lora = {"rank": 8, "alpha": 16.0, "dropout": 0.0, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
     tensors = {}
-    for name, shape in read_model_args(model_dir).parameter_shapes().items():
-        if len(shape) == 2 and name.rsplit(".", 2)[-2] in lora["target_modules"]:
-            module = name.removesuffix(".weight")
+    for tensor, shape in read_model_args(model_dir).parameter_shapes().items():
+        if len(shape) == 2 and tensor.rsplit(".", 2)[-2] in lora["target_modules"]:
+            module = tensor.removesuffix(".weight")
             tensors[f"{module}.lora_a"] = (0.02 * rng.standard_normal((8, shape[1]))).astype(np.float32)
             tensors[f"{module}.lora_b"] = (0.02 * rng.standard_normal((shape[0], 8))).astype(np.float32)
     config = {"model": {"path": str(model_dir)}, "method": "lora", "lora": lora, "run": {"seed": 7},
@@ -71,14 +71,13 @@ def phase(name: str, run: Path, work: Path) -> None:
     else:
         from core.data.tokenizer import Tokenizer
         path, quant = (f16, "f16") if name == "check-f16" else (q4, "q4_k_m")
-        reference = None
-        if quant == "q4_k_m":
-            reference = json.loads((work / "check-f16.json").read_text())["perplexity"]
-        loaded = time.perf_counter()
-        model = gguf_run._our_model(folder, state)
-        print(f"PHASE-LOAD our model {time.perf_counter() - loaded:.2f}", flush=True)
-        result = gguf_run.check_gguf(path, quant, model, Tokenizer.from_dir(state["base_model"]["path"]), run,
-                                     reference)
+        reference = {}
+        if quant == "q4_k_m":  # as core.engine.gguf_run: the f16 file's figures, llama.cpp alone
+            reference = json.loads((work / "check-f16.json").read_text())
+        base = Path(state["base_model"]["path"])
+        result = gguf_run.check_gguf(path, quant, lambda: gguf_run._our_model(folder, state), Tokenizer.from_dir(base),
+                                     run, reference.get("perplexity"), model_dir=base,
+                                     reference_answers=reference.get("greedy_answers"))
         (work / f"{name}.json").write_text(json.dumps(result.to_json(), indent=1))
     print(f"PHASE {name} {time.perf_counter() - start:.2f}", flush=True)
 
@@ -86,13 +85,16 @@ def phase(name: str, run: Path, work: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models-dir", default=os.path.join(tempfile.gettempdir(), "mindtune-bench"))
+    parser.add_argument("--weights", default="random", choices=("random", "tiled-demo"),
+                        help="the 0.5B model's weights (bench/real_models.py)")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase:
         return phase(args.phase, Path(args.run), Path(args.work))
-    model_dir = make_model(Path(args.models_dir) / "qwen2.5-0.5b", "0.5b")
+    model_dir = make_model(Path(args.models_dir) / ("qwen2.5-0.5b" if args.weights == "random" else
+                                                    f"qwen2.5-0.5b-{args.weights}"), "0.5b", weights=args.weights)
     with tempfile.TemporaryDirectory(prefix="mindtune-gguf-") as tmp:
         folder = Path(tmp)
         run = make_run(folder, model_dir)
@@ -108,17 +110,20 @@ def main() -> None:
             if code != 0:
                 raise SystemExit(f"{name} failed:\n" + log.read_text()[-4000:])
             rows.append((name, inner[0] if inner else wall, rss, code))
-        print("[Qwen2.5-0.5B shape, random bf16 weights, LoRA r8 on q/k/v/o; demo validation set]")
+        print(f"[Qwen2.5-0.5B shape, {args.weights} bf16 weights, LoRA r8 on q/k/v/o; demo validation set; load "
+              f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs]")
         for name, seconds, rss, code in rows:
             print(f"  {name:34s} {seconds:7.1f} s   peak RSS {rss:7.0f} MB" + ("" if code == 0 else f"  (exit {code})"))
         for quant in ("f16", "q4"):
             check = json.loads((folder / f"check-{quant}.json").read_text())
             print(f"  check {check['quant']}: passed {check['passed']} {check['reasons']}; tokenizer "
-                  f"{check['tokenizer_equal']}/{check['prompts']}, greedy {check['greedy_equal']}+{check['greedy_ties']} "
-                  f"ties/{check['prompts']}, logits {check['max_logit_diff']} (float32 model "
-                  f"{check['max_logit_diff_float32']:.3g}), ppl {check['perplexity']:.3f} (ours "
-                  f"{check['perplexity_ours']:.3f}, reference {check['perplexity_reference']}); seconds: "
-                  + ", ".join(f"{k} {v}" for k, v in check.get("stage_seconds", {}).items()))
+                  f"{check['tokenizer_equal']}/{check['prompts']}, greedy {check['greedy_equal']}+"
+                  f"{check['greedy_ties']} ties/{check['prompts']} ({check['prompt_tokens']}-token prompts), logits "
+                  f"{check['max_logit_diff']} (float32 model {check['max_logit_diff_float32']}), ppl "
+                  f"{check['perplexity']:.3f} (ours {check['perplexity_ours']}, reference "
+                  f"{check['perplexity_reference']}); {check['threads']} threads; "
+                  f"seconds {check['seconds']}: " + ", ".join(f"{k} {v} (CPU {check['stage_cpu_seconds'][k]})"
+                                                               for k, v in check["stage_seconds"].items()))
         sizes = {p.name: p.stat().st_size / 2**20 for p in folder.glob("*.gguf")}
         print("  files: " + ", ".join(f"{k} {v:.0f} MB" for k, v in sorted(sizes.items())))
 

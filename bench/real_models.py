@@ -73,16 +73,57 @@ def _random_bf16(name: str, shape: tuple[int, ...], rng: np.random.Generator) ->
     return (values.view(np.uint32) >> 16).astype(np.uint16)
 
 
-def make_model(folder: str | Path, name: str = "0.5b", shard_mb: int = 500, seed: int = 0) -> Path:
+class TiledDemo:
+    """Weights that are not noise for a real-size shape: the trained demo model's (models/tiny-demo) tiled
+    to each tensor's shape (layer n takes the demo's layer n mod 4), each matrix divided by how many
+    times its input width holds the demo's, so that on the tiled (periodic) embedding a product keeps
+    the demo's scale (the final norm too: the tied embedding, tiled, is the output matrix); the
+    embedding's rows past the demo's 1,024 tokens zero (the demo tokenizer never makes them), biases
+    zero. Its heads are not the demo's (64 wide, RoPE pairs across two of the demo's heads), so it
+    predicts badly: structured weights, not a working model. What quantization meets is trained
+    values (their spread, their outliers), not N(0, 0.02)."""
+
+    def __init__(self):
+        from core.weights.safetensors_io import SafetensorsReader
+        with SafetensorsReader(ROOT / "models" / "tiny-demo" / "model.safetensors") as reader:
+            self.tensors = {n: np.asarray(reader.read(n), np.float32) for n in reader.tensors}
+        self.layers = 1 + max(int(n.split(".")[2]) for n in self.tensors if n.startswith("model.layers."))
+
+    def values(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        if name.endswith(".bias"):
+            return np.zeros(shape, np.float32)
+        parts = name.split(".")
+        if name.startswith("model.layers."):
+            parts[2] = str(int(parts[2]) % self.layers)
+        demo = self.tensors[".".join(parts)]
+        if name == "model.embed_tokens.weight":
+            out = np.zeros(shape, np.float32)
+            out[: demo.shape[0]] = np.tile(demo, (1, -(-shape[1] // demo.shape[1])))[:, : shape[1]]
+            return out
+        reps = [-(-want // have) for want, have in zip(shape, demo.shape)]
+        out = np.tile(demo, reps)[tuple(slice(0, n) for n in shape)]
+        if out.ndim == 2 or name == "model.norm.weight":
+            out = out / np.float32(shape[-1] / demo.shape[-1])
+        return np.ascontiguousarray(out, np.float32)
+
+    def bf16(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        return (self.values(name, shape).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def make_model(folder: str | Path, name: str = "0.5b", shard_mb: int = 500, seed: int = 0,
+               weights: str = "random") -> Path:
     """config.json, model-0000k-of-0000n.safetensors shards of about `shard_mb` each (one
     model.safetensors when it all fits) with model.safetensors.index.json, and the demo tokenizer.
     Written tensor by tensor (core.weights.safetensors_io): peak memory is one tensor. Reuses a complete
-    folder made earlier with the same arguments."""
+    folder made earlier with the same arguments. `weights`: "random" (N(0, 0.02), norms 1) or
+    "tiled-demo" (`TiledDemo`)."""
     from core.weights.safetensors_io import TensorEntry, write_file
     folder = Path(folder)
     config = CONFIGS[name]
     stamp = folder / ".made-by-real-models.json"
     recipe = {"name": name, "shard_mb": shard_mb, "seed": seed, "config": config}
+    if weights != "random":
+        recipe["weights"] = weights + "-2"  # -2: the final norm scaled too
     if stamp.is_file() and json.loads(stamp.read_text()) == recipe:
         return folder
     if folder.exists():
@@ -99,11 +140,12 @@ def make_model(folder: str | Path, name: str = "0.5b", shard_mb: int = 500, seed
         shards[-1].append(key)
         size += nbytes
     rng = np.random.default_rng(seed)
+    tiled = TiledDemo() if weights == "tiled-demo" else None
+    make = (lambda key: tiled.bf16(key, shapes[key])) if tiled else (lambda key: _random_bf16(key, shapes[key], rng))
     weight_map = {}
     for n, keys in enumerate(shards, 1):
         file = "model.safetensors" if len(shards) == 1 else f"model-{n:05d}-of-{len(shards):05d}.safetensors"
-        entries = [TensorEntry(key, shapes[key], "bfloat16", lambda key=key: _random_bf16(key, shapes[key], rng))
-                   for key in keys]
+        entries = [TensorEntry(key, shapes[key], "bfloat16", lambda key=key: make(key)) for key in keys]
         write_file(folder / file, entries, {"format": "pt"})
         weight_map.update({key: file for key in keys})
     if len(shards) > 1:
@@ -121,5 +163,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="where the model is made (kept when it already holds it)")
     parser.add_argument("size", nargs="?", default="0.5b", choices=sorted(CONFIGS))
+    parser.add_argument("--weights", default="random", choices=("random", "tiled-demo"))
     args = parser.parse_args()
-    print(make_model(args.folder, args.size))
+    print(make_model(args.folder, args.size, weights=args.weights))

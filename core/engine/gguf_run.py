@@ -120,12 +120,11 @@ def export_gguf(run_dir, which: str = "best", quant: str = "f16") -> Path:
     final = gguf_path(run, which, step, quant)
     if is_good(final):
         return final
-    reference = None
-    if quant == "q4_k_m":  # llama.cpp quantizes from the f16 file, whose perplexity is the reference
-        f16 = export_gguf(run_dir, which, "f16")
-        reference = (read_check(f16) or {}).get("perplexity")
+    reference = {}  # the f16 file's check: a quantized file's perplexity and greedy answers are held to it
+    if quant == "q4_k_m":  # llama.cpp quantizes from the f16 file
+        reference = read_check(export_gguf(run_dir, which, "f16")) or {}
     elif quant == "q8_0" and is_good(gguf_path(run, which, step, "f16")):
-        reference = (read_check(gguf_path(run, which, step, "f16")) or {}).get("perplexity")
+        reference = read_check(gguf_path(run, which, step, "f16")) or {}
     tokenizer = Tokenizer.from_dir(base)
     notes: list[str] = []
     with _Work(run, f"gguf-{quant}") as work:
@@ -141,7 +140,9 @@ def export_gguf(run_dir, which: str = "best", quant: str = "f16") -> Path:
             if info.fallbacks:
                 notes.append(f"{len(info.fallbacks)} tensors written f16 (rows q8_0 cannot block): "
                              + ", ".join(info.fallbacks[:4]) + ("..." if len(info.fallbacks) > 4 else ""))
-        result = check_gguf(tmp_file, quant, _our_model(folder, state), tokenizer, run.path, reference)
+        result = check_gguf(tmp_file, quant, lambda: _our_model(folder, state), tokenizer, run.path,
+                            reference.get("perplexity"), model_dir=base,
+                            reference_answers=reference.get("greedy_answers"))
         result.notes += notes
         return _settle(tmp_file, final, result)
 
@@ -174,7 +175,8 @@ def export_lora_gguf(run_dir, which: str = "best") -> Path:
         tmp_file = work / final.name
         adapter = _adapter_tensors(folder)
         write_lora_gguf(base, adapter, state["lora"]["alpha"], tmp_file, name=f"{run.path.name}-lora")
-        result = check_gguf(base_file, "f16", _our_model(folder, state), tokenizer, run.path, lora_path=tmp_file)
+        result = check_gguf(base_file, "f16", lambda: _our_model(folder, state), tokenizer, run.path,
+                            lora_path=tmp_file, model_dir=base)
         result.notes.append(f"checked as {base_file.name} + this adapter against the merged model")
         return _settle(tmp_file, final, result)
 

@@ -58,6 +58,8 @@ def test_llama_f16_round_trip_answers_as_trained(llama_run):
     check = _check(path)
     _assert_answers_as_trained(check)
     assert check["file"] == str(path) and check["quant"] == "f16"
+    assert check["max_logit_diff"] <= 1e-2  # the issue's absolute bound, at the answer positions
+    assert len(check["greedy_answers"]) == 8 and check["threads"] >= 1
     meta = _metadata(path)
     tokenizer = Tokenizer.from_dir(llama_run.parent.parent / "tiny-model")
     assert meta["general.architecture"] == "llama" and meta["general.type"] == "model"
@@ -99,6 +101,79 @@ def test_a_file_that_fails_its_check_is_not_offered_and_the_good_one_stays(llama
     assert good.read_bytes() == before  # the earlier file is untouched
     assert not [p for p in good.parent.iterdir() if p.name.startswith(".tmp")]
     gguf_run.check_path(good).write_text(check_before)
+
+
+def test_a_quantized_file_is_checked_by_llama_cpp_alone_against_the_f16_files_figures(llama_run, monkeypatch):
+    f16 = _check(gguf_run.export_gguf(llama_run, "best", "f16"))
+
+    def not_loaded(*args):
+        raise AssertionError("our model loaded for a quantized file whose f16 figures are known")
+
+    monkeypatch.setattr(gguf_run, "_our_model", not_loaded)
+    check = _check(gguf_run.export_gguf(llama_run, "best", "q8_0"))
+    assert check["passed"], check["reasons"]
+    assert check["perplexity_reference"] == pytest.approx(f16["perplexity"])
+    assert abs(check["perplexity"] / f16["perplexity"] - 1) < 0.01 and check["perplexity_ours"] is None
+    # its greedy answers counted against the f16 file's (reported, not judged: on this random model, whose
+    # best logits are near-ties, q8_0 keeps 2 of 8 answers over 32 tokens)
+    same = sum(a == b for a, b in zip(check["greedy_answers"], f16["greedy_answers"]))
+    assert check["greedy_equal"] == same and len(check["greedy_answers"]) == 8 and check["max_logit_diff"] is None
+
+
+def test_the_f16_reference_is_the_files_own_values(llama_run, monkeypatch):
+    """Our model rounded to f16 holds exactly the f16 file's weights: the same values stored as float32 (llama.cpp
+    then computes in float32) agree to float32 rounding; what the f16 file adds is llama.cpp's f16 arithmetic."""
+    import gguf
+    from core.engine import gguf_check
+    from core.engine.export import checkpoint_folder, read_state
+    real = gguf_export._quantized
+
+    def f16_values_in_f32(values, qtype):
+        if qtype == gguf.GGMLQuantizationType.F32 and values.ndim >= 2:
+            return values.astype(np.float16).astype(np.float32)
+        return real(values, qtype)
+
+    folder = checkpoint_folder(llama_run / "checkpoints" / "best")
+    state, base = read_state(folder), llama_run.parent.parent / "tiny-model"
+    path = llama_run.parent / "f16-values-in-f32.gguf"
+    monkeypatch.setattr(gguf_export, "_quantized", f16_values_in_f32)
+    gguf_merge.write_checkpoint_gguf(folder, state, base, llama_run.parent, path, "f32")
+    monkeypatch.undo()
+    check = gguf_check.check_gguf(path, "f16", lambda: gguf_run._our_model(folder, state), Tokenizer.from_dir(base),
+                                  llama_run, model_dir=base)
+    f16 = _check(gguf_run.export_gguf(llama_run, "best", "f16"))
+    assert check.max_logit_diff < 1e-4 and check.greedy_equal == 8
+    assert 1e-4 < f16["max_logit_diff"] <= 1e-2  # the f16 file: llama.cpp's f16 products
+    path.unlink()
+
+
+def test_the_check_reads_a_bounded_amount_of_work():
+    """The demo-sized model checks 8 whole samples; a 0.5B one 4, prompts cut to their last tokens, answers to
+    ANSWER_TOKENS, within CHECK_WORK parameter·tokens a side."""
+    from core.engine import gguf_check
+    def samples(answer: int):
+        return [gguf_check.Sample(list(range(80 + i)), list(range(answer)), [1] * answer, "", list(range(80 + i)))
+                for i in range(10)]
+    small = gguf_check.plan_samples(samples(50), 3_000_000)
+    assert len(small) == 8 and all(s.prompt == s.whole_prompt for s in small)
+    assert all(len(s.answer) == len(s.labels) == gguf_check.ANSWER_TOKENS for s in small)
+    large = gguf_check.plan_samples(samples(3), 494_000_000)  # the demo task's answers on the 0.5B shape
+    assert len(large) == gguf_check.MIN_PROMPTS == 4
+    assert all(s.prompt == s.whole_prompt[-len(s.prompt):] and len(s.prompt) >= gguf_check.PROMPT_TOKENS_MIN
+               for s in large)
+    tokens = sum(len(s.prompt) + len(s.answer) + gguf_check.GREEDY_TOKENS for s in large)
+    assert tokens * 494_000_000 <= gguf_check.CHECK_WORK * 1.01
+    huge = gguf_check.plan_samples(samples(3), 7_000_000_000)  # past the budget: the floor holds
+    assert len(huge) == 4 and all(len(s.prompt) == gguf_check.PROMPT_TOKENS_MIN for s in huge)
+
+
+@pytest.mark.parametrize("cpus, load, threads", [(2, 0.1, 2), (2, 0.9, 1), (2, 11.6, 1), (16, 3.2, 2), (1, 0.0, 1)])
+def test_the_check_runs_on_the_idle_cpus(monkeypatch, cpus, load, threads):
+    """llama.cpp's threads spin at each operation's barrier: on a busy machine one thread (2 decoded 8x slower)."""
+    from core.engine import gguf_check
+    monkeypatch.setattr(gguf_check.os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    monkeypatch.setattr(gguf_check.os, "getloadavg", lambda: (load, load, load))
+    assert gguf_check.check_threads() == threads
 
 
 def test_a_checkpoint_removed_while_exporting_is_named(llama_run, monkeypatch):
