@@ -57,7 +57,7 @@ LAZY = {
     ("core.lm_eval_cli", "core.engine.lm_eval_model"): "lm-eval's own CLI: MindSpore loads only when it runs",
     ("core.engine.export", "core.engine.lora"): "the streamed PEFT and merged exports never load MindSpore",
     ("core.engine.export", "core.engine.checkpoint"): "the streamed PEFT and merged exports never load MindSpore",
-    ("core.engine.export_main", "core.engine.gguf_run"): "llama.cpp and MindSpore load only for the GGUF formats",
+    ("core.export", "core.engine.gguf_run"): "llama.cpp and MindSpore load only for the GGUF formats",
     ("core.engine.fused", "core.engine.layers"): "the kernel library builds (bench/fused_kernels.py) without loading MindSpore",
     ("core.run.ranks", "core.run.ckpt_store"): "NumPy in a rank's supervisor only when a verdict is written",
     ("app.cluster", "core.run.ranks"): "the console's own choice (app is not core)",
@@ -97,8 +97,6 @@ def import_graph(root: Path) -> list[tuple[str, str, bool, int]]:
     edges = []
     for path in files:
         importer = module_name(root, path)
-        if "PKGMOVE-ALIAS" in path.read_text(encoding="utf-8"):
-            continue  # `python -m core.<old>` aliases: they only run the moved module
 
         def visit(node, nested):
             for child in ast.iter_child_nodes(node):
@@ -247,9 +245,15 @@ def tree_files() -> list[Path]:
 def test_the_packages_exist_and_nothing_of_core_is_left_flat_but_the_entry_points():
     packages = sorted(p.name for p in (ROOT / "core").iterdir() if (p / "__init__.py").is_file())
     assert packages == sorted(ALLOWED.keys() - {"entry", "app"})
-    flat = sorted(p.stem for p in (ROOT / "core").glob("*.py")
-                  if p.stem != "__init__" and "PKGMOVE-ALIAS" not in p.read_text(encoding="utf-8"))
-    assert flat == ["dry_run", "evaluate", "lm_eval_cli", "serve", "train"]  # serve: issue 39's endpoint
+    flat = sorted(p.stem for p in (ROOT / "core").glob("*.py") if p.stem != "__init__")
+    # the entry points, each a command line of its own (`python -m core.<name>`): no aliases (issue 38)
+    assert flat == ["config", "dry_run", "evaluate", "export", "generate", "generation_metrics", "lm_eval_cli",
+                    "ranks", "reward_worker", "serve", "slurm", "slurm_node", "train"]
+    assert all('if __name__ == "__main__":' in (ROOT / "core" / f"{name}.py").read_text(encoding="utf-8")
+               for name in flat)
+    library = [p.relative_to(ROOT).as_posix() for p in (ROOT / "core").glob("*/**/*.py")
+               if 'if __name__ == "__main__":' in p.read_text(encoding="utf-8")]
+    assert library == []  # a package module is imported, never run: its command line is an entry point
 
 
 def test_every_import_follows_the_layers():

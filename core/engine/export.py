@@ -6,7 +6,7 @@ folder, or a MindSpore `.ckpt`; each also as a zip.
     python -m core.export --run runs/<id> [--which best|last] --format gguf|gguf-lora|ollama
                           [--quant f32|f16|bf16|q8_0|q4_k_m]
 
-The command line is core.engine.export_main's. The GGUF formats (llama.cpp, Ollama) are
+The command line is core.export's. The GGUF formats (llama.cpp, Ollama) are
 core.engine.gguf_run's: each file is reloaded with llama.cpp and checked against this engine before it
 is offered (`<file>.check.json` beside it).
 

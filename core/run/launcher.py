@@ -140,14 +140,14 @@ def _msrun_next_to(python: str) -> str:
 def build_argv(run_dir: RunDir | str | os.PathLike, data_parallel: int,
                master_port: int | None = None, python: str = sys.executable) -> list[str]:
     """The worker's command: `python -m core.ranks` (the rank supervisor, which runs core/train.py)
-    for one worker, msrun running core/run/ranks.py per rank for several."""
+    for one worker, msrun running core/ranks.py per rank for several."""
     run = os.path.abspath(os.fspath(run_dir))
     if data_parallel <= 1:
         return [python, "-m", "core.ranks", "--run-dir", run]
     port = master_port if master_port is not None else free_port()
     return [_msrun_next_to(python), f"--worker_num={data_parallel}",
             f"--local_worker_num={data_parallel}", f"--master_port={port}", "--join=True",
-            f"--log_dir={RunDir(run).logs_dir}", str(REPO_ROOT / "core" / "run" / "ranks.py"), "--run-dir", run]
+            f"--log_dir={RunDir(run).logs_dir}", str(REPO_ROOT / "core" / "ranks.py"), "--run-dir", run]
 
 
 def command_preview(argv: Sequence[str]) -> str:
@@ -169,7 +169,7 @@ def multi_host_commands(n_per_node: int, nodes: int, master_addr: str, port: int
     for rank in range(nodes):
         argv = ["msrun", f"--worker_num={n_per_node * nodes}", f"--local_worker_num={n_per_node}",
                 f"--master_addr={master_addr}", f"--master_port={port}", f"--node_rank={rank}",
-                "--join=True", f"--log_dir={RunDir(run_dir).logs_dir}", "core/run/ranks.py", "--run-dir", run_dir]
+                "--join=True", f"--log_dir={RunDir(run_dir).logs_dir}", "core/ranks.py", "--run-dir", run_dir]
         commands.append(command_preview(argv))
     return commands
 

@@ -18,10 +18,11 @@ from mindspore import Parameter, Tensor, nn
 from safetensors.numpy import save_file
 
 from core.engine import export as export_mod
-from core.engine.export_main import main as export_main
+from core.export import main as export_main
 from core.engine.checkpoint import (check_dtype_supported, hf_state_dict, load_hf_model, read_safetensors,
                                     read_trainer_state, set_parameters)
-from core.engine.generate import SamplingSettings, generate, main as generate_main
+from core.engine.generate import SamplingSettings, generate
+from core.generate import main as generate_main
 from core.engine.lora import (inject_lora, load_lora_state_dict, load_peft_adapter, lora_state_dict, read_peft_config,
                               read_peft_tensors, save_peft_adapter)
 from core.engine.moe import SparseMoE
