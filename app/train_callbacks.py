@@ -650,7 +650,7 @@ def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
     parent = (reference.run_id, reference.step) if reference is not None else None
     config = launch_config(config, reference)
     try:
-        result = console.jobs.start(config, owner=owner, parent=parent)
+        result = console.jobs.start(config, owner=owner, parent=parent, workers_checked=True)  # check_form did
     except ConfigError as err:
         return StartOutcome(None, Said("act.not_started"), form.errors_by_widget(err.errors))
     except (launcher.LaunchError, OSError) as err:

@@ -340,6 +340,7 @@ class SlurmBackend:
     """Submit, watch and stop runs as Slurm batch jobs (the module docstring says how)."""
     name = "slurm"
     uses_own_queue = False
+    can_queue = True  # `queue`: squeue's order of this runs folder's jobs
 
     def __init__(self, python: str = sys.executable):
         self.python = python

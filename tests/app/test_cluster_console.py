@@ -39,7 +39,7 @@ from tests.slurm_fixtures import require_slurm, wait_for
 class FakeSlurm:
     """Stands in for core.run.slurm.SlurmBackend: each submission is a job pending for Resources on
     partition debug; stop cancels it (scancel); records every call."""
-    name, uses_own_queue = "slurm", False
+    name, uses_own_queue, can_queue = "slurm", False, True
 
     def __init__(self):
         self.submitted: list[str] = []
