@@ -60,9 +60,9 @@ LAZY = {
     ("core.export", "core.engine.gguf_run"): "llama.cpp and MindSpore load only for the GGUF formats",
     ("core.engine.fused", "core.engine.layers"): "the kernel library builds (bench/fused_kernels.py) without loading MindSpore",
     ("core.run.ranks", "core.run.ckpt_store"): "NumPy in a rank's supervisor only when a verdict is written",
-    ("app.cluster", "core.run.ranks"): "the console's own choice (app is not core)",
-    ("app.train_callbacks", "core.run.slurm"): "the console's own choice (app is not core)",
-    ("app.train_callbacks", "core.spec.memory"): "the console works without the estimate",
+    ("app.runs.cluster", "core.run.ranks"): "the console's own choice (app is not core)",
+    ("app.tabs.train_callbacks", "core.run.slurm"): "the console's own choice (app is not core)",
+    ("app.tabs.train_callbacks", "core.spec.memory"): "the console works without the estimate",
 }
 
 
@@ -320,9 +320,9 @@ def test_a_spec_module_importing_the_engine_is_reported(tree):
 
 
 def test_the_console_importing_the_engine_is_reported(tree):
-    plant(tree, "app/jobs.py", "from core.engine.model import CausalLM", at_top=False)
+    plant(tree, "app/runs/jobs.py", "from core.engine.model import CausalLM", at_top=False)
     assert without_lines(layer_violations(tree)) == [
-        "app.jobs imports core.engine.model: app may import only app, data, eval, run, spec, weights"]
+        "app.runs.jobs imports core.engine.model: app may import only app, data, eval, run, spec, weights"]
 
 
 def test_core_importing_app_is_reported(tree):

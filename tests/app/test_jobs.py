@@ -1,4 +1,4 @@
-"""app.jobs: one launch per request, resume of a run that is over, stops in the background, reattach."""
+"""app.runs.jobs: one launch per request, resume of a run that is over, stops in the background, reattach."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ import pytest
 from core.spec.config import Config, load_config
 from core.run.rundir import RunDir
 
-from app.jobs import JobError, JobManager
+from app.runs.jobs import JobError, JobManager
 
 from tests.app.test_monitor_callbacks import make_run
 

@@ -32,7 +32,7 @@ from core.spec.messages import CATALOGUE, NOT_RECOGNISED, Message
 from core.spec.model_args import file_sha256, weight_files
 from core.spec.moe_args import MoeArgs
 
-from app import try_callbacks as try_cb
+from app.tabs import try_callbacks as try_cb
 from app.i18n import MESSAGES_ZH, TEXTS, problem_text
 from tests.app.conftest import write_model
 from tests.app.test_messages_model import _keys, _said_in_chinese

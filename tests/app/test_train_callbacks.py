@@ -1,4 +1,4 @@
-"""app.train_callbacks: the form gate, the preview of what will run, save/load, and Start."""
+"""app.tabs.train_callbacks: the form gate, the preview of what will run, save/load, and Start."""
 from __future__ import annotations
 
 import sys
@@ -11,8 +11,8 @@ import types
 import core.run.launcher as launcher
 from core.spec.config import Config, ConfigError
 
-from app import form
-from app import train_callbacks as cb
+from app.tabs import form
+from app.tabs import train_callbacks as cb
 
 
 def form_values(console, **changes) -> dict:
@@ -82,7 +82,7 @@ def test_preview_yaml_round_trips(console):
 
 
 def test_the_workers_slider_shows_nodes_times_workers_per_node_on_a_slurm_partition(monkeypatch):
-    from app import devices
+    from app.runs import devices
     monkeypatch.setattr(devices, "max_workers", lambda device: {"cpu": 2, "gpu": 8}[device])
     assert cb.workers_field("slurm:debug", 3, 2, 1, "cpu") == {"value": 6, "maximum": 6, "interactive": False}
     assert cb.workers_field("slurm:debug", 2, 4, 1, "gpu") == {"value": 8, "maximum": 8, "interactive": False}
@@ -99,7 +99,7 @@ def test_the_train_tab_wires_where_nodes_and_workers_per_node_to_the_workers_sli
     """As the page builds it: a change of "Where to run", nodes or workers per node updates the slider."""
     import gradio as gr
 
-    from app import train_tab
+    from app.tabs import train_tab
     from app.i18n import Labels
 
     labels = Labels("en")
@@ -402,7 +402,7 @@ def test_the_baseline_and_profiler_fields_are_in_the_train_tab_and_reach_the_run
     import gradio as gr
     import yaml
 
-    from app import train_tab
+    from app.tabs import train_tab
     from app.i18n import Labels, text
 
     labels = Labels("en")

@@ -401,7 +401,7 @@ def test_peak_is_summed_on_the_cpu_and_the_largest_device_elsewhere():
 
 
 def test_the_monitor_charts_the_largest_device_and_each_rank(tmp_path):
-    from app.metrics import RunCharts
+    from app.charts.metrics import RunCharts
     from core.run.rundir import RunDir
     run = RunDir.create(tmp_path / "runs", "r1", "method: lora\n")
     run.append_metrics([TrainRecord(step=5, time=1.0, loss=1.0, peak_mem_mb=900.0, peak_mem_ranks_mb=[900.0, 850.0]),

@@ -38,8 +38,8 @@ from core.run.rundir import RunDir
 from core.run.runs import RunSummary, list_runs
 from core.run.slurm import ENDED_STATES
 
-from app.access import SINGLE_USER, Viewer, read_owner, visible
-from app.cluster import LOCAL, cluster_of
+from app.auth.access import SINGLE_USER, Viewer, read_owner, visible
+from app.runs.cluster import LOCAL, cluster_of
 from app.i18n import Said, text
 
 DEDUPE_WINDOW_S = 10.0  # the same config submitted again within this window is the same request

@@ -11,7 +11,7 @@ from core.data.preference import preference_records, tokenize_preference
 from core.data.tokenizer import Tokenizer
 
 from app.i18n import place_text, text
-from app.sample_html import legend, runs_html, token_runs
+from app.data.sample_html import legend, runs_html, token_runs
 
 
 def pair_preview_html(data: DataFile, kind: str, tokenizer: Tokenizer, max_seq_len: int, samples: int,
