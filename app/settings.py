@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from core.run.launcher import REPO_ROOT, is_loopback  # noqa: F401  (app.auth.access uses it from here)
+from core.run.launcher import REPO_ROOT, is_loopback
 
 DEFAULT_MODELS_DIR = REPO_ROOT / "models"
 DEFAULT_DATA_DIR = REPO_ROOT / "data"

@@ -16,7 +16,7 @@ if __package__ in (None, ""):  # run as a script: make `core` importable
 from core.engine.export import EXPORT_DTYPES, FORMATS, ExportError, export_run
 from core.engine.gguf_export import GGUF_QUANTS
 from core.run.rundir import POINTERS
-from core.spec.model_args import CheckpointError
+from core.spec.errors import CheckpointError
 
 GGUF_FORMATS = ("gguf", "gguf-lora", "ollama")
 DEFAULT_QUANT = {"gguf": "f16", "gguf-lora": "f16", "ollama": "q4_k_m"}

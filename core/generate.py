@@ -18,7 +18,8 @@ if __package__ in (None, ""):  # run as a script: make `core` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.data.tokenizer import Tokenizer, TokenizerError
-from core.engine.checkpoint import CheckpointError, load_hf_model
+from core.engine.checkpoint import load_hf_model
+from core.spec.errors import CheckpointError
 from core.engine.export import load_trained_model
 from core.engine.fused import enable as enable_fused_kernels
 from core.engine.generate import SamplingSettings, generate, use_device

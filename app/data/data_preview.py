@@ -15,12 +15,14 @@ from pathlib import Path
 
 from core.spec.config import DataSettings
 from core.spec.messages import Message
-from core.data.pipeline import (FORMAT_FIELDS, IGNORE_INDEX, TAG_DEFAULTS, Columns, DataError, DataFile, DataStats,
-                       data_sources, ignored_fields, load_splits, read_data_file, source_files, tokenize_records)
+from core.data.pipeline import IGNORE_INDEX, DataStats, data_sources, load_splits, source_files, tokenize_records
+from core.data.formats import FORMAT_FIELDS, TAG_DEFAULTS, Columns, ignored_fields
+from core.data.files import DataError, DataFile, read_data_file
 from core.data.catalog import read_catalog
 from core.data.files import file_names, is_catalog, split_path
 from core.spec.errors import said_of
-from core.data.preference import PreferenceStats, file_kind, load_preference_splits, preference_sources
+from core.data.preference import PreferenceStats, load_preference_splits, preference_sources
+from core.data.pairs import file_kind
 from core.data.prompts import load_prompt_splits, prompt_sources, read_prompts, tokenize_prompts
 from core.spec.stats import PromptStats
 from core.data.tokenizer import Tokenizer, TokenizerError

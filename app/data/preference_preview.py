@@ -7,7 +7,8 @@ import html
 
 from core.data.files import DataFile
 from core.data.formats import Columns
-from core.data.preference import preference_records, tokenize_preference
+from core.data.preference import tokenize_preference
+from core.data.pairs import preference_records
 from core.data.tokenizer import Tokenizer
 
 from app.i18n import place_text, text

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from core.spec.config import Config, ConfigError, DataSettings, GrpoSettings
-from core.data.pipeline import DataError, read_data_file, resolve_format
+from core.data.files import DataError, read_data_file
+from core.data.formats import resolve_format
 from core.data.files import file_names, split_path
 from core.data.pairs import file_kind
 from core.spec.errors import said_of

@@ -25,9 +25,11 @@ from core.spec.config import Config, ConfigError, deep_merge, joined, load_confi
 from core.spec.messages import Message
 from core.spec.objectives import spec_of
 from core.eval.rewards import check_rewards
-from core.data.pipeline import DataError, run_seq_len
+from core.data.pipeline import run_seq_len
+from core.data.files import DataError
 from core.data.files import file_names, split_path
-from core.spec.model_args import CheckpointError, check_run_settings, read_model_args
+from core.spec.model_args import check_run_settings, read_model_args
+from core.spec.errors import CheckpointError
 from core.run.rundir import RunDir
 from core.data.tokenizer import TokenizerError
 

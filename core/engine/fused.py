@@ -67,7 +67,7 @@ import numpy as np
 
 from core.run.atomic import atomic_path
 from core.spec.device_paths import KERNELS_ENV_SWITCH as ENV_SWITCH, cxx_compiler, kernels_switched_off
-from core.spec.device_paths import kernels_expected as expected  # noqa: F401 (the name callers know)
+from core.spec.device_paths import kernels_expected as expected  # noqa: F401 (tests' `fused.<name>`: their lines are issue 38 item 4's)
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 # every source in core/engine/kernels/ goes into the one library (another engineer's kernel is a new .cc)

@@ -25,9 +25,10 @@ from core.run.atomic import atomic_write
 from core.spec.errors import MessageError, first_of
 from core.spec.messages import Message
 from core.engine.layers import amp_dense
-from core.spec.model_args import ALL_LINEAR, PROJECTION_NAMES, match_lora_targets
+from core.spec.model_args import ALL_LINEAR, match_lora_targets
+from core.spec.families import PROJECTION_NAMES
 from core.engine.moe import LoRAStackedLinear, MoeExportError, StackedLinear, peft_moe_adapter, sparse_blocks
-from core.weights.peft_format import (ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, PEFT_PREFIX, PEFT_SUFFIXES,  # noqa: F401
+from core.weights.peft_format import (ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, PEFT_PREFIX, PEFT_SUFFIXES,
                               peft_adapter_config, to_module_path)
 
 # adapter_config.json keys whose non-default values change the maths; we refuse them on load

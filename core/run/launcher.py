@@ -36,7 +36,6 @@ import core.run.ranks as ranks
 from core.spec.config import Config, ConfigError, Problem, load_config
 from core.spec.errors import said_of
 from core.spec.messages import Message
-from core.run.ranks import OOM_ADVICE  # noqa: F401  (re-exported for the worker and the console)
 from core.run.records import TERMINAL_STATES, RunDirError, Status, can_transition
 from core.run.rundir import RunDir
 from core.run.runs import make_run_id, next_free_run_id

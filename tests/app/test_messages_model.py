@@ -265,7 +265,8 @@ def test_a_template_error_inside_a_data_error_reads_in_chinese_by_its_id(tiny_fo
     keeps its message: the record's place and the template's error are both said by id."""
     from core.data.files import line_of
     from core.data.formats import Conversation
-    from core.data.pipeline import DataError, render
+    from core.data.pipeline import render
+    from core.data.files import DataError
     tokenizer = Tokenizer.from_dir(_spoilt(tiny_folder, tmp_path, TOKENIZER_MISTAKES[key]))
     with pytest.raises(DataError) as raised:
         render(tokenizer, Conversation(line_of(Path("train.jsonl"), 3), CHAT, ["messages[0]"]))

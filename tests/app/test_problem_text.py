@@ -618,7 +618,7 @@ def test_a_checkpoint_whose_state_is_not_json_is_said_by_its_id_in_process_and_f
     the error is at hand, and by the catalogue's template where only its text came (an export's
     failure, from its own process): the same 中文 either way, with no pattern written for it."""
     from core.engine.export import read_state
-    from core.spec.model_args import CheckpointError
+    from core.spec.errors import CheckpointError
     folder = tmp_path / "step-4"
     folder.mkdir()
     (folder / "trainer_state.json").write_text("{step: 4", encoding="utf-8")

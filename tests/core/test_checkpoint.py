@@ -8,7 +8,9 @@ from safetensors.numpy import load_file, save_file
 
 import mindspore as ms
 
-from core.engine.checkpoint import CheckpointError, check_dtype_supported, load_hf_model, weight_files
+from core.engine.checkpoint import check_dtype_supported, load_hf_model
+from core.spec.errors import CheckpointError
+from core.spec.model_args import weight_files
 from tests.core.hf_fixtures import make_hf_model, save_hf_model
 
 

@@ -11,8 +11,8 @@ from core.spec.config import DataSettings
 from core.data.pipeline import IGNORE_INDEX, load_splits
 from core.data.files import DataError, read_data_file
 from core.data.formats import Columns
-from core.data.preference import (PreferenceBatches, file_kind, load_preference_splits, preference_record,
-                                  preference_records, tokenize_preference)
+from core.data.preference import PreferenceBatches, load_preference_splits, tokenize_preference
+from core.data.pairs import file_kind, preference_record, preference_records
 from core.data.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
