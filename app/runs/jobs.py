@@ -117,9 +117,8 @@ class JobManager:
         a repeat of the same request within the window returns the run already made instead of a
         second one. `owner` (the logged-in user) and `parent` (the run, and checkpoint step of a
         fork, it was made from) are recorded in the run's status before the worker starts. Whether this
-        machine holds the workers is checked here, before the run folder is made, unless the caller did
-        (`workers_checked`: the Start button's form check); core.run.launcher.launch checks again as the
-        last gate of every path (a queued run, a resume)."""
+        machine holds the workers is checked here, once, before the run folder is made, unless the
+        caller did (`workers_checked`: the Start button's form check); the launch does not check again."""
         config.validate()
         cluster = config.launch.backend != LOCAL
         if not cluster and not workers_checked:  # a cluster run's workers are on its nodes, not here

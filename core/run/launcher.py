@@ -225,17 +225,15 @@ def launch(run_dir: RunDir | str | os.PathLike, data_parallel: int | None = None
     `data_parallel` defaults to the run's config.yaml. `worker` runs another module instead of the
     training worker, as `python -m <worker...>` (an evaluation: `core.evaluate --run-dir <run>`). Status goes to `starting` before the
     process exists (so a fast worker's `running` is never overwritten), then gets pid, pgid and
-    the process create_time that `is_alive` checks.
+    the process create_time that `is_alive` checks. Whether this machine holds the workers was checked
+    once, before the run folder was made (`check_workers_available`: the console's Start, core.train).
     """
     run = RunDir(os.path.abspath(os.fspath(run_dir)))
     state = _read_status(run).state
     if not can_transition(state, "starting") or state == "starting":
         raise LaunchError(Message("run.launch.not_queued", run=run.run_id, state=repr(state)))
-    device = "cpu"
     if data_parallel is None:
-        config = load_config(run.config_path)
-        data_parallel, device = config.parallel.data_parallel, config.parallel.device
-    check_workers_available(data_parallel, device)
+        data_parallel = load_config(run.config_path).parallel.data_parallel
     argv = [python, "-m", *worker] if worker else build_argv(run, data_parallel, master_port, python)
     if os.sep in argv[0] and not os.access(argv[0], os.X_OK):
         raise LaunchError(Message("run.launch.msrun_missing" if data_parallel > 1 else "run.launch.not_executable",

@@ -453,3 +453,13 @@ def test_every_file_of_a_train_file_list_must_lie_inside_the_roots(console, work
     assert "outside the folders" in cb._data_file_error([inside, str(outside)], console)
     missing = str(workspace.data_dirs[0] / "demo" / "gone.jsonl")
     assert cb._data_file_error([inside, missing], console) == f"{missing}: file not found"
+
+
+def test_one_start_checks_the_workers_once(console, fake_launcher, monkeypatch):
+    """issue 38: the form's check on Start is the one; Jobs.start and the launch do not repeat it."""
+    calls = []
+    real = launcher.check_workers_available
+    monkeypatch.setattr(launcher, "check_workers_available", lambda *a, **k: (calls.append(a), real(*a, **k))[1])
+    outcome = cb.start(form_values(console, train__learning_rate=0.002), console)
+    assert outcome.run_id is not None and len(fake_launcher.launched) == 1
+    assert calls == [(1, "cpu")]

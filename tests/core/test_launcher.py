@@ -224,12 +224,6 @@ def test_launch_refuses_a_run_that_is_not_queued(run, fake_python):
         launch(run, 1, python=fake_python)
 
 
-def test_launch_refuses_more_cpu_workers_than_cores(run, fake_python):
-    with pytest.raises(ConfigError, match="parallel.data_parallel"):
-        launch(run, os.cpu_count() + 1, python=fake_python)
-    assert run.read_status().state == "queued"
-
-
 def test_launch_refuses_a_missing_program(run, tmp_path):
     with pytest.raises(LaunchError, match="not found or not executable"):
         launch(run, 1, python=str(tmp_path / "no-such-python"))
