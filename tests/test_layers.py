@@ -256,6 +256,17 @@ def test_the_packages_exist_and_nothing_of_core_is_left_flat_but_the_entry_point
     assert library == []  # a package module is imported, never run: its command line is an entry point
 
 
+def test_the_console_is_in_packages_by_what_they_do():
+    """issue 38: app/ is no flat folder: the tabs, the runs, the charts, the data views and who may do
+    what each a package; on top only the server, what every callback shares and the entry points."""
+    packages = sorted(p.name for p in (ROOT / "app").iterdir() if (p / "__init__.py").is_file())
+    assert packages == ["auth", "charts", "data", "runs", "tabs"]
+    flat = sorted(p.stem for p in (ROOT / "app").glob("*.py"))
+    assert flat == ["__init__", "__main__", "background", "container", "context", "i18n", "paths", "server",
+                    "settings"]
+    assert all(len(list((ROOT / "app" / name).glob("*.py"))) >= 3 for name in packages)
+
+
 def test_every_import_follows_the_layers():
     graph = import_graph(ROOT)
     assert len(graph) > 300  # the walk sees the real imports (about 440 at the move)
