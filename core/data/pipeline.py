@@ -32,7 +32,6 @@ from core.spec.codec import build
 from core.spec.stats import DataStats, SplitStats
 from core.data.catalog import check_columns, entry_format, load_entry, preference_refusal, read_catalog, select
 from core.data.files import is_catalog
-from core.data.files import dataset_splits  # noqa: F401 (tests' `pipeline.<name>`: their lines are issue 38 item 4's)
 from core.data.files import DataError, DataFile, Record, at, concat_files, read_data_file, split_files, split_path
 from core.spec.errors import said_of
 from core.spec.messages import Message

@@ -22,8 +22,6 @@ from core.run.atomic import atomic_folder
 from core.spec.messages import Message
 from core.spec.errors import first_of
 from core.run.ckpt_store import OPTIMIZER_FILE, STATE_FILE, WEIGHTS_FILE, resolve_checkpoint, verified_folder
-from core.run.ckpt_store import (TensorSource, checkpoint_steps, point, prune_checkpoints,  # noqa: F401 (tests'
-                                 save_train_checkpoint)  # `ckpt.<name>`: their lines are issue 38 item 4's)
 from core.engine.model import CausalLM, DTYPES
 from core.weights.safetensors_io import SafetensorsFormatError, SafetensorsReader
 from core.spec.model_args import copy_tokenizer_files, INDEX_NAME, WEIGHTS_NAME, read_model_args, weight_files
