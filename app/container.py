@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from app.settings import REPO_ROOT
+from core.run.launcher import REPO_ROOT
 
 VOLUMES = "/data"
 SECRET = "/run/secrets/mindtune_auth"

@@ -11,21 +11,21 @@ from pathlib import Path
 
 from core.run.launcher import DeviceSlots
 
-from app.access import NOBODY, SINGLE_USER, Viewer, viewer_for
-from app.catalog import ModelEntry, scan_models
-from app.cluster import ClusterOffer, ClusterOffers
-from app.datasets import Dataset, scan_datasets
-from app.devices import detect
-from app.exports import BackgroundExports, prepare_adapter
-from app.jobs import JobManager
-from app.metrics import SharedCharts
+from app.auth.access import NOBODY, SINGLE_USER, Viewer, viewer_for
+from app.data.catalog import ModelEntry, scan_models
+from app.runs.cluster import ClusterOffer, ClusterOffers
+from app.data.datasets import Dataset, scan_datasets
+from app.runs.devices import detect
+from app.runs.exports import BackgroundExports, prepare_adapter
+from app.runs.jobs import JobManager
+from app.charts.metrics import SharedCharts
 from app.paths import for_config
-from app.serving import Endpoints
+from app.runs.serving import Endpoints
 from app.settings import Settings
 
 
 def device_slots(settings: Settings) -> DeviceSlots:
-    """What this machine runs at once: the accelerator ids found (app/devices.py) and the
+    """What this machine runs at once: the accelerator ids found (app/runs/devices.py) and the
     console's --max-concurrent-runs."""
     found = detect()
     ids = {name: tuple(range(info.count)) for name, info in found.items() if name != "cpu" and info.found}
@@ -37,7 +37,7 @@ class Console:
     settings: Settings
     jobs: JobManager
     exports: BackgroundExports = field(default_factory=BackgroundExports)
-    endpoints: Endpoints = field(default_factory=Endpoints)  # the Serve action's processes (app/serving.py)
+    endpoints: Endpoints = field(default_factory=Endpoints)  # the Serve action's processes (app/runs/serving.py)
     charts: SharedCharts = field(default_factory=SharedCharts)  # the Monitor pages' live charts, one per run
     _models: list[ModelEntry] | None = field(default=None, repr=False)
     cluster: ClusterOffers | None = field(default=None, repr=False)  # Slurm's partitions, asked lazily
@@ -57,7 +57,7 @@ class Console:
             return list(self._models)
 
     def cluster_offer(self, refresh: bool = False) -> ClusterOffer:
-        """The Slurm partitions the Train tab may offer, or why none (cached; see app/cluster.py)."""
+        """The Slurm partitions the Train tab may offer, or why none (cached; see app/runs/cluster.py)."""
         with self._lock:
             if self.cluster is None:
                 self.cluster = ClusterOffers(self.settings.runs_dir, self.settings.cluster_shared_dir)

@@ -372,7 +372,7 @@ FIELD_HELP_ZH: dict[str, str] = {
 }
 # Read-outs the callbacks write (tables, notes, the Train tab's "Before launch" column).
 TEXTS.update({
-    # cluster runs (app/cluster.py)
+    # cluster runs (app/runs/cluster.py)
     "where": ("Where to run", "运行位置"),
     "where.local": ("This machine", "本机"),
     "where.partition": ("Slurm partition {name} ({n} nodes)", "Slurm 分区 {name}（{n} 个节点）"),
@@ -412,14 +412,14 @@ TEXTS.update({
     "slurm.end.DEADLINE": ("Slurm ended the job at its deadline.", "作业到达截止时间，被 Slurm 结束。"),
     "lang.toggle": ("Language · 语言", "语言 · Language"),
     "unit.steps": ("steps", "步数"), "unit.epochs": ("epochs", "轮数"),
-    # model folders table (app.catalog.ROW_HEADERS)
+    # model folders table (app.data.catalog.ROW_HEADERS)
     "model.col.folder": ("folder", "目录"), "model.col.architecture": ("architecture", "架构"),
     "model.col.parameters": ("parameters", "参数量"), "model.col.stored dtype": ("stored dtype", "存储精度"),
     "model.col.context": ("context", "上下文长度"), "model.col.vocab": ("vocab", "词表大小"),
     "model.col.status": ("status", "状态"),
     "model.label": ("{name} · {arch} · {params} params · {dtype} · ctx {ctx}", "{name} · {arch} · 参数 {params} · {dtype} · 上下文 {ctx}"),
     "model.not_loadable": ("⚠ {name}: not loadable", "⚠ {name}：无法加载"), "model.ok": ("ok", "可用"), "model.active": ("{active} active of {total}", "激活 {active} / 共 {total}"),
-    # runs table (app.runs_callbacks.TABLE_HEADERS)
+    # runs table (app.tabs.runs_callbacks.TABLE_HEADERS)
     "runs.col.run": ("run", "运行"), "runs.col.state": ("state", "状态"), "runs.col.step": ("step", "步数"),
     "runs.col.best val ppl": ("best val ppl", "最佳验证困惑度"), "runs.col.tokens/s": ("tokens/s", "token/秒"),
     "runs.col.peak MB": ("peak MB", "峰值内存 MB"), "runs.col.duration": ("duration", "用时"),
@@ -434,7 +434,7 @@ TEXTS.update({
     # global batch: 'Global batch 16 = micro 8 × accumulation 2 × workers 1'
     "batch.parts": ("= micro {micro} × accumulation {accum} × workers {workers}",
                     "= 微批 {micro} × 梯度累积 {accum} × worker {workers}"),
-    # memory estimate (app.train_callbacks.estimate_table)
+    # memory estimate (app.tabs.train_callbacks.estimate_table)
     "mem.weights": ("weights", "权重"), "mem.gradients": ("gradients", "梯度"),
     "mem.optimizer": ("optimizer state", "优化器状态"), "mem.activations": ("activations", "激活值"),
     "mem.runtime": ("framework runtime", "框架运行时"), "mem.total": ("total per worker", "每个 worker 合计"),
@@ -451,7 +451,7 @@ TEXTS.update({
                            "序列长度 {seq}（max_seq_len；数据无法读取：{err}）"),
     "mem.seq_grouped": ("; length-grouped batches are shorter", "；按长度分组的批更短"),
     "mem.invalid": ("invalid config", "配置无效"),
-    # devices (app.devices)
+    # devices (app.runs.devices)
     "device.cpu": ("{n} CPU cores; fp32 (amp O0) is fastest here, fp16 works but is slower, bf16 has no CPU kernels",
                    "{n} 个 CPU 核；这里 fp32（amp O0）最快，fp16 可用但更慢，bf16 没有 CPU 算子"),
     "device.found": ("{name} ({n} found)", "{name}（找到 {n} 个）"),
@@ -462,7 +462,7 @@ TEXTS.update({
     "device.ascend": ("{n} Ascend NPU(s) found", "找到 {n} 块昇腾 NPU"),
     "device.no_ascend": ("no Ascend NPU found (/dev/davinci*)", "未找到昇腾 NPU（/dev/davinci*）"),
 })
-# The dataset's preview, histogram and statistics (app.data_preview, app.data_callbacks).
+# The dataset's preview, histogram and statistics (app.data.data_preview, app.tabs.data_callbacks).
 TEXTS.update({
     "dp.legend_masked": ("prompt, system and tool turns (masked, no loss)", "提示、系统和工具轮次（屏蔽，不计损失）"),
     "dp.legend_trained": ("assistant turns (trained)", "助手轮次（参与训练）"),
@@ -514,7 +514,7 @@ TEXTS.update({
                       "- **重叠**：{n} 条验证样本中有 {overlap} 条也出现在训练集中"),
     "dp.st_overlap_warn": (" ⚠ validation loss will look better than it is", " ⚠ 验证损失会显得比实际更好"),
     "dp.st_test": ("- **test**: {n} records for exact-match scoring", "- **测试集**：{n} 条记录用于精确匹配评分"),
-    # preference objectives (train.objective dpo/simpo/orpo/kto): app.data_preview.preference_stats_markdown
+    # preference objectives (train.objective dpo/simpo/orpo/kto): app.data.data_preview.preference_stats_markdown
     "dp.pst_pairs": ("- **{split}**: {n} pairs; chosen {c_mean} tokens on average (longest {c_max}), rejected "
                      "{r_mean} (longest {r_max}), prompt included",
                      "- **{split}**：{n} 对；chosen 平均 {c_mean} 个 token（最长 {c_max}），rejected 平均 {r_mean}"
@@ -537,7 +537,7 @@ TEXTS.update({
     "dp.saved": ("saved as `{file}`; {found}", "已保存为 `{file}`；{found}"),
     "dp.detected": ("format **{fmt}** (detected)", "格式 **{fmt}**（自动识别）"),
 })
-# Inside the charts (app.svg_chart, drawn by app.monitor_callbacks and app.runs_callbacks).
+# Inside the charts (app.charts.svg_chart, drawn by app.tabs.monitor_callbacks and app.tabs.runs_callbacks).
 TEXTS.update({
     "chart.step": ("step", "步数"), "chart.log": (" (log)", "（对数）"),
     "chart.empty": ("waiting for the first points…", "等待第一批数据点…"),
@@ -550,17 +550,17 @@ TEXTS.update({
     "ytitle.reward_accuracy": ("reward accuracy", "奖励准确率"), "ytitle.reward_margin": ("reward", "奖励"),
     "ytitle.logps": ("log-prob of the answers", "回答的对数概率"),
     "chart.series": ("series", "曲线"),
-    # the Runs comparison's curves (app.runs_callbacks.OVERLAY_METRICS: the choice and the y axis)
+    # the Runs comparison's curves (app.tabs.runs_callbacks.OVERLAY_METRICS: the choice and the y axis)
     "overlay.train loss": ("train loss", "训练损失"), "overlay.train loss EMA": ("train loss EMA", "训练损失 EMA"),
     "overlay.val loss": ("val loss", "验证损失"), "overlay.val ppl": ("val ppl", "验证 ppl"),
     "overlay.tokens/s": ("tokens/s", "token/秒"),
-    # what a run's short label in a legend calls a setting (app.runs_callbacks.short_key)
+    # what a run's short label in a legend calls a setting (app.tabs.runs_callbacks.short_key)
     "short.train.learning_rate": ("lr", "学习率"), "short.train.micro_batch_size": ("batch", "微批"),
     "short.train.grad_accum_steps": ("accum", "梯度累积"), "short.data.max_seq_len": ("seq", "序列长度"),
     "short.parallel.data_parallel": ("dp", "数据并行"), "short.data.train_file": ("data", "数据"),
     "short.model.path": ("model", "模型"), "short.precision.amp_level": ("amp", "混合精度"),
     "short.recompute.policy": ("recompute", "重计算"), "short.train.max_steps": ("steps", "步数"),
-    # the charts' series (app.metrics names them; app.monitor_callbacks.series_text shows them)
+    # the charts' series (app.charts.metrics names them; app.tabs.monitor_callbacks.series_text shows them)
     "series.loss": ("loss", "损失"), "series.loss EMA": ("loss EMA", "损失 EMA"),
     "series.val loss": ("val loss", "验证损失"), "series.val loss EMA": ("val loss EMA", "验证损失 EMA"),
     "series.val ppl": ("val ppl", "验证 ppl"), "series.val ppl EMA": ("val ppl EMA", "验证 ppl EMA"),
@@ -1104,7 +1104,7 @@ MESSAGES_ZH.update({
     "engine.objective": "偏好目标必须是以下之一：{choices}，实际为 {py_value}",
     "engine.loss_type": "preference.loss_type 必须是 sigmoid 或 ipo，实际为 {py_value}",
 })
-# the Try tab's own answers (app.try_callbacks)
+# the Try tab's own answers (app.tabs.try_callbacks)
 TEXTS.update({
     "try.no_prompt": ("type a prompt first", "请先输入提示词"),
     "try.no_base": ("pick a loadable base model", "请选择可加载的基座模型"),
@@ -1375,7 +1375,7 @@ TEXTS.update({
     "act.select_one": ("⚠ select exactly one run", "⚠ 请只选择一个运行"),
     "act.pick_checkpoint": ("⚠ pick one of the run's checkpoints to fork from", "⚠ 请选择要分叉的运行检查点"),
     "act.no_run": ("⚠ no run selected", "⚠ 未选择运行"),
-    # issue 39: Serve (app/serving.py): a finished run's best checkpoint as an OpenAI-compatible endpoint
+    # issue 39: Serve (app/runs/serving.py): a finished run's best checkpoint as an OpenAI-compatible endpoint
     "act.serving": ("✓ {run} is served at {where}: any OpenAI client, on this machine only",
                     "✓ {run} 已在 {where} 提供服务：任何 'OpenAI' 客户端均可调用，仅限本机"),
     "act.serve_starting": ("{run}: the endpoint is still loading the model; click Serve again to see its address",
@@ -1513,7 +1513,7 @@ TEXTS.update({
 
 
 def _field_help() -> None:
-    from app.form import fields  # the form's own fields (core.spec.config's help; MindSpore-free)
+    from app.tabs.form import fields  # the form's own fields (core.spec.config's help; MindSpore-free)
 
     for key, info in fields().items():
         if info.help:
@@ -1611,7 +1611,7 @@ TEXTS.update({
     "runs.msg.alive": ("⚠ {run}: a process of this run is still alive; stop it first", "⚠ {run}：该运行仍有进程存活；请先停止"),
     "runs.msg.deleted": ("deleted {runs} at {time}", "已于 {time} 删除 {runs}"),
     "runs.msg.cancelled": ("cancelled", "已取消"),
-    # the Runs tab's comparison (app.runs_callbacks.config_diff_html, deltas_html)
+    # the Runs tab's comparison (app.tabs.runs_callbacks.config_diff_html, deltas_html)
     "runs.diff_empty": ("select runs to compare their configs", "选择运行以对比其配置"),
     "runs.diff_setting": ("setting", "设置"), "runs.na": ("n/a", "不适用"),
     "runs.delta_changed": ("changed settings", "改动的设置"), "runs.delta_same": ("(same settings)", "（设置相同）"),
@@ -1785,7 +1785,7 @@ def _format_help_text(listed: str) -> str:
     return "; ".join(parts)
 
 
-# ---- area A: the console's own words about uploads (app.datasets) ----
+# ---- area A: the console's own words about uploads (app.data.datasets) ----
 # the data's messages (core.data, ids data.*): Python's json module's reasons and its value kinds by
 # their tables; a list of names (columns, fields, roles) quoted, as values are; format_help()'s list
 def _os_error(said: str) -> str:
@@ -1867,7 +1867,7 @@ TEXTS.update({
 })
 
 
-# ---- area C: the console's own checks (app.train_callbacks, app.paths, app.jobs, app.runs_callbacks) ----
+# ---- area C: the console's own checks (app.tabs.train_callbacks, app.paths, app.runs.jobs, app.tabs.runs_callbacks) ----
 # Python's re module's own reasons for a LoRA target regex it cannot compile, the common ones
 RE_ZH: list[tuple[str, Any]] = [
     (r"^missing \), unterminated subpattern", "缺少 )，子模式未结束"), (r"^unbalanced parenthesis", "括号不配对"),
@@ -1878,7 +1878,7 @@ RE_ZH: list[tuple[str, Any]] = [
      lambda m: f"（位置 {m.group(1)}" + (f"，第 {m.group(2)} 行第 {m.group(3)} 列" if m.group(2) else "") + "）"),
 ]
 LIBRARY_PARAMS_ZH["re_says"] = lambda said: _rewritten(said, RE_ZH)
-# the form's paired widgets by the name their error line gives them (app.form.PAIRED_NAMES)
+# the form's paired widgets by the name their error line gives them (app.tabs.form.PAIRED_NAMES)
 WIDGET_NAMES_ZH = {"steps": "步数", "epochs": "轮数", "target modules": "目标模块", "where to run": "运行位置",
                    "partition": "分区"}
 LIBRARY_PARAMS_ZH["widget"] = lambda name: WIDGET_NAMES_ZH.get(name, name)
@@ -1889,7 +1889,7 @@ LIBRARY_PARAMS_ZH["projections"] = lambda listed: "无" if listed == "none" else
 TEXTS.update({
     "check.warn": ("⚠ {problem}", "⚠ {problem}"),  # a core error (a Message, or an exception that keeps them)
     "dry.exited": ("core.dry_run exited with {code}", "core.dry_run 退出码为 {code}"),
-    # a run id, resume's refusals (app.jobs)
+    # a run id, resume's refusals (app.runs.jobs)
     "check.not_run_id": ("{run} is not a run id", "{run} 不是运行 ID"),
     "check.no_run": ("no run {run} in {folder}", "{folder} 中没有运行 {run}"),
     "check.not_resumable": ("{run} is {state}; only a stopped or failed run can be resumed",
@@ -1904,7 +1904,7 @@ TEXTS.update({
                           "this machine needs {width} workers: {problem}",
                           "{run} 曾在 {nodes} 个节点 × 每节点 {per_node} 个工作进程上运行（数据并行 {width}）；在本机恢复"
                           "需要 {width} 个工作进程：{problem}"),
-    # the folders this console may read (app.paths), the model folder and the data (app.train_callbacks, app.data_callbacks)
+    # the folders this console may read (app.paths), the model folder and the data (app.tabs.train_callbacks, app.tabs.data_callbacks)
     "check.outside_roots": ("{path}: outside the folders this console may read ({roots})",
                             "{path}：不在本控制台可读取的目录中（{roots}）"),
     "check.none_configured": ("(none configured)", "（未配置）"),
@@ -1912,13 +1912,13 @@ TEXTS.update({
     "check.not_model_folder": ("{path} is not a model folder under {roots}", "'{path}' 不是 {roots} 下的模型目录"),
     "check.not_loadable": ("{name} is not loadable: {problem}", "'{name}' 无法加载：{problem}"),
     "check.cannot_read_data": ("cannot read the data: {problem}", "无法读取数据：{problem}"),
-    # a fork (app.train_callbacks.new_from_run, fork_errors)
+    # a fork (app.tabs.train_callbacks.new_from_run, fork_errors)
     "check.no_fork_checkpoint": ("{run} has no checkpoint step-{step} (kept: {kept})", "{run} 没有检查点 step-{step}（保留的：{kept}）"),
     "check.fork_keeps": ("a fork keeps {setting} of {run} ({value}): its checkpoint holds weights of that shape",
                          "分叉须保持 {run} 的 {setting}（{value}）：其检查点中的权重是这个形状"),
     "check.fork_steps": ("steps must be more than {step}: the fork counts on from the checkpoint's step (e.g. {example})",
                          "步数必须大于 {step}：分叉从检查点的步数接着计数（例如 {example}）"),
-    # the Try tab's generation (app.try_callbacks)
+    # the Try tab's generation (app.tabs.try_callbacks)
     "check.no_answer": ("no answer within {s} s", "{s} 秒内没有结果"),
 })
 
@@ -1961,7 +1961,7 @@ def _problem_message_zh(message: Message) -> str:
     return MESSAGES_ZH.get(message.key, CATALOGUE[message.key]).format(**values)
 
 
-# the Runs tab's Evaluate action (lm-evaluation-harness; app/eval_callbacks.py)
+# the Runs tab's Evaluate action (lm-evaluation-harness; app/tabs/eval_callbacks.py)
 TEXTS.update({
     "eval.title": ("**Evaluate** (lm-evaluation-harness): the selected run's best checkpoint and its base model, "
                    "each in the background with its own folder under runs/evals/",
@@ -2028,8 +2028,8 @@ MESSAGES_ZH.update({
 })
 
 
-# issue 40: a GPU/Ascend device's memory and chip before launch (app.devices.device_note, core.run.accelerators)
-# and the dry run's reading of the device (app.train_callbacks.dry_run_html)
+# issue 40: a GPU/Ascend device's memory and chip before launch (app.runs.devices.device_note, core.run.accelerators)
+# and the dry run's reading of the device (app.tabs.train_callbacks.dry_run_html)
 TEXTS.update({
     "device.ascend_flash": ("; chip {soc}: FlashAttentionScore for fp16/bf16 attention (AMP O2) with head sizes that "
                             "are multiples of 16",
@@ -2134,7 +2134,7 @@ TEXTS.update({
                        "undesirable ({r_mean}, longest {r_max}), prompt included",
                        "- **{split}**：1 条 KTO 回答：{good} 条可取（{c_mean} 个 token，最长 {c_max}），"
                        "{bad} 条不可取（{r_mean}，最长 {r_max}），含提示"),
-    # the figures that judge a run, by its objective (app.figures; core.spec.objectives' headline and compare)
+    # the figures that judge a run, by its objective (app.charts.figures; core.spec.objectives' headline and compare)
     "figure.val_ppl": ("ppl", "困惑度"), "figure.best_val_ppl": ("best val ppl", "最佳验证困惑度"),
     "figure.reward_accuracy": ("reward accuracy", "奖励准确率"), "figure.reward_margin": ("reward margin", "奖励差值"),
     "figure.val_reward": ("reward", "奖励"), "figure.exact_match": ("EM", "精确匹配"),
@@ -2174,7 +2174,7 @@ TEXTS.update({
                             "kind, or compare reward accuracy, tokens/s",
                             "未绘制：{objectives} 运行的损失度量的是不同的东西；请选择同一类运行，或对比奖励准确率、token/秒"),
     "act.and_tracker": ("{message}. {tracker}", "{message}。{tracker}"),
-    # the Objective section: where a run of another objective than SFT usually starts (app.train_callbacks)
+    # the Objective section: where a run of another objective than SFT usually starts (app.tabs.train_callbacks)
     "obj.offer": ("{objective} usually starts from an SFT checkpoint: a model already trained on the task. The newest "
                   "finished SFT run of this model is {run}, best checkpoint step {step}{figure}.",
                   "{objective} 通常从 SFT 检查点开始：一个已在该任务上训练过的模型。此模型最新完成的 SFT 运行是 {run}，"
@@ -2191,7 +2191,7 @@ TEXTS.update({
     "eval.phase.loglikelihood": ("log-likelihoods", "对数似然"), "eval.phase.generate_until": ("generation", "生成"),
     "eval.phase.loglikelihood_rolling": ("rolling log-likelihoods", "滚动对数似然"),
     "eval.requests": ("{done}/{total} requests", "{done}/{total} 个请求"),
-    # the data preview's hover texts (app.sample_html, the length histogram's bars)
+    # the data preview's hover texts (app.data.sample_html, the length histogram's bars)
     "dp.run_trained": ("{n} tokens, trained", "{n} 个 token，参与训练"),
     "dp.run_masked": ("{n} tokens, masked (no loss)", "{n} 个 token，已屏蔽（不计损失）"),
     "dp.bin": ("{lo}–{hi} tokens: {count}", "{lo}–{hi} 个 token：{count} 条"),
@@ -2219,7 +2219,7 @@ TEXTS.update({
     "field.grpo.mask_truncated_completions": ("No loss on cut completions", "被截断的补全不计损失"),
     "field.grpo.reward_timeout_s": ("Reward timeout (s)", "奖励函数超时（秒）"),
     "field.grpo.rewards": ("Reward functions (YAML, one a line)", "奖励函数（YAML，每行一个）"),
-    # the Monitor's GRPO charts (app.metrics: reward, reward_functions, kl) and its completions table
+    # the Monitor's GRPO charts (app.charts.metrics: reward, reward_functions, kl) and its completions table
     "chart.reward": ("Reward (steps and validation)", "奖励（训练步与验证）"),
     "chart.reward_functions": ("Each reward function's mean", "各奖励函数的均值"),
     "chart.kl": ("KL to the reference and clipped share", "相对参考模型的 KL 与被裁剪的比例"),
@@ -2235,7 +2235,7 @@ TEXTS.update({
                              "第 {step} 步的 {n} 条验证提示词，每个补全的各项奖励及其加权总分"),
     "mon.completions_col.prompt": ("prompt", "提示词"), "mon.completions_col.completion": ("completion", "补全"),
     "mon.completions_col.total": ("total", "总分"),
-    # Start refusing a file reward to a user who is not an administrator (app.train_callbacks)
+    # Start refusing a file reward to a user who is not an administrator (app.tabs.train_callbacks)
     "check.reward_file_admin": ("{user} may not start this run: a reward function read from a file ({files}) runs its "
                                 "code in the worker, and only an administrator (--admin) may start such a run. Use "
                                 "another reward function (exact_match, math, regex, length, reward_model) or ask an "
@@ -2243,7 +2243,7 @@ TEXTS.update({
                                 "{user} 不能启动此运行：从文件读取的奖励函数（{files}）会在 worker 中运行其代码，只有管理员"
                                 "（--admin）可以启动这样的运行。请改用其他奖励函数（exact_match、math、regex、length、"
                                 "reward_model），或请管理员启动"),
-    # the data preview of a grpo run's prompts (app.data_preview)
+    # the data preview of a grpo run's prompts (app.data.data_preview)
     "dp.prompts": ("GRPO prompts: the first {n} of {total} records as the rollouts get them (the chat template and "
                    "the generation prompt; at most grpo.max_prompt_len {max} tokens)",
                    "GRPO 提示词：{total} 条记录中的前 {n} 条，按采样时的样子显示（聊天模板加生成提示；最多 "

@@ -3,7 +3,7 @@
 `build_app` assembles the tabs and the events that cross them (Start opens the new run in
 Monitor, Resume and Open do the same); `serve` reattaches to runs still going and starts Gradio
 with the safety settings (auth, no share link without it, no /monitoring, upload limit, served
-folders, and app/access.py's origin and run-file guards).
+folders, and app/auth/access.py's origin and run-file guards).
 """
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from pathlib import Path
 
 import gradio as gr
 
-from app import access, monitor_tab, runs_tab, train_tab, try_tab
-from app import runs_callbacks
-from app import train_callbacks
+from app.auth import access
+from app.tabs import monitor_tab, runs_tab, train_tab, try_tab
+from app.tabs import runs_callbacks
+from app.tabs import train_callbacks
 from app.context import Console
-from app.early_script import status_timer_middleware
+from app.tabs.early_script import status_timer_middleware
 from app.i18n import LANG_CHOICES, Labels, Said, action_text, problem_text, text
 from app.settings import Settings, check_safe
 
@@ -61,7 +62,7 @@ def build_app(console: Console) -> gr.Blocks:
 
 # After an event that points the Monitor at a run (given the run it picked, which the page's picker
 # may show a moment later): the feed polls at once and clears another run's charts, badge and status
-# from the page before the answer comes (app/monitor_feed.js), instead of at its next poll.
+# from the page before the answer comes (app/tabs/monitor_feed.js), instead of at its next poll.
 SHOW_NOW = {"fn": None, "js": monitor_tab.SHOW_NOW_JS,
             "show_progress": "hidden", "api_visibility": "private"}
 

@@ -8,7 +8,7 @@
 Binding to anything but a loopback address without a password is refused: the console starts
 processes and serves checkpoints, so on a shared network it must not be open to everyone. A public
 share link (Gradio's `GRADIO_SHARE=True`) is refused without a login for the same reason. With
-logins, each user sees only their own runs; an `--admin` user sees every run (see app/access.py).
+logins, each user sees only their own runs; an `--admin` user sees every run (see app/auth/access.py).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from core.run.launcher import REPO_ROOT, is_loopback  # noqa: F401  (app.access uses it from here)
+from core.run.launcher import REPO_ROOT, is_loopback
 
 DEFAULT_MODELS_DIR = REPO_ROOT / "models"
 DEFAULT_DATA_DIR = REPO_ROOT / "data"

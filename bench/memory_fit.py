@@ -237,9 +237,9 @@ def fit_moe(rows) -> dict:
     the expert_h and expert_i units (float32), rows weighted by 1/measured."""
     import numpy as np
     from scipy.optimize import nnls
-    import core.engine.fused as fused
+    import core.spec.device_paths as device_paths
     import core.spec.memory as memory
-    current = (memory.CPU_FUSED_EXPERTS if fused.expected("cpu", "float32", "O0") else memory.CPU_COMPOSED_EXPERTS)
+    current = (memory.CPU_FUSED_EXPERTS if device_paths.kernels_expected("cpu", "float32", "O0") else memory.CPU_COMPOSED_EXPERTS)
     rows = [r for r in rows if r["name"].startswith("moe-")]
     matrix = np.array([[r["units"][n] * 4 / memory.MB for n in memory.EXPERT_UNITS] for r in rows])
     target = np.array([r["measured"] - r["estimate"] + sum(r["units"][n] * 4 / memory.MB * current[n]
@@ -309,8 +309,8 @@ def main() -> None:
         Path(opts.json).write_text(json.dumps(rows, indent=1))
     if opts.fit:
         result = fit(rows)
-        import core.engine.fused as fused
-        which = "CPU_FUSED" if fused.expected("cpu", "float32", "O0") else "CPU_COMPOSED"
+        import core.spec.device_paths as device_paths
+        which = "CPU_FUSED" if device_paths.kernels_expected("cpu", "float32", "O0") else "CPU_COMPOSED"
         print(f"\nfitted CPU constants (core/spec/memory.py, {which}; the recompute growth is read off the "
               "base-recompute* rows):")
         print(f"  graph_fixed_mb={result['graph_fixed_mb']:.1f}, graph_per_layer_mb={result['graph_per_layer_mb']:.1f}, "

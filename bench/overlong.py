@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import core.data.pipeline as data  # noqa: E402
-from core.data.pipeline import IGNORE_INDEX, DataError  # noqa: E402
+from core.data.pipeline import IGNORE_INDEX  # noqa: E402
+from core.data.files import DataError
 from core.data.tokenizer import Tokenizer  # noqa: E402
 
 MAX_SEQ_LEN = 256

@@ -141,7 +141,8 @@ class Mode:
 
 
 def compare(data: Dataset, token_budget: int, micro_batch: int, seed: int, threads: int) -> dict:
-    from core.data.pipeline import packed_length, packing_efficiency, padded_length, padding_efficiency
+    from core.data.pipeline import packed_length, padded_length
+    from core.data.packing import packing_efficiency, padding_efficiency
     lengths = [len(s) for s in data.train]
     plain_len = padded_length(data.max_seq_len, data.train, data.validation)
     pack_len = packed_length(data.max_seq_len)

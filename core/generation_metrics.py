@@ -1,11 +1,29 @@
-"""`python -m core.generation_metrics`, kept under its name: the module is core.eval.generation_metrics (issue 29). PKGMOVE-ALIAS"""
-if __name__ != "__main__":
-    raise ImportError("core.generation_metrics moved to core.eval.generation_metrics: import that")
+"""Score generated answers in a process of its own (core.eval.generation_metrics.score_apart starts it).
 
-import runpy
+    python -m core.generation_metrics < {"predictions": [...], "references": [...]}
+
+prints the scores as JSON on stdout.
+"""
+from __future__ import annotations
+
+import json
 import sys
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `core` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-runpy.run_module("core.eval.generation_metrics", run_name="__main__", alter_sys=True)
+
+from core.eval.generation_metrics import score_generations
+from core.spec.codec import encode
+
+
+def main() -> int:
+    """stdin {"predictions": [...], "references": [...]} -> stdout the scores as JSON."""
+    request = json.load(sys.stdin)
+    scores = score_generations(request["predictions"], request["references"])
+    json.dump(encode(scores), sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

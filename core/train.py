@@ -22,7 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script by msrun: make `core` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import core.engine.checkpoint as ckpt
+import core.run.ckpt_store as ckpt_store
 import core.engine.devices as devices
 import core.run.accelerators as accelerators
 import core.run.backends as backends
@@ -30,9 +30,10 @@ import core.run.launcher as launcher
 import core.run.ranks as ranks
 import core.run.slurm as slurm
 import core.spec.memory as memory
-from core.data.pipeline import DataError, check_explicit_format
+from core.data.pipeline import check_explicit_format
+from core.data.files import DataError
 from core.data.tokenizer import TokenizerError
-from core.engine.checkpoint import CheckpointError
+from core.spec.errors import CheckpointError
 from core.engine.generate import use_device
 from core.engine.trainer import USER_ERRORS, Cluster, Trainer, TrainingFailed
 from core.run.records import TERMINAL_STATES
@@ -86,7 +87,7 @@ def run_worker(run_dir: str) -> int:
         traceback.print_exc()
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             where = Path(exc.filename).parent if exc.filename else run.path
-            said = dict(os_says=str(exc.strerror), free=ckpt.format_bytes(ckpt.free_bytes(where)), folder=str(where))
+            said = dict(os_says=str(exc.strerror), free=ckpt_store.format_bytes(ckpt_store.free_bytes(where)), folder=str(where))
             _fail(run, cluster, Message("train.disk_full", file=str(exc.filename), **said) if exc.filename
                   else Message("train.disk_full_run_file", **said), "disk_full")
         else:
@@ -104,7 +105,7 @@ def run_worker(run_dir: str) -> int:
         return 1
 
 
-OOM_ADVICE = launcher.OOM_ADVICE
+OOM_ADVICE = ranks.OOM_ADVICE
 
 
 def failure_kind_of(exc: BaseException) -> str:
@@ -114,9 +115,9 @@ def failure_kind_of(exc: BaseException) -> str:
     or `loss_scale` (fp16 gradients kept overflowing although the loss was finite)."""
     if isinstance(exc, TrainingFailed):
         return exc.kind
-    if isinstance(exc, ckpt.DiskFull):
+    if isinstance(exc, ckpt_store.DiskFull):
         return "disk_full"
-    if isinstance(exc, ckpt.CheckpointCorrupt):
+    if isinstance(exc, ckpt_store.CheckpointCorrupt):
         return "checkpoint"
     if isinstance(exc, (DataError, TokenizerError)):
         return "data"

@@ -57,12 +57,12 @@ LAZY = {
     ("core.lm_eval_cli", "core.engine.lm_eval_model"): "lm-eval's own CLI: MindSpore loads only when it runs",
     ("core.engine.export", "core.engine.lora"): "the streamed PEFT and merged exports never load MindSpore",
     ("core.engine.export", "core.engine.checkpoint"): "the streamed PEFT and merged exports never load MindSpore",
-    ("core.engine.export_main", "core.engine.gguf_run"): "llama.cpp and MindSpore load only for the GGUF formats",
+    ("core.export", "core.engine.gguf_run"): "llama.cpp and MindSpore load only for the GGUF formats",
     ("core.engine.fused", "core.engine.layers"): "the kernel library builds (bench/fused_kernels.py) without loading MindSpore",
     ("core.run.ranks", "core.run.ckpt_store"): "NumPy in a rank's supervisor only when a verdict is written",
-    ("app.cluster", "core.run.ranks"): "the console's own choice (app is not core)",
-    ("app.train_callbacks", "core.run.slurm"): "the console's own choice (app is not core)",
-    ("app.train_callbacks", "core.spec.memory"): "the console works without the estimate",
+    ("app.runs.cluster", "core.run.ranks"): "the console's own choice (app is not core)",
+    ("app.tabs.train_callbacks", "core.run.slurm"): "the console's own choice (app is not core)",
+    ("app.tabs.train_callbacks", "core.spec.memory"): "the console works without the estimate",
 }
 
 
@@ -97,8 +97,6 @@ def import_graph(root: Path) -> list[tuple[str, str, bool, int]]:
     edges = []
     for path in files:
         importer = module_name(root, path)
-        if "PKGMOVE-ALIAS" in path.read_text(encoding="utf-8"):
-            continue  # `python -m core.<old>` aliases: they only run the moved module
 
         def visit(node, nested):
             for child in ast.iter_child_nodes(node):
@@ -247,9 +245,26 @@ def tree_files() -> list[Path]:
 def test_the_packages_exist_and_nothing_of_core_is_left_flat_but_the_entry_points():
     packages = sorted(p.name for p in (ROOT / "core").iterdir() if (p / "__init__.py").is_file())
     assert packages == sorted(ALLOWED.keys() - {"entry", "app"})
-    flat = sorted(p.stem for p in (ROOT / "core").glob("*.py")
-                  if p.stem != "__init__" and "PKGMOVE-ALIAS" not in p.read_text(encoding="utf-8"))
-    assert flat == ["dry_run", "evaluate", "lm_eval_cli", "serve", "train"]  # serve: issue 39's endpoint
+    flat = sorted(p.stem for p in (ROOT / "core").glob("*.py") if p.stem != "__init__")
+    # the entry points, each a command line of its own (`python -m core.<name>`): no aliases (issue 38)
+    assert flat == ["config", "dry_run", "evaluate", "export", "generate", "generation_metrics", "lm_eval_cli",
+                    "ranks", "reward_worker", "serve", "slurm", "slurm_node", "train"]
+    assert all('if __name__ == "__main__":' in (ROOT / "core" / f"{name}.py").read_text(encoding="utf-8")
+               for name in flat)
+    library = [p.relative_to(ROOT).as_posix() for p in (ROOT / "core").glob("*/**/*.py")
+               if 'if __name__ == "__main__":' in p.read_text(encoding="utf-8")]
+    assert library == []  # a package module is imported, never run: its command line is an entry point
+
+
+def test_the_console_is_in_packages_by_what_they_do():
+    """issue 38: app/ is no flat folder: the tabs, the runs, the charts, the data views and who may do
+    what each a package; on top only the server, what every callback shares and the entry points."""
+    packages = sorted(p.name for p in (ROOT / "app").iterdir() if (p / "__init__.py").is_file())
+    assert packages == ["auth", "charts", "data", "runs", "tabs"]
+    flat = sorted(p.stem for p in (ROOT / "app").glob("*.py"))
+    assert flat == ["__init__", "__main__", "background", "container", "context", "i18n", "paths", "server",
+                    "settings"]
+    assert all(len(list((ROOT / "app" / name).glob("*.py"))) >= 3 for name in packages)
 
 
 def test_every_import_follows_the_layers():
@@ -316,9 +331,9 @@ def test_a_spec_module_importing_the_engine_is_reported(tree):
 
 
 def test_the_console_importing_the_engine_is_reported(tree):
-    plant(tree, "app/jobs.py", "from core.engine.model import CausalLM", at_top=False)
+    plant(tree, "app/runs/jobs.py", "from core.engine.model import CausalLM", at_top=False)
     assert without_lines(layer_violations(tree)) == [
-        "app.jobs imports core.engine.model: app may import only app, data, eval, run, spec, weights"]
+        "app.runs.jobs imports core.engine.model: app may import only app, data, eval, run, spec, weights"]
 
 
 def test_core_importing_app_is_reported(tree):

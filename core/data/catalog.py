@@ -29,8 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.data.files import (CATALOG_FILE, DataError, DataFile, Record, Where, at, concat_files, is_catalog,  # noqa: F401
-                             line_of, read_data_file)
+from core.data.files import CATALOG_FILE, DataError, DataFile, Where, at, concat_files, line_of, read_data_file
 from core.spec.errors import said_of
 from core.spec.messages import Message
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from core.data.files import DataError
 from core.spec.messages import Message
-from core.spec.stats import LISTED, listing  # noqa: F401 (re-exported)
+from core.spec.stats import listing
 
 OVERLONG = ("truncate", "skip", "error")
 

@@ -30,18 +30,16 @@ import numpy as np
 from core.run.atomic import atomic_open
 from core.spec.codec import build
 from core.spec.stats import DataStats, SplitStats
-from core.data.catalog import (check_columns, entry_format, is_catalog, load_entry, preference_refusal, read_catalog,
-                               select)
-from core.data.files import (DATA_EXTENSIONS, READERS, DataError, DataFile, Record, at, concat_files,  # noqa: F401
-                             dataset_splits, read_data_file, split_files, split_path)
+from core.data.catalog import check_columns, entry_format, load_entry, preference_refusal, read_catalog, select
+from core.data.files import is_catalog
+from core.data.files import DataError, DataFile, Record, at, concat_files, read_data_file, split_files, split_path
 from core.spec.errors import said_of
 from core.spec.messages import Message
-from core.data.formats import (CHAT_ROLES, FORMAT_FIELDS, FORMATS, TAG_DEFAULTS, Columns, Conversation,  # noqa: F401
-                               conversation, format_help, ignored_fields, resolve_format, text_of)
-from core.data.overlong import (LISTED, OVERLONG, check_policy, listing, overlong_error, text_chunks,  # noqa: F401
-                                truncate_pieces)
+from core.data.formats import Columns, Conversation, conversation, ignored_fields, resolve_format, text_of
+from core.data.overlong import check_policy, overlong_error, text_chunks, truncate_pieces
+from core.spec.stats import LISTED
 from core.data.pairs import sft_columns, sft_view
-from core.data.packing import (bucket_length, collate_packed, length_groups, pack_rows,  # noqa: F401
+from core.data.packing import (bucket_length, collate_packed, length_groups, pack_rows,
                                packing_efficiency, padding_efficiency)
 from core.data.tokenizer import Tokenizer, TokenizerError
 

@@ -28,14 +28,15 @@ import numpy as np
 
 from core.spec.stats import PreferenceSplitStats, PreferenceStats
 from core.spec.messages import Message
-from core.data.catalog import check_columns, is_catalog, load_entry, read_catalog, select
+from core.data.catalog import check_columns, load_entry, read_catalog, select
+from core.data.files import is_catalog
 from core.data.pipeline import (IGNORE_INDEX, BatchIterator, Sample, _chat_segments, _columns, _encode_segments, _held_out,
                                 _join_pieces, collate, padded_length)
 from core.data.files import DataError, DataFile, at, concat_files, read_data_file, split_path
 from core.data.formats import Columns, Conversation
-from core.data.overlong import LISTED, check_policy, cutoff_lengths, overlong_error
-from core.data.pairs import (KINDS, PreferenceRecord, file_kind, preference_record, preference_records,  # noqa: F401
-                             sft_columns, sft_view)
+from core.data.overlong import check_policy, cutoff_lengths, overlong_error
+from core.spec.stats import LISTED
+from core.data.pairs import PreferenceRecord, file_kind, preference_records
 from core.data.tokenizer import Tokenizer
 
 @dataclass

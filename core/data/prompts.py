@@ -34,7 +34,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from core.data.catalog import check_columns, is_catalog, load_entry, read_catalog, select
+from core.data.catalog import check_columns, load_entry, read_catalog, select
+from core.data.files import is_catalog
 from core.data.content import media_columns, media_fields
 from core.data.files import DataError, DataFile, Record, at, concat_files, json_type, read_data_file, split_path
 from core.data.formats import (Columns, Conversation, _check_mapped_columns_exist, _sharegpt_roles, _tools,

@@ -21,16 +21,11 @@ from safetensors.numpy import save_file
 from core.run.atomic import atomic_folder
 from core.spec.messages import Message
 from core.spec.errors import first_of
-from core.run.ckpt_store import (CHECKPOINT_FILES, MANIFEST_FILE, OPTIMIZER_FILE, POINTERS, STATE_FILE,  # noqa: F401
-                             WEIGHTS_FILE, CheckpointCorrupt, DiskFull, TensorSource, checkpoint_steps, point,
-                             format_bytes, free_bytes, prune_checkpoints, recover, resolve_checkpoint,
-                             save_train_checkpoint, sweep,
-                             verified_folder, verify_checkpoint)
+from core.run.ckpt_store import OPTIMIZER_FILE, STATE_FILE, WEIGHTS_FILE, resolve_checkpoint, verified_folder
 from core.engine.model import CausalLM, DTYPES
 from core.weights.safetensors_io import SafetensorsFormatError, SafetensorsReader
-from core.spec.model_args import (TOKENIZER_FILES, copy_tokenizer_files, file_sha256,  # noqa: F401 (re-exported)
-                             INDEX_NAME, WEIGHTS_NAME, CheckpointError, read_model_args,  # noqa: F401
-                             require_folder, weight_files)
+from core.spec.model_args import copy_tokenizer_files, INDEX_NAME, WEIGHTS_NAME, read_model_args, weight_files
+from core.spec.errors import CheckpointError
 
 def _reader_says(exc: OSError | ValueError) -> str:
     """Why SafetensorsReader could not read a file: its own message, else the OS's reason."""

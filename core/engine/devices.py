@@ -40,7 +40,7 @@ from core.run.records import EventRecord
 from core.engine.fused import enable as enable_fused
 from core.spec.memory import estimate_memory
 from core.engine.ops import apply_rotary
-from core.engine.target import faked, target  # noqa: F401 (re-exported: core.engine.devices is where the device is read)
+from core.engine.target import target
 
 # ---- attention ------------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ folder, or a MindSpore `.ckpt`; each also as a zip.
     python -m core.export --run runs/<id> [--which best|last] --format gguf|gguf-lora|ollama
                           [--quant f32|f16|bf16|q8_0|q4_k_m]
 
-The command line is core.engine.export_main's. The GGUF formats (llama.cpp, Ollama) are
+The command line is core.export's. The GGUF formats (llama.cpp, Ollama) are
 core.engine.gguf_run's: each file is reloaded with llama.cpp and checked against this engine before it
 is offered (`<file>.check.json` beside it).
 
@@ -39,8 +39,8 @@ from core.run.atomic import atomic_folder, atomic_open
 from core.spec.errors import MessageError
 from core.spec.messages import Message
 from core.run.ckpt_store import verified_folder
-from core.spec.model_args import (ALL_LINEAR, INDEX_NAME, CheckpointError, copy_tokenizer_files, file_sha256,
-                             read_model_args, weight_files)
+from core.spec.model_args import (ALL_LINEAR, INDEX_NAME, copy_tokenizer_files, file_sha256, read_model_args, weight_files)
+from core.spec.errors import CheckpointError
 from core.weights.peft_format import (ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, PEFT_PREFIX, peft_adapter_config,
                                to_module_path, to_peft_key)
 from core.run.rundir import POINTERS, RunDir

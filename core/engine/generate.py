@@ -1,19 +1,14 @@
 """Text generation with a key/value cache: greedy or temperature + top-k + top-p sampling, stop on EOS.
 
-CLI: `python -m core.generate --model DIR --prompt TEXT [--chat] [--max-new-tokens N] ...`
-prints the continuation. Runs in PyNative mode (each step has a new cache length): where the model
+The command line is core.generate (`python -m core.generate --model DIR --prompt TEXT ...`). Runs in PyNative mode (each step has a new cache length): where the model
 has the fused inference kernel and it computes the model (core.engine.fused.inference_problem), the
 prompts' prefill is one kernel call and each decoding step one more (`prefilled`, `_generate_fused`);
 otherwise op by op, and `use_device` makes those ops launch synchronously on the CPU.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
-import sys
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,11 +16,8 @@ import numpy as np
 import mindspore as ms
 from mindspore import Tensor
 
-from core.engine.checkpoint import CheckpointError, load_hf_model
-from core.engine.export import load_trained_model
-from core.engine.fused import enable as enable_fused_kernels, inference_problem
+from core.engine.fused import inference_problem
 from core.engine.model import CausalLM
-from core.data.tokenizer import Tokenizer, TokenizerError
 from core.spec.errors import MessageError
 from core.spec.messages import Message
 
@@ -281,66 +273,3 @@ def _generate_fused(model: CausalLM, kernel, prompts: list[list[int]], settings:
             step_pos = step_pos + 1
             slots[:, width + step] = 1.0
     return outputs
-
-
-def _parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m core.generate", description=__doc__.splitlines()[0])
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="Hugging Face model folder (config.json, model.safetensors, tokenizer.json)")
-    source.add_argument("--checkpoint", help="a training checkpoint (runs/<id>/checkpoints/best): its base model "
-                                             "with the fine-tuned weights or LoRA adapter applied")
-    parser.add_argument("--prompt", required=True, help="text to continue (or the user message with --chat)")
-    parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--top-k", type=int, default=0, help="sample among the k likeliest tokens (0: all)")
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
-    parser.add_argument("--no-cache", action="store_true", help="recompute the whole sequence each step")
-    parser.add_argument("--json", action="store_true", help="print one JSON object (text, tokens, seconds)")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parse_args(argv)
-    try:
-        settings = SamplingSettings(args.max_new_tokens, args.temperature, args.top_p, args.seed, args.top_k)
-        if args.checkpoint:
-            model, state = load_trained_model(args.checkpoint)
-            tokenizer = Tokenizer.from_dir(state["base_model"]["path"])
-        else:
-            tokenizer = Tokenizer.from_dir(args.model)
-            model = load_hf_model(args.model, args.dtype)
-        enable_fused_kernels(model)  # the prompt's prefill; falls back to composed ops by itself
-        if args.chat:
-            prompt_ids = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}],
-                                                       add_generation_prompt=True, tokenize=True)
-        else:
-            prompt_ids = tokenizer.encode(args.prompt)
-        eos = set(tokenizer.eos_token_ids) | set(model.args.eos_token_ids)
-        start = time.perf_counter()
-        new_ids = generate(model, [prompt_ids], settings, eos, tokenizer.pad_token_id or 0,
-                           use_cache=not args.no_cache)[0]
-    except (CheckpointError, TokenizerError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if args.json:  # the console's Try tab: the message by its id, said in the page's language
-            said = getattr(exc, "said", None)
-            message = said[0] if isinstance(said, list) and len(said) == 1 else None
-            print(json.dumps({"error": str(exc), **({"message": message.to_json()} if isinstance(message, Message)
-                                                     else {})}))
-        return 2
-    seconds = time.perf_counter() - start
-    text = tokenizer.decode(new_ids)
-    if args.json:
-        print(json.dumps({"text": text, "new_tokens": len(new_ids), "seconds": round(seconds, 3)}))
-        return 0
-    print(("" if args.chat else args.prompt) + text)
-    print(f"[{len(new_ids)} tokens in {seconds:.2f} s, {len(new_ids) / max(seconds, 1e-9):.1f} tokens/s]",
-          file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    use_device("cpu")
-    sys.exit(main())

@@ -25,9 +25,10 @@ from core.run.atomic import atomic_write
 from core.spec.errors import MessageError, first_of
 from core.spec.messages import Message
 from core.engine.layers import amp_dense
-from core.spec.model_args import ALL_LINEAR, PROJECTION_NAMES, match_lora_targets
+from core.spec.model_args import ALL_LINEAR, match_lora_targets
+from core.spec.families import PROJECTION_NAMES
 from core.engine.moe import LoRAStackedLinear, MoeExportError, StackedLinear, peft_moe_adapter, sparse_blocks
-from core.weights.peft_format import (ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, PEFT_PREFIX, PEFT_SUFFIXES,  # noqa: F401
+from core.weights.peft_format import (ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, PEFT_PREFIX, PEFT_SUFFIXES,
                               peft_adapter_config, to_module_path)
 
 # adapter_config.json keys whose non-default values change the maths; we refuse them on load
@@ -71,9 +72,11 @@ class LoRADense(nn.Dense):
         self.lora_b = Parameter(initializer("zeros", (self.out_channels, self.rank), ms.float32),
                                 name="lora_b")  # (out, rank)
         self.lora_dropout = nn.Dropout(p=float(dropout))
-        self.merged = False  # True while scaling·B·A is folded into `weight`
-        self.fused = None  # core.engine.fused.enable: the CPU kernel for the update (dropout 0, float32)
         self.scaling_tensor = Tensor([self.scaling], ms.float32)
+        # The settings the forward depends on (FORWARD_SETTINGS); each is set by the code that owns it,
+        # and setting one picks the forward again (`_pick_forward`), so `construct` runs one path:
+        self.merged = False  # True while scaling·B·A is folded into `weight` (merge_lora, merged_adapters)
+        self.fused = None  # core.engine.fused.enable: the CPU kernel for the update (dropout 0, float32)
         self.amp = None  # AMP O1 (core.engine.layers.use_amp_o1): base and adapter products in this 16-bit dtype
         # True while a reference pass runs (core.engine.preference.adapters_off): the base layer alone. A
         # Python constant of the graph: the reference pass is its own jit function, compiled with it set
@@ -81,42 +84,98 @@ class LoRADense(nn.Dense):
         # a frozen adapter the reference adds while adapter_off (a preference run forked from a LoRA
         # checkpoint: the reference is that model): `set_reference_adapter`
         self.has_reference = False
+        self._built = True
+        self._pick_forward()
+
+    FORWARD_SETTINGS = frozenset({"merged", "fused", "amp", "adapter_off", "has_reference"})
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name in LoRADense.FORWARD_SETTINGS and self.__dict__.get("_built"):
+            self._pick_forward()
+
+    def _pick_forward(self) -> None:
+        """Choose the one path `construct` runs (`self.path`), from the settings; a compiled graph holds
+        the path chosen when it was compiled, as it held the flags' values before:
+
+        merged, merged_amp  Dense's own product on the merged weight (AMP: both in 16 bits)
+        base, reference     the base product alone, plus the reference's frozen adapter when it has one
+                            (adapter_off: a preference run's reference pass)
+        fused               the base product, then one CPU kernel for x·Aᵀ·(s·B)ᵀ (float32 inputs)
+        composed            the base product plus the adapter's two matmuls (dropout on x)
+        `in_amp` (AMP O1, unmerged): the path runs with x in the 16-bit dtype, the sum back in x's dtype.
+        A path is a name, not a bound method kept on the cell: with one, the demo's dry run failed to
+        compile its shared layer graphs (core.engine.model.share_layer_graphs; MindSpore 2.10: "Miss
+        argument input for parameter: rank")."""
+        if self.merged:
+            self.path, self.in_amp = ("merged" if self.amp is None else "merged_amp"), False
+            return
+        if self.adapter_off:
+            path = "reference" if self.has_reference else "base"
+        elif self.fused is not None and self.amp is None:  # AMP's inputs are 16-bit: the kernel is float32
+            path = "fused"
+        else:
+            path = "composed"
+        self.path, self.in_amp = path, self.amp is not None
 
     def construct(self, x):
-        if self.amp is not None:  # both products in 16 bits, the sum back in x's dtype
-            if self.merged:
-                return amp_dense(self, x, self.amp)
-            return ops.cast(self._lora_construct(ops.cast(x, self.amp)), x.dtype)
-        return self._lora_construct(x)
+        if self.in_amp:
+            return ops.cast(self._run(ops.cast(x, self.amp)), x.dtype)
+        return self._run(x)
 
-    def _lora_construct(self, x):
-        if self.merged:
+    def _run(self, x):
+        """`self.path`, a constant of the graph: one branch is compiled."""
+        if self.path == "merged":
             return super().construct(x)
-        # Everything as 2-D MatMuls with transpose_b (like nn.Dense): a 3-D `ops.matmul` against a
-        # 2-D weight becomes BroadcastTo + BatchMatMul, and its gradient a ReduceSum over the
-        # broadcast copies — on the CPU that cost more than the base layer's own MatMul (profiled).
-        x_shape = x.shape
-        x2 = x.reshape(-1, x_shape[-1])  # (N, in)
+        if self.path == "merged_amp":
+            return amp_dense(self, x, self.amp)
+        if self.path == "base":
+            return self._base_alone(x)
+        if self.path == "reference":
+            return self._reference(x)
+        if self.path == "fused":
+            return self._fused(x)
+        return self._composed(x)
+
+    # -- the paths (`_pick_forward`) --
+    # Everything as 2-D MatMuls with transpose_b (like nn.Dense): a 3-D `ops.matmul` against a
+    # 2-D weight becomes BroadcastTo + BatchMatMul, and its gradient a ReduceSum over the
+    # broadcast copies — on the CPU that cost more than the base layer's own MatMul (profiled).
+
+    def _base_alone(self, x):
+        x2 = x.reshape(-1, x.shape[-1])  # (N, in)
+        return self._output(self._base(x2), x.shape)
+
+    def _reference(self, x):
+        x2 = x.reshape(-1, x.shape[-1])  # (N, in)
+        hidden = self.matmul(x2, ops.cast(self.reference_a, x2.dtype))  # (N, rank)
+        out = self._base(x2) + self.matmul(hidden, ops.cast(self.reference_b, x2.dtype))  # (N, out)
+        return self._output(out, x.shape)
+
+    def _fused(self, x):
+        if x.dtype != ms.float32:  # a 16-bit model's input: the kernel is float32 (a constant of the graph)
+            return self._composed(x)
+        x2 = x.reshape(-1, x.shape[-1])  # (N, in)
+        # one kernel each way for x·Aᵀ·(s·B)ᵀ added to the base output (core/engine/kernels/lora.cc)
+        out = self.fused(self._base(x2), x2, self.lora_a, self.lora_b, self.scaling_tensor)[0]
+        return self._output(out, x.shape)
+
+    def _composed(self, x):
+        x2 = x.reshape(-1, x.shape[-1])  # (N, in)
+        hidden = self.matmul(self.lora_dropout(x2), ops.cast(self.lora_a, x.dtype))  # (N, rank)
+        # scaling folded into B (out × rank), not applied to the (N, out) product
+        out = self._base(x2) + self.matmul(hidden, ops.cast(self.lora_b * self.scaling, x.dtype))  # (N, out)
+        return self._output(out, x.shape)
+
+    def _base(self, x2):
+        """The base layer's product (and bias) for x2 (N, in): (N, out), in AMP's dtype under AMP."""
         weight = self.weight if self.amp is None else ops.cast(self.weight, self.amp)
         out = self.matmul(x2, weight) if self.frozen is None else self.frozen(x2, self.weight)  # (N, out)
         if self.has_bias:
             out = self.bias_add(out, self.bias if self.amp is None else ops.cast(self.bias, self.amp))
-        if self.adapter_off:
-            if self.has_reference:
-                hidden = self.matmul(x2, ops.cast(self.reference_a, x2.dtype))  # (N, rank)
-                out = out + self.matmul(hidden, ops.cast(self.reference_b, x2.dtype))
-            if self.activation_flag:
-                out = self.activation(out)
-            return out.reshape(x_shape[:-1] + (self.out_channels,))
-        if self.fused is not None and x.dtype == ms.float32:
-            # one kernel each way for x·Aᵀ·(s·B)ᵀ added to the base output (core/engine/kernels/lora.cc)
-            out = self.fused(out, x2, self.lora_a, self.lora_b, self.scaling_tensor)[0]
-            if self.activation_flag:
-                out = self.activation(out)
-            return out.reshape(x_shape[:-1] + (self.out_channels,))
-        hidden = self.matmul(self.lora_dropout(x2), ops.cast(self.lora_a, x.dtype))  # (N, rank)
-        # scaling folded into B (out × rank), not applied to the (N, out) product
-        out = out + self.matmul(hidden, ops.cast(self.lora_b * self.scaling, x.dtype))  # (N, out)
+        return out
+
+    def _output(self, out, x_shape):
         if self.activation_flag:
             out = self.activation(out)
         return out.reshape(x_shape[:-1] + (self.out_channels,))

@@ -21,17 +21,19 @@ import mindspore as ms
 from mindspore import Tensor, amp, nn, ops
 
 import core.engine.checkpoint as ckpt
+import core.run.ckpt_store as ckpt_store
 import core.engine.devices as devices
 import core.engine.objectives as objectives
 import core.run.launcher as launcher
 import core.run.ranks as ranks
-from core.engine.checkpoint import CheckpointError, load_hf_model
+from core.engine.checkpoint import load_hf_model
+from core.spec.errors import CheckpointError
 from core.spec.codec import CodecError, build, encode
 from core.spec.errors import said_of
 from core.spec.messages import Message
 from core.spec.config import Config, ConfigError, EarlyStoppingSettings, describe_fields
 from core.spec.config import Problem as ConfigProblem
-from core.data.pipeline import DataError
+from core.data.files import DataError
 from core.eval.generation_metrics import GenerationScores, score_apart
 from core.engine.generate import SamplingSettings, generate
 from core.engine.lora import LoraError, inject_lora, lora_merged, mark_only_lora_trainable
@@ -40,7 +42,7 @@ from core.spec.memory import recomputed_layers
 from core.engine.layers import use_amp_o1
 from core.engine.model import recompute_blocks, share_layer_graphs
 from core.engine.profiling import StepProfiler, profile_message
-from core.spec.model_args import check_run_settings, read_model_args
+from core.spec.model_args import check_run_settings, file_sha256, read_model_args
 from core.spec.objectives import HIGHER_IS_BETTER
 from core.engine.objectives.base import ppl as _ppl
 from core.engine.grpo import GrpoError
@@ -132,11 +134,11 @@ def peak_memory_mb(device: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _tensor_source(param, before_read) -> ckpt.TensorSource:
+def _tensor_source(param, before_read) -> ckpt_store.TensorSource:
     def read():
         before_read()
         return param.asnumpy()
-    return ckpt.TensorSource(tuple(param.shape), np.dtype(ms.dtype_to_nptype(param.dtype)), read)
+    return ckpt_store.TensorSource(tuple(param.shape), np.dtype(ms.dtype_to_nptype(param.dtype)), read)
 
 
 class Cluster:
@@ -420,7 +422,7 @@ class Trainer:
             return
         if self.saved_step == self.state.step:  # saved at this step already (the final eval): only point
             for name in pointers:
-                ckpt.point(self.run.checkpoints_dir, name, self.state.step)
+                ckpt_store.point(self.run.checkpoints_dir, name, self.state.step)
             return
         self.heartbeat.beat(self.state.step, "save")
         # each tensor is copied out of MindSpore only when the save writes it (a long save keeps beating)
@@ -439,14 +441,14 @@ class Trainer:
             "lora": self.cfg.lora.to_dict() if self.cfg.method == "lora" else None,
             "lora_modules": self.lora_modules, "config": self.cfg.to_dict(),
         }
-        ckpt.save_train_checkpoint(self.run.checkpoints_dir, self.state.step, weights, opt_state, trainer_state,
+        ckpt_store.save_train_checkpoint(self.run.checkpoints_dir, self.state.step, weights, opt_state, trainer_state,
                                    pointers=pointers)
         self.saved_step = self.state.step
-        ckpt.prune_checkpoints(self.run.checkpoints_dir, self.cfg.train.keep_last_n)
+        ckpt_store.prune_checkpoints(self.run.checkpoints_dir, self.cfg.train.keep_last_n)
 
     def base_sha256(self) -> str:
         if not hasattr(self, "_base_sha"):
-            self._base_sha = ckpt.file_sha256(self.base_files)
+            self._base_sha = file_sha256(self.base_files)
         return self._base_sha
 
     def restore(self, path: str) -> None:
@@ -713,7 +715,7 @@ class Trainer:
 
     def recover_leftovers(self) -> None:
         """What an interrupted save or export left in this run's folders: repaired or swept, and said."""
-        actions = ckpt.recover(self.run.checkpoints_dir) + ckpt.sweep(self.run.export_dir)
+        actions = ckpt_store.recover(self.run.checkpoints_dir) + ckpt_store.sweep(self.run.export_dir)
         for action in actions:
             self.event(EventRecord(event="recovery", message=f"checkpoints: {action}"))
         if not actions:

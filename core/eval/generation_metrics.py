@@ -15,7 +15,8 @@ All figures are shares in [0, 1] (BLEU too: sacrebleu's 0-100 score / 100), like
 Imports only core.run.rundir (the metric names); sacrebleu and rouge-score are imported when first used.
 The training worker scores in a short-lived process of its own (`score_apart`): rouge-score imports
 nltk, which brings scipy and, where installed, scikit-learn and pandas (~140 MB of resident memory
-measured) that would otherwise stay in the worker for the rest of the run.
+measured) that would otherwise stay in the worker for the rest of the run. That process is
+the command line core.generation_metrics.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Sequence
 
 from core.run.records import GENERATION_FIELDS, GenerationFigures
-from core.spec.codec import build, encode
+from core.spec.codec import build
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
@@ -124,15 +125,3 @@ def score_apart(predictions: Sequence[str], references: Sequence[str], timeout_s
         raise RuntimeError(f"scoring the answers failed (python -m core.generation_metrics, exit "
                            f"{done.returncode}): {done.stderr.strip()[-2000:]}")
     return build(GenerationScores, json.loads(done.stdout), "python -m core.generation_metrics's answer")
-
-
-def main() -> int:
-    """stdin {"predictions": [...], "references": [...]} -> stdout the scores as JSON."""
-    request = json.load(sys.stdin)
-    scores = score_generations(request["predictions"], request["references"])
-    json.dump(encode(scores), sys.stdout)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -23,7 +23,7 @@ Built in (each scores one completion in [0, 1] unless said):
   engine scores it (`model_scorer`).
 The total is the weighted sum of every function's value (`weight`, default 1).
 
-User files and `math` run in one child process per run (core.eval.reward_worker, started on first
+User files and `math` run in one child process per run (core.reward_worker, started on first
 use, no shell), so grpo.reward_timeout_s can stop a function that runs too long and sympy stays out
 of the worker. A file that does not import, a function that raises, returns a wrong number of values,
 a NaN or a non-number, or runs past the timeout is a `RewardError` naming the function and its error
@@ -287,7 +287,7 @@ def _checked(name: str, values: Sequence[float], expected: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 class RewardProcess:
-    """The child process that runs user files and math (core.eval.reward_worker): started on the first
+    """The child process that runs user files and math (core.reward_worker): started on the first
     call with every function it hosts, kept for the run, stopped (killed and reaped) by `close`,
     after a timeout, or after any error of the functions it runs."""
 
@@ -315,8 +315,8 @@ class RewardProcess:
             self._start(self.owners[0])
 
     def _start(self, first: Isolated) -> None:
-        # the worker's own environment; its cwd the repository root, so `-m core.eval.reward_worker` imports
-        self.proc = subprocess.Popen([sys.executable, "-m", "core.eval.reward_worker"], stdin=subprocess.PIPE,
+        # the worker's own environment; its cwd the repository root, so `-m core.reward_worker` imports
+        self.proc = subprocess.Popen([sys.executable, "-m", "core.reward_worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, cwd=REPO_ROOT, close_fds=True)
         self._buffer = b""
         answer = self._ask({"op": "load", "functions": self.functions}, first)

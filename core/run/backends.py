@@ -12,7 +12,7 @@ own functions (stop, reconcile, watch) are local only: they leave a run with a s
 from __future__ import annotations
 
 import os
-from typing import Mapping, Protocol, runtime_checkable
+from typing import Callable, Mapping, Protocol, runtime_checkable
 
 import core.run.launcher as launcher
 from core.run.launcher import LaunchedRun, LaunchError
@@ -22,10 +22,10 @@ from core.run.runs import list_runs
 from core.run.slurm import SlurmBackend
 from core.spec.config import Config
 
-__all__ = ["Backend", "LocalBackend", "SlurmBackend", "BACKENDS", "ACTIVE_STATES", "backend_for"]
+__all__ = ["Backend", "LocalBackend", "SlurmBackend", "REGISTRY", "ACTIVE_STATES", "register", "backend",
+           "backend_for"]
 
 ACTIVE_STATES = ("starting", "running", "stopping")
-BACKENDS = ("local", "slurm")
 
 
 @runtime_checkable
@@ -33,8 +33,9 @@ class Backend(Protocol):
     """One way of running a run folder's worker(s). The run folder is the contract: every backend
     starts from a `queued` run, and its workers write the same status, metrics, ranks/ and
     checkpoints, so the Monitor, resume and fork do not care where a run ran."""
-    name: str                # "local" | "slurm"
+    name: str                # its key in REGISTRY: "local" | "slurm"
     uses_own_queue: bool     # True: the console's queue decides when a run starts; False: the scheduler's
+    can_queue: bool          # True: `queue(runs_dir)` lists the scheduler's queue of this runs folder, in its order
 
     def launch(self, run: RunDir, env: Mapping[str, str] | None = None) -> LaunchedRun | None:
         """Start (or submit) a queued run; raises LaunchError (the run folder says why when it failed)."""
@@ -54,6 +55,7 @@ class LocalBackend:
     """Processes on this machine (core.run.launcher's functions, unchanged)."""
     name = "local"
     uses_own_queue = True
+    can_queue = False  # its queue is the console's (core.run.launcher.plan_launches), not a scheduler's
 
     def launch(self, run: RunDir, env: Mapping[str, str] | None = None) -> LaunchedRun:
         return launcher.launch(run, env=env)
@@ -69,9 +71,30 @@ class LocalBackend:
                 if s.status.state in ACTIVE_STATES and s.status.cluster is None]
 
 
+# name -> the backend's constructor; a third backend (docs/launcher_backends.md) registers itself here
+REGISTRY: dict[str, Callable[[], Backend]] = {}
+
+
+def register(name: str, make: Callable[[], Backend]) -> None:
+    """Make `launch.backend: <name>` (and a run folder whose cluster job says `name`) run on `make()`."""
+    REGISTRY[name] = make
+
+
+register("local", LocalBackend)
+register("slurm", SlurmBackend)
+
+
+def backend(name: str | None) -> Backend:
+    """The backend registered as `name` (None: local); LaunchError for a name no backend has."""
+    make = REGISTRY.get(name or "local")
+    if make is None:
+        raise LaunchError(f"launch.backend {name!r}: unknown; use one of {', '.join(REGISTRY)}")
+    return make()
+
+
 def backend_for(what: Config | RunDir | Status | str | None = None) -> Backend:
     """The backend of a config (`launch.backend`), of a run folder or status (a run with a
-    `cluster` job is the scheduler's), or by name; None is local."""
+    `cluster` job is its scheduler's), or by name; None is local."""
     name = what
     if isinstance(what, Config):
         name = what.launch.backend
@@ -81,9 +104,5 @@ def backend_for(what: Config | RunDir | Status | str | None = None) -> Backend:
         except RunDirError as err:
             raise LaunchError(str(err)) from None
     if isinstance(name, Status):
-        name = name.cluster.backend if name.cluster is not None else "local"
-    if name in (None, "local"):
-        return LocalBackend()
-    if name == "slurm":
-        return SlurmBackend()
-    raise LaunchError(f"launch.backend {name!r}: unknown; use one of {', '.join(BACKENDS)}")
+        name = name.cluster.backend if name.cluster is not None else None
+    return backend(name)

@@ -36,7 +36,6 @@ import core.run.ranks as ranks
 from core.spec.config import Config, ConfigError, Problem, load_config
 from core.spec.errors import said_of
 from core.spec.messages import Message
-from core.run.ranks import OOM_ADVICE  # noqa: F401  (re-exported for the worker and the console)
 from core.run.records import TERMINAL_STATES, RunDirError, Status, can_transition
 from core.run.rundir import RunDir
 from core.run.runs import make_run_id, next_free_run_id
@@ -140,14 +139,14 @@ def _msrun_next_to(python: str) -> str:
 def build_argv(run_dir: RunDir | str | os.PathLike, data_parallel: int,
                master_port: int | None = None, python: str = sys.executable) -> list[str]:
     """The worker's command: `python -m core.ranks` (the rank supervisor, which runs core/train.py)
-    for one worker, msrun running core/run/ranks.py per rank for several."""
+    for one worker, msrun running core/ranks.py per rank for several."""
     run = os.path.abspath(os.fspath(run_dir))
     if data_parallel <= 1:
         return [python, "-m", "core.ranks", "--run-dir", run]
     port = master_port if master_port is not None else free_port()
     return [_msrun_next_to(python), f"--worker_num={data_parallel}",
             f"--local_worker_num={data_parallel}", f"--master_port={port}", "--join=True",
-            f"--log_dir={RunDir(run).logs_dir}", str(REPO_ROOT / "core" / "run" / "ranks.py"), "--run-dir", run]
+            f"--log_dir={RunDir(run).logs_dir}", str(REPO_ROOT / "core" / "ranks.py"), "--run-dir", run]
 
 
 def command_preview(argv: Sequence[str]) -> str:
@@ -169,7 +168,7 @@ def multi_host_commands(n_per_node: int, nodes: int, master_addr: str, port: int
     for rank in range(nodes):
         argv = ["msrun", f"--worker_num={n_per_node * nodes}", f"--local_worker_num={n_per_node}",
                 f"--master_addr={master_addr}", f"--master_port={port}", f"--node_rank={rank}",
-                "--join=True", f"--log_dir={RunDir(run_dir).logs_dir}", "core/run/ranks.py", "--run-dir", run_dir]
+                "--join=True", f"--log_dir={RunDir(run_dir).logs_dir}", "core/ranks.py", "--run-dir", run_dir]
         commands.append(command_preview(argv))
     return commands
 
@@ -226,17 +225,15 @@ def launch(run_dir: RunDir | str | os.PathLike, data_parallel: int | None = None
     `data_parallel` defaults to the run's config.yaml. `worker` runs another module instead of the
     training worker, as `python -m <worker...>` (an evaluation: `core.evaluate --run-dir <run>`). Status goes to `starting` before the
     process exists (so a fast worker's `running` is never overwritten), then gets pid, pgid and
-    the process create_time that `is_alive` checks.
+    the process create_time that `is_alive` checks. Whether this machine holds the workers was checked
+    once, before the run folder was made (`check_workers_available`: the console's Start, core.train).
     """
     run = RunDir(os.path.abspath(os.fspath(run_dir)))
     state = _read_status(run).state
     if not can_transition(state, "starting") or state == "starting":
         raise LaunchError(Message("run.launch.not_queued", run=run.run_id, state=repr(state)))
-    device = "cpu"
     if data_parallel is None:
-        config = load_config(run.config_path)
-        data_parallel, device = config.parallel.data_parallel, config.parallel.device
-    check_workers_available(data_parallel, device)
+        data_parallel = load_config(run.config_path).parallel.data_parallel
     argv = [python, "-m", *worker] if worker else build_argv(run, data_parallel, master_port, python)
     if os.sep in argv[0] and not os.access(argv[0], os.X_OK):
         raise LaunchError(Message("run.launch.msrun_missing" if data_parallel > 1 else "run.launch.not_executable",

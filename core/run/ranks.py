@@ -1,7 +1,9 @@
 """Every worker process of a run under a small supervisor that knows how it ended.
 
     python -m core.ranks --run-dir runs/<id>     # what core.run.launcher starts for one worker
-    msrun ... core/run/ranks.py --run-dir runs/<id>  # msrun runs it once per rank (and for its scheduler)
+    msrun ... core/ranks.py --run-dir runs/<id>  # msrun runs it once per rank (and for its scheduler)
+
+(core.ranks is the command line; the supervisor is here.)
 
 The supervisor is a stdlib-only parent of the real worker (`core/train.py`, which imports
 MindSpore): it records the worker's pid in `ranks/rank-<R>.json`, samples its memory, checks the
@@ -32,9 +34,6 @@ import sys
 import time
 import traceback
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script by msrun: make `core` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from core.spec.messages import Message
 from core.run.records import TERMINAL_STATES, RunDirError, Status
@@ -698,20 +697,3 @@ def exit_like(code: int) -> None:
         os.kill(os.getpid(), -code)
         time.sleep(1)
     sys.exit(code if code >= 0 else 128 - code)
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--run-dir" not in argv or argv.index("--run-dir") + 1 >= len(argv):
-        print("usage: python -m core.ranks --run-dir runs/<id>", file=sys.stderr)
-        return 2
-    if os.environ.get("MS_ROLE") == "MS_SCHED":  # msrun's scheduler: not a rank, nothing to supervise
-        train = str(REPO_ROOT / "core" / "train.py")
-        os.execv(sys.executable, [sys.executable, train, *argv])
-    supervisor = Supervisor(argv[argv.index("--run-dir") + 1], argv)
-    exit_like(supervisor.supervise())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

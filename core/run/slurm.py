@@ -231,7 +231,7 @@ def build_script(run: RunDir, config: Config, master_port: int, python: str = sy
     env = {"PYTHONUNBUFFERED": "1", "GLOG_v": "3", ENV_RUN_DIR: path, **launch.env}
     lines += ["", "set -eu"]
     lines += [f"export {name}={shlex.quote(value)}" for name, value in env.items()]
-    # msrun starts each worker as `python core/run/ranks.py`, taking python from PATH (see core.run.launcher)
+    # msrun starts each worker as `python core/ranks.py`, taking python from PATH (see core.run.launcher)
     lines.append(f"export PATH={shlex.quote(os.path.dirname(python))}:\"$PATH\"")
     lines.append(f"export PYTHONPATH={shlex.quote(str(REPO_ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}")
     node_argv = ["srun", f"--nodes={launch.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
@@ -340,6 +340,7 @@ class SlurmBackend:
     """Submit, watch and stop runs as Slurm batch jobs (the module docstring says how)."""
     name = "slurm"
     uses_own_queue = False
+    can_queue = True  # `queue`: squeue's order of this runs folder's jobs
 
     def __init__(self, python: str = sys.executable):
         self.python = python
@@ -604,42 +605,3 @@ def describe(status: Status) -> str:
     if status.reason and status.state in TERMINAL_STATES:
         parts.append(status.reason)
     return " · ".join(parts)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """python -m core.slurm --run-dir runs/<id> [--follow | --stop | --stop-now]: a cluster run's
-    state (Slurm's job, nodes, pending reason), followed to its end, or stopped."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m core.slurm", description=main.__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", required=True, help="the run folder the submission printed")
-    what = parser.add_mutually_exclusive_group()
-    what.add_argument("--follow", action="store_true", help="print each change until the run is over")
-    what.add_argument("--stop", action="store_true", help="graceful stop: a checkpoint, then the end")
-    what.add_argument("--stop-now", action="store_true", help="scancel at once")
-    args = parser.parse_args(argv)
-    backend, run = SlurmBackend(), RunDir(os.path.abspath(args.run_dir))
-    try:
-        if args.stop or args.stop_now:
-            status = backend.stop(run, graceful=args.stop)
-        else:
-            status, last = backend.refresh(run), ""
-            while True:
-                line = describe(status)
-                if line != last:
-                    print(line, flush=True)
-                    last = line
-                if not args.follow or status.state in TERMINAL_STATES:
-                    break
-                time.sleep(2.0)
-                status = backend.refresh(run)
-            return 0 if status.state not in ("failed",) else 1
-    except LaunchError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(describe(status))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,26 +8,20 @@ environment: `--node_rank` is SLURM_NODEID, the master is the first host of
 msrun wants an address it can connect to), `--worker_num` is nodes x workers per node. It runs
 msrun as its child (so it can forward SIGTERM from `scancel` and clean up), with MINDTUNE_NODE set
 to Slurm's node name so every rank's record says which node it ran on. No MindSpore, except in
-`--msrun` mode, which is msrun itself (see `run_msrun`).
+`--msrun` mode, which is msrun itself (see `run_msrun`). The command line is core.slurm_node.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import psutil
 
 from core.run.ranks import ENV_NODE
-from core.run.records import RunDirError
 from core.run.rundir import RunDir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +58,7 @@ def msrun_argv(run: RunDir, node_rank: int, nodes: int, per_node: int, master: s
     return [python, "-m", "core.slurm_node", "--msrun", str(node_rank), f"--worker_num={nodes * per_node}",
             f"--local_worker_num={per_node}", f"--node_rank={node_rank}", f"--master_addr={master}",
             f"--master_port={port}", "--join=True", f"--log_dir={run.logs_dir}",
-            str(REPO_ROOT / "core" / "run" / "ranks.py"), "--run-dir", str(run.path)]
+            str(REPO_ROOT / "core" / "ranks.py"), "--run-dir", str(run.path)]
 
 
 def run_msrun(node_rank: int, argv: list[str]) -> int:
@@ -104,43 +98,3 @@ def cleanup(run: RunDir, node: str, grace_s: float = 3.0) -> int:
         if not left:
             break
     return len(left)
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--msrun"]:
-        return run_msrun(int(argv[1]), argv[2:])
-    parser = argparse.ArgumentParser(prog="python -m core.slurm_node", description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", required=True)
-    parser.add_argument("--master-port", type=int, required=True)
-    parser.add_argument("--workers-per-node", type=int, default=1)
-    args = parser.parse_args(argv)
-    run = RunDir(os.path.abspath(args.run_dir))
-    node_rank = int(os.environ.get("SLURM_NODEID", "0"))
-    nodes = int(os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES") or "1")
-    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-    master_host = first_host(os.environ.get("SLURM_JOB_NODELIST", node))
-    master = node_address(master_host)
-    if node_rank == 0:
-        try:
-            if run.read_status().state == "queued":
-                run.write_status(state="starting", hostname=socket.gethostname())
-        except RunDirError:
-            pass  # the worker says it later, or the run was stopped meanwhile
-    command = msrun_argv(run, node_rank, nodes, args.workers_per_node, master, args.master_port)
-    print(f"mindtune node {node} (node_rank {node_rank} of {nodes}, {socket.gethostname()}): msrun with master "
-          f"{master_host} = {master}:{args.master_port}, {args.workers_per_node} worker(s) here", flush=True)
-    env = {**os.environ, ENV_NODE: node, ENV_RUN_DIR: str(run.path)}
-    child = subprocess.Popen(command, cwd=os.getcwd(), env=env, stdin=subprocess.DEVNULL)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda number, _frame: child.poll() is None and child.send_signal(number))
-    started = time.time()
-    code = child.wait()
-    left = cleanup(run, node)
-    print(f"mindtune node {node}: msrun exited with {code} after {time.time() - started:.1f} s"
-          + (f"; {left} process(es) survived SIGKILL" if left else ""), flush=True)
-    return code if code >= 0 else 128 - code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,18 +5,15 @@ values are coerced and range-checked on construction, `Config.validate()` adds t
 span fields, and `load_config` resolves `base:` inheritance and `key=value` overrides. Every
 problem raises `ConfigError`, whose `errors` maps each dotted field to its message.
 Imports nothing else from `core` but the codec (stdlib and PyYAML only).
-
-    python -m core.config --config configs/lora_demo.yaml train.learning_rate=1e-4
+Its command line is core.config (`python -m core.config --config FILE [key=value ...]`).
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import difflib
 import functools
 import math
 import re
-import sys
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -32,7 +29,7 @@ __all__ = [
     "ConfigError", "Config", "RunSettings", "ModelSettings", "LoraSettings", "DataSettings",
     "TrainSettings", "PrecisionSettings", "RecomputeSettings", "ParallelSettings",
     "EvalSettings", "EarlyStoppingSettings", "LaunchSettings", "MlflowSettings", "SwanlabSettings", "TRACKERS",
-    "FieldInfo", "describe_fields", "load_config", "main",
+    "FieldInfo", "describe_fields", "load_config",
 ]
 
 _NO_VALUE = object()  # a problem that is about a file or a field pair, not one value
@@ -1218,22 +1215,3 @@ def _set_dotted(data: dict, key: str, value: Any) -> Problem | None:
         data[section] = {}
     data[section][name] = value
     return None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: print the resolved YAML (exit 0) or every problem (exit 2)."""
-    parser = argparse.ArgumentParser(prog="python -m core.config", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="YAML config file")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. train.learning_rate=1e-4")
-    args = parser.parse_args(argv)
-    try:
-        config = load_config(args.config, args.overrides)
-    except ConfigError as err:
-        print(f"error: invalid config\n{err}", file=sys.stderr)
-        return 2
-    sys.stdout.write(config.to_yaml())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

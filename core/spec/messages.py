@@ -446,7 +446,7 @@ CATALOGUE: dict[str, str] = {
                                 "{projections} (or 'all-linear' for all of them)"),
     "model.targets_none": ("matches no projection of this {family} model; its projections are {projections} (or "
                            "'all-linear' for all of them)"),
-    # ... its weight files (core.spec.model_args: the loader's refusals; app.catalog)
+    # ... its weight files (core.spec.model_args: the loader's refusals; app.data.catalog)
     "model.not_a_folder": ("not a folder. Expected a Hugging Face folder with config.json and model.safetensors (or a "
                            "sharded model.safetensors.index.json)."),
     "model.no_weights": ("no model.safetensors or model.safetensors.index.json. Expected a Hugging Face folder with "

@@ -22,9 +22,9 @@ import numpy as np
 
 from core.spec.config import ConfigError, Problem
 from core.spec.messages import Message
-from core.spec.errors import CheckpointError, ModelConfigError, check  # noqa: F401 (re-exported: raised here)
-from core.spec.families import (ACTIVATIONS, FAMILIES, FULL, NOT_SUPPORTED, PROJECTION_NAMES, ROPE_TYPE_ALIASES,  # noqa: F401
-                           ROPE_TYPES, SLIDING, FamilySpec, architectures, model_types)
+from core.spec.errors import CheckpointError, ModelConfigError, check
+from core.spec.families import (ACTIVATIONS, FAMILIES, FULL, NOT_SUPPORTED, ROPE_TYPE_ALIASES, SLIDING, FamilySpec,
+                                architectures, model_types)
 
 ARCHITECTURES = architectures()  # hub architecture name -> family (as registered when imported)
 MODEL_TYPES = model_types()

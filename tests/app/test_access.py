@@ -1,4 +1,4 @@
-"""app.access through the callbacks: with logins, a run belongs to the user who started it; another
+"""app.auth.access through the callbacks: with logins, a run belongs to the user who started it; another
 user's run does not exist for them in any callback; an admin sees all; without logins, one user
 sees everything. No side effect happens on a read path (the feed never starts an export)."""
 from __future__ import annotations
@@ -10,13 +10,13 @@ import pytest
 
 from core.spec.config import Config
 
-from app import monitor_callbacks as monitor
-from app import runs_callbacks as runs
-from app import try_callbacks as try_cb
-from app.access import NOBODY, SINGLE_USER, Viewer, admins, viewer_for
+from app.tabs import monitor_callbacks as monitor
+from app.tabs import runs_callbacks as runs
+from app.tabs import try_callbacks as try_cb
+from app.auth.access import NOBODY, SINGLE_USER, Viewer, admins, viewer_for
 from app.context import Console
-from app.exports import BackgroundExports
-from app.jobs import JobError
+from app.runs.exports import BackgroundExports
+from app.runs.jobs import JobError
 from app.settings import SettingsError, check_safe, parse_settings
 
 from tests.app.test_monitor_callbacks import make_run
@@ -123,7 +123,7 @@ def test_the_feed_starts_no_export_the_run_end_does(console, tmp_path):
         reply = monitor.feed(pages, {"token": "readonly001", "run": run.run_id}, console)
         assert reply["run"] == run.run_id
     assert calls == []  # polling a finished LoRA run's page starts nothing
-    from app.exports import prepare_adapter
+    from app.runs.exports import prepare_adapter
     prepare_adapter(console.exports, run.path, console.runs_dir)  # what the job manager does at the end
     assert recorded.wait(10) and calls[0][1:4] == ["-m", "core.export", "--run"]
 

@@ -29,7 +29,7 @@ POLL_S = 0.25
 # Patience starts high for the same reason (a tiny model stops improving within ~100 steps).
 MAX_STEPS, EVAL_EVERY, LOG_EVERY, FORM_PATIENCE, NEW_PATIENCE = 5000, 10, 2, 100, 50
 # Every drawn chart point is a symbol labelled "step: 12; loss: 3.4; series: loss" (the DOM of
-# Gradio's Vega plots, which app/svg_chart.py keeps for its server-drawn charts).
+# Gradio's Vega plots, which app/charts/svg_chart.py keeps for its server-drawn charts).
 POINT_LABEL = re.compile(r"step: (?P<step>-?[\d.]+); [^;]+: (?P<value>[^;]+); series: (?P<series>.+)")
 POINTS_JS = ("e => Array.from(e.querySelectorAll('g.mark-symbol.role-mark path[aria-label]'))"
              ".map(p => p.getAttribute('aria-label'))")
@@ -168,7 +168,7 @@ class ChartDelay:
         return {step: seen[step] - written[step] for step in written if step in seen}
 
     def assert_bounded(self, metrics_path: Path) -> None:
-        """A generous bound: the page polls twice a second (app.monitor_callbacks.ACTIVE_POLL_S), so
+        """A generous bound: the page polls twice a second (app.tabs.monitor_callbacks.ACTIVE_POLL_S), so
         a point is drawn ~0.5 s after its line is written; on a loaded CPU a few seconds."""
         values = sorted(self.delays(metrics_path).values())
         assert values, "no chart point measured"
@@ -301,7 +301,7 @@ def download(page, elem_id: str, target: Path, timeout_s: float = 240) -> set[st
 
 
 # Counts the animation frames Gradio's status tracker asks the browser for. Installed before the
-# page's own scripts, so app/status_timer.js (first in the page) wraps it: frames it paces through
+# page's own scripts, so app/tabs/status_timer.js (first in the page) wraps it: frames it paces through
 # a timer never reach this counter.
 COUNT_STATUS_FRAMES_JS = """
 (() => {
@@ -325,8 +325,8 @@ def test_lora_run_from_the_browser(console_server, page, screenshot, artifacts_d
     page.add_init_script(COUNT_STATUS_FRAMES_JS)
     page.goto(console_server.url)
     page.wait_for_selector("#start-button", timeout=PHASE_TIMEOUT_S * 1000)
-    # without app/status_timer.js an idle page drew ~130 status-tracker frames a second (measured)
-    assert page.evaluate("window.mindtuneStatusFramesPaced"), "app/status_timer.js did not run first"
+    # without app/tabs/status_timer.js an idle page drew ~130 status-tracker frames a second (measured)
+    assert page.evaluate("window.mindtuneStatusFramesPaced"), "app/tabs/status_timer.js did not run first"
     idle_frames = status_frames_in(page, 2.0)
     assert idle_frames <= 4, f"the status tracker drew {idle_frames} frames in 2 s on an idle page"
     fill_train_form(page)

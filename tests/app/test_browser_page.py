@@ -23,7 +23,7 @@ import pytest
 from core.spec.config import Config
 from core.run.records import FinalFigures
 from core.run.rundir import RunDir
-from app.monitor_callbacks import IDLE_POLL_S
+from app.tabs.monitor_callbacks import IDLE_POLL_S
 
 from tests.app.english import english_words
 from tests.app.test_browser import choose, reveal, set_number, wait_for

@@ -35,7 +35,7 @@ def test_dpo_run_from_the_browser(console_server, page, screenshot):
     choose(page, "model-picker", "tiny-demo")
     choose(page, "dataset-picker", "demo-preference")
     choose(page, "method", "lora")
-    # the preview renders preference data as pairs: chosen and rejected side by side (app.preference_preview)
+    # the preview renders preference data as pairs: chosen and rejected side by side (app.data.preference_preview)
     pair = page.locator("#data-preview .mt-pair").first
     pair.wait_for(state="visible", timeout=60_000)
     assert pair.locator(".mt-pair-side.mt-chosen").count() == 1

@@ -1,4 +1,4 @@
-"""app.catalog: model folders described from config.json and safetensors headers; unloadable ones
+"""app.data.catalog: model folders described from config.json and safetensors headers; unloadable ones
 listed with their reason."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.catalog import candidate_folders, describe, human_count, projection_names, scan_models
+from app.data.catalog import candidate_folders, describe, human_count, projection_names, scan_models
 
 from tests.app.conftest import HIDDEN, write_model
 

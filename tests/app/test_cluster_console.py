@@ -24,13 +24,13 @@ from core.run.rundir import RunDir
 from core.run.runs import list_runs
 from core.run.slurm import Partition, QueueEntry
 
-from app import form, monitor_callbacks, runs_callbacks
-from app import train_callbacks as cb
-from app.cluster import SLURM_ENDS, ClusterOffer, ClusterOffers, cluster_html, read_offer, shared_dir_refusal, where_choices
+from app.tabs import form, monitor_callbacks, runs_callbacks
+from app.tabs import train_callbacks as cb
+from app.runs.cluster import SLURM_ENDS, ClusterOffer, ClusterOffers, cluster_html, read_offer, shared_dir_refusal, where_choices
 from app.context import Console
 from app.i18n import action_text
-from app.jobs import JobError, JobManager
-from app.run_status import failure_html
+from app.runs.jobs import JobError, JobManager
+from app.runs.run_status import failure_html
 from app.settings import SettingsError, parse_settings
 
 from tests.slurm_fixtures import require_slurm, wait_for
@@ -39,7 +39,7 @@ from tests.slurm_fixtures import require_slurm, wait_for
 class FakeSlurm:
     """Stands in for core.run.slurm.SlurmBackend: each submission is a job pending for Resources on
     partition debug; stop cancels it (scancel); records every call."""
-    name, uses_own_queue = "slurm", False
+    name, uses_own_queue, can_queue = "slurm", False, True
 
     def __init__(self):
         self.submitted: list[str] = []

@@ -10,11 +10,11 @@ import pytest
 
 import core.run.launcher as launcher
 
-from app import form
-from app import monitor_callbacks as monitor
-from app import train_callbacks as train
+from app.tabs import form
+from app.tabs import monitor_callbacks as monitor
+from app.tabs import train_callbacks as train
 from app.context import Console
-from app.exports import run_export
+from app.runs.exports import run_export
 from app.settings import Settings
 
 from tests.app.test_svg_chart import points

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from app import container
-from app.settings import REPO_ROOT, parse_settings
+from app.settings import parse_settings
+from core.run.launcher import REPO_ROOT
 
 
 def test_the_console_argv_listens_everywhere_with_the_login_and_keeps_its_folders_on_volumes(tmp_path):

@@ -8,9 +8,9 @@ import json
 
 from tests.core.tiny_setup import write_jsonl
 
-from app import data_callbacks, form
-from app import train_callbacks as cb
-from app.datasets import find_by_train_file, human_size
+from app.tabs import data_callbacks, form
+from app.tabs import train_callbacks as cb
+from app.data.datasets import find_by_train_file, human_size
 
 CHAT = [{"messages": [{"role": "user", "content": f"Who has the kite {i}?"},
                       {"role": "assistant", "content": f"Mia {i}."}]} for i in range(6)]

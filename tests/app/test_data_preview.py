@@ -1,4 +1,4 @@
-"""app.data_preview and app.data_callbacks: samples as the worker sees them (trained turns
+"""app.data.data_preview and app.tabs.data_callbacks: samples as the worker sees them (trained turns
 highlighted), the detected format, the mapping in effect, ignored fields, padding efficiency,
 uploads (deduplicated, formats detected, zipped folders), and data that blocks Start."""
 from __future__ import annotations
@@ -11,11 +11,11 @@ from core.spec.config import DataSettings
 from core.data.tokenizer import Tokenizer
 from tests.core.tiny_setup import write_jsonl
 
-from app import data_callbacks, form
-from app import train_callbacks as cb
-from app.data_preview import data_stats, histogram_html, preview_html, stats_markdown
-from app.sample_html import token_runs
-from app.datasets import UploadError, scan_datasets
+from app.tabs import data_callbacks, form
+from app.tabs import train_callbacks as cb
+from app.data.data_preview import data_stats, histogram_html, preview_html, stats_markdown
+from app.data.sample_html import token_runs
+from app.data.datasets import UploadError, scan_datasets
 
 
 def settings_for(config, **changes) -> DataSettings:

@@ -3,7 +3,7 @@ now, not on device 0 when a run holds it (core.run.launcher.dry_run_env; the rul
 tests/core/test_devices.py)."""
 import types
 
-from app import train_callbacks as cb
+from app.tabs import train_callbacks as cb
 from app.context import Console
 import core.run.launcher as launcher
 from core.spec.config import Config

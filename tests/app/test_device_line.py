@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-import app.devices as devices
+import app.runs.devices as devices
 import core.run.accelerators as accelerators
-from app.train_callbacks import DryRun, dry_run_html
+from app.tabs.train_callbacks import DryRun, dry_run_html
 from core.spec.messages import Message
 from tests.app.english import english_words
 
@@ -63,7 +63,7 @@ def test_the_dry_run_compares_the_peak_with_the_devices_own_memory():
 def test_a_gpu_run_that_does_not_fit_its_device_is_said_so_before_launch(console, monkeypatch):
     """The console's fit check on a GPU: against nvidia-smi's memory per device (each worker its own);
     unknown when nvidia-smi does not say, which the estimate's notes say instead of passing silently."""
-    from app import train_callbacks as cb
+    from app.tabs import train_callbacks as cb
     from tests.app.test_train_callbacks import form_values
     config = cb.check_form(form_values(console, parallel__device="gpu", method="full"), console).config
     monkeypatch.setattr(accelerators, "ask", lambda device: accelerators.Accelerator(device, memory_mb=1.0))

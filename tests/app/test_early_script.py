@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from app.early_script import EarlyScript
+from app.tabs.early_script import EarlyScript
 
 PAGE = b"<!doctype html><html><head><title>x</title><script type=module src=a.js></script></head></html>"
 

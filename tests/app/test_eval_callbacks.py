@@ -1,4 +1,4 @@
-"""The Runs tab's Evaluate action (app/eval_callbacks.py): core.evaluate started through
+"""The Runs tab's Evaluate action (app/tabs/eval_callbacks.py): core.evaluate started through
 core.run.launcher in its own folder, its progress and results, stop, and base vs fine-tuned with Δ."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from core.eval.eval_tasks import EvalSettings, create_eval_run  # noqa: E402
 from core.run.records import TERMINAL_STATES
 from core.run.rundir import RunDir
 
-from app import eval_callbacks as ev  # noqa: E402
+from app.tabs import eval_callbacks as ev  # noqa: E402
 from tests.app.test_monitor_callbacks import make_run  # noqa: E402
 from tests.core.test_lm_eval_model import _write_tasks  # noqa: E402
 

@@ -8,7 +8,7 @@ import pytest
 from core.run.records import Status
 
 from app.i18n import text
-from app.run_status import failure_html, failure_kind
+from app.runs.run_status import failure_html, failure_kind
 
 
 @pytest.mark.parametrize("kind", ["oom", "nonfinite", "data", "config", "crash", "disk_full", "checkpoint",

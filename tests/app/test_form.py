@@ -1,9 +1,9 @@
-"""app.form: widget values <-> Config, with every problem attached to the widget that shows it."""
+"""app.tabs.form: widget values <-> Config, with every problem attached to the widget that shows it."""
 from __future__ import annotations
 
 from core.spec.config import Config
 
-from app import form
+from app.tabs import form
 
 
 def values(**changes) -> dict:

@@ -1,5 +1,5 @@
-"""app.form_sync: only the newest stamped event of a page answers (issue 31 item 1)."""
-from app.form_sync import Latest, parse
+"""app.tabs.form_sync: only the newest stamped event of a page answers (issue 31 item 1)."""
+from app.tabs.form_sync import Latest, parse
 
 
 def test_an_older_stamp_arriving_after_a_newer_one_is_refused_and_a_running_one_is_superseded():

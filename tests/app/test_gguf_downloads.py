@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 
-import app.monitor_callbacks as cb
-from app.exports import GGUF_FORMATS, export_argv, export_target
+import app.tabs.monitor_callbacks as cb
+from app.runs.exports import GGUF_FORMATS, export_argv, export_target
 from core.run.rundir import RunDir
 from core.spec.config import Config
 

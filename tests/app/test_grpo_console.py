@@ -16,13 +16,13 @@ from core.run.records import CompletionsEvent
 from core.run.rundir import RunDir
 from core.spec.config import Config, load_config
 
-from app import form, monitor_callbacks as mon
-from app import train_callbacks as cb
-from app.access import Viewer
+from app.tabs import form, monitor_callbacks as mon
+from app.tabs import train_callbacks as cb
+from app.auth.access import Viewer
 from app.context import Console
-from app.data_callbacks import preview_view, stats_view
-from app.metrics import RunCharts
-from app.runs_callbacks import OVERLAY_METRICS
+from app.tabs.data_callbacks import preview_view, stats_view
+from app.charts.metrics import RunCharts
+from app.tabs.runs_callbacks import OVERLAY_METRICS
 from tests.app.test_train_callbacks import form_values
 
 REWARDS = [{"function": "exact_match", "column": "output"},

@@ -31,8 +31,8 @@ def test_labels_switch_language():
 
 
 def test_importing_the_console_does_not_import_mindspore():
-    code = ("import sys, app, app.server, app.train_callbacks, app.monitor_callbacks, app.runs_callbacks, "
-            "app.try_callbacks, app.data_preview; print('mindspore' in sys.modules)")
+    code = ("import sys, app, app.server, app.tabs.train_callbacks, app.tabs.monitor_callbacks, app.tabs.runs_callbacks, "
+            "app.tabs.try_callbacks, app.data.data_preview; print('mindspore' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"

@@ -1,4 +1,4 @@
-"""app.jobs: one launch per request, resume of a run that is over, stops in the background, reattach."""
+"""app.runs.jobs: one launch per request, resume of a run that is over, stops in the background, reattach."""
 from __future__ import annotations
 
 import os
@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from core.spec.config import Config, load_config
+from core.spec.config import Config, ConfigError, load_config
 from core.run.rundir import RunDir
 
-from app.jobs import JobError, JobManager
+from app.runs.jobs import JobError, JobManager
 
 from tests.app.test_monitor_callbacks import make_run
 
@@ -23,6 +23,15 @@ def test_same_config_twice_quickly_is_one_run(console, fake_launcher):
     other = console.jobs.start(config.with_updates({"train.learning_rate": 0.001}))
     assert other.started and other.run_id != first.run_id and other.queued  # the CPU is busy: it waits
     assert len(fake_launcher.launched) == 1 and RunDir(console.runs_dir / other.run_id).read_status().state == "queued"
+
+
+def test_start_refuses_more_cpu_workers_than_cores_before_making_a_run(console, fake_launcher):
+    """The one check of the workers (issue 38): before the run folder exists; the launch does not check again."""
+    config = Config().with_updates({"run.runs_dir": str(console.runs_dir),
+                                    "parallel.data_parallel": (os.cpu_count() or 1) + 1})
+    with pytest.raises(ConfigError, match="parallel.data_parallel"):
+        console.jobs.start(config)
+    assert fake_launcher.created == [] and fake_launcher.launched == []
 
 
 def test_a_repeat_after_the_window_is_a_new_run(tmp_path, fake_launcher):

@@ -11,8 +11,8 @@ import pytest
 from core.spec.config import Config, ConfigError
 from core.spec.messages import CATALOGUE, Message, ids_of
 
-from app import form
-from app import train_callbacks as cb
+from app.tabs import form
+from app.tabs import train_callbacks as cb
 from app.i18n import problem_text
 from tests.app.english import english_words
 from tests.app.test_problem_text import assert_chinese
@@ -155,7 +155,7 @@ def test_every_id_of_area_c_is_made_here():
 # ---- core.run's checks before a launch ------------------------------------------------------------------
 
 def test_slurms_shared_folder_is_said_by_its_id(tmp_path):
-    from app import cluster
+    from app.runs import cluster
     from core.run import slurm
     from core.run.launcher import LaunchError
 
@@ -254,9 +254,9 @@ def _stopped_run(console, name: str, state: str = "stopped", checkpoints: tuple[
 
 
 def test_the_runs_and_resume_refusals_are_said_by_key(console):
-    from app import monitor_callbacks
-    from app import runs_callbacks as runs_cb
-    from app.jobs import JobError
+    from app.tabs import monitor_callbacks
+    from app.tabs import runs_callbacks as runs_cb
+    from app.runs.jobs import JobError
 
     made = {}
     for run_id in ("../x", "20261201-000000_nope"):
@@ -288,7 +288,7 @@ def test_the_runs_and_resume_refusals_are_said_by_key(console):
 def test_a_cluster_run_resumed_here_on_too_few_cores_is_said_by_key():
     import os
 
-    from app.jobs import JobError, JobManager
+    from app.runs.jobs import JobError, JobManager
 
     config = Config().with_updates({"launch.backend": "slurm", "launch.nodes": 2,
                                     "launch.workers_per_node": os.cpu_count() or 1,
@@ -340,7 +340,7 @@ def test_the_model_folder_checks_are_said_by_key(console, workspace, fake_launch
 
 
 def test_data_that_cannot_be_read_is_said_by_key(console, monkeypatch):
-    from app import data_callbacks
+    from app.tabs import data_callbacks
 
     def unreadable(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
@@ -375,7 +375,7 @@ def test_the_dry_run_and_the_try_tab_say_their_own_failures_by_key(console):
     import subprocess
     import types
 
-    from app import try_callbacks
+    from app.tabs import try_callbacks
 
     measured, shown = cb.dry_run(form_values(console), console, lang="zh", runner=lambda argv, **kw: types.SimpleNamespace(
         returncode=-9, stdout="", stderr=""))

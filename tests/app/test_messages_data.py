@@ -1,5 +1,5 @@
 """Issue 29 item 2, the data's messages by id (core.data, ids data.*) and the console's own words
-about uploads (app.datasets, TEXTS keys upload.*): each one made by the code that makes it, from
+about uploads (app.data.datasets, TEXTS keys upload.*): each one made by the code that makes it, from
 real files with the mistakes people make, then said in 中文 from MESSAGES_ZH (no pattern over the
 English) with every fact of the English kept (tests.app.test_problem_text.assert_chinese). The
 English is the catalogue's and stays what core wrote before the ids (the CLI, the logs, the tests
@@ -25,8 +25,9 @@ from core.data.overlong import check_policy
 from core.spec.config import DataSettings
 from core.spec.messages import CATALOGUE, NOT_RECOGNISED, Message, recognise
 
-from app import data_callbacks, datasets
-from app import train_callbacks as cb
+from app.tabs import data_callbacks
+from app.data import datasets
+from app.tabs import train_callbacks as cb
 from app.i18n import MESSAGES_ZH, TEXTS, action_text, problem_text, reason_text
 from tests.app.english import english_words
 from tests.app.test_problem_text import assert_chinese
@@ -96,7 +97,7 @@ def _no_validation(folder: Path):
 
 
 def _files_unreadable(folder: Path):
-    from app import data_preview
+    from app.data import data_preview
 
     settings = DataSettings.from_dict({"train_file": str(folder / "gone.jsonl"), "validation_fraction": 0.1})
     return data_preview.data_stats(str(folder), settings, 0)

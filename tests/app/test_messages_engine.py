@@ -18,10 +18,11 @@ from mindspore import Parameter, Tensor, nn
 from safetensors.numpy import save_file
 
 from core.engine import export as export_mod
-from core.engine.export_main import main as export_main
+from core.export import main as export_main
 from core.engine.checkpoint import (check_dtype_supported, hf_state_dict, load_hf_model, read_safetensors,
                                     read_trainer_state, set_parameters)
-from core.engine.generate import SamplingSettings, generate, main as generate_main
+from core.engine.generate import SamplingSettings, generate
+from core.generate import main as generate_main
 from core.engine.lora import (inject_lora, load_lora_state_dict, load_peft_adapter, lora_state_dict, read_peft_config,
                               read_peft_tensors, save_peft_adapter)
 from core.engine.moe import SparseMoE
@@ -31,7 +32,7 @@ from core.spec.messages import CATALOGUE, NOT_RECOGNISED, Message
 from core.spec.model_args import file_sha256, weight_files
 from core.spec.moe_args import MoeArgs
 
-from app import try_callbacks as try_cb
+from app.tabs import try_callbacks as try_cb
 from app.i18n import MESSAGES_ZH, TEXTS, problem_text
 from tests.app.conftest import write_model
 from tests.app.test_messages_model import _keys, _said_in_chinese

@@ -17,8 +17,9 @@ from core.spec.errors import CheckpointError
 from core.spec.messages import CATALOGUE, NOT_RECOGNISED, Message
 from core.spec.model_args import check_run_settings, read_model_args, run_problems, weight_files
 
-from app import catalog, form
-from app import train_callbacks as cb
+from app.data import catalog
+from app.tabs import form
+from app.tabs import train_callbacks as cb
 from app.i18n import MESSAGES_ZH, problem_text
 from tests.app.english import english_words
 from tests.app.conftest import write_model
@@ -233,7 +234,7 @@ def test_what_a_run_asks_of_the_model_is_said_by_its_id(tiny_folder, console):
 
 @pytest.mark.parametrize("key", list(TOKENIZER_MISTAKES))
 def test_a_tokenizer_file_or_template_problem_is_said_by_its_id(tiny_folder, tmp_path, key):
-    from app.data_preview import error_html
+    from app.data.data_preview import error_html
     folder = _spoilt(tiny_folder, tmp_path, TOKENIZER_MISTAKES[key])
     with pytest.raises(TokenizerError) as raised:
         Tokenizer.from_dir(folder).apply_chat_template(CHAT)
@@ -264,7 +265,8 @@ def test_a_template_error_inside_a_data_error_reads_in_chinese_by_its_id(tiny_fo
     keeps its message: the record's place and the template's error are both said by id."""
     from core.data.files import line_of
     from core.data.formats import Conversation
-    from core.data.pipeline import DataError, render
+    from core.data.pipeline import render
+    from core.data.files import DataError
     tokenizer = Tokenizer.from_dir(_spoilt(tiny_folder, tmp_path, TOKENIZER_MISTAKES[key]))
     with pytest.raises(DataError) as raised:
         render(tokenizer, Conversation(line_of(Path("train.jsonl"), 3), CHAT, ["messages[0]"]))
@@ -274,7 +276,7 @@ def test_a_template_error_inside_a_data_error_reads_in_chinese_by_its_id(tiny_fo
 
 
 def test_the_forms_data_check_says_a_broken_tokenizer_by_its_id(console, workspace):
-    """The form's data check (app.data_callbacks.data_problems) reads the data with the model's tokenizer:
+    """The form's data check (app.tabs.data_callbacks.data_problems) reads the data with the model's tokenizer:
     a tokenizer file it cannot read blocks Start, said by its id."""
     root = workspace.models_dirs[0]
     folder = root / "broken-tokenizer"

@@ -29,9 +29,9 @@ from core.spec.config import Config, ConfigError
 from core.spec.errors import CheckpointError, said_of
 from core.spec.messages import CATALOGUE, Message, recognise_located
 
-from app import eval_callbacks as ev
+from app.tabs import eval_callbacks as ev
 from app.i18n import MESSAGES_ZH, problem_text, reason_text
-from app.run_status import failure_kind
+from app.runs.run_status import failure_kind
 from tests.app.english import english_words
 from tests.app.test_problem_text import facts
 

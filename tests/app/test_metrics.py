@@ -1,4 +1,4 @@
-"""app.metrics: chart data appended from only the bytes the worker wrote since the last read."""
+"""app.charts.metrics: chart data appended from only the bytes the worker wrote since the last read."""
 from __future__ import annotations
 
 import os
@@ -8,7 +8,7 @@ import pytest
 from core.run.records import EvalRecord, TrainRecord
 from core.run.rundir import RunDir
 
-from app.metrics import RunCharts
+from app.charts.metrics import RunCharts
 
 
 @pytest.fixture
@@ -163,7 +163,7 @@ def test_a_forks_charts_continue_its_parents_curve(tmp_path):
     assert list(loss[loss.series == "loss (parent)"]["step"]) == [1, 2, 3, 4]
     assert list(loss[loss.series == "loss"]["step"]) == [5, 6] and charts.parent == ("parent", 4)
     assert charts.last_train.step == 6 and charts.progress.train_lines == 2  # ETA from its own steps only
-    from app.svg_chart import PARENT_COLOR, line_chart
+    from app.charts.svg_chart import PARENT_COLOR, line_chart
     svg = line_chart(loss, "loss")
     assert f'stroke="{PARENT_COLOR}" stroke-dasharray' in svg
     fork.write_status(owner="mallory")  # another user's parent is not drawn
@@ -171,7 +171,7 @@ def test_a_forks_charts_continue_its_parents_curve(tmp_path):
 
 
 def test_shared_charts_hold_one_copy_per_run_and_a_bounded_number_of_runs(tmp_path):
-    from app.metrics import SharedCharts
+    from app.charts.metrics import SharedCharts
 
     runs = [RunDir.create(tmp_path / "runs", f"r{n}", "method: lora\n") for n in range(4)]
     shared = SharedCharts(max_runs=2)
@@ -240,7 +240,7 @@ def test_every_series_the_charts_name_is_said_in_chinese_by_its_text(tmp_path, r
     a regular expression over 'best …' and 'rank N' did it before. A fork's parent curves too."""
     import re
 
-    from app.monitor_callbacks import series_text
+    from app.tabs.monitor_callbacks import series_text
 
     charts = RunCharts(run.path, workers=2)
     run.append_metrics([train(1, 2.0, peak_mem_ranks_mb=[700.0, 650.0]), train(2, 1.9),

@@ -1,4 +1,4 @@
-"""app.monitor_callbacks: ticks send only what changed; stop, early stopping, failure words."""
+"""app.tabs.monitor_callbacks: ticks send only what changed; stop, early stopping, failure words."""
 from __future__ import annotations
 
 import os
@@ -10,8 +10,8 @@ from core.spec.config import Config
 from core.run.records import Status
 from core.run.rundir import RunDir
 
-from app import monitor_callbacks as cb
-from app.run_status import failure_kind
+from app.tabs import monitor_callbacks as cb
+from app.runs.run_status import failure_kind
 
 from tests.app.test_metrics import evaluation, train
 from tests.app.test_svg_chart import points
@@ -229,7 +229,7 @@ def test_a_typed_run_id_cannot_leave_the_runs_folder(console, tmp_path):
 
 
 def test_each_session_state_has_its_own_lock():
-    from app.sessions import session_lock
+    from app.auth.sessions import session_lock
 
     first, second = cb.MonitorSession(), cb.MonitorSession()
     assert session_lock(first) is session_lock(first)
@@ -237,7 +237,7 @@ def test_each_session_state_has_its_own_lock():
 
 
 def test_unchanged_outputs_are_not_sent_again():
-    from app.monitor_callbacks import MonitorSession, changed_only
+    from app.tabs.monitor_callbacks import MonitorSession, changed_only
     session = MonitorSession()
     assert changed_only(session, state="running", status="step 1") == {"state": True, "status": True}
     assert changed_only(session, state="running", status="step 2") == {"state": False, "status": True}
@@ -354,7 +354,7 @@ def test_every_chart_that_changed_is_sent_in_view_or_not(console):
 def test_after_stop_now_the_step_is_the_newest_checkpoints(console):
     """Issue 20 bug 9: Stop now killed the worker after it saved step-31 but before its next status
     line, and the Monitor and the Runs table said step 30."""
-    from app import runs_callbacks
+    from app.tabs import runs_callbacks
 
     run = make_run(console)
     run.write_status(step=30, total_steps=40)

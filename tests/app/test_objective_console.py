@@ -12,9 +12,9 @@ from pathlib import Path
 from core.run.records import BestSoFar, FinalFigures
 from core.spec.config import Config
 
-from app import monitor_callbacks as mcb
-from app import runs_callbacks as cb
-from app.figures import run_label, run_spec
+from app.tabs import monitor_callbacks as mcb
+from app.tabs import runs_callbacks as cb
+from app.charts.figures import run_label, run_spec
 from tests.app.test_metrics import evaluation, train
 from tests.app.test_monitor_callbacks import make_run
 
@@ -195,7 +195,7 @@ def test_the_monitor_says_where_the_trackers_write(console):
 
 
 def test_start_says_where_the_trackers_write(console, fake_launcher):
-    from app import train_callbacks as tcb
+    from app.tabs import train_callbacks as tcb
     from tests.app.test_data_preview import form_values
     values = form_values(console)
     values["tracking"] = ["tensorboard"]
@@ -208,7 +208,7 @@ def test_start_says_where_the_trackers_write(console, fake_launcher):
 
 
 def test_the_objective_section_offers_the_newest_finished_sft_run_of_the_model_as_the_start(console):
-    from app import train_callbacks as tcb
+    from app.tabs import train_callbacks as tcb
     from tests.app.test_data_preview import form_values
     values = form_values(console, train__objective="dpo", train__length=100)
     model = tcb.starter_config(console).model.path
@@ -246,7 +246,7 @@ def test_start_names_every_problem_of_a_pair_file_at_once(console):
     """Issue 37 data item 4: a mixed record on line 8 and an empty answer on line 4 are both named
     where Start is blocked (the first one found named alone made a person fix them one by one)."""
     import json
-    from app import train_callbacks as tcb
+    from app.tabs import train_callbacks as tcb
     from tests.app.test_data_preview import form_values
     good = {"instruction": "Who?", "chosen": "Tom", "rejected": "Ann"}
     records = [good] * 10

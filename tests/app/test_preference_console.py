@@ -6,9 +6,9 @@ import re
 
 from core.run.records import FinalFigures
 
-from app import runs_callbacks as cb
-from app.metrics import RunCharts
-from app.monitor_callbacks import hidden_parts
+from app.tabs import runs_callbacks as cb
+from app.charts.metrics import RunCharts
+from app.tabs.monitor_callbacks import hidden_parts
 from tests.app.test_metrics import evaluation, train
 from tests.app.test_monitor_callbacks import make_run
 
@@ -76,8 +76,8 @@ def test_train_tab_statistics_follow_the_objective(console):
     from core.data.tokenizer import Tokenizer
     from tests.app.test_data_preview import form_values
     from tests.core.tiny_setup import write_jsonl
-    from app import data_callbacks
-    from app import train_callbacks as tcb
+    from app.tabs import data_callbacks
+    from app.tabs import train_callbacks as tcb
     data = console.settings.data_dirs[0]
     train = write_jsonl(data / "pairs-train.jsonl", _pair_rows(6, identical=1))
     val = write_jsonl(data / "pairs-val.jsonl", _pair_rows(2))
@@ -120,7 +120,7 @@ def test_a_catalogue_preference_dataset_previews_and_counts_as_pairs(console):
     the statistics count them under dpo (the worker reads it the same way, tests/core)."""
     from tests.app.test_data_preview import form_values
     from tests.core.tiny_setup import write_jsonl
-    from app import data_callbacks
+    from app.tabs import data_callbacks
     folder = console.settings.data_dirs[0] / "catalog"
     folder.mkdir()
     write_jsonl(folder / "pairs.jsonl", [{"question": r["instruction"], "good": r["chosen"], "bad": r["rejected"]}
@@ -137,7 +137,7 @@ def test_a_catalogue_preference_dataset_previews_and_counts_as_pairs(console):
 
 
 def test_the_dry_run_line_names_a_preference_runs_reference():
-    from app.train_callbacks import DryRun, dry_run_html
+    from app.tabs.train_callbacks import DryRun, dry_run_html
     frozen = DryRun(812.0, 31.0, {"steps": 2, "objective": "dpo", "reference": "frozen_copy", "reference_mb": 94.25})
     shown = dry_run_html(frozen, None)
     assert "measured <b data-mb=\"812.0\">812 MB</b>" in shown

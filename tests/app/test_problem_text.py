@@ -19,9 +19,10 @@ from core.spec.config import Config, ConfigError
 from core.run.records import FinalFigures
 from core.run.rundir import RunDir
 
-from app import catalog, data_callbacks
-from app import runs_callbacks as runs_cb
-from app import train_callbacks as cb
+from app.data import catalog
+from app.tabs import data_callbacks
+from app.tabs import runs_callbacks as runs_cb
+from app.tabs import train_callbacks as cb
 from app.i18n import problem_text, text
 from tests.app.conftest import write_model
 from tests.app.english import english_words
@@ -289,7 +290,7 @@ def test_the_runs_comparison_reads_in_chinese(console):
 
 
 def test_uploads_refused_read_in_chinese(console, tmp_path):
-    from app.datasets import UploadError
+    from app.data.datasets import UploadError
     from app.i18n import action_text
 
     big = tmp_path / "big.jsonl"
@@ -307,7 +308,7 @@ def test_uploads_refused_read_in_chinese(console, tmp_path):
 
 
 def test_the_monitors_answers_read_in_chinese(console):
-    from app import monitor_callbacks
+    from app.tabs import monitor_callbacks
     from app.i18n import Said, action_text
 
     run = _run(console, "run1", finished=False)
@@ -498,7 +499,7 @@ def test_a_tokenizer_error_reads_in_chinese_with_its_facts(tiny_folder, tmp_path
 
 
 def data_preview_error(message: str | BaseException, lang: str) -> str:
-    from app.data_preview import error_html
+    from app.data.data_preview import error_html
     return error_html(message, lang)
 
 
@@ -547,7 +548,7 @@ def test_every_rule_across_fields_is_said_by_its_id_in_chinese_with_its_facts():
     Start and a loaded file's error say it. Every config.* id of the catalogue is made here."""
     from core.spec.config import Config
     from core.spec.messages import CATALOGUE, Message
-    from app import form
+    from app.tabs import form
 
     made = set()
     for key, updates in CROSS_FIELD_MISTAKES.items():
@@ -617,7 +618,7 @@ def test_a_checkpoint_whose_state_is_not_json_is_said_by_its_id_in_process_and_f
     the error is at hand, and by the catalogue's template where only its text came (an export's
     failure, from its own process): the same 中文 either way, with no pattern written for it."""
     from core.engine.export import read_state
-    from core.spec.model_args import CheckpointError
+    from core.spec.errors import CheckpointError
     folder = tmp_path / "step-4"
     folder.mkdir()
     (folder / "trainer_state.json").write_text("{step: 4", encoding="utf-8")

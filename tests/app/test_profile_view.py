@@ -7,7 +7,7 @@ import html
 from core.engine.profiling import BACKWARD, FORWARD, write_summary
 from core.run.records import ProfileSummary
 
-from app import monitor_callbacks as cb
+from app.tabs import monitor_callbacks as cb
 from tests.app.test_monitor_callbacks import make_run
 
 DETAIL = ("op_side,op_type,op_name,full_op_name,op_occurrences,op_total_time(ms),op_avg_time(ms),"

@@ -12,9 +12,9 @@ from core.spec.config import Config
 from core.run.launcher import ActiveRun, DeviceSlots, Launch, QueuedRun, device_env, plan_launches
 from core.run.rundir import RunDir
 
-from app.access import Viewer
+from app.auth.access import Viewer
 from app.context import Console
-from app.jobs import JobError, JobManager
+from app.runs.jobs import JobError, JobManager
 from tests.waiting import wait_for
 
 ALICE, BOB = Viewer("alice", False), Viewer("bob", False)

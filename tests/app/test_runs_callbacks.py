@@ -1,4 +1,4 @@
-"""app.runs_callbacks: the runs table, configs side by side, overlays and deletion."""
+"""app.tabs.runs_callbacks: the runs table, configs side by side, overlays and deletion."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,7 @@ import time
 from core.run.records import Attempt, FinalFigures
 from core.run.rundir import RunDir
 
-from app import runs_callbacks as cb
+from app.tabs import runs_callbacks as cb
 
 from tests.app.test_metrics import evaluation, train
 from tests.app.test_monitor_callbacks import make_run, rename_like_older_versions

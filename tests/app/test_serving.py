@@ -1,13 +1,13 @@
 """The Monitor tab's Serve action (issue 39): a finished run's best checkpoint as an OpenAI-compatible
-endpoint (`python -m core.serve` in a process of its own, app/serving.py), on 127.0.0.1 only."""
+endpoint (`python -m core.serve` in a process of its own, app/runs/serving.py), on 127.0.0.1 only."""
 from __future__ import annotations
 
 import os
 
 import pytest
 
-import app.monitor_callbacks as cb
-from app.serving import Endpoints, serve_argv
+import app.tabs.monitor_callbacks as cb
+from app.runs.serving import Endpoints, serve_argv
 from core.run.rundir import RunDir
 from core.spec.config import Config
 

@@ -8,7 +8,8 @@ import pytest
 
 from core.run.launcher import REPO_ROOT
 
-from app.settings import SettingsError, is_loopback, parse_settings, read_auth_file
+from app.settings import SettingsError, parse_settings, read_auth_file
+from core.run.launcher import is_loopback
 
 
 def test_defaults_bind_loopback_and_use_repo_folders():

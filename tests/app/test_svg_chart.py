@@ -1,4 +1,4 @@
-"""app.svg_chart: server-drawn charts with labelled points (the DOM contract the browser test reads)."""
+"""app.charts.svg_chart: server-drawn charts with labelled points (the DOM contract the browser test reads)."""
 from __future__ import annotations
 
 import re
@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from app.svg_chart import MARKERS_UP_TO, MAX_DRAWN_POINTS, _legend_rows, fmt, line_chart, log_ticks, nice_ticks
+from app.charts.svg_chart import MARKERS_UP_TO, MAX_DRAWN_POINTS, _legend_rows, fmt, line_chart, log_ticks, nice_ticks
 
 LABEL = re.compile(r'aria-label="step: (\d+); [^;"]+: ([^;"]+); series: ([^"]+)"')
 

@@ -1,4 +1,4 @@
-"""app.train_callbacks: the form gate, the preview of what will run, save/load, and Start."""
+"""app.tabs.train_callbacks: the form gate, the preview of what will run, save/load, and Start."""
 from __future__ import annotations
 
 import sys
@@ -11,8 +11,8 @@ import types
 import core.run.launcher as launcher
 from core.spec.config import Config, ConfigError
 
-from app import form
-from app import train_callbacks as cb
+from app.tabs import form
+from app.tabs import train_callbacks as cb
 
 
 def form_values(console, **changes) -> dict:
@@ -82,7 +82,7 @@ def test_preview_yaml_round_trips(console):
 
 
 def test_the_workers_slider_shows_nodes_times_workers_per_node_on_a_slurm_partition(monkeypatch):
-    from app import devices
+    from app.runs import devices
     monkeypatch.setattr(devices, "max_workers", lambda device: {"cpu": 2, "gpu": 8}[device])
     assert cb.workers_field("slurm:debug", 3, 2, 1, "cpu") == {"value": 6, "maximum": 6, "interactive": False}
     assert cb.workers_field("slurm:debug", 2, 4, 1, "gpu") == {"value": 8, "maximum": 8, "interactive": False}
@@ -99,7 +99,7 @@ def test_the_train_tab_wires_where_nodes_and_workers_per_node_to_the_workers_sli
     """As the page builds it: a change of "Where to run", nodes or workers per node updates the slider."""
     import gradio as gr
 
-    from app import train_tab
+    from app.tabs import train_tab
     from app.i18n import Labels
 
     labels = Labels("en")
@@ -402,7 +402,7 @@ def test_the_baseline_and_profiler_fields_are_in_the_train_tab_and_reach_the_run
     import gradio as gr
     import yaml
 
-    from app import train_tab
+    from app.tabs import train_tab
     from app.i18n import Labels, text
 
     labels = Labels("en")
@@ -453,3 +453,13 @@ def test_every_file_of_a_train_file_list_must_lie_inside_the_roots(console, work
     assert "outside the folders" in cb._data_file_error([inside, str(outside)], console)
     missing = str(workspace.data_dirs[0] / "demo" / "gone.jsonl")
     assert cb._data_file_error([inside, missing], console) == f"{missing}: file not found"
+
+
+def test_one_start_checks_the_workers_once(console, fake_launcher, monkeypatch):
+    """issue 38: the form's check on Start is the one; Jobs.start and the launch do not repeat it."""
+    calls = []
+    real = launcher.check_workers_available
+    monkeypatch.setattr(launcher, "check_workers_available", lambda *a, **k: (calls.append(a), real(*a, **k))[1])
+    outcome = cb.start(form_values(console, train__learning_rate=0.002), console)
+    assert outcome.run_id is not None and len(fake_launcher.launched) == 1
+    assert calls == [(1, "cpu")]

@@ -1,4 +1,4 @@
-"""app.try_callbacks and app.exports: MindSpore work runs as argv subprocesses, files stay inside roots."""
+"""app.tabs.try_callbacks and app.runs.exports: MindSpore work runs as argv subprocesses, files stay inside roots."""
 from __future__ import annotations
 
 import os
@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from app import exports
-from app import try_callbacks as cb
-from app import train_callbacks
+from app.runs import exports
+from app.tabs import try_callbacks as cb
+from app.tabs import train_callbacks
 
 from tests.app.test_monitor_callbacks import make_run
 

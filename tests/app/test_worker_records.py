@@ -12,9 +12,9 @@ from core.run.rundir import RunDir
 from core.run.runs import list_runs
 from core.train import run_worker
 
-from app import monitor_callbacks, runs_callbacks
-from app.metrics import RunCharts
-from app.run_status import best_text, failure_kind, status_line
+from app.tabs import monitor_callbacks, runs_callbacks
+from app.charts.metrics import RunCharts
+from app.runs.run_status import best_text, failure_kind, status_line
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,9 @@ from safetensors.numpy import load_file, save_file
 
 import mindspore as ms
 
-from core.engine.checkpoint import CheckpointError, check_dtype_supported, load_hf_model, weight_files
+from core.engine.checkpoint import check_dtype_supported, load_hf_model
+from core.spec.errors import CheckpointError
+from core.spec.model_args import weight_files
 from tests.core.hf_fixtures import make_hf_model, save_hf_model
 
 
@@ -148,15 +150,16 @@ def test_nothing_loaded_when_a_tensor_is_bad(good_folder, tmp_path):
 
 def test_failed_save_keeps_the_previous_checkpoint(tmp_path):
     import core.engine.checkpoint as ckpt
+    import core.run.ckpt_store as ckpt_store
     weights = {"w": np.ones((2, 2), np.float32)}
-    ckpt.save_train_checkpoint(tmp_path, 4, weights, {"global_step": np.array([4], np.int32)}, {"step": 4},
+    ckpt_store.save_train_checkpoint(tmp_path, 4, weights, {"global_step": np.array([4], np.int32)}, {"step": 4},
                                pointers=("last",))
 
     def broken_read():
         raise OSError("the device went away")
-    broken = {"w": ckpt.TensorSource((2, 2), np.dtype(np.float32), broken_read)}
+    broken = {"w": ckpt_store.TensorSource((2, 2), np.dtype(np.float32), broken_read)}
     with pytest.raises(OSError, match="the device went away"):
-        ckpt.save_train_checkpoint(tmp_path, 8, broken, {}, {"step": 8}, pointers=("last",))
+        ckpt_store.save_train_checkpoint(tmp_path, 8, broken, {}, {"step": 8}, pointers=("last",))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last", "step-4"]
     loaded, _, state = ckpt.load_train_checkpoint(tmp_path / "last")
     assert state["step"] == 4 and np.array_equal(loaded["w"], weights["w"])
@@ -164,13 +167,14 @@ def test_failed_save_keeps_the_previous_checkpoint(tmp_path):
 
 def test_resaving_a_step_is_a_new_revision_and_retention_keeps_pointers(tmp_path):
     import core.engine.checkpoint as ckpt
+    import core.run.ckpt_store as ckpt_store
     for step in (2, 4, 6, 8):
-        ckpt.save_train_checkpoint(tmp_path, step, {"w": np.full(3, step, np.float32)}, {}, {"step": step})
-    ckpt.point(tmp_path, "best", 2)
-    ckpt.point(tmp_path, "last", 8)
-    assert ckpt.prune_checkpoints(tmp_path, keep_last_n=2) == [4]
-    assert ckpt.checkpoint_steps(tmp_path) == [2, 6, 8]
-    folder = ckpt.save_train_checkpoint(tmp_path, 8, {"w": np.zeros(3, np.float32)}, {}, {"step": 8})
+        ckpt_store.save_train_checkpoint(tmp_path, step, {"w": np.full(3, step, np.float32)}, {}, {"step": step})
+    ckpt_store.point(tmp_path, "best", 2)
+    ckpt_store.point(tmp_path, "last", 8)
+    assert ckpt_store.prune_checkpoints(tmp_path, keep_last_n=2) == [4]
+    assert ckpt_store.checkpoint_steps(tmp_path) == [2, 6, 8]
+    folder = ckpt_store.save_train_checkpoint(tmp_path, 8, {"w": np.zeros(3, np.float32)}, {}, {"step": 8})
     assert folder.name == "step-8-r2" and os.readlink(tmp_path / "last") == "step-8-r2"
     assert ckpt.load_train_checkpoint(tmp_path / "last")[0]["w"].tolist() == [0, 0, 0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best", "last", "step-2", "step-6", "step-8-r2"]
@@ -178,7 +182,8 @@ def test_resaving_a_step_is_a_new_revision_and_retention_keeps_pointers(tmp_path
 
 def test_corrupt_or_incomplete_checkpoint_is_an_error(tmp_path):
     import core.engine.checkpoint as ckpt
-    folder = ckpt.save_train_checkpoint(tmp_path, 1, {"w": np.ones(3, np.float32)}, {}, {"step": 1})
+    import core.run.ckpt_store as ckpt_store
+    folder = ckpt_store.save_train_checkpoint(tmp_path, 1, {"w": np.ones(3, np.float32)}, {}, {"step": 1})
     (folder / "weights.safetensors").write_bytes(b"garbage")
     with pytest.raises(CheckpointError, match=r"weights\.safetensors: 7 bytes, the manifest recorded \d+"):
         ckpt.load_train_checkpoint(folder)

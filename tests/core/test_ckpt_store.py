@@ -20,7 +20,7 @@ from safetensors.numpy import load_file
 
 import core.run.ckpt_store as cs
 from core.run.launcher import REPO_ROOT
-from core.spec.model_args import CheckpointError
+from core.spec.errors import CheckpointError
 
 
 def save(root: Path, step: int, value: float, pointers=("last",), size: int = 64) -> Path:

@@ -14,7 +14,8 @@ from tokenizers import decoders, models, pre_tokenizers, processors, trainers
 
 import core.data.pipeline as data
 from core.spec.config import DataSettings
-from core.data.pipeline import IGNORE_INDEX, BatchIterator, DataError, Sample
+from core.data.pipeline import IGNORE_INDEX, BatchIterator, Sample
+from core.data.files import DataError
 from core.data.tokenizer import Tokenizer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ import pytest
 
 import core.data.pipeline as data
 from core.spec.config import DataSettings
-from core.data.pipeline import DataError
+from core.data.files import DataError
 from core.data.tokenizer import Tokenizer
 from tests.core.test_data import make_tokenizer_dir, raises, write_jsonl
 

@@ -16,7 +16,7 @@ import pytest
 
 import core.data.pipeline as data
 from core.spec.config import DataSettings
-from core.data.pipeline import DataError
+from core.data.files import DataError, dataset_splits
 from tests.core.test_data import ROWS, make_tokenizer_dir, raises, write_jsonl
 from core.data.tokenizer import Tokenizer
 
@@ -95,7 +95,7 @@ def test_save_to_disk_folder_with_a_missing_shard_names_it(tmp_path):
 def test_dataset_dict_folder_serves_each_role_its_split(tmp_path, tok):
     folder = dataset_dict(tmp_path / "dd", {"train": CHAT_ROWS[:6], "validation": CHAT_ROWS[6:8],
                                             "test": CHAT_ROWS[8:]})
-    assert data.dataset_splits(folder) == ["train", "validation", "test"]
+    assert dataset_splits(folder) == ["train", "validation", "test"]
     assert [r.fields for r in data.read_data_file(folder).records] == CHAT_ROWS[:6]
     assert [r.fields for r in data.read_data_file(folder, role="validation").records] == CHAT_ROWS[6:8]
     assert [r.fields for r in data.read_data_file(f"{folder}#test").records] == CHAT_ROWS[8:]
@@ -110,7 +110,7 @@ def test_parquet_shard_folder_is_split_by_file_name(tmp_path, tok):
     parquet_shards(tmp_path / "hub" / "data", "train", rows, 3)
     parquet_shards(tmp_path / "hub" / "data", "test", ROWS[:2], 1)
     folder = tmp_path / "hub"
-    assert data.dataset_splits(folder) == ["test", "train"]
+    assert dataset_splits(folder) == ["test", "train"]
     train = data.read_data_file(folder)
     assert [r.fields for r in train.records] == rows and train.split == "train"
     assert [r.fields for r in data.read_data_file(folder, role="test").records] == ROWS[:2]
@@ -128,7 +128,7 @@ def test_refs_convert_parquet_layout_takes_the_split_from_the_folder(tmp_path):
     for split, rows in (("train", ROWS), ("validation", ROWS[:1])):
         (tmp_path / "conv" / "default" / split).mkdir(parents=True)
         pq.write_table(pa.Table.from_pylist(rows), tmp_path / "conv" / "default" / split / "0000.parquet")
-    assert sorted(data.dataset_splits(tmp_path / "conv")) == ["train", "validation"]
+    assert sorted(dataset_splits(tmp_path / "conv")) == ["train", "validation"]
     assert len(data.read_data_file(tmp_path / "conv", role="validation").records) == 1
 
 

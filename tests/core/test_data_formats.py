@@ -12,7 +12,8 @@ import pytest
 
 import core.data.pipeline as data
 from core.spec.config import DATA_COLUMN_KEYS, DataSettings
-from core.data.pipeline import IGNORE_INDEX, Columns
+from core.data.pipeline import IGNORE_INDEX
+from core.data.formats import Columns
 from core.data.formats import MAPPING_KEYS
 from core.data.tokenizer import Tokenizer
 from tests.core.test_data import CHATML, make_tokenizer_dir, raises, write_csv, write_jsonl

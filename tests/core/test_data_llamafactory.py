@@ -12,7 +12,8 @@ from core.data.catalog import read_catalog
 from core.data.files import DataError, read_data_file
 from core.data.formats import Columns
 from core.data.pipeline import IGNORE_INDEX, load_splits
-from core.data.preference import load_preference_splits, preference_records
+from core.data.preference import load_preference_splits
+from core.data.pairs import preference_records
 from core.data.tokenizer import Tokenizer
 from core.spec.config import DataSettings
 from tests.core.llamafactory_demo import make_llamafactory_data

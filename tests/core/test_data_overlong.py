@@ -5,7 +5,8 @@ import pytest
 
 import core.data.pipeline as data
 from core.spec.config import DataSettings
-from core.data.pipeline import IGNORE_INDEX, DataError
+from core.data.pipeline import IGNORE_INDEX
+from core.data.files import DataError
 from core.data.overlong import cutoff_lengths, truncate_pieces
 from core.data.tokenizer import Tokenizer
 from tests.core.test_data import make_tokenizer_dir, write_jsonl

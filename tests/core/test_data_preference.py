@@ -11,8 +11,8 @@ from core.spec.config import DataSettings
 from core.data.pipeline import IGNORE_INDEX, load_splits
 from core.data.files import DataError, read_data_file
 from core.data.formats import Columns
-from core.data.preference import (PreferenceBatches, file_kind, load_preference_splits, preference_record,
-                                  preference_records, tokenize_preference)
+from core.data.preference import PreferenceBatches, load_preference_splits, tokenize_preference
+from core.data.pairs import file_kind, preference_record, preference_records
 from core.data.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,7 +138,7 @@ def test_batches_keep_pairs_whole_across_ranks(tmp_path, tokenizer):
 
 
 def test_the_console_preview_shows_a_pair_side_by_side(tmp_path):
-    from app.data_preview import preview_html
+    from app.data.data_preview import preview_html
     path = _write(tmp_path / "p.jsonl", SAME_PAIR[:2])
     page = preview_html(str(ROOT / "models" / "tiny-demo"), DataSettings(train_file=str(path), validation_file=None,
                                                                          validation_fraction=0.5), lang="en")

@@ -22,6 +22,7 @@ from mindspore import Tensor, amp, nn, ops
 
 import core.spec.device_paths as device_paths
 import core.engine.devices as devices
+from core.engine.target import faked
 import core.run.launcher as launcher
 import core.engine.profiling as profiling
 import core.run.ranks as ranks
@@ -46,7 +47,7 @@ def tiny(device: str | None = None, **changes) -> CausalLM:
     np.random.seed(0)
     if device is None:
         return CausalLM(args)
-    with devices.faked(device):
+    with faked(device):
         return CausalLM(args)
 
 
@@ -65,14 +66,14 @@ def batch(b=2, t=12, vocab=61, seed=3):
 
 def test_the_target_is_read_in_one_place_and_a_test_can_fake_it():
     assert devices.target() == "cpu"
-    with devices.faked("ascend"):
+    with faked("ascend"):
         assert devices.target() == "ascend"
-        with devices.faked("gpu"):
+        with faked("gpu"):
             assert devices.target() == "gpu"
         assert devices.target() == "ascend"
     assert devices.target() == "cpu"
     with pytest.raises(ValueError):
-        devices.faked("tpu").__enter__()
+        faked("tpu").__enter__()
     assert device_paths.device_of("Ascend") == "ascend" and device_paths.device_of("GPU") == "gpu"
 
 
@@ -138,7 +139,7 @@ def test_gpu_build_holds_no_head_broadcast_mask_and_matches_the_cpu_logits():
 def gpu_pair():
     """The CPU's composed model and the same weights as a GPU worker sets them up (chunked head loss)."""
     ref, dev = tiny(), tiny("gpu")
-    with devices.faked("gpu"):
+    with faked("gpu"):
         kernels = devices.enable_kernels(dev)
     return ref, dev, kernels
 
@@ -161,7 +162,7 @@ def test_chunked_head_loss_trains_exactly_as_the_composed_loss(gpu_pair):
     ids, labels, mask = batch()
     steps = []
     for model, device in ((ref, "cpu"), (dev, "gpu")):
-        with devices.faked(device):
+        with faked(device):
             params = list(model.trainable_params())
             steps.append(TrainStep(model, adamw(params, WarmupDecaySchedule(1e-2, 0, 10, "constant", 0.0), 0.0),
                                    1.0, None))
@@ -232,7 +233,7 @@ def test_a_lora_or_soft_capped_head_keeps_its_logits_and_chunks_the_loss():
     assert device_paths.loss_path("cpu", None, False) == "cpu-kernel"
     dev = tiny("gpu")
     dev.final_softcap = 30.0  # a capped head (Gemma 2): the chunked loss on the logits, the cap composed before it
-    with devices.faked("gpu"):
+    with faked("gpu"):
         kernels = devices.enable_kernels(dev)
     assert dev.head_loss is None and isinstance(dev.fused_loss, devices.ChunkedLogitsLoss)
     assert "loss chunked on the logits" in kernels
@@ -259,7 +260,7 @@ def reference_flash(calls):
 def test_ascend_chooses_flash_attention_in_half_precision_and_composed_in_float32(monkeypatch):
     fake_soc(monkeypatch, FakeDevice("ascend", soc="ascend910b"))  # the chip, as MindSpore reports it
     dev = tiny("ascend", hidden_size=64)  # head size 16
-    with devices.faked("ascend"):
+    with faked("ascend"):
         kernels = devices.enable_kernels(dev, amp_level="O2", compute_dtype="float16")
     ops_used = [layer.self_attn.fused for layer in dev.model.layers]
     assert all(isinstance(op, devices.FlashAttention) and op.kernel is ops.flash_attention_score for op in ops_used)
@@ -267,11 +268,11 @@ def test_ascend_chooses_flash_attention_in_half_precision_and_composed_in_float3
     assert dev.fused_attention and dev.mask_free and "FlashAttentionScore" in kernels
     assert kernels.startswith("ascend (ascend910b): ")
     fp32 = tiny("ascend", hidden_size=64)
-    with devices.faked("ascend"):
+    with faked("ascend"):
         kernels = devices.enable_kernels(fp32)  # O0: attention computes in float32
     assert not fp32.fused_attention and "float16/bfloat16" in kernels
     packed = tiny("ascend", hidden_size=64)
-    with devices.faked("ascend"):
+    with faked("ascend"):
         kernels = devices.enable_kernels(packed, amp_level="O2", packed=True)
     assert not packed.fused_attention and "packed" in kernels
 
@@ -284,7 +285,7 @@ def test_ascend_keeps_attention_composed_on_a_910a_a_head_size_of_8_or_an_unknow
     first step, so the worker builds the composed attention and the setup event's `kernels` says why."""
     fake_soc(monkeypatch, FakeDevice("ascend", soc=soc))
     model = tiny("ascend", hidden_size=hidden)
-    with devices.faked("ascend"):
+    with faked("ascend"):
         kernels = devices.enable_kernels(model, amp_level="O2", compute_dtype="float16")
     assert not model.fused_attention and not model.mask_free
     assert all(layer.self_attn.fused is None for layer in model.model.layers)
@@ -322,7 +323,7 @@ def test_flash_attention_wiring_matches_the_composed_attention():
 # ---- item 9: reductions ------------------------------------------------------------------------------
 
 def test_devices_take_reduction_ops_not_the_cpu_matmul_trick():
-    with devices.faked("ascend"):
+    with faked("ascend"):
         mean, softmax = LastAxisMean(8), Softmax()
     assert not mean.by_matmul and not softmax.by_matmul
     assert LastAxisMean(8).by_matmul and Softmax().by_matmul
@@ -401,7 +402,7 @@ def test_peak_is_summed_on_the_cpu_and_the_largest_device_elsewhere():
 
 
 def test_the_monitor_charts_the_largest_device_and_each_rank(tmp_path):
-    from app.metrics import RunCharts
+    from app.charts.metrics import RunCharts
     from core.run.rundir import RunDir
     run = RunDir.create(tmp_path / "runs", "r1", "method: lora\n")
     run.append_metrics([TrainRecord(step=5, time=1.0, loss=1.0, peak_mem_mb=900.0, peak_mem_ranks_mb=[900.0, 850.0]),
@@ -502,7 +503,7 @@ def test_bf16_is_refused_by_name_on_an_ascend_910a():
     assert device_paths.bf16_problem("gpu", None, True) is None
     config = Config().with_updates({"parallel.device": "ascend", "precision.amp_level": "O2",
                                     "precision.compute_dtype": "bfloat16"})
-    with devices.faked("ascend"):
+    with faked("ascend"):
         with pytest.raises(ConfigError, match="ascend910.*use float16"):
             devices.check_bf16(config, soc="ascend910")
         devices.check_bf16(config, soc="ascend910b")

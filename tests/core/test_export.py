@@ -9,7 +9,7 @@ import pytest
 import mindspore as ms
 
 from core.engine.export import ExportError, export_run, load_trained_model
-from core.engine.export_main import main as export_main
+from core.export import main as export_main
 from core.engine.model import CausalLM, ModelArgs
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from core.engine.export import ExportError, export_run
-from core.engine.export_main import main as export_main
+from core.export import main as export_main
 from core.spec.model_args import INDEX_NAME
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace

@@ -304,7 +304,7 @@ def test_steps_logged_again_after_a_kill_and_resume_count_once(workspace):
     """kill -9 of a worker some steps past its last checkpoint, then a resume from that checkpoint (as
     the console's Resume does): the lost steps are logged again by attempt 2; every record names its
     attempt, and the readers (the file's current records, the charts) hold each step once, attempt 2's."""
-    from app.metrics import RunCharts
+    from app.charts.metrics import RunCharts
     from core.run.atomic import atomic_write
     from core.run.records import EvalRecord, ResumeEvent, TrainRecord, current_records
     run = create(workspace, "train.max_steps=40", "train.save_every=5", "train.eval_every=10", "train.log_every=1",

@@ -10,7 +10,8 @@ import mindspore as ms
 
 from core.engine.checkpoint import load_hf_model
 from core.engine.generate import SamplingSettings, generate
-from core.spec.model_args import ModelArgs, ModelConfigError
+from core.spec.model_args import ModelArgs
+from core.spec.errors import ModelConfigError
 from tests.core.family_fixtures import (PHI3_MINI_4K, PHI4, PHI4_MINI_INSTRUCT, make_model, rewrite_config,
                                         save_model, v4_spelling)
 from tests.core.hf_fixtures import assert_logit_parity, random_ids, save_hf_model

@@ -136,7 +136,7 @@ def test_merged_folder_loads_in_transformers_with_equal_logits(runs, kind, ids):
 
 
 def test_catalog_row_and_lora_target_names(runs):
-    from app.catalog import describe
+    from app.data.catalog import describe
     entry = describe(runs.model_dir)
     assert entry.loadable, entry.reason
     hf = _hf_class(runs).from_pretrained(str(runs.model_dir))

@@ -17,7 +17,7 @@ import pytest
 
 from core.engine import gguf_export, gguf_merge, gguf_run
 from core.engine.export import ExportError
-from core.engine.export_main import main as export_main
+from core.export import main as export_main
 from core.engine.gguf_export import GgufError, gguf_problem, permute_rows, write_gguf
 from core.engine.ollama import TemplateError, modelfile_for, read_layout
 from core.data.tokenizer import Tokenizer

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.engine.checkpoint import verified_folder
+from core.run.ckpt_store import verified_folder
 from core.run.rundir import RunDir
 from core.train import main as train_main
 from tests.core.test_train import assert_same_losses, losses, records, run_cli

@@ -13,7 +13,7 @@ from mindspore import nn
 import core.engine.lora as lora
 from core.engine.lora import LoRADense, LoraError
 from core.engine.model import CausalLM, ModelArgs
-from core.spec.model_args import PROJECTION_NAMES
+from core.spec.families import PROJECTION_NAMES
 
 LLAMA = dict(architectures=["LlamaForCausalLM"], vocab_size=61, hidden_size=32, intermediate_size=48,
              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)

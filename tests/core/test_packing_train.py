@@ -9,7 +9,8 @@ import mindspore as ms
 from mindspore import Tensor
 
 import core.engine.fused as fused
-from core.data.pipeline import IGNORE_INDEX, Sample, collate, collate_packed, eval_batches, pack_rows
+from core.data.pipeline import IGNORE_INDEX, Sample, collate, eval_batches
+from core.data.packing import collate_packed, pack_rows
 from core.engine.generate import use_device
 from core.engine.model import CausalLM, ModelArgs
 from core.engine.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, step_inputs

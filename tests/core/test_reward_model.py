@@ -201,7 +201,8 @@ def _pair_rows(n: int, seed: int) -> list[dict]:
 def _save_run(workspace, run_id, method="lora", objective="reward", state="finished"):
     """A run folder as a reward run leaves it: config.yaml, checkpoints/best (the adapters or weights
     and the head, B ≠ 0 so the adapter matters) and its status. Returns (run, config, model, head)."""
-    from core.engine.checkpoint import file_sha256, save_train_checkpoint, weight_files
+    from core.spec.model_args import file_sha256, weight_files
+    from core.run.ckpt_store import save_train_checkpoint
     from core.run.rundir import RunDir
     from core.spec.config import load_config
     data = workspace.parent / "data"
@@ -323,7 +324,8 @@ def test_scorer_refuses_runs_and_inputs_it_cannot_score_naming_them_in_both_lang
 
 def _headless_checkpoint_as_reward(workspace):
     """A LoRA checkpoint of adapters only (as an SFT run's) read as a reward model."""
-    from core.engine.checkpoint import load_train_checkpoint, save_train_checkpoint
+    from core.engine.checkpoint import load_train_checkpoint
+    from core.run.ckpt_store import save_train_checkpoint
     from core.engine.export import load_reward_model
     run, *_ = _save_run(workspace, "rm-headless")
     weights, opt, state = load_train_checkpoint(run.checkpoint("best"))

@@ -11,7 +11,8 @@ from safetensors.numpy import load_file, save_file
 import mindspore as ms  # noqa: F401  (registers numpy's bfloat16)
 from mindspore import Tensor
 
-from core.engine.checkpoint import CheckpointError, SafetensorsFiles
+from core.engine.checkpoint import SafetensorsFiles
+from core.spec.errors import CheckpointError
 from core.weights.safetensors_io import SafetensorsReader, TensorEntry, entry_of, write_file
 
 

@@ -13,7 +13,8 @@ import yaml
 
 import core.engine.fused as fused
 import core.run.launcher as launcher
-from core.engine.checkpoint import file_sha256, load_train_checkpoint
+from core.engine.checkpoint import load_train_checkpoint
+from core.spec.model_args import file_sha256
 from core.run.rundir import RunDir
 from core.run.runs import display_name
 from core.train import main as train_main

@@ -1,4 +1,4 @@
-// The Runs tab's watcher (js_on_load of an empty block; see app/runs_tab.py). While the tab is on
+// The Runs tab's watcher (js_on_load of an empty block; see app/tabs/runs_tab.py). While the tab is on
 // screen it asks the server function `key` every few seconds for a fingerprint of the runs folder
 // and fires the Gradio "refresh" event only when that changed, so an idle tab costs the browser
 // nothing (a gr.Timer would fire a Gradio event, and so a page-wide status update, every time).

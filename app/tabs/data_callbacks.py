@@ -6,18 +6,19 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from core.spec.config import Config, ConfigError, DataSettings, GrpoSettings
-from core.data.pipeline import DataError, read_data_file, resolve_format
+from core.data.files import DataError, read_data_file
+from core.data.formats import resolve_format
 from core.data.files import file_names, split_path
 from core.data.pairs import file_kind
 from core.spec.errors import said_of
 from core.data.tokenizer import TokenizerError
 from core.spec.objectives import spec_of
 
-from app import catalog
+from app.data import catalog
 from app.context import Console
-from app.data_preview import (data_stats, error_html, histogram_html, preference_stats_markdown, preview_html,
+from app.data.data_preview import (data_stats, error_html, histogram_html, preference_stats_markdown, preview_html,
                               prompt_preview_html, prompt_stats_markdown, stats_markdown)
-from app.datasets import Dataset, UploadError, save_upload, upload_dataset
+from app.data.datasets import Dataset, UploadError, save_upload, upload_dataset
 from app.i18n import Said, problem_text, text
 from app.paths import OutsideRootsError, absolute, inside_roots
 

@@ -21,7 +21,7 @@ from core.spec.errors import said_of
 from core.run.records import TERMINAL_STATES, RunDirError, Status
 from core.run.rundir import RunDir
 
-from app.form import LOCAL, SLURM_PREFIX, parse_where
+from app.tabs.form import LOCAL, SLURM_PREFIX, parse_where
 from app.i18n import problem_text, text
 
 OFFER_TTL_S = 30.0        # sinfo is asked at most this often for the choices

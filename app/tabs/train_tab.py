@@ -14,14 +14,16 @@ import gradio as gr
 from core.spec.config import Config
 from core.spec.objectives import spec_of
 
-from app import catalog, data_callbacks, devices, form, form_sync
-from app.cluster import where_choices, where_note
-from app import train_callbacks as cb
+from app.data import catalog
+from app.tabs import data_callbacks, form, form_sync
+from app.runs import devices
+from app.runs.cluster import where_choices, where_note
+from app.tabs import train_callbacks as cb
 from app.context import Console
-from app.datasets import UploadError, picker_key
-from app.changes import show
+from app.data.datasets import UploadError, picker_key
+from app.tabs.changes import show
 from app.i18n import TEXTS, Labels, Said, action_text, problem_text, text
-from app.widgets import error_update, field_widget
+from app.tabs.widgets import error_update, field_widget
 
 UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".parquet", ".arrow", ".txt", ".gz", ".zip"]
 # the data preview folds itself on page loads after a browser's first look (see _data_section)
@@ -237,7 +239,7 @@ def _training_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -
 def _data_section(tab: TrainTab, labels: Labels, values: dict, info: dict) -> None:
     """The dataset's preview, then its files, split, length and statistics (folded). The picker and
     the upload are in the essentials. The preview is open at a browser's first look; later page
-    loads show it folded (app/data_preview_fold.js), and a pick or an upload opens it again: it
+    loads show it folded (app/tabs/data_preview_fold.js), and a pick or an upload opens it again: it
     answers them."""
     with gr.Accordion(labels("data.preview"), open=True, elem_id="data-preview-box") as preview_box:
         with gr.Row():

@@ -1,4 +1,4 @@
-// The Monitor tab's live feed (runs as the js_on_load of the run-state badge; see app/monitor_tab.py).
+// The Monitor tab's live feed (runs as the js_on_load of the run-state badge; see app/tabs/monitor_tab.py).
 // Polls the server function `feed` and writes the HTML it returns into the page's
 // [data-mt-slot] elements. This is deliberately not a Gradio event: every Gradio event makes the
 // page re-send a loading status to every component that ever took part in an event, which cost a
@@ -56,7 +56,7 @@ function pickerOpen() {  // the run picker's list of runs is shown (Gradio rende
 
 // A sync that was on its way when a person opened the run list changed the list under the pointer
 // (a run added at the top moved every option down): the list does not open while a sync is on its
-// way. The sync writes a new mark into #monitor-synced when it answers (app/monitor_tab.py); a press
+// way. The sync writes a new mark into #monitor-synced when it answers (app/tabs/monitor_tab.py); a press
 // on the picker before that waits for it (5 s at most), then opens the list with the new choices.
 let syncAsked = 0;
 let syncMark = null;

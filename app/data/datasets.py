@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from core.run.atomic import atomic_folder
-from core.data.pipeline import DATA_EXTENSIONS as CORE_DATA_EXTENSIONS
+from core.data.files import DATA_EXTENSIONS as CORE_DATA_EXTENSIONS
 from core.data.catalog import read_catalog
 from core.data.files import (DATASET_DICT_FILE, SPLIT_SEPARATOR, STATE_FILE, DataError, data_extension,
                              dataset_splits, is_catalog, role_split)

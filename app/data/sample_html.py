@@ -1,4 +1,4 @@
-"""One tokenized sample as the data previews draw it (app.data_preview, app.preference_preview):
+"""One tokenized sample as the data previews draw it (app.data.data_preview, app.data.preference_preview):
 the text cut where its labels switch between masked and trained, masked runs grey, trained runs
 green, truncated tokens announced at the end."""
 from __future__ import annotations

@@ -26,8 +26,8 @@ from core.run.rundir import MetricsReader, RunDir
 from core.run.runs import SCORE_LABELS
 from core.spec.objectives import ObjectiveSpec
 
-from app.figures import run_spec
-from app.sessions import most_recent
+from app.charts.figures import run_spec
+from app.auth.sessions import most_recent
 
 CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale", "answers",
           "reward_accuracy", "reward_margin", "logps", "reward", "reward_functions", "kl", "completions")
@@ -103,7 +103,7 @@ class RunCharts:
     # (SharedCharts) each remember the revisions they were sent
     revision: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHARTS, 0))
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-    drawn: dict = field(default_factory=dict, repr=False, compare=False)  # the pages' drawings (app.monitor_callbacks)
+    drawn: dict = field(default_factory=dict, repr=False, compare=False)  # the pages' drawings (app.tabs.monitor_callbacks)
     read_at: float = 0.0  # time.monotonic() of the pages' last update()
 
     def __post_init__(self) -> None:

@@ -21,15 +21,15 @@ from core.run.rundir import POINTERS, RunDir, resolve_inside
 from core.run.runs import RunSummary
 from core.spec.objectives import OBJECTIVES, SFT, ObjectiveSpec
 
-from app.access import SINGLE_USER, Viewer
-from app.cluster import queue_label, shown_state
-from app.changes import BOOKKEEPING, Change, applies, changes, changes_text, differing_keys, flat_config, show
+from app.auth.access import SINGLE_USER, Viewer
+from app.runs.cluster import queue_label, shown_state
+from app.tabs.changes import BOOKKEEPING, Change, applies, changes, changes_text, differing_keys, flat_config, show
 from app.context import Console
-from app.figures import SHARES, run_spec
+from app.charts.figures import SHARES, run_spec
 from app.i18n import TEXTS, Said, action_text, problem_text, reason_text, text
-from app.metrics import RunCharts
-from app.run_status import fmt_duration, reached_step, state_word, total_elapsed_s
-from app.svg_chart import line_chart
+from app.charts.metrics import RunCharts
+from app.runs.run_status import fmt_duration, reached_step, state_word, total_elapsed_s
+from app.charts.svg_chart import line_chart
 
 # The table: the run, its state and step, the figures its objective compares (core.spec.objectives:
 # perplexity and answer scores for SFT, reward accuracy and margin for a preference run...), then

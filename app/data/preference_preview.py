@@ -7,11 +7,12 @@ import html
 
 from core.data.files import DataFile
 from core.data.formats import Columns
-from core.data.preference import preference_records, tokenize_preference
+from core.data.preference import tokenize_preference
+from core.data.pairs import preference_records
 from core.data.tokenizer import Tokenizer
 
 from app.i18n import place_text, text
-from app.sample_html import legend, runs_html, token_runs
+from app.data.sample_html import legend, runs_html, token_runs
 
 
 def pair_preview_html(data: DataFile, kind: str, tokenizer: Tokenizer, max_seq_len: int, samples: int,

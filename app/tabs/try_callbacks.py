@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from core.run.launcher import REPO_ROOT
 from core.run.rundir import POINTERS
 
-from app import catalog
-from app.access import SINGLE_USER, Viewer, read_owner
+from app.data import catalog
+from app.auth.access import SINGLE_USER, Viewer, read_owner
 from app.context import Console
-from app.figures import run_label, run_spec
+from app.charts.figures import run_label, run_spec
 from app.i18n import Said, problem_text, text
 from core.spec.errors import said_of
 from core.spec.messages import Message

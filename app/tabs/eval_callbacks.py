@@ -18,7 +18,7 @@ from core.eval.eval_tasks import (EVALS_DIR, EvalError, EvalSettings, create_eva
 from core.run.records import TERMINAL_STATES, RunDirError
 from core.run.rundir import RunDir
 
-from app.access import SINGLE_USER, Viewer
+from app.auth.access import SINGLE_USER, Viewer
 from app.context import Console
 from app.i18n import TEXTS, problem_text, text
 

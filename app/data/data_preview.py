@@ -15,12 +15,14 @@ from pathlib import Path
 
 from core.spec.config import DataSettings
 from core.spec.messages import Message
-from core.data.pipeline import (FORMAT_FIELDS, IGNORE_INDEX, TAG_DEFAULTS, Columns, DataError, DataFile, DataStats,
-                       data_sources, ignored_fields, load_splits, read_data_file, source_files, tokenize_records)
+from core.data.pipeline import IGNORE_INDEX, DataStats, data_sources, load_splits, source_files, tokenize_records
+from core.data.formats import FORMAT_FIELDS, TAG_DEFAULTS, Columns, ignored_fields
+from core.data.files import DataError, DataFile, read_data_file
 from core.data.catalog import read_catalog
 from core.data.files import file_names, is_catalog, split_path
 from core.spec.errors import said_of
-from core.data.preference import PreferenceStats, file_kind, load_preference_splits, preference_sources
+from core.data.preference import PreferenceStats, load_preference_splits, preference_sources
+from core.data.pairs import file_kind
 from core.data.prompts import load_prompt_splits, prompt_sources, read_prompts, tokenize_prompts
 from core.spec.stats import PromptStats
 from core.data.tokenizer import Tokenizer, TokenizerError
@@ -28,8 +30,8 @@ from core.spec.objectives import spec_of
 
 from app.i18n import TEXTS, place_text, problem_text, text
 from app.paths import absolute
-from app.preference_preview import pair_preview_html
-from app.sample_html import legend, runs_html, token_runs
+from app.data.preference_preview import pair_preview_html
+from app.data.sample_html import legend, runs_html, token_runs
 
 PREVIEW_SAMPLES = 3
 CACHE_DIR = Path(".mindtune-cache") / "data"  # the worker's cache: a preview warms it for the run
@@ -88,7 +90,7 @@ def preview_html(model_dir: str, settings: DataSettings, samples: int = PREVIEW_
         if not isinstance(settings.train_file, list) and not is_catalog(absolute(split_path(first)[0])):
             raw = read_data_file(_absolute_name(settings.train_file), role="train", text_split=settings.text_split)
             kind = file_kind(raw, columns)
-            if kind is not None:  # preference pairs or KTO answers: side by side (app.preference_preview)
+            if kind is not None:  # preference pairs or KTO answers: side by side (app.data.preference_preview)
                 return pair_preview_html(raw, kind, tokenizer, settings.max_seq_len, samples, columns, lang,
                                          settings.overlong)
         elif _catalog_preference(settings):  # a catalogue's preference dataset (ranking: true or a kto_tag)

@@ -23,19 +23,19 @@ import gradio as gr
 
 from core.spec.config import describe_fields
 
-from app import monitor_callbacks as cb
+from app.tabs import monitor_callbacks as cb
 from app.context import Console
-from app.exports import GGUF_FORMATS, ZIP_FORMATS
+from app.runs.exports import GGUF_FORMATS, ZIP_FORMATS
 from app.i18n import Labels, action_text, text
-from app.metrics import empty_frame
-from app.run_status import state_html
-from app.sessions import session_lock
-from app.svg_chart import line_chart
-from app.widgets import field_widget
+from app.charts.metrics import empty_frame
+from app.runs.run_status import state_html
+from app.auth.sessions import session_lock
+from app.charts.svg_chart import line_chart
+from app.tabs.widgets import field_widget
 
 FEED_JS = Path(__file__).with_name("monitor_feed.js").read_text(encoding="utf-8")
 SHOW_NOW_JS = "(run) => { if (window.mindtuneMonitorNow) window.mindtuneMonitorNow(run); }"
-# chart -> elem_id; the charts are server-drawn SVG (see app/svg_chart.py for why)
+# chart -> elem_id; the charts are server-drawn SVG (see app/charts/svg_chart.py for why)
 CHARTS = {"loss": "loss-plot", "val_loss": "val-loss-plot", "val_ppl": "ppl-plot", "memory": "memory-plot",
           "tokens_per_s": "tps-plot", "lr": "lr-plot", "grad_norm": "grad-norm-plot", "loss_scale": "loss-scale-plot",
           "answers": "answers-plot", "reward_accuracy": "reward-accuracy-plot",
@@ -140,7 +140,7 @@ def build(console: Console, labels: Labels) -> MonitorTab:
                 tab.downloads[fmt] = gr.DownloadButton(
                     label=f"{labels(f'download.{fmt}')} · {labels('download.none')}", value=None, interactive=False,
                     elem_id=DOWNLOAD_IDS[fmt])
-    with gr.Row():  # a finished run as an OpenAI-compatible endpoint (app/serving.py, core.serve)
+    with gr.Row():  # a finished run as an OpenAI-compatible endpoint (app/runs/serving.py, core.serve)
         tab.out["serve"] = labels.bind(gr.Button(size="md", scale=0, min_width=200, elem_id="serve-button"),
                                        value="mon.serve")
         tab.out["serve_stop"] = labels.bind(gr.Button(size="md", scale=0, min_width=200, elem_id="serve-stop"),
@@ -198,7 +198,7 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
     inputs = [session, run, labels.toggle]
     tab.out["state"].sync(on_sync, inputs, outputs, show_progress="hidden", concurrency_limit=4,
                           trigger_mode="always_last", api_visibility="private")
-    # a pick by hand clears the other run's charts in the page at once (app/monitor_feed.js), then syncs;
+    # a pick by hand clears the other run's charts in the page at once (app/tabs/monitor_feed.js), then syncs;
     # it passes the run picked, which replaces one a Start/Open/Resume just picked: the hand's choice wins
     run.input(None, inputs=run, js=SHOW_NOW_JS, show_progress="hidden", api_visibility="private")
     run.input(on_sync, inputs, outputs, show_progress="hidden", trigger_mode="always_last", api_visibility="private")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app import try_callbacks as cb
+from app.tabs import try_callbacks as cb
 from app.context import Console
 from app.i18n import Labels
 

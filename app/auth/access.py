@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 from core.run.records import RunDirError, Status
 from core.run.rundir import RunDir
 
-from app.settings import Settings, is_loopback
+from app.settings import Settings
+from core.run.launcher import is_loopback
 
 
 @dataclass(frozen=True)

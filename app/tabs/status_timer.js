@@ -1,4 +1,4 @@
-// Runs before Gradio's own scripts (app/early_script.py puts it at the top of the page's <head>).
+// Runs before Gradio's own scripts (app/tabs/early_script.py puts it at the top of the page's <head>).
 // Gradio 6.31's status tracker counts an event's elapsed time with a requestAnimationFrame loop, and
 // on this console at least one such loop never stops, even on an idle page: the page then renders 60
 // frames a second for as long as it is open. Measured in headless Chromium on an idle console: 17.7%

@@ -1,5 +1,5 @@
 """The reward functions a GRPO run keeps out of its own process (core.eval.rewards starts this once per
-run: `python -m core.eval.reward_worker`, no shell): the user's Python files, so that
+run: `python -m core.reward_worker`, no shell): the user's Python files, so that
 grpo.reward_timeout_s can stop one that runs too long, and the `math` built-in, whose math-verify
 brings sympy (~45 MB, 0.7 s to import) and times its parsing out with signals.
 

@@ -1,7 +1,7 @@
 """Monitor tab callbacks: each poll of the page turns a run's files into chart data and words.
 
 The page polls `feed` twice a second while a run is active (through a Gradio server function, not
-a Gradio event: see app/monitor_tab.py for why). A page keeps a `MonitorSession` here, keyed by a
+a Gradio event: see app/tabs/monitor_tab.py for why). A page keeps a `MonitorSession` here, keyed by a
 token the page made up: the run it watches, that run's `RunCharts` (which read the metrics file
 incrementally; one per run, shared by all pages through the console's `SharedCharts`, with each
 chart drawn once per change for all of them), and what was last sent, so each poll sends only what
@@ -30,16 +30,16 @@ from core.run.launcher import LaunchError
 from core.run.records import TERMINAL_STATES, EvalRecord, RunDirError, Status
 from core.run.rundir import RunDir
 
-from app.access import SINGLE_USER, Viewer
+from app.auth.access import SINGLE_USER, Viewer
 from app.background import run_with_ticks
-from app.cluster import cancelled, cluster_html, is_cluster, rank_node, shown_state
+from app.runs.cluster import cancelled, cluster_html, is_cluster, rank_node, shown_state
 from app.context import Console
-from app.sessions import most_recent, session_lock
-from app.exports import FORMATS, ExportFailed, check_summary, export_target, run_export
+from app.auth.sessions import most_recent, session_lock
+from app.runs.exports import FORMATS, ExportFailed, check_summary, export_target, run_export
 from app.i18n import TEXTS, Said, recognise_said, text
-from app.metrics import RunCharts
-from app.run_status import failure_html, phase, reached_step, state_html, status_html, status_line
-from app.svg_chart import line_chart
+from app.charts.metrics import RunCharts
+from app.runs.run_status import failure_html, phase, reached_step, state_html, status_html, status_line
+from app.charts.svg_chart import line_chart
 
 RUN_LIST_EVERY_TICKS = 5
 ACTIVE_POLL_S = 0.5   # how often a page polls while its run is going
@@ -410,7 +410,7 @@ def chart_words(lang: str = "en") -> dict[str, Any]:
 
 
 def series_text(name: str, lang: str = "en") -> str:
-    """A Monitor chart's series (app.metrics names them by the series.* texts: 'val loss EMA',
+    """A Monitor chart's series (app.charts.metrics names them by the series.* texts: 'val loss EMA',
     'best val_loss', 'rank 1', a fork's 'loss (parent)') in `lang`, read back by those texts'
     templates; a name no text knows is shown as it is."""
     said = recognise_said(name, "series.")
@@ -468,7 +468,7 @@ def stop(console: Console, run_id: str | None, graceful: bool, viewer: Viewer = 
         return Said("check.warn", problem=err)
 
 
-# ---- Serve: an OpenAI-compatible endpoint for a finished run (app/serving.py) -------------------
+# ---- Serve: an OpenAI-compatible endpoint for a finished run (app/runs/serving.py) -------------------
 
 SERVABLE_STATES = ("finished", "early_stopped", "stopped")
 

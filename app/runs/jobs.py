@@ -38,8 +38,8 @@ from core.run.rundir import RunDir
 from core.run.runs import RunSummary, list_runs
 from core.run.slurm import ENDED_STATES
 
-from app.access import SINGLE_USER, Viewer, read_owner, visible
-from app.cluster import LOCAL, cluster_of
+from app.auth.access import SINGLE_USER, Viewer, read_owner, visible
+from app.runs.cluster import LOCAL, cluster_of
 from app.i18n import Said, text
 
 DEDUPE_WINDOW_S = 10.0  # the same config submitted again within this window is the same request
@@ -112,14 +112,16 @@ class JobManager:
     # -- starting --
 
     def start(self, config: Config, owner: str | None = None, parent: tuple[str, int | None] | None = None,
-              ) -> StartResult:
+              workers_checked: bool = False) -> StartResult:
         """Create a run for `config` and launch it now, or queue it when its devices are busy; once:
         a repeat of the same request within the window returns the run already made instead of a
         second one. `owner` (the logged-in user) and `parent` (the run, and checkpoint step of a
-        fork, it was made from) are recorded in the run's status before the worker starts."""
+        fork, it was made from) are recorded in the run's status before the worker starts. Whether this
+        machine holds the workers is checked here, once, before the run folder is made, unless the
+        caller did (`workers_checked`: the Start button's form check); the launch does not check again."""
         config.validate()
         cluster = config.launch.backend != LOCAL
-        if not cluster:  # a cluster run's workers are on its nodes, not here
+        if not cluster and not workers_checked:  # a cluster run's workers are on its nodes, not here
             launcher.check_workers_available(config.parallel.data_parallel, config.parallel.device)
         key = hashlib.sha256(f"{owner}\n{parent}\n{config.to_yaml()}".encode()).hexdigest()
         with self._lock:
@@ -408,23 +410,30 @@ class JobManager:
         return entries
 
     def cluster_queue(self, viewer: Viewer = SINGLE_USER) -> list[QueueEntry]:
-        """The cluster runs `viewer` may see that are pending in Slurm, in Slurm's order (its
-        `queue`: by priority, then submission), each with its place among every pending job."""
-        pending = [s for s in list_runs(self.runs_dir) if s.state == "queued" and self._backend_name(s) != LOCAL]
-        if not pending:
-            return []
-        by_id = {s.run_id: s for s in pending}
-        try:
-            order = [e.run_id for e in self.backend("slurm").queue(self.runs_dir) if e.state == "PENDING"]
-        except (launcher.LaunchError, OSError) as err:  # Slurm does not answer: the order they were submitted in
-            print(f"mindtune: Slurm queue: {err}", flush=True)
-            order = sorted(by_id, key=lambda r: (by_id[r].status.cluster.submitted_at or 0.0, r))
+        """The cluster runs `viewer` may see that are pending in their scheduler, per backend in the
+        scheduler's order when the backend can list its queue (`can_queue`: Slurm's by priority, then
+        submission), else in the order they were submitted; each with its place among every pending job."""
+        pending: dict[str, dict[str, RunSummary]] = {}
+        for summary in list_runs(self.runs_dir):
+            if summary.state == "queued" and (name := self._backend_name(summary)) != LOCAL:
+                pending.setdefault(name, {})[summary.run_id] = summary
         entries = []
-        for place, run_id in enumerate(order, start=1):
-            summary = by_id.get(run_id)
-            if summary is not None and viewer.may_see(summary.status):
-                entries.append(QueueEntry(run_id, place, "slurm", summary.status.owner))
+        for name, by_id in pending.items():
+            for place, run_id in enumerate(self._scheduler_order(name, by_id), start=1):
+                summary = by_id.get(run_id)
+                if summary is not None and viewer.may_see(summary.status):
+                    entries.append(QueueEntry(run_id, place, name, summary.status.owner))
         return entries
+
+    def _scheduler_order(self, name: str, by_id: dict[str, RunSummary]) -> list[str]:
+        """The pending runs' ids in the order backend `name`'s scheduler will start them."""
+        backend = self.backend(name)
+        if backend.can_queue:
+            try:
+                return [e.run_id for e in backend.queue(self.runs_dir) if e.state == "PENDING"]
+            except (launcher.LaunchError, OSError) as err:  # the scheduler does not answer: submission order
+                print(f"mindtune: {name} queue: {err}", flush=True)
+        return sorted(by_id, key=lambda r: (by_id[r].status.cluster.submitted_at or 0.0, r))
 
     def move(self, run_id: str, offset: int, viewer: Viewer = SINGLE_USER) -> str:
         """Move a queued run `offset` places earlier (-1) or later (+1) among the queued runs

@@ -17,7 +17,7 @@ from core.run.records import FAILURE_KINDS, TERMINAL_STATES, Status
 from core.spec.messages import CATALOGUE, Message, ids_of, recognise_located
 from core.spec.objectives import SFT, ObjectiveSpec
 
-from app.figures import figure_label, figure_value
+from app.charts.figures import figure_label, figure_value
 from app.i18n import TEXTS, reason_text, text
 
 # Why a failed run failed, for runs whose worker wrote no failure_kind (killed, out of memory; older

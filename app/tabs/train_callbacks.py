@@ -25,19 +25,23 @@ from core.spec.config import Config, ConfigError, deep_merge, joined, load_confi
 from core.spec.messages import Message
 from core.spec.objectives import spec_of
 from core.eval.rewards import check_rewards
-from core.data.pipeline import DataError, run_seq_len
+from core.data.pipeline import run_seq_len
+from core.data.files import DataError
 from core.data.files import file_names, split_path
-from core.spec.model_args import CheckpointError, check_run_settings, read_model_args
+from core.spec.model_args import check_run_settings, read_model_args
+from core.spec.errors import CheckpointError
 from core.run.rundir import RunDir
 from core.data.tokenizer import TokenizerError
 
-from app import catalog, data_preview, devices, form
-from app.access import SINGLE_USER, Viewer
+from app.data import catalog, data_preview
+from app.runs import devices
+from app.tabs import form
+from app.auth.access import SINGLE_USER, Viewer
 from app.background import run_with_ticks
-from app.cluster import cluster_errors
-from app.changes import Change, applies, changes, changes_text, flatten, same, show
+from app.runs.cluster import cluster_errors
+from app.tabs.changes import Change, applies, changes, changes_text, flatten, same, show
 from app.context import Console
-from app.figures import compared_name, figure_label, figure_value, final_value, run_spec
+from app.charts.figures import compared_name, figure_label, figure_value, final_value, run_spec
 from app.i18n import Said, memory_note, problem_text, text
 from core.spec.errors import said_of
 from app.paths import OutsideRootsError, inside_roots
@@ -128,7 +132,7 @@ def console_errors(config: Config, console: Console, data: bool = True) -> dict[
             if message:
                 errors[key] = message
     if data and not errors:  # the files are there: can the worker read them? (a malformed line blocks Start)
-        from app.data_callbacks import data_problems
+        from app.tabs.data_callbacks import data_problems
         errors.update(data_problems(config, console))
     if spec_of(config.train.objective).rewards:
         problems = reward_problems(config, console, data=data and not errors)
@@ -156,7 +160,7 @@ def reward_problems(config: Config, console: Console, data: bool = True) -> list
     finished reward run. Each a message by id."""
     columns = None
     if data:
-        from app.data_callbacks import prompt_columns
+        from app.tabs.data_callbacks import prompt_columns
         columns = prompt_columns(config, console)
     return [problem.reason for problem in check_rewards(config, columns, allowed_dirs=console.settings.rewards_dirs)]
 
@@ -194,7 +198,7 @@ def _data_file_error(name: str, console: Console) -> str | None:
 def dataset_fields(train_file: str, console: Console) -> dict[str, Any]:
     """The data.* values for a dataset picked by its training file; a dataset without a validation
     file gets a tenth of train held out."""
-    from app.datasets import find_by_train_file
+    from app.data.datasets import find_by_train_file
 
     dataset = find_by_train_file(console.datasets(), train_file)
     if dataset is None:
@@ -650,7 +654,7 @@ def start(values: Mapping[str, Any], console: Console, owner: str | None = None,
     parent = (reference.run_id, reference.step) if reference is not None else None
     config = launch_config(config, reference)
     try:
-        result = console.jobs.start(config, owner=owner, parent=parent)
+        result = console.jobs.start(config, owner=owner, parent=parent, workers_checked=True)  # check_form did
     except ConfigError as err:
         return StartOutcome(None, Said("act.not_started"), form.errors_by_widget(err.errors))
     except (launcher.LaunchError, OSError) as err:

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Iterable
 
 from core.spec.messages import Message
-from core.spec.model_args import (INDEX_NAME, PROJECTION_NAMES, CheckpointError, read_model_args,
-                             weight_files)
+from core.spec.model_args import INDEX_NAME, read_model_args, weight_files
+from core.spec.families import PROJECTION_NAMES
+from core.spec.errors import CheckpointError
 
 from app.paths import absolute, for_config
 

@@ -2,7 +2,7 @@
 
 The table refreshes when the runs folder changed: a small script (runs_watch.js) asks the server
 function `runs_callbacks.folder_key` every few seconds while the tab is on screen and fires the
-"refresh" event only when the answer differs (see app/monitor_tab.py for why not a gr.Timer).
+"refresh" event only when the answer differs (see app/tabs/monitor_tab.py for why not a gr.Timer).
 """
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from app import form_sync
-from app import eval_callbacks as ev
-from app import runs_callbacks as cb
+from app.tabs import form_sync
+from app.tabs import eval_callbacks as ev
+from app.tabs import runs_callbacks as cb
 from app.context import Console
 from app.i18n import Labels, action_text, text
-from app.sessions import session_lock
+from app.auth.sessions import session_lock
 
 REFRESH_S = 3.0
 WATCH_JS = Path(__file__).with_name("runs_watch.js").read_text(encoding="utf-8").replace(
@@ -102,7 +102,7 @@ def build(console: Console, labels: Labels) -> RunsTab:
 
 
 def _build_evaluate(out: dict, console: Console, labels: Labels) -> None:
-    """The Evaluate action (app/eval_callbacks.py): tasks, targets, start, stop, base vs best scores."""
+    """The Evaluate action (app/tabs/eval_callbacks.py): tasks, targets, start, stop, base vs best scores."""
     with labels.bind(gr.Accordion(open=False, elem_id="eval-panel"), label="eval.start"):
         labels.bind(gr.Markdown(), value="eval.title")
         with gr.Row():

@@ -1,0 +1,1 @@
+"""Who may see and do what: logins, run ownership, per-session locks."""

@@ -1,0 +1,1 @@
+"""Datasets as the console lists and previews them: the model and data catalogs, the previews."""
