@@ -1,16 +1,19 @@
-"""Generate the demo GRPO prompt set: where each child of the demo's "tiny world" went, asked in ways the
-demo SFT run never saw, with the one-word answer a program checks (exact match).
+"""Generate the demo GRPO prompt set: the colour of each child's thing in the demo's "tiny world", asked
+after a sentence that names the child and the thing, with the one-word answer a program checks (exact
+match).
 
-The world is fixed (data/make_demo_data.py: each of 40 children always goes to the same one of 20
-places), and the shipped model knows it: after "<name> went to the" its top next token is the child's
-place for 85% of the children. The demo SFT run (configs/lora_demo.yaml) learnt to answer "Where did
-<name> go?" with a place, but asked "What place did <name> go to?" it answers a colour, as it does for
-its "What color is ..." questions: it starts near 0. GRPO from its checkpoint has to learn, from the
-reward alone, to answer these questions with a place, and which place is each child's.
+The world is fixed (data/make_demo_data.py: each of 40 children always has the same coloured thing), and
+the demo SFT run (configs/lora_demo.yaml) knows the colours: asked "What color is <name>'s <thing>?" its
+greedy answer is the child's colour for 65% of the children. Asked the same after a sentence such as
+"<name> has a <thing>." (a wording its SFT data never used) it answers one default colour ("blue" or
+"white") for nearly every child: 15% right, the validation reward GRPO starts from. Sampled, the child's
+own colour comes up among its answers, so GRPO has to learn from the reward alone to answer with the
+child's colour, not the default; the world is fixed, so validation asks the same facts in a wording train
+never uses. Chosen by measurement over place, colour, thing and name questions (data/README.md).
 
 `python data/make_grpo_demo.py` writes data/demo-grpo/{train,validation}.jsonl, one JSON object per
-line: `prompt` (the user's message) and `answer` (the place). Train asks every child in each of
-TRAIN_FORMS; validation asks every child in VALIDATION_FORM, a wording train never uses. Deterministic.
+line: `prompt` (the user's message) and `answer` (the colour). Train asks every child in each of
+TRAIN_FORMS; validation asks every child in VALIDATION_FORM. Deterministic.
 """
 from __future__ import annotations
 
@@ -23,13 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_demo_data import WORLD  # noqa: E402
 
 INSTRUCTION = "Answer the question with one word."
-TRAIN_FORMS = ("What place did {name} go to?", "Which place did {name} go to?", "Name the place {name} went to.",
-               "Where did {name} go?")
-VALIDATION_FORM = "To what place did {name} go?"
+TRAIN_FORMS = ("{name} has a {thing}. Which color?", "{name} had a {thing}. Say its color.",
+               "{name} took a {thing} to the {place}. What color was it?", "{name}'s {thing} is which color?")
+VALIDATION_FORM = "{name} has a {thing}. What color is it?"
 
 
 def row(form: str, name: str) -> dict[str, str]:
-    return {"prompt": f"{INSTRUCTION}\n\nQuestion: {form.format(name=name)}", "answer": WORLD[name].place}
+    child = WORLD[name]
+    question = form.format(name=name, thing=child.obj, place=child.place)
+    return {"prompt": f"{INSTRUCTION}\n\nQuestion: {question}", "answer": child.color}
 
 
 def make_splits() -> dict[str, list[dict[str, str]]]:

@@ -226,6 +226,31 @@ def test_the_demo_grpo_set_is_its_script_and_passes_the_config_checks(tmp_path, 
         {c.conversation.messages[-1]["content"] for c in validation}  # validation asks in a wording train never uses
 
 
+def test_the_demo_grpo_set_asks_the_world_s_colours_in_a_held_out_wording():
+    import re
+    import sys
+
+    sys.path.insert(0, str(ROOT / "data"))
+    from make_demo_data import COLORS, WORLD
+
+    rows = {split: [json.loads(line) for line in (ROOT / "data" / "demo-grpo" / f"{split}.jsonl").open(encoding="utf-8")]
+            for split in ("train", "validation")}
+
+    def wording(row: dict) -> str:  # the question with its child, thing and place taken out
+        name = next(n for n in WORLD if row["prompt"].split("Question: ")[1].startswith(n))
+        child = WORLD[name]
+        assert row["answer"] == child.color in COLORS  # the world's fact, one word
+        for word, slot in ((name, "<name>"), (child.obj, "<thing>"), (child.place, "<place>")):
+            text = re.sub(rf"\b{word}\b", slot, row["prompt"] if slot == "<name>" else text)
+        return text
+
+    train, validation = ({wording(r) for r in rows[s]} for s in ("train", "validation"))
+    assert (len(train), len(validation)) == (4, 1) and not train & validation  # validation's wording is never trained
+    for split in rows:  # every child once per wording
+        assert sorted(r["prompt"].split("Question: ")[1].split(" ")[0].split("'")[0] for r in rows[split]) == \
+            sorted(list(WORLD) * (len(rows[split]) // len(WORLD)))
+
+
 def test_a_batch_feeds_the_rewards_one_value_per_completion(tokenizer):
     from core.eval.rewards import RewardSet
 
