@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import skips
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 SCRIPTS = sorted(p.stem for p in BENCH.glob("*.py") if p.stem != "__init__")
@@ -106,5 +108,5 @@ def test_every_import_of_the_bench_scripts_resolves_as_a_script_runs_it():
     absent = sorted({missing for missing, _ in failed.values()
                      if missing and missing.split(".")[0] not in {"bench", "core", "app", "tests"}})
     if absent and all(missing in absent for missing, _ in failed.values()):
-        pytest.skip(f"could not import {', '.join(absent)} (requirements-dev.txt)")
+        skips.skip("reference", f"could not import {', '.join(absent)} (requirements-dev.txt)")
     assert failed == {}, "\n".join(f"{statement}: {error}" for statement, (_, error) in failed.items())

@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-pytest.importorskip("lm_eval")
+from tests import skips
+
+skips.module("lm_eval")
 
 import core.run.launcher as launcher  # noqa: E402
 from core.eval.eval_tasks import EvalSettings, create_eval_run  # noqa: E402

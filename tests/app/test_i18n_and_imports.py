@@ -10,6 +10,8 @@ from core.run.launcher import REPO_ROOT
 
 from app.i18n import TEXTS, Labels, text
 
+from tests import skips
+
 
 def test_every_text_has_both_languages():
     missing = [k for k, (en, zh) in TEXTS.items() if not en or not zh]
@@ -87,7 +89,7 @@ def test_the_allowed_symbols_are_in_an_installed_font_when_fontconfig_is_here():
     import shutil
 
     if shutil.which("fc-list") is None:
-        pytest.skip("no fontconfig on this machine")
+        skips.skip("machine", "no fontconfig on this machine")
     missing = [c for c in sorted(DRAWABLE_SYMBOLS)
                if not subprocess.run(["fc-list", f":charset={ord(c):x}", "family"], capture_output=True,
                                      text=True, timeout=30).stdout.strip()]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests import skips
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def glibc() -> bool:
         return False
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or not glibc(), reason="glibc's mallopt")
+@skips.unless(sys.platform.startswith("linux") and bool(glibc()), "machine", "glibc's mallopt")
 def test_the_console_caps_malloc_arenas_unless_the_environment_says_otherwise():
     unlimited = arenas("no")
     assert unlimited["arenas"] > 2  # 8 threads at once get arenas of their own

@@ -29,6 +29,8 @@ from core.spec.families import FAMILIES
 from core.spec.messages import CATALOGUE, Message
 
 from app.i18n import MESSAGES_ZH, problem_text, reason_text
+
+from tests import skips
 from tests.app.english import english_words
 from tests.app.test_messages_run import raised, said_by_id
 
@@ -62,7 +64,7 @@ def _controller_down(monkeypatch, tmp_path) -> None:
     cluster is up (CI starts it), the clients read a copy of its slurm.conf whose controller port is
     closed (SLURM_CONF), so they fail as they do with the controller down."""
     if shutil.which("scontrol") is None or shutil.which("sbatch") is None:
-        pytest.skip("no Slurm client commands on this machine")
+        skips.skip("slurm", "no Slurm client commands on this machine")
     if slurm.available() is None:
         conf = Path(os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf")
         with socket.socket() as probe:  # a port nothing listens on
@@ -170,7 +172,7 @@ def _not_submitted_config(run, tmp_path, monkeypatch) -> Message:
 def _no_answer(run, tmp_path, monkeypatch) -> Message:
     """A Slurm command that does not answer in time: the real sinfo, given no time at all."""
     if shutil.which("sinfo") is None:
-        pytest.skip("no sinfo on this machine")
+        skips.skip("slurm", "no sinfo on this machine")
     return _said(raised(lambda: slurm._slurm(["sinfo", "-h"], timeout_s=0.001), slurm.SlurmError))
 
 
@@ -252,7 +254,7 @@ def _tracker_events(run: RunDir, tracker) -> list[TrackerEvent]:
 
 
 def _mlflow_failed(run, tmp_path, monkeypatch) -> Message:
-    pytest.importorskip("mlflow")
+    skips.module("mlflow")
 
     class Refusing(Exception):
         pass
@@ -266,7 +268,7 @@ def _mlflow_failed(run, tmp_path, monkeypatch) -> Message:
 
 
 def _swanlab_failed(run, tmp_path, monkeypatch) -> Message:
-    pytest.importorskip("swanlab")
+    skips.module("swanlab")
 
     def refuse(*args, **kwargs):
         raise RuntimeError("swanlab: not logged in")
@@ -287,7 +289,7 @@ def _goes_on(run, tmp_path, monkeypatch) -> Message:
 
 
 def _mirroring(run, tmp_path, monkeypatch) -> Message:
-    pytest.importorskip("tensorboardX")
+    skips.module("tensorboardX")
     events = []
     tracking.Trackers.open(Config().with_updates({"tracking": ["tensorboard"]}), run, False, events.append).close("done")
     return events[-1].message

@@ -22,6 +22,8 @@ import core.run.ckpt_store as cs
 from core.run.launcher import REPO_ROOT
 from core.spec.model_args import CheckpointError
 
+from tests import skips
+
 
 def save(root: Path, step: int, value: float, pointers=("last",), size: int = 64) -> Path:
     weights = {"layer.w": np.full((size, 4), value, np.float32), "layer.b": np.full(4, value, np.float16)}
@@ -266,7 +268,7 @@ def tiny_disk(tmp_path):
     mount.mkdir()
     result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(mount)], capture_output=True, text=True)
     if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or 'not root'})")
+        skips.skip("root", f"cannot mount a tmpfs here ({result.stderr.strip() or 'not root'})")
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=False)
 

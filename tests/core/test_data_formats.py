@@ -15,6 +15,8 @@ from core.spec.config import DATA_COLUMN_KEYS, DataSettings
 from core.data.pipeline import IGNORE_INDEX, Columns
 from core.data.formats import MAPPING_KEYS
 from core.data.tokenizer import Tokenizer
+
+from tests import skips
 from tests.core.test_data import CHATML, make_tokenizer_dir, raises, write_csv, write_jsonl
 from tests.core.test_tokenizer import chatml_backend, make_folder
 
@@ -99,7 +101,7 @@ def tool_tok(tool_folder) -> Tokenizer:
 
 @pytest.fixture(scope="module")
 def hf_tool_tok(tool_folder):
-    transformers = pytest.importorskip("transformers")
+    transformers = skips.module("transformers")
     transformers.logging.set_verbosity_error()
     return transformers.AutoTokenizer.from_pretrained(str(tool_folder))
 

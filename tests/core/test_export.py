@@ -12,10 +12,12 @@ from core.engine.export import ExportError, export_run, load_trained_model
 from core.engine.export_main import main as export_main
 from core.engine.model import CausalLM, ModelArgs
 from core.train import main as train_main
+
+from tests import skips
 from tests.core.tiny_setup import make_workspace
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
 
 TOLERANCE = 1e-4
 
@@ -48,7 +50,7 @@ def _hf_logits(model, ids) -> np.ndarray:
 
 
 def test_peft_adapter_loads_in_peft_with_equal_logits(lora_run, ids):
-    peft = pytest.importorskip("peft")
+    peft = skips.module("peft")
     out = export_run(lora_run, "best", "peft")
     config = json.loads((out / "adapter_config.json").read_text())
     assert config["peft_type"] == "LORA" and config["r"] == 4 and config["lora_alpha"] == 8

@@ -14,11 +14,13 @@ from core.engine.export import ExportError, export_run
 from core.engine.export_main import main as export_main
 from core.spec.model_args import INDEX_NAME
 from core.train import main as train_main
+
+from tests import skips
 from tests.core.tiny_setup import make_workspace
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
+safetensors_torch = skips.module("safetensors.torch")
 
 REPO = Path(__file__).resolve().parents[2]
 

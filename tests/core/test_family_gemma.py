@@ -11,12 +11,14 @@ import mindspore as ms
 from core.engine.checkpoint import load_hf_model
 from core.engine.generate import SamplingSettings, generate
 from core.spec.model_args import FULL, SLIDING, ModelArgs, ModelConfigError
+
+from tests import skips
 from tests.core.family_fixtures import (GEMMA2_2B, GEMMA3_1B, GEMMA3_4B, ID_LIMIT, make_model, rewrite_config,
                                         save_model, v4_spelling)
 from tests.core.hf_fixtures import assert_logit_parity, random_ids, save_hf_model
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
 
 TOLERANCE = 1e-4
 GEMMAS = ["gemma2", "gemma3", "gemma3-vision"]
@@ -217,7 +219,7 @@ def fused_generations(name, tmp_path, prompt_length, new_tokens):
     composed = generate(model, [prompt], settings)[0]
     how = fused.enable(model)
     if how.startswith("composed"):
-        pytest.skip(how)
+        skips.skip("kernels", how)
     assert how == "fused"
     cached = generate(model, [prompt], settings)[0]
     uncached = generate(model, [prompt], settings, use_cache=False)[0]
@@ -247,7 +249,7 @@ def test_fused_kernels_run_the_vision_checkpoints_language_model(tmp_path):
     model = load_hf_model(folder)
     how = fused.enable(model)
     if how.startswith("composed"):
-        pytest.skip(how)
+        skips.skip("kernels", how)
     assert how == "fused"
     ids = ids_for()
     assert_logit_parity(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy(), hf_logits(hf, ids))
@@ -287,7 +289,7 @@ def test_loss_kernel_soft_caps_the_logits_itself(tmp_path):
             if mode == "fused":
                 how = fused.enable(model)
                 if how.startswith("composed"):
-                    pytest.skip(how)
+                    skips.skip("kernels", how)
                 assert how == "fused" and model.cap_in_loss == (name == "gemma2")
                 assert_logit_parity(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy(), hf_logits(hf, ids))
             results[mode] = _loss_and_grads(model, ids, labels, mask), EvalStep(model)(ids, labels, mask)

@@ -11,13 +11,15 @@ import mindspore as ms
 from core.engine.checkpoint import load_hf_model
 from core.engine.generate import SamplingSettings, generate
 from core.spec.model_args import ModelArgs, ModelConfigError
+
+from tests import skips
 from tests.core.family_fixtures import (PHI3_MINI_4K, PHI4, PHI4_MINI_INSTRUCT, make_model, rewrite_config,
                                         save_model, v4_spelling)
 from tests.core.hf_fixtures import assert_logit_parity, random_ids, save_hf_model
 from tests.core.test_family_gemma import fused_generations, hf_logits, ours_logits
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
 
 TOLERANCE = 1e-4
 PHIS = ["phi3", "phi4-mini"]
@@ -194,7 +196,7 @@ def test_fused_and_compiled_longrope_picks_the_factors_per_forward(tmp_path):
     model = load_hf_model(folder)
     how = fused.enable(model)
     if how.startswith("composed"):
-        pytest.skip(how)
+        skips.skip("kernels", how)
     assert how == "fused"
     forward = ms.jit(model.construct)
     for length in (12, 24):

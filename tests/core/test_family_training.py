@@ -18,12 +18,14 @@ import core.engine.fused as fused
 from core.engine.export import export_run, load_trained_model
 from core.data.tokenizer import Tokenizer
 from core.train import main as train_main
+
+from tests import skips
 from tests.core.hf_fixtures import make_hf_model, save_hf_model
 from tests.core.tiny_setup import make_workspace
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-peft = pytest.importorskip("peft")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
+peft = skips.module("peft")
 
 FAMILIES = ["mistral-window", "qwen3-untied", "glm4", "olmo2", "mixtral"]  # llama and qwen2: tests/core/test_train.py, test_export.py
 TOLERANCE = 1e-4

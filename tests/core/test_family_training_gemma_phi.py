@@ -17,10 +17,12 @@ import mindspore as ms
 
 import core.engine.fused as fused
 from core.engine.export import export_run, load_trained_model
+
+from tests import skips
 from tests.core.family_fixtures import FamilyRuns, run_records
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
 pytestmark = pytest.mark.slow
 
 TOLERANCE = 1e-4
@@ -104,7 +106,7 @@ def test_resume_matches_the_uninterrupted_run(runs, method):
 
 
 def test_peft_adapter_loads_in_peft_with_equal_logits(runs, ids):
-    peft = pytest.importorskip("peft")
+    peft = skips.module("peft")
     run = runs.run("lora")
     out = export_run(run, "best", "peft")
     base = _hf_class(runs).from_pretrained(str(runs.model_dir))

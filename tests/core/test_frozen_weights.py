@@ -14,15 +14,17 @@ from core.spec.config import Config, ConfigError
 from core.engine.lora import inject_lora, mark_only_lora_trainable
 from core.engine.model import share_layer_graphs
 from core.engine.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw
+
+from tests import skips
 from tests.core.hf_fixtures import make_hf_model, random_ids, save_hf_model
 
-torch = pytest.importorskip("torch")
+torch = skips.module("torch")
 
 try:
     KERNEL = fused.build()
 except fused.KernelUnavailable:
     KERNEL = None
-needs_kernel = pytest.mark.skipif(KERNEL is None, reason="fused kernels unavailable here")
+needs_kernel = skips.unless(KERNEL is not None, "kernels", "fused kernels unavailable here")
 PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 HALF = {"bfloat16": ms.bfloat16, "float16": ms.float16}
 

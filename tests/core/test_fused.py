@@ -15,13 +15,15 @@ from core.engine.lora import inject_lora, mark_only_lora_trainable
 from core.engine.model import MASK_MIN, share_layer_graphs
 from core.engine.train_step import (CausalLMLoss, EvalStep, FusedCausalLMLoss, TrainStep, WarmupDecaySchedule, adamw,
                               loss_cell)
+
+from tests import skips
 from tests.core.hf_fixtures import make_hf_model, random_ids, reference_logits, save_hf_model
 
 try:
     KERNEL = fused.build()
 except fused.KernelUnavailable as exc:  # no C++ compiler: the engine runs composed ops
     KERNEL, WHY = None, str(exc)
-needs_kernel = pytest.mark.skipif(KERNEL is None, reason="fused kernels unavailable here")
+needs_kernel = skips.unless(KERNEL is not None, "kernels", "fused kernels unavailable here")
 
 
 def rotate_half(x):
@@ -374,7 +376,7 @@ def test_missing_compiler_is_reported_and_falls_back(tmp_path, monkeypatch):
     assert all(layer.self_attn.fused is None for layer in model.model.layers)
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/bin/g++") and "CXX" not in os.environ, reason="no C++ compiler")
+@skips.unless(os.path.exists("/usr/bin/g++") or "CXX" in os.environ, "kernels", "no C++ compiler")
 def test_failed_build_says_why_and_leaves_no_library(tmp_path, monkeypatch):
     broken = tmp_path / "attention.cc"
     broken.write_text("int mindtune_attention_forward( {\n")
@@ -391,7 +393,7 @@ def test_built_kernel_is_reused_from_the_cache():
     assert again.path == KERNEL.path and again.seconds == 0.0
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/bin/g++") and "CXX" not in os.environ, reason="no C++ compiler")
+@skips.unless(os.path.exists("/usr/bin/g++") or "CXX" in os.environ, "kernels", "no C++ compiler")
 def test_unwritable_kernel_cache_is_reported(tmp_path, monkeypatch):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the cache folder should be")
@@ -578,7 +580,7 @@ def test_geglu_kernel_matches_transformers_gelu_tanh():
         fused.FusedSwiGLU(KERNEL, "gelu")
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/bin/g++") and "CXX" not in os.environ, reason="no C++ compiler")
+@skips.unless(os.path.exists("/usr/bin/g++") or "CXX" in os.environ, "kernels", "no C++ compiler")
 def test_a_build_prunes_libraries_earlier_sources_left(tmp_path, monkeypatch):
     """The old attention-only library goes, as does a kernels library not rebuilt for 30 days;
     a recent one (another installation's) and unrelated files stay."""
@@ -608,7 +610,7 @@ def baseline_kernel(tmp_path_factory):
     try:
         return fused.build_revision(BASELINE, tmp_path_factory.mktemp("baseline"))
     except (fused.KernelUnavailable, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"the baseline kernels cannot be built here: {exc}")
+        skips.skip("kernels", f"the baseline kernels cannot be built here: {exc}")
 
 
 @needs_kernel

@@ -10,9 +10,11 @@ from mindspore import Tensor
 
 from core.engine.checkpoint import load_hf_model
 from core.engine.generate import SamplingSettings, choose_next, generate, sample_next
+
+from tests import skips
 from tests.core.hf_fixtures import make_hf_model, random_ids, save_hf_model
 
-torch = pytest.importorskip("torch")
+torch = skips.module("torch")
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -21,10 +21,12 @@ from core.engine.export_main import main as export_main
 from core.engine.gguf_export import GgufError, gguf_problem, permute_rows, write_gguf
 from core.engine.ollama import TemplateError, modelfile_for, read_layout
 from core.data.tokenizer import Tokenizer
+
+from tests import skips
 from tests.core.gguf_fixtures import ATTENTION, fake_lora_run, read_json
 
 DEMO = Path(__file__).resolve().parents[2] / "models" / "tiny-demo"
-llama_cpp = pytest.importorskip("llama_cpp")  # requirements-export.txt (CI installs it: requirements-dev.txt)
+llama_cpp = skips.module("llama_cpp")  # requirements-export.txt (CI installs it: requirements-dev.txt)
 
 
 def _metadata(path: Path) -> dict:

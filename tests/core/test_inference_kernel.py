@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 import core.engine.fused as fused
+
+from tests import skips
 from tests.core.hf_fixtures import assert_logit_parity, make_hf_model, reference_logits, save_hf_model, torch
 
 try:
@@ -20,7 +22,7 @@ try:
     WHY = None
 except fused.KernelUnavailable as exc:  # no C++ compiler: the engine runs composed ops
     WHY = str(exc)
-pytestmark = pytest.mark.skipif(WHY is not None, reason=f"fused kernels unavailable here: {WHY}")
+pytestmark = skips.unless(WHY is None, "kernels", f"fused kernels unavailable here: {WHY}")
 
 # families the kernel computes: GQA with llama3 RoPE scaling and an untied head; Qwen2's q/k/v biases and a
 # tied head; Mistral's head_dim other than hidden / heads

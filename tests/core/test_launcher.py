@@ -23,6 +23,8 @@ from core.run.launcher import (
 from core.run.records import Status
 from core.run.rundir import RunDir, atomic_write_json
 
+from tests import skips
+
 # A stand-in for `python -m core.train`: launched as the "python" of build_argv, so its argv is
 # [fake, "-m", "core.train", "--run-dir", RUN]. It starts a child in its group and one that leaves
 # the group (as msrun's workers do) and ignores SIGTERM; FAKE_MODE picks how it reacts to stops.
@@ -268,7 +270,7 @@ def test_stop_now_records_stopped_when_worker_ignores_sigterm(run, fake_python):
     status = start(run, fake_python, "stubborn")
     began = time.monotonic()
     final = stop(run, graceful=False, kill_after_s=0.5)
-    assert time.monotonic() - began < 5
+    assert time.monotonic() - began < 15  # kill_after_s 0.5, then SIGKILL: ~1 s, more on a loaded machine
     assert final.state == "stopped" and final.reason == "stopped by the user (forced); no checkpoint to resume from"
     assert all(gone(pid) for pid in status.worker_pids)
 
@@ -404,7 +406,7 @@ time.sleep(60)
 def test_msrun_workers_in_their_own_sessions_are_stopped(tmp_path, run, monkeypatch):
     """msrun (which imports MindSpore: ~10 s) starts workers with setsid and `python` from PATH."""
     if os.cpu_count() < 2:
-        pytest.skip("needs 2 CPU cores")
+        skips.skip("machine", "2 CPU cores")
     repo = tmp_path / "repo"
     (repo / "core").mkdir(parents=True)
     (repo / "core" / "__init__.py").write_text("")

@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-lm_eval = pytest.importorskip("lm_eval")
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests import skips
+
+lm_eval = skips.module("lm_eval")
+torch = skips.module("torch")
+skips.module("transformers")
 
 from core.eval.eval_tasks import EvalError, EvalSettings, create_eval_run, read_results  # noqa: E402
 from core.evaluate import go_offline, main as evaluate_main, resolve_tasks, run_folder  # noqa: E402

@@ -15,6 +15,8 @@ from core.engine.lora import LoRADense, LoraError
 from core.engine.model import CausalLM, ModelArgs
 from core.spec.model_args import PROJECTION_NAMES
 
+from tests import skips
+
 LLAMA = dict(architectures=["LlamaForCausalLM"], vocab_size=61, hidden_size=32, intermediate_size=48,
              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 QWEN2 = dict(LLAMA, architectures=["Qwen2ForCausalLM"], tie_word_embeddings=True)  # q/k/v biases
@@ -426,8 +428,8 @@ def test_unsupported_or_inconsistent_adapters_are_errors(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("targets", [ALL_PROJECTIONS, r".*\.(q_proj|v_proj)"], ids=["list", "regex"])
 def test_adapter_loads_into_peft_with_the_same_logits(targets, tmp_path):
-    peft = pytest.importorskip("peft")
-    torch = pytest.importorskip("torch")
+    peft = skips.module("peft")
+    torch = skips.module("torch")
     from core.engine.checkpoint import load_hf_model
     from tests.core.hf_fixtures import make_hf_model, random_ids, reference_logits, save_hf_model
 

@@ -11,10 +11,12 @@ import mindspore as ms
 from core.engine.checkpoint import load_hf_model
 from core.spec.errors import ModelConfigError
 from core.engine.model import CausalLM, ModelArgs, rope_inverse_frequencies
+
+from tests import skips
 from tests.core.hf_fixtures import (ARCHITECTURES, assert_logit_parity, make_hf_model, random_ids,
                                     reference_logits, save_hf_model)
 
-torch = pytest.importorskip("torch")
+torch = skips.module("torch")
 
 
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES))
@@ -38,7 +40,7 @@ def test_fused_kernels_serve_every_family_with_parity(name, tmp_path):
     model = load_hf_model(tmp_path)
     how = fused.enable(model)
     if how.startswith("composed"):
-        pytest.skip(how)
+        skips.skip("kernels", how)
     assert how == "fused"
     ids = random_ids()
     assert_logit_parity(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy(), reference_logits(hf, ids), f"{name} fused")
@@ -200,7 +202,7 @@ def test_packed_rows_equal_separate_forwards(name, kernels, tmp_path):
     save_hf_model(make_hf_model(name), tmp_path)
     model = load_hf_model(tmp_path)
     if kernels == "fused" and not fused.enable(model).startswith("fused"):
-        pytest.skip("fused kernels unavailable")
+        skips.skip("kernels", "fused kernels unavailable")
     first, second = random_ids(1, 10, seed=3), random_ids(1, 14, seed=4)
     ids = np.concatenate([np.concatenate([first, second], 1), np.concatenate([first, second * 0], 1)])
     positions = np.array([list(range(10)) + list(range(14))] * 2, np.int32)
@@ -295,8 +297,7 @@ def test_family_example_configs_target_their_family_modules(path):
     from tests.core.hf_fixtures import COMMON
     fixture = next((n for n, (_, model_cls, _) in sorted(ARCHITECTURES.items())
                     if FAMILY_OF.get(model_cls) == path.stem), None)
-    if fixture is None:
-        pytest.skip(f"no fixture of family {path.stem}")
+    assert fixture is not None, f"no fixture of family {path.stem} in tests/core/hf_fixtures.py's ARCHITECTURES"
     config_cls, _, overrides = ARCHITECTURES[fixture]
     import transformers
     args = ModelArgs.from_hf_config(getattr(transformers, config_cls)(**{**COMMON, **overrides}).to_dict())

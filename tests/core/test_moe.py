@@ -17,6 +17,8 @@ from core.engine.lora import LoraError, inject_lora, mark_only_lora_trainable, m
 from core.engine.moe import LoadBalancingLoss, LoRAStackedLinear, SparseMoE
 from core.spec.moe_args import MoeArgs, MoeConfigError, experts_in, experts_out, mixtral_args, qwen3_moe_args
 
+from tests import skips
+
 H, I, E, K = 32, 24, 6, 2
 
 
@@ -24,7 +26,7 @@ def kernel_or_skip():
     try:
         return fused.build()
     except fused.KernelUnavailable as exc:  # no compiler here: the composed path is tested alone
-        pytest.skip(f"no fused kernels: {exc}")
+        skips.skip("kernels", f"no fused kernels: {exc}")
 
 
 def hf_block(family: str, normalize: bool = True, seed: int = 0):
@@ -267,7 +269,7 @@ def moe_hf_model(name: str, seed: int = 0, **changes):
 
 
 def transformers_module():
-    return pytest.importorskip("transformers")
+    return skips.module("transformers")
 
 
 def save_stacked_layout(model, folder):
@@ -438,7 +440,7 @@ def test_lora_on_experts_trains_with_balancing_loss_and_resumes_exactly(moe_lora
 
 @pytest.mark.slow
 def test_lora_export_loads_in_peft_and_merged_in_transformers(moe_lora):
-    peft = pytest.importorskip("peft")
+    peft = skips.module("peft")
     transformers = transformers_module()
     from core.engine.export import export_run, load_trained_model
     _, run = moe_lora

@@ -14,6 +14,8 @@ from core.engine.generate import use_device
 from core.engine.model import CausalLM, ModelArgs
 from core.engine.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, step_inputs
 
+from tests import skips
+
 VOCAB, ROW = 61, 64
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": VOCAB, "hidden_size": 32,
           "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -23,7 +25,7 @@ try:
     KERNEL = fused.build()
 except fused.KernelUnavailable:
     KERNEL = None
-MODES = ["composed", pytest.param("fused", marks=pytest.mark.skipif(KERNEL is None, reason="no C++ compiler"))]
+MODES = ["composed", pytest.param("fused", marks=skips.unless(KERNEL is not None, "kernels", "no C++ compiler"))]
 
 
 def samples(seed: int = 0) -> list[Sample]:

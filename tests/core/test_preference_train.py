@@ -194,7 +194,7 @@ def test_dpo_on_the_slurm_cluster_matches_local_data_parallel(dpo_dp2, workspace
     from core.spec.config import load_config
     from core.run.slurm import SlurmBackend
     from core.run.records import TERMINAL_STATES
-    from tests.slurm_fixtures import PARTITION, require_slurm, wait_for
+    from tests.slurm_fixtures import PARTITION, refreshed_until_over, require_slurm
     require_slurm()
     _, local = dpo_dp2
     data = workspace.parent / "data"
@@ -207,12 +207,12 @@ def test_dpo_on_the_slurm_cluster_matches_local_data_parallel(dpo_dp2, workspace
     backend = SlurmBackend()
     backend.launch(run)
     try:
-        status = wait_for(lambda: (lambda s: s if s.state in TERMINAL_STATES and s.cluster.state == "COMPLETED"
-                                   else None)(backend.refresh(run)), 700, 1.0, "the 2-node DPO run")
+        status = refreshed_until_over(run, 700, "the 2-node DPO run")
     finally:
         job = run.read_status().cluster
         if job is not None and job.job_id and run.read_status().state not in TERMINAL_STATES:
             subprocess.run(["scancel", job.job_id], check=False)
-    assert status.state == "finished" and status.cluster.nodes == ["node1", "node2"], status.reason
+    assert status.state == "finished" and status.cluster.state == "COMPLETED", (status.cluster, status.reason)
+    assert status.cluster.nodes == ["node1", "node2"], status.reason
     ok, detail = _losses_close(local, run, [1, 2, 3, 4], 1e-5)
     assert ok, detail

@@ -15,12 +15,14 @@ from core.engine.model import share_layer_graphs
 from core.engine.reward_model import (HEAD_WEIGHT, RewardStep, ValueHead, baseline_text, evaluate, head_init_std,
                                       pair_loss, reward_inputs, reward_trainable, summarize, take_parameters)
 from core.engine.train_step import WarmupDecaySchedule, adamw
+
+from tests import skips
 from tests.core.hf_fixtures import copy_lora_to_peft, make_hf_model, save_hf_model
 from tests.core.test_preference import PAIRS, TARGETS, _pair_batch
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-peft = pytest.importorskip("peft")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
+peft = skips.module("peft")
 F = torch.nn.functional
 
 FIXTURES = {"qwen2-tied": "Qwen2ForSequenceClassification", "llama-gqa-llama3-rope": "LlamaForSequenceClassification"}
@@ -110,7 +112,7 @@ def test_lora_gradients_match_peft(folders, kernels):
         try:
             fused.build()
         except fused.KernelUnavailable as exc:  # no C++ compiler: conftest fails this skip where kernels are required
-            pytest.skip(f"fused kernels unavailable here: {exc}")
+            skips.skip("kernels", f"fused kernels unavailable here: {exc}")
         assert fused.enable(ours) == "fused"
     share_layer_graphs(ours)
     ours.set_train(True)

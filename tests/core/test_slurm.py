@@ -24,7 +24,7 @@ from core.run.records import TERMINAL_STATES, Status
 from core.run.rundir import RunDir
 from core.run.runs import list_runs
 from core.run.slurm import SlurmBackend, check_submission, job_info
-from tests.slurm_fixtures import PARTITION, require_slurm, wait_for
+from tests.slurm_fixtures import PARTITION, refreshed_until_over, require_slurm, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -153,8 +153,8 @@ def test_scancel_from_outside_is_reported_as_cancelled(jobs):
     run = jobs["scancel"]
     wait_for(lambda: ranks_started(run), START_S, 1.0, "the ranks to start")
     subprocess.run(["scancel", run.read_status().cluster.job_id], check=True)
-    status = refreshed_until(run, lambda s: s.state in TERMINAL_STATES and s.cluster.state == "CANCELLED",
-                             END_S, "the cancelled run")
+    status = refreshed_until_over(run, END_S, "the cancelled run")
+    assert status.cluster.state == "CANCELLED", (status.cluster, status.reason)
     assert status.state == "stopped" and "cancelled outside the console (scancel)" in status.reason, status.reason
     assert status.failure_kind is None
     wait_for(lambda: nothing_left(run), 60, 1.0, "nothing of the run left")
@@ -201,15 +201,14 @@ def test_graceful_stop_checkpoints_then_resume_on_the_cluster_and_stop_now(jobs)
 
 def test_two_node_run_equals_local_data_parallel_2_and_exports(jobs):
     cluster = jobs["parity"]
-    status = refreshed_until(cluster, lambda s: s.state in TERMINAL_STATES and s.cluster.state == "COMPLETED",
-                             START_S + END_S, "the 2-node run")
-    assert status.state == "finished" and status.cluster.nodes == ["node1", "node2"], status.reason
+    status = refreshed_until_over(cluster, START_S + END_S, "the 2-node run")
+    assert status.state == "finished" and status.cluster.state == "COMPLETED", (status.cluster, status.reason)
+    assert status.cluster.nodes == ["node1", "node2"], status.reason
     local_start, launched = jobs["local"]
     local = launched.run_dir
-    while launched.poll() is None:
-        launcher.watch(local)
-        time.sleep(0.5)
-    assert local.read_status().state == "finished"
+    wait_for(lambda: launcher.watch(local).state in TERMINAL_STATES and launched.poll() is not None, END_S, 0.5,
+             "the local data-parallel run's end")
+    assert local.read_status().state == "finished", local.read_status().reason
     two_nodes = {r["step"]: r["loss"] for r in train_records(cluster)}
     one_node = {r["step"]: r["loss"] for r in train_records(local)}
     assert sorted(two_nodes) == sorted(one_node) == [1, 2, 3, 4]

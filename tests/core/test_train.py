@@ -18,7 +18,7 @@ from core.run.rundir import RunDir
 from core.run.runs import display_name
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace, write_jsonl
-from tests.waiting import wait_for
+from tests.waiting import wait_for_run
 
 REQUIRED_TRAIN_KEYS = {"loss", "loss_ema", "lr", "grad_norm", "loss_scale", "tokens_per_s", "step_time_s",
                        "peak_mem_mb"}
@@ -240,9 +240,9 @@ def test_control_file_changes_patience_and_stops_the_run(workspace):
     launched = _launched_run(workspace, "train.max_steps=400", "train.eval_every=1000", "eval.downstream=false",
                              "train.log_every=1")
     run = launched.run_dir
-    wait_for(lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), "first step", 120, every_s=0.2)
+    wait_for_run(run, lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), "first step", 120)
     run.write_control(early_stopping={"enabled": True, "patience": 7, "monitor": "val_loss", "min_delta": 0.0})
-    wait_for(lambda: any(r.get("event") == "control" for r in records(run, "event")), "control applied", 60, every_s=0.2)
+    wait_for_run(run, lambda: any(r.get("event") == "control" for r in records(run, "event")), "control applied", 60)
     run.write_control(stop="graceful")
     launched.process.wait(timeout=60)
     status = run.read_status()
@@ -258,7 +258,7 @@ def test_control_file_changes_patience_and_stops_the_run(workspace):
 def test_sigterm_saves_and_ends_cleanly(workspace):
     launched = _launched_run(workspace, "train.max_steps=400", "train.eval_every=1000", "eval.downstream=false")
     run = launched.run_dir
-    wait_for(lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), "first step", 120, every_s=0.2)
+    wait_for_run(run, lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), "first step", 120)
     os.killpg(launched.pgid, signal.SIGTERM)
     launched.process.wait(timeout=60)
     assert run.read_status().state == "stopped"

@@ -11,10 +11,12 @@ from core.engine.checkpoint import load_hf_model
 from core.engine.model import recompute_blocks, share_layer_graphs
 from core.engine.lora import inject_lora, lora_state_dict, mark_only_lora_trainable
 from core.engine.train_step import TrainStep, WarmupDecaySchedule, adamw, causal_lm_loss_sum, lr_at
+
+from tests import skips
 from tests.core.hf_fixtures import make_hf_model, save_hf_model
 
-torch = pytest.importorskip("torch")
-peft = pytest.importorskip("peft")
+torch = skips.module("torch")
+peft = skips.module("peft")
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
