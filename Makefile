@@ -26,7 +26,7 @@ console: $(VENV)/.installed
 # (/usr/bin/chromium: `sudo bash scripts/install_browser.sh`); without it the test is skipped, or
 # fails when MINDTUNE_REQUIRE_BROWSER=1 (as .ci/run sets). Screenshots land in test-artifacts/.
 test: $(VENV)/.installed-dev cluster
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -rs
 
 # The two-node Slurm cluster the Slurm backend's tests run against (scripts/slurm_cluster.sh), started
 # when make runs as root; otherwise those tests are skipped (or fail under MINDTUNE_REQUIRE_SLURM=1).

@@ -484,8 +484,8 @@ MOE_FULL = ("method=full", "train.learning_rate=0.003", "train.save_every=2")
 
 @pytest.fixture(scope="module")
 def moe_full(tmp_path_factory):
-    """A Qwen3-MoE full fine-tune of 8 steps, saved every 2. Mixtral's full fine-tune (and its
-    resume) runs in tests/core/test_family_training.py (FAMILIES)."""
+    """A Qwen3-MoE full fine-tune of 8 steps, saved every 2. Mixtral's full fine-tune runs in
+    tests/core/test_family_training.py (FAMILIES); the experts' resume is checked here, once."""
     config = moe_workspace(tmp_path_factory.mktemp("moe-full"), "qwen3_moe")
     return config, run_once(config, *MOE_FULL)
 
