@@ -4,7 +4,7 @@ node2, both this machine, partition `debug`), through the real sbatch/squeue/sco
 The training jobs are submitted together when the module starts (they start up while the cheap
 tests run): a 4-step run compared with a local data-parallel-2 run of the same config, one stopped
 gracefully and then resumed and stopped at once, one whose rank on node2 is killed, one cancelled
-with scancel from outside."""
+with scancel from outside, one that Slurm ends at its one-minute time limit."""
 from __future__ import annotations
 
 import json
@@ -35,6 +35,7 @@ COMMON = ["launch.backend=slurm", "launch.nodes=2", "launch.workers_per_node=1",
           "eval.baseline=false"]
 PARITY = ["train.max_steps=4", "train.eval_every=2"]
 LONG = ["train.max_steps=60", "train.eval_every=1000", "train.save_every=1000"]
+PAST_A_MINUTE = ["train.max_steps=5000", "train.eval_every=100000", "train.save_every=100000", "launch.time_limit=1"]
 START_S, END_S = 400.0, 240.0  # a loaded 2-core machine starts 5 MindSpore processes at once
 
 
@@ -81,7 +82,8 @@ def runs_dir(tmp_path_factory) -> Path:
 def jobs(runs_dir):
     """The training jobs, submitted at once; every job of the module is cancelled at the end."""
     started = {"parity": submit(runs_dir, *PARITY), "graceful": submit(runs_dir, *LONG),
-               "kill": submit(runs_dir, *LONG), "scancel": submit(runs_dir, *LONG)}
+               "kill": submit(runs_dir, *LONG), "scancel": submit(runs_dir, *LONG),
+               "time_limit": submit(runs_dir, *PAST_A_MINUTE)}
     local = launcher.create_run(load_config(DEMO, [*COMMON, *PARITY, f"run.runs_dir={runs_dir / 'local'}",
                                                    "launch.backend=local"]))
     started["local"] = (time.time(), launcher.launch(local))  # the same config on this machine, DP=2
@@ -158,6 +160,16 @@ def test_scancel_from_outside_is_reported_as_cancelled(jobs):
     assert status.state == "stopped" and "cancelled outside the console (scancel)" in status.reason, status.reason
     assert status.failure_kind is None
     wait_for(lambda: nothing_left(run), 60, 1.0, "nothing of the run left")
+
+
+def test_a_job_past_its_time_limit_is_ended_by_slurm(jobs):
+    """Slurm's TIMEOUT (the console's words for it: tests/app/test_cluster_console.py); Slurm sends
+    SIGTERM first, so the worker may stop with a checkpoint or fail."""
+    run = jobs["time_limit"]
+    status = refreshed_until_over(run, START_S + END_S, "the job at its time limit")
+    print(f"time limit: the run is {status.state} ({status.reason}); Slurm says {status.cluster.state}")
+    assert status.cluster.state == "TIMEOUT" and status.state in ("stopped", "failed"), (status.cluster, status.reason)
+    wait_for(lambda: nothing_left(run), 90, 1.0, "nothing of the run left")
 
 
 def test_worker_killed_on_node2_is_named_with_its_node(jobs):
