@@ -118,3 +118,13 @@ def test_every_test_has_a_time_limit_and_one_past_it_fails_by_name(tmp_path):
     result = run_probe(tmp_path, TIMEOUT_PROBE)
     assert result.returncode == 1 and "1 failed, 2 passed" in result.stdout, result.stdout
     assert "FAILED tests/test_probe.py::test_sleeps_past_its_limit - Failed: Timeout (>1.0s)" in result.stdout
+
+
+def test_no_skip_in_the_suite_bypasses_the_helper():
+    """The conftest rule catches a bare skip only where it happens; this finds the ones that never happen here."""
+    import re
+    bare = re.compile(r"pytest\.(skip|importorskip|xfail)\(|pytest\.mark\.(skip|skipif|xfail)\b")
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for path in sorted((ROOT / "tests").rglob("*.py")) if path.name not in ("skips.py", "test_required_skips.py")
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if bare.search(line)]
+    assert found == [], "skips outside tests/skips.py:\n" + "\n".join(found)
