@@ -20,7 +20,7 @@ from core.run.launcher import (
     command_preview, create_run, find_orphans, free_port, is_alive, launch, multi_host_commands,
     process_fields, reconcile, run_id_for, run_processes, stop,
 )
-from core.run.records import Status
+from core.run.records import TERMINAL_STATES, Status
 from core.run.rundir import RunDir, atomic_write_json
 
 from tests import skips
@@ -106,6 +106,8 @@ def wait_for_state(run: RunDir, state: str, timeout_s: float = 15.0) -> dict:
         status = run.read_status()
         if status.state == state and status.pid:
             return status
+        if status.state in TERMINAL_STATES:  # over without reaching it: said at once, with its reason
+            raise AssertionError(f"run ended {status.state} before {state!r}: {status.reason}\n{run.log_path.read_text()}")
         time.sleep(0.02)
     raise AssertionError(f"run never reached {state!r}: {run.read_status()}\n{run.log_path.read_text()}")
 
