@@ -1,5 +1,5 @@
-"""Shared test setup: the repo root on sys.path, MindSpore's PyNative ops launched synchronously,
-and the `slow` marker."""
+"""Shared test setup: the repo root on sys.path, MindSpore's PyNative ops launched synchronously, the
+markers, every test's time limit, and what becomes of a skip (tests/skips.py: one CI must not have fails)."""
 import os
 import sys
 from pathlib import Path
@@ -37,7 +37,14 @@ from tests import skips  # noqa: E402
 # cores; a test that needs more says so with @pytest.mark.timeout(seconds).
 TIMEOUT_S = 300        # an unmarked test (the longest took ~100 s)
 SLOW_TIMEOUT_S = 900   # a test marked slow (the longest took ~300 s)
+WHOLE_CONSOLE_TIMEOUT_S = 1800  # a test marked browser or slurm: a console or cluster jobs, phases with deadlines of their own
 SKIPPED: set[str] = set()  # "<need> <node id>" of every skip this session (tests/expected_skips.txt)
+
+
+def time_limit(item) -> int:
+    if item.get_closest_marker("browser") or item.get_closest_marker("slurm"):
+        return WHOLE_CONSOLE_TIMEOUT_S
+    return SLOW_TIMEOUT_S if item.get_closest_marker("slow") else TIMEOUT_S
 
 
 def pytest_collection_modifyitems(config, items):
@@ -45,7 +52,7 @@ def pytest_collection_modifyitems(config, items):
     said by count."""
     for item in items:
         if item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S if item.get_closest_marker("slow") else TIMEOUT_S))
+            item.add_marker(pytest.mark.timeout(time_limit(item)))
     if os.environ.get("MINDTUNE_DESELECT_EXHAUSTIVE") != "1":
         return
     dropped = [item for item in items if item.get_closest_marker("exhaustive")]
