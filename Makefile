@@ -35,7 +35,7 @@ cluster:
 	else echo "not root: no Slurm test cluster started (sudo bash scripts/slurm_cluster.sh start)"; fi
 
 test-fast: $(VENV)/.installed-dev
-	$(PY) -m pytest -q -m "not slow and not browser"
+	$(PY) -m pytest -q -m "not slow and not browser and not slurm and not device"
 
 test-browser: $(VENV)/.installed-dev
 	bash scripts/install_browser.sh

@@ -42,6 +42,7 @@ def shadowing(folder: Path, names: set[str]) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__" and p.stem in names)
 
 
+@pytest.mark.slow
 def test_a_module_named_like_an_installed_package_or_a_standard_module_is_reported(tmp_path):
     """The check below sees the packages the scripts use (it cannot pass by seeing nothing)."""
     for name in ("json", "numpy", "mindspore", "transformers", "mindtune_bench_step", "__init__"):
@@ -49,6 +50,7 @@ def test_a_module_named_like_an_installed_package_or_a_standard_module_is_report
     assert shadowing(tmp_path, installed_names()) == ["json", "mindspore", "numpy", "transformers"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FIRST_ON_PATH, ids=lambda p: p.name)
 def test_no_module_first_on_a_scripts_path_is_named_like_an_installed_one(folder):
     assert shadowing(folder, installed_names()) == [], (

@@ -32,6 +32,7 @@ def test_labels_switch_language():
         labels.bind(Widget(), label="no.such.key")
 
 
+@pytest.mark.slow
 def test_importing_the_console_does_not_import_mindspore():
     code = ("import sys, app, app.server, app.train_callbacks, app.monitor_callbacks, app.runs_callbacks, "
             "app.try_callbacks, app.data_preview; print('mindspore' in sys.modules)")
@@ -46,6 +47,7 @@ STABLE_IDS = ["model-picker", "dataset-picker", "start-button", "stop-button", "
               "lang-toggle", "runs-table", "resume-button", "delete-button", "try-generate", "config-errors"]
 
 
+@pytest.mark.slow
 def test_the_page_has_the_stable_element_ids_and_builds_without_a_browser(console):
     from app.server import build_app
 
@@ -55,6 +57,7 @@ def test_the_page_has_the_stable_element_ids_and_builds_without_a_browser(consol
     assert set(STABLE_IDS) <= ids, set(STABLE_IDS) - ids
 
 
+@pytest.mark.slow
 def test_the_queue_polls_gently_when_idle(console):
     from app.server import build_app, relax_queue_polling
 
@@ -160,6 +163,7 @@ def test_every_action_text_has_both_languages_with_the_same_parameters():
 PICKS = {"dropdown", "checkboxgroup", "radio", "checkbox", "number", "textbox", "slider"}
 
 
+@pytest.mark.slow
 def test_every_pick_answers_its_newest_value(console):
     """An event a pick triggers (a tick in the Runs selection, a run or a dataset picked) must not be
     Gradio's "once" (`.input`'s default): with it, a second tick made while the first one's answer was

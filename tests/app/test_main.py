@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests import skips
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +51,7 @@ def glibc() -> bool:
         return False
 
 
+@pytest.mark.slow
 @skips.unless(sys.platform.startswith("linux") and bool(glibc()), "machine", "glibc's mallopt")
 def test_the_console_caps_malloc_arenas_unless_the_environment_says_otherwise():
     unlimited = arenas("no")

@@ -339,6 +339,7 @@ CASES.update({
 })
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(CASES))
 def test_each_message_of_the_cluster_trackers_and_devices_is_said_by_its_id(key, run, tmp_path, monkeypatch):
     said_by_id(key, CASES[key](run, tmp_path, monkeypatch), QUOTED)

@@ -542,6 +542,7 @@ def said_by_id(key: str, message: Message, names=QUOTED) -> None:
     assert again is not None and problem_text(english, "zh") == chinese, (english, again and again.to_json())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(CASES))
 def test_each_message_of_the_worker_and_the_run_folder_is_said_by_its_id(key, run, tmp_path, monkeypatch):
     message = CASES[key](run, tmp_path, monkeypatch)

@@ -161,6 +161,7 @@ def _assert_whole(root: Path, allowed: set[float]) -> float:
     return value
 
 
+@pytest.mark.slow
 def test_a_sigkill_at_every_step_of_an_overwrite_loses_nothing(tmp_path):
     script = tmp_path / "killer.py"
     script.write_text(KILLER.format(repo=str(REPO_ROOT)))
@@ -182,6 +183,7 @@ def test_a_sigkill_at_every_step_of_an_overwrite_loses_nothing(tmp_path):
     assert values[0] == 1.0 and values[-1] == 2.0 and values == sorted(values)  # old until the flip, new after
 
 
+@pytest.mark.slow
 def test_random_kills_while_saving_in_a_loop(tmp_path):
     script = tmp_path / "loop.py"
     script.write_text(textwrap.dedent(f"""\

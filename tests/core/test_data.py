@@ -622,6 +622,7 @@ def test_core_data_does_not_import_mindspore():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_shipped_demo_data_loads_with_the_demo_tokenizer(tmp_path):
     tok = Tokenizer.from_dir(REPO_ROOT / "models/tiny-demo")
     demo = REPO_ROOT / "data/demo"

@@ -73,6 +73,7 @@ def _base(run: Path) -> Path:
     return Path(json.loads((run / "checkpoints" / "best" / "trainer_state.json").read_text())["base_model"]["path"])
 
 
+@pytest.mark.slow
 def test_merged_export_keeps_bf16_and_the_bases_shards(lora_run, ids):
     base = _base(lora_run)
     out = export_run(lora_run, "best", "merged")
@@ -127,6 +128,7 @@ def test_peft_export_reads_the_checkpoint_without_mindspore(lora_run):
     assert sorted(config["target_modules"]) == sorted({n.rsplit(".", 2)[-2] for n in trained})
 
 
+@pytest.mark.slow
 def test_full_finetune_of_a_bf16_base_exports_bf16_rounded_from_the_trained_weights(tmp_path, ids):
     run = _run(tmp_path, "method=full", "train.learning_rate=0.003")
     out = export_run(run, "best", "merged")

@@ -46,6 +46,7 @@ def test_fp32_logits_match_transformers(name, tmp_path):
     assert_logit_parity(ours, ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, change", [
     ("gemma2", dict(attn_logit_softcapping=None)),
     ("gemma2", dict(final_logit_softcapping=None)),
@@ -137,6 +138,7 @@ def test_vision_config_without_text_config_is_refused():
         ModelArgs.from_hf_config(cfg, source="x/config.json")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stored", ["float16", "bfloat16"])
 def test_half_precision_checkpoints_load(stored, tmp_path):
     folder = save_hf_model(make_model("gemma2"), tmp_path, dtype=getattr(torch, stored))
@@ -187,6 +189,7 @@ def test_missing_text_tensor_is_named(tmp_path):
         load_hf_model(folder)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GEMMAS)
 def test_generation_with_cache_equals_no_cache_and_transformers(name, tmp_path):
     """Greedy continuations past the window (7) through soft-capped, windowed layers: with the KV
@@ -232,6 +235,7 @@ def fused_generations(name, tmp_path, prompt_length, new_tokens):
     return cached, uncached, composed, ref, batch, alone
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GEMMAS)
 def test_fused_generation_with_cache_equals_no_cache_and_transformers(name, tmp_path):
     """A prompt longer than the window (10 > 7) prefilled by the kernel, then 10 cached steps through
@@ -241,6 +245,7 @@ def test_fused_generation_with_cache_equals_no_cache_and_transformers(name, tmp_
     assert batch[0] == batch[1] == alone
 
 
+@pytest.mark.slow
 def test_fused_kernels_run_the_vision_checkpoints_language_model(tmp_path):
     """All-fused (attention with its scale and window, (1 + w) norms and QK-norm, GeGLU) and
     compiled: the logits still equal transformers' (test_model covers the text-only fixtures)."""

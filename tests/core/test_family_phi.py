@@ -149,6 +149,7 @@ def _greedy(hf, ours, prompt, new_tokens):
     return cached, uncached, ref
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, prompt_length, new_tokens", [
     ("phi3", 7, 12),  # past the window (9)
     ("phi4-mini", 5, 9),  # within the original context (16): short factors throughout
@@ -162,6 +163,7 @@ def test_generation_with_cache_equals_no_cache_and_transformers(name, prompt_len
     assert cached == uncached == ref and len(cached) == new_tokens
 
 
+@pytest.mark.slow
 def test_generation_crossing_the_original_context_recomputes_the_cache(tmp_path):
     """LongRoPE switches every position to the long factors once a sequence outgrows the original
     context (16): when a cached generation crosses it, the cache (short-factor keys) is recomputed
@@ -176,6 +178,7 @@ def test_generation_crossing_the_original_context_recomputes_the_cache(tmp_path)
     assert generate(ours, prompts, settings) == generate(ours, prompts, settings, use_cache=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, prompt_length, new_tokens", [
     ("phi3", 12, 8),  # the prompt is longer than the window (9)
     ("phi4-mini", 12, 8),  # crosses the original context (16): the cache is recomputed by the kernel
@@ -188,6 +191,7 @@ def test_fused_generation_with_cache_equals_no_cache_and_transformers(name, prom
         assert batch[0] == alone
 
 
+@pytest.mark.slow
 def test_fused_and_compiled_longrope_picks_the_factors_per_forward(tmp_path):
     """In a compiled graph the short/long choice is made from the positions at run time (one graph
     serves both lengths' shapes of the same model), with the fused attention's partial rotary."""

@@ -126,6 +126,7 @@ def bf16_checkpoint(tmp_path_factory):
     return save_hf_model(make_hf_model("qwen2-tied"), tmp_path_factory.mktemp("bf16"), dtype=torch.bfloat16)
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_bf16_frozen_weights_train_as_float32_and_stay_unchanged(bf16_checkpoint):
     reference = lora_losses(bf16_checkpoint, None)  # the same bf16 values, upcast at load
@@ -162,6 +163,7 @@ def test_the_demo_with_16_bit_frozen_weights_stays_within_1e_3_of_float32(dtype,
     assert frozen["changed"] == []
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_untied_head_runs_through_the_head_loss_kernel(tmp_path):
     folder = save_hf_model(make_hf_model("llama-gqa-llama3-rope"), tmp_path, dtype=torch.bfloat16)

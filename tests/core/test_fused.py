@@ -305,6 +305,7 @@ def test_kernel_refuses_a_mask_of_the_wrong_shape():
         fused.FusedAttention(KERNEL)(q, kv, kv, Tensor(np.zeros((1, 1, 8, 7), np.float32)), cos, sin)[0].asnumpy()
 
 
+@pytest.mark.slow
 @needs_kernel
 @pytest.mark.parametrize("name", ["llama-gqa-llama3-rope", "mistral", "qwen2-tied"])
 def test_model_with_fused_attention_matches_transformers(name, tmp_path):
@@ -318,6 +319,7 @@ def test_model_with_fused_attention_matches_transformers(name, tmp_path):
     assert np.abs(ms.jit(model.construct)(Tensor(ids)).asnumpy() - ref).max() <= 1e-4
 
 
+@pytest.mark.slow
 @needs_kernel
 @pytest.mark.parametrize("method", ["lora", "full"])
 def test_training_with_fused_kernels_follows_composed_ops(method, tmp_path):
@@ -376,6 +378,7 @@ def test_missing_compiler_is_reported_and_falls_back(tmp_path, monkeypatch):
     assert all(layer.self_attn.fused is None for layer in model.model.layers)
 
 
+@pytest.mark.slow
 @skips.unless(os.path.exists("/usr/bin/g++") or "CXX" in os.environ, "kernels", "no C++ compiler")
 def test_failed_build_says_why_and_leaves_no_library(tmp_path, monkeypatch):
     broken = tmp_path / "attention.cc"
@@ -402,6 +405,7 @@ def test_unwritable_kernel_cache_is_reported(tmp_path, monkeypatch):
         fused.build()
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_left_padded_generation_with_fused_prefill_matches_composed(tmp_path):
     """Prompts of different lengths are left-padded; the prefill rotates each row's keys from its
@@ -515,6 +519,7 @@ def test_cross_entropy_kernel_refuses_targets_of_another_shape():
         ce(Tensor(np.zeros((2, 9, 5), np.float32)), Tensor(np.zeros((2, 8), np.int32)))[0].asnumpy()
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_evaluation_with_fused_loss_equals_composed(tmp_path):
     """The evaluation step's summed NLL and token count (right padding as core.data.pipeline pads, a prompt
@@ -580,6 +585,7 @@ def test_geglu_kernel_matches_transformers_gelu_tanh():
         fused.FusedSwiGLU(KERNEL, "gelu")
 
 
+@pytest.mark.slow
 @skips.unless(os.path.exists("/usr/bin/g++") or "CXX" in os.environ, "kernels", "no C++ compiler")
 def test_a_build_prunes_libraries_earlier_sources_left(tmp_path, monkeypatch):
     """The old attention-only library goes, as does a kernels library not rebuilt for 30 days;
@@ -613,6 +619,7 @@ def baseline_kernel(tmp_path_factory):
         skips.skip("kernels", f"the baseline kernels cannot be built here: {exc}")
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_default_options_are_bit_identical_to_the_baseline_library(baseline_kernel):
     """Today's path of every kernel (no option set) gives the same bits as the library before the
@@ -657,6 +664,7 @@ def test_default_options_are_bit_identical_to_the_baseline_library(baseline_kern
         assert np.array_equal(old, new), name
 
 
+@pytest.mark.slow
 @needs_kernel
 @pytest.mark.parametrize("n, d_in, d_out, r", [(300, 48, 40, 8), (4100, 1024, 1030, 8)])
 def test_lora_kernel_matches_float64_reference(n, d_in, d_out, r):
@@ -693,6 +701,7 @@ def test_lora_kernel_matches_float64_reference(n, d_in, d_out, r):
         lora(*(Tensor(v) for v in (base, x, a, b[:, :4])), scale)[0].asnumpy()
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_the_lora_backward_does_not_hold_the_base_output():
     """The base projection's output is needed by nothing after the LoRA forward; an input of the

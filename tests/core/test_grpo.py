@@ -366,6 +366,7 @@ def test_sampled_rollouts_are_reproducible_from_the_generators_state(plain):
     assert len({tuple(c) for c in first[:4]}) > 1  # a group's completions differ
 
 
+@pytest.mark.slow
 @skips.unless(KERNELS, "kernels", "fused kernels unavailable here: the composed ops sample LoRA unmerged")
 def test_lora_rollouts_run_on_the_kernel_with_the_adapter_merged_and_leave_the_weights_as_they_were(setup):
     """The kernel computes the LoRA model with its adapters merged into copies of the weights: its logits

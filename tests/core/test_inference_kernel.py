@@ -73,6 +73,7 @@ def test_a_full_forward_equals_transformers(folders, name):
     assert_logit_parity(last[:, 0], reference[:, -1], f"{name}, last token only")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ELIGIBLE)
 def test_greedy_generation_equals_transformers_for_left_padded_prompts_with_a_shared_prefix(folders, name):
     """Prompts of three lengths sharing a 10-token prefix (core.engine.generate.prefilled runs it once and
@@ -123,6 +124,7 @@ def test_decoding_steps_equal_the_composed_cache_step_by_step(folders):
             assert_logit_parity(ours[:, -1], reference.asnumpy()[:, -1], f"step {step}")
 
 
+@pytest.mark.slow
 def test_lm_eval_scores_by_shared_contexts_equal_whole_rows(folders):
     """MindtuneLM scores short continuations after their context (one kernel call for a batch's distinct
     contexts, a shared prefix once, then the continuations' other tokens over copies of their context's

@@ -252,6 +252,7 @@ def test_launch_failure_marks_the_run_failed(run, tmp_path):
 
 # ---- stopping -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_graceful_stop_through_control_file_leaves_nothing(run, fake_python):
     status = start(run, fake_python, "obey")
     final = stop(run, graceful=True, timeout_s=10, kill_after_s=0.5)
@@ -261,6 +262,7 @@ def test_graceful_stop_through_control_file_leaves_nothing(run, fake_python):
     assert run_processes(run) == []
 
 
+@pytest.mark.slow
 def test_stop_now_kills_group_and_children(run, fake_python):
     status = start(run, fake_python, "deaf")
     final = stop(run, graceful=False, kill_after_s=0.5)
@@ -268,6 +270,7 @@ def test_stop_now_kills_group_and_children(run, fake_python):
     assert all(gone(pid) for pid in status.worker_pids)
 
 
+@pytest.mark.slow
 def test_stop_now_records_stopped_when_worker_ignores_sigterm(run, fake_python):
     status = start(run, fake_python, "stubborn")
     began = time.monotonic()
@@ -277,6 +280,7 @@ def test_stop_now_records_stopped_when_worker_ignores_sigterm(run, fake_python):
     assert all(gone(pid) for pid in status.worker_pids)
 
 
+@pytest.mark.slow
 def test_a_forced_stop_records_the_step_of_the_checkpoint_saved_after_the_last_status_line(run, fake_python):
     """Issue 20: Stop now killed the worker after it saved step-3 but before its next status line;
     status.json said step 0 while the console showed the checkpoint's step 3."""
@@ -293,6 +297,7 @@ def test_a_forced_stop_records_the_step_of_the_checkpoint_saved_after_the_last_s
     assert final.reason == "stopped by the user (forced); newest resumable checkpoint: step-3"
 
 
+@pytest.mark.slow
 def test_graceful_stop_times_out_then_terminates(run, fake_python):
     status = start(run, fake_python, "stubborn")
     final = stop(run, graceful=True, timeout_s=0.5, kill_after_s=0.5)

@@ -74,6 +74,7 @@ def graph_mode():
 
 # --- the layer's maths -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_untrained_adapter_leaves_logits_unchanged():
     model = tiny_model()
     tokens = ids()
@@ -86,6 +87,7 @@ def test_untrained_adapter_leaves_logits_unchanged():
     np.testing.assert_array_equal(logits(model, tokens), before)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", [LLAMA, QWEN2], ids=["llama", "qwen2-bias"])
 def test_forward_equals_base_model_with_numpy_merged_weights(cfg):
     model = tiny_model(cfg)
@@ -100,6 +102,7 @@ def test_forward_equals_base_model_with_numpy_merged_weights(cfg):
     assert np.abs(logits(model, tokens) - logits(reference, tokens)).max() <= 1e-5
 
 
+@pytest.mark.slow
 def test_merge_matches_adapter_is_idempotent_and_unmerge_restores():
     model = tiny_model()
     base = snapshot(model)
@@ -181,6 +184,7 @@ def test_fp16_input_runs_adapter_in_fp16():
     assert error <= 1e-2
 
 
+@pytest.mark.slow
 def test_dropout_is_active_in_training_only():
     model = tiny_model()
     lora.inject_lora(model, RANK, ALPHA, 0.5, ["q_proj", "down_proj"])
@@ -343,6 +347,7 @@ def test_jit_sees_merge_and_loaded_weights():
 
 # --- adapter state ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_lora_state_dict_round_trip_and_errors():
     model = tiny_model()
     replaced = lora.inject_lora(model, RANK, ALPHA, 0.0, ["q_proj", "v_proj"])

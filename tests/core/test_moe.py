@@ -78,6 +78,7 @@ def grads(block, x, weights):
     return float(value.asnumpy()), dx.asnumpy(), {p.name: g.asnumpy() for p, g in zip(params, dparams)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("grouped", [False, True], ids=["composed", "grouped"])
 @pytest.mark.parametrize("family,normalize", [("mixtral", True), ("qwen3_moe", False), ("qwen3_moe", True)])
 def test_block_matches_transformers_forward_and_backward(family, normalize, grouped):
@@ -122,6 +123,7 @@ def lora_holder(grouped: bool, seed: int = 3):
     return holder, names
 
 
+@pytest.mark.slow
 def test_lora_on_experts_grouped_equals_composed_and_merges():
     composed, names = lora_holder(False)
     grouped, _ = lora_holder(True)
@@ -283,6 +285,7 @@ def save_stacked_layout(model, folder):
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernels", ["composed", "fused"])
 @pytest.mark.parametrize("name,changes", [("mixtral", {}), ("mixtral", {"sliding_window": 7}),
                                           ("qwen3-moe-dense-layer", {}),
@@ -303,6 +306,7 @@ def test_model_logits_match_transformers(name, changes, kernels, tmp_path):
     assert np.abs(ours - reference_logits(hf, ids)).max() <= 1e-4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mixtral", "qwen3-moe-dense-layer"])
 def test_stacked_layout_checkpoint_loads_and_exports_per_expert(name, tmp_path):
     from core.engine.checkpoint import hf_state_dict, load_hf_model
@@ -325,6 +329,7 @@ def test_stacked_layout_checkpoint_loads_and_exports_per_expert(name, tmp_path):
     assert f"model.layers.1.{block}.experts.3.{proj}.weight" in hub_keys
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,changes", [("qwen3-moe-dense-layer", {}), ("mixtral", {"sliding_window": 5})],
                          ids=["qwen3-moe", "mixtral-window"])
 def test_greedy_generation_with_cache_equals_no_cache_and_transformers(name, changes, tmp_path):
@@ -343,6 +348,7 @@ def test_greedy_generation_with_cache_equals_no_cache_and_transformers(name, cha
     assert cached == ref
 
 
+@pytest.mark.slow
 def test_train_step_balancing_loss_matches_transformers(tmp_path):
     """One step's loss terms against transformers' forward with output_router_logits and labels:
     its loss is cross-entropy + router_aux_loss_coef · aux_loss (padding masked out of both)."""

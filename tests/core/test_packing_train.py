@@ -87,6 +87,7 @@ def per_sample_losses_packed(model, items: list[Sample]) -> tuple[list[float], i
     return [losses[i] for i in range(len(items))], len(rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_each_sample_loss_is_the_same_packed_and_unpacked(mode):
     model = make_model(mode)
@@ -103,6 +104,7 @@ def test_each_sample_loss_is_the_same_packed_and_unpacked(mode):
     assert abs(leaky.sum() - proper.sum()) > 1e-2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_eval_step_sums_agree_packed_and_unpacked(mode):
     model = make_model(mode)
@@ -119,6 +121,7 @@ def test_eval_step_sums_agree_packed_and_unpacked(mode):
     np.testing.assert_allclose(sums[True][0] / sums[True][1], sums[False][0] / sums[False][1], rtol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_one_train_step_packed_equals_unpacked(mode):
     items = samples(2)

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = '''
@@ -73,6 +75,7 @@ def run_probe(tmp_path: Path, source: str, **env_set: str) -> subprocess.Complet
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_a_missing_reference_package_skips_by_default_and_fails_when_required(tmp_path):
     skipped = run_probe(tmp_path, PROBE)
     assert skipped.returncode in (0, 5) and "1 skipped" in skipped.stdout, skipped.stdout  # 5: nothing ran
@@ -83,6 +86,7 @@ def test_a_missing_reference_package_skips_by_default_and_fails_when_required(tm
     assert "mindtune_no_such_package" in failed.stdout
 
 
+@pytest.mark.slow
 def test_each_need_fails_under_its_own_flag_and_skips_under_the_others(tmp_path):
     result = run_probe(tmp_path, NEEDS_PROBE, MINDTUNE_REQUIRE_REFERENCES="1", MINDTUNE_REQUIRE_ROOT="1")
     assert result.returncode == 1 and "1 failed, 1 skipped, 1 error" in result.stdout, result.stdout
@@ -92,6 +96,7 @@ def test_each_need_fails_under_its_own_flag_and_skips_under_the_others(tmp_path)
     assert run_probe(tmp_path, NEEDS_PROBE).stdout.count("SKIPPED") == 3
 
 
+@pytest.mark.slow
 def test_a_skip_outside_the_helper_fails_everywhere(tmp_path):
     result = run_probe(tmp_path, BARE_PROBE)
     assert result.returncode == 1 and "2 failed" in result.stdout, result.stdout
@@ -100,6 +105,7 @@ def test_a_skip_outside_the_helper_fails_everywhere(tmp_path):
     assert "could not import 'mindtune_no_such_package'" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_session_fails_on_a_skip_not_expected_and_on_an_expected_one_that_ran(tmp_path):
     expected = tmp_path / "expected.txt"
     expected.write_text("# comment\nkernels tests/test_probe.py::test_needs_kernel\n"
@@ -114,6 +120,7 @@ def test_the_session_fails_on_a_skip_not_expected_and_on_an_expected_one_that_ra
     assert "in expected.txt but did not skip: slurm tests/test_probe.py::test_gone" in differs.stdout
 
 
+@pytest.mark.slow
 def test_every_test_has_a_time_limit_and_one_past_it_fails_by_name(tmp_path):
     result = run_probe(tmp_path, TIMEOUT_PROBE)
     assert result.returncode == 1 and "1 failed, 2 passed" in result.stdout, result.stdout

@@ -250,6 +250,7 @@ def scorer(reward_run):
     return RewardModelScorer(reward_run[0].path, batch_size=4)
 
 
+@pytest.mark.slow
 def test_scorer_scores_a_finished_run_as_its_training_rows(reward_run, scorer):
     """The scorer renders (prompt, completion) exactly as the run's pair rows, and scores them as the
     trained model does (its adapter merged at load)."""
@@ -284,6 +285,7 @@ def test_scorer_scores_a_finished_run_as_its_training_rows(reward_run, scorer):
     print(f"scorer kernels: {scorer.kernels}")
 
 
+@pytest.mark.slow
 def test_scorer_refuses_runs_and_inputs_it_cannot_score_naming_them_in_both_languages(workspace, scorer, tmp_path):
     from app.i18n import problem_text
     from core.run.reward_run import RewardModelError, finished_reward_run

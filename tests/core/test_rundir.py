@@ -194,6 +194,7 @@ def test_reader_skips_and_counts_corrupt_middle_lines(tmp_path):
     assert reader.corrupt_lines == 3 and "line 4" in reader.last_error
 
 
+@pytest.mark.slow
 def test_reader_reads_only_new_bytes_of_a_large_file(tmp_path):
     path = tmp_path / "metrics.jsonl"
     line = json.dumps({"kind": "train", "step": 0, "loss": 1.0, "pad": "x" * 200}) + "\n"
