@@ -71,9 +71,10 @@ def _controller_down(monkeypatch, tmp_path) -> None:
             probe.bind(("127.0.0.1", 0))
             closed = probe.getsockname()[1]
         lines = [f"SlurmctldPort={closed}" if line.startswith("SlurmctldPort=") else line
-                 for line in conf.read_text().splitlines()]
+                 for line in conf.read_text().splitlines() if not line.startswith("MessageTimeout=")]
         if not any(line.startswith("SlurmctldPort=") for line in lines):
             lines.append(f"SlurmctldPort={closed}")
+        lines.append("MessageTimeout=1")  # the same refusal at once, not after ~9 s of the clients' retries
         moved = tmp_path / "slurm.conf"
         moved.write_text("\n".join(lines) + "\n")
         monkeypatch.setenv("SLURM_CONF", str(moved))
