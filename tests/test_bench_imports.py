@@ -58,6 +58,7 @@ def test_no_module_first_on_a_scripts_path_is_named_like_an_installed_one(folder
         "they hide the installed ones of the same name")
 
 
+@pytest.mark.slow  # a Python process per script: ~25 s in all on a loaded 2-core machine
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s in HEAVY else s for s in SCRIPTS])
 def test_every_bench_script_starts_and_prints_its_help(script, tmp_path):
     """`python bench/NAME.py --help`: its top-level imports under a script's own sys.path, its

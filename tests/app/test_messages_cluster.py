@@ -367,6 +367,7 @@ def test_the_english_is_what_core_wrote_before_the_ids(run, tmp_path, monkeypatc
         str(CASES["slurm.not_queued"](run, tmp_path, monkeypatch))
 
 
+@pytest.mark.slow
 def test_a_sbatch_refusal_keeps_its_id_in_status_json(run, tmp_path, monkeypatch):
     """The run's reason: sbatch's own words quoted inside ours, in 中文 by id and by its text."""
     reason = CASES["slurm.refused_job"](run, tmp_path, monkeypatch)

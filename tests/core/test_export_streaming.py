@@ -109,6 +109,7 @@ def test_merged_export_keeps_bf16_and_the_bases_shards(lora_run, ids):
     assert np.abs(_logits(fp32, ids) - ours).max() <= 1e-4
 
 
+@pytest.mark.slow
 def test_peft_export_reads_the_checkpoint_without_mindspore(lora_run):
     code = ("import sys; from core.engine.export import export_run; "
             f"path = export_run({str(lora_run)!r}, 'best', 'peft'); "

@@ -158,6 +158,7 @@ def _relative(ours: np.ndarray, theirs: np.ndarray) -> float:
     return float(np.linalg.norm(ours - theirs) / max(np.linalg.norm(theirs), 1e-30))
 
 
+@pytest.mark.slow  # even its one quick case (~5 s quiet) is too long for make test-fast
 @pytest.mark.parametrize("name", [n if n == FAST else pytest.param(n, marks=pytest.mark.slow) for n in CASES])
 def test_loss_gradients_and_figures_equal_trls_grpo_trainer(setup, name):
     case = CASES[name]

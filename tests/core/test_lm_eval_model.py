@@ -113,6 +113,7 @@ def test_loglikelihoods_and_accuracy_equal_lm_evals_hf_backend(both):
     assert ours["results"]["tiny_pick_mc"]["acc,none"] == hf["results"]["tiny_pick_mc"]["acc,none"]
 
 
+@pytest.mark.slow
 def test_generations_equal_lm_evals_hf_backend(both):
     ours, hf, _, _ = both
     ours_text = [s["resps"][0][0] for s in ours["samples"]["tiny_pick_gen"]]

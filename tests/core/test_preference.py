@@ -95,6 +95,7 @@ OBJECTIVES = {
 }
 
 
+@pytest.mark.slow  # even its one quick case (~5 s quiet) is too long for make test-fast
 @pytest.mark.parametrize("case", [c if c == "dpo-sigmoid-smoothed" else pytest.param(c, marks=pytest.mark.slow)
                                   for c in OBJECTIVES])
 def test_loss_and_lora_gradients_match_pytorch(setup, case):

@@ -66,6 +66,7 @@ def _relative(ours, want):
     return float(np.linalg.norm(ours - want) / np.linalg.norm(want))
 
 
+@pytest.mark.slow  # even its one quick case (~5 s quiet) is too long for make test-fast
 @pytest.mark.parametrize("name", [n if n == "qwen2-tied" else pytest.param(n, marks=pytest.mark.slow)
                                   for n in FIXTURES])
 def test_scores_loss_and_accuracy_match_transformers_sequence_classifier(folders, name):
@@ -94,6 +95,7 @@ def test_scores_loss_and_accuracy_match_transformers_sequence_classifier(folders
     assert got["chosen_reward"] == pytest.approx(float(want[:PAIRS].mean()), abs=1e-5)
 
 
+@pytest.mark.slow  # even its one quick case (~5 s quiet) is too long for make test-fast
 @pytest.mark.parametrize("kernels", ["fused", pytest.param("composed", marks=pytest.mark.slow)])
 def test_lora_gradients_match_peft(folders, kernels):
     """LoRA on every projection but k and gate, B ≠ 0, the layers sharing one graph and the CPU's fused
