@@ -34,6 +34,7 @@ cluster:
 	@if [ "$$(id -u)" -eq 0 ]; then bash scripts/slurm_cluster.sh start; \
 	else echo "not root: no Slurm test cluster started (sudo bash scripts/slurm_cluster.sh start)"; fi
 
+# The edit-test loop: no training runs, browser, Slurm or device tests (about 2 minutes on 2 busy cores)
 test-fast: $(VENV)/.installed-dev
 	$(PY) -m pytest -q -m "not slow and not browser and not slurm and not device"
 
