@@ -97,5 +97,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if differences is None:
         return
     terminalreporter.section("skips against " + os.environ["MINDTUNE_EXPECTED_SKIPS"])
+    for line in sorted(SKIPPED):
+        terminalreporter.line(f"skipped: {line}")
     for line in differences or [f"the {len(SKIPPED)} skips are those expected"]:
         terminalreporter.line(line)

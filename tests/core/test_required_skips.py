@@ -112,6 +112,7 @@ def test_the_session_fails_on_a_skip_not_expected_and_on_an_expected_one_that_ra
                         "device  tests/test_probe.py::test_needs_device  # no GPU\nroot tests/test_probe.py::test_runs\n")
     agreed = run_probe(tmp_path, NEEDS_PROBE, MINDTUNE_EXPECTED_SKIPS=str(expected))
     assert agreed.returncode == 0 and "the 3 skips are those expected" in agreed.stdout, agreed.stdout
+    assert "skipped: device tests/test_probe.py::test_needs_device" in agreed.stdout
     expected.write_text("kernels tests/test_probe.py::test_needs_kernel\nslurm tests/test_probe.py::test_gone\n")
     differs = run_probe(tmp_path, NEEDS_PROBE, MINDTUNE_EXPECTED_SKIPS=str(expected))
     assert differs.returncode == 1, differs.stdout
