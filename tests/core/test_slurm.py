@@ -162,16 +162,6 @@ def test_scancel_from_outside_is_reported_as_cancelled(jobs):
     wait_for(lambda: nothing_left(run), 60, 1.0, "nothing of the run left")
 
 
-def test_a_job_past_its_time_limit_is_ended_by_slurm(jobs):
-    """Slurm's TIMEOUT (the console's words for it: tests/app/test_cluster_console.py); Slurm sends
-    SIGTERM first, so the worker may stop with a checkpoint or fail."""
-    run = jobs["time_limit"]
-    status = refreshed_until_over(run, START_S + END_S, "the job at its time limit")
-    print(f"time limit: the run is {status.state} ({status.reason}); Slurm says {status.cluster.state}")
-    assert status.cluster.state == "TIMEOUT" and status.state in ("stopped", "failed"), (status.cluster, status.reason)
-    wait_for(lambda: nothing_left(run), 90, 1.0, "nothing of the run left")
-
-
 def test_worker_killed_on_node2_is_named_with_its_node(jobs):
     run = jobs["kill"]
     records = wait_for(lambda: ranks_started(run), START_S, 1.0, "the ranks to start")
@@ -233,3 +223,14 @@ def test_two_node_run_equals_local_data_parallel_2_and_exports(jobs):
     launch_to_step = train_records(local)[0]["time"] - local_start
     print(f"\n2-node vs local DP=2: max loss difference {difference:.2e}; submit-to-first-step "
           f"{submit_to_step:.1f} s on the cluster, launch-to-first-step {launch_to_step:.1f} s locally")
+
+
+def test_a_job_past_its_time_limit_is_ended_by_slurm(jobs):
+    """Slurm's TIMEOUT (the console's words for it: tests/app/test_cluster_console.py); Slurm sends
+    SIGTERM first, so the worker may stop with a checkpoint or fail. Last in the module: its minute
+    has passed while the other tests ran."""
+    run = jobs["time_limit"]
+    status = refreshed_until_over(run, START_S + END_S, "the job at its time limit")
+    print(f"time limit: the run is {status.state} ({status.reason}); Slurm says {status.cluster.state}")
+    assert status.cluster.state == "TIMEOUT" and status.state in ("stopped", "failed"), (status.cluster, status.reason)
+    wait_for(lambda: nothing_left(run), 90, 1.0, "nothing of the run left")
