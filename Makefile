@@ -26,7 +26,7 @@ console: $(VENV)/.installed
 # (/usr/bin/chromium: `sudo bash scripts/install_browser.sh`); without it the test is skipped, or
 # fails when MINDTUNE_REQUIRE_BROWSER=1 (as .ci/run sets). Screenshots land in test-artifacts/.
 test: $(VENV)/.installed-dev cluster
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -rs
 
 # The two-node Slurm cluster the Slurm backend's tests run against (scripts/slurm_cluster.sh), started
 # when make runs as root; otherwise those tests are skipped (or fail under MINDTUNE_REQUIRE_SLURM=1).
@@ -34,8 +34,9 @@ cluster:
 	@if [ "$$(id -u)" -eq 0 ]; then bash scripts/slurm_cluster.sh start; \
 	else echo "not root: no Slurm test cluster started (sudo bash scripts/slurm_cluster.sh start)"; fi
 
+# The edit-test loop: no training runs, browser, Slurm or device tests (about 2 minutes on 2 busy cores)
 test-fast: $(VENV)/.installed-dev
-	$(PY) -m pytest -q -m "not slow and not browser"
+	$(PY) -m pytest -q -m "not slow and not browser and not slurm and not device"
 
 test-browser: $(VENV)/.installed-dev
 	bash scripts/install_browser.sh

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from tests import skips
+
 PARTITION = "debug"  # the test cluster's partition: node1 and node2, both on this machine
 
 
@@ -25,7 +27,7 @@ def require_slurm() -> None:
     reason = f"no Slurm test cluster: {reason} (start one: sudo bash scripts/slurm_cluster.sh start)"
     if os.environ.get("MINDTUNE_REQUIRE_SLURM") == "1":
         pytest.fail(f"MINDTUNE_REQUIRE_SLURM=1 but {reason}")
-    pytest.skip(reason)
+    skips.skip("slurm", reason)
 
 
 def wait_for(what, timeout_s: float, every_s: float = 0.5, message: str = ""):
@@ -38,3 +40,33 @@ def wait_for(what, timeout_s: float, every_s: float = 0.5, message: str = ""):
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout_s:g} s waiting for {message or what}")
         time.sleep(every_s)
+
+
+ACTIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", None)
+
+
+def refreshed_until_over(run, timeout_s: float, what: str):
+    """The backend's refresh of a Slurm run until the run is over, in whatever end state (the caller
+    asserts which, with the run's reason): a failed run ends the wait at once instead of the deadline;
+    then until Slurm's own state of the job is over too (sacct can lag the run's status by seconds)."""
+    from core.run.records import TERMINAL_STATES
+    from core.run.slurm import SlurmBackend
+    backend, seen = SlurmBackend(), []
+
+    def refreshed(done):
+        seen[:] = [backend.refresh(run)]
+        return seen[0] if done(seen[0]) else None
+
+    def where() -> str:
+        s = seen[0] if seen else run.read_status()
+        job = s.cluster
+        return f"{s.state}, Slurm {job.state if job else None} ({job.reason if job else ''}): {s.reason}"
+
+    deadline = time.monotonic() + timeout_s
+    for done in (lambda s: s.state in TERMINAL_STATES, lambda s: s.cluster is None or s.cluster.state not in ACTIVE):
+        while (status := refreshed(done)) is None:
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}; the run is {where()}")
+            time.sleep(1.0)
+        deadline = max(deadline, time.monotonic() + 60)  # Slurm's accounting catches up within a minute
+    return status

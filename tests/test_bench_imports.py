@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import skips
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 SCRIPTS = sorted(p.stem for p in BENCH.glob("*.py") if p.stem != "__init__")
@@ -40,6 +42,7 @@ def shadowing(folder: Path, names: set[str]) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__" and p.stem in names)
 
 
+@pytest.mark.slow
 def test_a_module_named_like_an_installed_package_or_a_standard_module_is_reported(tmp_path):
     """The check below sees the packages the scripts use (it cannot pass by seeing nothing)."""
     for name in ("json", "numpy", "mindspore", "transformers", "mindtune_bench_step", "__init__"):
@@ -47,6 +50,7 @@ def test_a_module_named_like_an_installed_package_or_a_standard_module_is_report
     assert shadowing(tmp_path, installed_names()) == ["json", "mindspore", "numpy", "transformers"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FIRST_ON_PATH, ids=lambda p: p.name)
 def test_no_module_first_on_a_scripts_path_is_named_like_an_installed_one(folder):
     assert shadowing(folder, installed_names()) == [], (
@@ -54,6 +58,7 @@ def test_no_module_first_on_a_scripts_path_is_named_like_an_installed_one(folder
         "they hide the installed ones of the same name")
 
 
+@pytest.mark.slow  # a Python process per script: ~25 s in all on a loaded 2-core machine
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s in HEAVY else s for s in SCRIPTS])
 def test_every_bench_script_starts_and_prints_its_help(script, tmp_path):
     """`python bench/NAME.py --help`: its top-level imports under a script's own sys.path, its
@@ -106,5 +111,5 @@ def test_every_import_of_the_bench_scripts_resolves_as_a_script_runs_it():
     absent = sorted({missing for missing, _ in failed.values()
                      if missing and missing.split(".")[0] not in {"bench", "core", "app", "tests"}})
     if absent and all(missing in absent for missing, _ in failed.values()):
-        pytest.skip(f"could not import {', '.join(absent)} (requirements-dev.txt)")
+        skips.skip("reference", f"could not import {', '.join(absent)} (requirements-dev.txt)")
     assert failed == {}, "\n".join(f"{statement}: {error}" for statement, (_, error) in failed.items())

@@ -267,23 +267,27 @@ def test_the_console_is_in_packages_by_what_they_do():
     assert all(len(list((ROOT / "app" / name).glob("*.py"))) >= 3 for name in packages)
 
 
+@pytest.mark.slow
 def test_every_import_follows_the_layers():
     graph = import_graph(ROOT)
     assert len(graph) > 300  # the walk sees the real imports (about 440 at the move)
     assert layer_violations(ROOT) == []
 
 
+@pytest.mark.slow
 def test_no_circles_between_packages_or_modules():
     assert package_cycles(ROOT) == []
     assert module_cycles(ROOT) == []
 
 
+@pytest.mark.slow
 def test_function_level_imports_of_core_are_only_the_deliberate_ones():
     assert unexplained_lazy_imports(ROOT) == []
     graph = {(a, b) for a, b, nested, _ in import_graph(ROOT) if nested}
     assert set(LAZY) <= graph, f"LAZY lists imports that are gone: {sorted(set(LAZY) - graph)}"
 
 
+@pytest.mark.slow
 def test_every_module_attribute_used_exists():
     files = tree_files()
     assert len(files) > 200
@@ -298,6 +302,7 @@ def test_a_name_left_behind_by_a_move_is_reported(tmp_path):
     assert missing_attributes([use]) == ["teardown.py:5: core.run.launcher.list_runs"]
 
 
+@pytest.mark.slow
 def test_the_console_and_the_mindspore_free_packages_load_no_mindspore():
     assert mindspore_leaks(ROOT, [*MINDSPORE_FREE, "app"]) == []
 
@@ -323,6 +328,7 @@ def without_lines(violations: list[str]) -> list[str]:
     return [re.sub(r" \(line \d+\)", "", v) for v in violations]
 
 
+@pytest.mark.slow
 def test_a_spec_module_importing_the_engine_is_reported(tree):
     assert layer_violations(tree) == []
     plant(tree, "core/spec/config.py", "import core.engine.layers")
@@ -330,17 +336,20 @@ def test_a_spec_module_importing_the_engine_is_reported(tree):
         "core.spec.config imports core.engine.layers: spec may import only nothing else of core"]
 
 
+@pytest.mark.slow
 def test_the_console_importing_the_engine_is_reported(tree):
     plant(tree, "app/runs/jobs.py", "from core.engine.model import CausalLM", at_top=False)
     assert without_lines(layer_violations(tree)) == [
         "app.runs.jobs imports core.engine.model: app may import only app, data, eval, run, spec, weights"]
 
 
+@pytest.mark.slow
 def test_core_importing_app_is_reported(tree):
     plant(tree, "core/run/rundir.py", "from app import i18n")
     assert without_lines(layer_violations(tree)) == ["core.run.rundir imports app.i18n: run may import only spec"]
 
 
+@pytest.mark.slow
 def test_a_circle_between_packages_is_reported(tree):
     assert package_cycles(tree) == []
     plant(tree, "core/spec/memory.py", "import core.run.atomic")  # run -> spec already (rundir reads config)
@@ -348,6 +357,7 @@ def test_a_circle_between_packages_is_reported(tree):
         [["run", "spec", "run"]], [["spec", "run", "spec"]])
 
 
+@pytest.mark.slow
 def test_an_unexplained_function_level_import_is_reported(tree):
     assert unexplained_lazy_imports(tree) == []
     plant(tree, "core/run/launcher.py", "from core.run.rundir import RunDir", at_top=False)
@@ -356,6 +366,7 @@ def test_an_unexplained_function_level_import_is_reported(tree):
         "with the reason"]
 
 
+@pytest.mark.slow
 def test_mindspore_loaded_by_a_free_package_is_reported(tree):
     plant(tree, "core/spec/errors.py", "import mindspore  # planted")
     assert mindspore_leaks(tree, ["spec"]) == ["core.spec.errors loads MindSpore"]

@@ -27,6 +27,8 @@ from typing import Iterator
 
 import pytest
 
+from tests import skips
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS_DIR = Path(os.environ.get("MINDTUNE_TEST_ARTIFACTS", REPO_ROOT / "test-artifacts"))
 CHROMIUM = os.environ.get("MINDTUNE_CHROMIUM", "/usr/bin/chromium")
@@ -168,7 +170,7 @@ def console_server(tmp_path: Path, console_extra_dirs: dict[str, list[Path]],
     started afterwards (no worker survives the test)."""
     reason = console_missing_reason()
     if reason:
-        pytest.skip(reason)
+        skips.skip("browser", reason)
     port = _free_port()
     runs_dir = tmp_path / "runs"
     runs_dir.mkdir()
@@ -232,7 +234,7 @@ def browser():
     if reason and os.environ.get("MINDTUNE_REQUIRE_BROWSER") == "1":
         pytest.fail(f"MINDTUNE_REQUIRE_BROWSER=1 but {reason}")
     if reason:
-        pytest.skip(reason)
+        skips.skip("browser", reason)
     from playwright.sync_api import sync_playwright
     playwright = sync_playwright().start()
     try:

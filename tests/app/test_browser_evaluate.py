@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("lm_eval")
+from tests import skips
+
+skips.module("lm_eval")
 
 from core.run.rundir import RunDir
 from tests.app.browser_fixtures import MODELS_DIR  # noqa: E402

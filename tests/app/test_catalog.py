@@ -8,6 +8,7 @@ import pytest
 
 from app.data.catalog import candidate_folders, describe, human_count, projection_names, scan_models
 
+from tests import skips
 from tests.app.conftest import HIDDEN, write_model
 
 
@@ -142,7 +143,7 @@ def test_family_checkpoint_rows_as_transformers_saves_them(fixture, tmp_path):
     one, the top-k of its experts; Gemma 3 with vision: its language model's), the context, the
     stored dtype; the LoRA boxes are the family's projections (QK-norm weights under self_attn and
     the vision tower's layers are not), the family's defaults checked."""
-    torch = pytest.importorskip("torch")
+    torch = skips.module("torch")
     from tests.core.family_fixtures import make_any_model
     from tests.core.hf_fixtures import COMMON, save_hf_model
     hf = make_any_model(fixture)

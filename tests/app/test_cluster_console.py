@@ -310,8 +310,7 @@ def test_a_cluster_job_submitted_from_a_shell_is_watched_once_a_page_shows_it(cl
     seen: list[str] = []
     slurm.refresh = lambda r: seen.append(r.run_id) or r.read_status()
     monitor_callbacks.tick(monitor_callbacks.MonitorSession(), run.run_id, cluster_console)
-    time.sleep(0.3)
-    assert run.run_id in seen  # its watcher asks Slurm
+    wait_for(lambda: run.run_id in seen, 30, 0.05, "its watcher asking Slurm")
     run.write_status(state="stopped", reason="Slurm job 101 cancelled (scancel)",
                      cluster=run.read_status().cluster.replace(state="CANCELLED"))
     cluster_console.jobs.wait_for_watchers(10)

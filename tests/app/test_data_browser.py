@@ -23,7 +23,9 @@ pytest_plugins = ["tests.app.browser_fixtures"]
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 TIMEOUT_MS = float(os.environ.get("MINDTUNE_BROWSER_PHASE_TIMEOUT_S", 120)) * 1000
-PREVIEW_TARGET_S = 1.0
+# the preview answers in about a second on a quiet machine (the timings are printed); the bound is a margin a
+# loaded 2-core machine cannot break, far below what a preview of the whole file or a stalled queue takes
+PREVIEW_MAX_S = 20.0
 
 # true once #data-preview shows `needle` with Gradio's status tracker hidden (no loading overlay)
 PREVIEW_READY_JS = """
@@ -87,7 +89,7 @@ def test_dataset_uploads_preview_mapping_and_broken_data(console_server, page, t
     page.goto(console_server.url)
     page.wait_for_function(PREVIEW_READY_JS, arg="format:", timeout=TIMEOUT_MS)
 
-    # a chat file: its format is detected on upload and the preview answers within a second
+    # a chat file: its format is detected on upload and the preview answers (about a second on a quiet machine)
     chat = write_jsonl(tmp_path / "chat_upload.jsonl", chat_rows(40))
     timings = []
     for attempt in range(3):  # the first upload and two more of the same file
@@ -104,7 +106,7 @@ def test_dataset_uploads_preview_mapping_and_broken_data(console_server, page, t
     assert page.input_value("#cfg-data-format input") == "auto"
     assert "format **chat**" not in page.inner_text("#dataset-upload-note")  # rendered as bold, not markdown
     assert "chat" in page.inner_text("#dataset-upload-note")
-    assert max(timings) < 5 * PREVIEW_TARGET_S, f"preview after upload took {timings} s"
+    assert max(timings) < PREVIEW_MAX_S, f"preview after upload took {timings} s"
     screenshot(page, "data_upload_chat")
 
     # uploading the same file again added no copy, and the picker lists it once
@@ -129,7 +131,7 @@ def test_dataset_uploads_preview_mapping_and_broken_data(console_server, page, t
     type_mapping(page, "instruction: question, output: answer")
     mapping_s = time.monotonic() - start
     print(f"  {mapping_s:6.2f} s  preview after editing the column mapping")
-    assert mapping_s < 5 * PREVIEW_TARGET_S, f"preview after editing the mapping took {mapping_s:.2f} s"
+    assert mapping_s < PREVIEW_MAX_S, f"preview after editing the mapping took {mapping_s:.2f} s"
     page.wait_for_timeout(MAPPING_KEPT_S * 1000)
     assert page.locator(COLUMNS_FIELD).first.input_value() == "instruction: question, output: answer"
     assert "mapped by data.columns" in page.inner_text("#data-preview")

@@ -7,6 +7,8 @@ import json
 import re
 import zipfile
 
+import pytest
+
 from core.spec.config import DataSettings
 from core.data.tokenizer import Tokenizer
 from tests.core.tiny_setup import write_jsonl
@@ -321,6 +323,7 @@ def looping_pairs(demo, elem_prefixes: tuple[str, ...]) -> list[tuple[str, str, 
     return pairs
 
 
+@pytest.mark.slow
 def test_no_two_change_events_re_trigger_each_other_on_the_data_fields(console):
     from app.server import build_app
     demo = build_app(console)

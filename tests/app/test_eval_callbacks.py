@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-pytest.importorskip("lm_eval")
+from tests import skips
+
+skips.module("lm_eval")
 
 import core.run.launcher as launcher  # noqa: E402
 from core.eval.eval_tasks import EvalSettings, create_eval_run  # noqa: E402
@@ -48,6 +50,7 @@ def test_refusals_name_what_is_wrong(console, trained):
     assert not (console.runs_dir / "evals").exists() or not any((console.runs_dir / "evals").iterdir())
 
 
+@pytest.mark.slow
 def test_evaluate_runs_in_the_background_and_shows_base_vs_fine_tuned(console, trained, model_root):
     message = ev.start(console, [trained.run_id], ["tiny_pick_mc"], ["base"], limit=4)
     # the folder is named by the run it belongs to (issue 37: eval_best_best_<time> said whose it was not)
@@ -89,6 +92,7 @@ def _two_queued(console, trained, model_root, tasks):
     return runs
 
 
+@pytest.mark.slow
 def test_base_and_best_run_one_after_the_other_in_one_worker(console, trained, model_root):
     first, second = _two_queued(console, trained, model_root, ["tiny_pick_mc"])
     assert first.read_status().command[3:] == ["--run-dir", str(first.path), "--run-dir", str(second.path)]
@@ -113,6 +117,7 @@ def test_base_and_best_run_one_after_the_other_in_one_worker(console, trained, m
         json.loads((second.path / "results.json").read_text())["tasks"]  # the same model twice
 
 
+@pytest.mark.slow
 def test_stop_ends_the_running_evaluation_and_the_one_queued_behind_it(console, trained, model_root):
     first, second = _two_queued(console, trained, model_root, ["tiny_pick_mc", "tiny_pick_gen"])
     deadline = time.monotonic() + 120

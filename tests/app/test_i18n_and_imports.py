@@ -10,6 +10,8 @@ from core.run.launcher import REPO_ROOT
 
 from app.i18n import TEXTS, Labels, text
 
+from tests import skips
+
 
 def test_every_text_has_both_languages():
     missing = [k for k, (en, zh) in TEXTS.items() if not en or not zh]
@@ -30,6 +32,7 @@ def test_labels_switch_language():
         labels.bind(Widget(), label="no.such.key")
 
 
+@pytest.mark.slow
 def test_importing_the_console_does_not_import_mindspore():
     code = ("import sys, app, app.server, app.tabs.train_callbacks, app.tabs.monitor_callbacks, app.tabs.runs_callbacks, "
             "app.tabs.try_callbacks, app.data.data_preview; print('mindspore' in sys.modules)")
@@ -44,6 +47,7 @@ STABLE_IDS = ["model-picker", "dataset-picker", "start-button", "stop-button", "
               "lang-toggle", "runs-table", "resume-button", "delete-button", "try-generate", "config-errors"]
 
 
+@pytest.mark.slow
 def test_the_page_has_the_stable_element_ids_and_builds_without_a_browser(console):
     from app.server import build_app
 
@@ -53,6 +57,7 @@ def test_the_page_has_the_stable_element_ids_and_builds_without_a_browser(consol
     assert set(STABLE_IDS) <= ids, set(STABLE_IDS) - ids
 
 
+@pytest.mark.slow
 def test_the_queue_polls_gently_when_idle(console):
     from app.server import build_app, relax_queue_polling
 
@@ -87,7 +92,7 @@ def test_the_allowed_symbols_are_in_an_installed_font_when_fontconfig_is_here():
     import shutil
 
     if shutil.which("fc-list") is None:
-        pytest.skip("no fontconfig on this machine")
+        skips.skip("machine", "no fontconfig on this machine")
     missing = [c for c in sorted(DRAWABLE_SYMBOLS)
                if not subprocess.run(["fc-list", f":charset={ord(c):x}", "family"], capture_output=True,
                                      text=True, timeout=30).stdout.strip()]
@@ -158,6 +163,7 @@ def test_every_action_text_has_both_languages_with_the_same_parameters():
 PICKS = {"dropdown", "checkboxgroup", "radio", "checkbox", "number", "textbox", "slider"}
 
 
+@pytest.mark.slow
 def test_every_pick_answers_its_newest_value(console):
     """An event a pick triggers (a tick in the Runs selection, a run or a dataset picked) must not be
     Gradio's "once" (`.input`'s default): with it, a second tick made while the first one's answer was

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import skips
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # 8 threads malloc at once; glibc's malloc_info() lists one <heap> per arena in use
@@ -49,7 +51,8 @@ def glibc() -> bool:
         return False
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or not glibc(), reason="glibc's mallopt")
+@pytest.mark.slow
+@skips.unless(sys.platform.startswith("linux") and bool(glibc()), "machine", "glibc's mallopt")
 def test_the_console_caps_malloc_arenas_unless_the_environment_says_otherwise():
     unlimited = arenas("no")
     assert unlimited["arenas"] > 2  # 8 threads at once get arenas of their own

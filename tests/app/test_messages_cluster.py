@@ -29,6 +29,8 @@ from core.spec.families import FAMILIES
 from core.spec.messages import CATALOGUE, Message
 
 from app.i18n import MESSAGES_ZH, problem_text, reason_text
+
+from tests import skips
 from tests.app.english import english_words
 from tests.app.test_messages_run import raised, said_by_id
 
@@ -62,16 +64,17 @@ def _controller_down(monkeypatch, tmp_path) -> None:
     cluster is up (CI starts it), the clients read a copy of its slurm.conf whose controller port is
     closed (SLURM_CONF), so they fail as they do with the controller down."""
     if shutil.which("scontrol") is None or shutil.which("sbatch") is None:
-        pytest.skip("no Slurm client commands on this machine")
+        skips.skip("slurm", "no Slurm client commands on this machine")
     if slurm.available() is None:
         conf = Path(os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf")
         with socket.socket() as probe:  # a port nothing listens on
             probe.bind(("127.0.0.1", 0))
             closed = probe.getsockname()[1]
         lines = [f"SlurmctldPort={closed}" if line.startswith("SlurmctldPort=") else line
-                 for line in conf.read_text().splitlines()]
+                 for line in conf.read_text().splitlines() if not line.startswith("MessageTimeout=")]
         if not any(line.startswith("SlurmctldPort=") for line in lines):
             lines.append(f"SlurmctldPort={closed}")
+        lines.append("MessageTimeout=1")  # the same refusal at once, not after ~9 s of the clients' retries
         moved = tmp_path / "slurm.conf"
         moved.write_text("\n".join(lines) + "\n")
         monkeypatch.setenv("SLURM_CONF", str(moved))
@@ -170,7 +173,7 @@ def _not_submitted_config(run, tmp_path, monkeypatch) -> Message:
 def _no_answer(run, tmp_path, monkeypatch) -> Message:
     """A Slurm command that does not answer in time: the real sinfo, given no time at all."""
     if shutil.which("sinfo") is None:
-        pytest.skip("no sinfo on this machine")
+        skips.skip("slurm", "no sinfo on this machine")
     return _said(raised(lambda: slurm._slurm(["sinfo", "-h"], timeout_s=0.001), slurm.SlurmError))
 
 
@@ -252,7 +255,7 @@ def _tracker_events(run: RunDir, tracker) -> list[TrackerEvent]:
 
 
 def _mlflow_failed(run, tmp_path, monkeypatch) -> Message:
-    pytest.importorskip("mlflow")
+    skips.module("mlflow")
 
     class Refusing(Exception):
         pass
@@ -266,7 +269,7 @@ def _mlflow_failed(run, tmp_path, monkeypatch) -> Message:
 
 
 def _swanlab_failed(run, tmp_path, monkeypatch) -> Message:
-    pytest.importorskip("swanlab")
+    skips.module("swanlab")
 
     def refuse(*args, **kwargs):
         raise RuntimeError("swanlab: not logged in")
@@ -287,7 +290,7 @@ def _goes_on(run, tmp_path, monkeypatch) -> Message:
 
 
 def _mirroring(run, tmp_path, monkeypatch) -> Message:
-    pytest.importorskip("tensorboardX")
+    skips.module("tensorboardX")
     events = []
     tracking.Trackers.open(Config().with_updates({"tracking": ["tensorboard"]}), run, False, events.append).close("done")
     return events[-1].message
@@ -337,6 +340,7 @@ CASES.update({
 })
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(CASES))
 def test_each_message_of_the_cluster_trackers_and_devices_is_said_by_its_id(key, run, tmp_path, monkeypatch):
     said_by_id(key, CASES[key](run, tmp_path, monkeypatch), QUOTED)
@@ -363,6 +367,7 @@ def test_the_english_is_what_core_wrote_before_the_ids(run, tmp_path, monkeypatc
         str(CASES["slurm.not_queued"](run, tmp_path, monkeypatch))
 
 
+@pytest.mark.slow
 def test_a_sbatch_refusal_keeps_its_id_in_status_json(run, tmp_path, monkeypatch):
     """The run's reason: sbatch's own words quoted inside ours, in 中文 by id and by its text."""
     reason = CASES["slurm.refused_job"](run, tmp_path, monkeypatch)

@@ -34,6 +34,8 @@ from core.spec.moe_args import MoeArgs
 
 from app.tabs import try_callbacks as try_cb
 from app.i18n import MESSAGES_ZH, TEXTS, problem_text
+
+from tests import skips
 from tests.app.conftest import write_model
 from tests.app.test_messages_model import _keys, _said_in_chinese
 from tests.app.test_problem_text import MIXTRAL, assert_chinese
@@ -353,19 +355,21 @@ EXPORT_MISTAKES = {
 
 def _lm(**kwargs):
     def make(tiny: Path, tmp_path: Path):
-        lm_eval_model = pytest.importorskip("core.engine.lm_eval_model")
+        skips.module("lm_eval")
+        import core.engine.lm_eval_model as lm_eval_model  # ours: a broken module fails, never skips
         return lm_eval_model.MindtuneLM(str(tiny), fused=False, **kwargs)
     return make
 
 
 def _gen_tokens(tiny: Path, tmp_path: Path):
-    instance = pytest.importorskip("lm_eval.api.instance")
+    instance = skips.module("lm_eval.api.instance")
     lm = _lm(max_length=16)(tiny, tmp_path)
     lm.generate_until([instance.Instance("generate_until", {}, ("a b", {"max_gen_toks": 32, "until": ["\n"]}), 0)])
 
 
 def _eval_base_missing(tiny: Path, tmp_path: Path):
-    lm_eval_model = pytest.importorskip("core.engine.lm_eval_model")
+    skips.module("lm_eval")
+    import core.engine.lm_eval_model as lm_eval_model
     model = _model(tiny, lora=True)
     save_peft_adapter(model, tmp_path / "adapter", "/nowhere/base", **LORA)
     lm_eval_model.load_model(str(tmp_path / "adapter"))
@@ -378,7 +382,7 @@ def _temperature_in_head(tiny: Path, tmp_path: Path):
     from core.engine.preference import LogProbPass
     model = load_hf_model(tiny, "float32", storage_dtype="bfloat16")
     if fused.enable(model) != "fused" or model.head_loss is None:
-        pytest.skip("fused kernels unavailable here: no 16-bit head kernel")
+        skips.skip("kernels", "fused kernels unavailable here: no 16-bit head kernel")
     LogProbPass(model, temperature=0.7)
 
 

@@ -32,6 +32,8 @@ from core.spec.messages import CATALOGUE, Message, recognise_located
 from app.tabs import eval_callbacks as ev
 from app.i18n import MESSAGES_ZH, problem_text, reason_text
 from app.runs.run_status import failure_kind
+
+from tests import skips
 from tests.app.english import english_words
 from tests.app.test_problem_text import facts
 
@@ -362,7 +364,7 @@ def _task_data(tmp_path) -> Message:
 
 
 def _unknown_task(tmp_path, include: bool, local: bool) -> Message:
-    pytest.importorskip("lm_eval")
+    skips.module("lm_eval")
     from core import evaluate
     from core.eval.eval_tasks import EvalError
     folder = tmp_path / "tasks"
@@ -540,6 +542,7 @@ def said_by_id(key: str, message: Message, names=QUOTED) -> None:
     assert again is not None and problem_text(english, "zh") == chinese, (english, again and again.to_json())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(CASES))
 def test_each_message_of_the_worker_and_the_run_folder_is_said_by_its_id(key, run, tmp_path, monkeypatch):
     message = CASES[key](run, tmp_path, monkeypatch)
@@ -570,7 +573,7 @@ def test_the_dry_runs_steps_are_said_by_id(tmp_path, capsys):
 
 def test_a_tasks_data_that_is_not_on_disk_is_said_by_id(tmp_path, monkeypatch):
     """lm-eval's loading fails without the hub: its own words are quoted after ours."""
-    pytest.importorskip("lm_eval")
+    skips.module("lm_eval")
     from core import evaluate
     from core.eval.eval_tasks import EvalError
     import lm_eval.tasks as tasks

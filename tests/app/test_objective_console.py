@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from core.run.records import BestSoFar, FinalFigures
 from core.spec.config import Config
 
@@ -44,6 +46,7 @@ def made_pair(console):
     return sft, dpo
 
 
+@pytest.mark.slow
 def test_the_monitor_heads_a_dpo_run_with_reward_accuracy_and_hides_what_does_not_apply(console):
     sft, dpo = made_pair(console)
     tick = mcb.tick(mcb.MonitorSession(), dpo.run_id, console)
@@ -94,6 +97,7 @@ def test_the_runs_table_shows_each_runs_own_figures(console):
                                       "peak MB"]
 
 
+@pytest.mark.slow
 def test_deltas_only_between_comparable_runs(console):
     sft, dpo = made_pair(console)
     html = cb.config_diff_html(console, [sft.run_id, dpo.run_id])
@@ -130,6 +134,7 @@ def test_the_config_comparison_shows_preference_settings_as_not_applicable_to_sf
     assert by_key["grpo.num_generations"] == [cb.NOT_APPLICABLE, cb.NOT_APPLICABLE]
 
 
+@pytest.mark.slow
 def test_overlay_labels_tell_runs_apart_and_losses_of_other_objectives_are_refused(console):
     sft, dpo = made_pair(console)
     labels = cb.short_labels(console, [sft.run_id, dpo.run_id])

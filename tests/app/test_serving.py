@@ -11,6 +11,8 @@ from app.runs.serving import Endpoints, serve_argv
 from core.run.rundir import RunDir
 from core.spec.config import Config
 
+from tests import skips
+
 
 class FakeProcess:
     """What Popen returns, for a child that prints `lines` and then runs (or has exited with `code`)."""
@@ -69,7 +71,7 @@ def test_a_run_not_over_is_not_served_and_a_failed_start_says_why(console):
 
 @pytest.mark.slow
 def test_the_served_run_answers_an_openai_client(tmp_path):
-    openai = pytest.importorskip("openai")
+    openai = skips.module("openai")
     from tests.core.gguf_fixtures import fake_lora_run
     run = fake_lora_run(tmp_path)
     endpoints = Endpoints()

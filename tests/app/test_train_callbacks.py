@@ -14,6 +14,8 @@ from core.spec.config import Config, ConfigError
 from app.tabs import form
 from app.tabs import train_callbacks as cb
 
+from tests import skips
+
 
 def form_values(console, **changes) -> dict:
     values = form.to_values(cb.starter_config(console))
@@ -370,7 +372,7 @@ def test_a_family_checkpoint_passes_the_gate_and_its_limits_are_field_errors(fix
     form with it passes; its context (128) and a projection name of another family (Mixtral: its
     hub expert name w1, which LoRA names gate_up_proj) are errors on their fields, naming what this
     family has. A mixture of experts' router is no default target."""
-    pytest.importorskip("torch")
+    skips.module("torch")
     from dataclasses import replace
     from app.context import Console
     from tests.core.family_fixtures import make_any_model

@@ -44,6 +44,7 @@ def test_an_o1_dense_multiplies_in_float16_and_returns_float32():
     assert np.abs(out.asnumpy() - exact).max() > 1e-4  # not the float32 product
 
 
+@pytest.mark.slow
 def test_o1_logits_stay_float32_and_near_the_float32_model(tmp_path):
     config = make_workspace(tmp_path)
     model = load_hf_model(tmp_path / "tiny-model")
@@ -63,6 +64,7 @@ def test_o1_logits_stay_float32_and_near_the_float32_model(tmp_path):
     assert config.is_file()
 
 
+@pytest.mark.slow
 def test_an_o1_run_lowers_the_loss_without_rewriting_the_model(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # MindSpore's rewrite would leave ./rewritten_network/ here
     config = make_workspace(tmp_path)

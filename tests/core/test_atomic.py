@@ -183,6 +183,7 @@ def _recipe_calls(path: Path) -> dict[str, list[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_no_other_core_module_writes_its_own_temp_file_and_rename():
     """The recipe (temp name, fsync, rename) lives only in core.run.atomic: no other module of core or
     app calls os.fsync, mkstemp, NamedTemporaryFile or a rename (os.replace, os.rename, Path.rename,

@@ -24,6 +24,7 @@ def workspace(tmp_path_factory):
     return root, make_workspace(root)
 
 
+@pytest.mark.slow
 def test_baseline_reads_the_whole_set_or_stops_at_the_token_cap_or_is_skipped(workspace):
     root, config = workspace
     full = _metrics(root, config, "run.name=full")

@@ -22,6 +22,8 @@ import core.run.ckpt_store as cs
 from core.run.launcher import REPO_ROOT
 from core.spec.errors import CheckpointError
 
+from tests import skips
+
 
 def save(root: Path, step: int, value: float, pointers=("last",), size: int = 64) -> Path:
     weights = {"layer.w": np.full((size, 4), value, np.float32), "layer.b": np.full(4, value, np.float16)}
@@ -159,6 +161,7 @@ def _assert_whole(root: Path, allowed: set[float]) -> float:
     return value
 
 
+@pytest.mark.slow
 def test_a_sigkill_at_every_step_of_an_overwrite_loses_nothing(tmp_path):
     script = tmp_path / "killer.py"
     script.write_text(KILLER.format(repo=str(REPO_ROOT)))
@@ -180,6 +183,7 @@ def test_a_sigkill_at_every_step_of_an_overwrite_loses_nothing(tmp_path):
     assert values[0] == 1.0 and values[-1] == 2.0 and values == sorted(values)  # old until the flip, new after
 
 
+@pytest.mark.slow
 def test_random_kills_while_saving_in_a_loop(tmp_path):
     script = tmp_path / "loop.py"
     script.write_text(textwrap.dedent(f"""\
@@ -266,7 +270,7 @@ def tiny_disk(tmp_path):
     mount.mkdir()
     result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(mount)], capture_output=True, text=True)
     if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or 'not root'})")
+        skips.skip("root", f"cannot mount a tmpfs here ({result.stderr.strip() or 'not root'})")
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=False)
 

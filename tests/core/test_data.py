@@ -18,6 +18,8 @@ from core.data.pipeline import IGNORE_INDEX, BatchIterator, Sample
 from core.data.files import DataError
 from core.data.tokenizer import Tokenizer
 
+from tests import skips
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHATML = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content']"
@@ -78,8 +80,8 @@ def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
 
 
 def write_parquet(path: Path, rows) -> Path:
-    pd = pytest.importorskip("pandas")
-    pytest.importorskip("pyarrow")
+    pd = skips.module("pandas")
+    skips.module("pyarrow")
     pd.DataFrame(rows).to_parquet(path)
     return path
 
@@ -621,8 +623,7 @@ def test_core_data_does_not_import_mindspore():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.skipif(not (REPO_ROOT / "models/tiny-demo/tokenizer.json").is_file()
-                    or not (REPO_ROOT / "data/demo/train.jsonl").is_file(), reason="demo files not built")
+@pytest.mark.slow
 def test_shipped_demo_data_loads_with_the_demo_tokenizer(tmp_path):
     tok = Tokenizer.from_dir(REPO_ROOT / "models/tiny-demo")
     demo = REPO_ROOT / "data/demo"

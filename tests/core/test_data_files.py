@@ -17,11 +17,13 @@ import pytest
 import core.data.pipeline as data
 from core.spec.config import DataSettings
 from core.data.files import DataError, dataset_splits
+
+from tests import skips
 from tests.core.test_data import ROWS, make_tokenizer_dir, raises, write_jsonl
 from core.data.tokenizer import Tokenizer
 
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
+pa = skips.module("pyarrow")
+pq = skips.module("pyarrow.parquet")
 
 CHAT_ROWS = [{"conversations": [{"from": "human", "value": f"Question {i}?"}, {"from": "gpt", "value": f"Answer {i}."}],
               "system": "Be brief."} for i in range(10)]
@@ -185,7 +187,7 @@ def test_cache_key_hashes_every_shard(tmp_path, tok):
 
 
 def test_a_folder_written_by_datasets_itself(tmp_path, tok):
-    datasets = pytest.importorskip("datasets")
+    datasets = skips.module("datasets")
     ds = datasets.Dataset.from_list(CHAT_ROWS)
     ds.save_to_disk(str(tmp_path / "real"), num_shards=2)
     assert [r.fields for r in data.read_data_file(tmp_path / "real").records] == CHAT_ROWS

@@ -16,6 +16,8 @@ from core.data.pipeline import IGNORE_INDEX
 from core.data.formats import Columns
 from core.data.formats import MAPPING_KEYS
 from core.data.tokenizer import Tokenizer
+
+from tests import skips
 from tests.core.test_data import CHATML, make_tokenizer_dir, raises, write_csv, write_jsonl
 from tests.core.test_tokenizer import chatml_backend, make_folder
 
@@ -100,7 +102,7 @@ def tool_tok(tool_folder) -> Tokenizer:
 
 @pytest.fixture(scope="module")
 def hf_tool_tok(tool_folder):
-    transformers = pytest.importorskip("transformers")
+    transformers = skips.module("transformers")
     transformers.logging.set_verbosity_error()
     return transformers.AutoTokenizer.from_pretrained(str(tool_folder))
 

@@ -63,6 +63,7 @@ def _events(run: RunDir, event: str) -> list[dict]:
     return [r for r in _records(run) if r.get("kind") == "event" and r.get("event") == event]
 
 
+@pytest.mark.slow
 def test_a_gpu_run_is_pinned_where_the_worker_decides(workspace, monkeypatch):
     """A whole LoRA run of the worker on a faked GPU of 1 MB, profiled at step 1, its steps op by op
     (MS_JIT=0) so that every MatMul is seen: the setup event says the GPU's path; the fit check warns,

@@ -12,10 +12,12 @@ from core.engine.export import ExportError, export_run, load_trained_model
 from core.export import main as export_main
 from core.engine.model import CausalLM, ModelArgs
 from core.train import main as train_main
+
+from tests import skips
 from tests.core.tiny_setup import make_workspace
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
 
 TOLERANCE = 1e-4
 
@@ -47,8 +49,9 @@ def _hf_logits(model, ids) -> np.ndarray:
         return model(torch.tensor(ids, dtype=torch.long)).logits.float().numpy()
 
 
+@pytest.mark.slow
 def test_peft_adapter_loads_in_peft_with_equal_logits(lora_run, ids):
-    peft = pytest.importorskip("peft")
+    peft = skips.module("peft")
     out = export_run(lora_run, "best", "peft")
     config = json.loads((out / "adapter_config.json").read_text())
     assert config["peft_type"] == "LORA" and config["r"] == 4 and config["lora_alpha"] == 8
@@ -60,6 +63,7 @@ def test_peft_adapter_loads_in_peft_with_equal_logits(lora_run, ids):
     assert np.abs(base_logits - ours).max() > 1e-3, "the adapter must change the model"
 
 
+@pytest.mark.slow  # its module fixture trains a run
 def test_merged_folder_loads_in_transformers_with_equal_logits(lora_run, ids):
     out = export_run(lora_run, "best", "merged")
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= {
@@ -70,6 +74,7 @@ def test_merged_folder_loads_in_transformers_with_equal_logits(lora_run, ids):
     assert tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False).startswith("<|im_start|>user")
 
 
+@pytest.mark.slow
 def test_mindspore_checkpoint_reloads_with_equal_logits(lora_run, ids):
     out = export_run(lora_run, "last", "mindspore", make_zip=True)
     assert out.suffix == ".zip"
@@ -84,6 +89,7 @@ def test_mindspore_checkpoint_reloads_with_equal_logits(lora_run, ids):
         assert f"{folder.name}/model.ckpt" in archive.namelist()
 
 
+@pytest.mark.slow
 def test_full_finetune_exports_merged_but_not_peft(tmp_path, ids):
     run = _finished_run(tmp_path, "method=full", "train.learning_rate=0.003")
     with pytest.raises(ExportError, match="no adapter"):

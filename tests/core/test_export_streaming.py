@@ -14,11 +14,13 @@ from core.engine.export import ExportError, export_run
 from core.export import main as export_main
 from core.spec.model_args import INDEX_NAME
 from core.train import main as train_main
+
+from tests import skips
 from tests.core.tiny_setup import make_workspace
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
+safetensors_torch = skips.module("safetensors.torch")
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,6 +73,7 @@ def _base(run: Path) -> Path:
     return Path(json.loads((run / "checkpoints" / "best" / "trainer_state.json").read_text())["base_model"]["path"])
 
 
+@pytest.mark.slow
 def test_merged_export_keeps_bf16_and_the_bases_shards(lora_run, ids):
     base = _base(lora_run)
     out = export_run(lora_run, "best", "merged")
@@ -106,6 +109,7 @@ def test_merged_export_keeps_bf16_and_the_bases_shards(lora_run, ids):
     assert np.abs(_logits(fp32, ids) - ours).max() <= 1e-4
 
 
+@pytest.mark.slow
 def test_peft_export_reads_the_checkpoint_without_mindspore(lora_run):
     code = ("import sys; from core.engine.export import export_run; "
             f"path = export_run({str(lora_run)!r}, 'best', 'peft'); "
@@ -125,6 +129,7 @@ def test_peft_export_reads_the_checkpoint_without_mindspore(lora_run):
     assert sorted(config["target_modules"]) == sorted({n.rsplit(".", 2)[-2] for n in trained})
 
 
+@pytest.mark.slow
 def test_full_finetune_of_a_bf16_base_exports_bf16_rounded_from_the_trained_weights(tmp_path, ids):
     run = _run(tmp_path, "method=full", "train.learning_rate=0.003")
     out = export_run(run, "best", "merged")

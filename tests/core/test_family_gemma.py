@@ -13,12 +13,14 @@ from core.engine.generate import SamplingSettings, generate
 from core.spec.model_args import ModelArgs
 from core.spec.families import FULL, SLIDING
 from core.spec.errors import ModelConfigError
+
+from tests import skips
 from tests.core.family_fixtures import (GEMMA2_2B, GEMMA3_1B, GEMMA3_4B, ID_LIMIT, make_model, rewrite_config,
                                         save_model, v4_spelling)
 from tests.core.hf_fixtures import assert_logit_parity, random_ids, save_hf_model
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
 
 TOLERANCE = 1e-4
 GEMMAS = ["gemma2", "gemma3", "gemma3-vision"]
@@ -46,6 +48,7 @@ def test_fp32_logits_match_transformers(name, tmp_path):
     assert_logit_parity(ours, ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, change", [
     ("gemma2", dict(attn_logit_softcapping=None)),
     ("gemma2", dict(final_logit_softcapping=None)),
@@ -137,6 +140,7 @@ def test_vision_config_without_text_config_is_refused():
         ModelArgs.from_hf_config(cfg, source="x/config.json")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stored", ["float16", "bfloat16"])
 def test_half_precision_checkpoints_load(stored, tmp_path):
     folder = save_hf_model(make_model("gemma2"), tmp_path, dtype=getattr(torch, stored))
@@ -187,6 +191,7 @@ def test_missing_text_tensor_is_named(tmp_path):
         load_hf_model(folder)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GEMMAS)
 def test_generation_with_cache_equals_no_cache_and_transformers(name, tmp_path):
     """Greedy continuations past the window (7) through soft-capped, windowed layers: with the KV
@@ -219,7 +224,7 @@ def fused_generations(name, tmp_path, prompt_length, new_tokens):
     composed = generate(model, [prompt], settings)[0]
     how = fused.enable(model)
     if how.startswith("composed"):
-        pytest.skip(how)
+        skips.skip("kernels", how)
     assert how == "fused"
     cached = generate(model, [prompt], settings)[0]
     uncached = generate(model, [prompt], settings, use_cache=False)[0]
@@ -232,6 +237,7 @@ def fused_generations(name, tmp_path, prompt_length, new_tokens):
     return cached, uncached, composed, ref, batch, alone
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GEMMAS)
 def test_fused_generation_with_cache_equals_no_cache_and_transformers(name, tmp_path):
     """A prompt longer than the window (10 > 7) prefilled by the kernel, then 10 cached steps through
@@ -241,6 +247,7 @@ def test_fused_generation_with_cache_equals_no_cache_and_transformers(name, tmp_
     assert batch[0] == batch[1] == alone
 
 
+@pytest.mark.slow
 def test_fused_kernels_run_the_vision_checkpoints_language_model(tmp_path):
     """All-fused (attention with its scale and window, (1 + w) norms and QK-norm, GeGLU) and
     compiled: the logits still equal transformers' (test_model covers the text-only fixtures)."""
@@ -249,7 +256,7 @@ def test_fused_kernels_run_the_vision_checkpoints_language_model(tmp_path):
     model = load_hf_model(folder)
     how = fused.enable(model)
     if how.startswith("composed"):
-        pytest.skip(how)
+        skips.skip("kernels", how)
     assert how == "fused"
     ids = ids_for()
     assert_logit_parity(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy(), hf_logits(hf, ids))
@@ -289,7 +296,7 @@ def test_loss_kernel_soft_caps_the_logits_itself(tmp_path):
             if mode == "fused":
                 how = fused.enable(model)
                 if how.startswith("composed"):
-                    pytest.skip(how)
+                    skips.skip("kernels", how)
                 assert how == "fused" and model.cap_in_loss == (name == "gemma2")
                 assert_logit_parity(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy(), hf_logits(hf, ids))
             results[mode] = _loss_and_grads(model, ids, labels, mask), EvalStep(model)(ids, labels, mask)

@@ -12,13 +12,15 @@ from core.engine.checkpoint import load_hf_model
 from core.engine.generate import SamplingSettings, generate
 from core.spec.model_args import ModelArgs
 from core.spec.errors import ModelConfigError
+
+from tests import skips
 from tests.core.family_fixtures import (PHI3_MINI_4K, PHI4, PHI4_MINI_INSTRUCT, make_model, rewrite_config,
                                         save_model, v4_spelling)
 from tests.core.hf_fixtures import assert_logit_parity, random_ids, save_hf_model
 from tests.core.test_family_gemma import fused_generations, hf_logits, ours_logits
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
 
 TOLERANCE = 1e-4
 PHIS = ["phi3", "phi4-mini"]
@@ -148,6 +150,7 @@ def _greedy(hf, ours, prompt, new_tokens):
     return cached, uncached, ref
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, prompt_length, new_tokens", [
     ("phi3", 7, 12),  # past the window (9)
     ("phi4-mini", 5, 9),  # within the original context (16): short factors throughout
@@ -161,6 +164,7 @@ def test_generation_with_cache_equals_no_cache_and_transformers(name, prompt_len
     assert cached == uncached == ref and len(cached) == new_tokens
 
 
+@pytest.mark.slow
 def test_generation_crossing_the_original_context_recomputes_the_cache(tmp_path):
     """LongRoPE switches every position to the long factors once a sequence outgrows the original
     context (16): when a cached generation crosses it, the cache (short-factor keys) is recomputed
@@ -175,6 +179,7 @@ def test_generation_crossing_the_original_context_recomputes_the_cache(tmp_path)
     assert generate(ours, prompts, settings) == generate(ours, prompts, settings, use_cache=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, prompt_length, new_tokens", [
     ("phi3", 12, 8),  # the prompt is longer than the window (9)
     ("phi4-mini", 12, 8),  # crosses the original context (16): the cache is recomputed by the kernel
@@ -187,6 +192,7 @@ def test_fused_generation_with_cache_equals_no_cache_and_transformers(name, prom
         assert batch[0] == alone
 
 
+@pytest.mark.slow
 def test_fused_and_compiled_longrope_picks_the_factors_per_forward(tmp_path):
     """In a compiled graph the short/long choice is made from the positions at run time (one graph
     serves both lengths' shapes of the same model), with the fused attention's partial rotary."""
@@ -195,7 +201,7 @@ def test_fused_and_compiled_longrope_picks_the_factors_per_forward(tmp_path):
     model = load_hf_model(folder)
     how = fused.enable(model)
     if how.startswith("composed"):
-        pytest.skip(how)
+        skips.skip("kernels", how)
     assert how == "fused"
     forward = ms.jit(model.construct)
     for length in (12, 24):

@@ -18,16 +18,23 @@ import core.engine.fused as fused
 from core.engine.export import export_run, load_trained_model
 from core.data.tokenizer import Tokenizer
 from core.train import main as train_main
+
+from tests import skips
 from tests.core.hf_fixtures import make_hf_model, save_hf_model
 from tests.core.tiny_setup import make_workspace
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-peft = pytest.importorskip("peft")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
+peft = skips.module("peft")
 
 FAMILIES = ["mistral-window", "qwen3-untied", "glm4", "olmo2", "mixtral"]  # llama and qwen2: tests/core/test_train.py, test_export.py
 TOLERANCE = 1e-4
 STEPS = ["train.max_steps=8", "train.eval_every=4", "train.save_every=4", "eval.downstream=false"]
+# A resume restores the same state whatever the family (weights and AdamW's moments by name, the schedule, the
+# RNG, the data position): it is checked once per engine path, not per family. Dense LoRA: Llama
+# (test_train.py), Qwen3 with its untied head here and Phi-3's packed projections (test_family_training_gemma_phi.py);
+# dense full fine-tune: Qwen3 here and Phi-3; the experts (LoRA and full): test_moe.py.
+RESUMED = "qwen3-untied"
 
 
 def family_workspace(root: Path, name: str) -> Path:
@@ -74,11 +81,12 @@ def test_family_lora_trains_resumes_and_exports(name, tmp_path):
     setup = next(r for r in records(run, "event") if r["event"] == "setup")
     # the fused kernels serve every part of these families (when this machine can build them)
     assert setup["kernels"] == "fused" if fused.expected("cpu", "float32", "O0") else setup["kernels"].startswith("composed")
-    resumed = finished_run(config, "train.learning_rate=0.02", f"run.resume={run / 'checkpoints' / 'step-4'}")
-    full = {r["step"]: r["loss"] for r in records(run, "train")}
-    tail = {r["step"]: r["loss"] for r in records(resumed, "train")}
-    assert sorted(tail) == [5, 6, 7, 8]
-    assert all(abs(tail[s] - full[s]) <= 1e-5 for s in tail), (tail, full)
+    if name == RESUMED:
+        resumed = finished_run(config, "train.learning_rate=0.02", f"run.resume={run / 'checkpoints' / 'step-4'}")
+        full = {r["step"]: r["loss"] for r in records(run, "train")}
+        tail = {r["step"]: r["loss"] for r in records(resumed, "train")}
+        assert sorted(tail) == [5, 6, 7, 8]
+        assert all(abs(tail[s] - full[s]) <= 1e-5 for s in tail), (tail, full)
 
     ids = np.random.default_rng(0).integers(3, 250, (2, 20)).astype(np.int32)
     mine = ours(run, ids)
@@ -101,11 +109,11 @@ def test_family_full_finetune_trains_resumes_and_exports(name, tmp_path):
     run = finished_run(config, *full_run)
     evals = records(run, "eval")
     assert evals[-1]["val_loss"] < evals[0]["val_loss"], evals
-    # every weight and AdamW's moments come back: the resumed steps repeat the losses exactly
-    resumed = finished_run(config, *full_run, f"run.resume={run / 'checkpoints' / 'step-2'}")
-    first = {r["step"]: r["loss"] for r in records(run, "train")}
-    tail = {r["step"]: r["loss"] for r in records(resumed, "train")}
-    assert sorted(tail) == [3, 4] and all(abs(tail[s] - first[s]) <= 1e-5 for s in tail), (tail, first)
+    if name == RESUMED:  # every weight and AdamW's moments come back: the resumed steps repeat the losses exactly
+        resumed = finished_run(config, *full_run, f"run.resume={run / 'checkpoints' / 'step-2'}")
+        first = {r["step"]: r["loss"] for r in records(run, "train")}
+        tail = {r["step"]: r["loss"] for r in records(resumed, "train")}
+        assert sorted(tail) == [3, 4] and all(abs(tail[s] - first[s]) <= 1e-5 for s in tail), (tail, first)
     ids = np.random.default_rng(1).integers(3, 250, (2, 20)).astype(np.int32)
     merged = transformers.AutoModelForCausalLM.from_pretrained(str(export_run(run, "best", "merged"))).eval()
     assert np.abs(hf_logits(merged, ids) - ours(run, ids)).max() <= TOLERANCE

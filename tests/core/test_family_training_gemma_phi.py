@@ -17,10 +17,12 @@ import mindspore as ms
 
 import core.engine.fused as fused
 from core.engine.export import export_run, load_trained_model
+
+from tests import skips
 from tests.core.family_fixtures import FamilyRuns, run_records
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
 pytestmark = pytest.mark.slow
 
 TOLERANCE = 1e-4
@@ -35,9 +37,28 @@ FAMILIES = {
 }
 
 
+_RUNS: dict[str, FamilyRuns] = {}  # one per family, whichever fixture asks first
+
+
+def family_runs(name: str, tmp_path_factory) -> FamilyRuns:
+    if name not in _RUNS:
+        _RUNS[name] = FamilyRuns(tmp_path_factory.mktemp(name), name, FAMILIES[name][0])
+    return _RUNS[name]
+
+
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def runs(request, tmp_path_factory) -> FamilyRuns:
-    return FamilyRuns(tmp_path_factory.mktemp(request.param), request.param, FAMILIES[request.param][0])
+    return family_runs(request.param, tmp_path_factory)
+
+
+# A resume restores the same state whatever the family: checked once per engine path (tests/core/
+# test_family_training.py says which test holds which), here Phi-3's packed qkv and gate_up projections
+RESUMED = "phi3"
+
+
+@pytest.fixture(scope="module")
+def resumed_family(tmp_path_factory) -> FamilyRuns:
+    return family_runs(RESUMED, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -92,9 +113,10 @@ RESUMES = {"lora": ("lora", "resumed", [5, 6, 7, 8]), "full": ("full", "full-res
 
 
 @pytest.mark.parametrize("method", sorted(RESUMES))
-def test_resume_matches_the_uninterrupted_run(runs, method):
+def test_resume_matches_the_uninterrupted_run(resumed_family, method):
     """LoRA resumed from step 4 of 8, a full fine-tune from step 2 of 4 (every weight and AdamW's
     moments come back): the resumed steps repeat the uninterrupted run's losses."""
+    runs = resumed_family
     first, resumed, steps = RESUMES[method]
     full = {r["step"]: r["loss"] for r in run_records(runs.run(first), "train")}
     tail = {r["step"]: r["loss"] for r in run_records(runs.run(resumed), "train")}
@@ -104,7 +126,7 @@ def test_resume_matches_the_uninterrupted_run(runs, method):
 
 
 def test_peft_adapter_loads_in_peft_with_equal_logits(runs, ids):
-    peft = pytest.importorskip("peft")
+    peft = skips.module("peft")
     run = runs.run("lora")
     out = export_run(run, "best", "peft")
     base = _hf_class(runs).from_pretrained(str(runs.model_dir))

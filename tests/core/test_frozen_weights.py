@@ -14,15 +14,17 @@ from core.spec.config import Config, ConfigError
 from core.engine.lora import inject_lora, mark_only_lora_trainable
 from core.engine.model import share_layer_graphs
 from core.engine.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw
+
+from tests import skips
 from tests.core.hf_fixtures import make_hf_model, random_ids, save_hf_model
 
-torch = pytest.importorskip("torch")
+torch = skips.module("torch")
 
 try:
     KERNEL = fused.build()
 except fused.KernelUnavailable:
     KERNEL = None
-needs_kernel = pytest.mark.skipif(KERNEL is None, reason="fused kernels unavailable here")
+needs_kernel = skips.unless(KERNEL is not None, "kernels", "fused kernels unavailable here")
 PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 HALF = {"bfloat16": ms.bfloat16, "float16": ms.float16}
 
@@ -124,6 +126,7 @@ def bf16_checkpoint(tmp_path_factory):
     return save_hf_model(make_hf_model("qwen2-tied"), tmp_path_factory.mktemp("bf16"), dtype=torch.bfloat16)
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_bf16_frozen_weights_train_as_float32_and_stay_unchanged(bf16_checkpoint):
     reference = lora_losses(bf16_checkpoint, None)  # the same bf16 values, upcast at load
@@ -160,6 +163,7 @@ def test_the_demo_with_16_bit_frozen_weights_stays_within_1e_3_of_float32(dtype,
     assert frozen["changed"] == []
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_untied_head_runs_through_the_head_loss_kernel(tmp_path):
     folder = save_hf_model(make_hf_model("llama-gqa-llama3-rope"), tmp_path, dtype=torch.bfloat16)

@@ -15,13 +15,15 @@ from core.engine.lora import inject_lora, mark_only_lora_trainable
 from core.engine.model import MASK_MIN, share_layer_graphs
 from core.engine.train_step import (CausalLMLoss, EvalStep, FusedCausalLMLoss, TrainStep, WarmupDecaySchedule, adamw,
                               loss_cell)
+
+from tests import skips
 from tests.core.hf_fixtures import make_hf_model, random_ids, reference_logits, save_hf_model
 
 try:
     KERNEL = fused.build()
 except fused.KernelUnavailable as exc:  # no C++ compiler: the engine runs composed ops
     KERNEL, WHY = None, str(exc)
-needs_kernel = pytest.mark.skipif(KERNEL is None, reason="fused kernels unavailable here")
+needs_kernel = skips.unless(KERNEL is not None, "kernels", "fused kernels unavailable here")
 
 
 def rotate_half(x):
@@ -303,6 +305,7 @@ def test_kernel_refuses_a_mask_of_the_wrong_shape():
         fused.FusedAttention(KERNEL)(q, kv, kv, Tensor(np.zeros((1, 1, 8, 7), np.float32)), cos, sin)[0].asnumpy()
 
 
+@pytest.mark.slow
 @needs_kernel
 @pytest.mark.parametrize("name", ["llama-gqa-llama3-rope", "mistral", "qwen2-tied"])
 def test_model_with_fused_attention_matches_transformers(name, tmp_path):
@@ -316,6 +319,7 @@ def test_model_with_fused_attention_matches_transformers(name, tmp_path):
     assert np.abs(ms.jit(model.construct)(Tensor(ids)).asnumpy() - ref).max() <= 1e-4
 
 
+@pytest.mark.slow
 @needs_kernel
 @pytest.mark.parametrize("method", ["lora", "full"])
 def test_training_with_fused_kernels_follows_composed_ops(method, tmp_path):
@@ -374,7 +378,8 @@ def test_missing_compiler_is_reported_and_falls_back(tmp_path, monkeypatch):
     assert all(layer.self_attn.fused is None for layer in model.model.layers)
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/bin/g++") and "CXX" not in os.environ, reason="no C++ compiler")
+@pytest.mark.slow
+@skips.unless(os.path.exists("/usr/bin/g++") or "CXX" in os.environ, "kernels", "no C++ compiler")
 def test_failed_build_says_why_and_leaves_no_library(tmp_path, monkeypatch):
     broken = tmp_path / "attention.cc"
     broken.write_text("int mindtune_attention_forward( {\n")
@@ -391,7 +396,7 @@ def test_built_kernel_is_reused_from_the_cache():
     assert again.path == KERNEL.path and again.seconds == 0.0
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/bin/g++") and "CXX" not in os.environ, reason="no C++ compiler")
+@skips.unless(os.path.exists("/usr/bin/g++") or "CXX" in os.environ, "kernels", "no C++ compiler")
 def test_unwritable_kernel_cache_is_reported(tmp_path, monkeypatch):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the cache folder should be")
@@ -400,6 +405,7 @@ def test_unwritable_kernel_cache_is_reported(tmp_path, monkeypatch):
         fused.build()
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_left_padded_generation_with_fused_prefill_matches_composed(tmp_path):
     """Prompts of different lengths are left-padded; the prefill rotates each row's keys from its
@@ -513,6 +519,7 @@ def test_cross_entropy_kernel_refuses_targets_of_another_shape():
         ce(Tensor(np.zeros((2, 9, 5), np.float32)), Tensor(np.zeros((2, 8), np.int32)))[0].asnumpy()
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_evaluation_with_fused_loss_equals_composed(tmp_path):
     """The evaluation step's summed NLL and token count (right padding as core.data.pipeline pads, a prompt
@@ -578,7 +585,8 @@ def test_geglu_kernel_matches_transformers_gelu_tanh():
         fused.FusedSwiGLU(KERNEL, "gelu")
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/bin/g++") and "CXX" not in os.environ, reason="no C++ compiler")
+@pytest.mark.slow
+@skips.unless(os.path.exists("/usr/bin/g++") or "CXX" in os.environ, "kernels", "no C++ compiler")
 def test_a_build_prunes_libraries_earlier_sources_left(tmp_path, monkeypatch):
     """The old attention-only library goes, as does a kernels library not rebuilt for 30 days;
     a recent one (another installation's) and unrelated files stay."""
@@ -608,9 +616,10 @@ def baseline_kernel(tmp_path_factory):
     try:
         return fused.build_revision(BASELINE, tmp_path_factory.mktemp("baseline"))
     except (fused.KernelUnavailable, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"the baseline kernels cannot be built here: {exc}")
+        skips.skip("kernels", f"the baseline kernels cannot be built here: {exc}")
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_default_options_are_bit_identical_to_the_baseline_library(baseline_kernel):
     """Today's path of every kernel (no option set) gives the same bits as the library before the
@@ -655,6 +664,7 @@ def test_default_options_are_bit_identical_to_the_baseline_library(baseline_kern
         assert np.array_equal(old, new), name
 
 
+@pytest.mark.slow
 @needs_kernel
 @pytest.mark.parametrize("n, d_in, d_out, r", [(300, 48, 40, 8), (4100, 1024, 1030, 8)])
 def test_lora_kernel_matches_float64_reference(n, d_in, d_out, r):
@@ -691,6 +701,7 @@ def test_lora_kernel_matches_float64_reference(n, d_in, d_out, r):
         lora(*(Tensor(v) for v in (base, x, a, b[:, :4])), scale)[0].asnumpy()
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_the_lora_backward_does_not_hold_the_base_output():
     """The base projection's output is needed by nothing after the LoRA forward; an input of the

@@ -10,9 +10,11 @@ from mindspore import Tensor
 
 from core.engine.checkpoint import load_hf_model
 from core.engine.generate import SamplingSettings, choose_next, generate, sample_next
+
+from tests import skips
 from tests.core.hf_fixtures import make_hf_model, random_ids, save_hf_model
 
-torch = pytest.importorskip("torch")
+torch = skips.module("torch")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -33,6 +35,7 @@ def greedy_three_ways(hf, ours, prompt: list[int], new_tokens: int = 12) -> tupl
     return cached, uncached, ref
 
 
+@pytest.mark.slow
 def test_greedy_with_cache_equals_transformers_and_no_cache(pair):
     hf, ours = pair
     cached, uncached, ref = greedy_three_ways(hf, ours, random_ids(batch=1, length=7)[0].tolist())
@@ -40,6 +43,7 @@ def test_greedy_with_cache_equals_transformers_and_no_cache(pair):
     assert len(cached) == 12
 
 
+@pytest.mark.slow
 def test_left_padded_batch_equals_one_by_one(pair):
     _, ours = pair
     ids = random_ids(batch=3, length=11, seed=5)
@@ -50,6 +54,7 @@ def test_left_padded_batch_equals_one_by_one(pair):
     assert batched == alone
 
 
+@pytest.mark.slow
 def test_stops_at_eos_and_drops_it(pair):
     _, ours = pair
     prompt = random_ids(batch=1, length=7)[0].tolist()
@@ -59,6 +64,7 @@ def test_stops_at_eos_and_drops_it(pair):
     assert stopped == full[: full.index(eos)]
 
 
+@pytest.mark.slow
 def test_sampling_is_seeded_and_top_p_zero_is_greedy(pair):
     _, ours = pair
     prompt = random_ids(batch=1, length=5)[0].tolist()
@@ -93,6 +99,7 @@ def test_top_k_keeps_the_k_likeliest_before_top_p():
         SamplingSettings(top_k=-1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("settings", [SamplingSettings(temperature=0.8), SamplingSettings(temperature=1.0, top_k=5),
                                       SamplingSettings(temperature=1.0, top_p=0.7),
                                       SamplingSettings(temperature=1.3, top_k=10, top_p=0.8)])
@@ -135,6 +142,7 @@ def test_last_only_prefill_returns_the_last_positions_logits(pair):
     assert cache[0][0].shape[2] == 9  # the cache still holds every prompt position
 
 
+@pytest.mark.slow
 def test_use_device_launches_cpu_ops_synchronously():
     """MindSpore's asynchronous PyNative queue cost 2-4 ms per op here; use_device turns it off on
     the CPU. A fresh process: the setting is global and cannot be undone."""
@@ -148,6 +156,7 @@ def test_use_device_launches_cpu_ops_synchronously():
     assert out.stdout.split()[-2:] == ["False", "True"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mistral-window", "qwen3-tied-window", "qwen3-untied", "glm4", "olmo2"])
 def test_families_generate_as_transformers_with_and_without_cache(name, tmp_path):
     """Greedy continuations past the sliding window (7 and 6 tokens in the window fixtures), with

@@ -70,6 +70,7 @@ def test_one_word_answers_and_edge_cases():
         score_generations(["a", "b"], ["a"])
 
 
+@pytest.mark.slow
 def test_scoring_apart_gives_the_same_figures_and_leaves_the_libraries_out_of_this_process():
     """The worker scores in a process of its own (rouge-score's nltk is ~140 MB): same figures."""
     import subprocess

@@ -21,10 +21,12 @@ from core.export import main as export_main
 from core.engine.gguf_export import GgufError, gguf_problem, permute_rows, write_gguf
 from core.engine.ollama import TemplateError, modelfile_for, read_layout
 from core.data.tokenizer import Tokenizer
+
+from tests import skips
 from tests.core.gguf_fixtures import ATTENTION, fake_lora_run, read_json
 
 DEMO = Path(__file__).resolve().parents[2] / "models" / "tiny-demo"
-llama_cpp = pytest.importorskip("llama_cpp")  # requirements-export.txt (CI installs it: requirements-dev.txt)
+llama_cpp = skips.module("llama_cpp")  # requirements-export.txt (CI installs it: requirements-dev.txt)
 
 
 def _metadata(path: Path) -> dict:
@@ -52,6 +54,7 @@ def llama_run(tmp_path_factory) -> Path:
     return fake_lora_run(tmp_path_factory.mktemp("gguf-llama"))
 
 
+@pytest.mark.slow
 def test_llama_f16_round_trip_answers_as_trained(llama_run):
     path = gguf_run.export_gguf(llama_run, "best", "f16")
     assert path.name == "best-step-4-f16.gguf" and path.is_file()
@@ -80,6 +83,7 @@ def test_llama_f16_round_trip_answers_as_trained(llama_run):
     assert gguf_run.export_gguf(llama_run, "best", "f16") == path and _check(path) == check
 
 
+@pytest.mark.slow
 def test_a_file_that_fails_its_check_is_not_offered_and_the_good_one_stays(llama_run, monkeypatch):
     good = gguf_run.export_gguf(llama_run, "best", "f16")
     before = good.read_bytes()

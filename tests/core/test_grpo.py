@@ -29,12 +29,14 @@ from core.engine.grpo import (GrpoError, GrpoObjective, GrpoStep, advantages, da
                               summarize)
 from core.engine.lora import inject_lora, lora_modules, mark_only_lora_trainable, write_parameter
 from core.engine.train_step import WarmupDecaySchedule, adamw
+
+from tests import skips
 from tests.core.hf_fixtures import make_hf_model, save_hf_model
 
-torch = pytest.importorskip("torch")
-peft = pytest.importorskip("peft")
-trl = pytest.importorskip("trl")
-datasets = pytest.importorskip("datasets")
+torch = skips.module("torch")
+peft = skips.module("peft")
+trl = skips.module("trl")
+datasets = skips.module("datasets")
 
 DEMO = Path(__file__).resolve().parents[2] / "models" / "tiny-demo"  # its tokenizer: pad 0, EOS 2 (<|im_end|>)
 TARGETS = ["q_proj", "v_proj", "o_proj", "up_proj", "down_proj"]
@@ -156,6 +158,7 @@ def _relative(ours: np.ndarray, theirs: np.ndarray) -> float:
     return float(np.linalg.norm(ours - theirs) / max(np.linalg.norm(theirs), 1e-30))
 
 
+@pytest.mark.slow  # even its one quick case (~5 s quiet) is too long for make test-fast
 @pytest.mark.parametrize("name", [n if n == FAST else pytest.param(n, marks=pytest.mark.slow) for n in CASES])
 def test_loss_gradients_and_figures_equal_trls_grpo_trainer(setup, name):
     case = CASES[name]
@@ -263,7 +266,7 @@ def test_dapo_over_accumulated_micro_batches_is_the_steps_token_mean(setup):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not KERNELS, reason="fused kernels unavailable here: the parity cases ran composed")
+@skips.unless(KERNELS, "kernels", "fused kernels unavailable here: the parity cases ran composed")
 def test_the_composed_ops_compute_what_the_kernels_compute(setup):
     """Where the CPU's kernels do not run (a GPU, Ascend, AMP, no compiler) the step is composed ops: the
     NLL (TokenNLL) and the entropy (TokenEntropy) of the temperature-scaled logits. Same loss, gradients
@@ -364,7 +367,8 @@ def test_sampled_rollouts_are_reproducible_from_the_generators_state(plain):
     assert len({tuple(c) for c in first[:4]}) > 1  # a group's completions differ
 
 
-@pytest.mark.skipif(not KERNELS, reason="fused kernels unavailable here: the composed ops sample LoRA unmerged")
+@pytest.mark.slow
+@skips.unless(KERNELS, "kernels", "fused kernels unavailable here: the composed ops sample LoRA unmerged")
 def test_lora_rollouts_run_on_the_kernel_with_the_adapter_merged_and_leave_the_weights_as_they_were(setup):
     """The kernel computes the LoRA model with its adapters merged into copies of the weights: its logits
     are the composed model's with the adapter, greedy rollouts are composed generation's tokens, and every

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 import core.engine.fused as fused
+
+from tests import skips
 from tests.core.hf_fixtures import assert_logit_parity, make_hf_model, reference_logits, save_hf_model, torch
 
 try:
@@ -20,7 +22,7 @@ try:
     WHY = None
 except fused.KernelUnavailable as exc:  # no C++ compiler: the engine runs composed ops
     WHY = str(exc)
-pytestmark = pytest.mark.skipif(WHY is not None, reason=f"fused kernels unavailable here: {WHY}")
+pytestmark = skips.unless(WHY is None, "kernels", f"fused kernels unavailable here: {WHY}")
 
 # families the kernel computes: GQA with llama3 RoPE scaling and an untied head; Qwen2's q/k/v biases and a
 # tied head; Mistral's head_dim other than hidden / heads
@@ -71,6 +73,7 @@ def test_a_full_forward_equals_transformers(folders, name):
     assert_logit_parity(last[:, 0], reference[:, -1], f"{name}, last token only")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ELIGIBLE)
 def test_greedy_generation_equals_transformers_for_left_padded_prompts_with_a_shared_prefix(folders, name):
     """Prompts of three lengths sharing a 10-token prefix (core.engine.generate.prefilled runs it once and
@@ -121,6 +124,7 @@ def test_decoding_steps_equal_the_composed_cache_step_by_step(folders):
             assert_logit_parity(ours[:, -1], reference.asnumpy()[:, -1], f"step {step}")
 
 
+@pytest.mark.slow
 def test_lm_eval_scores_by_shared_contexts_equal_whole_rows(folders):
     """MindtuneLM scores short continuations after their context (one kernel call for a batch's distinct
     contexts, a shared prefix once, then the continuations' other tokens over copies of their context's

@@ -20,8 +20,10 @@ from core.run.launcher import (
     command_preview, create_run, find_orphans, free_port, is_alive, launch, multi_host_commands,
     process_fields, reconcile, run_id_for, run_processes, stop,
 )
-from core.run.records import Status
+from core.run.records import TERMINAL_STATES, Status
 from core.run.rundir import RunDir, atomic_write_json
+
+from tests import skips
 
 # A stand-in for `python -m core.train`: launched as the "python" of build_argv, so its argv is
 # [fake, "-m", "core.train", "--run-dir", RUN]. It starts a child in its group and one that leaves
@@ -104,6 +106,8 @@ def wait_for_state(run: RunDir, state: str, timeout_s: float = 15.0) -> dict:
         status = run.read_status()
         if status.state == state and status.pid:
             return status
+        if status.state in TERMINAL_STATES:  # over without reaching it: said at once, with its reason
+            raise AssertionError(f"run ended {status.state} before {state!r}: {status.reason}\n{run.log_path.read_text()}")
         time.sleep(0.02)
     raise AssertionError(f"run never reached {state!r}: {run.read_status()}\n{run.log_path.read_text()}")
 
@@ -242,6 +246,7 @@ def test_launch_failure_marks_the_run_failed(run, tmp_path):
 
 # ---- stopping -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_graceful_stop_through_control_file_leaves_nothing(run, fake_python):
     status = start(run, fake_python, "obey")
     final = stop(run, graceful=True, timeout_s=10, kill_after_s=0.5)
@@ -251,6 +256,7 @@ def test_graceful_stop_through_control_file_leaves_nothing(run, fake_python):
     assert run_processes(run) == []
 
 
+@pytest.mark.slow
 def test_stop_now_kills_group_and_children(run, fake_python):
     status = start(run, fake_python, "deaf")
     final = stop(run, graceful=False, kill_after_s=0.5)
@@ -258,15 +264,17 @@ def test_stop_now_kills_group_and_children(run, fake_python):
     assert all(gone(pid) for pid in status.worker_pids)
 
 
+@pytest.mark.slow
 def test_stop_now_records_stopped_when_worker_ignores_sigterm(run, fake_python):
     status = start(run, fake_python, "stubborn")
     began = time.monotonic()
     final = stop(run, graceful=False, kill_after_s=0.5)
-    assert time.monotonic() - began < 5
+    assert time.monotonic() - began < 15  # kill_after_s 0.5, then SIGKILL: ~1 s, more on a loaded machine
     assert final.state == "stopped" and final.reason == "stopped by the user (forced); no checkpoint to resume from"
     assert all(gone(pid) for pid in status.worker_pids)
 
 
+@pytest.mark.slow
 def test_a_forced_stop_records_the_step_of_the_checkpoint_saved_after_the_last_status_line(run, fake_python):
     """Issue 20: Stop now killed the worker after it saved step-3 but before its next status line;
     status.json said step 0 while the console showed the checkpoint's step 3."""
@@ -283,6 +291,7 @@ def test_a_forced_stop_records_the_step_of_the_checkpoint_saved_after_the_last_s
     assert final.reason == "stopped by the user (forced); newest resumable checkpoint: step-3"
 
 
+@pytest.mark.slow
 def test_graceful_stop_times_out_then_terminates(run, fake_python):
     status = start(run, fake_python, "stubborn")
     final = stop(run, graceful=True, timeout_s=0.5, kill_after_s=0.5)
@@ -398,7 +407,7 @@ time.sleep(60)
 def test_msrun_workers_in_their_own_sessions_are_stopped(tmp_path, run, monkeypatch):
     """msrun (which imports MindSpore: ~10 s) starts workers with setsid and `python` from PATH."""
     if os.cpu_count() < 2:
-        pytest.skip("needs 2 CPU cores")
+        skips.skip("machine", "2 CPU cores")
     repo = tmp_path / "repo"
     (repo / "core").mkdir(parents=True)
     (repo / "core" / "__init__.py").write_text("")

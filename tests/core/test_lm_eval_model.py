@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-lm_eval = pytest.importorskip("lm_eval")
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests import skips
+
+lm_eval = skips.module("lm_eval")
+torch = skips.module("torch")
+skips.module("transformers")
 
 from core.eval.eval_tasks import EvalError, EvalSettings, create_eval_run, read_results  # noqa: E402
 from core.evaluate import go_offline, main as evaluate_main, resolve_tasks, run_folder  # noqa: E402
@@ -99,6 +101,7 @@ def both(lora_run, tasks_dir):
     return _evaluate(ours_lm, tasks_dir), _evaluate(hf_lm, tasks_dir), ours_lm, hf_lm
 
 
+@pytest.mark.slow
 def test_loglikelihoods_and_accuracy_equal_lm_evals_hf_backend(both):
     ours, hf, _, _ = both
     ours_ll = np.array([[resp[0][0] for resp in s["resps"]] for s in ours["samples"]["tiny_pick_mc"]])
@@ -110,6 +113,7 @@ def test_loglikelihoods_and_accuracy_equal_lm_evals_hf_backend(both):
     assert ours["results"]["tiny_pick_mc"]["acc,none"] == hf["results"]["tiny_pick_mc"]["acc,none"]
 
 
+@pytest.mark.slow
 def test_generations_equal_lm_evals_hf_backend(both):
     ours, hf, _, _ = both
     ours_text = [s["resps"][0][0] for s in ours["samples"]["tiny_pick_gen"]]
@@ -119,6 +123,7 @@ def test_generations_equal_lm_evals_hf_backend(both):
     assert ours["results"]["tiny_pick_gen"]["exact_match,none"] == hf["results"]["tiny_pick_gen"]["exact_match,none"]
 
 
+@pytest.mark.slow
 def test_rolling_loglikelihood_and_chat_template_equal_hf(both):
     from lm_eval.api.instance import Instance
     _, _, ours_lm, hf_lm = both
@@ -136,6 +141,7 @@ def test_rolling_loglikelihood_and_chat_template_equal_hf(both):
     assert ours_lm.apply_chat_template(prefilled, False) == hf_lm.apply_chat_template(prefilled, False)
 
 
+@pytest.mark.slow
 def test_unknown_task_and_missing_data_are_refused_naming_the_task(tasks_dir, tmp_path, capsys):
     with pytest.raises(EvalError, match=r"'no_such_task_xyz': lm-eval knows no task.*tiny_pick_mc"):
         resolve_tasks(["tiny_pick_mc", "no_such_task_xyz"], [str(tasks_dir)])
@@ -153,6 +159,7 @@ def test_unknown_task_and_missing_data_are_refused_naming_the_task(tasks_dir, tm
         EvalSettings(model=str(tasks_dir), tasks=["tiny_pick_mc"]).check()
 
 
+@pytest.mark.slow
 def test_evaluation_run_folder_records_progress_and_results(lora_run, tasks_dir, tmp_path, both):
     settings = EvalSettings(model=str(lora_run), tasks=["tiny_pick_mc"], include_path=[str(tasks_dir)], limit=5,
                             batch_size=4, label="best", source_run=lora_run.name)
@@ -169,6 +176,7 @@ def test_evaluation_run_folder_records_progress_and_results(lora_run, tasks_dir,
     assert len((run.path / "samples.jsonl").read_text().splitlines()) == 5
 
 
+@pytest.mark.slow
 def test_lm_evals_own_cli_runs_the_mindtune_model(lora_run, tasks_dir, tmp_path, both):
     """`python -m core.lm_eval_cli` is lm-eval's CLI (`lm-eval run ...`) with `--model mindtune`
     registered: on the same checkpoint it gives the in-process run's accuracy and log-likelihoods.

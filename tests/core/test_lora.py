@@ -15,6 +15,8 @@ from core.engine.lora import LoRADense, LoraError
 from core.engine.model import CausalLM, ModelArgs
 from core.spec.families import PROJECTION_NAMES
 
+from tests import skips
+
 LLAMA = dict(architectures=["LlamaForCausalLM"], vocab_size=61, hidden_size=32, intermediate_size=48,
              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 QWEN2 = dict(LLAMA, architectures=["Qwen2ForCausalLM"], tie_word_embeddings=True)  # q/k/v biases
@@ -72,6 +74,7 @@ def graph_mode():
 
 # --- the layer's maths -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_untrained_adapter_leaves_logits_unchanged():
     model = tiny_model()
     tokens = ids()
@@ -84,6 +87,7 @@ def test_untrained_adapter_leaves_logits_unchanged():
     np.testing.assert_array_equal(logits(model, tokens), before)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", [LLAMA, QWEN2], ids=["llama", "qwen2-bias"])
 def test_forward_equals_base_model_with_numpy_merged_weights(cfg):
     model = tiny_model(cfg)
@@ -98,6 +102,7 @@ def test_forward_equals_base_model_with_numpy_merged_weights(cfg):
     assert np.abs(logits(model, tokens) - logits(reference, tokens)).max() <= 1e-5
 
 
+@pytest.mark.slow
 def test_merge_matches_adapter_is_idempotent_and_unmerge_restores():
     model = tiny_model()
     base = snapshot(model)
@@ -179,6 +184,7 @@ def test_fp16_input_runs_adapter_in_fp16():
     assert error <= 1e-2
 
 
+@pytest.mark.slow
 def test_dropout_is_active_in_training_only():
     model = tiny_model()
     lora.inject_lora(model, RANK, ALPHA, 0.5, ["q_proj", "down_proj"])
@@ -341,6 +347,7 @@ def test_jit_sees_merge_and_loaded_weights():
 
 # --- adapter state ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_lora_state_dict_round_trip_and_errors():
     model = tiny_model()
     replaced = lora.inject_lora(model, RANK, ALPHA, 0.0, ["q_proj", "v_proj"])
@@ -426,8 +433,8 @@ def test_unsupported_or_inconsistent_adapters_are_errors(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("targets", [ALL_PROJECTIONS, r".*\.(q_proj|v_proj)"], ids=["list", "regex"])
 def test_adapter_loads_into_peft_with_the_same_logits(targets, tmp_path):
-    peft = pytest.importorskip("peft")
-    torch = pytest.importorskip("torch")
+    peft = skips.module("peft")
+    torch = skips.module("torch")
     from core.engine.checkpoint import load_hf_model
     from tests.core.hf_fixtures import make_hf_model, random_ids, reference_logits, save_hf_model
 

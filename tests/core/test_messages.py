@@ -144,6 +144,7 @@ def test_the_english_is_what_core_wrote_before_the_ids():
         Message("run.nope")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(CATALOGUE))
 def test_every_message_survives_json_copies_and_is_recognised_in_its_english(key):
     message = Message(key, **{name: SAMPLE[name] for name in placeholders(CATALOGUE[key])})

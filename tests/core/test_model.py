@@ -11,12 +11,15 @@ import mindspore as ms
 from core.engine.checkpoint import load_hf_model
 from core.spec.errors import ModelConfigError
 from core.engine.model import CausalLM, ModelArgs, rope_inverse_frequencies
+
+from tests import skips
 from tests.core.hf_fixtures import (ARCHITECTURES, assert_logit_parity, make_hf_model, random_ids,
                                     reference_logits, save_hf_model)
 
-torch = pytest.importorskip("torch")
+torch = skips.module("torch")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES))
 def test_fp32_logits_match_transformers(name, tmp_path):
     hf = make_hf_model(name)
@@ -28,6 +31,7 @@ def test_fp32_logits_match_transformers(name, tmp_path):
     assert_logit_parity(ours, ref, name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES))
 def test_fused_kernels_serve_every_family_with_parity(name, tmp_path):
     """The fused CPU kernels compute each family's maths (windows, QK-norm, partial and interleaved
@@ -38,7 +42,7 @@ def test_fused_kernels_serve_every_family_with_parity(name, tmp_path):
     model = load_hf_model(tmp_path)
     how = fused.enable(model)
     if how.startswith("composed"):
-        pytest.skip(how)
+        skips.skip("kernels", how)
     assert how == "fused"
     ids = random_ids()
     assert_logit_parity(ms.jit(model.construct)(ms.Tensor(ids)).asnumpy(), reference_logits(hf, ids), f"{name} fused")
@@ -87,6 +91,7 @@ def test_sharded_checkpoint_matches_single_file(tmp_path):
     assert_logit_parity(ours, reference_logits(hf, ids), "sharded")
 
 
+@pytest.mark.slow
 def test_fp16_compute_stays_close_to_fp32(tmp_path):
     save_hf_model(make_hf_model("llama-gqa-llama3-rope"), tmp_path)
     ids = random_ids()
@@ -115,6 +120,7 @@ def test_right_padding_does_not_change_real_positions(tmp_path):
     assert np.abs(with_pad[:, :10] - alone).max() < 1e-5
 
 
+@pytest.mark.slow
 def test_jit_forward_equals_pynative(tmp_path):
     save_hf_model(make_hf_model("qwen2-tied"), tmp_path)
     model = load_hf_model(tmp_path)
@@ -191,6 +197,7 @@ def test_parameter_shapes_name_every_parameter(name, tmp_path):
     assert ModelArgs.from_dir(tmp_path).parameter_shapes() == {p.name: tuple(p.shape) for p in model.get_parameters()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["qwen3-untied", "mistral-window", "glm4"])
 @pytest.mark.parametrize("kernels", ["composed", "fused"])
 def test_packed_rows_equal_separate_forwards(name, kernels, tmp_path):
@@ -200,7 +207,7 @@ def test_packed_rows_equal_separate_forwards(name, kernels, tmp_path):
     save_hf_model(make_hf_model(name), tmp_path)
     model = load_hf_model(tmp_path)
     if kernels == "fused" and not fused.enable(model).startswith("fused"):
-        pytest.skip("fused kernels unavailable")
+        skips.skip("kernels", "fused kernels unavailable")
     first, second = random_ids(1, 10, seed=3), random_ids(1, 14, seed=4)
     ids = np.concatenate([np.concatenate([first, second], 1), np.concatenate([first, second * 0], 1)])
     positions = np.array([list(range(10)) + list(range(14))] * 2, np.int32)
@@ -259,6 +266,7 @@ def test_all_linear_targets_the_family_projections(tmp_path):
     assert len(names) == 6 * 2 and not any("lm_head" in n for n in names)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES))
 def test_transformers4_config_and_sharded_half_weights_load_alike(name, tmp_path):
     """The same checkpoint as transformers 5 writes it (fp32, one file) and as older hub folders
@@ -295,8 +303,7 @@ def test_family_example_configs_target_their_family_modules(path):
     from tests.core.hf_fixtures import COMMON
     fixture = next((n for n, (_, model_cls, _) in sorted(ARCHITECTURES.items())
                     if FAMILY_OF.get(model_cls) == path.stem), None)
-    if fixture is None:
-        pytest.skip(f"no fixture of family {path.stem}")
+    assert fixture is not None, f"no fixture of family {path.stem} in tests/core/hf_fixtures.py's ARCHITECTURES"
     config_cls, _, overrides = ARCHITECTURES[fixture]
     import transformers
     args = ModelArgs.from_hf_config(getattr(transformers, config_cls)(**{**COMMON, **overrides}).to_dict())

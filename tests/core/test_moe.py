@@ -17,6 +17,8 @@ from core.engine.lora import LoraError, inject_lora, mark_only_lora_trainable, m
 from core.engine.moe import LoadBalancingLoss, LoRAStackedLinear, SparseMoE
 from core.spec.moe_args import MoeArgs, MoeConfigError, experts_in, experts_out, mixtral_args, qwen3_moe_args
 
+from tests import skips
+
 H, I, E, K = 32, 24, 6, 2
 
 
@@ -24,7 +26,7 @@ def kernel_or_skip():
     try:
         return fused.build()
     except fused.KernelUnavailable as exc:  # no compiler here: the composed path is tested alone
-        pytest.skip(f"no fused kernels: {exc}")
+        skips.skip("kernels", f"no fused kernels: {exc}")
 
 
 def hf_block(family: str, normalize: bool = True, seed: int = 0):
@@ -76,6 +78,7 @@ def grads(block, x, weights):
     return float(value.asnumpy()), dx.asnumpy(), {p.name: g.asnumpy() for p, g in zip(params, dparams)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("grouped", [False, True], ids=["composed", "grouped"])
 @pytest.mark.parametrize("family,normalize", [("mixtral", True), ("qwen3_moe", False), ("qwen3_moe", True)])
 def test_block_matches_transformers_forward_and_backward(family, normalize, grouped):
@@ -120,6 +123,7 @@ def lora_holder(grouped: bool, seed: int = 3):
     return holder, names
 
 
+@pytest.mark.slow
 def test_lora_on_experts_grouped_equals_composed_and_merges():
     composed, names = lora_holder(False)
     grouped, _ = lora_holder(True)
@@ -267,7 +271,7 @@ def moe_hf_model(name: str, seed: int = 0, **changes):
 
 
 def transformers_module():
-    return pytest.importorskip("transformers")
+    return skips.module("transformers")
 
 
 def save_stacked_layout(model, folder):
@@ -281,6 +285,7 @@ def save_stacked_layout(model, folder):
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernels", ["composed", "fused"])
 @pytest.mark.parametrize("name,changes", [("mixtral", {}), ("mixtral", {"sliding_window": 7}),
                                           ("qwen3-moe-dense-layer", {}),
@@ -301,6 +306,7 @@ def test_model_logits_match_transformers(name, changes, kernels, tmp_path):
     assert np.abs(ours - reference_logits(hf, ids)).max() <= 1e-4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mixtral", "qwen3-moe-dense-layer"])
 def test_stacked_layout_checkpoint_loads_and_exports_per_expert(name, tmp_path):
     from core.engine.checkpoint import hf_state_dict, load_hf_model
@@ -323,6 +329,7 @@ def test_stacked_layout_checkpoint_loads_and_exports_per_expert(name, tmp_path):
     assert f"model.layers.1.{block}.experts.3.{proj}.weight" in hub_keys
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,changes", [("qwen3-moe-dense-layer", {}), ("mixtral", {"sliding_window": 5})],
                          ids=["qwen3-moe", "mixtral-window"])
 def test_greedy_generation_with_cache_equals_no_cache_and_transformers(name, changes, tmp_path):
@@ -341,6 +348,7 @@ def test_greedy_generation_with_cache_equals_no_cache_and_transformers(name, cha
     assert cached == ref
 
 
+@pytest.mark.slow
 def test_train_step_balancing_loss_matches_transformers(tmp_path):
     """One step's loss terms against transformers' forward with output_router_logits and labels:
     its loss is cross-entropy + router_aux_loss_coef · aux_loss (padding masked out of both)."""
@@ -438,7 +446,7 @@ def test_lora_on_experts_trains_with_balancing_loss_and_resumes_exactly(moe_lora
 
 @pytest.mark.slow
 def test_lora_export_loads_in_peft_and_merged_in_transformers(moe_lora):
-    peft = pytest.importorskip("peft")
+    peft = skips.module("peft")
     transformers = transformers_module()
     from core.engine.export import export_run, load_trained_model
     _, run = moe_lora
@@ -482,8 +490,8 @@ MOE_FULL = ("method=full", "train.learning_rate=0.003", "train.save_every=2")
 
 @pytest.fixture(scope="module")
 def moe_full(tmp_path_factory):
-    """A Qwen3-MoE full fine-tune of 8 steps, saved every 2. Mixtral's full fine-tune (and its
-    resume) runs in tests/core/test_family_training.py (FAMILIES)."""
+    """A Qwen3-MoE full fine-tune of 8 steps, saved every 2. Mixtral's full fine-tune runs in
+    tests/core/test_family_training.py (FAMILIES); the experts' resume is checked here, once."""
     config = moe_workspace(tmp_path_factory.mktemp("moe-full"), "qwen3_moe")
     return config, run_once(config, *MOE_FULL)
 

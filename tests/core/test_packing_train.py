@@ -15,6 +15,8 @@ from core.engine.generate import use_device
 from core.engine.model import CausalLM, ModelArgs
 from core.engine.train_step import EvalStep, TrainStep, WarmupDecaySchedule, adamw, step_inputs
 
+from tests import skips
+
 VOCAB, ROW = 61, 64
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": VOCAB, "hidden_size": 32,
           "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -24,7 +26,7 @@ try:
     KERNEL = fused.build()
 except fused.KernelUnavailable:
     KERNEL = None
-MODES = ["composed", pytest.param("fused", marks=pytest.mark.skipif(KERNEL is None, reason="no C++ compiler"))]
+MODES = ["composed", pytest.param("fused", marks=skips.unless(KERNEL is not None, "kernels", "no C++ compiler"))]
 
 
 def samples(seed: int = 0) -> list[Sample]:
@@ -86,6 +88,7 @@ def per_sample_losses_packed(model, items: list[Sample]) -> tuple[list[float], i
     return [losses[i] for i in range(len(items))], len(rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_each_sample_loss_is_the_same_packed_and_unpacked(mode):
     model = make_model(mode)
@@ -102,6 +105,7 @@ def test_each_sample_loss_is_the_same_packed_and_unpacked(mode):
     assert abs(leaky.sum() - proper.sum()) > 1e-2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_eval_step_sums_agree_packed_and_unpacked(mode):
     model = make_model(mode)
@@ -118,6 +122,7 @@ def test_eval_step_sums_agree_packed_and_unpacked(mode):
     np.testing.assert_allclose(sums[True][0] / sums[True][1], sums[False][0] / sums[False][1], rtol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_one_train_step_packed_equals_unpacked(mode):
     items = samples(2)

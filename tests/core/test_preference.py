@@ -10,10 +10,12 @@ from core.engine.model import share_layer_graphs
 from core.engine.lora import inject_lora, lora_modules, mark_only_lora_trainable, write_parameter
 from core.engine.preference import Objective, PreferenceStep, summarize
 from core.engine.train_step import WarmupDecaySchedule, adamw
+
+from tests import skips
 from tests.core.hf_fixtures import VOCAB, copy_lora_to_peft, make_hf_model, save_hf_model
 
-torch = pytest.importorskip("torch")
-peft = pytest.importorskip("peft")
+torch = skips.module("torch")
+peft = skips.module("peft")
 F = torch.nn.functional
 
 TARGETS = ["q_proj", "v_proj", "o_proj", "up_proj", "down_proj"]
@@ -93,6 +95,7 @@ OBJECTIVES = {
 }
 
 
+@pytest.mark.slow  # even its one quick case (~5 s quiet) is too long for make test-fast
 @pytest.mark.parametrize("case", [c if c == "dpo-sigmoid-smoothed" else pytest.param(c, marks=pytest.mark.slow)
                                   for c in OBJECTIVES])
 def test_loss_and_lora_gradients_match_pytorch(setup, case):

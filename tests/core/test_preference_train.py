@@ -39,7 +39,14 @@ def workspace(tmp_path_factory):
     config = make_workspace(root)
     write_jsonl(root / "data" / "pairs-train.jsonl", _pairs(48, 1))
     write_jsonl(root / "data" / "pairs-val.jsonl", _pairs(8, 2))
+    for split, pairs in (("train", _pairs(48, 1)), ("val", _pairs(8, 2))):  # KTO: each pair as two labelled answers
+        write_jsonl(root / "data" / f"kto-{split}.jsonl", _kto_answers(pairs))
     return config
+
+
+def _kto_answers(pairs: list[dict]) -> list[dict]:
+    return [{"instruction": p["instruction"], "input": p["input"], "output": p[side], "label": side == "chosen"}
+            for p in pairs for side in ("chosen", "rejected")]
 
 
 def _dpo(workspace, *overrides):
@@ -194,7 +201,7 @@ def test_dpo_on_the_slurm_cluster_matches_local_data_parallel(dpo_dp2, workspace
     from core.spec.config import load_config
     from core.run.slurm import SlurmBackend
     from core.run.records import TERMINAL_STATES
-    from tests.slurm_fixtures import PARTITION, require_slurm, wait_for
+    from tests.slurm_fixtures import PARTITION, refreshed_until_over, require_slurm
     require_slurm()
     _, local = dpo_dp2
     data = workspace.parent / "data"
@@ -207,12 +214,63 @@ def test_dpo_on_the_slurm_cluster_matches_local_data_parallel(dpo_dp2, workspace
     backend = SlurmBackend()
     backend.launch(run)
     try:
-        status = wait_for(lambda: (lambda s: s if s.state in TERMINAL_STATES and s.cluster.state == "COMPLETED"
-                                   else None)(backend.refresh(run)), 700, 1.0, "the 2-node DPO run")
+        status = refreshed_until_over(run, 700, "the 2-node DPO run")
     finally:
         job = run.read_status().cluster
         if job is not None and job.job_id and run.read_status().state not in TERMINAL_STATES:
             subprocess.run(["scancel", job.job_id], check=False)
-    assert status.state == "finished" and status.cluster.nodes == ["node1", "node2"], status.reason
+    assert status.state == "finished" and status.cluster.state == "COMPLETED", (status.cluster, status.reason)
+    assert status.cluster.nodes == ["node1", "node2"], status.reason
     ok, detail = _losses_close(local, run, [1, 2, 3, 4], 1e-5)
+    assert ok, detail
+
+
+# ---- SimPO, ORPO and KTO end to end (tests/core/test_preference.py checks one step of each against PyTorch)
+
+def _objective_run(workspace, objective: str, *overrides: str) -> RunDir:
+    data = workspace.parent / "data"
+    kind = "kto" if objective == "kto" else "pairs"
+    return run_cli(workspace, f"train.objective={objective}", f"data.train_file={data / f'{kind}-train.jsonl'}",
+                   f"data.validation_file={data / f'{kind}-val.jsonl'}", "data.test_file=null", *overrides)
+
+
+OBJECTIVES = {"simpo": ("preference.beta=2.0", "preference.simpo_gamma=0.5"), "orpo": ("preference.orpo_lambda=0.5",),
+              "kto": ("preference.beta=0.5",)}
+
+
+@pytest.mark.parametrize("objective", sorted(OBJECTIVES))
+def test_simpo_orpo_and_kto_runs_end_to_end(workspace, objective):
+    """8 steps through core.train, evaluated at 0, 4 and 8: the run finishes, its setup names the
+    objective and the reward figures add up. SimPO's and ORPO's validation loss falls and their margin
+    grows. KTO's reference is the policy at step 0 (every log-ratio and the KL estimate 0: each answer's
+    loss is 1 - sigmoid(0)); it learns this task slowly (measured: its validation margin dips below 0
+    for the first ~16 steps and its loss is back under 0.5 only after ~24), so here it is asserted to
+    have moved, not to have improved."""
+    run = _objective_run(workspace, objective, *OBJECTIVES[objective])
+    status = run.read_status()
+    assert status.state == "finished", status.reason
+    setup = next(r for r in records(run, "event") if r["event"] == "setup")
+    assert f"objective {objective}" in setup["message"], setup["message"]
+    evals = records(run, "eval")
+    print(f"\n{objective}: " + "; ".join(f"step {r['step']}: loss {r['val_loss']:.4f}, accuracy {r['reward_accuracy']}, "
+                                       f"margin {r['reward_margin']}" for r in evals))
+    assert [r["step"] for r in evals] == [0, 4, 8]
+    assert all(r["chosen_reward"] - r["rejected_reward"] == pytest.approx(r["reward_margin"]) for r in evals)
+    if objective == "kto":
+        assert evals[0]["val_loss"] == pytest.approx(0.5, abs=1e-5) and evals[0]["reward_margin"] == 0.0
+        assert abs(evals[-1]["val_loss"] - 0.5) > 1e-4 and evals[-1]["reward_margin"] != 0.0
+        assert setup["data"]["train"]["pairs"] == 96
+    else:
+        assert evals[-1]["val_loss"] < evals[0]["val_loss"] and evals[-1]["reward_margin"] > evals[0]["reward_margin"]
+        assert setup["data"]["train"]["pairs"] == 48
+    assert status.final.reward_accuracy is not None
+
+
+def test_kto_on_two_workers_matches_one_with_gradient_accumulation(workspace):
+    """KTO's KL estimate is a mean over the answers a process holds: two workers of 2 answers each and
+    one worker accumulating two micro-batches of 2 see the same answers and the same means, so the same losses."""
+    single = _objective_run(workspace, "kto", "preference.beta=0.5", *DP_COMMON, "train.grad_accum_steps=2")
+    double = _objective_run(workspace, "kto", "preference.beta=0.5", *DP_COMMON, "parallel.data_parallel=2")
+    assert single.read_status().state == double.read_status().state == "finished", double.read_status().reason
+    ok, detail = _losses_close(single, double, [1, 2, 3, 4], 1e-5)
     assert ok, detail

@@ -11,6 +11,7 @@ from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace
 
 
+@pytest.mark.slow
 def test_profiled_steps_leave_a_summary_and_the_trace_files(tmp_path):
     config = make_workspace(tmp_path)
     assert train_main(["--config", str(config), "train.max_steps=4", "train.warmup_steps=0", "train.eval_every=4",

@@ -15,12 +15,14 @@ from core.engine.model import share_layer_graphs
 from core.engine.reward_model import (HEAD_WEIGHT, RewardStep, ValueHead, baseline_text, evaluate, head_init_std,
                                       pair_loss, reward_inputs, reward_trainable, summarize, take_parameters)
 from core.engine.train_step import WarmupDecaySchedule, adamw
+
+from tests import skips
 from tests.core.hf_fixtures import copy_lora_to_peft, make_hf_model, save_hf_model
 from tests.core.test_preference import PAIRS, TARGETS, _pair_batch
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-peft = pytest.importorskip("peft")
+torch = skips.module("torch")
+transformers = skips.module("transformers")
+peft = skips.module("peft")
 F = torch.nn.functional
 
 FIXTURES = {"qwen2-tied": "Qwen2ForSequenceClassification", "llama-gqa-llama3-rope": "LlamaForSequenceClassification"}
@@ -64,6 +66,7 @@ def _relative(ours, want):
     return float(np.linalg.norm(ours - want) / np.linalg.norm(want))
 
 
+@pytest.mark.slow  # even its one quick case (~5 s quiet) is too long for make test-fast
 @pytest.mark.parametrize("name", [n if n == "qwen2-tied" else pytest.param(n, marks=pytest.mark.slow)
                                   for n in FIXTURES])
 def test_scores_loss_and_accuracy_match_transformers_sequence_classifier(folders, name):
@@ -92,6 +95,7 @@ def test_scores_loss_and_accuracy_match_transformers_sequence_classifier(folders
     assert got["chosen_reward"] == pytest.approx(float(want[:PAIRS].mean()), abs=1e-5)
 
 
+@pytest.mark.slow  # even its one quick case (~5 s quiet) is too long for make test-fast
 @pytest.mark.parametrize("kernels", ["fused", pytest.param("composed", marks=pytest.mark.slow)])
 def test_lora_gradients_match_peft(folders, kernels):
     """LoRA on every projection but k and gate, B ≠ 0, the layers sharing one graph and the CPU's fused
@@ -110,7 +114,7 @@ def test_lora_gradients_match_peft(folders, kernels):
         try:
             fused.build()
         except fused.KernelUnavailable as exc:  # no C++ compiler: conftest fails this skip where kernels are required
-            pytest.skip(f"fused kernels unavailable here: {exc}")
+            skips.skip("kernels", f"fused kernels unavailable here: {exc}")
         assert fused.enable(ours) == "fused"
     share_layer_graphs(ours)
     ours.set_train(True)
@@ -249,6 +253,7 @@ def scorer(reward_run):
     return RewardModelScorer(reward_run[0].path, batch_size=4)
 
 
+@pytest.mark.slow
 def test_scorer_scores_a_finished_run_as_its_training_rows(reward_run, scorer):
     """The scorer renders (prompt, completion) exactly as the run's pair rows, and scores them as the
     trained model does (its adapter merged at load)."""
@@ -283,6 +288,7 @@ def test_scorer_scores_a_finished_run_as_its_training_rows(reward_run, scorer):
     print(f"scorer kernels: {scorer.kernels}")
 
 
+@pytest.mark.slow
 def test_scorer_refuses_runs_and_inputs_it_cannot_score_naming_them_in_both_languages(workspace, scorer, tmp_path):
     from app.i18n import problem_text
     from core.run.reward_run import RewardModelError, finished_reward_run

@@ -75,6 +75,7 @@ def test_a_missing_column_value_or_bad_setting_is_an_error_not_a_zero():
         _set({"function": "exact_match", "ignore_case": "yes"})
 
 
+@pytest.mark.slow
 def test_math_verify_reads_real_answers():
     completions = ["So x = \\boxed{\\frac{1}{2}}", "The answer is 0.5", "I get 41.", "It is $1 + x^2$.",
                    "Total: 1,000 apples", "\\boxed{3}"]
@@ -251,6 +252,7 @@ os._exit(0)  # the worker dies mid-call, closing nothing: its reward process mus
 '''
 
 
+@pytest.mark.slow
 def test_the_reward_process_ends_with_the_worker_that_started_it(tmp_path, user_file):
     import subprocess
     import sys

@@ -21,6 +21,8 @@ from core.run.records import (TERMINAL_STATES, Attempt, BestSoFar, ControlReques
 from core.run.rundir import ControlPoller, MetricsReader, RunDir, atomic_write_json, resolve_inside
 from core.run.runs import display_name, list_runs, make_run_id, next_free_run_id
 
+from tests import skips
+
 CONFIG_YAML = "method: lora\n"
 
 
@@ -32,7 +34,7 @@ def run(tmp_path: Path) -> RunDir:
 # ---- JSON files ------------------------------------------------------------------------------
 
 def test_atomic_write_json_converts_numpy_scalars(tmp_path):
-    np = pytest.importorskip("numpy")
+    np = skips.module("numpy")
     atomic_write_json(tmp_path / "s.json", {"loss": np.float32(1.5), "step": np.int64(7)})
     assert json.loads((tmp_path / "s.json").read_text()) == {"loss": 1.5, "step": 7}
 
@@ -192,6 +194,7 @@ def test_reader_skips_and_counts_corrupt_middle_lines(tmp_path):
     assert reader.corrupt_lines == 3 and "line 4" in reader.last_error
 
 
+@pytest.mark.slow
 def test_reader_reads_only_new_bytes_of_a_large_file(tmp_path):
     path = tmp_path / "metrics.jsonl"
     line = json.dumps({"kind": "train", "step": 0, "loss": 1.0, "pad": "x" * 200}) + "\n"
@@ -457,7 +460,7 @@ def test_a_value_of_the_wrong_type_reads_as_the_default_and_is_refused_when_writ
 
 
 def test_numpy_scalars_become_python_numbers(run):
-    np = pytest.importorskip("numpy")
+    np = skips.module("numpy")
     record = TrainRecord(step=np.int64(3), loss=np.float32(1.5), loss_scale=np.float64(2.0))
     assert record.to_json()["step"] == 3 and type(record.step) is int and type(record.loss) is float
     run.append_metrics(record)

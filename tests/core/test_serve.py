@@ -9,10 +9,12 @@ import pytest
 
 from core.engine.generate import SamplingSettings, generate
 from core.serve import Answer, Served, make_server
+
+from tests import skips
 from tests.core.gguf_fixtures import fake_lora_run
 
-openai = pytest.importorskip("openai")  # requirements-dev.txt: the client applications use
-httpx = pytest.importorskip("httpx")
+openai = skips.module("openai")  # requirements-dev.txt: the client applications use
+httpx = skips.module("httpx")
 
 MESSAGES = [{"role": "user", "content": "Which word is number 2?\nkite ball boat"}]
 

@@ -4,7 +4,7 @@ node2, both this machine, partition `debug`), through the real sbatch/squeue/sco
 The training jobs are submitted together when the module starts (they start up while the cheap
 tests run): a 4-step run compared with a local data-parallel-2 run of the same config, one stopped
 gracefully and then resumed and stopped at once, one whose rank on node2 is killed, one cancelled
-with scancel from outside."""
+with scancel from outside, one that Slurm ends at its one-minute time limit."""
 from __future__ import annotations
 
 import json
@@ -24,7 +24,7 @@ from core.run.records import TERMINAL_STATES, Status
 from core.run.rundir import RunDir
 from core.run.runs import list_runs
 from core.run.slurm import SlurmBackend, check_submission, job_info
-from tests.slurm_fixtures import PARTITION, require_slurm, wait_for
+from tests.slurm_fixtures import PARTITION, refreshed_until_over, require_slurm, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -35,6 +35,7 @@ COMMON = ["launch.backend=slurm", "launch.nodes=2", "launch.workers_per_node=1",
           "eval.baseline=false"]
 PARITY = ["train.max_steps=4", "train.eval_every=2"]
 LONG = ["train.max_steps=60", "train.eval_every=1000", "train.save_every=1000"]
+PAST_A_MINUTE = ["train.max_steps=5000", "train.eval_every=100000", "train.save_every=100000", "launch.time_limit=1"]
 START_S, END_S = 400.0, 240.0  # a loaded 2-core machine starts 5 MindSpore processes at once
 
 
@@ -81,7 +82,8 @@ def runs_dir(tmp_path_factory) -> Path:
 def jobs(runs_dir):
     """The training jobs, submitted at once; every job of the module is cancelled at the end."""
     started = {"parity": submit(runs_dir, *PARITY), "graceful": submit(runs_dir, *LONG),
-               "kill": submit(runs_dir, *LONG), "scancel": submit(runs_dir, *LONG)}
+               "kill": submit(runs_dir, *LONG), "scancel": submit(runs_dir, *LONG),
+               "time_limit": submit(runs_dir, *PAST_A_MINUTE)}
     local = launcher.create_run(load_config(DEMO, [*COMMON, *PARITY, f"run.runs_dir={runs_dir / 'local'}",
                                                    "launch.backend=local"]))
     started["local"] = (time.time(), launcher.launch(local))  # the same config on this machine, DP=2
@@ -153,8 +155,8 @@ def test_scancel_from_outside_is_reported_as_cancelled(jobs):
     run = jobs["scancel"]
     wait_for(lambda: ranks_started(run), START_S, 1.0, "the ranks to start")
     subprocess.run(["scancel", run.read_status().cluster.job_id], check=True)
-    status = refreshed_until(run, lambda s: s.state in TERMINAL_STATES and s.cluster.state == "CANCELLED",
-                             END_S, "the cancelled run")
+    status = refreshed_until_over(run, END_S, "the cancelled run")
+    assert status.cluster.state == "CANCELLED", (status.cluster, status.reason)
     assert status.state == "stopped" and "cancelled outside the console (scancel)" in status.reason, status.reason
     assert status.failure_kind is None
     wait_for(lambda: nothing_left(run), 60, 1.0, "nothing of the run left")
@@ -201,15 +203,14 @@ def test_graceful_stop_checkpoints_then_resume_on_the_cluster_and_stop_now(jobs)
 
 def test_two_node_run_equals_local_data_parallel_2_and_exports(jobs):
     cluster = jobs["parity"]
-    status = refreshed_until(cluster, lambda s: s.state in TERMINAL_STATES and s.cluster.state == "COMPLETED",
-                             START_S + END_S, "the 2-node run")
-    assert status.state == "finished" and status.cluster.nodes == ["node1", "node2"], status.reason
+    status = refreshed_until_over(cluster, START_S + END_S, "the 2-node run")
+    assert status.state == "finished" and status.cluster.state == "COMPLETED", (status.cluster, status.reason)
+    assert status.cluster.nodes == ["node1", "node2"], status.reason
     local_start, launched = jobs["local"]
     local = launched.run_dir
-    while launched.poll() is None:
-        launcher.watch(local)
-        time.sleep(0.5)
-    assert local.read_status().state == "finished"
+    wait_for(lambda: launcher.watch(local).state in TERMINAL_STATES and launched.poll() is not None, END_S, 0.5,
+             "the local data-parallel run's end")
+    assert local.read_status().state == "finished", local.read_status().reason
     two_nodes = {r["step"]: r["loss"] for r in train_records(cluster)}
     one_node = {r["step"]: r["loss"] for r in train_records(local)}
     assert sorted(two_nodes) == sorted(one_node) == [1, 2, 3, 4]
@@ -222,3 +223,14 @@ def test_two_node_run_equals_local_data_parallel_2_and_exports(jobs):
     launch_to_step = train_records(local)[0]["time"] - local_start
     print(f"\n2-node vs local DP=2: max loss difference {difference:.2e}; submit-to-first-step "
           f"{submit_to_step:.1f} s on the cluster, launch-to-first-step {launch_to_step:.1f} s locally")
+
+
+def test_a_job_past_its_time_limit_is_ended_by_slurm(jobs):
+    """Slurm's TIMEOUT (the console's words for it: tests/app/test_cluster_console.py); Slurm sends
+    SIGTERM first, so the worker may stop with a checkpoint or fail. Last in the module: its minute
+    has passed while the other tests ran."""
+    run = jobs["time_limit"]
+    status = refreshed_until_over(run, START_S + END_S, "the job at its time limit")
+    print(f"time limit: the run is {status.state} ({status.reason}); Slurm says {status.cluster.state}")
+    assert status.cluster.state == "TIMEOUT" and status.state in ("stopped", "failed"), (status.cluster, status.reason)
+    wait_for(lambda: nothing_left(run), 90, 1.0, "nothing of the run left")

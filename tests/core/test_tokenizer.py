@@ -16,6 +16,8 @@ from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, pro
 
 from core.data.tokenizer import Tokenizer, TokenizerError
 
+from tests import skips
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the reference must never reach for the hub
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_MODEL_DIR = REPO_ROOT / "models" / "tiny-demo"
@@ -306,7 +308,7 @@ FAMILIES = {
 @pytest.fixture(scope="module")
 def hf_auto():
     """transformers.AutoTokenizer.from_pretrained, the reference (a test-only dependency)."""
-    transformers = pytest.importorskip("transformers")
+    transformers = skips.module("transformers")
     transformers.logging.set_verbosity_error()
     return lambda folder: transformers.AutoTokenizer.from_pretrained(str(folder))
 
@@ -667,7 +669,6 @@ def test_imports_neither_transformers_nor_mindspore():
 
 # --- the shipped demo model ---------------------------------------------------------------------
 
-@pytest.mark.skipif(not (DEMO_MODEL_DIR / "tokenizer.json").is_file(), reason="models/tiny-demo not built yet")
 def test_demo_model_matches_transformers(hf_auto):
     ours, hf = Tokenizer.from_dir(DEMO_MODEL_DIR), hf_auto(DEMO_MODEL_DIR)
     assert ours.vocab_size == len(hf)

@@ -19,7 +19,7 @@ from core.run.rundir import RunDir
 from core.run.runs import display_name
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace, write_jsonl
-from tests.waiting import wait_for
+from tests.waiting import wait_for_run
 
 REQUIRED_TRAIN_KEYS = {"loss", "loss_ema", "lr", "grad_norm", "loss_scale", "tokens_per_s", "step_time_s",
                        "peak_mem_mb"}
@@ -63,6 +63,7 @@ def lora_run(workspace) -> RunDir:
     return run_cli(workspace)
 
 
+@pytest.mark.slow
 def test_lora_run_writes_the_run_directory(lora_run, workspace):
     status = lora_run.read_status()
     assert status.state == "finished" and status.reason == "reached 8 steps"
@@ -88,6 +89,7 @@ def test_lora_run_writes_the_run_directory(lora_run, workspace):
         assert setup["kernels"].startswith("composed: ")
 
 
+@pytest.mark.slow  # its module fixture trains a run
 def test_lora_checkpoint_holds_adapter_weights_and_base_identity(lora_run, workspace):
     ckpts = lora_run.checkpoints_dir
     assert os.readlink(ckpts / "last") == "step-8"
@@ -102,11 +104,13 @@ def test_lora_checkpoint_holds_adapter_weights_and_base_identity(lora_run, works
     assert state["data_position"] == {"epoch": 0, "index": 8}
 
 
+@pytest.mark.slow
 def test_resume_matches_uninterrupted_run(lora_run, workspace):
     resumed = run_cli(workspace, f"run.resume={lora_run.checkpoints_dir / 'step-4'}")
     assert_same_losses(lora_run, resumed, [5, 6, 7, 8], 1e-5)
 
 
+@pytest.mark.slow
 def test_a_fork_continues_from_the_checkpoint_as_a_new_run(lora_run, workspace):
     """Issue 20 item 14: a new run from step 4 of another run takes over its weights, optimizer
     state and data position (nothing else changed: its losses are the parent's, to 1e-5), counts on
@@ -122,6 +126,7 @@ def test_a_fork_continues_from_the_checkpoint_as_a_new_run(lora_run, workspace):
     assert fork.checkpoint_step("last") == 8 and status.final.steps == 8
 
 
+@pytest.mark.slow  # its module fixture trains a run
 def test_a_fork_that_changes_the_trainable_parameters_is_refused(lora_run, workspace):
     code = train_main(["--config", str(workspace), f"run.fork_from={lora_run.checkpoints_dir / 'step-4'}",
                        "lora.rank=8"])
@@ -140,6 +145,7 @@ def test_resume_from_missing_checkpoint_is_an_error(workspace, tmp_path):
     assert status.state == "failed" and "checkpoint not found" in status.reason
 
 
+@pytest.mark.slow
 def test_full_finetune_trains_every_weight(workspace):
     run = run_cli(workspace, "method=full", "train.learning_rate=0.003", "train.max_steps=4",
                   "train.eval_every=4", "eval.downstream=false")
@@ -150,6 +156,7 @@ def test_full_finetune_trains_every_weight(workspace):
     assert evals[-1]["val_loss"] < evals[0]["val_loss"]
 
 
+@pytest.mark.slow
 def test_early_stopping_records_its_reason(workspace):
     run = run_cli(workspace, "early_stopping.enabled=true", "early_stopping.patience=1",
                   "early_stopping.min_delta=100", "train.eval_every=2", "train.log_every=3",
@@ -162,6 +169,7 @@ def test_early_stopping_records_its_reason(workspace):
     assert sorted(losses(run)) == [1, 3] and status.step == run.checkpoint_step("last") == 4
 
 
+@pytest.mark.slow
 def test_non_finite_loss_fails_the_run(workspace, tmp_path):
     from safetensors.numpy import load_file, save_file
     cfg = yaml.safe_load(workspace.read_text())
@@ -180,6 +188,7 @@ def test_non_finite_loss_fails_the_run(workspace, tmp_path):
     assert status.failure_kind == "nonfinite"
 
 
+@pytest.mark.slow
 def test_fp16_amp_trains_close_to_fp32(workspace, lora_run):
     run = run_cli(workspace, "precision.amp_level=O2", "precision.compute_dtype=float16",
                   "train.max_steps=3", "train.eval_every=3", "eval.downstream=false")
@@ -241,9 +250,9 @@ def test_control_file_changes_patience_and_stops_the_run(workspace):
     launched = _launched_run(workspace, "train.max_steps=400", "train.eval_every=1000", "eval.downstream=false",
                              "train.log_every=1")
     run = launched.run_dir
-    wait_for(lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), "first step", 120, every_s=0.2)
+    wait_for_run(run, lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), "first step", 120)
     run.write_control(early_stopping={"enabled": True, "patience": 7, "monitor": "val_loss", "min_delta": 0.0})
-    wait_for(lambda: any(r.get("event") == "control" for r in records(run, "event")), "control applied", 60, every_s=0.2)
+    wait_for_run(run, lambda: any(r.get("event") == "control" for r in records(run, "event")), "control applied", 60)
     run.write_control(stop="graceful")
     launched.process.wait(timeout=60)
     status = run.read_status()
@@ -259,7 +268,7 @@ def test_control_file_changes_patience_and_stops_the_run(workspace):
 def test_sigterm_saves_and_ends_cleanly(workspace):
     launched = _launched_run(workspace, "train.max_steps=400", "train.eval_every=1000", "eval.downstream=false")
     run = launched.run_dir
-    wait_for(lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), "first step", 120, every_s=0.2)
+    wait_for_run(run, lambda: any(r.kind == "train" for r in run.metrics_reader().read_new()), "first step", 120)
     os.killpg(launched.pgid, signal.SIGTERM)
     launched.process.wait(timeout=60)
     assert run.read_status().state == "stopped"
@@ -283,6 +292,7 @@ def test_data_parallel_two_workers_match_one(workspace):
     assert (double.path / "logs").is_dir()
 
 
+@pytest.mark.slow
 def test_fp16_overflow_steps_are_skipped_and_counted(workspace):
     """A loss scale far beyond fp16's range overflows; the step is skipped, the scale halves and
     training goes on."""

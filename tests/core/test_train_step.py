@@ -11,14 +11,17 @@ from core.engine.checkpoint import load_hf_model
 from core.engine.model import recompute_blocks, share_layer_graphs
 from core.engine.lora import inject_lora, lora_state_dict, mark_only_lora_trainable
 from core.engine.train_step import TrainStep, WarmupDecaySchedule, adamw, causal_lm_loss_sum, lr_at
+
+from tests import skips
 from tests.core.hf_fixtures import make_hf_model, save_hf_model
 
-torch = pytest.importorskip("torch")
-peft = pytest.importorskip("peft")
+torch = skips.module("torch")
+peft = skips.module("peft")
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
+@pytest.mark.slow
 def test_lora_adamw_loss_curve_matches_pytorch_peft(tmp_path):
     hf = make_hf_model("llama-gqa-llama3-rope")
     save_hf_model(hf, tmp_path)
@@ -99,6 +102,7 @@ def _batch(seed):
     return ids, ids.copy(), np.ones_like(ids)
 
 
+@pytest.mark.slow
 def test_decoupled_weight_decay_shrinks_matrices_only(tmp_path):
     """AdamW: p <- p·(1 - lr·wd) before the Adam update, on matrices only. The Adam update does not
     depend on p, so a step with decay minus the same step without it is exactly -lr·wd·p."""
@@ -116,6 +120,7 @@ def test_decoupled_weight_decay_shrinks_matrices_only(tmp_path):
     assert matrices > 10
 
 
+@pytest.mark.slow
 def test_accumulated_clipped_step_is_adam_on_the_clipped_mean_gradient(tmp_path):
     """Two micro batches: gradients averaged, the global norm reported, clipped to 0.5, then Adam's
     first step (MindSpore's form: eps on the uncorrected sqrt(v)) — recomputed here in NumPy from the
@@ -149,6 +154,7 @@ def _layer_keys(model):
     return [getattr(layer, "cell_init_args", None) for layer in model.model.layers]
 
 
+@pytest.mark.slow
 def test_layers_share_a_graph_only_when_identical(tmp_path):
     model = _three_layer_model(tmp_path / "a")
     inject_lora(model, 4, 8.0, 0.0, TARGETS)
@@ -175,6 +181,7 @@ def test_layers_share_a_graph_only_when_identical(tmp_path):
     assert share_layer_graphs(dropped) == 0 and _layer_keys(dropped) == [None] * 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("targets", [TARGETS, r"model\.layers\.1\.mlp\.(gate|down)_proj"])
 def test_shared_layer_graphs_train_exactly_as_inlined_layers(tmp_path, targets):
     """Three compiled LoRA steps with the layers' graphs shared (one kind, or a LoRA on layer 1
@@ -219,6 +226,7 @@ def _lora_losses_with_recompute(tmp_path, policy: str) -> tuple[list[float], int
     return [step([_batch(seed)])[0] for seed in range(3)], kinds
 
 
+@pytest.mark.slow
 def test_every_recompute_policy_compiles_and_trains_as_without_recompute(tmp_path):
     """Recomputing a block changes what the step keeps, not what it computes. The attention block
     alone, in a shared layer graph, does not compile in MindSpore 2.10 (parameter_eliminate.h:

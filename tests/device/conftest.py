@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import skips
+
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = ("import sys, mindspore as ms\n"
          "from mindspore.device_context import ascend, gpu\n"
@@ -62,7 +64,7 @@ def skip_or_fail(reason: str) -> None:
     """Skip this test for `reason`, or fail it under MINDTUNE_REQUIRE_DEVICE=1."""
     if required():
         pytest.fail(f"{REQUIRE}=1 but {reason}")
-    pytest.skip(reason)
+    skips.skip("device", reason)
 
 
 def _here(item) -> bool:
