@@ -24,7 +24,7 @@ import zlib
 
 import numpy as np
 
-from core.data.prompts import PromptBatches, load_prompt_splits, prompt_eval_batches
+from core.data.prompts import PromptBatch, PromptBatches, load_prompt_splits, prompt_eval_batches
 from core.engine.grpo import (STD_EPSILON, GrpoBatch, GrpoObjective, GrpoStep, advantages, dapo_normalizer,
                               grpo_batch, rollout, sampling_settings, summarize)
 from core.engine.objectives.base import Objective
@@ -32,7 +32,7 @@ from core.engine.objectives.preference import frozen_reference, reference_from_f
 from core.engine.reward_scorer import RewardModelScorer
 from core.eval.rewards import RewardSet
 from core.run.records import CompletionsEvent, ValidationFigures
-from core.spec.objectives import reference_kind
+from core.spec.objectives import reference_kind, rollout_prompts
 
 SHOWN_COMPLETIONS = 4  # validation prompts shown with their completions at each evaluation
 
@@ -113,38 +113,42 @@ class Grpo(Objective):
         return [self.trainer.tokenizer.decode([tok for tok in c if tok not in self.eos]) for c in completions]
 
     def _sample(self, micro: list, step: int) -> tuple[list, dict]:
-        """Rollouts and rewards of the step's prompts: the micro batches to train on and the figures."""
+        """Rollouts and rewards of the step's prompts: the micro batches to train on and the figures. Every
+        prompt of the step on this worker is sampled in one rollout call (each decoding step reads the weights
+        once for all the rows), in several only past core.spec.objectives.rollout_prompts' memory budget; each
+        row draws from its own generator, so how the prompts are split into calls changes no draw."""
         t, G = self.trainer, self.g.num_generations
         settings = sampling_settings(self.cfg)
-        rows, scores, flags, lengths, groups = [], [], [], [], 0
-        for batch in micro:
+        every = PromptBatch([record for batch in micro for record in batch.records])  # micro batches in order
+        per_call = rollout_prompts(self.cfg, t.model.args)
+        completions, truncated = [], []
+        for start in range(0, len(every), per_call):
+            part = PromptBatch(every.records[start:start + per_call])
             t.heartbeat.beat(t.state.step, "generate")
-            seeds = [prompt_seed(self.cfg.run.seed, step, _place_key(where)).spawn(G) for where in batch.where()]
+            seeds = [prompt_seed(self.cfg.run.seed, step, _place_key(where)).spawn(G) for where in part.where()]
             rng = RowGenerators([s for group in seeds for s in group])
-            completions, truncated = rollout(t.model, batch.prompt_ids, G, settings, self.eos, self.pad_id, rng)
-            texts = self._texts(completions)
-            scored = self.rewards.score(batch.prompts(G), texts, [len(c) for c in completions], batch.columns(G),
-                                        batch.where(G))
-            rows.append((batch, completions, truncated))
-            scores.append(scored)
-            flags += list(truncated)
-            lengths += [len(c) for c in completions]
-            groups += len(batch)
-        totals = np.concatenate([s.total for s in scores])
-        figures = self._reward_figures(scores, totals, lengths, flags, groups)
+            got, cut = rollout(t.model, part.prompt_ids, G, settings, self.eos, self.pad_id, rng)
+            completions += got
+            truncated += cut
+        lengths = [len(c) for c in completions]
+        scored = self.rewards.score(every.prompts(G), self._texts(completions), lengths, every.columns(G),
+                                    every.where(G))
+        totals = scored.total
+        figures = self._reward_figures([scored], totals, lengths, truncated, len(every))
         if self.g.scale_rewards == "batch":  # the batch's spread over every worker's completions
             n, total, squares = t.cluster.sum([len(totals), float(totals.sum()), float((totals ** 2).sum())])
             spread = np.sqrt(max(squares - total * total / n, 0.0) / max(n - 1, 1))
         micro_batches, start = [], 0
-        for batch, completions, truncated in rows:
-            mine = totals[start:start + len(completions)]
-            start += len(completions)
+        for batch in micro:
+            end = start + len(batch) * G
+            mine = totals[start:end]
             adv, _ = advantages(mine, G, "none" if self.g.scale_rewards == "batch" else self.g.scale_rewards)
             if self.g.scale_rewards == "batch":
                 adv = (adv / (spread + STD_EPSILON)).astype(np.float32)
-            micro_batches.append(grpo_batch(batch.prompt_ids, completions, truncated, adv, G, self.pad_id,
-                                            self.g.mask_truncated_completions,
+            micro_batches.append(grpo_batch(batch.prompt_ids, completions[start:end], truncated[start:end], adv, G,
+                                            self.pad_id, self.g.mask_truncated_completions,
                                             widths=(self.prompt_width, self.g.max_new_tokens)))
+            start = end
         step_tokens = t.cluster.sum([float(sum(b.tokens for b in micro_batches))])[0]
         if self.g.loss_type == "dapo":
             for b in micro_batches:
