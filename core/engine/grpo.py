@@ -335,12 +335,17 @@ class GrpoStep(TrainStep):
 
     # The model is called inline (see core.engine.train_step.head_on_hidden).
     def _scaled_loss(self, input_ids, labels, attention_mask, advantages, old_logps, ref_logps, normalizer):
-        targets = next_token_targets(labels)
+        # the head only on the positions whose next token may be a completion's (as TRL's logits_to_keep):
+        # rows are the prompt left-padded then the completion, at most max_completion_length wide, so every
+        # completion target is in the last max_completion_length + 1 columns (a constant of the graph)
+        start = max(input_ids.shape[1] - self.objective.max_completion_length - 1, 0)
+        targets = next_token_targets(labels)[:, start:]
+        old_logps, ref_logps = old_logps[:, start:], ref_logps[:, start:]
         if self.on_hidden:
-            nll = self.model(input_ids, attention_mask, None, None, targets)
+            nll = self.model(input_ids, attention_mask, None, None, targets, True, False, start)
             entropy = ops.stop_gradient(ops.zeros_like(nll)) + self.nan  # no logits: no entropy
         else:
-            logits = self.model(input_ids, attention_mask, None, None, None, self.capped)
+            logits = self.model(input_ids, attention_mask, None, None, None, self.capped, False, start)
             if self.scale != 1.0:
                 logits = logits * self.scale
             nll = self.token_nll(logits, targets)

@@ -75,6 +75,7 @@ constexpr int64_t kRowBlock = 128;
 // 3.5 ms in the kernel)
 constexpr int64_t kFewRows = 16;
 constexpr int64_t kColumnBlock = 256;  // weight rows per task of such a product
+constexpr int64_t kSgemmColumns = 128;  // weight rows per sgemm of a product of kFewRows..kRowBlock rows
 // fewer query rows than this per (row, kv head): attention by dot products, not two sgemm calls
 constexpr int64_t kFewQueries = 4;
 void linear(const float *x, const float *w, const float *bias, int64_t n, int64_t in, int64_t out, float *y) {
@@ -113,6 +114,19 @@ void linear(const float *x, const float *w, const float *bias, int64_t n, int64_
     // a large model's weights in column blocks across threads (its step streams them all); a small
     // one's on the calling thread
     mindtune::blocks_maybe_parallel(n * in * out > (int64_t(1) << 23), out, kColumnBlock, columns);
+    return;
+  }
+  if (n <= kRowBlock && n * in * out > (int64_t(1) << 23)) {
+    // one row block (a decoding step of GRPO's many rows): one sgemm would run it on the calling thread
+    // alone; blocks of the weight's rows instead, one sgemm each, across the threads (each output's sum
+    // does not depend on the blocks, nor on the thread count)
+    auto columns = [&](int64_t, int64_t c0, int64_t c1) {
+      dnnl_sgemm('N', 'T', n, c1 - c0, in, 1.f, x, in, w + c0 * in, in, 0.f, y + c0, out);
+      if (bias != nullptr)
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t c = c0; c < c1; ++c) y[r * out + c] += bias[c];
+    };
+    mindtune::parallel_blocks(out, kSgemmColumns, columns);
     return;
   }
   auto rows = [&](int64_t, int64_t r0, int64_t r1) {
