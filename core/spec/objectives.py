@@ -171,8 +171,8 @@ def grpo_rows(config) -> int:
 # sampler's logits): a GRPO step samples all of its prompts on this worker (train.micro_batch_size x
 # grad_accum_steps) in one generate call, in several only when they would need more than this. One call per
 # step is the point (each decoding step reads every weight once, for all the rows at once: at 0.5B, 32 rows
-# in one call took 40 s where 4 calls of 8 took 64 s); 1 GiB holds 17 prompts x 4 completions of the
-# Qwen2.5-0.5B shape at 192 + 64 tokens, 3 of a 7B model at 1,024 + 256.
+# in one call took 40 s where 4 calls of 8 took 64 s); 1 GiB holds 16 prompts x 4 completions of the
+# Qwen2.5-0.5B shape at 192 + 64 tokens (62 MB a prompt), one of a 7B model at 1,024 + 256 (0.9 GiB).
 ROLLOUT_BUDGET_MB = 1024
 SAMPLER_BYTES_PER_LOGIT = 40  # the logits (float32, twice: the kernel's output and numpy's) and the sampler's float64 rows
 
