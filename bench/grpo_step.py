@@ -10,8 +10,9 @@ top-k off, constant lr, clipping at 1.0, one reward: the regular expression `.*e
 
 - mindtune: `core.engine.trainer.Trainer` driven as core.dry_run drives it (setup, then train_one_step)
   with train.objective grpo: `Grpo._sample` (rollouts on the fused inference kernel with the adapter merged
-  into the kernel's weight copies, one call per micro batch; rewards; advantages) is the rollout time, the
-  compiled GrpoStep (forward, backward, AdamW, clipping) the update time, as the step reports them
+  into the kernel's weight copies, the step's 32 rows in one call, as TRL; rewards; advantages) is the rollout
+  time, the compiled GrpoStep (forward, backward with the LM head on the completion's positions only, as TRL's
+  logits_to_keep, AdamW, clipping) the update time, as the step reports them
   (rollout_s, update_s). No stop token: the objective's EOS set is emptied after setup, so every completion
   is grpo.max_new_tokens = 64 long (a sampled EOS is kept as an ordinary token);
 - TRL 1.16 `GRPOTrainer` on transformers + PEFT (the same LoRA), SDPA attention, num_generations 4,
@@ -70,8 +71,8 @@ ROWS = PROMPTS * GENERATIONS
 # config -> gradient accumulation steps: the step's 8 prompts in that many micro batches. The 0.5B shape's 32 rows
 # of 166 tokens in one micro batch need ~22 GB by core.spec.memory's estimate (the logits alone: 32 x 166 x 151,936
 # floats = 3.2 GB a copy) on a 24 GB machine that others share: 4 micro batches of 2 prompts x 4 completions there,
-# on both sides (TRL: per_device_train_batch_size 8, gradient_accumulation_steps 4, its 32 completions generated in
-# one call; mindtune: each micro batch's 8 rollouts in one call)
+# on both sides (TRL: per_device_train_batch_size 8, gradient_accumulation_steps 4; both sample the step's 32
+# completions in one call)
 ACCUMULATION = {"demo": 1, "0.5b": 4}
 PATTERN = ".*e.*"  # the reward: core.eval.rewards' regex (re.fullmatch on the stripped completion, DOTALL)
 LEARNING_RATE = 1e-5

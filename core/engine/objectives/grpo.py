@@ -5,10 +5,14 @@ clipped policy-gradient step (core.engine.grpo: the loss in the forms TRL's GRPO
 - Data: prompts (core.data.prompts) with the columns the rewards read; a micro batch is
   train.micro_batch_size prompts, so it trains micro × num_generations completion rows. Each worker
   samples the completions of its own prompts: a group is never split across workers.
-- Sampling: every prompt's completions come from a generator seeded by (run seed, step, the prompt's
-  place in the global batch), so they do not depend on the number of workers or on a resume: DP=2
-  samples what DP=1 samples for the same global batch, and a resumed run samples what the
-  uninterrupted one did. Rollouts run in the model's inference mode (core.engine.grpo.rollout: the
+- Sampling: a step's prompts on a worker (all its micro batches) are sampled in one rollout call, so each
+  decoding step reads the weights once for all the rows (several calls only past the memory budget of
+  core.spec.objectives.rollout_prompts). Every completion row draws from a generator seeded by (run seed,
+  step, the prompt's place in the global batch), so the draws do not depend on the number of workers, the
+  calls or a resume: a resumed run samples what the uninterrupted one did, and DP=2 samples what DP=1
+  samples for the same global batch up to the logits' rounding (a worker's call holds fewer rows: its
+  products, padding and shared prefix differ, ~1e-6, which moves a draw only at a boundary of its row's
+  distribution). Rollouts run in the model's inference mode (core.engine.grpo.rollout: the
   fused inference kernel where the model allows, with the adapter merged into the kernel's own copy).
 - Rewards: core.eval.rewards (built-ins, a user's file in a child process, a reward model run).
 - num_iterations > 1: a batch of rollouts is trained on for that many optimizer steps, its sampling
