@@ -429,10 +429,23 @@ def rollout(model, prompt_ids: list[list[int]], num_generations: int, settings: 
     try:
         with merged:
             completions = generate(model, prompt_ids, settings, frozenset(), pad_id, stop=ended if eos else None,
-                                   rng=rng, copies=num_generations, sampler=sample_next)
+                                   rng=rng, copies=num_generations, sampler=rollout_sampler(model))
     finally:
         model.set_train(training)
     return completions, [not (completion and completion[-1] in eos) for completion in completions]
+
+
+def rollout_sampler(model):
+    """The rollouts' sampler: sample_next (temperature, top-k, top-p; one uniform draw per row), whose
+    whole-vocabulary case (top_k 0, top_p 1: GRPO's default) runs on the inference kernel's sampler where the
+    model has one (FusedInference.sample: the same distribution and draws, other rounding)."""
+    kernel = getattr(model, "inference_kernel", None)
+
+    def sampler(logits: np.ndarray, settings: SamplingSettings, rng) -> np.ndarray:
+        if kernel is None or settings.temperature == 0 or settings.top_k or settings.top_p < 1:
+            return sample_next(logits, settings, rng)
+        return kernel.sample(logits, settings.temperature, rng.random(len(logits)))
+    return sampler
 
 
 def sampling_settings(cfg, evaluation: bool = False) -> SamplingSettings:

@@ -122,6 +122,52 @@ def test_one_rollout_call_samples_what_a_call_per_prompt_samples(wide):
     assert len({tuple(c) for c in together[:8]}) == 8  # a group's rows differ
 
 
+class _Draws:
+    """A generator stand-in that hands out fixed uniforms, one per row per call."""
+
+    def __init__(self, uniforms):
+        self.uniforms = np.asarray(uniforms, np.float64)
+
+    def random(self, n):
+        assert n == len(self.uniforms)
+        return self.uniforms
+
+
+@needs_kernel
+def test_the_kernels_sampler_draws_what_sample_next_draws(wide):
+    """The rollouts' whole-vocabulary sampler on the kernel (FusedInference.sample) takes, for the same
+    uniform draw, the token numpy's sample_next takes: 2,000 draws over 8 logits at T 0.7 all alike, and their
+    frequencies are softmax(logits / 0.7) to 0.03; on 32 rows of 151,936 logits (the 0.5B vocabulary) the
+    same tokens; top-k, top-p and greedy settings keep sample_next."""
+    from core.engine.generate import SamplingSettings, sample_next
+    from core.engine.grpo import rollout_sampler
+    kernel, sampler = wide.inference_kernel, rollout_sampler(wide)
+    logits = np.array([1.0, 2.5, -0.5, 0.0, 3.0, 2.9, -4.0, 1.5], np.float32)
+    uniforms = np.random.default_rng(5).random(2000)
+    hot = SamplingSettings(temperature=0.7)
+    rows = np.repeat(logits[None], 2000, 0)
+    ours, numpy_ = kernel.sample(rows, 0.7, uniforms), sample_next(rows, hot, _Draws(uniforms))
+    assert np.array_equal(ours, numpy_)
+    assert np.array_equal(sampler(rows, hot, _Draws(uniforms)), ours)
+    p = np.exp(logits / 0.7) / np.exp(logits / 0.7).sum()
+    np.testing.assert_allclose(np.bincount(ours, minlength=8) / 2000, p, atol=0.03)
+    big = np.random.default_rng(6).standard_normal((32, 151936)).astype(np.float32) * 4
+    draws = np.random.default_rng(7).random(32)
+    assert np.array_equal(kernel.sample(big, 1.0, draws), sample_next(big, SamplingSettings(temperature=1.0),
+                                                                     _Draws(draws)))
+    calls = []
+    kernel_sample = kernel.sample
+    kernel.sample = lambda *a: calls.append(1) or kernel_sample(*a)
+    try:
+        for other in (SamplingSettings(temperature=0.7, top_k=3), SamplingSettings(temperature=0.7, top_p=0.9),
+                      SamplingSettings()):
+            assert np.array_equal(sampler(rows[:50], other, _Draws(uniforms[:50])),
+                                  sample_next(rows[:50], other, _Draws(uniforms[:50])))
+    finally:
+        kernel.sample = kernel_sample
+    assert not calls
+
+
 def test_logits_from_is_the_last_positions_logits(wide):
     """logits_from=s gives the logits of positions s.. (the head not run on the others), and with targets
     their NLL."""
