@@ -39,6 +39,7 @@ class MemoryTerms:
     extra_bytes: float = 0.0
     notes: tuple = ()
     merged_adapter_copies: bool = False  # rollouts hold a float32 copy of every adapted matrix (LoRA)
+    logits_positions: int = 0  # positions per row whose logits the step makes (0: every position)
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,11 @@ def _grpo_memory(config, args) -> MemoryTerms:
     rollout = rollout_bytes(config, args, prompts)
     notes.append(Message("memory.grpo_rollout", prompts=prompts, rows=prompts * config.grpo.num_generations,
                          mb=f"{rollout / 2**20:,.1f}"))
-    return MemoryTerms(weights, rows, rollout, tuple(notes), merged_adapter_copies=config.method == "lora")
+    # the update runs the head on the completion's positions only (core.engine.grpo.GrpoStep); a pass for the
+    # old policy (num_iterations > 1) or the reference (beta > 0) still makes every position's logits
+    whole = config.grpo.beta > 0 or config.grpo.num_iterations > 1
+    return MemoryTerms(weights, rows, rollout, tuple(notes), merged_adapter_copies=config.method == "lora",
+                       logits_positions=0 if whole else config.grpo.max_new_tokens + 1)
 
 
 def _reward_rules(config) -> list[Rule]:

@@ -46,6 +46,19 @@ def test_a_step_rolls_out_in_one_call_within_the_memory_budget(tmp_path):
     assert rollout_bytes(long, ModelArgs.from_hf_config(QWEN7), 1) == 961_757_184
 
 
+def test_the_estimate_counts_the_completions_logits_only_without_an_old_or_reference_pass(tmp_path):
+    """beta 0 and num_iterations 1: the update's logits are the completion's 65 positions of the 0.5B rows'
+    166 (2 prompts x 4 completions a micro batch); an old-policy pass (num_iterations 2) makes all 166."""
+    from core.spec.memory import cpu_fit, estimate_memory
+    args = ModelArgs.from_hf_config(QWEN05)
+    only = _config(tmp_path, num_generations=4, max_prompt_len=192, max_new_tokens=64)
+    every = _config(tmp_path, num_generations=4, max_prompt_len=192, max_new_tokens=64, num_iterations=2)
+    copies = cpu_fit(only).activation_copies["logits"]
+    saved = 4 * 2 * (166 - 65) * 151936 * copies * 4 / 2**20  # G x prompts x positions x vocab x copies x float32
+    gap = estimate_memory(every, args, 166).activations_mb - estimate_memory(only, args, 166).activations_mb
+    assert gap == pytest.approx(saved, rel=1e-9) and saved > 900
+
+
 # ---- on the engine ---------------------------------------------------------------------------------
 
 def _kernels() -> bool:
