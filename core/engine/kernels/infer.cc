@@ -530,6 +530,8 @@ extern "C" int mindtune_sample_rows(const float *logits, int64_t rows, int64_t v
     }
     out[r] = chosen >= 0 ? chosen : last;  // the draw at the block's very end (rounding): its last kept token
   };
-  run_tasks(rows > 1, rows, row_task);
+  // rows in parallel only when there is enough to share: a thread started per call waits to be scheduled,
+  // milliseconds on a loaded machine, which the demo's 32 rows of 931 logits (30 µs of work) cannot repay
+  run_tasks(rows * vocab > (int64_t(1) << 22), rows, row_task);
   return failed.load();
 }
