@@ -1992,7 +1992,6 @@ MESSAGES_ZH.update({
     "config.grpo_too_long": ("grpo.max_prompt_len {prompt} + grpo.max_new_tokens {new} 超过了 data.max_seq_len "
                              "{total}：请调大 data.max_seq_len 或调小其中之一"),
     "memory.grpo_rows": "grpo：{prompts} 个提示词的微批训练 {prompts} × {generations} 个补全（激活值按补全行计）",
-    "memory.grpo_cache": "grpo：采样时的键/值缓存，每个补全按完整长度计：{mb} MB",
     "memory.grpo_merged": "grpo 与 LoRA：采样时推理内核持有每个适配矩阵合并适配器后的 float32 副本：{mb} MB",
     "config.grpo_temperature_16bit": ("在 CPU 上以 LoRA 训练 {dtype} 的 model.dtype 时 grpo.temperature 必须为 1："
                                       "冻结的 16 位输出头在一个内核里按温度 1 计算损失；请把 grpo.temperature 设为 1，"
@@ -2117,6 +2116,9 @@ MESSAGES_ZH.update({
     "stats.pairs_overlong_truncated": ("{split_role}：{records} 条记录中有 {count} 条超过 max_seq_len {max_seq_len} 个 "
                                        "token，已截断（保留提示的末尾，回答截到剩余长度）（data.overlong={policy}）：{listed}"),
     "data.problems": "{file} 中有 {count} 个问题：{listed}",
+    # GRPO step speed (issue 36): a step's prompts rolled out in one call
+    "memory.grpo_rollout": ("grpo：一次采样调用处理 {prompts} 个提示词（{rows} 个补全）；其按完整长度计的键/值缓存、"
+                            "logits 与预填充缓冲：{mb} MB"),
 })
 
 

@@ -6,12 +6,16 @@ config.json, random bf16 weights loaded as fp32, the demo tokenizer), LoRA as co
 alpha 32, dropout 0, the seven projections), fp32 compute, one optimizer step = 8 prompts x 4 completions x 64
 new tokens (demo: one micro batch of 32 rows; 0.5b: 4 micro batches of 2 prompts on both sides, see
 ACCUMULATION), beta 0 (no reference pass), loss_type dapo, group-scaled advantages, temperature 1, top-p 1,
-top-k off, constant lr, clipping at 1.0, one reward: the regular expression `.*e.*` on the whole completion:
+top-k off, constant lr, clipping at 1.0, one reward: the regular expression `[^e]*(e[^e]*e[^e]*)*` on the whole
+completion (an even number of e's: about half the completions of either model, so groups have a spread and
+every step updates; mindtune makes no update on a step whose groups all scored alike, and the demo model's
+completions all hold an 'e'):
 
 - mindtune: `core.engine.trainer.Trainer` driven as core.dry_run drives it (setup, then train_one_step)
   with train.objective grpo: `Grpo._sample` (rollouts on the fused inference kernel with the adapter merged
-  into the kernel's weight copies, one call per micro batch; rewards; advantages) is the rollout time, the
-  compiled GrpoStep (forward, backward, AdamW, clipping) the update time, as the step reports them
+  into the kernel's weight copies, the step's 32 rows in one call, as TRL; rewards; advantages) is the rollout
+  time, the compiled GrpoStep (forward, backward with the LM head on the completion's positions only, as TRL's
+  logits_to_keep, AdamW, clipping) the update time, as the step reports them
   (rollout_s, update_s). No stop token: the objective's EOS set is emptied after setup, so every completion
   is grpo.max_new_tokens = 64 long (a sampled EOS is kept as an ordinary token);
 - TRL 1.16 `GRPOTrainer` on transformers + PEFT (the same LoRA), SDPA attention, num_generations 4,
@@ -70,10 +74,10 @@ ROWS = PROMPTS * GENERATIONS
 # config -> gradient accumulation steps: the step's 8 prompts in that many micro batches. The 0.5B shape's 32 rows
 # of 166 tokens in one micro batch need ~22 GB by core.spec.memory's estimate (the logits alone: 32 x 166 x 151,936
 # floats = 3.2 GB a copy) on a 24 GB machine that others share: 4 micro batches of 2 prompts x 4 completions there,
-# on both sides (TRL: per_device_train_batch_size 8, gradient_accumulation_steps 4, its 32 completions generated in
-# one call; mindtune: each micro batch's 8 rollouts in one call)
+# on both sides (TRL: per_device_train_batch_size 8, gradient_accumulation_steps 4; both sample the step's 32
+# completions in one call)
 ACCUMULATION = {"demo": 1, "0.5b": 4}
-PATTERN = ".*e.*"  # the reward: core.eval.rewards' regex (re.fullmatch on the stripped completion, DOTALL)
+PATTERN = "[^e]*(e[^e]*e[^e]*)*"  # the reward: core.eval.rewards' regex (re.fullmatch on the stripped completion, DOTALL)
 LEARNING_RATE = 1e-5
 SEED = 42
 BASE_CONFIG = ROOT / "configs" / "lora_demo.yaml"  # its LoRA: r16, alpha 32, dropout 0, seven projections
@@ -130,7 +134,7 @@ def worker_mindtune(model_dir: Path, prompts: Path, steps: int, warmup: int, acc
         trainer.objective.eos = set()  # no stop token: every completion grpo.max_new_tokens long
         trainer.model.set_train(True)
         record: dict[str, list] = {k: [] for k in ("step_s", "cpu_s", "rollout_s", "update_s", "loss", "reward",
-                                                  "tokens", "completion_tokens")}
+                                                  "tokens", "completion_tokens", "no_update")}
         for _ in range(warmup + steps):
             cpu = time.process_time()
             out = trainer.train_one_step()
@@ -143,10 +147,11 @@ def worker_mindtune(model_dir: Path, prompts: Path, steps: int, warmup: int, acc
             record["reward"].append(float(out["reward"]))
             record["tokens"].append(int(out["tokens"]))
             record["completion_tokens"].append(int(sum(int((b.labels != -100).sum()) for b in trainer.objective.buffer)))
+            record["no_update"].append(bool(out.get("no_update", False)))
         prompt_ids = sorted(r.ids.tolist() for r in trainer.splits.train)
         setup = trainer.run.last_metric(SetupEvent, max_bytes=65536)
         trainable = int(sum(int(np.prod(p.shape)) for p in trainer.trainable.values()))
-        return {**summary(record, warmup), "setup_s": setup_s, "peak_rss_mb": peak_rss_mb(), "prompt_ids": prompt_ids,
+        return {**summary(record, warmup), "no_update_steps": sum(record["no_update"]), "setup_s": setup_s, "peak_rss_mb": peak_rss_mb(), "prompt_ids": prompt_ids,
                 "seq_len": int(trainer.length), "kernels": setup.kernels if setup else None,
                 "inference_kernel": getattr(trainer.model, "inference_kernel", None) is not None,
                 "trainable": trainable, "threads": len(os.sched_getaffinity(0))}
@@ -398,7 +403,8 @@ def print_row(row: dict, peak_gflops: float) -> None:
           f"TRL {tr['completion_tokens']}", flush=True)
     for label, r in (("mindtune", mt), ("TRL", tr)):
         extra = (f"kernels {r['kernels']}, rollouts on the inference kernel {r['inference_kernel']}, setup "
-                 f"{r['setup_s']:.1f} s" if label == "mindtune"
+                 f"{r['setup_s']:.1f} s, steps without an update (every group alike) {r.get('no_update_steps')}"
+                 if label == "mindtune"
                  else f"generate {r['generate_s']:.3f} s of the rollout, {r['torch_threads']} torch threads, "
                       f"optim {r['optim']}")
         print(f"    {label}: step {r['step_s']:.3f} s (each: {', '.join(f'{v:.2f}' for v in r['steps'])}), "

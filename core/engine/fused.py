@@ -617,6 +617,9 @@ class FusedInference:
         pointer = ctypes.c_void_p
         self.lib.mindtune_infer_cache_gather.restype = ctypes.c_int
         self.lib.mindtune_infer_cache_gather.argtypes = [ctypes.c_int32, ctypes.c_int32, pointer, ctypes.c_int64]
+        self.lib.mindtune_sample_rows.restype = ctypes.c_int
+        self.lib.mindtune_sample_rows.argtypes = [pointer, ctypes.c_int64, ctypes.c_int64, ctypes.c_float, pointer,
+                                                  pointer]
         path = f"{kernel.path}:mindtune_infer_forward"
         dtype = lambda *inputs: ms.float32  # noqa: E731
         # inputs: ids, positions, valid, meta, inv_freq, scalars, embedding (V, h), ...: logits (B, T|1, V)
@@ -704,6 +707,22 @@ class FusedInference:
         op = self.op_last if last_only else self.op_all
         return op(Tensor(np.ascontiguousarray(ids, np.int32)), Tensor(np.ascontiguousarray(positions, np.int32)),
                   Tensor(np.ascontiguousarray(valid, np.float32)), Tensor(meta), *self._weights(model)).asnumpy()
+
+    def sample(self, logits: np.ndarray, temperature: float, uniforms: np.ndarray) -> np.ndarray:
+        """Each row's next token (B,) int64 from softmax(logits / temperature) (B, V) over the whole vocabulary,
+        by inverse CDF at its uniform draw (B,) in [0, 1) (kernels/infer.cc, mindtune_sample_rows): the
+        distribution of core.engine.generate.sample_next without top-k or top-p, in two passes over each
+        row's logits instead of numpy's five (B, V) float64 arrays."""
+        logits = np.ascontiguousarray(logits, np.float32)
+        uniforms = np.ascontiguousarray(uniforms, np.float64)
+        out = np.empty(len(logits), np.int64)
+        if len(uniforms) != len(logits):
+            raise ValueError(f"{len(uniforms)} draws for {len(logits)} rows")
+        code = self.lib.mindtune_sample_rows(logits.ctypes.data, logits.shape[0], logits.shape[1],
+                                             1.0 / float(temperature), uniforms.ctypes.data, out.ctypes.data)
+        if code:
+            raise RuntimeError("mindtune_sample_rows: a row of logits has no finite value")
+        return out
 
     def gather(self, to: "InferenceCache", source: "InferenceCache", index, slots: int) -> None:
         """Row r of cache `to` gets slots [0, slots) of row index[r] of `source`, in every layer."""

@@ -335,12 +335,17 @@ class GrpoStep(TrainStep):
 
     # The model is called inline (see core.engine.train_step.head_on_hidden).
     def _scaled_loss(self, input_ids, labels, attention_mask, advantages, old_logps, ref_logps, normalizer):
-        targets = next_token_targets(labels)
+        # the head only on the positions whose next token may be a completion's (as TRL's logits_to_keep):
+        # rows are the prompt left-padded then the completion, at most max_completion_length wide, so every
+        # completion target is in the last max_completion_length + 1 columns (a constant of the graph)
+        start = max(input_ids.shape[1] - self.objective.max_completion_length - 1, 0)
+        targets = next_token_targets(labels)[:, start:]
+        old_logps, ref_logps = old_logps[:, start:], ref_logps[:, start:]
         if self.on_hidden:
-            nll = self.model(input_ids, attention_mask, None, None, targets)
+            nll = self.model(input_ids, attention_mask, None, None, targets, True, False, start)
             entropy = ops.stop_gradient(ops.zeros_like(nll)) + self.nan  # no logits: no entropy
         else:
-            logits = self.model(input_ids, attention_mask, None, None, None, self.capped)
+            logits = self.model(input_ids, attention_mask, None, None, None, self.capped, False, start)
             if self.scale != 1.0:
                 logits = logits * self.scale
             nll = self.token_nll(logits, targets)
@@ -424,10 +429,23 @@ def rollout(model, prompt_ids: list[list[int]], num_generations: int, settings: 
     try:
         with merged:
             completions = generate(model, prompt_ids, settings, frozenset(), pad_id, stop=ended if eos else None,
-                                   rng=rng, copies=num_generations, sampler=sample_next)
+                                   rng=rng, copies=num_generations, sampler=rollout_sampler(model))
     finally:
         model.set_train(training)
     return completions, [not (completion and completion[-1] in eos) for completion in completions]
+
+
+def rollout_sampler(model):
+    """The rollouts' sampler: sample_next (temperature, top-k, top-p; one uniform draw per row), whose
+    whole-vocabulary case (top_k 0, top_p 1: GRPO's default) runs on the inference kernel's sampler where the
+    model has one (FusedInference.sample: the same distribution and draws, other rounding)."""
+    kernel = getattr(model, "inference_kernel", None)
+
+    def sampler(logits: np.ndarray, settings: SamplingSettings, rng) -> np.ndarray:
+        if kernel is None or settings.temperature == 0 or settings.top_k or settings.top_p < 1:
+            return sample_next(logits, settings, rng)
+        return kernel.sample(logits, settings.temperature, rng.random(len(logits)))
+    return sampler
 
 
 def sampling_settings(cfg, evaluation: bool = False) -> SamplingSettings:

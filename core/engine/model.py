@@ -359,7 +359,7 @@ class CausalLM(nn.Cell):
         return x
 
     def construct(self, input_ids, attention_mask=None, position_ids=None, segment_ids=None, targets=None,
-                  capped=True, final_hidden=False):
+                  capped=True, final_hidden=False, logits_from=0):
         """Full-sequence forward -> float32 logits (B, T, vocab), or with `targets` (B, T) int32 (the
         next-token targets, below 0 ignored; needs `head_loss`) each position's NLL (B, T), the LM
         head run inside the loss kernel (no logits tensor). attention_mask (B, T) 1/0 marks real
@@ -369,7 +369,9 @@ class CausalLM(nn.Cell):
         segment 0 is padding. All None: one sample per row, positions 0..T-1. capped=False: the
         logits without the final soft-cap (for a loss kernel that applies it, `cap_in_loss`).
         final_hidden=True: the final hidden states after the final norm (B, T, hidden) in the compute
-        dtype, no LM head (a sequence-scoring head reads them, core.engine.reward_model)."""
+        dtype, no LM head (a sequence-scoring head reads them, core.engine.reward_model).
+        logits_from=s (a constant): the logits, or the NLL of `targets` (B, T − s), of positions s.. only
+        (GRPO's update reads only the completion's: the head is not run on the prompt's positions)."""
         b, t = input_ids.shape
         x = self.embed(input_ids)
         index = ops.arange(t).reshape(1, t)
@@ -402,6 +404,8 @@ class CausalLM(nn.Cell):
                 router_logits = router_logits + (routed,)
         if final_hidden:
             return self.model.norm(x)
+        if logits_from:
+            x = x[:, logits_from:]
         if targets is not None:
             nll = self.head_nll(self.model.norm(x), targets)
             return (nll, router_logits) if self.output_router_logits else nll

@@ -401,12 +401,13 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int, device_
     adapter_params = adapter_parameters(config.lora.rank, args, lora)
     trainable = adapter_params if config.method == "lora" else total_params
 
+    terms = spec_of(config.train.objective).memory(config, args)  # a reference copy, rows per example, caches
     weights = _weight_bytes(config, args) + adapter_params * FP32 + _amp_copies(config, args, lora)
     gradients = trainable * FP32 * (2 if config.train.grad_accum_steps > 1 else 1)
     optimizer = 2 * trainable * FP32 + OPTIMIZER_STEP_BYTES
     if device == "cpu":
         fit = cpu_fit(config)
-        units = cpu_activation_units(config, args, seq_len, lora, fit)
+        units = _logits_positions(cpu_activation_units(config, args, seq_len, lora, fit), terms, seq_len)
         activations = cpu_activation_bytes(config, args, units, _element_bytes(config), fit)
         activations += fit.grad_work_copies * trainable * FP32
         inlined = fit.inlined_layer_mb * args.num_layers if layers_inlined(config) else 0.0
@@ -417,13 +418,13 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int, device_
         if config.recompute.policy != "none":
             notes.append(Message("memory.cpu_recompute"))
     else:  # the composed experts (core/engine/moe.py): the grouped kernel is the CPU's
-        units = activation_units(args, config.train.micro_batch_size, seq_len, lora, grouped_experts=False)
+        units = _logits_positions(activation_units(args, config.train.micro_batch_size, seq_len, lora,
+                                                   grouped_experts=False), terms, seq_len)
         units, extra, path_notes = device_activation_units(config, args, seq_len, lora, units, soc)
         activations = textbook_activation_bytes(config, args, units, _element_bytes(config)) + extra
         runtime = GPU_RUNTIME_MB * MB
         notes.append(Message("memory.textbook", device=device))
         notes += path_notes
-    terms = spec_of(config.train.objective).memory(config, args)  # a reference copy, rows per example, caches
     notes += terms.notes
     weights += terms.extra_weight_bytes
     activations = activations * terms.activation_rows + terms.extra_bytes
@@ -452,6 +453,14 @@ def estimate_memory(config: Config, model_args: ModelArgs, seq_len: int, device_
         notes.append(Message("memory.too_big", needed=f"{total * sharing:,.0f}", has=f"{device_memory_mb:,.0f}"))
     return MemoryEstimate(*mb, total_mb=total, device_memory_mb=device_memory_mb, fits=fits, notes=notes,
                           parameters=total_params + adapter_params, trainable_parameters=trainable)
+
+
+def _logits_positions(units: dict[str, float], terms, seq_len: int) -> dict[str, float]:
+    """The logits of only `terms.logits_positions` positions a row, where the objective's step makes no more
+    (GRPO: the completion's)."""
+    if terms.logits_positions and terms.logits_positions < seq_len:
+        units = {**units, "logits": units["logits"] * terms.logits_positions / seq_len}
+    return units
 
 
 def _weight_bytes(config: Config, args: ModelArgs) -> float:

@@ -1221,7 +1221,6 @@ CATALOGUE.update({
                              "{total}: raise data.max_seq_len or lower one of them"),
     "memory.grpo_rows": ("grpo: a micro batch of {prompts} prompts trains {prompts} × {generations} completions "
                          "(activations counted per completion row)"),
-    "memory.grpo_cache": "grpo: the rollouts' key/value cache, every completion at full length: {mb} MB",
     "memory.grpo_merged": ("grpo with LoRA: during a rollout the inference kernel holds a float32 copy of every adapted "
                            "matrix with its adapter merged: {mb} MB"),
     "config.grpo_temperature_16bit": ("grpo.temperature must be 1 with a {dtype} model.dtype under LoRA on the CPU: the "
@@ -1283,4 +1282,7 @@ CATALOGUE.update({
                                        "{max_seq_len} tokens and were truncated (the end of the prompt kept, the "
                                        "answers cut to what is left) (data.overlong: {policy}): {listed}"),
     "data.problems": "{count} problems in {file}: {listed}",
+    # GRPO step speed (issue 36): a step's prompts rolled out in one call
+    "memory.grpo_rollout": ("grpo: a rollout samples {prompts} prompts ({rows} completions) in one call; its key/value "
+                            "cache at full length, logits and prefill buffers: {mb} MB"),
 })

@@ -39,6 +39,7 @@ class MemoryTerms:
     extra_bytes: float = 0.0
     notes: tuple = ()
     merged_adapter_copies: bool = False  # rollouts hold a float32 copy of every adapted matrix (LoRA)
+    logits_positions: int = 0  # positions per row whose logits the step makes (0: every position)
 
 
 @dataclass(frozen=True)
@@ -167,18 +168,55 @@ def grpo_rows(config) -> int:
     return config.train.micro_batch_size * config.grpo.num_generations
 
 
+# The memory one rollout call may hold besides the weights (the key/value cache, the prefill's buffers, the
+# sampler's logits): a GRPO step samples all of its prompts on this worker (train.micro_batch_size x
+# grad_accum_steps) in one generate call, in several only when they would need more than this. One call per
+# step is the point (each decoding step reads every weight once, for all the rows at once: at 0.5B, 32 rows
+# in one call took 40 s where 4 calls of 8 took 64 s); 1 GiB holds 16 prompts x 4 completions of the
+# Qwen2.5-0.5B shape at 192 + 64 tokens (62 MB a prompt), one of a 7B model at 1,024 + 256 (0.9 GiB).
+ROLLOUT_BUDGET_MB = 1024
+SAMPLER_BYTES_PER_LOGIT = 40  # the logits (float32, twice: the kernel's output and numpy's) and the sampler's float64 rows
+
+
+def rollout_bytes(config, args, prompts: int) -> float:
+    """Bytes a rollout call of `prompts` prompts holds besides the weights (core.engine.grpo.rollout on the
+    inference kernel): each completion row's key/value cache at full length (prompt + new tokens, float32,
+    every layer), its logits and the sampler's working rows over the vocabulary, and each prompt's prefill
+    (its own cache and the kernel's per-token buffers)."""
+    g = config.grpo
+    length = g.max_prompt_len + g.max_new_tokens
+    kv = 2 * args.num_layers * args.num_kv_heads * args.head_dim * 4  # per token, keys and values
+    h, q, i = args.hidden_size, args.num_heads * args.head_dim, args.intermediate_size
+    prefill_token = kv + (4 * h + q + 2 * args.num_kv_heads * args.head_dim + 2 * i) * 4
+    row = kv * length + SAMPLER_BYTES_PER_LOGIT * args.vocab_size
+    return float(prompts * (g.num_generations * row + g.max_prompt_len * prefill_token))
+
+
+def rollout_prompts(config, args) -> int:
+    """Prompts one rollout call samples (all grpo.num_generations completions of each): the step's prompts on
+    one worker, fewer when their rollout would hold more than ROLLOUT_BUDGET_MB (at least one)."""
+    step = config.train.micro_batch_size * config.train.grad_accum_steps
+    one = rollout_bytes(config, args, 1)
+    return max(1, min(step, int(ROLLOUT_BUDGET_MB * 2**20 // one)))
+
+
 def _grpo_memory(config, args) -> MemoryTerms:
-    """A micro batch of B prompts trains B·G completions; the rollouts hold a key/value cache of
-    every completion row at full length (prompt + new tokens) in float32, per layer."""
+    """A micro batch of B prompts trains B·G completions; a rollout call holds the key/value cache of every
+    completion row it samples at full length (prompt + new tokens) in float32, per layer, their logits and
+    the prefill's buffers (`rollout_bytes`) for `rollout_prompts` prompts."""
     notes: list = [Message("memory.grpo_rows", prompts=config.train.micro_batch_size,
                            generations=config.grpo.num_generations)]
     weights = _reference_memory(config, args, notes)
     rows = config.grpo.num_generations
-    length = config.grpo.max_prompt_len + config.grpo.max_new_tokens
-    head_dim = args.head_dim
-    cache = (2 * args.num_layers * grpo_rows(config) * length * args.num_kv_heads * head_dim * 4)
-    notes.append(Message("memory.grpo_cache", mb=f"{cache / 2**20:,.1f}"))
-    return MemoryTerms(weights, rows, float(cache), tuple(notes), merged_adapter_copies=config.method == "lora")
+    prompts = rollout_prompts(config, args)
+    rollout = rollout_bytes(config, args, prompts)
+    notes.append(Message("memory.grpo_rollout", prompts=prompts, rows=prompts * config.grpo.num_generations,
+                         mb=f"{rollout / 2**20:,.1f}"))
+    # the update runs the head on the completion's positions only (core.engine.grpo.GrpoStep); a pass for the
+    # old policy (num_iterations > 1) or the reference (beta > 0) still makes every position's logits
+    whole = config.grpo.beta > 0 or config.grpo.num_iterations > 1
+    return MemoryTerms(weights, rows, rollout, tuple(notes), merged_adapter_copies=config.method == "lora",
+                       logits_positions=0 if whole else config.grpo.max_new_tokens + 1)
 
 
 def _reward_rules(config) -> list[Rule]:

@@ -5,10 +5,14 @@ clipped policy-gradient step (core.engine.grpo: the loss in the forms TRL's GRPO
 - Data: prompts (core.data.prompts) with the columns the rewards read; a micro batch is
   train.micro_batch_size prompts, so it trains micro × num_generations completion rows. Each worker
   samples the completions of its own prompts: a group is never split across workers.
-- Sampling: every prompt's completions come from a generator seeded by (run seed, step, the prompt's
-  place in the global batch), so they do not depend on the number of workers or on a resume: DP=2
-  samples what DP=1 samples for the same global batch, and a resumed run samples what the
-  uninterrupted one did. Rollouts run in the model's inference mode (core.engine.grpo.rollout: the
+- Sampling: a step's prompts on a worker (all its micro batches) are sampled in one rollout call, so each
+  decoding step reads the weights once for all the rows (several calls only past the memory budget of
+  core.spec.objectives.rollout_prompts). Every completion row draws from a generator seeded by (run seed,
+  step, the prompt's place in the global batch), so the draws do not depend on the number of workers, the
+  calls or a resume: a resumed run samples what the uninterrupted one did, and DP=2 samples what DP=1
+  samples for the same global batch up to the logits' rounding (a worker's call holds fewer rows: its
+  products, padding and shared prefix differ, ~1e-6, which moves a draw only at a boundary of its row's
+  distribution). Rollouts run in the model's inference mode (core.engine.grpo.rollout: the
   fused inference kernel where the model allows, with the adapter merged into the kernel's own copy).
 - Rewards: core.eval.rewards (built-ins, a user's file in a child process, a reward model run).
 - num_iterations > 1: a batch of rollouts is trained on for that many optimizer steps, its sampling
@@ -24,7 +28,7 @@ import zlib
 
 import numpy as np
 
-from core.data.prompts import PromptBatches, load_prompt_splits, prompt_eval_batches
+from core.data.prompts import PromptBatch, PromptBatches, load_prompt_splits, prompt_eval_batches
 from core.engine.grpo import (STD_EPSILON, GrpoBatch, GrpoObjective, GrpoStep, advantages, dapo_normalizer,
                               grpo_batch, rollout, sampling_settings, summarize)
 from core.engine.objectives.base import Objective
@@ -32,7 +36,7 @@ from core.engine.objectives.preference import frozen_reference, reference_from_f
 from core.engine.reward_scorer import RewardModelScorer
 from core.eval.rewards import RewardSet
 from core.run.records import CompletionsEvent, ValidationFigures
-from core.spec.objectives import reference_kind
+from core.spec.objectives import reference_kind, rollout_prompts
 
 SHOWN_COMPLETIONS = 4  # validation prompts shown with their completions at each evaluation
 
@@ -113,38 +117,42 @@ class Grpo(Objective):
         return [self.trainer.tokenizer.decode([tok for tok in c if tok not in self.eos]) for c in completions]
 
     def _sample(self, micro: list, step: int) -> tuple[list, dict]:
-        """Rollouts and rewards of the step's prompts: the micro batches to train on and the figures."""
+        """Rollouts and rewards of the step's prompts: the micro batches to train on and the figures. Every
+        prompt of the step on this worker is sampled in one rollout call (each decoding step reads the weights
+        once for all the rows), in several only past core.spec.objectives.rollout_prompts' memory budget; each
+        row draws from its own generator, so how the prompts are split into calls changes no draw."""
         t, G = self.trainer, self.g.num_generations
         settings = sampling_settings(self.cfg)
-        rows, scores, flags, lengths, groups = [], [], [], [], 0
-        for batch in micro:
+        every = PromptBatch([record for batch in micro for record in batch.records])  # micro batches in order
+        per_call = rollout_prompts(self.cfg, t.model.args)
+        completions, truncated = [], []
+        for start in range(0, len(every), per_call):
+            part = PromptBatch(every.records[start:start + per_call])
             t.heartbeat.beat(t.state.step, "generate")
-            seeds = [prompt_seed(self.cfg.run.seed, step, _place_key(where)).spawn(G) for where in batch.where()]
+            seeds = [prompt_seed(self.cfg.run.seed, step, _place_key(where)).spawn(G) for where in part.where()]
             rng = RowGenerators([s for group in seeds for s in group])
-            completions, truncated = rollout(t.model, batch.prompt_ids, G, settings, self.eos, self.pad_id, rng)
-            texts = self._texts(completions)
-            scored = self.rewards.score(batch.prompts(G), texts, [len(c) for c in completions], batch.columns(G),
-                                        batch.where(G))
-            rows.append((batch, completions, truncated))
-            scores.append(scored)
-            flags += list(truncated)
-            lengths += [len(c) for c in completions]
-            groups += len(batch)
-        totals = np.concatenate([s.total for s in scores])
-        figures = self._reward_figures(scores, totals, lengths, flags, groups)
+            got, cut = rollout(t.model, part.prompt_ids, G, settings, self.eos, self.pad_id, rng)
+            completions += got
+            truncated += cut
+        lengths = [len(c) for c in completions]
+        scored = self.rewards.score(every.prompts(G), self._texts(completions), lengths, every.columns(G),
+                                    every.where(G))
+        totals = scored.total
+        figures = self._reward_figures([scored], totals, lengths, truncated, len(every))
         if self.g.scale_rewards == "batch":  # the batch's spread over every worker's completions
             n, total, squares = t.cluster.sum([len(totals), float(totals.sum()), float((totals ** 2).sum())])
             spread = np.sqrt(max(squares - total * total / n, 0.0) / max(n - 1, 1))
         micro_batches, start = [], 0
-        for batch, completions, truncated in rows:
-            mine = totals[start:start + len(completions)]
-            start += len(completions)
+        for batch in micro:
+            end = start + len(batch) * G
+            mine = totals[start:end]
             adv, _ = advantages(mine, G, "none" if self.g.scale_rewards == "batch" else self.g.scale_rewards)
             if self.g.scale_rewards == "batch":
                 adv = (adv / (spread + STD_EPSILON)).astype(np.float32)
-            micro_batches.append(grpo_batch(batch.prompt_ids, completions, truncated, adv, G, self.pad_id,
-                                            self.g.mask_truncated_completions,
+            micro_batches.append(grpo_batch(batch.prompt_ids, completions[start:end], truncated[start:end], adv, G,
+                                            self.pad_id, self.g.mask_truncated_completions,
                                             widths=(self.prompt_width, self.g.max_new_tokens)))
+            start = end
         step_tokens = t.cluster.sum([float(sum(b.tokens for b in micro_batches))])[0]
         if self.g.loss_type == "dapo":
             for b in micro_batches:
