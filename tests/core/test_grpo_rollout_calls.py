@@ -15,6 +15,8 @@ from core.spec.config import load_config
 from core.spec.model_args import ModelArgs
 from core.spec.objectives import ROLLOUT_BUDGET_MB, rollout_bytes, rollout_prompts
 
+from tests import skips
+
 QWEN05 = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
               num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, model_type="qwen2")
 QWEN7 = dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
@@ -70,7 +72,7 @@ def _kernels() -> bool:
 
 
 KERNELS = _kernels()
-needs_kernel = pytest.mark.skipif(not KERNELS, reason="fused kernels unavailable here")
+needs_kernel = skips.unless(KERNELS, "kernels", "the fused kernels did not build here")
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +82,7 @@ def wide(tmp_path_factory):
     from core.engine.checkpoint import load_hf_model
     from core.engine.generate import use_device
     from tests.core.hf_fixtures import make_hf_model, save_hf_model
-    pytest.importorskip("torch")
+    skips.module("torch")
     use_device("cpu")
     folder = save_hf_model(make_hf_model("qwen2-tied", vocab_size=8192, intermediate_size=4352),
                            tmp_path_factory.mktemp("grpo-wide"))
