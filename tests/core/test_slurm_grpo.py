@@ -14,10 +14,10 @@ from core.run.records import TERMINAL_STATES
 from core.run.slurm import SlurmBackend
 from core.spec.config import load_config
 from tests.core.test_grpo_train import GRPO
-from tests.core.test_slurm import refreshed_until, START_S, END_S
+from tests.core.test_slurm import START_S, END_S
 from tests.core.test_train import losses, records, run_cli
 from tests.core.tiny_setup import make_workspace
-from tests.slurm_fixtures import PARTITION, require_slurm
+from tests.slurm_fixtures import PARTITION, refreshed_until_over, require_slurm
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -35,8 +35,7 @@ def test_grpo_on_two_nodes_equals_one_process_with_the_same_global_batch(tmp_pat
     try:
         # the single-process run meanwhile (the cluster's workers start up while it trains)
         single = run_cli(workspace, *GRPO, *STEPS, "train.grad_accum_steps=2")
-        status = refreshed_until(cluster, lambda s: s.state in TERMINAL_STATES and s.cluster.state not in (
-            "PENDING", "RUNNING", "COMPLETING"), START_S + END_S, "the 2-node GRPO run to end")
+        status = refreshed_until_over(cluster, START_S + END_S, "the 2-node GRPO run")
     finally:
         job = cluster.read_status().cluster
         if job is not None and job.job_id and cluster.read_status().state not in TERMINAL_STATES:
