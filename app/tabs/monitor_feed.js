@@ -56,28 +56,45 @@ function pickerOpen() {  // the run picker's list of runs is shown (Gradio rende
 
 // A sync that was on its way when a person opened the run list changed the list under the pointer
 // (a run added at the top moved every option down): the list does not open while a sync is on its
-// way. The sync writes a new mark into #monitor-synced when it answers (app/tabs/monitor_tab.py); a press
-// on the picker before that waits for it (5 s at most), then opens the list with the new choices.
-let syncAsked = 0;
-let syncMark = null;
-const syncedMark = () => (document.querySelector("#monitor-synced") || {}).textContent || "";
+// way. Each sync asked carries its own mark, which its answer writes into #monitor-synced
+// (app/tabs/monitor_tab.py); a press on the picker before that answer waits for it (5 s at most), then
+// opens the list with the new choices. The answer of an earlier sync (or of a pick by hand) does not
+// count: it carries the choices of before. Gradio may mount the badge, and this script with it, twice:
+// the syncs asked and awaited are the page's, kept on `window` and shared by the copies, and one
+// listener holds presses. The 5 s count from the first sync not yet answered, so syncs asked one
+// after another cannot hold the list shut; a press in a list already open (an option) is never held.
+const syncs = window.mindtuneSyncs || (window.mindtuneSyncs = {count: 0, mark: null, since: 0});
+const syncedMark = () => ((document.querySelector("#monitor-synced") || {}).textContent || "").trim();
 function syncPending() {
-  if (syncAsked && (syncedMark() !== syncMark || Date.now() - syncAsked > 5000)) syncAsked = 0;
-  return syncAsked !== 0;
+  if (syncs.since && (syncedMark() === syncs.mark || Date.now() - syncs.since > 5000)) syncs.since = 0;
+  return syncs.since !== 0;
 }
 function askSync() {
-  syncMark = syncedMark();
-  syncAsked = Date.now();
-  trigger("sync");
+  syncs.count += 1;
+  syncs.mark = `${token}-${syncs.count}`;
+  if (!syncs.since) syncs.since = Date.now();
+  trigger("sync", {mark: syncs.mark});
 }
 window.mindtuneMonitorSync = askSync;  // what the feed does when the controls changed (the browser tests call it)
 let opening = false;  // the held press, given back once the sync answered
+let heldAt = 0;  // when a press was held: its own mousedown and click, a moment later, are held too
+function hold(event) {
+  // not the pointerdown's default: a prevented pointerdown fires no mousedown, whose default (the
+  // input's focus, which opens the list) is the one to prevent
+  if (event.type !== "pointerdown") event.preventDefault();
+  event.stopImmediatePropagation();
+}
 function holdPress(event) {
   const target = event.target;
-  if (opening || !target.closest || !target.closest("#run-picker") || !syncPending()) return;
-  event.preventDefault();  // no focus, no click: the list stays closed until the sync has answered
-  event.stopImmediatePropagation();
-  if (event.type !== "mousedown") return;
+  if (opening || !target.closest || !target.closest("#run-picker")) return;
+  if (heldAt && Date.now() - heldAt < 1000) {  // the rest of a held press (the list may be open by now)
+    if (event.type === "click") heldAt = 0;
+    return hold(event);
+  }
+  if (pickerOpen() || !syncPending()) return;  // a press in an open list (an option) is never held
+  hold(event);  // no focus, no click: the list stays closed until the sync has answered
+  if (event.type === "click") return;
+  heldAt = Date.now();  // the list opens from here once the sync answered
   const open = () => {
     if (syncPending()) return setTimeout(open, 50);
     const input = document.querySelector("#run-picker input");
@@ -87,7 +104,10 @@ function holdPress(event) {
   };
   open();
 }
-for (const kind of ["pointerdown", "mousedown", "click"]) document.addEventListener(kind, holdPress, true);
+if (!window.mindtuneHoldsPresses) {
+  window.mindtuneHoldsPresses = true;
+  for (const kind of ["pointerdown", "mousedown", "click"]) document.addEventListener(kind, holdPress, true);
+}
 function clearOtherRuns() {
   const wanted = pickedRun();
   if (!wanted || wanted === clearedFor) return;

@@ -13,7 +13,6 @@ else: the run goes on.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,7 +150,7 @@ def build(console: Console, labels: Labels) -> MonitorTab:
                                                              elem_id="profile-trace"), label="mon.profile_trace")
     tab.out["log"] = labels.bind(_slot("log", tag="pre", elem_id="run-log", show_label=True, container=True),
                                  label="mon.log")
-    # a new mark each time a sync answers: the feed script holds the run list closed until then
+    # the mark of the feed's last sync, once it answered: the feed script holds the run list closed until then
     tab.out["synced"] = gr.HTML("", elem_id="monitor-synced", elem_classes=["mt-hidden"], container=False)
     _wire(tab, console, labels)
     return tab
@@ -180,7 +179,8 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
     outputs = [run, tab.out["stop"], tab.out["stop_now"], *tab.downloads.values(), *tab.es.values(),
                tab.out["profile"], tab.out["profile_trace"], tab.out["synced"]]
 
-    def on_sync(state: cb.MonitorSession, wanted: str | None, language: str, request: gr.Request):
+    def on_sync(state: cb.MonitorSession, wanted: str | None, language: str, request: gr.Request,
+                event: gr.EventData):
         with session_lock(state):
             result = cb.controls(state, wanted, console, language, console.viewer(request))
         change = cb.picker_change(result, wanted)
@@ -193,7 +193,9 @@ def _wire(tab: MonitorTab, console: Console, labels: Labels) -> None:
                     gr.update(value=result.profile[1], interactive=result.profile[1] is not None,
                               visible=result.profile[1] is not None)]
                    if result.profile is not None else [gr.skip(), gr.skip()])
-        return [picker, active, active, *downloads, *es, *profile, str(time.monotonic_ns())]
+        # the mark the feed's sync carried (app/tabs/monitor_feed.js waits for its own); other syncs leave it
+        mark = event._data.get("mark") if event is not None and isinstance(event._data, dict) else None
+        return [picker, active, active, *downloads, *es, *profile, mark if isinstance(mark, str) else gr.skip()]
 
     inputs = [session, run, labels.toggle]
     tab.out["state"].sync(on_sync, inputs, outputs, show_progress="hidden", concurrency_limit=4,
