@@ -73,9 +73,11 @@ class GgufFamily:
     permute_qk: bool = False
     norm_plus_one: bool = False
     problem: Callable[[ModelArgs, dict], Message | None] | None = None
+    partial_rotary: bool = False  # llama.cpp rotates the first `rope.dimension_count` dims of a head
 
 
-WINDOWLESS_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "olmo2")  # llama.cpp reads no sliding window for these
+# llama.cpp reads no sliding window for these (phi3: it reads one and switches it off, "Phi SWA is currently disabled")
+WINDOWLESS_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "olmo2", "phi3")
 
 
 def window_dropped(args: ModelArgs) -> bool:
@@ -122,11 +124,12 @@ FAMILIES: dict[str, GgufFamily] = {
     "olmo2": GgufFamily("olmo2"),
     "gemma2": GgufFamily("gemma2", norm_plus_one=True, problem=_gemma_problem),
     "gemma3": GgufFamily("gemma3", norm_plus_one=True, problem=_gemma_problem),
-}
-# families mindtune trains that this writer refuses, and why (said before any work)
-NOT_CARRIED = {
-    "phi3": "gguf.family_phi3",
-    "glm4": "gguf.family_glm4",
+    # Phi-3 / Phi-4: the fused qkv_proj and gate_up_proj go as they are (llama.cpp's attn_qkv, and ffn_up
+    # holding gate then up, split by its SwiGLU); RoPE in halves (NEOX) as Hugging Face's
+    "phi3": GgufFamily("phi3", partial_rotary=True),
+    # GLM-4: q/k/v with biases, gate_up_proj as ffn_up, norms after attention and MLP; RoPE on the first
+    # half of each head in interleaved pairs, which is llama.cpp's own (NORM) rotation: no permutation
+    "glm4": GgufFamily("glm4", partial_rotary=True),
 }
 
 
@@ -134,8 +137,6 @@ def gguf_problem(model_dir: str | Path) -> Message | None:
     """Why the model in `model_dir` (a base or merged folder) cannot go to GGUF, or None. Reads
     config.json and tokenizer.json only: called before any export work."""
     args = read_model_args(model_dir)
-    if args.family in NOT_CARRIED:
-        return Message(NOT_CARRIED[args.family], family=args.family)
     family = FAMILIES.get(args.family)
     if family is None:
         return Message("gguf.family_unknown", family=args.family)
@@ -144,7 +145,7 @@ def gguf_problem(model_dir: str | Path) -> Message | None:
         return Message("gguf.rope_type", rope_type=scaling.get("rope_type"))
     if args.local_rope_theta is not None and family.arch != "gemma3":
         return Message("gguf.local_rope", family=args.family)
-    if args.partial_rotary_factor != 1.0:
+    if args.partial_rotary_factor != 1.0 and not family.partial_rotary:
         return Message("gguf.partial_rotary", factor=args.partial_rotary_factor)
     if family.problem is not None:
         cfg = _text_config(model_dir)
@@ -433,6 +434,8 @@ def add_hyperparameters(writer, args: ModelArgs, cfg: dict, family: GgufFamily, 
         writer.add_attn_logit_softcapping(args.attn_softcap)
     if args.final_softcap is not None:
         writer.add_final_logit_softcapping(args.final_softcap)
+    if family.arch == "phi3":  # as llama.cpp's converter: the window, 0 for none (llama.cpp then ignores it)
+        writer.add_sliding_window(args.sliding_window or 0)
     if family.arch in ("gemma2", "gemma3") and args.sliding_window is not None:
         writer.add_sliding_window(args.sliding_window)
         # which layers slide, layer by layer (the family's own pattern, as our model computes it)

@@ -396,6 +396,7 @@ def _hf(name: str, **changes):
     return config_cls, model_cls, {**config, **changes}
 
 
+PHI_TARGETS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 FAMILY_RUNS = {  # family -> (hf_fixtures config, LoRA targets)
     "llama-llama3-rope": (lambda: _hf("llama-gqa-llama3-rope"), None),
     "llama-biases-linear-rope": (lambda: _hf("llama-tied-bias-linear-rope"), None),
@@ -410,6 +411,12 @@ FAMILY_RUNS = {  # family -> (hf_fixtures config, LoRA targets)
     # llama.cpp's Gemma: queries scaled by 1/sqrt(head_dim), no attention biases (real Gemmas: both)
     "gemma2": (lambda: _hf("gemma2", query_pre_attn_scalar=16, attention_bias=False), None),
     "gemma3": (lambda: _hf("gemma3", query_pre_attn_scalar=16, attention_bias=False), None),
+    # Phi-3 (fused qkv and gate/up; llama.cpp runs it windowless) and Phi-4-mini's shape on plain RoPE
+    # (RoPE on 3/4 of each head, tied embeddings)
+    "phi3": (lambda: _hf("phi3", sliding_window=None), PHI_TARGETS),
+    "phi4-mini-plain-rope": (lambda: _hf("phi4-mini", sliding_window=None, rope_scaling=None), PHI_TARGETS),
+    # GLM-4: q/k/v biases, fused gate/up, four norms a layer, interleaved RoPE on half of each head
+    "glm4": (lambda: _hf("glm4"), ATTENTION + ("gate_up_proj", "down_proj")),
 }
 
 
