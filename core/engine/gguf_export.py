@@ -141,6 +141,8 @@ def gguf_problem(model_dir: str | Path) -> Message | None:
     if family is None:
         return Message("gguf.family_unknown", family=args.family)
     scaling = args.rope_scaling or {}
+    if scaling.get("rope_type") == "longrope":
+        return Message("gguf.longrope", family=args.family)
     if scaling.get("rope_type") not in (None, "linear", "llama3"):
         return Message("gguf.rope_type", rope_type=scaling.get("rope_type"))
     if args.local_rope_theta is not None and family.arch != "gemma3":
@@ -176,10 +178,14 @@ GPT2_PRE = "gpt-2"  # a ByteLevel pre-tokenizer with its own (GPT-2) regex
 
 @dataclass
 class Vocab:
-    """What the file's tokenizer.ggml.* keys hold, apart from gguf.SpecialVocab's part."""
+    """What the file's tokenizer.ggml.* keys hold, apart from gguf.SpecialVocab's part: `model` "gpt2"
+    (byte-level BPE, with its merges) or "llama" (SentencePiece style: pieces with scores)."""
     tokens: list[str]
     token_types: list[int]
     pre: str
+    model: str = "gpt2"
+    scores: list[float] | None = None
+    add_space_prefix: bool = False
 
 
 def _pre_tokenizer_name(tok: dict, where: str) -> str:
@@ -199,9 +205,61 @@ def _pre_tokenizer_name(tok: dict, where: str) -> str:
     raise GgufError(Message("gguf.tokenizer_pre", file=where, kinds=" + ".join(map(str, kinds)) or "none"))
 
 
+def _steps(part: dict | None) -> list[dict]:
+    """A normalizer's, pre-tokenizer's or decoder's steps (a Sequence's members, or itself)."""
+    if not part:
+        return []
+    for key in ("normalizers", "pretokenizers", "decoders"):
+        if part.get("type") == "Sequence" and key in part:
+            return list(part[key])
+    return [part]
+
+
+SPACE_PIECE = "\u2581"  # "▁", SentencePiece's space
+
+
+def _sentencepiece_space_prefix(tok: dict, where: str) -> bool:
+    """Whether a SentencePiece-style tokenizer.json prepends "▁" to each text segment (llama.cpp's
+    add_space_prefix, which prepends one at the start and after every special token) or to none; refused
+    (saying what) where llama.cpp's 'llama' tokenizer would split the text otherwise."""
+    normal = _steps(tok.get("normalizer"))
+    pre = _steps(tok.get("pre_tokenizer"))
+    replaces_spaces = any(n.get("type") == "Replace" and (n.get("pattern") or {}).get("String") == " "
+                          and n.get("content") == SPACE_PIECE for n in normal)
+    prepends = [n for n in normal if n.get("type") == "Prepend"]
+    other = [n.get("type") for n in normal if n.get("type") not in ("Replace", "Prepend")
+             or n.get("type") == "Prepend" and n.get("prepend") != SPACE_PIECE]
+    if other:
+        raise GgufError(Message("gguf.tokenizer_sentencepiece_layout", file=where,
+                                what=f"normalizer {' + '.join(map(str, other))}"))
+    if replaces_spaces and not pre:  # Llama 2's legacy layout (Prepend) or none (Gemma without the Split)
+        return bool(prepends)
+    if replaces_spaces and not prepends and all(
+            p.get("type") == "Split" and (p.get("pattern") or {}).get("String") == " " for p in pre):
+        return False  # Gemma: the spaces are gone before its Split on " " runs
+    if not normal and len(pre) == 1 and pre[0].get("type") == "Metaspace" \
+            and pre[0].get("replacement") == SPACE_PIECE and not pre[0].get("split", True):
+        scheme = pre[0].get("prepend_scheme", "always")
+        if scheme != "never":  # llama.cpp prepends to every segment, even one that begins with a space
+            raise GgufError(Message("gguf.tokenizer_prepend_first" if scheme == "first"
+                                    else "gguf.tokenizer_prepend_always", file=where))
+        return False
+    kinds = " + ".join(str(p.get("type")) for p in pre) or "none"
+    raise GgufError(Message("gguf.tokenizer_sentencepiece_layout", file=where,
+                            what=f"pre-tokenizer {kinds}, normalizer "
+                                 f"{' + '.join(str(n.get('type')) for n in normal) or 'none'}"))
+
+
+def _is_sentencepiece_bpe(tok: dict) -> bool:
+    model = tok.get("model") or {}
+    decoders = [d.get("type") for d in _steps(tok.get("decoder"))]
+    return model.get("type") == "BPE" and bool(model.get("byte_fallback")) and "ByteFallback" in decoders
+
+
 def read_vocab(model_dir: Path, embedding_rows: int) -> Vocab:
-    """The byte-level BPE vocabulary of tokenizer.json padded to the embedding's rows; another kind of
-    tokenizer (SentencePiece, WordPiece, Unigram) is refused, naming what it is."""
+    """The vocabulary of tokenizer.json padded to the embedding's rows: byte-level BPE (GPT-2, Llama 3,
+    Qwen) or SentencePiece-style BPE with byte fallback (Llama 2, Mistral v0.1, Gemma); another kind
+    (Unigram, WordPiece) is refused, naming what it is."""
     _require_gguf()
     path = model_dir / "tokenizer.json"
     if not path.is_file():
@@ -209,13 +267,31 @@ def read_vocab(model_dir: Path, embedding_rows: int) -> Vocab:
     tok = json.loads(path.read_text(encoding="utf-8"))
     model = tok.get("model") or {}
     decoder = (tok.get("decoder") or {}).get("type")
-    if model.get("type") != "BPE" or model.get("byte_fallback") or decoder != "ByteLevel":
+    if model.get("type") == "Unigram":
+        raise GgufError(Message("gguf.tokenizer_unigram", file=str(path)))
+    sentencepiece = _is_sentencepiece_bpe(tok)
+    if not sentencepiece and (model.get("type") != "BPE" or model.get("byte_fallback") or decoder != "ByteLevel"):
         kind = model.get("type") if model.get("type") != "BPE" else "BPE with byte fallback (SentencePiece style)"
         raise GgufError(Message("gguf.tokenizer_kind", file=str(path), kind=str(kind)))
-    pre = _pre_tokenizer_name(tok, str(path))
-    by_id: dict[int, tuple[str, int]] = {i: (t, gguf.TokenType.NORMAL) for t, i in model["vocab"].items()}
+    if sentencepiece:
+        space_prefix = _sentencepiece_space_prefix(tok, str(path))
+        pre = "default"
+    else:
+        pre = _pre_tokenizer_name(tok, str(path))
+    unk = model.get("unk_token")
+    byte_piece = re.compile(r"^<0x[0-9A-F]{2}>$")
+    by_id: dict[int, tuple[str, int]] = {}
+    for text, i in model["vocab"].items():
+        kind = gguf.TokenType.NORMAL
+        if sentencepiece and byte_piece.match(text):
+            kind = gguf.TokenType.BYTE
+        elif sentencepiece and text == unk:
+            kind = gguf.TokenType.UNKNOWN
+        by_id[i] = (text, kind)
     for added in tok.get("added_tokens") or []:
         kind = gguf.TokenType.CONTROL if added.get("special") else gguf.TokenType.USER_DEFINED
+        if sentencepiece and added["content"] == unk:
+            kind = gguf.TokenType.UNKNOWN
         by_id[int(added["id"])] = (added["content"], kind)
     if by_id and max(by_id) >= embedding_rows:
         raise GgufError(Message("gguf.tokenizer_too_big", file=str(path), token_id=max(by_id), rows=embedding_rows))
@@ -231,15 +307,33 @@ def read_vocab(model_dir: Path, embedding_rows: int) -> Vocab:
                 raise GgufError(Message("gguf.tokenizer_duplicate", file=str(path), token=repr(text),
                                         first=seen[text], second=i))
             seen[text] = i
-    return Vocab(tokens, types, pre)
+    if not sentencepiece:
+        return Vocab(tokens, types, pre)
+    return Vocab(tokens, types, pre, "llama", _merge_scores(model, tokens), space_prefix)
+
+
+def _merge_scores(model: dict, tokens: list[str]) -> list[float]:
+    """SentencePiece scores for llama.cpp's 'llama' tokenizer, which merges the adjacent pair whose
+    joined piece scores highest: each piece made by a merge scores minus the rank of its first merge (so
+    llama.cpp merges in the order of tokenizer.json's merges), every other piece 0."""
+    first: dict[str, int] = {}
+    for rank, merge in enumerate(model.get("merges") or []):
+        left, right = merge if isinstance(merge, list) else merge.split(" ", 1)
+        first.setdefault(left + right, rank)
+    return [-float(first[t]) if t in first else 0.0 for t in tokens]
 
 
 def add_tokenizer(writer, model_dir: Path, vocab: Vocab, add_bos: bool, add_eos: bool) -> None:
-    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_model(vocab.model)
     writer.add_tokenizer_pre(vocab.pre)
     writer.add_token_list(vocab.tokens)
+    if vocab.scores is not None:
+        writer.add_token_scores(vocab.scores)
     writer.add_token_types(vocab.token_types)
-    special = gguf.SpecialVocab(model_dir, load_merges=True, n_vocab=len(vocab.tokens))
+    if vocab.model == "llama":
+        writer.add_add_space_prefix(vocab.add_space_prefix)
+    special = gguf.SpecialVocab(model_dir, load_merges=vocab.model == "gpt2", n_vocab=len(vocab.tokens))
+    special.add_special_token.clear()  # BOS/EOS added: said below, from what our tokenizer does
     special.add_to_gguf(writer, quiet=True)
     writer.add_add_bos_token(add_bos)  # what our tokenizer does, said outright (not llama.cpp's default)
     writer.add_add_eos_token(add_eos)

@@ -23,7 +23,7 @@ from core.engine.ollama import TemplateError, modelfile_for, read_layout
 from core.data.tokenizer import Tokenizer
 
 from tests import skips
-from tests.core.gguf_fixtures import ATTENTION, fake_lora_run, read_json
+from tests.core.gguf_fixtures import ATTENTION, fake_lora_run, make_sentencepiece_tokenizer, read_json
 
 DEMO = Path(__file__).resolve().parents[2] / "models" / "tiny-demo"
 llama_cpp = skips.module("llama_cpp")  # requirements-export.txt (CI installs it: requirements-dev.txt)
@@ -417,6 +417,11 @@ FAMILY_RUNS = {  # family -> (hf_fixtures config, LoRA targets)
     "phi4-mini-plain-rope": (lambda: _hf("phi4-mini", sliding_window=None, rope_scaling=None), PHI_TARGETS),
     # GLM-4: q/k/v biases, fused gate/up, four norms a layer, interleaved RoPE on half of each head
     "glm4": (lambda: _hf("glm4"), ATTENTION + ("gate_up_proj", "down_proj")),
+}
+SENTENCEPIECE_RUNS = {  # a Mistral v0.1-style model and tokenizer: llama.cpp's 'llama' (SentencePiece) vocabulary
+    "sentencepiece-legacy": (lambda: _hf("mistral"), None, lambda folder: make_sentencepiece_tokenizer(folder)),
+    "sentencepiece-metaspace": (lambda: _hf("mistral"), None,
+                                lambda folder: make_sentencepiece_tokenizer(folder, prepend_scheme="always")),
 }
 
 
