@@ -1293,7 +1293,7 @@ MESSAGES_ZH.update({
     "gguf.window_too_short": ("{family}：训练时使用 {window} 个词元的滑动窗口，序列最长 {seq_len}；llama.cpp 运行该架构时没有窗口，"
                               "超过 {window} 个词元后结果会不同"),
     "gguf.llama_cpp_refused": "llama.cpp 无法加载 {file}（不提供下载）：{error}",
-    "gguf.rope_type": "RoPE 缩放 {rope_type} 无法带入 GGUF（可带入 'default'、'linear' 与 llama3）",
+    "gguf.rope_type": "RoPE 缩放 {rope_type} 无法带入 GGUF（可带入 'default'、'linear' 与 llama3；Phi-3/Phi-4 还可带入 longrope）",
     "gguf.local_rope": "{family}：滑动层单独的 RoPE 基数无法带入 GGUF",
     "gguf.partial_rotary": "只作用于每个头一部分的 RoPE（partial_rotary_factor {factor}）无法带入 GGUF",
     "gguf.no_tokenizer_json": "{folder}：没有 tokenizer.json；GGUF 文件必须携带分词器",
@@ -2117,8 +2117,8 @@ MESSAGES_ZH.update({
     "memory.grpo_rollout": ("grpo：一次采样调用处理 {prompts} 个提示词（{rows} 个补全）；其按完整长度计的键/值缓存、"
                             "logits 与预填充缓冲：{mb} MB"),
     # issue 39: the GGUF families once refused (Phi-3/Phi-4, GLM-4, SentencePiece tokenizers)
-    "gguf.longrope": ("{family}：LongRoPE 尚不能带入 GGUF：llama.cpp 按加载时的上下文长度选用长或短的因子，而 mindtune 按每条序列的长度选用；"
-                      "这里没有往返检验能对照这一选择及其注意力因子"),
+    "gguf.longrope_context": ("LongRoPE：llama.cpp 以超过 {original} 个 token 的上下文（n_ctx）加载时，对所有位置都用长因子，否则用短因子；"
+                              "mindtune 与 transformers 一样，只对长于 {original} 个 token 的序列用长因子：n_ctx 不超过 {original} 时两者的回答一致"),
     "gguf.tokenizer_unigram": ("{file}：这是 Unigram（SentencePiece unigram）分词器；llama.cpp 的 SentencePiece 分词器像 "
                                "SentencePiece 的 BPE 那样按分数合并片段，与 Unigram 的切分不同，token id 会不一致：不予携带"),
     "gguf.tokenizer_prepend_first": ("{file}：Metaspace 预分词器只在文本的第一段前加空格（prepend_scheme 'first'，即 transformers "

@@ -39,7 +39,7 @@ from core.run.atomic import atomic_path
 from core.run.ckpt_store import format_bytes, free_bytes
 from core.spec.errors import MessageError
 from core.spec.messages import Message
-from core.spec.model_args import ModelArgs, read_model_args, rope_inverse_frequencies, weight_files
+from core.spec.model_args import ModelArgs, read_model_args, rope_inverse_frequencies, rope_long_after, weight_files
 from core.weights.safetensors_io import SafetensorsReader, to_float32
 
 try:  # a product dependency (requirements.txt); the message below says so where it is missing
@@ -88,8 +88,12 @@ def window_dropped(args: ModelArgs) -> bool:
             and any(t == "sliding_attention" for t in args.layer_types))
 
 
-def _window_note(args: ModelArgs) -> Message | None:
-    return Message("gguf.window_not_carried", window=args.sliding_window) if window_dropped(args) else None
+def _notes(args: ModelArgs) -> list[Message]:
+    notes = [Message("gguf.window_not_carried", window=args.sliding_window)] if window_dropped(args) else []
+    long_after = rope_long_after(args)
+    if long_after is not None:  # LongRoPE: llama.cpp picks the factors from its context size, not a sequence's
+        notes.append(Message("gguf.longrope_context", original=long_after))
+    return notes
 
 
 def _qwen3_moe_problem(args: ModelArgs, cfg: dict) -> Message | None:
@@ -141,9 +145,8 @@ def gguf_problem(model_dir: str | Path) -> Message | None:
     if family is None:
         return Message("gguf.family_unknown", family=args.family)
     scaling = args.rope_scaling or {}
-    if scaling.get("rope_type") == "longrope":
-        return Message("gguf.longrope", family=args.family)
-    if scaling.get("rope_type") not in (None, "linear", "llama3"):
+    carried = (None, "linear", "llama3") + (("longrope",) if family.arch == "phi3" else ())  # phi3 reads its factors
+    if scaling.get("rope_type") not in carried:
         return Message("gguf.rope_type", rope_type=scaling.get("rope_type"))
     if args.local_rope_theta is not None and family.arch != "gemma3":
         return Message("gguf.local_rope", family=args.family)
@@ -445,6 +448,12 @@ def plan_tensors(source: TensorSource, args: ModelArgs, family: GgufFamily, quan
             shape = (count, *source.shape(members[0]))  # (experts, out, in)
             planned.append(_planned(names, f"{prefix}.{proj}.weight", shape, quant,
                                     lambda m=members: np.stack([source.read(n) for n in m])))
+    if (args.rope_scaling or {}).get("rope_type") == "longrope":  # llama.cpp's phi3: one of the two per layer
+        for kind, key in ((gguf.MODEL_TENSOR.ROPE_FACTORS_SHORT, "short_factor"),
+                          (gguf.MODEL_TENSOR.ROPE_FACTORS_LONG, "long_factor")):
+            factors = np.asarray(args.rope_scaling[key], np.float32)
+            planned.insert(0, Planned(gguf.TENSOR_NAMES[kind] + ".weight", factors.shape,
+                                      gguf.GGMLQuantizationType.F32, lambda f=factors: f))
     if (args.rope_scaling or {}).get("rope_type") == "llama3":
         plain = rope_inverse_frequencies(_without_scaling(args))
         scaled = rope_inverse_frequencies(args)
@@ -519,6 +528,9 @@ def add_hyperparameters(writer, args: ModelArgs, cfg: dict, family: GgufFamily, 
     if scaling.get("rope_type") == "linear":
         writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         writer.add_rope_scaling_factor(float(scaling["factor"]))
+    if scaling.get("rope_type") == "longrope":  # the factors are tensors; cos and sin scaled by the attention factor
+        writer.add_rope_scaling_orig_ctx_len(int(scaling["original_max_position_embeddings"]))
+        writer.add_rope_scaling_attn_factors(float(scaling["attention_factor"]))
     if args.moe is not None:
         writer.add_expert_count(args.moe.num_experts)
         writer.add_expert_used_count(args.moe.top_k)
@@ -598,9 +610,7 @@ def write_gguf(merged_dir: str | Path, out_path: str | Path, quant: str = "f16",
     finally:
         source.close()
     fallbacks = [p.name for p in planned if quant == "q8_0" and p.qtype == gguf.GGMLQuantizationType.F16]
-    note = _window_note(args)
-    return GgufInfo(out_path, family.arch, quant, len(planned), out_path.stat().st_size, fallbacks,
-                    [note] if note else [])
+    return GgufInfo(out_path, family.arch, quant, len(planned), out_path.stat().st_size, fallbacks, _notes(args))
 
 
 def _disk_full(out_path: Path, needed: int) -> Message:

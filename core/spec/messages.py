@@ -973,7 +973,8 @@ CATALOGUE.update({
                               "{seq_len}; llama.cpp runs this architecture without the window, so its answers "
                               "would differ past {window} tokens"),
     "gguf.llama_cpp_refused": "llama.cpp could not load {file} (not offered): {error}",
-    "gguf.rope_type": "RoPE scaling {rope_type} is not carried to GGUF (default, linear and llama3 are)",
+    "gguf.rope_type": ("RoPE scaling {rope_type} is not carried to GGUF (default, linear and llama3 are; longrope "
+                       "for Phi-3/Phi-4)"),
     "gguf.local_rope": "{family}: a separate RoPE base for the sliding layers is not carried to GGUF",
     "gguf.partial_rotary": "RoPE on part of each head (partial_rotary_factor {factor}) is not carried to GGUF",
     "gguf.no_tokenizer_json": "{folder}: no tokenizer.json; the GGUF file must carry the tokenizer",
@@ -1281,9 +1282,10 @@ CATALOGUE.update({
     "memory.grpo_rollout": ("grpo: a rollout samples {prompts} prompts ({rows} completions) in one call; its key/value "
                             "cache at full length, logits and prefill buffers: {mb} MB"),
     # issue 39: the GGUF families once refused (Phi-3/Phi-4, GLM-4, SentencePiece tokenizers)
-    "gguf.longrope": ("{family}: LongRoPE is not carried to GGUF yet: llama.cpp picks its long or short factors "
-                      "from the context it is loaded with, and no round trip here checks that choice and its "
-                      "attention factor against mindtune's, which picks them from each sequence's length"),
+    "gguf.longrope_context": ("LongRoPE: llama.cpp uses the long factors for every position when it is loaded with "
+                              "a context (n_ctx) over {original} tokens, and the short ones otherwise; mindtune, as "
+                              "transformers, uses the long ones for a sequence longer than {original} tokens: the "
+                              "answers agree while n_ctx stays within {original} tokens"),
     "gguf.tokenizer_unigram": ("{file}: a Unigram (SentencePiece unigram) tokenizer; llama.cpp's SentencePiece "
                                "tokenizer merges pieces by score as SentencePiece's BPE does, which is not a "
                                "Unigram segmentation, so token ids would differ: not carried"),

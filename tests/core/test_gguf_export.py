@@ -217,9 +217,6 @@ def _model_folder(tmp_path: Path, config: dict, tokenizer: dict | None = None) -
 
 
 @pytest.mark.parametrize("config, key", [
-    ({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "original_max_position_embeddings": 16,
-      "rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
-                          "short_factor": [1.0] * 12, "long_factor": [2.0] * 12}}, "gguf.longrope"),
     ({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": 4,
       "num_experts_per_tok": 2, "moe_intermediate_size": 32, "mlp_only_layers": [0], "norm_topk_prob": True},
      "gguf.moe_dense_layers"),
@@ -486,6 +483,9 @@ FAMILY_RUNS = {  # family -> (hf_fixtures config, LoRA targets)
     # (RoPE on 3/4 of each head, tied embeddings)
     "phi3": (lambda: _hf("phi3", sliding_window=None), PHI_TARGETS),
     "phi4-mini-plain-rope": (lambda: _hf("phi4-mini", sliding_window=None, rope_scaling=None), PHI_TARGETS),
+    # Phi-4-mini in small with LongRoPE whose original context (16) the check's sequences and context pass:
+    # both sides on the long factors (llama.cpp's rope_factors_long, attention factor 1.19)
+    "phi4-mini-longrope": (lambda: _hf("phi4-mini", sliding_window=None), PHI_TARGETS),
     # GLM-4: q/k/v biases, fused gate/up, four norms a layer, interleaved RoPE on half of each head
     "glm4": (lambda: _hf("glm4"), ATTENTION + ("gate_up_proj", "down_proj")),
 }
@@ -508,6 +508,27 @@ def test_every_family_round_trips_through_llama_cpp(tmp_path, family):
           f"{check['max_logit_diff']:.2e} (float32 model {check['max_logit_diff_float32']:.2e}, bound "
           f"{check['logit_bound']:.2e}), ppl {check['perplexity']:.3f} vs ours {check['perplexity_ours']:.3f}")
     _assert_answers_as_trained(check)
+
+
+@pytest.mark.slow
+def test_longrope_goes_as_llama_cpps_factor_tensors_and_round_trips_exactly_in_f32(tmp_path):
+    """Phi-4-mini in small: LongRoPE (original context 16, which the check's context and sequences pass: both
+    engines on the long factors) on 3/4 of each head. In f32 llama.cpp's logits are ours to float32 rounding
+    (its factor tensors swapped, or the attention factor left out, they differ by ~4)."""
+    model, targets = FAMILY_RUNS["phi4-mini-longrope"]
+    run = fake_lora_run(tmp_path, model(), targets=targets)
+    path = gguf_run.export_gguf(run, "best", "f32")
+    check = _check(path)
+    _assert_answers_as_trained(check)
+    assert check["greedy_equal"] == 8 and check["max_logit_diff_float32"] < 1e-4 and check["max_logit_diff"] < 1e-4
+    assert any("LongRoPE: llama.cpp uses the long factors" in note and "within 16 tokens" in note
+               for note in check["notes"])
+    meta = _metadata(path)
+    assert meta["phi3.rope.scaling.original_context_length"] == 16 and meta["phi3.rope.dimension_count"] == 12
+    assert meta["phi3.rope.scaling.attn_factor"] == pytest.approx((1 + np.log(128 / 16) / np.log(16)) ** 0.5)
+    tensors = {name: shape for name, shape, _ in gguf_export.iter_gguf_tensors(path)}
+    assert tensors["rope_factors_long.weight"] == tensors["rope_factors_short.weight"] == (6,)
+    assert "blk.0.attn_qkv.weight" in tensors and "output.weight" not in tensors  # tied
 
 
 @pytest.mark.slow
