@@ -243,6 +243,11 @@ def test_phi3_and_glm4_are_carried_with_rope_on_part_of_each_head(tmp_path):
     phi3 = _model_folder(tmp_path / "phi3", {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
                                              "partial_rotary_factor": 0.75, "sliding_window": None})
     assert gguf_problem(glm4) is None and gguf_problem(phi3) is None
+    from core.spec.model_args import read_model_args
+    windowed = _model_folder(tmp_path / "phi3-window", {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
+                                                        "sliding_window": 9})
+    assert gguf_export.window_dropped(read_model_args(windowed))  # llama.cpp switches Phi-3's window off
+    assert not gguf_export.window_dropped(read_model_args(phi3))
     llama = _model_folder(tmp_path / "llama", {"partial_rotary_factor": 0.5})  # llama.cpp's llama rotates it all
     assert gguf_problem(llama).key == "gguf.partial_rotary"
 
@@ -539,7 +544,9 @@ def test_a_sentencepiece_model_round_trips_through_llama_cpp(tmp_path, variant):
     path = gguf_run.export_gguf(run, "best", "f16")
     check = _check(path)
     print(f"\n{variant} f16: greedy {check['greedy_equal']}+{check['greedy_ties']} ties/8, logits "
-          f"{check['max_logit_diff']:.2e} (bound {check['logit_bound']:.2e}), tokenizer {check['tokenizer_equal']}/8")
+          f"{check['max_logit_diff']:.2e} (float32 model {check['max_logit_diff_float32']:.2e}, bound "
+          f"{check['logit_bound']:.2e}), tokenizer {check['tokenizer_equal']}/8, ppl {check['perplexity']:.3f} vs ours "
+          f"{check['perplexity_ours']:.3f}")
     _assert_answers_as_trained(check)
     assert check["max_logit_diff"] <= 1e-2 and _metadata(path)["tokenizer.ggml.model"] == "llama"
 
