@@ -2125,7 +2125,7 @@ MESSAGES_ZH.update({
                                      "的 legacy=false）；llama.cpp 在每个特殊 token 之后也加空格，特殊 token 之后的 token id 会不一致：不予携带"),
     "gguf.tokenizer_prepend_always": ("{file}：Metaspace 预分词器在每段文本前加空格，但该段已以空格开头时不加（prepend_scheme "
                                       "'always'）；llama.cpp 此时仍会加，以空格开头的段的 token id 会不一致：不予携带"),
-    "gguf.tokenizer_sentencepiece_layout": ("{file}：SentencePiece 式分词器的 {what} 无法由 llama.cpp 的 SentencePiece 分词器重现"
+    "gguf.tokenizer_sentencepiece_layout": ("{file}：SentencePiece 式分词器的归一化器 {normalizer} 与预分词器 {pre} 无法由 llama.cpp 的 SentencePiece 分词器重现"
                                             "（它把空格记作 '▁'，在每段文本前都加一个空格，或都不加）"),
 })
 

@@ -9,11 +9,16 @@ file as it reads its own conversions:
   `llama` architecture (Llama, Mistral, Mixtral) the rows of q and k are permuted from Hugging Face's
   "rotate halves" RoPE layout to llama.cpp's "rotate pairs" one; norms, biases and the MoE router stay
   float32; llama.cpp's Gemma multiplies by the stored norm weight, so 1 + w is written;
+- Phi-3/Phi-4 (`phi3`) and GLM-4 (`glm4`): their fused qkv_proj / gate_up_proj as llama.cpp's
+  attn_qkv / ffn_up (gate then up: its SwiGLU splits them), RoPE on part of each head; Phi-3's LongRoPE
+  as the rope_factors_long/short tensors, its original context and attention factor;
 - the tokenizer: every token of tokenizer.json with its type (normal, control for special added
   tokens, user-defined for other added ones, unused for ids the embedding has and the tokenizer not),
-  the BPE merges, the special token ids, whether BOS/EOS are added, the chat template
-  (gguf.SpecialVocab), and the pre-tokenizer llama.cpp must apply (`tokenizer.ggml.pre`), told from
-  tokenizer.json's own pre-tokenizer regex.
+  the special token ids, whether BOS/EOS are added, the chat template (gguf.SpecialVocab); for
+  byte-level BPE (llama.cpp's `gpt2` model) the merges and the pre-tokenizer llama.cpp must apply
+  (`tokenizer.ggml.pre`), told from tokenizer.json's own pre-tokenizer regex; for SentencePiece-style
+  BPE with byte fallback (llama.cpp's `llama` model) each piece's score (minus the rank of the merge
+  that makes it), byte/unknown types and whether a space is prepended to each text segment.
 
 Quantization: f32 (the weights as merged: llama.cpp's logits then match ours to ~2e-5), f16, bf16 and
 q8_0 by `gguf.quants.quantize` (the gguf package's reference NumPy
@@ -233,8 +238,7 @@ def _sentencepiece_space_prefix(tok: dict, where: str) -> bool:
     other = [n.get("type") for n in normal if n.get("type") not in ("Replace", "Prepend")
              or n.get("type") == "Prepend" and n.get("prepend") != SPACE_PIECE]
     if other:
-        raise GgufError(Message("gguf.tokenizer_sentencepiece_layout", file=where,
-                                what=f"normalizer {' + '.join(map(str, other))}"))
+        raise _layout(where, normal, pre)
     if replaces_spaces and not pre:  # Llama 2's legacy layout (Prepend) or none (Gemma without the Split)
         return bool(prepends)
     if replaces_spaces and not prepends and all(
@@ -247,10 +251,14 @@ def _sentencepiece_space_prefix(tok: dict, where: str) -> bool:
             raise GgufError(Message("gguf.tokenizer_prepend_first" if scheme == "first"
                                     else "gguf.tokenizer_prepend_always", file=where))
         return False
-    kinds = " + ".join(str(p.get("type")) for p in pre) or "none"
-    raise GgufError(Message("gguf.tokenizer_sentencepiece_layout", file=where,
-                            what=f"pre-tokenizer {kinds}, normalizer "
-                                 f"{' + '.join(str(n.get('type')) for n in normal) or 'none'}"))
+    raise _layout(where, normal, pre)
+
+
+def _layout(where: str, normal: list[dict], pre: list[dict]) -> GgufError:
+    def kinds(steps: list[dict]) -> str:
+        return " + ".join(str(s.get("type")) for s in steps) or "none"
+    return GgufError(Message("gguf.tokenizer_sentencepiece_layout", file=where, normalizer=kinds(normal),
+                             pre=kinds(pre)))
 
 
 def _is_sentencepiece_bpe(tok: dict) -> bool:

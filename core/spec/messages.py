@@ -1297,7 +1297,8 @@ CATALOGUE.update({
                                       "unless it begins with one (prepend_scheme 'always'); llama.cpp prepends one "
                                       "even then, so token ids would differ where a segment begins with a space: "
                                       "not carried"),
-    "gguf.tokenizer_sentencepiece_layout": ("{file}: a SentencePiece-style tokenizer whose {what} llama.cpp's "
-                                            "SentencePiece tokenizer does not reproduce (it carries spaces as '▁', "
-                                            "with a space prepended to every text segment or to none)"),
+    "gguf.tokenizer_sentencepiece_layout": ("{file}: a SentencePiece-style tokenizer with normalizer {normalizer} "
+                                            "and pre-tokenizer {pre}, which llama.cpp's SentencePiece tokenizer "
+                                            "does not reproduce (it carries spaces as '▁', with a space prepended "
+                                            "to every text segment or to none)"),
 })
