@@ -1299,6 +1299,6 @@ CATALOGUE.update({
                                       "not carried"),
     "gguf.tokenizer_sentencepiece_layout": ("{file}: a SentencePiece-style tokenizer with normalizer {normalizer} "
                                             "and pre-tokenizer {pre}, which llama.cpp's SentencePiece tokenizer "
-                                            "does not reproduce (it carries spaces as '▁', with a space prepended "
+                                            "does not reproduce (it carries spaces as U+2581, with a space prepended "
                                             "to every text segment or to none)"),
 })
