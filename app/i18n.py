@@ -1288,20 +1288,17 @@ MESSAGES_ZH.update({
     "gguf.moe_dense_layers": "llama.cpp 的 qwen3moe 把每一层都当作专家混合层；该模型有稠密层（{layers}）",
     "gguf.moe_no_norm_topk": "llama.cpp 的 qwen3moe 会对前 k 个专家的权重重新归一化；该模型不会（norm_topk_prob 为 false）",
     "gguf.gemma_query_scale": "llama.cpp 按 1/sqrt({assumed}) 缩放 'Gemma' 的查询；该模型的 query_pre_attn_scalar 是 {scalar}",
-    "gguf.family_phi3": ("{family}：mindtune 尚不能写成 GGUF（llama.cpp 能运行 Phi-3，但这里不携带其融合的 'qkv' 与 gate/up "
-                         "张量和 LongRoPE 因子，也没有往返检验）；请导出 'merged'，再用 llama.cpp 的 convert_hf_to_gguf.py 转换"),
-    "gguf.family_glm4": ("{family}：mindtune 尚不能写成 GGUF（llama.cpp 能运行 GLM-4，但这里不携带其融合的 gate/up、额外的归一化层"
-                         "和半个头上交错的 RoPE，也没有往返检验）；请导出 'merged'，再用 llama.cpp 的 convert_hf_to_gguf.py 转换"),
     "gguf.family_unknown": "{family}：mindtune 没有该模型系列的 GGUF 映射",
     "gguf.bias_not_read": "{family}：llama.cpp 的 'Gemma' 不读取注意力偏置，而该模型有偏置",
     "gguf.window_too_short": ("{family}：训练时使用 {window} 个词元的滑动窗口，序列最长 {seq_len}；llama.cpp 运行该架构时没有窗口，"
                               "超过 {window} 个词元后结果会不同"),
     "gguf.llama_cpp_refused": "llama.cpp 无法加载 {file}（不提供下载）：{error}",
-    "gguf.rope_type": "RoPE 缩放 {rope_type} 无法带入 GGUF（可带入 'default'、'linear' 与 llama3）",
+    "gguf.rope_type": "RoPE 缩放 {rope_type} 无法带入 GGUF（可带入 'default'、'linear' 与 llama3；Phi-3/Phi-4 还可带入 'longrope'）",
     "gguf.local_rope": "{family}：滑动层单独的 RoPE 基数无法带入 GGUF",
     "gguf.partial_rotary": "只作用于每个头一部分的 RoPE（partial_rotary_factor {factor}）无法带入 GGUF",
     "gguf.no_tokenizer_json": "{folder}：没有 tokenizer.json；GGUF 文件必须携带分词器",
-    "gguf.tokenizer_kind": "{file}：这是 {kind} 分词器；GGUF 写入器只携带字节级 BPE 分词器（GPT-2、Llama 3、Qwen 风格）",
+    "gguf.tokenizer_kind": ("{file}：这是 {kind} 分词器；GGUF 写入器只携带字节级 BPE 分词器（GPT-2、Llama 3、Qwen 风格）"
+                            "和带字节回退的 SentencePiece 式 BPE（'Llama 2'、'Mistral v0.1'、'Gemma'）"),
     "gguf.tokenizer_pre": "{file}：预分词器 {kinds} 无法告知 llama.cpp（可用 ByteLevel，或带 'Llama 3' / Qwen2 正则的 'Split' + ByteLevel）",
     "gguf.tokenizer_regex": "{file}：预分词正则 {regex} 与 llama.cpp 已知的（GPT-2、Llama 3、Qwen2）都不符",
     "gguf.tokenizer_prefix_space": "{file}：ByteLevel 预分词器会加前缀空格，而 llama.cpp 的 BPE 分词器不会",
@@ -2119,6 +2116,17 @@ MESSAGES_ZH.update({
     # GRPO step speed (issue 36): a step's prompts rolled out in one call
     "memory.grpo_rollout": ("grpo：一次采样调用处理 {prompts} 个提示词（{rows} 个补全）；其按完整长度计的键/值缓存、"
                             "logits 与预填充缓冲：{mb} MB"),
+    # issue 39: the GGUF families once refused (Phi-3/Phi-4, GLM-4, SentencePiece tokenizers)
+    "gguf.longrope_context": ("LongRoPE：llama.cpp 以超过 {original} 个 token 的上下文（n_ctx）加载时，对所有位置都用长因子，否则用短因子；"
+                              "mindtune 与 transformers 一样，只对长于 {original} 个 token 的序列用长因子：n_ctx 不超过 {original} 时两者的回答一致"),
+    "gguf.tokenizer_unigram": ("{file}：这是 'Unigram'（SentencePiece unigram）分词器；llama.cpp 的 SentencePiece 分词器像 "
+                               "SentencePiece 的 BPE 那样按分数合并片段，与 'Unigram' 的切分不同，词元编号会不一致：不予携带"),
+    "gguf.tokenizer_prepend_first": ("{file}：'Metaspace' 预分词器只在文本的第一段前加空格（prepend_scheme 'first'，即 transformers "
+                                     "的 legacy=false）；llama.cpp 在每个特殊 token 之后也加空格，特殊 token 之后的词元编号会不一致：不予携带"),
+    "gguf.tokenizer_prepend_always": ("{file}：'Metaspace' 预分词器在每段文本前加空格，但该段已以空格开头时不加（prepend_scheme "
+                                      "'always'）；llama.cpp 此时仍会加，以空格开头的段的词元编号会不一致：不予携带"),
+    "gguf.tokenizer_sentencepiece_layout": ("{file}：SentencePiece 式分词器的归一化器 {normalizer} 与预分词器 {pre} 无法由 llama.cpp 的 SentencePiece 分词器重现"
+                                            "（它把空格记作 U+2581，在每段文本前都加一个空格，或都不加）"),
 })
 
 

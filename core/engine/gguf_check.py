@@ -408,7 +408,9 @@ def check_gguf(path: Path, quant: str, load_model: Callable[[], object], tokeniz
     stages.done("validation samples, llama.cpp load")
     exact = quant in LOGIT_BOUND  # a file that keeps every weight (to f16/bf16 rounding): answers compared
     try:
-        result.tokenizer_equal = sum(theirs.tokenize(s.text) == s.whole_prompt for s in samples)
+        # the same text through both tokenizers (a SentencePiece decode -> encode need not give the ids back)
+        result.tokenizer_equal = sum(theirs.tokenize(s.text) == tokenizer.encode(s.text, add_special_tokens=False)
+                                     for s in samples)
         eos = set(tokenizer.eos_token_ids) | set(read_model_args(model_dir).eos_token_ids)
         their_rows, answers = theirs.run(samples, eos)
         stages.done("llama.cpp: answers, greedy")

@@ -9,11 +9,16 @@ file as it reads its own conversions:
   `llama` architecture (Llama, Mistral, Mixtral) the rows of q and k are permuted from Hugging Face's
   "rotate halves" RoPE layout to llama.cpp's "rotate pairs" one; norms, biases and the MoE router stay
   float32; llama.cpp's Gemma multiplies by the stored norm weight, so 1 + w is written;
+- Phi-3/Phi-4 (`phi3`) and GLM-4 (`glm4`): their fused qkv_proj / gate_up_proj as llama.cpp's
+  attn_qkv / ffn_up (gate then up: its SwiGLU splits them), RoPE on part of each head; Phi-3's LongRoPE
+  as the rope_factors_long/short tensors, its original context and attention factor;
 - the tokenizer: every token of tokenizer.json with its type (normal, control for special added
   tokens, user-defined for other added ones, unused for ids the embedding has and the tokenizer not),
-  the BPE merges, the special token ids, whether BOS/EOS are added, the chat template
-  (gguf.SpecialVocab), and the pre-tokenizer llama.cpp must apply (`tokenizer.ggml.pre`), told from
-  tokenizer.json's own pre-tokenizer regex.
+  the special token ids, whether BOS/EOS are added, the chat template (gguf.SpecialVocab); for
+  byte-level BPE (llama.cpp's `gpt2` model) the merges and the pre-tokenizer llama.cpp must apply
+  (`tokenizer.ggml.pre`), told from tokenizer.json's own pre-tokenizer regex; for SentencePiece-style
+  BPE with byte fallback (llama.cpp's `llama` model) each piece's score (minus the rank of the merge
+  that makes it), byte/unknown types and whether a space is prepended to each text segment.
 
 Quantization: f32 (the weights as merged: llama.cpp's logits then match ours to ~2e-5), f16, bf16 and
 q8_0 by `gguf.quants.quantize` (the gguf package's reference NumPy
@@ -39,7 +44,7 @@ from core.run.atomic import atomic_path
 from core.run.ckpt_store import format_bytes, free_bytes
 from core.spec.errors import MessageError
 from core.spec.messages import Message
-from core.spec.model_args import ModelArgs, read_model_args, rope_inverse_frequencies, weight_files
+from core.spec.model_args import ModelArgs, read_model_args, rope_inverse_frequencies, rope_long_after, weight_files
 from core.weights.safetensors_io import SafetensorsReader, to_float32
 
 try:  # a product dependency (requirements.txt); the message below says so where it is missing
@@ -73,9 +78,11 @@ class GgufFamily:
     permute_qk: bool = False
     norm_plus_one: bool = False
     problem: Callable[[ModelArgs, dict], Message | None] | None = None
+    partial_rotary: bool = False  # llama.cpp rotates the first `rope.dimension_count` dims of a head
 
 
-WINDOWLESS_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "olmo2")  # llama.cpp reads no sliding window for these
+# llama.cpp reads no sliding window for these (phi3: it reads one and switches it off, "Phi SWA is currently disabled")
+WINDOWLESS_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "olmo2", "phi3")
 
 
 def window_dropped(args: ModelArgs) -> bool:
@@ -86,8 +93,12 @@ def window_dropped(args: ModelArgs) -> bool:
             and any(t == "sliding_attention" for t in args.layer_types))
 
 
-def _window_note(args: ModelArgs) -> Message | None:
-    return Message("gguf.window_not_carried", window=args.sliding_window) if window_dropped(args) else None
+def _notes(args: ModelArgs) -> list[Message]:
+    notes = [Message("gguf.window_not_carried", window=args.sliding_window)] if window_dropped(args) else []
+    long_after = rope_long_after(args)
+    if long_after is not None:  # LongRoPE: llama.cpp picks the factors from its context size, not a sequence's
+        notes.append(Message("gguf.longrope_context", original=long_after))
+    return notes
 
 
 def _qwen3_moe_problem(args: ModelArgs, cfg: dict) -> Message | None:
@@ -122,11 +133,12 @@ FAMILIES: dict[str, GgufFamily] = {
     "olmo2": GgufFamily("olmo2"),
     "gemma2": GgufFamily("gemma2", norm_plus_one=True, problem=_gemma_problem),
     "gemma3": GgufFamily("gemma3", norm_plus_one=True, problem=_gemma_problem),
-}
-# families mindtune trains that this writer refuses, and why (said before any work)
-NOT_CARRIED = {
-    "phi3": "gguf.family_phi3",
-    "glm4": "gguf.family_glm4",
+    # Phi-3 / Phi-4: the fused qkv_proj and gate_up_proj go as they are (llama.cpp's attn_qkv, and ffn_up
+    # holding gate then up, split by its SwiGLU); RoPE in halves (NEOX) as Hugging Face's
+    "phi3": GgufFamily("phi3", partial_rotary=True),
+    # GLM-4: q/k/v with biases, gate_up_proj as ffn_up, norms after attention and MLP; RoPE on the first
+    # half of each head in interleaved pairs, which is llama.cpp's own (NORM) rotation: no permutation
+    "glm4": GgufFamily("glm4", partial_rotary=True),
 }
 
 
@@ -134,17 +146,16 @@ def gguf_problem(model_dir: str | Path) -> Message | None:
     """Why the model in `model_dir` (a base or merged folder) cannot go to GGUF, or None. Reads
     config.json and tokenizer.json only: called before any export work."""
     args = read_model_args(model_dir)
-    if args.family in NOT_CARRIED:
-        return Message(NOT_CARRIED[args.family], family=args.family)
     family = FAMILIES.get(args.family)
     if family is None:
         return Message("gguf.family_unknown", family=args.family)
     scaling = args.rope_scaling or {}
-    if scaling.get("rope_type") not in (None, "linear", "llama3"):
+    carried = (None, "linear", "llama3") + (("longrope",) if family.arch == "phi3" else ())  # phi3 reads its factors
+    if scaling.get("rope_type") not in carried:
         return Message("gguf.rope_type", rope_type=scaling.get("rope_type"))
     if args.local_rope_theta is not None and family.arch != "gemma3":
         return Message("gguf.local_rope", family=args.family)
-    if args.partial_rotary_factor != 1.0:
+    if args.partial_rotary_factor != 1.0 and not family.partial_rotary:
         return Message("gguf.partial_rotary", factor=args.partial_rotary_factor)
     if family.problem is not None:
         cfg = _text_config(model_dir)
@@ -175,10 +186,14 @@ GPT2_PRE = "gpt-2"  # a ByteLevel pre-tokenizer with its own (GPT-2) regex
 
 @dataclass
 class Vocab:
-    """What the file's tokenizer.ggml.* keys hold, apart from gguf.SpecialVocab's part."""
+    """What the file's tokenizer.ggml.* keys hold, apart from gguf.SpecialVocab's part: `model` "gpt2"
+    (byte-level BPE, with its merges) or "llama" (SentencePiece style: pieces with scores)."""
     tokens: list[str]
     token_types: list[int]
     pre: str
+    model: str = "gpt2"
+    scores: list[float] | None = None
+    add_space_prefix: bool = False
 
 
 def _pre_tokenizer_name(tok: dict, where: str) -> str:
@@ -198,9 +213,64 @@ def _pre_tokenizer_name(tok: dict, where: str) -> str:
     raise GgufError(Message("gguf.tokenizer_pre", file=where, kinds=" + ".join(map(str, kinds)) or "none"))
 
 
+def _steps(part: dict | None) -> list[dict]:
+    """A normalizer's, pre-tokenizer's or decoder's steps (a Sequence's members, or itself)."""
+    if not part:
+        return []
+    for key in ("normalizers", "pretokenizers", "decoders"):
+        if part.get("type") == "Sequence" and key in part:
+            return list(part[key])
+    return [part]
+
+
+SPACE_PIECE = "\u2581"  # "▁", SentencePiece's space
+
+
+def _sentencepiece_space_prefix(tok: dict, where: str) -> bool:
+    """Whether a SentencePiece-style tokenizer.json prepends "▁" to each text segment (llama.cpp's
+    add_space_prefix, which prepends one at the start and after every special token) or to none; refused
+    (saying what) where llama.cpp's 'llama' tokenizer would split the text otherwise."""
+    normal = _steps(tok.get("normalizer"))
+    pre = _steps(tok.get("pre_tokenizer"))
+    replaces_spaces = any(n.get("type") == "Replace" and (n.get("pattern") or {}).get("String") == " "
+                          and n.get("content") == SPACE_PIECE for n in normal)
+    prepends = [n for n in normal if n.get("type") == "Prepend"]
+    other = [n.get("type") for n in normal if n.get("type") not in ("Replace", "Prepend")
+             or n.get("type") == "Prepend" and n.get("prepend") != SPACE_PIECE]
+    if other:
+        raise _layout(where, normal, pre)
+    if replaces_spaces and not pre:  # Llama 2's legacy layout (Prepend) or none (Gemma without the Split)
+        return bool(prepends)
+    if replaces_spaces and not prepends and all(
+            p.get("type") == "Split" and (p.get("pattern") or {}).get("String") == " " for p in pre):
+        return False  # Gemma: the spaces are gone before its Split on " " runs
+    if not normal and len(pre) == 1 and pre[0].get("type") == "Metaspace" \
+            and pre[0].get("replacement") == SPACE_PIECE and not pre[0].get("split", True):
+        scheme = pre[0].get("prepend_scheme", "always")
+        if scheme != "never":  # llama.cpp prepends to every segment, even one that begins with a space
+            raise GgufError(Message("gguf.tokenizer_prepend_first" if scheme == "first"
+                                    else "gguf.tokenizer_prepend_always", file=where))
+        return False
+    raise _layout(where, normal, pre)
+
+
+def _layout(where: str, normal: list[dict], pre: list[dict]) -> GgufError:
+    def kinds(steps: list[dict]) -> str:
+        return " + ".join(str(s.get("type")) for s in steps) or "none"
+    return GgufError(Message("gguf.tokenizer_sentencepiece_layout", file=where, normalizer=kinds(normal),
+                             pre=kinds(pre)))
+
+
+def _is_sentencepiece_bpe(tok: dict) -> bool:
+    model = tok.get("model") or {}
+    decoders = [d.get("type") for d in _steps(tok.get("decoder"))]
+    return model.get("type") == "BPE" and bool(model.get("byte_fallback")) and "ByteFallback" in decoders
+
+
 def read_vocab(model_dir: Path, embedding_rows: int) -> Vocab:
-    """The byte-level BPE vocabulary of tokenizer.json padded to the embedding's rows; another kind of
-    tokenizer (SentencePiece, WordPiece, Unigram) is refused, naming what it is."""
+    """The vocabulary of tokenizer.json padded to the embedding's rows: byte-level BPE (GPT-2, Llama 3,
+    Qwen) or SentencePiece-style BPE with byte fallback (Llama 2, Mistral v0.1, Gemma); another kind
+    (Unigram, WordPiece) is refused, naming what it is."""
     _require_gguf()
     path = model_dir / "tokenizer.json"
     if not path.is_file():
@@ -208,13 +278,31 @@ def read_vocab(model_dir: Path, embedding_rows: int) -> Vocab:
     tok = json.loads(path.read_text(encoding="utf-8"))
     model = tok.get("model") or {}
     decoder = (tok.get("decoder") or {}).get("type")
-    if model.get("type") != "BPE" or model.get("byte_fallback") or decoder != "ByteLevel":
+    if model.get("type") == "Unigram":
+        raise GgufError(Message("gguf.tokenizer_unigram", file=str(path)))
+    sentencepiece = _is_sentencepiece_bpe(tok)
+    if not sentencepiece and (model.get("type") != "BPE" or model.get("byte_fallback") or decoder != "ByteLevel"):
         kind = model.get("type") if model.get("type") != "BPE" else "BPE with byte fallback (SentencePiece style)"
         raise GgufError(Message("gguf.tokenizer_kind", file=str(path), kind=str(kind)))
-    pre = _pre_tokenizer_name(tok, str(path))
-    by_id: dict[int, tuple[str, int]] = {i: (t, gguf.TokenType.NORMAL) for t, i in model["vocab"].items()}
+    if sentencepiece:
+        space_prefix = _sentencepiece_space_prefix(tok, str(path))
+        pre = "default"
+    else:
+        pre = _pre_tokenizer_name(tok, str(path))
+    unk = model.get("unk_token")
+    byte_piece = re.compile(r"^<0x[0-9A-F]{2}>$")
+    by_id: dict[int, tuple[str, int]] = {}
+    for text, i in model["vocab"].items():
+        kind = gguf.TokenType.NORMAL
+        if sentencepiece and byte_piece.match(text):
+            kind = gguf.TokenType.BYTE
+        elif sentencepiece and text == unk:
+            kind = gguf.TokenType.UNKNOWN
+        by_id[i] = (text, kind)
     for added in tok.get("added_tokens") or []:
         kind = gguf.TokenType.CONTROL if added.get("special") else gguf.TokenType.USER_DEFINED
+        if sentencepiece and added["content"] == unk:
+            kind = gguf.TokenType.UNKNOWN
         by_id[int(added["id"])] = (added["content"], kind)
     if by_id and max(by_id) >= embedding_rows:
         raise GgufError(Message("gguf.tokenizer_too_big", file=str(path), token_id=max(by_id), rows=embedding_rows))
@@ -230,15 +318,33 @@ def read_vocab(model_dir: Path, embedding_rows: int) -> Vocab:
                 raise GgufError(Message("gguf.tokenizer_duplicate", file=str(path), token=repr(text),
                                         first=seen[text], second=i))
             seen[text] = i
-    return Vocab(tokens, types, pre)
+    if not sentencepiece:
+        return Vocab(tokens, types, pre)
+    return Vocab(tokens, types, pre, "llama", _merge_scores(model, tokens), space_prefix)
+
+
+def _merge_scores(model: dict, tokens: list[str]) -> list[float]:
+    """SentencePiece scores for llama.cpp's 'llama' tokenizer, which merges the adjacent pair whose
+    joined piece scores highest: each piece made by a merge scores minus the rank of its first merge (so
+    llama.cpp merges in the order of tokenizer.json's merges), every other piece 0."""
+    first: dict[str, int] = {}
+    for rank, merge in enumerate(model.get("merges") or []):
+        left, right = merge if isinstance(merge, list) else merge.split(" ", 1)
+        first.setdefault(left + right, rank)
+    return [-float(first[t]) if t in first else 0.0 for t in tokens]
 
 
 def add_tokenizer(writer, model_dir: Path, vocab: Vocab, add_bos: bool, add_eos: bool) -> None:
-    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_model(vocab.model)
     writer.add_tokenizer_pre(vocab.pre)
     writer.add_token_list(vocab.tokens)
+    if vocab.scores is not None:
+        writer.add_token_scores(vocab.scores)
     writer.add_token_types(vocab.token_types)
-    special = gguf.SpecialVocab(model_dir, load_merges=True, n_vocab=len(vocab.tokens))
+    if vocab.model == "llama":
+        writer.add_add_space_prefix(vocab.add_space_prefix)
+    special = gguf.SpecialVocab(model_dir, load_merges=vocab.model == "gpt2", n_vocab=len(vocab.tokens))
+    special.add_special_token.clear()  # BOS/EOS added: said below, from what our tokenizer does
     special.add_to_gguf(writer, quiet=True)
     writer.add_add_bos_token(add_bos)  # what our tokenizer does, said outright (not llama.cpp's default)
     writer.add_add_eos_token(add_eos)
@@ -350,6 +456,12 @@ def plan_tensors(source: TensorSource, args: ModelArgs, family: GgufFamily, quan
             shape = (count, *source.shape(members[0]))  # (experts, out, in)
             planned.append(_planned(names, f"{prefix}.{proj}.weight", shape, quant,
                                     lambda m=members: np.stack([source.read(n) for n in m])))
+    if (args.rope_scaling or {}).get("rope_type") == "longrope":  # llama.cpp's phi3: one of the two per layer
+        for kind, key in ((gguf.MODEL_TENSOR.ROPE_FACTORS_SHORT, "short_factor"),
+                          (gguf.MODEL_TENSOR.ROPE_FACTORS_LONG, "long_factor")):
+            factors = np.asarray(args.rope_scaling[key], np.float32)
+            planned.insert(0, Planned(gguf.TENSOR_NAMES[kind] + ".weight", factors.shape,
+                                      gguf.GGMLQuantizationType.F32, lambda f=factors: f))
     if (args.rope_scaling or {}).get("rope_type") == "llama3":
         plain = rope_inverse_frequencies(_without_scaling(args))
         scaled = rope_inverse_frequencies(args)
@@ -424,6 +536,9 @@ def add_hyperparameters(writer, args: ModelArgs, cfg: dict, family: GgufFamily, 
     if scaling.get("rope_type") == "linear":
         writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         writer.add_rope_scaling_factor(float(scaling["factor"]))
+    if scaling.get("rope_type") == "longrope":  # the factors are tensors; cos and sin scaled by the attention factor
+        writer.add_rope_scaling_orig_ctx_len(int(scaling["original_max_position_embeddings"]))
+        writer.add_rope_scaling_attn_factors(float(scaling["attention_factor"]))
     if args.moe is not None:
         writer.add_expert_count(args.moe.num_experts)
         writer.add_expert_used_count(args.moe.top_k)
@@ -433,6 +548,8 @@ def add_hyperparameters(writer, args: ModelArgs, cfg: dict, family: GgufFamily, 
         writer.add_attn_logit_softcapping(args.attn_softcap)
     if args.final_softcap is not None:
         writer.add_final_logit_softcapping(args.final_softcap)
+    if family.arch == "phi3":  # as llama.cpp's converter: the window, 0 for none (llama.cpp then ignores it)
+        writer.add_sliding_window(args.sliding_window or 0)
     if family.arch in ("gemma2", "gemma3") and args.sliding_window is not None:
         writer.add_sliding_window(args.sliding_window)
         # which layers slide, layer by layer (the family's own pattern, as our model computes it)
@@ -501,9 +618,7 @@ def write_gguf(merged_dir: str | Path, out_path: str | Path, quant: str = "f16",
     finally:
         source.close()
     fallbacks = [p.name for p in planned if quant == "q8_0" and p.qtype == gguf.GGMLQuantizationType.F16]
-    note = _window_note(args)
-    return GgufInfo(out_path, family.arch, quant, len(planned), out_path.stat().st_size, fallbacks,
-                    [note] if note else [])
+    return GgufInfo(out_path, family.arch, quant, len(planned), out_path.stat().st_size, fallbacks, _notes(args))
 
 
 def _disk_full(out_path: Path, needed: int) -> Message:

@@ -967,24 +967,20 @@ CATALOGUE.update({
                               "(norm_topk_prob is false)"),
     "gguf.gemma_query_scale": ("llama.cpp scales Gemma's queries by 1/sqrt({assumed}); this model's "
                                "query_pre_attn_scalar is {scalar}"),
-    "gguf.family_phi3": ("{family}: not written as GGUF by mindtune yet (llama.cpp runs Phi-3, but its fused "
-                         "qkv and gate/up tensors and LongRoPE factors are not carried here and no round trip "
-                         "checks them); export 'merged' and convert it with llama.cpp's convert_hf_to_gguf.py"),
-    "gguf.family_glm4": ("{family}: not written as GGUF by mindtune yet (llama.cpp runs GLM-4, but its fused "
-                         "gate/up, extra norms and half-head interleaved RoPE are not carried here and no round "
-                         "trip checks them); export 'merged' and convert it with llama.cpp's convert_hf_to_gguf.py"),
     "gguf.family_unknown": "{family}: mindtune has no GGUF mapping for this family",
     "gguf.bias_not_read": "{family}: llama.cpp's Gemma reads no attention biases, and this model has them",
     "gguf.window_too_short": ("{family}: trained with a sliding window of {window} tokens on sequences of up to "
                               "{seq_len}; llama.cpp runs this architecture without the window, so its answers "
                               "would differ past {window} tokens"),
     "gguf.llama_cpp_refused": "llama.cpp could not load {file} (not offered): {error}",
-    "gguf.rope_type": "RoPE scaling {rope_type} is not carried to GGUF (default, linear and llama3 are)",
+    "gguf.rope_type": ("RoPE scaling {rope_type} is not carried to GGUF (default, linear and llama3 are; longrope "
+                       "for Phi-3/Phi-4)"),
     "gguf.local_rope": "{family}: a separate RoPE base for the sliding layers is not carried to GGUF",
     "gguf.partial_rotary": "RoPE on part of each head (partial_rotary_factor {factor}) is not carried to GGUF",
     "gguf.no_tokenizer_json": "{folder}: no tokenizer.json; the GGUF file must carry the tokenizer",
     "gguf.tokenizer_kind": ("{file}: a {kind} tokenizer; the GGUF writer carries byte-level BPE tokenizers "
-                            "(GPT-2, Llama 3, Qwen style) only"),
+                            "(GPT-2, Llama 3, Qwen style) and SentencePiece-style BPE with byte fallback (Llama 2, "
+                            "Mistral v0.1, Gemma) only"),
     "gguf.tokenizer_pre": ("{file}: pre-tokenizer {kinds} is not one llama.cpp can be told (ByteLevel, or Split + "
                            "ByteLevel with the Llama 3 or Qwen2 regex)"),
     "gguf.tokenizer_regex": ("{file}: pre-tokenizer regex {regex} matches none llama.cpp knows (GPT-2, Llama 3, "
@@ -1285,4 +1281,24 @@ CATALOGUE.update({
     # GRPO step speed (issue 36): a step's prompts rolled out in one call
     "memory.grpo_rollout": ("grpo: a rollout samples {prompts} prompts ({rows} completions) in one call; its key/value "
                             "cache at full length, logits and prefill buffers: {mb} MB"),
+    # issue 39: the GGUF families once refused (Phi-3/Phi-4, GLM-4, SentencePiece tokenizers)
+    "gguf.longrope_context": ("LongRoPE: llama.cpp uses the long factors for every position when it is loaded with "
+                              "a context (n_ctx) over {original} tokens, and the short ones otherwise; mindtune, as "
+                              "transformers, uses the long ones for a sequence longer than {original} tokens: the "
+                              "answers agree while n_ctx stays within {original} tokens"),
+    "gguf.tokenizer_unigram": ("{file}: a Unigram (SentencePiece unigram) tokenizer; llama.cpp's SentencePiece "
+                               "tokenizer merges pieces by score as SentencePiece's BPE does, which is not a "
+                               "Unigram segmentation, so token ids would differ: not carried"),
+    "gguf.tokenizer_prepend_first": ("{file}: the Metaspace pre-tokenizer prepends a space to the text's first "
+                                     "segment only (prepend_scheme 'first', transformers' legacy=false); llama.cpp "
+                                     "prepends one after every special token too, so token ids would differ after "
+                                     "special tokens: not carried"),
+    "gguf.tokenizer_prepend_always": ("{file}: the Metaspace pre-tokenizer prepends a space to each text segment "
+                                      "unless it begins with one (prepend_scheme 'always'); llama.cpp prepends one "
+                                      "even then, so token ids would differ where a segment begins with a space: "
+                                      "not carried"),
+    "gguf.tokenizer_sentencepiece_layout": ("{file}: a SentencePiece-style tokenizer with normalizer {normalizer} "
+                                            "and pre-tokenizer {pre}, which llama.cpp's SentencePiece tokenizer "
+                                            "does not reproduce (it carries spaces as U+2581, with a space prepended "
+                                            "to every text segment or to none)"),
 })

@@ -47,10 +47,15 @@ def lora_tensors(model_dir: Path, rank: int, targets, seed: int = 0, scale: floa
 
 
 def fake_lora_run(root: Path, model=None, rank: int = 4, alpha: float = 8.0, targets=ATTENTION + (
-        "gate_proj", "up_proj", "down_proj"), seed: int = 0) -> Path:
+        "gate_proj", "up_proj", "down_proj"), seed: int = 0, tokenizer=None) -> Path:
     """A run folder whose best (= last) checkpoint is a random LoRA adapter on root/tiny-model.
-    `model`: (config class, model class, config) of hf_fixtures to build instead of the Llama."""
+    `model`: (config class, model class, config) of hf_fixtures to build instead of the Llama (with
+    `tokenizer`, a function that writes another tokenizer into the model folder first: `model` then needed)."""
     config_path = make_workspace(root)
+    if tokenizer is not None:
+        for stale in ("tokenizer.json", "tokenizer_config.json"):
+            (root / "tiny-model" / stale).unlink()
+        tokenizer(root / "tiny-model")
     if model is not None:
         replace_model(root, *model)
     model_dir = root / "tiny-model"
@@ -63,6 +68,62 @@ def fake_lora_run(root: Path, model=None, rank: int = 4, alpha: float = 8.0, tar
     save_train_checkpoint(run.checkpoints_dir, STEP, lora_tensors(model_dir, rank, targets, seed), {}, state,
                           pointers=("best", "last"))
     return run.path
+
+
+# ---- a SentencePiece-style tokenizer (Llama 2, Mistral v0.1) ---------------------------------------
+
+MISTRAL_TEMPLATE = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+                    "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}{{ message['content'] + eos_token }}"
+                    "{% endif %}{% endfor %}")
+BYTE_TOKENS = [f"<0x{i:02X}>" for i in range(256)]
+
+
+def make_sentencepiece_tokenizer(folder: Path, prepend_scheme: str | None = None, vocab_size: int = 200) -> None:
+    """A tokenizer.json as transformers converts a SentencePiece BPE model (Llama 2, Mistral v0.1): <unk>,
+    <s>, </s>, the 256 byte pieces <0x00>..<0xFF>, then pieces with "▁" for a space; BPE with byte fallback
+    whose merges list every split of every piece into two pieces, ordered by the merged piece's id (what
+    SentencePiece's score order merges); a space prepended to each text segment (the legacy normalizer,
+    or with `prepend_scheme` a Metaspace pre-tokenizer that prepends so); BOS added by the post-processor.
+    Trained on the tiny task's words (tests/core/tiny_setup.py) and its chat template's."""
+    from tokenizers import Tokenizer as Backend, models, normalizers, pre_tokenizers, trainers
+    from tests.core.tiny_setup import make_rows
+    texts = [f"[INST] {r['instruction']} {r['input']} [/INST] {r['output']}" for r in make_rows(96, 1)] * 4
+    trainer_tok = Backend(models.BPE(unk_token="<unk>", byte_fallback=True))
+    trainer_tok.normalizer = normalizers.Replace(" ", "▁")
+    trainer_tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    trainer_tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>"]))
+    trained = sorted(json.loads(trainer_tok.to_str())["model"]["vocab"].items(), key=lambda kv: kv[1])
+    pieces = ["<unk>", "<s>", "</s>", *BYTE_TOKENS, *(t for t, _ in trained if t != "<unk>")]
+    vocab = {piece: i for i, piece in enumerate(pieces)}
+    plain = {p for p in pieces[3 + 256:]}
+    merges = [[piece[:k], piece[k:]] for piece in pieces[3 + 256:] for k in range(1, len(piece))
+              if piece[:k] in plain and piece[k:] in plain]
+    special = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+    tok = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, "content": c, **special} for i, c in enumerate(("<unk>", "<s>", "</s>"))],
+        "normalizer": None if prepend_scheme else {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": prepend_scheme,
+                          "split": False} if prepend_scheme else None,
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                                    {"SpecialToken": {"id": "<s>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                           "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"},
+            {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                  "vocab": vocab, "merges": merges},
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False), encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "LlamaTokenizerFast", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+        "pad_token": None, "add_bos_token": True, "add_eos_token": False, "legacy": prepend_scheme is None,
+        "chat_template": MISTRAL_TEMPLATE, "model_max_length": 256}))
 
 
 def read_json(path: Path) -> dict:

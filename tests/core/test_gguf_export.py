@@ -23,7 +23,7 @@ from core.engine.ollama import TemplateError, modelfile_for, read_layout
 from core.data.tokenizer import Tokenizer
 
 from tests import skips
-from tests.core.gguf_fixtures import ATTENTION, fake_lora_run, read_json
+from tests.core.gguf_fixtures import ATTENTION, fake_lora_run, make_sentencepiece_tokenizer, read_json
 
 DEMO = Path(__file__).resolve().parents[2] / "models" / "tiny-demo"
 llama_cpp = skips.module("llama_cpp")  # requirements-export.txt (CI installs it: requirements-dev.txt)
@@ -217,8 +217,6 @@ def _model_folder(tmp_path: Path, config: dict, tokenizer: dict | None = None) -
 
 
 @pytest.mark.parametrize("config, key", [
-    ({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3"}, "gguf.family_phi3"),
-    ({"architectures": ["Glm4ForCausalLM"], "model_type": "glm4", "partial_rotary_factor": 0.5}, "gguf.family_glm4"),
     ({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": 4,
       "num_experts_per_tok": 2, "moe_intermediate_size": 32, "mlp_only_layers": [0], "norm_topk_prob": True},
      "gguf.moe_dense_layers"),
@@ -237,6 +235,21 @@ def test_a_model_llama_cpp_would_compute_differently_is_refused_with_why(tmp_pat
         write_gguf(folder, tmp_path / "out.gguf")
     assert err.value.args[0].key == key and not (tmp_path / "out.gguf").exists()
     assert list(tmp_path.glob(".out.gguf*")) == []
+
+
+def test_phi3_and_glm4_are_carried_with_rope_on_part_of_each_head(tmp_path):
+    glm4 = _model_folder(tmp_path / "glm4", {"architectures": ["Glm4ForCausalLM"], "model_type": "glm4",
+                                             "partial_rotary_factor": 0.5})
+    phi3 = _model_folder(tmp_path / "phi3", {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
+                                             "partial_rotary_factor": 0.75, "sliding_window": None})
+    assert gguf_problem(glm4) is None and gguf_problem(phi3) is None
+    from core.spec.model_args import read_model_args
+    windowed = _model_folder(tmp_path / "phi3-window", {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
+                                                        "sliding_window": 9})
+    assert gguf_export.window_dropped(read_model_args(windowed))  # llama.cpp switches Phi-3's window off
+    assert not gguf_export.window_dropped(read_model_args(phi3))
+    llama = _model_folder(tmp_path / "llama", {"partial_rotary_factor": 0.5})  # llama.cpp's llama rotates it all
+    assert gguf_problem(llama).key == "gguf.partial_rotary"
 
 
 def _sentencepiece_style(tok: dict) -> dict:
@@ -260,6 +273,66 @@ def test_a_tokenizer_the_writer_cannot_carry_is_refused_saying_what(tmp_path, ch
     folder = _model_folder(tmp_path, {}, tok)
     problem = gguf_problem(folder)
     assert problem.key == key and says in str(problem), str(problem)
+
+
+def _sentencepiece_folder(tmp_path: Path, **kwargs) -> Path:
+    """The demo model (1024 embedding rows) with a SentencePiece-style tokenizer of 415 pieces."""
+    folder = _model_folder(tmp_path, {})
+    (folder / "model.safetensors").symlink_to(DEMO / "model.safetensors")
+    make_sentencepiece_tokenizer(folder, **kwargs)
+    return folder
+
+
+@pytest.mark.parametrize("change, key", [
+    (lambda tok: {**tok, "normalizer": None, "pre_tokenizer": {**tok["pre_tokenizer"], "prepend_scheme": "first"}},
+     "gguf.tokenizer_prepend_first"),
+    (lambda tok: {**tok, "normalizer": None, "pre_tokenizer": {**tok["pre_tokenizer"], "prepend_scheme": "always"}},
+     "gguf.tokenizer_prepend_always"),
+    (lambda tok: {**tok, "normalizer": {"type": "NFKC"}}, "gguf.tokenizer_sentencepiece_layout"),
+    (lambda tok: {**tok, "model": {"type": "Unigram", "unk_id": 0, "vocab": [[t, -1.0] for t in tok["model"]["vocab"]]}},
+     "gguf.tokenizer_unigram"),
+])
+def test_a_sentencepiece_tokenizer_llama_cpp_would_split_otherwise_is_refused_saying_why(tmp_path, change, key):
+    folder = _sentencepiece_folder(tmp_path, prepend_scheme="never")
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    (folder / "tokenizer.json").write_text(json.dumps(change(tok)))
+    problem = gguf_problem(folder)
+    assert problem is not None and problem.key == key, problem
+    assert str(folder / "tokenizer.json") in str(problem)
+
+
+TRICKY_TEXTS = ["Which word is number 2? kite ball boat", "  two leading spaces", "tabs\tand\nnew lines\n\n",
+                "<s>[INST] Which word? [/INST] kite</s>", "unseen: zebra QUARTZ 42", "é ü 中文 🙂 bytes",
+                "</s> after a special", "a  b   c", ""]
+
+
+@pytest.mark.parametrize("scheme", [None, "never"])
+def test_a_sentencepiece_vocabulary_tokenizes_in_llama_cpp_as_ours(tmp_path, scheme):
+    """The 'llama' vocabulary: pieces with scores (minus their merge's rank), byte, control and unknown types,
+    the space prefix; llama.cpp's SentencePiece tokenizer then gives our ids on text that needs merges, byte
+    fallback, spaces in runs and special tokens."""
+    import gguf
+    folder = _sentencepiece_folder(tmp_path, prepend_scheme=scheme)
+    ours = Tokenizer.from_dir(folder)
+    add_bos, add_eos = gguf_run._tokenizer_flags(ours)
+    path = write_gguf(folder, tmp_path / "sp.gguf", "f16", add_bos=add_bos, add_eos=add_eos).path
+    meta = _metadata(path)
+    assert meta["tokenizer.ggml.model"] == "llama" and meta["tokenizer.ggml.pre"] == "default"
+    assert meta["tokenizer.ggml.add_space_prefix"] is (scheme is None)
+    assert meta["tokenizer.ggml.add_bos_token"] is True and meta["tokenizer.ggml.add_eos_token"] is False
+    assert "tokenizer.ggml.merges" not in meta
+    tokens, types, scores = meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.token_type"], meta["tokenizer.ggml.scores"]
+    assert tokens[:4] == ["<unk>", "<s>", "</s>", "<0x00>"] and len(tokens) == 1024
+    T = gguf.TokenType
+    assert types[:4] == [T.UNKNOWN, T.CONTROL, T.CONTROL, T.BYTE] and types[258] == T.BYTE
+    assert types[259] == T.NORMAL and types[-1] == T.UNUSED
+    merged = [i for i, t in enumerate(tokens[:400]) if types[i] == T.NORMAL and len(t) > 1]
+    assert merged and all(scores[a] > scores[b] for a, b in zip(merged, merged[1:]))  # merge order
+    llm = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+    for text in TRICKY_TEXTS:
+        theirs = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        assert theirs == ours.encode(text, add_special_tokens=False), text
+    assert llm.tokenize(b"kite", add_bos=True, special=False) == ours.encode("kite", add_special_tokens=True)
 
 
 def test_qwen2_and_llama3_pre_tokenizers_are_named_for_llama_cpp(tmp_path):
@@ -396,6 +469,7 @@ def _hf(name: str, **changes):
     return config_cls, model_cls, {**config, **changes}
 
 
+PHI_TARGETS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 FAMILY_RUNS = {  # family -> (hf_fixtures config, LoRA targets)
     "llama-llama3-rope": (lambda: _hf("llama-gqa-llama3-rope"), None),
     "llama-biases-linear-rope": (lambda: _hf("llama-tied-bias-linear-rope"), None),
@@ -410,6 +484,20 @@ FAMILY_RUNS = {  # family -> (hf_fixtures config, LoRA targets)
     # llama.cpp's Gemma: queries scaled by 1/sqrt(head_dim), no attention biases (real Gemmas: both)
     "gemma2": (lambda: _hf("gemma2", query_pre_attn_scalar=16, attention_bias=False), None),
     "gemma3": (lambda: _hf("gemma3", query_pre_attn_scalar=16, attention_bias=False), None),
+    # Phi-3 (fused qkv and gate/up; llama.cpp runs it windowless) and Phi-4-mini's shape on plain RoPE
+    # (RoPE on 3/4 of each head, tied embeddings)
+    "phi3": (lambda: _hf("phi3", sliding_window=None), PHI_TARGETS),
+    "phi4-mini-plain-rope": (lambda: _hf("phi4-mini", sliding_window=None, rope_scaling=None), PHI_TARGETS),
+    # Phi-4-mini in small with LongRoPE whose original context (16) the check's sequences and context pass:
+    # both sides on the long factors (llama.cpp's rope_factors_long, attention factor 1.19)
+    "phi4-mini-longrope": (lambda: _hf("phi4-mini", sliding_window=None), PHI_TARGETS),
+    # GLM-4: q/k/v biases, fused gate/up, four norms a layer, interleaved RoPE on half of each head
+    "glm4": (lambda: _hf("glm4"), ATTENTION + ("gate_up_proj", "down_proj")),
+}
+SENTENCEPIECE_RUNS = {  # a Mistral v0.1-style model and tokenizer: llama.cpp's 'llama' (SentencePiece) vocabulary
+    "sentencepiece-legacy": (lambda: _hf("mistral"), None, lambda folder: make_sentencepiece_tokenizer(folder)),
+    "sentencepiece-no-prefix": (lambda: _hf("mistral"), None,
+                                lambda folder: make_sentencepiece_tokenizer(folder, prepend_scheme="never")),
 }
 
 
@@ -425,6 +513,42 @@ def test_every_family_round_trips_through_llama_cpp(tmp_path, family):
           f"{check['max_logit_diff']:.2e} (float32 model {check['max_logit_diff_float32']:.2e}, bound "
           f"{check['logit_bound']:.2e}), ppl {check['perplexity']:.3f} vs ours {check['perplexity_ours']:.3f}")
     _assert_answers_as_trained(check)
+
+
+@pytest.mark.slow
+def test_longrope_goes_as_llama_cpps_factor_tensors_and_round_trips_exactly_in_f32(tmp_path):
+    """Phi-4-mini in small: LongRoPE (original context 16, which the check's context and sequences pass: both
+    engines on the long factors) on 3/4 of each head. In f32 llama.cpp's logits are ours to float32 rounding
+    (its factor tensors swapped, or the attention factor left out, they differ by ~4)."""
+    model, targets = FAMILY_RUNS["phi4-mini-longrope"]
+    run = fake_lora_run(tmp_path, model(), targets=targets)
+    path = gguf_run.export_gguf(run, "best", "f32")
+    check = _check(path)
+    _assert_answers_as_trained(check)
+    assert check["greedy_equal"] == 8 and check["max_logit_diff_float32"] < 1e-4 and check["max_logit_diff"] < 1e-4
+    assert any("LongRoPE: llama.cpp uses the long factors" in note and "within 16 tokens" in note
+               for note in check["notes"])
+    meta = _metadata(path)
+    assert meta["phi3.rope.scaling.original_context_length"] == 16 and meta["phi3.rope.dimension_count"] == 12
+    assert meta["phi3.rope.scaling.attn_factor"] == pytest.approx((1 + np.log(128 / 16) / np.log(16)) ** 0.5)
+    tensors = {name: shape for name, shape, _ in gguf_export.iter_gguf_tensors(path)}
+    assert tensors["rope_factors_long.weight"] == tensors["rope_factors_short.weight"] == (6,)
+    assert "blk.0.attn_qkv.weight" in tensors and "output.weight" not in tensors  # tied
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", sorted(SENTENCEPIECE_RUNS))
+def test_a_sentencepiece_model_round_trips_through_llama_cpp(tmp_path, variant):
+    model, targets, tokenizer = SENTENCEPIECE_RUNS[variant]
+    run = fake_lora_run(tmp_path, model(), tokenizer=tokenizer)
+    path = gguf_run.export_gguf(run, "best", "f16")
+    check = _check(path)
+    print(f"\n{variant} f16: greedy {check['greedy_equal']}+{check['greedy_ties']} ties/8, logits "
+          f"{check['max_logit_diff']:.2e} (float32 model {check['max_logit_diff_float32']:.2e}, bound "
+          f"{check['logit_bound']:.2e}), tokenizer {check['tokenizer_equal']}/8, ppl {check['perplexity']:.3f} vs ours "
+          f"{check['perplexity_ours']:.3f}")
+    _assert_answers_as_trained(check)
+    assert check["max_logit_diff"] <= 1e-2 and _metadata(path)["tokenizer.ggml.model"] == "llama"
 
 
 @pytest.mark.slow

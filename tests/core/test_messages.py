@@ -130,6 +130,8 @@ SAMPLE.update({"assumed": 256, "first": 11, "second": 12, "host": "0.0.0.0", "ki
                "regex": "'\\p{L}+'", "requirements": "requirements-export.txt", "roles": "user/assistant/user",
                "rows": 1024, "scalar": 144, "seq_len": 256, "served": "'demo'", "token": "'<pad>'", "token_id": 1030,
                "window": 4096})
+# issue 39's GGUF families (LongRoPE's original context):
+SAMPLE.update({"original": 4096, "normalizer": "NFKC", "pre": "Metaspace"})
 
 def test_the_english_is_what_core_wrote_before_the_ids():
     assert Message("run.reached_steps", steps=20) == "reached 20 steps"
