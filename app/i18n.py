@@ -7,13 +7,11 @@ language sends one `gr.update` per widget with its label (or value, info, ...) i
 """
 from __future__ import annotations
 
-import functools
 import re
-import string
 from typing import Any
 
-from core.data.files import Where, place_of
-from core.spec.messages import CATALOGUE, MESSAGE_PARAMS, Message, recognise, recognise_located
+from core.data.files import Where
+from core.spec.messages import CATALOGUE, LINE_PARAMS, MESSAGE_PARAMS, Message
 
 LANGS = ("en", "zh")
 LANG_CHOICES = [("English", "en"), ("中文", "zh")]
@@ -643,9 +641,6 @@ MESSAGES_ZH: dict[str, str] = {
     "slurm.ended": "{job} 已结束（{state}，退出码 {code}），但运行没有写下最终状态；请查看 slurm.out 和 logs/",
     "slurm.job": "Slurm 作业 {id}",
     "slurm.job_on": "Slurm 作业 {id}（节点 {nodes}）",
-    "legacy.stopped_by_request": "按请求停止",
-    "legacy.stopped_now": "用户立即停止",
-    "legacy.stop_timed_out": "正常停止 {seconds} 秒后超时；已强制结束 worker",
     "advice.oom": ("要放进内存：调小 train.micro_batch_size（并调大 train.grad_accum_steps 以保持全局批量）或 "
                    "data.max_seq_len，打开重计算（recompute.policy），或改用 LoRA（method=lora）代替全量微调。"),
     "config.resume_and_fork": "只能设置 run.resume（继续此运行）或 run.fork_from（从检查点开始新运行）之一",
@@ -1422,44 +1417,6 @@ class Said(str):
         return _render(self.key, self.params, lang)
 
 
-def recognise_said(name: str, prefix: str) -> Said | None:
-    """A name the console made from one of its own texts whose key starts with `prefix` (a chart's
-    series: 'best val_loss', 'rank 1', 'loss (parent)'), read back by those texts' English templates,
-    no pattern written by hand; a parameter that is such a name itself is read the same way. The
-    reading whose literal words explain most of the name wins; None when no text fits."""
-    return _said_reading(name, prefix)[1]
-
-
-@functools.lru_cache(maxsize=1024)
-def _said_reading(name: str, prefix: str) -> tuple[int, Said | None]:
-    best: tuple[int, Said | None] = (0, None)
-    for key, literal, pattern in _said_patterns(prefix):
-        match = pattern.fullmatch(name)
-        if not match:
-            continue
-        score, params = literal, {}
-        for param, value in match.groupdict().items():
-            inner_score, inner = _said_reading(value, prefix)
-            score += inner_score
-            params[param] = inner if inner is not None else value
-        if score > best[0] or best[1] is None:
-            best = (score, Said(key, **params))
-    return best
-
-
-@functools.cache
-def _said_patterns(prefix: str) -> list[tuple[str, int, re.Pattern]]:
-    out = []
-    for key, (english, _) in TEXTS.items():
-        if key.startswith(prefix):
-            pattern, literal = "", 0
-            for text_, param, _, _ in string.Formatter().parse(english):
-                pattern += re.escape(text_) + (f"(?P<{param}>.+)" if param else "")
-                literal += len(text_)
-            out.append((key, literal, re.compile(pattern, re.S)))
-    return out
-
-
 def _render(key: str, params: dict[str, Any], lang: str) -> str:
     values = {name: value.in_lang(lang) if isinstance(value, Said)
               else problem_text(value, lang) if name == "problem" else value
@@ -1479,20 +1436,17 @@ def action_text(message: str, lang: str) -> str:
 
 
 def memory_note(note: str, lang: str) -> str:
-    """One of core.spec.memory's notes in `lang` (a note that came as text, from another process,
-    by the catalogue's own English; as written when it is no message)."""
+    """One of core.spec.memory's notes in `lang` (a Message by its id; a text as written)."""
     return reason_text(note, lang)
 
 
 def reason_text(reason: str | None, lang: str, message: dict | None = None) -> str:
     """A core message in `lang` — why a run ended, a memory note: from its message id and parameters
-    (`Status.reason_message`, core.spec.messages), or, for a text written before ids existed or
-    passed as text, the catalogue's message its English is; anything else (an error's own text) as
-    written."""
+    (a Message, or its record: `Status.reason_message`, core.spec.messages); a text without one (a
+    run folder written before the ids, an error's own text) as written, never read back."""
     if not reason or lang != "zh":
         return reason or ""
-    said = Message.from_json(message) if message else None
-    said = said or recognise(reason)
+    said = reason if isinstance(reason, Message) else Message.from_json(message) if message else None
     return _problem_message_zh(said) if said is not None else reason
 
 
@@ -1837,17 +1791,16 @@ _DATA_KINDS_ZH = {"preference pairs ('chosen' and 'rejected')": "偏好对（'ch
 
 
 def place_text(where: Any, lang: str) -> str:
-    """A record's place (core.data.files.Where, or its text) in `lang`."""
+    """A record's place (core.data.files.Where) in `lang`; a text as written."""
     return _record_at(where) if lang == "zh" else str(where)
 
 
 def _record_at(where: Any) -> str:
-    """A record's place (core.data.files.Where: 'data/a.jsonl line 3', a catalogue's dataset; or the
-    text of one, kept in a cache or sent by another process, read by its kind's own template) in 中文."""
-    place = place_of(str(where)) if not isinstance(where, Where) else where
-    if place is None:
+    """A record's place (core.data.files.Where: 'data/a.jsonl line 3', a catalogue's dataset) in 中文,
+    by its kind's id; any other text as written."""
+    if not isinstance(where, Where):
         return str(where)
-    return MESSAGES_ZH[place.key].removesuffix("：{reason}").format(**place.params)
+    return MESSAGES_ZH[where.key].removesuffix("：{reason}").format(**where.params)
 TEXTS.update({
     "upload.unsupported": ("{file}: unsupported file type {ext}; upload one of {accepted} (a .zip of a dataset folder)",
                            "{file}：不支持的文件类型 {ext}；请上传 {accepted} 之一（或数据集目录的 .zip）"),
@@ -1927,10 +1880,9 @@ def problem_text(message: str | BaseException | None, lang: str) -> str:
     """A problem message (core's ConfigError, DataError, the model loader's refusal, the console's
     own checks) in `lang`, the facts in it (file, line, key, value, valid values) kept as written.
     A core message (core.spec.messages.Message, and the lines of an error that keeps them: its
-    `said`) is rendered from its id, the console's own (Said) from TEXTS. Text that came without
-    an id (from another process: an export's failure, a dry run's error; a run folder written before
-    the ids) is read by the catalogue's own templates, line by line (recognise_located); a line that
-    is no message stays as written: no pattern is written by hand."""
+    `said`) is rendered from its id, the console's own (Said) from TEXTS. Another process's error
+    comes as its record (core.spec.errors.read_report, status.json's reason_message); a text without
+    an id (a run folder written before the ids, a library's own words) stays as written."""
     if isinstance(message, BaseException):
         said = getattr(message, "said", None)
         if lang == "zh" and isinstance(said, list):
@@ -1942,8 +1894,7 @@ def problem_text(message: str | BaseException | None, lang: str) -> str:
         return message or ""
     if isinstance(message, Message):
         return _problem_message_zh(message)
-    return "\n".join(_problem_message_zh(found) if (found := recognise_located(line)) is not None else line
-                     for line in str(message).split("\n"))
+    return str(message)
 
 
 LIST_SEPARATOR_ZH = "，"  # between a list parameter's items (core.spec.messages.LIST_PARAMS)
@@ -1951,9 +1902,9 @@ LIST_SEPARATOR_ZH = "，"  # between a list parameter's items (core.spec.message
 
 def _problem_message_zh(message: Message) -> str:
     """A core message in 中文; a message parameter that is text (a reason that came without its id)
-    is read as problem_text reads text."""
+    as written."""
     values = {name: _problem_message_zh(value) if isinstance(value, Message)
-              else LIST_SEPARATOR_ZH.join(_problem_message_zh(item) if isinstance(item, Message) else str(item)
+              else ("\n" if name in LINE_PARAMS else LIST_SEPARATOR_ZH).join(_problem_message_zh(item) if isinstance(item, Message) else str(item)
                                           for item in value) if isinstance(value, list)
               else problem_text(value, "zh") if name in MESSAGE_PARAMS and isinstance(value, str)
               else LIBRARY_PARAMS_ZH[name](value) if name in LIBRARY_PARAMS_ZH else value
@@ -2261,4 +2212,11 @@ TEXTS.update({
     "dp.prompt_reward_columns": ("- **columns every record hands the rewards**: {columns}",
                                  "- **每条记录都交给奖励函数的列**：{columns}"),
     "overlay.val reward": ("val reward", "验证奖励"), "overlay.train reward": ("train reward", "训练奖励"),
+})
+
+
+MESSAGES_ZH.update({
+    # issue 38, ids end to end: an error of several problems as one record
+    "problem.lines": "{lines}",
+    "train.dry_out_of_memory": "试运行时内存不足：{error}",
 })

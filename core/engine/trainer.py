@@ -736,7 +736,7 @@ class Trainer:
                                  overflow_steps=self.state.overflow_steps, tokens_seen=self.state.tokens_seen)
             note = ranks.resumable_note(self.run)
             if state == "stopped":
-                reason = f"{reason}; {note['note']}"
+                reason = Message("run.with_note", reason=reason, note=note["note"])
             self.event(EndEvent(message=f"{state}: {reason}"
                                 + (f" (best checkpoint: {_scores_text(scores)})" if scores else ""), **final.values()))
             self.trackers.close(state, best_checkpoint=self.run.checkpoint("best"))
