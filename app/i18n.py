@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.data.files import Where
+from core.spec.places import Where
 from core.spec.messages import CATALOGUE, LINE_PARAMS, MESSAGE_PARAMS, Message
 
 LANGS = ("en", "zh")

@@ -1081,6 +1081,8 @@ class Message(str):
         def kept(value):
             if isinstance(value, list):
                 return [kept(item) for item in value]
+            if hasattr(value, "to_record"):  # a record's place (core.spec.places.Where): its kind kept
+                return value.to_record()
             return value.to_json() if isinstance(value, Message) else value
 
         return {"id": self.key, "params": {name: kept(value) for name, value in self.params.items()}}
@@ -1093,6 +1095,9 @@ class Message(str):
         def read(value):
             if isinstance(value, list):
                 return [read(item) for item in value]
+            if isinstance(value, dict) and "place" in value:
+                from core.spec.places import Where  # the place's kind (core.spec.places imports this module)
+                return Where.from_record(value)
             return (cls.from_json(value) or value) if isinstance(value, dict) else value
 
         params = {name: read(value) for name, value in data["params"].items()}

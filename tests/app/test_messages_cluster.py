@@ -33,6 +33,7 @@ from app.i18n import MESSAGES_ZH, problem_text, reason_text
 from tests import skips
 from tests.app.english import english_words
 from tests.app.test_messages_run import raised, said_by_id
+from tests.app.test_problem_text import by_record
 
 # the ids of area F (the slurm.* ids of why a job ended are older: tests/app/test_messages_run.py's neighbours)
 AREA = ("tracking.", "launch.", "family.", "device.")
@@ -369,13 +370,16 @@ def test_the_english_is_what_core_wrote_before_the_ids(run, tmp_path, monkeypatc
 
 @pytest.mark.slow
 def test_a_sbatch_refusal_keeps_its_id_in_status_json(run, tmp_path, monkeypatch):
-    """The run's reason: sbatch's own words quoted inside ours, in 中文 by id and by its text."""
+    """The run's reason: sbatch's own words quoted inside ours, in 中文 by the id status.json keeps; the
+    English alone (a run folder written before the ids) as it is."""
     reason = CASES["slurm.refused_job"](run, tmp_path, monkeypatch)
+    status = run.read_status()
+    assert status.reason == str(reason) and status.reason_message == reason.to_json()
     status_reason = str(reason)
     assert status_reason.startswith("sbatch refused the job: sbatch: error:")
-    chinese = reason_text(status_reason, "zh", reason.to_json())
+    chinese = reason_text(status_reason, "zh", status.reason_message)
     assert chinese.startswith("sbatch 拒绝了该作业：sbatch: error:")
-    assert reason_text(status_reason, "zh") == chinese
+    assert reason_text(status_reason, "zh") == status_reason
 
 
 def test_a_key_map_collision_is_said_after_the_checkpoint_it_is_in():
@@ -384,7 +388,7 @@ def test_a_key_map_collision_is_said_after_the_checkpoint_it_is_in():
     chinese = problem_text(message, "zh")
     assert chinese == ("/models/g3/model.safetensors：张量 model.language_model.norm.weight 和 "
                        "language_model.model.norm.weight 都映射到 model.norm.weight")
-    assert problem_text(str(message), "zh") == chinese
+    assert problem_text(by_record(message), "zh") == chinese and problem_text(str(message), "zh") == str(message)
 
 
 def test_a_model_without_projections_says_none_in_chinese():
@@ -395,4 +399,4 @@ def test_a_model_without_projections_says_none_in_chinese():
     assert message.key == "lora.name_matches_nothing" and message.params["projections"] == "none"
     chinese = problem_text(message, "zh")
     assert "none" not in chinese and "无" in chinese, chinese
-    assert english_words(chinese) == [] and problem_text(str(message), "zh") == chinese
+    assert english_words(chinese) == [] and problem_text(by_record(message), "zh") == chinese
