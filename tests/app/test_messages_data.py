@@ -476,7 +476,7 @@ def test_the_english_is_what_core_data_wrote_before_the_ids(tmp_path):
         read_data_file(broken)
     assert str(info.value) == (f"{broken} line 2: invalid JSON (Expecting value at column 10); each line must be "
                                "one JSON object")
-    assert problem_text(info.value, "zh") == f"{broken} 第 2 行：JSON 无效（缺少值，第 10 列）；每行必须是一个 JSON 对象"
+    assert problem_text(info.value, "zh") == f"{broken} 第 2 行：JSON 无效（“Expecting value”，第 10 列）；每行必须是一个 JSON 对象"
     record = read_data_file(_write(tmp_path, "rows.json", '{"data": [{"text": "a"}]}')).records[0]
     assert record.where == f"{tmp_path / 'rows.json'} record data[0]" and isinstance(record.where, data_files.Where)
     import copy

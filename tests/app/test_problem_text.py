@@ -282,7 +282,8 @@ def test_english_is_left_as_core_wrote_it():
     message = at(line_of("/data/x.jsonl", 5), Message("data.invalid_json_line", json_says="Expecting value", column=32))
     assert message == "/data/x.jsonl line 5: invalid JSON (Expecting value at column 32); each line must be one JSON object"
     assert problem_text(message, "en") == message and problem_text(None, "zh") == ""
-    assert problem_text(message, "zh") == "/data/x.jsonl 第 5 行：JSON 无效（缺少值，第 32 列）；每行必须是一个 JSON 对象"
+    # Python's json module's words as it said them, quoted inside the 中文 sentence
+    assert problem_text(message, "zh") == "/data/x.jsonl 第 5 行：JSON 无效（“Expecting value”，第 32 列）；每行必须是一个 JSON 对象"
     assert text("runs.msg.deleted", "en").format(runs="r", time="t") == "deleted r at t"
 
 
@@ -610,7 +611,7 @@ FILE_MISTAKES = {
 
 def test_a_config_file_that_cannot_be_read_is_said_by_its_id_in_chinese(console, tmp_path):
     """Each way a config file cannot be read (core.spec.config, ids config.*), by the loader itself,
-    in 中文 with its facts (the file, the line, the value); PyYAML's own reason by PyYAML's table."""
+    in 中文 with its facts (the file, the line, the value); PyYAML's own reason quoted as PyYAML said it."""
     from core.spec.config import load_config
     (tmp_path / "b.yaml").write_text("base: a.yaml\n", encoding="utf-8")
     (tmp_path / "folder").mkdir()
@@ -627,7 +628,7 @@ def test_a_config_file_that_cannot_be_read_is_said_by_its_id_in_chinese(console,
                                                                  None) == key for line in err.said), (key, str(err))
         assert_chinese(str(err), problem_text(err, "zh"))
     values, message = cb.load_config_values(cb.load_yaml, str(tmp_path / "bad.yaml"), console, "zh")
-    assert values == {} and "bad.yaml 第 3 行：YAML 无效：应为节点内容" in message and english_words(message) == []
+    assert values == {} and "bad.yaml 第 3 行：YAML 无效：“expected the node content, but found '<stream end>'”" in message and english_words(message) == []
     _, message = cb.load_config_values(cb.load_yaml, str(tmp_path / "bell.yaml"), console, "en")
     assert "bell.yaml: line 2: invalid YAML: the control character #x0007 is not allowed" in message
     empty = tmp_path / "empty.yaml"
@@ -656,7 +657,7 @@ def test_a_checkpoint_whose_state_is_not_json_is_said_by_its_id_in_process_and_f
     assert_chinese(str(err), chinese)
     assert problem_text(by_record(err.message), "zh") == chinese  # its record, as another process reports it
     assert problem_text(str(err), "zh") == str(err)  # the text alone: as it is
-    assert "不是有效的 JSON（属性名须用双引号括起：第 1 行第 2 列（字符 1））" in chinese
+    assert "不是有效的 JSON（“Expecting property name enclosed in double quotes: line 1 column 2 (char 1)”）" in chinese
 
 
 def test_the_data_statistics_warnings_are_said_by_their_ids_also_from_the_cache(tmp_path):
