@@ -30,8 +30,8 @@ GENERATE_TIMEOUT_S = 600
 @dataclass(frozen=True)
 class Answer:
     """One side's answer, or why there is none: `error` is core's message (a Message by id, from
-    core.generate's JSON line), the console's own (a Said), or a line of text from the process
-    (read by the catalogue's templates); `shown(lang)` says it in the page's language."""
+    core.generate's JSON line or its error record on stderr), the console's own (a Said), or a line of
+    text from the process (shown as it is); `shown(lang)` says it in the page's language."""
     text: str
     new_tokens: int = 0
     seconds: float = 0.0

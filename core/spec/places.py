@@ -6,8 +6,6 @@ Stdlib only (core.spec.stats rebuilds the places of a cache without importing co
 from __future__ import annotations
 
 import functools
-import re
-import string
 from typing import Any
 
 from core.spec.messages import CATALOGUE
@@ -18,23 +16,33 @@ __all__ = ["PLACES", "Where", "line_of"]
 class Where(str):
     """Where a record is, 'data/train.jsonl line 3', with the catalogue's message that says a
     problem there ('data.at_line': '{file} line {line}: {reason}'). Every record keeps one, so it is
-    nearly as small as its text (a str of a kind per message id, no attributes: 133 bytes for a line's
-    place against 85 for a plain str, and 708 with its parameters kept beside it, measured); `params`
-    reads them back from the text, which the id's own template wrote."""
+    nearly as small as its text: a str with no attributes (133 bytes for a line's place against 85
+    for a plain str, and 708 with its parameters kept beside it, measured), of a class per kind and
+    fixed parameters (a file: `_where_kind`), which holds them; the one number that varies (a line,
+    a row, an index) sits between the head and the tail that class wrote, so `params` takes it from
+    there. Nothing reads the text back."""
 
     __slots__ = ()
-    key: str = ""  # each kind's class (_where_kind) names its message id
+    key: str = ""  # the class's message id (data.at_line, ...)
+    fixed: tuple = ()  # the class's parameters, (name, value) pairs
+    varying: str | None = None  # the number that varies by instance, between `head` and `tail`
+    head: str = ""
+    tail: str = ""
 
     def __new__(cls, key: str, **params: Any):
-        return str.__new__(_where_kind(key), CATALOGUE[key].removesuffix(": {reason}").format(**params))
+        varying = _VARYING.get(key)
+        kind = _where_kind(key, tuple(sorted((n, v) for n, v in params.items() if n != varying)))
+        return str.__new__(kind, CATALOGUE[key].removesuffix(": {reason}").format(**params))
 
     @property
     def params(self) -> dict[str, Any]:
-        found = _where_pattern(self.key).fullmatch(self).groupdict()
-        return {name: int(value) if name in _NUMBERED else value for name, value in found.items()}
+        out = dict(self.fixed)
+        if self.varying is not None:
+            out[self.varying] = int(self[len(self.head):len(self) - len(self.tail)])
+        return out
 
-    def __reduce__(self):  # copies and pickles: the same kind, the same text
-        return _where_again, (self.key, str(self))
+    def __reduce__(self):  # copies and pickles: the same kind, the same parameters
+        return _where_again, (self.key, self.params)
 
     def to_record(self) -> dict[str, Any]:
         """{"place": its kind's id, "params"} (what a cache keeps: core.spec.codec.encode)."""
@@ -46,36 +54,33 @@ class Where(str):
         if isinstance(data, dict) and data.get("place") in PLACES and isinstance(data.get("params"), dict):
             try:
                 return Where(data["place"], **data["params"])
-            except (KeyError, IndexError, ValueError):
+            except (KeyError, IndexError, ValueError, TypeError):
                 return data
         return data
 
 
-_NUMBERED = frozenset({"line", "index", "row"})  # the place's numbers, ints as the producers give them
-
-
-@functools.cache
-def _where_kind(key: str) -> type[Where]:
-    return type(f"Where[{key}]", (Where,), {"__slots__": (), "key": key})
-
-
-@functools.cache
-def _where_pattern(key: str) -> re.Pattern:
-    """The place's template as a pattern, each parameter greedy: a file whose name holds ' line ' still
-    ends at the last one."""
-    pattern = ""
-    for literal, name, _, _ in string.Formatter().parse(CATALOGUE[key].removesuffix(": {reason}")):
-        pattern += re.escape(literal) + (f"(?P<{name}>.*)" if name else "")
-    return re.compile(pattern, re.S)
-
-
-def _where_again(key: str, text: str) -> Where:
-    return str.__new__(_where_kind(key), text)
-
-
 PLACES = ("data.at_line", "data.at_row", "data.at_record", "data.at_entry")  # the kinds of a record's place
+_VARYING = {"data.at_line": "line", "data.at_row": "row", "data.at_record": "index"}  # (an entry: all fixed)
+_MARK = "\x00"
+
+
+@functools.cache
+def _where_kind(key: str, fixed: tuple) -> type[Where]:
+    """The class of `key`'s places with these fixed parameters (one per file: few), its head and tail
+    the template's text around the varying number."""
+    varying = _VARYING.get(key)
+    head, tail = "", ""
+    if varying is not None:
+        head, _, tail = CATALOGUE[key].removesuffix(": {reason}").format(**dict(fixed), **{varying: _MARK}) \
+            .partition(_MARK)
+    return type(f"Where[{key}]", (Where,), {"__slots__": (), "key": key, "fixed": fixed, "varying": varying,
+                                            "head": head, "tail": tail})
+
+
+def _where_again(key: str, params: dict) -> Where:
+    return Where(key, **params)
 
 
 def line_of(path: Any, line: int) -> Where:
     """A line's place: data.at_line's own text, written directly (one per record of a JSONL file)."""
-    return str.__new__(_where_kind("data.at_line"), f"{path} line {line}")
+    return str.__new__(_where_kind("data.at_line", (("file", str(path)),)), f"{path} line {line}")

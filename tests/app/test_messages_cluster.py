@@ -7,7 +7,8 @@ the real Slurm client commands where this machine has them (with no controller a
 refusals Slurm's own clients give then; a client missing by PATH), a real closed port for MLflow;
 Slurm's partition list and a tracker's failure are the only answers faked. Then said in 中文 from its
 id with no English word left but the library's own text it quotes, with every fact kept; also when
-it comes back as text (a status.json written before the ids), read by the catalogue's templates."""
+it comes back as its record (status.json's reason_message, another process's error line); the English
+alone (a status.json written before the ids) is shown as it is."""
 from __future__ import annotations
 
 import os

@@ -5,8 +5,8 @@ paths (core.run.rundir), the launcher's refusals (core.run.launcher) and an eval
 rundir.*, run.launch.*, eval.*). Each id is made here by the code that makes it for the page (a real
 run folder, a real checkpoint spoilt on disk, the worker's own failure paths with the step's inputs
 faked, no MindSpore training run), then said in 中文 from its id with no English word left but the
-library's own text it quotes, and with every fact kept; also when it comes back as text (status.json
-written before the ids, another process's stderr), read by the catalogue's templates."""
+library's own text it quotes, and with every fact kept; also when it comes back as its record
+(status.json's reason_message, another process's error line on stderr); the English alone is shown as it is."""
 from __future__ import annotations
 
 import errno

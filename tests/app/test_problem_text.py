@@ -664,7 +664,8 @@ def test_the_data_statistics_warnings_are_said_by_their_ids_also_from_the_cache(
     """The statistics' warnings beside the figures (core.spec.stats: a field the format ignores,
     over-long records, chunked texts, dropped media, identical pairs, preference data trained as SFT)
     were English in the 中文 preview. They are core messages; once the statistics come back from
-    their cache file (JSON), the notes are text again and read by the catalogue's templates."""
+    their cache file (JSON), the notes and the records' places are their records again (core.spec.codec
+    encode; a cache written before the records is shown as it is)."""
     import json as json_
 
     from core.data.files import read_data_file
@@ -718,8 +719,8 @@ def test_the_data_statistics_warnings_are_said_by_their_ids_also_from_the_cache(
 def test_a_listing_of_records_is_said_item_by_item_in_each_place_kind_from_message_text_and_cache():
     """The over-long records listed by data.overlong: error and the statistics (core.spec.stats.listing)
     were put into 中文 by six substitutions over the English; each item is now a message whose place is
-    a core.data.files.Where (line, row index, record, catalogue entry), or the text of one read back by
-    that place's own template when it came from a cache or another process."""
+    a core.spec.places.Where (line, row index, record, catalogue entry), kept as its record when it goes
+    to a cache or another process (a text without one is shown as it is)."""
     from core.data.overlong import overlong_error
     from core.spec.errors import said_of
     from core.spec.messages import Message
