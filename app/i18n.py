@@ -1800,8 +1800,9 @@ def _problem_message_zh(message: Message) -> str:
     """A core message in 中文; a message parameter that is text (a reason that came without its id)
     as written."""
     values = {name: _problem_message_zh(value) if isinstance(value, Message)
-              else ("\n" if name in LINE_PARAMS else LIST_SEPARATOR_ZH).join(_problem_message_zh(item) if isinstance(item, Message) else str(item)
-                                          for item in value) if isinstance(value, list)
+              else ("\n" if name in LINE_PARAMS else LIST_SEPARATOR_ZH).join(
+                  _problem_message_zh(item) if isinstance(item, Message) else str(item) for item in value)
+              if isinstance(value, list)
               else problem_text(value, "zh") if name in MESSAGE_PARAMS and isinstance(value, str)
               else LIBRARY_PARAMS_ZH[name](value) if name in LIBRARY_PARAMS_ZH else value
               for name, value in message.params.items()}

@@ -47,8 +47,9 @@ _LOSS_MONITORS = ("val_loss", "val_loss_ema")
 _GRPO_TRAIN_SERIES = {"kl": (("kl", "kl"), ("clip_ratio", "clip ratio"))}
 _CHARTS_OF = {"train": ("loss", "memory", *_TRAIN_SERIES, "reward", "reward_functions", *_GRPO_TRAIN_SERIES),
               "eval": ("val_loss", "val_ppl", "answers", *_REWARD_SERIES, "reward", "reward_functions")}  # by record kind
-_EVAL_PREFIXES = ("val ", "best ")  # the series of an evaluation in a chart that also draws the steps' (grpo)
-PARENT_SUFFIX = "(parent)"  # the series a fork's charts draw from its parent run
+# the series of an evaluation in a chart that also draws the steps' (grpo), by their texts' keys
+_EVAL_KEYS = ("series.val", "series.best")
+PARENT_KEY = "series.parent"  # the series a fork's charts draw from its parent run
 
 
 def series_name(label: str, **params) -> str:
@@ -58,6 +59,11 @@ def series_name(label: str, **params) -> str:
     score's) as it is."""
     key = f"series.{label}"
     return Said(key, **params) if key in TEXTS else label
+
+
+def series_keys(frame: pd.DataFrame) -> pd.Series:
+    """Each row's series by its text's key ('' for a name without one)."""
+    return frame["series"].map(lambda name: getattr(name, "key", "")).astype(object)
 
 
 def empty_frame() -> pd.DataFrame:
@@ -153,7 +159,8 @@ class RunCharts:
         self.progress = Progress()
         for name, new in rows.items():
             if new:
-                self.frames[name] = pd.DataFrame([{**row, "series": series_name("parent", name=row["series"])} for row in new])
+                self.frames[name] = pd.DataFrame([{**row, "series": series_name("parent", name=row["series"])}
+                                                  for row in new])
 
     def update(self) -> set[str]:
         """Read the new records; returns the charts that changed (also kept in `changed`)."""
@@ -206,14 +213,14 @@ class RunCharts:
         evaluation = key[0] == "eval"
         kept = self._keep(lambda frame: frame["step"] != key[2], [c for c in _CHARTS_OF[key[0]] if c not in mixed])
         return kept | self._keep(lambda frame: (frame["step"] != key[2])
-                                 | (frame["series"].str.startswith(_EVAL_PREFIXES) != evaluation),
+                                 | (series_keys(frame).str.startswith(_EVAL_KEYS) != evaluation),
                                  [c for c in _CHARTS_OF[key[0]] if c in mixed])
 
     def _keep(self, which, charts) -> set[str]:
         changed = set()
         for name in charts:
             frame = self.frames[name]
-            keep = which(frame) | frame["series"].str.endswith(PARENT_SUFFIX)  # a fork's parent curve stays
+            keep = which(frame) | (series_keys(frame) == PARENT_KEY)  # a fork's parent curve stays
             if not keep.all():
                 self.frames[name] = frame[keep].reset_index(drop=True)
                 changed.add(name)
@@ -251,7 +258,8 @@ class RunCharts:
             if _finite(getattr(record, name)):
                 rows["loss"].append({"step": step, "value": getattr(record, name), "series": series_name(series)})
         if record.peak_mem_ranks_mb:  # GPU/Ascend: the largest device's peak, each rank's on hover
-            rows["memory"].append({"step": step, "value": record.peak_mem_mb, "series": series_name("peak MB, largest device")})
+            rows["memory"].append({"step": step, "value": record.peak_mem_mb,
+                                   "series": series_name("peak MB, largest device")})
             for rank, value in enumerate(record.peak_mem_ranks_mb):
                 rows["memory"].append({"step": step, "value": value, "series": series_name("rank", n=rank)})
         elif _finite(record.peak_mem_mb):
@@ -297,7 +305,8 @@ class RunCharts:
             chart = ("answers" if scale == 100 else "val_loss" if record.monitor in _LOSS_MONITORS else
                      "reward_accuracy" if record.monitor == "reward_accuracy" else
                     "reward" if record.monitor == "val_reward" else "val_ppl")
-            rows[chart].append({"step": step, "value": scale * record.best_value, "series": series_name("best", monitor=record.monitor)})
+            rows[chart].append({"step": step, "value": scale * record.best_value,
+                                "series": series_name("best", monitor=record.monitor)})
 
     @staticmethod
     def _add_scores(record: EvalRecord | BaselineEvent, rows: dict[str, list[dict]]) -> None:

@@ -104,7 +104,8 @@ class DataStats:
         return [Message("stats.ignored_field", split_role=name, field=field_name, count=count,
                         records=split.records or split.samples)
                 for name, split in splits for field_name, count in split.ignored_fields.items()
-                ] + [line for name, split in splits for line in split.notes(name, self.max_seq_len)] + _notes(self.notes)
+                ] + [line for name, split in splits for line in split.notes(name, self.max_seq_len)] \
+            + _notes(self.notes)
 
 
 

@@ -164,8 +164,8 @@ def test_early_stopping_changes_reach_the_control_file(console):
 @pytest.mark.parametrize("reason,lines,kind", [
     ("worker crashed: RuntimeError: Out of memory while allocating", [], "oom"),
     (Message("train.nonfinite_loss", step=12), [], "nonfinite"),
-    (Message("data.at_line", file="data/x.jsonl", line=3, reason=Message("data.invalid_json", json_says="Expecting value",
-                                                                          column=1)), [], "data"),
+    (Message("data.at_line", file="data/x.jsonl", line=3,
+             reason=Message("data.invalid_json", json_says="Expecting value", column=1)), [], "data"),
     (Message("data.fewer_samples_than_a_batch", count=3, batch=8, micro=8, accum=1, world=1), [], "data"),
     ("worker exited without a final status (crashed or killed); see train.log", ["Segmentation fault"], "crash"),
     ("something odd", [], "other"),
