@@ -68,6 +68,8 @@ def said_of(err: BaseException) -> str:
 # this variable: the console says the record by its id and never reads the English back.
 RECORDS_ENV = "MINDTUNE_ERROR_RECORDS"
 RECORD_MARK = "mindtune-error: "
+# ... and core.serve its address once it listens ({"name", "url"}), for the console's Serve action
+SERVING_MARK = "mindtune-serving: "
 
 
 def record_of(said: str) -> dict:
