@@ -603,6 +603,29 @@ def test_the_dry_runs_steps_are_said_by_id(tmp_path, capsys, monkeypatch):
     said_by_id("train.dry_steps", _dry_steps(tmp_path, capsys, monkeypatch))
 
 
+def test_the_dry_runs_own_process_hands_the_console_its_record(tmp_path):
+    """`python -m core.dry_run` in a process of its own, run as the Train tab runs it (its environment
+    with RECORDS_ENV): the error comes back as its record, said in 中文 by its id; without the variable
+    (a command-line user) the process prints its English only."""
+    import os
+    import subprocess
+    import sys
+
+    from core.run.launcher import REPO_ROOT
+    from app.tabs.train_callbacks import _parse_dry_run, dry_run_argv
+    config = tmp_path / "c.yaml"
+    config.write_text(Config().to_yaml())
+    argv = dry_run_argv(config, sys.executable) + ["--steps", "0"]
+    env = {k: v for k, v in os.environ.items() if k != RECORDS_ENV}
+    done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                          env={**env, RECORDS_ENV: "1"})
+    found = _parse_dry_run(done.stdout, done.stderr, done.returncode, 1.0).error
+    assert done.returncode == 2 and isinstance(found, Message) and found.key == "train.dry_steps"
+    assert problem_text(found, "zh") != str(found) == "--steps 0: must be >= 1"
+    plain = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert plain.stderr == "error: --steps 0: must be >= 1\n" and read_report(plain.stderr) is None
+
+
 def test_a_tasks_data_that_is_not_on_disk_is_said_by_id(tmp_path, monkeypatch):
     """lm-eval's loading fails without the hub: its own words are quoted after ours."""
     skips.module("lm_eval")
