@@ -38,6 +38,7 @@ from app.auth.sessions import most_recent, session_lock
 from app.runs.exports import FORMATS, ExportFailed, check_summary, export_target, run_export
 from app.i18n import TEXTS, Said, problem_text, text
 from core.spec.errors import said_of
+from core.spec.messages import Message
 from app.charts.metrics import RunCharts
 from app.runs.run_status import failure_html, phase, reached_step, state_html, status_html, status_line
 from app.charts.svg_chart import line_chart
@@ -234,7 +235,9 @@ def _status(run: RunDir) -> Status:
     try:
         return run.read_status()
     except RunDirError as err:
-        return Status(state="unknown", reason=str(err))
+        said = said_of(err)
+        return Status(state="unknown", reason=str(said),
+                      reason_message=said.to_json() if isinstance(said, Message) else None)
 
 
 def _workers(run: RunDir, status: Status) -> int:
