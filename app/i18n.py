@@ -7,13 +7,10 @@ language sends one `gr.update` per widget with its label (or value, info, ...) i
 """
 from __future__ import annotations
 
-import functools
-import re
-import string
 from typing import Any
 
-from core.data.files import Where, place_of
-from core.spec.messages import CATALOGUE, MESSAGE_PARAMS, Message, recognise, recognise_located
+from core.spec.places import Where
+from core.spec.messages import CATALOGUE, LINE_PARAMS, MESSAGE_PARAMS, Message
 
 LANGS = ("en", "zh")
 LANG_CHOICES = [("English", "en"), ("中文", "zh")]
@@ -643,9 +640,6 @@ MESSAGES_ZH: dict[str, str] = {
     "slurm.ended": "{job} 已结束（{state}，退出码 {code}），但运行没有写下最终状态；请查看 slurm.out 和 logs/",
     "slurm.job": "Slurm 作业 {id}",
     "slurm.job_on": "Slurm 作业 {id}（节点 {nodes}）",
-    "legacy.stopped_by_request": "按请求停止",
-    "legacy.stopped_now": "用户立即停止",
-    "legacy.stop_timed_out": "正常停止 {seconds} 秒后超时；已强制结束 worker",
     "advice.oom": ("要放进内存：调小 train.micro_batch_size（并调大 train.grad_accum_steps 以保持全局批量）或 "
                    "data.max_seq_len，打开重计算（recompute.policy），或改用 LoRA（method=lora）代替全量微调。"),
     "config.resume_and_fork": "只能设置 run.resume（继续此运行）或 run.fork_from（从检查点开始新运行）之一",
@@ -1419,44 +1413,6 @@ class Said(str):
         return _render(self.key, self.params, lang)
 
 
-def recognise_said(name: str, prefix: str) -> Said | None:
-    """A name the console made from one of its own texts whose key starts with `prefix` (a chart's
-    series: 'best val_loss', 'rank 1', 'loss (parent)'), read back by those texts' English templates,
-    no pattern written by hand; a parameter that is such a name itself is read the same way. The
-    reading whose literal words explain most of the name wins; None when no text fits."""
-    return _said_reading(name, prefix)[1]
-
-
-@functools.lru_cache(maxsize=1024)
-def _said_reading(name: str, prefix: str) -> tuple[int, Said | None]:
-    best: tuple[int, Said | None] = (0, None)
-    for key, literal, pattern in _said_patterns(prefix):
-        match = pattern.fullmatch(name)
-        if not match:
-            continue
-        score, params = literal, {}
-        for param, value in match.groupdict().items():
-            inner_score, inner = _said_reading(value, prefix)
-            score += inner_score
-            params[param] = inner if inner is not None else value
-        if score > best[0] or best[1] is None:
-            best = (score, Said(key, **params))
-    return best
-
-
-@functools.cache
-def _said_patterns(prefix: str) -> list[tuple[str, int, re.Pattern]]:
-    out = []
-    for key, (english, _) in TEXTS.items():
-        if key.startswith(prefix):
-            pattern, literal = "", 0
-            for text_, param, _, _ in string.Formatter().parse(english):
-                pattern += re.escape(text_) + (f"(?P<{param}>.+)" if param else "")
-                literal += len(text_)
-            out.append((key, literal, re.compile(pattern, re.S)))
-    return out
-
-
 def _render(key: str, params: dict[str, Any], lang: str) -> str:
     values = {name: value.in_lang(lang) if isinstance(value, Said)
               else problem_text(value, lang) if name == "problem" else value
@@ -1476,20 +1432,17 @@ def action_text(message: str, lang: str) -> str:
 
 
 def memory_note(note: str, lang: str) -> str:
-    """One of core.spec.memory's notes in `lang` (a note that came as text, from another process,
-    by the catalogue's own English; as written when it is no message)."""
+    """One of core.spec.memory's notes in `lang` (a Message by its id; a text as written)."""
     return reason_text(note, lang)
 
 
 def reason_text(reason: str | None, lang: str, message: dict | None = None) -> str:
     """A core message in `lang` — why a run ended, a memory note: from its message id and parameters
-    (`Status.reason_message`, core.spec.messages), or, for a text written before ids existed or
-    passed as text, the catalogue's message its English is; anything else (an error's own text) as
-    written."""
+    (a Message, or its record: `Status.reason_message`, core.spec.messages); a text without one (a
+    run folder written before the ids, an error's own text) as written, never read back."""
     if not reason or lang != "zh":
         return reason or ""
-    said = Message.from_json(message) if message else None
-    said = said or recognise(reason)
+    said = reason if isinstance(reason, Message) else Message.from_json(message) if message else None
     return _problem_message_zh(said) if said is not None else reason
 
 
@@ -1644,16 +1597,6 @@ def _names(listed: str) -> str:
 
 _JSON_TYPES_ZH = {"an array": "数组", "a string": "字符串", "a boolean": "布尔值", "a number": "数字", "null": "null",
                   "an object": "对象"}
-_JSON_MSGS_ZH = [  # Python's json module's own reasons
-    (r"Expecting value", "缺少值"), (r"Expecting '(.)' delimiter", r"缺少分隔符 '\1'"),
-    (r"Expecting property name enclosed in double quotes", "属性名须用双引号括起"),
-    (r"Extra data", "多余的数据"), (r"Unterminated string starting at", "字符串未结束"),
-    (r"Invalid control character at", "无效的控制字符"), (r"Invalid \\\\escape", "无效的转义"),
-]
-
-
-
-
 _PY_TYPES_ZH = {"list": "列表", "int": "整数", "float": "小数", "str": "字符串", "bool": "布尔值", "NoneType": "null",
                 "dict": "对象"}
 
@@ -1663,83 +1606,15 @@ def _value(shown: str) -> str:
     return {"None": "null", "True": "true", "False": "false"}.get(shown, shown)
 
 
-def _rewritten(text_: str, patterns: list[tuple[str, Any]]) -> str:
-    """`text_` with every pattern replaced in turn."""
-
-    for pattern, zh in patterns:
-        text_ = re.sub(pattern, zh, text_)
-    return text_
-
-
-def _library_error(reason: str, where: str, patterns: list[tuple[str, Any]], shown: str) -> str:
-    """A library's reason '<what> <where>' (where: a regex of line/column groups) in 中文: <what>
-    through `patterns`, then `shown` formatted with it and the groups; unchanged if `where` fails."""
-
-    match = re.fullmatch(r"(.*)" + where, reason)
-    return shown.format(_rewritten(match.group(1), patterns), *match.groups()[1:]) if match else reason
-
-
-def _json_error(reason: str) -> str:
-    """Python's json error 'Expecting value: line 1 column 2 (char 1)' in 中文."""
-    return _library_error(reason, r": line (\d+) column (\d+) \(char (\d+)\)", _JSON_MSGS_ZH,
-                          "{}：第 {} 行第 {} 列（字符 {}）")
-
-
-# the tokenizers library's (serde's) reasons for a tokenizer.json it cannot read, the common ones
-_SERDE_ZH = [(r"^expected value$", "缺少值"), (r"^EOF while parsing (?:a|an) (value|object|list|string|map)$",
-              lambda m: f"解析{ {'value': '值', 'object': '对象', 'list': '列表', 'string': '字符串', 'map': '映射'}[m.group(1)]}时文件意外结束"),
-             (r"^Model missing\.$", "缺少 'model'"), (r"^missing field `([^`]*)`$", r"缺少字段 '\1'"),
-             (r"^trailing characters$", "多余的字符")]
-
-
-def _serde_error(reason: str) -> str:
-    return _library_error(reason, r" at line (\d+) column (\d+)", _SERDE_ZH, "{}（第 {} 行第 {} 列）")
-
-
 def _or_list(listed: str) -> str:
     return listed.replace(" or ", " 或 ")
 
 
-# jinja2's reasons for a chat template it cannot compile or render, the common ones
-JINJA_ZH: list[tuple[str, Any]] = [
-    (r"Unexpected end of template\.", "模板意外结束。"),
-    (r"Encountered unknown tag ('[^']*')\.", r"遇到未知标签 \1。"),
-    (r" ?Jinja was looking for the following tags: (.*?)\.", lambda m: f"Jinja 在等待以下标签：{_or_list(m.group(1))}。"),
-    (r" ?The innermost block that needs to be closed is ('[^']*')\.", r"最内层需要闭合的块是 \1。"),
-    (r"^expected token ('[^']*'), got ('[^']*')$", r"应为记号 \1，实际为 \2"),
-    (r"^unexpected ('[^']*')$", r"意外的 \1"), (r"^unexpected end of template$", "模板意外结束"),
-    (r"^('[^']*') is undefined$", r"\1 未定义"), (r"^('[^']*') has no attribute ('[^']*')$", r"\1 没有属性 \2"),
-]
+def _quoted(said: str) -> str:
+    """A library's own words (Python's json and re, PyYAML, jinja2, tokenizers' serde, safetensors, the
+    OS's errno line) as the library said them, quoted (“…”) inside the 中文 sentence: nothing re-reads them."""
+    return f"“{said}”"
 
-
-def _jinja_error(reason: str) -> str:
-    return _rewritten(reason, JINJA_ZH)
-
-
-# the safetensors library's own reasons for a file it cannot read (SafetensorError), the common ones
-SAFETENSORS_ZH: list[tuple[str, Any]] = [
-    (r"^Error while deserializing header: ", "解析文件头出错："), (r"header too small$", "文件头太短"),
-    (r"incomplete metadata, file not fully covered$", "元数据不完整，未覆盖整个文件"),
-    (r"invalid header length$", "文件头长度无效"), (r"invalid JSON in header: (.*)$", r"文件头中的 JSON 无效：\1"),
-    (r"invalid header start$", "文件头开头无效"), (r"metadata incomplete buffer$", "元数据缓冲区不完整"),
-]
-
-
-def _safetensors_says(said: str) -> str:
-    return _rewritten(said, SAFETENSORS_ZH)
-
-
-# PyYAML's own reasons for a file it cannot parse, the common ones (a config file's `yaml_says`)
-YAML_ZH: list[tuple[str, Any]] = [
-    (r"^mapping values are not allowed here", "此处不允许映射值"),
-    (r"^expected the node content, but found (.*)$", r"应为节点内容，实际为 \1"),
-    (r"^expected (<[^>]*>), but found (.*)$", r"应为 \1，实际为 \2"),
-    (r"^could not find expected (.*)$", r"找不到应有的 \1"),
-    (r"^did not find expected (key|node content|',' or '\]'|',' or '}')$",
-     lambda m: "找不到应有的" + {"key": "键", "node content": "节点内容"}.get(m.group(1), f" {m.group(1)}")),
-    (r"^found character (.*) that cannot start any token", r"发现不能作为记号开头的字符 \1"),
-    (r"^found undefined alias (.*)$", r"未定义的别名 \1"),
-]
 
 # the operating system's reasons (strerror) and the UTF-8 decoder's, the common ones; others stay as said
 OS_ZH = {"No such file or directory": "没有这个文件或目录", "Permission denied": "权限不足",
@@ -1753,18 +1628,18 @@ CODEC_ZH = {"invalid start byte": "无效的起始字节", "invalid continuation
             "unexpected end of data": "数据意外结束"}
 
 # a core message's parameters that hold a library's own words, in 中文 by that library's table
-LIBRARY_PARAMS_ZH = {"yaml_says": lambda said: _rewritten(said, YAML_ZH), "os_says": lambda said: OS_ZH.get(said, said),
+LIBRARY_PARAMS_ZH = {"yaml_says": _quoted, "os_says": lambda said: OS_ZH.get(said, said),
                      "codec_says": lambda said: CODEC_ZH.get(said, said),
                      "py_type": lambda name: _PY_TYPES_ZH.get(name, f" {name}")}
 # area B's library words
-LIBRARY_PARAMS_ZH["serde_says"] = _serde_error
-LIBRARY_PARAMS_ZH["jinja_says"] = _jinja_error
+LIBRARY_PARAMS_ZH["serde_says"] = _quoted
+LIBRARY_PARAMS_ZH["jinja_says"] = _quoted
 LIBRARY_PARAMS_ZH["py_value"] = _value  # a Python repr (None, True) as the config file writes it (null, true)
 LIBRARY_PARAMS_ZH["supported_names"] = LIBRARY_PARAMS_ZH["model_types"] = _names  # quoted, as values are
 # area D's: a list of values (quoted), 'a' or 'b', the safetensors library's reason
 LIBRARY_PARAMS_ZH["choices"] = _names
 LIBRARY_PARAMS_ZH["or_choices"] = _or_list
-LIBRARY_PARAMS_ZH["safetensors_says"] = _safetensors_says
+LIBRARY_PARAMS_ZH["safetensors_says"] = _quoted
 
 
 
@@ -1785,25 +1660,9 @@ def _format_help_text(listed: str) -> str:
 # ---- area A: the console's own words about uploads (app.data.datasets) ----
 # the data's messages (core.data, ids data.*): Python's json module's reasons and its value kinds by
 # their tables; a list of names (columns, fields, roles) quoted, as values are; format_help()'s list
-def _os_error(said: str) -> str:
-    """The OS's reason, 'Permission denied' or Python's "[Errno 13] Permission denied: 'x'", by OS_ZH."""
-
-    errno = re.fullmatch(r"\[Errno (-?\d+)\] ([^:]*)(: .*)?", said, re.S)
-    if errno is None:
-        return OS_ZH.get(said, said)
-    return f"[错误码 {errno[1]}] " + OS_ZH.get(errno[2], errno[2]) + (f"：{errno[3][2:]}" if errno[3] else "")
-
-
-def _json_says(said: str) -> str:
-    """Python's json module's reason, with its place (a model folder's JSON files: 'Expecting value:
-    line 1 column 2 (char 1)') or without (a data line's, whose column the message says itself)."""
-    shown = _json_error(said)
-    return shown if shown != said else _rewritten(said, _JSON_MSGS_ZH)
-
-
 LIBRARY_PARAMS_ZH.update({
-    "os_error": _os_error,
-    "json_says": _json_says,
+    "os_error": lambda said: OS_ZH.get(said) or _quoted(said),  # a strerror alone, or Python's '[Errno 13] ...'
+    "json_says": _quoted,
     "json_type": lambda kind: _JSON_TYPES_ZH.get(kind, f" {kind}"),
     **dict.fromkeys(("header_names", "read_names", "field_names", "role_names", "required_names", "missing_names",
                      "valid_names", "split_names", "lacks_names",
@@ -1834,17 +1693,16 @@ _DATA_KINDS_ZH = {"preference pairs ('chosen' and 'rejected')": "偏好对（'ch
 
 
 def place_text(where: Any, lang: str) -> str:
-    """A record's place (core.data.files.Where, or its text) in `lang`."""
+    """A record's place (core.data.files.Where) in `lang`; a text as written."""
     return _record_at(where) if lang == "zh" else str(where)
 
 
 def _record_at(where: Any) -> str:
-    """A record's place (core.data.files.Where: 'data/a.jsonl line 3', a catalogue's dataset; or the
-    text of one, kept in a cache or sent by another process, read by its kind's own template) in 中文."""
-    place = place_of(str(where)) if not isinstance(where, Where) else where
-    if place is None:
+    """A record's place (core.data.files.Where: 'data/a.jsonl line 3', a catalogue's dataset) in 中文,
+    by its kind's id; any other text as written."""
+    if not isinstance(where, Where):
         return str(where)
-    return MESSAGES_ZH[place.key].removesuffix("：{reason}").format(**place.params)
+    return MESSAGES_ZH[where.key].removesuffix("：{reason}").format(**where.params)
 TEXTS.update({
     "upload.unsupported": ("{file}: unsupported file type {ext}; upload one of {accepted} (a .zip of a dataset folder)",
                            "{file}：不支持的文件类型 {ext}；请上传 {accepted} 之一（或数据集目录的 .zip）"),
@@ -1865,16 +1723,7 @@ TEXTS.update({
 
 
 # ---- area C: the console's own checks (app.tabs.train_callbacks, app.paths, app.runs.jobs, app.tabs.runs_callbacks) ----
-# Python's re module's own reasons for a LoRA target regex it cannot compile, the common ones
-RE_ZH: list[tuple[str, Any]] = [
-    (r"^missing \), unterminated subpattern", "缺少 )，子模式未结束"), (r"^unbalanced parenthesis", "括号不配对"),
-    (r"^nothing to repeat", "没有可重复的内容"), (r"^multiple repeat", "重复限定符连用"),
-    (r"^unterminated character set", "字符集未结束"), (r"^bad escape (\S+)", r"错误的转义 \1"),
-    (r"^bad character range (\S+)", r"错误的字符范围 \1"), (r"^missing (\S+), unterminated name", r"缺少 \1，名称未结束"),
-    (r" at position (\d+)(?: \(line (\d+), column (\d+)\))?$",
-     lambda m: f"（位置 {m.group(1)}" + (f"，第 {m.group(2)} 行第 {m.group(3)} 列" if m.group(2) else "") + "）"),
-]
-LIBRARY_PARAMS_ZH["re_says"] = lambda said: _rewritten(said, RE_ZH)
+LIBRARY_PARAMS_ZH["re_says"] = _quoted
 # the form's paired widgets by the name their error line gives them (app.tabs.form.PAIRED_NAMES)
 WIDGET_NAMES_ZH = {"steps": "步数", "epochs": "轮数", "target modules": "目标模块", "where to run": "运行位置",
                    "partition": "分区"}
@@ -1924,10 +1773,9 @@ def problem_text(message: str | BaseException | None, lang: str) -> str:
     """A problem message (core's ConfigError, DataError, the model loader's refusal, the console's
     own checks) in `lang`, the facts in it (file, line, key, value, valid values) kept as written.
     A core message (core.spec.messages.Message, and the lines of an error that keeps them: its
-    `said`) is rendered from its id, the console's own (Said) from TEXTS. Text that came without
-    an id (from another process: an export's failure, a dry run's error; a run folder written before
-    the ids) is read by the catalogue's own templates, line by line (recognise_located); a line that
-    is no message stays as written: no pattern is written by hand."""
+    `said`) is rendered from its id, the console's own (Said) from TEXTS. Another process's error
+    comes as its record (core.spec.errors.read_report, status.json's reason_message); a text without
+    an id (a run folder written before the ids, a library's own words) stays as written."""
     if isinstance(message, BaseException):
         said = getattr(message, "said", None)
         if lang == "zh" and isinstance(said, list):
@@ -1939,8 +1787,7 @@ def problem_text(message: str | BaseException | None, lang: str) -> str:
         return message or ""
     if isinstance(message, Message):
         return _problem_message_zh(message)
-    return "\n".join(_problem_message_zh(found) if (found := recognise_located(line)) is not None else line
-                     for line in str(message).split("\n"))
+    return str(message)
 
 
 LIST_SEPARATOR_ZH = "，"  # between a list parameter's items (core.spec.messages.LIST_PARAMS)
@@ -1948,10 +1795,11 @@ LIST_SEPARATOR_ZH = "，"  # between a list parameter's items (core.spec.message
 
 def _problem_message_zh(message: Message) -> str:
     """A core message in 中文; a message parameter that is text (a reason that came without its id)
-    is read as problem_text reads text."""
+    as written."""
     values = {name: _problem_message_zh(value) if isinstance(value, Message)
-              else LIST_SEPARATOR_ZH.join(_problem_message_zh(item) if isinstance(item, Message) else str(item)
-                                          for item in value) if isinstance(value, list)
+              else ("\n" if name in LINE_PARAMS else LIST_SEPARATOR_ZH).join(
+                  _problem_message_zh(item) if isinstance(item, Message) else str(item) for item in value)
+              if isinstance(value, list)
               else problem_text(value, "zh") if name in MESSAGE_PARAMS and isinstance(value, str)
               else LIBRARY_PARAMS_ZH[name](value) if name in LIBRARY_PARAMS_ZH else value
               for name, value in message.params.items()}
@@ -2269,4 +2117,11 @@ TEXTS.update({
     "dp.prompt_reward_columns": ("- **columns every record hands the rewards**: {columns}",
                                  "- **每条记录都交给奖励函数的列**：{columns}"),
     "overlay.val reward": ("val reward", "验证奖励"), "overlay.train reward": ("train reward", "训练奖励"),
+})
+
+
+MESSAGES_ZH.update({
+    # issue 38, ids end to end: an error of several problems as one record
+    "problem.lines": "{lines}",
+    "train.dry_out_of_memory": "试运行时内存不足：{error}",
 })

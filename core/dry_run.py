@@ -28,6 +28,7 @@ if __package__ in (None, ""):
 
 import core.run.launcher as launcher
 from core.spec.config import Config, ConfigError, load_config
+from core.spec.errors import report
 from core.spec.messages import Message
 from core.spec.objectives import reference_kind, spec_of
 from core.run.records import SetupEvent
@@ -111,17 +112,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.steps < 1:
             raise ConfigError(Message("train.dry_steps", steps=args.steps))
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        report(err)
         return 2
     from core.engine.trainer import USER_ERRORS, TrainingFailed  # MindSpore: only once the config is valid
 
     try:
         result = dry_run(config, args.steps)
     except USER_ERRORS + (TrainingFailed,) as err:
-        print(f"error: {err}", file=sys.stderr)
+        report(err)
         return 1
     except MemoryError as err:
-        print(f"error: out of memory during the dry run: {err}", file=sys.stderr)
+        report(Message("train.dry_out_of_memory", error=str(err)))
         return 1
     print(json.dumps(result), flush=True)
     return 0

@@ -28,7 +28,7 @@ from core.eval.eval_tasks import (DEFAULT_TASKS_DIR, RESULTS_FILE, EvalError, Ev
                              local_tasks, read_settings, require_lm_eval)
 from core.run.launcher import TeeToLog, log_header, process_fields
 from core.run.records import RunDirError
-from core.spec.errors import said_of
+from core.spec.errors import report, said_of
 from core.spec.messages import Message
 from core.run.rundir import RunDir, atomic_write_json
 
@@ -234,7 +234,7 @@ def run_folder(run: RunDir, resolved=None, queued_after: tuple[RunDir, ...] = ()
         return 0
     except (EvalError, ValueError, OSError) as exc:
         run.write_status(state="failed", reason=said_of(exc), failure_kind="config")
-        print(f"error: {exc}", file=sys.stderr, flush=True)
+        report(exc)
         return 2
     except Exception as exc:
         run.write_status(state="failed", reason=f"{type(exc).__name__}: {exc}")
@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         resolved = resolve_tasks(settings.tasks, settings.include_path)  # bad tasks refused before a folder is made
         run = create_eval_run(args.runs_dir, settings)
     except EvalError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        report(exc)
         return 2
     with TeeToLog(run.log_path, ["python", "-m", "core.evaluate", *(argv if argv is not None else sys.argv[1:])]):
         print(f"evaluation folder: {run.path}", flush=True)

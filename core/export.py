@@ -16,7 +16,7 @@ if __package__ in (None, ""):  # run as a script: make `core` importable
 from core.engine.export import EXPORT_DTYPES, FORMATS, ExportError, export_run
 from core.engine.gguf_export import GGUF_QUANTS
 from core.run.rundir import POINTERS
-from core.spec.errors import CheckpointError
+from core.spec.errors import CheckpointError, report
 
 GGUF_FORMATS = ("gguf", "gguf-lora", "ollama")
 DEFAULT_QUANT = {"gguf": "f16", "gguf-lora": "f16", "ollama": "q4_k_m"}
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             path = export_run(args.run, args.which, args.format, args.zip, args.dtype)
     except (ExportError, CheckpointError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        report(exc)
         return 2
     print(path)
     return 0

@@ -19,7 +19,7 @@ if __package__ in (None, ""):  # run as a script: make `core` importable
 
 from core.data.tokenizer import Tokenizer, TokenizerError
 from core.engine.checkpoint import load_hf_model
-from core.spec.errors import CheckpointError
+from core.spec.errors import CheckpointError, report, said_of
 from core.engine.export import load_trained_model
 from core.engine.fused import enable as enable_fused_kernels
 from core.engine.generate import SamplingSettings, generate, use_device
@@ -66,10 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         new_ids = generate(model, [prompt_ids], settings, eos, tokenizer.pad_token_id or 0,
                            use_cache=not args.no_cache)[0]
     except (CheckpointError, TokenizerError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        report(exc)
         if args.json:  # the console's Try tab: the message by its id, said in the page's language
-            said = getattr(exc, "said", None)
-            message = said[0] if isinstance(said, list) and len(said) == 1 else None
+            message = said_of(exc)
             print(json.dumps({"error": str(exc), **({"message": message.to_json()} if isinstance(message, Message)
                                                      else {})}))
         return 2

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import hmac
 import json
+import os
 import sys
 import threading
 import time
@@ -36,7 +37,7 @@ from core.engine.fused import enable as enable_fused_kernels
 from core.engine.generate import GenerateError, SamplingSettings, generate, use_device
 from core.engine.lora import merge_lora
 from core.run.launcher import is_loopback
-from core.spec.errors import CheckpointError
+from core.spec.errors import RECORDS_ENV, SERVING_MARK, CheckpointError, report
 from core.spec.messages import Message
 
 DEFAULT_MAX_TOKENS = 256  # /v1/completions without max_tokens (OpenAI's is 16; chat: what the context leaves)
@@ -383,10 +384,12 @@ def main(argv: list[str] | None = None) -> int:
         served = Served.load(args.checkpoint, args.name)
         server = make_server(served, args.host, args.port, args.auth)
     except (CheckpointError, TokenizerError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        report(exc)
         return 2
     host, port = server.server_address[:2]
     print(f"serving {served.name} at http://{host}:{port}/v1 (OpenAI-compatible; Ctrl-C stops)", flush=True)
+    if os.environ.get(RECORDS_ENV):  # the console's Serve action reads where, not the English above
+        print(SERVING_MARK + json.dumps({"name": served.name, "url": f"http://{host}:{port}/v1"}), flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

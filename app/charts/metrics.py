@@ -27,6 +27,7 @@ from core.run.runs import SCORE_LABELS
 from core.spec.objectives import ObjectiveSpec
 
 from app.charts.figures import run_spec
+from app.i18n import TEXTS, Said
 from app.auth.sessions import most_recent
 
 CHARTS = ("loss", "val_loss", "val_ppl", "memory", "tokens_per_s", "lr", "grad_norm", "loss_scale", "answers",
@@ -46,8 +47,23 @@ _LOSS_MONITORS = ("val_loss", "val_loss_ema")
 _GRPO_TRAIN_SERIES = {"kl": (("kl", "kl"), ("clip_ratio", "clip ratio"))}
 _CHARTS_OF = {"train": ("loss", "memory", *_TRAIN_SERIES, "reward", "reward_functions", *_GRPO_TRAIN_SERIES),
               "eval": ("val_loss", "val_ppl", "answers", *_REWARD_SERIES, "reward", "reward_functions")}  # by record kind
-_EVAL_PREFIXES = ("val ", "best ")  # the series of an evaluation in a chart that also draws the steps' (grpo)
-PARENT_SUFFIX = "(parent)"  # the series a fork's charts draw from its parent run
+# the series of an evaluation in a chart that also draws the steps' (grpo), by their texts' keys
+_EVAL_KEYS = ("series.val", "series.best")
+PARENT_KEY = "series.parent"  # the series a fork's charts draw from its parent run
+
+
+def series_name(label: str, **params) -> str:
+    """A series named by its text's key ('series.<label>' in app.i18n.TEXTS): a Said, whose English
+    is the name in the frame and which the page says in its language by that key
+    (app.tabs.monitor_callbacks.series_text); a name no text has (a reward function's label, a
+    score's) as it is."""
+    key = f"series.{label}"
+    return Said(key, **params) if key in TEXTS else label
+
+
+def series_keys(frame: pd.DataFrame) -> pd.Series:
+    """Each row's series by its text's key ('' for a name without one)."""
+    return frame["series"].map(lambda name: getattr(name, "key", "")).astype(object)
 
 
 def empty_frame() -> pd.DataFrame:
@@ -143,7 +159,8 @@ class RunCharts:
         self.progress = Progress()
         for name, new in rows.items():
             if new:
-                self.frames[name] = pd.DataFrame([{**row, "series": f"{row['series']} {PARENT_SUFFIX}"} for row in new])
+                self.frames[name] = pd.DataFrame([{**row, "series": series_name("parent", name=row["series"])}
+                                                  for row in new])
 
     def update(self) -> set[str]:
         """Read the new records; returns the charts that changed (also kept in `changed`)."""
@@ -196,14 +213,14 @@ class RunCharts:
         evaluation = key[0] == "eval"
         kept = self._keep(lambda frame: frame["step"] != key[2], [c for c in _CHARTS_OF[key[0]] if c not in mixed])
         return kept | self._keep(lambda frame: (frame["step"] != key[2])
-                                 | (frame["series"].str.startswith(_EVAL_PREFIXES) != evaluation),
+                                 | (series_keys(frame).str.startswith(_EVAL_KEYS) != evaluation),
                                  [c for c in _CHARTS_OF[key[0]] if c in mixed])
 
     def _keep(self, which, charts) -> set[str]:
         changed = set()
         for name in charts:
             frame = self.frames[name]
-            keep = which(frame) | frame["series"].str.endswith(PARENT_SUFFIX)  # a fork's parent curve stays
+            keep = which(frame) | (series_keys(frame) == PARENT_KEY)  # a fork's parent curve stays
             if not keep.all():
                 self.frames[name] = frame[keep].reset_index(drop=True)
                 changed.add(name)
@@ -239,32 +256,34 @@ class RunCharts:
             self.progress.add(step, record.time)
         for name, series in (("loss", "loss"), ("loss_ema", "loss EMA")):
             if _finite(getattr(record, name)):
-                rows["loss"].append({"step": step, "value": getattr(record, name), "series": series})
+                rows["loss"].append({"step": step, "value": getattr(record, name), "series": series_name(series)})
         if record.peak_mem_ranks_mb:  # GPU/Ascend: the largest device's peak, each rank's on hover
-            rows["memory"].append({"step": step, "value": record.peak_mem_mb, "series": "peak MB, largest device"})
+            rows["memory"].append({"step": step, "value": record.peak_mem_mb,
+                                   "series": series_name("peak MB, largest device")})
             for rank, value in enumerate(record.peak_mem_ranks_mb):
-                rows["memory"].append({"step": step, "value": value, "series": f"rank {rank}"})
+                rows["memory"].append({"step": step, "value": value, "series": series_name("rank", n=rank)})
         elif _finite(record.peak_mem_mb):
             rows["memory"].append({"step": step, "value": record.peak_mem_mb / max(self.workers, 1),
-                                   "series": "peak MB per worker"})
+                                   "series": series_name("peak MB per worker")})
         for chart, (name, series) in _TRAIN_SERIES.items():
             if _finite(getattr(record, name)):
-                rows[chart].append({"step": step, "value": getattr(record, name), "series": series})
+                rows[chart].append({"step": step, "value": getattr(record, name), "series": series_name(series)})
         self._add_rewards(step, record.reward, record.rewards, "", rows)
         for chart, fields in _GRPO_TRAIN_SERIES.items():
             for name, series in fields:
                 if _finite(getattr(record, name)):
-                    rows[chart].append({"step": step, "value": getattr(record, name), "series": series})
+                    rows[chart].append({"step": step, "value": getattr(record, name), "series": series_name(series)})
 
     @staticmethod
     def _add_rewards(step: int, total, each: dict | None, prefix: str, rows: dict[str, list[dict]]) -> None:
         """grpo: the mean total reward ('reward', 'val reward') and each function's mean (its label,
         'val <label>') of a step or an evaluation."""
         if _finite(total):
-            rows["reward"].append({"step": step, "value": total, "series": f"{prefix}reward"})
+            rows["reward"].append({"step": step, "value": total, "series": series_name(f"{prefix}reward")})
         for label, value in (each or {}).items():
             if _finite(value):
-                rows["reward_functions"].append({"step": step, "value": value, "series": f"{prefix}{label}"})
+                rows["reward_functions"].append({"step": step, "value": value,
+                                                 "series": series_name("val", name=label) if prefix else label})
 
     def _add_eval(self, record: EvalRecord, rows: dict[str, list[dict]]) -> None:
         self.last_eval, step = record, record.step
@@ -274,19 +293,20 @@ class RunCharts:
             for name in names:
                 if _finite(getattr(record, name)):
                     label = name.replace("_ema", " EMA").replace("_", " ")
-                    rows[chart].append({"step": step, "value": getattr(record, name), "series": label})
+                    rows[chart].append({"step": step, "value": getattr(record, name), "series": series_name(label)})
         self._add_scores(record, rows)
         self._add_rewards(step, record.val_reward, record.val_rewards, "val ", rows)
         for chart, fields in _REWARD_SERIES.items():
             for name, label in fields:
                 if _finite(getattr(record, name)):
-                    rows[chart].append({"step": step, "value": getattr(record, name), "series": label})
+                    rows[chart].append({"step": step, "value": getattr(record, name), "series": series_name(label)})
         if _finite(record.best_value) and record.monitor:
             scale = 100 if record.monitor in GENERATION_FIELDS else 1
             chart = ("answers" if scale == 100 else "val_loss" if record.monitor in _LOSS_MONITORS else
                      "reward_accuracy" if record.monitor == "reward_accuracy" else
                     "reward" if record.monitor == "val_reward" else "val_ppl")
-            rows[chart].append({"step": step, "value": scale * record.best_value, "series": f"best {record.monitor}"})
+            rows[chart].append({"step": step, "value": scale * record.best_value,
+                                "series": series_name("best", monitor=record.monitor)})
 
     @staticmethod
     def _add_scores(record: EvalRecord | BaselineEvent, rows: dict[str, list[dict]]) -> None:

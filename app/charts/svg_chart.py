@@ -20,9 +20,15 @@ WIDTH, HEIGHT = 480, 270
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 30, 40
 PALETTE = ("#2563eb", "#f59e0b", "#10b981", "#8b5cf6", "#06b6d4", "#ec4899", "#84cc16", "#64748b")
 BEST_COLOR = "#dc2626"
-PARENT_COLOR, PARENT_MARK = "#9ca3af", "(parent)"  # a fork's parent run: grey, dashed
+PARENT_COLOR = "#9ca3af"  # a fork's parent run: grey, dashed
+# the series drawn dashed, by their texts' keys (app.charts.metrics.series_name): the best so far, a parent's
+BEST_KEY, PARENT_KEY = "series.best", "series.parent"
 MAX_DRAWN_POINTS = 300      # longer series are thinned for drawing (every k-th point and the last)
 MARKERS_UP_TO = 60          # series with at most this many points also get a dot per point
+
+
+def _is(name: str, key: str) -> bool:
+    return getattr(name, "key", None) == key
 
 
 def fmt(value: float) -> str:
@@ -230,7 +236,7 @@ def line_chart(frame: pd.DataFrame, y_title: str, *, x_title: str = "step", log_
     keep = np.isfinite(values) & ((values > 0) if log_y else True)
     steps, values, groups = steps[keep], values[keep], groups[keep]
     total = len(steps)
-    names = [str(n) for n in dict.fromkeys(groups.tolist())]
+    names = [n if isinstance(n, str) else str(n) for n in dict.fromkeys(groups.tolist())]  # a Said keeps its key
     rows = _legend_rows(names, display) if total else [[]]
     shift = LEGEND_ROW_PX * (len(rows) - 1)
     height = HEIGHT + shift + (16 if caption else 0)
@@ -240,16 +246,16 @@ def line_chart(frame: pd.DataFrame, y_title: str, *, x_title: str = "step", log_
         return (f'{head}<text class="mt-empty" x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">'
                 f'{html.escape(empty_text)}</text></svg>')
     axes = _Axes(steps, values, log_y)
-    own = [n for n in names if not n.endswith(PARENT_MARK)]
-    colors = {n: (BEST_COLOR if n.startswith("best") else PALETTE[i % len(PALETTE)]) for i, n in enumerate(own)}
-    colors.update({n: PARENT_COLOR for n in names if n.endswith(PARENT_MARK)})
+    own = [n for n in names if not _is(n, PARENT_KEY)]
+    colors = {n: (BEST_COLOR if _is(n, BEST_KEY) else PALETTE[i % len(PALETTE)]) for i, n in enumerate(own)}
+    colors.update({n: PARENT_COLOR for n in names if _is(n, PARENT_KEY)})
     parts = [head, _legend(rows, colors, legend_titles or {}, display), f'<g transform="translate(0,{shift})">',
              *_grid(axes, x_title, f"{y_title}{log_mark}" if log_y else y_title)]
     for name in names:
         mask = groups == name
         order = np.argsort(steps[mask], kind="stable")
         parts.append(_series(axes, name, steps[mask][order], values[mask][order], colors[name],
-                             dashed=name.startswith("best") or name.endswith(PARENT_MARK), y_title=y_title,
+                             dashed=_is(name, BEST_KEY) or _is(name, PARENT_KEY), y_title=y_title,
                              shown=display(name), words=(x_title, series_word)))
     parts.append("</g>")
     if caption:

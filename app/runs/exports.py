@@ -22,6 +22,7 @@ from core.run.launcher import REPO_ROOT
 from core.run import gguf_files
 from core.run.records import RunDirError
 from core.run.rundir import POINTERS, RunDir, resolve_inside
+from core.spec.errors import RECORDS_ENV, read_report, said_of
 
 ZIP_FORMATS = ("peft", "merged", "mindspore")
 # the console's GGUF downloads -> core.export's (--format, --quant)
@@ -34,7 +35,12 @@ _locks_guard = threading.Lock()
 
 
 class ExportFailed(RuntimeError):
-    """core.engine.export refused or crashed; the message is its last error line."""
+    """core.export refused or crashed: its error's Message (by the record it printed,
+    core.spec.errors.report), else its last error line as it is."""
+
+    @property
+    def said(self) -> list[str]:
+        return [self.args[0]] if len(self.args) == 1 and isinstance(self.args[0], str) else [str(self)]
 
 
 @dataclass(frozen=True)
@@ -102,9 +108,10 @@ def run_export(run_path: Path, fmt: str, runs_root: Path, runner=subprocess.run)
     with _lock_for(run_path, fmt):
         if not target.ready:
             result = runner(export_argv(run_path, target.which, fmt), cwd=REPO_ROOT, capture_output=True,
-                            text=True, timeout=EXPORT_TIMEOUT_S, env={**os.environ, "GLOG_v": "3"})
+                            text=True, timeout=EXPORT_TIMEOUT_S, env={**os.environ, "GLOG_v": "3", RECORDS_ENV: "1"})
             if result.returncode != 0:
-                raise ExportFailed(_last_error(result.stderr) or f"core.engine.export exited with {result.returncode}")
+                raise ExportFailed(read_report(result.stderr) or _last_error(result.stderr)
+                                   or f"core.engine.export exited with {result.returncode}")
             printed = Path(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else target.zip_path
             if printed.is_file():
                 target = ExportTarget(target.which, target.step, printed, target.checked)
@@ -161,7 +168,7 @@ class BackgroundExports:
         try:
             run_export(run_path, fmt, runs_root, runner=self._runner)
         except (ExportFailed, OSError, subprocess.SubprocessError) as err:
-            self.failures[key] = str(err)
+            self.failures[key] = said_of(err)
         finally:
             with self._guard:
                 self._threads.pop(key, None)

@@ -5,25 +5,23 @@ thing and tests need no browser.
 """
 from __future__ import annotations
 
-import functools
 import html
 import math
 import re
-import string
 import time
 from dataclasses import dataclass
 
 from core.run.records import FAILURE_KINDS, TERMINAL_STATES, Status
-from core.spec.messages import CATALOGUE, Message, ids_of, recognise_located
+from core.spec.messages import Message, ids_of
 from core.spec.objectives import SFT, ObjectiveSpec
 
 from app.charts.figures import figure_label, figure_value
 from app.i18n import TEXTS, reason_text, text
 
 # Why a failed run failed, for runs whose worker wrote no failure_kind (killed, out of memory; older
-# versions): our own messages by their id (the status' reason_message, else its text read by the
-# catalogue's templates), and regular expressions over what libraries and the OS say only
-# (kind, ids or id prefixes, pattern over the reason and the log's error lines); first match wins
+# versions): our own messages by their id (the status' reason_message), and regular expressions over
+# what libraries and the OS say only (kind, ids or id prefixes, pattern over the reason and the log's
+# error lines: a CUDA/Ascend out-of-memory, a segmentation fault); first match wins
 _FAILURES = (
     ("oom", ("train.out_of_memory", "train.device_out_of_memory", "train.device_out_of_memory_figures",
              "rank.device_oom", "rank.device_oom_figures",
@@ -41,40 +39,10 @@ _FAILURES = (
 )
 
 
-@functools.cache
-def _openings() -> list[tuple[str, int, re.Pattern]]:
-    """Each catalogue template cut after each of its parameters (from the second on), as a pattern:
-    a reason an older version wrote shorter than today's message still names its id."""
-    out = []
-    for key, template in CATALOGUE.items():
-        pattern, literal, seen = "", "", 0
-        for text_, name, _, _ in string.Formatter().parse(template):
-            pattern += re.escape(text_)
-            literal += text_
-            if name:
-                pattern += "(.+?)"
-                seen += 1
-                if seen >= 2 and len(literal) >= 24:
-                    out.append((key, len(literal), re.compile(pattern, re.S)))
-    return out
-
-
-def _opening_id(reason: str) -> str | None:
-    found = [(size, key) for key, size, pattern in _openings() if pattern.fullmatch(reason)]
-    return max(found)[1] if found else None
-
-
 def reason_ids(status: Status) -> list[str]:
-    """The message ids of why the run ended: from status.json's reason_message, else its reason's
-    text read by the catalogue (a run folder written before the ids, a reason from another process)."""
-    message = Message.from_json(status.reason_message) if status.reason_message else None
-    if message is None and status.reason:
-        lines = status.reason.splitlines()
-        message = recognise_located(status.reason) or (recognise_located(lines[0]) if lines else None)
-    if message is not None:
-        return ids_of(message)
-    opening = _opening_id((status.reason or "").strip())
-    return [opening] if opening else []
+    """The message ids of why the run ended, from status.json's reason_message ([] for a run folder
+    written before the ids: its reason is shown as it is, never read back)."""
+    return ids_of(Message.from_json(status.reason_message)) if status.reason_message else []
 
 
 # Icons as inline SVG, not emoji: a machine without an emoji font (Debian's chromium with DejaVu

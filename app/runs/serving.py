@@ -9,8 +9,8 @@ console ends every endpoint it started when it exits.
 from __future__ import annotations
 
 import atexit
+import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from core.run.launcher import REPO_ROOT, free_port
 from core.run.rundir import RunDir
+from core.spec.errors import RECORDS_ENV, SERVING_MARK, read_report
 
 LOG_NAME = "serve.log"
-READY = re.compile(r"^serving (?P<name>\S+) at (?P<url>http://\S+/v1)")
 START_TIMEOUT_S = 180
 
 
@@ -40,16 +40,27 @@ class Endpoint:
     log: Path
 
     def state(self) -> tuple[str, str]:
-        """("serving", url and model name) | ("starting", "") | ("ended", its last error line)."""
+        """("serving", url and model name) | ("starting", "") | ("ended", why: its error's message by the
+        record core.serve printed, else its last error line as it is)."""
         try:
-            lines = self.log.read_text(encoding="utf-8", errors="replace").splitlines()
+            printed = self.log.read_text(encoding="utf-8", errors="replace")
         except OSError:
-            lines = []
+            printed = ""
+        lines = printed.splitlines()
         if self.process.poll() is not None:
             said = [line for line in lines if line.startswith("error:")] or lines or ["exited"]
-            return "ended", said[-1].removeprefix("error: ")
-        found = next((m for line in lines if (m := READY.match(line))), None)
+            return "ended", read_report(printed) or said[-1].removeprefix("error: ")
+        found = next((_serving(line) for line in lines if line.startswith(SERVING_MARK)), None)
         return ("serving", f"{found['url']} (model '{found['name']}')") if found else ("starting", "")
+
+
+def _serving(line: str) -> dict | None:
+    """core.serve's address record ({"name", "url"}), None when the line holds none."""
+    try:
+        found = json.loads(line[len(SERVING_MARK):])
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) and {"name", "url"} <= set(found) else None
 
 
 class Endpoints:
@@ -73,7 +84,7 @@ class Endpoints:
             with open(log, "w", encoding="utf-8") as handle:
                 process = self._popen(serve_argv(Path(run_path), port), cwd=REPO_ROOT, stdout=handle,
                                       stderr=subprocess.STDOUT, start_new_session=True,
-                                      env={**os.environ, "GLOG_v": "3"})
+                                      env={**os.environ, "GLOG_v": "3", RECORDS_ENV: "1"})
             self.running[key] = Endpoint(process, port, log)
             return self.running[key]
 

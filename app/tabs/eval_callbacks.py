@@ -20,7 +20,7 @@ from core.run.rundir import RunDir
 
 from app.auth.access import SINGLE_USER, Viewer
 from app.context import Console
-from app.i18n import TEXTS, problem_text, text
+from app.i18n import TEXTS, problem_text, reason_text, text
 
 TARGETS = ("best", "base")
 
@@ -178,7 +178,7 @@ def _progress(run: RunDir, lang: str) -> str:
     elif status.total_steps:
         shown += " · " + text("eval.requests", lang).format(done=status.step or 0, total=status.total_steps)
     if status.state == "failed" and status.reason:
-        shown += f": {problem_text(status.reason, lang)}"
+        shown += f": {reason_text(status.reason, lang, status.reason_message)}"
     return shown
 
 

@@ -36,7 +36,9 @@ from app.runs.cluster import cancelled, cluster_html, is_cluster, rank_node, sho
 from app.context import Console
 from app.auth.sessions import most_recent, session_lock
 from app.runs.exports import FORMATS, ExportFailed, check_summary, export_target, run_export
-from app.i18n import TEXTS, Said, recognise_said, text
+from app.i18n import TEXTS, Said, problem_text, text
+from core.spec.errors import said_of
+from core.spec.messages import Message
 from app.charts.metrics import RunCharts
 from app.runs.run_status import failure_html, phase, reached_step, state_html, status_html, status_line
 from app.charts.svg_chart import line_chart
@@ -233,7 +235,9 @@ def _status(run: RunDir) -> Status:
     try:
         return run.read_status()
     except RunDirError as err:
-        return Status(state="unknown", reason=str(err))
+        said = said_of(err)
+        return Status(state="unknown", reason=str(said),
+                      reason_message=said.to_json() if isinstance(said, Message) else None)
 
 
 def _workers(run: RunDir, status: Status) -> int:
@@ -410,11 +414,10 @@ def chart_words(lang: str = "en") -> dict[str, Any]:
 
 
 def series_text(name: str, lang: str = "en") -> str:
-    """A Monitor chart's series (app.charts.metrics names them by the series.* texts: 'val loss EMA',
-    'best val_loss', 'rank 1', a fork's 'loss (parent)') in `lang`, read back by those texts'
-    templates; a name no text knows is shown as it is."""
-    said = recognise_said(name, "series.")
-    return said.in_lang(lang) if said is not None else name
+    """A Monitor chart's series in `lang`: app.charts.metrics names them by the series.* texts' keys
+    (a Said: 'val loss EMA', 'best val_loss', 'rank 1', a fork's 'loss (parent)'); a name without a
+    key (a reward function's label) as it is."""
+    return name.in_lang(lang) if isinstance(name, Said) else str(name)
 
 
 def es_caption(last_eval: EvalRecord | None, lang: str = "en") -> str:
@@ -673,7 +676,7 @@ def download_state(console: Console, run: RunDir, fmt: str, lang: str) -> tuple[
     if console.exports.busy(run.path, fmt):
         return f"{name} · {where} · {text('download.busy', lang)}", None, False
     failed = console.exports.failure(run.path, fmt)
-    suffix = text("download.failed", lang).format(error=failed[:80]) if failed else ""
+    suffix = text("download.failed", lang).format(error=problem_text(failed, lang)[:80]) if failed else ""
     return f"{text('download.prepare', lang)} {name} · {where}{suffix}", None, True
 
 
@@ -717,7 +720,7 @@ def prepare_download(console: Console, run_id: str | None, fmt: str, lang: str,
     try:
         run_with_ticks(lambda: run_export(run.path, fmt, console.runs_dir), on_wait, wait_every_s)
     except (ExportFailed, OSError) as err:
-        return download_state(console, run, fmt, lang), Said("act.export_failed", problem=str(err))
+        return download_state(console, run, fmt, lang), Said("act.export_failed", problem=said_of(err))
     state = download_state(console, run, fmt, lang)
     return state, Said("act.ready", file=Path(state[1]).name)
 

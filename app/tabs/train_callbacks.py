@@ -43,7 +43,7 @@ from app.tabs.changes import Change, applies, changes, changes_text, flatten, sa
 from app.context import Console
 from app.charts.figures import compared_name, figure_label, figure_value, final_value, run_spec
 from app.i18n import Said, memory_note, problem_text, text
-from core.spec.errors import said_of
+from core.spec.errors import RECORDS_ENV, read_report, said_of
 from app.paths import OutsideRootsError, inside_roots
 
 PREVIEW_MASTER_PORT = 29500  # shown in previews; a free port is chosen at launch
@@ -743,9 +743,10 @@ def dry_run(values: Mapping[str, Any], console: Console, runner=subprocess.run,
         try:
             result = run_with_ticks(lambda: runner(dry_run_argv(path), cwd=launcher.REPO_ROOT, capture_output=True,
                                                    text=True, timeout=DRY_RUN_TIMEOUT_S,
-                                                   env={**os.environ, "GLOG_v": "3", **device_env}), on_wait)
+                                                   env={**os.environ, "GLOG_v": "3", RECORDS_ENV: "1", **device_env}),
+                                     on_wait)
         except subprocess.TimeoutExpired:
-            measured = DryRun(error=text("dry.timeout", "en").format(s=DRY_RUN_TIMEOUT_S))
+            measured = DryRun(error=Said("dry.timeout", s=DRY_RUN_TIMEOUT_S))
         except OSError as err:
             measured = DryRun(error=str(err))
         else:
@@ -762,17 +763,18 @@ def _parse_dry_run(stdout: str, stderr: str, code: int, seconds: float) -> DryRu
                 return DryRun(float(data["peak_mem_mb"]), seconds, data)
             except (ValueError, KeyError, TypeError):
                 break
+    # the dry run's error by its record (core.spec.errors.report), said by its id where the page shows
+    # it; without one (a crash) its last error line as it is
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    error = next((line.removeprefix("error: ") for line in reversed(lines) if line.startswith("error:")), None)
-    # a core message that came as text ('lora.target_modules: must not be empty') is said by its id
-    # where the page shows it (problem_text reads it by the catalogue's templates)
+    error = read_report(stderr) or next((line.removeprefix("error: ") for line in reversed(lines)
+                                         if line.startswith("error:")), None)
     return DryRun(error=error or (lines[-1] if lines else Said("dry.exited", code=code)))
 
 
 def dry_run_html(measured: DryRun, estimate: Any | None, workers: int = 1, lang: str = "en") -> str:
     """'measured 693 MB per worker (2 training steps and one evaluation batch, 31 s) · estimate 702 MB (-1.3%)'."""
     if measured.error:
-        why = problem_text(measured.error, lang)  # a Said, a core message, or a line read by the catalogue
+        why = problem_text(measured.error, lang)  # a Said, a core message, or a line as it is
         return f'<div class="mt-error" id="dry-run-result">{html.escape(text("dry.failed", lang).format(error=why))}</div>'
     mb = f'<b data-mb="{measured.peak_mem_mb:.1f}">{measured.peak_mem_mb:,.0f} MB</b>'
     parts = [text("dry.measured", lang).format(mb=mb, steps=measured.detail.get("steps", 2), s=f"{measured.seconds:.0f}")]

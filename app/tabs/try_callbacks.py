@@ -20,7 +20,7 @@ from app.auth.access import SINGLE_USER, Viewer, read_owner
 from app.context import Console
 from app.charts.figures import run_label, run_spec
 from app.i18n import Said, problem_text, text
-from core.spec.errors import said_of
+from core.spec.errors import RECORDS_ENV, read_report, said_of
 from core.spec.messages import Message
 from app.paths import OutsideRootsError, inside_roots
 
@@ -30,8 +30,8 @@ GENERATE_TIMEOUT_S = 600
 @dataclass(frozen=True)
 class Answer:
     """One side's answer, or why there is none: `error` is core's message (a Message by id, from
-    core.generate's JSON line), the console's own (a Said), or a line of text from the process
-    (read by the catalogue's templates); `shown(lang)` says it in the page's language."""
+    core.generate's JSON line or its error record on stderr), the console's own (a Said), or a line of
+    text from the process (shown as it is); `shown(lang)` says it in the page's language."""
     text: str
     new_tokens: int = 0
     seconds: float = 0.0
@@ -91,14 +91,15 @@ def parse_output(stdout: str, stderr: str, returncode: int) -> Answer:
             except (ValueError, TypeError, AttributeError):
                 break
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    error = next((line.removeprefix("error: ") for line in reversed(lines) if line.startswith("error:")), None)
+    error = read_report(stderr) or next((line.removeprefix("error: ") for line in reversed(lines)
+                                         if line.startswith("error:")), None)
     return Answer("", error=error or (lines[-1] if lines else Said("try.exited", code=returncode)))
 
 
 def _run(argv: list[str], runner=subprocess.run) -> Answer:
     try:
         result = runner(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=GENERATE_TIMEOUT_S,
-                        env={**os.environ, "GLOG_v": "3"})
+                        env={**os.environ, "GLOG_v": "3", RECORDS_ENV: "1"})
     except subprocess.TimeoutExpired:
         return Answer("", error=Said("check.no_answer", s=GENERATE_TIMEOUT_S))
     except OSError as err:

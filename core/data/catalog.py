@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.data.files import CATALOG_FILE, DataError, DataFile, Where, at, concat_files, line_of, read_data_file
+from core.data.files import CATALOG_FILE, DataError, DataFile, at, concat_files, read_data_file
+from core.spec.places import Where, line_of
 from core.spec.errors import said_of
 from core.spec.messages import Message
 

@@ -17,20 +17,19 @@ Everything is read with pyarrow and the standard library: `datasets` is not need
 from __future__ import annotations
 
 import csv
-import functools
 import gzip
 import io
 import json
 import math
 import re
-import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from core.spec.messages import CATALOGUE, Message
+from core.spec.messages import Message
+from core.spec.places import Where, line_of
 
 SPLIT_SEPARATOR = "#"  # "data/my_dataset#train_sft" names a split of a folder
 # split name keywords of each role, as `datasets` matches them in file and folder names
@@ -53,75 +52,11 @@ class DataError(ValueError):
         return [message] if isinstance(message, Message) else None
 
 
-class Where(str):
-    """Where a record is, 'data/train.jsonl line 3', with the catalogue's message that says a
-    problem there ('data.at_line': '{file} line {line}: {reason}'). Every record keeps one, so it is
-    nearly as small as its text (a str of a kind per message id, no attributes: 133 bytes for a line's
-    place against 85 for a plain str, and 708 with its parameters kept beside it, measured); `params`
-    reads them back from the text, which the id's own template wrote."""
-
-    __slots__ = ()
-    key: str = ""  # each kind's class (_where_kind) names its message id
-
-    def __new__(cls, key: str, **params: Any):
-        return str.__new__(_where_kind(key), CATALOGUE[key].removesuffix(": {reason}").format(**params))
-
-    @property
-    def params(self) -> dict[str, Any]:
-        found = _where_pattern(self.key).fullmatch(self).groupdict()
-        return {name: int(value) if name in _NUMBERED else value for name, value in found.items()}
-
-    def __reduce__(self):  # copies and pickles: the same kind, the same text
-        return _where_again, (self.key, str(self))
-
-
-_NUMBERED = frozenset({"line", "index", "row"})  # the place's numbers, ints as the producers give them
-
-
-@functools.cache
-def _where_kind(key: str) -> type[Where]:
-    return type(f"Where[{key}]", (Where,), {"__slots__": (), "key": key})
-
-
-@functools.cache
-def _where_pattern(key: str) -> re.Pattern:
-    """The place's template as a pattern, each parameter greedy: a file whose name holds ' line ' still
-    ends at the last one."""
-    pattern = ""
-    for literal, name, _, _ in string.Formatter().parse(CATALOGUE[key].removesuffix(": {reason}")):
-        pattern += re.escape(literal) + (f"(?P<{name}>.*)" if name else "")
-    return re.compile(pattern, re.S)
-
-
-def _where_again(key: str, text: str) -> Where:
-    return str.__new__(_where_kind(key), text)
-
-
-PLACES = ("data.at_line", "data.at_row", "data.at_record", "data.at_entry")  # the kinds of a record's place
-
-
-def place_of(text: str) -> Where | None:
-    """The place `text` says ('data/a.jsonl line 3', a Where's text that came without its kind: from a
-    cache, from another process), read by each kind's own template; None when it is no place."""
-    if isinstance(text, Where):
-        return text
-    for key in PLACES:
-        found = _where_pattern(key).fullmatch(text)
-        if found and all(found[name].isdigit() for name in _NUMBERED & set(found.groupdict())):
-            return _where_again(key, text)
-    return None
-
-
 def at(where: Any, reason: Message) -> Message:
     """`reason` said at `where` (a record's Where, or a file, a setting, a catalogue entry)."""
     if isinstance(where, Where):
         return Message(where.key, **where.params, reason=reason)
     return Message("data.at", file=str(where), reason=reason)
-
-
-def line_of(path: Any, line: int) -> Where:
-    """A line's place: data.at_line's own text, written directly (one per record of a JSONL file)."""
-    return str.__new__(_where_kind("data.at_line"), f"{path} line {line}")
 
 
 class Record(NamedTuple):

@@ -36,7 +36,7 @@ import numpy as np
 
 from core.data.tokenizer import Tokenizer
 from core.run.atomic import atomic_folder, atomic_open
-from core.spec.errors import MessageError
+from core.spec.errors import MessageError, said_of
 from core.spec.messages import Message
 from core.run.ckpt_store import verified_folder
 from core.spec.model_args import (ALL_LINEAR, INDEX_NAME, copy_tokenizer_files, file_sha256, read_model_args, weight_files)
@@ -159,7 +159,7 @@ def _write_peft_through_model(folder: Path, out: Path) -> None:
         save_peft_adapter(model, out, state["base_model"]["path"], lora["rank"], lora["alpha"], lora["dropout"],
                           lora["target_modules"])
     except LoraError as exc:
-        raise ExportError(str(exc)) from exc
+        raise ExportError(said_of(exc)) from exc
 
 
 def _module_prefix(state: dict) -> str | None:

@@ -469,7 +469,7 @@ class Trainer:
             self.state = LoopState.from_checkpoint({**trainer_state["loop"], "control_seq": self.state.control_seq},
                                                    f"{ckpt.resolve_checkpoint(path) / ckpt.STATE_FILE}: loop")
         except (CodecError, ConfigError) as exc:
-            raise CheckpointError(str(exc)) from None
+            raise CheckpointError(said_of(exc)) from None
         self.batches.load_state(trainer_state["data_position"])
         self.objective.load_state(self.state.objective_state)
         ms.set_rng_state(Tensor(np.asarray(trainer_state["rng_state"], dtype=np.uint8)))
@@ -736,7 +736,7 @@ class Trainer:
                                  overflow_steps=self.state.overflow_steps, tokens_seen=self.state.tokens_seen)
             note = ranks.resumable_note(self.run)
             if state == "stopped":
-                reason = f"{reason}; {note['note']}"
+                reason = Message("run.with_note", reason=reason, note=note["note"])
             self.event(EndEvent(message=f"{state}: {reason}"
                                 + (f" (best checkpoint: {_scores_text(scores)})" if scores else ""), **final.values()))
             self.trackers.close(state, best_checkpoint=self.run.checkpoint("best"))

@@ -21,6 +21,7 @@ from core.run.rundir import RunDir
 from core.run.runs import list_runs
 from core.run.slurm import SlurmBackend
 from core.spec.config import Config
+from core.spec.errors import said_of
 
 __all__ = ["Backend", "LocalBackend", "SlurmBackend", "REGISTRY", "ACTIVE_STATES", "register", "backend",
            "backend_for"]
@@ -102,7 +103,7 @@ def backend_for(what: Config | RunDir | Status | str | None = None) -> Backend:
         try:
             name = what.read_status()
         except RunDirError as err:
-            raise LaunchError(str(err)) from None
+            raise LaunchError(said_of(err)) from None
     if isinstance(name, Status):
         name = name.cluster.backend if name.cluster is not None else None
     return backend(name)

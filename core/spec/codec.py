@@ -14,7 +14,10 @@ is the one walk over those hints that types a plain value or refuses it, and the
   `where` and the field (`DataStats.train.samples = 'x': must be int`).
 - `read(cls, mapping)` -> the tolerant read: a key this code does not know is kept in the
   dataclass's `extra` field when it has one, a value of the wrong type reads as the default.
-- `encode(value)` -> plain JSON values (dataclasses as mappings, `extra` first so a field wins).
+- `encode(value)` -> plain JSON values (dataclasses as mappings, `extra` first so a field wins); a value
+  with `to_record()` (a record's place, core.spec.places.Where) as its record, and in a field marked
+  `metadata={"records": True}` a message as its record ({"id", "params"}, core.spec.messages), so
+  that both come back with their ids (a plain text field keeps a message's English only).
 
 A dataclass with its own `from_dict` classmethod (a config section, which reports every problem
 with the YAML's words) builds itself from a mapping. Stdlib only.
@@ -230,14 +233,19 @@ def build(cls: type, data: Any, where: str = "") -> Any:
         raise CodecError(f"{label}{cls.__name__}: {err}") from None
 
 
-def encode(value: Any) -> Any:
+def encode(value: Any, records: bool = False) -> Any:
     """Plain JSON values: a dataclass as a mapping (its `extra` keys first, so a field always
     wins), tuples as lists, NumPy scalars as numbers; containers copied."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        names = [f.name for f in dataclasses.fields(value) if f.name != "extra"]
-        return {**dict(getattr(value, "extra", None) or {}), **{n: encode(getattr(value, n)) for n in names}}
+        kept = [(f.name, f.metadata.get("records", False)) for f in dataclasses.fields(value) if f.name != "extra"]
+        return {**dict(getattr(value, "extra", None) or {}),
+                **{n: encode(getattr(value, n), records) for n, records in kept}}
     if isinstance(value, (list, tuple)):
-        return [encode(v) for v in value]
+        return [encode(v, records) for v in value]
     if isinstance(value, dict):
-        return {k: encode(v) for k, v in value.items()}
+        return {k: encode(v, records) for k, v in value.items()}
+    if hasattr(value, "to_record"):
+        return value.to_record()
+    if records and hasattr(value, "to_json") and isinstance(value, str):
+        return value.to_json()
     return plain(value)

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal, Mapping, NamedTuple, Sequence
 import yaml
 
 from core.spec.codec import INVALID, choices, decode, encode, split_optional
-from core.spec.messages import NOT_RECOGNISED, Message
+from core.spec.messages import Message
 from core.spec.objectives import spec_of
 
 __all__ = [
@@ -61,8 +61,8 @@ class ConfigError(ValueError):
         """{dotted key: why, with the value it has} (Messages where the reasons are)."""
         out: dict[str, str] = {}
         for p in self.problems:
-            message = p.reason if p.value is _NO_VALUE else _said(Message("problem.got", reason=p.reason,
-                                                                          value=_show(p.value)))
+            message = p.reason if p.value is _NO_VALUE else Message("problem.got", reason=p.reason,
+                                                                         value=_show(p.value))
             out[p.key] = joined(out[p.key], message) if p.key in out else message
         return out
 
@@ -70,7 +70,7 @@ class ConfigError(ValueError):
     def said(self) -> list[str]:
         """The lines of str(self), each a Message where its reason is one (what the console renders
         in the page's language; str(self) is their English)."""
-        return [_said(_problem_message(p)) for p in self.problems]
+        return [_problem_message(p) for p in self.problems]
 
     def located(self, origins: Mapping[str, str], default: str | None) -> ConfigError:
         """The same problems, each naming the file (or "overrides") that set its key."""
@@ -98,16 +98,7 @@ def _problem_message(p: Problem) -> Message | str:
 def joined(first: str, second: str) -> str:
     """Two problems of one setting (or one form widget) as one: 'first; second', a Message when
     either is one."""
-    return _said(Message("problem.and", reason=first, note=second))
-
-
-def _said(message: Message | str) -> Message | str:
-    """`message` where it is or holds a Message as its reason or note, else its English: a reason
-    still written as English keeps reaching the console as the text it was (app.i18n.problem_text)."""
-    if isinstance(message, Message) and (message.key not in NOT_RECOGNISED or any(
-            isinstance(message.params.get(name), Message) for name in ("reason", "note"))):
-        return message
-    return str(message)
+    return Message("problem.and", reason=first, note=second)
 
 
 def _show(value: Any) -> str:

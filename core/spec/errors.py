@@ -4,6 +4,10 @@ first: MindSpore-free and importing no other module of core, so the family specs
 catalogue, core.spec.messages, is stdlib only)."""
 from __future__ import annotations
 
+import json
+import os
+import sys
+
 from core.spec.messages import Message
 
 
@@ -48,8 +52,59 @@ def first_of(key: str, names: list[str], **params) -> Message:
 
 
 def said_of(err: BaseException) -> str:
-    """An error's message as it was made where it keeps exactly one (`said`: a DataError's, a
-    TokenizerError's, the console's JobError's Said), else its text (several lines: str(err), or
-    pass the error itself to app.i18n.problem_text)."""
+    """An error's message as it was made (`said`: a DataError's, a TokenizerError's, the console's
+    JobError's Said): its one line, or its several lines as one Message (problem.lines) where one of
+    them is a Message; else its text."""
     said = getattr(err, "said", None)
-    return said[0] if isinstance(said, list) and len(said) == 1 else str(err)
+    if isinstance(said, list) and len(said) == 1:
+        return said[0]
+    if isinstance(said, list) and said and any(isinstance(line, Message) for line in said):
+        return Message("problem.lines", lines=said)
+    return str(err)
+
+
+# An entry point the console starts (core.dry_run, core.export, core.generate, core.evaluate) prints
+# its error's record on stderr after its English, one JSON line, when the console asks for it by
+# this variable: the console says the record by its id and never reads the English back.
+RECORDS_ENV = "MINDTUNE_ERROR_RECORDS"
+RECORD_MARK = "mindtune-error: "
+# ... and core.serve its address once it listens ({"name", "url"}), for the console's Serve action
+SERVING_MARK = "mindtune-serving: "
+
+
+def record_of(said: str) -> dict:
+    """A message's record ({"id", "params"}); a text without an id as {"text"}."""
+    return said.to_json() if isinstance(said, Message) else {"text": str(said)}
+
+
+def from_record(data) -> str | None:
+    """The Message a record keeps, or the text it carries (a newer writer's id: its English); None
+    when it is neither."""
+    if not isinstance(data, dict):
+        return None
+    message = Message.from_json(data)
+    if message is not None:
+        return message
+    shown = data.get("text")
+    return shown if isinstance(shown, str) else None
+
+
+def report(err: BaseException | str, prefix: str = "error: ") -> None:
+    """Print the error's English on stderr (what a command-line user reads) and, when the console
+    asked (RECORDS_ENV), its record on the next line."""
+    said = said_of(err) if isinstance(err, BaseException) else err
+    print(f"{prefix}{err}", file=sys.stderr, flush=True)
+    if os.environ.get(RECORDS_ENV):
+        print(RECORD_MARK + json.dumps(record_of(said)), file=sys.stderr, flush=True)
+
+
+def read_report(stderr: str) -> str | None:
+    """The last error record an entry point printed on `stderr` (a Message, or its text), None
+    when it printed none."""
+    for line in reversed((stderr or "").splitlines()):
+        if line.startswith(RECORD_MARK):
+            try:
+                return from_record(json.loads(line[len(RECORD_MARK):]))
+            except ValueError:
+                return None
+    return None

@@ -7,28 +7,26 @@ that prints, logs, joins or compares it keeps working. A parameter may itself be
 rendered in the same language). `RunDir.write_status(reason=Message(...))` records the id and the
 parameters beside the English (`Status.reason_id`, `reason_params`).
 
-Run folders written before the ids existed hold only the English, and so does a message that comes
-as text from another process (a worker's failure, a dry run's or an export's error): `recognise` and
-`recognise_located` find the message in it by this catalogue's own templates (no pattern is written
-by hand), so it still reads in the page's language. Stdlib only.
+A message crosses a process as its record (`Message.to_json`: {"id", "params"}): status.json's
+`reason_message`, and the line an entry point prints on stderr for the console (core.spec.errors
+`report`, `read_report`). Nothing reads the English back: a run folder written before the ids holds
+only the English, which the console shows as it is. Stdlib only.
 
 The catalogue holds why a run ended (run.*, rank.*, slurm.*), the memory estimate's notes (memory.*,
 path.*), a config's rules and files (config.*, field.*), core.run's checks before a launch
 (run.check.*), the data's errors (data.*), the model folder's (model.*, moe.*, tokenizer.*), Slurm's
 refusals (slurm.*), the trackers' (tracking.*), the msrun commands' (launch.*), a family key map's
 (family.*), a device's rules (device.*), and
-where a problem is (problem.*, data.at*, model.at*: generic, in NOT_RECOGNISED). A library's own
+where a problem is (problem.*, data.at*, model.at*). A library's own
 words inside a message (PyYAML's, Python's json and re, jinja2's, the OS's) are parameters of their
 own (`yaml_says`, `json_says`, ...), which the console says through that library's table.
 """
 from __future__ import annotations
 
-import functools
-import re
 import string
 from typing import Any
 
-__all__ = ["CATALOGUE", "MESSAGE_PARAMS", "LIST_PARAMS", "NOT_RECOGNISED", "Message", "ids_of", "recognise", "recognise_located", "placeholders"]
+__all__ = ["CATALOGUE", "MESSAGE_PARAMS", "LIST_PARAMS", "LINE_PARAMS", "Message", "ids_of", "placeholders"]
 
 CATALOGUE: dict[str, str] = {
     # why a run ended: the worker's own account (core.train)
@@ -106,10 +104,6 @@ CATALOGUE: dict[str, str] = {
     "memory.unknown_device": "device memory unknown: the total is not checked against a limit",
     "memory.too_big": ("needs {needed} MB, the device has {has} MB: lower train.micro_batch_size or data.max_seq_len, "
                        "or use LoRA"),
-    # what earlier versions wrote (kept so that their run folders' reasons are recognised)
-    "legacy.stopped_by_request": "stopped by request",
-    "legacy.stopped_now": "stopped now by user",
-    "legacy.stop_timed_out": "graceful stop timed out after {seconds} s; worker terminated by user",
     # a config's rules across fields (core.spec.config); the key, value and file are said around them
     "config.resume_and_fork": ("set run.resume (continue this run) or run.fork_from (start a new run from a "
                                "checkpoint), not both"),
@@ -1031,21 +1025,8 @@ MESSAGE_PARAMS = frozenset({"reason", "note", "who", "job", "advice", "why", "li
 # parameters that are a list of messages, said one after another with LIST_SEPARATOR between them
 LIST_PARAMS = frozenset({"items"})
 LIST_SEPARATOR = ", "
-
-# templates made of parameters and punctuation only ("{key}: {reason}"): they fit almost any text, so
-# `recognise` never reads one into a text (an error's own 'RuntimeError: boom' is no message)
-NOT_RECOGNISED = frozenset({"problem.got", "problem.empty", "problem.and", "problem.at_key", "problem.at_value",
-                            "problem.at_key_in", "problem.at_value_in"})
-# area A's (the data's where: file, line, record):
-NOT_RECOGNISED = NOT_RECOGNISED | frozenset({"data.at_line", "data.at_record", "data.at_row", "data.at", "data.at_entry"})
-
-# area B's:
-NOT_RECOGNISED = NOT_RECOGNISED | frozenset({"model.at", "model.at_setting"})
-
-# area C's:
-NOT_RECOGNISED = NOT_RECOGNISED | {"field.named"}  # "{widget} {reason}": a space between parameters
-# area D's (a library's reason alone):
-NOT_RECOGNISED = NOT_RECOGNISED | {"weights.safetensors_says", "weights.os_error"}
+# parameters that are a list of lines (an error's several problems, each a message or a text), one a line
+LINE_PARAMS = frozenset({"lines"})
 
 # area E's: a run folder's file named by its kind (rundir.what.*)
 MESSAGE_PARAMS = MESSAGE_PARAMS | {"what"}
@@ -1071,8 +1052,8 @@ class Message(str):
             raise KeyError(f"message {key!r} needs {', '.join(sorted(missing))}")
         if any(isinstance(value, list | tuple) for value in params.values()):
             params = {name: list(value) if isinstance(value, list | tuple) else value for name, value in params.items()}
-        shown = {name: LIST_SEPARATOR.join(map(str, value)) if isinstance(value, list) else value
-                 for name, value in params.items()}
+        shown = {name: ("\n" if name in LINE_PARAMS else LIST_SEPARATOR).join(map(str, value))
+                 if isinstance(value, list) else value for name, value in params.items()}
         message = super().__new__(cls, CATALOGUE[key].format(**shown))
         message.key, message.params = key, params
         return message
@@ -1083,19 +1064,21 @@ class Message(str):
     def render(self, templates: dict[str, str], separator: str = LIST_SEPARATOR) -> str:
         """The message from `templates` (another language's, by key; English where one is missing),
         its Message parameters rendered the same way, a list's items joined by `separator`."""
-        def shown(value):
+        def shown(name, value):
             if isinstance(value, list):
-                return separator.join(shown(item) for item in value)
+                return ("\n" if name in LINE_PARAMS else separator).join(shown("", item) for item in value)
             return value.render(templates, separator) if isinstance(value, Message) else value
 
         return templates.get(self.key, CATALOGUE[self.key]).format(
-            **{name: shown(value) for name, value in self.params.items()})
+            **{name: shown(name, value) for name, value in self.params.items()})
 
     def to_json(self) -> dict[str, Any]:
         """{"id", "params"} with Message parameters nested the same way (what a record keeps)."""
         def kept(value):
             if isinstance(value, list):
                 return [kept(item) for item in value]
+            if hasattr(value, "to_record"):  # a record's place (core.spec.places.Where): its kind kept
+                return value.to_record()
             return value.to_json() if isinstance(value, Message) else value
 
         return {"id": self.key, "params": {name: kept(value) for name, value in self.params.items()}}
@@ -1108,6 +1091,9 @@ class Message(str):
         def read(value):
             if isinstance(value, list):
                 return [read(item) for item in value]
+            if isinstance(value, dict) and "place" in value:
+                from core.spec.places import Where  # the place's kind (core.spec.places imports this module)
+                return Where.from_record(value)
             return (cls.from_json(value) or value) if isinstance(value, dict) else value
 
         params = {name: read(value) for name, value in data["params"].items()}
@@ -1115,57 +1101,6 @@ class Message(str):
             return cls(data["id"], **params)
         except (KeyError, ValueError, IndexError):
             return None
-
-
-@functools.cache
-def _patterns() -> list[tuple[str, int, bool, re.Pattern]]:
-    """Each template as a pattern over its English (a parameter said twice is the same text twice),
-    with the size of its literal text and whether that text has a word (not only punctuation)."""
-    out = []
-    for key, template in CATALOGUE.items():
-        if key in NOT_RECOGNISED:
-            continue
-        pattern, seen, literal = "", set(), ""
-        for text, name, _, _ in string.Formatter().parse(template):
-            pattern += re.escape(text)
-            literal += text
-            if name:
-                pattern += f"(?P={name})" if name in seen else f"(?P<{name}>.+?)"
-                seen.add(name)
-        out.append((key, len(literal), any(c.isalpha() for c in literal), re.compile(pattern, re.S)))
-    return out
-
-
-@functools.lru_cache(maxsize=4096)
-def _best(text: str, lists: bool = True) -> tuple[int, Message | None]:
-    """(how much of `text` the catalogue's literal words explain, the message that explains the most):
-    'rank 1 was killed by SIGKILL; newest resumable checkpoint: step-4' fits 'rank.killed' (its signal
-    'SIGKILL; newest …') and 'run.with_note' (a killed rank, then a checkpoint note); the second
-    explains more of the text, so it is the one."""
-    best: tuple[int, Message | None] = (0, None)
-    best_top = 0  # a tie goes to the reading whose outer message says more ('{who} exited …' over 'rank {rank}')
-    for key, literal_size, worded, pattern in _patterns():
-        if not lists and LIST_PARAMS & set(pattern.groupindex):
-            continue  # a list's item is no list itself
-        match = pattern.fullmatch(text)
-        if not match:
-            continue
-        score, params = literal_size, {}
-        for name, value in match.groupdict().items():
-            if name in LIST_PARAMS:  # each item a message, or the list is not read
-                items = [_best(part, lists=False) for part in value.split(LIST_SEPARATOR)]
-                inner_score, inner = (sum(s for s, _ in items), [m for _, m in items]) \
-                    if all(m is not None for _, m in items) else (0, None)
-            else:
-                inner_score, inner = _best(value) if name in MESSAGE_PARAMS else (0, None)
-            score += inner_score
-            params[name] = inner if inner is not None else value
-        if not worded and any(not isinstance(params[name], Message | list)
-                              for name in params if name in MESSAGE_PARAMS | LIST_PARAMS):
-            continue  # '{reason}; {note}' reads any text with a semicolon: only where both parts are messages
-        if (score, literal_size) > (best[0], best_top):
-            best, best_top = (score, Message(key, **params)), literal_size
-    return best
 
 
 def ids_of(message) -> list[str]:
@@ -1178,34 +1113,6 @@ def ids_of(message) -> list[str]:
         for item in value if isinstance(value, list) else [value]:
             found += ids_of(item)
     return found
-
-
-def recognise_located(line: str | None) -> Message | None:
-    """`recognise` for one line of text from another process, which may name where first
-    ('lora.target_modules: must not be empty', '/runs/x/trainer_state.json: not valid JSON (...).'):
-    the whole line's message, else the message after the first place whose rest is one (said with
-    that place around it, problem.at_key); None when no part of it is a message."""
-    if not line:
-        return None
-    found = recognise(line)
-    start = 0
-    while found is None and (colon := line.find(": ", start)) > 0:
-        inner = recognise(line[colon + 2:])
-        if inner is not None:
-            found = Message("problem.at_key", setting=line[:colon], reason=inner)
-        start = colon + 1
-    return found
-
-
-def recognise(text: str | None) -> Message | None:
-    """The catalogue's message whose English `text` is (a record written before ids existed, a note
-    that came as text from another process), its parameters recognised in turn where they are
-    messages themselves (the reading that explains most of the text wins); None when none fits."""
-    if not text:
-        return None
-    if isinstance(text, Message):
-        return text
-    return _best(str(text))[1]
 
 
 CATALOGUE.update({
@@ -1301,4 +1208,11 @@ CATALOGUE.update({
                                             "and pre-tokenizer {pre}, which llama.cpp's SentencePiece tokenizer "
                                             "does not reproduce (it carries spaces as U+2581, with a space prepended "
                                             "to every text segment or to none)"),
+})
+
+
+CATALOGUE.update({
+    # issue 38, ids end to end: an error of several problems (a ConfigError's lines) as one record
+    "problem.lines": "{lines}",
+    "train.dry_out_of_memory": "out of memory during the dry run: {error}",
 })

@@ -8,9 +8,11 @@ core.run.records names them in `SetupEvent.data`. Stdlib only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from core.spec.codec import encode
 from core.spec.messages import Message
+from core.spec.places import Where
 
 __all__ = ["LISTED", "listing", "SplitStats", "DataStats", "PreferenceSplitStats", "PreferenceStats",
            "PromptSplitStats", "PromptStats"]
@@ -22,11 +24,17 @@ def listing(records: list[tuple[str, int]], total: int) -> Message:
     """'data/a.jsonl line 160 (463 tokens), ... and 3 more' for the first LISTED records, each an
     item of its own (stats.listed_record: the record's place as core.data.files.Where, or the text a
     cache kept of it)."""
-    items = [Message("stats.listed_record", record_at=where, tokens=length) for where, length in records[:LISTED]]
+    items = [Message("stats.listed_record", record_at=Where.from_record(where), tokens=length)
+             for where, length in records[:LISTED]]
     if total > LISTED:
         return Message("stats.listing_more", items=items, more=total - LISTED)
     return Message("stats.listing", items=items)
 
+
+
+def _notes(notes: list) -> list:
+    """The notes as messages, where a cache kept their records (a text an older cache kept: as it is)."""
+    return [(Message.from_json(note) or str(note)) if isinstance(note, dict) else note for note in notes]
 
 
 @dataclass
@@ -84,7 +92,8 @@ class DataStats:
     seq_len: int = 0
     packed_seq_len: int = 0
     max_seq_len: int = 0
-    notes: list[str] = field(default_factory=list)  # e.g. preference data read as SFT (core.data.preference.sft_view)
+    # e.g. preference data read as SFT (core.data.preference.sft_view): messages, kept as records
+    notes: list[Any] = field(default_factory=list, metadata={"records": True})
 
     def to_dict(self) -> dict:
         return encode(self)
@@ -95,7 +104,8 @@ class DataStats:
         return [Message("stats.ignored_field", split_role=name, field=field_name, count=count,
                         records=split.records or split.samples)
                 for name, split in splits for field_name, count in split.ignored_fields.items()
-                ] + [line for name, split in splits for line in split.notes(name, self.max_seq_len)] + list(self.notes)
+                ] + [line for name, split in splits for line in split.notes(name, self.max_seq_len)] \
+            + _notes(self.notes)
 
 
 
@@ -133,7 +143,7 @@ class PreferenceStats:
     train: PreferenceSplitStats
     validation: PreferenceSplitStats
     seq_len: int = 0
-    notes: list[str] = field(default_factory=list)
+    notes: list[Any] = field(default_factory=list, metadata={"records": True})  # messages, kept as records
     max_seq_len: int = 0
 
     def to_dict(self) -> dict:
@@ -144,7 +154,7 @@ class PreferenceStats:
         out = [Message("stats.identical_pairs", split_role=name, count=split.identical_dropped)
                for name, split in splits if split.identical_dropped]
         out += [line for name, split in splits for line in split.notes(name, self.max_seq_len)]
-        return out + list(self.notes)
+        return out + _notes(self.notes)
 
 
 
@@ -199,7 +209,7 @@ class PromptStats:
     max_prompt_len: int
     overlong_policy: str = "truncate"
     longest_prompt: int = 0
-    notes: list[str] = field(default_factory=list)
+    notes: list[Any] = field(default_factory=list, metadata={"records": True})  # messages, kept as records
 
     def to_dict(self) -> dict:
         return encode(self)
@@ -211,4 +221,4 @@ class PromptStats:
 
     def warnings(self) -> list[str]:
         return [line for name, split in (("train", self.train), ("validation", self.validation))
-                for line in split.notes(name, self.max_prompt_len, self.overlong_policy)] + list(self.notes)
+                for line in split.notes(name, self.max_prompt_len, self.overlong_policy)] + _notes(self.notes)

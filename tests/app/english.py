@@ -28,6 +28,9 @@ KEPT_WORDS = {
     # a config file's own top-level key: the files it inherits from (`base: demo_lora.yaml`)
     "base",
 }
+# a library's own words, quoted “…” as it said them (app.i18n._quoted: Python's json and re, PyYAML, jinja2,
+# the OS; issue 38: shown as said, never re-read), taken out before the identifiers
+LIBRARY_WORDS = re.compile(r"“[^”\n]*”")
 ENGLISH_WORD = re.compile(r"[A-Za-z][A-Za-z'’]+")
 # identifiers: mappings, quoted values and names (what a user types: 'cosine', 'instruction'; not the
 # apostrophe of "model's"), paths,
@@ -39,5 +42,5 @@ IDENTIFIER = re.compile(r"\S*\{[^}]*\}|(?<!\w)'[^'\n]*'(?!\w)|[^\s：]*[/_.#=\\]
 def english_words(text: str) -> list[str]:
     """The English words of `text` a 中文 reader would have to read: not a kept word, not an
     identifier, not an acronym or a CamelCase name (CPU, YAML, AdamW, LlamaForCausalLM)."""
-    words = ENGLISH_WORD.findall(IDENTIFIER.sub(" ", text))
+    words = ENGLISH_WORD.findall(IDENTIFIER.sub(" ", LIBRARY_WORDS.sub(" ", text)))
     return [w for w in words if w.lower() not in KEPT_WORDS and not re.search(r"[A-Z]", w[1:])]

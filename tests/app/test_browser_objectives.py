@@ -23,6 +23,7 @@ import pytest
 from core.run.records import BestSoFar, FinalFigures
 from core.run.rundir import RunDir
 from core.spec.config import Config
+from core.spec.messages import Message
 
 from tests.app.english import english_words
 from tests.app.test_browser import choose, reveal, wait_for
@@ -48,7 +49,7 @@ def make_pair(runs_dir: Path) -> tuple[RunDir, RunDir]:
         (sft.checkpoints_dir / f"step-{step}").mkdir(parents=True)
     (sft.checkpoints_dir / "best").symlink_to("step-20")
     (sft.checkpoints_dir / "last").symlink_to("step-20")
-    sft.write_status(state="finished", step=20, ended_at=time.time(), reason="reached 20 steps",
+    sft.write_status(state="finished", step=20, ended_at=time.time(), reason=Message("run.reached_steps", steps=20),
                      best=BestSoFar(metric="val_loss", value=2.06, step=20, val_ppl=7.85),
                      final=FinalFigures(best_val_ppl=7.85, exact_match=0.395, bleu=0.2, rouge1=0.4, rouge2=0.1,
                                         rougeL=0.4, tokens_per_s=2800.0, peak_mem_mb=700.0, wall_s=60.0, steps=20))
@@ -66,7 +67,7 @@ def make_pair(runs_dir: Path) -> tuple[RunDir, RunDir]:
                                                     monitor="reward_accuracy")])
     (dpo.checkpoints_dir / "step-40").mkdir(parents=True)
     (dpo.checkpoints_dir / "best").symlink_to("step-40")
-    dpo.write_status(state="finished", step=40, ended_at=time.time(), reason="reached 40 steps",
+    dpo.write_status(state="finished", step=40, ended_at=time.time(), reason=Message("run.reached_steps", steps=40),
                      best=BestSoFar(metric="reward_accuracy", value=0.78, step=40, val_ppl=48701.72,
                                     reward_accuracy=0.78),
                      final=FinalFigures(best_val_ppl=48701.72, monitor="reward_accuracy", reward_accuracy=0.78,

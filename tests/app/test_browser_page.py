@@ -23,6 +23,7 @@ import pytest
 from core.spec.config import Config
 from core.run.records import FinalFigures
 from core.run.rundir import RunDir
+from core.spec.messages import Message
 from app.tabs.monitor_callbacks import IDLE_POLL_S
 
 from tests.app.english import english_words
@@ -107,8 +108,8 @@ def test_english_words_are_found_and_names_are_kept():
 def make_runs(runs_dir: Path) -> dict[str, RunDir]:
     """A finished and a stopped run as the worker leaves them (status, metrics, checkpoints)."""
     runs = {}
-    for name, state, reason in (("finished", "finished", "reached 20 steps"),
-                                ("stopped", "stopped", "stopped by request")):
+    for name, state, reason in (("finished", "finished", Message("run.reached_steps", steps=20)),
+                                ("stopped", "stopped", Message("run.stopped_by_user"))):  # as the worker writes them
         run = RunDir.create(runs_dir, f"20261201-09000{len(runs)}_tiny-demo_lora-r8_fp32_dp1_{name}",
                             Config().with_updates({"train.max_steps": 20, "train.warmup_steps": 2}).to_yaml())
         run.write_status(state="starting")
@@ -223,7 +224,8 @@ def make_more_runs(runs_dir: Path, process) -> dict[str, RunDir]:
     early.write_status(state="running", step=0, total_steps=40, rank_count=1)
     early.append_metrics([train(10, 2.0), evaluation(10, 1.9, 1.9), train(20, 1.7), evaluation(20, 1.8, 1.8)])
     early.write_status(state="early_stopped", step=20, ended_at=time.time(),
-                       reason="val_loss did not improve by 0.0 for 1 evaluations (best 1.9000 at step 10)",
+                       reason=Message("run.no_improvement", monitor="val_loss", min_delta=0.0, patience=1,
+                                      best="1.9000", step=10),
                        final=FinalFigures(best_val_ppl=6.69, tokens_per_s=2000.0, peak_mem_mb=600.0, wall_s=30.0, steps=20))
     (early.checkpoints_dir / "step-10").mkdir(parents=True)
     (early.checkpoints_dir / "best").symlink_to("step-10")

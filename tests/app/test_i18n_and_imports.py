@@ -202,9 +202,12 @@ def test_why_a_run_ended_reads_in_chinese_by_its_id_and_old_runs_by_their_englis
     assert reason_text(reason, "zh", reason.to_json()) == "val_loss 连续 3 次评估未改进 0.0 以上（最佳 1.2345，第 40 步）"
     # the id decides, not the English (an edited or reworded English still reads in 中文)
     assert reason_text("reworded", "zh", Message("run.reached_steps", steps=6).to_json()) == "已达到 6 步"
-    # a run written before the ids: its English is the catalogue's
-    assert reason_text("stopped by the user (forced); newest resumable checkpoint: step-4", "zh") == \
-        "用户强制停止；最新可恢复的检查点：step-4"
+    # the record of a reason with a note (the trainer's stop: run.with_note), each part by its id
+    stopped = Message("run.with_note", reason=Message("run.stopped_forced"),
+                      note=Message("run.resumable", checkpoint="step-4"))
+    assert reason_text(str(stopped), "zh", stopped.to_json()) == "用户强制停止；最新可恢复的检查点：step-4"
+    # a run written before the ids: its English as it is, never read back
+    assert reason_text(str(stopped), "zh") == "stopped by the user (forced); newest resumable checkpoint: step-4"
     assert reason_text("RuntimeError: Allocate memory failed", "zh") == "RuntimeError: Allocate memory failed"
 
 
@@ -220,6 +223,7 @@ def test_every_note_of_the_memory_estimate_reads_in_chinese(updates):
     from pathlib import Path
     from app.i18n import memory_note
     from core.spec.config import Config
+    from core.spec.messages import Message
     from core.spec.memory import estimate_memory
     from core.spec.model_args import ModelArgs
     from tests.app.english import english_words
@@ -230,4 +234,5 @@ def test_every_note_of_the_memory_estimate_reads_in_chinese(updates):
     for note in notes:
         zh = memory_note(note, "zh")
         assert zh != note and english_words(zh) == [], (note, zh)
-        assert memory_note(note, "en") == note and memory_note(str(note), "zh") == zh  # as text, from elsewhere
+        assert memory_note(note, "en") == note and memory_note(Message.from_json(note.to_json()), "zh") == zh
+        assert memory_note(str(note), "zh") == str(note)  # a text without its id: as it is

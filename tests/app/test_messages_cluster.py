@@ -7,7 +7,8 @@ the real Slurm client commands where this machine has them (with no controller a
 refusals Slurm's own clients give then; a client missing by PATH), a real closed port for MLflow;
 Slurm's partition list and a tracker's failure are the only answers faked. Then said in 中文 from its
 id with no English word left but the library's own text it quotes, with every fact kept; also when
-it comes back as text (a status.json written before the ids), read by the catalogue's templates."""
+it comes back as its record (status.json's reason_message, another process's error line); the English
+alone (a status.json written before the ids) is shown as it is."""
 from __future__ import annotations
 
 import os
@@ -33,6 +34,7 @@ from app.i18n import MESSAGES_ZH, problem_text, reason_text
 from tests import skips
 from tests.app.english import english_words
 from tests.app.test_messages_run import raised, said_by_id
+from tests.app.test_problem_text import by_record
 
 # the ids of area F (the slurm.* ids of why a job ended are older: tests/app/test_messages_run.py's neighbours)
 AREA = ("tracking.", "launch.", "family.", "device.")
@@ -369,13 +371,15 @@ def test_the_english_is_what_core_wrote_before_the_ids(run, tmp_path, monkeypatc
 
 @pytest.mark.slow
 def test_a_sbatch_refusal_keeps_its_id_in_status_json(run, tmp_path, monkeypatch):
-    """The run's reason: sbatch's own words quoted inside ours, in 中文 by id and by its text."""
-    reason = CASES["slurm.refused_job"](run, tmp_path, monkeypatch)
+    """The run's reason: sbatch's own words quoted inside ours, in 中文 by the id status.json keeps; the
+    English alone (a run folder written before the ids) as it is."""
+    reason = CASES["slurm.refused_job"](run, tmp_path, monkeypatch)  # read from status.json's reason_message
+    assert isinstance(reason, Message) and reason.key == "slurm.refused_job"
     status_reason = str(reason)
     assert status_reason.startswith("sbatch refused the job: sbatch: error:")
     chinese = reason_text(status_reason, "zh", reason.to_json())
     assert chinese.startswith("sbatch 拒绝了该作业：sbatch: error:")
-    assert reason_text(status_reason, "zh") == chinese
+    assert reason_text(status_reason, "zh") == status_reason
 
 
 def test_a_key_map_collision_is_said_after_the_checkpoint_it_is_in():
@@ -384,7 +388,7 @@ def test_a_key_map_collision_is_said_after_the_checkpoint_it_is_in():
     chinese = problem_text(message, "zh")
     assert chinese == ("/models/g3/model.safetensors：张量 model.language_model.norm.weight 和 "
                        "language_model.model.norm.weight 都映射到 model.norm.weight")
-    assert problem_text(str(message), "zh") == chinese
+    assert problem_text(by_record(message), "zh") == chinese and problem_text(str(message), "zh") == str(message)
 
 
 def test_a_model_without_projections_says_none_in_chinese():
@@ -395,4 +399,4 @@ def test_a_model_without_projections_says_none_in_chinese():
     assert message.key == "lora.name_matches_nothing" and message.params["projections"] == "none"
     chinese = problem_text(message, "zh")
     assert "none" not in chinese and "无" in chinese, chinese
-    assert english_words(chinese) == [] and problem_text(str(message), "zh") == chinese
+    assert english_words(chinese) == [] and problem_text(by_record(message), "zh") == chinese

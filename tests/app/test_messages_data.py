@@ -23,7 +23,8 @@ from core.data.catalog import read_catalog
 from core.data.formats import Columns, resolve_format
 from core.data.overlong import check_policy
 from core.spec.config import DataSettings
-from core.spec.messages import CATALOGUE, NOT_RECOGNISED, Message, recognise
+from core.spec.errors import said_of
+from core.spec.messages import CATALOGUE, Message
 
 from app.tabs import data_callbacks
 from app.data import datasets
@@ -467,7 +468,6 @@ def test_every_data_message_is_said_by_its_id_in_chinese_with_its_facts(key, tmp
 def test_every_data_id_of_the_catalogue_is_made_by_its_producer():
     assert {key for key in CATALOGUE if key.startswith("data.")} == set(MISTAKES)
     assert {key for key in CATALOGUE if key.startswith("data.")} <= set(MESSAGES_ZH)
-    assert {"data.at_line", "data.at_record", "data.at_row", "data.at", "data.at_entry"} <= NOT_RECOGNISED
 
 
 def test_the_english_is_what_core_data_wrote_before_the_ids(tmp_path):
@@ -476,7 +476,7 @@ def test_the_english_is_what_core_data_wrote_before_the_ids(tmp_path):
         read_data_file(broken)
     assert str(info.value) == (f"{broken} line 2: invalid JSON (Expecting value at column 10); each line must be "
                                "one JSON object")
-    assert problem_text(info.value, "zh") == f"{broken} 第 2 行：JSON 无效（缺少值，第 10 列）；每行必须是一个 JSON 对象"
+    assert problem_text(info.value, "zh") == f"{broken} 第 2 行：JSON 无效（“Expecting value”，第 10 列）；每行必须是一个 JSON 对象"
     record = read_data_file(_write(tmp_path, "rows.json", '{"data": [{"text": "a"}]}')).records[0]
     assert record.where == f"{tmp_path / 'rows.json'} record data[0]" and isinstance(record.where, data_files.Where)
     import copy
@@ -501,22 +501,31 @@ def test_a_data_error_keeps_its_id_on_the_way_to_the_page(console, workspace):
     assert said.key == "data.file_not_found" and problem_text(said, "zh") == f"{nowhere}：文件不存在"
 
 
-def test_a_data_error_that_fails_a_run_reads_in_chinese_from_its_english(tmp_path, monkeypatch):
-    """The worker records a data error's English as the run's reason (status.json): the console
-    finds the message in it by the catalogue's own templates (recognise)."""
+def test_a_data_error_that_fails_a_run_reads_in_chinese_by_its_record(tmp_path, monkeypatch):
+    """The worker records a data error as the run's reason (status.json: its English and its record,
+    core.train._fail with said_of): the console says it by the record; the English alone (a run folder
+    written before the ids) is shown as it is, never read back."""
+    from core.run.rundir import RunDir
+    from core.spec.config import Config
+
     for key in ("data.fewer_samples_than_a_batch", "data.no_validation_samples", "data.no_validation_data"):
         err = _made(key, tmp_path, monkeypatch)
-        reason = str(err)  # what the worker writes
-        assert recognise(reason).key == key
-        assert reason_text(reason, "zh") == problem_text(err, "zh")
-        assert_chinese(reason, reason_text(reason, "zh"))
+        run = RunDir.create(tmp_path / "runs", key.replace(".", "-"), Config().to_yaml())
+        run.write_status(state="failed", reason=said_of(err), failure_kind="data")  # what the worker writes
+        status = run.read_status()
+        assert status.reason == str(err) and Message.from_json(status.reason_message).key == key
+        chinese = reason_text(status.reason, "zh", status.reason_message)
+        assert chinese == problem_text(err, "zh")
+        assert_chinese(status.reason, chinese)
+        assert reason_text(status.reason, "zh") == status.reason  # without its record: as it is
 
 
 def test_a_data_error_of_a_dry_run_reads_in_chinese(console, tmp_path, monkeypatch):
-    """A dry run's error comes as text from its process: a data message is found in it by its English."""
+    """A dry run's error comes from its process as its record (core.spec.errors.report) beside its English."""
+    from tests.app.test_problem_text import error_lines
     err = _made("data.fewer_samples_than_a_batch", tmp_path, monkeypatch)
     _, failed = cb.dry_run(form_values(console), console, lang="zh", runner=lambda argv, **kw: types.SimpleNamespace(
-        returncode=1, stdout="", stderr=f"error: {err}\n"))
+        returncode=1, stdout="", stderr=error_lines(said_of(err))))
     assert problem_text(err, "zh") in html.unescape(failed)
 
 

@@ -28,7 +28,7 @@ from core.engine.lora import (inject_lora, load_lora_state_dict, load_peft_adapt
 from core.engine.moe import SparseMoE
 from core.engine.preference import Objective
 from core.run.ckpt_store import save_train_checkpoint
-from core.spec.messages import CATALOGUE, NOT_RECOGNISED, Message
+from core.spec.messages import CATALOGUE, Message
 from core.spec.model_args import file_sha256, weight_files
 from core.spec.moe_args import MoeArgs
 
@@ -451,24 +451,44 @@ def test_a_peft_adapter_whose_targets_match_nothing_says_where(tiny, tmp_path):
 
 
 @pytest.mark.parametrize("key", ["export.full_no_adapter", "export.no_pointer", "export.adapter_rank"])
-def test_an_exports_error_line_reads_in_chinese_by_the_catalogue(tiny, tmp_path, key, capsys):
-    """python -m core.export prints 'error: <English>' (the console runs it as a process and shows that
-    line): the line is read back by the catalogue's templates into its message."""
+def test_an_exports_error_reaches_the_console_by_its_record(tiny, tmp_path, key, capsys, monkeypatch):
+    """python -m core.export prints 'error: <English>' and, for the console (core.spec.errors.RECORDS_ENV),
+    its record: the console's ExportFailed keeps the message by its id (app.runs.exports.run_export);
+    the English line alone is shown as it is."""
+    import subprocess
+
+    from app.runs import exports
+    from core.spec.errors import RECORDS_ENV, read_report
+
     states = {"export.full_no_adapter": {"method": "full"}, "export.no_pointer": {},
               "export.adapter_rank": {"lora": {**LORA, "rank": 3}}}
     _checkpoint(tiny, tmp_path, **states[key])
     argv = ["--run", str(tmp_path / "run"), "--format", "peft"] + (["--which", "last"] if key == "export.no_pointer" else [])
+    monkeypatch.setenv(RECORDS_ENV, "1")
     assert export_main(argv) == 2
-    line = capsys.readouterr().err.strip().removeprefix("error: ")
-    from core.spec.messages import recognise_located
-    found = recognise_located(line)
+    stderr = capsys.readouterr().err
+    line = stderr.splitlines()[0].removeprefix("error: ")
+    found = read_report(stderr)
     assert found is not None and found.key == key and found == line
-    assert_chinese(line, problem_text(line, "zh"))
+    assert_chinese(line, problem_text(found, "zh"))
+    assert problem_text(line, "zh") == line  # the English alone: as it is
+    # the console's side: the process's stderr becomes ExportFailed with the message
+    monkeypatch.setattr(exports, "export_target", lambda run, fmt: exports.ExportTarget(
+        "best", 4, tmp_path / "never.zip", None))
+    sent = {}
+
+    def runner(argv, **kwargs):
+        sent.update(kwargs["env"])
+        return subprocess.CompletedProcess(argv, 2, "", stderr)
+
+    with pytest.raises(exports.ExportFailed) as failed:
+        exports.run_export(tmp_path / "run", "peft", tmp_path, runner=runner)
+    assert sent[RECORDS_ENV] == "1" and failed.value.said[0].key == key and str(failed.value) == line
 
 
 # ---- the Try tab -------------------------------------------------------------------------------
 
-def test_the_try_tab_says_generations_error_in_the_pages_language(tiny, capsys):
+def test_the_try_tab_says_generations_error_in_the_pages_language(tiny, capsys, monkeypatch):
     """core.generate --json prints its error with the message's id; the Try tab's answer says it in
     中文 on the 中文 page (it was English there), its own refusals too."""
     assert generate_main(["--model", str(tiny), "--prompt=hi", "--max-new-tokens", "0", "--json"]) == 2
@@ -478,9 +498,15 @@ def test_the_try_tab_says_generations_error_in_the_pages_language(tiny, capsys):
     assert answer.shown("en") == "⚠ max_new_tokens = 0: must be >= 1"
     assert answer.shown("zh") == "⚠ " + problem_text(answer.error, "zh")
     assert_chinese(str(answer.error), answer.shown("zh").removeprefix("⚠ "))
-    # a line of English without the JSON (an older process): read by the catalogue
+    # a line of English without the JSON or the record (an older process): shown as it is
     text_only = try_cb.parse_output("", "error: max_new_tokens = 0: must be >= 1\n", 2)
-    assert text_only.shown("zh") == answer.shown("zh")
+    assert text_only.shown("zh") == "⚠ max_new_tokens = 0: must be >= 1"
+    # the record on stderr (core.spec.errors.report) without the JSON answer: said by its id
+    from core.spec.errors import RECORDS_ENV
+    monkeypatch.setenv(RECORDS_ENV, "1")
+    assert generate_main(["--model", str(tiny), "--prompt=hi", "--max-new-tokens", "0"]) == 2
+    by_record = try_cb.parse_output("", capsys.readouterr().err, 2)
+    assert by_record.error.key == "generate.max_new_tokens" and by_record.shown("zh") == answer.shown("zh")
     done = try_cb.Answer("blue", new_tokens=2, seconds=0.5)
     assert done.shown("en") == "blue\n\n[2 tokens in 0.50 s]" and done.shown("zh") == "blue\n\n[2 个 token，用时 0.50 秒]"
 
@@ -505,7 +531,6 @@ def test_the_try_tabs_own_refusals_are_said_in_the_pages_language(console, tmp_p
 def test_every_engine_id_is_made_by_a_case_above_and_has_chinese():
     ours = {key for key in CATALOGUE if key.startswith(AREA)}
     assert ours <= set(MESSAGES_ZH), sorted(ours - set(MESSAGES_ZH))
-    assert {"weights.safetensors_says", "weights.os_error"} <= NOT_RECOGNISED
     made = set(MISTAKES)
     assert ours - made == set(), sorted(ours - made)
     assert made - ours == SHARED_WITH_THE_RUN, sorted(made - ours)

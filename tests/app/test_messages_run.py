@@ -5,8 +5,8 @@ paths (core.run.rundir), the launcher's refusals (core.run.launcher) and an eval
 rundir.*, run.launch.*, eval.*). Each id is made here by the code that makes it for the page (a real
 run folder, a real checkpoint spoilt on disk, the worker's own failure paths with the step's inputs
 faked, no MindSpore training run), then said in 中文 from its id with no English word left but the
-library's own text it quotes, and with every fact kept; also when it comes back as text (status.json
-written before the ids, another process's stderr), read by the catalogue's templates."""
+library's own text it quotes, and with every fact kept; also when it comes back as its record
+(status.json's reason_message, another process's error line on stderr); the English alone is shown as it is."""
 from __future__ import annotations
 
 import errno
@@ -27,7 +27,8 @@ from core.run.records import RunDirError, Status
 from core.run.rundir import RunDir, _read_json_object, resolve_inside
 from core.spec.config import Config, ConfigError
 from core.spec.errors import CheckpointError, said_of
-from core.spec.messages import CATALOGUE, Message, recognise_located
+from core.spec.errors import RECORD_MARK, RECORDS_ENV, read_report, record_of
+from core.spec.messages import CATALOGUE, Message
 
 from app.tabs import eval_callbacks as ev
 from app.i18n import MESSAGES_ZH, problem_text, reason_text
@@ -221,15 +222,19 @@ def _msrun(monkeypatch) -> Message:
     return _message_of(raised(lambda: trainer.Cluster(2), ConfigError))
 
 
-def _dry_steps(tmp_path, capsys) -> Message:
+def _dry_steps(tmp_path, capsys, monkeypatch) -> Message:
+    """The dry run's refusal as the console receives it: its record on stderr (core.spec.errors.report),
+    read by the Train tab (train_callbacks._parse_dry_run); the English line stays for the CLI."""
     from core import dry_run
+    from app.tabs.train_callbacks import _parse_dry_run
     config = tmp_path / "c.yaml"
     config.write_text(Config().to_yaml())
+    monkeypatch.setenv(RECORDS_ENV, "1")
     assert dry_run.main(["--config", str(config), "--steps", "0"]) == 2
-    line = capsys.readouterr().err.strip()
-    assert line.startswith("error: ")
-    found = recognise_located(line[len("error: "):])  # the CLI's line, read back as the console reads it
-    assert found is not None
+    stderr = capsys.readouterr().err
+    assert stderr.startswith("error: --steps 0: must be >= 1\n")
+    found = _parse_dry_run("", stderr, 2, 1.0).error
+    assert isinstance(found, Message) and found == read_report(stderr)
     return found
 
 
@@ -509,6 +514,29 @@ CASES = {
     "eval.unknown_task_no_paths": lambda run, tmp_path, monkeypatch: _unknown_task(tmp_path, include=False,
                                                                                    local=False),
 }
+CASES["train.dry_out_of_memory"] = lambda run, tmp_path, monkeypatch: _dry_out_of_memory(tmp_path, monkeypatch)
+
+
+def _dry_out_of_memory(tmp_path, monkeypatch) -> Message:
+    """The dry run out of host memory: its record on stderr, as the Train tab reads it."""
+    import contextlib
+    import io
+
+    from core import dry_run
+    from app.tabs.train_callbacks import _parse_dry_run
+
+    def out_of_memory(config, steps):
+        raise MemoryError("std::bad_alloc")
+
+    config = tmp_path / "dry.yaml"
+    config.write_text(Config().to_yaml())
+    monkeypatch.setattr(dry_run, "dry_run", out_of_memory)
+    monkeypatch.setenv(RECORDS_ENV, "1")
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        assert dry_run.main(["--config", str(config)]) == 1
+    assert stderr.getvalue().startswith("error: out of memory during the dry run: std::bad_alloc\n")
+    return _parse_dry_run("", stderr.getvalue(), 1, 1.0).error
 # made by the cases that need other fixtures (below): the console's Evaluate panel, the dry run's CLI
 PANEL = {"eval.no_best": "no best", "eval.no_base": "no base", "eval.tasks_not_local": "not local",
          "eval.tasks_no_folders": "no folders"}
@@ -530,16 +558,20 @@ def _corrupt(run: RunDir, others: bool) -> Message:
 
 def said_by_id(key: str, message: Message, names=QUOTED) -> None:
     """`message` is `key`'s, said in 中文 by its id (no English word but what it quotes from the
-    parameters in `names`, every fact kept), and the same when only its English comes back."""
+    parameters in `names`, every fact kept), and the same when it comes back as its record (status.json's
+    reason_message, another process's error line); its English alone is shown as it is."""
     assert isinstance(message, Message) and message.key == key, (key, message)
     assert key in MESSAGES_ZH
     english = str(message)
     assert problem_text(message, "en") == english
     chinese = problem_text(message, "zh")
     assert_chinese(message, chinese, names)
-    # ... and as text: a run folder written before the ids, another process's line
-    again = recognise_located(english)
-    assert again is not None and problem_text(english, "zh") == chinese, (english, again and again.to_json())
+    # ... and as its record: status.json's reason, another process's line (core.spec.errors.report)
+    from app.i18n import reason_text
+    assert reason_text(english, "zh", json.loads(json.dumps(message.to_json()))) == chinese
+    again = read_report(f"error: {english}\n{RECORD_MARK}{json.dumps(record_of(message))}\n")
+    assert again.to_json() == message.to_json() and problem_text(again, "zh") == chinese
+    assert problem_text(english, "zh") == english and reason_text(english, "zh") == english  # no record: as it is
 
 
 @pytest.mark.slow
@@ -567,8 +599,31 @@ def test_the_evaluate_panels_refusals_are_said_by_id(key, console, monkeypatch):
     said_by_id(key, _message_of(caught[-1]))
 
 
-def test_the_dry_runs_steps_are_said_by_id(tmp_path, capsys):
-    said_by_id("train.dry_steps", _dry_steps(tmp_path, capsys))
+def test_the_dry_runs_steps_are_said_by_id(tmp_path, capsys, monkeypatch):
+    said_by_id("train.dry_steps", _dry_steps(tmp_path, capsys, monkeypatch))
+
+
+def test_the_dry_runs_own_process_hands_the_console_its_record(tmp_path):
+    """`python -m core.dry_run` in a process of its own, run as the Train tab runs it (its environment
+    with RECORDS_ENV): the error comes back as its record, said in 中文 by its id; without the variable
+    (a command-line user) the process prints its English only."""
+    import os
+    import subprocess
+    import sys
+
+    from core.run.launcher import REPO_ROOT
+    from app.tabs.train_callbacks import _parse_dry_run, dry_run_argv
+    config = tmp_path / "c.yaml"
+    config.write_text(Config().to_yaml())
+    argv = dry_run_argv(config, sys.executable) + ["--steps", "0"]
+    env = {k: v for k, v in os.environ.items() if k != RECORDS_ENV}
+    done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                          env={**env, RECORDS_ENV: "1"})
+    found = _parse_dry_run(done.stdout, done.stderr, done.returncode, 1.0).error
+    assert done.returncode == 2 and isinstance(found, Message) and found.key == "train.dry_steps"
+    assert problem_text(found, "zh") != str(found) == "--steps 0: must be >= 1"
+    plain = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert plain.stderr == "error: --steps 0: must be >= 1\n" and read_report(plain.stderr) is None
 
 
 def test_a_tasks_data_that_is_not_on_disk_is_said_by_id(tmp_path, monkeypatch):
@@ -605,7 +660,7 @@ def test_a_failed_ranks_reason_keeps_its_id_in_status_json(run, monkeypatch):
     assert status.reason == "rank 1: non-finite loss at step 3" and status.failed_rank == 1
     chinese = reason_text(status.reason, "zh", status.reason_message)
     assert chinese == "rank 1：第 3 步的损失不是有限值（NaN/Inf）"
-    assert reason_text(status.reason, "zh") == chinese  # a folder written before the ids: by its text
+    assert reason_text(status.reason, "zh") == status.reason  # a folder written before the ids: as it is
     assert failure_kind(Status(state="failed", reason=status.reason, reason_message=status.reason_message)) == \
         "nonfinite"
 
@@ -618,9 +673,8 @@ def test_a_failed_ranks_reason_keeps_its_id_in_status_json(run, monkeypatch):
 ])
 def test_a_failure_is_classified_by_its_ids_without_a_failure_kind(key, kind, run, tmp_path, monkeypatch):
     message = CASES[key](run, tmp_path, monkeypatch)
-    for status in (Status(state="failed", reason=str(message), reason_message=message.to_json()),
-                   Status(state="failed", reason=str(message))):  # by id, and by the text read back
-        assert failure_kind(status) == kind, (key, str(message))
+    status = Status(state="failed", reason=str(message), reason_message=message.to_json())
+    assert failure_kind(status) == kind, (key, str(message))  # by id: the English is not read back
 
 
 def test_a_classification_needs_no_english_of_ours():

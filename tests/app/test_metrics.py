@@ -233,27 +233,37 @@ def test_a_fork_with_another_objective_draws_none_of_its_parents_curves(tmp_path
         loss = charts.frames["loss"]
         parent_steps = sorted(set(loss[loss["series"].str.endswith("(parent)")]["step"]))
         assert parent_steps == ([1, 2, 3, 4] if drawn else []), (name, parent_steps)
+        parents = {(series.key, series.params["name"].key) for series in loss["series"] if series.endswith("(parent)")}
+        assert parents == ({("series.parent", "series.loss"), ("series.parent", "series.loss EMA")} if drawn else set())
 
 
 def test_every_series_the_charts_name_is_said_in_chinese_by_its_text(tmp_path, run):
-    """The legends read each series back by the series.* texts' own templates (app.i18n.recognise_said):
-    a regular expression over 'best …' and 'rank N' did it before. A fork's parent curves too."""
+    """The charts name each series by its series.* text's key (a Said: app.charts.metrics.series_name)
+    and the legends say it in the page's language from that key; nothing reads a name back (a name
+    that came without its key stays as it is). A fork's parent curves too."""
     import re
 
+    from app.charts.metrics import series_name
+    from app.i18n import Said
     from app.tabs.monitor_callbacks import series_text
 
     charts = RunCharts(run.path, workers=2)
     run.append_metrics([train(1, 2.0, peak_mem_ranks_mb=[700.0, 650.0]), train(2, 1.9),
                         evaluation(2, 4.0, 4.0), evaluation(4, 4.5, 4.0, monitor="val_ppl", best_value=50.0)])
     charts.update()
-    names = {name for frame in charts.frames.values() if len(frame) for name in frame["series"]}
-    names |= {f"{name} (parent)" for name in list(names)}
-    assert {"rank 0", "best val_loss", "best val_ppl (parent)", "val loss EMA (parent)"} <= names
+    names = list(dict.fromkeys(name for frame in charts.frames.values() if len(frame) for name in frame["series"]))
+    assert names and all(isinstance(name, Said) and name.key.startswith("series.") for name in names), names
+    names += [series_name("parent", name=name) for name in names]
+    assert {"rank 0", "best val_loss", "best val_ppl (parent)", "val loss EMA (parent)"} <= set(names)
     for name in names:
         zh = series_text(name, "zh")
         left = [w for w in re.findall(r"[A-Za-z_]{2,}", zh) if w not in {"EMA", "MB", "ppl", "val_loss", "val_ppl",
                                                                           "token", "worker", "rank"}]
         assert left == [] and series_text(name, "en") == name, (name, zh)
-    assert series_text("best val_loss (parent)", "zh") == "最佳 val_loss（父运行）"
-    assert series_text("rank 1", "zh") == "rank 1" and series_text("loss (parent)", "zh") == "损失（父运行）"
+    parent_best = series_name("parent", name=series_name("best", monitor="val_loss"))
+    assert parent_best == "best val_loss (parent)" and series_text(parent_best, "zh") == "最佳 val_loss（父运行）"
+    assert series_text(series_name("rank", n=1), "zh") == "rank 1"
+    assert series_text(series_name("parent", name=series_name("loss")), "zh") == "损失（父运行）"
     assert series_text("something else", "zh") == "something else"
+    assert series_text("best val_loss (parent)", "zh") == "best val_loss (parent)"  # without its key: as it is
+    assert series_name("exact_match") == "exact_match" and not isinstance(series_name("exact_match"), Said)

@@ -37,6 +37,19 @@ def facts(message: str) -> list[str]:
     return [f for f in found if f not in ("", "e.g") and not re.fullmatch(r"[A-Za-z-]+", f)]  # not a sentence's last word
 
 
+def error_lines(said) -> str:
+    """What an entry point the console starts prints on stderr for `said` (core.spec.errors.report,
+    with RECORDS_ENV set): the English line, then its record."""
+    from core.spec.errors import RECORD_MARK, record_of
+    return f"error: {said}\n{RECORD_MARK}{json.dumps(record_of(said))}\n"
+
+
+def by_record(said):
+    """`said` as the console receives it from another process: its record, read back."""
+    from core.spec.errors import read_report
+    return read_report(error_lines(said))
+
+
 def assert_chinese(english: str, chinese: str) -> None:
     assert chinese != english, f"not translated: {english}"
     assert english_words(chinese) == [], f"English left in {chinese!r} (from {english!r})"
@@ -213,9 +226,20 @@ def test_the_dry_run_result_reads_in_chinese(console):
     assert english_words(plain) == []
     _, refused = cb.dry_run(form_values(console, train__warmup_steps=10_000), console, lang="zh")
     assert "试运行失败：请先修正列出的问题" in refused
-    _, failed = cb.dry_run(form_values(console), console, lang="zh", runner=lambda argv, **kw: types.SimpleNamespace(
+    from core.spec.errors import RECORDS_ENV
+    from core.spec.messages import Message
+    sent = {}
+
+    def refusing(argv, **kwargs):
+        sent.update(kwargs["env"])
+        return types.SimpleNamespace(returncode=1, stdout="", stderr=error_lines(Message(
+            "problem.at_key", setting="lora.target_modules", reason=Message("field.not_empty"))))
+
+    _, failed = cb.dry_run(form_values(console), console, lang="zh", runner=refusing)
+    assert "试运行失败：lora.target_modules：不能为空" in failed and sent[RECORDS_ENV] == "1"
+    _, older = cb.dry_run(form_values(console), console, lang="zh", runner=lambda argv, **kw: types.SimpleNamespace(
         returncode=1, stdout="", stderr="error: lora.target_modules: must not be empty\n"))
-    assert "试运行失败：lora.target_modules：不能为空" in failed
+    assert "试运行失败：lora.target_modules: must not be empty" in older  # no record: the English as it is
     _, en = cb.dry_run(form_values(console), console, runner=runner)
     assert "measured <b" in en and "2 training steps and one evaluation batch" in en
 
@@ -258,7 +282,8 @@ def test_english_is_left_as_core_wrote_it():
     message = at(line_of("/data/x.jsonl", 5), Message("data.invalid_json_line", json_says="Expecting value", column=32))
     assert message == "/data/x.jsonl line 5: invalid JSON (Expecting value at column 32); each line must be one JSON object"
     assert problem_text(message, "en") == message and problem_text(None, "zh") == ""
-    assert problem_text(message, "zh") == "/data/x.jsonl 第 5 行：JSON 无效（缺少值，第 32 列）；每行必须是一个 JSON 对象"
+    # Python's json module's words as it said them, quoted inside the 中文 sentence
+    assert problem_text(message, "zh") == "/data/x.jsonl 第 5 行：JSON 无效（“Expecting value”，第 32 列）；每行必须是一个 JSON 对象"
     assert text("runs.msg.deleted", "en").format(runs="r", time="t") == "deleted r at t"
 
 
@@ -319,7 +344,8 @@ def test_the_monitors_answers_read_in_chinese(console):
     run.write_status(state="finished", reason="reached 4 steps", step=4, ended_at=time.time())
     answers["over"] = monitor_callbacks.apply_early_stopping(console, run.run_id, True, "val_loss", 3, 0.0)
     answers["ready"] = Said("act.ready", file="x_peft.zip")
-    answers["export failed"] = Said("act.export_failed", problem="/r/x: file not found")
+    from core.spec.messages import Message
+    answers["export failed"] = Said("act.export_failed", problem=by_record(Message("data.file_not_found", file="/r/x")))
     for what, english in answers.items():
         chinese = action_text(english, "zh")
         assert_chinese(english, chinese)
@@ -585,7 +611,7 @@ FILE_MISTAKES = {
 
 def test_a_config_file_that_cannot_be_read_is_said_by_its_id_in_chinese(console, tmp_path):
     """Each way a config file cannot be read (core.spec.config, ids config.*), by the loader itself,
-    in 中文 with its facts (the file, the line, the value); PyYAML's own reason by PyYAML's table."""
+    in 中文 with its facts (the file, the line, the value); PyYAML's own reason quoted as PyYAML said it."""
     from core.spec.config import load_config
     (tmp_path / "b.yaml").write_text("base: a.yaml\n", encoding="utf-8")
     (tmp_path / "folder").mkdir()
@@ -602,7 +628,8 @@ def test_a_config_file_that_cannot_be_read_is_said_by_its_id_in_chinese(console,
                                                                  None) == key for line in err.said), (key, str(err))
         assert_chinese(str(err), problem_text(err, "zh"))
     values, message = cb.load_config_values(cb.load_yaml, str(tmp_path / "bad.yaml"), console, "zh")
-    assert values == {} and "bad.yaml 第 3 行：YAML 无效：应为节点内容" in message and english_words(message) == []
+    assert values == {} and english_words(message) == []
+    assert "bad.yaml 第 3 行：YAML 无效：“expected the node content, but found '<stream end>'”" in message
     _, message = cb.load_config_values(cb.load_yaml, str(tmp_path / "bell.yaml"), console, "en")
     assert "bell.yaml: line 2: invalid YAML: the control character #x0007 is not allowed" in message
     empty = tmp_path / "empty.yaml"
@@ -629,15 +656,17 @@ def test_a_checkpoint_whose_state_is_not_json_is_said_by_its_id_in_process_and_f
                              "line 1 column 2 (char 1)).")
     chinese = problem_text(err, "zh")
     assert_chinese(str(err), chinese)
-    assert problem_text(str(err), "zh") == chinese  # the text alone, as another process reports it
-    assert "不是有效的 JSON（属性名须用双引号括起：第 1 行第 2 列（字符 1））" in chinese
+    assert problem_text(by_record(err.message), "zh") == chinese  # its record, as another process reports it
+    assert problem_text(str(err), "zh") == str(err)  # the text alone: as it is
+    assert "不是有效的 JSON（“Expecting property name enclosed in double quotes: line 1 column 2 (char 1)”）" in chinese
 
 
 def test_the_data_statistics_warnings_are_said_by_their_ids_also_from_the_cache(tmp_path):
     """The statistics' warnings beside the figures (core.spec.stats: a field the format ignores,
     over-long records, chunked texts, dropped media, identical pairs, preference data trained as SFT)
     were English in the 中文 preview. They are core messages; once the statistics come back from
-    their cache file (JSON), the notes are text again and read by the catalogue's templates."""
+    their cache file (JSON), the notes and the records' places are their records again (core.spec.codec
+    encode; a cache written before the records is shown as it is)."""
     import json as json_
 
     from core.data.files import read_data_file
@@ -647,6 +676,8 @@ def test_the_data_statistics_warnings_are_said_by_their_ids_also_from_the_cache(
     from core.spec.messages import Message
     from core.spec.stats import DataStats, PreferenceSplitStats, PreferenceStats, SplitStats
 
+    from core.spec.places import Where, line_of
+
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("\n".join(json_.dumps({"prompt": f"q{i}", "chosen": "yes", "rejected": "no"}) for i in range(3))
                      + "\n", encoding="utf-8")
@@ -654,36 +685,47 @@ def test_the_data_statistics_warnings_are_said_by_their_ids_also_from_the_cache(
     split = dict(format="alpaca", samples=27, truncated=2, labelled_tokens=500, min_length=3, mean_length=40.0,
                  max_length=900, histogram_edges=[0, 1000], histogram_counts=[30], records=30)
     train = SplitStats(**split, ignored_fields={"history": 12}, overlong_policy="truncate", overlong_records=2,
-                       overlong_listed=[["data/a.jsonl line 160", 463], ["data/a.jsonl line 7", 300]], chunked=1,
-                       media_dropped=4)
+                       overlong_listed=[[line_of("data/a.jsonl", 160), 463], [line_of("data/a.jsonl", 7), 300]],
+                       chunked=1, media_dropped=4)
     validation = SplitStats(**split, overlong_policy="skip", overlong_records=1,
-                            overlong_listed=[["data/b.jsonl line 3", 301]])
+                            overlong_listed=[[line_of("data/b.jsonl", 3), 301]])
     stats = DataStats(train, validation, "file", 0, 0, seq_len=256, max_seq_len=256, notes=[note])
+    pair_at = Where("data.at_record", file="data/p.json", prefix="", index=3)
     preference = PreferenceStats(PreferenceSplitStats("pairs", 10, 2, 1, 0, 5.0, 9, 4.0, 8, records=13,
-                                                      overlong_records=1, overlong_listed=[["data/p.json record [3]", 2199]]),
+                                                      overlong_records=1, overlong_listed=[[pair_at, 2199]]),
                                  PreferenceSplitStats("pairs", 2, 0, 0, 0, 5.0, 9, 4.0, 8), max_seq_len=512)
     said = [*stats.warnings(), *preference.warnings()]
     assert {w.key for w in said} == {"stats.ignored_field", "stats.overlong_truncated", "stats.overlong_skipped",
                                      "stats.chunked", "stats.media_dropped", "stats.identical_pairs",
                                      "stats.pairs_as_sft", "stats.pairs_overlong_truncated"}
     assert "train: 2 of 30 records are longer than max_seq_len 256 tokens and were truncated" in said[1]
+    assert "data/p.json record [3] (2199 tokens)" in said[-1]
     for warning in said:
         assert_chinese(str(warning), problem_text(warning, "zh"))
-    cached = build(DataStats, json_.loads(json_.dumps(encode(stats))))
-    again = cached.warnings()
-    assert [str(w) for w in again] == [str(w) for w in stats.warnings()]
-    assert not isinstance(again[-1], Message)  # the note came back as text: read by the catalogue
-    assert [problem_text(w, "zh") for w in again] == [problem_text(w, "zh") for w in stats.warnings()]
+    for kept in (stats, preference):  # the cache (JSON) keeps the places and the notes as records
+        cached = build(type(kept), json_.loads(json_.dumps(encode(kept))))
+        again = cached.warnings()
+        assert [str(w) for w in again] == [str(w) for w in kept.warnings()]
+        assert [w.to_json() for w in again] == [w.to_json() for w in kept.warnings()]
+        assert [problem_text(w, "zh") for w in again] == [problem_text(w, "zh") for w in kept.warnings()]
+    assert isinstance(again[-1], Message) and again[-1].key == "stats.pairs_overlong_truncated"
+    # a cache written before the records: its places and notes as text, shown as they are
+    older = encode(stats)
+    older["notes"] = [str(note)]
+    older["train"]["overlong_listed"] = [["data/a.jsonl line 160", 463]]
+    shown = [problem_text(w, "zh") for w in build(DataStats, older).warnings()]
+    assert "data/a.jsonl line 160（463 个 token）" in shown[1] and shown[-1] == str(note)
 
 
 def test_a_listing_of_records_is_said_item_by_item_in_each_place_kind_from_message_text_and_cache():
     """The over-long records listed by data.overlong: error and the statistics (core.spec.stats.listing)
     were put into 中文 by six substitutions over the English; each item is now a message whose place is
-    a core.data.files.Where (line, row index, record, catalogue entry), or the text of one read back by
-    that place's own template when it came from a cache or another process."""
-    from core.data.files import Where, line_of, place_of
+    a core.spec.places.Where (line, row index, record, catalogue entry), kept as its record when it goes
+    to a cache or another process (a text without one is shown as it is)."""
     from core.data.overlong import overlong_error
-    from core.spec.messages import recognise
+    from core.spec.errors import said_of
+    from core.spec.messages import Message
+    from core.spec.places import Where, line_of
 
     places = [line_of("data/a.jsonl", 3), Where("data.at_row", file="data/b.parquet", row=4),
               Where("data.at_record", file="data/c.json", prefix="data", index=2),
@@ -699,11 +741,19 @@ def test_a_listing_of_records_is_said_item_by_item_in_each_place_kind_from_messa
                   "data/c.json 记录 data[2]（302 个 token）", "data/cat/dataset_info.json：数据集 'kites'（303 个 token）",
                   "另有 3 条"):
         assert place in zh, place
-    assert problem_text(english, "zh") == zh  # the text alone (a worker's reason): read by the templates
-    assert recognise(english).params["listed"].key == "stats.listing_more"
-    # the statistics' cache keeps each place as its text: read back by its kind's template
-    assert [place_of(str(p)).key for p in places] == [p.key for p in places]
-    assert place_of("data/a.jsonl line three") is None and place_of("no place") is None
+    # a worker's reason (status.json), another process's error: the record keeps every place's kind
+    again = by_record(said_of(error))
+    assert again.to_json() == said_of(error).to_json() and problem_text(again, "zh") == zh
+    assert again.params["listed"].key == "stats.listing_more"
+    assert problem_text(english, "zh") == english  # the text alone: as it is
+    # the statistics' cache keeps each place as its record
+    assert [type(Where.from_record(p.to_record())) for p in places] == [type(p) for p in places]
+    assert [Where.from_record(p.to_record()).params for p in places] == [p.params for p in places]
+    assert Where.from_record("data/a.jsonl line 3") == "data/a.jsonl line 3"  # a text: as it is
+    assert not isinstance(Where.from_record("data/a.jsonl line 3"), Where)
+    assert Where.from_record({"place": "run.nope", "params": {}}) == {"place": "run.nope", "params": {}}
     from core.spec.stats import listing
-    cached = listing([(str(p), n) for p, n in records], 23)
+    cached = listing([(p.to_record(), n) for p, n in records], 23)
     assert problem_text(cached, "zh") == problem_text(listing(records, 23), "zh") and "另有 3 条" in problem_text(cached, "zh")
+    older = problem_text(listing([(str(p), n) for p, n in records], 23), "zh")  # a cache of texts: as they are
+    assert "data/a.jsonl line 3（300 个 token）" in older

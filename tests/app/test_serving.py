@@ -2,6 +2,7 @@
 endpoint (`python -m core.serve` in a process of its own, app/runs/serving.py), on 127.0.0.1 only."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -10,6 +11,8 @@ import app.tabs.monitor_callbacks as cb
 from app.runs.serving import Endpoints, serve_argv
 from core.run.rundir import RunDir
 from core.spec.config import Config
+from core.spec.errors import RECORD_MARK, RECORDS_ENV, SERVING_MARK, record_of
+from core.spec.messages import Message
 
 from tests import skips
 
@@ -46,12 +49,14 @@ def finished_run(console, run_id="20261205-000000_tiny_lora-r8_fp32_dp1", state=
 
 def test_serve_starts_one_endpoint_on_loopback_and_says_where(console):
     calls = []
-    console.endpoints = Endpoints(fake_popen(["serving demo at http://127.0.0.1:40123/v1 (OpenAI-compatible; "
-                                              "Ctrl-C stops)"], calls=calls))
+    english = "serving demo at http://127.0.0.1:40123/v1 (OpenAI-compatible; Ctrl-C stops)"
+    where = SERVING_MARK + json.dumps({"name": "demo", "url": "http://127.0.0.1:40123/v1"})
+    console.endpoints = Endpoints(fake_popen([english, where], calls=calls))
     run = finished_run(console)
     said = cb.serve(console, run.run_id)
     assert said.key == "act.serving" and "http://127.0.0.1:40123/v1 (model 'demo')" in said
     argv, kwargs = calls[0]
+    assert kwargs["env"][RECORDS_ENV] == "1"  # core.serve prints its address as a record for the console
     assert argv[1:4] == ["-m", "core.serve", "--checkpoint"] and argv[4] == str(run.checkpoint("best"))
     assert argv[argv.index("--host") + 1] == "127.0.0.1" and kwargs["start_new_session"]
     assert cb.serve(console, run.run_id).key == "act.serving" and len(calls) == 1  # the running one
@@ -62,11 +67,17 @@ def test_serve_starts_one_endpoint_on_loopback_and_says_where(console):
 def test_a_run_not_over_is_not_served_and_a_failed_start_says_why(console):
     running = finished_run(console, state="stopping")
     assert cb.serve(console, running.run_id).key == "act.serve_not_over"
-    console.endpoints = Endpoints(fake_popen(["error: runs/x/checkpoints/best: checkpoint not found"], code=2))
+    refused = Message("serve.no_login_public", host="0.0.0.0")
+    console.endpoints = Endpoints(fake_popen([f"error: {refused}", RECORD_MARK + json.dumps(record_of(refused))],
+                                             code=2))
     run = finished_run(console, run_id="20261205-000001_tiny_lora-r8_fp32_dp1")
     said = cb.serve(console, run.run_id)
-    assert said.key == "act.serve_failed" and "checkpoint not found" in said
+    assert said.key == "act.serve_failed" and said.params["problem"].key == "serve.no_login_public"
+    assert "without a login" in said and "登录" in said.in_lang("zh")  # said by its id in 中文
     assert console.endpoints.get(run.path) is None
+    console.endpoints = Endpoints(fake_popen(["error: runs/x/checkpoints/best: checkpoint not found"], code=2))
+    said = cb.serve(console, run.run_id)  # an error line without its record: as it is
+    assert said.key == "act.serve_failed" and said.params["problem"] == "runs/x/checkpoints/best: checkpoint not found"
 
 
 @pytest.mark.slow

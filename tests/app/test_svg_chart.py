@@ -47,9 +47,17 @@ def test_long_series_are_thinned_but_keep_the_newest_point():
 
 
 def test_best_series_is_dashed_and_caption_shown():
-    data = pd.concat([frame([0, 10], [5.0, 4.0], "val loss"), frame([10], [4.0], "best val_loss")])
+    """The best-so-far and a fork's parent curves are known by their series' keys (app.charts.metrics
+    series_name), not by their English: a comparison's run named 'best run' is an ordinary line."""
+    from app.charts.metrics import series_name
+    best = series_name("best", monitor="val_loss")
+    data = pd.concat([frame([0, 10], [5.0, 4.0], series_name("val loss")), frame([5, 10], [4.5, 4.0], best)])
     svg = line_chart(data, "validation loss", caption="best val_loss 4 at step 10 · patience left 3")
-    assert "patience left 3" in svg and "#dc2626" in svg
+    assert "patience left 3" in svg and "#dc2626" in svg and "stroke-dasharray" in svg
+    plain = line_chart(pd.concat([frame([0, 10], [5.0, 4.0], "run a"), frame([0, 10], [4.0, 3.0], "best run")]), "loss")
+    assert "#dc2626" not in plain and "stroke-dasharray" not in plain
+    parent = line_chart(frame([0, 10], [5.0, 4.0], series_name("parent", name=series_name("loss"))), "loss")
+    assert "#9ca3af" in parent and "stroke-dasharray" in parent
 
 
 def test_log_axis_and_ticks():

@@ -12,7 +12,8 @@ import pytest
 from core.run.records import Status
 from core.run.rundir import RunDir
 from core.spec.config import Config
-from core.spec.messages import CATALOGUE, MESSAGE_PARAMS, NOT_RECOGNISED, Message, placeholders, recognise
+from core.spec.errors import RECORD_MARK, RECORDS_ENV, from_record, read_report, record_of, report, said_of
+from core.spec.messages import CATALOGUE, MESSAGE_PARAMS, Message, placeholders
 
 SAMPLE = {"steps": 20, "monitor": "val_loss", "min_delta": 0.0, "patience": 3, "best": "1.2345", "step": 40,
           "seconds": "120", "checkpoint": "step-4", "id": "41", "nodes": "node1, node2", "state": "FAILED",
@@ -148,29 +149,31 @@ def test_the_english_is_what_core_wrote_before_the_ids():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(CATALOGUE))
-def test_every_message_survives_json_copies_and_is_recognised_in_its_english(key):
+def test_every_message_survives_json_copies_and_another_processs_error_line(key):
     message = Message(key, **{name: SAMPLE[name] for name in placeholders(CATALOGUE[key])})
     again = Message.from_json(json.loads(json.dumps(message.to_json())))
     assert again == message and again.key == key and again.to_json() == message.to_json()
     assert pickle.loads(pickle.dumps(message)).to_json() == copy.deepcopy(message).to_json() == message.to_json()
-    found = recognise(str(message))  # a run folder written before the ids: its English only
-    if key in NOT_RECOGNISED:  # punctuation around parameters: never read into a text
-        assert found is None or found.key != key
-        return
-    assert found is not None and found == message and found.key == key
+    # the line an entry point prints for the console (core.spec.errors.report), read back as its record
+    line = RECORD_MARK + json.dumps(record_of(message))
+    found = read_report(f"error: {message}\n{line}\n")
+    assert found is not None and found == message and found.to_json() == message.to_json()
     assert found.render({}) == str(message)  # no translation: the English
 
 
-def test_recognise_leaves_what_is_no_message_alone():
-    assert recognise("RuntimeError: Allocate memory failed") is None
-    assert recognise("") is None and recognise(None) is None
-    partial = recognise("rank 1 was killed by SIGKILL; newest resumable checkpoint: step-4")
-    assert partial.key == "run.with_note" and partial.params["reason"] == "rank 1 was killed by SIGKILL"
-    assert partial.params["note"].key == "run.resumable"
-    # the most specific template wins: the forced stop is not the bare stop plus text
-    assert recognise("stopped by the user (forced)").key == "run.stopped_forced"
+def test_a_text_without_an_id_stays_text():
+    """What is no message (an error's own text, a run folder written before the ids) is carried as
+    it is, never read into one; a record the catalogue does not fit is no message."""
+    said = "RuntimeError: Allocate memory failed"
+    assert record_of(said) == {"text": said}
+    kept = from_record(record_of(said))
+    assert kept == said and not isinstance(kept, Message)
+    assert read_report(f"error: {said}\n{RECORD_MARK}{json.dumps(record_of(said))}") == said
+    assert read_report(f"error: {Message('run.stopped_forced')}") is None  # the English alone: no record
+    assert read_report("") is None and read_report(f"{RECORD_MARK}{{not json") is None
     assert Message.from_json({"id": "run.from_a_newer_version", "params": {}}) is None
     assert Message.from_json({"id": "run.reached_steps", "params": {}}) is None  # its parameter missing
+    assert from_record({"id": "run.from_a_newer_version", "params": {}}) is None and from_record([1]) is None
 
 
 def test_the_status_keeps_the_id_beside_the_english(tmp_path):
@@ -207,22 +210,34 @@ def test_placeholders_are_format_fields():
     assert all(isinstance(t, str) and list(string.Formatter().parse(t)) for t in CATALOGUE.values())
 
 
-def test_a_template_of_punctuation_reads_a_text_only_where_its_parts_are_messages():
-    """'{reason}; {note}' fits any text with a semicolon: a library's 'import of pyarrow halted; None in
-    sys.modules' is no message (it was read as one, and said with a 中文 semicolon inside English)."""
-    assert recognise("import of pyarrow halted; None in sys.modules") is None
-    both = recognise("stopped by the user (forced); newest resumable checkpoint: step-4")
-    assert both.key == "run.with_note" and both.params["note"].key == "run.resumable"
+def test_an_entry_points_error_reaches_the_console_as_its_record(monkeypatch, capsys):
+    """core.spec.errors.report: the English on stderr for a command-line user, and, when the console
+    asks (MINDTUNE_ERROR_RECORDS), the record on the next line, read back by its ids with the place it
+    names kept (it was a line of English read back by the catalogue's templates)."""
+    from core.spec.config import ConfigError, Problem
+    from core.spec.errors import CheckpointError
 
-
-def test_a_line_from_another_process_is_read_after_the_place_it_names():
-    from core.spec.messages import recognise_located
-    line = "/runs/r1/checkpoints/step-4/trainer_state.json: not valid JSON (Expecting value: line 1 column 1 (char 0))."
-    found = recognise_located(line)
-    assert found.key == "problem.at_key" and found.params["setting"] == "/runs/r1/checkpoints/step-4/trainer_state.json"
-    assert found.params["reason"].key == "model.invalid_json" and found == line
-    assert recognise_located("lora.target_modules: must not be empty").params["reason"].key == "field.not_empty"
-    assert recognise_located("RuntimeError: boom") is None and recognise_located("") is None
+    where = "/runs/r1/checkpoints/step-4/trainer_state.json"
+    err = CheckpointError(Message("problem.at_key", setting=where, reason=Message(
+        "model.invalid_json", json_says="Expecting value: line 1 column 1 (char 0)")))
+    monkeypatch.delenv(RECORDS_ENV, raising=False)
+    report(err)
+    plain = capsys.readouterr().err
+    assert plain == f"error: {where}: not valid JSON (Expecting value: line 1 column 1 (char 0)).\n"
+    assert read_report(plain) is None  # a command-line user reads no JSON
+    monkeypatch.setenv(RECORDS_ENV, "1")
+    report(err)
+    found = read_report(capsys.readouterr().err)
+    assert found.key == "problem.at_key" and found.params["setting"] == where
+    assert found.params["reason"].key == "model.invalid_json" and found == str(err)
+    # several problems: one record of their lines, each keeping its id (said_of)
+    several = ConfigError([Problem("lora.r", 0, Message("field.not_empty")), Problem("", None, "a text of its own")])
+    said = said_of(several)
+    assert said.key == "problem.lines" and str(said) == str(several)
+    report(several)
+    found = read_report(capsys.readouterr().err)
+    assert [getattr(line, "key", None) for line in found.params["lines"]] == ["problem.at_value", None]
+    assert found.params["lines"][0].params["reason"].key == "field.not_empty" and found == str(several)
 
 
 def test_a_list_parameter_keeps_its_items_as_messages_through_json_copies_and_text():
@@ -237,11 +252,9 @@ def test_a_list_parameter_keeps_its_items_as_messages_through_json_copies_and_te
     again = Message.from_json(json.loads(json.dumps(listed.to_json())))
     assert [item.key for item in again.params["items"]] == ["stats.listed_record"] * 2 and again == listed
     assert pickle.loads(pickle.dumps(listed)).params["items"] == items
-    found = recognise(f"2 records are longer than data.max_seq_len=256 tokens (data.overlong: error): "
-                      f"{Message('stats.listing', items=items)}. Raise data.max_seq_len, or set data.overlong "
-                      f"to truncate (cut prompt and answer in proportion) or skip (leave them out)")
-    assert found.key == "data.overlong_many" and found.params["listed"].key == "stats.listing"
+    overlong = Message("data.overlong_many", count=2, max_seq_len=256,
+                       listed=Message("stats.listing", items=items))
+    found = Message.from_json(json.loads(json.dumps(overlong.to_json())))  # a run's reason from status.json
+    assert found.key == "data.overlong_many" and found.params["listed"].key == "stats.listing" and found == overlong
     assert [(i.key, i.params["record_at"]) for i in found.params["listed"].params["items"]] == \
         [("stats.listed_record", "data/a.jsonl line 3"), ("stats.listed_record", "data/a.jsonl line 7")]
-    assert recognise("data/a.jsonl line 3 (303 tokens)").key == "stats.listed_record"  # one item: no list
-    assert recognise("loss, accuracy") is None  # a list of what is no message is no list

@@ -17,6 +17,7 @@ from core.engine.checkpoint import load_train_checkpoint
 from core.spec.model_args import file_sha256
 from core.run.rundir import RunDir
 from core.run.runs import display_name
+from core.spec.messages import Message
 from core.train import main as train_main
 from tests.core.tiny_setup import make_workspace, write_jsonl
 from tests.waiting import wait_for_run
@@ -259,6 +260,9 @@ def test_control_file_changes_patience_and_stops_the_run(workspace):
     last = os.readlink(run.checkpoints_dir / "last")
     assert status.state == "stopped" and status.reason == f"stopped by the user; newest resumable checkpoint: {last}"
     assert status.resumable_checkpoint == last
+    said = Message.from_json(status.reason_message)  # the note keeps its id beside the reason's (issue 38)
+    assert said.key == "run.with_note" and said.params["reason"].key == "run.stopped_by_user"
+    assert said.params["note"].to_json() == {"id": "run.resumable", "params": {"checkpoint": last}}
     change = next(r for r in records(run, "event") if r.get("event") == "control")
     assert change["early_stopping"]["patience"] == 7
     assert not launcher.run_processes(run)
