@@ -28,7 +28,7 @@ import numpy as np
 from core.data.tokenizer import Tokenizer
 from core.engine.export import (ExportError, base_folder, checkpoint_folder, load_trained_model, pointed_step,
                                 read_state)
-from core.engine.gguf_check import check_gguf, quantize_with_llama_cpp, _llama_cpp
+from core.engine.gguf_check import check_gguf, quantize_with_llama_cpp, round_like_file, _llama_cpp
 from core.engine.lora import merge_lora
 from core.engine.gguf_export import GGUF_QUANTS, GgufError, gguf_problem, window_dropped, write_gguf, write_lora_gguf
 from core.engine.gguf_merge import write_checkpoint_gguf
@@ -83,8 +83,12 @@ class _Work:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def _our_model(folder: Path, state: dict):
+def _our_model(folder: Path, state: dict, round_base: str | None = None):
+    """The checkpoint in our engine, its adapter merged (`round_base`: the base's matrices rounded as a file
+    of that type stores them first, the adapter added after in float32: the base file + adapter file)."""
     model, _ = load_trained_model(folder)
+    if round_base is not None:
+        round_like_file(model, round_base)
     if state["method"] == "lora":
         merge_lora(model)
     return model
@@ -175,8 +179,8 @@ def export_lora_gguf(run_dir, which: str = "best") -> Path:
         tmp_file = work / final.name
         adapter = _adapter_tensors(folder)
         write_lora_gguf(base, adapter, state["lora"]["alpha"], tmp_file, name=f"{run.path.name}-lora")
-        result = check_gguf(base_file, "f16", lambda: _our_model(folder, state), tokenizer, run.path,
-                            lora_path=tmp_file, model_dir=base)
+        result = check_gguf(base_file, "f16", lambda: _our_model(folder, state, round_base="f16"), tokenizer,
+                            run.path, lora_path=tmp_file, model_dir=base, rounded=True)
         result.notes.append(f"checked as {base_file.name} + this adapter against the merged model")
         return _settle(tmp_file, final, result)
 
