@@ -260,7 +260,7 @@ def test_the_console_is_in_packages_by_what_they_do():
     """issue 38: app/ is no flat folder: the tabs, the runs, the charts, the data views and who may do
     what each a package; on top only the server, what every callback shares and the entry points."""
     packages = sorted(p.name for p in (ROOT / "app").iterdir() if (p / "__init__.py").is_file())
-    assert packages == ["auth", "charts", "data", "runs", "tabs"]
+    assert packages == ["auth", "charts", "data", "runs", "tabs", "texts"]
     flat = sorted(p.stem for p in (ROOT / "app").glob("*.py"))
     assert flat == ["__init__", "__main__", "background", "container", "context", "i18n", "paths", "server",
                     "settings"]

@@ -40,7 +40,7 @@ from core.run.slurm import ENDED_STATES
 
 from app.auth.access import SINGLE_USER, Viewer, read_owner, visible
 from app.runs.cluster import LOCAL, cluster_of
-from app.i18n import Said, text
+from app.i18n import Said
 
 DEDUPE_WINDOW_S = 10.0  # the same config submitted again within this window is the same request
 
@@ -230,8 +230,7 @@ class JobManager:
         with self._lock:
             state = self._refresh(run).state
             if state not in ("stopped", "failed"):
-                raise JobError(Said("check.not_resumable", run=run_id, state=Said(
-                    "check.state", state=state, state_zh=text(f"state.{state}", "zh"))))
+                raise JobError(Said("check.not_resumable", run=run_id, state=Said("check.state", state=state)))
             name = checkpoint or "last"
             last = run.checkpoints_dir / name
             if "/" in name or "\\" in name or name.startswith(".") or not last.is_dir():

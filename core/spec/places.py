@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from core.spec.messages import CATALOGUE
+from core.spec.catalogue import CATALOGUE
 
 __all__ = ["PLACES", "Where", "line_of"]
 

@@ -14,7 +14,7 @@ from tests import skips
 
 
 def test_every_text_has_both_languages():
-    missing = [k for k, (en, zh) in TEXTS.items() if not en or not zh]
+    missing = [k for k, entry in TEXTS.items() if not entry.en or not entry.zh]
     assert missing == []
 
 
@@ -82,7 +82,7 @@ def test_every_symbol_the_console_writes_has_a_glyph():
     """Issue 20 bug 9: ⏳ and ❌ rendered as empty boxes on a machine without an emoji font."""
     app_dir = REPO_ROOT / "app"
     sources = {p.name: p.read_text(encoding="utf-8") for p in sorted(app_dir.glob("*.py")) + sorted(app_dir.glob("*.js"))}
-    sources["i18n.TEXTS"] = "".join(en + zh for en, zh in TEXTS.values())
+    sources["i18n.TEXTS"] = "".join(entry.en + entry.zh for entry in TEXTS.values())
     odd = {f"{name}: {char!r}" for name, source in sources.items() for char in source
            if ord(char) > 127 and not _cjk(char) and char not in DRAWABLE_SYMBOLS}
     assert not odd, sorted(odd)
@@ -157,7 +157,7 @@ def test_every_action_text_has_both_languages_with_the_same_parameters():
 
     actions = {k: v for k, v in TEXTS.items() if k.startswith("act.")}
     assert len(actions) > 35
-    assert [k for k, (en, zh) in actions.items() if not zh or names(en) != names(zh)] == []
+    assert [k for k, entry in actions.items() if not entry.zh or names(entry.en) != names(entry.zh)] == []
 
 
 PICKS = {"dropdown", "checkboxgroup", "radio", "checkbox", "number", "textbox", "slider"}

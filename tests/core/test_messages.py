@@ -11,9 +11,10 @@ import pytest
 
 from core.run.records import Status
 from core.run.rundir import RunDir
+from core.spec.catalogue import ENTRIES
 from core.spec.config import Config
 from core.spec.errors import RECORD_MARK, RECORDS_ENV, from_record, read_report, record_of, report, said_of
-from core.spec.messages import CATALOGUE, MESSAGE_PARAMS, Message, placeholders
+from core.spec.messages import CATALOGUE, Message, placeholders
 
 SAMPLE = {"steps": 20, "monitor": "val_loss", "min_delta": 0.0, "patience": 3, "best": "1.2345", "step": 40,
           "seconds": "120", "checkpoint": "step-4", "id": "41", "nodes": "node1, node2", "state": "FAILED",
@@ -199,10 +200,10 @@ def test_the_status_keeps_the_id_beside_the_english(tmp_path):
 
 def test_a_parameter_holds_a_message_only_where_the_catalogue_puts_one():
     """So that a value's text cannot be read as a message: in every template, a parameter named in
-    MESSAGE_PARAMS is filled with a Message by its producers, the others with values."""
+    its message declares of kind `message` is filled with a Message by its producers, the others with values."""
     for key, template in CATALOGUE.items():
         for name in placeholders(template):
-            assert isinstance(SAMPLE[name], Message) == (name in MESSAGE_PARAMS), (key, name)
+            assert isinstance(SAMPLE[name], Message) == (ENTRIES[key].kinds.get(name) == "message"), (key, name)
 
 
 def test_placeholders_are_format_fields():
