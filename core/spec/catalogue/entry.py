@@ -3,6 +3,7 @@ text. Core's messages (core.spec.catalogue's domains) and the console's texts (a
 `{id: Entry}`. Stdlib only."""
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Mapping, NamedTuple
 
 # How a parameter's value is said, declared with the message (a parameter without a kind is plain text,
@@ -47,4 +48,4 @@ class Entry(NamedTuple):
 
     en: str
     zh: str
-    kinds: Mapping[str, str] = {}
+    kinds: Mapping[str, str] = MappingProxyType({})  # shared by the entries without kinds: read-only
