@@ -22,7 +22,7 @@ from core.run.launcher import REPO_ROOT
 from core.run import gguf_files
 from core.run.records import RunDirError
 from core.run.rundir import POINTERS, RunDir, resolve_inside
-from core.spec.errors import RECORDS_ENV, read_report, said_of
+from core.spec.errors import RECORDS_ENV, error_on, said_of
 
 ZIP_FORMATS = ("peft", "merged", "mindspore")
 # the console's GGUF downloads -> core.export's (--format, --quant)
@@ -110,7 +110,7 @@ def run_export(run_path: Path, fmt: str, runs_root: Path, runner=subprocess.run)
             result = runner(export_argv(run_path, target.which, fmt), cwd=REPO_ROOT, capture_output=True,
                             text=True, timeout=EXPORT_TIMEOUT_S, env={**os.environ, "GLOG_v": "3", RECORDS_ENV: "1"})
             if result.returncode != 0:
-                raise ExportFailed(read_report(result.stderr) or _last_error(result.stderr)
+                raise ExportFailed(error_on(result.stderr, marks=("Error",))
                                    or f"core.engine.export exited with {result.returncode}")
             printed = Path(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else target.zip_path
             if printed.is_file():
@@ -119,12 +119,6 @@ def run_export(run_path: Path, fmt: str, runs_root: Path, runner=subprocess.run)
         return resolve_inside(runs_root, target.zip_path)
     except RunDirError as err:
         raise ExportFailed(str(err)) from None
-
-
-def _last_error(stderr: str) -> str:
-    lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("error:") or "Error" in line]
-    return (errors or lines or [""])[-1].removeprefix("error: ")
 
 
 def prepare_adapter(exports: "BackgroundExports", run_path: Path, runs_root: Path) -> None:

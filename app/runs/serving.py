@@ -21,7 +21,7 @@ from pathlib import Path
 
 from core.run.launcher import REPO_ROOT, free_port
 from core.run.rundir import RunDir
-from core.spec.errors import RECORDS_ENV, SERVING_MARK, read_report
+from core.spec.errors import RECORDS_ENV, SERVING_MARK, error_on
 
 LOG_NAME = "serve.log"
 START_TIMEOUT_S = 180
@@ -48,8 +48,7 @@ class Endpoint:
             printed = ""
         lines = printed.splitlines()
         if self.process.poll() is not None:
-            said = [line for line in lines if line.startswith("error:")] or lines or ["exited"]
-            return "ended", read_report(printed) or said[-1].removeprefix("error: ")
+            return "ended", error_on(printed) or "exited"
         found = next((_serving(line) for line in lines if line.startswith(SERVING_MARK)), None)
         return ("serving", f"{found['url']} (model '{found['name']}')") if found else ("starting", "")
 

@@ -43,7 +43,7 @@ from app.tabs.changes import Change, applies, changes, changes_text, flatten, sa
 from app.context import Console
 from app.charts.figures import compared_name, figure_label, figure_value, final_value, run_spec
 from app.i18n import Said, memory_note, problem_text, text
-from core.spec.errors import RECORDS_ENV, read_report, said_of
+from core.spec.errors import RECORDS_ENV, error_on, said_of
 from app.paths import OutsideRootsError, inside_roots
 
 PREVIEW_MASTER_PORT = 29500  # shown in previews; a free port is chosen at launch
@@ -765,10 +765,7 @@ def _parse_dry_run(stdout: str, stderr: str, code: int, seconds: float) -> DryRu
                 break
     # the dry run's error by its record (core.spec.errors.report), said by its id where the page shows
     # it; without one (a crash) its last error line as it is
-    lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    error = read_report(stderr) or next((line.removeprefix("error: ") for line in reversed(lines)
-                                         if line.startswith("error:")), None)
-    return DryRun(error=error or (lines[-1] if lines else Said("dry.exited", code=code)))
+    return DryRun(error=error_on(stderr) or Said("dry.exited", code=code))
 
 
 def dry_run_html(measured: DryRun, estimate: Any | None, workers: int = 1, lang: str = "en") -> str:

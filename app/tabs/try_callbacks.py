@@ -20,7 +20,7 @@ from app.auth.access import SINGLE_USER, Viewer, read_owner
 from app.context import Console
 from app.charts.figures import run_label, run_spec
 from app.i18n import Said, problem_text, text
-from core.spec.errors import RECORDS_ENV, read_report, said_of
+from core.spec.errors import RECORDS_ENV, error_on, said_of
 from core.spec.messages import Message
 from app.paths import OutsideRootsError, inside_roots
 
@@ -90,10 +90,7 @@ def parse_output(stdout: str, stderr: str, returncode: int) -> Answer:
                 return Answer(str(data.get("text", "")), int(data.get("new_tokens", 0)), float(data.get("seconds", 0)))
             except (ValueError, TypeError, AttributeError):
                 break
-    lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    error = read_report(stderr) or next((line.removeprefix("error: ") for line in reversed(lines)
-                                         if line.startswith("error:")), None)
-    return Answer("", error=error or (lines[-1] if lines else Said("try.exited", code=returncode)))
+    return Answer("", error=error_on(stderr) or Said("try.exited", code=returncode))
 
 
 def _run(argv: list[str], runner=subprocess.run) -> Answer:

@@ -319,9 +319,6 @@ class OurSide:
     def _composed(self, ids: list[int]) -> np.ndarray:
         return self.model.construct(ms.Tensor(np.asarray([ids], np.int32))).asnumpy()[0]
 
-    def round_like(self, quant: str) -> None:
-        round_like_file(self.model, quant)
-
 
 def round_like_file(model, quant: str) -> None:
     """The model's matrices rounded as the file stores them (gguf.quants there and back: the file's values;
@@ -438,7 +435,7 @@ def check_gguf(path: Path, quant: str, load_model: Callable[[], object], tokeniz
             if samples[0].prompt == samples[0].whole_prompt:  # whole samples (a small model): a pass to spare
                 first = ours.rows(samples[0], answers[0])
                 result.max_logit_diff_float32 = _distance(their_rows[0], first)[0]
-            ours.round_like(quant)
+            round_like_file(ours.model, quant)
             stages.done("float32 distance, rounding ours")
         our_rows = [ours.rows(s, a) for s, a in zip(samples, answers)]
         nll, count = _perplexity_sums(our_rows, samples)

@@ -108,3 +108,16 @@ def read_report(stderr: str) -> str | None:
             except ValueError:
                 return None
     return None
+
+
+def error_on(stderr: str, marks: tuple[str, ...] = ()) -> str | None:
+    """What an entry point said went wrong on `stderr`: its record (`read_report`); without one (a crash,
+    an old entry point), as it is, its last `error: ` line (the prefix dropped) or the last line holding one of
+    `marks`, else its last line; None when it printed nothing."""
+    found = read_report(stderr)
+    if found is not None:
+        return found
+    lines = [line for line in (stderr or "").splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:") or any(mark in line for mark in marks)]
+    said = errors or lines
+    return said[-1].removeprefix("error: ") if said else None

@@ -685,3 +685,14 @@ def test_a_classification_needs_no_english_of_ours():
     assert failure_kind(moved) == "nonfinite"
     library = Status(state="failed", reason=str(Message("train.crashed", error="RuntimeError: CUDA out of memory")))
     assert failure_kind(library) == "oom"
+
+
+def test_an_entry_points_error_is_its_record_else_its_last_error_line_as_it_is():
+    from core.spec.errors import error_on
+    message = Message("export.full_no_adapter")
+    record = f"{RECORD_MARK}{json.dumps(record_of(message))}"
+    assert error_on(f"error: {message}\n{record}\nwarning: later\n").to_json() == message.to_json()
+    crash = "error: first\nTraceback (most recent call last):\nValueError: bad shape\nwarning: done\n"
+    assert error_on(crash) == "first"  # a crash without a record: its last `error: ` line, as it is
+    assert error_on(crash, marks=("Error",)) == "ValueError: bad shape"  # the exports' reading: Python's too
+    assert error_on("Killed\n\n") == "Killed" and error_on("") is None and error_on(None) is None
