@@ -44,7 +44,8 @@ from core.run.atomic import atomic_path
 from core.run.ckpt_store import format_bytes, free_bytes
 from core.spec.errors import MessageError
 from core.spec.messages import Message
-from core.spec.model_args import ModelArgs, read_model_args, rope_inverse_frequencies, rope_long_after, weight_files
+from core.spec.model_args import (ModelArgs, read_model_args, rope_attention_factor, rope_inverse_frequencies,
+                                  rope_long_after, weight_files)
 from core.weights.safetensors_io import SafetensorsReader, to_float32
 
 try:  # a product dependency (requirements.txt); the message below says so where it is missing
@@ -197,8 +198,7 @@ class Vocab:
 
 
 def _pre_tokenizer_name(tok: dict, where: str) -> str:
-    pre = tok.get("pre_tokenizer") or {}
-    steps = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
+    steps = _steps(tok.get("pre_tokenizer"))
     kinds = [s.get("type") for s in steps]
     if kinds == ["ByteLevel"] and steps[0].get("use_regex", True):
         if steps[0].get("add_prefix_space"):
@@ -536,9 +536,10 @@ def add_hyperparameters(writer, args: ModelArgs, cfg: dict, family: GgufFamily, 
     if scaling.get("rope_type") == "linear":
         writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         writer.add_rope_scaling_factor(float(scaling["factor"]))
-    if scaling.get("rope_type") == "longrope":  # the factors are tensors; cos and sin scaled by the attention factor
-        writer.add_rope_scaling_orig_ctx_len(int(scaling["original_max_position_embeddings"]))
-        writer.add_rope_scaling_attn_factors(float(scaling["attention_factor"]))
+    long_after = rope_long_after(args)
+    if long_after is not None:  # LongRoPE: the factors are tensors; cos and sin scaled by the attention factor
+        writer.add_rope_scaling_orig_ctx_len(long_after)
+        writer.add_rope_scaling_attn_factors(rope_attention_factor(args))
     if args.moe is not None:
         writer.add_expert_count(args.moe.num_experts)
         writer.add_expert_used_count(args.moe.top_k)
