@@ -22,6 +22,7 @@ from core.run.launcher import REPO_ROOT
 from core.run import gguf_files
 from core.run.records import RunDirError
 from core.run.rundir import POINTERS, RunDir, resolve_inside
+from app.i18n import Said
 from core.spec.errors import RECORDS_ENV, error_on, said_of
 
 ZIP_FORMATS = ("peft", "merged", "mindspore")
@@ -35,8 +36,8 @@ _locks_guard = threading.Lock()
 
 
 class ExportFailed(RuntimeError):
-    """core.export refused or crashed: its error's Message (by the record it printed,
-    core.spec.errors.report), else its last error line as it is."""
+    """No download: core.export refused or crashed (its error's Message, by the record it printed,
+    core.spec.errors.report, else its last error line as it is), or the console's own reason (a Said)."""
 
     @property
     def said(self) -> list[str]:
@@ -101,24 +102,24 @@ def run_export(run_path: Path, fmt: str, runs_root: Path, runner=subprocess.run)
     """The zip for `fmt`, exporting it first if needed; the result must lie inside `runs_root`.
     Concurrent requests for the same zip wait for one export instead of starting another."""
     if fmt not in FORMATS:
-        raise ExportFailed(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
+        raise ExportFailed(Said("act.export_unknown_format", format=repr(fmt), formats=", ".join(FORMATS)))
     target = export_target(run_path, fmt)
     if target is None:
-        raise ExportFailed("no checkpoint saved yet: downloads appear after the first evaluation or save")
+        raise ExportFailed(Said("act.export_no_checkpoint"))
     with _lock_for(run_path, fmt):
         if not target.ready:
             result = runner(export_argv(run_path, target.which, fmt), cwd=REPO_ROOT, capture_output=True,
                             text=True, timeout=EXPORT_TIMEOUT_S, env={**os.environ, "GLOG_v": "3", RECORDS_ENV: "1"})
             if result.returncode != 0:
                 raise ExportFailed(error_on(result.stderr, marks=("Error",))
-                                   or f"core.engine.export exited with {result.returncode}")
+                                   or Said("act.export_exited", code=result.returncode))
             printed = Path(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else target.zip_path
             if printed.is_file():
                 target = ExportTarget(target.which, target.step, printed, target.checked)
     try:
         return resolve_inside(runs_root, target.zip_path)
     except RunDirError as err:
-        raise ExportFailed(str(err)) from None
+        raise ExportFailed(said_of(err)) from None
 
 
 def prepare_adapter(exports: "BackgroundExports", run_path: Path, runs_root: Path) -> None:

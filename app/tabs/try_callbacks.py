@@ -79,7 +79,7 @@ def generate_argv(source: str, is_checkpoint: bool, prompt: str, chat: bool, max
 
 
 def parse_output(stdout: str, stderr: str, returncode: int) -> Answer:
-    """The JSON line core.engine.generate prints last (its answer, or its error with the message's id);
+    """The JSON line core.generate prints last (its answer, or its error with the message's id);
     its error line when it failed without one."""
     for line in reversed(stdout.strip().splitlines()):
         if line.startswith("{"):

@@ -155,6 +155,13 @@ TEXTS: dict[str, Entry] = {
         "已发送给 worker（请求 {seq}）：{settings}；下一步起生效"),
     "act.ready": Entry("ready: `{file}`", "已就绪：`{file}`"),
     "act.export_failed": Entry("⚠ export failed: {problem}", "⚠ 导出失败：{problem}", {"problem": "message"}),
+    # why app.runs.exports.run_export made no download (ExportFailed), said inside act.export_failed
+    "act.export_unknown_format": Entry("unknown export format {format}; use one of {formats}",
+                                       "未知的导出格式 {format}；可用：{formats}"),
+    "act.export_no_checkpoint": Entry(
+        "no checkpoint saved yet: downloads appear after the first evaluation or save",
+        "尚未保存检查点：第一次评估或保存之后才能下载"),
+    "act.export_exited": Entry("core.export exited with {code}", "core.export 退出码为 {code}"),
     "act.with_origin": Entry("{message}; {origin}", "{message}；{origin}"),
     "act.made_from": Entry("made from {run}: {changes}", "基于 {run}：{changes}"),
     "act.forked_from": Entry("forked from {run} at step {step}: {changes}", "分叉自 {run} 第 {step} 步：{changes}"),

@@ -26,6 +26,6 @@ TEXTS: dict[str, Entry] = {
         "pick a fine-tuned checkpoint (runs appear here once they saved one)",
         "请选择微调检查点（运行保存检查点后会出现在这里）"),
     "try.no_such_checkpoint": Entry("{checkpoint}: no such checkpoint folder", "{checkpoint}：没有这个检查点目录"),
-    "try.exited": Entry("core.engine.generate exited with {code}", "core.engine.generate 退出码为 {code}"),
+    "try.exited": Entry("core.generate exited with {code}", "core.generate 退出码为 {code}"),
     "try.tokens_in": Entry("[{tokens} tokens in {seconds} s]", "[{tokens} 个 token，用时 {seconds} 秒]"),
 }

@@ -524,7 +524,7 @@ def test_the_try_tabs_own_refusals_are_said_in_the_pages_language(console, tmp_p
     assert gone.error.key == "try.no_such_checkpoint"
     assert_chinese(str(gone.error), gone.shown("zh").removeprefix("⚠ "))
     exited = try_cb.parse_output("", "", 3)
-    assert str(exited.error) == "core.engine.generate exited with 3"
+    assert str(exited.error) == "core.generate exited with 3"
     assert_chinese(str(exited.error), exited.shown("zh").removeprefix("⚠ "))
 
 

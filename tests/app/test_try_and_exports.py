@@ -123,3 +123,28 @@ def test_the_checkpoint_picker_labels_each_run_with_its_state_now(console):
     choices, value = cb.checkpoint_picker(console, current=str(older.checkpoint("last")))
     assert value == str(older.checkpoint("last")) and choices[0][0].endswith("· last (finished)")
     assert cb.checkpoint_picker(console, current="gone")[1] == str(newer.checkpoint("last"))
+
+
+def test_the_consoles_own_export_refusals_are_said_in_the_pages_language(tmp_path):
+    """No checkpoint yet, an unknown format, a crash that printed nothing: each is a Said (app.texts.runs),
+    so the Monitor's "export failed" line is 中文 on the 中文 page, not English read back."""
+    from app.i18n import problem_text
+    run = tmp_path / "r"
+    (run / "checkpoints").mkdir(parents=True)
+    with pytest.raises(exports.ExportFailed) as none_yet:
+        exports.run_export(run, "peft", tmp_path)
+    said = none_yet.value.said[0]
+    assert said.key == "act.export_no_checkpoint" and str(said).startswith("no checkpoint saved yet")
+    assert problem_text(said, "zh") == "尚未保存检查点：第一次评估或保存之后才能下载"
+    with pytest.raises(exports.ExportFailed) as unknown:
+        exports.run_export(run, "tar", tmp_path)
+    assert unknown.value.said[0].key == "act.export_unknown_format" and "'tar'" in str(unknown.value)
+    assert problem_text(unknown.value.said[0], "zh").startswith("未知的导出格式 'tar'")
+
+    (run / "checkpoints" / "step-1").mkdir()
+    os.symlink("step-1", run / "checkpoints" / "best")
+    with pytest.raises(exports.ExportFailed) as crashed:
+        exports.run_export(run, "peft", tmp_path, runner=lambda argv, **kw: SimpleNamespace(returncode=-9, stdout="",
+                                                                                             stderr=""))
+    assert crashed.value.said[0].key == "act.export_exited" and str(crashed.value) == "core.export exited with -9"
+    assert problem_text(crashed.value.said[0], "zh") == "core.export 退出码为 -9"
