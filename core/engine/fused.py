@@ -17,7 +17,10 @@ and run as MindSpore `ops.Custom` "aot" kernels with hand-written backwards.
 - swiglu.cc: the MLP's gate silu(g)·u in one pass each way (composed: a Sigmoid and two Muls
   forward, a SigmoidGrad and four Muls backward), and GeGLU's gelu_tanh(g)·u (Gemma).
 - lora.cc: a LoRA projection's update base + (x·Aᵀ)·(s·B)ᵀ and its gradients, one kernel each way
-  instead of eight to ten MindSpore kernels on skinny shapes.
+  instead of eight to ten MindSpore kernels on skinny shapes; for a float32 base weight the base
+  product x·Wᵀ and its dy·W run inside the same kernel (`FusedLoRA.with_base`: no base output to
+  copy, no AddN of two input gradients; demo LoRA step 0.193-0.207 -> 0.184-0.188 s, 25M 0.97-1.01 ->
+  0.89 s, 0.5B shape 4.10-4.35 -> 3.94 s on the Intel machine of docs/performance.md).
 - grouped_matmul.cc: a mixture of experts' products (core/engine/moe.py). The token copies a router
   sends to the experts, sorted by expert, form one group of rows per expert; each group is one
   sgemm against its expert's slice of the stacked weights, forward, dx and dW (a second forward
@@ -555,6 +558,17 @@ class FusedLoRA:
 
         self.op = _aot(kernel, "lora_forward", lambda base, x, a, b, s: (base, [x[0], a[0]]), 2, bprop)
 
+        # the same update with the frozen float32 base product inside (lora_dense_*): called with the
+        # weight first, (w, x, a, b, s) -> (y, h); no gradient reaches w
+        backward_base = _aot(kernel, "lora_dense_backward", lambda x, a, b, s, h, dy, w: (x, a, b), 3)
+
+        def bprop_base(w, x, a, b, s, out, dout):
+            dx, da, db = backward_base(x, a, b, s, out[1], dout[0], w)
+            return zeros_like(w), dx, da, db, zeros_like(s)
+
+        self.with_base = _aot(kernel, "lora_dense_forward", lambda w, x, a, b, s: ([x[0], w[0]], [x[0], a[0]]), 2,
+                              bprop_base)
+
 
 def inference_problem(model, lora_in_kernel: bool = False) -> str | None:
     """Why `model` cannot run FusedInference (kernels/infer.cc: the plain pre-norm decoder in float32),
@@ -785,8 +799,10 @@ def enable(model, threads: int | None = None, amp_level: str = "O0") -> str:
         model.use_frozen_kernels(FusedFrozenWeights(kernel))
     model.inference_kernel = FusedInference(kernel)  # used where inference_problem(model) is None
     model.token_entropy = entropy_variants(kernel)  # GRPO's entropy figure (core.engine.grpo)
-    lora = FusedLoRA(kernel).op
+    lora = FusedLoRA(kernel)
     for _, cell in model.cells_and_names():
         if hasattr(cell, "lora_a") and hasattr(cell, "fused") and cell.lora_dropout.p == 0:
-            cell.fused = lora  # LoRA with dropout keeps the composed ops (the kernel draws no masks)
+            # a float32 base weight's product goes into the same kernel (a 16-bit one has its own)
+            cell.fused_base = lora.with_base if cell.frozen is None and cell.weight.dtype == ms.float32 else None
+            cell.fused = lora.op  # LoRA with dropout keeps the composed ops (the kernel draws no masks)
     return "fused" + ("; composed: " + "; ".join(composed) if composed else "")

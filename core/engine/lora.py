@@ -77,6 +77,7 @@ class LoRADense(nn.Dense):
         # and setting one picks the forward again (`_pick_forward`), so `construct` runs one path:
         self.merged = False  # True while scaling·B·A is folded into `weight` (merge_lora, merged_adapters)
         self.fused = None  # core.engine.fused.enable: the CPU kernel for the update (dropout 0, float32)
+        self.fused_base = None  # core.engine.fused.enable: that kernel with a float32 base product inside
         self.amp = None  # AMP O1 (core.engine.layers.use_amp_o1): base and adapter products in this 16-bit dtype
         # True while a reference pass runs (core.engine.preference.adapters_off): the base layer alone. A
         # Python constant of the graph: the reference pass is its own jit function, compiled with it set
@@ -156,8 +157,14 @@ class LoRADense(nn.Dense):
         if x.dtype != ms.float32:  # a 16-bit model's input: the kernel is float32 (a constant of the graph)
             return self._composed(x)
         x2 = x.reshape(-1, x.shape[-1])  # (N, in)
-        # one kernel each way for x·Aᵀ·(s·B)ᵀ added to the base output (core/engine/kernels/lora.cc)
-        out = self.fused(self._base(x2), x2, self.lora_a, self.lora_b, self.scaling_tensor)[0]
+        # one kernel each way for x·Aᵀ·(s·B)ᵀ added to the base output (core/engine/kernels/lora.cc); a
+        # float32 weight's product x·Wᵀ in the same kernel (its dx too: no AddN of two input gradients)
+        if self.fused_base is not None:
+            out = self.fused_base(self.weight, x2, self.lora_a, self.lora_b, self.scaling_tensor)[0]
+            if self.has_bias:
+                out = self.bias_add(out, self.bias)
+        else:
+            out = self.fused(self._base(x2), x2, self.lora_a, self.lora_b, self.scaling_tensor)[0]
         return self._output(out, x.shape)
 
     def _composed(self, x):

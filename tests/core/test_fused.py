@@ -703,6 +703,44 @@ def test_lora_kernel_matches_float64_reference(n, d_in, d_out, r):
 
 @pytest.mark.slow
 @needs_kernel
+@pytest.mark.parametrize("n, d_in, d_out, r", [(300, 48, 40, 8), (64, 900, 1030, 8), (4100, 1024, 1030, 16)])
+def test_lora_kernel_with_its_base_product_matches_float64_reference(n, d_in, d_out, r):
+    """y = x·Wᵀ + (x·Aᵀ)·(s·B)ᵀ for a frozen float32 W, with dx = dy·W + dy·s·B·A, dA and dB, W's gradient
+    zeros. The product splits by rows where there are more rows than the weight has rows (columns, for
+    dx), else by the weight's: the shapes take both ways, on one thread and on several; every gradient is
+    the same whatever the thread count."""
+    rng = np.random.default_rng(9)
+    s = 2.0
+    w, x = (rng.standard_normal(shape).astype(np.float32) * 0.2 for shape in ((d_out, d_in), (n, d_in)))
+    a, b = (rng.standard_normal(shape).astype(np.float32) * 0.3 for shape in ((r, d_in), (d_out, r)))
+    dy = rng.standard_normal((n, d_out)).astype(np.float32)
+    w64, x64, a64, b64, dy64 = (v.astype(np.float64) for v in (w, x, a, b, dy))
+    h = x64 @ a64.T
+    ref_y = x64 @ w64.T + s * h @ b64.T
+    g = dy64 @ b64 * s
+    ref = (np.zeros_like(w64), dy64 @ w64 + g @ a64, g.T @ x64, s * dy64.T @ h)  # dW, dx, dA, dB
+    op = fused.FusedLoRA(KERNEL).with_base
+    scale = Tensor([s], ms.float32)
+    y, hidden = (v.asnumpy() for v in op(*(Tensor(v) for v in (w, x, a, b)), scale))
+    close = lambda ours, ref, tol, **kw: np.testing.assert_allclose(  # noqa: E731  float32 sums of d_in terms
+        ours, ref, rtol=tol, atol=tol * max(np.abs(ref).max(), 1.0), **kw)
+    close(y, ref_y, 1e-5)
+    close(hidden, h, 1e-5)
+    grad = ms.grad(lambda *t: (op(*t, scale)[0] * Tensor(dy)).sum(), grad_position=(0, 1, 2, 3))
+    runs = []
+    for threads in (1, 2, 3):
+        fused.set_threads(KERNEL, threads)
+        runs.append([v.asnumpy() for v in grad(*(Tensor(v) for v in (w, x, a, b)))])
+    fused.set_threads(KERNEL, 0)
+    for name, ours, expected in zip(("dW", "dx", "dA", "dB"), runs[0], ref):
+        close(ours, expected, 1e-5, err_msg=name)
+    assert all(np.array_equal(u, v) for other in runs[1:] for u, v in zip(runs[0], other))
+    with pytest.raises((RuntimeError, ValueError)):  # a weight of another width
+        op(*(Tensor(v) for v in (w[:, :-1], x, a, b)), scale)[0].asnumpy()
+
+
+@pytest.mark.slow
+@needs_kernel
 def test_the_lora_backward_does_not_hold_the_base_output():
     """The base projection's output is needed by nothing after the LoRA forward; an input of the
     backward kernel would be held from the forward on (0.5B LoRA at 2 × 128: ~300 MB). Measured in
@@ -739,6 +777,8 @@ def test_enable_routes_lora_without_dropout_through_the_kernel(tmp_path):
         assert fused.enable(model) == "fused"
         layers = [cell for _, cell in model.cells_and_names() if hasattr(cell, "lora_a")]
         assert len(layers) == 6 and all((c.fused is not None) == (dropout == 0.0) for c in layers)
+        # the float32 base products (q and v with their biases here) run inside the kernel too
+        assert all((c.fused_base is not None) == (dropout == 0.0) for c in layers)
         if dropout == 0.0:
             outputs["fused"] = model.construct(ids).asnumpy()
     assert np.abs(outputs["fused"] - outputs["composed"]).max() <= 1e-5
