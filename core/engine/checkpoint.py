@@ -8,6 +8,8 @@ is never half-loaded silently.
 """
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -197,6 +199,29 @@ def check_dtype_supported(dtype: str) -> None:
         raise CheckpointError(Message("weights.cpu_bf16"))
 
 
+@contextlib.contextmanager
+def without_hugepage_advice():
+    """NumPy's large arrays allocated without `madvise(MADV_HUGEPAGE)` inside the block (restored after).
+
+    NumPy advises transparent huge pages for every large array it allocates. Where the kernel's THP
+    setting is `madvise` with `defrag` `madvise` (Debian's and Ubuntu's default), each first touch of
+    such an array then tries to compact memory for a huge page, synchronously; on a long-running
+    machine whose memory is fragmented that fails and is slow: building the Qwen2.5-0.5B shape's
+    2 GB of float32 parameters (zeros, then the weights read into them) took 10-14 s here against
+    3.3 s with 4 KiB pages, a 2 GB `np.empty(...).fill(0)` 5-7 s against 0.7 s (bench/train_step.py's
+    "model load"; Intel Xeon, 2 CPUs, AnonHugePages 0). NumPy's own switch
+    (`NUMPY_MADVISE_HUGEPAGE=0`) is read once at its import; this sets the same flag for the block."""
+    switch = getattr(importlib.import_module("numpy._core.multiarray"), "_set_madvise_hugepage", None)
+    if switch is None:  # a NumPy without the advice
+        yield
+        return
+    before = switch(False)
+    try:
+        yield
+    finally:
+        switch(before)
+
+
 def load_hf_model(model_dir: str | Path, dtype: str = "float32", storage_dtype: str | None = None) -> CausalLM:
     """Build the model a Hugging Face folder describes and load its weights in `dtype`, tensor by
     tensor. storage_dtype (default: dtype) keeps the Dense weights and the embedding in another
@@ -206,9 +231,10 @@ def load_hf_model(model_dir: str | Path, dtype: str = "float32", storage_dtype: 
         raise CheckpointError(Message("weights.storage_dtype", py_value=repr(storage_dtype), choices=", ".join(DTYPES)))
     args = read_model_args(model_dir)
     files = weight_files(model_dir)
-    model = CausalLM(args, dtype, random_init=False, storage_dtype=storage_dtype)  # every weight is loaded next
-    with SafetensorsFiles(files) as tensors:
-        load_hf_weights(model, tensors, source=str(files[0] if len(files) == 1 else Path(model_dir) / INDEX_NAME))
+    with without_hugepage_advice():
+        model = CausalLM(args, dtype, random_init=False, storage_dtype=storage_dtype)  # every weight is loaded next
+        with SafetensorsFiles(files) as tensors:
+            load_hf_weights(model, tensors, source=str(files[0] if len(files) == 1 else Path(model_dir) / INDEX_NAME))
     model.weight_files = files  # where the passthrough tensors are read again for an export
     model.set_train(False)
     return model
